@@ -1,0 +1,48 @@
+"""adleak-count: live heap bytes and blocks after 10,000 dropped adds, under a counting allocator.
+
+Port of pb-adleak's `count` binary (seeds/000): the three groups run in sequence
+in one process (flex, flex.autodiff, a-tracked), each reporting live bytes and
+blocks relative to a reference point taken after one warm-up iteration: after the loop, after an unrelated backward,
+and (a-tracked) after a backward through a. Running variant V runs the groups
+before it too, as the real process did, and records V's rows.
+"""
+
+from common import tiny_backward
+from sim.tensor import Tensor, drop
+
+EXPERIMENT = "adleak-count"
+VARIANTS = ("flex", "flex.autodiff", "a-tracked")
+PARAMS = {"iterations": 10_000, "elements": 16}
+
+
+def run(sim, variant, iterations, elements):
+    autodiff = sim.device("flex").autodiff()
+    for group in VARIANTS:
+        device = sim.device("flex") if group == "flex" else autodiff
+        record = group == variant
+        a = Tensor.from_floats([1.0] * elements, device)
+        b = Tensor.from_floats([2.0] * elements, device)
+        if group == "a-tracked":
+            a = a.require_grad()
+        drop(a.clone() + b.clone())  # one warm-up iteration before the reference point
+        bytes0, blocks0 = sim.heap.live_bytes, sim.heap.live_blocks
+
+        def report(phase):
+            if record:
+                sim.sample(iterations, "iterations", phase=phase,
+                           heap_bytes_delta=sim.heap.live_bytes - bytes0,
+                           heap_blocks_delta=sim.heap.live_blocks - blocks0)
+
+        for _ in range(iterations):
+            c = a.clone() + b.clone()
+            drop(c)
+        report("after-loop")
+        tiny_backward(autodiff)
+        report("after-unrelated-backward")
+        if group == "a-tracked":
+            (a.clone() + b.clone()).sum().backward()
+            report("after-backward-through-a")
+        del a, b
+        yield sim.tick()
+        if record:
+            return

@@ -1,0 +1,34 @@
+"""adleak-rss: RSS of `c = a.clone() + b.clone(); drop(c)` on 16-element tensors, every 100k iterations.
+
+Port of the seed program pb-adleak (seeds/000, "没有任何 require_grad"): two
+16-element tensors a and b; 4 rounds of `iterations` dropped adds; process RSS
+printed before the first round and after each. Each variant is its own process.
+"""
+
+from common import tiny_backward
+from sim.tensor import Tensor, drop
+
+EXPERIMENT = "adleak-rss"
+VARIANTS = ("flex", "flex.autodiff", "a-tracked", "autodiff-backward-each-round",
+            "without_autodiff")
+PARAMS = {"iterations": 100_000, "rounds": 4, "elements": 16}
+
+
+def run(sim, variant, iterations, rounds, elements):
+    flex = sim.device("flex")
+    device = flex if variant == "flex" else flex.autodiff()
+    a = Tensor.from_floats([1.0] * elements, device)
+    b = Tensor.from_floats([2.0] * elements, device)
+    if variant == "a-tracked":
+        a = a.require_grad()
+    if variant == "without_autodiff":
+        a, b = a.without_autodiff(), b.without_autodiff()
+    for step in range(rounds + 1):
+        if step > 0:
+            for _ in range(iterations):
+                c = a.clone() + b.clone()
+                drop(c)
+            if variant == "autodiff-backward-each-round":
+                tiny_backward(device)
+        k = step * iterations // 1000
+        yield sim.sample(k, "k_iterations", rss=round(sim.rss_bytes() / 1e6, 3))

@@ -1,0 +1,155 @@
+//! p10-ema: Linear(512,512), input [64,512], SGD lr 1e-3, EMA of the weight after each step.
+
+use crate::Opts;
+use burn::nn::{Linear, LinearConfig};
+use burn::optim::{GradientsParams, SgdConfig};
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use burn_probes::alloc;
+use burn_probes::csv::{Sink, f};
+use burn_probes::rss::rss_bytes;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+use std::time::Instant;
+
+pub const MODES: &[&str] = &["detach", "target", "without", "target-without", "log", "ema-only"];
+const POINTS: &[usize] = &[1, 50, 100, 200, 500, 1000, 2000, 3000, 4000];
+
+static PANIC_MSG: Mutex<Option<String>> = Mutex::new(None);
+
+fn install_panic_capture() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = if let Some(s) = info.payload().downcast_ref::<&str>() {
+            s.to_string()
+        } else if let Some(s) = info.payload().downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "<non-string panic payload>".to_string()
+        };
+        let loc = info
+            .location()
+            .map(|l| {
+                // Strip the registry prefix: keep "burn-autodiff-0.22.1/src/..."
+                let file = l.file();
+                let short = file.find("burn-").map(|i| &file[i..]).unwrap_or(file);
+                format!("{short}:{}:{}", l.line(), l.column())
+            })
+            .unwrap_or_default();
+        eprintln!("panicked at {loc}: {msg}");
+        *PANIC_MSG.lock().unwrap() = Some(format!("panicked at {loc}: {msg}"));
+    }));
+}
+
+fn mode_note(mode: &str) -> &'static str {
+    match mode {
+        "detach" => "ema = ema*0.99 + w.detach()*0.01 kept across steps",
+        "target" => "ema (w.detach() snapshots) enters the loss as a target network: (out - x.matmul(ema))^2 mean",
+        "without" => "snapshot = w.without_autodiff()",
+        "target-without" => "snapshot = w.without_autodiff(); ema enters the loss as a target network",
+        "log" => "each step the norm of w.detach() is read with into_scalar() and not kept; no ema",
+        "ema-only" => "the detach EMA update alone without forward/backward/optimizer",
+        _ => "",
+    }
+}
+
+pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with_rss: bool) {
+    install_panic_capture();
+    let steps = opts.steps.unwrap_or(if opts.quick { 200 } else { 2000 });
+    let mut points: Vec<usize> = POINTS.iter().copied().filter(|&p| p <= steps).collect();
+    if points.last() != Some(&steps) {
+        points.push(steps);
+    }
+    let use_without = mode.ends_with("without");
+    let is_target = mode.starts_with("target");
+    let has_ema = mode != "log";
+    let train = mode != "ema-only";
+
+    let rss0 = rss_bytes();
+    let heap0 = alloc::snapshot();
+    let ad = Device::flex().autodiff();
+    let mut model: Option<Linear> = Some(LinearConfig::new(512, 512).init(&ad));
+    let x = Tensor::<2>::random([64, 512], Distribution::Default, &ad);
+    let mut optim = SgdConfig::new().init();
+    let snapshot = |m: &Linear| {
+        if use_without { m.weight.val().without_autodiff() } else { m.weight.val().detach() }
+    };
+    let mut ema: Option<Tensor<2>> = if has_ema { Some(snapshot(model.as_ref().unwrap())) } else { None };
+
+    let mut t0 = Instant::now();
+    let mut prev_step = 0usize;
+    let mut rss_step1 = 0u64;
+    let mut heap_step1 = 0i64;
+    let mut first_row = true;
+    for step in 1..=steps {
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let mut m = model.take().unwrap();
+            if train {
+                let out = m.forward(x.clone());
+                let loss = if is_target {
+                    let e = ema.as_ref().unwrap().clone();
+                    (out - x.clone().matmul(e)).powi_scalar(2).mean()
+                } else {
+                    out.powi_scalar(2).mean()
+                };
+                let grads = GradientsParams::from_grads(loss.backward(), &m);
+                m = optim.step(1e-3, m, grads);
+            }
+            if mode == "log" {
+                let n: f32 = m.weight.val().detach().powi_scalar(2).sum().sqrt().into_scalar();
+                std::hint::black_box(n);
+            }
+            if has_ema {
+                let e = ema.take().unwrap();
+                ema = Some(e * 0.99 + snapshot(&m) * 0.01);
+            }
+            model = Some(m);
+        }));
+        if r.is_err() {
+            let el = t0.elapsed().as_secs_f64();
+            let msg = PANIC_MSG.lock().unwrap().clone().unwrap_or_default();
+            sink.row(experiment, mode, "", step, "step", "panic", 1, "event", &msg);
+            eprintln!("  (panic at step {step} after {:.3} ms)", el * 1e3);
+            break;
+        }
+        if points.contains(&step) {
+            let el = t0.elapsed().as_secs_f64();
+            let ms = el * 1e3 / (step - prev_step) as f64;
+            let rss = rss_bytes();
+            let heap = alloc::snapshot();
+            let note = if first_row {
+                let e = ema.as_ref();
+                format!(
+                    "burn Flex+autodiff (no simd/rayon); fresh process per mode; ms_per_step = mean over the steps since the previous row; rss_delta = RSS now minus RSS at mode start (MiB = 2^20 B); {}; ema.is_tracked={} is_require_grad={}",
+                    mode_note(mode),
+                    e.map(|t| t.is_tracked()).unwrap_or(false),
+                    e.map(|t| t.is_require_grad()).unwrap_or(false)
+                )
+            } else {
+                String::new()
+            };
+            sink.row(experiment, mode, "", step, "step", "ms_per_step", f(ms, 4), "ms", &note);
+            if with_rss {
+                let d = rss as f64 - rss0 as f64;
+                sink.row(experiment, mode, "", step, "step", "rss_delta", f(d / 1048576.0, 3), "MiB", "");
+                sink.row(experiment, mode, "", step, "step", "rss_bytes", rss, "B", "");
+                let hd = heap.live_bytes - heap0.live_bytes;
+                sink.row(experiment, mode, "", step, "step", "heap_bytes_delta", hd, "B",
+                    if first_row { "live heap now minus at mode start (counting allocator)" } else { "" });
+                if step == 1 {
+                    rss_step1 = rss;
+                    heap_step1 = heap.live_bytes;
+                } else {
+                    let g = (rss as f64 - rss_step1 as f64) / (step - 1) as f64 / 1e3;
+                    sink.row(experiment, mode, "", step, "step", "rss_growth_per_step", f(g, 3), "KB",
+                        if prev_step == 1 { "(RSS now - RSS after step 1)/(steps - 1), KB = 1e3 B" } else { "" });
+                    let hg = (heap.live_bytes - heap_step1) as f64 / (step - 1) as f64;
+                    sink.row(experiment, mode, "", step, "step", "heap_growth_per_step", f(hg, 1), "B",
+                        if prev_step == 1 { "(live heap now - after step 1)/(steps - 1)" } else { "" });
+                }
+            }
+            first_row = false;
+            prev_step = step;
+            t0 = Instant::now();
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! Support code for the burn probes: counting allocator, RSS reader, CSV rows.
+pub mod alloc;
+pub mod csv;
+pub mod rss;

@@ -1,0 +1,232 @@
+"""Node liveness of one graph (burn-autodiff ``runtime/memory_management.rs``).
+
+:class:`GraphMemoryManagement` keeps, like burn's struct of the same name:
+
+``nodes``
+    node id -> (its :class:`~sim.autodiff.node.NodeRefCount`, its parents).
+    Holding the ref count here is what makes ``strong == 1`` mean "no tensor
+    handle left".
+``leaves``
+    ids of nodes that no registered node has as a parent.
+``statuses``
+    scratch map filled by :meth:`free_unavailable_nodes` and cleared after it
+    (its table keeps its capacity, as a cleared hashbrown table does).
+
+The three passes of ``free_unavailable_nodes`` are computed with NetworkX over a
+view of this graph (edges child -> parent, absent leaf parents dropped as burn's
+filters drop them). The set formulation below equals burn's worklist algorithm:
+
+* **unavailable**: reached from a leaf and able to reach, through parents, a
+  parent id that is no longer in ``nodes`` (a consumed intermediate);
+* **useful**: an available, still referenced node reached from a leaf, and every
+  ancestor of one;
+* **deletable**: reached from a leaf through nodes that are not useful; the
+  useful nodes where that walk stops are the new leaves.
+
+``free_unused_roots`` (the orphan sweep) removes only nodes that are not
+referenced and have no parent left in ``nodes``: one layer per sweep.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+__all__ = ["GraphMemoryManagement"]
+
+
+class GraphMemoryManagement:
+    """``nodes``, ``leaves`` and ``statuses`` of one graph, with their tables' heap."""
+
+    __slots__ = ("server", "nodes", "leaves", "nodes_table", "leaves_table", "statuses_table",
+                 "referenced")
+
+    def __init__(self, server):
+        sim = server.sim
+        self.server = server
+        self.nodes = {}
+        self.leaves = set()
+        self.nodes_table = sim.tables.nodes()
+        self.leaves_table = sim.tables.leaves()
+        self.statuses_table = sim.tables.statuses()
+        # number of registered nodes whose ref count is > 1 (a tensor handle is alive)
+        self.referenced = 0
+
+    # -- registration -----------------------------------------------------------
+    def register(self, rc, parents) -> None:
+        """Record ``rc``'s node with its ``parents``; it becomes a leaf, its parents stop being leaves."""
+        leaves = self.leaves
+        for pid, _ in parents:
+            leaves.discard(pid)
+        leaves.add(rc.id)
+        self.leaves_table.fit(len(leaves))
+        self._insert(rc, parents)
+
+    def _insert(self, rc, parents) -> None:
+        rc.acquire()
+        rc.owner = self
+        if rc.strong > 1:
+            self.referenced += 1
+        self.nodes[rc.id] = (rc, parents)
+        self.nodes_table.fit(len(self.nodes))
+        if parents:
+            # parents.to_vec(): an exact-size Vec<Parent>
+            self.server.sim.heap.alloc(self.server.sim.layout.parent_bytes * len(parents))
+
+    def _remove(self, node_id) -> None:
+        entry = self.nodes.pop(node_id, None)
+        if entry is None:
+            return
+        rc, parents = entry
+        sim = self.server.sim
+        if parents:
+            sim.heap.free(sim.layout.parent_bytes * len(parents))
+        if rc.strong > 1:
+            self.referenced -= 1
+        rc.owner = None
+        rc.release()
+        sim.policy.on_node_removed(self, node_id, parents)
+
+    def extend(self, other: "GraphMemoryManagement") -> None:
+        """Move every node of ``other`` into this graph (a merge)."""
+        self.nodes_table.reserve(len(self.nodes), _extend_reserve(self.nodes, other.nodes))
+        for node_id, (rc, parents) in other.nodes.items():
+            rc.owner = self
+            self.nodes[node_id] = (rc, parents)
+            self.nodes_table.fit(len(self.nodes))
+        self.referenced += other.referenced
+        self.leaves_table.reserve(len(self.leaves), _extend_reserve(self.leaves, other.leaves))
+        for leaf in other.leaves:
+            self.leaves.add(leaf)
+            self.leaves_table.fit(len(self.leaves))
+        other.nodes = {}
+        other.leaves = set()
+        other.referenced = 0
+        for table in (other.nodes_table, other.leaves_table, other.statuses_table):
+            table.drop()
+
+    def drop(self) -> None:
+        """The graph is dropped: release every node and free the tables."""
+        for node_id in list(self.nodes):
+            self._remove(node_id)
+        for table in (self.nodes_table, self.leaves_table, self.statuses_table):
+            table.drop()
+
+    # -- queries ------------------------------------------------------------------
+    def is_referenced(self, node_id) -> bool:
+        return self.nodes[node_id][0].strong > 1
+
+    def maybe_useful(self) -> bool:
+        """True if some node of this graph still has a live tensor handle."""
+        return self.referenced > 0
+
+    def scan_length(self) -> float:
+        """Expected number of keys ``maybe_useful`` reads before it answers.
+
+        ``nodes.keys().any(..)`` stops at the first referenced key; with ``r``
+        referenced keys among ``n`` in hash order the first sits at
+        ``(n + 1) / (r + 1)`` on average; a dead graph is read in full.
+        """
+        n = len(self.nodes)
+        r = self.referenced
+        return n if r == 0 else (n + 1) / (r + 1)
+
+    def on_last_handle(self, rc) -> None:
+        """A registered node lost its last tensor handle (seam for ``drop-release``)."""
+        self.server.sim.policy.on_last_handle(self.server, rc)
+
+    # -- backward -------------------------------------------------------------------
+    def consume_node(self, node_id) -> None:
+        """A backward consumed this node's step: forget it unless a tensor still holds it."""
+        entry = self.nodes.get(node_id)
+        if entry is not None and entry[0].strong <= 1:
+            self.leaves.discard(node_id)
+            self._remove(node_id)
+
+    def _view(self):
+        """Graph of this server's nodes, edges child -> parent, burn's leaf filter applied."""
+        graph = nx.DiGraph()
+        nodes = self.nodes
+        graph.add_nodes_from(nodes)
+        graph.add_edges_from(
+            (node_id, pid)
+            for node_id, (_, parents) in nodes.items()
+            for pid, is_leaf in parents
+            if not is_leaf or pid in nodes
+        )
+        return graph
+
+    def free_unavailable_nodes(self, on_free) -> int:
+        """Free every node whose backward became impossible or useless; returns nodes visited.
+
+        ``on_free(node_id)`` is called for each freed id (the server drops its
+        step and the locator its entry).
+        """
+        nodes = self.nodes
+        graph = self._view()
+        leaves = sorted(self.leaves)
+        graph.add_nodes_from(leaves)  # a stale leaf (freed by a sweep) is absent: unavailable
+        reached = _reachable(graph, leaves)
+        absent = [n for n in reached if n not in nodes]
+        unavailable = set(absent)
+        for missing in absent:
+            unavailable |= nx.ancestors(graph, missing)
+        unavailable &= reached
+        seeds = [n for n in reached
+                 if n not in unavailable and nodes[n][0].strong > 1]
+        useful = _reachable(graph, seeds)
+        self.statuses_table.grow_to(len(reached))
+
+        dead = graph.subgraph(n for n in reached if n not in useful)
+        deletables = set(leaf for leaf in leaves if leaf not in useful)
+        deletables = _reachable(dead, deletables)
+        new_leaves = {leaf for leaf in leaves if leaf in useful}
+        for node_id in deletables:
+            new_leaves.update(p for p in graph.successors(node_id) if p in useful)
+
+        self.leaves_table.drop()
+        self.leaves = new_leaves
+        self.leaves_table.grow_to(len(new_leaves))
+
+        roots = self._unused_roots(useful)
+        for node_id in sorted(deletables) + roots:
+            self._remove(node_id)
+            on_free(node_id)
+        return len(reached) + len(nodes)
+
+    def free_unused_roots(self, on_free) -> int:
+        """Free nodes with no handle and no parent left (the orphan sweep); returns nodes read."""
+        read = len(self.nodes)
+        for node_id in self._unused_roots(()):
+            self._remove(node_id)
+            on_free(node_id)
+        return read
+
+    def _unused_roots(self, useful):
+        nodes = self.nodes
+        return [
+            node_id
+            for node_id, (rc, parents) in nodes.items()
+            if rc.strong == 1
+            and node_id not in useful
+            and all(pid not in nodes for pid, _ in parents)
+        ]
+
+
+def _reachable(graph, sources):
+    """Sources and everything reachable from them along the graph's edges."""
+    sources = list(sources)
+    if not sources:
+        return set()
+    if len(sources) == 1:
+        found = nx.descendants(graph, sources[0])
+        found.add(sources[0])
+        return found
+    found = set()
+    for layer in nx.bfs_layers(graph, sources):
+        found.update(layer)
+    return found
+
+
+def _extend_reserve(existing, incoming) -> int:
+    """hashbrown ``extend``: reserve all of ``incoming`` into an empty table, else half."""
+    return len(incoming) if not existing else (len(incoming) + 1) // 2

@@ -1,0 +1,111 @@
+"""Nodes, node ids and node reference counts (burn-autodiff ``graph/node.rs``,
+``graph/requirement.rs``, ``tensor.rs``).
+
+* :class:`Node` is ``Arc<Node>``: created once per autodiff tensor, held by the
+  tensor and by every step that records it (as its own node or as a tracked
+  parent). Python's reference counting plays the role of the ``Arc``: the node's
+  heap block (``Arc<Node>`` plus its parents ``Vec``) is freed when the last
+  Python reference goes, exactly when Rust would drop it.
+* :class:`NodeRefCount` is ``Arc<NodeId>``: one strong reference per live tensor
+  handle, plus one while the node is a key of a graph's ``nodes`` map.
+  ``strong > 1`` while registered means "a tensor can still reach this node",
+  which is what ``maybe_useful`` and ``is_referenced`` ask.
+* Node ids come from one process-wide counter, so they ascend (which the
+  locator's BTreeMaps care about).
+"""
+
+from __future__ import annotations
+
+__all__ = ["GRAD", "GRAD_IN_BACKWARD", "NONE", "requirement_from", "Node", "NodeRefCount"]
+
+#: ``Requirement`` variants.
+GRAD, GRAD_IN_BACKWARD, NONE = 0, 1, 2
+
+
+def requirement_from(nodes) -> int:
+    """``Requirement::from_nodes``: GradInBackward if any input requires grad, else None."""
+    for node in nodes:
+        if node.requirement != NONE:
+            return GRAD_IN_BACKWARD
+    return NONE
+
+
+class Node:
+    """``Arc<Node>``: parents (``(id, is_leaf)`` of tracked inputs), order, id, requirement.
+
+    ``is_leaf`` of a parent is ``order == 0``, as in ``from_parents``.
+    """
+
+    __slots__ = ("id", "parents", "order", "requirement", "memory_bound", "retro", "_heap",
+                 "_nbytes", "__weakref__")
+
+    def __init__(self, sim, node_id, parents, order, requirement, memory_bound=False):
+        self.id = node_id
+        self.parents = parents
+        self.order = order
+        self.requirement = requirement
+        self.memory_bound = memory_bound
+        self.retro = None
+        layout = sim.layout
+        nbytes = layout.arc_node_bytes
+        heap = sim.heap
+        heap.alloc(nbytes)
+        if parents:
+            # the parents Vec is collected from a filtered iterator: capacity max(4, n)
+            vec = layout.parent_bytes * max(4, len(parents))
+            heap.alloc(vec)
+            nbytes = (nbytes, vec)
+        self._heap = heap
+        self._nbytes = nbytes
+
+    @property
+    def is_root(self) -> bool:
+        return self.order == 0
+
+    def __del__(self):
+        nbytes = self._nbytes
+        if type(nbytes) is tuple:
+            self._heap.free(nbytes[0])
+            self._heap.free(nbytes[1])
+        else:
+            self._heap.free(nbytes)
+
+    def __repr__(self):
+        return f"Node({self.id}, order={self.order}, parents={list(self.parents)})"
+
+
+class NodeRefCount:
+    """``Arc<NodeId>`` with an explicit strong count.
+
+    ``owner`` is the :class:`~sim.autodiff.memory.GraphMemoryManagement` whose
+    ``nodes`` map holds this id (or None), told when the count crosses 1 so the
+    ``dedup-sweep`` policy can keep a per-graph count of referenced nodes.
+    """
+
+    __slots__ = ("id", "strong", "owner", "_heap", "_nbytes")
+
+    def __init__(self, sim, node_id):
+        self.id = node_id
+        self.strong = 0
+        self.owner = None
+        self._heap = sim.heap
+        self._nbytes = sim.layout.arc_node_id_bytes
+        self._heap.alloc(self._nbytes)
+
+    def acquire(self) -> None:
+        self.strong += 1
+        if self.strong == 2 and self.owner is not None:
+            self.owner.referenced += 1
+
+    def release(self) -> None:
+        self.strong -= 1
+        strong = self.strong
+        if strong == 1:
+            if self.owner is not None:
+                self.owner.referenced -= 1
+                self.owner.on_last_handle(self)
+        elif strong == 0:
+            self._heap.free(self._nbytes)
+
+    def __repr__(self):
+        return f"NodeRefCount({self.id}, strong={self.strong})"

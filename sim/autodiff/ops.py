@@ -1,0 +1,175 @@
+"""Op preparation and registration (burn-autodiff ``ops/base.rs``, ``ops/tensor.rs``,
+``ops/activation.rs``; see docs/burn-notes/ops.md for the source lines).
+
+Every float op on an autodiff device goes through :func:`float_op`:
+
+1. plain (non-autodiff) operands are lifted with ``from_inner``: a fresh node id
+   and node, never registered (a constant for this op);
+2. ``Requirement::from_nodes``: tracked if any input requires grad;
+3. the checkpoint strategy decides the compute property: under ``balanced`` a
+   memory-bound op allocates its retro-forward and records backup actions for
+   its tracked parents (an untracked parent resets them, compute-bound);
+4. ``from_parents`` creates the output node (tracked parents only, order =
+   max + 1) and its ``Arc<NodeId>``;
+5. a tracked op records its explicit checkpoints (the buffers its backward
+   needs) and registers an ``OpsStep``; an untracked op registers an
+   ``UntrackedOpsStep`` through the policy seam ``register_untracked`` (burn
+   registers it: with no tracked parent, it starts a new graph).
+
+:data:`OPS` is the table of ops: arity, memory-bound or not, the size of the
+state their step keeps, which inputs they checkpoint, backward work.
+"""
+
+from __future__ import annotations
+
+from .checkpoint import BALANCED, CheckpointerBuilder
+from .node import GRAD, NONE, Node, NodeRefCount, requirement_from
+from .step import OPS as OPS_STEP
+from .step import UNTRACKED, Step
+
+__all__ = ["OpSpec", "OPS", "float_op", "step_bytes"]
+
+
+class OpSpec:
+    """One autodiff op.
+
+    ``state`` names the parts of the backward state (sizes from the layout);
+    ``saves`` is "cross" (each input saved when the OTHER is tracked: mul,
+    matmul), "input" (the input: relu, powf) or "" (shapes/scalars only).
+    """
+
+    __slots__ = ("name", "arity", "memory_bound", "state", "saves", "backward_factor")
+
+    def __init__(self, name, arity, memory_bound, state=(), saves="", backward_factor=1.0):
+        self.name = name
+        self.arity = arity
+        self.memory_bound = memory_bound
+        self.state = state
+        self.saves = saves
+        self.backward_factor = backward_factor
+
+    def __repr__(self):
+        return f"OpSpec({self.name})"
+
+
+_BINARY_BROADCAST = ("option_node_id", "option_node_id", "broadcast")
+
+#: name -> spec; states as in burn-autodiff 0.22.1's Backward impls
+OPS = {spec.name: spec for spec in (
+    OpSpec("add", 2, True, ("shape", "shape")),
+    OpSpec("sub", 2, True, ("shape", "shape")),
+    OpSpec("mul", 2, True, _BINARY_BROADCAST, saves="cross", backward_factor=2.0),
+    OpSpec("matmul", 2, False, _BINARY_BROADCAST, saves="cross", backward_factor=2.0),
+    OpSpec("mul_scalar", 1, True, ("scalar",)),
+    OpSpec("div_scalar", 1, True, ("scalar",)),
+    OpSpec("add_scalar", 1, True, ()),
+    OpSpec("sum", 1, False, ("shape",)),
+    OpSpec("mean", 1, False, ("shape",)),
+    OpSpec("reshape", 1, True, ("shape", "shape")),
+    OpSpec("relu", 1, True, ("node_id",), saves="input"),
+    OpSpec("powf_scalar", 1, True, ("node_id", "scalar_f64"), saves="input", backward_factor=2.0),
+    OpSpec("exp", 1, True, ("node_id",), saves="input"),
+    OpSpec("log", 1, True, ("node_id",), saves="input"),
+)}
+
+
+def _state_bytes(op, layout) -> int:
+    sizes = {
+        "shape": layout.shape_bytes,
+        "option_node_id": layout.option_node_id_bytes,
+        "broadcast": 2 * layout.shape_bytes + 8,  # enum { Broadcasted(Shape, Shape), None }
+        "scalar": layout.scalar_bytes,
+        "node_id": layout.node_id_bytes,
+        "scalar_f64": 8,
+    }
+    return sum(sizes[part] for part in op.state)
+
+
+def step_bytes(op, layout, tracked: bool) -> int:
+    """Bytes of the boxed step: ``Ops { parents: [Option<NodeRef>; N], node, state }``."""
+    base = op.arity * layout.option_node_ref_bytes + 8
+    return base + (_state_bytes(op, layout) if tracked else 0)
+
+
+def float_op(op, inputs, out_shape, device):
+    """Run ``op`` on ``inputs`` (tensors) producing a tensor of ``out_shape`` on ``device``."""
+    from ..tensor import Tensor
+    sim = device.sim
+    backend = device.backend
+    in_shapes = tuple(t.shape for t in inputs)
+    sim.timing.forward_op(op, (out_shape, in_shapes), backend)
+    prim = backend.alloc(out_shape)
+    if not device.is_autodiff:
+        return Tensor(device, out_shape, prim)
+
+    nodes = [t.node if t.node is not None else _lift(sim) for t in inputs]
+    requirement = requirement_from(nodes)
+    tracked = requirement != NONE
+    layout = sim.layout
+    actions = None
+    memory_bound = False
+    if op.memory_bound and device.checkpointing == BALANCED:
+        # BalancedCheckpointing::compute_property allocates the retro-forward Arc;
+        # checkpoint_parents records a backup per tracked parent, or resets on an untracked one
+        if all(n.requirement != NONE for n in nodes):
+            memory_bound = True
+            actions = CheckpointerBuilder(sim)
+            for t in inputs:
+                actions.checkpoint(t, backup=True)
+        else:
+            sim.heap.alloc(layout.retro_arc_bytes)
+            sim.heap.free(layout.retro_arc_bytes)
+
+    parents = tuple((n.id, n.order == 0) for n in nodes if n.requirement != NONE)
+    order = max(n.order for n in nodes) + 1
+    node = Node(sim, sim.next_node_id(), parents, order, requirement, memory_bound)
+    if memory_bound:
+        node.retro = _Retro(sim)
+    rc = NodeRefCount(sim, node.id)
+    out = Tensor(device, out_shape, prim, node, rc)
+
+    if tracked:
+        if op.saves:
+            for i, t in enumerate(inputs):
+                other_tracked = op.saves == "cross" and nodes[1 - i].requirement != NONE
+                if op.saves == "input" or other_tracked:
+                    if actions is None:
+                        actions = CheckpointerBuilder(sim)
+                    actions.checkpoint(t)
+        parent_nodes = tuple(n if n.requirement != NONE else None for n in nodes)
+        step = Step(OPS_STEP, op, node, parent_nodes, (), step_bytes(op, layout, True), actions,
+                    (out_shape, in_shapes))
+        sim.client.register(rc, step)
+    else:
+        step = Step(UNTRACKED, op, node, (), (), step_bytes(op, layout, False), actions,
+                    (out_shape, in_shapes))
+        sim.policy.register_untracked(sim.client, rc, step, device)
+    return out
+
+
+class _Retro:
+    """``Arc<RetroForward>`` of a memory-bound node under balanced checkpointing."""
+
+    __slots__ = ("_heap", "_nbytes")
+
+    def __init__(self, sim):
+        self._heap = sim.heap
+        self._nbytes = sim.layout.retro_arc_bytes
+        self._heap.alloc(self._nbytes)
+
+    def __del__(self):
+        self._heap.free(self._nbytes)
+
+
+def _lift(sim):
+    """``from_inner`` of a plain operand: a fresh, never registered node."""
+    return Node(sim, sim.next_node_id(), (), 0, NONE)
+
+
+def register_root(tensor) -> None:
+    """``require_grad`` on a leaf: a new node with the same id, a RootStep registered."""
+    sim = tensor.device.sim
+    node = Node(sim, tensor.node.id, (), 0, GRAD)
+    tensor.node = node
+    step = Step("root", None, node, (), (), sim.layout.root_step_bytes)
+    sim.client.register(tensor.rc, step)

@@ -1,0 +1,159 @@
+"""The per-graph server (burn-autodiff ``runtime/server.rs``).
+
+:class:`AutodiffServer` holds one graph's ``steps`` and ``actions_builder`` maps
+and its :class:`~sim.autodiff.memory.GraphMemoryManagement`.
+
+``backward`` follows burn 0.22.1: validate the tape (``collect_steps``), build
+it by removing every reached step (``consume_node`` on each), run the steps by
+decreasing depth, then ``free_unavailable_nodes`` and remove the consumed ids'
+locator entries. Simulated work is reported to the timing model.
+"""
+
+from __future__ import annotations
+
+from .memory import GraphMemoryManagement
+from .step import OPS, ROOT
+from .traversal import collect_steps
+
+__all__ = ["AutodiffServer", "Gradients"]
+
+
+class Gradients:
+    """Gradients of one backward: node id -> gradient buffer, for leaves that require grad."""
+
+    __slots__ = ("grads",)
+
+    def __init__(self):
+        self.grads = {}
+
+    def get(self, node_id):
+        return self.grads.get(node_id)
+
+    def remove(self, node_id):
+        return self.grads.pop(node_id, None)
+
+    def __contains__(self, node_id):
+        return node_id in self.grads
+
+    def __len__(self):
+        return len(self.grads)
+
+
+class AutodiffServer:
+    """``steps``, ``actions_builder`` and memory management of one graph."""
+
+    __slots__ = ("sim", "steps", "steps_table", "actions_table", "memory_management")
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.steps = {}
+        tables = sim.tables
+        self.steps_table = tables.steps()
+        self.actions_table = tables.actions_builder()
+        self.memory_management = GraphMemoryManagement(self)
+
+    # -- registration ------------------------------------------------------------
+    def register(self, rc, step) -> None:
+        """Record ``step`` for node ``rc`` (memory management, ``steps``, ``actions_builder``)."""
+        self.memory_management.register(rc, step.node.parents)
+        old = self.steps.get(rc.id)
+        self.steps[rc.id] = step
+        if old is None:
+            n = len(self.steps)
+            self.steps_table.fit(n)
+            self.actions_table.fit(n)
+        else:
+            self._drop_step(old)
+        self.sim.heap.alloc(step.nbytes)
+
+    def extend(self, other: "AutodiffServer") -> None:
+        """Absorb ``other``'s steps, actions and nodes (a merge moves them here)."""
+        n, extra = len(self.steps), len(other.steps)
+        reserve = extra if n == 0 else (extra + 1) // 2
+        self.steps_table.reserve(n, reserve)
+        self.actions_table.reserve(n, reserve)
+        for node_id, step in other.steps.items():
+            self.steps[node_id] = step
+            n = len(self.steps)
+            self.steps_table.fit(n)
+            self.actions_table.fit(n)
+        other.steps = {}
+        other.steps_table.drop()
+        other.actions_table.drop()
+        self.memory_management.extend(other.memory_management)
+
+    def _drop_step(self, step) -> None:
+        self.sim.heap.free(step.nbytes)
+        if step.actions is not None:
+            step.actions.drop()
+
+    def remove_step(self, node_id) -> None:
+        """Drop ``node_id``'s step and actions (``steps.remove`` + ``actions_builder.remove``)."""
+        step = self.steps.pop(node_id, None)
+        if step is not None:
+            self._drop_step(step)
+
+    def drop(self) -> None:
+        """The graph is dropped: every step, action and node goes with it."""
+        for step in self.steps.values():
+            self._drop_step(step)
+        self.steps = {}
+        self.steps_table.drop()
+        self.actions_table.drop()
+        self.memory_management.drop()
+
+    # -- backward ------------------------------------------------------------------
+    def backward(self, root, cleaner) -> Gradients:
+        """Run the backward from tensor ``root``; ``cleaner.clean(id)`` drops locator entries.
+
+        Raises :class:`~sim.autodiff.traversal.TapeConsumed` (before any change)
+        when the tape reaches a consumed step.
+        """
+        sim = self.sim
+        timing = sim.timing
+        ids = collect_steps(root.node.id, self.steps)
+        tape = []
+        memory = self.memory_management
+        for node_id in ids:
+            step = self.steps.pop(node_id)
+            memory.consume_node(node_id)
+            tape.append(step)
+        timing.tape(len(ids))
+        grads = self._execute(root, tape)
+        visited = memory.free_unavailable_nodes(
+            lambda node_id: (self.remove_step(node_id), cleaner.clean(node_id)))
+        timing.free_unavailable(visited)
+        for node_id in ids:
+            cleaner.clean(node_id)
+        return grads
+
+    def _execute(self, root, tape) -> Gradients:
+        """Run the steps by decreasing depth; keep the gradients of leaves that require grad."""
+        from .node import GRAD
+        sim = self.sim
+        backend = root.device.backend
+        pending = {root.node.id: (backend.alloc(root.shape), root.node)}
+        tape.sort(key=lambda s: -s.depth)
+        for step in tape:
+            node = step.node
+            if step.kind == OPS and node.id in pending and node.requirement != GRAD:
+                del pending[node.id]
+                sim.timing.backward_op(step.op, step.shapes)
+                for parent, shape in zip(step.parent_nodes, step.shapes[1]):
+                    if parent is not None:
+                        # a new buffer; when accumulating, it replaces the previous sum
+                        pending[parent.id] = (backend.alloc(shape), parent)
+            self._drop_step(step)
+        grads = Gradients()
+        grads.grads = {node_id: buf for node_id, (buf, node) in pending.items()
+                       if node.requirement == GRAD}
+        return grads
+
+    # -- orphan sweep ----------------------------------------------------------------
+    def maybe_useful(self) -> bool:
+        return self.memory_management.maybe_useful()
+
+    def free_unused_roots(self, on_free) -> int:
+        """Free this graph's unreferenced roots; returns nodes read."""
+        return self.memory_management.free_unused_roots(
+            lambda node_id: (self.remove_step(node_id), on_free(node_id)))

@@ -1,0 +1,82 @@
+"""Inner backends: where tensor buffers live and what an op costs to compute.
+
+burn's autodiff backend decorates an inner backend (``Autodiff<B>``); the
+simulator's inner backends are
+
+``flex``
+    the CPU backend: buffers are host-heap blocks (they count in the heap and
+    in RSS like any allocation);
+``metal``
+    the GPU backend through cubecl/wgpu: buffers come from
+    :class:`~sim.costs.pool.MemoryPool`; each live handle also keeps a small
+    host-side handle block.
+
+A :class:`Buffer` is the tensor primitive's storage, shared by clones of a
+tensor and by the steps and checkpoints that saved it: Python's reference count
+plays the handle count, and the buffer is freed when the last holder drops it.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["Buffer", "Backend", "ELEMENT_BYTES"]
+
+#: f32
+ELEMENT_BYTES = 4
+
+
+class Buffer:
+    """Storage of one tensor primitive (``nbytes`` of f32 data)."""
+
+    __slots__ = ("nbytes", "_free", "_token")
+
+    def __init__(self, nbytes, free, token):
+        self.nbytes = nbytes
+        self._free = free
+        self._token = token
+
+    def __del__(self):
+        self._free(self._token)
+
+
+class Backend:
+    """One inner backend of a simulation.
+
+    Parameters
+    ----------
+    sim : sim.engine.Simulation
+    kind : {"flex", "metal"}
+    spec : dict
+        The profile's ``[backend.<kind>]`` table: ``primitive_bytes`` (size of
+        the tensor primitive, boxed by each ``Computed`` checkpoint),
+        ``handle_bytes`` (host block per live handle), and for metal the pool
+        ``alignment``.
+    """
+
+    def __init__(self, sim, kind, spec):
+        self.sim = sim
+        self.kind = kind
+        self.primitive_bytes = int(spec["primitive_bytes"])
+        self.handle_bytes = int(spec.get("handle_bytes", 0))
+        self.pool = None
+        if kind == "metal":
+            from .costs.pool import MemoryPool
+            self.pool = MemoryPool(alignment=int(spec.get("alignment", 256)))
+
+    def alloc(self, shape) -> Buffer:
+        """A new buffer for an f32 tensor of ``shape``."""
+        nbytes = math.prod(shape) * ELEMENT_BYTES
+        heap = self.sim.heap
+        if self.pool is None:
+            heap.alloc(nbytes)
+            return Buffer(nbytes, heap.free, nbytes)
+        token = self.pool.alloc(nbytes)
+        if self.handle_bytes:
+            heap.alloc(self.handle_bytes)
+        return Buffer(nbytes, self._free_gpu, token)
+
+    def _free_gpu(self, token) -> None:
+        self.pool.free(*token)
+        if self.handle_bytes:
+            self.sim.heap.free(self.handle_bytes)

@@ -1,0 +1,286 @@
+"""Node structure of Rust's ``BTreeMap`` (B = 6), for the locator's two maps.
+
+The GraphLocator keeps ``graphs: BTreeMap<NodeId, Arc<Graph>>`` and
+``keys: BTreeMap<NodeId, HashSet<NodeId>>``. Their heap cost is one block per
+tree node: a leaf holds up to 11 keys and values, an internal node also holds
+12 child pointers. This module replays std's algorithms on the keys alone
+(``library/alloc/src/collections/btree``: ``node.rs`` splitpoint, ``remove.rs``
+merge / steal / pop_internal_level), so node counts are exact for any order of
+inserts and removals:
+
+* inserting into a full node splits it around ``splitpoint(edge)``; with node
+  ids ascending (always inserted at the right end) the left half keeps 6 keys
+  and 1 key moves up, so n keys occupy n / 6 nodes in all;
+* a node left with fewer than 5 keys by a removal merges with a sibling when
+  both fit in one node, else steals from it, preferring the left sibling;
+* an empty map owns no node; the root leaf of a map emptied by removals stays.
+
+Values are not stored: the simulated contents live in Python dicts.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+__all__ = ["BTreeNodes"]
+
+CAPACITY = 11
+MIN_LEN = 5
+
+
+class _Node:
+    __slots__ = ("keys", "edges")
+
+    def __init__(self, keys, edges=None):
+        self.keys = keys
+        self.edges = edges
+
+
+def _splitpoint(edge_idx):
+    """(middle kv index, insert into right?, index in that half) as in std's node.rs."""
+    if edge_idx < 5:
+        return 4, False, edge_idx
+    if edge_idx == 5:
+        return 5, False, edge_idx
+    if edge_idx == 6:
+        return 5, True, 0
+    return 6, True, edge_idx - 7
+
+
+class BTreeNodes:
+    """Key structure and node allocations of one ``BTreeMap``.
+
+    Parameters
+    ----------
+    heap : sim.costs.heap.Heap
+        Receives one alloc / free per node created / destroyed.
+    leaf_bytes, internal_bytes : int
+        ``size_of`` of ``LeafNode<K, V>`` and ``InternalNode<K, V>``.
+
+    Examples
+    --------
+    >>> from sim.costs.heap import Heap
+    >>> from sim.costs.rss import Allocator
+    >>> heap = Heap(Allocator.from_classes("glibc"))
+    >>> tree = BTreeNodes(heap, 192, 288)
+    >>> for k in range(10_000): _ = tree.insert(k)
+    >>> tree.leaves + tree.internals       # ascending ids: n / 6 nodes
+    1666
+    >>> for k in range(10_000): _ = tree.remove(k)
+    >>> tree.leaves, tree.internals, len(tree)
+    (1, 0, 0)
+    """
+
+    __slots__ = ("heap", "leaf_bytes", "internal_bytes", "root", "leaves", "internals", "length")
+
+    def __init__(self, heap, leaf_bytes: int, internal_bytes: int):
+        self.heap = heap
+        self.leaf_bytes = leaf_bytes
+        self.internal_bytes = internal_bytes
+        self.root = None
+        self.leaves = 0
+        self.internals = 0
+        self.length = 0
+
+    def __len__(self):
+        return self.length
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all nodes."""
+        return self.leaves * self.leaf_bytes + self.internals * self.internal_bytes
+
+    # -- allocation ---------------------------------------------------------
+    def _new(self, keys, edges=None):
+        if edges is None:
+            self.leaves += 1
+            self.heap.alloc(self.leaf_bytes)
+        else:
+            self.internals += 1
+            self.heap.alloc(self.internal_bytes)
+        return _Node(keys, edges)
+
+    def _free(self, node):
+        if node.edges is None:
+            self.leaves -= 1
+            self.heap.free(self.leaf_bytes)
+        else:
+            self.internals -= 1
+            self.heap.free(self.internal_bytes)
+
+    # -- insert ---------------------------------------------------------------
+    def insert(self, key) -> bool:
+        """Insert ``key``; returns False (no structural change) if it was present."""
+        node = self.root
+        if node is None:
+            self.root = self._new([key])
+            self.length = 1
+            return True
+        path = []
+        while True:
+            keys = node.keys
+            i = bisect_left(keys, key)
+            if i < len(keys) and keys[i] == key:
+                return False
+            if node.edges is None:
+                break
+            path.append((node, i))
+            node = node.edges[i]
+        self.length += 1
+        if len(node.keys) < CAPACITY:
+            node.keys.insert(i, key)
+            return True
+        mid, right_side, at = _splitpoint(i)
+        right = self._new(node.keys[mid + 1:])
+        up = node.keys[mid]
+        del node.keys[mid:]
+        (right if right_side else node).keys.insert(at, key)
+        while path:
+            parent, pi = path.pop()
+            if len(parent.keys) < CAPACITY:
+                parent.keys.insert(pi, up)
+                parent.edges.insert(pi + 1, right)
+                return True
+            mid, right_side, at = _splitpoint(pi)
+            new_right = self._new(parent.keys[mid + 1:], parent.edges[mid + 1:])
+            new_up = parent.keys[mid]
+            del parent.keys[mid:]
+            del parent.edges[mid + 1:]
+            target = new_right if right_side else parent
+            target.keys.insert(at, up)
+            target.edges.insert(at + 1, right)
+            up, right = new_up, new_right
+        self.root = self._new([up], [self.root, right])
+        return True
+
+    # -- remove ---------------------------------------------------------------
+    def remove(self, key) -> bool:
+        """Remove ``key``; returns False if it was absent."""
+        node = self.root
+        if node is None:
+            return False
+        path = []
+        while True:
+            keys = node.keys
+            i = bisect_left(keys, key)
+            if i < len(keys) and keys[i] == key:
+                break
+            if node.edges is None:
+                return False
+            path.append((node, i))
+            node = node.edges[i]
+        self.length -= 1
+        if node.edges is None:
+            del node.keys[i]
+            self._after_leaf_removal(node, path)
+            return True
+        # internal kv: remove the in-order predecessor from its leaf, then put it in place
+        path.append((node, i))
+        leaf = node.edges[i]
+        while leaf.edges is not None:
+            path.append((leaf, len(leaf.edges) - 1))
+            leaf = leaf.edges[-1]
+        predecessor = leaf.keys.pop()
+        self._after_leaf_removal(leaf, path)
+        holder = self.root
+        while True:
+            j = bisect_left(holder.keys, key)
+            if j < len(holder.keys) and holder.keys[j] == key:
+                holder.keys[j] = predecessor
+                return True
+            holder = holder.edges[j]
+
+    def _after_leaf_removal(self, leaf, path):
+        if len(leaf.keys) >= MIN_LEN or not path:
+            return
+        parent, pi = path.pop()
+        if pi > 0:
+            left = parent.edges[pi - 1]
+            if len(left.keys) + 1 + len(leaf.keys) <= CAPACITY:
+                self._merge(parent, pi - 1)
+            else:
+                self._steal_left(parent, pi - 1, 1)
+        else:
+            right = parent.edges[1]
+            if len(leaf.keys) + 1 + len(right.keys) <= CAPACITY:
+                self._merge(parent, 0)
+            else:
+                self._steal_right(parent, 0, 1)
+        if not self._fix_node_and_affected_ancestors(parent, path):
+            old = self.root
+            self.root = old.edges[0]
+            self._free(old)
+
+    def _fix_node_and_affected_ancestors(self, node, path) -> bool:
+        while True:
+            n = len(node.keys)
+            if n >= MIN_LEN:
+                return True
+            if not path:
+                return n > 0
+            parent, pi = path.pop()
+            if pi > 0:
+                left = parent.edges[pi - 1]
+                if len(left.keys) + 1 + n <= CAPACITY:
+                    self._merge(parent, pi - 1)
+                    node = parent
+                    continue
+                self._steal_left(parent, pi - 1, MIN_LEN - n)
+                return True
+            right = parent.edges[1]
+            if n + 1 + len(right.keys) <= CAPACITY:
+                self._merge(parent, 0)
+                node = parent
+                continue
+            self._steal_right(parent, 0, MIN_LEN - n)
+            return True
+
+    def _merge(self, parent, kv):
+        left, right = parent.edges[kv], parent.edges[kv + 1]
+        left.keys.append(parent.keys[kv])
+        left.keys.extend(right.keys)
+        if left.edges is not None:
+            left.edges.extend(right.edges)
+        del parent.keys[kv]
+        del parent.edges[kv + 1]
+        self._free(right)
+
+    @staticmethod
+    def _steal_left(parent, kv, count):
+        left, right = parent.edges[kv], parent.edges[kv + 1]
+        cut = len(left.keys) - count
+        right.keys[0:0] = left.keys[cut + 1:] + [parent.keys[kv]]
+        parent.keys[kv] = left.keys[cut]
+        del left.keys[cut:]
+        if left.edges is not None:
+            right.edges[0:0] = left.edges[cut + 1:]
+            del left.edges[cut + 1:]
+
+    @staticmethod
+    def _steal_right(parent, kv, count):
+        left, right = parent.edges[kv], parent.edges[kv + 1]
+        left.keys.append(parent.keys[kv])
+        left.keys.extend(right.keys[:count - 1])
+        parent.keys[kv] = right.keys[count - 1]
+        del right.keys[:count]
+        if left.edges is not None:
+            left.edges.extend(right.edges[:count])
+            del right.edges[:count]
+
+    # -- checks -----------------------------------------------------------------
+    def keys_in_order(self):
+        """All keys, in order (for tests)."""
+        out = []
+
+        def walk(node):
+            if node.edges is None:
+                out.extend(node.keys)
+                return
+            for k, child in zip(node.keys, node.edges):
+                walk(child)
+                out.append(k)
+            walk(node.edges[-1])
+
+        if self.root is not None:
+            walk(self.root)
+        return out

@@ -1,0 +1,117 @@
+"""Time model: what each piece of real work costs, in nanoseconds.
+
+The bookkeeping and the backend report the work they do (an op of a given
+kind and shape, a registration, a merge, a backward's tape and passes, an
+orphan sweep's entries and node scans) and this model turns it into simulated
+time, charged to the host thread that did it. Costs come from the profile's
+``[time]`` table:
+
+* compute: ``flops / (gflops * 1e9) + bytes / (gbps * 1e9) + op_overhead`` per
+  op on the inner backend (per-backend ``[backend.<kind>]`` rates);
+* bookkeeping: a fixed cost per registration, per tracked parent, per new
+  graph, per merged graph, per tape step, per node visited by
+  ``free_unavailable_nodes``;
+* the orphan sweep (``cleanup_orphaned_entries``): per locator entry copied,
+  per entry visited (lock + call), per node key read by ``maybe_useful``, per
+  node freed.
+
+Three accumulators let observables split a step's time: ``compute_ns``,
+``bookkeeping_ns`` and ``cleanup_ns`` (the sweep alone).
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["Timing", "flops_and_bytes"]
+
+
+def flops_and_bytes(op, shapes):
+    """(floating-point operations, bytes moved) of one forward op on f32 tensors.
+
+    ``shapes`` is ``(output shape, (input shapes...))``.
+    """
+    out, ins = shapes
+    n_out = math.prod(out)
+    moved = 4 * (n_out + sum(math.prod(s) for s in ins))
+    if op.name == "matmul":
+        lhs, rhs = ins
+        k = lhs[-1]
+        return 2.0 * n_out * k, moved
+    return float(max(n_out, max((math.prod(s) for s in ins), default=0))), moved
+
+
+class Timing:
+    """Charges modelled costs to the current host thread.
+
+    Parameters
+    ----------
+    sim : sim.engine.Simulation
+    params : dict
+        The profile's ``[time]`` table (nanoseconds unless the key says otherwise).
+    """
+
+    def __init__(self, sim, params):
+        self.sim = sim
+        self.p = dict(params)
+        self.compute_ns = 0.0
+        self.bookkeeping_ns = 0.0
+        self.cleanup_ns = 0.0
+        self.sweep_visits = 0
+        self.sweep_scanned = 0.0
+
+    def _book(self, ns) -> None:
+        self.bookkeeping_ns += ns
+        self.sim.charge(ns)
+
+    # -- compute -------------------------------------------------------------------
+    def forward_op(self, op, shapes, backend) -> None:
+        flops, moved = flops_and_bytes(op, shapes)
+        self._compute(flops, moved, backend)
+
+    def backward_op(self, op, shapes) -> None:
+        flops, moved = flops_and_bytes(op, shapes)
+        # the backward of a binary op computes one gradient per input
+        self._compute(flops * op.backward_factor, moved * op.backward_factor, None)
+
+    def elementwise(self, n_elements, backend, n_ops=1) -> None:
+        """Plain elementwise work off autodiff (e.g. an optimizer update)."""
+        self._compute(n_elements * n_ops, 12.0 * n_elements * n_ops, backend)
+
+    def _compute(self, flops, moved, backend) -> None:
+        rates = self.sim.backend_rates(backend)
+        ns = (flops / rates["gflops"] + moved / rates["gbps"]) + rates["op_overhead_ns"]
+        self.compute_ns += ns
+        self.sim.charge(ns)
+
+    # -- bookkeeping -----------------------------------------------------------------
+    def register(self, n_parents) -> None:
+        p = self.p
+        self._book(p["register_ns"] + n_parents * p["register_parent_ns"])
+
+    def new_graph(self) -> None:
+        self._book(self.p["new_graph_ns"])
+
+    def merge(self, n_graphs) -> None:
+        self._book(n_graphs * self.p["merge_ns"])
+
+    def tape(self, n_steps) -> None:
+        self._book(n_steps * self.p["tape_step_ns"])
+
+    def free_unavailable(self, visited) -> None:
+        self._book(visited * self.p["free_unavailable_node_ns"])
+
+    def handle_drop(self, n_nodes) -> None:
+        """Work of a drop-time release (policies that free on drop)."""
+        self._book(n_nodes * self.p["drop_release_node_ns"])
+
+    def sweep(self, entries, visits, scanned, freed) -> None:
+        """One ``cleanup_orphaned_entries``."""
+        p = self.p
+        ns = (p["sweep_fixed_ns"] + entries * p["sweep_copy_entry_ns"]
+              + visits * p["sweep_visit_ns"] + scanned * p["scan_node_ns"]
+              + freed * p["sweep_free_ns"])
+        self.sweep_visits += visits
+        self.sweep_scanned += scanned
+        self.cleanup_ns += ns
+        self.sim.charge(ns)

@@ -1,0 +1,343 @@
+"""The simulation: one environment passed to everything that needs it.
+
+:class:`Simulation` owns the SimPy environment (simulated time in
+nanoseconds), the host heap and its allocator, the inner backends, the
+autodiff client (locator, graphs) and the policy. Workloads are plain
+generator functions ``run(sim, ...)`` written against :mod:`sim.tensor`; they
+run as SimPy processes, one per host thread.
+
+Time. Ops do not yield: the work they do is charged (:meth:`charge`) to the
+current host thread as pending time, and the pending time becomes one SimPy
+timeout when the thread yields (``yield sim.tick()``, a sample, a sync). With a
+single host thread nothing can interleave, so this batching is exact. With
+several threads, time charged while holding the locator mutex is replayed
+through a ``simpy.Resource`` so that threads queue for it.
+
+Observations. ``sim.sample(x=..., x_unit=..., **metrics)`` records rows in
+the measured schema (experiment, variant, phase, x, x_unit, metric, value,
+unit, note) plus the bookkeeping observables (live graphs, nodes, locator
+entries, registered steps, heap bytes and blocks, simulated and cleanup time).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import simpy
+
+from .backend import Backend
+from .costs.heap import Heap
+from .costs.rss import Allocator
+from .costs.tables import RawTable, TableLayout
+from .costs.timing import Timing
+from .autodiff.locator import GraphMutexClient
+from .errors import UserError
+from .tensor import Device, BurnPanic
+from .autodiff.traversal import TapeConsumed
+from .units import METRICS
+
+__all__ = ["Simulation", "Limits", "LimitExceeded", "HostThread"]
+
+
+class LimitExceeded(UserError):
+    """A run went over its op, memory or time budget."""
+
+
+class Limits:
+    """Budgets that stop a run instead of exhausting the machine.
+
+    ``max_ops`` registered steps, ``max_live_nodes`` nodes alive in graphs,
+    ``max_wall_s`` seconds of real time (checked every 4096 registrations).
+    """
+
+    def __init__(self, max_ops=50_000_000, max_live_nodes=5_000_000, max_wall_s=None):
+        self.max_ops = max_ops
+        self.max_live_nodes = max_live_nodes
+        self.max_wall_s = max_wall_s
+
+
+class TableFactory:
+    """Hash tables of the bookkeeping, each with its slot size on this platform."""
+
+    def __init__(self, layout, heap):
+        w = layout.group_width
+        self.heap = heap
+        self._steps = TableLayout(layout.steps_slot_bytes, 8, w)
+        self._actions = TableLayout(layout.actions_slot_bytes, 8, w)
+        self._nodes = TableLayout(layout.nodes_slot_bytes, 8, w)
+        self._leaves = TableLayout(layout.leaves_slot_bytes, 8, w)
+        self._statuses = TableLayout(layout.statuses_slot_bytes, 8, w)
+        self._key_set = TableLayout(layout.key_set_slot_bytes, 8, w)
+
+    def steps(self):
+        return RawTable(self._steps, self.heap)
+
+    def actions_builder(self):
+        return RawTable(self._actions, self.heap)
+
+    def nodes(self):
+        return RawTable(self._nodes, self.heap)
+
+    def leaves(self):
+        return RawTable(self._leaves, self.heap)
+
+    def statuses(self):
+        return RawTable(self._statuses, self.heap)
+
+    def key_set(self):
+        return RawTable(self._key_set, self.heap)
+
+
+class HostThread:
+    """One host thread of the simulated program: pending time and its lock segments."""
+
+    __slots__ = ("name", "pending_ns", "segments")
+
+    def __init__(self, name):
+        self.name = name
+        self.pending_ns = 0.0
+        self.segments = []
+
+
+class Simulation:
+    """Everything one simulated program run needs.
+
+    Parameters
+    ----------
+    profile : sim.profile.Profile
+    policy : str
+        Name of a bookkeeping policy (see :mod:`sim.policies`).
+    experiment, variant : str
+        Labels of the rows this run records.
+    limits : Limits, optional
+
+    Examples
+    --------
+    >>> from sim.profile import load_profile
+    >>> sim = Simulation(load_profile("m2max-macos"))
+    >>> from sim.tensor import Tensor
+    >>> dev = sim.device("flex").autodiff()
+    >>> a = Tensor.from_floats([1.0] * 16, dev)
+    >>> c = a.clone() + a.clone()
+    >>> sim.live_graphs()
+    1
+    """
+
+    def __init__(self, profile, policy="burn-0.22.1", experiment="", variant="", limits=None):
+        from .policies import get_policy
+        self.profile = profile
+        self.layout = profile.layout
+        self.allocator = Allocator.from_classes(profile.process.allocator)
+        self.heap = Heap(self.allocator)
+        self.tables = TableFactory(self.layout, self.heap)
+        self.timing = Timing(self, profile.time)
+        self.env = simpy.Environment()
+        self.locator_mutex = simpy.Resource(self.env, capacity=1)
+        self.client = GraphMutexClient(self)
+        self.policy = get_policy(policy)(self)
+        self.policy_name = policy
+        self.experiment = experiment
+        self.variant = variant
+        self.limits = limits or Limits()
+        self.rows = []
+        self.threads = []
+        self.current = HostThread("main")
+        self._next_id = 0
+        self._backends = {}
+        self.registered = 0
+        self.backwards = 0
+        self.in_backward = False
+        self.rss_extra_bytes = 0
+        self.panic = None
+
+    # -- identity and devices ----------------------------------------------------------
+    def next_node_id(self) -> int:
+        """``NodeId::new``: one process-wide ascending counter."""
+        self._next_id += 1
+        return self._next_id
+
+    def device(self, kind: str) -> Device:
+        """A plain device of ``kind`` (``flex`` or ``metal``)."""
+        if kind not in ("flex", "metal"):
+            raise UserError(f"unknown device '{kind}' (valid: flex, metal)")
+        return Device(self, kind)
+
+    def backend(self, kind) -> Backend:
+        backend = self._backends.get(kind)
+        if backend is None:
+            backend = self._backends[kind] = Backend(self, kind, self.profile.backends[kind])
+            self.rss_extra_bytes += self.profile.process.runtime_init_bytes if kind == "flex" else 0
+            if kind == "metal":
+                self.heap.alloc(int(self.profile.backends["metal"]["device_init_bytes"]))
+        return backend
+
+    def backend_rates(self, backend):
+        spec = self.policy.rates(self, backend)
+        return {"gflops": spec["gflops"], "gbps": spec["gbps"],
+                "op_overhead_ns": spec["op_overhead_ns"]}
+
+    # -- time --------------------------------------------------------------------------------
+    def charge(self, ns: float, locked: bool = False) -> None:
+        """Add ``ns`` of work to the current host thread."""
+        thread = self.current
+        if locked and len(self.threads) > 1:
+            thread.segments.append((thread.pending_ns, ns))
+        thread.pending_ns += ns
+
+    @property
+    def now_ns(self) -> float:
+        """Simulated time of the current thread, pending work included (ns)."""
+        return self.env.now + self.current.pending_ns
+
+    def tick(self):
+        """An event a workload yields to let its pending time pass (a flush point)."""
+        return _FLUSH
+
+    def sync(self, device) -> None:
+        """A device sync (``into_scalar``): nothing is pending on a simulated device."""
+
+    # -- processes ----------------------------------------------------------------------------
+    def spawn(self, generator, name="main") -> simpy.Process:
+        """Run ``generator`` as a host thread (a SimPy process)."""
+        thread = HostThread(name)
+        self.threads.append(thread)
+        return self.env.process(self._drive(thread, generator))
+
+    def _drive(self, thread, generator):
+        value = None
+        while True:
+            self.current = thread
+            try:
+                event = generator.send(value)
+            except StopIteration:
+                break
+            except (BurnPanic, TapeConsumed) as exc:
+                self.panic = exc
+                self.on_panic(exc)
+                break
+            finally:
+                self._check_limits()
+            yield from self._flush(thread)
+            value = None if event is _FLUSH or event is None else (yield event)
+        yield from self._flush(thread)
+
+    def _flush(self, thread):
+        pending = thread.pending_ns
+        if not pending:
+            return
+        segments = thread.segments
+        thread.pending_ns = 0.0
+        thread.segments = []
+        done = 0.0
+        for start, ns in segments:
+            if start > done:
+                yield self.env.timeout(start - done)
+            with self.locator_mutex.request() as req:
+                yield req
+                yield self.env.timeout(ns)
+            done = start + ns
+        if pending > done:
+            yield self.env.timeout(pending - done)
+
+    def run(self, workload, params):
+        """Run a workload (``workload.run(sim, **params)``) to completion; returns the rows."""
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        import time
+        self._wall0 = time.perf_counter()
+        try:
+            result = workload(self, **params)
+            if result is not None:
+                self.spawn(result)
+                self.env.run()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        return self.rows
+
+    def on_panic(self, exc) -> None:
+        """Record the panic as an event row at the current x."""
+        self.record(self.last_x, self.last_x_unit, "panic", 1, note=str(exc).split(".")[0])
+
+    # -- observations -----------------------------------------------------------------------------
+    last_x = 0
+    last_x_unit = ""
+
+    def record(self, x, x_unit, metric, value, phase="", note="", experiment=None,
+               variant=None) -> None:
+        """Record one observation in the schema."""
+        unit = METRICS[metric].unit
+        self.rows.append({
+            "experiment": experiment or self.experiment,
+            "variant": variant if variant is not None else self.variant,
+            "phase": phase, "x": x, "x_unit": x_unit, "metric": metric,
+            "value": value, "unit": unit, "note": note,
+        })
+
+    def at(self, x, x_unit):
+        """Set the x of the next panic row (the loop position)."""
+        self.last_x = x
+        self.last_x_unit = x_unit
+
+    def sample(self, x, x_unit, phase="", observables=True, **metrics):
+        """Record ``metrics`` (name=value) at ``x`` plus the bookkeeping observables.
+
+        Returns a flush event for the workload to yield.
+        """
+        self.at(x, x_unit)
+        for name, value in metrics.items():
+            self.record(x, x_unit, name, value, phase=phase)
+        if observables:
+            for name, value in self.observables().items():
+                self.record(x, x_unit, name, value, phase=phase)
+        return _FLUSH
+
+    def observables(self) -> dict:
+        """Bookkeeping state now, in the schema's units."""
+        locator = self.client.locator
+        t = self.timing
+        return {
+            "live_graphs": self.live_graphs(),
+            "live_nodes": self.live_nodes(),
+            "locator_entries": 0 if locator is None else len(locator.graphs),
+            "registered_steps": self.registered,
+            "heap_bytes": self.heap.live_bytes,
+            "heap_blocks": self.heap.live_blocks,
+            "sim_time_ms": round(self.now_ns / 1e6, 6),
+            "cleanup_ms": round(t.cleanup_ns / 1e6, 6),
+        }
+
+    def live_graphs(self) -> int:
+        locator = self.client.locator
+        return 0 if locator is None else len(locator.live)
+
+    def live_nodes(self) -> int:
+        locator = self.client.locator
+        if locator is None:
+            return 0
+        return sum(len(g.server.memory_management.nodes) for g in locator.live)
+
+    def rss_bytes(self) -> int:
+        """Process RSS: baseline + one-time runtime + the allocator's resident heap."""
+        return (self.profile.process.baseline_rss_bytes + self.rss_extra_bytes
+                + self.allocator.resident_bytes())
+
+    def _check_limits(self) -> None:
+        limits = self.limits
+        if self.registered > limits.max_ops:
+            raise LimitExceeded(f"op budget exceeded: more than {limits.max_ops} registered steps "
+                                f"(raise --max-ops)")
+        if limits.max_wall_s is not None:
+            import time
+            if time.perf_counter() - self._wall0 > limits.max_wall_s:
+                raise LimitExceeded(f"time budget exceeded: more than {limits.max_wall_s} s "
+                                    f"of wall time (raise --timeout)")
+
+
+class _Flush:
+    """Marker a workload yields to flush its pending time."""
+
+    __repr__ = lambda self: "FLUSH"  # noqa: E731
+
+
+_FLUSH = _Flush()

@@ -1,0 +1,68 @@
+"""``burn-0.22.1``: today's bookkeeping (also burn main as of 2026-10)."""
+
+from __future__ import annotations
+
+from ..autodiff.node import GRAD
+
+__all__ = ["Policy"]
+
+
+class Policy:
+    """burn 0.22.1; every seam does what burn does. Subclasses override one seam each."""
+
+    name = "burn-0.22.1"
+    changes = ("Nothing: untracked ops register an UntrackedOpsStep and start a new graph; "
+               "nodes are released only by backward(): free_unavailable_nodes on its graph, then "
+               "cleanup_orphaned_entries clones the locator's graphs map and visits every entry "
+               "(maybe_useful scans the graph's nodes until a live handle). detach keeps "
+               "require_grad.")
+    expected = "Reference behaviour: the seeds' growth (untracked records, EMA chain, target panic)."
+    semantic_change = False
+
+    def __init__(self, sim):
+        self.sim = sim
+
+    # -- seams ------------------------------------------------------------------------
+    def register_untracked(self, client, rc, step, device) -> None:
+        """An op with no tracked input: burn registers its step (a new graph)."""
+        client.register(rc, step)
+
+    def after_backward(self, client) -> None:
+        """After a backward: burn's orphan sweep over every locator entry."""
+        client.cleanup_orphaned_entries()
+
+    def detach(self, tensor):
+        """``float_detach``: a new leaf (new id, new graph) that keeps ``require_grad``."""
+        from ..tensor import Tensor
+        out = Tensor(tensor.device, tensor.shape, tensor.prim)
+        if tensor.node.requirement == GRAD:
+            out.require_grad()
+        return out
+
+    def on_last_handle(self, server, rc) -> None:
+        """A registered node lost its last tensor handle: burn is not told."""
+
+    def on_register(self, client, rc, step) -> None:
+        """After each registration: burn does nothing more."""
+
+    def on_node_removed(self, memory, node_id, parents) -> None:
+        """A node left a graph's ``nodes`` map: burn keeps no other index to update."""
+
+    def first_backward(self) -> None:
+        """The process's first backward: lazy global state and one-time warm-up."""
+        sim = self.sim
+        process = sim.profile.process
+        if process.first_backward_blocks:
+            each = process.first_backward_bytes // process.first_backward_blocks
+            for _ in range(process.first_backward_blocks):
+                sim.heap.alloc(each)
+        sim.charge(sim.profile.time["process_warmup_ns"])
+
+    def rates(self, sim, backend):
+        """Compute rates of an inner backend (``None``: the CPU backend)."""
+        kind = "flex" if backend is None else backend.kind
+        return sim.profile.backends[kind]
+
+    @classmethod
+    def describe(cls) -> str:
+        return f"{cls.changes} Expected: {cls.expected}"

@@ -1,0 +1,44 @@
+"""``burn-0.20-pre.1``: PR #3957's untracked-node set (v0.20.0-pre.1/pre.2).
+
+``GraphMutexClient::register_untracked`` registered the step as usual and also
+put its id in ``GraphLocator.untracked_nodes``; at the end of every backward the
+whole set was emptied and each id's locator entry removed (dropping the op's
+single-node graph). There was no orphan sweep yet (PR #4039 replaced the set by
+``cleanup_orphaned_entries``). Release still happens only at backward.
+"""
+
+from __future__ import annotations
+
+from .base import Policy
+
+__all__ = ["Burn020Pre1"]
+
+
+class Burn020Pre1(Policy):
+    name = "burn-0.20-pre.1"
+    changes = ("GraphMutexClient::register_untracked registers the step and adds its id to a "
+               "GraphLocator.untracked_nodes HashSet; the end of each backward removes every id "
+               "in it from the locator (remove_entry) instead of running "
+               "cleanup_orphaned_entries.")
+    expected = ("Frees untracked records at each backward without scanning every entry; "
+                "nothing is freed in a loop that never calls backward; abandoned tracked graphs "
+                "are never swept.")
+
+    def __init__(self, sim):
+        super().__init__(sim)
+        self.untracked_nodes = []
+        self.table = sim.tables.key_set()
+
+    def register_untracked(self, client, rc, step, device) -> None:
+        client.register(rc, step)
+        self.untracked_nodes.append(rc.id)
+        self.table.fit(len(self.untracked_nodes))
+        self.sim.charge(self.sim.profile.time["register_ns"] * 0.25)
+
+    def after_backward(self, client) -> None:
+        ids, self.untracked_nodes = self.untracked_nodes, []
+        self.table.drop()
+        locator = client.locator
+        for node_id in ids:
+            locator.remove_entry(node_id)
+        self.sim.timing.sweep(entries=0, visits=len(ids), scanned=0, freed=len(ids))

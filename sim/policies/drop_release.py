@@ -1,0 +1,83 @@
+"""``drop-release``: dropping the last handle of a node releases it (reference counting)."""
+
+from __future__ import annotations
+
+from .base import Policy
+
+__all__ = ["DropRelease"]
+
+
+class DropRelease(Policy):
+    name = "drop-release"
+    changes = ("Give AutodiffTensor a Drop: when a node's Arc<NodeId> strong count falls to the "
+               "graph's own reference and no registered node lists it as a parent, remove it "
+               "(steps, actions_builder, nodes, leaves, locator entry), then do the same for "
+               "each of its parents that this leaves without children and without handles. "
+               "Requires a children count per node (kept here) and costs work on every drop.")
+    expected = ("Untracked records and abandoned tracked branches vanish as their tensors drop "
+                "(flat adleak flex.autodiff, flat pit-infer A/B host growth and A's GPU growth); "
+                "a chain still reachable from a live tensor (EMA) is kept, as it must be.")
+
+    def __init__(self, sim):
+        super().__init__(sim)
+        self.children = {}
+        self.deferred = []
+
+    def on_register(self, client, rc, step) -> None:
+        children = self.children
+        for pid, _ in step.node.parents:
+            children[pid] = children.get(pid, 0) + 1
+
+    def on_node_removed(self, memory, node_id, parents) -> None:
+        children = self.children
+        children.pop(node_id, None)
+        for pid, _ in parents:
+            left = children.get(pid, 0) - 1
+            if left > 0:
+                children[pid] = left
+                continue
+            children.pop(pid, None)
+            entry = memory.nodes.get(pid)
+            if entry is not None:
+                memory.leaves.add(pid)
+                if entry[0].strong == 1:
+                    if self.sim.in_backward:
+                        # the tape is being built: release once the backward is done
+                        self.deferred.append(pid)
+                    else:
+                        self._release(memory, pid)
+
+    def after_backward(self, client) -> None:
+        self.release_deferred()
+        super().after_backward(client)
+
+    def release_deferred(self) -> None:
+        """Release nodes whose last child went while a backward was running."""
+        deferred, self.deferred = self.deferred, []
+        locator = self.sim.client.locator
+        for node_id in deferred:
+            graph = locator.graphs.get(node_id) if locator is not None else None
+            if graph is None:
+                continue
+            memory = graph.server.memory_management
+            entry = memory.nodes.get(node_id)
+            if entry is not None and entry[0].strong == 1 and not self.children.get(node_id):
+                self._release(memory, node_id)
+
+    def on_last_handle(self, server, rc) -> None:
+        if self.sim.in_backward:
+            self.deferred.append(rc.id)
+        elif self.children.get(rc.id, 0) == 0:
+            self._release(server.memory_management, rc.id)
+
+    def _release(self, memory, node_id) -> None:
+        if node_id not in memory.nodes:
+            return
+        sim = self.sim
+        memory.server.remove_step(node_id)
+        memory.leaves.discard(node_id)
+        memory._remove(node_id)
+        locator = sim.client.locator
+        if locator is not None:
+            locator.remove_entry(node_id)
+        sim.timing.handle_drop(1)

@@ -1,0 +1,30 @@
+"""``periodic-sweep``: run the orphan sweep every N registrations, backward or not."""
+
+from __future__ import annotations
+
+from .base import Policy
+
+__all__ = ["PeriodicSweep"]
+
+#: registrations between sweeps
+SWEEP_EVERY = 65536
+
+
+class PeriodicSweep(Policy):
+    name = "periodic-sweep"
+    changes = (f"GraphMutexClient::register counts registrations and calls "
+               f"cleanup_orphaned_entries every {SWEEP_EVERY} of them, in addition to after "
+               f"each backward.")
+    expected = ("Bounds untracked records in loops that never call backward (inference, "
+                "validation) at the price of a periodic O(entries) sweep; does not help a "
+                "reachable chain (EMA).")
+
+    def __init__(self, sim):
+        super().__init__(sim)
+        self.count = 0
+
+    def on_register(self, client, rc, step) -> None:
+        self.count += 1
+        if self.count >= SWEEP_EVERY:
+            self.count = 0
+            client.cleanup_orphaned_entries()

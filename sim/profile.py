@@ -1,0 +1,230 @@
+"""Profiles: the calibrated parameters of one platform, read from ``models/*.toml``.
+
+A profile has five tables; every key is required, typed and documented in the
+file itself (unit, meaning, and whether it is derived from a struct layout,
+taken from burn/cubecl source, or fitted by ``sim calibrate``):
+
+``[process]``   platform-wide constants (allocator classes, baseline RSS);
+``[layout]``    sizes in bytes of burn 0.22.1's bookkeeping structures;
+``[time]``      nanoseconds per unit of bookkeeping work;
+``[backend.flex]``, ``[backend.metal]``  per inner backend: primitive size,
+                compute rates.
+``[pytorch]``   costs of the ``pytorch`` reference policy's runtime.
+
+:func:`load_profile` validates everything and raises :class:`ProfileError`
+naming the file and the bad key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+from .errors import UserError
+
+__all__ = ["Profile", "ProfileError", "load_profile", "profile_names", "MODELS_DIR", "SCHEMA"]
+
+MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+
+INT, FLOAT, STR = "int", "float", "str"
+
+#: section -> key -> type. Every key is required; no other key is allowed.
+SCHEMA = {
+    "process": {
+        "allocator": STR,            # one of sim.costs.rss.ALLOCATOR_CLASSES
+        "baseline_rss_bytes": INT,   # RSS of the process before the workload
+        "runtime_init_bytes": INT,   # resident bytes of the first tensor op (backend init)
+        "first_backward_bytes": INT,   # lazy global state created by the first backward
+        "first_backward_blocks": INT,
+    },
+    "layout": {
+        "group_width": INT,
+        "arc_node_bytes": INT,
+        "arc_node_id_bytes": INT,
+        "parent_bytes": INT,
+        "graph_arc_bytes": INT,
+        "root_step_bytes": INT,
+        "option_node_ref_bytes": INT,
+        "shape_bytes": INT,
+        "option_node_id_bytes": INT,
+        "node_id_bytes": INT,
+        "scalar_bytes": INT,
+        "action_bytes": INT,
+        "dispatch_box_bytes": INT,
+        "steps_slot_bytes": INT,
+        "actions_slot_bytes": INT,
+        "nodes_slot_bytes": INT,
+        "leaves_slot_bytes": INT,
+        "statuses_slot_bytes": INT,
+        "key_set_slot_bytes": INT,
+        "graphs_leaf_bytes": INT,
+        "graphs_internal_bytes": INT,
+        "keys_leaf_bytes": INT,
+        "keys_internal_bytes": INT,
+        "retro_arc_bytes": INT,
+    },
+    "time": {
+        "register_ns": FLOAT,
+        "register_parent_ns": FLOAT,
+        "new_graph_ns": FLOAT,
+        "merge_ns": FLOAT,
+        "tape_step_ns": FLOAT,
+        "free_unavailable_node_ns": FLOAT,
+        "drop_release_node_ns": FLOAT,
+        "sweep_fixed_ns": FLOAT,
+        "sweep_copy_entry_ns": FLOAT,
+        "sweep_visit_ns": FLOAT,
+        "scan_node_ns": FLOAT,
+        "sweep_free_ns": FLOAT,
+        "step_overhead_ns": FLOAT,
+        "process_warmup_ns": FLOAT,
+    },
+    "backend.flex": {
+        "primitive_bytes": INT,
+        "handle_bytes": INT,
+        "gflops": FLOAT,
+        "gbps": FLOAT,
+        "op_overhead_ns": FLOAT,
+    },
+    "backend.metal": {
+        "primitive_bytes": INT,
+        "handle_bytes": INT,
+        "alignment": INT,
+        "gflops": FLOAT,
+        "gbps": FLOAT,
+        "op_overhead_ns": FLOAT,
+        "device_init_bytes": INT,
+        "first_forward_bytes": INT,
+    },
+    "pytorch": {
+        "node_bytes": INT,
+        "gflops": FLOAT,
+        "gbps": FLOAT,
+        "op_overhead_ns": FLOAT,
+        "first_step_ns": FLOAT,
+        "baseline_delta_bytes": INT,
+        "rss_growth_per_step_bytes": FLOAT,
+    },
+}
+
+
+class ProfileError(UserError):
+    """A profile file is missing, malformed or incomplete."""
+
+
+class Profile:
+    """A validated profile: sections as attribute namespaces, plus its raw data."""
+
+    def __init__(self, name, path, data):
+        self.name = name
+        self.path = Path(path)
+        self.data = data
+        self.process = SimpleNamespace(**data["process"])
+        self.layout = SimpleNamespace(**data["layout"])
+        self.time = dict(data["time"])
+        self.backends = {kind: dict(data["backend"][kind]) for kind in ("flex", "metal")}
+        self.pytorch = dict(data["pytorch"])
+        self.fitted = list(data.get("calibration", {}).get("fitted", []))
+
+    def get(self, dotted):
+        """Value of ``section.key`` (``backend.flex.gflops`` style)."""
+        section, key = dotted.rsplit(".", 1)
+        return self._table(section)[key]
+
+    def set(self, dotted, value) -> None:
+        """Set ``section.key`` (used by calibration) and refresh the namespaces."""
+        section, key = dotted.rsplit(".", 1)
+        table = self._table(section)
+        table[key] = type(table[key])(value) if not isinstance(table[key], int) else value
+        self.__init__(self.name, self.path, self.data)
+
+    def _table(self, section):
+        table = self.data
+        for part in section.split("."):
+            table = table[part]
+        return table
+
+    def parameters(self):
+        """Every ``section.key`` of the profile, in schema order."""
+        return [f"{section}.{key}" for section, keys in SCHEMA.items() for key in keys]
+
+
+def profile_names():
+    """Names of the profiles shipped in ``models/``."""
+    return sorted(p.stem for p in MODELS_DIR.glob("*.toml"))
+
+
+def load_profile(name_or_path) -> Profile:
+    """Load and validate a profile by name (``models/NAME.toml``) or path."""
+    candidate = Path(str(name_or_path))
+    if candidate.suffix == ".toml" or candidate.exists():
+        path = candidate
+        name = candidate.stem
+    else:
+        path = MODELS_DIR / f"{name_or_path}.toml"
+        name = str(name_or_path)
+        if not path.exists():
+            raise ProfileError(
+                f"unknown profile '{name_or_path}' (valid: {', '.join(profile_names())})")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read profile: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ProfileError(f"{path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{path}: malformed TOML: {exc}") from None
+    validate(data, path)
+    return Profile(name, path, data)
+
+
+def validate(data, path) -> None:
+    """Raise :class:`ProfileError` on a missing, unknown, mistyped or negative key."""
+    allowed_top = {"process", "layout", "time", "backend", "pytorch", "calibration", "meta"}
+    for key in data:
+        if key not in allowed_top:
+            raise ProfileError(f"{path}: unknown table [{key}]")
+    for section, keys in SCHEMA.items():
+        table = data
+        for part in section.split("."):
+            if not isinstance(table, dict) or part not in table:
+                raise ProfileError(f"{path}: missing table [{section}]")
+            table = table[part]
+        if not isinstance(table, dict):
+            raise ProfileError(f"{path}: [{section}] is not a table")
+        for key in table:
+            if key not in keys:
+                raise ProfileError(f"{path}: unknown key {section}.{key}")
+        for key, kind in keys.items():
+            if key not in table:
+                raise ProfileError(f"{path}: missing key {section}.{key}")
+            value = table[key]
+            if kind == STR:
+                if not isinstance(value, str):
+                    raise ProfileError(f"{path}: {section}.{key} must be a string, got {value!r}")
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ProfileError(f"{path}: {section}.{key} must be a number, got {value!r}")
+            if kind == INT and not isinstance(value, int):
+                raise ProfileError(f"{path}: {section}.{key} must be an integer, got {value!r}")
+            if value < 0:
+                raise ProfileError(f"{path}: {section}.{key} must not be negative, got {value!r}")
+            if kind == FLOAT:
+                table[key] = float(value)
+    from .costs.rss import ALLOCATOR_CLASSES
+    allocator = data["process"]["allocator"]
+    if allocator not in ALLOCATOR_CLASSES:
+        raise ProfileError(f"{path}: process.allocator must be one of "
+                           f"{', '.join(sorted(ALLOCATOR_CLASSES))}, got {allocator!r}")
+    for section in ("backend.flex", "backend.metal", "pytorch"):
+        table = data
+        for part in section.split("."):
+            table = table[part]
+        for key in ("gflops", "gbps"):
+            if table[key] <= 0:
+                raise ProfileError(f"{path}: {section}.{key} must be positive")
+    if data["layout"]["group_width"] not in (8, 16):
+        raise ProfileError(f"{path}: layout.group_width must be 8 or 16")

@@ -1,0 +1,377 @@
+"""The burn-like tensor API workloads are written against.
+
+Devices and tensors behave as burn 0.22.1's public API does (shapes only: the
+simulator keeps no element values):
+
+* ``sim.device("flex")`` / ``sim.device("metal")``; ``.autodiff()`` wraps a
+  device in the autodiff backend (optionally ``checkpointing="balanced"``);
+  devices compare equal regardless of autodiff, as in burn.
+* ``Tensor.from_floats / random / zeros / ones`` create leaves that register
+  nothing. ``clone()`` shares the buffer and the node (one more handle).
+* A tensor handle lives until ``drop(t)`` or until Python drops the object
+  (``del``, reassignment, end of scope). Nothing is notified on drop, as burn's
+  ``AutodiffTensor`` has no ``Drop`` (the ``drop-release`` policy changes that).
+* Float ops (``+ - *``, scalars, ``matmul``, ``sum``, ``mean``,
+  ``powi_scalar``, ``relu``, ``reshape``/``unsqueeze``, ``exp``, ``log``) go
+  through :func:`sim.autodiff.ops.float_op`.
+* ``require_grad`` registers a RootStep; ``detach`` keeps ``require_grad``
+  (a new leaf, a new graph); ``without_autodiff``/``inner`` moves the tensor off
+  autodiff; ``backward`` returns :class:`Gradients`; ``into_scalar`` is a sync
+  point and returns 0.0 (no values are simulated).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .autodiff.node import GRAD, NONE, Node, NodeRefCount
+from .autodiff.ops import OPS, float_op, register_root
+from .autodiff.checkpoint import DISABLED, STRATEGIES
+from .errors import UserError
+
+__all__ = ["Device", "Tensor", "Gradients", "drop", "BurnPanic"]
+
+
+class BurnPanic(Exception):
+    """A panic the real program would hit (the simulated program stops there)."""
+
+
+class Device:
+    """A device: inner backend kind, autodiff or not, checkpointing strategy."""
+
+    __slots__ = ("sim", "kind", "is_autodiff", "checkpointing")
+
+    def __init__(self, sim, kind, is_autodiff=False, checkpointing=DISABLED):
+        if checkpointing not in STRATEGIES:
+            raise UserError(f"unknown checkpointing strategy '{checkpointing}' "
+                            f"(valid: {', '.join(STRATEGIES)})")
+        self.sim = sim
+        self.kind = kind
+        self.is_autodiff = is_autodiff
+        self.checkpointing = checkpointing
+
+    def autodiff(self, checkpointing=DISABLED) -> "Device":
+        """This device under the autodiff backend."""
+        return Device(self.sim, self.kind, True, checkpointing)
+
+    def inner(self) -> "Device":
+        return Device(self.sim, self.kind, False)
+
+    @property
+    def backend(self):
+        return self.sim.backend(self.kind)
+
+    def __eq__(self, other):
+        return isinstance(other, Device) and other.kind == self.kind and other.sim is self.sim
+
+    def __hash__(self):
+        return hash(self.kind)
+
+    def __repr__(self):
+        return f"Device({self.kind}{'.autodiff' if self.is_autodiff else ''})"
+
+    def memory_pool_usage(self):
+        """``(bytes_in_use, bytes_reserved)`` of the GPU pool (metal only)."""
+        pool = self.backend.pool
+        if pool is None:
+            raise UserError(f"{self.kind} has no memory pool")
+        return pool.bytes_in_use, pool.bytes_reserved
+
+
+def drop(tensor) -> None:
+    """Drop a tensor handle now (Rust's ``drop(t)``); the object becomes unusable."""
+    tensor._release()
+
+
+def _shape_of(values):
+    shape = []
+    while isinstance(values, (list, tuple)):
+        shape.append(len(values))
+        values = values[0] if values else None
+    return tuple(shape)
+
+
+class Tensor:
+    """One tensor handle: shape, buffer, and (on autodiff devices) node and ref count."""
+
+    __slots__ = ("device", "shape", "prim", "node", "rc", "_box")
+
+    def __init__(self, device, shape, prim, node=None, rc=None):
+        self.device = device
+        self.shape = tuple(shape)
+        self.prim = prim
+        self.node = node
+        self.rc = rc
+        self._box = 0
+        if device.is_autodiff:
+            # every autodiff handle owns a boxed DispatchTensorKind
+            sim = device.sim
+            if node is None:
+                node = self.node = Node(sim, sim.next_node_id(), (), 0, NONE)
+                rc = self.rc = NodeRefCount(sim, node.id)
+            rc.acquire()
+            self._box = sim.layout.dispatch_box_bytes
+            sim.heap.alloc(self._box)
+
+    # -- lifetime ----------------------------------------------------------------
+    def _release(self) -> None:
+        rc = self.rc
+        if self._box:
+            self.device.sim.heap.free(self._box)
+            self._box = 0
+        self.prim = None
+        self.node = None
+        self.rc = None
+        if rc is not None:
+            rc.release()
+
+    def __del__(self):
+        if self.rc is not None or self._box:
+            self._release()
+
+    def _alive(self):
+        if self.prim is None:
+            raise UserError("use of a dropped tensor")
+        return self
+
+    # -- creation ----------------------------------------------------------------------
+    @classmethod
+    def from_floats(cls, values, device) -> "Tensor":
+        """A leaf holding ``values`` (nested lists); only the shape is kept."""
+        return cls.zeros(_shape_of(values), device)
+
+    @classmethod
+    def zeros(cls, shape, device) -> "Tensor":
+        shape = tuple(int(d) for d in shape)
+        if any(d <= 0 for d in shape):
+            raise UserError(f"invalid tensor shape {list(shape)}")
+        device.sim.timing.elementwise(math.prod(shape), device.backend)
+        return cls(device, shape, device.backend.alloc(shape))
+
+    ones = zeros
+    random = zeros
+
+    @classmethod
+    def from_inner(cls, tensor, device) -> "Tensor":
+        """``Tensor::from_inner``: a plain tensor put on ``device`` (autodiff), a new leaf."""
+        return cls(device, tensor.shape, tensor._alive().prim)
+
+    def clone(self) -> "Tensor":
+        """A new handle on the same buffer and node."""
+        self._alive()
+        return Tensor(self.device, self.shape, self.prim, self.node, self.rc)
+
+    # -- autodiff state -------------------------------------------------------------------
+    def is_autodiff(self) -> bool:
+        return self.device.is_autodiff
+
+    def is_tracked(self) -> bool:
+        return self.node is not None and self.node.requirement != NONE
+
+    def is_require_grad(self) -> bool:
+        return self.node is not None and self.node.requirement == GRAD
+
+    def require_grad(self) -> "Tensor":
+        """Mark this leaf as requiring grad (registers a RootStep); returns self."""
+        self._alive()
+        if not self.device.is_autodiff:
+            return self
+        if self.node.requirement == GRAD:
+            return self
+        if self.node.order != 0:
+            raise BurnPanic("Can't convert a non leaf tensor into a tracked tensor")
+        register_root(self)
+        return self
+
+    def set_require_grad(self, flag: bool) -> "Tensor":
+        if flag:
+            return self.require_grad()
+        if not self.device.is_autodiff:
+            return self
+        return Tensor(self.device, self.shape, self.prim)
+
+    def detach(self) -> "Tensor":
+        """``detach`` as the policy defines it (burn: a new leaf keeping require_grad)."""
+        self._alive()
+        if not self.device.is_autodiff:
+            return self.clone()
+        return self.device.sim.policy.detach(self)
+
+    def without_autodiff(self) -> "Tensor":
+        """The same buffer on the inner device; the node is left behind, nobody is told."""
+        self._alive()
+        if not self.device.is_autodiff:
+            return self.clone()
+        return Tensor(self.device.inner(), self.shape, self.prim)
+
+    inner = without_autodiff
+
+    def autodiff(self) -> "Tensor":
+        return Tensor.from_inner(self, self.device.autodiff())
+
+    def backward(self) -> "Gradients":
+        """Backward from this tensor (burn asserts it is tracked)."""
+        self._alive()
+        sim = self.device.sim
+        if not self.is_tracked():
+            raise BurnPanic("backward requires a tracked autodiff tensor")
+        root = self.clone()
+        grads = sim.client.backward(root)
+        return Gradients(grads, self.device)
+
+    def grad(self, grads: "Gradients"):
+        """This leaf's gradient as a plain tensor, or None."""
+        if self.node is None or self.node.requirement != GRAD:
+            return None
+        buf = grads.raw.get(self.node.id)
+        if buf is None:
+            return None
+        return Tensor(self.device.inner(), self.shape, buf)
+
+    def into_scalar(self) -> float:
+        """Read the value (a device sync point). Values are not simulated: returns 0.0."""
+        self._alive()
+        self.device.sim.sync(self.device)
+        return 0.0
+
+    def dims(self):
+        return list(self.shape)
+
+    # -- ops ------------------------------------------------------------------------------
+    def _op(self, name, others, out_shape):
+        self._alive()
+        for other in others:
+            other._alive()
+        device = self.device
+        for other in others:
+            if other.device.is_autodiff and not device.is_autodiff:
+                device = other.device
+            if other.device.is_autodiff and device.is_autodiff and \
+                    other.device.checkpointing != device.checkpointing:
+                raise BurnPanic("autodiff inputs with different checkpointing strategies")
+        return float_op(OPS[name], (self,) + tuple(others), out_shape, device)
+
+    def _binary(self, name, other):
+        if isinstance(other, (int, float)):
+            scalar = {"add": "add_scalar", "mul": "mul_scalar", "sub": "add_scalar",
+                      "div": "div_scalar"}[name]
+            return self._op(scalar, (), self.shape)
+        return self._op(name, (other,), _broadcast(self.shape, other.shape))
+
+    def __add__(self, other):
+        return self._binary("add", other)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return self._binary("sub", other)
+
+    def __mul__(self, other):
+        return self._binary("mul", other)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other):
+        if not isinstance(other, (int, float)):
+            raise UserError("only division by a scalar is simulated")
+        return self._binary("div", other)
+
+    def add(self, other):
+        return self + other
+
+    def sub(self, other):
+        return self - other
+
+    def mul(self, other):
+        return self * other
+
+    def mul_scalar(self, value):
+        return self._op("mul_scalar", (), self.shape)
+
+    def add_scalar(self, value):
+        return self._op("add_scalar", (), self.shape)
+
+    def div_scalar(self, value):
+        return self._op("div_scalar", (), self.shape)
+
+    def matmul(self, other):
+        if len(self.shape) < 2 or len(other.shape) < 2 or self.shape[-1] != other.shape[-2]:
+            raise UserError(f"matmul shapes {list(self.shape)} x {list(other.shape)} do not match")
+        batch = _broadcast(self.shape[:-2], other.shape[:-2])
+        return self._op("matmul", (other,), batch + (self.shape[-2], other.shape[-1]))
+
+    def sum(self):
+        return self._op("sum", (), (1,))
+
+    def mean(self):
+        return self._op("mean", (), (1,))
+
+    def relu(self):
+        return self._op("relu", (), self.shape)
+
+    def exp(self):
+        return self._op("exp", (), self.shape)
+
+    def log(self):
+        return self._op("log", (), self.shape)
+
+    def powi_scalar(self, k: int):
+        """Integer power as burn 0.22.1's dispatch routes it: k=2 is one Mul of x by itself."""
+        if k == 1:
+            return self.clone()
+        if k == 0:
+            return Tensor.ones(self.shape, self.device)
+        if k == 2:
+            return self._op("mul", (self,), self.shape)
+        return self._op("powf_scalar", (), self.shape)
+
+    def reshape(self, shape):
+        shape = tuple(int(d) for d in shape)
+        if math.prod(shape) != math.prod(self.shape):
+            raise UserError(f"cannot reshape {list(self.shape)} to {list(shape)}")
+        return self._op("reshape", (), shape)
+
+    def unsqueeze(self, dim=0):
+        shape = list(self.shape)
+        shape.insert(dim, 1)
+        return self.reshape(shape)
+
+    def __repr__(self):
+        state = "dropped" if self.prim is None else (
+            f"node={self.node.id}" if self.node is not None else "plain")
+        return f"Tensor({list(self.shape)}, {self.device!r}, {state})"
+
+
+def _broadcast(a, b):
+    if len(a) != len(b):
+        if not a or not b:
+            return tuple(a or b)
+        raise UserError(f"shapes {list(a)} and {list(b)} have different ranks")
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise UserError(f"shapes {list(a)} and {list(b)} cannot broadcast")
+        out.append(max(x, y))
+    return tuple(out)
+
+
+class Gradients:
+    """What ``backward()`` returns: leaf id -> gradient buffer."""
+
+    __slots__ = ("raw", "device")
+
+    def __init__(self, grads, device):
+        self.raw = grads.grads
+        self.device = device
+
+    def remove(self, tensor):
+        """``grad_remove``: take the gradient of ``tensor`` out (a plain tensor) or None."""
+        if tensor.node is None:
+            return None
+        buf = self.raw.pop(tensor.node.id, None)
+        if buf is None:
+            return None
+        return Tensor(tensor.device.inner(), tensor.shape, buf)
+
+    def __len__(self):
+        return len(self.raw)

@@ -1,0 +1,53 @@
+"""Metrics of the schema and their units: the one place that converts units.
+
+Every metric a workload or the engine records is declared here with its unit,
+as the measured CSVs spell it. ``MB`` is 10^6 bytes (the seed programs print RSS
+in decimal megabytes), ``MiB``/``KiB`` are binary, ``KB`` is 10^3 bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Metric", "METRICS", "BYTES_PER", "bytes_to"]
+
+#: bytes per unit
+BYTES_PER = {"B": 1, "KB": 1e3, "MB": 1e6, "KiB": 1024, "MiB": 1024 ** 2}
+
+
+def bytes_to(nbytes: float, unit: str) -> float:
+    """Convert bytes to ``unit`` (one of :data:`BYTES_PER`)."""
+    return nbytes / BYTES_PER[unit]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric name, its unit, what it means, and whether it is a memory, time or event figure."""
+
+    name: str
+    unit: str
+    kind: str
+    doc: str
+
+
+METRICS = {m.name: m for m in (
+    Metric("gpu_in_use", "MiB", "memory", "GPU memory-pool bytes in use (after sync)"),
+    Metric("gpu_reserved", "MiB", "memory", "GPU memory-pool bytes reserved (pages)"),
+    Metric("host_heap_delta", "KiB", "memory", "live host-heap bytes since a reference point"),
+    Metric("rss", "MB", "memory", "process resident set size"),
+    Metric("rss_delta", "MiB", "memory", "RSS growth since a reference point"),
+    Metric("rss_growth_per_step", "KB", "memory", "mean RSS growth per step"),
+    Metric("heap_bytes_delta", "B", "memory", "live heap bytes (counting allocator) since a reference point"),
+    Metric("heap_blocks_delta", "blocks", "memory", "live heap blocks since a reference point"),
+    Metric("ms_per_step", "ms", "time", "mean time per step since the previous row"),
+    Metric("cleanup_ms_per_step", "ms", "time", "mean orphan-sweep time per step since the previous row"),
+    Metric("panic", "event", "event", "the program panicked at this step"),
+    Metric("live_graphs", "graphs", "state", "graphs in the locator"),
+    Metric("live_nodes", "nodes", "state", "nodes held by graphs' memory management"),
+    Metric("locator_entries", "entries", "state", "entries of the locator's graphs map"),
+    Metric("registered_steps", "steps", "state", "steps registered since the start"),
+    Metric("heap_bytes", "B", "memory", "live host-heap bytes"),
+    Metric("heap_blocks", "blocks", "memory", "live host-heap blocks"),
+    Metric("sim_time_ms", "ms", "time", "simulated time since the start"),
+    Metric("cleanup_ms", "ms", "time", "simulated time spent in orphan sweeps since the start"),
+)}
