@@ -41,6 +41,7 @@ def run(sim, variant, steps, batch, features, lr, report_at):
 
     ema = snapshot()
     last_t, last_step = sim.now_ns, 0
+    rss_first = None
     for step in range(1, steps + 1):
         sim.at(step, "step")
         if variant != "ema-only":
@@ -58,12 +59,16 @@ def run(sim, variant, steps, batch, features, lr, report_at):
             snapshot().powi_scalar(2).sum().into_scalar()
         else:
             ema = ema * 0.99 + snapshot() * 0.01
+        if rss_first is None:
+            rss_first = sim.rss_bytes()
         if step in reports:
             ms = (sim.now_ns - last_t) / (step - last_step) / 1e6
             rss = sim.rss_bytes() - rss0
             if variant == "ema-only":
+                # growth per step after the first (which allocates the model and the EMA)
+                growth = (sim.rss_bytes() - rss_first) / max(step - 1, 1)
                 sim.sample(step, "step", ms_per_step=round(ms, 6),
-                           rss_growth_per_step=round(rss / step / 1e3, 6))
+                           rss_growth_per_step=round(growth / 1e3, 6))
             else:
                 sim.sample(step, "step", ms_per_step=round(ms, 6), rss_delta=round(rss / MiB, 6))
             last_t, last_step = sim.now_ns, step
