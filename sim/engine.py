@@ -142,6 +142,7 @@ class Simulation:
         self.rows = []
         self.threads = []
         self.current = HostThread("main")
+        self.contended = False
         self._next_id = 0
         self._backends = {}
         self.registered = 0
@@ -153,8 +154,9 @@ class Simulation:
     # -- identity and devices ----------------------------------------------------------
     def next_node_id(self) -> int:
         """``NodeId::new``: one process-wide ascending counter."""
+        node_id = self._next_id
         self._next_id += 1
-        return self._next_id
+        return node_id
 
     def device(self, kind: str) -> Device:
         """A plain device of ``kind`` (``flex`` or ``metal``)."""
@@ -180,7 +182,7 @@ class Simulation:
     def charge(self, ns: float, locked: bool = False) -> None:
         """Add ``ns`` of work to the current host thread."""
         thread = self.current
-        if locked and len(self.threads) > 1:
+        if locked and self.contended:
             thread.segments.append((thread.pending_ns, ns))
         thread.pending_ns += ns
 
@@ -201,6 +203,7 @@ class Simulation:
         """Run ``generator`` as a host thread (a SimPy process)."""
         thread = HostThread(name)
         self.threads.append(thread)
+        self.contended = len(self.threads) > 1
         return self.env.process(self._drive(thread, generator))
 
     def _drive(self, thread, generator):

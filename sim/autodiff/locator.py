@@ -95,19 +95,24 @@ class GraphLocator:
     def _drop_keys(self, origin) -> None:
         del self.keys[origin]
         self.keys_tree.remove(origin)
-        self.key_tables.pop(origin).drop()
+        table = self.key_tables.pop(origin, None)
+        if table is not None:
+            table.drop()
 
     def register_key(self, origin, key) -> None:
         """``keys[origin]`` gets ``key`` (created empty first if needed)."""
         if origin not in self.keys:
             self.keys[origin] = set()
             self.keys_tree.insert(origin)
-            self.key_tables[origin] = self.sim.tables.key_set()
         if origin != key:
             ids = self.keys[origin]
             if key not in ids:
                 ids.add(key)
-                self.key_tables[origin].fit(len(ids))
+                table = self.key_tables.get(origin)
+                if table is None:
+                    # an empty HashSet owns no block until its first insert
+                    table = self.key_tables[origin] = self.sim.tables.key_set()
+                table.fit(len(ids))
 
     # -- select --------------------------------------------------------------------------
     def select(self, node_id, parents) -> Graph:
@@ -165,16 +170,20 @@ class GraphLocator:
         ids = self.keys.pop(merged.origin, None)
         if ids is not None:
             self.keys_tree.remove(merged.origin)
-            table = self.key_tables.pop(merged.origin)
+            table = self.key_tables.pop(merged.origin, None)
             for key in ids:
                 self._point(key, main)
             main_ids = self.keys[main.origin]
-            main_table = self.key_tables[main.origin]
-            n = len(main_ids)
-            main_table.reserve(n, len(ids) if n == 0 else (len(ids) + 1) // 2)
-            main_ids |= ids
-            main_table.fit(len(main_ids))
-            table.drop()
+            if ids:
+                main_table = self.key_tables.get(main.origin)
+                if main_table is None:
+                    main_table = self.key_tables[main.origin] = self.sim.tables.key_set()
+                n = len(main_ids)
+                main_table.reserve(n, len(ids) if n == 0 else (len(ids) + 1) // 2)
+                main_ids |= ids
+                main_table.fit(len(main_ids))
+            if table is not None:
+                table.drop()
         merged.release()
 
     def new_graph(self, origin) -> Graph:
@@ -186,7 +195,6 @@ class GraphLocator:
             self._drop_keys(origin)
         self.keys[origin] = set()
         self.keys_tree.insert(origin)
-        self.key_tables[origin] = self.sim.tables.key_set()
         self.sim.timing.new_graph()
         return graph
 

@@ -47,7 +47,7 @@ class GraphMemoryManagement:
         self.leaves = set()
         self.nodes_table = sim.tables.nodes()
         self.leaves_table = sim.tables.leaves()
-        self.statuses_table = sim.tables.statuses()
+        self.statuses_table = None  # created by the first backward on this graph
         # number of registered nodes whose ref count is > 1 (a tensor handle is alive)
         self.referenced = 0
 
@@ -102,14 +102,16 @@ class GraphMemoryManagement:
         other.leaves = set()
         other.referenced = 0
         for table in (other.nodes_table, other.leaves_table, other.statuses_table):
-            table.drop()
+            if table is not None:
+                table.drop()
 
     def drop(self) -> None:
         """The graph is dropped: release every node and free the tables."""
         for node_id in list(self.nodes):
             self._remove(node_id)
         for table in (self.nodes_table, self.leaves_table, self.statuses_table):
-            table.drop()
+            if table is not None:
+                table.drop()
 
     # -- queries ------------------------------------------------------------------
     def is_referenced(self, node_id) -> bool:
@@ -174,6 +176,8 @@ class GraphMemoryManagement:
         seeds = [n for n in reached
                  if n not in unavailable and nodes[n][0].strong > 1]
         useful = _reachable(graph, seeds)
+        if self.statuses_table is None:
+            self.statuses_table = self.server.sim.tables.statuses()
         self.statuses_table.grow_to(len(reached))
 
         dead = graph.subgraph(n for n in reached if n not in useful)

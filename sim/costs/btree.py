@@ -71,7 +71,8 @@ class BTreeNodes:
     (1, 0, 0)
     """
 
-    __slots__ = ("heap", "leaf_bytes", "internal_bytes", "root", "leaves", "internals", "length")
+    __slots__ = ("heap", "leaf_bytes", "internal_bytes", "root", "leaves", "internals", "length",
+                 "_last")
 
     def __init__(self, heap, leaf_bytes: int, internal_bytes: int):
         self.heap = heap
@@ -81,6 +82,8 @@ class BTreeNodes:
         self.leaves = 0
         self.internals = 0
         self.length = 0
+        # the rightmost leaf, for the common append of a new largest key (ids ascend)
+        self._last = None
 
     def __len__(self):
         return self.length
@@ -111,9 +114,16 @@ class BTreeNodes:
     # -- insert ---------------------------------------------------------------
     def insert(self, key) -> bool:
         """Insert ``key``; returns False (no structural change) if it was present."""
+        last = self._last
+        if last is not None:
+            keys = last.keys
+            if keys and key > keys[-1] and len(keys) < CAPACITY:
+                keys.append(key)
+                self.length += 1
+                return True
         node = self.root
         if node is None:
-            self.root = self._new([key])
+            self.root = self._last = self._new([key])
             self.length = 1
             return True
         path = []
@@ -129,7 +139,10 @@ class BTreeNodes:
         self.length += 1
         if len(node.keys) < CAPACITY:
             node.keys.insert(i, key)
+            if i == len(node.keys) - 1 and all(p[1] == len(p[0].edges) - 1 for p in path):
+                self._last = node
             return True
+        self._last = None
         mid, right_side, at = _splitpoint(i)
         right = self._new(node.keys[mid + 1:])
         up = node.keys[mid]
@@ -151,6 +164,7 @@ class BTreeNodes:
             target.edges.insert(at + 1, right)
             up, right = new_up, new_right
         self.root = self._new([up], [self.root, right])
+        self._last = None
         return True
 
     # -- remove ---------------------------------------------------------------
@@ -170,6 +184,7 @@ class BTreeNodes:
             path.append((node, i))
             node = node.edges[i]
         self.length -= 1
+        self._last = None
         if node.edges is None:
             del node.keys[i]
             self._after_leaf_removal(node, path)

@@ -34,7 +34,8 @@ class Heap:
     (100, 1)
     """
 
-    __slots__ = ("live_bytes", "live_blocks", "peak_bytes", "allocs", "allocator")
+    __slots__ = ("live_bytes", "live_blocks", "peak_bytes", "allocs", "allocator", "_small",
+                 "_live", "_high")
 
     def __init__(self, allocator):
         self.live_bytes = 0
@@ -42,17 +43,29 @@ class Heap:
         self.peak_bytes = 0
         self.allocs = 0
         self.allocator = allocator
+        # size -> (zone, rounded) for small sizes, shared with the allocator (hot path)
+        self._small = allocator._lookup
+        self._live = allocator.live
+        self._high = allocator.high
 
     def alloc(self, nbytes: int) -> None:
         """Allocate one block of ``nbytes`` (zero-sized requests allocate nothing)."""
         if nbytes <= 0:
             return
-        self.live_bytes += nbytes
+        live = self.live_bytes = self.live_bytes + nbytes
         self.live_blocks += 1
         self.allocs += 1
-        if self.live_bytes > self.peak_bytes:
-            self.peak_bytes = self.live_bytes
-        self.allocator.alloc(nbytes)
+        if live > self.peak_bytes:
+            self.peak_bytes = live
+        hit = self._small.get(nbytes)
+        if hit is None:
+            self.allocator.alloc(nbytes)
+            return
+        zone, size = hit
+        zl = self._live
+        zl[zone] += size
+        if zl[zone] > self._high[zone]:
+            self._high[zone] = zl[zone]
 
     def free(self, nbytes: int) -> None:
         """Free one block previously allocated with the same ``nbytes``."""
@@ -60,7 +73,11 @@ class Heap:
             return
         self.live_bytes -= nbytes
         self.live_blocks -= 1
-        self.allocator.free(nbytes)
+        hit = self._small.get(nbytes)
+        if hit is None:
+            self.allocator.free(nbytes)
+            return
+        self._live[hit[0]] -= hit[1]
 
     def realloc(self, old_nbytes: int, new_nbytes: int) -> None:
         """Replace a block by one of another size (a hash-table resize: alloc new, free old)."""

@@ -160,5 +160,5 @@ class Allocator:
 
     def set_state(self, values) -> None:
         n = len(self.zones)
-        self.live = list(values[:n])
-        self.high = list(values[n:])
+        self.live[:] = values[:n]
+        self.high[:] = values[n:]

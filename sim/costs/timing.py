@@ -59,6 +59,7 @@ class Timing:
         self.cleanup_ns = 0.0
         self.sweep_visits = 0
         self.sweep_scanned = 0.0
+        self._op_cache = {}
 
     def _book(self, ns) -> None:
         self.bookkeeping_ns += ns
@@ -66,8 +67,15 @@ class Timing:
 
     # -- compute -------------------------------------------------------------------
     def forward_op(self, op, shapes, backend) -> None:
-        flops, moved = flops_and_bytes(op, shapes)
-        self._compute(flops, moved, backend)
+        key = (op.name, shapes, backend)
+        ns = self._op_cache.get(key)
+        if ns is None:
+            flops, moved = flops_and_bytes(op, shapes)
+            rates = self.sim.backend_rates(backend)
+            ns = self._op_cache[key] = (flops / rates["gflops"] + moved / rates["gbps"]
+                                        + rates["op_overhead_ns"])
+        self.compute_ns += ns
+        self.sim.charge(ns)
 
     def backward_op(self, op, shapes) -> None:
         flops, moved = flops_and_bytes(op, shapes)
@@ -87,10 +95,14 @@ class Timing:
     # -- bookkeeping -----------------------------------------------------------------
     def register(self, n_parents) -> None:
         p = self.p
-        self._book(p["register_ns"] + n_parents * p["register_parent_ns"])
+        ns = p["register_ns"] + n_parents * p["register_parent_ns"]
+        self.bookkeeping_ns += ns
+        self.sim.charge(ns, True)
 
     def new_graph(self) -> None:
-        self._book(self.p["new_graph_ns"])
+        ns = self.p["new_graph_ns"]
+        self.bookkeeping_ns += ns
+        self.sim.charge(ns, True)
 
     def merge(self, n_graphs) -> None:
         self._book(n_graphs * self.p["merge_ns"])

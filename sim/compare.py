@@ -1,0 +1,145 @@
+"""Measured against predicted: which cells to simulate for a measured set, and the errors.
+
+A measured row names an experiment and variant; :func:`cells_for` maps it to
+the workload that predicts it (a workload lists the experiment names it
+predicts in ``MEASURED``) and the policy (``*-pytorch`` experiments are the
+``pytorch`` policy's). :func:`join` pairs each measured point with its
+prediction and grades it:
+
+* memory figures within 5 % (or within a small absolute slack for values near
+  zero: 2 KiB of heap, 0.05 MiB / MB), block counts exactly;
+* times within 15 %;
+* events exactly (the panic at the same step).
+
+A measured point the simulator cannot predict is returned with status
+``unpredicted`` (listed, not dropped).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .data import key_of
+from .errors import UserError
+from .units import METRICS
+from .workloads import builtin_names, load_workload
+
+__all__ = ["cells_for", "join", "point_id", "TOLERANCE", "known_checker", "summarize"]
+
+TOLERANCE = {"memory": 0.05, "time": 0.15, "event": 0.0, "state": 0.0}
+SLACK = {"heap_bytes_delta": 2048, "host_heap_delta": 2.0, "gpu_in_use": 0.05, "rss": 0.05,
+         "rss_delta": 0.05, "heap_blocks_delta": 0, "rss_growth_per_step": 0.05}
+
+
+def point_id(row) -> str:
+    """``experiment/variant/phase/x/metric``: how profiles name calibration points."""
+    x = row["x"]
+    x = int(x) if float(x).is_integer() else x
+    return f"{row['experiment']}/{row['variant']}/{row.get('phase', '') or ''}/{x}/{row['metric']}"
+
+
+def _experiments():
+    table = {}
+    for name in builtin_names():
+        w = load_workload(name)
+        for experiment in w.measured:
+            table[experiment] = w
+    return table
+
+
+def known_checker():
+    """``known(experiment, variant)`` for :func:`sim.data.read_measured`."""
+    table = _experiments()
+
+    def known(experiment, variant):
+        w = table.get(experiment)
+        if w is None:
+            return (f"unknown experiment '{experiment}' "
+                    f"(known: {', '.join(sorted(table))})")
+        if variant not in w.variants:
+            return (f"unknown variant '{variant}' of {experiment} "
+                    f"(known: {', '.join(w.variants)})")
+        return None
+    return known
+
+
+def cells_for(measured_rows, policy="burn-0.22.1"):
+    """Sorted ``(workload name, variant, policy)`` cells that predict the measured rows."""
+    table = _experiments()
+    cells = set()
+    for row in measured_rows:
+        w = table.get(row["experiment"])
+        if w is None or row["variant"] not in w.variants:
+            continue
+        cell_policy = "pytorch" if row["experiment"].endswith("-pytorch") else policy
+        cells.add((w.name, row["variant"], cell_policy))
+    return sorted(cells)
+
+
+def join(measured_rows, predicted_rows, fitted_points=(), policy="burn-0.22.1"):
+    """Each measured point with its prediction, errors, tolerance and status."""
+    fitted = set(fitted_points)
+    index = {}
+    for row in predicted_rows:
+        if row.get("policy", policy) not in (policy, "pytorch"):
+            continue
+        index[key_of(row)] = row
+    out = []
+    for m in measured_rows:
+        metric = METRICS.get(m["metric"])
+        kind = metric.kind if metric else "memory"
+        p = index.get(key_of(m))
+        pid = point_id(m)
+        entry = {
+            "experiment": m["experiment"], "variant": m["variant"], "phase": m.get("phase", ""),
+            "x": m["x"], "x_unit": m.get("x_unit", ""), "metric": m["metric"],
+            "unit": m["unit"], "measured": float(m["value"]), "kind": kind,
+            "status": "fitted" if pid in fitted else "predicted", "point": pid,
+        }
+        if p is None:
+            if m["metric"] == "panic":
+                entry.update(predicted=float("nan"), abs_error=float("nan"),
+                             rel_error=float("nan"), ok=False,
+                             note=_panic_note(m, predicted_rows))
+            else:
+                entry.update(predicted=float("nan"), abs_error=float("nan"),
+                             rel_error=float("nan"), ok=False, status="unpredicted",
+                             note="no prediction at this point")
+            out.append(entry)
+            continue
+        pv = float(p["value"])
+        mv = entry["measured"]
+        abs_err = pv - mv
+        rel = abs(abs_err) / abs(mv) if mv else (0.0 if pv == mv else math.inf)
+        tol = TOLERANCE[kind]
+        slack = SLACK.get(m["metric"], 0)
+        ok = rel <= tol + 1e-12 or abs(abs_err) <= slack
+        if m["metric"] == "heap_blocks_delta":
+            ok = pv == mv
+        entry.update(predicted=pv, abs_error=abs_err, rel_error=rel, ok=ok, note="")
+        out.append(entry)
+    return out
+
+
+def _panic_note(m, predicted_rows):
+    for row in predicted_rows:
+        if (row["experiment"] == m["experiment"] and row["variant"] == m["variant"]
+                and row["metric"] == "panic"):
+            return f"predicted panic at {row['x_unit']} {row['x']:g}: {row.get('note', '')}"
+    return "no panic predicted"
+
+
+def summarize(joined):
+    """Counts of points within tolerance, by status."""
+    out = {}
+    for e in joined:
+        s = out.setdefault(e["status"], [0, 0])
+        s[1] += 1
+        s[0] += bool(e["ok"])
+    return out
+
+
+def require_known(measured_rows):
+    unknown = [r for r in measured_rows if r.get("_unknown")]
+    if unknown:
+        raise UserError(f"{len(unknown)} measured rows name unknown workloads")

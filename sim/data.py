@@ -1,0 +1,193 @@
+"""The measured / predicted data schema, and crash-safe file output.
+
+CSV, one observation per row, columns (any order on input)::
+
+    experiment, variant, phase, x, x_unit, metric, value, unit, note
+
+Predicted rows add ``policy`` and ``profile``. Probe output may add
+``platform``, ``burn_version`` and ``probe``. Any other column is an error.
+
+:func:`read_measured` validates a file and raises :class:`DataError` with the
+file, the line and what is wrong. :func:`atomic_write` writes every output to a
+temporary name in the same directory and renames it, so a killed run leaves
+either the previous file or the complete new one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import UserError
+from .units import METRICS
+
+__all__ = ["COLUMNS", "PREDICTED_COLUMNS", "OPTIONAL_COLUMNS", "DataError", "read_measured",
+           "rows_to_csv", "atomic_write", "atomic_write_bytes", "format_value", "key_of"]
+
+COLUMNS = ["experiment", "variant", "phase", "x", "x_unit", "metric", "value", "unit", "note"]
+PREDICTED_COLUMNS = COLUMNS + ["policy", "profile"]
+OPTIONAL_COLUMNS = ["policy", "profile", "platform", "burn_version", "probe"]
+REQUIRED = ["experiment", "variant", "x", "x_unit", "metric", "value", "unit"]
+
+#: values past this are treated as corrupt input, not data
+MAX_ABS_VALUE = 1e15
+
+
+class DataError(UserError):
+    """A measured CSV is malformed."""
+
+
+def format_value(value) -> str:
+    """Deterministic text of a number (integers stay integers)."""
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return f"{value:.10g}"
+    return str(value)
+
+
+def key_of(row) -> tuple:
+    """Identity of an observation: (experiment, variant, phase, x, metric)."""
+    return (row["experiment"], row["variant"], row.get("phase", "") or "",
+            float(row["x"]), row["metric"])
+
+
+def rows_to_csv(rows, columns=PREDICTED_COLUMNS) -> str:
+    """Rows (dicts) as CSV text with the given columns, values formatted deterministically."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([format_value(row.get(c, "")) for c in columns])
+    return out.getvalue()
+
+
+def atomic_write(path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and a rename."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path, data: bytes) -> None:
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory, not a file")
+    if not directory.exists():
+        raise UserError(f"{directory}: no such directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise UserError(f"{directory}: cannot write here ({exc.strerror})") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_measured(path, known=None) -> list:
+    """Read and validate a measured CSV; returns rows with numeric ``x`` and ``value``.
+
+    Parameters
+    ----------
+    path : str or Path
+    known : callable, optional
+        ``known(experiment, variant) -> str or None``: an error text for rows
+        naming a workload or variant the simulator does not know.
+
+    Raises
+    ------
+    DataError
+        One line: file, line number, what is wrong.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not UTF-8 text") from None
+    if not text.strip():
+        raise DataError(f"{path}: empty file (expected a header: {','.join(COLUMNS)})")
+    reader = csv.reader(io.StringIO(text))
+    header = [h.strip() for h in next(reader)]
+    if len(header) == 1 and (";" in header[0] or "\t" in header[0]):
+        raise DataError(f"{path}:1: wrong delimiter (columns must be separated by commas)")
+    unknown = [h for h in header if h not in COLUMNS and h not in OPTIONAL_COLUMNS]
+    if unknown:
+        raise DataError(f"{path}:1: unknown column(s) {', '.join(unknown)} "
+                        f"(allowed: {', '.join(COLUMNS + OPTIONAL_COLUMNS)})")
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise DataError(f"{path}:1: duplicate column(s) {', '.join(dupes)}")
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise DataError(f"{path}:1: missing column(s) {', '.join(missing)}")
+    rows = []
+    seen = {}
+    for lineno, fields in enumerate(reader, start=2):
+        if not fields or all(not f.strip() for f in fields):
+            continue
+        if len(fields) != len(header):
+            raise DataError(f"{path}:{lineno}: {len(fields)} fields, the header has {len(header)}")
+        row = {h: f.strip() for h, f in zip(header, fields)}
+        row.setdefault("phase", "")
+        row.setdefault("note", "")
+        for column in ("x", "value"):
+            try:
+                number = float(row[column])
+            except ValueError:
+                raise DataError(f"{path}:{lineno}: {column} '{row[column]}' is not a number") from None
+            if not math.isfinite(number) or abs(number) > MAX_ABS_VALUE:
+                raise DataError(f"{path}:{lineno}: {column} {row[column]} is out of range")
+            row[column] = number
+        metric = METRICS.get(row["metric"])
+        if metric is None and row["metric"] not in ("rss_bytes",):
+            raise DataError(f"{path}:{lineno}: unknown metric '{row['metric']}' "
+                            f"(known: {', '.join(sorted(METRICS))})")
+        expected_unit = metric.unit if metric is not None else "B"
+        if row["unit"] != expected_unit:
+            raise DataError(f"{path}:{lineno}: unit '{row['unit']}' is wrong for metric "
+                            f"{row['metric']} (expected {expected_unit})")
+        if known is not None:
+            problem = known(row["experiment"], row["variant"])
+            if problem:
+                raise DataError(f"{path}:{lineno}: {problem}")
+        key = key_of(row) + (row.get("policy", ""), row.get("platform", ""))
+        if key in seen:
+            raise DataError(f"{path}:{lineno}: duplicate observation (same experiment, variant, "
+                            f"phase, x, metric as line {seen[key]})")
+        seen[key] = lineno
+        row["_file"] = str(path)
+        row["_line"] = lineno
+        rows.append(row)
+    if not rows:
+        raise DataError(f"{path}: no data rows")
+    return rows
+
+
+def dump_json(rows) -> str:
+    return json.dumps(rows, indent=1, sort_keys=True, default=str) + "\n"
