@@ -33,9 +33,11 @@ def run(sim, variant, iterations, elements):
                            heap_bytes_delta=sim.heap.live_bytes - bytes0,
                            heap_blocks_delta=sim.heap.live_blocks - blocks0)
 
-        for _ in range(iterations):
+        def add_and_drop():
             c = a.clone() + b.clone()
             drop(c)
+
+        sim.repeat(iterations, add_and_drop)
         report("after-loop")
         tiny_backward(autodiff)
         report("after-unrelated-backward")

@@ -23,11 +23,13 @@ def run(sim, variant, iterations, rounds, elements):
         a = a.require_grad()
     if variant == "without_autodiff":
         a, b = a.without_autodiff(), b.without_autodiff()
+    def add_and_drop():
+        c = a.clone() + b.clone()
+        drop(c)
+
     for step in range(rounds + 1):
         if step > 0:
-            for _ in range(iterations):
-                c = a.clone() + b.clone()
-                drop(c)
+            sim.repeat(iterations, add_and_drop)
             if variant == "autodiff-backward-each-round":
                 tiny_backward(device)
         k = step * iterations // 1000

@@ -60,9 +60,31 @@ class Backend:
         self.primitive_bytes = int(spec["primitive_bytes"])
         self.handle_bytes = int(spec.get("handle_bytes", 0))
         self.pool = None
+        self.kernel_bytes = int(spec.get("kernel_bytes", 0))
+        self.first_op_bytes = int(spec.get("first_op_bytes", 0))
+        self.compiled = set()
+        self.used = False
         if kind == "metal":
             from .costs.pool import MemoryPool
             self.pool = MemoryPool(alignment=int(spec.get("alignment", 256)))
+
+    def on_op(self, key) -> None:
+        """An op runs on this backend: one-time runtime warm-up, then per-kernel caches.
+
+        The CPU backend's first op makes resident ``process.runtime_init_bytes``
+        (thread-locals, code pages); a GPU backend's first op allocates
+        ``first_op_bytes`` on the host, and each new kernel (op, shapes, autodiff
+        context) keeps a compiled pipeline of ``kernel_bytes``.
+        """
+        if not self.used:
+            self.used = True
+            if self.pool is None:
+                self.sim.rss_extra_bytes += self.sim.profile.process.runtime_init_bytes
+            elif self.first_op_bytes:
+                self.sim.heap.alloc(self.first_op_bytes)
+        if self.kernel_bytes and key not in self.compiled:
+            self.compiled.add(key)
+            self.sim.heap.alloc(self.kernel_bytes)
 
     def alloc(self, shape) -> Buffer:
         """A new buffer for an f32 tensor of ``shape``."""

@@ -149,6 +149,69 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
         click.echo(f"wrote {len(rows)} rows to {out}", err=True)
 
 
+@cli.command("calibrate")
+@click.option("--measured", "measured_paths", multiple=True, required=True, metavar="CSV",
+              help="measured data in the schema (repeatable)")
+@click.option("--profile", "base", default="m2max-macos", show_default=True,
+              help="base profile (name or .toml path)")
+@click.option("--fit", "params", multiple=True, required=True, metavar="PARAM",
+              help="profile parameter to fit, e.g. time.scan_node_ns (repeatable)")
+@click.option("--points", multiple=True, metavar="SELECTOR",
+              help="fit only these points: experiment/variant/phase/x/metric, * wildcards "
+                   "(repeatable; default: every measured point)")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="write the calibrated profile here (e.g. models/NEW.toml)")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True)
+def calibrate_cmd(measured_paths, base, params, points, out, jobs):
+    """Fit --fit parameters of a profile to measured points (least squares).
+
+    Prints every point's measured value, the prediction before and after, the
+    error, and whether the point was fitted or predicted.
+    """
+    from .calibrate import calibrate
+    from .compare import known_checker
+    from .data import read_measured
+    measured = []
+    known = known_checker()
+    for path in measured_paths:
+        measured.extend(read_measured(path, known))
+    if out is not None:
+        _check_out_file(out)
+    calibrate(measured, base, list(params), list(points), out, jobs, echo=click.echo)
+
+
+@cli.command("accuracy")
+@click.option("--measured", "measured_paths", multiple=True, metavar="CSV",
+              help="measured data (default: the seed measurements)")
+@_profile_option
+@click.option("--readme", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="write the table into this README between the accuracy markers")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True)
+def accuracy_cmd(measured_paths, profile, readme, jobs):
+    """Measured vs predicted for every measured point, as a markdown table."""
+    from .accuracy import accuracy_rows, markdown_table, update_readme
+    from .compare import known_checker
+    from .data import read_measured
+    from .profile import load_profile
+    prof = load_profile(profile)
+    paths = measured_paths or [str(_default_measured())]
+    measured = []
+    for path in paths:
+        measured.extend(read_measured(path, known_checker()))
+    joined = accuracy_rows(measured, prof, jobs)
+    title = f"Profile `{prof.name}`, measured: {', '.join(Path(p).name for p in paths)}."
+    text = markdown_table(joined, title)
+    if readme:
+        update_readme(readme, text)
+        click.echo(f"updated {readme}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+def _default_measured():
+    return Path(__file__).resolve().parent.parent / "experiments" / "measured" / "seeds-m2max.csv"
+
+
 def _check_out_file(out):
     path = Path(out)
     if path.is_dir():
@@ -171,6 +234,98 @@ def _table(rows) -> str:
     for b in body:
         lines.append("  ".join(v.ljust(w) for v, w in zip(b, widths)))
     return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+_jobs_option = click.option(
+    "--jobs", "-j", type=click.IntRange(min=1), default=None,
+    help="local worker processes  [default: the CPUs available]")
+_scheduler_option = click.option(
+    "--scheduler", metavar="ADDRESS", default=None,
+    help="run the cells on this dask distributed scheduler (needs the 'dask' extra)")
+_force_option = click.option("--force", is_flag=True,
+                             help="simulate every cell again instead of reusing finished ones")
+_grid_option = click.option(
+    "--set", "sets", multiple=True, metavar="KEY=V1,V2,...",
+    help="sweep a workload parameter over values (repeatable: a grid); applies to the "
+         "workloads that have KEY; a string parameter takes its value whole")
+
+
+def _sweep_done(info, out):
+    click.echo(f"{info['cells']} cells ({info['computed']} simulated, {info['cached']} cached), "
+               f"{len(info['figures'])} figures -> {out}/report.html")
+    click.echo(f"wall time {info['wall_s']:.1f} s")
+
+
+@cli.command("sweep")
+@click.option("--workload", "-w", "workloads", multiple=True, default=("all",),
+              show_default=True, help="workload name or .py file; repeatable, or 'all'")
+@_policy_option(multiple=True)
+@_profile_option
+@click.option("--measured", "measured", multiple=True, metavar="CSV",
+              help="measured data to compare with (repeatable)  "
+                   "[default: experiments/measured/seeds-m2max.csv]")
+@click.option("--out", default="results", show_default=True, type=click.Path(file_okay=False),
+              help="results directory")
+@_jobs_option
+@_scheduler_option
+@_force_option
+@_grid_option
+def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force, sets):
+    """Run workloads x variants x policies (x --set grid) and compare with measurements.
+
+    Writes OUT/predicted.csv, OUT/errors.csv, one figure per workload,
+    OUT/summary.png, OUT/report.html and OUT/report.md. Finished cells are
+    cached in OUT/.cache and reused by the next run (unless --force), so an
+    interrupted sweep resumes where it stopped.
+    """
+    from .sweep import default_jobs, sweep
+    info = sweep(workloads, policy, profile, measured, out, jobs or default_jobs(), scheduler,
+                 force, sets, command=_command_line())
+    _sweep_done(info, out)
+
+
+@cli.command("compare")
+@click.option("--measured", "measured", multiple=True, required=True, metavar="CSV",
+              help="measurements in the schema (repeatable)")
+@click.option("--workload", "-w", "workloads", multiple=True,
+              help="only the rows of this workload (repeatable; default: every row)")
+@click.option("--policy", "-p", "policies", multiple=True, default=("burn-0.22.1",),
+              show_default=True, help="policy whose predictions to compare with (repeatable)")
+@_profile_option
+@click.option("--out", default="results/compare", show_default=True,
+              type=click.Path(file_okay=False), help="results directory")
+@_jobs_option
+@_scheduler_option
+@_force_option
+@_grid_option
+def compare_cmd(measured, workloads, policies, profile, out, jobs, scheduler, force, sets):
+    """Plot your own measurements (CSV in the schema) against predictions, with errors.
+
+    Runs only the cells the CSV needs and writes the same files as `sim sweep`.
+    """
+    from .sweep import compare, default_jobs
+    info = compare(measured, workloads, policies, profile, out, jobs or default_jobs(),
+                   scheduler, force, sets, command=_command_line())
+    _sweep_done(info, out)
+
+
+@cli.command("plot")
+@click.argument("results_dir", type=click.Path(file_okay=False))
+@_jobs_option
+def plot_cmd(results_dir, jobs):
+    """Redraw the figures and the report of RESULTS_DIR from its CSVs (no simulation)."""
+    from .results import load, render, write_info
+    from .sweep import default_jobs
+    predicted, errors, info = load(results_dir)
+    info["figures"] = render(results_dir, predicted, errors, info, info.get("figures", []),
+                             jobs=jobs or default_jobs())
+    write_info(results_dir, info)
+    click.echo(f"{len(info['figures'])} figures -> {results_dir}/report.html")
+
+
+def _command_line() -> str:
+    import shlex
+    return "sim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from .costs.rss import Allocator
 from .costs.tables import RawTable, TableLayout
 from .costs.timing import Timing
 from .autodiff.locator import GraphMutexClient
+from .autodiff.runs import NodeRun
 from .errors import UserError
 from .tensor import Device, BurnPanic
 from .autodiff.traversal import TapeConsumed
@@ -91,11 +92,11 @@ class TableFactory:
 class HostThread:
     """One host thread of the simulated program: pending time and its lock segments."""
 
-    __slots__ = ("name", "pending_ns", "segments")
+    __slots__ = ("name", "pending_ps", "segments")
 
     def __init__(self, name):
         self.name = name
-        self.pending_ns = 0.0
+        self.pending_ps = 0
         self.segments = []
 
 
@@ -123,7 +124,8 @@ class Simulation:
     1
     """
 
-    def __init__(self, profile, policy="burn-0.22.1", experiment="", variant="", limits=None):
+    def __init__(self, profile, policy="burn-0.22.1", experiment="", variant="", limits=None,
+                 fast_forward=True):
         from .policies import get_policy
         self.profile = profile
         self.layout = profile.layout
@@ -150,6 +152,8 @@ class Simulation:
         self.in_backward = False
         self.rss_extra_bytes = 0
         self.panic = None
+        self.fast_forward = fast_forward
+        self.work_ps = 0
 
     # -- identity and devices ----------------------------------------------------------
     def next_node_id(self) -> int:
@@ -168,7 +172,6 @@ class Simulation:
         backend = self._backends.get(kind)
         if backend is None:
             backend = self._backends[kind] = Backend(self, kind, self.profile.backends[kind])
-            self.rss_extra_bytes += self.profile.process.runtime_init_bytes if kind == "flex" else 0
             if kind == "metal":
                 self.heap.alloc(int(self.profile.backends["metal"]["device_init_bytes"]))
         return backend
@@ -181,15 +184,24 @@ class Simulation:
     # -- time --------------------------------------------------------------------------------
     def charge(self, ns: float, locked: bool = False) -> None:
         """Add ``ns`` of work to the current host thread."""
+        # integer picoseconds: equal work sums to equal time at any magnitude
+        ps = round(ns * 1000)
         thread = self.current
         if locked and self.contended:
-            thread.segments.append((thread.pending_ns, ns))
-        thread.pending_ns += ns
+            thread.segments.append((thread.pending_ps, ps))
+        thread.pending_ps += ps
+        self.work_ps += ps
 
     @property
     def now_ns(self) -> float:
         """Simulated time of the current thread, pending work included (ns)."""
-        return self.env.now + self.current.pending_ns
+        return self.env.now + self.current.pending_ps / 1000
+
+    def repeat(self, n: int, body) -> None:
+        """Run ``body()`` ``n`` times; identical iterations are fast-forwarded
+        (:mod:`sim.fastforward`) unless the simulation runs in exact mode."""
+        from .fastforward import repeat
+        repeat(self, n, body)
 
     def tick(self):
         """An event a workload yields to let its pending time pass (a flush point)."""
@@ -225,22 +237,22 @@ class Simulation:
         yield from self._flush(thread)
 
     def _flush(self, thread):
-        pending = thread.pending_ns
+        pending = thread.pending_ps
         if not pending:
             return
         segments = thread.segments
-        thread.pending_ns = 0.0
+        thread.pending_ps = 0
         thread.segments = []
-        done = 0.0
-        for start, ns in segments:
+        done = 0
+        for start, ps in segments:
             if start > done:
-                yield self.env.timeout(start - done)
+                yield self.env.timeout((start - done) / 1000)
             with self.locator_mutex.request() as req:
                 yield req
-                yield self.env.timeout(ns)
-            done = start + ns
+                yield self.env.timeout(ps / 1000)
+            done = start + ps
         if pending > done:
-            yield self.env.timeout(pending - done)
+            yield self.env.timeout((pending - done) / 1000)
 
     def run(self, workload, params):
         """Run a workload (``workload.run(sim, **params)``) to completion; returns the rows."""
@@ -302,7 +314,7 @@ class Simulation:
         return {
             "live_graphs": self.live_graphs(),
             "live_nodes": self.live_nodes(),
-            "locator_entries": 0 if locator is None else len(locator.graphs),
+            "locator_entries": 0 if locator is None else locator.entry_count(),
             "registered_steps": self.registered,
             "heap_bytes": self.heap.live_bytes,
             "heap_blocks": self.heap.live_blocks,
@@ -311,14 +323,19 @@ class Simulation:
         }
 
     def live_graphs(self) -> int:
-        locator = self.client.locator
-        return 0 if locator is None else len(locator.live)
-
-    def live_nodes(self) -> int:
+        """Graphs in the locator (a fast-forwarded run of single-node graphs counts each)."""
         locator = self.client.locator
         if locator is None:
             return 0
-        return sum(len(g.server.memory_management.nodes) for g in locator.live)
+        return sum(g.count if g.__class__ is NodeRun else 1 for g in locator.live)
+
+    def live_nodes(self) -> int:
+        """Nodes held by the graphs' memory management."""
+        locator = self.client.locator
+        if locator is None:
+            return 0
+        return sum(g.count if g.__class__ is NodeRun else g.server.memory_management.node_count()
+                   for g in locator.live)
 
     def rss_bytes(self) -> int:
         """Process RSS: baseline + one-time runtime + the allocator's resident heap."""

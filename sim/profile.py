@@ -95,7 +95,8 @@ SCHEMA = {
         "gbps": FLOAT,
         "op_overhead_ns": FLOAT,
         "device_init_bytes": INT,
-        "first_forward_bytes": INT,
+        "first_op_bytes": INT,
+        "kernel_bytes": INT,
     },
     "pytorch": {
         "node_bytes": INT,

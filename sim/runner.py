@@ -10,7 +10,7 @@ __all__ = ["run_cell"]
 
 
 def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", sets=None,
-             limits=None, observables=True):
+             limits=None, observables=True, fast_forward=True):
     """Simulate ``workload``'s ``variant``; returns the rows (dicts), ``policy``/``profile`` added.
 
     ``workload`` and ``profile`` may be names or loaded objects; ``sets`` maps
@@ -22,7 +22,7 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
         profile = load_profile(profile)
     params = workload.resolve(variant, sets)
     sim = Simulation(profile, policy=policy, experiment=workload.name, variant=variant,
-                     limits=limits or Limits())
+                     limits=limits or Limits(), fast_forward=fast_forward)
     if not observables:
         sim.observables = lambda: {}
     rows = sim.run(lambda s, **p: workload.run(s, variant, **p), params)

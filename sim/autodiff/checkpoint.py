@@ -57,13 +57,14 @@ class CheckpointerBuilder:
             if old:
                 heap.free(old)
                 self._blocks.remove(old)
-        if tensor.node.memory_bound:
-            actions.append((tensor.node.id, None))
+        node = tensor.node  # None for a plain operand (lifted by from_inner: never memory-bound)
+        if node is not None and node.memory_bound:
+            actions.append((node.id, None))
         else:
             box = tensor.device.backend.primitive_bytes
             heap.alloc(box)
             self._blocks.append(box)
-            actions.append((tensor.node.id, tensor.prim))
+            actions.append((node.id if node is not None else None, tensor.prim))
 
     def is_empty(self) -> bool:
         return not self.explicit and not self.backup

@@ -23,6 +23,7 @@ tables are freed when the last entry goes.
 from __future__ import annotations
 
 from ..costs.btree import BTreeNodes
+from .runs import NodeRun
 from .server import AutodiffServer
 
 __all__ = ["Graph", "GraphLocator", "GraphMutexClient", "GraphCleaner"]
@@ -40,9 +41,9 @@ class Graph:
         self.server = AutodiffServer(sim)
         self.entries = 0
 
-    def release(self) -> None:
-        """One locator entry stopped pointing here; the last one drops the graph."""
-        self.entries -= 1
+    def release(self, n=1) -> None:
+        """``n`` locator entries stopped pointing here; the last one drops the graph."""
+        self.entries -= n
         if self.entries == 0:
             self.server.drop()
             self._sim.heap.free(self._sim.layout.graph_arc_bytes)
@@ -63,8 +64,12 @@ class GraphLocator:
         self.key_tables = {}
         self.graphs_tree = BTreeNodes(sim.heap, layout.graphs_leaf_bytes, layout.graphs_internal_bytes)
         self.keys_tree = BTreeNodes(sim.heap, layout.keys_leaf_bytes, layout.keys_internal_bytes)
-        # graphs with at least one entry, in creation order (for per-graph sweeps)
+        # graphs with at least one entry, in creation order (for per-graph sweeps);
+        # fast-forwarded runs of single-node graphs sit here too (sim.autodiff.runs)
         self.live = {}
+        # per origin: ids of fast-forwarded runs counted in keys[origin]
+        self.key_runs = {}
+        self.run_entries = 0
 
     # -- entries -------------------------------------------------------------------
     def _point(self, node_id, graph) -> None:
@@ -88,11 +93,19 @@ class GraphLocator:
         entry = self.keys.get(graph.origin)
         if entry is not None:
             entry.discard(node_id)
-            if not entry:
+            if not entry and not self.key_runs.get(graph.origin):
                 self._drop_keys(graph.origin)
         graph.release()
 
+    def entry_count(self) -> int:
+        """Entries of ``graphs``, fast-forwarded runs included."""
+        return len(self.graphs) + self.run_entries
+
+    def _key_count(self, origin) -> int:
+        return len(self.keys.get(origin, ())) + self.key_runs.get(origin, 0)
+
     def _drop_keys(self, origin) -> None:
+        self.key_runs.pop(origin, None)
         del self.keys[origin]
         self.keys_tree.remove(origin)
         table = self.key_tables.pop(origin, None)
@@ -112,7 +125,7 @@ class GraphLocator:
                 if table is None:
                     # an empty HashSet owns no block until its first insert
                     table = self.key_tables[origin] = self.sim.tables.key_set()
-                table.fit(len(ids))
+                table.fit(self._key_count(origin))
 
     # -- select --------------------------------------------------------------------------
     def select(self, node_id, parents) -> Graph:
@@ -164,7 +177,15 @@ class GraphLocator:
 
     def merge_two(self, main: Graph, merged: Graph) -> None:
         """Move ``merged``'s server into ``main`` and re-point all its ids."""
+        moved_runs = list(merged.server.memory_management.runs)
         main.server.extend(merged.server)
+        for run in moved_runs:
+            run.graph = main
+            main.entries += run.count
+            merged.entries -= run.count
+        runs_of_merged = self.key_runs.pop(merged.origin, 0)
+        if runs_of_merged:
+            self.key_runs[main.origin] = self.key_runs.get(main.origin, 0) + runs_of_merged
         merged.entries += 1  # the Arc held by the caller while re-pointing
         self._point(merged.origin, main)
         ids = self.keys.pop(merged.origin, None)
@@ -174,17 +195,64 @@ class GraphLocator:
             for key in ids:
                 self._point(key, main)
             main_ids = self.keys[main.origin]
-            if ids:
+            if ids or runs_of_merged:
                 main_table = self.key_tables.get(main.origin)
                 if main_table is None:
                     main_table = self.key_tables[main.origin] = self.sim.tables.key_set()
-                n = len(main_ids)
-                main_table.reserve(n, len(ids) if n == 0 else (len(ids) + 1) // 2)
+                n = self._key_count(main.origin) - runs_of_merged
+                extra = len(ids) + runs_of_merged
+                main_table.reserve(n, extra if n == 0 else (extra + 1) // 2)
                 main_ids |= ids
-                main_table.fit(len(main_ids))
+                main_table.fit(self._key_count(main.origin))
             if table is not None:
                 table.drop()
         merged.release()
+
+    # -- fast-forwarded runs --------------------------------------------------------------
+    def add_run(self, run) -> None:
+        """Record a run of dead nodes: its own single-node graphs, or nodes of ``run.graph``."""
+        self.graphs_tree.append_run(run.first, run.stride, run.count)
+        self.run_entries += run.count
+        if run.new_graph:
+            self.keys_tree.append_run(run.first, run.stride, run.count)
+            self.live[run] = None
+            run.alloc(self.sim.heap)
+            return
+        graph = run.graph
+        graph.entries += run.count
+        origin = graph.origin
+        self.key_runs[origin] = self.key_runs.get(origin, 0) + run.count
+        table = self.key_tables.get(origin)
+        if table is None:
+            table = self.key_tables[origin] = self.sim.tables.key_set()
+        table.grow_to(self._key_count(origin))
+        run.alloc(self.sim.heap)
+        graph.server.add_run(run)
+
+    def remove_run(self, run) -> None:
+        """Forget every entry of a freed run (its nodes' heap is already freed)."""
+        self.run_entries -= run.count
+        tree = self.graphs_tree
+        if run.new_graph:
+            keys_tree = self.keys_tree
+            for node_id in run.ids:
+                tree.remove(node_id)
+                keys_tree.remove(node_id)
+            self.live.pop(run, None)
+            run.free(self.sim.heap)
+            return
+        for node_id in run.ids:
+            tree.remove(node_id)
+        graph = run.graph
+        origin = graph.origin
+        left = self.key_runs.get(origin, 0) - run.count
+        if left:
+            self.key_runs[origin] = left
+        else:
+            self.key_runs.pop(origin, None)
+            if origin in self.keys and not self.keys[origin]:
+                self._drop_keys(origin)
+        graph.release(run.count)
 
     def new_graph(self, origin) -> Graph:
         """A new graph whose origin is ``origin``."""
@@ -209,6 +277,9 @@ class GraphCleaner:
 
     def clean(self, node_id) -> None:
         self.locator.remove_entry(node_id)
+
+    def clean_run(self, run) -> None:
+        self.locator.remove_run(run)
 
 
 class GraphMutexClient:
@@ -257,52 +328,83 @@ class GraphMutexClient:
         """The orphan sweep; returns the number of freed node ids.
 
         burn clones ``graphs`` and visits every ENTRY: a graph with ``k`` entries
-        is locked and checked ``k`` times, and if dead, ``free_unused_roots`` runs
-        on each visit (each frees one more layer of its roots). The result is
-        computed per graph (graphs are independent within a sweep), the work is
-        charged per entry. ``visit_each_entry=False`` visits each graph once
-        (the ``dedup-sweep`` policy).
+        is locked and checked ``k`` times (``maybe_useful`` scans its nodes until
+        a live handle), and if dead, ``free_unused_roots`` runs on each visit
+        (each frees one more layer of its roots). The result is computed per
+        graph (graphs are independent within a sweep) and the work is charged per
+        entry. ``visit_each_entry=False`` is the ``dedup-sweep`` policy: one visit
+        per graph, liveness from the per-graph count (no scan), and a dead graph
+        freed to the end.
         """
         locator = self.locator
         if locator is None:
             return 0
-        timing = self.sim.timing
         heap = self.sim.heap
-        entries = len(locator.graphs)
+        entries = locator.entry_count()
         tree = locator.graphs_tree
         clone = (tree.leaves, tree.internals)
-        # the clone of the BTreeMap: one block per node, freed when the sweep ends
-        for _ in range(clone[0]):
-            heap.alloc(tree.leaf_bytes)
-        for _ in range(clone[1]):
-            heap.alloc(tree.internal_bytes)
-        should_remove = []
+        if visit_each_entry:
+            # the clone of the BTreeMap: one block per node, freed when the sweep ends
+            heap.alloc_many(tree.leaf_bytes, clone[0])
+            heap.alloc_many(tree.internal_bytes, clone[1])
+        removals = []
+        counter = [0]
+
+        def collect(item):
+            removals.append(item)
+            counter[0] += item.count if type(item) is NodeRun else 1
+
+        freed = 0
         scanned = 0.0
         visits = 0
         for graph in list(locator.live):
-            server = graph.server
-            passes = graph.entries if visit_each_entry else 1
-            visits += passes
-            if server.maybe_useful():
-                scanned += passes * server.memory_management.scan_length()
+            if type(graph) is NodeRun:
+                # a run of dead single-node graphs: each entry visited, scanned, freed
+                visits += graph.count
+                scanned += (2 if visit_each_entry else 1) * graph.count
+                collect(graph)
+                freed = counter[0]
                 continue
-            for _ in range(passes):
-                scanned += len(server.memory_management.nodes)
-                before = len(should_remove)
-                server.free_unused_roots(should_remove.append)
-                if len(should_remove) == before and visit_each_entry:
-                    scanned += (passes - 1) * len(server.memory_management.nodes)
+            server = graph.server
+            memory = server.memory_management
+            if not visit_each_entry:
+                visits += 1
+                if memory.maybe_useful():
+                    continue
+                while True:
+                    before = freed
+                    scanned += server.free_unused_roots(collect, collect)
+                    freed = counter[0]
+                    if freed == before:
+                        break
+                continue
+            passes = graph.entries
+            visits += passes
+            if memory.maybe_useful():
+                scanned += passes * memory.scan_length()
+                continue
+            for done in range(1, passes + 1):
+                before = freed
+                scanned += memory.node_count()
+                scanned += server.free_unused_roots(collect, collect)
+                freed = counter[0]
+                if freed == before:
+                    scanned += (passes - done) * 2 * memory.node_count()
                     break
         # Vec<NodeId> of freed ids, grown by doubling
-        _vec_growth(heap, len(should_remove), 8)
-        for node_id in should_remove:
-            locator.remove_entry(node_id)
-        for _ in range(clone[0]):
-            heap.free(tree.leaf_bytes)
-        for _ in range(clone[1]):
-            heap.free(tree.internal_bytes)
-        timing.sweep(entries=entries, visits=visits, scanned=scanned, freed=len(should_remove))
-        return len(should_remove)
+        _vec_growth(heap, freed, 8)
+        for item in removals:
+            if type(item) is NodeRun:
+                locator.remove_run(item)
+            else:
+                locator.remove_entry(item)
+        if visit_each_entry:
+            heap.free_many(tree.leaf_bytes, clone[0])
+            heap.free_many(tree.internal_bytes, clone[1])
+            self.sim.timing.sweep(entries=entries, visits=visits, scanned=scanned, freed=freed)
+        else:
+            self.sim.timing.sweep(entries=visits, visits=visits, scanned=scanned, freed=freed)
+        return freed
 
 
 def _vec_growth(heap, n, elem_bytes) -> None:

@@ -38,7 +38,7 @@ class GraphMemoryManagement:
     """``nodes``, ``leaves`` and ``statuses`` of one graph, with their tables' heap."""
 
     __slots__ = ("server", "nodes", "leaves", "nodes_table", "leaves_table", "statuses_table",
-                 "referenced")
+                 "referenced", "runs", "run_nodes")
 
     def __init__(self, server):
         sim = server.sim
@@ -50,6 +50,9 @@ class GraphMemoryManagement:
         self.statuses_table = None  # created by the first backward on this graph
         # number of registered nodes whose ref count is > 1 (a tensor handle is alive)
         self.referenced = 0
+        # fast-forwarded dead childless nodes (sim.autodiff.runs), counted in nodes and leaves
+        self.runs = []
+        self.run_nodes = 0
 
     # -- registration -----------------------------------------------------------
     def register(self, rc, parents) -> None:
@@ -58,16 +61,28 @@ class GraphMemoryManagement:
         for pid, _ in parents:
             leaves.discard(pid)
         leaves.add(rc.id)
-        self.leaves_table.fit(len(leaves))
+        self.leaves_table.fit(len(leaves) + self.run_nodes)
         self._insert(rc, parents)
 
     def _insert(self, rc, parents) -> None:
+        old = self.nodes.get(rc.id)
+        if old is not None:
+            # HashMap::insert of a present key keeps the old key (its Arc<NodeId>) and drops
+            # the new one: the strong count is unchanged, only the parents Vec is replaced
+            # (a second RootStep for the same id: require_grad on another handle of the leaf)
+            sim = self.server.sim
+            if old[1]:
+                sim.heap.free(sim.layout.parent_bytes * len(old[1]))
+            self.nodes[rc.id] = (old[0], parents)
+            if parents:
+                sim.heap.alloc(sim.layout.parent_bytes * len(parents))
+            return
         rc.acquire()
         rc.owner = self
         if rc.strong > 1:
             self.referenced += 1
         self.nodes[rc.id] = (rc, parents)
-        self.nodes_table.fit(len(self.nodes))
+        self.nodes_table.fit(len(self.nodes) + self.run_nodes)
         if parents:
             # parents.to_vec(): an exact-size Vec<Parent>
             self.server.sim.heap.alloc(self.server.sim.layout.parent_bytes * len(parents))
@@ -88,19 +103,26 @@ class GraphMemoryManagement:
 
     def extend(self, other: "GraphMemoryManagement") -> None:
         """Move every node of ``other`` into this graph (a merge)."""
-        self.nodes_table.reserve(len(self.nodes), _extend_reserve(self.nodes, other.nodes))
+        mine, theirs = len(self.nodes) + self.run_nodes, len(other.nodes) + other.run_nodes
+        self.nodes_table.reserve(mine, _extend_reserve(mine, theirs))
         for node_id, (rc, parents) in other.nodes.items():
             rc.owner = self
             self.nodes[node_id] = (rc, parents)
-            self.nodes_table.fit(len(self.nodes))
+            self.nodes_table.fit(len(self.nodes) + self.run_nodes)
         self.referenced += other.referenced
-        self.leaves_table.reserve(len(self.leaves), _extend_reserve(self.leaves, other.leaves))
+        mine, theirs = len(self.leaves) + self.run_nodes, len(other.leaves) + other.run_nodes
+        self.leaves_table.reserve(mine, _extend_reserve(mine, theirs))
         for leaf in other.leaves:
             self.leaves.add(leaf)
-            self.leaves_table.fit(len(self.leaves))
+            self.leaves_table.fit(len(self.leaves) + self.run_nodes)
+        if other.runs:
+            for run in other.runs:
+                self.add_run(run)
         other.nodes = {}
         other.leaves = set()
         other.referenced = 0
+        other.runs = []
+        other.run_nodes = 0
         for table in (other.nodes_table, other.leaves_table, other.statuses_table):
             if table is not None:
                 table.drop()
@@ -109,11 +131,26 @@ class GraphMemoryManagement:
         """The graph is dropped: release every node and free the tables."""
         for node_id in list(self.nodes):
             self._remove(node_id)
+        heap = self.server.sim.heap
+        for run in self.runs:
+            run.free(heap)
+        self.runs = []
+        self.run_nodes = 0
         for table in (self.nodes_table, self.leaves_table, self.statuses_table):
             if table is not None:
                 table.drop()
 
     # -- queries ------------------------------------------------------------------
+    def add_run(self, run) -> None:
+        """Take ``run``'s nodes (dead childless leaves) into this graph; tables grow."""
+        self.runs.append(run)
+        self.run_nodes += run.count
+        self.leaves_table.grow_to(len(self.leaves) + self.run_nodes)
+        self.nodes_table.grow_to(len(self.nodes) + self.run_nodes)
+
+    def node_count(self) -> int:
+        return len(self.nodes) + self.run_nodes
+
     def is_referenced(self, node_id) -> bool:
         return self.nodes[node_id][0].strong > 1
 
@@ -128,7 +165,7 @@ class GraphMemoryManagement:
         referenced keys among ``n`` in hash order the first sits at
         ``(n + 1) / (r + 1)`` on average; a dead graph is read in full.
         """
-        n = len(self.nodes)
+        n = len(self.nodes) + self.run_nodes
         r = self.referenced
         return n if r == 0 else (n + 1) / (r + 1)
 
@@ -157,28 +194,37 @@ class GraphMemoryManagement:
         )
         return graph
 
-    def free_unavailable_nodes(self, on_free) -> int:
+    def free_unavailable_nodes(self, on_free, on_free_run=None) -> int:
         """Free every node whose backward became impossible or useless; returns nodes visited.
 
         ``on_free(node_id)`` is called for each freed id (the server drops its
-        step and the locator its entry).
+        step and the locator its entry), ``on_free_run(run)`` for each freed run
+        (a run's members are leaves like any other, represented by one node).
         """
         nodes = self.nodes
         graph = self._view()
         leaves = sorted(self.leaves)
         graph.add_nodes_from(leaves)  # a stale leaf (freed by a sweep) is absent: unavailable
+        runs = {}
+        for run in self.runs:
+            rep = ("run", run.first)
+            runs[rep] = run
+            graph.add_node(rep)
+            graph.add_edges_from((rep, pid) for pid, is_leaf in run.parents
+                                 if not is_leaf or pid in nodes)
+            leaves.append(rep)
         reached = _reachable(graph, leaves)
-        absent = [n for n in reached if n not in nodes]
+        absent = [n for n in reached if n not in nodes and n not in runs]
         unavailable = set(absent)
         for missing in absent:
             unavailable |= nx.ancestors(graph, missing)
         unavailable &= reached
         seeds = [n for n in reached
-                 if n not in unavailable and nodes[n][0].strong > 1]
+                 if n not in unavailable and n not in runs and nodes[n][0].strong > 1]
         useful = _reachable(graph, seeds)
         if self.statuses_table is None:
             self.statuses_table = self.server.sim.tables.statuses()
-        self.statuses_table.grow_to(len(reached))
+        self.statuses_table.grow_to(len(reached) - len(runs) + self.run_nodes)
 
         dead = graph.subgraph(n for n in reached if n not in useful)
         deletables = set(leaf for leaf in leaves if leaf not in useful)
@@ -192,18 +238,34 @@ class GraphMemoryManagement:
         self.leaves_table.grow_to(len(new_leaves))
 
         roots = self._unused_roots(useful)
-        for node_id in sorted(deletables) + roots:
+        visited = len(reached) + len(nodes) + 2 * self.run_nodes - len(runs)
+        freed_runs = [runs[rep] for rep in deletables if rep in runs]
+        for node_id in sorted(n for n in deletables if n not in runs) + roots:
             self._remove(node_id)
             on_free(node_id)
-        return len(reached) + len(nodes)
+        for run in sorted(freed_runs, key=lambda r: r.first):
+            self._free_run(run, on_free_run)
+        return visited
 
-    def free_unused_roots(self, on_free) -> int:
+    def free_unused_roots(self, on_free, on_free_run=None) -> int:
         """Free nodes with no handle and no parent left (the orphan sweep); returns nodes read."""
-        read = len(self.nodes)
+        nodes = self.nodes
+        read = len(nodes) + self.run_nodes
+        dead_runs = [run for run in self.runs
+                     if all(pid not in nodes for pid, _ in run.parents)]
         for node_id in self._unused_roots(()):
             self._remove(node_id)
             on_free(node_id)
+        for run in dead_runs:
+            self._free_run(run, on_free_run)
         return read
+
+    def _free_run(self, run, on_free_run) -> None:
+        self.runs.remove(run)
+        self.run_nodes -= run.count
+        run.free(self.server.sim.heap)
+        if on_free_run is not None:
+            on_free_run(run)
 
     def _unused_roots(self, useful):
         nodes = self.nodes
@@ -233,4 +295,6 @@ def _reachable(graph, sources):
 
 def _extend_reserve(existing, incoming) -> int:
     """hashbrown ``extend``: reserve all of ``incoming`` into an empty table, else half."""
-    return len(incoming) if not existing else (len(incoming) + 1) // 2
+    if not isinstance(existing, int):
+        existing, incoming = len(existing), len(incoming)
+    return incoming if not existing else (incoming + 1) // 2

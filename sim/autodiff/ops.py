@@ -98,6 +98,10 @@ def float_op(op, inputs, out_shape, device):
     backend = device.backend
     in_shapes = tuple(t.shape for t in inputs)
     sim.timing.forward_op(op, (out_shape, in_shapes), backend)
+    if backend.kernel_bytes or not backend.used:
+        context = ("plain" if not device.is_autodiff else
+                   "tracked" if any(t.is_tracked() for t in inputs) else "untracked")
+        backend.on_op((op.name, out_shape, in_shapes, context))
     prim = backend.alloc(out_shape)
     if not device.is_autodiff:
         return Tensor(device, out_shape, prim)

@@ -59,7 +59,7 @@ class AutodiffServer:
         old = self.steps.get(rc.id)
         self.steps[rc.id] = step
         if old is None:
-            n = len(self.steps)
+            n = len(self.steps) + self.memory_management.run_nodes
             self.steps_table.fit(n)
             self.actions_table.fit(n)
         else:
@@ -68,13 +68,14 @@ class AutodiffServer:
 
     def extend(self, other: "AutodiffServer") -> None:
         """Absorb ``other``'s steps, actions and nodes (a merge moves them here)."""
-        n, extra = len(self.steps), len(other.steps)
+        mine = self.memory_management.run_nodes
+        n, extra = len(self.steps) + mine, len(other.steps) + other.memory_management.run_nodes
         reserve = extra if n == 0 else (extra + 1) // 2
         self.steps_table.reserve(n, reserve)
         self.actions_table.reserve(n, reserve)
         for node_id, step in other.steps.items():
             self.steps[node_id] = step
-            n = len(self.steps)
+            n = len(self.steps) + mine
             self.steps_table.fit(n)
             self.actions_table.fit(n)
         other.steps = {}
@@ -121,7 +122,8 @@ class AutodiffServer:
         timing.tape(len(ids))
         grads = self._execute(root, tape)
         visited = memory.free_unavailable_nodes(
-            lambda node_id: (self.remove_step(node_id), cleaner.clean(node_id)))
+            lambda node_id: (self.remove_step(node_id), cleaner.clean(node_id)),
+            cleaner.clean_run)
         timing.free_unavailable(visited)
         for node_id in ids:
             cleaner.clean(node_id)
@@ -153,7 +155,14 @@ class AutodiffServer:
     def maybe_useful(self) -> bool:
         return self.memory_management.maybe_useful()
 
-    def free_unused_roots(self, on_free) -> int:
+    def free_unused_roots(self, on_free, on_free_run=None) -> int:
         """Free this graph's unreferenced roots; returns nodes read."""
         return self.memory_management.free_unused_roots(
-            lambda node_id: (self.remove_step(node_id), on_free(node_id)))
+            lambda node_id: (self.remove_step(node_id), on_free(node_id)), on_free_run)
+
+    def add_run(self, run) -> None:
+        """Fast-forward: ``run``'s nodes join this graph (steps and actions tables grow too)."""
+        self.memory_management.add_run(run)
+        n = len(self.steps) + self.memory_management.run_nodes
+        self.steps_table.grow_to(n)
+        self.actions_table.grow_to(n)

@@ -16,6 +16,13 @@ inserts and removals:
 * an empty map owns no node; the root leaf of a map emptied by removals stays.
 
 Values are not stored: the simulated contents live in Python dicts.
+
+Fast-forward appends long runs of ascending keys with :meth:`BTreeNodes.append_run`
+in closed form: only the fill of the rightmost node at each level matters to an
+append (the first split of a node holding ``c`` keys comes at insert ``12 - c``,
+then every 7), so node counts and allocations are exact in O(levels). The keys
+themselves are kept as runs and replayed into real nodes only when an operation
+needs them (a removal, an insert that is not an append).
 """
 
 from __future__ import annotations
@@ -72,7 +79,7 @@ class BTreeNodes:
     """
 
     __slots__ = ("heap", "leaf_bytes", "internal_bytes", "root", "leaves", "internals", "length",
-                 "_last")
+                 "_last", "_runs", "_spine", "_max", "_real")
 
     def __init__(self, heap, leaf_bytes: int, internal_bytes: int):
         self.heap = heap
@@ -84,6 +91,11 @@ class BTreeNodes:
         self.length = 0
         # the rightmost leaf, for the common append of a new largest key (ids ascend)
         self._last = None
+        # runs of keys appended in closed form and not materialized: (first, stride, count)
+        self._runs = []
+        self._spine = None
+        self._max = None
+        self._real = None
 
     def __len__(self):
         return self.length
@@ -114,6 +126,11 @@ class BTreeNodes:
     # -- insert ---------------------------------------------------------------
     def insert(self, key) -> bool:
         """Insert ``key``; returns False (no structural change) if it was present."""
+        if self._runs:
+            if key > self._max:
+                self.append_run(key, 1, 1)
+                return True
+            self.materialize()
         last = self._last
         if last is not None:
             keys = last.keys
@@ -170,6 +187,8 @@ class BTreeNodes:
     # -- remove ---------------------------------------------------------------
     def remove(self, key) -> bool:
         """Remove ``key``; returns False if it was absent."""
+        if self._runs:
+            self.materialize()
         node = self.root
         if node is None:
             return False
@@ -282,9 +301,78 @@ class BTreeNodes:
             left.edges.extend(right.edges[:count])
             del right.edges[:count]
 
+    # -- closed-form appends ---------------------------------------------------------
+    def append_run(self, first, stride, count) -> None:
+        """Append keys ``first, first + stride, ...`` (``count`` of them, all above every key)."""
+        if count <= 0:
+            return
+        if not self._runs:
+            self._spine = self._real_spine()
+            self._real = (self.leaves, self.internals)
+        self._runs.append((first, stride, count))
+        self._max = first + stride * (count - 1)
+        self.length += count
+        fills = self._spine
+        level = 0
+        m = count
+        while m > 0:
+            node_bytes = self.leaf_bytes if level == 0 else self.internal_bytes
+            if level == len(fills):
+                fills.append(0)
+                self._count_new(level, node_bytes, 1)
+            c = fills[level]
+            first_split = CAPACITY + 1 - c
+            if m < first_split:
+                fills[level] = c + m
+                return
+            rest = m - first_split
+            splits = 1 + rest // 7
+            fills[level] = 5 + rest % 7
+            self._count_new(level, node_bytes, splits)
+            m = splits
+            level += 1
+
+    def _count_new(self, level, node_bytes, n) -> None:
+        if level == 0:
+            self.leaves += n
+        else:
+            self.internals += n
+        self.heap.alloc_many(node_bytes, n)
+
+    def _real_spine(self):
+        fills = []
+        node = self.root
+        while node is not None:
+            fills.append(len(node.keys))
+            node = node.edges[-1] if node.edges is not None else None
+        fills.reverse()
+        return fills
+
+    def materialize(self) -> None:
+        """Replay the closed-form runs into real nodes (their heap is already counted)."""
+        runs, self._runs = self._runs, []
+        counts = (self.leaves, self.internals, self.length)
+        heap = self.heap
+        self.heap = _MUTED
+        self.length -= sum(count for _, _, count in runs)
+        self.leaves, self.internals = self._real
+        try:
+            for first, stride, count in runs:
+                for key in range(first, first + stride * count, stride):
+                    self.insert(key)
+        finally:
+            self.heap = heap
+        leaves, internals = self.leaves, self.internals
+        self.leaves, self.internals, self.length = counts
+        if (leaves, internals) != counts[:2]:
+            raise AssertionError("closed-form B-tree counts differ from the replayed tree")
+        self._spine = None
+
     # -- checks -----------------------------------------------------------------
     def keys_in_order(self):
         """All keys, in order (for tests)."""
+        if self._runs:
+            self.materialize()
         out = []
 
         def walk(node):
@@ -299,3 +387,18 @@ class BTreeNodes:
         if self.root is not None:
             walk(self.root)
         return out
+
+
+class _Muted:
+    """A heap that ignores events (replaying nodes whose bytes were already counted)."""
+
+    @staticmethod
+    def alloc(nbytes):
+        pass
+
+    @staticmethod
+    def free(nbytes):
+        pass
+
+
+_MUTED = _Muted()

@@ -43,6 +43,8 @@ class Zone:
     header: int = 0
     min_block: int = 0
     retain: bool = True
+    #: resident bytes per usable byte (region metadata of the zone)
+    overhead: float = 1.0
 
     def rounded(self, nbytes: int) -> int:
         """Bytes the zone really uses for a request of ``nbytes``."""
@@ -63,8 +65,9 @@ ALLOCATOR_CLASSES = {
         page_bytes=16384,
         dynamic_mmap_threshold=False,
         zones=[
-            Zone("tiny", 1008, 16),
-            Zone("small", 32768, 512),
+            # a 1 MiB tiny region holds 64,520 quanta of 16 B; an 8 MiB small region 16,319 x 512 B
+            Zone("tiny", 1008, 16, overhead=1048576 / (64520 * 16)),
+            Zone("small", 32768, 512, overhead=8388608 / (16319 * 512)),
             Zone("medium", 8 * 1024 * 1024, 32768),
             Zone("large", math.inf, 16384, retain=False),
         ],
@@ -87,8 +90,8 @@ class Allocator:
     --------
     >>> a = Allocator.from_classes("macos")
     >>> a.alloc(1000); a.alloc(24); a.free(1000)
-    >>> a.resident_bytes()   # the freed tiny block stays resident
-    1040
+    >>> a.resident_bytes()   # the freed tiny block stays resident (plus region metadata)
+    1056
     """
 
     __slots__ = ("zones", "live", "high", "page_bytes", "dynamic", "mmap_threshold", "_lookup",
@@ -127,20 +130,25 @@ class Allocator:
             self._lookup[nbytes] = hit
         return hit
 
-    def alloc(self, nbytes: int) -> None:
+    def alloc(self, nbytes: int, count: int = 1) -> None:
         zi, size = self._place(nbytes)
         if nbytes >= 65536:
-            self._placed.setdefault(nbytes, []).append((zi, size))
-        live = self.live[zi] + size
+            self._placed.setdefault(nbytes, []).extend([(zi, size)] * count)
+        live = self.live[zi] + size * count
         self.live[zi] = live
         if live > self.high[zi]:
             self.high[zi] = live
 
-    def free(self, nbytes: int) -> None:
+    def free(self, nbytes: int, count: int = 1) -> None:
         if nbytes >= 65536:
-            zi, size = self._placed[nbytes].pop()
-        else:
-            zi, size = self._place(nbytes)
+            for _ in range(count):
+                zi, size = self._placed[nbytes].pop()
+                self._unmap(zi, size)
+            return
+        zi, size = self._place(nbytes)
+        self.live[zi] -= size * count
+
+    def _unmap(self, zi, size) -> None:
         self.live[zi] -= size
         if self.dynamic and not self.zones[zi].retain:
             # glibc: freeing an mmapped chunk raises the threshold to its size
@@ -151,8 +159,8 @@ class Allocator:
         """Bytes resident because of the heap (retained high-water plus mapped blocks)."""
         total = 0
         for zone, live, high in zip(self.zones, self.live, self.high):
-            total += high if zone.retain else live
-        return total
+            total += high * zone.overhead if zone.retain else live
+        return int(total)
 
     def state(self) -> tuple:
         """Counters that fast-forward may extrapolate."""

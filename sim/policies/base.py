@@ -48,6 +48,14 @@ class Policy:
     def on_node_removed(self, memory, node_id, parents) -> None:
         """A node left a graph's ``nodes`` map: burn keeps no other index to update."""
 
+    def ff_horizon(self, effect) -> float:
+        """Fast-forward: how many iterations of ``effect`` may be applied before this
+        policy would act differently (burn: no limit)."""
+        return float("inf")
+
+    def ff_apply(self, run) -> None:
+        """Fast-forward applied ``run``: policies with their own per-node state record it."""
+
     def first_backward(self) -> None:
         """The process's first backward: lazy global state and one-time warm-up."""
         sim = self.sim

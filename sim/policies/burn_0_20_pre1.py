@@ -9,6 +9,7 @@ single-node graph). There was no orphan sweep yet (PR #4039 replaced the set by
 
 from __future__ import annotations
 
+from ..autodiff.runs import NodeRun
 from .base import Policy
 
 __all__ = ["Burn020Pre1"]
@@ -27,18 +28,38 @@ class Burn020Pre1(Policy):
     def __init__(self, sim):
         super().__init__(sim)
         self.untracked_nodes = []
+        self.run_ids = 0
         self.table = sim.tables.key_set()
 
     def register_untracked(self, client, rc, step, device) -> None:
         client.register(rc, step)
         self.untracked_nodes.append(rc.id)
-        self.table.fit(len(self.untracked_nodes))
+        self.table.fit(len(self.untracked_nodes) + self.run_ids)
         self.sim.charge(self.sim.profile.time["register_ns"] * 0.25)
+
+    def ff_horizon(self, effect) -> float:
+        if effect.shape != "graphs":
+            return float("inf")
+        return max(0, self.table.cap - len(self.untracked_nodes) - self.run_ids)
+
+    def ff_apply(self, run) -> None:
+        if not run.new_graph:
+            return
+        self.untracked_nodes.append(run)
+        self.run_ids += run.count
+        self.table.grow_to(len(self.untracked_nodes) - 1 + self.run_ids)
 
     def after_backward(self, client) -> None:
         ids, self.untracked_nodes = self.untracked_nodes, []
+        self.run_ids = 0
         self.table.drop()
         locator = client.locator
-        for node_id in ids:
-            locator.remove_entry(node_id)
-        self.sim.timing.sweep(entries=0, visits=len(ids), scanned=0, freed=len(ids))
+        freed = 0
+        for item in ids:
+            if isinstance(item, NodeRun):
+                locator.remove_run(item)
+                freed += item.count
+            else:
+                locator.remove_entry(item)
+                freed += 1
+        self.sim.timing.sweep(entries=0, visits=freed, scanned=0, freed=freed)

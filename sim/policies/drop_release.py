@@ -22,6 +22,10 @@ class DropRelease(Policy):
         super().__init__(sim)
         self.children = {}
         self.deferred = []
+        # worklist of (memory, node id) releases: a cascade up a long chain is a loop,
+        # not a recursion (a 1000-deep chain overflowed Python's stack)
+        self._cascade = []
+        self._draining = False
 
     def on_register(self, client, rc, step) -> None:
         children = self.children
@@ -71,6 +75,19 @@ class DropRelease(Policy):
             self._release(server.memory_management, rc.id)
 
     def _release(self, memory, node_id) -> None:
+        cascade = self._cascade
+        cascade.append((memory, node_id))
+        if self._draining:
+            return  # an outer call is draining the worklist
+        self._draining = True
+        try:
+            while cascade:
+                self._release_one(*cascade.pop())
+        finally:
+            self._draining = False
+            cascade.clear()
+
+    def _release_one(self, memory, node_id) -> None:
         if node_id not in memory.nodes:
             return
         sim = self.sim

@@ -23,6 +23,14 @@ class PeriodicSweep(Policy):
         super().__init__(sim)
         self.count = 0
 
+    def ff_horizon(self, effect) -> float:
+        if not effect.registered:
+            return float("inf")
+        return max(0, (SWEEP_EVERY - 1 - self.count) // effect.registered)
+
+    def ff_apply(self, run) -> None:
+        self.count += run.count
+
     def on_register(self, client, rc, step) -> None:
         self.count += 1
         if self.count >= SWEEP_EVERY:

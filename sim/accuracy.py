@@ -1,0 +1,73 @@
+"""The accuracy table: every measured point against its prediction, as markdown.
+
+``sim accuracy`` runs the cells a measured set needs under one profile and
+prints (or writes into the README between markers) a table with measured,
+predicted, error, tolerance verdict and whether the point was used for fitting
+(the profile's ``[calibration] points``) or predicted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from .calibrate import run_cells
+from .compare import cells_for, join, summarize
+from .data import atomic_write
+
+__all__ = ["accuracy_rows", "markdown_table", "update_readme", "BEGIN", "END"]
+
+BEGIN = "<!-- accuracy:begin -->"
+END = "<!-- accuracy:end -->"
+
+
+def accuracy_rows(measured, profile, jobs=1, policy="burn-0.22.1"):
+    """Joined measured/predicted points under ``profile``."""
+    fitted = profile.data.get("calibration", {}).get("points", [])
+    predicted = run_cells(cells_for(measured, policy), profile, jobs)
+    return join(measured, predicted, fitted, policy)
+
+
+def _fmt(v):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if float(v).is_integer() and abs(v) < 1e12:
+        return str(int(v))
+    return f"{v:.4g}"
+
+
+def markdown_table(joined, title="") -> str:
+    """A markdown table of the points, with a summary line."""
+    lines = []
+    if title:
+        lines.append(title)
+        lines.append("")
+    counts = summarize(joined)
+    parts = [f"{status}: {ok}/{n} within tolerance" for status, (ok, n) in sorted(counts.items())]
+    lines.append("; ".join(parts) + " (memory 5 %, time 15 %, blocks and events exact).")
+    lines.append("")
+    lines.append("| experiment | variant | phase | x | metric | measured | predicted | error | ok | used |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    for e in joined:
+        err = e["rel_error"]
+        err_text = "—" if not math.isfinite(err) else f"{err * 100:.1f} %"
+        note = f" ({e['note']})" if e.get("note") else ""
+        lines.append(
+            f"| {e['experiment']} | {e['variant']} | {e['phase'] or ''} | {_fmt(e['x'])} | "
+            f"{e['metric']} ({e['unit']}) | {_fmt(e['measured'])} | {_fmt(e['predicted'])} | "
+            f"{err_text} | {'yes' if e['ok'] else '**no**'} | {e['status']}{note} |")
+    return "\n".join(lines) + "\n"
+
+
+def update_readme(readme, table_text) -> None:
+    """Replace the block between the accuracy markers of ``readme``."""
+    path = Path(readme)
+    text = path.read_text(encoding="utf-8")
+    block = f"{BEGIN}\n{table_text}{END}"
+    if BEGIN in text and END in text:
+        text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda m: block, text,
+                      flags=re.S)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    atomic_write(path, text)

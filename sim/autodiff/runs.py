@@ -1,0 +1,55 @@
+"""Runs of identical dead nodes, as fast-forward creates them.
+
+When a loop body's iterations are identical (:mod:`sim.fastforward`), the
+nodes they leave behind are recorded as one :class:`NodeRun` instead of one
+object each: ``count`` nodes with ids ``first, first + stride, ...``, the same
+parents, no tensor handle left, and the same heap blocks each. A run is either
+
+* ``new_graph=True``: each node is an untracked op's own single-node graph
+  (kept by the locator, in its ``live`` graphs, in creation order), or
+* ``new_graph=False``: the nodes sit in one existing graph as childless leaves
+  (kept by that graph's memory management).
+
+Runs are not part of burn; they are the simulator's compressed form of state
+burn would hold node by node, and every bookkeeping pass treats a run exactly as
+it would treat its members one by one.
+"""
+
+from __future__ import annotations
+
+__all__ = ["NodeRun"]
+
+
+class NodeRun:
+    """``count`` identical dead nodes."""
+
+    __slots__ = ("first", "stride", "count", "parents", "blocks", "new_graph", "graph")
+
+    def __init__(self, first, stride, count, parents, blocks, new_graph, graph=None):
+        self.first = first
+        self.stride = stride
+        self.count = count
+        self.parents = parents
+        self.blocks = blocks
+        self.new_graph = new_graph
+        self.graph = graph
+
+    @property
+    def ids(self):
+        return range(self.first, self.first + self.stride * self.count, self.stride)
+
+    @property
+    def last(self):
+        return self.first + self.stride * (self.count - 1)
+
+    def alloc(self, heap) -> None:
+        for nbytes, per_node in self.blocks:
+            heap.alloc_many(nbytes, per_node * self.count)
+
+    def free(self, heap) -> None:
+        for nbytes, per_node in self.blocks:
+            heap.free_many(nbytes, per_node * self.count)
+
+    def __repr__(self):
+        kind = "graphs" if self.new_graph else "nodes"
+        return f"NodeRun({self.count} {kind} from {self.first} step {self.stride})"

@@ -1,0 +1,223 @@
+"""``sim calibrate``: fit a few profile parameters to measured points by least squares.
+
+Only the parameters named with ``--fit`` move; everything else stays as the
+base profile has it. Residuals are relative errors (absolute, in the metric's
+slack, for points measured as zero). The Jacobian is taken by finite
+differences over full simulations of the cells the fitted points need, and the
+step solves a bounded linear least-squares problem (parameters stay >= 0);
+the time and additive memory parameters enter the model linearly, so one or two
+Gauss-Newton steps converge. A parameter that no fitted point depends on is
+refused.
+
+The new profile is the base file with the fitted values substituted in place
+(comments kept) and a ``[calibration]`` table listing the fitted parameters,
+the fitted points and the measured files.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import lsq_linear
+
+from .compare import SLACK, cells_for, join, point_id
+from .data import atomic_write
+from .errors import UserError
+from .profile import Profile, load_profile, validate
+
+__all__ = ["calibrate", "select_points", "run_cells"]
+
+
+def run_cells(cells, profile, jobs=1):
+    """Predicted rows of every ``(workload, variant, policy)`` cell (sorted, deterministic)."""
+    from .runner import run_cell
+    if jobs <= 1 or len(cells) <= 1:
+        rows = []
+        for workload, variant, policy in cells:
+            rows.extend(run_cell(workload, variant, policy, profile, observables=False))
+        return rows
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_run_one, w, v, p, profile.path, profile.data)
+                   for w, v, p in cells]
+        rows = []
+        for future in futures:
+            rows.extend(future.result())
+    return rows
+
+
+def _run_one(workload, variant, policy, path, data):
+    from .runner import run_cell
+    profile = Profile(Path(path).stem, path, data)
+    return run_cell(workload, variant, policy, profile, observables=False)
+
+
+def select_points(measured, selectors):
+    """Measured rows whose point id matches any selector (``*`` wildcards, ``/`` separated)."""
+    if not selectors:
+        return list(measured)
+    patterns = [re.compile("^" + re.escape(s).replace(r"\*", ".*") + "$") for s in selectors]
+    chosen = [m for m in measured if any(p.match(point_id(m)) for p in patterns)]
+    if not chosen:
+        raise UserError(f"--points {' '.join(selectors)}: no measured point matches")
+    return chosen
+
+
+def _scale(m):
+    value = abs(float(m["value"]))
+    return value if value > 0 else max(SLACK.get(m["metric"], 1.0), 1e-9)
+
+
+def _residuals(fit_rows, predicted):
+    joined = join(fit_rows, predicted)
+    r = []
+    for m, e in zip(fit_rows, joined):
+        if math.isnan(e["predicted"]):
+            raise UserError(f"no prediction for fitted point {point_id(m)}")
+        r.append((e["predicted"] - e["measured"]) / _scale(m))
+    return np.array(r)
+
+
+def _with(profile, values):
+    data = _deepcopy(profile.data)
+    for name, value in values.items():
+        section, key = name.rsplit(".", 1)
+        table = data
+        for part in section.split("."):
+            table = table[part]
+        table[key] = int(round(value)) if isinstance(table[key], int) else float(value)
+    return Profile(profile.name, profile.path, data)
+
+
+def _deepcopy(data):
+    if isinstance(data, dict):
+        return {k: _deepcopy(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_deepcopy(v) for v in data]
+    return data
+
+
+def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print):
+    """Fit ``params`` of profile ``base`` to the selected ``measured`` points.
+
+    Returns ``(new profile, table of every point before/after)``.
+    """
+    profile = load_profile(base) if not isinstance(base, Profile) else base
+    known = set(profile.parameters())
+    for name in params:
+        if name not in known:
+            raise UserError(f"--fit {name}: not a profile parameter (see models/*.toml; "
+                            f"e.g. time.scan_node_ns)")
+        if isinstance(profile.get(name), str):
+            raise UserError(f"--fit {name}: not a numeric parameter")
+    if not params:
+        raise UserError("nothing to fit: give at least one --fit PARAM")
+    fit_rows = select_points(measured, points)
+    fit_cells = cells_for(fit_rows)
+    if not fit_cells:
+        raise UserError("no fitted point belongs to a known workload")
+    x0 = {name: float(profile.get(name)) for name in params}
+    echo(f"fitting {len(params)} parameter(s) on {len(fit_rows)} point(s) "
+         f"({len(fit_cells)} simulated cells)")
+
+    current = dict(x0)
+    for iteration in range(3):
+        base_rows = run_cells(fit_cells, _with(profile, current), jobs)
+        r0 = _residuals(fit_rows, base_rows)
+        columns = []
+        for name in params:
+            step = max(abs(current[name]) * 0.05, abs(x0[name]) * 0.05, 1.0)
+            if isinstance(profile.get(name), int):
+                step = max(round(step), 1)
+            trial = dict(current)
+            trial[name] = current[name] + step
+            r1 = _residuals(fit_rows, run_cells(fit_cells, _with(profile, trial), jobs))
+            column = (r1 - r0) / step
+            if not np.any(np.abs(column) > 1e-12):
+                raise UserError(f"--fit {name}: no fitted point depends on it "
+                                f"(choose points it affects with --points)")
+            columns.append(column)
+        jac = np.column_stack(columns)
+        x = np.array([current[n] for n in params])
+        scale = np.where(x > 0, x, 1.0)
+        solution = lsq_linear(jac * scale, -r0, bounds=(-x / scale, np.inf))
+        new = {n: float(v) for n, v in zip(params, x + solution.x * scale)}
+        moved = max(abs(new[n] - current[n]) / max(abs(current[n]), 1e-9) for n in params)
+        current = new
+        echo(f"  iteration {iteration + 1}: rms relative error {np.sqrt(np.mean(r0 ** 2)):.4f}"
+             f" -> {np.sqrt(np.mean(solution.fun ** 2)) if hasattr(solution, 'fun') else 0:.4f}")
+        if moved < 1e-4:
+            break
+
+    fitted_ids = [point_id(m) for m in fit_rows]
+    new_profile = _with(profile, current)
+    new_profile.data["calibration"] = {
+        "fitted": list(params),
+        "points": fitted_ids,
+    }
+    all_cells = cells_for(measured)
+    before = join(measured, run_cells(all_cells, profile, jobs), fitted_ids)
+    after = join(measured, run_cells(all_cells, new_profile, jobs), fitted_ids)
+    echo("")
+    echo(f"{'parameter':<32} {'before':>14} {'after':>14}")
+    for name in params:
+        echo(f"{name:<32} {x0[name]:>14.6g} {current[name]:>14.6g}")
+    echo("")
+    echo(f"{'point':<58} {'measured':>11} {'before':>11} {'after':>11} {'error':>8}  status")
+    for b, a in sorted(zip(before, after), key=lambda t: (t[1]["status"] != "fitted",
+                                                          t[1]["point"])):
+        err = a["rel_error"]
+        echo(f"{a['point'][:58]:<58} {a['measured']:>11.6g} {b['predicted']:>11.6g} "
+             f"{a['predicted']:>11.6g} {err * 100 if math.isfinite(err) else float('nan'):>7.2f}%"
+             f"  {a['status']}{'' if a['ok'] else '  OUT OF TOLERANCE'}")
+    if out is not None:
+        write_profile(profile.path, new_profile, current, out)
+        echo(f"\nwrote {out}")
+    return new_profile, after
+
+
+def write_profile(base_path, new_profile, values, out) -> None:
+    """The base file with ``values`` substituted in place and a fresh ``[calibration]`` table."""
+    text = Path(base_path).read_text(encoding="utf-8")
+    text = re.split(r"\n\[calibration\]\n", text)[0].rstrip("\n") + "\n"
+    for name, value in values.items():
+        section, key = name.rsplit(".", 1)
+        text = _substitute(text, section, key, new_profile.get(name))
+    cal = new_profile.data["calibration"]
+    lines = ["", "[calibration]",
+             "# written by `sim calibrate`: the parameters fitted and the measured points used",
+             "fitted = [" + ", ".join(f'"{p}"' for p in cal["fitted"]) + "]",
+             "points = ["]
+    lines += [f'  "{p}",' for p in cal["points"]]
+    lines += ["]", ""]
+    text += "\n".join(lines)
+    import tomllib
+    data = tomllib.loads(text)
+    validate(data, out)
+    atomic_write(out, text)
+
+
+def _substitute(text, section, key, value):
+    lines = text.split("\n")
+    current = None
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            current = stripped[1:-1].strip()
+            continue
+        if current == section and re.match(rf"^{re.escape(key)}\s*=", stripped):
+            lines[i] = f"{key} = {_toml_number(value)}"
+            return "\n".join(lines)
+    raise UserError(f"cannot find {section}.{key} in the base profile text")
+
+
+def _toml_number(value):
+    if isinstance(value, int):
+        return str(value)
+    text = f"{value:.6g}"
+    if "e" not in text and "." not in text:
+        text += ".0"
+    return text
