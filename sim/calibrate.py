@@ -124,7 +124,7 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print):
          f"({len(fit_cells)} simulated cells)")
 
     current = dict(x0)
-    for iteration in range(3):
+    for iteration in range(8):
         base_rows = run_cells(fit_cells, _with(profile, current), jobs)
         r0 = _residuals(fit_rows, base_rows)
         columns = []

@@ -39,10 +39,6 @@ class Sgd:
 
     def step(self, lr, module, grads: GradientsParams):
         """Update ``module``'s parameters in place; returns the module (as burn's ``step``)."""
-        params = module.params()
-        if params and params[0].device.sim is not None:
-            sim = params[0].device.sim
-            sim.charge(sim.profile.time["step_overhead_ns"])
         for param in module.params():
             grad = grads.grads.get(param.param_id)
             if grad is None:

@@ -77,7 +77,6 @@ SCHEMA = {
         "sweep_visit_ns": FLOAT,
         "scan_node_ns": FLOAT,
         "sweep_free_ns": FLOAT,
-        "step_overhead_ns": FLOAT,
         "process_warmup_ns": FLOAT,
     },
     "backend.flex": {

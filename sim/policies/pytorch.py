@@ -32,8 +32,13 @@ class PyTorch(DropRelease):
         """requires_grad=False everywhere: no grad_fn, nothing recorded."""
 
     def after_backward(self, client) -> None:
-        """No sweep: nothing outlives its owners (drops during the backward are applied now)."""
+        """No sweep: nothing outlives its owners (drops during the backward are applied now).
+
+        PyTorch's CPU allocator drifts upward by a small amount per training step
+        (``pytorch.rss_growth_per_step_bytes``, fitted on the PyTorch rows).
+        """
         self.release_deferred()
+        self.sim.rss_extra_bytes += self.sim.profile.pytorch["rss_growth_per_step_bytes"]
 
     def first_backward(self) -> None:
         """PyTorch's one-time costs at the first step (runtime and allocator warm-up)."""

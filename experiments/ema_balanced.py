@@ -1,0 +1,51 @@
+"""ema-balanced: the p10-ema detach loop on a device with Balanced checkpointing.
+
+Same program as p10-ema's `detach` mode (and `without` for comparison), with
+`Device::flex().autodiff()` replaced by the Balanced gradient-checkpointing
+strategy: memory-bound ops keep a retro-forward and record backup checkpoints of
+their tracked parents, so the EMA chain pins more memory per step than under the
+default strategy, and the `skip-untracked` policy still registers untracked ops
+(a memory-bound child may need them).
+"""
+
+from sim.nn import Linear
+from sim.optim import GradientsParams, Sgd
+from sim.tensor import Tensor
+
+EXPERIMENT = "ema-balanced"
+VARIANTS = ("detach", "without")
+PARAMS = {"steps": 500, "report_every": 100, "batch": 64, "features": 512,
+          "checkpointing": "balanced"}
+POSITIVE = ("steps", "report_every", "batch", "features")
+
+MiB = 1024 * 1024
+
+
+def run(sim, variant, steps, report_every, batch, features, checkpointing):
+    device = sim.device("flex").autodiff(checkpointing=checkpointing)
+    rss0 = sim.rss_bytes()
+    heap0 = sim.heap.live_bytes
+    model = Linear(features, features, device)
+    x = Tensor.random((batch, features), device)
+    optim = Sgd()
+
+    def snapshot():
+        w = model.weight.val()
+        return w.detach() if variant == "detach" else w.without_autodiff()
+
+    ema = snapshot()
+    last_t, last_step = sim.now_ns, 0
+    for step in range(1, steps + 1):
+        sim.at(step, "step")
+        loss = model.forward(x.clone()).powi_scalar(2).mean()
+        grads = GradientsParams.from_grads(loss.backward(), model)
+        del loss
+        model = optim.step(1e-3, model, grads)
+        ema = ema * 0.99 + snapshot() * 0.01
+        if step % report_every == 0:
+            ms = (sim.now_ns - last_t) / (step - last_step) / 1e6
+            sim.sample(step, "step", ms_per_step=round(ms, 6),
+                       rss_delta=round((sim.rss_bytes() - rss0) / MiB, 6),
+                       host_heap_delta=round((sim.heap.live_bytes - heap0) / 1024, 3))
+            last_t, last_step = sim.now_ns, step
+        yield sim.tick()

@@ -1,0 +1,70 @@
+"""train-validate: a training loop with periodic validation, then sample generation, on one autodiff device.
+
+The "outside the training step" case of seeds/000: every training step ends with
+a backward, whose orphan sweep frees what the step left behind; validation
+forwards and sample generation on the autodiff device with the trainable model
+record tracked ops (the parameters require grad) that no backward consumes.
+Variants: validation and generation with the autodiff model (`autodiff`), with
+`model.valid()` and an autodiff input (`valid-model`: untracked ops, one new
+graph each), or fully off autodiff (`plain`). Reported every `report_every`
+steps or samples: host heap growth since the start and mean ms per step.
+"""
+
+from sim.nn import Mlp
+from sim.optim import GradientsParams, Sgd
+from sim.tensor import Tensor
+
+EXPERIMENT = "train-validate"
+VARIANTS = ("autodiff", "valid-model", "plain")
+PARAMS = {"steps": 200, "validate_every": 50, "val_batches": 20, "samples": 400,
+          "report_every": 50, "batch": 32, "features": 128}
+
+
+def run(sim, variant, steps, validate_every, val_batches, samples, report_every, batch, features):
+    flex = sim.device("flex")
+    device = flex.autodiff()
+    model = Mlp(features, features, features, device)
+    x = Tensor.random((batch, features), device)
+    optim = Sgd()
+    heap0 = sim.heap.live_bytes
+    last = [sim.now_ns, 0]
+
+    def report(x_value, unit, count):
+        ms = (sim.now_ns - last[0]) / max(count - last[1], 1) / 1e6
+        last[0], last[1] = sim.now_ns, count
+        sim.sample(x_value, unit, phase=phase,
+                   host_heap_delta=round((sim.heap.live_bytes - heap0) / 1024, 3),
+                   ms_per_step=round(ms, 6))
+
+    def evaluator():
+        if variant == "autodiff":
+            return model, device
+        if variant == "valid-model":
+            return model.valid(), device
+        return model.valid(), flex
+
+    phase = "train"
+    for step in range(1, steps + 1):
+        loss = model.forward(x.clone()).powi_scalar(2).mean()
+        grads = GradientsParams.from_grads(loss.backward(), model)
+        del loss
+        model = optim.step(1e-3, model, grads)
+        if step % validate_every == 0:
+            net, input_device = evaluator()
+            xv = Tensor.random((batch, features), input_device)
+            for _ in range(val_batches):
+                net.forward(xv.clone()).sum().into_scalar()
+            del net, xv
+        if step % report_every == 0:
+            report(step, "step", step)
+        yield sim.tick()
+
+    phase = "generate"
+    last[1] = 0
+    net, input_device = evaluator()
+    z = Tensor.random((1, features), input_device)
+    for i in range(1, samples + 1):
+        net.forward(z.clone()).sum().into_scalar()
+        if i % report_every == 0:
+            report(i, "samples", i)
+            yield sim.tick()

@@ -1,0 +1,146 @@
+"""``sim bench``: how fast the simulator runs, on a fixed set of cases.
+
+Each case is a small program against the tensor API, run in exact mode and with
+fast-forward; we report simulated ops per second of wall time (an op is one
+registered step: a tensor op on an autodiff device, a root), Python heap bytes
+per live simulated node (tracemalloc), and the process's peak RSS. Timings on a
+shared 2-core machine are noisy: compare ratios within one run.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import resource
+import time
+import tracemalloc
+
+from .engine import Limits, Simulation
+from .profile import load_profile
+from .tensor import Tensor, drop
+
+__all__ = ["CASES", "run_bench", "format_table"]
+
+
+def _untracked(sim, n):
+    dev = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, dev)
+    b = Tensor.from_floats([2.0] * 16, dev)
+
+    def body():
+        drop(a.clone() + b.clone())
+    sim.repeat(n, body)
+    return n
+
+
+def _tracked(sim, n):
+    dev = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, dev).require_grad()
+    b = Tensor.from_floats([2.0] * 16, dev)
+
+    def body():
+        drop(a.clone() + b.clone())
+    sim.repeat(n, body)
+    return n
+
+
+def _mlp_forward(sim, n):
+    from .nn import Mlp
+    dev = sim.device("flex").autodiff()
+    model = Mlp(64, 64, 64, dev)
+    x = Tensor.random((8, 64), dev)
+    before = sim.registered
+
+    def body():
+        model.forward(x.clone()).sum().into_scalar()
+    sim.repeat(n, body)
+    return sim.registered - before
+
+
+def _ema_step(sim, n):
+    from .nn import Linear
+    from .optim import GradientsParams, Sgd
+    dev = sim.device("flex").autodiff()
+    model = Linear(64, 64, dev)
+    x = Tensor.random((8, 64), dev)
+    optim = Sgd()
+    state = {"ema": model.weight.val().detach()}
+    before = sim.registered
+
+    def body():
+        loss = model.forward(x.clone()).powi_scalar(2).mean()
+        grads = GradientsParams.from_grads(loss.backward(), model)
+        optim.step(1e-3, model, grads)
+        state["ema"] = state["ema"] * 0.99 + model.weight.val().detach() * 0.01
+    sim.repeat(n, body)
+    return sim.registered - before
+
+
+#: name -> (program, iterations in exact mode, iterations with fast-forward)
+CASES = {
+    "untracked add loop": (_untracked, 200_000, 1_000_000_000),
+    "tracked add loop": (_tracked, 200_000, 1_000_000_000),
+    "MLP forward": (_mlp_forward, 2_000, 2_000),
+    "EMA step with backward": (_ema_step, 1_000, 1_000),
+}
+
+
+def _run_case(program, n, fast_forward, profile):
+    sim = Simulation(profile, fast_forward=fast_forward, limits=Limits(max_ops=10 ** 12))
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        ops = program(sim, n)
+        wall = time.perf_counter() - start
+    finally:
+        gc.enable()
+    return ops, wall, sim
+
+
+def _bytes_per_node(profile, n=20_000):
+    """Python heap per live simulated node: n dead untracked graphs kept by the locator."""
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    sim = Simulation(profile, fast_forward=False)
+    _untracked(sim, n)
+    used = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    return used / n
+
+
+def run_bench(profile="m2max-macos", quick=False, echo=None):
+    """Run every case; returns a JSON-able dict of results."""
+    prof = load_profile(profile)
+    results = []
+    for name, (program, n_exact, n_ff) in CASES.items():
+        for mode, n in (("exact", n_exact), ("fast-forward", n_ff)):
+            if quick:
+                n = max(n // 20, 50)
+            ops, wall, _ = _run_case(program, n, mode == "fast-forward", prof)
+            results.append({"case": name, "mode": mode, "iterations": n, "ops": ops,
+                            "wall_s": round(wall, 4),
+                            "ops_per_s": round(ops / wall) if wall > 0 else None})
+            if echo:
+                echo(f"  {name:<24} {mode:<13} {n:>13,} iterations  {wall:8.3f} s  "
+                     f"{ops / wall if wall else float('inf'):>14,.0f} ops/s")
+    per_node = _bytes_per_node(prof, 2_000 if quick else 20_000)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"profile": prof.name, "cases": results,
+            "python_bytes_per_live_node": round(per_node),
+            "peak_rss_bytes": peak}
+
+
+def format_table(result) -> str:
+    lines = [f"{'case':<24} {'mode':<13} {'iterations':>14} {'wall s':>9} {'ops/s':>14}"]
+    for r in result["cases"]:
+        lines.append(f"{r['case']:<24} {r['mode']:<13} {r['iterations']:>14,} "
+                     f"{r['wall_s']:>9.3f} {r['ops_per_s'] or 0:>14,}")
+    lines.append(f"Python memory per live simulated node: {result['python_bytes_per_live_node']} B")
+    lines.append(f"peak RSS of this process: {result['peak_rss_bytes'] / 1e6:.1f} MB")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(result) -> str:
+    return json.dumps(result, indent=1, sort_keys=True) + "\n"
