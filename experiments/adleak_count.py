@@ -16,15 +16,30 @@ PARAMS = {"iterations": 10_000, "elements": 16}
 
 
 def run(sim, variant, iterations, elements):
+    yield from program(sim, variant, iterations, elements)
+
+
+def seed_backward_through_a(a, b):
+    """The seed's backward through a (its program is not published)."""
+    (a.clone() + b.clone()).sum().backward()
+
+
+def program(sim, variant, iterations, elements, groups=VARIANTS, warmup=1,
+            backward_through_a=seed_backward_through_a):
+    """The count loop, shared with the Linux probe's protocols (adleak_count_fresh.py,
+    adleak_count_sequential.py): the ``groups`` run in this order in one process,
+    each with ``warmup`` dropped adds before its reference point; ``variant``'s rows
+    are recorded and the run stops after its group."""
     autodiff = sim.device("flex").autodiff()
-    for group in VARIANTS:
+    for group in groups:
         device = sim.device("flex") if group == "flex" else autodiff
         record = group == variant
         a = Tensor.from_floats([1.0] * elements, device)
         b = Tensor.from_floats([2.0] * elements, device)
         if group == "a-tracked":
             a = a.require_grad()
-        drop(a.clone() + b.clone())  # one warm-up iteration before the reference point
+        for _ in range(warmup):
+            drop(a.clone() + b.clone())  # warm-up iterations before the reference point
         bytes0, blocks0 = sim.heap.live_bytes, sim.heap.live_blocks
 
         def report(phase):
@@ -42,7 +57,7 @@ def run(sim, variant, iterations, elements):
         tiny_backward(autodiff)
         report("after-unrelated-backward")
         if group == "a-tracked":
-            (a.clone() + b.clone()).sum().backward()
+            backward_through_a(a, b)
             report("after-backward-through-a")
         del a, b
         yield sim.tick()

@@ -5,7 +5,7 @@ Port of the seed program pb-adleak (seeds/000, "没有任何 require_grad"): two
 printed before the first round and after each. Each variant is its own process.
 """
 
-from common import tiny_backward
+from common import rss_bytes_paged, tiny_backward
 from sim.tensor import Tensor, drop
 
 EXPERIMENT = "adleak-rss"
@@ -33,4 +33,5 @@ def run(sim, variant, iterations, rounds, elements):
             if variant == "autodiff-backward-each-round":
                 tiny_backward(device)
         k = step * iterations // 1000
-        yield sim.sample(k, "k_iterations", rss=round(sim.rss_bytes() / 1e6, 3))
+        yield sim.sample(k, "k_iterations", rss=round(sim.rss_bytes() / 1e6, 3),
+                         rss_bytes=rss_bytes_paged(sim))

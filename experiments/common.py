@@ -8,3 +8,10 @@ def tiny_backward(device):
     x = Tensor.from_floats([1.0], device).require_grad()
     loss = (x.clone() * 2.0).sum()
     loss.backward()
+
+
+def rss_bytes_paged(sim):
+    """Process RSS in bytes as the OS reports it: whole pages of the platform allocator's
+    page size (the probes' `rss_bytes` rows: /proc/self/statm pages x page size)."""
+    page = sim.allocator.page_bytes
+    return -(-sim.rss_bytes() // page) * page

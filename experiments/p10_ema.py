@@ -12,11 +12,16 @@ Under the `pytorch` policy the same program gives the experiment p10-ema-pytorch
 
 from sim.nn import Linear
 from sim.optim import GradientsParams, Sgd
+from sim.errors import UserError
 from sim.tensor import Tensor
+
+from common import rss_bytes_paged
 
 EXPERIMENT = "p10-ema"
 MEASURED = ("p10-ema", "p10-ema-pytorch")
-VARIANTS = ("detach", "target", "without", "target-without", "log", "ema-only")
+# log-no-ema: the Linux probe's log mode, which creates no ema (the seed's log most likely
+# kept the one its program creates before the loop for every mode)
+VARIANTS = ("detach", "target", "without", "target-without", "log", "ema-only", "log-no-ema")
 PARAMS = {"steps": 2000, "batch": 64, "features": 512, "lr": 1e-3,
           "report_at": "1,50,100,200,500,1000,2000"}
 POSITIVE = ("steps", "batch", "features", "lr")
@@ -27,49 +32,70 @@ MiB = 1024 * 1024
 def run(sim, variant, steps, batch, features, lr, report_at):
     if sim.policy_name == "pytorch":
         sim.experiment = "p10-ema-pytorch"
-    reports = sorted({int(s) for s in str(report_at).split(",") if s.strip()} | {steps})
+    try:
+        wanted = {int(s) for s in str(report_at).split(",") if s.strip()}
+    except ValueError:
+        raise UserError(f"--set report_at={report_at}: expected comma-separated step numbers")
+    reports = sorted({s for s in wanted if 0 < s <= steps} | {steps})
     device = sim.device("flex").autodiff()
-    rss0 = sim.rss_bytes()
+    rss0, heap0 = sim.rss_bytes(), sim.heap.live_bytes
     model = Linear(features, features, device)
     x = Tensor.random((batch, features), device)
     optim = Sgd()
-    uses_detach = variant in ("detach", "target", "log", "ema-only")
+    uses_detach = variant in ("detach", "target", "log", "ema-only", "log-no-ema")
 
     def snapshot():
         w = model.weight.val()
         return w.detach() if uses_detach else w.without_autodiff()
 
-    ema = snapshot()
-    last_t, last_step = sim.now_ns, 0
-    rss_first = None
-    for step in range(1, steps + 1):
-        sim.at(step, "step")
+    state = {"model": model, "ema": snapshot() if variant != "log-no-ema" else None, "base": 0}
+
+    def train_step():
+        sim.at(state["base"] + sim.loop_index + 1, "step")
+        model = state["model"]
         if variant != "ema-only":
             out = model.forward(x.clone())
             if variant.startswith("target"):
-                loss = (out - x.clone().matmul(ema.clone())).powi_scalar(2).mean()
+                loss = (out - x.clone().matmul(state["ema"].clone())).powi_scalar(2).mean()
             else:
                 loss = out.powi_scalar(2).mean()
             del out
             grads = GradientsParams.from_grads(loss.backward(), model)
             del loss
-            model = optim.step(lr, model, grads)
+            state["model"] = optim.step(lr, model, grads)
             del grads
-        if variant == "log":
+        if variant in ("log", "log-no-ema"):
             snapshot().powi_scalar(2).sum().into_scalar()
         else:
-            ema = ema * 0.99 + snapshot() * 0.01
-        if rss_first is None:
-            rss_first = sim.rss_bytes()
-        if step in reports:
-            ms = (sim.now_ns - last_t) / (step - last_step) / 1e6
-            rss = sim.rss_bytes() - rss0
-            if variant == "ema-only":
-                # growth per step after the first (which allocates the model and the EMA)
-                growth = (sim.rss_bytes() - rss_first) / max(step - 1, 1)
-                sim.sample(step, "step", ms_per_step=round(ms, 6),
-                           rss_growth_per_step=round(growth / 1e3, 6))
-            else:
-                sim.sample(step, "step", ms_per_step=round(ms, 6), rss_delta=round(rss / MiB, 6))
-            last_t, last_step = sim.now_ns, step
+            state["ema"] = state["ema"] * 0.99 + snapshot() * 0.01
+
+    last_t, last_step = sim.now_ns, 0
+    rss_first = heap_first = None
+    step = 0
+    for report in reports:
+        if step == 0:
+            sim.loop_index = 0
+            train_step()
+            step = 1
+            rss_first, heap_first = sim.rss_bytes(), sim.heap.live_bytes
+        if report > step:
+            # the steps up to the next print are loop iterations: fast-forwarded when identical
+            state["base"] = step
+            sim.repeat(report - step, train_step)
+            step = report
+        ms = (sim.now_ns - last_t) / (step - last_step) / 1e6
+        rss = sim.rss_bytes() - rss0
+        # every mode reports what the Linux probe reports (experiments/probes, ema.rs):
+        # RSS and live-heap deltas since the mode's start, and from step 2 on the mean
+        # growth per step after the first (which allocates the model and the EMA)
+        extra = {}
+        if step > 1:
+            growth = (sim.rss_bytes() - rss_first) / (step - 1)
+            extra = dict(rss_growth_per_step=round(growth / 1e3, 6),
+                         heap_growth_per_step=round(
+                             (sim.heap.live_bytes - heap_first) / (step - 1), 3))
+        sim.sample(step, "step", ms_per_step=round(ms, 6), rss_delta=round(rss / MiB, 6),
+                   rss_bytes=rss_bytes_paged(sim), heap_bytes_delta=sim.heap.live_bytes - heap0,
+                   **extra)
+        last_t, last_step = sim.now_ns, step
         yield sim.tick()

@@ -59,6 +59,13 @@ class Backend:
         self.kind = kind
         self.primitive_bytes = int(spec["primitive_bytes"])
         self.handle_bytes = int(spec.get("handle_bytes", 0))
+        # burn-flex: a cloned FlexTensor copies its Layout's strides Vec<isize> (one
+        # block of stride_bytes per dimension), e.g. the clone a checkpoint boxes
+        self.stride_bytes = int(spec.get("stride_bytes", 0))
+        # gemm-common 0.19: the first matmul on a thread allocates the thread-local
+        # L2_SLAB (the core's L2 cache size), kept for the thread's life
+        self.workspace_bytes = int(spec.get("matmul_workspace_bytes", 0))
+        self.workspace_pending = self.workspace_bytes > 0
         self.pool = None
         self.kernel_bytes = int(spec.get("kernel_bytes", 0))
         self.first_op_bytes = int(spec.get("first_op_bytes", 0))
@@ -82,6 +89,14 @@ class Backend:
                 self.sim.rss_extra_bytes += self.sim.profile.process.runtime_init_bytes
             elif self.first_op_bytes:
                 self.sim.heap.alloc(self.first_op_bytes)
+        if self.workspace_pending and key[0] == "matmul":
+            self.workspace_pending = False
+            # the slab counts on the heap but is not resident: a MemBuffer this large is
+            # mmapped (above the allocator's mmap threshold) and gemm touches only the
+            # pages it packs into, so RSS does not grow by its size
+            resident = self.sim.allocator.resident_bytes()
+            self.sim.heap.alloc(self.workspace_bytes)
+            self.sim.rss_extra_bytes -= self.sim.allocator.resident_bytes() - resident
         if self.kernel_bytes and key not in self.compiled:
             self.compiled.add(key)
             self.sim.heap.alloc(self.kernel_bytes)

@@ -212,6 +212,43 @@ def _default_measured():
     return Path(__file__).resolve().parent.parent / "experiments" / "measured" / "seeds-m2max.csv"
 
 
+@cli.command("bench")
+@_profile_option
+@click.option("--quick", is_flag=True, help="20x fewer iterations")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
+              help="also write the results as JSON here")
+def bench_cmd(profile, quick, json_out):
+    """Measure simulated ops/s (exact and fast-forward) and memory per live node."""
+    from .bench import format_table, run_bench, to_json
+    from .data import atomic_write
+    if json_out is not None:
+        _check_out_file(json_out)
+    click.echo("running benchmark cases...", err=True)
+    result = run_bench(profile, quick, echo=lambda line: click.echo(line, err=True))
+    click.echo(format_table(result), nl=False)
+    if json_out:
+        atomic_write(json_out, to_json(result))
+
+
+@cli.command("measure")
+@click.option("--probe", "probes", multiple=True, metavar="NAME",
+              help="probe to run (repeatable; default all): adleak-rss, adleak-count, "
+                   "pit-infer, p10-ema, sizeof, alloc-trace, params")
+@click.option("--quick", is_flag=True, help="loop counts cut ~10x (all probes in seconds)")
+@click.option("--out", required=True, type=click.Path(file_okay=False),
+              help="directory for the CSVs (created if missing)")
+def measure_cmd(probes, quick, out):
+    """Measure real burn: build the Rust probes (cargo) and run them, CSVs into --out.
+
+    Builds experiments/probes (burn 0.22.1 from crates.io, release, cached target
+    dir: minutes the first time), runs each probe and checks its CSV against the
+    measured schema. Compare the result with `sim compare --measured OUT/*.csv`
+    (raw allocation traces, *-events.csv and sizeof-alloc.csv, are not points).
+    """
+    from .measure import measure
+    measure(list(probes), quick, out)
+
+
 def _check_out_file(out):
     path = Path(out)
     if path.is_dir():

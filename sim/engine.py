@@ -154,6 +154,8 @@ class Simulation:
         self.panic = None
         self.fast_forward = fast_forward
         self.work_ps = 0
+        # index of the current iteration of the innermost sim.repeat (0-based)
+        self.loop_index = 0
 
     # -- identity and devices ----------------------------------------------------------
     def next_node_id(self) -> int:
@@ -199,7 +201,8 @@ class Simulation:
 
     def repeat(self, n: int, body) -> None:
         """Run ``body()`` ``n`` times; identical iterations are fast-forwarded
-        (:mod:`sim.fastforward`) unless the simulation runs in exact mode."""
+        (:mod:`sim.fastforward`) unless the simulation runs in exact mode.
+        ``sim.loop_index`` is the index of the iteration being run."""
         from .fastforward import repeat
         repeat(self, n, body)
 

@@ -18,6 +18,11 @@ Effect shapes:
     one node per iteration, dead, alone in a new graph (an untracked op whose
     output was dropped): a :class:`~sim.autodiff.runs.NodeRun` of single-node
     graphs; the locator's BTreeMaps take the ids in closed form.
+``steady``
+    the iteration registers and frees (a training step: forward, backward, optimizer,
+    sweep) and leaves the bookkeeping exactly as it found it: same heap bytes and
+    blocks, same allocator state, same BTreeMap nodes and locator entries. Node
+    ids and counters advance; nothing else can tell the iterations apart.
 ``nodes``
     one node per iteration, dead, a childless leaf in a graph that existed before
     the loop, with parents that existed before the loop (a tracked op on a live
@@ -85,6 +90,7 @@ class _Snapshot:
         self.entries = 0 if locator is None else locator.entry_count()
         self.trees = _tree_counts(locator)
         self.rss_extra = sim.rss_extra_bytes
+        self.allocator = sim.allocator.state()
 
 
 def _tree_counts(locator):
@@ -98,7 +104,9 @@ class Effect:
     """What one iteration changed, in a form that can be compared and replayed."""
 
     def __init__(self, shape, stride, registered, times, blocks=(), offset=0, parents=(),
-                 graph=None):
+                 graph=None, backwards=0, rss_drift=0):
+        self.backwards = backwards
+        self.rss_drift = rss_drift
         self.shape = shape
         self.stride = stride
         self.registered = registered
@@ -111,7 +119,7 @@ class Effect:
     def key(self):
         # exact work in ps; the float accumulators only split it and are not compared
         return (self.shape, self.stride, self.registered, self.times[0], self.blocks, self.offset,
-                self.parents, id(self.graph))
+                self.parents, id(self.graph), self.backwards, self.rss_drift)
 
 
 def _measure(sim, snap, events):
@@ -123,9 +131,15 @@ def _measure(sim, snap, events):
     times = (sim.work_ps - snap.work,) + tuple(
         a - b for a, b in zip((timing.compute_ns, timing.bookkeeping_ns, timing.cleanup_ns),
                               snap.timing))
+    entries = 0 if locator is None else locator.entry_count()
+    if (registered and entries == snap.entries and sim.allocator.state() == snap.allocator
+            and (sim.heap.live_bytes, sim.heap.live_blocks) == snap.heap
+            and _tree_counts(locator) == snap.trees):
+        return Effect("steady", stride, registered, times,
+                      backwards=sim.backwards - snap.backwards,
+                      rss_drift=sim.rss_extra_bytes - snap.rss_extra)
     if sim.backwards != snap.backwards or sim.rss_extra_bytes != snap.rss_extra:
         return None
-    entries = 0 if locator is None else locator.entry_count()
     new = [] if locator is None else [
         i for i in range(snap.next_id, sim._next_id) if i in locator.graphs]
     if entries - snap.entries != len(new):
@@ -209,13 +223,15 @@ def _apply(sim, effect, count):
     """``count`` iterations of ``effect`` in closed form."""
     timing = sim.timing
     first = sim._next_id + effect.offset
-    if effect.shape != "none":
+    if effect.shape not in ("none", "steady"):
         run = NodeRun(first, effect.stride, count, effect.parents, effect.blocks,
                       new_graph=effect.shape == "graphs", graph=effect.graph)
         sim.client.locator.add_run(run)
         sim.policy.ff_apply(run)
     sim._next_id += effect.stride * count
     sim.registered += effect.registered * count
+    sim.backwards += effect.backwards * count
+    sim.rss_extra_bytes += effect.rss_drift * count
     work_ps, compute, book, cleanup = effect.times
     timing.compute_ns += compute * count
     timing.bookkeeping_ns += book * count
@@ -230,7 +246,8 @@ def repeat(sim, n, body):
     if n <= 0:
         return
     if not sim.fast_forward or sim.contended or n < AGREE + 2:
-        for _ in range(n):
+        for i in range(n):
+            sim.loop_index = i
             body()
         return
     done = 0
@@ -242,6 +259,7 @@ def repeat(sim, n, body):
             snap = _Snapshot(sim)
             _Recorder.events = Counter()
             heap.__class__ = _Recorder
+            sim.loop_index = done
             try:
                 body()
             finally:
@@ -254,7 +272,8 @@ def repeat(sim, n, body):
                     and all(e is not None and e.key() == last[0].key() for e in last)):
                 effect = measured
             elif len(effects) >= MAX_PROBE:
-                for _ in range(n - done):
+                for i in range(done, n):
+                    sim.loop_index = i
                     body()
                 return
             continue
@@ -264,5 +283,6 @@ def repeat(sim, n, body):
         if count > 0:
             _apply(sim, effect, count)
             done += count
+        sim.loop_index = done
         body()
         done += 1

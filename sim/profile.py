@@ -77,11 +77,14 @@ SCHEMA = {
         "sweep_visit_ns": FLOAT,
         "scan_node_ns": FLOAT,
         "sweep_free_ns": FLOAT,
+        "pop_scan_group_ns": FLOAT,    # PopNodeSet::pop's scan for the first full bucket
         "process_warmup_ns": FLOAT,
     },
     "backend.flex": {
         "primitive_bytes": INT,
         "handle_bytes": INT,
+        "stride_bytes": INT,             # per dimension: the strides Vec of a cloned primitive
+        "matmul_workspace_bytes": INT,   # gemm's thread-local L2 slab, at the first matmul
         "gflops": FLOAT,
         "gbps": FLOAT,
         "op_overhead_ns": FLOAT,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import traceback
+
 from .engine import Limits, Simulation
+from .errors import UserError
 from .profile import load_profile
 from .workloads import load_workload
 
@@ -25,8 +28,25 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
                      limits=limits or Limits(), fast_forward=fast_forward)
     if not observables:
         sim.observables = lambda: {}
-    rows = sim.run(lambda s, **p: workload.run(s, variant, **p), params)
+    try:
+        rows = sim.run(lambda s, **p: workload.run(s, variant, **p), params)
+    except UserError:
+        raise
+    except Exception as exc:  # an error in the workload's own code: name its file and line
+        raise UserError(_describe(exc, workload)) from None
     for row in rows:
         row["policy"] = policy
         row["profile"] = profile.name
     return rows
+
+
+def _describe(exc, workload) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    for frame in reversed(frames):
+        if frame.filename == str(workload.path):
+            where = f":{frame.lineno}"
+            break
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return (f"{workload.path}{where}: workload {workload.name} raised "
+            f"{type(exc).__name__}{': ' + text if text else ''}")

@@ -178,7 +178,9 @@ class Tensor:
             return self
         if self.node.requirement == GRAD:
             return self
-        if self.node.order != 0:
+        if self.node.requirement != NONE:
+            # burn checks the requirement, not the order: an untracked op's output
+            # (requirement None, order >= 1) becomes a leaf that requires grad
             raise BurnPanic("Can't convert a non leaf tensor into a tracked tensor")
         register_root(self)
         return self

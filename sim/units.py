@@ -50,4 +50,17 @@ METRICS = {m.name: m for m in (
     Metric("heap_blocks", "blocks", "memory", "live host-heap blocks"),
     Metric("sim_time_ms", "ms", "time", "simulated time since the start"),
     Metric("cleanup_ms", "ms", "time", "simulated time spent in orphan sweeps since the start"),
+    # extra metrics of the Rust probes (experiments/probes, issue 6)
+    Metric("rss_bytes", "B", "memory", "process resident set size in bytes (probes: /proc/self/statm)"),
+    Metric("heap_growth_per_step", "B", "memory", "mean live-heap growth per step since step 1"),
+    Metric("ns_per_op", "ns", "time", "mean wall time per loop iteration"),
+    Metric("backward_ms", "ms", "time", "duration of one backward() including its orphan sweep"),
+    Metric("alloc_calls_delta", "calls", "state", "allocation calls during a phase (counting allocator)"),
+    Metric("kept_bytes", "B", "memory", "bytes one op allocated and still holds when it returns"),
+    Metric("kept_blocks", "blocks", "state", "blocks one op allocated and still holds when it returns"),
+    Metric("alloc_calls", "calls", "state", "allocation calls made by one op"),
+    Metric("free_calls", "calls", "state", "free calls made by one op"),
+    Metric("freed_preexisting_bytes", "B", "memory", "bytes one op freed that were allocated before it"),
+    Metric("size_of", "B", "state", "size_of of a bookkeeping type (probe sizeof)"),
+    Metric("align_of", "B", "state", "align_of of a bookkeeping type (probe sizeof)"),
 )}

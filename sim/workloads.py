@@ -12,7 +12,9 @@ A workload file (``experiments/*.py`` or a user's own file) defines:
 
 Optional: ``DESCRIPTION`` (one line), ``POSITIVE`` (names of parameters that
 must be > 0; by default every int parameter), ``MEASURED`` (experiment names
-in the measured data this workload predicts, default ``(EXPERIMENT,)``).
+in the measured data this workload predicts, default ``(EXPERIMENT,)``),
+``SWEEP`` (False keeps a workload out of ``sim sweep``'s default set, e.g. the
+replicas of the Linux probes; it still runs when named).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Workload:
     description: str = ""
     positive: tuple = ()
     measured: tuple = field(default_factory=tuple)
+    sweep: bool = True
 
     def resolve(self, variant=None, sets=None) -> dict:
         """Parameters after applying ``sets`` (name -> string value); checks the variant."""
@@ -157,6 +160,7 @@ def _load(path: Path) -> Workload:
         description=getattr(module, "DESCRIPTION", (module.__doc__ or "").strip().split("\n")[0]),
         positive=positive,
         measured=tuple(getattr(module, "MEASURED", (name,))),
+        sweep=bool(getattr(module, "SWEEP", True)),
     )
     _CACHE[key] = workload
     return workload

@@ -61,9 +61,14 @@ class CheckpointerBuilder:
         if node is not None and node.memory_bound:
             actions.append((node.id, None))
         else:
-            box = tensor.device.backend.primitive_bytes
+            backend = tensor.device.backend
+            box = backend.primitive_bytes
             heap.alloc(box)
             self._blocks.append(box)
+            strides = backend.stride_bytes * len(tensor.shape)
+            if strides:  # the boxed clone's own strides Vec (burn-flex Layout)
+                heap.alloc(strides)
+                self._blocks.append(strides)
             actions.append((node.id if node is not None else None, tensor.prim))
 
     def is_empty(self) -> bool:

@@ -22,6 +22,8 @@ tables are freed when the last entry goes.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from ..costs.btree import BTreeNodes
 from .runs import NodeRun
 from .server import AutodiffServer
@@ -70,6 +72,34 @@ class GraphLocator:
         # per origin: ids of fast-forwarded runs counted in keys[origin]
         self.key_runs = {}
         self.run_entries = 0
+        # tree removals held back while a sweep removes many entries (see removals())
+        self._deferred = None
+
+    def _untree(self, tree, item) -> None:
+        """Remove a key (or a ``(first, stride, count)`` run) from one of the BTreeMaps."""
+        if self._deferred is not None:
+            self._deferred[tree is self.keys_tree].append(item)
+        elif type(item) is tuple:
+            tree.remove_run(*item)
+        else:
+            tree.remove(item)
+
+    @contextmanager
+    def removals(self):
+        """Batch the BTreeMap removals of many ``remove_entry``/``remove_run`` calls.
+
+        Nothing is inserted meanwhile, and each map's removals keep their order,
+        so the trees end exactly as with one removal at a time (which is what
+        happens unless nearly everything goes, where the result is computed).
+        """
+        self._deferred = ([], [])
+        try:
+            yield
+        finally:
+            graphs, keys = self._deferred
+            self._deferred = None
+            self.graphs_tree.remove_many(graphs)
+            self.keys_tree.remove_many(keys)
 
     # -- entries -------------------------------------------------------------------
     def _point(self, node_id, graph) -> None:
@@ -89,7 +119,7 @@ class GraphLocator:
         graph = self.graphs.pop(node_id, None)
         if graph is None:
             return
-        self.graphs_tree.remove(node_id)
+        self._untree(self.graphs_tree, node_id)
         entry = self.keys.get(graph.origin)
         if entry is not None:
             entry.discard(node_id)
@@ -107,7 +137,7 @@ class GraphLocator:
     def _drop_keys(self, origin) -> None:
         self.key_runs.pop(origin, None)
         del self.keys[origin]
-        self.keys_tree.remove(origin)
+        self._untree(self.keys_tree, origin)
         table = self.key_tables.pop(origin, None)
         if table is not None:
             table.drop()
@@ -233,16 +263,14 @@ class GraphLocator:
         """Forget every entry of a freed run (its nodes' heap is already freed)."""
         self.run_entries -= run.count
         tree = self.graphs_tree
+        span = (run.first, run.stride, run.count)
         if run.new_graph:
-            keys_tree = self.keys_tree
-            for node_id in run.ids:
-                tree.remove(node_id)
-                keys_tree.remove(node_id)
+            self._untree(tree, span)
+            self._untree(self.keys_tree, span)
             self.live.pop(run, None)
             run.free(self.sim.heap)
             return
-        for node_id in run.ids:
-            tree.remove(node_id)
+        self._untree(tree, span)
         graph = run.graph
         origin = graph.origin
         left = self.key_runs.get(origin, 0) - run.count
@@ -393,11 +421,12 @@ class GraphMutexClient:
                     break
         # Vec<NodeId> of freed ids, grown by doubling
         _vec_growth(heap, freed, 8)
-        for item in removals:
-            if type(item) is NodeRun:
-                locator.remove_run(item)
-            else:
-                locator.remove_entry(item)
+        with locator.removals():
+            for item in removals:
+                if type(item) is NodeRun:
+                    locator.remove_run(item)
+                else:
+                    locator.remove_entry(item)
         if visit_each_entry:
             heap.free_many(tree.leaf_bytes, clone[0])
             heap.free_many(tree.internal_bytes, clone[1])

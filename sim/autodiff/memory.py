@@ -78,7 +78,7 @@ class GraphMemoryManagement:
                 sim.heap.alloc(sim.layout.parent_bytes * len(parents))
             return
         rc.acquire()
-        rc.owner = self
+        rc.hold(self)
         if rc.strong > 1:
             self.referenced += 1
         self.nodes[rc.id] = (rc, parents)
@@ -97,7 +97,7 @@ class GraphMemoryManagement:
             sim.heap.free(sim.layout.parent_bytes * len(parents))
         if rc.strong > 1:
             self.referenced -= 1
-        rc.owner = None
+        rc.unhold(self)
         rc.release()
         sim.policy.on_node_removed(self, node_id, parents)
 
@@ -105,11 +105,31 @@ class GraphMemoryManagement:
         """Move every node of ``other`` into this graph (a merge)."""
         mine, theirs = len(self.nodes) + self.run_nodes, len(other.nodes) + other.run_nodes
         self.nodes_table.reserve(mine, _extend_reserve(mine, theirs))
+        dropped = []
         for node_id, (rc, parents) in other.nodes.items():
-            rc.owner = self
+            old = self.nodes.get(node_id)
+            if old is not None:
+                # both graphs held this id (a RootStep re-registered after a consumed backward):
+                # HashMap::extend keeps the present key, takes the incoming parents and drops
+                # the incoming Arc<NodeId>
+                if old[1]:
+                    sim = self.server.sim
+                    sim.heap.free(sim.layout.parent_bytes * len(old[1]))
+                self.nodes[node_id] = (old[0], parents)
+                dropped.append(rc)
+                continue
+            rc.move(other, self)
             self.nodes[node_id] = (rc, parents)
             self.nodes_table.fit(len(self.nodes) + self.run_nodes)
         self.referenced += other.referenced
+        for rc in dropped:
+            # counted by both graphs while both held it (strong >= 2); the drop is silent
+            # (burn has no hook on it): a count falling to 1 here is left to the sweep
+            self.referenced -= 1
+            rc.unhold(other)
+            rc.strong -= 1
+            if rc.strong == 1:
+                self.referenced -= 1
         mine, theirs = len(self.leaves) + self.run_nodes, len(other.leaves) + other.run_nodes
         self.leaves_table.reserve(mine, _extend_reserve(mine, theirs))
         for leaf in other.leaves:

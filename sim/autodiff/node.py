@@ -80,14 +80,19 @@ class NodeRefCount:
     ``owner`` is the :class:`~sim.autodiff.memory.GraphMemoryManagement` whose
     ``nodes`` map holds this id (or None), told when the count crosses 1 so the
     ``dedup-sweep`` policy can keep a per-graph count of referenced nodes.
+    ``extra`` lists further maps holding the same Arc: a RootStep re-registered
+    after a backward consumed the id while a tensor kept it (the old graph keeps
+    its key, the new graph takes another); while two maps hold it the count
+    cannot fall to 1.
     """
 
-    __slots__ = ("id", "strong", "owner", "_heap", "_nbytes")
+    __slots__ = ("id", "strong", "owner", "extra", "_heap", "_nbytes")
 
     def __init__(self, sim, node_id):
         self.id = node_id
         self.strong = 0
         self.owner = None
+        self.extra = ()
         self._heap = sim.heap
         self._nbytes = sim.layout.arc_node_id_bytes
         self._heap.alloc(self._nbytes)
@@ -96,6 +101,29 @@ class NodeRefCount:
         self.strong += 1
         if self.strong == 2 and self.owner is not None:
             self.owner.referenced += 1
+            for other in self.extra:
+                other.referenced += 1
+
+    def hold(self, memory) -> None:
+        """``memory``'s ``nodes`` map now holds this Arc (after :meth:`acquire`)."""
+        if self.owner is None:
+            self.owner = memory
+        elif self.owner is not memory and memory not in self.extra:
+            self.extra += (memory,)
+
+    def unhold(self, memory) -> None:
+        """``memory``'s ``nodes`` map no longer holds this Arc (before :meth:`release`)."""
+        if self.owner is memory:
+            self.owner, self.extra = (self.extra[0], self.extra[1:]) if self.extra else (None, ())
+        else:
+            self.extra = tuple(m for m in self.extra if m is not memory)
+
+    def move(self, old, new) -> None:
+        """A merge moved the holding map ``old``'s entry into ``new``."""
+        if self.owner is old:
+            self.owner = new
+        else:
+            self.extra = tuple(new if m is old else m for m in self.extra)
 
     def release(self) -> None:
         self.strong -= 1

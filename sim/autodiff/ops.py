@@ -98,7 +98,7 @@ def float_op(op, inputs, out_shape, device):
     backend = device.backend
     in_shapes = tuple(t.shape for t in inputs)
     sim.timing.forward_op(op, (out_shape, in_shapes), backend)
-    if backend.kernel_bytes or not backend.used:
+    if backend.kernel_bytes or not backend.used or backend.workspace_pending:
         context = ("plain" if not device.is_autodiff else
                    "tracked" if any(t.is_tracked() for t in inputs) else "untracked")
         backend.on_op((op.name, out_shape, in_shapes, context))

@@ -121,10 +121,15 @@ class AutodiffServer:
             tape.append(step)
         timing.tape(len(ids))
         grads = self._execute(root, tape)
+        # useful_propagation pops its to_explore PopNodeSet (a clone of the leaves set,
+        # same bucket count) with iter().next(), which scans the control groups from
+        # the start past the buckets already emptied: ~ leaves x groups / 2 group reads
+        n_leaves = len(memory.leaves) + memory.run_nodes
+        pop_groups = n_leaves * memory.leaves_table.buckets / (2 * sim.layout.group_width)
         visited = memory.free_unavailable_nodes(
             lambda node_id: (self.remove_step(node_id), cleaner.clean(node_id)),
             cleaner.clean_run)
-        timing.free_unavailable(visited)
+        timing.free_unavailable(visited, pop_groups)
         for node_id in ids:
             cleaner.clean(node_id)
         return grads

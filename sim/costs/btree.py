@@ -301,6 +301,65 @@ class BTreeNodes:
             left.edges.extend(right.edges[:count])
             del right.edges[:count]
 
+    def remove_run(self, first, stride, count) -> None:
+        """Remove the keys ``first, first + stride, ...`` (all present), in ascending order."""
+        self.remove_many([(first, stride, count)])
+
+    def remove_many(self, items) -> None:
+        """Remove keys in the given order: ints, or ``(first, stride, count)`` runs.
+
+        When at most 10 keys remain the result does not depend on the order and
+        is known without replaying: a tree whose root is internal holds at least
+        11 keys (two children of 5 and a separator), so what is left is one root
+        leaf; every other node is freed.
+        """
+        total = sum(item[2] if type(item) is tuple else 1 for item in items)
+        if not total:
+            return
+        if self.length - total <= 10:
+            remaining = self._keys_outside(items)
+            if remaining is not None:
+                self.heap.free_many(self.leaf_bytes, self.leaves - 1)
+                self.heap.free_many(self.internal_bytes, self.internals)
+                self.root = self._last = _Node(sorted(remaining))
+                self.leaves, self.internals = 1, 0
+                self.length = len(remaining)
+                self._runs, self._spine, self._max, self._real = [], None, None, None
+                return
+        for item in items:
+            if type(item) is tuple:
+                first, stride, count = item
+                for key in range(first, first + stride * count, stride):
+                    self.remove(key)
+            else:
+                self.remove(item)
+
+    def _keys_outside(self, items):
+        """Keys of the tree not among ``items`` if that is cheap to list (else None)."""
+        ranges = [range(f, f + s * c, s) for f, s, c in (i for i in items if type(i) is tuple)]
+        if sum(len(r) for r in ranges) > 5_000_000:
+            return None
+        removed = {item for item in items if type(item) is not tuple}
+        for r in ranges:
+            removed.update(r)
+        out = []
+        for first, stride, count in self._runs:
+            last = first + stride * (count - 1)
+            if any(first in r and last in r and stride % r.step == 0 for r in ranges):
+                continue
+            if count > 16:
+                return None
+            out.extend(k for k in range(first, last + 1, stride) if k not in removed)
+        stack = [self.root] if self.root is not None else []
+        while stack:
+            node = stack.pop()
+            out.extend(k for k in node.keys if k not in removed)
+            if len(out) > 10:
+                return None
+            if node.edges is not None:
+                stack.extend(node.edges)
+        return out
+
     # -- closed-form appends ---------------------------------------------------------
     def append_run(self, first, stride, count) -> None:
         """Append keys ``first, first + stride, ...`` (``count`` of them, all above every key)."""
@@ -358,8 +417,7 @@ class BTreeNodes:
         self.leaves, self.internals = self._real
         try:
             for first, stride, count in runs:
-                for key in range(first, first + stride * count, stride):
-                    self.insert(key)
+                self._append_keys(list(range(first, first + stride * count, stride)))
         finally:
             self.heap = heap
         leaves, internals = self.leaves, self.internals
@@ -367,6 +425,58 @@ class BTreeNodes:
         if (leaves, internals) != counts[:2]:
             raise AssertionError("closed-form B-tree counts differ from the replayed tree")
         self._spine = None
+
+    def _append_keys(self, keys) -> None:
+        """Insert ascending ``keys``, all above every key, node by node (a bulk append).
+
+        The same splits as one insert at a time: a full rightmost node receiving
+        one more key keeps 6 keys, sends the 7th up, and the new right node takes
+        the other 4 and the new key; so each further 7 keys make one new node.
+        """
+        path = []
+        node = self.root
+        while node is not None:
+            path.append(node)
+            node = node.edges[-1] if node.edges is not None else None
+        path.reverse()  # leaf first
+        items = keys
+        children = None
+        level = 0
+        while items:
+            if level == len(path):
+                if level == 0:
+                    node = self._new([])
+                else:
+                    node = self._new([], [self.root])
+                self.root = node
+                path.append(node)
+            node = path[level]
+            promoted, right_nodes = [], []
+            i, n = 0, len(items)
+            while i < n:
+                room = CAPACITY - len(node.keys)
+                if room > 0:
+                    node.keys.extend(items[i:i + room])
+                    if children is not None:
+                        node.edges.extend(children[i:i + room])
+                    i += room
+                    continue
+                # full: split around key 6, the incoming key goes right
+                keys_ = node.keys
+                if node.edges is None:
+                    right = self._new(keys_[7:] + [items[i]])
+                else:
+                    right = self._new(keys_[7:] + [items[i]], node.edges[7:] + [children[i]])
+                    del node.edges[7:]
+                promoted.append(keys_[6])
+                del keys_[6:]
+                right_nodes.append(right)
+                node = path[level] = right
+                i += 1
+            items, children = promoted, right_nodes
+            level += 1
+        self._last = path[0] if path else None
+        self.length += len(keys)
 
     # -- checks -----------------------------------------------------------------
     def keys_in_order(self):

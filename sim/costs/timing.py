@@ -110,8 +110,11 @@ class Timing:
     def tape(self, n_steps) -> None:
         self._book(n_steps * self.p["tape_step_ns"])
 
-    def free_unavailable(self, visited) -> None:
-        self._book(visited * self.p["free_unavailable_node_ns"])
+    def free_unavailable(self, visited, pop_groups=0.0) -> None:
+        """``free_unavailable_nodes``: per node visited, plus ``pop_groups`` control-group
+        reads of PopNodeSet::pop (quadratic in the number of leaves)."""
+        self._book(visited * self.p["free_unavailable_node_ns"]
+                   + pop_groups * self.p["pop_scan_group_ns"])
 
     def handle_drop(self, n_nodes) -> None:
         """Work of a drop-time release (policies that free on drop)."""

@@ -26,30 +26,44 @@ class DropRelease(Policy):
         # not a recursion (a 1000-deep chain overflowed Python's stack)
         self._cascade = []
         self._draining = False
+        # registered id -> its Arc<NodeId>, whose ``owner`` is the graph holding the node: a
+        # parent may sit in another graph than its child (an op on a tensor whose entry a
+        # backward removed starts a new graph), so it is not looked up in the child's graph
+        self.rcs = {}
 
     def on_register(self, client, rc, step) -> None:
+        self.rcs[rc.id] = rc
         children = self.children
         for pid, _ in step.node.parents:
             children[pid] = children.get(pid, 0) + 1
 
+    def _memory_of(self, node_id):
+        """The memory management whose ``nodes`` holds ``node_id`` (None if no graph does)."""
+        rc = self.rcs.get(node_id)
+        return rc.owner if rc is not None else None
+
     def on_node_removed(self, memory, node_id, parents) -> None:
         children = self.children
-        children.pop(node_id, None)
+        rc = self.rcs.get(node_id)
+        if rc is None or rc.owner is None:  # no other graph still holds it
+            self.rcs.pop(node_id, None)
+            children.pop(node_id, None)
         for pid, _ in parents:
             left = children.get(pid, 0) - 1
             if left > 0:
                 children[pid] = left
                 continue
             children.pop(pid, None)
-            entry = memory.nodes.get(pid)
+            holder = memory if pid in memory.nodes else self._memory_of(pid)
+            entry = holder.nodes.get(pid) if holder is not None else None
             if entry is not None:
-                memory.leaves.add(pid)
+                holder.leaves.add(pid)
                 if entry[0].strong == 1:
                     if self.sim.in_backward:
                         # the tape is being built: release once the backward is done
                         self.deferred.append(pid)
                     else:
-                        self._release(memory, pid)
+                        self._release(holder, pid)
 
     def after_backward(self, client) -> None:
         self.release_deferred()
@@ -58,12 +72,10 @@ class DropRelease(Policy):
     def release_deferred(self) -> None:
         """Release nodes whose last child went while a backward was running."""
         deferred, self.deferred = self.deferred, []
-        locator = self.sim.client.locator
         for node_id in deferred:
-            graph = locator.graphs.get(node_id) if locator is not None else None
-            if graph is None:
+            memory = self._memory_of(node_id)  # consumed nodes have no locator entry left
+            if memory is None:
                 continue
-            memory = graph.server.memory_management
             entry = memory.nodes.get(node_id)
             if entry is not None and entry[0].strong == 1 and not self.children.get(node_id):
                 self._release(memory, node_id)

@@ -8,7 +8,8 @@ from .detach_constant import DetachConstant
 __all__ = ["PyTorch"]
 
 _NO_LOCATOR = ("new_graph_ns", "merge_ns", "sweep_fixed_ns", "sweep_copy_entry_ns",
-               "sweep_visit_ns", "scan_node_ns", "sweep_free_ns", "free_unavailable_node_ns")
+               "sweep_visit_ns", "scan_node_ns", "sweep_free_ns", "free_unavailable_node_ns",
+               "pop_scan_group_ns")
 
 
 class PyTorch(DropRelease):

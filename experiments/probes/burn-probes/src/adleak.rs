@@ -238,7 +238,9 @@ pub fn count_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
             count_variant_exp("adleak-count-sequential", v, opts, sink);
         }
     } else {
-        count_variant_exp("adleak-count", variant, opts, sink);
+        // "-fresh": the seed's adleak-count has another protocol (one process, one
+        // warm-up add before the reference point), so the names must differ.
+        count_variant_exp("adleak-count-fresh", variant, opts, sink);
     }
 }
 
@@ -249,7 +251,7 @@ fn count_variant_exp(exp: &str, variant: &str, opts: &Opts, sink: &mut Sink) {
         let note = match (i, *phase) {
             (0, _) => format!(
                 "counting global allocator; live bytes after {n} dropped adds minus before the loop ({}); {:.1} B and {:.2} blocks per op",
-                if exp == "adleak-count" { "fresh process" } else { "variants flex, flex.autodiff, a-tracked run in this order in one process" },
+                if exp == "adleak-count-fresh" { "fresh process and no warm-up iteration" } else { "variants flex, flex.autodiff, a-tracked run in this order in one process" },
                 *bytes as f64 / n as f64,
                 *blocks as f64 / n as f64
             ),

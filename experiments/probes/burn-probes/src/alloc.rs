@@ -18,6 +18,11 @@ static LIVE_BLOCKS: AtomicI64 = AtomicI64::new(0);
 static PEAK_BYTES: AtomicI64 = AtomicI64::new(0);
 static TOTAL_ALLOCS: AtomicU64 = AtomicU64::new(0);
 static TOTAL_REALLOCS: AtomicU64 = AtomicU64::new(0);
+/// Bytes / blocks / alloc calls made inside [`exclude`] (the probes' own bookkeeping,
+/// e.g. the CSV rows a probe keeps while it measures): snapshots subtract them.
+static EXCLUDED_BYTES: AtomicI64 = AtomicI64::new(0);
+static EXCLUDED_BLOCKS: AtomicI64 = AtomicI64::new(0);
+static EXCLUDED_ALLOCS: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
     static TRACING: Cell<bool> = const { Cell::new(false) };
@@ -151,14 +156,29 @@ pub struct Snapshot {
     pub total_reallocs: u64,
 }
 
+/// The counters now, minus what [`exclude`]d code still holds (peak and reallocs raw).
 pub fn snapshot() -> Snapshot {
     Snapshot {
-        live_bytes: LIVE_BYTES.load(Relaxed),
-        live_blocks: LIVE_BLOCKS.load(Relaxed),
+        live_bytes: LIVE_BYTES.load(Relaxed) - EXCLUDED_BYTES.load(Relaxed),
+        live_blocks: LIVE_BLOCKS.load(Relaxed) - EXCLUDED_BLOCKS.load(Relaxed),
         peak_bytes: PEAK_BYTES.load(Relaxed),
-        total_allocs: TOTAL_ALLOCS.load(Relaxed),
+        total_allocs: TOTAL_ALLOCS.load(Relaxed) - EXCLUDED_ALLOCS.load(Relaxed),
         total_reallocs: TOTAL_REALLOCS.load(Relaxed),
     }
+}
+
+/// Run `f` and leave what it allocates (net of what it frees) out of every later
+/// [`snapshot`]: for the probe's own bookkeeping done between two snapshots of a
+/// measured phase (a CSV row kept in memory, the growth of the row vector).
+/// Single-threaded probes only: other threads' allocations during `f` would be
+/// excluded too.
+pub fn exclude<R>(f: impl FnOnce() -> R) -> R {
+    let (b0, n0, a0) = (LIVE_BYTES.load(Relaxed), LIVE_BLOCKS.load(Relaxed), TOTAL_ALLOCS.load(Relaxed));
+    let r = f();
+    EXCLUDED_BYTES.fetch_add(LIVE_BYTES.load(Relaxed) - b0, Relaxed);
+    EXCLUDED_BLOCKS.fetch_add(LIVE_BLOCKS.load(Relaxed) - n0, Relaxed);
+    EXCLUDED_ALLOCS.fetch_add(TOTAL_ALLOCS.load(Relaxed) - a0, Relaxed);
+    r
 }
 
 impl Snapshot {

@@ -130,6 +130,41 @@ fn run_probe(probe: &str, opts: &Opts) -> (String, bool) {
     }
 }
 
+/// Experiments that are raw traces (several events per x, e.g. one row per allocation)
+/// rather than observations: written to their own file `<experiment>.csv` next to the
+/// probe's CSV, so that the probe's CSV holds only points a simulator can be compared with.
+const TRACE_EXPERIMENTS: &[&str] = &["alloc-trace-events", "sizeof-alloc"];
+
+/// Write the probe's rows to `path`, and the rows of trace experiments to
+/// `<dir of path>/<experiment>.csv`.
+fn write_outputs(path: &str, lines: &str) -> std::io::Result<()> {
+    let mut main = String::new();
+    let mut traces: Vec<(&str, String)> = Vec::new();
+    for line in lines.lines() {
+        let exp = line.split(',').next().unwrap_or("");
+        if let Some(name) = TRACE_EXPERIMENTS.iter().find(|t| **t == exp) {
+            match traces.iter_mut().find(|(n, _)| n == name) {
+                Some((_, s)) => {
+                    s.push_str(line);
+                    s.push('\n');
+                }
+                None => traces.push((name, format!("{line}\n"))),
+            }
+        } else {
+            main.push_str(line);
+            main.push('\n');
+        }
+    }
+    write_csv(path, &main)?;
+    let dir = std::path::Path::new(path).parent().map(|d| d.to_path_buf()).unwrap_or_default();
+    for (name, body) in traces {
+        let p = dir.join(format!("{name}.csv"));
+        write_csv(&p.to_string_lossy(), &body)?;
+        eprintln!("[trace] {name} -> {}", p.display());
+    }
+    Ok(())
+}
+
 /// Write header + lines to `path` atomically (tmp file then rename).
 fn write_csv(path: &str, lines: &str) -> std::io::Result<()> {
     let tmp = format!("{path}.tmp");
@@ -190,7 +225,7 @@ fn main() {
             let (lines, ok) = run_probe(p, &opts);
             all_ok &= ok;
             let path = format!("{dir}/{p}.csv");
-            write_csv(&path, &lines).expect("write csv");
+            write_outputs(&path, &lines).expect("write csv");
             eprintln!("[all] {p} -> {path} ({:.1} s)", t.elapsed().as_secs_f64());
         }
         std::process::exit(if all_ok { 0 } else { 1 });
@@ -205,7 +240,7 @@ fn main() {
         print!("{lines}");
         std::io::stdout().flush().ok();
     } else if let Some(path) = &opts.out {
-        write_csv(path, &lines).expect("write csv");
+        write_outputs(path, &lines).expect("write csv");
     } else {
         print!("{HEADER}\n{lines}");
     }

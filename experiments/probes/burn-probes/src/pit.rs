@@ -11,6 +11,10 @@ use burn_probes::csv::{Sink, f};
 use burn_probes::rss::rss_bytes;
 use std::time::Instant;
 
+/// The seed's `pit-infer` ran on Metal (GPU pool); this one runs on Flex (host heap),
+/// so its rows carry their own experiment name.
+const EXPERIMENT: &str = "pit-infer-flex";
+
 #[derive(Module, Debug)]
 struct Mlp {
     hidden: Linear,
@@ -54,12 +58,12 @@ fn infer(label: &str, note: &str, model: &Mlp, input_device: &Device, n: usize, 
             } else {
                 String::new()
             };
-            sink.row("pit-infer", label, "", i, "forwards", "host_heap_delta", kib(d), "KiB", &nn);
-            sink.row("pit-infer", label, "", i, "forwards", "heap_blocks_delta", h.blocks_since(&heap0), "blocks", "");
-            sink.row("pit-infer", label, "", i, "forwards", "rss", f(rss as f64 / 1e6, 3), "MB",
+            sink.row(EXPERIMENT, label, "", i, "forwards", "host_heap_delta", kib(d), "KiB", &nn);
+            sink.row(EXPERIMENT, label, "", i, "forwards", "heap_blocks_delta", h.blocks_since(&heap0), "blocks", "");
+            sink.row(EXPERIMENT, label, "", i, "forwards", "rss", f(rss as f64 / 1e6, 3), "MB",
                 if first { "process RSS, MB = bytes/1e6" } else { "" });
-            sink.row("pit-infer", label, "", i, "forwards", "rss_bytes", rss, "B", "");
-            sink.row("pit-infer", label, "", i, "forwards", "ms_per_step", f(el * 1e3 / (i - prev) as f64, 3), "ms",
+            sink.row(EXPERIMENT, label, "", i, "forwards", "rss_bytes", rss, "B", "");
+            sink.row(EXPERIMENT, label, "", i, "forwards", "ms_per_step", f(el * 1e3 / (i - prev) as f64, 3), "ms",
                 if first { "mean per forward since the previous row" } else { "" });
             prev = i;
             t0 = Instant::now();
@@ -74,9 +78,9 @@ pub fn run(opts: &Opts, sink: &mut Sink) {
     let h0 = alloc::snapshot();
     let model = Mlp::new(&ad);
     let h1 = alloc::snapshot();
-    sink.row("pit-infer", "build", "", 0, "forwards", "host_heap_delta", kib(h1.bytes_since(&h0)), "KiB",
+    sink.row(EXPERIMENT, "build", "", 0, "forwards", "host_heap_delta", kib(h1.bytes_since(&h0)), "KiB",
         "host heap growth from building the model on Device::flex().autodiff() (weights lazily initialised); on Flex tensor data is host heap, there is no GPU pool");
-    sink.row("pit-infer", "build", "", 0, "forwards", "heap_blocks_delta", h1.blocks_since(&h0), "blocks", "");
+    sink.row(EXPERIMENT, "build", "", 0, "forwards", "heap_blocks_delta", h1.blocks_since(&h0), "blocks", "");
     infer("A-model-and-input-autodiff", "model and input on flex.autodiff; includes saved activations (tensor data lives on the host heap on Flex)", &model, &ad, n, sink);
     let valid = model.valid();
     infer("B-valid-model-input-autodiff", "model.valid() (params off autodiff), input still on flex.autodiff", &valid, &ad, n, sink);

@@ -1,13 +1,13 @@
 //! alloc-trace: the exact sequence of allocation sizes (and frees) made by single
 //! operations on flex.autodiff, recorded by the trace mode of the counting allocator.
 //!
-//! Rows: experiment=alloc-trace, variant=<case>, phase=op<k> (k-th traced repetition),
+//! Rows: experiment=alloc-trace-events (own file), variant=<case>, phase=op<k> (k-th traced repetition),
 //! x=<event index within the case>, metric=alloc_bytes | free_bytes, value=size (B).
 //! note: for an alloc "kept" (still live when the op's trace window closed) or
 //! "transient"; for a free "pre-existing" (block allocated before the window) or
 //! "in-window". A realloc is written as free_bytes(old) + alloc_bytes(new) with
 //! "realloc" in the note. align is noted when it is not 8.
-//! Per op, summary rows (phase=summary, x=k, x_unit=op): kept_bytes, kept_blocks,
+//! Per op, summary rows (experiment=alloc-trace, phase=summary, x=k, x_unit=op): kept_bytes, kept_blocks,
 //! alloc_calls, free_calls, freed_preexisting_bytes.
 
 use crate::Opts;
@@ -42,6 +42,10 @@ pub const CASES: &[&str] = &[
     "sgd-step",
     "train-step",
 ];
+
+/// Per-event rows go to their own experiment (and file, see main.rs `TRACE_EXPERIMENTS`):
+/// they are a raw trace, several events per op; the per-op `summary` rows stay `alloc-trace`.
+pub const EVENTS: &str = "alloc-trace-events";
 
 const REPS: usize = 12;
 const WARMUP: usize = 1000;
@@ -112,7 +116,7 @@ impl Emitter<'_> {
                     if e.kind == EventKind::Realloc {
                         let pre = free_pre.contains(&i);
                         let nn = note(if pre { "realloc; pre-existing" } else { "realloc; in-window" });
-                        self.sink.row("alloc-trace", &self.case, &phase, self.idx, "event", "free_bytes", e.old_size, "B", &nn);
+                        self.sink.row(EVENTS, &self.case, &phase, self.idx, "event", "free_bytes", e.old_size, "B", &nn);
                         self.idx += 1;
                         frees += 1;
                         if pre {
@@ -131,7 +135,7 @@ impl Emitter<'_> {
                         (_, true) => "kept",
                         (_, false) => "transient",
                     });
-                    self.sink.row("alloc-trace", &self.case, &phase, self.idx, "event", "alloc_bytes", e.size, "B", &nn);
+                    self.sink.row(EVENTS, &self.case, &phase, self.idx, "event", "alloc_bytes", e.size, "B", &nn);
                     self.idx += 1;
                     allocs += 1;
                     if kept {
@@ -150,7 +154,7 @@ impl Emitter<'_> {
                         continue;
                     }
                     let nn = note(if pre { "pre-existing" } else { "in-window" });
-                    self.sink.row("alloc-trace", &self.case, &phase, self.idx, "event", "free_bytes", e.size, "B", &nn);
+                    self.sink.row(EVENTS, &self.case, &phase, self.idx, "event", "free_bytes", e.size, "B", &nn);
                     self.idx += 1;
                     frees += 1;
                     if pre {

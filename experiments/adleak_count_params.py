@@ -1,0 +1,165 @@
+"""adleak-count-params: the count loop at other op counts, tensor sizes and op mixes (Linux probe `params`).
+
+Protocol of `burn-probes params` (experiments/probes, src/adleak.rs `count_loop`):
+every (variant, op count) point is a FRESH process; after setting up the mode's
+tensors the counting allocator's snapshot is taken (no warm-up), then `ops`
+iterations, then one unrelated backward, then (modes with tracked leaves) one
+backward through every tracked leaf. Variants are `<mode>/size=<elements>`, x is
+the op count. Modes:
+
+``untracked``        c = a + b, nothing requires grad (adleak flex.autodiff)
+``tracked``          c = a + b, a requires grad (adleak a-tracked)
+``interleaved``      even iterations a + b (a tracked), odd b + b (untracked)
+``independent4``     4 require-grad leaves (4 graphs); iteration i: a[i % 4] + b
+``merge-persistent`` a and b both require grad (their graphs merge at the first add)
+``merge-fresh``      x = a.detach().require_grad(), y = b.detach().require_grad()
+                     (two new graphs), c = x + y merges them; all dropped
+
+Rows per phase (after-loop, after-unrelated-backward, after-backward-through-a):
+heap bytes / blocks since the snapshot, allocation calls during the phase,
+`ns_per_op` (after-loop) and `backward_ms` (the backward of that phase,
+including its orphan sweep).
+
+Each cell (variant) simulates one fresh process per op count (``ops``, comma
+separated; ``auto`` = the probe's counts for the variant; with `--quick` the
+probe divides every count by 10: ``--set ops=100,300,1000,3000,10000``).
+"""
+
+from sim.engine import Simulation
+from sim.tensor import Tensor, drop
+
+from common import tiny_backward
+
+EXPERIMENT = "adleak-count-params"
+SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
+MODES = ("untracked", "tracked", "interleaved", "independent4", "merge-persistent",
+         "merge-fresh")
+VARIANTS = (
+    "untracked/size=16", "tracked/size=16",
+    "untracked/size=1024", "tracked/size=1024",
+    "untracked/size=65536", "tracked/size=65536",
+    "interleaved/size=16", "independent4/size=16", "merge-persistent/size=16",
+    "merge-fresh/size=16",
+)
+PARAMS = {"ops": "auto"}
+POSITIVE = ()
+
+#: the probe's op counts per variant (src/adleak.rs `param_points`)
+PROBE_OPS = {
+    "untracked/size=16": (1_000, 3_000, 10_000, 30_000, 100_000),
+    "tracked/size=16": (1_000, 3_000, 10_000, 30_000, 100_000),
+}
+MIX_OPS = (10_000, 100_000)
+SIZE_OPS = (10_000,)
+
+
+def op_counts(variant, ops):
+    """The op counts one cell simulates (each a fresh process)."""
+    if str(ops).strip() != "auto":
+        try:
+            counts = tuple(int(s.replace("_", "")) for s in str(ops).split(",") if s.strip())
+        except ValueError:
+            from sim.errors import UserError
+            raise UserError(f"--set ops={ops}: expected 'auto' or comma-separated integers") from None
+        if not counts or min(counts) <= 0:
+            from sim.errors import UserError
+            raise UserError(f"--set ops={ops}: op counts must be positive integers")
+        return counts
+    if variant in PROBE_OPS:
+        return PROBE_OPS[variant]
+    return SIZE_OPS if variant.split("/")[0] in ("untracked", "tracked") else MIX_OPS
+
+
+def run(sim, variant, ops):
+    mode, size = variant.split("/size=")
+    for n in op_counts(variant, ops):
+        # a fresh process per point, as the probe re-executes itself per point
+        sub = Simulation(sim.profile, policy=sim.policy_name, experiment=sim.experiment,
+                         variant=sim.variant, limits=sim.limits, fast_forward=sim.fast_forward)
+        sub.run(lambda s: count_loop(s, mode, n, int(size)), {})
+        sim.rows.extend(sub.rows)
+        if sub.panic is not None:
+            sim.panic = sub.panic
+            return
+        yield sim.tick()
+
+
+def count_loop(sim, mode, n_ops, size):
+    """One process: the mode's setup, the loop and the backward phases (rows recorded)."""
+    ad = sim.device("flex").autodiff()
+
+    def leaf(value, grad=False):
+        t = Tensor.from_floats([value] * size, ad)
+        return t.require_grad() if grad else t
+
+    tracked = []
+    if mode in ("untracked", "tracked"):
+        a, b = leaf(1.0, mode == "tracked"), leaf(2.0)
+        if mode == "tracked":
+            tracked.append(a)
+    elif mode in ("interleaved", "merge-persistent"):
+        a = leaf(1.0, True)
+        b = leaf(2.0, mode == "merge-persistent")
+        tracked = [a, b] if mode == "merge-persistent" else [a]
+    elif mode == "independent4":
+        tracked = [leaf(1.0 + k, True) for k in range(4)]
+        a, b = tracked[0], leaf(2.0)
+    elif mode == "merge-fresh":
+        a, b = leaf(1.0), leaf(2.0)
+    else:
+        raise ValueError(mode)
+    heap = sim.heap
+    bytes0, blocks0 = heap.live_bytes, heap.live_blocks
+
+    def row(phase, calls0, **timed):
+        # alloc_calls_delta is not predicted: the model allocates only what an op keeps
+        # (8.33 calls per untracked add), not the ~11 transient alloc/free pairs of each
+        # op (probe: 19.33 calls per untracked add), so those rows stay unpredicted
+        for metric, value in (("heap_bytes_delta", heap.live_bytes - bytes0),
+                              ("heap_blocks_delta", heap.live_blocks - blocks0),
+                              *timed.items()):
+            sim.record(n_ops, "iterations", metric, value, phase=phase)
+
+    def add(x, y):
+        drop(x.clone() + y.clone())
+
+    calls0, t0 = heap.allocs, sim.now_ns
+    if mode == "interleaved":
+        def pair():
+            add(a, b)
+            add(b, b)
+        sim.repeat(n_ops // 2, pair)
+        if n_ops % 2:
+            add(a, b)
+    elif mode == "independent4":
+        def round4():
+            for k in range(4):
+                add(tracked[k], b)
+        sim.repeat(n_ops // 4, round4)
+        for k in range(n_ops % 4):
+            add(tracked[k], b)
+    elif mode == "merge-fresh":
+        def fresh():
+            x = a.clone().detach().require_grad()
+            y = b.clone().detach().require_grad()
+            drop(x + y)
+        sim.repeat(n_ops, fresh)
+    else:
+        sim.repeat(n_ops, lambda: add(a, b))
+    row("after-loop", calls0, ns_per_op=round((sim.now_ns - t0) / n_ops, 3))
+    yield sim.tick()
+
+    calls0, t0 = heap.allocs, sim.now_ns
+    tiny_backward(ad)
+    row("after-unrelated-backward", calls0, backward_ms=round((sim.now_ns - t0) / 1e6, 6))
+    yield sim.tick()
+
+    if tracked:
+        calls0, t0 = heap.allocs, sim.now_ns
+        loss = tracked[0].clone().sum()
+        for x in tracked[1:]:
+            loss = loss + x.clone().sum()
+        (loss * 2.0).backward()
+        del loss
+        row("after-backward-through-a", calls0, backward_ms=round((sim.now_ns - t0) / 1e6, 6))
+        yield sim.tick()

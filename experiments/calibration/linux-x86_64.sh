@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# How models/linux-x86_64.toml was calibrated: the parameters fitted and the probe points
+# used (experiments/measured/linux-x86_64/, burn 0.22.1 on Flex, this machine). Every
+# other probe point is held out and predicted. Run from the repo root.
+#
+# The structural byte model ([layout], group_width = 16, primitive/handle/stride sizes
+# from the sizeof and alloc-trace probes) is NOT fitted: heap bytes and blocks come out
+# of it. Fitted here: the process's RSS constants and the CPU's times.
+set -euo pipefail
+d=experiments/measured/linux-x86_64
+sim=${SIM:-.venv/bin/sim}
+"$sim" calibrate --profile models/linux-x86_64.toml --jobs "${JOBS:-2}" \
+  --measured "$d/adleak-rss.csv" --measured "$d/p10-ema.csv" --measured "$d/params.csv" \
+  --out "${OUT:-models/linux-x86_64.toml}" \
+  --fit process.baseline_rss_bytes      --points 'adleak-rss/flex//0/rss_bytes' \
+  --fit process.runtime_init_bytes      --points 'adleak-rss/flex//100/rss_bytes' \
+  --fit backend.flex.op_overhead_ns     --points 'adleak-count-params/untracked/size=16/after-loop/10000/ns_per_op' \
+  --fit backend.flex.gbps               --points 'adleak-count-params/untracked/size=65536/after-loop/10000/ns_per_op' \
+  --fit backend.flex.gflops             --points 'p10-ema/without//50/ms_per_step' \
+  --fit time.process_warmup_ns          --points 'adleak-count-params/untracked/size=16/after-unrelated-backward/1000/backward_ms' \
+  --fit time.scan_node_ns               --points 'p10-ema/detach//1000/ms_per_step' \
+  --fit time.sweep_free_ns              --points 'adleak-count-params/untracked/size=16/after-unrelated-backward/10000/backward_ms' \
+  --fit time.free_unavailable_node_ns   --points 'adleak-count-params/tracked/size=16/after-backward-through-a/1000/backward_ms' \
+  --fit time.pop_scan_group_ns          --points 'adleak-count-params/tracked/size=16/after-backward-through-a/100000/backward_ms' \
+  --fit time.register_parent_ns         --points 'adleak-count-params/merge-persistent/size=16/after-loop/10000/ns_per_op'

@@ -1,0 +1,95 @@
+"""A plain-text progress bar for a batch of cells, written to stderr.
+
+On a terminal the bar is one line rewritten in place (``\\r``); when stderr is
+a file or a pipe (CI logs, tests), a full line is written at each tenth of
+the work instead, so logs stay short. Nothing is written to stdout.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+
+__all__ = ["Progress"]
+
+
+class Progress:
+    """Counts finished cells and estimates the time left.
+
+    Parameters
+    ----------
+    total : int
+        Number of cells in the batch.
+    cached : int
+        Cells already done before the batch starts (read from the cache).
+    stream : file, optional
+        Where to write (default: ``sys.stderr``).
+
+    The estimate of the time left is the mean wall time of the cells computed
+    so far times the cells left: cells of a sweep differ in cost, so it firms
+    up as the batch runs.
+
+    Examples
+    --------
+    >>> import io
+    >>> out = io.StringIO()
+    >>> p = Progress(4, cached=2, stream=out)
+    >>> p.advance("a"); p.advance("b"); p.close()
+    >>> out.getvalue().splitlines()[-1].split("]")[1].split(" cells")[0].strip()
+    '4/4'
+    """
+
+    WIDTH = 24
+
+    def __init__(self, total: int, cached: int = 0, stream=None):
+        self.total = total
+        self.done = cached
+        self.cached = cached
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.start = time.perf_counter()
+        self._last_tenth = -1
+        self._label = ""
+        self._show()
+
+    def advance(self, label: str = "") -> None:
+        """One more cell finished (``label`` names it on the bar)."""
+        self.done += 1
+        self._label = label
+        self._show()
+
+    def close(self) -> None:
+        """End the bar's line (on a terminal)."""
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def _line(self) -> str:
+        total = max(self.total, 1)
+        filled = int(self.WIDTH * self.done / total)
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        elapsed = time.perf_counter() - self.start
+        computed = self.done - self.cached
+        left = self.total - self.done
+        if left == 0:
+            eta = "done"
+        elif computed > 0:
+            eta = f"ETA {elapsed / computed * left:.0f} s"
+        else:
+            eta = "ETA ?"
+        cached = f", {self.cached} cached" if self.cached else ""
+        return (f"[{bar}] {self.done}/{self.total} cells{cached}  {elapsed:.1f} s  {eta}"
+                f"  {self._label}")
+
+    def _show(self) -> None:
+        if self.tty:
+            width = shutil.get_terminal_size().columns - 1
+            self.stream.write("\r\x1b[K" + self._line()[:width])
+            self.stream.flush()
+            return
+        tenth = 10 * self.done // max(self.total, 1)
+        if tenth != self._last_tenth:
+            self._last_tenth = tenth
+            self.stream.write(self._line().rstrip() + "\n")
+            self.stream.flush()

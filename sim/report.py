@@ -1,0 +1,320 @@
+"""The report a person reads first: report.md and report.html from the same blocks.
+
+Sections: what was run; accuracy (points within tolerance per experiment and
+kind, then every point out of tolerance or unpredicted, then every point);
+the figures; per run, which policies remove the memory growth, the time
+growth and the panic that burn 0.22.1 shows; what each policy changes.
+
+:func:`render` takes the run description (run.json), the error rows
+(errors.csv), the growth of every run (:mod:`sim.growth`) and the figure file
+names, and returns ``(markdown, html)``.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+from .compare import TOLERANCE
+
+__all__ = ["render"]
+
+REFERENCE = "burn-0.22.1"
+
+
+def render(info, errors, growth, figures, summary):
+    """``(markdown text, html text)`` of the report."""
+    blocks = []
+    blocks += _what_was_run(info)
+    blocks += _accuracy(errors)
+    blocks += _figures(figures, summary)
+    blocks += _removal(growth)
+    blocks += _policies(sorted({g.policy for g in growth} | {e["policy"] for e in errors}))
+    title = info.get("title", "autodiff-sim report")
+    return _markdown(title, blocks), _html(title, blocks)
+
+
+# -- sections ---------------------------------------------------------------------------------
+
+def _what_was_run(info):
+    blocks = [("h2", "What was run")]
+    workloads = info.get("workloads", [])
+    cells = info.get("cells", 0)
+    how = (f"on the dask scheduler {info['scheduler']}" if info.get("scheduler")
+           else f"with {info.get('jobs', 1)} local process(es)")
+    items = [
+        f"Command: `{info['command']}`" if info.get("command") else None,
+        f"Profile: `{info.get('profile', '?')}`; code version `{info.get('code_version', '?')}`.",
+        f"Policies: {', '.join(f'`{p}`' for p in info.get('policies', []))}" +
+        (f" (plus `{REFERENCE}` / `pytorch` cells the measured points need)"
+         if info.get("reference_cells") else "") + ".",
+        "Workloads: " + "; ".join(
+            f"`{w['name']}` ({', '.join(w.get('variants', []))})" for w in workloads) + ".",
+        (f"Parameter grid (`--set`): " + "; ".join(f"`{k}` = {', '.join(map(str, v))}"
+                                                  for k, v in info["grid"].items()) + ".")
+        if info.get("grid") else "Workload parameters: defaults.",
+        f"Measured: {', '.join(f'`{m}`' for m in info.get('measured', [])) or 'none'}.",
+        f"{cells} cells: {info.get('computed', 0)} simulated, {info.get('cached', 0)} "
+        f"from the cache; {info.get('wall_s', 0):.1f} s wall {how}."
+        if cells else None,
+        "Data: `predicted.csv` (every predicted row, incl. the bookkeeping observables "
+        "live_graphs, live_nodes, locator_entries, registered_steps, heap_bytes, heap_blocks, "
+        "sim_time_ms, cleanup_ms), `errors.csv` (every measured point and its error), "
+        "`run.json`.",
+    ]
+    blocks.append(("list", [i for i in items if i]))
+    return blocks
+
+
+def _accuracy(errors):
+    blocks = [("h2", "Accuracy against the measurements")]
+    if not errors:
+        blocks.append(("p", "No measured points for the workloads run."))
+        return blocks
+    tolerances = ", ".join(f"{kind} {TOLERANCE[kind] * 100:g} %" for kind in
+                           ("memory", "time")) + ", events and block counts exact"
+    blocks.append(("p", f"Tolerances: {tolerances} (memory figures near zero: a small "
+                        f"absolute slack). *fitted*: the point was used to calibrate the "
+                        f"profile; *predicted*: it was not; *unpredicted*: the simulator "
+                        f"has no value at that point."))
+    groups = {}
+    for e in errors:
+        key = (e["experiment"], _kind(e), e.get("params", ""), e["policy"])
+        groups.setdefault(key, []).append(e)
+    with_params = any(e.get("params") for e in errors)
+    headers = ["experiment", "kind", "policy"] + (["params"] if with_params else []) + \
+        ["points", "within tolerance", "fitted ok", "predicted ok", "unpredicted",
+         "largest error"]
+    rows = []
+    for (experiment, kind, params, policy), items in groups.items():
+        fitted = [e for e in items if e["status"] == "fitted"]
+        predicted = [e for e in items if e["status"] == "predicted"]
+        errs = [e["rel_error"] for e in items
+                if isinstance(e["rel_error"], float) and math.isfinite(e["rel_error"])]
+        rows.append([experiment, kind, policy] + ([params] if with_params else []) + [
+            str(len(items)), str(sum(e["ok"] for e in items)),
+            f"{sum(e['ok'] for e in fitted)}/{len(fitted)}",
+            f"{sum(e['ok'] for e in predicted)}/{len(predicted)}",
+            str(sum(e["status"] == "unpredicted" for e in items)),
+            f"{max(errs) * 100:.1f} %" if errs else "—"])
+    total_ok = sum(e["ok"] for e in errors)
+    blocks.append(("p", f"**{total_ok} of {len(errors)} points within tolerance.**"))
+    blocks.append(("table", headers, rows))
+    bad = [e for e in errors if not e["ok"] and e["status"] != "unpredicted"]
+    unpredicted = [e for e in errors if e["status"] == "unpredicted"]
+    point_headers = ["experiment", "variant", "phase", "x", "metric", "measured",
+                     "predicted", "error", "ok", "status", "policy"] + \
+        (["params"] if with_params else []) + ["source", "note"]
+    if bad:
+        blocks.append(("h3", f"Out of tolerance ({len(bad)})"))
+        blocks.append(("table", point_headers, [_point_row(e, with_params) for e in bad]))
+    if unpredicted:
+        blocks.append(("h3", f"Not predicted ({len(unpredicted)})"))
+        blocks.append(("p", "Measured points the simulator has no value for (listed, not "
+                            "dropped): a metric, phase or x the workload does not record."))
+        blocks.append(("table", point_headers, [_point_row(e, with_params)
+                                                for e in unpredicted]))
+    blocks.append(("details", f"Every point ({len(errors)})",
+                   [("table", point_headers, [_point_row(e, with_params) for e in errors])]))
+    return blocks
+
+
+def _kind(e):
+    from .units import METRICS
+    m = METRICS.get(e["metric"])
+    return m.kind if m else "memory"
+
+
+def _num(v):
+    if not isinstance(v, (int, float)) or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if float(v).is_integer() and abs(v) < 1e12:
+        return str(int(v))
+    return f"{v:.4g}"
+
+
+def _point_row(e, with_params):
+    rel = e["rel_error"]
+    err = f"{math.copysign(rel * 100, e['abs_error']):+.1f} %" \
+        if isinstance(rel, float) and math.isfinite(rel) and math.isfinite(e["abs_error"]) \
+        else "—"
+    return [e["experiment"], e["variant"], e.get("phase", ""), _num(e["x"]),
+            f"{e['metric']} ({e['unit']})", _num(e["measured"]), _num(e["predicted"]), err,
+            "yes" if e["ok"] else "**no**", e["status"], e["policy"]] + \
+        ([e.get("params", "")] if with_params else []) + [e.get("source", ""),
+                                                           e.get("note", "")]
+
+
+def _figures(figures, summary):
+    blocks = [("h2", "Figures")]
+    if summary:
+        blocks.append(("p", "Summary: for every run (workload / variant) and policy, the "
+                            "memory growth over the loop, the time per loop unit at the end "
+                            "and the panics."))
+        blocks.append(("img", summary, "policy x workload summary"))
+    for name, path in figures:
+        blocks.append(("h3", name))
+        blocks.append(("p", "Lines: predicted, one colour per policy (coinciding curves "
+                            "nest, the first policy widest). Black-edged markers: measured. "
+                            "Strip below each panel: error of the prediction in % (green "
+                            "band: tolerance; hollow red: out of tolerance)."))
+        blocks.append(("img", path, f"{name}: predicted vs measured"))
+    return blocks
+
+
+def _removal(growth):
+    blocks = [("h2", "Which policies remove the growth")]
+    cells = {(g.workload, g.variant, g.params, g.policy): g for g in growth}
+    runs = []
+    for g in growth:
+        if (g.workload, g.variant, g.params) not in runs:
+            runs.append((g.workload, g.variant, g.params))
+    policies = []
+    for g in growth:
+        if g.policy not in policies:
+            policies.append(g.policy)
+    if REFERENCE not in policies:
+        blocks.append(("p", f"`{REFERENCE}` was not run: nothing to compare with."))
+        return blocks
+    blocks.append(("p", f"Per run: the growth `{REFERENCE}` shows, and the policies under "
+                        f"which it is gone (memory: under 64 KiB over the run; time: the "
+                        f"last interval within 15 % of the first; panic: none)."))
+    headers = ["run", "unit", f"{REFERENCE}: memory growth", "removed by",
+               f"{REFERENCE}: time first -> last", "removed by", "panic", "removed by"]
+    rows = []
+    for run in runs:
+        ref = cells.get(run + (REFERENCE,))
+        if ref is None or (ref.memory_grows is None and ref.time_grows is None
+                           and ref.panic_x is None):
+            continue
+        others = [cells[run + (p,)] for p in policies if p != REFERENCE and run + (p,) in cells]
+        label = f"{run[0]} / {run[1]}" + (f" [{run[2]}]" if run[2] else "")
+        mem = "flat" if ref.memory_grows is False else \
+            ("—" if ref.memory_grows is None else _bytes(ref.memory_bytes))
+        mem_by = _names([g for g in others if g.memory_grows is False]) \
+            if ref.memory_grows else ""
+        if ref.time_grows:
+            time = f"{_ms(ref.ms_first)} -> {_ms(ref.ms_last)}"
+            time_by = _names([g for g in others if g.time_grows is False])
+        else:
+            time, time_by = ("flat" if ref.time_grows is False else "—"), ""
+        if ref.panic_x is not None:
+            panic = f"at {ref.panic_x:g}"
+            panic_by = _names([g for g in others if g.panic_x is None])
+        else:
+            panic, panic_by = "none", ""
+        rows.append([label, ref.unit, mem, mem_by, time, time_by, panic, panic_by])
+    blocks.append(("table", headers, rows))
+    return blocks
+
+
+def _names(growths):
+    return ", ".join(f"`{g.policy}`" for g in growths) or "**none**"
+
+
+def _bytes(n):
+    from .plot import _bytes_text
+    return _bytes_text(n)
+
+
+def _ms(ms):
+    from .plot import _ms_text
+    return _ms_text(ms)
+
+
+def _policies(names):
+    from .policies import POLICIES
+    blocks = [("h2", "Policies")]
+    items = []
+    for name in sorted(names, key=lambda n: (list(POLICIES).index(n) if n in POLICIES
+                                             else len(POLICIES), n)):
+        cls = POLICIES.get(name)
+        if cls is None:
+            items.append(f"`{name}`: not in this checkout's policy registry.")
+            continue
+        flag = " *(intended semantic change)*" if cls.semantic_change else ""
+        items.append(f"`{name}`{flag}: {cls.changes} *Expected:* {cls.expected}")
+    blocks.append(("list", items))
+    return blocks
+
+
+# -- rendering --------------------------------------------------------------------------------
+
+def _md_cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown(title, blocks) -> str:
+    return "\n".join([f"# {title}", ""] + _md_blocks(blocks)).rstrip("\n") + "\n"
+
+
+def _md_blocks(blocks) -> list:
+    out = []
+    for block in blocks:
+        kind = block[0]
+        if kind in ("h2", "h3"):
+            out += [("## " if kind == "h2" else "### ") + block[1], ""]
+        elif kind == "p":
+            out += [block[1], ""]
+        elif kind == "list":
+            out += [f"- {item}" for item in block[1]] + [""]
+        elif kind == "table":
+            _, headers, rows = block
+            out.append("| " + " | ".join(headers) + " |")
+            out.append("|" + "---|" * len(headers))
+            out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+            out.append("")
+        elif kind == "img":
+            out += [f"![{block[2]}]({block[1]})", ""]
+        elif kind == "details":
+            out += [f"### {block[1]}", ""] + _md_blocks(block[2])
+    return out
+
+
+def _inline(text) -> str:
+    """Escape, then the two inline marks the blocks use: `code` and **bold** / *italic*."""
+    import re
+    text = html.escape(str(text))
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    text = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", text)
+    return re.sub(r"\*([^*]+)\*", r"<i>\1</i>", text)
+
+
+_CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;
+color:#222;line-height:1.45}table{border-collapse:collapse;font-size:13px;margin:.5em 0 1em}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
+th{background:#f3f3f3}img{max-width:100%;border:1px solid #ddd}code{background:#f5f5f5;
+padding:0 2px}summary{cursor:pointer;font-weight:bold}"""
+
+
+def _html_blocks(blocks) -> list:
+    out = []
+    for block in blocks:
+        kind = block[0]
+        if kind in ("h2", "h3"):
+            out.append(f"<{kind}>{_inline(block[1])}</{kind}>")
+        elif kind == "p":
+            out.append(f"<p>{_inline(block[1])}</p>")
+        elif kind == "list":
+            out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in block[1]) + "</ul>")
+        elif kind == "table":
+            _, headers, rows = block
+            head = "".join(f"<th>{_inline(h)}</th>" for h in headers)
+            body = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>"
+                           for row in rows)
+            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        elif kind == "img":
+            src = html.escape(block[1], quote=True)
+            out.append(f'<p><a href="{src}"><img src="{src}" alt="{html.escape(block[2])}">'
+                       f"</a></p>")
+        elif kind == "details":
+            out.append(f"<details><summary>{_inline(block[1])}</summary>"
+                       + "".join(_html_blocks(block[2])) + "</details>")
+    return out
+
+
+def _html(title, blocks) -> str:
+    body = "\n".join(_html_blocks(blocks))
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>\n<body>\n"
+            f"<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n")

@@ -1,0 +1,628 @@
+"""Sweeps: many cells (workload x variant x policy x parameter point), parallel and resumable.
+
+A *cell* is one simulated program run: a workload's variant under a policy,
+with some workload parameters overridden (a point of the ``--set`` grid). Cells
+are independent, so a sweep runs them in any order, on local processes
+(``jobs``) or on a dask distributed cluster (``scheduler``), and puts their rows
+back in one canonical order: the predicted data do not depend on how or where
+the cells ran.
+
+Resume. Each finished cell is written, as soon as it finishes, to
+``OUT/.cache/<code version>/<cell key>.json`` (write then rename). The key
+covers the workload file, the variant, the policy, the profile's parameters
+and the workload parameters; the code version covers the simulator's and the
+workloads' Python sources (:func:`code_version`). A rerun reads finished cells back
+instead of simulating them again, unless ``force``; an interrupted sweep loses
+only the cells that were running.
+
+See also
+--------
+sim.results : what a sweep writes (predicted.csv, errors.csv, figures, report).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .data import atomic_write, format_value
+from .errors import UserError
+
+__all__ = ["Cell", "SweepRun", "code_version", "select_workloads", "select_policies",
+           "parse_grid", "plan_cells", "run_cells", "compute_cell", "REFERENCE_POLICY"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: the policy the measured programs ran under (burn 0.22.1): measured points are
+#: compared with its predictions (``*-pytorch`` experiments with ``pytorch``'s)
+REFERENCE_POLICY = "burn-0.22.1"
+
+#: modules that only present results; editing them does not invalidate cached cells
+PRESENTATION_MODULES = {"cli.py", "plot.py", "report.py", "results.py", "progress.py",
+                        "growth.py", "accuracy.py", "calibrate.py"}
+
+CACHE_DIR = ".cache"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One simulated run: ``workload`` (built-in name or path of a ``.py`` file),
+    ``variant``, ``policy``, and ``params``, the overridden workload parameters as
+    ``((name, value), ...)`` in the workload's parameter order (empty: defaults)."""
+
+    workload: str
+    variant: str
+    policy: str
+    params: tuple = ()
+
+    @property
+    def params_text(self) -> str:
+        """``"steps=500 report_at=1,50"``: the overrides as one label (empty: defaults)."""
+        return params_text(self.params)
+
+    @property
+    def label(self) -> str:
+        """``workload/variant/policy [params]``, for progress and error lines."""
+        name = Path(self.workload).stem if self.workload.endswith(".py") else self.workload
+        text = f"{name}/{self.variant}/{self.policy}"
+        return f"{text} [{self.params_text}]" if self.params else text
+
+
+def params_text(params) -> str:
+    """``((name, value), ...)`` as ``"name=value name=value"``."""
+    return " ".join(f"{key}={_value_text(value)}" for key, value in params)
+
+
+def _value_text(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else format_value(value)
+
+
+@dataclass
+class SweepRun:
+    """What :func:`run_cells` did: rows per cell, and how many cells came from the cache."""
+
+    cells: list
+    rows: dict                      # Cell -> list of row dicts
+    code: str = ""                  # code version the cells were simulated with
+    cached: int = 0
+    computed: int = 0
+    wall_s: float = 0.0
+    seconds: dict = field(default_factory=dict)   # Cell -> wall seconds of its simulation
+
+    def ordered_rows(self, with_params=False) -> list:
+        """Every row, cells in plan order, each cell's rows in the order it recorded them."""
+        out = []
+        for cell in self.cells:
+            for row in self.rows[cell]:
+                row = dict(row)
+                if with_params:
+                    row["params"] = cell.params_text
+                out.append(row)
+        return out
+
+
+# -- what to run ---------------------------------------------------------------------------
+
+def select_workloads(names) -> list:
+    """Workloads named on the command line, without repeats.
+
+    ``all`` is the default set: the built-in workloads except those that declare
+    ``SWEEP = False`` (the replicas of the Linux probes), which run when named.
+    """
+    from .workloads import builtin_names, load_workload
+    chosen = []
+    for name in names or ("all",):
+        for one in (builtin_names() if name == "all" else [name]):
+            workload = load_workload(one)
+            if name == "all" and not workload.sweep:
+                continue
+            if all(w.path != workload.path for w in chosen):
+                chosen.append(workload)
+    return chosen
+
+
+def select_policies(names) -> list:
+    """Policy names (``all``: every policy), validated, in the registry's order."""
+    from .policies import POLICIES, get_policy
+    wanted = set()
+    for name in names or ("all",):
+        if name == "all":
+            wanted.update(POLICIES)
+        else:
+            wanted.add(get_policy(name).name)
+    return [name for name in POLICIES if name in wanted]
+
+
+def parse_grid(items, workloads) -> dict:
+    """``--set KEY=V1,V2`` items -> {workload name: [override dict per grid point]}.
+
+    A key applies to every selected workload that has that parameter; a key no
+    selected workload has is an error. Values of a numeric or boolean parameter
+    are split at commas; a string parameter's value is taken whole (it may hold
+    commas itself, e.g. ``report_at=1,50,60``). Repeating a key adds values.
+    The grid is the product of the value lists, in the order given.
+
+    Examples
+    --------
+    >>> from sim.workloads import load_workload
+    >>> grid = parse_grid(["steps=60,120", "report_at=1,50"], [load_workload("p10-ema")])
+    >>> [sorted(p.items()) for p in grid["p10-ema"]]
+    [[('report_at', '1,50'), ('steps', 60)], [('report_at', '1,50'), ('steps', 120)]]
+    """
+    from .workloads import parse_sets
+    raw = {}
+    for item in items or ():
+        (key, text), = parse_sets([item]).items()
+        raw.setdefault(key, []).append(text)
+    for key in raw:
+        if not any(key in w.params for w in workloads):
+            known = sorted({k for w in workloads for k in w.params})
+            raise UserError(f"--set {key}: no selected workload has a parameter '{key}' "
+                            f"(parameters: {', '.join(known) or 'none'})")
+    grids = {}
+    for w in workloads:
+        axes = []
+        for key in w.params:
+            if key not in raw:
+                continue
+            values = []
+            for text in raw[key]:
+                parts = [text] if isinstance(w.params[key], str) else text.split(",")
+                for part in parts:
+                    if not part.strip():
+                        raise UserError(f"--set {key}={text}: empty value")
+                    value = w.resolve(None, {key: part.strip()})[key]
+                    if value not in values:
+                        values.append(value)
+            axes.append((key, values))
+        keys = [key for key, _ in axes]
+        grids[w.name] = [dict(zip(keys, combo))
+                         for combo in itertools.product(*(values for _, values in axes))]
+    return grids
+
+
+def plan_cells(workloads, policies, grid, extra=()) -> list:
+    """Every (workload, variant, policy, grid point) cell, plus ``extra`` ones, in plan order.
+
+    Plan order: workloads as selected, variants as the workload lists them,
+    policies in the registry's order, grid points as given. ``extra`` holds
+    ``(workload name, variant, policy)`` cells (the ones measured points need)
+    run at every grid point of their workload.
+    """
+    from .policies import POLICIES
+    order = list(POLICIES)
+    cells, rank = set(), {}
+    for i, w in enumerate(workloads):
+        wanted = {(v, p) for v in w.variants for p in policies}
+        wanted |= {(v, p) for name, v, p in extra if name == w.name}
+        for j, point in enumerate(grid.get(w.name, [{}])):
+            params = tuple((k, point[k]) for k in w.params if k in point)
+            rank[_ref(w), params] = (i, j)
+            for variant, policy in wanted:
+                w.resolve(variant, point)   # checks the combination before anything runs
+                cells.add(Cell(_ref(w), variant, policy, params))
+    variant_rank = {(_ref(w), v): k for w in workloads for k, v in enumerate(w.variants)}
+
+    def sort_key(c):
+        i, j = rank[c.workload, c.params]
+        return (i, variant_rank[c.workload, c.variant], order.index(c.policy), j)
+    return sorted(cells, key=sort_key)
+
+
+def _ref(workload) -> str:
+    """How a worker finds the workload again: a built-in name, or its file's path."""
+    from .workloads import EXPERIMENTS_DIR
+    if workload.path.parent == EXPERIMENTS_DIR:
+        return workload.name
+    return str(workload.path)
+
+
+# -- code version and cache ------------------------------------------------------------------
+
+def code_version() -> str:
+    """Hash of the simulator's and workloads' Python sources (``sim/``, ``experiments/``).
+
+    Modules that only present results (:data:`PRESENTATION_MODULES`) are left
+    out: a change to a figure does not make finished cells stale.
+    """
+    digest = hashlib.sha256()
+    paths = sorted((ROOT / "sim").rglob("*.py")) + sorted((ROOT / "experiments").glob("*.py"))
+    for path in paths:
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] == "sim" and len(rel.parts) == 2 and path.name in PRESENTATION_MODULES:
+            continue
+        digest.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _file_hash(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+class Cache:
+    """Finished cells on disk, one JSON file each, under ``root/<code version>/``."""
+
+    def __init__(self, out_dir, code):
+        self.root = Path(out_dir) / CACHE_DIR
+        self.dir = self.root / code
+
+    def get(self, key):
+        """The rows stored under ``key``, or ``None`` (missing, unreadable or another cell's)."""
+        try:
+            data = json.loads((self.dir / f"{key}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or data.get("key") != key:
+            return None
+        return data.get("rows")
+
+    def put(self, key, cell, rows) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({"key": key, "cell": cell.label, "rows": rows}, sort_keys=True)
+        atomic_write(self.dir / f"{key}.json", text + "\n")
+
+    def prune(self) -> None:
+        """Delete the cells of other code versions (they can never be reused)."""
+        import shutil
+        if not self.root.is_dir():
+            return
+        for child in self.root.iterdir():
+            if child.is_dir() and child != self.dir:
+                shutil.rmtree(child, ignore_errors=True)
+
+
+def _cell_key(cell, workload, profile, code) -> str:
+    identity = {
+        "code": code,
+        "workload": workload.name,
+        "workload_file": _file_hash(workload.path),
+        "variant": cell.variant,
+        "policy": cell.policy,
+        "profile": profile.name,
+        "profile_data": profile.data,
+        "params": workload.resolve(cell.variant, dict(cell.params)),
+    }
+    text = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+# -- running ---------------------------------------------------------------------------------
+
+def compute_cell(spec) -> dict:
+    """Simulate one cell (in whatever process runs it); rows as plain values.
+
+    ``spec``: ``workload`` (name or path), ``variant``, ``policy``, ``profile``
+    (name, path and the parsed content the parent read: a profile edited
+    during a sweep does not mix into it), ``params`` (overrides), ``remote``
+    (run by a dask worker). Returns ``rows``, ``seconds`` (wall) and, when remote, this
+    process's :func:`code_version` (a worker must run the same simulator).
+
+    A remote cell runs in a thread of its own. A dask worker's statistical
+    profiler samples the task thread's stack and keeps references to its
+    frames for a while; the frames keep the workload's local tensors alive, so
+    their drops (``Tensor.__del__``, burn's ``Drop``) would happen later than
+    in the program, and differently on every run. The profiler does not
+    sample a thread it did not start the task in.
+    """
+    start = time.perf_counter()
+    if spec.get("remote"):
+        outcome = {}
+
+        def target():
+            try:
+                outcome["rows"] = _simulate(spec)
+            except BaseException as exc:   # re-raised in the task thread
+                outcome["error"] = exc
+        thread = threading.Thread(target=target, name="sim-cell")
+        thread.start()
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        rows = outcome["rows"]
+    else:
+        rows = _simulate(spec)
+    return {"rows": rows, "seconds": time.perf_counter() - start,
+            "code": code_version() if spec.get("remote") else None}
+
+
+def _simulate(spec) -> list:
+    import copy
+    from .profile import Profile
+    from .runner import run_cell
+    name, path, data = spec["profile"]
+    rows = run_cell(spec["workload"], spec["variant"], spec["policy"],
+                    Profile(name, path, copy.deepcopy(data)), dict(spec["params"]))
+    return [_plain(row) for row in rows]
+
+
+def _plain(row) -> dict:
+    from .data import PREDICTED_COLUMNS
+    out = {}
+    for column in PREDICTED_COLUMNS:
+        value = row.get(column, "")
+        out[column] = value.item() if hasattr(value, "item") else value
+    return out
+
+
+def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, progress=True):
+    """Run ``cells`` (reading finished ones from the cache); returns a :class:`SweepRun`.
+
+    Parameters
+    ----------
+    cells : list of Cell
+        In plan order (see :func:`plan_cells`); the rows come back in that order.
+    profile : sim.profile.Profile
+    out_dir : Path
+        The cache lives in ``out_dir/.cache``.
+    jobs : int
+        Local worker processes (1: run in this process).
+    scheduler : str, optional
+        Address of a dask distributed scheduler: run the cells there instead.
+    force : bool
+        Simulate every cell even if the cache has it.
+    progress : bool
+        Show a progress bar on stderr.
+
+    Raises
+    ------
+    UserError
+        A cell failed on bad input (a budget exceeded, impossible parameters):
+        the message names the cell. Finished cells stay cached.
+    """
+    from . import runner  # noqa: F401  (forked workers inherit the simulator loaded now)
+    from .progress import Progress
+    from .workloads import load_workload
+    start = time.perf_counter()
+    code = code_version()
+    cache = Cache(out_dir, code)
+    run = SweepRun(cells=list(cells), rows={}, code=code)
+    keys, todo = {}, []
+    for cell in cells:
+        key = keys[cell] = _cell_key(cell, load_workload(cell.workload), profile, code)
+        rows = None if force else cache.get(key)
+        if rows is None:
+            todo.append(cell)
+        else:
+            run.rows[cell] = rows
+    run.cached = len(cells) - len(todo)
+    specs = {cell: {"workload": cell.workload, "variant": cell.variant, "policy": cell.policy,
+                    "profile": (profile.name, str(profile.path), profile.data),
+                    "params": dict(cell.params),
+                    "remote": scheduler is not None} for cell in todo}
+    if scheduler is not None and todo:
+        results = _on_dask(specs, _dask_client(scheduler))
+    elif jobs > 1 and len(todo) > 1:
+        results = _on_processes(specs, jobs)
+    else:
+        results = ((cell, _call(cell, spec)) for cell, spec in specs.items())
+    bar = Progress(len(cells), run.cached) if progress else None
+    try:
+        for cell, result in results:
+            if result.get("code") not in (None, code):
+                raise UserError(f"a dask worker runs other simulator code (version "
+                                f"{result['code']}, here {code}): install this checkout "
+                                f"on the workers")
+            cache.put(keys[cell], cell, result["rows"])
+            run.rows[cell] = result["rows"]
+            run.seconds[cell] = result["seconds"]
+            run.computed += 1
+            if bar:
+                bar.advance(cell.label)
+    finally:
+        results.close()   # stops the workers of an interrupted or failed sweep
+        if bar:
+            bar.close()
+    cache.prune()
+    run.wall_s = time.perf_counter() - start
+    return run
+
+
+def _call(cell, spec):
+    try:
+        return compute_cell(spec)
+    except UserError as exc:
+        raise UserError(f"{cell.label}: {exc}") from None
+
+
+def _ignore_sigint():
+    """Workers leave Ctrl-C to the parent, which stops them (no traceback per worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _on_processes(specs, jobs):
+    """Yield ``(cell, result)`` as local worker processes finish them."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(specs)), initializer=_ignore_sigint)
+    futures = {pool.submit(compute_cell, spec): cell for cell, spec in specs.items()}
+    submitted = {future: i for i, future in enumerate(futures)}
+    pending = set(futures)
+    finished = False
+    try:
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=submitted.get):
+                yield futures[future], _result(futures[future], future)
+        finished = True
+    finally:
+        if finished:
+            pool.shutdown(wait=True)
+        else:   # interrupted or failed: stop the cells still running, do not wait for them
+            workers = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for process in workers:
+                process.terminate()
+
+
+def _result(cell, future):
+    try:
+        return future.result()
+    except UserError as exc:
+        raise UserError(f"{cell.label}: {exc}") from None
+
+
+def _dask_client(address):
+    """A client of the dask distributed scheduler at ``address``; one error line if there is none."""
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise UserError("--scheduler needs dask: pip install 'autodiff-sim[dask]'") from None
+    try:
+        return Client(address, timeout="10s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise UserError(f"--scheduler {address}: cannot connect ({exc})") from None
+
+
+def _on_dask(specs, client):
+    """Yield ``(cell, result)`` as the workers of ``client``'s cluster finish them."""
+    from dask.distributed import as_completed
+    futures = {}
+    try:
+        for cell, spec in specs.items():
+            key = "sim-cell-" + hashlib.sha256(
+                json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:24]
+            futures[client.submit(compute_cell, spec, key=key, pure=False)] = cell
+        for future in as_completed(list(futures), loop=client.loop):
+            yield futures[future], _result(futures[future], future)
+    finally:
+        try:
+            client.cancel(list(futures))
+        except Exception:   # the scheduler may be gone already; nothing to cancel then
+            pass
+        client.close()
+
+
+def default_jobs() -> int:
+    """Local processes for ``--jobs 0`` (auto): the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+# -- the commands ----------------------------------------------------------------------------
+
+DEFAULT_MEASURED = ROOT / "experiments" / "measured" / "seeds-m2max.csv"
+
+
+def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured=(),
+          out="results", jobs=1, scheduler=None, force=False, sets=(), progress=True,
+          command=""):
+    """``sim sweep``: workloads x variants x policies x grid, compared with the measurements.
+
+    Every measured point of the selected workloads is compared with the
+    ``burn-0.22.1`` prediction (``pytorch``'s for ``*-pytorch`` experiments);
+    those cells run even when their policy was not selected. Writes the results
+    directory (see :mod:`sim.results`) and returns the run description
+    (run.json's content).
+    """
+    from .compare import cells_for
+    from .profile import load_profile
+    from .results import prepare_out
+    chosen = select_workloads(workloads)
+    names = select_policies(policies)
+    prof = load_profile(profile)
+    grid = parse_grid(sets, chosen)
+    paths = list(measured) or [DEFAULT_MEASURED]
+    experiments = {e for w in chosen for e in w.measured}
+    rows = [r for r in _read_measured(paths) if r["experiment"] in experiments]
+    extra = cells_for(rows, REFERENCE_POLICY)
+    cells = plan_cells(chosen, names, grid, extra)
+    info = {"title": "autodiff-sim sweep", "command": command, "policies": names,
+            "reference_cells": any(p not in names for _, _, p in extra)}
+    return _execute(chosen, cells, [REFERENCE_POLICY], rows, paths, prof, grid,
+                    prepare_out(out), jobs, scheduler, force, progress, info)
+
+
+def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max-macos",
+            out="results/compare", jobs=1, scheduler=None, force=False, sets=(),
+            progress=True, command=""):
+    """``sim compare``: a user's measurements against the predictions of ``policies``.
+
+    Runs only the cells the measured rows need (restricted to ``workloads`` if
+    given) and writes the same results directory as :func:`sweep`.
+    """
+    from .compare import cells_for
+    from .profile import load_profile
+    from .results import prepare_out
+    names = select_policies(policies)
+    prof = load_profile(profile)
+    rows = _read_measured(measured)
+    if workloads:
+        chosen = select_workloads(workloads)
+        experiments = {e for w in chosen for e in w.measured}
+        rows = [r for r in rows if r["experiment"] in experiments]
+        if not rows:
+            raise UserError(f"no measured rows for {', '.join(w.name for w in chosen)} in "
+                            f"{', '.join(map(str, measured))}")
+    extra = sorted({cell for policy in names for cell in cells_for(rows, policy)})
+    if not extra:
+        raise UserError(f"no row of {', '.join(map(str, measured))} names a workload to run")
+    chosen = select_workloads(list(dict.fromkeys(name for name, _, _ in extra)))
+    grid = parse_grid(sets, chosen)
+    cells = plan_cells(chosen, [], grid, extra)
+    info = {"title": "autodiff-sim compare", "command": command, "policies": names,
+            "reference_cells": False}
+    return _execute(chosen, cells, names, rows, measured, prof, grid, prepare_out(out), jobs,
+                    scheduler, force, progress, info)
+
+
+def _read_measured(paths) -> list:
+    from .compare import known_checker
+    from .data import read_measured
+    known = known_checker()
+    rows = []
+    for path in paths:
+        rows.extend(read_measured(path, known))
+    return rows
+
+
+def _execute(workloads, cells, error_policies, measured, paths, profile, grid, out, jobs,
+             scheduler, force, progress, info):
+    from .results import join_errors, load, previous_figures, render, write_data, write_info
+    from .workloads import load_workload
+    start = time.perf_counter()
+    stale = previous_figures(out)
+    run = run_cells(cells, profile, out, jobs, scheduler, force, progress)
+    with_params = any(cell.params for cell in cells)
+    runs, produces = [], {}
+    for cell in cells:
+        w = load_workload(cell.workload)
+        runs.append((w.name, w.measured, cell.params_text, cell.policy, run.rows[cell]))
+        pairs = produces.setdefault(w.name, [])
+        for row in run.rows[cell]:
+            if [row["experiment"], row["variant"]] not in pairs:
+                pairs.append([row["experiment"], row["variant"]])
+    fitted = profile.data.get("calibration", {}).get("points", [])
+    errors = join_errors(measured, runs, error_policies, profile.name, fitted)
+    write_data(out, run.ordered_rows(with_params), errors, with_params)
+    values = {}
+    for points in grid.values():
+        for point in points:
+            for key, value in point.items():
+                texts = values.setdefault(key, [])
+                if _value_text(value) not in texts:
+                    texts.append(_value_text(value))
+    info.update({
+        "profile": profile.name, "code_version": run.code,
+        "workloads": [{"name": w.name, "description": w.description,
+                       "variants": list(w.variants), "experiments": list(w.measured),
+                       "produces": produces.get(w.name, [])}
+                      for w in workloads],
+        "grid": values, "measured": [str(p) for p in paths],
+        "cells": len(cells), "cached": run.cached, "computed": run.computed,
+        "jobs": None if scheduler else jobs, "scheduler": scheduler,
+        "cells_wall_s": round(run.wall_s, 3),
+        "cell_seconds": {cell.label: round(s, 3) for cell, s in run.seconds.items()},
+    })
+    predicted, errors, _ = load(out)   # draw from the files, exactly as `sim plot` does
+    info["figures"] = render(out, predicted, errors, info, stale, jobs=jobs)
+    info["wall_s"] = round(time.perf_counter() - start, 3)
+    write_info(out, info)
+    return info

@@ -1,0 +1,76 @@
+"""The BTreeMap node model: closed-form appends and batched removals equal one-at-a-time."""
+
+import random
+
+import pytest
+
+from sim.costs.btree import BTreeNodes
+from sim.costs.heap import Heap
+from sim.costs.rss import Allocator
+
+
+def shape(node):
+    return (len(node.keys), None if node.edges is None else tuple(shape(c) for c in node.edges))
+
+
+def check_invariants(tree):
+    """Every non-root node holds 5..11 keys; keys are sorted."""
+    def walk(node, is_root):
+        assert len(node.keys) <= 11
+        if not is_root:
+            assert len(node.keys) >= 5
+        if node.edges is not None:
+            assert len(node.edges) == len(node.keys) + 1
+            for child in node.edges:
+                walk(child, False)
+    if tree.root is not None:
+        walk(tree.root, True)
+    keys = tree.keys_in_order()
+    assert keys == sorted(keys)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fast_paths_match_one_key_at_a_time(seed):
+    rnd = random.Random(seed)
+    h1, h2 = Heap(Allocator.from_classes("glibc")), Heap(Allocator.from_classes("glibc"))
+    a, b = BTreeNodes(h1, 192, 288), BTreeNodes(h2, 192, 288)
+    nxt = 0
+    for _ in range(30):
+        r = rnd.random()
+        if r < 0.5:
+            n = rnd.choice([1, 2, 5, 11, 12, 13, 50, 200, 3000])
+            stride = rnd.choice([1, 3])
+            for k in range(nxt, nxt + stride * n, stride):
+                a.insert(k)
+            b.append_run(nxt, stride, n)
+            nxt += stride * n
+        elif r < 0.65 and nxt:
+            k = rnd.randrange(nxt)
+            a.remove(k)
+            b.remove(k)
+        elif r < 0.85:
+            keys = a.keys_in_order()
+            keep = set(rnd.sample(keys, min(len(keys), rnd.randrange(0, 30))))
+            batch = [k for k in keys if k not in keep]
+            for k in batch:
+                a.remove(k)
+            b.remove_many(batch)
+        else:
+            a.insert(nxt)
+            b.insert(nxt)
+            nxt += 1
+        assert (a.leaves, a.internals, a.length) == (b.leaves, b.internals, b.length)
+        assert (h1.live_bytes, h1.live_blocks) == (h2.live_bytes, h2.live_blocks)
+    check_invariants(a)
+    check_invariants(b)
+    assert a.keys_in_order() == b.keys_in_order()
+    if a.root is not None:
+        assert shape(a.root) == shape(b.root)
+
+
+def test_ascending_ids_give_one_node_per_six_keys():
+    heap = Heap(Allocator.from_classes("glibc"))
+    tree = BTreeNodes(heap, 192, 288)
+    tree.append_run(0, 1, 6 * 10 ** 6)
+    assert abs(tree.leaves + tree.internals - 10 ** 6) <= 2
+    assert tree.leaves == 6 * 10 ** 6 // 7 + 1 or abs(tree.leaves - 6 * 10 ** 6 / 7) < 2

@@ -1,0 +1,132 @@
+"""`sim measure` and the Linux probe data, without building the probes (CI stays fast).
+
+The probes (experiments/probes, Rust) take minutes to build; these tests check the
+parser and schema on the committed sample and files, the command's error paths,
+and that the Linux profile predicts the structural probe points exactly.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim import measure
+from sim.data import DataError, read_measured
+from sim.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+LINUX = ROOT / "experiments" / "measured" / "linux-x86_64"
+SAMPLE = LINUX / "sample.csv"
+
+
+def test_sample_parses_with_probe_columns():
+    rows = measure.parse_probe_csv(SAMPLE)
+    assert len(rows) == 20
+    for row in rows:
+        assert row["platform"] == "linux-x86_64"
+        assert row["burn_version"] == "0.22.1"
+        assert row["probe"]
+    by_key = {(r["experiment"], r["variant"], r["phase"], r["x"], r["metric"]): r for r in rows}
+    untracked = by_key[("adleak-count-fresh", "flex.autodiff", "after-loop", 10000.0,
+                        "heap_bytes_delta")]
+    assert untracked["value"] == 11111872 and untracked["unit"] == "B"
+    assert by_key[("adleak-rss", "flex.autodiff", "", 0.0, "rss_bytes")]["value"] == 3862528
+    assert by_key[("p10-ema", "target", "", 3.0, "panic")]["value"] == 1
+    # quoted notes (RFC 4180) survive, commas included
+    note = by_key[("p10-ema", "detach", "", 50.0, "rss_growth_per_step")]["note"]
+    assert note.startswith("(RSS now - RSS after step 1)/(steps - 1), KB")
+
+
+def test_sample_rejects_an_unknown_metric(tmp_path):
+    text = SAMPLE.read_text().splitlines()
+    header, first = text[0], text[1]
+    bad = tmp_path / "bad.csv"
+    bad.write_text(header + "\n" + first.replace(",rss,", ",rss_typo,") + "\n")
+    with pytest.raises(DataError, match="unknown metric 'rss_typo'"):
+        measure.parse_probe_csv(bad)
+
+
+@pytest.mark.parametrize("name", ["adleak-rss", "adleak-count", "pit-infer", "p10-ema",
+                                  "params", "sizeof", "alloc-trace"])
+def test_committed_probe_csvs_load_and_map_to_workloads(name):
+    rows = measure.parse_probe_csv(LINUX / f"{name}.csv")
+    assert rows
+    assert all(r["platform"] == "linux-x86_64" for r in rows)
+
+
+def test_trace_files_are_not_measured_points():
+    # several events share one x: a trace, kept out of the measured files
+    with pytest.raises(DataError):
+        read_measured(LINUX / "sizeof-alloc.csv")
+
+
+def _sim(args, env_path):
+    env = dict(os.environ, PATH=env_path)
+    return subprocess.run([sys.executable, "-m", "sim.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_measure_without_cargo_fails_with_one_line(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    out = tmp_path / "out"
+    result = _sim(["measure", "--quick", "--out", str(out)], str(empty))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("sim: error: cargo not found on PATH")
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_measure_unknown_probe_fails_with_one_line(tmp_path):
+    result = _sim(["measure", "--probe", "nope", "--out", str(tmp_path / "o")],
+                  os.environ.get("PATH", ""))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "sim: error: --probe nope: unknown probe (valid: adleak-rss, adleak-count, pit-infer, "
+        "p10-ema, sizeof, alloc-trace, params, all)"]
+
+
+def test_build_failure_messages_are_one_line():
+    registry = measure._build_failure(101, [
+        "    Updating crates.io index",
+        "error: failed to get `burn` as a dependency of package `burn-probes v0.1.0`",
+        "Caused by:", "  Couldn't resolve host name (Could not resolve host: index.crates.io)"])
+    assert registry.startswith("cargo could not fetch the probes' crates from the registry")
+    assert "\n" not in registry
+    compile_error = measure._build_failure(101, ["   Compiling burn-probes v0.1.0",
+                                                 "error[E0425]: cannot find value `x`"])
+    assert compile_error == ("cargo build of the probes failed (exit 101): "
+                             "error[E0425]: cannot find value `x`")
+
+
+def test_select_probes():
+    assert measure._select(None) == list(measure.PROBES)
+    assert measure._select(["params", "sizeof", "params"]) == ["params", "sizeof"]
+    with pytest.raises(UserError):
+        measure._select(["bogus"])
+
+
+def test_linux_profile_reproduces_the_structural_probe_points():
+    """size_of rows and the fresh-process adleak-count: exact (no fitting involved)."""
+    from sim.compare import join
+    from sim.runner import run_cell
+    measured = [r for r in measure.parse_probe_csv(LINUX / "sizeof.csv")]
+    predicted = []
+    for variant in sorted({r["variant"] for r in measured}):
+        predicted += run_cell("sizeof", variant, profile="linux-x86_64", observables=False)
+    joined = [e for e in join(measured, predicted) if e["status"] != "unpredicted"]
+    assert len(joined) == 13 and all(e["ok"] for e in joined)
+
+    measured = [r for r in measure.parse_probe_csv(LINUX / "adleak-count.csv")
+                if r["experiment"] == "adleak-count-fresh"]
+    predicted = []
+    for variant in ("flex", "flex.autodiff", "a-tracked"):
+        predicted += run_cell("adleak-count-fresh", variant, profile="linux-x86_64",
+                              observables=False)
+    joined = join(measured, predicted)
+    assert all(e["predicted"] == e["measured"] for e in joined), \
+        [(e["point"], e["measured"], e["predicted"]) for e in joined if not e["ok"]]
