@@ -60,14 +60,30 @@ def markdown_table(joined, title="") -> str:
     return "\n".join(lines) + "\n"
 
 
-def update_readme(readme, table_text) -> None:
-    """Replace the block between the accuracy markers of ``readme``."""
+def update_readme(readme, table_text, begin=BEGIN, end=END) -> None:
+    """Replace the block between the ``begin``/``end`` markers of ``readme``."""
     path = Path(readme)
     text = path.read_text(encoding="utf-8")
-    block = f"{BEGIN}\n{table_text}{END}"
-    if BEGIN in text and END in text:
-        text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda m: block, text,
+    block = f"{begin}\n{table_text}{end}"
+    if begin in text and end in text:
+        text = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda m: block, text,
                       flags=re.S)
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     atomic_write(path, text)
+
+
+def policy_table(results_dir) -> str:
+    """The "Which policies remove the growth" table of a sweep's report.md."""
+    report = Path(results_dir) / "report.md"
+    if not report.exists():
+        from .errors import UserError
+        raise UserError(f"{report}: no such file (run `sim sweep --out {results_dir}` first)")
+    text = report.read_text(encoding="utf-8")
+    match = re.search(r"## Which policies remove the growth\n(.*?)\n## ", text, flags=re.S)
+    if not match:
+        from .errors import UserError
+        raise UserError(f"{report}: no 'Which policies remove the growth' section")
+    lines = [line for line in match.group(1).strip().splitlines()
+             if line.startswith("|")]
+    return "\n".join(lines) + "\n"

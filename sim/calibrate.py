@@ -124,38 +124,64 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print):
          f"({len(fit_cells)} simulated cells)")
 
     current = dict(x0)
+
+    def evaluate(values):
+        return _residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs))
+
+    r0 = evaluate(current)
     for iteration in range(8):
-        base_rows = run_cells(fit_cells, _with(profile, current), jobs)
-        r0 = _residuals(fit_rows, base_rows)
-        columns = []
+        # Gauss-Newton with a finite-difference Jacobian; positive parameters move
+        # multiplicatively (rates enter as 1/x), the step is halved until it helps
+        columns, logs = [], []
         for name in params:
-            step = max(abs(current[name]) * 0.05, abs(x0[name]) * 0.05, 1.0)
-            if isinstance(profile.get(name), int):
-                step = max(round(step), 1)
+            value = current[name]
+            log_space = value > 0
+            if log_space:
+                trial_value = value * 1.05
+                if isinstance(profile.get(name), int):
+                    trial_value = max(round(trial_value), value + 1)
+                step = np.log(trial_value / value)
+            else:
+                step = max(abs(x0[name]) * 0.05, 1.0)
+                trial_value = value + step
             trial = dict(current)
-            trial[name] = current[name] + step
-            r1 = _residuals(fit_rows, run_cells(fit_cells, _with(profile, trial), jobs))
-            column = (r1 - r0) / step
-            if not np.any(np.abs(column) > 1e-12):
+            trial[name] = trial_value
+            column = (evaluate(trial) - r0) / step
+            if iteration == 0 and not np.any(np.abs(column) > 1e-12):
                 raise UserError(f"--fit {name}: no fitted point depends on it "
                                 f"(choose points it affects with --points)")
             columns.append(column)
+            logs.append(log_space)
         jac = np.column_stack(columns)
-        x = np.array([current[n] for n in params])
-        scale = np.where(x > 0, x, 1.0)
-        solution = lsq_linear(jac * scale, -r0, bounds=(-x / scale, np.inf))
-        new = {n: float(v) for n, v in zip(params, x + solution.x * scale)}
-        moved = max(abs(new[n] - current[n]) / max(abs(current[n]), 1e-9) for n in params)
-        current = new
-        echo(f"  iteration {iteration + 1}: rms relative error {np.sqrt(np.mean(r0 ** 2)):.4f}"
-             f" -> {np.sqrt(np.mean(solution.fun ** 2)) if hasattr(solution, 'fun') else 0:.4f}")
-        if moved < 1e-4:
+        lower = np.array([-np.inf if lg else -current[n] for n, lg in zip(params, logs)])
+        delta = lsq_linear(jac, -r0, bounds=(lower, np.inf)).x
+        # trust region: a positive parameter moves at most x10 or /10 per iteration
+        delta = np.where(logs, np.clip(delta, -np.log(10), np.log(10)), delta)
+        rms0 = float(np.sqrt(np.mean(r0 ** 2)))
+        for _ in range(6):
+            trial = {n: (current[n] * float(np.exp(d)) if lg else current[n] + float(d))
+                     for n, d, lg in zip(params, delta, logs)}
+            r1 = evaluate(trial)
+            if np.sqrt(np.mean(r1 ** 2)) < rms0:
+                break
+            delta = delta / 2
+        else:
+            echo(f"  iteration {iteration + 1}: no step improves the fit; stopping")
+            break
+        moved = max(abs(trial[n] - current[n]) / max(abs(current[n]), 1e-9) for n in params)
+        current, r0 = trial, r1
+        echo(f"  iteration {iteration + 1}: rms relative error {rms0:.4f}"
+             f" -> {np.sqrt(np.mean(r0 ** 2)):.4f}")
+        if moved < 1e-3 or rms0 - np.sqrt(np.mean(r0 ** 2)) < 1e-4:
             break
 
-    fitted_ids = [point_id(m) for m in fit_rows]
+    # a profile calibrated in stages keeps what earlier stages fitted
+    previous = profile.data.get("calibration", {})
+    fitted_ids = list(dict.fromkeys(list(previous.get("points", []))
+                                    + [point_id(m) for m in fit_rows]))
     new_profile = _with(profile, current)
     new_profile.data["calibration"] = {
-        "fitted": list(params),
+        "fitted": list(dict.fromkeys(list(previous.get("fitted", [])) + list(params))),
         "points": fitted_ids,
     }
     all_cells = cells_for(measured)

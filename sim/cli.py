@@ -186,10 +186,13 @@ def calibrate_cmd(measured_paths, base, params, points, out, jobs):
 @_profile_option
 @click.option("--readme", type=click.Path(dir_okay=False, exists=True), default=None,
               help="write the table into this README between the accuracy markers")
+@click.option("--policies-from", "policies_from", type=click.Path(file_okay=False),
+              default=None, help="also copy the policy table of this sweep's report.md "
+                                 "into the README (with --readme)")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True)
-def accuracy_cmd(measured_paths, profile, readme, jobs):
+def accuracy_cmd(measured_paths, profile, readme, policies_from, jobs):
     """Measured vs predicted for every measured point, as a markdown table."""
-    from .accuracy import accuracy_rows, markdown_table, update_readme
+    from .accuracy import accuracy_rows, markdown_table, policy_table, update_readme
     from .compare import known_checker
     from .data import read_measured
     from .profile import load_profile
@@ -202,6 +205,9 @@ def accuracy_cmd(measured_paths, profile, readme, jobs):
     title = f"Profile `{prof.name}`, measured: {', '.join(Path(p).name for p in paths)}."
     text = markdown_table(joined, title)
     if readme:
+        if policies_from:
+            update_readme(readme, policy_table(policies_from), "<!-- policies:begin -->",
+                          "<!-- policies:end -->")
         update_readme(readme, text)
         click.echo(f"updated {readme}", err=True)
     else:

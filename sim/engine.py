@@ -168,6 +168,7 @@ class Simulation:
         """A plain device of ``kind`` (``flex`` or ``metal``)."""
         if kind not in ("flex", "metal"):
             raise UserError(f"unknown device '{kind}' (valid: flex, metal)")
+        self.backend(kind)  # a GPU device initialises its runtime when created
         return Device(self, kind)
 
     def backend(self, kind) -> Backend:

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from .errors import UserError
+from .results import prepare_out
 
 __all__ = ["PROBES", "PROBES_DIR", "measure", "build", "parse_probe_csv", "binary_path"]
 
@@ -122,19 +123,6 @@ def parse_probe_csv(path, known=True) -> list:
     return read_measured(path, checker)
 
 
-def _check_out_dir(out) -> Path:
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"--out {out}: cannot create the directory ({exc.strerror})") from None
-    if not os.access(out, os.W_OK):
-        raise UserError(f"--out {out}: directory is not writable")
-    return out
-
-
 def _select(probes) -> list:
     chosen = []
     for name in probes or ("all",):
@@ -195,7 +183,7 @@ def measure(probes=None, quick=False, out=None, echo=_echo) -> dict:
         raise UserError("--out DIR is required")
     chosen = _select(probes)
     _cargo()
-    out_dir = _check_out_dir(out)
+    out_dir = prepare_out(out)
     t0 = time.perf_counter()
     binary = build(echo)
     summary = {"quick": bool(quick), "probes": {}, "machine": _machine(),

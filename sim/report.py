@@ -36,6 +36,15 @@ def render(info, errors, growth, figures, summary):
 
 # -- sections ---------------------------------------------------------------------------------
 
+def _shown(path) -> str:
+    """A measured file as the report shows it: relative to the working directory if inside it."""
+    from pathlib import Path
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return Path(path).name
+
+
 def _what_was_run(info):
     blocks = [("h2", "What was run")]
     workloads = info.get("workloads", [])
@@ -53,10 +62,10 @@ def _what_was_run(info):
         (f"Parameter grid (`--set`): " + "; ".join(f"`{k}` = {', '.join(map(str, v))}"
                                                   for k, v in info["grid"].items()) + ".")
         if info.get("grid") else "Workload parameters: defaults.",
-        f"Measured: {', '.join(f'`{m}`' for m in info.get('measured', [])) or 'none'}.",
-        f"{cells} cells: {info.get('computed', 0)} simulated, {info.get('cached', 0)} "
-        f"from the cache; {info.get('wall_s', 0):.1f} s wall {how}."
-        if cells else None,
+        f"Measured: {', '.join(f'`{_shown(m)}`' for m in info.get('measured', [])) or 'none'}.",
+        # how long it took and what came from the cache are in run.json: the report of the
+        # same command is the same file every time
+        f"{cells} cells, {how}." if cells else None,
         "Data: `predicted.csv` (every predicted row, incl. the bookkeeping observables "
         "live_graphs, live_nodes, locator_entries, registered_steps, heap_bytes, heap_blocks, "
         "sim_time_ms, cleanup_ms), `errors.csv` (every measured point and its error), "

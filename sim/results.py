@@ -23,6 +23,8 @@ Every file is written to a temporary name and renamed.
 
 from __future__ import annotations
 
+import os
+
 import csv
 import io
 import json
@@ -50,6 +52,11 @@ def prepare_out(out) -> Path:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"--out {out}: cannot create ({exc.strerror})") from None
+    if not os.access(path, os.W_OK):
+        raise UserError(f"--out {out}: directory is not writable")
+    # temporary files of a run that was killed before it could rename them
+    for stale in path.glob(".*.tmp"):
+        stale.unlink(missing_ok=True)
     return path
 
 

@@ -9,7 +9,7 @@
 set -euo pipefail
 d=experiments/measured/linux-x86_64
 sim=${SIM:-.venv/bin/sim}
-"$sim" calibrate --profile models/linux-x86_64.toml --jobs "${JOBS:-2}" \
+"$sim" calibrate --profile models/linux-x86_64.toml --jobs "${JOBS:-1}" \
   --measured "$d/adleak-rss.csv" --measured "$d/p10-ema.csv" --measured "$d/params.csv" \
   --out "${OUT:-models/linux-x86_64.toml}" \
   --fit process.baseline_rss_bytes      --points 'adleak-rss/flex//0/rss_bytes' \

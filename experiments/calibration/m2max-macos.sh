@@ -4,7 +4,7 @@
 set -euo pipefail
 seeds=experiments/measured/seeds-m2max.csv
 sim=${SIM:-.venv/bin/sim}
-"$sim" calibrate --measured "$seeds" --profile models/m2max-macos.toml --jobs "${JOBS:-2}" \
+"$sim" calibrate --measured "$seeds" --profile models/m2max-macos.toml --jobs "${JOBS:-1}" \
   --out "${OUT:-models/m2max-macos.toml}" \
   --fit process.baseline_rss_bytes      --points 'adleak-rss/flex//0/rss' \
   --fit process.runtime_init_bytes      --points 'adleak-rss/flex//100/rss' \
@@ -19,10 +19,12 @@ sim=${SIM:-.venv/bin/sim}
   --fit time.scan_node_ns               --points 'p10-ema/detach//500/ms_per_step' \
   --points 'p10-ema/detach//200/ms_per_step' \
   --fit time.process_warmup_ns          --points 'p10-ema/without//1/ms_per_step' \
-  --points 'p10-ema/without//50/ms_per_step' \
+  --points 'p10-ema/without//50/ms_per_step'
+# stage 2, the PyTorch reference rows (its own runtime costs), on top of stage 1
+"$sim" calibrate --measured "$seeds" --profile "${OUT:-models/m2max-macos.toml}" --jobs "${JOBS:-1}" \
+  --out "${OUT:-models/m2max-macos.toml}" \
   --fit pytorch.gflops                  --points 'p10-ema-pytorch/target//2000/ms_per_step' \
   --fit pytorch.gbps                    --points 'p10-ema-pytorch/detach//50/ms_per_step' \
-  --fit pytorch.op_overhead_ns          --points 'p10-ema-pytorch/detach//2000/ms_per_step' \
   --fit pytorch.first_step_ns           --points 'p10-ema-pytorch/detach//1/ms_per_step' \
   --fit pytorch.baseline_delta_bytes    --points 'p10-ema-pytorch/detach//1/rss_delta' \
   --fit pytorch.rss_growth_per_step_bytes --points 'p10-ema-pytorch/detach//2000/rss_delta'

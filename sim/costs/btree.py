@@ -143,16 +143,9 @@ class BTreeNodes:
             self.root = self._last = self._new([key])
             self.length = 1
             return True
-        path = []
-        while True:
-            keys = node.keys
-            i = bisect_left(keys, key)
-            if i < len(keys) and keys[i] == key:
-                return False
-            if node.edges is None:
-                break
-            path.append((node, i))
-            node = node.edges[i]
+        node, i, path, found = self._search(node, key)
+        if found:
+            return False
         self.length += 1
         if len(node.keys) < CAPACITY:
             node.keys.insert(i, key)
@@ -184,6 +177,21 @@ class BTreeNodes:
         self._last = None
         return True
 
+    @staticmethod
+    def _search(node, key):
+        """Descend from ``node`` to ``key``: (node holding it or the leaf where it would go,
+        its index there, the (node, edge index) path above, whether it was found)."""
+        path = []
+        while True:
+            keys = node.keys
+            i = bisect_left(keys, key)
+            if i < len(keys) and keys[i] == key:
+                return node, i, path, True
+            if node.edges is None:
+                return node, i, path, False
+            path.append((node, i))
+            node = node.edges[i]
+
     # -- remove ---------------------------------------------------------------
     def remove(self, key) -> bool:
         """Remove ``key``; returns False if it was absent."""
@@ -192,16 +200,9 @@ class BTreeNodes:
         node = self.root
         if node is None:
             return False
-        path = []
-        while True:
-            keys = node.keys
-            i = bisect_left(keys, key)
-            if i < len(keys) and keys[i] == key:
-                break
-            if node.edges is None:
-                return False
-            path.append((node, i))
-            node = node.edges[i]
+        node, i, path, found = self._search(node, key)
+        if not found:
+            return False
         self.length -= 1
         self._last = None
         if node.edges is None:
