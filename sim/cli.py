@@ -111,7 +111,9 @@ def policies_cmd():
               help="stop if more steps than this are registered")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="stop after this many seconds of wall time")
-def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout):
+@click.option("--max-nodes", type=click.IntRange(min=1), default=5_000_000, show_default=True,
+              help="stop if more simulated nodes than this are held individually (memory)")
+def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout, max_nodes):
     """Simulate one workload (a built-in name or a path to a .py file).
 
     Prints the observations in the measured schema (the seed program's metrics,
@@ -135,7 +137,8 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
     rows = []
     for v in variants:
         rows.extend(run_cell(w, v, policy, prof, set_values,
-                             limits=Limits(max_ops=max_ops, max_wall_s=timeout)))
+                             limits=Limits(max_ops=max_ops, max_wall_s=timeout,
+                                           max_live_nodes=max_nodes)))
     if fmt == "csv":
         text = rows_to_csv(rows, PREDICTED_COLUMNS)
     elif fmt == "json":

@@ -47,8 +47,10 @@ class LimitExceeded(UserError):
 class Limits:
     """Budgets that stop a run instead of exhausting the machine.
 
-    ``max_ops`` registered steps, ``max_live_nodes`` nodes alive in graphs,
-    ``max_wall_s`` seconds of real time (checked every 4096 registrations).
+    ``max_ops`` registered steps, ``max_live_nodes`` locator entries held as
+    individual objects (about 2 KB of Python memory each; fast-forwarded runs do
+    not count), ``max_wall_s`` seconds of real time (checked every 4096
+    registrations and at every yield).
     """
 
     def __init__(self, max_ops=50_000_000, max_live_nodes=5_000_000, max_wall_s=None):
@@ -348,6 +350,12 @@ class Simulation:
 
     def _check_limits(self) -> None:
         limits = self.limits
+        locator = self.client.locator
+        if (limits.max_live_nodes is not None and locator is not None
+                and len(locator.graphs) > limits.max_live_nodes):
+            raise LimitExceeded(f"memory budget exceeded: more than {limits.max_live_nodes} "
+                                f"live simulated nodes held individually (raise --max-nodes, "
+                                f"or let sim.repeat fast-forward the loop)")
         if self.registered > limits.max_ops:
             raise LimitExceeded(f"op budget exceeded: more than {limits.max_ops} registered steps "
                                 f"(raise --max-ops)")

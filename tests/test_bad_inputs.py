@@ -237,3 +237,30 @@ def test_workload_running_forever_hits_the_timeout(tmp_path, capsys):
 def test_missing_workload_file(tmp_path, capsys):
     code, lines = run_cli(["run", str(tmp_path / "ghost.py")], capsys)
     assert_one_error(code, lines, "no such workload file")
+
+
+def test_memory_budget_stops_a_run(tmp_path, capsys):
+    """Nodes held one by one (a loop fast-forward cannot compress) are bounded."""
+    path = tmp_path / "hoard.py"
+    path.write_text(
+        "from sim.tensor import Tensor\n"
+        "def run(sim, variant):\n"
+        "    a = Tensor.from_floats([1.0], sim.device('flex').autodiff())\n"
+        "    kept = []\n"
+        "    for i in range(100000):\n"
+        "        kept.append(a.clone() + a.clone())\n"
+        "        if i % 100 == 0:\n"
+        "            yield sim.tick()\n")
+    code, lines = run_cli(["run", str(path), "--max-nodes", "5000"], capsys)
+    assert_one_error(code, lines, "memory budget exceeded")
+
+
+def test_same_command_twice_gives_identical_files(tmp_path, capsys):
+    outputs = []
+    for name in ("a.csv", "b.csv"):
+        out = tmp_path / name
+        code, lines = run_cli(["run", "p10-ema", "--set", "steps=40", "--set", "report_at=1,20",
+                               "--format", "csv", "--out", str(out)], capsys)
+        assert code == 0, lines
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
