@@ -152,12 +152,15 @@ class BTreeNodes:
             if i == len(node.keys) - 1 and all(p[1] == len(p[0].edges) - 1 for p in path):
                 self._last = node
             return True
+        was_last = node is self._last
         self._last = None
         mid, right_side, at = _splitpoint(i)
         right = self._new(node.keys[mid + 1:])
         up = node.keys[mid]
         del node.keys[mid:]
         (right if right_side else node).keys.insert(at, key)
+        if was_last:
+            self._last = right  # the new right half is now the rightmost leaf
         while path:
             parent, pi = path.pop()
             if len(parent.keys) < CAPACITY:
@@ -174,7 +177,6 @@ class BTreeNodes:
             target.edges.insert(at + 1, right)
             up, right = new_up, new_right
         self.root = self._new([up], [self.root, right])
-        self._last = None
         return True
 
     @staticmethod

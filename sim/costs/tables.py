@@ -97,6 +97,11 @@ class RawTable:
     def fit(self, items: int) -> None:
         """Grow if ``items`` no longer fit (one insert: grow to at least cap + 1)."""
         if items > self.cap:
+            if self.buckets == 0 and items <= 3:
+                # the first insert into an empty table: 4 buckets (the common case)
+                self.heap.alloc(self.layout.block_bytes(4))
+                self.buckets, self.cap = 4, 3
+                return
             self._resize(max(items, self.cap + 1))
 
     def grow_to(self, items: int) -> None:
