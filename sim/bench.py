@@ -22,26 +22,26 @@ from .tensor import Tensor, drop
 __all__ = ["CASES", "run_bench", "format_table"]
 
 
-def _untracked(sim, n):
+def _add_loop(sim, n, tracked):
+    """The adleak loop: ``drop(a.clone() + b.clone())``, with ``a`` requiring grad or not."""
     dev = sim.device("flex").autodiff()
     a = Tensor.from_floats([1.0] * 16, dev)
     b = Tensor.from_floats([2.0] * 16, dev)
+    if tracked:
+        a.require_grad()
 
     def body():
         drop(a.clone() + b.clone())
     sim.repeat(n, body)
     return n
+
+
+def _untracked(sim, n):
+    return _add_loop(sim, n, tracked=False)
 
 
 def _tracked(sim, n):
-    dev = sim.device("flex").autodiff()
-    a = Tensor.from_floats([1.0] * 16, dev).require_grad()
-    b = Tensor.from_floats([2.0] * 16, dev)
-
-    def body():
-        drop(a.clone() + b.clone())
-    sim.repeat(n, body)
-    return n
+    return _add_loop(sim, n, tracked=True)
 
 
 def _mlp_forward(sim, n):

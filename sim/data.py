@@ -61,13 +61,14 @@ def key_of(row) -> tuple:
             float(row["x"]), row["metric"])
 
 
-def rows_to_csv(rows, columns=PREDICTED_COLUMNS) -> str:
-    """Rows (dicts) as CSV text with the given columns, values formatted deterministically."""
+def rows_to_csv(rows, columns=PREDICTED_COLUMNS, cell=format_value) -> str:
+    """Rows (dicts) as CSV text with the given columns; ``cell`` formats each value
+    (deterministically: the same rows give the same bytes)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow([format_value(row.get(c, "")) for c in columns])
+        writer.writerow([cell(row.get(c, "")) for c in columns])
     return out.getvalue()
 
 

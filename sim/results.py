@@ -23,16 +23,15 @@ Every file is written to a temporary name and renamed.
 
 from __future__ import annotations
 
-import os
-
 import csv
 import io
 import json
 import math
+import os
 from pathlib import Path
 
 from .compare import TOLERANCE, join
-from .data import PREDICTED_COLUMNS, atomic_write, atomic_write_bytes, format_value
+from .data import PREDICTED_COLUMNS, atomic_write, atomic_write_bytes, format_value, rows_to_csv
 from .errors import UserError
 
 __all__ = ["ERROR_COLUMNS", "join_errors", "write_data", "write_info", "previous_figures", "load",
@@ -122,12 +121,7 @@ def join_errors(measured, runs, policies, profile, fitted=()) -> list:
 # -- writing and reading -----------------------------------------------------------------------
 
 def _csv_text(rows, columns) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([_cell_text(row.get(c, "")) for c in columns])
-    return buf.getvalue()
+    return rows_to_csv(rows, columns, _cell_text)
 
 
 def _cell_text(value) -> str:
