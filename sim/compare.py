@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 
 from .data import key_of
-from .errors import UserError
 from .units import METRICS
 from .workloads import builtin_names, load_workload
 
@@ -139,9 +138,3 @@ def summarize(joined):
         s[1] += 1
         s[0] += bool(e["ok"])
     return out
-
-
-def require_known(measured_rows):
-    unknown = [r for r in measured_rows if r.get("_unknown")]
-    if unknown:
-        raise UserError(f"{len(unknown)} measured rows name unknown workloads")

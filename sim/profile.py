@@ -135,13 +135,6 @@ class Profile:
         section, key = dotted.rsplit(".", 1)
         return self._table(section)[key]
 
-    def set(self, dotted, value) -> None:
-        """Set ``section.key`` (used by calibration) and refresh the namespaces."""
-        section, key = dotted.rsplit(".", 1)
-        table = self._table(section)
-        table[key] = type(table[key])(value) if not isinstance(table[key], int) else value
-        self.__init__(self.name, self.path, self.data)
-
     def _table(self, section):
         table = self.data
         for part in section.split("."):

@@ -59,7 +59,7 @@ def _what_was_run(info):
          if info.get("reference_cells") else "") + ".",
         "Workloads: " + "; ".join(
             f"`{w['name']}` ({', '.join(w.get('variants', []))})" for w in workloads) + ".",
-        (f"Parameter grid (`--set`): " + "; ".join(f"`{k}` = {', '.join(map(str, v))}"
+        ("Parameter grid (`--set`): " + "; ".join(f"`{k}` = {', '.join(map(str, v))}"
                                                   for k, v in info["grid"].items()) + ".")
         if info.get("grid") else "Workload parameters: defaults.",
         f"Measured: {', '.join(f'`{_shown(m)}`' for m in info.get('measured', [])) or 'none'}.",

@@ -71,9 +71,6 @@ class CheckpointerBuilder:
                 self._blocks.append(strides)
             actions.append((node.id if node is not None else None, tensor.prim))
 
-    def is_empty(self) -> bool:
-        return not self.explicit and not self.backup
-
     def drop(self) -> None:
         """Free the builder's blocks and release the buffers it pinned."""
         heap = self._sim.heap

@@ -141,11 +141,11 @@ def float_op(op, inputs, out_shape, device):
                         actions = CheckpointerBuilder(sim)
                     actions.checkpoint(t)
         parent_nodes = tuple(n if n.requirement != NONE else None for n in nodes)
-        step = Step(OPS_STEP, op, node, parent_nodes, (), step_bytes(op, layout, True), actions,
+        step = Step(OPS_STEP, op, node, parent_nodes, step_bytes(op, layout, True), actions,
                     (out_shape, in_shapes))
         sim.client.register(rc, step)
     else:
-        step = Step(UNTRACKED, op, node, (), (), step_bytes(op, layout, False), actions,
+        step = Step(UNTRACKED, op, node, (), step_bytes(op, layout, False), actions,
                     (out_shape, in_shapes))
         sim.policy.register_untracked(sim.client, rc, step, device)
     return out
@@ -175,5 +175,5 @@ def register_root(tensor) -> None:
     sim = tensor.device.sim
     node = Node(sim, tensor.node.id, (), 0, GRAD)
     tensor.node = node
-    step = Step("root", None, node, (), (), sim.layout.root_step_bytes)
+    step = Step("root", None, node, (), sim.layout.root_step_bytes)
     sim.client.register(tensor.rc, step)

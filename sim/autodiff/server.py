@@ -12,7 +12,7 @@ locator entries. Simulated work is reported to the timing model.
 from __future__ import annotations
 
 from .memory import GraphMemoryManagement
-from .step import OPS, ROOT
+from .step import OPS
 from .traversal import collect_steps
 
 __all__ = ["AutodiffServer", "Gradients"]

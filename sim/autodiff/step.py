@@ -14,7 +14,8 @@ A step is the boxed ``dyn Step`` a graph's server keeps per registered node:
     tensor primitives, which keep their buffers alive until the step goes).
 
 The Python object mirrors the Box: it holds the node and the tracked parents'
-nodes (keeping those ``Arc<Node>`` alive) and the saved buffers, and frees its
+nodes (keeping those ``Arc<Node>`` alive); the buffers it keeps sit in its checkpoint
+actions (``actions_builder``). It frees its
 box bytes when it is dropped by the server.
 """
 
@@ -37,22 +38,19 @@ class Step:
         ``ops.node``: the output's node.
     parent_nodes : tuple of Node
         Tracked parents' nodes (``ops.parents``).
-    saved : tuple
-        Buffers (and shapes) the op keeps for its backward.
     nbytes : int
         Size of the boxed step.
     actions : sim.autodiff.checkpoint.CheckpointerBuilder or None
         Checkpoint actions registered with the step (``actions_builder`` entry).
     """
 
-    __slots__ = ("kind", "op", "node", "parent_nodes", "saved", "nbytes", "actions", "shapes")
+    __slots__ = ("kind", "op", "node", "parent_nodes", "nbytes", "actions", "shapes")
 
-    def __init__(self, kind, op, node, parent_nodes, saved, nbytes, actions=None, shapes=()):
+    def __init__(self, kind, op, node, parent_nodes, nbytes, actions=None, shapes=()):
         self.kind = kind
         self.op = op
         self.node = node
         self.parent_nodes = parent_nodes
-        self.saved = saved
         self.nbytes = nbytes
         self.actions = actions
         self.shapes = shapes

@@ -79,11 +79,6 @@ class Heap:
             return
         self._live[hit[0]] -= hit[1]
 
-    def realloc(self, old_nbytes: int, new_nbytes: int) -> None:
-        """Replace a block by one of another size (a hash-table resize: alloc new, free old)."""
-        self.alloc(new_nbytes)
-        self.free(old_nbytes)
-
     def alloc_many(self, nbytes: int, count: int) -> None:
         """``count`` allocations of ``nbytes`` each, in O(1) (fast-forward)."""
         if nbytes <= 0 or count <= 0:

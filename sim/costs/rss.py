@@ -165,8 +165,3 @@ class Allocator:
     def state(self) -> tuple:
         """Counters that fast-forward may extrapolate."""
         return tuple(self.live) + tuple(self.high)
-
-    def set_state(self, values) -> None:
-        n = len(self.zones)
-        self.live[:] = values[:n]
-        self.high[:] = values[n:]

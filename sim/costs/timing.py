@@ -57,8 +57,6 @@ class Timing:
         self.compute_ns = 0.0
         self.bookkeeping_ns = 0.0
         self.cleanup_ns = 0.0
-        self.sweep_visits = 0
-        self.sweep_scanned = 0.0
         self._op_cache = {}
 
     def _book(self, ns) -> None:
@@ -126,7 +124,5 @@ class Timing:
         ns = (p["sweep_fixed_ns"] + entries * p["sweep_copy_entry_ns"]
               + visits * p["sweep_visit_ns"] + scanned * p["scan_node_ns"]
               + freed * p["sweep_free_ns"])
-        self.sweep_visits += visits
-        self.sweep_scanned += scanned
         self.cleanup_ns += ns
         self.sim.charge(ns)
