@@ -3,7 +3,10 @@
 Each case is a small program against the tensor API, run in exact mode and with
 fast-forward; we report simulated ops per second of wall time (an op is one
 registered step: a tensor op on an autodiff device, a root), Python heap bytes
-per live simulated node (tracemalloc), and the process's peak RSS. Timings on a
+per live simulated node in exact mode (tracemalloc; the nodes the add loops
+leave in the locator: dead untracked single-node graphs, which exact mode keeps
+as run records, and a's graph's dead nodes, kept as objects), and the process's
+peak RSS. Timings on a
 shared 2-core machine are noisy: compare ratios within one run.
 """
 
@@ -98,13 +101,14 @@ def _run_case(program, n, fast_forward, profile):
     return ops, wall, sim
 
 
-def _bytes_per_node(profile, n=20_000):
-    """Python heap per live simulated node: n dead untracked graphs kept by the locator."""
+def _bytes_per_node(profile, program, n=20_000):
+    """Python heap per live simulated node in exact mode: the nodes ``n`` iterations of
+    ``program`` leave in the locator (dead untracked graphs, or a's graph's nodes)."""
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     sim = Simulation(profile, fast_forward=False)
-    _untracked(sim, n)
+    program(sim, n)
     used = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
     return used / n
@@ -125,10 +129,12 @@ def run_bench(profile="m2max-macos", quick=False, echo=None):
             if echo:
                 echo(f"  {name:<24} {mode:<13} {n:>13,} iterations  {wall:8.3f} s  "
                      f"{ops / wall if wall else float('inf'):>14,.0f} ops/s")
-    per_node = _bytes_per_node(prof, 2_000 if quick else 20_000)
+    n_nodes = 2_000 if quick else 20_000
+    per_node = {name: round(_bytes_per_node(prof, CASES[name][0], n_nodes))
+                for name in ("untracked add loop", "tracked add loop")}
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"profile": prof.name, "cases": results,
-            "python_bytes_per_live_node": round(per_node),
+            "python_bytes_per_live_node": per_node,
             "peak_rss_bytes": peak}
 
 
@@ -137,7 +143,8 @@ def format_table(result) -> str:
     for r in result["cases"]:
         lines.append(f"{r['case']:<24} {r['mode']:<13} {r['iterations']:>14,} "
                      f"{r['wall_s']:>9.3f} {r['ops_per_s'] or 0:>14,}")
-    lines.append(f"Python memory per live simulated node: {result['python_bytes_per_live_node']} B")
+    for name, nbytes in result["python_bytes_per_live_node"].items():
+        lines.append(f"Python memory per live simulated node ({name}, exact mode): {nbytes} B")
     lines.append(f"peak RSS of this process: {result['peak_rss_bytes'] / 1e6:.1f} MB")
     return "\n".join(lines) + "\n"
 

@@ -48,7 +48,8 @@ class Limits:
     """Budgets that stop a run instead of exhausting the machine.
 
     ``max_ops`` registered steps, ``max_live_nodes`` locator entries held as
-    individual objects (about 2 KB of Python memory each; fast-forwarded runs do
+    individual objects (about 1-2 KB of Python memory each; fast-forwarded runs and
+    the dead single-node graphs exact mode keeps as run records do
     not count), ``max_wall_s`` seconds of real time (checked every 4096
     registrations and at every yield).
     """
@@ -113,6 +114,12 @@ class Simulation:
     experiment, variant : str
         Labels of the rows this run records.
     limits : Limits, optional
+    fast_forward : bool
+        Apply identical loop iterations in closed form (:mod:`sim.fastforward`).
+    compact : bool, optional
+        Keep dead single-node graphs as run records instead of objects
+        (:meth:`~sim.autodiff.locator.GraphLocator.compact`); default: in exact
+        mode only (fast-forward probes need the objects to measure an iteration).
 
     Examples
     --------
@@ -127,7 +134,7 @@ class Simulation:
     """
 
     def __init__(self, profile, policy="burn-0.22.1", experiment="", variant="", limits=None,
-                 fast_forward=True):
+                 fast_forward=True, compact=None):
         from .policies import get_policy
         self.profile = profile
         self.layout = profile.layout
@@ -148,6 +155,10 @@ class Simulation:
         self.current = HostThread("main")
         self.contended = False
         self._next_id = 0
+        # (op, tracked) -> bytes of its boxed step on this profile (sim.autodiff.ops)
+        self.step_bytes = {}
+        # (output shape, input shapes) of ops, interned (sim.autodiff.ops)
+        self.shapes = {}
         self._backends = {}
         self.registered = 0
         self.backwards = 0
@@ -155,6 +166,8 @@ class Simulation:
         self.rss_extra_bytes = 0
         self.panic = None
         self.fast_forward = fast_forward
+        # exact mode keeps dead single-node graphs as run records (GraphLocator.compact)
+        self.compact = (not fast_forward) if compact is None else compact
         self.work_ps = 0
         # index of the current iteration of the innermost sim.repeat (0-based)
         self.loop_index = 0

@@ -104,7 +104,8 @@ class Effect:
     """What one iteration changed, in a form that can be compared and replayed."""
 
     def __init__(self, shape, stride, registered, times, blocks=(), offset=0, parents=(),
-                 graph=None, backwards=0, rss_drift=0):
+                 graph=None, backwards=0, rss_drift=0, graph_blocks=()):
+        self.graph_blocks = graph_blocks
         self.backwards = backwards
         self.rss_drift = rss_drift
         self.shape = shape
@@ -169,20 +170,23 @@ def _measure(sim, snap, events):
     if graph.origin == node_id:
         if parents or len(memory.nodes) != 1 or memory.runs or graph.entries != 1:
             return None
-        blocks[layout.graph_arc_bytes] += 1
         server = graph.server
-        for table in (server.steps_table, server.actions_table, memory.nodes_table,
-                      memory.leaves_table):
-            blocks[table.nbytes] += 1
+        graph_blocks = Counter([layout.graph_arc_bytes] + [
+            table.nbytes for table in (server.steps_table, server.actions_table,
+                                       memory.nodes_table, memory.leaves_table)])
+        blocks.update(graph_blocks)
+        graph_blocks = tuple(sorted(graph_blocks.items()))
         shape = "graphs"
     else:
         if graph.origin >= snap.next_id or node_id not in memory.leaves:
             return None
         shape = "nodes"
+        graph_blocks = ()
     if _unexplained(net, blocks, locator, snap):
         return None
     return Effect(shape, stride, registered, times, tuple(sorted(blocks.items())),
-                  node_id - snap.next_id, tuple(parents), graph if shape == "nodes" else None)
+                  node_id - snap.next_id, tuple(parents), graph if shape == "nodes" else None,
+                  graph_blocks=graph_blocks)
 
 
 def _unexplained(net, blocks, locator, snap):
@@ -225,7 +229,8 @@ def _apply(sim, effect, count):
     first = sim._next_id + effect.offset
     if effect.shape not in ("none", "steady"):
         run = NodeRun(first, effect.stride, count, effect.parents, effect.blocks,
-                      new_graph=effect.shape == "graphs", graph=effect.graph)
+                      new_graph=effect.shape == "graphs", graph=effect.graph,
+                      graph_blocks=effect.graph_blocks)
         sim.client.locator.add_run(run)
         sim.policy.ff_apply(run)
     sim._next_id += effect.stride * count

@@ -98,7 +98,7 @@ class Tensor:
 
     def __init__(self, device, shape, prim, node=None, rc=None):
         self.device = device
-        self.shape = tuple(shape)
+        self.shape = shape if type(shape) is tuple else tuple(shape)
         self.prim = prim
         self.node = node
         self.rc = rc
@@ -158,7 +158,8 @@ class Tensor:
 
     def clone(self) -> "Tensor":
         """A new handle on the same buffer and node."""
-        self._alive()
+        if self.prim is None:
+            raise UserError("use of a dropped tensor")
         return Tensor(self.device, self.shape, self.prim, self.node, self.rc)
 
     # -- autodiff state -------------------------------------------------------------------
@@ -241,15 +242,19 @@ class Tensor:
 
     # -- ops ------------------------------------------------------------------------------
     def _op(self, name, others, out_shape):
-        self._alive()
-        for other in others:
-            other._alive()
+        if self.prim is None:
+            raise UserError("use of a dropped tensor")
         device = self.device
         for other in others:
-            if other.device.is_autodiff and not device.is_autodiff:
-                device = other.device
-            if other.device.is_autodiff and device.is_autodiff and \
-                    other.device.checkpointing != device.checkpointing:
+            if other.prim is None:
+                raise UserError("use of a dropped tensor")
+            other_device = other.device
+            if other_device is device:
+                continue
+            if other_device.is_autodiff and not device.is_autodiff:
+                device = other_device
+            if other_device.is_autodiff and device.is_autodiff and \
+                    other_device.checkpointing != device.checkpointing:
                 raise BurnPanic("autodiff inputs with different checkpointing strategies")
         return float_op(OPS[name], (self,) + tuple(others), out_shape, device)
 

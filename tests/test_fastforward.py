@@ -47,3 +47,60 @@ def test_a_billion_iterations_in_closed_form():
     assert max(steps) - min(steps) < 0.01 * steps[0]
     entries = [r["value"] for r in rows if r["metric"] == "locator_entries"]
     assert entries[-1] == 10 ** 9
+
+
+def _heap_state(fast_forward, compact, policy="burn-0.22.1"):
+    """Exact allocator state (live and high-water bytes per zone) after each phase of
+    three rounds of 3000 dropped adds, each round ended by an unrelated backward."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    from common import tiny_backward
+    from sim.engine import Simulation
+    from sim.profile import load_profile
+    from sim.tensor import Tensor, drop
+    sim = Simulation(load_profile("m2max-macos"), policy=policy, fast_forward=fast_forward,
+                     compact=compact)
+    dev = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, dev)
+    b = Tensor.from_floats([2.0] * 16, dev)
+
+    def body():
+        drop(a.clone() + b.clone())
+    states = []
+    for _ in range(3):
+        sim.repeat(3000, body)
+        tiny_backward(dev)
+        states.append((sim.heap.live_bytes, sim.heap.live_blocks, list(sim.allocator.live),
+                       list(sim.allocator.high), sim.work_ps, sim.client.locator.entry_count()))
+    return states, sim
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_runs_free_like_graphs_to_the_high_water_byte(policy):
+    """Runs of dead graphs (fast-forward's, and exact mode's compacted ones) free their
+    nodes when the sweep visits them and their graphs when it removes them, as the
+    objects do: the allocator's high-water marks agree to the byte, not just rounded."""
+    objects, _ = _heap_state(False, False, policy)
+    assert _heap_state(True, None, policy)[0] == objects
+    assert _heap_state(False, True, policy)[0] == objects
+
+
+def test_exact_mode_keeps_dead_graphs_as_records():
+    from sim.autodiff.runs import NodeRun
+    from sim.engine import Simulation
+    from sim.profile import load_profile
+    from sim.tensor import Tensor, drop
+    sim = Simulation(load_profile("m2max-macos"), fast_forward=False)
+    assert sim.compact
+    dev = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, dev)
+    b = Tensor.from_floats([2.0] * 16, dev)
+    kept = a.clone() + b.clone()  # a live handle: its graph stays an object
+    for _ in range(1000):
+        drop(a.clone() + b.clone())
+    live = list(sim.client.locator.live)
+    runs = [g for g in live if type(g) is NodeRun]
+    assert [r.count for r in runs] == [1000] and runs[0].stride == 1
+    assert sim.client.locator.graphs[kept.node.id] in live
+    assert sim.live_graphs() == 1001 and sim.client.locator.entry_count() == 1001

@@ -74,6 +74,8 @@ class GraphLocator:
         self.run_entries = 0
         # tree removals held back while a sweep removes many entries (see removals())
         self._deferred = None
+        # compact(): blocks of a dead single-node graph, by step size and table buckets
+        self._run_blocks = {}
 
     def _untree(self, tree, item) -> None:
         """Remove a key (or a ``(first, stride, count)`` run) from one of the BTreeMaps."""
@@ -160,7 +162,13 @@ class GraphLocator:
     # -- select --------------------------------------------------------------------------
     def select(self, node_id, parents) -> Graph:
         """The graph ``node_id`` belongs to, given its tracked ``parents`` (merging if needed)."""
-        graphs = self.analyse(node_id, parents)
+        if not parents:
+            graph = self.graphs.get(node_id)
+            if graph is None:
+                return self.new_graph(node_id)  # an untracked op or a new root
+            graphs = [graph]
+        else:
+            graphs = self.analyse(node_id, parents)
         if len(graphs) == 1:
             graph = graphs[0]
             if graph.origin != node_id:
@@ -282,6 +290,69 @@ class GraphLocator:
                 self._drop_keys(origin)
         graph.release(run.count)
 
+    def compact(self, node_id) -> bool:
+        """Keep a dead single-node graph as a record instead of objects (exact mode).
+
+        A graph whose one node has no parent and no tensor handle left can only
+        wait for a sweep to free it; burn holds it node by node, the simulator
+        may hold it as one more member of a :class:`NodeRun` of dead single-node
+        graphs (appended to the previous run when the ids and blocks line up).
+        Nothing observable changes: the blocks stay allocated (the run owns them
+        now), the BTreeMap keys stay where they are, and every pass treats a run
+        member as it treats such a graph. Only the most recently created live
+        graph is compacted, so the locator's creation order is kept. Returns
+        whether the graph was compacted.
+        """
+        graph = self.graphs.get(node_id)
+        if graph is None or graph.origin != node_id or graph.entries != 1:
+            return False
+        live = self.live
+        if next(reversed(live)) is not graph:
+            return False
+        server = graph.server
+        memory = server.memory_management
+        if (len(memory.nodes) != 1 or memory.runs or memory.referenced
+                or memory.statuses_table is not None):
+            return False
+        rc, parents = memory.nodes[node_id]
+        step = server.steps.get(node_id)
+        if (parents or rc.strong != 1 or rc.extra or step is None or step.actions is not None
+                or step.node.retro is not None or len(server.steps) != 1
+                or self.keys.get(node_id) or node_id in self.key_tables
+                or node_id in self.key_runs):
+            return False
+        key = (step.nbytes, server.steps_table.buckets, server.actions_table.buckets,
+               memory.nodes_table.buckets, memory.leaves_table.buckets)
+        cached = self._run_blocks.get(key)
+        if cached is None:
+            layout = self.sim.layout
+            graph_part = _count([layout.graph_arc_bytes, server.steps_table.nbytes,
+                                 server.actions_table.nbytes, memory.nodes_table.nbytes,
+                                 memory.leaves_table.nbytes])
+            every = _count([layout.arc_node_bytes, layout.arc_node_id_bytes, step.nbytes],
+                           graph_part)
+            cached = self._run_blocks[key] = (every, graph_part)
+        blocks, graph_blocks = cached
+        # the run owns the blocks from now on: the objects must not free them
+        step.node._nbytes = 0
+        graph.entries = 0
+        del self.graphs[node_id]
+        del self.keys[node_id]
+        del live[graph]
+        self.run_entries += 1
+        last = next(reversed(live), None)
+        if (last is not None and last.__class__ is NodeRun and last.new_graph
+                and last.blocks == blocks and last.graph_blocks == graph_blocks
+                and not last.nodes_freed and node_id > last.last
+                and (last.count == 1 or node_id == last.last + last.stride)):
+            if last.count == 1:
+                last.stride = node_id - last.first
+            last.count += 1
+        else:
+            live[NodeRun(node_id, 1, 1, (), blocks, new_graph=True,
+                         graph_blocks=graph_blocks)] = None
+        return True
+
     def new_graph(self, origin) -> Graph:
         """A new graph whose origin is ``origin``."""
         graph = Graph(self.sim, origin)
@@ -387,7 +458,9 @@ class GraphMutexClient:
         visits = 0
         for graph in list(locator.live):
             if type(graph) is NodeRun:
-                # a run of dead single-node graphs: each entry visited, scanned, freed
+                # a run of dead single-node graphs: each entry visited, scanned, its node
+                # freed now (free_unused_roots), its graph when the entry is removed
+                graph.free_nodes(heap)
                 visits += graph.count
                 scanned += (2 if visit_each_entry else 1) * graph.count
                 collect(graph)
@@ -434,6 +507,15 @@ class GraphMutexClient:
         else:
             self.sim.timing.sweep(entries=visits, visits=visits, scanned=scanned, freed=freed)
         return freed
+
+
+def _count(sizes, base=()):
+    """``((nbytes, count), ...)`` sorted, of the nonzero ``sizes`` plus ``base``'s pairs."""
+    counts = dict(base)
+    for nbytes in sizes:
+        if nbytes:
+            counts[nbytes] = counts.get(nbytes, 0) + 1
+    return tuple(sorted(counts.items()))
 
 
 def _vec_growth(heap, n, elem_bytes) -> None:

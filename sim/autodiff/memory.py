@@ -190,8 +190,13 @@ class GraphMemoryManagement:
         return n if r == 0 else (n + 1) / (r + 1)
 
     def on_last_handle(self, rc) -> None:
-        """A registered node lost its last tensor handle (seam for ``drop-release``)."""
-        self.server.sim.policy.on_last_handle(self.server, rc)
+        """A registered node lost its last tensor handle (seam for ``drop-release``);
+        in exact mode a dead single-node graph is then kept as a record
+        (:meth:`~sim.autodiff.locator.GraphLocator.compact`)."""
+        sim = self.server.sim
+        sim.policy.on_last_handle(self.server, rc)
+        if sim.compact and sim.policy.may_compact():
+            sim.client.locator.compact(rc.id)
 
     # -- backward -------------------------------------------------------------------
     def consume_node(self, node_id) -> None:

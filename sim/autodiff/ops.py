@@ -23,7 +23,7 @@ state their step keeps, which inputs they checkpoint, backward work.
 from __future__ import annotations
 
 from .checkpoint import BALANCED, CheckpointerBuilder
-from .node import GRAD, NONE, Node, NodeRefCount, requirement_from
+from .node import GRAD, GRAD_IN_BACKWARD, NONE, Node, NodeRefCount
 from .step import OPS as OPS_STEP
 from .step import UNTRACKED, Step
 
@@ -96,8 +96,11 @@ def float_op(op, inputs, out_shape, device):
     from ..tensor import Tensor
     sim = device.sim
     backend = device.backend
-    in_shapes = tuple(t.shape for t in inputs)
-    sim.timing.forward_op(op, (out_shape, in_shapes), backend)
+    shapes = (out_shape, tuple([t.shape for t in inputs]))
+    # one tuple per distinct signature: steps keep their shapes for the backward
+    shapes = sim.shapes.setdefault(shapes, shapes)
+    out_shape, in_shapes = shapes
+    sim.timing.forward_op(op, shapes, backend)
     if backend.kernel_bytes or not backend.used or backend.workspace_pending:
         context = ("plain" if not device.is_autodiff else
                    "tracked" if any(t.is_tracked() for t in inputs) else "untracked")
@@ -107,8 +110,12 @@ def float_op(op, inputs, out_shape, device):
         return Tensor(device, out_shape, prim)
 
     nodes = [t.node if t.node is not None else _lift(sim) for t in inputs]
-    requirement = requirement_from(nodes)
-    tracked = requirement != NONE
+    tracked = False
+    for n in nodes:
+        if n.requirement != NONE:
+            tracked = True
+            break
+    requirement = GRAD_IN_BACKWARD if tracked else NONE
     layout = sim.layout
     actions = None
     memory_bound = False
@@ -124,14 +131,20 @@ def float_op(op, inputs, out_shape, device):
             sim.heap.alloc(layout.retro_arc_bytes)
             sim.heap.free(layout.retro_arc_bytes)
 
-    parents = tuple((n.id, n.order == 0) for n in nodes if n.requirement != NONE)
-    order = max(n.order for n in nodes) + 1
+    if tracked:
+        parents = tuple([(n.id, n.order == 0) for n in nodes if n.requirement != NONE])
+    else:
+        parents = ()
+    order = (max([n.order for n in nodes]) if len(nodes) > 1 else nodes[0].order) + 1
     node = Node(sim, sim.next_node_id(), parents, order, requirement, memory_bound)
     if memory_bound:
         node.retro = _Retro(sim)
     rc = NodeRefCount(sim, node.id)
     out = Tensor(device, out_shape, prim, node, rc)
 
+    nbytes = sim.step_bytes.get((op, tracked))
+    if nbytes is None:
+        nbytes = sim.step_bytes[(op, tracked)] = step_bytes(op, layout, tracked)
     if tracked:
         if op.saves:
             for i, t in enumerate(inputs):
@@ -140,14 +153,12 @@ def float_op(op, inputs, out_shape, device):
                     if actions is None:
                         actions = CheckpointerBuilder(sim)
                     actions.checkpoint(t)
-        parent_nodes = tuple(n if n.requirement != NONE else None for n in nodes)
-        step = Step(OPS_STEP, op, node, parent_nodes, step_bytes(op, layout, True), actions,
-                    (out_shape, in_shapes))
-        sim.client.register(rc, step)
+        parent_nodes = tuple([n if n.requirement != NONE else None for n in nodes])
+        sim.client.register(rc, Step(OPS_STEP, op, node, parent_nodes, nbytes, actions, shapes))
     else:
-        step = Step(UNTRACKED, op, node, (), step_bytes(op, layout, False), actions,
-                    (out_shape, in_shapes))
-        sim.policy.register_untracked(sim.client, rc, step, device)
+        sim.policy.register_untracked(sim.client, rc,
+                                      Step(UNTRACKED, op, node, (), nbytes, actions, shapes),
+                                      device)
     return out
 
 

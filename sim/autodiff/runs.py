@@ -23,16 +23,24 @@ __all__ = ["NodeRun"]
 class NodeRun:
     """``count`` identical dead nodes."""
 
-    __slots__ = ("first", "stride", "count", "parents", "blocks", "new_graph", "graph")
+    __slots__ = ("first", "stride", "count", "parents", "blocks", "new_graph", "graph",
+                 "graph_blocks", "nodes_freed")
 
-    def __init__(self, first, stride, count, parents, blocks, new_graph, graph=None):
+    def __init__(self, first, stride, count, parents, blocks, new_graph, graph=None,
+                 graph_blocks=()):
         self.first = first
         self.stride = stride
         self.count = count
         self.parents = parents
+        #: ((nbytes, blocks per member), ...): every block a member holds
         self.blocks = blocks
         self.new_graph = new_graph
         self.graph = graph
+        #: the part of ``blocks`` that belongs to a member's graph (Arc<Graph>, its
+        #: tables) rather than to its node: a sweep frees the node part when it
+        #: visits the entry, the graph part when the entry is removed
+        self.graph_blocks = graph_blocks
+        self.nodes_freed = False
 
     @property
     def ids(self):
@@ -47,8 +55,21 @@ class NodeRun:
             heap.alloc_many(nbytes, per_node * self.count)
 
     def free(self, heap) -> None:
-        for nbytes, per_node in self.blocks:
+        """Free what the members still hold."""
+        blocks = self.graph_blocks if self.nodes_freed else self.blocks
+        for nbytes, per_node in blocks:
             heap.free_many(nbytes, per_node * self.count)
+
+    def free_nodes(self, heap) -> None:
+        """Free the members' node blocks (their graphs' blocks stay until :meth:`free`)."""
+        if self.nodes_freed:
+            return
+        graph_part = dict(self.graph_blocks)
+        for nbytes, per_node in self.blocks:
+            n = per_node - graph_part.get(nbytes, 0)
+            if n:
+                heap.free_many(nbytes, n * self.count)
+        self.nodes_freed = True
 
     def __repr__(self):
         kind = "graphs" if self.new_graph else "nodes"

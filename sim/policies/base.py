@@ -42,6 +42,12 @@ class Policy:
     def on_last_handle(self, server, rc) -> None:
         """A registered node lost its last tensor handle: burn is not told."""
 
+    def may_compact(self) -> bool:
+        """Exact mode: whether dead single-node graphs may be kept as records
+        (:meth:`GraphLocator.compact`); False for policies that index node ids
+        themselves and remove them entry by entry."""
+        return True
+
     def on_register(self, client, rc, step) -> None:
         """After each registration: burn does nothing more."""
 

@@ -37,6 +37,9 @@ class Burn020Pre1(Policy):
         self.table.fit(len(self.untracked_nodes) + self.run_ids)
         self.sim.charge(self.sim.profile.time["register_ns"] * 0.25)
 
+    def may_compact(self) -> bool:
+        return False  # untracked_nodes lists ids that remove_entry must still find
+
     def ff_horizon(self, effect) -> float:
         if effect.shape != "graphs":
             return float("inf")

@@ -1,0 +1,78 @@
+"""Exact mode's compaction of dead single-node graphs (GraphLocator.compact) changes
+nothing observable: random programs give the same heap, allocator high-water marks,
+simulated time and locator counts with and without it, under every policy."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sim.autodiff.traversal import TapeConsumed
+from sim.engine import Simulation
+from sim.policies import POLICIES
+from sim.profile import load_profile
+from sim.tensor import BurnPanic, Tensor, drop
+
+PROFILE = load_profile("m2max-macos")
+
+ACTION = st.tuples(st.sampled_from(["leaf", "grad-leaf", "plain", "clone", "add", "mul",
+                                    "scale", "drop", "drop", "drop", "backward", "unrelated"]),
+                   st.integers(0, 1000), st.integers(0, 1000))
+
+
+def _trace(policy, actions, compact):
+    sim = Simulation(PROFILE, policy=policy, fast_forward=False, compact=compact)
+    dev = sim.device("flex").autodiff()
+    plain = sim.device("flex")
+    pool = []
+    trace = []
+    for kind, i, j in actions:
+        pick = (lambda k: pool[k % len(pool)]) if pool else None
+        try:
+            if kind == "leaf":
+                pool.append(Tensor.zeros((4,), dev))
+            elif kind == "grad-leaf":
+                pool.append(Tensor.zeros((4,), dev).require_grad())
+            elif kind == "plain":
+                pool.append(Tensor.zeros((4,), plain))
+            elif pick and kind == "clone":
+                pool.append(pick(i).clone())
+            elif pick and kind in ("add", "mul"):
+                a, b = pick(i), pick(j)
+                pool.append(a + b if kind == "add" else a * b)
+            elif pick and kind == "scale":
+                pool.append(pick(i) * 0.5)
+            elif pick and kind == "drop":
+                drop(pool.pop(i % len(pool)))
+            elif pick and kind == "backward":
+                t = pick(i)
+                if t.is_tracked():
+                    t.sum().backward()
+            elif kind == "unrelated":
+                (Tensor.zeros((1,), dev).require_grad() * 2.0).sum().backward()
+        except (BurnPanic, TapeConsumed):
+            pass
+        locator = sim.client.locator
+        trace.append((sim.heap.live_bytes, sim.heap.live_blocks, tuple(sim.allocator.live),
+                      tuple(sim.allocator.high), sim.work_ps, sim.live_graphs(), sim.live_nodes(),
+                      0 if locator is None else locator.entry_count(),
+                      0 if locator is None else locator.graphs_tree.nbytes
+                      + locator.keys_tree.nbytes))
+    return trace
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(actions=st.lists(ACTION, max_size=60))
+def test_compaction_is_invisible(policy, actions):
+    assert _trace(policy, actions, True) == _trace(policy, actions, False)
+
+
+def test_compaction_happens():
+    sim = Simulation(PROFILE, fast_forward=False)
+    dev = sim.device("flex").autodiff()
+    a, b = Tensor.zeros((4,), dev), Tensor.zeros((4,), dev)
+    for _ in range(100):
+        drop(a + b)
+    assert len(sim.client.locator.graphs) == 0 and sim.client.locator.entry_count() == 100
