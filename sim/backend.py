@@ -106,12 +106,15 @@ class Backend:
         nbytes = math.prod(shape) * ELEMENT_BYTES
         heap = self.sim.heap
         if self.pool is None:
-            heap.alloc(nbytes)
-            return Buffer(nbytes, heap.free, nbytes)
+            # the allocator's handle names the block, so that its placement is freed
+            return Buffer(nbytes, self._free_cpu, (nbytes, heap.alloc(nbytes)))
         token = self.pool.alloc(nbytes)
         if self.handle_bytes:
             heap.alloc(self.handle_bytes)
         return Buffer(nbytes, self._free_gpu, token)
+
+    def _free_cpu(self, token) -> None:
+        self.sim.heap.free(*token)
 
     def _free_gpu(self, token) -> None:
         self.pool.free(*token)

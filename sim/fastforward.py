@@ -59,12 +59,12 @@ class _Recorder(Heap):
     def alloc(self, nbytes):
         if nbytes > 0:
             _Recorder.events[nbytes] += 1
-        Heap.alloc(self, nbytes)
+        return Heap.alloc(self, nbytes)
 
-    def free(self, nbytes):
+    def free(self, nbytes, block=None):
         if nbytes > 0:
             _Recorder.events[nbytes] -= 1
-        Heap.free(self, nbytes)
+        Heap.free(self, nbytes, block)
 
     def alloc_many(self, nbytes, count):
         if nbytes > 0 and count > 0:

@@ -48,8 +48,12 @@ class Heap:
         self._live = allocator.live
         self._high = allocator.high
 
-    def alloc(self, nbytes: int) -> None:
-        """Allocate one block of ``nbytes`` (zero-sized requests allocate nothing)."""
+    def alloc(self, nbytes: int):
+        """Allocate one block of ``nbytes`` (zero-sized requests allocate nothing).
+
+        Returns the allocator's handle of the block where it places blocks
+        individually (macOS LARGE blocks), else None; pass it back to :meth:`free`.
+        """
         if nbytes <= 0:
             return
         live = self.live_bytes = self.live_bytes + nbytes
@@ -59,23 +63,22 @@ class Heap:
             self.peak_bytes = live
         hit = self._small.get(nbytes)
         if hit is None:
-            self.allocator.alloc(nbytes)
-            return
+            return self.allocator.alloc(nbytes)
         zone, size = hit
         zl = self._live
         zl[zone] += size
         if zl[zone] > self._high[zone]:
             self._high[zone] = zl[zone]
 
-    def free(self, nbytes: int) -> None:
-        """Free one block previously allocated with the same ``nbytes``."""
+    def free(self, nbytes: int, block=None) -> None:
+        """Free one block previously allocated with the same ``nbytes`` (``block``: its handle)."""
         if nbytes <= 0:
             return
         self.live_bytes -= nbytes
         self.live_blocks -= 1
         hit = self._small.get(nbytes)
         if hit is None:
-            self.allocator.free(nbytes)
+            self.allocator.free(nbytes, 1, block)
             return
         self._live[hit[0]] -= hit[1]
 

@@ -12,6 +12,24 @@ operating system sees (RSS) depends on how the platform allocator serves them:
 * zones that do not retain (macOS large allocations, glibc mmapped chunks) are
   mapped on allocation and unmapped on free, rounded to pages.
 
+macOS 26+ on arm64 serves the heap with **xzone malloc** (libmalloc-792,
+``src/malloc.c`` ``_malloc_init_featureflags``: ``SecureAllocator_SystemWide``
+defaults to on for macOS, off only on Intel). Its LARGE blocks (32 KiB < n <=
+2 MiB; ``src/xzone_malloc/xzone_malloc.h``) are whole 16 KiB slices carved out of
+4 MiB segments by a split-and-coalesce span allocator (``xzone_segment.c``:
+``_xzm_segment_group_find_and_allocate_chunk`` scans the size-segregated span
+queues from the request's queue upward and takes the first span that fits,
+returning the remainder to its queue; ``_xzm_segment_group_segment_span_free_coalesce``
+merges a freed chunk with its free neighbours). A freed chunk is not unmapped:
+``xzm_segment_group_free_chunk`` madvises it ``MADV_FREE_REUSABLE`` or queues it
+for deferred reclaim, and either way its pages stay in the task's resident size
+(what ``ps -o rss`` prints) until the kernel takes them under memory pressure;
+only a segment that becomes entirely empty may be deallocated, and only in the
+pure-data segment groups. :class:`SegmentZone` follows that placement slice by
+slice: its resident bytes are the slices ever written in the segments still
+mapped, so RSS rises while the placement of a loop's buffers settles
+(fragmentation), then stays.
+
 glibc raises its mmap threshold to the size of a freed mmapped chunk (dynamic
 threshold, up to 32 MiB): after the first large tensor is freed, later tensors of
 that size are served from the retained arena. ``dynamic_mmap_threshold`` models it.
@@ -24,7 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Zone", "Allocator", "ALLOCATOR_CLASSES"]
+__all__ = ["Zone", "SegmentZone", "Allocator", "ALLOCATOR_CLASSES"]
 
 
 @dataclass(frozen=True)
@@ -53,10 +71,159 @@ class Zone:
         return size if size > self.min_block else self.min_block
 
 
+def _span_queue(slices: int, queues: int) -> int:
+    """Span queue of a free span of ``slices``: mimalloc's slice bin (exact up to 8,
+    then four queues per power of two), capped at the last queue."""
+    if slices <= 8:
+        return slices
+    s = slices - 1
+    b = s.bit_length() - 1
+    return min(((b << 2) | ((s >> (b - 2)) & 3)) - 4, queues - 1)
+
+
+class SegmentZone:
+    """Slice-granular placement of LARGE blocks in segments (xzone malloc).
+
+    ``slice_bytes`` is the allocation granule, ``segment_bytes`` the reservation
+    chunks are carved from, ``min_slices`` the smallest chunk, ``queues`` the
+    number of span queues, ``release_empty`` whether a segment whose last chunk is
+    freed is unmapped. A block is ``(segment, first slice, slices)``.
+
+    Residency: a slice becomes resident when a chunk covering it is allocated
+    (the program writes its buffers) and stays resident after the chunk is freed
+    (madvised reusable / queued for deferred reclaim: still counted by ``ps``)
+    until its segment is unmapped. Each event costs O(free spans in the scanned
+    queues), a handful for the loops simulated here.
+
+    Examples
+    --------
+    >>> z = SegmentZone("large", 2 << 20, 16384, 4 << 20)
+    >>> a = z.alloc(1 << 20); b = z.alloc(1 << 20); z.free(a)
+    >>> c = z.alloc(1 << 17)          # carved from the freed first MiB: nothing new
+    >>> z.resident_bytes() // 1024
+    2048
+    """
+
+    __slots__ = ("name", "max_bytes", "slice_bytes", "segment_slices", "min_slices",
+                 "queues", "release_empty", "segments", "span_q", "touched", "_next_seg")
+
+    retain = True
+    overhead = 1.0
+
+    def __init__(self, name, max_bytes, slice_bytes, segment_bytes, min_slices=2,
+                 queues=27, release_empty=False):
+        self.name = name
+        self.max_bytes = max_bytes
+        self.slice_bytes = int(slice_bytes)
+        self.segment_slices = int(segment_bytes) // self.slice_bytes
+        self.min_slices = int(min_slices)
+        self.queues = int(queues)
+        self.release_empty = bool(release_empty)
+        # segment id -> [chunks in use, written-slice flags, free spans {start: length},
+        #                free span ends {end: start}]
+        self.segments = {}
+        # span queues; the END of each list is its head (spans are pushed at the head)
+        self.span_q = [[] for _ in range(self.queues)]
+        self.touched = 0
+        self._next_seg = 0
+
+    def fresh(self) -> "SegmentZone":
+        """An empty zone with the same parameters."""
+        return SegmentZone(self.name, self.max_bytes, self.slice_bytes,
+                           self.segment_slices * self.slice_bytes, self.min_slices,
+                           self.queues, self.release_empty)
+
+    def slices_for(self, nbytes: int) -> int:
+        n = -(-nbytes // self.slice_bytes)
+        return n if n > self.min_slices else self.min_slices
+
+    # -- free spans ----------------------------------------------------------------------
+    def _push(self, seg, start, length) -> None:
+        s = self.segments[seg]
+        s[2][start] = length
+        s[3][start + length] = start
+        self.span_q[_span_queue(length, self.queues)].append((seg, start))
+
+    def _remove(self, seg, start) -> int:
+        s = self.segments[seg]
+        length = s[2].pop(start)
+        del s[3][start + length]
+        self.span_q[_span_queue(length, self.queues)].remove((seg, start))
+        return length
+
+    def _find(self, need):
+        segments = self.segments
+        for q in range(_span_queue(need, self.queues), self.queues):
+            queue = self.span_q[q]
+            for i in range(len(queue) - 1, -1, -1):
+                seg, start = queue[i]
+                if segments[seg][2][start] >= need:
+                    return queue[i]
+        return None
+
+    # -- blocks --------------------------------------------------------------------------
+    def alloc(self, nbytes: int):
+        """Place one block of ``nbytes``; returns it as ``(segment, start, slices)``."""
+        need = self.slices_for(nbytes)
+        found = self._find(need)
+        if found is None:
+            # a new segment: one free span of all its slices, nothing resident yet
+            seg = self._next_seg
+            self._next_seg += 1
+            self.segments[seg] = [0, bytearray(self.segment_slices), {}, {}]
+            self._push(seg, 0, self.segment_slices)
+            found = (seg, 0)
+        seg, start = found
+        length = self._remove(seg, start)
+        if length > need:
+            self._push(seg, start + need, length - need)
+        s = self.segments[seg]
+        s[0] += 1
+        written = s[1]
+        fresh = need - sum(written[start:start + need])
+        if fresh:
+            written[start:start + need] = b"\x01" * need
+            self.touched += fresh
+        return (seg, start, need)
+
+    def free(self, block) -> None:
+        """Return a block: coalesce with free neighbours; unmap an empty segment if allowed."""
+        seg, start, length = block
+        s = self.segments[seg]
+        if start + length in s[2]:
+            length += self._remove(seg, start + length)
+        prev = s[3].get(start)
+        if prev is not None:
+            length += self._remove(seg, prev)
+            start = prev
+        s[0] -= 1
+        if s[0] == 0 and self.release_empty:
+            del self.segments[seg]
+            self.touched -= sum(s[1])
+            return
+        self._push(seg, start, length)
+
+    def resident_bytes(self) -> int:
+        return self.touched * self.slice_bytes
+
+    def state(self) -> tuple:
+        """What fast-forward compares between iterations: the written slices and segments.
+
+        The exact span layout is left out on purpose: a loop's placement settles
+        into a short cycle of layouts (the same buffers land in alternating holes)
+        whose union of written slices no longer grows, so an iteration that writes
+        no new slice leaves RSS unchanged whichever layout of the cycle it ends in.
+        """
+        return (self.touched, len(self.segments))
+
+
 #: Documented size classes of the two platform allocators the profiles use.
-#: macOS libmalloc (magazine malloc, arm64, macOS 13+): tiny up to 1008 B in 16 B
-#: quanta, small up to 32 KiB in 512 B quanta, medium up to 8 MiB in 32 KiB quanta,
-#: all three retaining freed blocks; larger requests are vm_allocate'd pages.
+#: macOS (arm64, macOS 26+: xzone malloc): blocks up to 32 KiB keep the size classes
+#: of the magazine allocator (libmalloc src/thresholds.h: tiny up to 1008 B in 16 B
+#: quanta, small up to 32 KiB in 512 B quanta), retaining freed blocks; LARGE blocks
+#: (32 KiB < n <= 2 MiB) are placed slice by slice in 4 MiB segments
+#: (:class:`SegmentZone`); HUGE blocks (> 2 MiB) get a private segment each, mapped on
+#: allocation and unmapped on free.
 #: glibc ptmalloc2 (x86_64): chunks of request + 8 B header rounded to 16 B, at
 #: least 32 B, from a retaining arena; requests at or above the mmap threshold
 #: (128 KiB initially) are mmapped pages.
@@ -68,8 +235,15 @@ ALLOCATOR_CLASSES = {
             # a 1 MiB tiny region holds 64,520 quanta of 16 B; an 8 MiB small region 16,319 x 512 B
             Zone("tiny", 1008, 16, overhead=1048576 / (64520 * 16)),
             Zone("small", 32768, 512, overhead=8388608 / (16319 * 512)),
-            Zone("medium", 8 * 1024 * 1024, 32768),
-            Zone("large", math.inf, 16384, retain=False),
+            # xzone_malloc.h: XZM_SEGMENT_SLICE_SIZE 16 KiB, XZM_SEGMENT_SIZE 4 MiB,
+            # XZM_LARGE_BLOCK_SIZE_MAX 2 MiB, XZM_SPAN_QUEUE_COUNT 27; xzone_segment.c
+            # (xzm_segment_group_alloc_chunk): a one-slice LARGE chunk becomes two slices;
+            # xzm_segment_group_free_chunk: only pure-data segment groups deallocate an
+            # empty segment -- untyped malloc / posix_memalign (Rust's System allocator,
+            # PyTorch's CPU allocator) carry no pure-data type descriptor
+            SegmentZone("large", 2 * 1024 * 1024, 16384, 4 * 1024 * 1024, min_slices=2,
+                        queues=27, release_empty=False),
+            Zone("huge", math.inf, 16384, retain=False),
         ],
     ),
     "glibc": dict(
@@ -95,10 +269,12 @@ class Allocator:
     """
 
     __slots__ = ("zones", "live", "high", "page_bytes", "dynamic", "mmap_threshold", "_lookup",
-                 "_placed")
+                 "_placed", "_segmented", "_blocks")
 
     def __init__(self, zones, page_bytes, dynamic_mmap_threshold=False):
-        self.zones = list(zones)
+        # placement zones keep state: each allocator gets its own
+        self.zones = [z.fresh() if isinstance(z, SegmentZone) else z for z in zones]
+        self._segmented = [isinstance(z, SegmentZone) for z in self.zones]
         self.page_bytes = int(page_bytes)
         self.dynamic = bool(dynamic_mmap_threshold)
         self.live = [0] * len(self.zones)
@@ -108,6 +284,8 @@ class Allocator:
         self._lookup = {}
         # zone of each live large block, by size (large placement can change over time)
         self._placed = {}
+        # live blocks of placement zones by size (a free that names no block takes the newest)
+        self._blocks = {}
 
     @classmethod
     def from_classes(cls, name: str) -> "Allocator":
@@ -125,21 +303,48 @@ class Allocator:
             zi = len(self.zones) - 1
         else:
             zi = next(i for i, z in enumerate(self.zones) if nbytes <= z.max_bytes)
-        hit = (zi, self.zones[zi].rounded(nbytes))
-        if self.zones[zi].retain and nbytes < 65536:
+        zone = self.zones[zi]
+        if self._segmented[zi]:
+            # never cached: the heap's fast path must hand these to alloc/free
+            return (zi, zone.slices_for(nbytes) * zone.slice_bytes)
+        hit = (zi, zone.rounded(nbytes))
+        if zone.retain and nbytes < 65536:
             self._lookup[nbytes] = hit
         return hit
 
-    def alloc(self, nbytes: int, count: int = 1) -> None:
+    def alloc(self, nbytes: int, count: int = 1):
+        """Account ``count`` blocks of ``nbytes``; returns the (last) block of a placement zone."""
         zi, size = self._place(nbytes)
-        if nbytes >= 65536:
+        block = None
+        if self._segmented[zi]:
+            zone = self.zones[zi]
+            live = self._blocks.setdefault(nbytes, [])
+            for _ in range(count):
+                block = zone.alloc(nbytes)
+                live.append(block)
+        elif nbytes >= 65536:
             self._placed.setdefault(nbytes, []).extend([(zi, size)] * count)
         live = self.live[zi] + size * count
         self.live[zi] = live
         if live > self.high[zi]:
             self.high[zi] = live
+        return block
 
-    def free(self, nbytes: int, count: int = 1) -> None:
+    def free(self, nbytes: int, count: int = 1, block=None) -> None:
+        """Free ``count`` blocks of ``nbytes``; ``block`` names the one :meth:`alloc` returned."""
+        placed = self._blocks.get(nbytes)
+        if placed:
+            zi, size = self._place(nbytes)
+            zone = self.zones[zi]
+            for _ in range(count):
+                if block is not None:
+                    placed.remove(block)
+                    zone.free(block)
+                    block = None
+                else:
+                    zone.free(placed.pop())
+            self.live[zi] -= size * count
+            return
         if nbytes >= 65536:
             for _ in range(count):
                 zi, size = self._placed[nbytes].pop()
@@ -156,12 +361,16 @@ class Allocator:
             self._lookup.clear()
 
     def resident_bytes(self) -> int:
-        """Bytes resident because of the heap (retained high-water plus mapped blocks)."""
+        """Bytes resident because of the heap (retained high-water, placed slices, mapped blocks)."""
         total = 0
-        for zone, live, high in zip(self.zones, self.live, self.high):
-            total += high * zone.overhead if zone.retain else live
+        for zone, live, high, placed in zip(self.zones, self.live, self.high, self._segmented):
+            if placed:
+                total += zone.resident_bytes()
+            else:
+                total += high * zone.overhead if zone.retain else live
         return int(total)
 
     def state(self) -> tuple:
-        """Counters that fast-forward may extrapolate."""
-        return tuple(self.live) + tuple(self.high)
+        """Counters that fast-forward may extrapolate, and the placement of placement zones."""
+        placement = tuple(z.state() for z, p in zip(self.zones, self._segmented) if p)
+        return tuple(self.live) + tuple(self.high) + placement
