@@ -67,9 +67,13 @@ class Linear:
         self.d_out = d_out
 
     def forward(self, x: Tensor) -> Tensor:
-        out = x.matmul(self.weight.val())
-        if self.bias is not None:
-            out = out + self.bias.val().reshape((1, self.d_out))
+        timing = x.device.sim.timing
+        timing.module_call()
+        # one call in PyTorch (F.linear -> addmm), three ops in burn's dispatch
+        with timing.fused("linear", bias=self.bias is not None):
+            out = x.matmul(self.weight.val())
+            if self.bias is not None:
+                out = out + self.bias.val().reshape((1, self.d_out))
         return out
 
     def params(self):
@@ -87,6 +91,7 @@ class Relu:
     """``Relu``: one relu op (its step saves the input)."""
 
     def forward(self, x: Tensor) -> Tensor:
+        x.device.sim.timing.module_call()
         return x.relu()
 
     def params(self):
@@ -103,6 +108,7 @@ class Mlp:
         self.layers = [Linear(d_in, hidden, device), Relu(), Linear(hidden, d_out, device)]
 
     def forward(self, x: Tensor) -> Tensor:
+        x.device.sim.timing.module_call()
         for layer in self.layers:
             x = layer.forward(x)
         return x

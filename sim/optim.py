@@ -39,6 +39,9 @@ class Sgd:
 
     def step(self, lr, module, grads: GradientsParams):
         """Update ``module``'s parameters in place; returns the module (as burn's ``step``)."""
+        params = [p for p in module.params() if p.param_id in grads.grads]
+        if params:
+            params[0].tensor.device.sim.timing.optimizer_step(len(params))
         for param in module.params():
             grad = grads.grads.get(param.param_id)
             if grad is None:
@@ -49,7 +52,7 @@ class Sgd:
             param.tensor = None
             n = math.prod(param.shape)
             # delta = grad * lr; value = value - delta (two plain elementwise ops)
-            device.sim.timing.elementwise(n, backend, n_ops=2)
+            device.sim.timing.optimizer_update(n, backend)
             updated = Tensor(inner.device, param.shape, backend.alloc(param.shape))
             del inner, grad
             param.tensor = Tensor.from_inner(updated, device).require_grad()

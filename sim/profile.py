@@ -102,9 +102,17 @@ SCHEMA = {
     },
     "pytorch": {
         "node_bytes": INT,
-        "gflops": FLOAT,
-        "gbps": FLOAT,
-        "op_overhead_ns": FLOAT,
+        "gflops": FLOAT,               # sgemm rate (Accelerate/AMX on macOS arm64)
+        "gbps": FLOAT,                 # f32 traffic of elementwise kernels and reductions
+        "op_overhead_ns": FLOAT,       # per ATen kernel or gemm: dispatcher, TensorIterator
+        "py_call_ns": FLOAT,           # per torch call made from Python
+        "view_op_ns": FLOAT,           # per view op (t, expand, view, detach)
+        "autograd_record_ns": FLOAT,   # per autograd node created in the forward
+        "autograd_exec_ns": FLOAT,     # per autograd node run by the engine in backward
+        "module_call_ns": FLOAT,       # per nn.Module.__call__
+        "backward_call_ns": FLOAT,     # per loss.backward(): Python entry, engine set-up
+        "optimizer_step_ns": FLOAT,    # per zero_grad() + step(): Python wrappers
+        "optimizer_param_ns": FLOAT,   # per parameter in zero_grad() + step()'s loops
         "first_step_ns": FLOAT,
         "baseline_delta_bytes": INT,
         "rss_growth_per_step_bytes": FLOAT,

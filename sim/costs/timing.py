@@ -22,6 +22,7 @@ Three accumulators let observables split a step's time: ``compute_ns``,
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 
 __all__ = ["Timing", "flops_and_bytes"]
 
@@ -83,6 +84,31 @@ class Timing:
     def elementwise(self, n_elements, backend, n_ops=1) -> None:
         """Plain elementwise work off autodiff (e.g. an optimizer update)."""
         self._compute(n_elements * n_ops, 12.0 * n_elements * n_ops, backend)
+
+    def optimizer_update(self, n_elements, backend) -> None:
+        """One parameter's SGD update off autodiff (burn: ``grad * lr``, then a subtraction)."""
+        self.elementwise(n_elements, backend, n_ops=2)
+
+    # -- seams of the API for the ``pytorch`` policy's ATen model (sim/costs/aten.py);
+    #    burn has nothing there: they cost nothing ------------------------------------
+    def fused(self, name, bias=False):
+        """The burn ops issued inside stand for one PyTorch call ``name``."""
+        return nullcontext()
+
+    def module_call(self) -> None:
+        """A module's forward was called."""
+
+    def python_view(self) -> None:
+        """A view called from Python (``detach`` under PyTorch semantics)."""
+
+    def optimizer_step(self, n_params) -> None:
+        """One optimizer step over ``n_params`` parameters (before their updates)."""
+
+    def annotate(self, step) -> None:
+        """A step was registered (after :meth:`register`)."""
+
+    def end_backward(self) -> None:
+        """A backward's tape has run."""
 
     def _compute(self, flops, moved, backend) -> None:
         rates = self.sim.backend_rates(backend)

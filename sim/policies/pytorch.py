@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
+from ..costs.aten import AtenTiming
 from .drop_release import DropRelease
 from .detach_constant import DetachConstant
 
 __all__ = ["PyTorch"]
-
-_NO_LOCATOR = ("new_graph_ns", "merge_ns", "sweep_fixed_ns", "sweep_copy_entry_ns",
-               "sweep_visit_ns", "scan_node_ns", "sweep_free_ns", "free_unavailable_node_ns",
-               "pop_scan_group_ns")
 
 
 class PyTorch(DropRelease):
@@ -18,16 +15,25 @@ class PyTorch(DropRelease):
                "requires grad (no untracked records); a graph is owned by its outputs and "
                "freed by reference counting when they drop; detach() gives a constant; "
                "backward frees what it consumed; there is no global locator and no sweep. "
-               "Compute and runtime costs come from the profile's [pytorch] table.")
+               "Time is charged as the ATen ops eager PyTorch runs for each call (forward, "
+               "autograd backward, torch.optim SGD; sim/costs/aten.py) at the profile's "
+               "[pytorch] rates.")
     expected = "Flat ms/step for EMA detach and target (the p10-ema-pytorch rows)."
     semantic_change = True
 
-    detach = DetachConstant.detach
-
     def __init__(self, sim):
         super().__init__(sim)
-        for key in _NO_LOCATOR:
-            sim.timing.p[key] = 0.0
+        # PyTorch's costs replace burn's: ATen ops, autograd nodes, Python calls
+        sim.timing = AtenTiming(sim, sim.profile.time, sim.profile.pytorch)
+
+    def detach(self, tensor):
+        """``Tensor.detach``: an alias that does not require grad (one view call)."""
+        self.sim.timing.python_view()
+        return DetachConstant.detach(self, tensor)
+
+    def on_register(self, client, rc, step) -> None:
+        super().on_register(client, rc, step)
+        self.sim.timing.annotate(step)
 
     def register_untracked(self, client, rc, step, device) -> None:
         """requires_grad=False everywhere: no grad_fn, nothing recorded."""
@@ -38,6 +44,7 @@ class PyTorch(DropRelease):
         PyTorch's CPU allocator drifts upward by a small amount per training step
         (``pytorch.rss_growth_per_step_bytes``, fitted on the PyTorch rows).
         """
+        self.sim.timing.end_backward()
         self.release_deferred()
         self.sim.rss_extra_bytes += self.sim.profile.pytorch["rss_growth_per_step_bytes"]
 
