@@ -43,12 +43,12 @@ class _Tracing(Heap):
     def alloc(self, nbytes):
         if nbytes > 0:
             _Tracing.log.append((1, nbytes, 1))
-        Heap.alloc(self, nbytes)
+        return Heap.alloc(self, nbytes)
 
-    def free(self, nbytes):
+    def free(self, nbytes, block=None):
         if nbytes > 0:
             _Tracing.log.append((-1, nbytes, 1))
-        Heap.free(self, nbytes)
+        Heap.free(self, nbytes, block)
 
     def alloc_many(self, nbytes, count):
         if nbytes > 0 and count > 1:  # count == 1 goes through self.alloc

@@ -279,7 +279,9 @@ class Bookkeeping(RuleBasedStateMachine):
             if nid in step_at:
                 if step_at[nid] is not g:
                     out.add(nid)
-            elif nid in node_at and g not in node_at[nid]:
+            elif g not in node_at.get(nid, ()):
+                # its graph holds neither its step nor its node: left behind by a merge
+                # (the node may be nowhere any more, e.g. freed by a later backward)
                 out.add(nid)
         return out
 
