@@ -13,7 +13,18 @@ simulator's inner backends are
 
 A :class:`Buffer` is the tensor primitive's storage, shared by clones of a
 tensor and by the steps and checkpoints that saved it: Python's reference count
-plays the handle count, and the buffer is freed when the last holder drops it.
+keeps it alive, and it is freed when the last holder drops it. ``holders``
+counts what Rust's ``Arc`` on the storage would count (tensor handles, boxed
+checkpoint clones, gradient containers), which is what decides whether an op
+may write into an operand.
+
+In place (burn-flex 0.22.1, ``ops/binary.rs`` ``binary_op_f32``/``binary_op_typed``,
+``scalar_op_typed``, ``ops/unary.rs`` ``unary_op_typed``): an elementwise op
+whose operand's storage is uniquely owned (``Arc::strong_count == 1``), contiguous
+and as large as the output writes into that operand (lhs first, then rhs) and
+returns it instead of allocating; ``reshape`` of a contiguous tensor is a view on
+the same storage (``FlexTensor::reshape``). The operand, taken by value in Rust,
+is consumed: its handle no longer counts. The metal backend always allocates.
 """
 
 from __future__ import annotations
@@ -25,14 +36,27 @@ __all__ = ["Buffer", "Backend", "ELEMENT_BYTES"]
 #: f32
 ELEMENT_BYTES = 4
 
+#: ops burn-flex runs in place on a uniquely owned operand of the output's shape
+IN_PLACE_OPS = frozenset({"add", "sub", "mul", "mul_scalar", "add_scalar", "div_scalar",
+                          "relu", "exp", "log", "powf_scalar"})
+#: ops that return a view of their operand's storage
+VIEW_OPS = frozenset({"reshape"})
+#: ops whose output burn-flex creates with ``FlexTensor::empty`` (tensor.rs): a zeroed
+#: ``Vec<u8>`` that ``Bytes::from_bytes_vec`` (cubecl-environment bytes/base.rs) copies into
+#: a MAX_ALIGN block and frees, so the output is allocated twice for a moment (the Linux
+#: alloc-trace probe's train-step events: align-1 block, align-16 block, free of the first)
+STAGED_OPS = frozenset({"matmul"})
+
 
 class Buffer:
-    """Storage of one tensor primitive (``nbytes`` of f32 data)."""
+    """Storage of one tensor primitive (``nbytes`` of f32 data); ``holders``: the
+    handles, checkpoints and gradient containers that hold it (Rust's strong count)."""
 
-    __slots__ = ("nbytes", "_free", "_token")
+    __slots__ = ("nbytes", "holders", "_free", "_token")
 
     def __init__(self, nbytes, free, token):
         self.nbytes = nbytes
+        self.holders = 0
         self._free = free
         self._token = token
 
@@ -71,6 +95,8 @@ class Backend:
         self.first_op_bytes = int(spec.get("first_op_bytes", 0))
         self.compiled = set()
         self.used = False
+        # burn-flex writes into uniquely owned operands; cubecl's pool always allocates here
+        self.in_place = sim.policy.in_place(kind)
         if kind == "metal":
             from .costs.pool import MemoryPool
             self.pool = MemoryPool(alignment=int(spec.get("alignment", 256)))
@@ -101,13 +127,37 @@ class Backend:
             self.compiled.add(key)
             self.sim.heap.alloc(self.kernel_bytes)
 
-    def alloc(self, shape) -> Buffer:
+    def output(self, op_name, inputs, out_shape) -> Buffer:
+        """The output buffer of op ``op_name`` on ``inputs`` (tensors): an operand's
+        storage where this backend writes in place (module docstring), else a new one."""
+        if self.in_place:
+            if op_name in VIEW_OPS:
+                return _take(inputs[0])
+            if op_name in IN_PLACE_OPS:
+                for t in inputs:
+                    buf = t.prim
+                    if (buf.holders == 1 and t.holds and t.shape == out_shape
+                            and sum(1 for u in inputs if u.prim is buf) == 1):
+                        return _take(t)
+        if self.in_place and op_name in STAGED_OPS:
+            return self.alloc(out_shape, staged=True)
+        return self.alloc(out_shape)
+
+    def alloc(self, shape, staged=False) -> Buffer:
         """A new buffer for an f32 tensor of ``shape``."""
         nbytes = math.prod(shape) * ELEMENT_BYTES
         heap = self.sim.heap
         if self.pool is None:
+            if staged:
+                # FlexTensor::empty: a zeroed Vec<u8> (align 1) that Bytes::from_bytes_vec
+                # copies into a MAX_ALIGN allocation, then frees
+                staging = heap.alloc(nbytes)
+                block = heap.alloc(nbytes)
+                heap.free(nbytes, staging)
+            else:
+                block = heap.alloc(nbytes)
             # the allocator's handle names the block, so that its placement is freed
-            return Buffer(nbytes, self._free_cpu, (nbytes, heap.alloc(nbytes)))
+            return Buffer(nbytes, self._free_cpu, (nbytes, block))
         token = self.pool.alloc(nbytes)
         if self.handle_bytes:
             heap.alloc(self.handle_bytes)
@@ -120,3 +170,11 @@ class Backend:
         self.pool.free(*token)
         if self.handle_bytes:
             self.sim.heap.free(self.handle_bytes)
+
+
+def _take(tensor) -> Buffer:
+    """Consume ``tensor``'s hold on its storage (Rust moved it into the op)."""
+    if tensor.holds:
+        tensor.holds = False
+        tensor.prim.holders -= 1
+    return tensor.prim

@@ -51,9 +51,10 @@ class Sgd:
             inner = param.tensor.without_autodiff()
             param.tensor = None
             n = math.prod(param.shape)
-            # delta = grad * lr; value = value - delta (two plain elementwise ops)
             device.sim.timing.optimizer_update(n, backend)
-            updated = Tensor(inner.device, param.shape, backend.alloc(param.shape))
-            del inner, grad
+            buf = device.sim.policy.sgd_update(backend, inner, grad, param.shape)
+            del grad
+            updated = Tensor(inner.device, param.shape, buf)
+            del inner, buf
             param.tensor = Tensor.from_inner(updated, device).require_grad()
         return module

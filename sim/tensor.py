@@ -94,12 +94,17 @@ def _shape_of(values):
 class Tensor:
     """One tensor handle: shape, buffer, and (on autodiff devices) node and ref count."""
 
-    __slots__ = ("device", "shape", "prim", "node", "rc", "_box")
+    __slots__ = ("device", "shape", "prim", "node", "rc", "_box", "holds")
 
     def __init__(self, device, shape, prim, node=None, rc=None):
         self.device = device
         self.shape = shape if type(shape) is tuple else tuple(shape)
         self.prim = prim
+        # whether this handle counts as a holder of its storage (an op that writes in
+        # place consumes its operand: see sim.backend)
+        self.holds = prim is not None
+        if prim is not None:
+            prim.holders += 1
         self.node = node
         self.rc = rc
         self._box = 0
@@ -116,6 +121,9 @@ class Tensor:
     # -- lifetime ----------------------------------------------------------------
     def _release(self) -> None:
         rc = self.rc
+        if self.holds:
+            self.holds = False
+            self.prim.holders -= 1
         if self._box:
             self.device.sim.heap.free(self._box)
             self._box = 0
@@ -126,7 +134,7 @@ class Tensor:
             rc.release()
 
     def __del__(self):
-        if self.rc is not None or self._box:
+        if self.holds or self.rc is not None or self._box:
             self._release()
 
     def _alive(self):
@@ -367,9 +375,10 @@ def _broadcast(a, b):
 class Gradients:
     """What ``backward()`` returns: leaf id -> gradient buffer."""
 
-    __slots__ = ("raw", "device")
+    __slots__ = ("raw", "device", "_container")
 
     def __init__(self, grads, device):
+        self._container = grads  # the server's container: it holds the buffers
         self.raw = grads.grads
         self.device = device
 
@@ -377,7 +386,7 @@ class Gradients:
         """``grad_remove``: take the gradient of ``tensor`` out (a plain tensor) or None."""
         if tensor.node is None:
             return None
-        buf = self.raw.pop(tensor.node.id, None)
+        buf = self._container.remove(tensor.node.id)
         if buf is None:
             return None
         return Tensor(tensor.device.inner(), tensor.shape, buf)

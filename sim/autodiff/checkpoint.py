@@ -69,6 +69,7 @@ class CheckpointerBuilder:
             if strides:  # the boxed clone's own strides Vec (burn-flex Layout)
                 heap.alloc(strides)
                 self._blocks.append(strides)
+            tensor.prim.holders += 1  # the boxed clone holds the storage
             actions.append((node.id if node is not None else None, tensor.prim))
 
     def drop(self) -> None:
@@ -77,5 +78,8 @@ class CheckpointerBuilder:
         for nbytes in self._blocks:
             heap.free(nbytes)
         self._blocks = []
+        for _, buf in self.explicit + self.backup:
+            if buf is not None:
+                buf.holders -= 1
         self.explicit = []
         self.backup = []

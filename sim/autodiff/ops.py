@@ -105,9 +105,8 @@ def float_op(op, inputs, out_shape, device):
         context = ("plain" if not device.is_autodiff else
                    "tracked" if any(t.is_tracked() for t in inputs) else "untracked")
         backend.on_op((op.name, out_shape, in_shapes, context))
-    prim = backend.alloc(out_shape)
     if not device.is_autodiff:
-        return Tensor(device, out_shape, prim)
+        return Tensor(device, out_shape, backend.output(op.name, inputs, out_shape))
 
     nodes = [t.node if t.node is not None else _lift(sim) for t in inputs]
     tracked = False
@@ -140,19 +139,20 @@ def float_op(op, inputs, out_shape, device):
     if memory_bound:
         node.retro = _Retro(sim)
     rc = NodeRefCount(sim, node.id)
-    out = Tensor(device, out_shape, prim, node, rc)
+    if tracked and op.saves:
+        # the checkpoints clone the inputs' primitives before the inner op runs
+        for i, t in enumerate(inputs):
+            other_tracked = op.saves == "cross" and nodes[1 - i].requirement != NONE
+            if op.saves == "input" or other_tracked:
+                if actions is None:
+                    actions = CheckpointerBuilder(sim)
+                actions.checkpoint(t)
+    out = Tensor(device, out_shape, backend.output(op.name, inputs, out_shape), node, rc)
 
     nbytes = sim.step_bytes.get((op, tracked))
     if nbytes is None:
         nbytes = sim.step_bytes[(op, tracked)] = step_bytes(op, layout, tracked)
     if tracked:
-        if op.saves:
-            for i, t in enumerate(inputs):
-                other_tracked = op.saves == "cross" and nodes[1 - i].requirement != NONE
-                if op.saves == "input" or other_tracked:
-                    if actions is None:
-                        actions = CheckpointerBuilder(sim)
-                    actions.checkpoint(t)
         parent_nodes = tuple([n if n.requirement != NONE else None for n in nodes])
         sim.client.register(rc, Step(OPS_STEP, op, node, parent_nodes, nbytes, actions, shapes))
     else:

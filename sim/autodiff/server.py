@@ -11,6 +11,7 @@ locator entries. Simulated work is reported to the timing model.
 
 from __future__ import annotations
 
+from ..backend import STAGED_OPS
 from .memory import GraphMemoryManagement
 from .step import OPS
 from .traversal import collect_steps
@@ -19,18 +20,30 @@ __all__ = ["AutodiffServer", "Gradients"]
 
 
 class Gradients:
-    """Gradients of one backward: node id -> gradient buffer, for leaves that require grad."""
+    """Gradients of one backward: node id -> gradient buffer, for leaves that require grad.
+
+    The container holds each buffer (a strong count on its storage) until the
+    gradient is removed or the container dropped."""
 
     __slots__ = ("grads",)
 
-    def __init__(self):
-        self.grads = {}
+    def __init__(self, grads=None):
+        self.grads = grads if grads is not None else {}
+        for buf in self.grads.values():
+            buf.holders += 1
+
+    def __del__(self):
+        for buf in self.grads.values():
+            buf.holders -= 1
 
     def get(self, node_id):
         return self.grads.get(node_id)
 
     def remove(self, node_id):
-        return self.grads.pop(node_id, None)
+        buf = self.grads.pop(node_id, None)
+        if buf is not None:
+            buf.holders -= 1
+        return buf
 
     def __contains__(self, node_id):
         return node_id in self.grads
@@ -146,15 +159,15 @@ class AutodiffServer:
             if step.kind == OPS and node.id in pending and node.requirement != GRAD:
                 del pending[node.id]
                 sim.timing.backward_op(step.op, step.shapes)
+                # a matmul's gradients are matmuls too (staged outputs on flex: sim.backend)
+                staged = backend.in_place and step.op.name in STAGED_OPS
                 for parent, shape in zip(step.parent_nodes, step.shapes[1]):
                     if parent is not None:
                         # a new buffer; when accumulating, it replaces the previous sum
-                        pending[parent.id] = (backend.alloc(shape), parent)
+                        pending[parent.id] = (backend.alloc(shape, staged), parent)
             self._drop_step(step)
-        grads = Gradients()
-        grads.grads = {node_id: buf for node_id, (buf, node) in pending.items()
-                       if node.requirement == GRAD}
-        return grads
+        return Gradients({node_id: buf for node_id, (buf, node) in pending.items()
+                          if node.requirement == GRAD})
 
     # -- orphan sweep ----------------------------------------------------------------
     def maybe_useful(self) -> bool:

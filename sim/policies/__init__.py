@@ -16,6 +16,11 @@ seam                      where it is in burn 0.22.1
 ``on_last_handle``        nothing (``AutodiffTensor`` has no ``Drop``)
 ``on_register``           nothing (no sweep outside backward)
 ``rates``                 the inner backend's compute rates
+``in_place``              burn-flex ``binary_op_typed``/``scalar_op_typed``:
+                          write into a uniquely owned operand
+``sgd_update``            burn-optim ``sgd.rs``: ``tensor - grad * lr``
+``may_compact``           (simulator only) exact mode may keep dead
+                          single-node graphs as run records
 ========================  ====================================================
 
 Each policy lives in its own module and overrides only its seam(s).

@@ -42,6 +42,19 @@ class Policy:
     def on_last_handle(self, server, rc) -> None:
         """A registered node lost its last tensor handle: burn is not told."""
 
+    def in_place(self, kind) -> bool:
+        """Whether ops on inner backend ``kind`` write into uniquely owned operands
+        (burn-flex does; see :mod:`sim.backend`)."""
+        return kind == "flex"
+
+    def sgd_update(self, backend, inner, grad, shape):
+        """The updated parameter's buffer: burn-optim ``sgd.rs``, ``delta = grad * lr``
+        then ``tensor - delta``, each an elementwise op that writes in place where it can."""
+        from ..tensor import Tensor
+        delta = Tensor(inner.device, shape, backend.output("mul_scalar", (grad,), shape))
+        del grad
+        return backend.output("sub", (inner, delta), shape)
+
     def may_compact(self) -> bool:
         """Exact mode: whether dead single-node graphs may be kept as records
         (:meth:`GraphLocator.compact`); False for policies that index node ids

@@ -35,6 +35,15 @@ class PyTorch(DropRelease):
         super().on_register(client, rc, step)
         self.sim.timing.annotate(step)
 
+    def in_place(self, kind) -> bool:
+        """Eager PyTorch allocates every op's output (only ``_``-suffixed ops write in place)."""
+        return False
+
+    def sgd_update(self, backend, inner, grad, shape):
+        """``torch.optim.SGD`` on CPU: ``param.add_(grad, alpha=-lr)`` (single-tensor loop),
+        in place in the parameter's storage."""
+        return inner.prim
+
     def register_untracked(self, client, rc, step, device) -> None:
         """requires_grad=False everywhere: no grad_fn, nothing recorded."""
 

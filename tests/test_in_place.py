@@ -1,0 +1,116 @@
+"""burn-flex writes into uniquely owned operands (ops/binary.rs, scalar_op_typed,
+unary.rs), views share storage (reshape), matmul outputs are staged through an
+align-1 Vec (FlexTensor::empty + Bytes::from_bytes_vec), burn-optim's SGD updates a
+uniquely owned parameter in place; the metal backend and the pytorch policy allocate."""
+
+from sim.engine import Simulation
+from sim.nn import Linear
+from sim.optim import GradientsParams, Sgd
+from sim.profile import load_profile
+from sim.tensor import Tensor, drop
+
+PROFILE = load_profile("m2max-macos")
+
+
+def _sim(policy="burn-0.22.1"):
+    return Simulation(PROFILE, policy=policy, fast_forward=False)
+
+
+def test_unique_operand_is_written_in_place():
+    sim = _sim()
+    dev = sim.device("flex")
+    a = Tensor.zeros((512, 512), dev)
+    before = sim.heap.live_blocks, sim.allocator.resident_bytes()
+    b = a * 0.5            # a's storage is unique: written in place, a consumed
+    assert b.prim is a.prim and b.prim.holders == 1
+    assert (sim.heap.live_blocks, sim.allocator.resident_bytes()) == before
+    drop(a)
+    assert b.prim.holders == 1 and b.prim is not None
+
+
+def test_shared_operand_allocates():
+    sim = _sim()
+    dev = sim.device("flex")
+    a = Tensor.zeros((512, 512), dev)
+    blocks = sim.heap.live_blocks
+    b = a.clone() * 0.5    # the clone shares a's storage: a new buffer
+    assert b.prim is not a.prim and sim.heap.live_blocks == blocks + 1
+    c = a.clone() * a.clone()  # x * x: two Arcs on the same storage
+    assert c.prim is not a.prim
+
+
+def test_broadcast_writes_into_the_full_size_operand():
+    sim = _sim()
+    dev = sim.device("flex")
+    big = Tensor.zeros((64, 512), dev)
+    row = Tensor.zeros((1, 512), dev)
+    out = row + big        # lhs is not output-sized: rhs (unique) is the destination
+    assert out.prim is big.prim
+
+
+def test_reshape_is_a_view():
+    sim = _sim()
+    dev = sim.device("flex")
+    a = Tensor.zeros((512,), dev)
+    blocks = sim.heap.live_blocks
+    v = a.clone().reshape((1, 512))
+    assert v.prim is a.prim and a.prim.holders == 2 and sim.heap.live_blocks == blocks
+
+
+def test_checkpointed_operand_is_not_unique():
+    sim = _sim()
+    dev = sim.device("flex").autodiff()
+    w = Tensor.zeros((4, 4), dev).require_grad()
+    x = Tensor.zeros((4, 4), dev)
+    y = x.matmul(w.clone())   # tracked matmul saves x (w is tracked)
+    assert x.prim.holders == 2  # the handle and the boxed clone of the checkpoint
+    z = x * 2.0                 # so x is not unique: a new buffer
+    assert z.prim is not x.prim
+    del y
+
+
+def test_matmul_output_is_staged():
+    sim = _sim()
+    dev = sim.device("flex")
+    a = Tensor.zeros((64, 512), dev)
+    w = Tensor.zeros((512, 512), dev)
+    peak = sim.heap.peak_bytes
+    live = sim.heap.live_bytes
+    out = a.clone().matmul(w.clone())
+    n = 64 * 512 * 4
+    assert sim.heap.live_bytes == live + n
+    assert sim.heap.peak_bytes == max(peak, live + 2 * n)  # the align-1 Vec, for a moment
+    del out
+
+
+def _train(policy, steps=3):
+    sim = _sim(policy)
+    dev = sim.device("flex").autodiff()
+    model = Linear(64, 64, dev)
+    x = Tensor.random((8, 64), dev)
+    opt = Sgd()
+    bufs = []
+    for _ in range(steps):
+        loss = model.forward(x.clone()).powi_scalar(2).mean()
+        grads = GradientsParams.from_grads(loss.backward(), model)
+        del loss
+        model = opt.step(1e-3, model, grads)
+        bufs.append(model.weight.tensor.prim)
+    return bufs
+
+
+def test_sgd_updates_the_parameter_in_place():
+    bufs = _train("burn-0.22.1")
+    assert all(b is bufs[0] for b in bufs)  # the weight never moves (Linux probe sgd-step)
+    torch = _train("pytorch")
+    assert all(b is torch[0] for b in torch)  # param.add_
+
+
+def test_metal_and_pytorch_allocate_every_output():
+    sim = _sim()
+    dev = sim.device("metal")
+    a = Tensor.zeros((256,), dev)
+    assert (a * 0.5).prim is not a.prim
+    sim = _sim("pytorch")
+    a = Tensor.zeros((256,), sim.device("flex"))
+    assert (a * 0.5).prim is not a.prim
