@@ -147,6 +147,13 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print):
             trial = dict(current)
             trial[name] = trial_value
             column = (evaluate(trial) - r0) / step
+            if log_space and not np.any(np.abs(column) > 1e-12):
+                # a parameter fitted to (nearly) zero has no multiplicative handle left:
+                # probe it additively, and move it additively (bounded at zero)
+                log_space = False
+                step = max(abs(x0[name]) * 0.05, 1.0)
+                trial[name] = value + step
+                column = (evaluate(trial) - r0) / step
             if iteration == 0 and not np.any(np.abs(column) > 1e-12):
                 raise UserError(f"--fit {name}: no fitted point depends on it "
                                 f"(choose points it affects with --points)")

@@ -1,0 +1,32 @@
+"""`sim calibrate` fits what it is asked to, including a parameter sitting near zero."""
+
+import csv
+from pathlib import Path
+
+from sim.calibrate import _with, calibrate
+from sim.data import read_measured
+from sim.profile import load_profile
+from sim.runner import run_cell
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_parameter_fitted_to_zero_can_be_fitted_again(tmp_path):
+    """A multiplicative probe of a parameter at ~0 moves nothing; the fit falls back to an
+    additive step instead of refusing the parameter (the Linux profile's warm-up)."""
+    profile = _with(load_profile("m2max-macos"), {"time.process_warmup_ns": 1e-5})
+    rows = run_cell("p10-ema", "without", profile=profile,
+                    sets={"steps": 3, "report_at": "1,3"})
+    point = next(r for r in rows if r["metric"] == "ms_per_step" and r["x"] == 1)
+    path = tmp_path / "m.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["experiment", "variant", "phase", "x", "x_unit", "metric", "value",
+                    "unit", "note"])
+        # 0.2 ms more than the model gives with no warm-up: the warm-up should take it
+        w.writerow(["p10-ema", "without", "", 1, "step", "ms_per_step",
+                    point["value"] + 0.2, "ms", ""])
+    measured = read_measured(path)
+    new, table = calibrate(measured, profile, ["time.process_warmup_ns"], echo=lambda *_: None)
+    assert abs(new.time["process_warmup_ns"] - 2e5) < 2e3
+    assert all(r["ok"] for r in table if r["status"] == "fitted")
