@@ -69,9 +69,23 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
 
     let rss0 = rss_bytes();
     let heap0 = alloc::snapshot();
+    let phases = std::env::var("PROBE_PHASES").is_ok();
+    let ph = |name: &str| {
+        if phases {
+            let h = alloc::snapshot();
+            eprintln!("PHASE {name:<24} rss {:>9.3} KiB  live {:>9.3} KiB  peak {:>9.3} KiB",
+                (rss_bytes() as f64 - rss0 as f64) / 1024.0,
+                (h.live_bytes - heap0.live_bytes) as f64 / 1024.0,
+                (h.peak_bytes - heap0.live_bytes) as f64 / 1024.0);
+        }
+    };
+    ph("start");
     let ad = Device::flex().autodiff();
+    ph("device");
     let mut model: Option<Linear> = Some(LinearConfig::new(512, 512).init(&ad));
+    ph("model");
     let x = Tensor::<2>::random([64, 512], Distribution::Default, &ad);
+    ph("x");
     let mut optim = SgdConfig::new().init();
     let snapshot = |m: &Linear| {
         if use_without { m.weight.val().without_autodiff() } else { m.weight.val().detach() }
@@ -86,8 +100,10 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
     for step in 1..=steps {
         let r = catch_unwind(AssertUnwindSafe(|| {
             let mut m = model.take().unwrap();
+            let show = step <= 3 || step == 50;
             if train {
                 let out = m.forward(x.clone());
+                if show { ph(&format!("{step} forward")); }
                 let loss = if is_target {
                     let e = ema.as_ref().unwrap().clone();
                     (out - x.clone().matmul(e)).powi_scalar(2).mean()
@@ -95,7 +111,9 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                     out.powi_scalar(2).mean()
                 };
                 let grads = GradientsParams::from_grads(loss.backward(), &m);
+                if show { ph(&format!("{step} backward")); }
                 m = optim.step(1e-3, m, grads);
+                if show { ph(&format!("{step} sgd")); }
             }
             if mode == "log-no-ema" {
                 let n: f32 = m.weight.val().detach().powi_scalar(2).sum().sqrt().into_scalar();
@@ -104,6 +122,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
             if has_ema {
                 let e = ema.take().unwrap();
                 ema = Some(e * 0.99 + snapshot(&m) * 0.01);
+                if show { ph(&format!("{step} ema")); }
             }
             model = Some(m);
         }));
