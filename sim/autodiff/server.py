@@ -158,7 +158,7 @@ class AutodiffServer:
             node = step.node
             if step.kind == OPS and node.id in pending and node.requirement != GRAD:
                 del pending[node.id]
-                sim.timing.backward_op(step.op, step.shapes)
+                sim.timing.backward_op(step.op, step.shapes, step.cost)
                 # a matmul's gradients are matmuls too (staged outputs on flex: sim.backend)
                 staged = backend.in_place and step.op.name in STAGED_OPS
                 for parent, shape in zip(step.parent_nodes, step.shapes[1]):

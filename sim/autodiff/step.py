@@ -42,9 +42,14 @@ class Step:
         Size of the boxed step.
     actions : sim.autodiff.checkpoint.CheckpointerBuilder or None
         Checkpoint actions registered with the step (``actions_builder`` entry).
+    shapes : tuple
+        ``(output shape, input shapes)``.
+
+    ``cost`` is free for the time model to attach what the step's backward will
+    cost (the ``pytorch`` policy's ATen model does); None otherwise.
     """
 
-    __slots__ = ("kind", "op", "node", "parent_nodes", "nbytes", "actions", "shapes")
+    __slots__ = ("kind", "op", "node", "parent_nodes", "nbytes", "actions", "shapes", "cost")
 
     def __init__(self, kind, op, node, parent_nodes, nbytes, actions=None, shapes=()):
         self.kind = kind
@@ -54,6 +59,7 @@ class Step:
         self.nbytes = nbytes
         self.actions = actions
         self.shapes = shapes
+        self.cost = None
 
     @property
     def parents(self):

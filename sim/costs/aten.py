@@ -65,7 +65,7 @@ The burn op stream itself (buffers, registrations) is not changed.
 
 Which inputs get a gradient is known when the op is recorded: the ``pytorch``
 policy calls :meth:`AtenTiming.annotate` for each recorded step, which stores
-the step's backward cost with its shapes (:class:`Annotated`).
+the step's backward cost on the step (``Step.cost``).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ from typing import NamedTuple
 from .timing import Timing
 
 __all__ = ["Op", "GEMM", "KERNEL", "VIEW", "forward_ops", "backward_ops", "fused_forward_ops",
-           "fused_backward_ops", "optimizer_ops", "Annotated", "AtenTiming"]
+           "fused_backward_ops", "optimizer_ops", "AtenTiming"]
 
 GEMM, KERNEL, VIEW = "gemm", "kernel", "view"
 F32 = 4
@@ -245,15 +245,6 @@ def optimizer_ops(n_elements):
 
 # -- charging -----------------------------------------------------------------------------
 
-class Annotated(tuple):
-    """A step's ``(out_shape, in_shapes)`` carrying the cost of its PyTorch backward node.
-
-    ``aten`` is ``(compute_ns, overhead_ns, nodes, op names)``.
-    """
-
-    aten = None
-
-
 class AtenTiming(Timing):
     """:class:`~sim.costs.timing.Timing` charging PyTorch's ATen ops (``[pytorch]`` rates).
 
@@ -358,9 +349,8 @@ class AtenTiming(Timing):
         else:
             ops, nodes = fused_backward_ops(group, role, name, out, ins, needs)
         self._charge(0.0, nodes * self.r["autograd_record_ns"])
-        annotated = Annotated(shapes)
-        annotated.aten = self.cost(ops, nodes_run=nodes) + (nodes, tuple(o.name for o in ops))
-        step.shapes = annotated
+        # (compute ns, overhead ns, nodes run, op names) of the step's backward node
+        step.cost = self.cost(ops, nodes_run=nodes) + (nodes, tuple(o.name for o in ops))
 
     # -- backward -------------------------------------------------------------------
     def tape(self, n_steps) -> None:
@@ -370,9 +360,9 @@ class AtenTiming(Timing):
         compute, overhead = self.cost([_kernel("ones_like", 1)], py_calls=1)
         self._charge(compute, overhead + self.r["backward_call_ns"])
 
-    def backward_op(self, op, shapes) -> None:
+    def backward_op(self, op, shapes, cost=None) -> None:
         self._seen += 1
-        aten = getattr(shapes, "aten", None)
+        aten = cost
         if aten is None:   # not recorded through annotate: every input needs grad
             out, ins = shapes
             ops, nodes = backward_ops(op.name, out, ins, (True,) * len(ins))

@@ -76,7 +76,8 @@ class Timing:
         self.compute_ns += ns
         self.sim.charge(ns)
 
-    def backward_op(self, op, shapes) -> None:
+    def backward_op(self, op, shapes, cost=None) -> None:
+        """The backward of one step (``cost``: what :meth:`annotate` attached, unused here)."""
         flops, moved = flops_and_bytes(op, shapes)
         # the backward of a binary op computes one gradient per input
         self._compute(flops * op.backward_factor, moved * op.backward_factor, None)
