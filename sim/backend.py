@@ -46,6 +46,16 @@ VIEW_OPS = frozenset({"reshape"})
 #: a MAX_ALIGN block and frees, so the output is allocated twice for a moment (the Linux
 #: alloc-trace probe's train-step events: align-1 block, align-16 block, free of the first)
 STAGED_OPS = frozenset({"matmul"})
+#: gemm-common 0.19 (gemm.rs ``gemm_basic_generic``): a gemm whose rhs is not column-contiguous
+#: and whose m exceeds the packing threshold packs the rhs into a per-call
+#: ``dyn_stack::MemBuffer`` of ``kc * nc`` f32 (rounded to the 128-B SIMD alignment) that it
+#: frees on return. In a backward the rhs gradient ``lhs^T @ grad`` is such a gemm (the
+#: row-major ``grad`` is the packed rhs, k = the batch rows): the Linux alloc-trace probe's
+#: train-step shows one 132,096-B block (align 128) per weight gradient, allocated after the
+#: staged output and freed before the gemm returns. ``kc * nc`` is 64 x 516 there: nc is the
+#: 512 columns plus one NR = 4 panel of kernel_params' rounding (cache.rs), taken from the
+#: trace rather than ported.
+PACK_EXTRA_COLUMNS = 4
 
 
 class Buffer:
@@ -143,8 +153,9 @@ class Backend:
             return self.alloc(out_shape, staged=True)
         return self.alloc(out_shape)
 
-    def alloc(self, shape, staged=False) -> Buffer:
-        """A new buffer for an f32 tensor of ``shape``."""
+    def alloc(self, shape, staged=False, packed=None) -> Buffer:
+        """A new buffer for an f32 tensor of ``shape``; ``packed``: the (k, n) of a gemm that
+        packs its rhs into a transient per-call buffer while it writes this output."""
         nbytes = math.prod(shape) * ELEMENT_BYTES
         heap = self.sim.heap
         if self.pool is None:
@@ -154,6 +165,11 @@ class Backend:
                 staging = heap.alloc(nbytes)
                 block = heap.alloc(nbytes)
                 heap.free(nbytes, staging)
+                if packed is not None:
+                    k, n = packed
+                    pack = k * (n + PACK_EXTRA_COLUMNS) * ELEMENT_BYTES
+                    pack = -(-pack // 128) * 128
+                    heap.free(pack, heap.alloc(pack))
             else:
                 block = heap.alloc(nbytes)
             # the allocator's handle names the block, so that its placement is freed

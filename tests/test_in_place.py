@@ -115,3 +115,38 @@ def test_metal_and_pytorch_allocate_every_output():
     sim = _sim("pytorch")
     a = Tensor.zeros((256,), sim.device("flex"))
     assert (a * 0.5).prim is not a.prim
+
+
+def test_weight_gradient_gemm_packs_its_rhs():
+    """gemm-common's per-call MemBuffer: the rhs gradient lhs^T @ grad of a [64,512] x
+    [512,512] matmul packs grad into kc * nc = 64 x 516 f32 (132,096 B, the Linux
+    alloc-trace train-step), allocated after the staged output and freed at once."""
+    from sim.costs.heap import Heap
+
+    class Recording(Heap):
+        __slots__ = ()
+        events = []
+
+        def alloc(self, nbytes):
+            Recording.events.append(("alloc", nbytes))
+            return Heap.alloc(self, nbytes)
+
+        def free(self, nbytes, block=None):
+            Recording.events.append(("free", nbytes))
+            return Heap.free(self, nbytes, block)
+
+    sim = _sim()
+    dev = sim.device("flex").autodiff()
+    w = Tensor.random((512, 512), dev).require_grad()
+    x = Tensor.random((64, 512), dev)
+    loss = x.clone().matmul(w.clone()).powi_scalar(2).mean()
+    sim.heap.__class__ = Recording
+    grads = loss.backward()
+    ev = Recording.events
+    big = [e for e in ev if e[1] >= 65536]
+    i = big.index(("alloc", 132096))
+    # the staged 1-MiB gradient (align-1 Vec, aligned block, free of the first), then the pack
+    assert big[i - 3:i] == [("alloc", 1 << 20), ("alloc", 1 << 20), ("free", 1 << 20)]
+    assert big[i + 1] == ("free", 132096)
+    assert sum(1 for e in ev if e == ("alloc", 132096)) == 1  # x needs no gradient
+    del grads

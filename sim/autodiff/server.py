@@ -161,10 +161,13 @@ class AutodiffServer:
                 sim.timing.backward_op(step.op, step.shapes, step.cost)
                 # a matmul's gradients are matmuls too (staged outputs on flex: sim.backend)
                 staged = backend.in_place and step.op.name in STAGED_OPS
-                for parent, shape in zip(step.parent_nodes, step.shapes[1]):
+                for i, (parent, shape) in enumerate(zip(step.parent_nodes, step.shapes[1])):
                     if parent is not None:
+                        # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend
+                        packed = ((step.shapes[1][0][-2], shape[-1])
+                                  if staged and i == 1 and len(shape) >= 2 else None)
                         # a new buffer; when accumulating, it replaces the previous sum
-                        pending[parent.id] = (backend.alloc(shape, staged), parent)
+                        pending[parent.id] = (backend.alloc(shape, staged, packed), parent)
             self._drop_step(step)
         return Gradients({node_id: buf for node_id, (buf, node) in pending.items()
                           if node.requirement == GRAD})

@@ -77,6 +77,13 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                 (rss_bytes() as f64 - rss0 as f64) / 1024.0,
                 (h.live_bytes - heap0.live_bytes) as f64 / 1024.0,
                 (h.peak_bytes - heap0.live_bytes) as f64 / 1024.0);
+            let (anon, file) = burn_probes::rss::rss_split();
+            if let Some(m) = burn_probes::rss::malloc_info() {
+                eprintln!("      anon {:>6} KiB file {:>6} KiB | arena {:>6} KiB inuse {:>6} KiB free {:>6} KiB top {:>6} KiB mmap {} blks {:>6} KiB",
+                    anon / 1024, file / 1024, m.arena / 1024, m.uordblks / 1024, m.fordblks / 1024,
+                    m.keepcost / 1024, m.hblks, m.hblkhd / 1024);
+            }
+            if std::env::var("PROBE_SMAPS").is_ok() { eprint!("{}", burn_probes::rss::smaps_summary()); }
         }
     };
     ph("start");

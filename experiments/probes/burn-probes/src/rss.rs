@@ -26,3 +26,67 @@ pub fn rss_bytes() -> u64 {
         Err(_) => 0,
     }
 }
+
+/// (RssAnon, RssFile) in bytes from /proc/self/status (Linux), or zeros.
+pub fn rss_split() -> (u64, u64) {
+    let mut anon = 0;
+    let mut file = 0;
+    if let Ok(s) = std::fs::read_to_string("/proc/self/status") {
+        for line in s.lines() {
+            let kb = |l: &str| -> u64 {
+                l.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0) * 1024
+            };
+            if line.starts_with("RssAnon:") { anon = kb(line); }
+            if line.starts_with("RssFile:") { file = kb(line); }
+        }
+    }
+    (anon, file)
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[repr(C)]
+#[derive(Default, Debug, Clone, Copy)]
+pub struct MallInfo2 {
+    pub arena: usize, pub ordblks: usize, pub smblks: usize, pub hblks: usize,
+    pub hblkhd: usize, pub usmblks: usize, pub fsmblks: usize, pub uordblks: usize,
+    pub fordblks: usize, pub keepcost: usize,
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+unsafe extern "C" {
+    fn mallinfo2() -> MallInfo2;
+}
+
+/// glibc's mallinfo2 (main arena + mmapped), or None elsewhere.
+pub fn malloc_info() -> Option<MallInfo2> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    { return Some(unsafe { mallinfo2() }); }
+    #[allow(unreachable_code)]
+    None
+}
+
+/// Mappings of /proc/self/smaps with their resident KiB (PROBE_SMAPS diagnostics).
+pub fn smaps_summary() -> String {
+    let mut out = String::new();
+    let Ok(s) = std::fs::read_to_string("/proc/self/smaps") else { return out };
+    let mut head = String::new();
+    for line in s.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            head = line.to_string();
+        } else if line.starts_with("Rss:") {
+            let kb: u64 = line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+            if kb > 0 {
+                let mut it = head.split_whitespace();
+                let range = it.next().unwrap_or("");
+                let perms = it.next().unwrap_or("");
+                let name = head.split_whitespace().nth(5).unwrap_or("[anon]");
+                let (a, b) = range.split_once('-').unwrap_or(("0", "0"));
+                let size = (u64::from_str_radix(b, 16).unwrap_or(0) - u64::from_str_radix(a, 16).unwrap_or(0)) / 1024;
+                let short = name.rsplit('/').next().unwrap_or(name);
+                out.push_str(&format!("        {range} {perms} size {size:>6} KiB rss {kb:>6} KiB {short}\n"));
+            }
+        }
+    }
+    out
+}
