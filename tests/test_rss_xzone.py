@@ -61,3 +61,28 @@ def test_glibc_is_unchanged():
     assert a.alloc(MiB) is None
     a.free(MiB)
     assert a.resident_bytes() == 0
+
+
+def test_per_cluster_segment_groups():
+    """xzone keeps one LARGE segment group per CPU cluster: a block is carved from the
+    group of the cluster the thread runs on and freed into the group that owns it."""
+    from sim.costs.rss import ClusterSegmentZone
+    a = Allocator.from_classes("macos")
+    large = a.zones[2]
+    assert isinstance(large, ClusterSegmentZone) and len(large.groups) == 3
+    # the step of a loop on cluster 0, then the same step on cluster 1
+    for cluster in (0, 1, 0, 1):
+        a.set_cluster(cluster)
+        blocks = [a.alloc(MiB), a.alloc(MiB)]
+        for b in blocks:
+            a.free(MiB, 1, b)
+    # each cluster's group wrote its own 2 MiB, and neither grows further
+    assert [g.resident_bytes() for g in large.groups] == [2 * MiB, 2 * MiB, 0]
+    assert a.resident_bytes() == 4 * MiB
+    # a block allocated on cluster 1 and freed while the thread is on cluster 2 returns
+    # to cluster 1's group: cluster 2 still has written nothing
+    a.set_cluster(1)
+    b = a.alloc(MiB)
+    a.set_cluster(2)
+    a.free(MiB, 1, b)
+    assert large.groups[2].resident_bytes() == 0

@@ -25,7 +25,15 @@ merges a freed chunk with its free neighbours). A freed chunk is not unmapped:
 for deferred reclaim, and either way its pages stay in the task's resident size
 (what ``ps -o rss`` prints) until the kernel takes them under memory pressure;
 only a segment that becomes entirely empty may be deallocated, and only in the
-pure-data segment groups. :class:`SegmentZone` follows that placement slice by
+pure-data segment groups. In a general macOS process (libmalloc ``src/platform.h``:
+``CONFIG_XZM_DEFERRED_RECLAIM``; the enablement tests expect ``defer_large``) LARGE
+groups use deferred reclamation (``_xzm_segment_group_uses_deferred_reclamation``): a
+freed chunk is not madvised at all, its coalesced span is entered in the
+``mach_vm_reclaim`` ring (``_xzm_segment_group_span_mark_free``) and taken back with
+``mach_vm_reclaim_try_cancel`` when a later chunk is carved from it; only a span the
+kernel is reclaiming at that moment is skipped. Placement is plain first fit: nothing
+prefers pristine (never written) spans over freed ones. Every segment group exists once
+per CPU cluster (``CONFIG_XZM_CLUSTER_AWARE``; :class:`ClusterSegmentZone`). :class:`SegmentZone` follows that placement slice by
 slice: its resident bytes are the slices ever written in the segments still
 mapped, so RSS rises while the placement of a loop's buffers settles
 (fragmentation), then stays.
@@ -42,7 +50,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Zone", "SegmentZone", "Allocator", "ALLOCATOR_CLASSES"]
+__all__ = ["Zone", "SegmentZone", "ClusterSegmentZone", "Allocator", "ALLOCATOR_CLASSES"]
 
 
 @dataclass(frozen=True)
@@ -217,6 +225,62 @@ class SegmentZone:
         return (self.touched, len(self.segments))
 
 
+class ClusterSegmentZone(SegmentZone):
+    """LARGE placement split into one segment group per CPU cluster (xzone malloc).
+
+    With ``CONFIG_XZM_CLUSTER_AWARE`` (set for macOS in libmalloc ``src/platform.h``)
+    a general macOS process has ``ncpuclusters`` copies of every segment group
+    (the enablement tests expect ``segment_group_count = ncpuclusters * (ids +
+    fronts)``), and ``_xzm_segment_group_for_id_and_front`` (``xzone_malloc.c``)
+    picks the copy of the cluster the allocating thread runs on at that moment
+    (``_malloc_cpu_cluster_number``); a LARGE chunk is freed into the group that
+    owns its segment (``_xzm_free_large_huge`` -> ``_xzm_segment_group_for_slice``).
+    Each group has its own segments and span queues, so a loop whose thread runs on
+    a second cluster builds a second resident copy of its transient working set.
+
+    ``groups`` is the number of clusters; :meth:`set_group` says which one the
+    thread runs on now (the caller's scheduling model: libmalloc does not decide
+    it). A block is ``(group, segment, first slice, slices)``.
+
+    >>> z = ClusterSegmentZone("large", 2 << 20, 16384, 4 << 20, groups=2)
+    >>> a = z.alloc(1 << 20); z.free(a); z.set_group(1); b = z.alloc(1 << 20)
+    >>> z.resident_bytes() // 1024    # the second cluster's group wrote its own MiB
+    2048
+    """
+
+    __slots__ = ("groups", "current")
+
+    def __init__(self, name, max_bytes, slice_bytes, segment_bytes, min_slices=2,
+                 queues=27, release_empty=False, groups=1):
+        super().__init__(name, max_bytes, slice_bytes, segment_bytes, min_slices, queues,
+                         release_empty)
+        self.groups = [SegmentZone(name, max_bytes, slice_bytes, segment_bytes, min_slices,
+                                   queues, release_empty) for _ in range(int(groups))]
+        self.current = 0
+
+    def fresh(self) -> "ClusterSegmentZone":
+        return ClusterSegmentZone(self.name, self.max_bytes, self.slice_bytes,
+                                  self.segment_slices * self.slice_bytes, self.min_slices,
+                                  self.queues, self.release_empty, len(self.groups))
+
+    def set_group(self, index: int) -> None:
+        """The cluster the allocating thread runs on from now on (modulo ``groups``)."""
+        self.current = index % len(self.groups)
+
+    def alloc(self, nbytes: int):
+        g = self.current
+        return (g,) + self.groups[g].alloc(nbytes)
+
+    def free(self, block) -> None:
+        self.groups[block[0]].free(block[1:])
+
+    def resident_bytes(self) -> int:
+        return sum(g.resident_bytes() for g in self.groups)
+
+    def state(self) -> tuple:
+        return (self.current,) + tuple(g.state() for g in self.groups)
+
+
 #: Documented size classes of the two platform allocators the profiles use.
 #: macOS (arm64, macOS 26+: xzone malloc): blocks up to 32 KiB keep the size classes
 #: of the magazine allocator (libmalloc src/thresholds.h: tiny up to 1008 B in 16 B
@@ -241,8 +305,13 @@ ALLOCATOR_CLASSES = {
             # xzm_segment_group_free_chunk: only pure-data segment groups deallocate an
             # empty segment -- untyped malloc / posix_memalign (Rust's System allocator,
             # PyTorch's CPU allocator) carry no pure-data type descriptor
-            SegmentZone("large", 2 * 1024 * 1024, 16384, 4 * 1024 * 1024, min_slices=2,
-                        queues=27, release_empty=False),
+            # one segment group per CPU cluster (CONFIG_XZM_CLUSTER_AWARE, platform.h;
+            # _xzm_segment_group_for_id_and_front): an M2 Max has 3 clusters (8 P-cores at
+            # hw.perflevel0.cpusperl2 = 4 per L2, 4 E-cores in one). Nothing in the engine
+            # moves the thread off cluster 0 yet (Allocator.set_cluster): which cluster runs
+            # it when is the scheduler's choice, not libmalloc's (README, Known gaps)
+            ClusterSegmentZone("large", 2 * 1024 * 1024, 16384, 4 * 1024 * 1024,
+                               min_slices=2, queues=27, release_empty=False, groups=3),
             Zone("huge", math.inf, 16384, retain=False),
         ],
     ),
@@ -359,6 +428,14 @@ class Allocator:
             # glibc: freeing an mmapped chunk raises the threshold to its size
             self.mmap_threshold = min(max(self.mmap_threshold, size + 1), 32 * 1024 * 1024)
             self._lookup.clear()
+
+    def set_cluster(self, index: int) -> None:
+        """The CPU cluster the (single) allocating thread runs on from now on: per-cluster
+        placement zones (:class:`ClusterSegmentZone`) serve its next blocks from that
+        cluster's segment group. No-op for allocators without such zones."""
+        for zone in self.zones:
+            if isinstance(zone, ClusterSegmentZone):
+                zone.set_group(index)
 
     def resident_bytes(self) -> int:
         """Bytes resident because of the heap (retained high-water, placed slices, mapped blocks)."""
