@@ -16,18 +16,10 @@
 
 from __future__ import annotations
 
-__all__ = ["GRAD", "GRAD_IN_BACKWARD", "NONE", "requirement_from", "Node", "NodeRefCount"]
+__all__ = ["GRAD", "GRAD_IN_BACKWARD", "NONE", "Node", "NodeRefCount"]
 
 #: ``Requirement`` variants.
 GRAD, GRAD_IN_BACKWARD, NONE = 0, 1, 2
-
-
-def requirement_from(nodes) -> int:
-    """``Requirement::from_nodes``: GradInBackward if any input requires grad, else None."""
-    for node in nodes:
-        if node.requirement != NONE:
-            return GRAD_IN_BACKWARD
-    return NONE
 
 
 class Node:
