@@ -500,3 +500,32 @@ def test_target_panic_removed_only_by_detach_constant_and_pytorch(policy):
         assert _metric(rows, "ms_per_step")
     else:
         assert panics == [3]
+
+
+def test_node_16_is_the_ema_step_1_creates_after_its_backward():
+    """Why the seed's own message places the panic at step 3: NodeId(16) is the EMA
+    node step 1's update creates after step 1's backward; step 2's backward consumes
+    it (the EMA is in step 2's loss), so only step 3's backward can reach it consumed."""
+    from sim.engine import Simulation
+    from sim.nn import Linear
+    from sim.optim import GradientsParams, Sgd
+    from sim.profile import load_profile
+    sim = Simulation(load_profile("m2max-macos"))
+    dev = sim.device("flex").autodiff()
+    model = Linear(512, 512, dev)
+    x = Tensor.random((64, 512), dev)
+    opt = Sgd()
+    ema = model.weight.val().detach()
+    for step in (1, 2, 3):
+        loss = (model.forward(x.clone()) - x.clone().matmul(ema.clone())).powi_scalar(2).mean()
+        try:
+            grads = GradientsParams.from_grads(loss.backward(), model)
+        except (BurnPanic, TapeConsumed) as panic:
+            assert step == 3 and "NodeId(16)" in str(panic)
+            return
+        model = opt.step(1e-3, model, grads)
+        before = sim._next_id
+        ema = ema * 0.99 + model.weight.val().detach() * 0.01
+        if step == 1:
+            assert before <= 16 < sim._next_id and ema.node.id == 16
+    raise AssertionError("no panic by step 3")
