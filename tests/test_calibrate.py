@@ -30,3 +30,19 @@ def test_a_parameter_fitted_to_zero_can_be_fitted_again(tmp_path):
     new, table = calibrate(measured, profile, ["time.process_warmup_ns"], echo=lambda *_: None)
     assert abs(new.time["process_warmup_ns"] - 2e5) < 2e3
     assert all(r["ok"] for r in table if r["status"] == "fitted")
+
+
+def test_a_parameter_no_fitted_point_depends_on_is_refused(tmp_path):
+    """Fitting the Metal kernel cache size on a Flex time point: one clear error."""
+    import pytest
+    from sim.errors import UserError
+    profile = load_profile("m2max-macos")
+    path = tmp_path / "m.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["experiment", "variant", "phase", "x", "x_unit", "metric", "value",
+                    "unit", "note"])
+        w.writerow(["p10-ema", "without", "", 1, "step", "ms_per_step", 1.4, "ms", ""])
+    with pytest.raises(UserError, match="no fitted point depends on it"):
+        calibrate(read_measured(path), profile, ["backend.metal.kernel_bytes"],
+                  echo=lambda *_: None)
