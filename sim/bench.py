@@ -105,12 +105,16 @@ def _bytes_per_node(profile, program, n=20_000):
     """Python heap per live simulated node in exact mode: the nodes ``n`` iterations of
     ``program`` leave in the locator (dead untracked graphs, or a's graph's nodes)."""
     gc.collect()
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    sim = Simulation(profile, fast_forward=False)
-    program(sim, n)
-    used = tracemalloc.get_traced_memory()[0] - base
-    tracemalloc.stop()
+    gc.disable()  # as during a simulation run: what reference cycles keep counts too
+    try:
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        sim = Simulation(profile, fast_forward=False)
+        program(sim, n)
+        used = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.stop()
+    finally:
+        gc.enable()
     return used / n
 
 

@@ -113,7 +113,11 @@ def policies_cmd():
               help="stop after this many seconds of wall time")
 @click.option("--max-nodes", type=click.IntRange(min=1), default=5_000_000, show_default=True,
               help="stop if more simulated nodes than this are held individually (memory)")
-def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout, max_nodes):
+@click.option("--exact", is_flag=True,
+              help="simulate every loop iteration (no fast-forward); dead single-node graphs "
+                   "are kept as run records, so memory stays ~100 B per dropped untracked op")
+def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout, max_nodes,
+            exact):
     """Simulate one workload (a built-in name or a path to a .py file).
 
     Prints the observations in the measured schema (the seed program's metrics,
@@ -138,7 +142,8 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
     for v in variants:
         rows.extend(run_cell(w, v, policy, prof, set_values,
                              limits=Limits(max_ops=max_ops, max_wall_s=timeout,
-                                           max_live_nodes=max_nodes)))
+                                           max_live_nodes=max_nodes),
+                             fast_forward=not exact))
     if fmt == "csv":
         text = rows_to_csv(rows, PREDICTED_COLUMNS)
     elif fmt == "json":

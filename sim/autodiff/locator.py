@@ -333,9 +333,15 @@ class GraphLocator:
                            graph_part)
             cached = self._run_blocks[key] = (every, graph_part)
         blocks, graph_blocks = cached
-        # the run owns the blocks from now on: the objects must not free them
+        # the run owns the blocks from now on: the objects must not free them; and the
+        # objects must go now: break the server <-> memory and ref count -> memory cycles
+        # (the collector is off while a simulation runs)
         step.node._nbytes = 0
         graph.entries = 0
+        rc.owner = None
+        memory.nodes = {}
+        server.steps = {}
+        memory.server = None
         del self.graphs[node_id]
         del self.keys[node_id]
         del live[graph]
