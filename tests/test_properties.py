@@ -156,6 +156,7 @@ class Bookkeeping(RuleBasedStateMachine):
         self.rejected = 0
         self.rejected_roots = set()
         self.keyed_before, self.unkeyed = set(), set()
+        self.shared_keyed = set()
         self.deviations = 0
         # burn-0.20-pre.1: untracked ids registered since the last backward, those of them
         # re-registered by require_grad before it, and those whose entry that backward removed
@@ -260,7 +261,7 @@ class Bookkeeping(RuleBasedStateMachine):
                     return reached, walked, False
         return reached, walked, True
 
-    def stale(self):
+    def stale(self, orphans=False):
         """Ids whose locator entry points at another graph than the one holding their step (or,
         without a step, their node). burn 0.22.1 makes them two ways: ``merge_two`` re-points the
         merged origin but does not add it to the main graph's ``keys``, so a later merge of that
@@ -279,9 +280,11 @@ class Bookkeeping(RuleBasedStateMachine):
             if nid in step_at:
                 if step_at[nid] is not g:
                     out.add(nid)
-            elif g not in node_at.get(nid, ()):
-                # its graph holds neither its step nor its node: left behind by a merge
-                # (the node may be nowhere any more, e.g. freed by a later backward)
+            elif nid in node_at and g not in node_at[nid]:
+                out.add(nid)
+            elif orphans and nid not in node_at:
+                # its node is nowhere any more (freed by a later backward or sweep) and the
+                # entry was left on whatever graph a merge last pointed it at
                 out.add(nid)
         return out
 
@@ -418,7 +421,9 @@ class Bookkeeping(RuleBasedStateMachine):
             self.dropped_by_origin_clash += len(expected - steps)
             if registers:
                 graph = self.sim.client.locator.graphs[h.node]
-                stale_after = self.stale()  # this very merge may leave a merged origin stale
+                # this very merge may leave a merged origin stale, or re-point nothing for an
+                # entry whose node is already gone
+                stale_after = self.stale(orphans=True)
                 for p in tracked:
                     if p.node in before_graphs and not collided and p.node not in stale_after:
                         assert self.sim.client.locator.graphs[p.node] is graph, \
@@ -650,7 +655,12 @@ class Bookkeeping(RuleBasedStateMachine):
         keyed = set().union(*loc.keys.values()) if loc.keys else set()
         self.unkeyed |= {n for n in self.keyed_before - keyed if n in loc.graphs}
         self.keyed_before = keyed
-        placed_by_quirk = self.origins_seen | self.rejected_roots | self.unkeyed | self.lost
+        # ids keyed under an origin two live graphs share: a merge of either re-points them
+        origins = [g.origin for g in live]
+        for o in {o for o in origins if origins.count(o) > 1}:
+            self.shared_keyed |= set(loc.keys.get(o, ()))
+        placed_by_quirk = (self.origins_seen | self.rejected_roots | self.unkeyed | self.lost
+                           | self.shared_keyed)
         assert stale <= placed_by_quirk, f"misplaced entries: {sorted(stale - placed_by_quirk)}"
         stale = self.uncertain_ids(stale)
         holders = {}
