@@ -149,9 +149,11 @@ class Backend:
                     if (buf.holders == 1 and t.holds and t.shape == out_shape
                             and sum(1 for u in inputs if u.prim is buf) == 1):
                         return _take(t)
-        if self.in_place and op_name in STAGED_OPS:
-            return self.alloc(out_shape, staged=True)
-        return self.alloc(out_shape)
+        return self.alloc(out_shape, self.staged(op_name))
+
+    def staged(self, op_name) -> bool:
+        """Whether this backend creates ``op_name``'s output (and a gradient of it) staged."""
+        return self.in_place and op_name in STAGED_OPS
 
     def alloc(self, shape, staged=False, packed=None) -> Buffer:
         """A new buffer for an f32 tensor of ``shape``; ``packed``: the (k, n) of a gemm that

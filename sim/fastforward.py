@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .autodiff.runs import NodeRun
+from .autodiff.runs import NodeRun, graph_blocks, node_blocks
 from .costs.heap import Heap
 
 __all__ = ["repeat", "Effect"]
@@ -163,30 +163,24 @@ def _measure(sim, snap, events):
     if node_id in memory.leaves and any(p[0] >= snap.next_id for p in parents):
         return None
     layout = sim.layout
-    blocks = Counter([layout.arc_node_bytes, layout.arc_node_id_bytes, step.nbytes])
-    if parents:
-        blocks[layout.parent_bytes * max(4, len(parents))] += 1
-        blocks[layout.parent_bytes * len(parents)] += 1
+    blocks = node_blocks(layout, step, parents)
     if graph.origin == node_id:
         if parents or len(memory.nodes) != 1 or memory.runs or graph.entries != 1:
             return None
-        server = graph.server
-        graph_blocks = Counter([layout.graph_arc_bytes] + [
-            table.nbytes for table in (server.steps_table, server.actions_table,
-                                       memory.nodes_table, memory.leaves_table)])
-        blocks.update(graph_blocks)
-        graph_blocks = tuple(sorted(graph_blocks.items()))
+        own = graph_blocks(layout, graph.server)
+        blocks.update(own)
+        own = tuple(sorted(own.items()))
         shape = "graphs"
     else:
         if graph.origin >= snap.next_id or node_id not in memory.leaves:
             return None
         shape = "nodes"
-        graph_blocks = ()
+        own = ()
     if _unexplained(net, blocks, locator, snap):
         return None
     return Effect(shape, stride, registered, times, tuple(sorted(blocks.items())),
                   node_id - snap.next_id, tuple(parents), graph if shape == "nodes" else None,
-                  graph_blocks=graph_blocks)
+                  graph_blocks=own)
 
 
 def _unexplained(net, blocks, locator, snap):

@@ -166,8 +166,7 @@ class Tensor:
 
     def clone(self) -> "Tensor":
         """A new handle on the same buffer and node."""
-        if self.prim is None:
-            raise UserError("use of a dropped tensor")
+        self._alive()
         return Tensor(self.device, self.shape, self.prim, self.node, self.rc)
 
     # -- autodiff state -------------------------------------------------------------------
@@ -250,19 +249,15 @@ class Tensor:
 
     # -- ops ------------------------------------------------------------------------------
     def _op(self, name, others, out_shape):
-        if self.prim is None:
-            raise UserError("use of a dropped tensor")
+        self._alive()
+        for other in others:
+            other._alive()
         device = self.device
         for other in others:
-            if other.prim is None:
-                raise UserError("use of a dropped tensor")
-            other_device = other.device
-            if other_device is device:
-                continue
-            if other_device.is_autodiff and not device.is_autodiff:
-                device = other_device
-            if other_device.is_autodiff and device.is_autodiff and \
-                    other_device.checkpointing != device.checkpointing:
+            if other.device.is_autodiff and not device.is_autodiff:
+                device = other.device
+            if other.device.is_autodiff and device.is_autodiff and \
+                    other.device.checkpointing != device.checkpointing:
                 raise BurnPanic("autodiff inputs with different checkpointing strategies")
         return float_op(OPS[name], (self,) + tuple(others), out_shape, device)
 
@@ -375,12 +370,16 @@ def _broadcast(a, b):
 class Gradients:
     """What ``backward()`` returns: leaf id -> gradient buffer."""
 
-    __slots__ = ("raw", "device", "_container")
+    __slots__ = ("device", "_container")
 
     def __init__(self, grads, device):
         self._container = grads  # the server's container: it holds the buffers
-        self.raw = grads.grads
         self.device = device
+
+    @property
+    def raw(self):
+        """Leaf id -> gradient buffer."""
+        return self._container.grads
 
     def remove(self, tensor):
         """``grad_remove``: take the gradient of ``tensor`` out (a plain tensor) or None."""

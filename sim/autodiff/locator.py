@@ -25,7 +25,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..costs.btree import BTreeNodes
-from .runs import NodeRun
+from .runs import NodeRun, graph_blocks, node_blocks
 from .server import AutodiffServer
 
 __all__ = ["Graph", "GraphLocator", "GraphMutexClient", "GraphCleaner"]
@@ -325,14 +325,11 @@ class GraphLocator:
                memory.nodes_table.buckets, memory.leaves_table.buckets)
         cached = self._run_blocks.get(key)
         if cached is None:
-            layout = self.sim.layout
-            graph_part = _count([layout.graph_arc_bytes, server.steps_table.nbytes,
-                                 server.actions_table.nbytes, memory.nodes_table.nbytes,
-                                 memory.leaves_table.nbytes])
-            every = _count([layout.arc_node_bytes, layout.arc_node_id_bytes, step.nbytes],
-                           graph_part)
-            cached = self._run_blocks[key] = (every, graph_part)
-        blocks, graph_blocks = cached
+            own = graph_blocks(self.sim.layout, server)
+            every = node_blocks(self.sim.layout, step, ()) + own
+            cached = self._run_blocks[key] = (tuple(sorted(every.items())),
+                                              tuple(sorted(own.items())))
+        blocks, own_blocks = cached
         # the run owns the blocks from now on: the objects must not free them; and the
         # objects must go now: break the server <-> memory and ref count -> memory cycles
         # (the collector is off while a simulation runs)
@@ -348,7 +345,7 @@ class GraphLocator:
         self.run_entries += 1
         last = next(reversed(live), None)
         if (last is not None and last.__class__ is NodeRun and last.new_graph
-                and last.blocks == blocks and last.graph_blocks == graph_blocks
+                and last.blocks == blocks and last.graph_blocks == own_blocks
                 and not last.nodes_freed and node_id > last.last
                 and (last.count == 1 or node_id == last.last + last.stride)):
             if last.count == 1:
@@ -356,7 +353,7 @@ class GraphLocator:
             last.count += 1
         else:
             live[NodeRun(node_id, 1, 1, (), blocks, new_graph=True,
-                         graph_blocks=graph_blocks)] = None
+                         graph_blocks=own_blocks)] = None
         return True
 
     def new_graph(self, origin) -> Graph:
@@ -513,15 +510,6 @@ class GraphMutexClient:
         else:
             self.sim.timing.sweep(entries=visits, visits=visits, scanned=scanned, freed=freed)
         return freed
-
-
-def _count(sizes, base=()):
-    """``((nbytes, count), ...)`` sorted, of the nonzero ``sizes`` plus ``base``'s pairs."""
-    counts = dict(base)
-    for nbytes in sizes:
-        if nbytes:
-            counts[nbytes] = counts.get(nbytes, 0) + 1
-    return tuple(sorted(counts.items()))
 
 
 def _vec_growth(heap, n, elem_bytes) -> None:

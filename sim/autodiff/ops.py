@@ -109,11 +109,7 @@ def float_op(op, inputs, out_shape, device):
         return Tensor(device, out_shape, backend.output(op.name, inputs, out_shape))
 
     nodes = [t.node if t.node is not None else _lift(sim) for t in inputs]
-    tracked = False
-    for n in nodes:
-        if n.requirement != NONE:
-            tracked = True
-            break
+    tracked = any(n.requirement != NONE for n in nodes)  # Requirement::from_nodes
     requirement = GRAD_IN_BACKWARD if tracked else NONE
     layout = sim.layout
     actions = None
@@ -134,7 +130,7 @@ def float_op(op, inputs, out_shape, device):
         parents = tuple([(n.id, n.order == 0) for n in nodes if n.requirement != NONE])
     else:
         parents = ()
-    order = (max([n.order for n in nodes]) if len(nodes) > 1 else nodes[0].order) + 1
+    order = max(n.order for n in nodes) + 1
     node = Node(sim, sim.next_node_id(), parents, order, requirement, memory_bound)
     if memory_bound:
         node.retro = _Retro(sim)

@@ -17,7 +17,28 @@ it would treat its members one by one.
 
 from __future__ import annotations
 
-__all__ = ["NodeRun"]
+from collections import Counter
+
+__all__ = ["NodeRun", "node_blocks", "graph_blocks"]
+
+
+def node_blocks(layout, step, parents) -> Counter:
+    """Heap blocks one dead registered node holds, by size: ``Arc<Node>`` (and its
+    parents ``Vec``), ``Arc<NodeId>``, the boxed step, and the ``nodes`` map's copy of
+    the parents."""
+    blocks = Counter([layout.arc_node_bytes, layout.arc_node_id_bytes, step.nbytes])
+    if parents:
+        blocks[layout.parent_bytes * max(4, len(parents))] += 1
+        blocks[layout.parent_bytes * len(parents)] += 1
+    return blocks
+
+
+def graph_blocks(layout, server) -> Counter:
+    """Heap blocks of a graph apart from its nodes: ``Arc<Graph>`` and its four tables."""
+    memory = server.memory_management
+    return Counter(nbytes for nbytes in (
+        layout.graph_arc_bytes, server.steps_table.nbytes, server.actions_table.nbytes,
+        memory.nodes_table.nbytes, memory.leaves_table.nbytes) if nbytes)
 
 
 class NodeRun:

@@ -11,7 +11,6 @@ locator entries. Simulated work is reported to the timing model.
 
 from __future__ import annotations
 
-from ..backend import STAGED_OPS
 from .memory import GraphMemoryManagement
 from .step import OPS
 from .traversal import collect_steps
@@ -160,7 +159,7 @@ class AutodiffServer:
                 del pending[node.id]
                 sim.timing.backward_op(step.op, step.shapes, step.cost)
                 # a matmul's gradients are matmuls too (staged outputs on flex: sim.backend)
-                staged = backend.in_place and step.op.name in STAGED_OPS
+                staged = backend.staged(step.op.name)
                 for i, (parent, shape) in enumerate(zip(step.parent_nodes, step.shapes[1])):
                     if parent is not None:
                         # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend

@@ -52,7 +52,6 @@ class Policy:
         then ``tensor - delta``, each an elementwise op that writes in place where it can."""
         from ..tensor import Tensor
         delta = Tensor(inner.device, shape, backend.output("mul_scalar", (grad,), shape))
-        del grad
         return backend.output("sub", (inner, delta), shape)
 
     def may_compact(self) -> bool:
