@@ -34,4 +34,5 @@ def run(sim, variant, iterations, rounds, elements):
                 tiny_backward(device)
         k = step * iterations // 1000
         yield sim.sample(k, "k_iterations", rss=round(sim.rss_bytes() / 1e6, 3),
-                         rss_bytes=rss_bytes_paged(sim))
+                         rss_bytes=rss_bytes_paged(sim),
+                         text_rss_delta=sim.touched.text_bytes() / 1024)

@@ -37,9 +37,19 @@ def run(sim, variant, steps, batch, features, lr, report_at):
     except ValueError:
         raise UserError(f"--set report_at={report_at}: expected comma-separated step numbers")
     reports = sorted({s for s in wanted if 0 < s <= steps} | {steps})
+    # the probe's reference point is before the device (ema.rs: rss0, text0)
+    rss0 = sim.rss_bytes()
     device = sim.device("flex").autodiff()
-    rss0, heap0 = sim.rss_bytes(), sim.heap.live_bytes
+    heap0 = sim.heap.live_bytes
+
+    def text(phase, x):
+        # resident text since the start, after each part of the set-up and of step 1 (KiB)
+        sim.sample(x, "step", phase=phase, observables=False,
+                   text_rss_delta=sim.touched.text_bytes() / 1024)
+
+    text("device", 0)
     model = Linear(features, features, device)
+    text("model", 0)
     x = Tensor.random((batch, features), device)
     optim = Sgd()
     uses_detach = variant in ("detach", "target", "log", "ema-only", "log-no-ema")
@@ -49,25 +59,31 @@ def run(sim, variant, steps, batch, features, lr, report_at):
         return w.detach() if uses_detach else w.without_autodiff()
 
     state = {"model": model, "ema": snapshot() if variant != "log-no-ema" else None, "base": 0}
+    text("setup", 0)
 
     def train_step():
+        first = state["base"] + sim.loop_index == 0
         sim.at(state["base"] + sim.loop_index + 1, "step")
         model = state["model"]
         if variant != "ema-only":
             out = model.forward(x.clone())
+            first and text("forward", 1)
             if variant.startswith("target"):
                 loss = (out - x.clone().matmul(state["ema"].clone())).powi_scalar(2).mean()
             else:
                 loss = out.powi_scalar(2).mean()
             del out
             grads = GradientsParams.from_grads(loss.backward(), model)
+            first and text("backward", 1)
             del loss
             state["model"] = optim.step(lr, model, grads)
+            first and text("sgd", 1)
             del grads
         if variant in ("log", "log-no-ema"):
             snapshot().powi_scalar(2).sum().into_scalar()
         else:
             state["ema"] = state["ema"] * 0.99 + snapshot() * 0.01
+            first and text("ema", 1)
 
     last_t, last_step = sim.now_ns, 0
     rss_first = heap_first = None
@@ -95,6 +111,7 @@ def run(sim, variant, steps, batch, features, lr, report_at):
                          heap_growth_per_step=round(
                              (sim.heap.live_bytes - heap_first) / (step - 1), 3))
         sim.sample(step, "step", ms_per_step=round(ms, 6), rss_delta=round(rss / MiB, 6),
+                   text_rss_delta=sim.touched.text_bytes() / 1024,
                    rss_bytes=rss_bytes_paged(sim), heap_bytes_delta=sim.heap.live_bytes - heap0,
                    **extra)
         last_t, last_step = sim.now_ns, step

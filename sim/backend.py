@@ -56,6 +56,55 @@ STAGED_OPS = frozenset({"matmul"})
 #: 512 columns plus one NR = 4 panel of kernel_params' rounding (cache.rs), taken from the
 #: trace rather than ported.
 PACK_EXTRA_COLUMNS = 4
+#: the backend's code path (sim.costs.rss.CODE_PATHS) of each op; every other op is elementwise
+OP_CODE_PATH = {"matmul": "matmul", "sum": "reduce", "mean": "reduce"}
+#: byte offset of the L2 slab's data in its first page: glibc serves the 2 MiB MemBuffer
+#: (align 128) from an mmapped chunk whose 16-B header pushes the data to the next 128 B
+SLAB_OFFSET = 128
+
+
+def gemm_slab_written(m, n, k, mr, nr, kc_max, mc_max, l2_bytes, lhs_unit_stride=True,
+                      elem=ELEMENT_BYTES) -> int:
+    """Bytes from the start of gemm's thread-local L2 slab that one f32 gemm writes.
+
+    Paraphrase of gemm-common 0.19 (``gemm.rs`` ``gemm_basic_generic``, ``cache.rs``
+    ``kernel_params``) for one thread (``Parallelism::None``, burn-flex without rayon). ``m, n,
+    k`` are the problem gemm sees: the ``gemm`` crate transposes a row-major destination, so
+    for ``out[M, N] = lhs[M, K] @ rhs[K, N]`` it is ``(N, M, K)`` and gemm's lhs is burn's rhs.
+
+    * blocking: small problems (m, n <= 64) take ``kc = min(k, 512)`` and an L2-sized ``mc``;
+      others ``kc = k`` split evenly into chunks of at most ``kc_max`` and ``mc`` = m rounded
+      up to ``mr``, at most ``mc_max`` (kernel_params caps it at 8 mr; its L2 split only
+      matters for m beyond what the cap already cuts);
+    * the slab is not used when the lhs is prepacked into the per-call buffer
+      (``m <= 2 mc`` and m not a multiple of the SIMD width ``mr / 2`` or a strided lhs);
+    * otherwise each row block of ``mc`` rows is packed (``do_pack_lhs``: here n exceeds the
+      packing threshold 8 nr, or the lhs is strided) into the slab, micro-panel ``i`` at
+      ``i * kc * mr`` elements, ``k_chunk * mr`` elements each: the written extent is
+      ``(ceil(mc / mr) - 1) * kc * mr + k_chunk * mr`` elements from the slab's start
+      (later blocks reuse the same prefix).
+
+    >>> gemm_slab_written(512, 64, 512, 16, 6, 1024, 128, 2 << 20)   # p10-ema forward
+    262144
+    """
+    if m == 0 or n == 0 or k == 0:
+        return 0
+    if m <= 64 and n <= 64:
+        kc = min(k, 512)
+        mc = (l2_bytes // elem // kc) // mr * mr
+    else:
+        k_iter = -(-k // kc_max)
+        kc = -(-k // k_iter)
+        mc = min(-(-m // mr) * mr, mc_max)
+    lanes = mr // 2
+    if m <= 2 * mc and (m % lanes != 0 or not lhs_unit_stride):
+        return 0   # prepacked lhs: the per-call buffer, not the slab
+    m_chunk = min(mc, m)
+    n_chunk = n
+    if not (m_chunk % lanes != 0 or not lhs_unit_stride or n_chunk > 8 * nr):
+        return 0   # the lhs is read in place
+    panels = -(-m_chunk // mr)
+    return ((panels - 1) * kc * mr + min(kc, k) * mr) * elem
 
 
 class Buffer:
@@ -100,6 +149,11 @@ class Backend:
         # L2_SLAB (the core's L2 cache size), kept for the thread's life
         self.workspace_bytes = int(spec.get("matmul_workspace_bytes", 0))
         self.workspace_pending = self.workspace_bytes > 0
+        # gemm blocking (gemm_slab_written); gemm_mr = 0: slab residency not modelled
+        self.gemm = tuple(int(spec.get(key, 0)) for key in
+                          ("gemm_mr", "gemm_nr", "gemm_kc_max", "gemm_mc_max"))
+        # op name -> shape signatures already run (code paths and slab extents are per first run)
+        self.seen = {}
         self.pool = None
         self.kernel_bytes = int(spec.get("kernel_bytes", 0))
         self.first_op_bytes = int(spec.get("first_op_bytes", 0))
@@ -111,19 +165,27 @@ class Backend:
             from .costs.pool import MemoryPool
             self.pool = MemoryPool(alignment=int(spec.get("alignment", 256)))
 
-    def on_op(self, key) -> None:
-        """An op runs on this backend: one-time runtime warm-up, then per-kernel caches.
+    def first_run(self, op_name, shapes) -> bool:
+        """Whether ``op_name`` on ``shapes`` (interned) has not run on this backend yet."""
+        seen = self.seen.get(op_name)
+        return seen is None or shapes not in seen
 
-        The CPU backend's first op makes resident ``process.runtime_init_bytes``
-        (thread-locals, code pages); a GPU backend's first op allocates
-        ``first_op_bytes`` on the host, and each new kernel (op, shapes, autodiff
-        context) keeps a compiled pipeline of ``kernel_bytes``.
+    def on_op(self, key) -> None:
+        """An op runs on this backend: first-execution residency, then per-kernel caches.
+
+        On the CPU backend the op's code path (``OP_CODE_PATH``) faults in its text the
+        first time (``sim.touched``), and a matmul writes its packed lhs into gemm's L2
+        slab (:meth:`gemm_ran`); a GPU backend's first op allocates ``first_op_bytes`` on
+        the host, and each new kernel (op, shapes, autodiff context) keeps a compiled
+        pipeline of ``kernel_bytes``.
         """
+        name, out_shape, in_shapes = key[0], key[1], key[2]
+        self.seen.setdefault(name, set()).add((out_shape, in_shapes))
+        if self.pool is None:
+            self.sim.touched.touch_code(OP_CODE_PATH.get(name, "elementwise"))
         if not self.used:
             self.used = True
-            if self.pool is None:
-                self.sim.rss_extra_bytes += self.sim.profile.process.runtime_init_bytes
-            elif self.first_op_bytes:
+            if self.pool is not None and self.first_op_bytes:
                 self.sim.heap.alloc(self.first_op_bytes)
         if self.workspace_pending and key[0] == "matmul":
             self.workspace_pending = False
@@ -133,9 +195,35 @@ class Backend:
             resident = self.sim.allocator.resident_bytes()
             self.sim.heap.alloc(self.workspace_bytes)
             self.sim.rss_extra_bytes -= self.sim.allocator.resident_bytes() - resident
+        if name == "matmul" and self.pool is None:
+            (*_, m, k), (*_, n) = in_shapes[0], in_shapes[1]
+            self.gemm_ran(n, m, k)   # a row-major destination: gemm sees the transpose
         if self.kernel_bytes and key not in self.compiled:
             self.compiled.add(key)
             self.sim.heap.alloc(self.kernel_bytes)
+
+    def gemm_ran(self, m, n, k, lhs_unit_stride=True) -> None:
+        """A CPU gemm of gemm's own ``(m, n, k)`` ran on this thread: the pages of the L2
+        slab it wrote (:func:`gemm_slab_written`, from the slab's offset in its first page)
+        become resident and stay (the slab lives as long as the thread)."""
+        mr, nr, kc_max, mc_max = self.gemm
+        if not mr or not self.workspace_bytes:
+            return
+        written = gemm_slab_written(m, n, k, mr, nr, kc_max, mc_max, self.workspace_bytes,
+                                    lhs_unit_stride)
+        if written:
+            page = self.sim.allocator.page_bytes
+            self.sim.touched.touch_buffer(("l2-slab", self.sim.current.name),
+                                          -(-(SLAB_OFFSET + written) // page) * page)
+
+    def backward_op(self, op_name, shapes) -> None:
+        """The backward of ``op_name`` (forward ``shapes``: (out, inputs)) runs on this
+        backend: a matmul's gradients are two gemms, ``grad @ rhs^T`` (gemm sees
+        ``(K, M, N)``, its lhs is ``rhs`` read strided) and ``lhs^T @ grad`` (``(N, K, M)``)."""
+        if op_name == "matmul" and self.pool is None:
+            (*_, m, k), (*_, n) = shapes[1][0], shapes[1][1]
+            self.gemm_ran(k, m, n, lhs_unit_stride=False)
+            self.gemm_ran(n, k, m)
 
     def output(self, op_name, inputs, out_shape) -> Buffer:
         """The output buffer of op ``op_name`` on ``inputs`` (tensors): an operand's

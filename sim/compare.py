@@ -29,7 +29,7 @@ TOLERANCE = {"memory": 0.05, "time": 0.15, "event": 0.0, "state": 0.0}
 SLACK = {"heap_bytes_delta": 2048, "host_heap_delta": 2.0, "gpu_in_use": 0.05, "rss": 0.05,
          "rss_delta": 0.05, "heap_blocks_delta": 0, "rss_growth_per_step": 0.05,
          # probe metrics (issue 6): the same slack in their units
-         "rss_bytes": 50_000, "heap_growth_per_step": 8.0, "kept_bytes": 0}
+         "rss_bytes": 50_000, "text_rss_delta": 64.0, "heap_growth_per_step": 8.0, "kept_bytes": 0}
 
 
 def point_id(row) -> str:

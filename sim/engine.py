@@ -27,7 +27,7 @@ import simpy
 
 from .backend import Backend
 from .costs.heap import Heap
-from .costs.rss import Allocator
+from .costs.rss import Allocator, TouchedPages
 from .costs.tables import RawTable, TableLayout
 from .costs.timing import Timing
 from .autodiff.locator import GraphMutexClient
@@ -140,6 +140,8 @@ class Simulation:
         self.layout = profile.layout
         self.allocator = Allocator.from_classes(profile.process.allocator)
         self.heap = Heap(self.allocator)
+        # text of code paths and written buffer pages, resident from their first use
+        self.touched = TouchedPages(profile.code)
         self.tables = TableFactory(self.layout, self.heap)
         self.timing = Timing(self, profile.time)
         self.env = simpy.Environment()
@@ -184,6 +186,8 @@ class Simulation:
         if kind not in ("flex", "metal"):
             raise UserError(f"unknown device '{kind}' (valid: flex, metal)")
         self.backend(kind)  # a GPU device initialises its runtime when created
+        if kind == "flex":
+            self.touched.touch_code("device")
         return Device(self, kind)
 
     def backend(self, kind) -> Backend:
@@ -357,9 +361,10 @@ class Simulation:
                    for g in locator.live)
 
     def rss_bytes(self) -> int:
-        """Process RSS: baseline + one-time runtime + the allocator's resident heap."""
+        """Process RSS: baseline + one-time runtime + the allocator's resident heap + the
+        pages resident since their first use (code paths' text, gemm's slab)."""
         return (self.profile.process.baseline_rss_bytes + self.rss_extra_bytes
-                + self.allocator.resident_bytes())
+                + self.allocator.resident_bytes() + self.touched.resident_bytes())
 
     def _check_limits(self) -> None:
         limits = self.limits

@@ -90,6 +90,7 @@ class _Snapshot:
         self.entries = 0 if locator is None else locator.entry_count()
         self.trees = _tree_counts(locator)
         self.rss_extra = sim.rss_extra_bytes
+        self.touched = sim.touched.state()
         self.allocator = sim.allocator.state()
 
 
@@ -132,6 +133,8 @@ def _measure(sim, snap, events):
     times = (sim.work_ps - snap.work,) + tuple(
         a - b for a, b in zip((timing.compute_ns, timing.bookkeeping_ns, timing.cleanup_ns),
                               snap.timing))
+    if sim.touched.state() != snap.touched:
+        return None   # first execution of a code path or gemm shape: not a repeatable iteration
     entries = 0 if locator is None else locator.entry_count()
     if (registered and entries == snap.entries and sim.allocator.state() == snap.allocator
             and (sim.heap.live_bytes, sim.heap.live_blocks) == snap.heap

@@ -62,6 +62,7 @@ class Linear:
     """``Linear(d_in, d_out)`` with lazily initialised weight ``[d_in, d_out]`` and bias."""
 
     def __init__(self, d_in, d_out, device, bias=True):
+        device.sim.touched.touch_code("module")   # LinearConfig::init's code
         self.weight = Param((d_in, d_out), device)
         self.bias = Param((d_out,), device) if bias else None
         self.d_out = d_out

@@ -41,7 +41,9 @@ class Sgd:
         """Update ``module``'s parameters in place; returns the module (as burn's ``step``)."""
         params = [p for p in module.params() if p.param_id in grads.grads]
         if params:
-            params[0].tensor.device.sim.timing.optimizer_step(len(params))
+            sim = params[0].tensor.device.sim
+            sim.timing.optimizer_step(len(params))
+            sim.touched.touch_code("optimizer")   # burn-optim's step: text on first use
         for param in module.params():
             grad = grads.grads.get(param.param_id)
             if grad is None:

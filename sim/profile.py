@@ -5,6 +5,7 @@ file itself (unit, meaning, and whether it is derived from a struct layout,
 taken from burn/cubecl source, or fitted by ``sim calibrate``):
 
 ``[process]``   platform-wide constants (allocator classes, baseline RSS);
+``[code]``      resident text of the binary per code path, faulted in on first execution;
 ``[layout]``    sizes in bytes of burn 0.22.1's bookkeeping structures;
 ``[time]``      nanoseconds per unit of bookkeeping work;
 ``[backend.flex]``, ``[backend.metal]``  per inner backend: primitive size,
@@ -34,9 +35,19 @@ SCHEMA = {
     "process": {
         "allocator": STR,            # one of sim.costs.rss.ALLOCATOR_CLASSES
         "baseline_rss_bytes": INT,   # RSS of the process before the workload
-        "runtime_init_bytes": INT,   # resident bytes of the first tensor op (backend init)
         "first_backward_bytes": INT,   # lazy global state created by the first backward
         "first_backward_blocks": INT,
+    },
+    "code": {                        # resident text per code path (sim.costs.rss.CODE_PATHS)
+        "device_bytes": INT,
+        "module_bytes": INT,
+        "creation_bytes": INT,
+        "elementwise_bytes": INT,
+        "matmul_bytes": INT,
+        "reduce_bytes": INT,
+        "autodiff_bytes": INT,
+        "backward_bytes": INT,
+        "optimizer_bytes": INT,
     },
     "layout": {
         "group_width": INT,
@@ -85,6 +96,10 @@ SCHEMA = {
         "handle_bytes": INT,
         "stride_bytes": INT,             # per dimension: the strides Vec of a cloned primitive
         "matmul_workspace_bytes": INT,   # gemm's thread-local L2 slab, at the first matmul
+        "gemm_mr": INT,                  # gemm f32 blocking (sim.backend.gemm_slab_written);
+        "gemm_nr": INT,                  #   gemm_mr = 0: slab residency not modelled
+        "gemm_kc_max": INT,
+        "gemm_mc_max": INT,
         "gflops": FLOAT,
         "gbps": FLOAT,
         "op_overhead_ns": FLOAT,
@@ -133,6 +148,7 @@ class Profile:
         self.data = data
         self.process = SimpleNamespace(**data["process"])
         self.layout = SimpleNamespace(**data["layout"])
+        self.code = {key[:-len("_bytes")]: value for key, value in data["code"].items()}
         self.time = dict(data["time"])
         self.backends = {kind: dict(data["backend"][kind]) for kind in ("flex", "metal")}
         self.pytorch = dict(data["pytorch"])
@@ -187,7 +203,7 @@ def load_profile(name_or_path) -> Profile:
 
 def validate(data, path) -> None:
     """Raise :class:`ProfileError` on a missing, unknown, mistyped or negative key."""
-    allowed_top = {"process", "layout", "time", "backend", "pytorch", "calibration", "meta"}
+    allowed_top = {"process", "code", "layout", "time", "backend", "pytorch", "calibration", "meta"}
     for key in data:
         if key not in allowed_top:
             raise ProfileError(f"{path}: unknown table [{key}]")

@@ -154,6 +154,8 @@ class Tensor:
         if any(d <= 0 for d in shape):
             raise UserError(f"invalid tensor shape {list(shape)}")
         device.sim.timing.elementwise(math.prod(shape), device.backend)
+        if device.backend.pool is None:
+            device.sim.touched.touch_code("creation")   # from_data / random fill on the CPU
         return cls(device, shape, device.backend.alloc(shape))
 
     ones = zeros

@@ -52,6 +52,8 @@ METRICS = {m.name: m for m in (
     Metric("cleanup_ms", "ms", "time", "simulated time spent in orphan sweeps since the start"),
     # extra metrics of the Rust probes (experiments/probes, issue 6)
     Metric("rss_bytes", "B", "memory", "process resident set size in bytes (probes: /proc/self/statm)"),
+    Metric("text_rss_delta", "KiB", "memory", "resident text of the program binary since the "
+           "program's start (probes: /proc/self/smaps Rss of its executable mappings)"),
     Metric("heap_growth_per_step", "B", "memory", "mean live-heap growth per step since step 1"),
     Metric("ns_per_op", "ns", "time", "mean wall time per loop iteration"),
     Metric("backward_ms", "ms", "time", "duration of one backward() including its orphan sweep"),

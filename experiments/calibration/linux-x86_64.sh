@@ -5,15 +5,22 @@
 #
 # The structural byte model ([layout], group_width = 16, primitive/handle/stride sizes
 # from the sizeof and alloc-trace probes) is NOT fitted: heap bytes and blocks come out
-# of it. Fitted here: the process's RSS constants and the CPU's times.
+# of it. Fitted here: the process's RSS constants, the resident text of each code path
+# (on the probes' text_rss_delta rows of adleak-rss and of p10-ema detach / ema-only: the
+# text of the other p10-ema modes is held out) and the CPU's times.
 set -euo pipefail
 d=experiments/measured/linux-x86_64
 sim=${SIM:-.venv/bin/sim}
 "$sim" calibrate --profile models/linux-x86_64.toml --jobs "${JOBS:-1}" \
   --measured "$d/adleak-rss.csv" --measured "$d/p10-ema.csv" --measured "$d/params.csv" \
+  --measured "$d/text-rss.csv" \
   --out "${OUT:-models/linux-x86_64.toml}" \
   --fit process.baseline_rss_bytes      --points 'adleak-rss/flex//0/rss_bytes' \
-  --fit process.runtime_init_bytes      --points 'adleak-rss/flex//100/rss_bytes' \
+  --fit code.device_bytes --fit code.module_bytes --fit code.creation_bytes \
+  --fit code.elementwise_bytes --fit code.matmul_bytes --fit code.reduce_bytes \
+  --fit code.autodiff_bytes --fit code.backward_bytes --fit code.optimizer_bytes \
+    --points 'adleak-rss/*//0/text_rss_delta' --points 'adleak-rss/*//100/text_rss_delta' \
+    --points 'p10-ema/detach/*/*/text_rss_delta' --points 'p10-ema/ema-only/*/*/text_rss_delta' \
   --fit backend.flex.op_overhead_ns     --points 'adleak-count-params/untracked/size=16/after-loop/10000/ns_per_op' \
   --fit backend.flex.gbps               --points 'adleak-count-params/untracked/size=65536/after-loop/10000/ns_per_op' \
   --fit backend.flex.gflops             --points 'p10-ema/without//50/ms_per_step' \

@@ -7,7 +7,7 @@ sim=${SIM:-.venv/bin/sim}
 "$sim" calibrate --measured "$seeds" --profile models/m2max-macos.toml --jobs "${JOBS:-1}" \
   --out "${OUT:-models/m2max-macos.toml}" \
   --fit process.baseline_rss_bytes      --points 'adleak-rss/flex//0/rss' \
-  --fit process.runtime_init_bytes      --points 'adleak-rss/flex//100/rss' \
+  --fit code.elementwise_bytes           --points 'adleak-rss/flex//100/rss' \
   --fit process.first_backward_bytes    --points 'adleak-count/flex/after-unrelated-backward/10000/heap_bytes_delta' \
   --fit process.first_backward_blocks   --points 'adleak-count/flex/after-unrelated-backward/10000/heap_blocks_delta' \
   --fit backend.metal.device_init_bytes --points 'pit-infer/build//0/host_heap_delta' \

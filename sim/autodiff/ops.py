@@ -101,13 +101,16 @@ def float_op(op, inputs, out_shape, device):
     shapes = sim.shapes.setdefault(shapes, shapes)
     out_shape, in_shapes = shapes
     sim.timing.forward_op(op, shapes, backend)
-    if backend.kernel_bytes or not backend.used or backend.workspace_pending:
+    if (backend.kernel_bytes or not backend.used or backend.workspace_pending
+            or backend.first_run(op.name, shapes)):
         context = ("plain" if not device.is_autodiff else
                    "tracked" if any(t.is_tracked() for t in inputs) else "untracked")
         backend.on_op((op.name, out_shape, in_shapes, context))
     if not device.is_autodiff:
         return Tensor(device, out_shape, backend.output(op.name, inputs, out_shape))
 
+    # burn-autodiff's op preparation and the graph client: their text, on the first op
+    sim.touched.touch_code("autodiff")
     nodes = [t.node if t.node is not None else _lift(sim) for t in inputs]
     tracked = any(n.requirement != NONE for n in nodes)  # Requirement::from_nodes
     requirement = GRAD_IN_BACKWARD if tracked else NONE

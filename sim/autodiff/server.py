@@ -151,6 +151,8 @@ class AutodiffServer:
         from .node import GRAD
         sim = self.sim
         backend = root.device.backend
+        # the tape builder and the steps' backward code: resident from the first backward
+        sim.touched.touch_code("backward")
         pending = {root.node.id: (backend.alloc(root.shape), root.node)}
         tape.sort(key=lambda s: -s.depth)
         for step in tape:
@@ -158,6 +160,7 @@ class AutodiffServer:
             if step.kind == OPS and node.id in pending and node.requirement != GRAD:
                 del pending[node.id]
                 sim.timing.backward_op(step.op, step.shapes, step.cost)
+                backend.backward_op(step.op.name, step.shapes)
                 # a matmul's gradients are matmuls too (staged outputs on flex: sim.backend)
                 staged = backend.staged(step.op.name)
                 for i, (parent, shape) in enumerate(zip(step.parent_nodes, step.shapes[1])):

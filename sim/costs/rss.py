@@ -50,7 +50,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Zone", "SegmentZone", "ClusterSegmentZone", "Allocator", "ALLOCATOR_CLASSES"]
+__all__ = ["Zone", "SegmentZone", "ClusterSegmentZone", "Allocator", "ALLOCATOR_CLASSES",
+           "TouchedPages", "CODE_PATHS"]
 
 
 @dataclass(frozen=True)
@@ -451,3 +452,66 @@ class Allocator:
         """Counters that fast-forward may extrapolate, and the placement of placement zones."""
         placement = tuple(z.state() for z, p in zip(self.zones, self._segmented) if p)
         return tuple(self.live) + tuple(self.high) + placement
+
+
+#: Code paths of the program binary whose text pages the first execution faults in (the
+#: profile's ``[code]`` table gives the resident bytes of each; ``<path>_bytes``):
+#: ``device`` creating the CPU device, ``module`` building an nn module, ``creation`` a
+#: tensor from data or a random fill, ``elementwise`` / ``matmul`` / ``reduce`` the CPU
+#: backend's kernels (binary, unary and scalar ops / gemm / sum and mean), ``autodiff``
+#: registering a step with the graph client, ``backward`` building and running a tape,
+#: ``optimizer`` an SGD step.
+CODE_PATHS = ("device", "module", "creation", "elementwise", "matmul", "reduce", "autodiff",
+              "backward", "optimizer")
+
+
+class TouchedPages:
+    """Memory made resident once by its first use and never released (bytes).
+
+    Two kinds, both outside the heap allocator's accounting:
+
+    * **text**: the binary's code is mapped from its file and faulted in page by page (Linux
+      maps the neighbouring pages too: ``fault_around_bytes``, 64 KiB) the first time a code
+      path runs; clean file pages stay resident while the process lives. ``touch_code(path)``
+      adds the path's bytes once per process.
+    * **written buffers**: pages of a big mapping that the program writes (gemm's thread-local
+      L2 slab: only the packed-lhs prefix is ever written). ``touch_buffer(key, nbytes)``
+      keeps the largest written extent per buffer (already resident pages stay).
+
+    >>> t = TouchedPages({"matmul": 65536})
+    >>> t.touch_code("matmul"); t.touch_code("matmul"); t.touch_buffer("slab", 8192)
+    >>> t.touch_buffer("slab", 4096); (t.text_bytes(), t.resident_bytes())
+    (65536, 73728)
+    """
+
+    __slots__ = ("path_bytes", "paths", "buffers", "text", "written")
+
+    def __init__(self, path_bytes):
+        self.path_bytes = {k: int(v) for k, v in path_bytes.items()}
+        self.paths = set()
+        self.buffers = {}
+        self.text = 0
+        self.written = 0
+
+    def touch_code(self, path: str) -> None:
+        """Code path ``path`` runs: its text becomes resident the first time."""
+        if path not in self.paths:
+            self.paths.add(path)
+            self.text += self.path_bytes[path]
+
+    def touch_buffer(self, key, nbytes: int) -> None:
+        """``nbytes`` from the start of buffer ``key`` have been written (page-rounded by the caller)."""
+        old = self.buffers.get(key, 0)
+        if nbytes > old:
+            self.buffers[key] = nbytes
+            self.written += nbytes - old
+
+    def text_bytes(self) -> int:
+        return self.text
+
+    def resident_bytes(self) -> int:
+        return self.text + self.written
+
+    def state(self) -> tuple:
+        """What fast-forward compares: an iteration that touches new pages is not batched."""
+        return (self.text, self.written)

@@ -59,6 +59,8 @@ fn rss_note(variant: &str) -> &'static str {
 
 pub fn rss_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
     let round: usize = if opts.quick { 10_000 } else { 100_000 };
+    // text_rss_delta: resident text of this binary (KiB) relative to before the device and tensors
+    let text0 = burn_probes::rss::text_rss_bytes();
     let (a, b) = pair(variant, 16);
     let backward_each = variant == "autodiff-backward-each-round";
     for step in 0..=4usize {
@@ -84,6 +86,9 @@ pub fn rss_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         };
         sink.row("adleak-rss", variant, "", x, "k_iterations", "rss", f(r as f64 / 1e6, 3), "MB", &note);
         sink.row("adleak-rss", variant, "", x, "k_iterations", "rss_bytes", r, "B", "");
+        let t = (burn_probes::rss::text_rss_bytes() as f64 - text0 as f64) / 1024.0;
+        sink.row("adleak-rss", variant, "", x, "k_iterations", "text_rss_delta", f(t, 1), "KiB",
+            if step == 0 { "resident KiB of the probe binary's executable mappings (/proc/self/smaps Rss) now minus before the variant's tensors were created" } else { "" });
     }
 }
 

@@ -69,6 +69,11 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
 
     let rss0 = rss_bytes();
     let heap0 = alloc::snapshot();
+    // text_rss_delta rows (KiB): resident text of this binary now minus at the mode's start,
+    // after each phase of the set-up (x = 0) and of step 1 (x = 1), and at each printed step
+    let text0 = burn_probes::rss::text_rss_bytes();
+    let text_kib = || (burn_probes::rss::text_rss_bytes() as f64 - text0 as f64) / 1024.0;
+    let mut text_rows: Vec<(&'static str, usize, f64)> = Vec::with_capacity(8);
     let phases = std::env::var("PROBE_PHASES").is_ok();
     let ph = |name: &str| {
         if phases {
@@ -89,8 +94,10 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
     ph("start");
     let ad = Device::flex().autodiff();
     ph("device");
+    if with_rss { text_rows.push(("device", 0, text_kib())); }
     let mut model: Option<Linear> = Some(LinearConfig::new(512, 512).init(&ad));
     ph("model");
+    if with_rss { text_rows.push(("model", 0, text_kib())); }
     let x = Tensor::<2>::random([64, 512], Distribution::Default, &ad);
     ph("x");
     let mut optim = SgdConfig::new().init();
@@ -98,7 +105,11 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
         if use_without { m.weight.val().without_autodiff() } else { m.weight.val().detach() }
     };
     let mut ema: Option<Tensor<2>> = if has_ema { Some(snapshot(model.as_ref().unwrap())) } else { None };
-
+    if with_rss { text_rows.push(("setup", 0, text_kib())); }
+    for (phase, x, v) in text_rows.drain(..) {
+        sink.row(experiment, mode, phase, x, "step", "text_rss_delta", f(v, 1), "KiB",
+            if phase == "device" { "resident KiB of the probe binary's executable mappings (/proc/self/smaps Rss) now minus at the mode's start; phases: device = after Device::flex().autodiff(), model = after LinearConfig::init, setup = after the input and the initial ema snapshot, forward/backward/sgd/ema = after that part of step 1" } else { "" });
+    }
     let mut t0 = Instant::now();
     let mut prev_step = 0usize;
     let mut rss_step1 = 0u64;
@@ -111,6 +122,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
             if train {
                 let out = m.forward(x.clone());
                 if show { ph(&format!("{step} forward")); }
+                if step == 1 && with_rss { text_rows.push(("forward", 1, text_kib())); }
                 let loss = if is_target {
                     let e = ema.as_ref().unwrap().clone();
                     (out - x.clone().matmul(e)).powi_scalar(2).mean()
@@ -119,8 +131,10 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                 };
                 let grads = GradientsParams::from_grads(loss.backward(), &m);
                 if show { ph(&format!("{step} backward")); }
+                if step == 1 && with_rss { text_rows.push(("backward", 1, text_kib())); }
                 m = optim.step(1e-3, m, grads);
                 if show { ph(&format!("{step} sgd")); }
+                if step == 1 && with_rss { text_rows.push(("sgd", 1, text_kib())); }
             }
             if mode == "log-no-ema" {
                 let n: f32 = m.weight.val().detach().powi_scalar(2).sum().sqrt().into_scalar();
@@ -130,9 +144,13 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                 let e = ema.take().unwrap();
                 ema = Some(e * 0.99 + snapshot(&m) * 0.01);
                 if show { ph(&format!("{step} ema")); }
+                if step == 1 && with_rss { text_rows.push(("ema", 1, text_kib())); }
             }
             model = Some(m);
         }));
+        for (phase, x, v) in text_rows.drain(..) {
+            sink.row(experiment, mode, phase, x, "step", "text_rss_delta", f(v, 1), "KiB", "");
+        }
         if r.is_err() {
             let el = t0.elapsed().as_secs_f64();
             let msg = PANIC_MSG.lock().unwrap().clone().unwrap_or_default();
@@ -161,6 +179,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                 let d = rss as f64 - rss0 as f64;
                 sink.row(experiment, mode, "", step, "step", "rss_delta", f(d / 1048576.0, 3), "MiB", "");
                 sink.row(experiment, mode, "", step, "step", "rss_bytes", rss, "B", "");
+                sink.row(experiment, mode, "", step, "step", "text_rss_delta", f(text_kib(), 1), "KiB", "");
                 let hd = heap.live_bytes - heap0.live_bytes;
                 sink.row(experiment, mode, "", step, "step", "heap_bytes_delta", hd, "B",
                     if first_row { "live heap now minus at mode start (counting allocator)" } else { "" });
