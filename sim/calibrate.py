@@ -100,8 +100,11 @@ def _deepcopy(data):
     return data
 
 
-def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print):
+def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, fresh=False):
     """Fit ``params`` of profile ``base`` to the selected ``measured`` points.
+
+    The written profile's ``[calibration]`` table lists what was fitted, on which points:
+    this call's, plus the base profile's (a calibration in stages), unless ``fresh``.
 
     Returns ``(new profile, table of every point before/after)``.
     """
@@ -183,7 +186,7 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print):
             break
 
     # a profile calibrated in stages keeps what earlier stages fitted
-    previous = profile.data.get("calibration", {})
+    previous = {} if fresh else profile.data.get("calibration", {})
     fitted_ids = list(dict.fromkeys(list(previous.get("points", []))
                                     + [point_id(m) for m in fit_rows]))
     new_profile = _with(profile, current)

@@ -169,8 +169,11 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
                    "(repeatable; default: every measured point)")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="write the calibrated profile here (e.g. models/NEW.toml)")
+@click.option("--fresh", is_flag=True,
+              help="start a new calibration record: forget the base profile's list of "
+                   "fitted parameters and points (default: a staged calibration adds to it)")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True)
-def calibrate_cmd(measured_paths, base, params, points, out, jobs):
+def calibrate_cmd(measured_paths, base, params, points, out, fresh, jobs):
     """Fit --fit parameters of a profile to measured points (least squares).
 
     Prints every point's measured value, the prediction before and after, the
@@ -185,7 +188,8 @@ def calibrate_cmd(measured_paths, base, params, points, out, jobs):
         measured.extend(read_measured(path, known))
     if out is not None:
         _check_out_file(out)
-    calibrate(measured, base, list(params), list(points), out, jobs, echo=click.echo)
+    calibrate(measured, base, list(params), list(points), out, jobs, echo=click.echo,
+              fresh=fresh)
 
 
 @cli.command("accuracy")

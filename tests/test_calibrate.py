@@ -46,3 +46,25 @@ def test_a_parameter_no_fitted_point_depends_on_is_refused(tmp_path):
     with pytest.raises(UserError, match="no fitted point depends on it"):
         calibrate(read_measured(path), profile, ["backend.metal.kernel_bytes"],
                   echo=lambda *_: None)
+
+
+def test_fresh_forgets_the_base_profiles_calibration_record(tmp_path):
+    """A staged calibration adds to the base profile's [calibration] record; ``fresh``
+    starts a new one, so a parameter no longer fitted does not stay listed."""
+    profile = load_profile("m2max-macos")
+    rows = run_cell("p10-ema", "without", profile=profile, sets={"steps": 3, "report_at": "1,3"})
+    point = next(r for r in rows if r["metric"] == "ms_per_step" and r["x"] == 1)
+    path = tmp_path / "m.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["experiment", "variant", "phase", "x", "x_unit", "metric", "value",
+                    "unit", "note"])
+        w.writerow(["p10-ema", "without", "", 1, "step", "ms_per_step", point["value"], "ms", ""])
+    measured = read_measured(path)
+    quiet = dict(echo=lambda *_: None)
+    staged, _ = calibrate(measured, profile, ["time.process_warmup_ns"], **quiet)
+    fresh, _ = calibrate(measured, profile, ["time.process_warmup_ns"], fresh=True, **quiet)
+    old = profile.data["calibration"]
+    assert set(staged.data["calibration"]["fitted"]) == set(old["fitted"])
+    assert fresh.data["calibration"] == {"fitted": ["time.process_warmup_ns"],
+                                         "points": ["p10-ema/without//1/ms_per_step"]}

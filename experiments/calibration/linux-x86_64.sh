@@ -11,7 +11,7 @@
 set -euo pipefail
 d=experiments/measured/linux-x86_64
 sim=${SIM:-.venv/bin/sim}
-"$sim" calibrate --profile models/linux-x86_64.toml --jobs "${JOBS:-1}" \
+"$sim" calibrate --fresh --profile models/linux-x86_64.toml --jobs "${JOBS:-1}" \
   --measured "$d/adleak-rss.csv" --measured "$d/p10-ema.csv" --measured "$d/params.csv" \
   --measured "$d/text-rss.csv" \
   --out "${OUT:-models/linux-x86_64.toml}" \

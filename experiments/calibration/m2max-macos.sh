@@ -4,7 +4,7 @@
 set -euo pipefail
 seeds=experiments/measured/seeds-m2max.csv
 sim=${SIM:-.venv/bin/sim}
-"$sim" calibrate --measured "$seeds" --profile models/m2max-macos.toml --jobs "${JOBS:-1}" \
+"$sim" calibrate --fresh --measured "$seeds" --profile models/m2max-macos.toml --jobs "${JOBS:-1}" \
   --out "${OUT:-models/m2max-macos.toml}" \
   --fit process.baseline_rss_bytes      --points 'adleak-rss/flex//0/rss' \
   --fit code.elementwise_bytes           --points 'adleak-rss/flex//100/rss' \
