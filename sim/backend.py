@@ -111,16 +111,20 @@ class Buffer:
     """Storage of one tensor primitive (``nbytes`` of f32 data); ``holders``: the
     handles, checkpoints and gradient containers that hold it (Rust's strong count)."""
 
-    __slots__ = ("nbytes", "holders", "_free", "_token")
+    __slots__ = ("nbytes", "holders", "_free", "_token", "chunk")
 
-    def __init__(self, nbytes, free, token):
+    def __init__(self, nbytes, free, token, chunk=None):
         self.nbytes = nbytes
         self.holders = 0
         self._free = free
         self._token = token
+        # its memory in the backend's L2 model (sim.costs.cache), None where not modelled
+        self.chunk = chunk
 
     def __del__(self):
         self._free(self._token)
+        if self.chunk is not None:
+            self.chunk.release()
 
 
 class Backend:
@@ -164,6 +168,12 @@ class Backend:
         if kind == "metal":
             from .costs.pool import MemoryPool
             self.pool = MemoryPool(alignment=int(spec.get("alignment", 256)))
+        # the CPU core's L2 (sim.costs.cache): which buffers an op finds resident
+        self.cache = None
+        l2 = int(spec.get("l2_bytes", 0))
+        if l2 > 0 and self.pool is None:
+            from .costs.cache import L2Cache
+            self.cache = L2Cache(l2)
 
     def first_run(self, op_name, shapes) -> bool:
         """Whether ``op_name`` on ``shapes`` (interned) has not run on this backend yet."""
@@ -228,6 +238,12 @@ class Backend:
     def output(self, op_name, inputs, out_shape) -> Buffer:
         """The output buffer of op ``op_name`` on ``inputs`` (tensors): an operand's
         storage where this backend writes in place (module docstring), else a new one."""
+        cache = self.cache
+        if cache is not None:
+            # what the op reads, before an in-place op consumes its operand
+            chunks = [t.prim.chunk for t in inputs]
+            sizes = [math.prod(t.shape) * ELEMENT_BYTES for t in inputs]
+        out = None
         if self.in_place:
             if op_name in VIEW_OPS:
                 return _take(inputs[0])
@@ -236,8 +252,17 @@ class Backend:
                     buf = t.prim
                     if (buf.holders == 1 and t.holds and t.shape == out_shape
                             and sum(1 for u in inputs if u.prim is buf) == 1):
-                        return _take(t)
-        return self.alloc(out_shape, self.staged(op_name))
+                        out = _take(t)
+                        break
+        if out is None:
+            out = self.alloc(out_shape, self.staged(op_name))
+        if cache is not None and op_name not in VIEW_OPS:
+            chunks.append(out.chunk)
+            sizes.append(math.prod(out_shape) * ELEMENT_BYTES)
+            missed = cache.touch(chunks, sizes)
+            if missed:
+                self.sim.timing.l2_missed(missed, self)
+        return out
 
     def staged(self, op_name) -> bool:
         """Whether this backend creates ``op_name``'s output (and a gradient of it) staged."""
@@ -263,7 +288,8 @@ class Backend:
             else:
                 block = heap.alloc(nbytes)
             # the allocator's handle names the block, so that its placement is freed
-            return Buffer(nbytes, self._free_cpu, (nbytes, block))
+            chunk = None if self.cache is None else self.cache.claim(nbytes)
+            return Buffer(nbytes, self._free_cpu, (nbytes, block), chunk)
         token = self.pool.alloc(nbytes)
         if self.handle_bytes:
             heap.alloc(self.handle_bytes)

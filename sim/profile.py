@@ -101,7 +101,9 @@ SCHEMA = {
         "gemm_kc_max": INT,
         "gemm_mc_max": INT,
         "gflops": FLOAT,
-        "gbps": FLOAT,
+        "gbps": FLOAT,                   # GB/s of elementwise traffic resident in the L2
+        "l2_bytes": INT,                 # B of L2 per core for the LRU model (0: not modelled)
+        "gbps_miss": FLOAT,              # GB/s of elementwise traffic not resident in the L2
         "op_overhead_ns": FLOAT,
     },
     "backend.metal": {
@@ -246,5 +248,8 @@ def validate(data, path) -> None:
         for key in ("gflops", "gbps"):
             if table[key] <= 0:
                 raise ProfileError(f"{path}: {section}.{key} must be positive")
+    flex = data["backend"]["flex"]
+    if flex["l2_bytes"] > 0 and flex["gbps_miss"] <= 0:
+        raise ProfileError(f"{path}: backend.flex.gbps_miss must be positive when l2_bytes > 0")
     if data["layout"]["group_width"] not in (8, 16):
         raise ProfileError(f"{path}: layout.group_width must be 8 or 16")

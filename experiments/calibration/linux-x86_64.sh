@@ -7,7 +7,9 @@
 # from the sizeof and alloc-trace probes) is NOT fitted: heap bytes and blocks come out
 # of it. Fitted here: the process's RSS constants, the resident text of each code path
 # (on the probes' text_rss_delta rows of adleak-rss and of p10-ema detach / ema-only: the
-# text of the other p10-ema modes is held out) and the CPU's times.
+# text of the other p10-ema modes is held out) and the CPU's times. backend.flex.gbps is
+# the L2-resident elementwise rate (adleak's 256-KiB tensors), gbps_miss the rate of
+# operands the L2 model (sim/costs/cache.py, l2_bytes = 2 MiB [source]) finds evicted.
 set -euo pipefail
 d=experiments/measured/linux-x86_64
 sim=${SIM:-.venv/bin/sim}
@@ -23,6 +25,7 @@ sim=${SIM:-.venv/bin/sim}
     --points 'p10-ema/detach/*/*/text_rss_delta' --points 'p10-ema/ema-only/*/*/text_rss_delta' \
   --fit backend.flex.op_overhead_ns     --points 'adleak-count-params/untracked/size=16/after-loop/10000/ns_per_op' \
   --fit backend.flex.gbps               --points 'adleak-count-params/untracked/size=65536/after-loop/10000/ns_per_op' \
+  --fit backend.flex.gbps_miss          --points 'p10-ema/ema-only//100/ms_per_step' \
   --fit backend.flex.gflops             --points 'p10-ema/without//50/ms_per_step' \
   --fit time.process_warmup_ns          --points 'adleak-count-params/untracked/size=16/after-unrelated-backward/1000/backward_ms' \
   --fit time.scan_node_ns               --points 'p10-ema/detach//1000/ms_per_step' \

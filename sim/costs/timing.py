@@ -7,7 +7,10 @@ time, charged to the host thread that did it. Costs come from the profile's
 ``[time]`` table:
 
 * compute: ``flops / (gflops * 1e9) + bytes / (gbps * 1e9) + op_overhead`` per
-  op on the inner backend (per-backend ``[backend.<kind>]`` rates);
+  op on the inner backend (per-backend ``[backend.<kind>]`` rates); ``gbps`` is the
+  L2-resident rate, and on a backend with an L2 model (``l2_bytes``,
+  :mod:`sim.costs.cache`) the bytes of operands not resident at the op's start cost
+  ``1 / gbps_miss`` instead (:meth:`Timing.l2_missed` charges the difference);
 * bookkeeping: a fixed cost per registration, per tracked parent, per new
   graph, per merged graph, per tape step, per node visited by
   ``free_unavailable_nodes``;
@@ -110,6 +113,16 @@ class Timing:
 
     def end_backward(self) -> None:
         """A backward's tape has run."""
+
+    def l2_missed(self, nbytes, backend) -> None:
+        """``nbytes`` (B) of an op's operands were not in the L2 (sim.costs.cache): they
+        stream at ``gbps_miss`` (GB/s = B/ns) instead of ``gbps``; charges the extra ns."""
+        rates = self.sim.policy.rates(self.sim, backend)
+        miss = rates.get("gbps_miss")
+        if miss:
+            ns = nbytes * (1.0 / miss - 1.0 / rates["gbps"])
+            self.compute_ns += ns
+            self.sim.charge(ns)
 
     def _compute(self, flops, moved, backend) -> None:
         rates = self.sim.backend_rates(backend)

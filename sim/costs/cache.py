@@ -1,0 +1,116 @@
+"""Which tensor buffers sit in the core's L2 cache: an LRU of buffer memory.
+
+The time model charges an elementwise op ``bytes / gbps`` at one bandwidth
+(``[backend.<kind>] gbps``, the L2-resident rate). A CPU streaming kernel is
+that fast only while its operands are in the core's L2; an operand whose lines
+were evicted since it was last touched streams from L3/DRAM at ``gbps_miss``.
+Which one depends on what the ops in between touched: p10-ema's ``ema-only``
+loop touches three 1-MiB buffers per step (``ema``, ``w``, the temporary
+``w * 0.01``), 3 MiB > a 2-MiB L2, so under LRU every operand has been evicted
+by the time it is read again; adleak's 256-KiB ``a + b`` stays resident.
+
+Model (:class:`L2Cache`):
+
+* the unit is a **chunk**: the memory of one tensor buffer
+  (:class:`sim.backend.Buffer`), ``nbytes`` bytes, resident or not as a whole;
+* an LRU list of chunks with a capacity in bytes (the L2 size): an op *touches*
+  its input buffers, then its output buffer (most recently used last), and the
+  least recently used chunks are evicted until the resident bytes fit;
+* a chunk's bytes are charged at the miss rate when it is not resident at the
+  op's start; an in-place output is its input's chunk, so it shares its fate
+  (the write hits the lines the read brought in, the write-back is the cost);
+* **allocator reuse**: a freed buffer's chunk stays in the LRU (its lines are
+  still cached) and goes on a free list by size; a new buffer of the same size
+  takes the most recently freed chunk (LIFO, as glibc's bins and top chunk and
+  libmalloc hand back the block just freed), inheriting its residency. A new
+  buffer of a size with no freed chunk gets a fresh chunk, not resident
+  (a write-allocate miss).
+
+Only the elementwise ops that go through :meth:`sim.backend.Backend.output`
+(forward ops and the optimizer's update) touch the LRU; the backward's gradient
+buffers are not modelled. Deterministic: no randomness, no addresses; the state
+depends only on the sequence of ops and frees.
+
+Units: bytes.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+__all__ = ["Chunk", "L2Cache"]
+
+
+class Chunk:
+    """The memory of one buffer (``nbytes`` B); identity is the LRU key."""
+
+    __slots__ = ("nbytes", "cache", "__weakref__")
+
+    def __init__(self, nbytes, cache):
+        self.nbytes = nbytes
+        self.cache = cache
+
+    def release(self) -> None:
+        """The buffer holding this chunk was freed: the allocator keeps the memory."""
+        self.cache.free.setdefault(self.nbytes, []).append(self)
+
+
+class L2Cache:
+    """LRU residency of buffer chunks in an L2 of ``capacity`` bytes.
+
+    Examples
+    --------
+    >>> c = L2Cache(2 << 20)
+    >>> a, b, t = c.claim(1 << 20), c.claim(1 << 20), c.claim(1 << 20)
+    >>> c.touch((a,)), c.touch((b,)), c.touch((t,))      # fresh chunks miss
+    (1048576, 1048576, 1048576)
+    >>> c.touch((a,))                                   # evicted by t (3 MiB > 2 MiB)
+    1048576
+    >>> c.touch((t,))                                   # still resident
+    0
+    """
+
+    __slots__ = ("capacity", "lru", "resident", "free", "hits", "misses")
+
+    def __init__(self, capacity):
+        if capacity <= 0:
+            raise ValueError(f"L2 capacity must be positive, got {capacity}")
+        self.capacity = int(capacity)
+        self.lru = OrderedDict()   # chunk -> None, least recently used first
+        self.resident = 0          # bytes of the chunks in ``lru``
+        self.free = {}             # nbytes -> freed chunks, most recent last
+        self.hits = 0              # bytes charged at the L2 rate
+        self.misses = 0            # bytes charged at the miss rate
+
+    def claim(self, nbytes) -> Chunk:
+        """The chunk a new buffer of ``nbytes`` gets: the last one freed at that size, or
+        a fresh one."""
+        stack = self.free.get(nbytes)
+        if stack:
+            return stack.pop()
+        return Chunk(nbytes, self)
+
+    def touch(self, chunks, sizes=None) -> int:
+        """An op reads/writes ``chunks`` (in order; a chunk listed twice, as an in-place
+        op's input and output, is charged twice but held once): returns the bytes
+        not resident at the op's start (``sizes[i]``: bytes moved for ``chunks[i]``,
+        default its ``nbytes``), then makes them the most recently used."""
+        lru = self.lru
+        missed = 0
+        for i, c in enumerate(chunks):
+            moved = c.nbytes if sizes is None else sizes[i]
+            if c in lru:
+                self.hits += moved
+            else:
+                missed += moved
+        self.misses += missed
+        for c in chunks:
+            if c in lru:
+                lru.move_to_end(c)
+            else:
+                lru[c] = None
+                self.resident += c.nbytes
+        while self.resident > self.capacity and lru:
+            old, _ = lru.popitem(last=False)
+            self.resident -= old.nbytes
+        return missed
