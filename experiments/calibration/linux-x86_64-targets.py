@@ -50,12 +50,15 @@ def main():
     ap.add_argument("--profile", default="linux-x86_64")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--worst", type=int, default=30, help="list this many worst held-out misses")
+    ap.add_argument("--by-experiment", action="store_true",
+                    help="also print the held-out grades per experiment as a markdown table")
     args = ap.parse_args()
     measured = []
     for name in FILES:
         measured += read_measured(DATA / f"{name}.csv", known_checker())
     joined = accuracy_rows(measured, load_profile(args.profile), args.jobs)
     table = defaultdict(lambda: [0, 0])
+    by_experiment = defaultdict(lambda: [0, 0])
     misses = []
     unpredicted = defaultdict(int)
     for e in joined:
@@ -71,6 +74,10 @@ def main():
         cell = table[(e["status"], cls)]
         cell[0] += ok
         cell[1] += 1
+        if e["status"] == "predicted":
+            cell = by_experiment[(e["experiment"], cls)]
+            cell[0] += ok
+            cell[1] += 1
         if not ok and e["status"] == "predicted":
             misses.append(e)
     print(f"profile {args.profile}: {len(joined)} probe points")
@@ -85,6 +92,15 @@ def main():
     for e in misses[:args.worst]:
         err = e["rel_error"] * 100 if math.isfinite(e["rel_error"]) else float("nan")
         print(f"  {e['point'][:78]:<78} {e['measured']:>12.6g} {e['predicted']:>12.6g} {err:7.1f} %")
+    if args.by_experiment:
+        classes = sorted({c for _, c in by_experiment})
+        print("\n| experiment | " + " | ".join(classes) + " |")
+        print("| --- |" + " --- |" * len(classes))
+        for exp in dict.fromkeys(e["experiment"] for e in joined):
+            cells = [by_experiment.get((exp, c)) for c in classes]
+            if any(cells):
+                print(f"| {exp} | " + " | ".join(f"{c[0]}/{c[1]}" if c else "" for c in cells)
+                      + " |")
 
 
 if __name__ == "__main__":
