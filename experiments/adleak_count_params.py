@@ -14,6 +14,12 @@ the op count. Modes:
 ``merge-persistent`` a and b both require grad (their graphs merge at the first add)
 ``merge-fresh``      x = a.detach().require_grad(), y = b.detach().require_grad()
                      (two new graphs), c = x + y merges them; all dropped
+``chain-dead``       x = a.detach().require_grad(), then x = x + b per iteration (a chain
+                     of ops nodes in one graph), x dropped: no live handle at the
+                     backward, so the sweep reads every remaining node twice per visit
+                     (maybe_useful, free_unused_roots) and frees one root per visit: a
+                     deterministic ~ops^2 node reads (not in the probe's default points:
+                     `burn-probes params --variant count/chain-dead/OPS/16`)
 
 Rows per phase (after-loop, after-unrelated-backward, after-backward-through-a):
 heap bytes / blocks since the snapshot, allocation calls during the phase,
@@ -33,13 +39,13 @@ from common import tiny_backward
 EXPERIMENT = "adleak-count-params"
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 MODES = ("untracked", "tracked", "interleaved", "independent4", "merge-persistent",
-         "merge-fresh")
+         "merge-fresh", "chain-dead")
 VARIANTS = (
     "untracked/size=16", "tracked/size=16",
     "untracked/size=1024", "tracked/size=1024",
     "untracked/size=65536", "tracked/size=65536",
     "interleaved/size=16", "independent4/size=16", "merge-persistent/size=16",
-    "merge-fresh/size=16",
+    "merge-fresh/size=16", "chain-dead/size=16",
 )
 PARAMS = {"ops": "auto"}
 POSITIVE = ()
@@ -50,6 +56,10 @@ PROBE_OPS = {
     "tracked/size=16": (1_000, 3_000, 10_000, 30_000, 100_000),
 }
 MIX_OPS = (10_000, 100_000)
+#: chain-dead: two of the op counts of experiments/measured/linux-x86_64/sweep-scan.csv
+#: (the simulated sweep reads every node per visit in Python: 10k ops take ~30 s; pass
+#: --set ops=... for the others)
+CHAIN_OPS = (1_000, 3_000)
 SIZE_OPS = (10_000,)
 
 
@@ -67,6 +77,8 @@ def op_counts(variant, ops):
         return counts
     if variant in PROBE_OPS:
         return PROBE_OPS[variant]
+    if variant.startswith("chain-dead/"):
+        return CHAIN_OPS
     return SIZE_OPS if variant.split("/")[0] in ("untracked", "tracked") else MIX_OPS
 
 
@@ -104,7 +116,7 @@ def count_loop(sim, mode, n_ops, size):
     elif mode == "independent4":
         tracked = [leaf(1.0 + k, True) for k in range(4)]
         a, b = tracked[0], leaf(2.0)
-    elif mode == "merge-fresh":
+    elif mode in ("merge-fresh", "chain-dead"):
         a, b = leaf(1.0), leaf(2.0)
     else:
         raise ValueError(mode)
@@ -144,6 +156,11 @@ def count_loop(sim, mode, n_ops, size):
             y = b.clone().detach().require_grad()
             drop(x + y)
         sim.repeat(n_ops, fresh)
+    elif mode == "chain-dead":
+        x = a.clone().detach().require_grad()
+        for _ in range(n_ops):
+            x = x + b.clone()
+        del x
     else:
         sim.repeat(n_ops, lambda: add(a, b))
     row("after-loop", calls0, ns_per_op=round((sim.now_ns - t0) / n_ops, 3))

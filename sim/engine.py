@@ -73,6 +73,10 @@ class TableFactory:
         self._statuses = TableLayout(layout.statuses_slot_bytes, 8, w)
         self._key_set = TableLayout(layout.key_set_slot_bytes, 8, w)
 
+    def nodes_block_bytes(self, buckets) -> int:
+        """Bytes of a ``nodes`` table block of ``buckets`` buckets (the sweep's cache model)."""
+        return self._nodes.block_bytes(buckets)
+
     def steps(self):
         return RawTable(self._steps, self.heap)
 

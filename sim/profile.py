@@ -88,6 +88,10 @@ SCHEMA = {
         "sweep_visit_ns": FLOAT,
         "scan_node_ns": FLOAT,
         "sweep_free_ns": FLOAT,
+        "root_check_node_ns": FLOAT,   # per node read by free_unused_roots (no live handle)
+        "sweep_l2_bytes": INT,         # the sweep's cache model (sim.costs.timing): L2 size,
+        "sweep_l2_ways": INT,          #   its associativity (0 bytes: not modelled)
+        "sweep_miss_ns": FLOAT,        #   and ns per node read that misses it
         "pop_scan_group_ns": FLOAT,    # PopNodeSet::pop's scan for the first full bucket
         "process_warmup_ns": FLOAT,
     },

@@ -10,12 +10,17 @@
 # text of the other p10-ema modes is held out) and the CPU's times. backend.flex.gbps is
 # the L2-resident elementwise rate (adleak's 256-KiB tensors), gbps_miss the rate of
 # operands the L2 model (sim/costs/cache.py, l2_bytes = 2 MiB [source]) finds evicted.
+# The orphan sweep: scan_node_ns (maybe_useful's read, L2-resident EMA graph at step 1000),
+# root_check_node_ns (free_unused_roots' read of a graph with no live handle: the
+# deterministic chain-dead probe at 3000 ops, sweep-scan.csv) and sweep_miss_ns (a sweep
+# read that misses the 2-MiB L2, sim.costs.cache.set_miss_fraction: p10-ema detach at
+# 4000 steps, whose EMA graph's scan prefix outgrows the L2 after step ~3600).
 set -euo pipefail
 d=experiments/measured/linux-x86_64
 sim=${SIM:-.venv/bin/sim}
 "$sim" calibrate --fresh --profile models/linux-x86_64.toml --jobs "${JOBS:-1}" \
   --measured "$d/adleak-rss.csv" --measured "$d/p10-ema.csv" --measured "$d/params.csv" \
-  --measured "$d/text-rss.csv" \
+  --measured "$d/text-rss.csv" --measured "$d/sweep-scan.csv" \
   --out "${OUT:-models/linux-x86_64.toml}" \
   --fit process.baseline_rss_bytes      --points 'adleak-rss/flex//0/rss_bytes' \
   --fit code.device_bytes --fit code.module_bytes --fit code.creation_bytes \
@@ -29,6 +34,8 @@ sim=${SIM:-.venv/bin/sim}
   --fit backend.flex.gflops             --points 'p10-ema/without//50/ms_per_step' \
   --fit time.process_warmup_ns          --points 'adleak-count-params/untracked/size=16/after-unrelated-backward/1000/backward_ms' \
   --fit time.scan_node_ns               --points 'p10-ema/detach//1000/ms_per_step' \
+  --fit time.root_check_node_ns         --points 'adleak-count-params/chain-dead/size=16/after-unrelated-backward/3000/backward_ms' \
+  --fit time.sweep_miss_ns              --points 'p10-ema-params/detach/steps=4000//4000/ms_per_step' \
   --fit time.sweep_free_ns              --points 'adleak-count-params/untracked/size=16/after-unrelated-backward/10000/backward_ms' \
   --fit time.free_unavailable_node_ns   --points 'adleak-count-params/tracked/size=16/after-backward-through-a/1000/backward_ms' \
   --fit time.pop_scan_group_ns          --points 'adleak-count-params/tracked/size=16/after-backward-through-a/100000/backward_ms' \

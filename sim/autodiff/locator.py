@@ -466,6 +466,7 @@ class GraphMutexClient:
                 graph.free_nodes(heap)
                 visits += graph.count
                 scanned += (2 if visit_each_entry else 1) * graph.count
+                self.sim.timing.sweep_run(graph, visit_each_entry)  # the time model's record
                 collect(graph)
                 freed = counter[0]
                 continue
@@ -477,6 +478,7 @@ class GraphMutexClient:
                     continue
                 while True:
                     before = freed
+                    self.sim.timing.sweep_dead(memory, 1, False)  # the time model's record
                     scanned += server.free_unused_roots(collect, collect)
                     freed = counter[0]
                     if freed == before:
@@ -486,14 +488,17 @@ class GraphMutexClient:
             visits += passes
             if memory.maybe_useful():
                 scanned += passes * memory.scan_length()
+                self.sim.timing.sweep_live(memory, passes)  # the time model's record
                 continue
             for done in range(1, passes + 1):
                 before = freed
+                self.sim.timing.sweep_dead(memory)  # the time model's record
                 scanned += memory.node_count()
                 scanned += server.free_unused_roots(collect, collect)
                 freed = counter[0]
                 if freed == before:
                     scanned += (passes - done) * 2 * memory.node_count()
+                    self.sim.timing.sweep_dead(memory, passes - done)  # the time model's record
                     break
         # Vec<NodeId> of freed ids, grown by doubling
         _vec_growth(heap, freed, 8)

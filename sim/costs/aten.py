@@ -406,4 +406,4 @@ class AtenTiming(Timing):
         pass
 
     def sweep(self, entries, visits, scanned, freed) -> None:
-        pass
+        self._take_sweep_sets()

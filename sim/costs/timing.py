@@ -15,8 +15,29 @@ time, charged to the host thread that did it. Costs come from the profile's
   graph, per merged graph, per tape step, per node visited by
   ``free_unavailable_nodes``;
 * the orphan sweep (``cleanup_orphaned_entries``): per locator entry copied,
-  per entry visited (lock + call), per node key read by ``maybe_useful``, per
-  node freed.
+  per entry visited (lock + call), per node key read by ``maybe_useful``
+  (``scan_node_ns``), per node read by ``free_unused_roots`` of a graph with no
+  live handle (``root_check_node_ns``: its ``clear_unused_roots`` looks every
+  node's parents up in ``nodes``), per node freed; plus, per node read, the
+  cost of the reads that miss the L2 (``sweep_miss_ns`` x the miss fraction of
+  the sweep's working set, below).
+
+The sweep's cache model. Every locator entry of a graph re-reads that graph's
+structures, so a sweep re-reads the same bytes over and over: each node read
+dereferences the key's ``Arc<NodeId>`` (one 64-B line of its own, anywhere in the
+heap) and walks the ``nodes`` table's slots and control bytes. The working set
+``W`` is, summed over the graphs of the sweep (their entries are visited
+interleaved, in id order): the lines of the keys read per visit plus the part of
+the ``nodes`` table block they span (a graph with a live handle: the scan prefix;
+a graph without: all its nodes and its whole table; a run of dead single-node
+graphs: every block its members hold). A read misses with
+:func:`sim.costs.cache.set_miss_fraction` of ``W`` against the L2
+(``sweep_l2_bytes``, ``sweep_l2_ways``, from the CPU: no fitted parameter) and
+then costs ``sweep_miss_ns`` more (fitted). A graph whose first live key sits at a
+random place in hash order (RandomState) has a random prefix: the expected cost
+is integrated over the prefix length's distribution (the first of ``r`` live keys
+among ``n``: ``n * (1 - (1 - u) ** (1 / r))`` for ``u`` uniform), so the predicted
+mean includes the long, missing scans. ``sweep_l2_bytes = 0`` turns the term off.
 
 Three accumulators let observables split a step's time: ``compute_ns``,
 ``bookkeeping_ns`` and ``cleanup_ns`` (the sweep alone).
@@ -26,6 +47,8 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
+
+from .cache import set_miss_fraction
 
 __all__ = ["Timing", "flops_and_bytes"]
 
@@ -62,6 +85,9 @@ class Timing:
         self.bookkeeping_ns = 0.0
         self.cleanup_ns = 0.0
         self._op_cache = {}
+        # the graphs the current sweep read (sweep_live / sweep_dead / sweep_run), consumed
+        # by sweep()
+        self._sweep_sets = []
 
     def _book(self, ns) -> None:
         self.bookkeeping_ns += ns
@@ -158,11 +184,106 @@ class Timing:
         """Work of a drop-time release (policies that free on drop)."""
         self._book(n_nodes * self.p["drop_release_node_ns"])
 
-    def sweep(self, entries, visits, scanned, freed) -> None:
-        """One ``cleanup_orphaned_entries``."""
+    # -- the orphan sweep --------------------------------------------------------------
+    #: B per line a node read dereferences (the key's Arc<NodeId>), x86_64 and arm64
+    LINE_BYTES = 64
+    #: points of the integral over a random scan prefix (quantiles of its distribution)
+    PREFIX_POINTS = 16
+
+    def sweep_live(self, memory, passes) -> None:
+        """The sweep visits a graph with a live handle ``passes`` times: each visit reads
+        its nodes in hash order up to the first live key (``memory``: the graph's
+        :class:`~sim.autodiff.memory.GraphMemoryManagement`)."""
+        n = memory.node_count()
+        if n:
+            self._sweep_sets.append((0, passes, n, memory.referenced, self._table_bytes(memory),
+                                     id(memory), 1))
+
+    def sweep_dead(self, memory, passes=1, maybe_useful=True) -> None:
+        """``passes`` visits of a graph with no live handle (``maybe_useful`` reads every
+        node, unless ``maybe_useful`` is false, then ``free_unused_roots`` reads every
+        node again); call before the pass frees anything."""
+        n = memory.node_count()
+        if n:
+            self._sweep_sets.append((1, passes, n, 0, self._table_bytes(memory), id(memory),
+                                     2 if maybe_useful else 1))
+
+    def sweep_run(self, run, maybe_useful=True) -> None:
+        """A run of ``run.count`` dead single-node graphs, each visited once (one read by
+        ``maybe_useful`` unless ``maybe_useful`` is false, one by ``free_unused_roots``):
+        as :meth:`sweep_dead` of each
+        (a one-node ``nodes`` table of 4 buckets), so that a fast-forwarded run costs
+        what the same graphs cost one by one."""
+        self._sweep_sets.append((2, 1, run.count, 0, self.sim.tables.nodes_block_bytes(4),
+                                 id(run), 2 if maybe_useful else 1))
+
+    @staticmethod
+    def _table_bytes(memory) -> int:
+        table = memory.nodes_table
+        return table.layout.block_bytes(table.buckets) if table.buckets else 0
+
+    def _take_sweep_sets(self):
+        sets, self._sweep_sets = self._sweep_sets, []
+        return sets
+
+    def _sweep_reads(self, sets):
+        """(node reads by free_unused_roots, extra ns of the reads that miss the L2)."""
         p = self.p
+        cleared = 0.0
+        for kind, passes, n, _, _, _, _ in sets:
+            if kind:
+                cleared += passes * n
+        miss_ns = p.get("sweep_miss_ns", 0.0)
+        capacity = p.get("sweep_l2_bytes", 0)
+        if not (miss_ns and capacity and sets):
+            return cleared, 0.0
+        ways = p["sweep_l2_ways"]
+        line = self.LINE_BYTES
+
+        def footprint(kind, k, n, table):
+            if kind == 2:
+                return k * (line + table)  # k single-node graphs, ``table`` B tables
+            return k * line + (k / n) * table
+
+        # each graph counts once in W, at its first record (a graph without a live handle
+        # is recorded per pass, its first pass reading the most)
+        mean_fp = []
+        graph_fp = {}
+        for kind, passes, n, r, table, key, _ in sets:
+            k = (n + 1) / (r + 1) if kind == 0 else n
+            fp = footprint(kind, min(k, n), n, table)
+            mean_fp.append(fp)
+            graph_fp.setdefault(key, fp)
+        total = sum(graph_fp.values())
+        extra = 0.0
+        q = self.PREFIX_POINTS
+        for (kind, passes, n, r, table, key, per_node), fp in zip(sets, mean_fp):
+            others = total - graph_fp[key]
+            if kind == 0:
+                # expected reads x miss fraction over the random prefix length
+                acc = 0.0
+                for i in range(q):
+                    u = (i + 0.5) / q
+                    k = n * (1.0 - (1.0 - u) ** (1.0 / r))
+                    acc += k * set_miss_fraction(others + footprint(0, k, n, table),
+                                                 capacity, ways)
+                extra += passes * acc / q
+            else:
+                extra += (per_node * passes * n
+                          * set_miss_fraction(others + fp, capacity, ways))
+        return cleared, extra * miss_ns
+
+    def sweep(self, entries, visits, scanned, freed) -> None:
+        """One ``cleanup_orphaned_entries`` (``scanned``: every node read, by
+        ``maybe_useful`` and by ``free_unused_roots``; the graphs recorded by
+        :meth:`sweep_live`, :meth:`sweep_dead` and :meth:`sweep_run` since the last sweep
+        tell which reads were ``free_unused_roots``' and how many missed the L2)."""
+        p = self.p
+        cleared, missed_ns = self._sweep_reads(self._take_sweep_sets())
+        cleared = min(cleared, scanned)
         ns = (p["sweep_fixed_ns"] + entries * p["sweep_copy_entry_ns"]
-              + visits * p["sweep_visit_ns"] + scanned * p["scan_node_ns"]
-              + freed * p["sweep_free_ns"])
+              + visits * p["sweep_visit_ns"] + (scanned - cleared) * p["scan_node_ns"]
+              + cleared * p.get("root_check_node_ns", p["scan_node_ns"])
+              + freed * p["sweep_free_ns"] + missed_ns)
         self.cleanup_ns += ns
         self.sim.charge(ns)

@@ -53,6 +53,7 @@ fn rss_note(variant: &str) -> &'static str {
             "after each round one backward() of an unrelated 1-element graph"
         }
         "without_autodiff" => "a and b created on flex.autodiff then moved off with without_autodiff()",
+        "chain-dead" => "x = a.detach().require_grad() (a fresh leaf, no handle kept); each iteration x = x + b: a chain of ops nodes in one graph, no live handle at the backward, so every sweep visit scans all remaining nodes (maybe_useful) and free_unused_roots frees the chain's root: deterministic work of ~ops^2/2 node reads in each of the two passes (not in the default point list: run with --variant count/chain-dead/OPS/16)",
         _ => "",
     }
 }
@@ -149,6 +150,14 @@ fn count_loop(mode: &str, n_ops: usize, size: usize) -> CountResult {
             a = Tensor::<1>::from_data(vals(1.0), &ad);
             b = Tensor::<1>::from_data(vals(2.0), &ad);
         }
+        "chain-dead" => {
+            // the chain's leaf is made from a in the loop phase (a itself stays off the
+            // graph), so that after the loop no handle of the chain is live and the
+            // unrelated backward's sweep scans the whole graph on every visit
+            // (deterministic scan length, see mode_note)
+            a = Tensor::<1>::from_data(vals(1.0), &ad);
+            b = Tensor::<1>::from_data(vals(2.0), &ad);
+        }
         other => panic!("unknown mode {other}"),
     }
     let indep: Vec<Tensor<1>> = if mode == "independent4" { tracked.clone() } else { Vec::new() };
@@ -167,6 +176,14 @@ fn count_loop(mode: &str, n_ops: usize, size: usize) -> CountResult {
                 let c = indep[i % 4].clone() + b.clone();
                 drop(black_box(c));
             }
+        }
+        "chain-dead" => {
+            // x = x + b: a chain of n_ops nodes in one graph; its last handle dropped
+            let mut x = a.clone().detach().require_grad();
+            for _ in 0..n_ops {
+                x = black_box(x + b.clone());
+            }
+            drop(x);
         }
         "merge-fresh" => {
             // Two fresh require-grad leaves (each a new graph), merged by the add.
@@ -305,6 +322,7 @@ fn mode_note(mode: &str) -> &'static str {
         "independent4" => "4 independent require-grad leaves a0..a3 (4 graphs); iteration i: c = a[i%4] + b",
         "merge-persistent" => "a and b both require grad (two graphs merged at the first add); c = a + b",
         "merge-fresh" => "each iteration: x = a.detach().require_grad(), y = b.detach().require_grad() (two new graphs), c = x + y merges them; drop all",
+        "chain-dead" => "x = a.detach().require_grad() (a fresh leaf, no handle kept); each iteration x = x + b: a chain of ops nodes in one graph, no live handle at the backward, so every sweep visit scans all remaining nodes (maybe_useful) and free_unused_roots frees the chain's root: deterministic work of ~ops^2/2 node reads in each of the two passes (not in the default point list: run with --variant count/chain-dead/OPS/16)",
         _ => "",
     }
 }
