@@ -109,3 +109,12 @@ def test_fast_forward_equals_exact_with_the_cache_term_active():
     exact = run_cell("adleak-count-params", "interleaved/size=16", profile="linux-x86_64",
                      sets=sets, fast_forward=False)
     assert fast == exact
+
+
+def test_sweep_time_is_deterministic():
+    sets = {"ops": "30000"}
+    a = run_cell("adleak-count-params", "merge-persistent/size=16", profile="linux-x86_64",
+                 sets=sets)
+    b = run_cell("adleak-count-params", "merge-persistent/size=16", profile="linux-x86_64",
+                 sets=sets)
+    assert a == b
