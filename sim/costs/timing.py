@@ -260,6 +260,9 @@ class Timing:
         for (kind, passes, n, r, table, key, per_node), fp in zip(sets, mean_fp):
             others = total - graph_fp[key]
             if kind == 0:
+                if set_miss_fraction(others + footprint(0, n, n, table), capacity,
+                                     ways) < 1e-12:
+                    continue               # resident even when the whole graph is read
                 # expected reads x miss fraction over the random prefix length
                 acc = 0.0
                 for i in range(q):
