@@ -117,6 +117,11 @@ def _growth(key, rows) -> Growth:
         samples.setdefault((r["x"], r.get("phase", "")), {})[r["metric"]] = r
     if not samples:
         return g
+    loop = {k: v for k, v in samples.items() if not k[1]}
+    if len({x for x, _ in loop}) > 1:
+        # a loop's series (no phase), with one-time phase rows beside it (p10-ema's
+        # per-phase text residency at steps 0 and 1): the growth is the loop's
+        samples = loop
     g.x_unit = next(iter(rows))["x_unit"]
     scale, g.unit = per_unit(g.x_unit)
     xs = sorted({x for x, _ in samples})
