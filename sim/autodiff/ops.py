@@ -93,7 +93,7 @@ def step_bytes(op, layout, tracked: bool) -> int:
 
 def float_op(op, inputs, out_shape, device):
     """Run ``op`` on ``inputs`` (tensors) producing a tensor of ``out_shape`` on ``device``."""
-    from ..tensor import Tensor
+    Tensor = _tensor.Tensor
     sim = device.sim
     backend = device.backend
     shapes = (out_shape, tuple([t.shape for t in inputs]))
@@ -111,8 +111,18 @@ def float_op(op, inputs, out_shape, device):
 
     # burn-autodiff's op preparation and the graph client: their text, on the first op
     sim.touched.touch_code("autodiff")
-    nodes = [t.node if t.node is not None else _lift(sim) for t in inputs]
-    tracked = any(n.requirement != NONE for n in nodes)  # Requirement::from_nodes
+    nodes = []
+    tracked = False  # Requirement::from_nodes
+    order = 0
+    for t in inputs:
+        n = t.node
+        if n is None:
+            n = _lift(sim)
+        nodes.append(n)
+        if n.requirement != NONE:
+            tracked = True
+        if n.order > order:
+            order = n.order
     requirement = GRAD_IN_BACKWARD if tracked else NONE
     layout = sim.layout
     actions = None
@@ -133,8 +143,7 @@ def float_op(op, inputs, out_shape, device):
         parents = tuple([(n.id, n.order == 0) for n in nodes if n.requirement != NONE])
     else:
         parents = ()
-    order = max(n.order for n in nodes) + 1
-    node = Node(sim, sim.next_node_id(), parents, order, requirement, memory_bound)
+    node = Node(sim, sim.next_node_id(), parents, order + 1, requirement, memory_bound)
     if memory_bound:
         node.retro = _Retro(sim)
     rc = NodeRefCount(sim, node.id)
@@ -187,3 +196,7 @@ def register_root(tensor) -> None:
     tensor.node = node
     step = Step("root", None, node, (), sim.layout.root_step_bytes)
     sim.client.register(tensor.rc, step)
+
+
+# the API's Tensor (sim.tensor imports this module first: bound here, read at call time)
+from .. import tensor as _tensor  # noqa: E402
