@@ -344,16 +344,16 @@ class GraphLocator:
         del live[graph]
         self.run_entries += 1
         last = next(reversed(live), None)
-        if (last is not None and last.__class__ is NodeRun and last.new_graph
-                and last.blocks == blocks and last.graph_blocks == own_blocks
-                and not last.nodes_freed and node_id > last.last
-                and (last.count == 1 or node_id == last.last + last.stride)):
-            if last.count == 1:
-                last.stride = node_id - last.first
-            last.count += 1
-        else:
-            live[NodeRun(node_id, 1, 1, (), blocks, new_graph=True,
-                         graph_blocks=own_blocks)] = None
+        if (last.__class__ is NodeRun and last.new_graph and last.blocks == blocks
+                and last.graph_blocks == own_blocks and not last.nodes_freed):
+            end = last.last
+            if node_id > end and (last.count == 1 or node_id == end + last.stride):
+                if last.count == 1:
+                    last.stride = node_id - last.first
+                last.count += 1
+                return True
+        live[NodeRun(node_id, 1, 1, (), blocks, new_graph=True,
+                     graph_blocks=own_blocks)] = None
         return True
 
     def new_graph(self, origin) -> Graph:

@@ -195,7 +195,7 @@ class GraphMemoryManagement:
         (:meth:`~sim.autodiff.locator.GraphLocator.compact`)."""
         sim = self.server.sim
         sim.policy.on_last_handle(self.server, rc)
-        if sim.compact and sim.policy.may_compact():
+        if sim.compact:
             sim.client.locator.compact(rc.id)
 
     # -- backward -------------------------------------------------------------------

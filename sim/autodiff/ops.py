@@ -101,8 +101,9 @@ def float_op(op, inputs, out_shape, device):
     shapes = sim.shapes.setdefault(shapes, shapes)
     out_shape, in_shapes = shapes
     sim.timing.forward_op(op, shapes, backend)
-    if (backend.kernel_bytes or not backend.used or backend.workspace_pending
-            or backend.first_run(op.name, shapes)):
+    # on_op acts on an op's first run on these shapes (the backend's first op, gemm's
+    # workspace on the first matmul included), and per kernel context where kernels compile
+    if backend.kernel_bytes or backend.first_run(op.name, shapes):
         context = ("plain" if not device.is_autodiff else
                    "tracked" if any(t.is_tracked() for t in inputs) else "untracked")
         backend.on_op((op.name, out_shape, in_shapes, context))

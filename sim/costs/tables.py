@@ -49,13 +49,15 @@ class TableLayout:
     52
     """
 
-    __slots__ = ("slot_bytes", "ctrl_align", "group_width", "_cache")
+    __slots__ = ("slot_bytes", "ctrl_align", "group_width", "_cache", "first_bytes")
 
     def __init__(self, slot_bytes: int, slot_align: int, group_width: int):
         self.slot_bytes = slot_bytes
         self.ctrl_align = max(slot_align, group_width)
         self.group_width = group_width
         self._cache = {}
+        #: the block of a table's first insert (4 buckets)
+        self.first_bytes = self.block_bytes(4)
 
     def block_bytes(self, buckets: int) -> int:
         """Size in bytes of the one block of a table with ``buckets`` buckets."""
@@ -99,7 +101,7 @@ class RawTable:
         if items > self.cap:
             if self.buckets == 0 and items <= 3:
                 # the first insert into an empty table: 4 buckets (the common case)
-                self.heap.alloc(self.layout.block_bytes(4))
+                self.heap.alloc(self.layout.first_bytes)
                 self.buckets, self.cap = 4, 3
                 return
             self._resize(max(items, self.cap + 1))
