@@ -240,9 +240,9 @@ class Backend:
         storage where this backend writes in place (module docstring), else a new one."""
         cache = self.cache
         if cache is not None:
-            # what the op reads, before an in-place op consumes its operand
+            # what the op reads, before an in-place op consumes its operand: whole buffers
+            # (a tensor's buffer holds exactly its shape's elements; a view keeps the count)
             chunks = [t.prim.chunk for t in inputs]
-            sizes = [math.prod(t.shape) * ELEMENT_BYTES for t in inputs]
         out = None
         if self.in_place:
             if op_name in VIEW_OPS:
@@ -258,8 +258,7 @@ class Backend:
             out = self.alloc(out_shape, self.staged(op_name))
         if cache is not None and op_name not in VIEW_OPS:
             chunks.append(out.chunk)
-            sizes.append(math.prod(out_shape) * ELEMENT_BYTES)
-            missed = cache.touch(chunks, sizes)
+            missed = cache.touch(chunks)
             if missed:
                 self.sim.timing.l2_missed(missed, self)
         return out

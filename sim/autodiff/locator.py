@@ -396,19 +396,20 @@ class GraphMutexClient:
         self.locator = None
 
     def graph(self, node_id, parents) -> Graph:
-        if self.locator is None:
-            self.locator = GraphLocator(self.sim)
-        return self.locator.select(node_id, parents)
+        locator = self.locator
+        if locator is None:
+            locator = self.locator = GraphLocator(self.sim)
+        return locator.select(node_id, parents)
 
     def register(self, rc, step) -> None:
         """Register ``step`` for node ``rc``: select its graph, then the graph's server."""
         sim = self.sim
-        sim.registered += 1
-        if not sim.registered & 4095:
+        registered = sim.registered = sim.registered + 1
+        if not registered & 4095:
             sim._check_limits()
-        sim.timing.register(len(step.node.parents))
-        graph = self.graph(rc.id, step.node.parents)
-        graph.server.register(rc, step)
+        parents = step.node.parents
+        sim.timing.register(len(parents))
+        self.graph(rc.id, parents).server.register(rc, step)
         sim.policy.on_register(self, rc, step)
 
     def backward(self, root):
