@@ -157,7 +157,7 @@ class GraphLocator:
                 if table is None:
                     # an empty HashSet owns no block until its first insert
                     table = self.key_tables[origin] = self.sim.tables.key_set()
-                table.fit(self._key_count(origin))
+                table.fit(len(ids) + self.key_runs.get(origin, 0))
 
     # -- select --------------------------------------------------------------------------
     def select(self, node_id, parents) -> Graph:

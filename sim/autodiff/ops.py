@@ -113,7 +113,7 @@ def float_op(op, inputs, out_shape, device):
     # burn-autodiff's op preparation and the graph client: their text, on the first op
     sim.touched.touch_code("autodiff")
     nodes = []
-    tracked = False  # Requirement::from_nodes
+    parents = []  # from_parents: (id, is_leaf) of the tracked inputs
     order = 0
     for t in inputs:
         n = t.node
@@ -121,9 +121,11 @@ def float_op(op, inputs, out_shape, device):
             n = _lift(sim)
         nodes.append(n)
         if n.requirement != NONE:
-            tracked = True
+            parents.append((n.id, n.order == 0))
         if n.order > order:
             order = n.order
+    parents = tuple(parents)
+    tracked = bool(parents)  # Requirement::from_nodes
     requirement = GRAD_IN_BACKWARD if tracked else NONE
     layout = sim.layout
     actions = None
@@ -140,10 +142,6 @@ def float_op(op, inputs, out_shape, device):
             sim.heap.alloc(layout.retro_arc_bytes)
             sim.heap.free(layout.retro_arc_bytes)
 
-    if tracked:
-        parents = tuple([(n.id, n.order == 0) for n in nodes if n.requirement != NONE])
-    else:
-        parents = ()
     node = Node(sim, sim.next_node_id(), parents, order + 1, requirement, memory_bound)
     if memory_bound:
         node.retro = _Retro(sim)
