@@ -105,7 +105,6 @@ class Tensor:
             prim.holders += 1
         self.node = node
         self.rc = rc
-        self._box = 0
         if device.is_autodiff:
             # every autodiff handle owns a boxed DispatchTensorKind
             sim = device.sim
@@ -113,8 +112,10 @@ class Tensor:
                 node = self.node = Node(sim, sim.next_node_id(), (), 0, NONE)
                 rc = self.rc = NodeRefCount(sim, node.id)
             rc.acquire()
-            self._box = sim.layout.dispatch_box_bytes
-            sim.heap.alloc(self._box)
+            box = self._box = sim.layout.dispatch_box_bytes
+            sim.heap.alloc(box)
+        else:
+            self._box = 0
 
     # -- lifetime ----------------------------------------------------------------
     def _release(self) -> None:
@@ -131,9 +132,8 @@ class Tensor:
         if rc is not None:
             rc.release()
 
-    def __del__(self):
-        if self.holds or self.rc is not None or self._box:
-            self._release()
+    # a handle Python drops (``del``, end of scope) is released as by ``drop`` (idempotent)
+    __del__ = _release
 
     def _alive(self):
         if self.prim is None:

@@ -29,7 +29,7 @@ class Node:
     """
 
     __slots__ = ("id", "parents", "order", "requirement", "memory_bound", "retro", "_heap",
-                 "_nbytes", "__weakref__")
+                 "_nbytes")
 
     def __init__(self, sim, node_id, parents, order, requirement, memory_bound=False):
         self.id = node_id
