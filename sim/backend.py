@@ -30,11 +30,14 @@ is consumed: its handle no longer counts. The metal backend always allocates.
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 
 __all__ = ["Buffer", "Backend", "ELEMENT_BYTES"]
 
 #: f32
 ELEMENT_BYTES = 4
+#: a tensor's buffer's memory in the L2 model
+_CHUNK = attrgetter("prim.chunk")
 
 #: ops burn-flex runs in place on a uniquely owned operand of the output's shape
 IN_PLACE_OPS = frozenset({"add", "sub", "mul", "mul_scalar", "add_scalar", "div_scalar",
@@ -242,7 +245,7 @@ class Backend:
         if cache is not None:
             # what the op reads, before an in-place op consumes its operand: whole buffers
             # (a tensor's buffer holds exactly its shape's elements; a view keeps the count)
-            chunks = [t.prim.chunk for t in inputs]
+            chunks = list(map(_CHUNK, inputs))
         out = None
         if self.in_place:
             if op_name in VIEW_OPS:

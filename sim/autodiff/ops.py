@@ -22,6 +22,8 @@ state their step keeps, which inputs they checkpoint, backward work.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from .checkpoint import BALANCED, CheckpointerBuilder
 from .node import GRAD, GRAD_IN_BACKWARD, NONE, Node, NodeRefCount
 from .step import OPS as OPS_STEP
@@ -51,6 +53,8 @@ class OpSpec:
     def __repr__(self):
         return f"OpSpec({self.name})"
 
+
+_SHAPE = attrgetter("shape")
 
 _BINARY_BROADCAST = ("option_node_id", "option_node_id", "broadcast")
 
@@ -96,7 +100,7 @@ def float_op(op, inputs, out_shape, device):
     Tensor = _tensor.Tensor
     sim = device.sim
     backend = device.backend
-    shapes = (out_shape, tuple([t.shape for t in inputs]))
+    shapes = (out_shape, tuple(map(_SHAPE, inputs)))
     # one tuple per distinct signature: steps keep their shapes for the backward
     shapes = sim.shapes.setdefault(shapes, shapes)
     out_shape, in_shapes = shapes
