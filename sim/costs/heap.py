@@ -34,13 +34,14 @@ class Heap:
     (100, 1)
     """
 
-    __slots__ = ("live_bytes", "live_blocks", "peak_bytes", "allocator", "_small",
+    __slots__ = ("live_bytes", "live_blocks", "peak_bytes", "allocs", "allocator", "_small",
                  "_live", "_high")
 
     def __init__(self, allocator):
         self.live_bytes = 0
         self.live_blocks = 0
         self.peak_bytes = 0
+        self.allocs = 0
         self.allocator = allocator
         # size -> (zone, rounded) for small sizes, shared with the allocator (hot path)
         self._small = allocator._lookup
@@ -58,6 +59,7 @@ class Heap:
             return
         live = self.live_bytes = self.live_bytes + nbytes
         self.live_blocks += 1
+        self.allocs += 1
         if live > self.peak_bytes:
             self.peak_bytes = live
         if hit is None:
@@ -89,6 +91,7 @@ class Heap:
             return
         live = self.live_bytes = self.live_bytes + nbytes * count
         self.live_blocks += count
+        self.allocs += count
         if live > self.peak_bytes:
             self.peak_bytes = live
         self.allocator.alloc(nbytes, count)
