@@ -30,11 +30,14 @@ is consumed: its handle no longer counts. The metal backend always allocates.
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 
 __all__ = ["Buffer", "Backend", "ELEMENT_BYTES"]
 
 #: f32
 ELEMENT_BYTES = 4
+#: a tensor's buffer's memory in the L2 model
+_CHUNK = attrgetter("prim.chunk")
 
 #: ops burn-flex runs in place on a uniquely owned operand of the output's shape
 IN_PLACE_OPS = frozenset({"add", "sub", "mul", "mul_scalar", "add_scalar", "div_scalar",
@@ -240,9 +243,9 @@ class Backend:
         storage where this backend writes in place (module docstring), else a new one."""
         cache = self.cache
         if cache is not None:
-            # what the op reads, before an in-place op consumes its operand
-            chunks = [t.prim.chunk for t in inputs]
-            sizes = [math.prod(t.shape) * ELEMENT_BYTES for t in inputs]
+            # what the op reads, before an in-place op consumes its operand: whole buffers
+            # (a tensor's buffer holds exactly its shape's elements; a view keeps the count)
+            chunks = list(map(_CHUNK, inputs))
         out = None
         if self.in_place:
             if op_name in VIEW_OPS:
@@ -258,8 +261,7 @@ class Backend:
             out = self.alloc(out_shape, self.staged(op_name))
         if cache is not None and op_name not in VIEW_OPS:
             chunks.append(out.chunk)
-            sizes.append(math.prod(out_shape) * ELEMENT_BYTES)
-            missed = cache.touch(chunks, sizes)
+            missed = cache.touch(chunks)
             if missed:
                 self.sim.timing.l2_missed(missed, self)
         return out

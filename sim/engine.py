@@ -172,8 +172,10 @@ class Simulation:
         self.rss_extra_bytes = 0
         self.panic = None
         self.fast_forward = fast_forward
-        # exact mode keeps dead single-node graphs as run records (GraphLocator.compact)
-        self.compact = (not fast_forward) if compact is None else compact
+        # exact mode keeps dead single-node graphs as run records (GraphLocator.compact),
+        # where the policy allows it
+        self.compact = (((not fast_forward) if compact is None else compact)
+                        and self.policy.may_compact())
         self.work_ps = 0
         # index of the current iteration of the innermost sim.repeat (0-based)
         self.loop_index = 0

@@ -39,7 +39,7 @@ class BurnPanic(Exception):
 class Device:
     """A device: inner backend kind, autodiff or not, checkpointing strategy."""
 
-    __slots__ = ("sim", "kind", "is_autodiff", "checkpointing")
+    __slots__ = ("sim", "kind", "is_autodiff", "checkpointing", "backend")
 
     def __init__(self, sim, kind, is_autodiff=False, checkpointing=DISABLED):
         if checkpointing not in STRATEGIES:
@@ -49,6 +49,8 @@ class Device:
         self.kind = kind
         self.is_autodiff = is_autodiff
         self.checkpointing = checkpointing
+        #: the inner backend (:class:`sim.backend.Backend`), one per kind and simulation
+        self.backend = sim.backend(kind)
 
     def autodiff(self, checkpointing=DISABLED) -> "Device":
         """This device under the autodiff backend."""
@@ -56,10 +58,6 @@ class Device:
 
     def inner(self) -> "Device":
         return Device(self.sim, self.kind, False)
-
-    @property
-    def backend(self):
-        return self.sim.backend(self.kind)
 
     def __eq__(self, other):
         return isinstance(other, Device) and other.kind == self.kind and other.sim is self.sim
@@ -107,7 +105,6 @@ class Tensor:
             prim.holders += 1
         self.node = node
         self.rc = rc
-        self._box = 0
         if device.is_autodiff:
             # every autodiff handle owns a boxed DispatchTensorKind
             sim = device.sim
@@ -115,8 +112,10 @@ class Tensor:
                 node = self.node = Node(sim, sim.next_node_id(), (), 0, NONE)
                 rc = self.rc = NodeRefCount(sim, node.id)
             rc.acquire()
-            self._box = sim.layout.dispatch_box_bytes
-            sim.heap.alloc(self._box)
+            box = self._box = sim.layout.dispatch_box_bytes
+            sim.heap.alloc(box)
+        else:
+            self._box = 0
 
     # -- lifetime ----------------------------------------------------------------
     def _release(self) -> None:
@@ -133,9 +132,8 @@ class Tensor:
         if rc is not None:
             rc.release()
 
-    def __del__(self):
-        if self.holds or self.rc is not None or self._box:
-            self._release()
+    # a handle Python drops (``del``, end of scope) is released as by ``drop`` (idempotent)
+    __del__ = _release
 
     def _alive(self):
         if self.prim is None:
@@ -252,16 +250,15 @@ class Tensor:
     # -- ops ------------------------------------------------------------------------------
     def _op(self, name, others, out_shape):
         self._alive()
-        for other in others:
-            other._alive()
         device = self.device
         for other in others:
+            other._alive()
             if other.device.is_autodiff and not device.is_autodiff:
                 device = other.device
             if other.device.is_autodiff and device.is_autodiff and \
                     other.device.checkpointing != device.checkpointing:
                 raise BurnPanic("autodiff inputs with different checkpointing strategies")
-        return float_op(OPS[name], (self,) + tuple(others), out_shape, device)
+        return float_op(OPS[name], (self, *others), out_shape, device)
 
     def _binary(self, name, other):
         if isinstance(other, (int, float)):
@@ -357,6 +354,8 @@ class Tensor:
 
 
 def _broadcast(a, b):
+    if a == b:
+        return a
     if len(a) != len(b):
         if not a or not b:
             return tuple(a or b)

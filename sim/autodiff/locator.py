@@ -157,7 +157,7 @@ class GraphLocator:
                 if table is None:
                     # an empty HashSet owns no block until its first insert
                     table = self.key_tables[origin] = self.sim.tables.key_set()
-                table.fit(self._key_count(origin))
+                table.fit(len(ids) + self.key_runs.get(origin, 0))
 
     # -- select --------------------------------------------------------------------------
     def select(self, node_id, parents) -> Graph:
@@ -344,16 +344,16 @@ class GraphLocator:
         del live[graph]
         self.run_entries += 1
         last = next(reversed(live), None)
-        if (last is not None and last.__class__ is NodeRun and last.new_graph
-                and last.blocks == blocks and last.graph_blocks == own_blocks
-                and not last.nodes_freed and node_id > last.last
-                and (last.count == 1 or node_id == last.last + last.stride)):
-            if last.count == 1:
-                last.stride = node_id - last.first
-            last.count += 1
-        else:
-            live[NodeRun(node_id, 1, 1, (), blocks, new_graph=True,
-                         graph_blocks=own_blocks)] = None
+        if (last.__class__ is NodeRun and last.new_graph and last.blocks == blocks
+                and last.graph_blocks == own_blocks and not last.nodes_freed):
+            end = last.last
+            if node_id > end and (last.count == 1 or node_id == end + last.stride):
+                if last.count == 1:
+                    last.stride = node_id - last.first
+                last.count += 1
+                return True
+        live[NodeRun(node_id, 1, 1, (), blocks, new_graph=True,
+                     graph_blocks=own_blocks)] = None
         return True
 
     def new_graph(self, origin) -> Graph:
@@ -396,19 +396,20 @@ class GraphMutexClient:
         self.locator = None
 
     def graph(self, node_id, parents) -> Graph:
-        if self.locator is None:
-            self.locator = GraphLocator(self.sim)
-        return self.locator.select(node_id, parents)
+        locator = self.locator
+        if locator is None:
+            locator = self.locator = GraphLocator(self.sim)
+        return locator.select(node_id, parents)
 
     def register(self, rc, step) -> None:
         """Register ``step`` for node ``rc``: select its graph, then the graph's server."""
         sim = self.sim
-        sim.registered += 1
-        if not sim.registered & 4095:
+        registered = sim.registered = sim.registered + 1
+        if not registered & 4095:
             sim._check_limits()
-        sim.timing.register(len(step.node.parents))
-        graph = self.graph(rc.id, step.node.parents)
-        graph.server.register(rc, step)
+        parents = step.node.parents
+        sim.timing.register(len(parents))
+        self.graph(rc.id, parents).server.register(rc, step)
         sim.policy.on_register(self, rc, step)
 
     def backward(self, root):

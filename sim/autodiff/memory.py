@@ -62,10 +62,9 @@ class GraphMemoryManagement:
             leaves.discard(pid)
         leaves.add(rc.id)
         self.leaves_table.fit(len(leaves) + self.run_nodes)
-        self._insert(rc, parents)
-
-    def _insert(self, rc, parents) -> None:
-        old = self.nodes.get(rc.id)
+        # nodes.insert
+        nodes = self.nodes
+        old = nodes.get(rc.id)
         if old is not None:
             # HashMap::insert of a present key keeps the old key (its Arc<NodeId>) and drops
             # the new one: the strong count is unchanged, only the parents Vec is replaced
@@ -73,7 +72,7 @@ class GraphMemoryManagement:
             sim = self.server.sim
             if old[1]:
                 sim.heap.free(sim.layout.parent_bytes * len(old[1]))
-            self.nodes[rc.id] = (old[0], parents)
+            nodes[rc.id] = (old[0], parents)
             if parents:
                 sim.heap.alloc(sim.layout.parent_bytes * len(parents))
             return
@@ -81,8 +80,8 @@ class GraphMemoryManagement:
         rc.hold(self)
         if rc.strong > 1:
             self.referenced += 1
-        self.nodes[rc.id] = (rc, parents)
-        self.nodes_table.fit(len(self.nodes) + self.run_nodes)
+        nodes[rc.id] = (rc, parents)
+        self.nodes_table.fit(len(nodes) + self.run_nodes)
         if parents:
             # parents.to_vec(): an exact-size Vec<Parent>
             self.server.sim.heap.alloc(self.server.sim.layout.parent_bytes * len(parents))
@@ -195,7 +194,7 @@ class GraphMemoryManagement:
         (:meth:`~sim.autodiff.locator.GraphLocator.compact`)."""
         sim = self.server.sim
         sim.policy.on_last_handle(self.server, rc)
-        if sim.compact and sim.policy.may_compact():
+        if sim.compact:
             sim.client.locator.compact(rc.id)
 
     # -- backward -------------------------------------------------------------------

@@ -29,7 +29,7 @@ class Node:
     """
 
     __slots__ = ("id", "parents", "order", "requirement", "memory_bound", "retro", "_heap",
-                 "_nbytes", "__weakref__")
+                 "_nbytes")
 
     def __init__(self, sim, node_id, parents, order, requirement, memory_bound=False):
         self.id = node_id
@@ -44,7 +44,8 @@ class Node:
         heap.alloc(nbytes)
         if parents:
             # the parents Vec is collected from a filtered iterator: capacity max(4, n)
-            vec = layout.parent_bytes * max(4, len(parents))
+            n = len(parents)
+            vec = layout.parent_bytes * (n if n > 4 else 4)
             heap.alloc(vec)
             nbytes = (nbytes, vec)
         self._heap = heap
@@ -59,7 +60,7 @@ class Node:
         if type(nbytes) is tuple:
             self._heap.free(nbytes[0])
             self._heap.free(nbytes[1])
-        else:
+        elif nbytes:  # 0: a compacted node, whose run owns its block
             self._heap.free(nbytes)
 
     def __repr__(self):
@@ -90,8 +91,8 @@ class NodeRefCount:
         self._heap.alloc(self._nbytes)
 
     def acquire(self) -> None:
-        self.strong += 1
-        if self.strong == 2 and self.owner is not None:
+        strong = self.strong = self.strong + 1
+        if strong == 2 and self.owner is not None:
             self.owner.referenced += 1
             for other in self.extra:
                 other.referenced += 1
@@ -118,8 +119,7 @@ class NodeRefCount:
             self.extra = tuple(new if m is old else m for m in self.extra)
 
     def release(self) -> None:
-        self.strong -= 1
-        strong = self.strong
+        strong = self.strong = self.strong - 1
         if strong == 1:
             if self.owner is not None:
                 self.owner.referenced -= 1

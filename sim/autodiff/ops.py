@@ -22,6 +22,8 @@ state their step keeps, which inputs they checkpoint, backward work.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from .checkpoint import BALANCED, CheckpointerBuilder
 from .node import GRAD, GRAD_IN_BACKWARD, NONE, Node, NodeRefCount
 from .step import OPS as OPS_STEP
@@ -51,6 +53,8 @@ class OpSpec:
     def __repr__(self):
         return f"OpSpec({self.name})"
 
+
+_SHAPE = attrgetter("shape")
 
 _BINARY_BROADCAST = ("option_node_id", "option_node_id", "broadcast")
 
@@ -93,16 +97,17 @@ def step_bytes(op, layout, tracked: bool) -> int:
 
 def float_op(op, inputs, out_shape, device):
     """Run ``op`` on ``inputs`` (tensors) producing a tensor of ``out_shape`` on ``device``."""
-    from ..tensor import Tensor
+    Tensor = _tensor.Tensor
     sim = device.sim
     backend = device.backend
-    shapes = (out_shape, tuple([t.shape for t in inputs]))
+    shapes = (out_shape, tuple(map(_SHAPE, inputs)))
     # one tuple per distinct signature: steps keep their shapes for the backward
     shapes = sim.shapes.setdefault(shapes, shapes)
     out_shape, in_shapes = shapes
     sim.timing.forward_op(op, shapes, backend)
-    if (backend.kernel_bytes or not backend.used or backend.workspace_pending
-            or backend.first_run(op.name, shapes)):
+    # on_op acts on an op's first run on these shapes (the backend's first op, gemm's
+    # workspace on the first matmul included), and per kernel context where kernels compile
+    if backend.kernel_bytes or backend.first_run(op.name, shapes):
         context = ("plain" if not device.is_autodiff else
                    "tracked" if any(t.is_tracked() for t in inputs) else "untracked")
         backend.on_op((op.name, out_shape, in_shapes, context))
@@ -111,8 +116,20 @@ def float_op(op, inputs, out_shape, device):
 
     # burn-autodiff's op preparation and the graph client: their text, on the first op
     sim.touched.touch_code("autodiff")
-    nodes = [t.node if t.node is not None else _lift(sim) for t in inputs]
-    tracked = any(n.requirement != NONE for n in nodes)  # Requirement::from_nodes
+    nodes = []
+    parents = []  # from_parents: (id, is_leaf) of the tracked inputs
+    order = 0
+    for t in inputs:
+        n = t.node
+        if n is None:
+            n = _lift(sim)
+        nodes.append(n)
+        if n.requirement != NONE:
+            parents.append((n.id, n.order == 0))
+        if n.order > order:
+            order = n.order
+    parents = tuple(parents)
+    tracked = bool(parents)  # Requirement::from_nodes
     requirement = GRAD_IN_BACKWARD if tracked else NONE
     layout = sim.layout
     actions = None
@@ -129,12 +146,7 @@ def float_op(op, inputs, out_shape, device):
             sim.heap.alloc(layout.retro_arc_bytes)
             sim.heap.free(layout.retro_arc_bytes)
 
-    if tracked:
-        parents = tuple([(n.id, n.order == 0) for n in nodes if n.requirement != NONE])
-    else:
-        parents = ()
-    order = max(n.order for n in nodes) + 1
-    node = Node(sim, sim.next_node_id(), parents, order, requirement, memory_bound)
+    node = Node(sim, sim.next_node_id(), parents, order + 1, requirement, memory_bound)
     if memory_bound:
         node.retro = _Retro(sim)
     rc = NodeRefCount(sim, node.id)
@@ -187,3 +199,7 @@ def register_root(tensor) -> None:
     tensor.node = node
     step = Step("root", None, node, (), sim.layout.root_step_bytes)
     sim.client.register(tensor.rc, step)
+
+
+# the API's Tensor (sim.tensor imports this module first: bound here, read at call time)
+from .. import tensor as _tensor  # noqa: E402

@@ -67,11 +67,14 @@ class AutodiffServer:
     # -- registration ------------------------------------------------------------
     def register(self, rc, step) -> None:
         """Record ``step`` for node ``rc`` (memory management, ``steps``, ``actions_builder``)."""
-        self.memory_management.register(rc, step.node.parents)
-        old = self.steps.get(rc.id)
-        self.steps[rc.id] = step
+        memory = self.memory_management
+        memory.register(rc, step.node.parents)
+        steps = self.steps
+        node_id = rc.id
+        old = steps.get(node_id)
+        steps[node_id] = step
         if old is None:
-            n = len(self.steps) + self.memory_management.run_nodes
+            n = len(steps) + memory.run_nodes
             self.steps_table.fit(n)
             self.actions_table.fit(n)
         else:

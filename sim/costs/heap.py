@@ -54,29 +54,29 @@ class Heap:
         Returns the allocator's handle of the block where it places blocks
         individually (macOS LARGE blocks), else None; pass it back to :meth:`free`.
         """
-        if nbytes <= 0:
+        hit = self._small.get(nbytes)  # a small size already seen (never one <= 0)
+        if hit is None and nbytes <= 0:
             return
         live = self.live_bytes = self.live_bytes + nbytes
         self.live_blocks += 1
         self.allocs += 1
         if live > self.peak_bytes:
             self.peak_bytes = live
-        hit = self._small.get(nbytes)
         if hit is None:
             return self.allocator.alloc(nbytes)
         zone, size = hit
         zl = self._live
-        zl[zone] += size
-        if zl[zone] > self._high[zone]:
-            self._high[zone] = zl[zone]
+        zone_live = zl[zone] = zl[zone] + size
+        if zone_live > self._high[zone]:
+            self._high[zone] = zone_live
 
     def free(self, nbytes: int, block=None) -> None:
         """Free one block previously allocated with the same ``nbytes`` (``block``: its handle)."""
-        if nbytes <= 0:
+        hit = self._small.get(nbytes)
+        if hit is None and nbytes <= 0:
             return
         self.live_bytes -= nbytes
         self.live_blocks -= 1
-        hit = self._small.get(nbytes)
         if hit is None:
             self.allocator.free(nbytes, 1, block)
             return

@@ -378,7 +378,7 @@ class Allocator:
             # never cached: the heap's fast path must hand these to alloc/free
             return (zi, zone.slices_for(nbytes) * zone.slice_bytes)
         hit = (zi, zone.rounded(nbytes))
-        if zone.retain and nbytes < 65536:
+        if zone.retain and 0 < nbytes < 65536:  # the heap's fast path: real blocks only
             self._lookup[nbytes] = hit
         return hit
 

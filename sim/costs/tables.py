@@ -49,13 +49,15 @@ class TableLayout:
     52
     """
 
-    __slots__ = ("slot_bytes", "ctrl_align", "group_width", "_cache")
+    __slots__ = ("slot_bytes", "ctrl_align", "group_width", "_cache", "first_bytes")
 
     def __init__(self, slot_bytes: int, slot_align: int, group_width: int):
         self.slot_bytes = slot_bytes
         self.ctrl_align = max(slot_align, group_width)
         self.group_width = group_width
         self._cache = {}
+        #: the block of a table's first insert (4 buckets)
+        self.first_bytes = self.block_bytes(4)
 
     def block_bytes(self, buckets: int) -> int:
         """Size in bytes of the one block of a table with ``buckets`` buckets."""
@@ -86,20 +88,23 @@ class RawTable:
     (8, 1, 88)
     """
 
-    __slots__ = ("layout", "heap", "buckets", "cap")
+    __slots__ = ("layout", "heap", "buckets", "cap", "nbytes")
 
     def __init__(self, layout: TableLayout, heap):
         self.layout = layout
         self.heap = heap
         self.buckets = 0
         self.cap = 0
+        #: bytes of the table's block (0 when it owns none)
+        self.nbytes = 0
 
     def fit(self, items: int) -> None:
         """Grow if ``items`` no longer fit (one insert: grow to at least cap + 1)."""
         if items > self.cap:
             if self.buckets == 0 and items <= 3:
                 # the first insert into an empty table: 4 buckets (the common case)
-                self.heap.alloc(self.layout.block_bytes(4))
+                nbytes = self.nbytes = self.layout.first_bytes
+                self.heap.alloc(nbytes)
                 self.buckets, self.cap = 4, 3
                 return
             self._resize(max(items, self.cap + 1))
@@ -116,21 +121,18 @@ class RawTable:
 
     def _resize(self, capacity: int) -> None:
         buckets = buckets_for(capacity)
-        layout = self.layout
-        self.heap.alloc(layout.block_bytes(buckets))
-        if self.buckets:
-            self.heap.free(layout.block_bytes(self.buckets))
+        old = self.nbytes
+        nbytes = self.nbytes = self.layout.block_bytes(buckets)
+        self.heap.alloc(nbytes)
+        if old:
+            self.heap.free(old)
         self.buckets = buckets
         self.cap = capacity_of(buckets)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the table's block (0 when it owns none)."""
-        return self.layout.block_bytes(self.buckets)
 
     def drop(self) -> None:
         """Free the block (the table itself is dropped)."""
         if self.buckets:
-            self.heap.free(self.layout.block_bytes(self.buckets))
+            self.heap.free(self.nbytes)
             self.buckets = 0
             self.cap = 0
+            self.nbytes = 0
