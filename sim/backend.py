@@ -173,7 +173,7 @@ class Backend:
             self.pool = MemoryPool(alignment=int(spec.get("alignment", 256)))
         # the CPU core's L2 (sim.costs.cache): which buffers an op finds resident
         self.cache = None
-        l2 = int(spec.get("l2_bytes", 0))
+        l2 = int(sim.profile.process.l2_bytes)
         if l2 > 0 and self.pool is None:
             from .costs.cache import L2Cache
             self.cache = L2Cache(l2)

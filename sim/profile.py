@@ -37,6 +37,8 @@ SCHEMA = {
         "baseline_rss_bytes": INT,   # RSS of the process before the workload
         "first_backward_bytes": INT,   # lazy global state created by the first backward
         "first_backward_blocks": INT,
+        "l2_bytes": INT,             # the host core's L2 (sim.costs.cache): size in B, 0 = not
+        "l2_ways": INT,              #   modelled; its associativity
     },
     "code": {                        # resident text per code path (sim.costs.rss.CODE_PATHS)
         "device_bytes": INT,
@@ -89,8 +91,6 @@ SCHEMA = {
         "scan_node_ns": FLOAT,
         "sweep_free_ns": FLOAT,
         "root_check_node_ns": FLOAT,   # per node read by free_unused_roots (no live handle)
-        "sweep_l2_bytes": INT,         # the sweep's cache model (sim.costs.timing): L2 size,
-        "sweep_l2_ways": INT,          #   its associativity (0 bytes: not modelled)
         "sweep_miss_ns": FLOAT,        #   and ns per node read that misses it
         "pop_scan_group_ns": FLOAT,    # PopNodeSet::pop's scan for the first full bucket
         "process_warmup_ns": FLOAT,
@@ -106,7 +106,6 @@ SCHEMA = {
         "gemm_mc_max": INT,
         "gflops": FLOAT,
         "gbps": FLOAT,                   # GB/s of elementwise traffic resident in the L2
-        "l2_bytes": INT,                 # B of L2 per core for the LRU model (0: not modelled)
         "gbps_miss": FLOAT,              # GB/s of elementwise traffic not resident in the L2
         "op_overhead_ns": FLOAT,
     },
@@ -252,8 +251,8 @@ def validate(data, path) -> None:
         for key in ("gflops", "gbps"):
             if table[key] <= 0:
                 raise ProfileError(f"{path}: {section}.{key} must be positive")
-    flex = data["backend"]["flex"]
-    if flex["l2_bytes"] > 0 and flex["gbps_miss"] <= 0:
-        raise ProfileError(f"{path}: backend.flex.gbps_miss must be positive when l2_bytes > 0")
+    if data["process"]["l2_bytes"] > 0 and data["backend"]["flex"]["gbps_miss"] <= 0:
+        raise ProfileError(f"{path}: backend.flex.gbps_miss must be positive when "
+                           f"process.l2_bytes > 0")
     if data["layout"]["group_width"] not in (8, 16):
         raise ProfileError(f"{path}: layout.group_width must be 8 or 16")

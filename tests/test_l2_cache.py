@@ -82,6 +82,6 @@ def test_ema_only_time_depends_on_l2_size():
 
     p = load_profile("linux-x86_64")
     small = ms(p)
-    p.backends["flex"]["l2_bytes"] = 64 * MiB            # everything resident
+    p.process.l2_bytes = 64 * MiB            # everything resident
     large = ms(p)
     assert small > large * 1.3

@@ -48,12 +48,13 @@ class _Sim:
 
 PARAMS = {"sweep_fixed_ns": 0.0, "sweep_copy_entry_ns": 0.0, "sweep_visit_ns": 0.0,
           "scan_node_ns": 1.0, "root_check_node_ns": 10.0, "sweep_free_ns": 0.0,
-          "sweep_l2_bytes": 2 * MiB, "sweep_l2_ways": 16, "sweep_miss_ns": 5.0}
+          "sweep_miss_ns": 5.0}
+L2 = (2 * MiB, 16)   # the host core's L2 (profile [process] l2_bytes, l2_ways)
 
 
-def _live_sweep_ns(n, buckets, params=PARAMS):
+def _live_sweep_ns(n, buckets, params=PARAMS, l2=L2):
     sim = _Sim()
-    t = Timing(sim, params)
+    t = Timing(sim, params, *l2)
     memory = _Memory(n, 1, buckets)
     scanned = n * (n + 1) / 2                     # n entries x mean prefix (n + 1) / 2
     t.sweep_live(memory, n)
@@ -69,19 +70,19 @@ def test_cache_term_is_zero_below_and_full_above_the_l2():
     ns, scanned = _live_sweep_ns(200_000, 262_144)
     assert ns / scanned > 1.0 + 5.0 * 0.95
     # off when the profile has no L2 size
-    ns, scanned = _live_sweep_ns(200_000, 262_144, dict(PARAMS, sweep_l2_bytes=0))
+    ns, scanned = _live_sweep_ns(200_000, 262_144, l2=(0, 16))
     assert ns == pytest.approx(scanned)
 
 
 def test_dead_graph_reads_are_root_checks_and_deterministic():
     sim = _Sim()
-    t = Timing(sim, PARAMS)
+    t = Timing(sim, PARAMS, *L2)
     memory = _Memory(1000, 0, 2048)
     t.sweep_dead(memory)                           # maybe_useful + free_unused_roots: 2 x 1000
     t.sweep(entries=1, visits=1, scanned=2000, freed=1)
     assert sim.charged == pytest.approx(1000 * 1.0 + 1000 * 10.0)
     again = _Sim()
-    t2 = Timing(again, PARAMS)
+    t2 = Timing(again, PARAMS, *L2)
     t2.sweep_dead(memory)
     t2.sweep(entries=1, visits=1, scanned=2000, freed=1)
     assert again.charged == sim.charged

@@ -9,7 +9,7 @@
 # (on the probes' text_rss_delta rows of adleak-rss and of p10-ema detach / ema-only: the
 # text of the other p10-ema modes is held out) and the CPU's times. backend.flex.gbps is
 # the L2-resident elementwise rate (adleak's 256-KiB tensors), gbps_miss the rate of
-# operands the L2 model (sim/costs/cache.py, l2_bytes = 2 MiB [source]) finds evicted.
+# operands the L2 model (sim/costs/cache.py, process.l2_bytes = 2 MiB [source]) finds evicted.
 # The orphan sweep: scan_node_ns (maybe_useful's read, L2-resident EMA graph at step 1000),
 # root_check_node_ns (free_unused_roots' read of a graph with no live handle: the
 # deterministic chain-dead probe at 3000 ops, sweep-scan.csv) and sweep_miss_ns (a sweep

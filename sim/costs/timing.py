@@ -8,7 +8,7 @@ time, charged to the host thread that did it. Costs come from the profile's
 
 * compute: ``flops / (gflops * 1e9) + bytes / (gbps * 1e9) + op_overhead`` per
   op on the inner backend (per-backend ``[backend.<kind>]`` rates); ``gbps`` is the
-  L2-resident rate, and on a backend with an L2 model (``l2_bytes``,
+  L2-resident rate, and on a backend with an L2 model (``[process] l2_bytes``,
   :mod:`sim.costs.cache`) the bytes of operands not resident at the op's start cost
   ``1 / gbps_miss`` instead (:meth:`Timing.l2_missed` charges the difference);
 * bookkeeping: a fixed cost per registration, per tracked parent, per new
@@ -32,12 +32,12 @@ the ``nodes`` table block they span (a graph with a live handle: the scan prefix
 a graph without: all its nodes and its whole table; a run of dead single-node
 graphs: every block its members hold). A read misses with
 :func:`sim.costs.cache.set_miss_fraction` of ``W`` against the L2
-(``sweep_l2_bytes``, ``sweep_l2_ways``, from the CPU: no fitted parameter) and
+(``[process] l2_bytes``, ``l2_ways``, from the CPU: no fitted parameter) and
 then costs ``sweep_miss_ns`` more (fitted). A graph whose first live key sits at a
 random place in hash order (RandomState) has a random prefix: the expected cost
 is integrated over the prefix length's distribution (the first of ``r`` live keys
 among ``n``: ``n * (1 - (1 - u) ** (1 / r))`` for ``u`` uniform), so the predicted
-mean includes the long, missing scans. ``sweep_l2_bytes = 0`` turns the term off.
+mean includes the long, missing scans. ``l2_bytes = 0`` turns the term off.
 
 Three accumulators let observables split a step's time: ``compute_ns``,
 ``bookkeeping_ns`` and ``cleanup_ns`` (the sweep alone).
@@ -78,9 +78,11 @@ class Timing:
         The profile's ``[time]`` table (nanoseconds unless the key says otherwise).
     """
 
-    def __init__(self, sim, params):
+    def __init__(self, sim, params, l2_bytes=0, l2_ways=0):
         self.sim = sim
         self.p = dict(params)
+        # the host core's L2 (profile [process]): the sweep's cache term; 0 B: off
+        self.l2_bytes, self.l2_ways = int(l2_bytes), int(l2_ways)
         self.compute_ns = 0.0
         self.bookkeeping_ns = 0.0
         self.cleanup_ns = 0.0
@@ -234,10 +236,10 @@ class Timing:
             if kind:
                 cleared += passes * n
         miss_ns = p.get("sweep_miss_ns", 0.0)
-        capacity = p.get("sweep_l2_bytes", 0)
+        capacity = self.l2_bytes
         if not (miss_ns and capacity and sets):
             return cleared, 0.0
-        ways = p["sweep_l2_ways"]
+        ways = self.l2_ways
         line = self.LINE_BYTES
 
         def footprint(kind, k, n, table):
