@@ -5,9 +5,10 @@ fast-forward; we report simulated ops per second of wall time (an op is one
 registered step: a tensor op on an autodiff device, a root), Python heap bytes
 per live simulated node in exact mode (tracemalloc; the nodes the add loops
 leave in the locator: dead untracked single-node graphs, which exact mode keeps
-as run records, and a's graph's dead nodes, kept as objects), and the process's
-peak RSS. Timings on a
-shared 2-core machine are noisy: compare ratios within one run.
+as run records, and a's graph's dead nodes, kept as objects), the wall time of
+the seed's EMA run extended to 20,000 steps (``p10-ema`` detach: exact, its
+sweep cost grows every step), and the process's peak RSS. Timings on a shared
+2-core machine are noisy: compare ratios within one run.
 """
 
 from __future__ import annotations
@@ -136,10 +137,25 @@ def run_bench(profile="m2max-macos", quick=False, echo=None):
     n_nodes = 2_000 if quick else 20_000
     per_node = {name: round(_bytes_per_node(prof, CASES[name][0], n_nodes))
                 for name in ("untracked add loop", "tracked add loop")}
+    scale = [_ema_run(prof, 1_000 if quick else 20_000, echo)]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"profile": prof.name, "cases": results,
-            "python_bytes_per_live_node": per_node,
+            "python_bytes_per_live_node": per_node, "scale": scale,
             "peak_rss_bytes": peak}
+
+
+def _ema_run(profile, steps, echo=None):
+    """The seed's EMA run extended to ``steps`` steps (``p10-ema`` detach, its CSV rows
+    included): wall seconds. Exact throughout, as each step's sweep grows with the chain."""
+    from .runner import run_cell
+    gc.collect()
+    start = time.perf_counter()
+    run_cell("p10-ema", "detach", profile=profile, sets={"steps": steps})
+    wall = time.perf_counter() - start
+    name = f"p10-ema detach, {steps:,} steps"
+    if echo:
+        echo(f"  {name:<38} {wall:8.3f} s")
+    return {"run": name, "steps": steps, "wall_s": round(wall, 3)}
 
 
 def format_table(result) -> str:
@@ -149,6 +165,9 @@ def format_table(result) -> str:
                      f"{r['wall_s']:>9.3f} {r['ops_per_s'] or 0:>14,}")
     for name, nbytes in result["python_bytes_per_live_node"].items():
         lines.append(f"Python memory per live simulated node ({name}, exact mode): {nbytes} B")
+    for run in result.get("scale", ()):
+        lines.append(f"{run['run']} (exact: the chain's sweep grows every step): "
+                     f"{run['wall_s']:.1f} s")
     lines.append(f"peak RSS of this process: {result['peak_rss_bytes'] / 1e6:.1f} MB")
     return "\n".join(lines) + "\n"
 

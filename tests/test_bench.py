@@ -1,0 +1,22 @@
+"""`sim bench --quick`: every case runs, and the report carries the issue's figures."""
+
+import json
+
+from click.testing import CliRunner
+
+from sim.cli import cli
+
+
+def test_quick_bench_reports_cases_memory_and_the_ema_run(tmp_path):
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(cli, ["bench", "--quick", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    cases = {(c["case"], c["mode"]) for c in data["cases"]}
+    assert ("untracked add loop", "fast-forward") in cases and ("EMA step with backward",
+                                                                 "exact") in cases
+    assert all(c["ops"] > 0 and c["wall_s"] >= 0 for c in data["cases"])
+    assert all(0 < b < 1024 for b in data["python_bytes_per_live_node"].values())
+    (ema,) = data["scale"]
+    assert ema["steps"] == 1000 and ema["wall_s"] > 0
+    assert "p10-ema detach, 1,000 steps" in result.output
