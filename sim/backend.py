@@ -205,9 +205,14 @@ class Backend:
             # the slab counts on the heap but is not resident: a MemBuffer this large is
             # mmapped (above the allocator's mmap threshold) and gemm touches only the
             # pages it packs into, so RSS does not grow by its size
-            resident = self.sim.allocator.resident_bytes()
-            self.sim.heap.alloc(self.workspace_bytes)
-            self.sim.rss_extra_bytes -= self.sim.allocator.resident_bytes() - resident
+            allocator = self.sim.allocator
+            resident = allocator.resident_bytes()
+            fault, allocator.fault = allocator.fault, None   # nor does it fault: gemm_ran
+            try:
+                self.sim.heap.alloc(self.workspace_bytes)
+            finally:
+                allocator.fault = fault
+            self.sim.rss_extra_bytes -= allocator.resident_bytes() - resident
         if name == "matmul" and self.pool is None:
             (*_, m, k), (*_, n) = in_shapes[0], in_shapes[1]
             self.gemm_ran(n, m, k)   # a row-major destination: gemm sees the transpose

@@ -178,6 +178,16 @@ class Simulation:
         self.compact = (((not fast_forward) if compact is None else compact)
                         and self.policy.may_compact())
         self.work_ps = 0
+        # page faults: memory that becomes resident costs page_fault_ns per page of the
+        # platform's page size, charged where it happens (Allocator.fault, TouchedPages.fault)
+        self.fault_bytes = 0      # bytes made resident so far (cumulative)
+        self.fault_mapped = 0     #   of which mapped blocks (faulted again after an unmap)
+        self.fault_ps = 0         # their time so far (ps)
+        self._fault_ps_per_byte = (1000.0 * float(profile.time.get("page_fault_ns", 0.0))
+                                   / self.allocator.page_bytes)
+        if self._fault_ps_per_byte:
+            self.allocator.fault = self.page_fault
+            self.touched.fault = self.page_fault
         # index of the current iteration of the innermost sim.repeat (0-based)
         self.loop_index = 0
 
@@ -220,6 +230,20 @@ class Simulation:
             thread.segments.append((thread.pending_ps, ps))
         thread.pending_ps += ps
         self.work_ps += ps
+
+    def page_fault(self, nbytes, mapped=False) -> None:
+        """``nbytes`` of memory become resident (first touch of their pages): charge
+        ``page_fault_ns`` per page. The time is that of the cumulative bytes, rounded to
+        ps once, so any split of the same faults (exact or fast-forwarded) sums alike."""
+        new = self.fault_bytes = self.fault_bytes + nbytes
+        if mapped:
+            self.fault_mapped += nbytes
+        total = round(new * self._fault_ps_per_byte)
+        ps = total - self.fault_ps
+        if ps:
+            self.fault_ps = total
+            self.current.pending_ps += ps
+            self.work_ps += ps
 
     @property
     def now_ns(self) -> float:

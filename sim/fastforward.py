@@ -92,6 +92,7 @@ class _Snapshot:
         self.rss_extra = sim.rss_extra_bytes
         self.touched = sim.touched.state()
         self.allocator = sim.allocator.state()
+        self.faults = (sim.fault_bytes, sim.fault_mapped, sim.fault_ps)
 
 
 def _tree_counts(locator):
@@ -105,8 +106,12 @@ class Effect:
     """What one iteration changed, in a form that can be compared and replayed."""
 
     def __init__(self, shape, stride, registered, times, blocks=(), offset=0, parents=(),
-                 graph=None, backwards=0, rss_drift=0, graph_blocks=()):
+                 graph=None, backwards=0, rss_drift=0, graph_blocks=(), faults=(0, 0)):
         self.graph_blocks = graph_blocks
+        # (bytes made resident by growth, bytes of blocks mapped) per iteration: their
+        # time is not in ``times``; _apply faults them again (growth of a run's blocks
+        # happens by itself when the run allocates them)
+        self.faults = faults if shape in ("none", "steady") else (0, faults[1])
         self.backwards = backwards
         self.rss_drift = rss_drift
         self.shape = shape
@@ -121,7 +126,7 @@ class Effect:
     def key(self):
         # exact work in ps; the float accumulators only split it and are not compared
         return (self.shape, self.stride, self.registered, self.times[0], self.blocks, self.offset,
-                self.parents, id(self.graph), self.backwards, self.rss_drift)
+                self.parents, id(self.graph), self.backwards, self.rss_drift, self.faults)
 
 
 def _measure(sim, snap, events):
@@ -130,7 +135,11 @@ def _measure(sim, snap, events):
     timing = sim.timing
     stride = sim._next_id - snap.next_id
     registered = sim.registered - snap.registered
-    times = (sim.work_ps - snap.work,) + tuple(
+    fb, fm, fps = snap.faults
+    mapped = sim.fault_mapped - fm
+    faults = (sim.fault_bytes - fb - mapped, mapped)
+    # page-fault time is replayed from the bytes (Simulation.page_fault), not copied
+    times = (sim.work_ps - snap.work - (sim.fault_ps - fps),) + tuple(
         a - b for a, b in zip((timing.compute_ns, timing.bookkeeping_ns, timing.cleanup_ns),
                               snap.timing))
     if sim.touched.state() != snap.touched:
@@ -141,7 +150,7 @@ def _measure(sim, snap, events):
             and _tree_counts(locator) == snap.trees):
         return Effect("steady", stride, registered, times,
                       backwards=sim.backwards - snap.backwards,
-                      rss_drift=sim.rss_extra_bytes - snap.rss_extra)
+                      rss_drift=sim.rss_extra_bytes - snap.rss_extra, faults=faults)
     if sim.backwards != snap.backwards or sim.rss_extra_bytes != snap.rss_extra:
         return None
     new = [] if locator is None else [
@@ -152,7 +161,7 @@ def _measure(sim, snap, events):
     if not new:
         if net or _tree_counts(locator) != snap.trees:
             return None
-        return Effect("none", stride, registered, times)
+        return Effect("none", stride, registered, times, faults=faults)
     if len(new) != 1:
         return None
     node_id = new[0]
@@ -183,7 +192,7 @@ def _measure(sim, snap, events):
         return None
     return Effect(shape, stride, registered, times, tuple(sorted(blocks.items())),
                   node_id - snap.next_id, tuple(parents), graph if shape == "nodes" else None,
-                  graph_blocks=own)
+                  graph_blocks=own, faults=faults)
 
 
 def _unexplained(net, blocks, locator, snap):
@@ -240,6 +249,11 @@ def _apply(sim, effect, count):
     timing.cleanup_ns += cleanup * count
     sim.current.pending_ps += work_ps * count
     sim.work_ps += work_ps * count
+    grown, mapped = effect.faults
+    if grown:
+        sim.page_fault(grown * count)
+    if mapped:
+        sim.page_fault(mapped * count, True)
     sim._check_limits()
 
 

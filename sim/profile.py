@@ -94,6 +94,7 @@ SCHEMA = {
         "sweep_miss_ns": FLOAT,        #   and ns per node read that misses it
         "pop_scan_group_ns": FLOAT,    # PopNodeSet::pop's scan for the first full bucket
         "process_warmup_ns": FLOAT,
+        "page_fault_ns": FLOAT,        # per page (platform page size) made resident
     },
     "backend.flex": {
         "primitive_bytes": INT,

@@ -15,6 +15,8 @@
 # deterministic chain-dead probe at 3000 ops, sweep-scan.csv) and sweep_miss_ns (a sweep
 # read that misses the 2-MiB L2, sim.costs.cache.set_miss_fraction: p10-ema detach at
 # 4000 steps, whose EMA graph's scan prefix outgrows the L2 after step ~3600).
+# page_fault_ns: per 4-KiB page made resident (heap growth, mapped blocks, text, gemm's slab),
+# on p10-ema without step 1 (a fresh process's first step); the other step-1 points are held out.
 set -euo pipefail
 d=experiments/measured/linux-x86_64
 sim=${SIM:-.venv/bin/sim}
@@ -32,6 +34,7 @@ sim=${SIM:-.venv/bin/sim}
   --fit backend.flex.gbps               --points 'adleak-count-params/untracked/size=65536/after-loop/10000/ns_per_op' \
   --fit backend.flex.gbps_miss          --points 'p10-ema/ema-only//100/ms_per_step' \
   --fit backend.flex.gflops             --points 'p10-ema/without//50/ms_per_step' \
+  --fit time.page_fault_ns              --points 'p10-ema/without//1/ms_per_step' \
   --fit time.process_warmup_ns          --points 'adleak-count-params/untracked/size=16/after-unrelated-backward/1000/backward_ms' \
   --fit time.scan_node_ns               --points 'p10-ema/detach//1000/ms_per_step' \
   --fit time.root_check_node_ns         --points 'adleak-count-params/chain-dead/size=16/after-unrelated-backward/3000/backward_ms' \

@@ -35,7 +35,7 @@ class Heap:
     """
 
     __slots__ = ("live_bytes", "live_blocks", "peak_bytes", "allocs", "allocator", "_small",
-                 "_live", "_high")
+                 "_live", "_high", "_mark")
 
     def __init__(self, allocator):
         self.live_bytes = 0
@@ -47,6 +47,7 @@ class Heap:
         self._small = allocator._lookup
         self._live = allocator.live
         self._high = allocator.high
+        self._mark = allocator.mark
 
     def alloc(self, nbytes: int):
         """Allocate one block of ``nbytes`` (zero-sized requests allocate nothing).
@@ -69,6 +70,9 @@ class Heap:
         zone_live = zl[zone] = zl[zone] + size
         if zone_live > self._high[zone]:
             self._high[zone] = zone_live
+            if zone_live > self._mark[zone]:
+                # the high-water mark entered a new page: it becomes resident (a fault)
+                self.allocator.fault_to(zone, zone_live)
 
     def free(self, nbytes: int, block=None) -> None:
         """Free one block previously allocated with the same ``nbytes`` (``block``: its handle)."""

@@ -339,7 +339,7 @@ class Allocator:
     """
 
     __slots__ = ("zones", "live", "high", "page_bytes", "dynamic", "mmap_threshold", "_lookup",
-                 "_placed", "_segmented", "_blocks")
+                 "_placed", "_segmented", "_blocks", "_fault", "mark")
 
     def __init__(self, zones, page_bytes, dynamic_mmap_threshold=False):
         # placement zones keep state: each allocator gets its own
@@ -356,6 +356,33 @@ class Allocator:
         self._placed = {}
         # live blocks of placement zones by size (a free that names no block takes the newest)
         self._blocks = {}
+        self.fault = None
+        # per zone: the end of its resident pages (high-water rounded up to a page); inf
+        # while nobody charges faults, so that the heap's fast path never calls fault_to
+        self.mark = [math.inf] * len(self.zones)
+
+    @property
+    def fault(self):
+        """Called with ``(bytes, mapped)`` whenever memory becomes resident for the first
+        time (page faults): a retaining zone's high-water mark enters new pages, a
+        placement zone writes new slices, or a non-retaining zone maps a block
+        (``mapped=True``: its pages fault again after every unmap); None: not charged."""
+        return self._fault
+
+    @fault.setter
+    def fault(self, callback):
+        self._fault = callback
+        if hasattr(self, "mark"):
+            page = self.page_bytes
+            for zi, high in enumerate(self.high):
+                self.mark[zi] = math.inf if callback is None else -(-high // page) * page
+
+    def fault_to(self, zi, high) -> None:
+        """Zone ``zi``'s high-water mark rose to ``high`` past its resident pages."""
+        page = self.page_bytes
+        end = -(-high // page) * page
+        self._fault(end - self.mark[zi])
+        self.mark[zi] = end
 
     @classmethod
     def from_classes(cls, name: str) -> "Allocator":
@@ -386,18 +413,28 @@ class Allocator:
         """Account ``count`` blocks of ``nbytes``; returns the (last) block of a placement zone."""
         zi, size = self._place(nbytes)
         block = None
+        fault = self.fault
         if self._segmented[zi]:
             zone = self.zones[zi]
             live = self._blocks.setdefault(nbytes, [])
+            before = zone.resident_bytes()
             for _ in range(count):
                 block = zone.alloc(nbytes)
                 live.append(block)
+            if fault is not None and zone.resident_bytes() > before:
+                fault(zone.resident_bytes() - before)
+            fault = None
         elif nbytes >= 65536:
             self._placed.setdefault(nbytes, []).extend([(zi, size)] * count)
         live = self.live[zi] + size * count
         self.live[zi] = live
+        if fault is not None and not self.zones[zi].retain:
+            fault(size * count, True)   # freshly mapped pages, faulted on first write
+            fault = None
         if live > self.high[zi]:
             self.high[zi] = live
+            if fault is not None and live > self.mark[zi]:
+                self.fault_to(zi, live)
         return block
 
     def free(self, nbytes: int, count: int = 1, block=None) -> None:
@@ -484,7 +521,7 @@ class TouchedPages:
     (65536, 73728)
     """
 
-    __slots__ = ("path_bytes", "paths", "buffers", "text", "written")
+    __slots__ = ("path_bytes", "paths", "buffers", "text", "written", "fault")
 
     def __init__(self, path_bytes):
         self.path_bytes = {k: int(v) for k, v in path_bytes.items()}
@@ -492,12 +529,17 @@ class TouchedPages:
         self.buffers = {}
         self.text = 0
         self.written = 0
+        # called with the bytes that become resident (page faults); None: not charged
+        self.fault = None
 
     def touch_code(self, path: str) -> None:
         """Code path ``path`` runs: its text becomes resident the first time."""
         if path not in self.paths:
             self.paths.add(path)
-            self.text += self.path_bytes[path]
+            nbytes = self.path_bytes[path]
+            self.text += nbytes
+            if self.fault is not None and nbytes > 0:
+                self.fault(nbytes)
 
     def touch_buffer(self, key, nbytes: int) -> None:
         """``nbytes`` from the start of buffer ``key`` have been written (page-rounded by the caller)."""
@@ -505,6 +547,8 @@ class TouchedPages:
         if nbytes > old:
             self.buffers[key] = nbytes
             self.written += nbytes - old
+            if self.fault is not None:
+                self.fault(nbytes - old)
 
     def text_bytes(self) -> int:
         return self.text
