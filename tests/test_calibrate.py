@@ -11,6 +11,17 @@ from sim.runner import run_cell
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _step1_ms(tmp_path, value):
+    """The measured points of one CSV: p10-ema without's step-1 ms/step = ``value``."""
+    path = tmp_path / "m.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["experiment", "variant", "phase", "x", "x_unit", "metric", "value",
+                    "unit", "note"])
+        w.writerow(["p10-ema", "without", "", 1, "step", "ms_per_step", value, "ms", ""])
+    return read_measured(path)
+
+
 def test_a_parameter_fitted_to_zero_can_be_fitted_again(tmp_path):
     """A multiplicative probe of a parameter at ~0 moves nothing; the fit falls back to an
     additive step instead of refusing the parameter (the Linux profile's warm-up)."""
@@ -18,15 +29,8 @@ def test_a_parameter_fitted_to_zero_can_be_fitted_again(tmp_path):
     rows = run_cell("p10-ema", "without", profile=profile,
                     sets={"steps": 3, "report_at": "1,3"})
     point = next(r for r in rows if r["metric"] == "ms_per_step" and r["x"] == 1)
-    path = tmp_path / "m.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["experiment", "variant", "phase", "x", "x_unit", "metric", "value",
-                    "unit", "note"])
-        # 0.2 ms more than the model gives with no warm-up: the warm-up should take it
-        w.writerow(["p10-ema", "without", "", 1, "step", "ms_per_step",
-                    point["value"] + 0.2, "ms", ""])
-    measured = read_measured(path)
+    # 0.2 ms more than the model gives with no warm-up: the warm-up should take it
+    measured = _step1_ms(tmp_path, point["value"] + 0.2)
     new, table = calibrate(measured, profile, ["time.process_warmup_ns"], echo=lambda *_: None)
     assert abs(new.time["process_warmup_ns"] - 2e5) < 2e3
     assert all(r["ok"] for r in table if r["status"] == "fitted")
@@ -37,14 +41,8 @@ def test_a_parameter_no_fitted_point_depends_on_is_refused(tmp_path):
     import pytest
     from sim.errors import UserError
     profile = load_profile("m2max-macos")
-    path = tmp_path / "m.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["experiment", "variant", "phase", "x", "x_unit", "metric", "value",
-                    "unit", "note"])
-        w.writerow(["p10-ema", "without", "", 1, "step", "ms_per_step", 1.4, "ms", ""])
     with pytest.raises(UserError, match="no fitted point depends on it"):
-        calibrate(read_measured(path), profile, ["backend.metal.kernel_bytes"],
+        calibrate(_step1_ms(tmp_path, 1.4), profile, ["backend.metal.kernel_bytes"],
                   echo=lambda *_: None)
 
 
@@ -54,13 +52,7 @@ def test_fresh_forgets_the_base_profiles_calibration_record(tmp_path):
     profile = load_profile("m2max-macos")
     rows = run_cell("p10-ema", "without", profile=profile, sets={"steps": 3, "report_at": "1,3"})
     point = next(r for r in rows if r["metric"] == "ms_per_step" and r["x"] == 1)
-    path = tmp_path / "m.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["experiment", "variant", "phase", "x", "x_unit", "metric", "value",
-                    "unit", "note"])
-        w.writerow(["p10-ema", "without", "", 1, "step", "ms_per_step", point["value"], "ms", ""])
-    measured = read_measured(path)
+    measured = _step1_ms(tmp_path, point["value"])
     quiet = dict(echo=lambda *_: None)
     staged, _ = calibrate(measured, profile, ["time.process_warmup_ns"], **quiet)
     fresh, _ = calibrate(measured, profile, ["time.process_warmup_ns"], fresh=True, **quiet)
