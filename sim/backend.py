@@ -161,6 +161,8 @@ class Backend:
                           ("gemm_mr", "gemm_nr", "gemm_kc_max", "gemm_mc_max"))
         # op name -> shape signatures already run (code paths and slab extents are per first run)
         self.seen = {}
+        # (thread, forward shapes) of matmul backwards already run: their slab extent is known
+        self.backward_seen = set()
         self.pool = None
         self.kernel_bytes = int(spec.get("kernel_bytes", 0))
         self.first_op_bytes = int(spec.get("first_op_bytes", 0))
@@ -239,6 +241,10 @@ class Backend:
         backend: a matmul's gradients are two gemms, ``grad @ rhs^T`` (gemm sees
         ``(K, M, N)``, its lhs is ``rhs`` read strided) and ``lhs^T @ grad`` (``(N, K, M)``)."""
         if op_name == "matmul" and self.pool is None:
+            key = (self.sim.current.name, shapes)
+            if key in self.backward_seen:
+                return   # the same gemms wrote the same slab prefix on this thread before
+            self.backward_seen.add(key)
             (*_, m, k), (*_, n) = shapes[1][0], shapes[1][1]
             self.gemm_ran(k, m, n, lhs_unit_stride=False)
             self.gemm_ran(n, k, m)

@@ -23,12 +23,6 @@ def test_hit_miss_accounting_and_capacity():
     assert c.resident <= c.capacity
 
 
-def test_sizes_override_bytes_moved():
-    c = L2Cache(MiB)
-    a = c.claim(MiB)
-    assert c.touch((a, a), (100, 200)) == 300
-
-
 def test_freed_chunk_is_reused_lifo_with_its_residency():
     c = L2Cache(2 * MiB)
     a = c.claim(MiB)

@@ -91,19 +91,17 @@ class L2Cache:
             return stack.pop()
         return Chunk(nbytes, self)
 
-    def touch(self, chunks, sizes=None) -> int:
+    def touch(self, chunks) -> int:
         """An op reads/writes ``chunks`` (in order; a chunk listed twice, as an in-place
         op's input and output, is charged twice but held once): returns the bytes
-        not resident at the op's start (``sizes[i]``: bytes moved for ``chunks[i]``,
-        default its ``nbytes``), then makes them the most recently used."""
+        not resident at the op's start, then makes them the most recently used."""
         lru = self.lru
         missed = 0
-        for i, c in enumerate(chunks):
-            moved = c.nbytes if sizes is None else sizes[i]
+        for c in chunks:
             if c in lru:
-                self.hits += moved
+                self.hits += c.nbytes
             else:
-                missed += moved
+                missed += c.nbytes
         self.misses += missed
         for c in chunks:
             if c in lru:

@@ -356,10 +356,10 @@ class Allocator:
         self._placed = {}
         # live blocks of placement zones by size (a free that names no block takes the newest)
         self._blocks = {}
-        self.fault = None
         # per zone: the end of its resident pages (high-water rounded up to a page); inf
         # while nobody charges faults, so that the heap's fast path never calls fault_to
         self.mark = [math.inf] * len(self.zones)
+        self.fault = None
 
     @property
     def fault(self):
@@ -372,10 +372,9 @@ class Allocator:
     @fault.setter
     def fault(self, callback):
         self._fault = callback
-        if hasattr(self, "mark"):
-            page = self.page_bytes
-            for zi, high in enumerate(self.high):
-                self.mark[zi] = math.inf if callback is None else -(-high // page) * page
+        page = self.page_bytes
+        for zi, high in enumerate(self.high):
+            self.mark[zi] = math.inf if callback is None else -(-high // page) * page
 
     def fault_to(self, zi, high) -> None:
         """Zone ``zi``'s high-water mark rose to ``high`` past its resident pages."""
