@@ -153,13 +153,15 @@ class Backend:
         # block of stride_bytes per dimension), e.g. the clone a checkpoint boxes
         self.stride_bytes = int(spec.get("stride_bytes", 0))
         # gemm-common 0.19: the first matmul on a thread allocates the thread-local
-        # L2_SLAB (the core's L2 cache size), kept for the thread's life
+        # L2_SLAB (the core's L2 cache size), kept for the thread's life: the threads
+        # whose slab exists
         self.workspace_bytes = int(spec.get("matmul_workspace_bytes", 0))
-        self.workspace_pending = self.workspace_bytes > 0
+        self.workspace_threads = set()
         # gemm blocking (gemm_slab_written); gemm_mr = 0: slab residency not modelled
         self.gemm = tuple(int(spec.get(key, 0)) for key in
                           ("gemm_mr", "gemm_nr", "gemm_kc_max", "gemm_mc_max"))
-        # op name -> shape signatures already run (code paths and slab extents are per first run)
+        # op name -> (thread, shape signature) pairs already run: code paths are per process,
+        # but gemm's slab (its allocation and the prefix a gemm writes) is per thread
         self.seen = {}
         # (thread, forward shapes) of matmul backwards already run: their slab extent is known
         self.backward_seen = set()
@@ -181,9 +183,10 @@ class Backend:
             self.cache = L2Cache(l2)
 
     def first_run(self, op_name, shapes) -> bool:
-        """Whether ``op_name`` on ``shapes`` (interned) has not run on this backend yet."""
+        """Whether ``op_name`` on ``shapes`` (interned) has not run on this backend's
+        current thread yet."""
         seen = self.seen.get(op_name)
-        return seen is None or shapes not in seen
+        return seen is None or (self.sim.current.name, shapes) not in seen
 
     def on_op(self, key) -> None:
         """An op runs on this backend: first-execution residency, then per-kernel caches.
@@ -195,15 +198,16 @@ class Backend:
         pipeline of ``kernel_bytes``.
         """
         name, out_shape, in_shapes = key[0], key[1], key[2]
-        self.seen.setdefault(name, set()).add((out_shape, in_shapes))
+        thread = self.sim.current.name
+        self.seen.setdefault(name, set()).add((thread, (out_shape, in_shapes)))
         if self.pool is None:
             self.sim.touched.touch_code(OP_CODE_PATH.get(name, "elementwise"))
         if not self.used:
             self.used = True
             if self.pool is not None and self.first_op_bytes:
                 self.sim.heap.alloc(self.first_op_bytes)
-        if self.workspace_pending and key[0] == "matmul":
-            self.workspace_pending = False
+        if name == "matmul" and self.workspace_bytes and thread not in self.workspace_threads:
+            self.workspace_threads.add(thread)
             # the slab counts on the heap but is not resident: a MemBuffer this large is
             # mmapped (above the allocator's mmap threshold) and gemm touches only the
             # pages it packs into, so RSS does not grow by its size

@@ -74,6 +74,33 @@ def test_slab_residency_is_derived_written_size():
     assert slab == -(-(128 + forward) // page) * page == 260 * 1024
 
 
+def test_each_thread_has_its_own_slab():
+    """gemm's L2 slab is thread-local: a second thread's first matmul allocates its own
+    slab and makes its written prefix resident, even on shapes another thread ran."""
+    profile = load_profile("linux-x86_64")
+    l2 = profile.backends["flex"]["matmul_workspace_bytes"]
+    sim = Simulation(profile)
+    dev = sim.device("flex")
+    w = Tensor.random((512, 512), dev)
+    x = Tensor.random((64, 512), dev)
+    after = {}
+
+    def thread(name):
+        x.matmul(w)
+        after[name] = (sim.heap.live_bytes, sim.touched.resident_bytes())
+        yield sim.tick()
+        x.matmul(w)   # the same shapes again on this thread: nothing new
+        assert (sim.heap.live_bytes, sim.touched.resident_bytes()) == after[name]
+
+    sim.spawn(thread("a"), "a")
+    sim.env.run()
+    sim.spawn(thread("b"), "b")
+    sim.env.run()
+    slab = 260 * 1024   # p10-ema's forward prefix (test above)
+    assert after["b"][0] - after["a"][0] == l2
+    assert after["b"][1] - after["a"][1] == slab
+
+
 def test_macos_slab_not_modelled_and_text_is_elementwise_only():
     sim = Simulation(load_profile("m2max-macos"))
     dev = sim.device("flex").autodiff()
