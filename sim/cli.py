@@ -53,7 +53,8 @@ def cli():
 def _policy_option(multiple=False):
     return click.option("--policy", "-p", multiple=multiple,
                         default=("all",) if multiple else "burn-0.22.1", show_default=True,
-                        help="bookkeeping policy (see `sim policies`)" +
+                        help="bookkeeping policy (see `sim policies`), or a .py file "
+                             "defining your own" +
                         ("; repeatable, or 'all'" if multiple else ""))
 
 
@@ -83,12 +84,23 @@ def list_cmd():
 
 
 @cli.command("policies")
-def policies_cmd():
-    """Describe every policy: what it changes in burn, what it should fix."""
+@click.argument("files", nargs=-1, metavar="[FILE.py]...")
+def policies_cmd(files):
+    """Describe every policy: what it changes in burn, what it should fix.
+
+    With FILE.py arguments, describe (and check) the policies those files define
+    instead: what `--policy FILE.py` will run.
+    """
     import textwrap
-    from .policies import POLICIES
-    for name, cls in POLICIES.items():
-        click.echo(name + ("  (intended semantic change)" if cls.semantic_change else ""))
+    from .policies import POLICIES, load_policy_file, policy_file
+    chosen = [load_policy_file(f) for f in files] if files else list(POLICIES.values())
+    for cls in chosen:
+        name = cls.name
+        where = f"  (from {policy_file(name)})" if policy_file(name) else ""
+        fast = ("" if not where or cls.ff_horizon.__name__ != "_exact_only" else
+                "  [exact mode: no ff_horizon, so no fast-forward]")
+        click.echo(name + where + fast +
+                   ("  (intended semantic change)" if cls.semantic_change else ""))
         for label, text in (("changes", cls.changes), ("expected", cls.expected)):
             wrapped = textwrap.fill(text, width=88, initial_indent=f"  {label}: ",
                                     subsequent_indent=" " * (len(label) + 4))
@@ -130,7 +142,7 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
     from .runner import run_cell
     from .workloads import load_workload, parse_sets
     w = load_workload(workload)
-    get_policy(policy)
+    policy = get_policy(policy).name
     prof = load_profile(profile)
     set_values = parse_sets(sets)
     variants = [variant] if variant else list(w.variants)

@@ -29,7 +29,8 @@ def render(info, errors, growth, figures, summary):
     blocks += _accuracy(errors)
     blocks += _figures(figures, summary)
     blocks += _removal(growth)
-    blocks += _policies(sorted({g.policy for g in growth} | {e["policy"] for e in errors}))
+    blocks += _policies(sorted({g.policy for g in growth} | {e["policy"] for e in errors}),
+                        info.get("policy_files", {}))
     title = info.get("title", "autodiff-sim report")
     return _markdown(title, blocks), _html(title, blocks)
 
@@ -231,18 +232,25 @@ def _ms(ms):
     return _ms_text(ms)
 
 
-def _policies(names):
+def _policies(names, files):
+    """The policies of the run; ``files``: run.json's ``policy_files`` (policies from files)."""
     from .policies import POLICIES
     blocks = [("h2", "Policies")]
     items = []
     for name in sorted(names, key=lambda n: (list(POLICIES).index(n) if n in POLICIES
                                              else len(POLICIES), n)):
         cls = POLICIES.get(name)
-        if cls is None:
+        if cls is not None:
+            text = dict(changes=cls.changes, expected=cls.expected,
+                        semantic_change=cls.semantic_change, where="")
+        elif name in files:
+            text = dict(files[name], where=f" (from `{files[name]['file']}`)")
+        else:
             items.append(f"`{name}`: not in this checkout's policy registry.")
             continue
-        flag = " *(intended semantic change)*" if cls.semantic_change else ""
-        items.append(f"`{name}`{flag}: {cls.changes} *Expected:* {cls.expected}")
+        flag = " *(intended semantic change)*" if text["semantic_change"] else ""
+        items.append(f"`{name}`{text['where']}{flag}: {text['changes']} "
+                     f"*Expected:* {text['expected']}")
     blocks.append(("list", items))
     return blocks
 

@@ -32,21 +32,29 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
         rows = sim.run(lambda s, **p: workload.run(s, variant, **p), params)
     except UserError:
         raise
-    except Exception as exc:  # an error in the workload's own code: name its file and line
-        raise UserError(_describe(exc, workload)) from None
+    except Exception as exc:  # an error in the workload's (or policy's) code: its file and line
+        raise UserError(_describe(exc, workload, sim.policy)) from None
     for row in rows:
-        row["policy"] = policy
+        row["policy"] = sim.policy.name
         row["profile"] = profile.name
     return rows
 
 
-def _describe(exc, workload) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = ""
-    for frame in reversed(frames):
-        if frame.filename == str(workload.path):
-            where = f":{frame.lineno}"
-            break
+def _describe(exc, workload, policy) -> str:
+    """One line naming the user's file and line where ``exc`` was raised: the innermost
+    frame in a policy file loaded with ``--policy FILE.py``, else in the workload's file."""
+    from .policies import policy_file
+    # SimPy re-raises an exception from a process as a copy whose __cause__ is the original
+    frames, seen = [], exc
+    while seen is not None:
+        frames[:0] = traceback.extract_tb(seen.__traceback__)
+        seen = seen.__cause__
     text = str(exc).splitlines()[0] if str(exc) else ""
-    return (f"{workload.path}{where}: workload {workload.name} raised "
-            f"{type(exc).__name__}{': ' + text if text else ''}")
+    raised = f"raised {type(exc).__name__}{': ' + text if text else ''}"
+    source = policy_file(policy.name)
+    for frame in reversed(frames):
+        if source and frame.filename == source:
+            return f"{source}:{frame.lineno}: policy {policy.name} {raised}"
+        if frame.filename == str(workload.path):
+            return f"{workload.path}:{frame.lineno}: workload {workload.name} {raised}"
+    return f"{workload.path}: workload {workload.name} {raised}"

@@ -129,15 +129,16 @@ def select_workloads(names) -> list:
 
 
 def select_policies(names) -> list:
-    """Policy names (``all``: every policy), validated, in the registry's order."""
-    from .policies import POLICIES, get_policy
+    """Policy names (``all``: every built-in policy; a ``.py`` path: the policy that file
+    defines, loaded and registered), validated, built-ins first in the registry's order."""
+    from .policies import POLICIES, get_policy, policy_rank
     wanted = set()
     for name in names or ("all",):
         if name == "all":
             wanted.update(POLICIES)
         else:
             wanted.add(get_policy(name).name)
-    return [name for name in POLICIES if name in wanted]
+    return sorted(wanted, key=policy_rank)
 
 
 def parse_grid(items, workloads) -> dict:
@@ -196,8 +197,7 @@ def plan_cells(workloads, policies, grid, extra=()) -> list:
     ``(workload name, variant, policy)`` cells (the ones measured points need)
     run at every grid point of their workload.
     """
-    from .policies import POLICIES
-    order = list(POLICIES)
+    from .policies import policy_rank
     cells, rank = set(), {}
     for i, w in enumerate(workloads):
         wanted = {(v, p) for v in w.variants for p in policies}
@@ -212,7 +212,7 @@ def plan_cells(workloads, policies, grid, extra=()) -> list:
 
     def sort_key(c):
         i, j = rank[c.workload, c.params]
-        return (i, variant_rank[c.workload, c.variant], order.index(c.policy), j)
+        return (i, variant_rank[c.workload, c.variant], policy_rank(c.policy), j)
     return sorted(cells, key=sort_key)
 
 
@@ -279,12 +279,14 @@ class Cache:
 
 
 def _cell_key(cell, workload, profile, code) -> str:
+    from .policies import policy_file
     identity = {
         "code": code,
         "workload": workload.name,
         "workload_file": _file_hash(workload.path),
         "variant": cell.variant,
         "policy": cell.policy,
+        "policy_file": _file_hash(policy_file(cell.policy)) if policy_file(cell.policy) else "",
         "profile": profile.name,
         "profile_data": profile.data,
         "params": workload.resolve(cell.variant, dict(cell.params)),
@@ -335,7 +337,10 @@ def compute_cell(spec) -> dict:
 def _simulate(spec) -> list:
     import copy
     from .profile import Profile
+    from .policies import get_policy
     from .runner import run_cell
+    if spec.get("policy_file"):
+        get_policy(spec["policy_file"])   # a fresh worker process registers the file's policy
     name, path, data = spec["profile"]
     rows = run_cell(spec["workload"], spec["variant"], spec["policy"],
                     Profile(name, path, copy.deepcopy(data)), dict(spec["params"]))
@@ -377,6 +382,7 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
         the message names the cell. Finished cells stay cached.
     """
     from . import runner  # noqa: F401  (forked workers inherit the simulator loaded now)
+    from .policies import policy_file
     from .progress import Progress
     from .workloads import load_workload
     start = time.perf_counter()
@@ -393,6 +399,7 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
             run.rows[cell] = rows
     run.cached = len(cells) - len(todo)
     specs = {cell: {"workload": cell.workload, "variant": cell.variant, "policy": cell.policy,
+                    "policy_file": policy_file(cell.policy),
                     "profile": (profile.name, str(profile.path), profile.data),
                     "params": dict(cell.params),
                     "remote": scheduler is not None} for cell in todo}
@@ -535,6 +542,7 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
     extra = cells_for(rows, REFERENCE_POLICY)
     cells = plan_cells(chosen, names, grid, extra)
     info = {"title": "autodiff-sim sweep", "command": command, "policies": names,
+            "policy_files": _policy_files(names),
             "reference_cells": any(p not in names for _, _, p in extra)}
     return _execute(chosen, cells, [REFERENCE_POLICY], rows, paths, prof, grid,
                     prepare_out(out), jobs, scheduler, force, progress, info)
@@ -568,9 +576,23 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     grid = parse_grid(sets, chosen)
     cells = plan_cells(chosen, [], grid, extra)
     info = {"title": "autodiff-sim compare", "command": command, "policies": names,
-            "reference_cells": False}
+            "policy_files": _policy_files(names), "reference_cells": False}
     return _execute(chosen, cells, names, rows, measured, prof, grid, prepare_out(out), jobs,
                     scheduler, force, progress, info)
+
+
+def _policy_files(names) -> dict:
+    """For run.json: each file policy's file and description (the report names them after
+    the process that loaded them is gone)."""
+    from .policies import get_policy, policy_file
+    out = {}
+    for name in names:
+        path = policy_file(name)
+        if path:
+            cls = get_policy(name)
+            out[name] = {"file": path, "changes": cls.changes, "expected": cls.expected,
+                         "semantic_change": bool(cls.semantic_change)}
+    return out
 
 
 def _read_measured(paths) -> list:

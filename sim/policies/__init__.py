@@ -24,9 +24,20 @@ seam                      where it is in burn 0.22.1
 ========================  ====================================================
 
 Each policy lives in its own module and overrides only its seam(s).
+
+A user's fix is a policy too: a ``.py`` file defining one subclass of
+:class:`Policy` with its own ``name`` (``--policy path/to/fix.py`` wherever a
+policy is named; :func:`load_policy_file`). Its class is used as written, except
+that fast-forward stays off for it unless the file defines ``ff_horizon``: the
+simulator cannot see state a policy keeps for itself, so every loop iteration
+is simulated.
 """
 
 from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
 
 from ..errors import UserError
 from .base import Policy
@@ -38,7 +49,8 @@ from .dedup_sweep import DedupSweep
 from .periodic_sweep import PeriodicSweep
 from .pytorch import PyTorch
 
-__all__ = ["Policy", "POLICIES", "get_policy", "policy_names"]
+__all__ = ["Policy", "POLICIES", "get_policy", "policy_names", "load_policy_file",
+           "policy_file", "policy_rank"]
 
 POLICIES = {cls.name: cls for cls in (
     Policy, Burn020Pre1, SkipUntracked, DropRelease, DetachConstant, DedupSweep,
@@ -46,13 +58,112 @@ POLICIES = {cls.name: cls for cls in (
 )}
 
 
+#: policies loaded from files in this process: name -> (class, resolved path)
+_FILES = {}
+
+#: what a policy name may contain (it names rows, cache entries and figure legends)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+
+
 def policy_names():
+    """The built-in policies' names, in the registry's order."""
     return list(POLICIES)
 
 
 def get_policy(name):
-    """The policy class called ``name``."""
+    """The policy class called ``name``, or the one defined in the ``.py`` file ``name``."""
+    text = str(name)
+    cls = POLICIES.get(text)
+    if cls is None and text in _FILES:
+        cls = _FILES[text][0]
+    if cls is None and text.endswith(".py"):
+        cls = load_policy_file(text)
+    if cls is None:
+        raise UserError(f"unknown policy '{text}' (valid: {', '.join(POLICIES)}, "
+                        f"or a path to a .py file defining one)")
+    return cls
+
+
+def policy_file(name):
+    """The file a policy loaded from a file came from (a ``str``), or None for a built-in."""
+    entry = _FILES.get(name)
+    return entry[1] if entry else None
+
+
+def policy_rank(name) -> tuple:
+    """Sort key of a policy name: the built-ins in registry order, then file policies in
+    the order they were loaded, then any other name (e.g. read back from old results)."""
+    if name in POLICIES:
+        return (list(POLICIES).index(name), "")
+    if name in _FILES:
+        return (len(POLICIES) + list(_FILES).index(name), "")
+    return (len(POLICIES) + len(_FILES), name)
+
+
+def load_policy_file(path):
+    """Load the policy a user's file defines and register it under its ``name``.
+
+    The file defines exactly one subclass of :class:`Policy` (or names the one to
+    use as ``POLICY``) with a ``name`` of its own; ``changes`` and ``expected``
+    describe it as the built-ins' do (the class docstring stands in for ``changes``).
+    Loading the same file again returns the same class. Any problem is a
+    :class:`~sim.errors.UserError` naming the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such policy file")
+    path = path.resolve()
+    for cls, where in _FILES.values():
+        if where == str(path):
+            return cls
+    module_name = f"_sim_policy_{abs(hash(str(path)))}"
     try:
-        return POLICIES[name]
-    except KeyError:
-        raise UserError(f"unknown policy '{name}' (valid: {', '.join(POLICIES)})") from None
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise UserError(f"{path}: syntax error at line {exc.lineno}: {exc.msg}") from None
+    except UserError:
+        raise
+    except Exception as exc:  # a user's file raising at import
+        raise UserError(f"{path}: raised {type(exc).__name__} while loading: {exc}") from None
+    cls = getattr(module, "POLICY", None)
+    if cls is None:
+        found = [c for c in vars(module).values() if isinstance(c, type)
+                 and issubclass(c, Policy) and c.__module__ == module_name]
+        if len(found) != 1:
+            what = ("no subclass of sim.policies.Policy" if not found else
+                    f"{len(found)} policies ({', '.join(c.__name__ for c in found)}): "
+                    f"set POLICY to the one to use")
+            raise UserError(f"{path}: a policy file must define one subclass of "
+                            f"sim.policies.Policy; it defines {what}")
+        cls = found[0]
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        raise UserError(f"{path}: POLICY must be a subclass of sim.policies.Policy")
+    own = [c for c in cls.__mro__ if c.__module__ == module_name]
+    name = cls.name if any("name" in vars(c) for c in own) else None
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise UserError(f"{path}: {cls.__name__} must set name = '...' (letters, digits, "
+                        f"'.', '_', '+', '-'), a name of its own")
+    if name in POLICIES:
+        raise UserError(f"{path}: policy name '{name}' is a built-in policy's; "
+                        f"give yours a name of its own")
+    if name in _FILES:
+        raise UserError(f"{path}: policy name '{name}' is already taken by {_FILES[name][1]}")
+    extra = {"__module__": module_name}
+    if not any("changes" in vars(c) for c in own):
+        doc = (cls.__doc__ or "").strip().split("\n")[0]
+        extra["changes"] = doc or f"(no description: {path.name} sets no changes text)"
+    if not any("expected" in vars(c) for c in own):
+        extra["expected"] = "(not stated)"
+    if not any("ff_horizon" in vars(c) for c in own):
+        extra["ff_horizon"] = _exact_only
+    if len(extra) > 1:
+        cls = type(cls.__name__, (cls,), extra)
+    _FILES[name] = (cls, str(path))
+    return cls
+
+
+def _exact_only(self, effect) -> float:
+    """Fast-forward horizon of a file policy that does not give its own: none."""
+    return 0
