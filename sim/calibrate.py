@@ -100,8 +100,12 @@ def _deepcopy(data):
     return data
 
 
-def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, fresh=False):
+def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, fresh=False,
+              max_iterations=8):
     """Fit ``params`` of profile ``base`` to the selected ``measured`` points.
+
+    At most ``max_iterations`` Gauss-Newton steps; stopping at that limit while the fit
+    still improves is reported (rerun with more, or from the written profile).
 
     The written profile's ``[calibration]`` table lists what was fitted, on which points:
     this call's, plus the base profile's (a calibration in stages), unless ``fresh``.
@@ -132,7 +136,8 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
         return _residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs))
 
     r0 = evaluate(current)
-    for iteration in range(8):
+    converged = False
+    for iteration in range(max_iterations):
         # Gauss-Newton with a finite-difference Jacobian; positive parameters move
         # multiplicatively (rates enter as 1/x), the step is halved until it helps
         columns, logs = [], []
@@ -177,13 +182,18 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
             delta = delta / 2
         else:
             echo(f"  iteration {iteration + 1}: no step improves the fit; stopping")
+            converged = True
             break
         moved = max(abs(trial[n] - current[n]) / max(abs(current[n]), 1e-9) for n in params)
         current, r0 = trial, r1
         echo(f"  iteration {iteration + 1}: rms relative error {rms0:.4f}"
              f" -> {np.sqrt(np.mean(r0 ** 2)):.4f}")
         if moved < 1e-3 or rms0 - np.sqrt(np.mean(r0 ** 2)) < 1e-4:
+            converged = True
             break
+    if not converged:
+        echo(f"  stopped at --max-iterations {max_iterations} while the fit still improved: "
+             f"rerun with a higher limit, or from the written profile")
 
     # a profile calibrated in stages keeps what earlier stages fitted
     previous = {} if fresh else profile.data.get("calibration", {})

@@ -184,8 +184,11 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
 @click.option("--fresh", is_flag=True,
               help="start a new calibration record: forget the base profile's list of "
                    "fitted parameters and points (default: a staged calibration adds to it)")
+@click.option("--max-iterations", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Gauss-Newton iterations at most (each simulates the fitted cells once "
+                   "per parameter, plus the line search)")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True)
-def calibrate_cmd(measured_paths, base, params, points, out, fresh, jobs):
+def calibrate_cmd(measured_paths, base, params, points, out, fresh, max_iterations, jobs):
     """Fit --fit parameters of a profile to measured points (least squares).
 
     Prints every point's measured value, the prediction before and after, the
@@ -201,7 +204,7 @@ def calibrate_cmd(measured_paths, base, params, points, out, fresh, jobs):
     if out is not None:
         _check_out_file(out)
     calibrate(measured, base, list(params), list(points), out, jobs, echo=click.echo,
-              fresh=fresh)
+              fresh=fresh, max_iterations=max_iterations)
 
 
 @cli.command("accuracy")

@@ -60,3 +60,19 @@ def test_fresh_forgets_the_base_profiles_calibration_record(tmp_path):
     assert set(staged.data["calibration"]["fitted"]) == set(old["fitted"])
     assert fresh.data["calibration"] == {"fitted": ["time.process_warmup_ns"],
                                          "points": ["p10-ema/without//1/ms_per_step"]}
+
+
+def test_iteration_limit_is_reported(tmp_path):
+    """A fit cut short by --max-iterations says so; with room it converges to the point."""
+    profile = _with(load_profile("m2max-macos"), {"time.process_warmup_ns": 1e3})
+    measured = _step1_ms(tmp_path, 3.0)   # ~1.6 ms of warm-up: far from 1 us
+    lines = []
+    short, _ = calibrate(measured, profile, ["time.process_warmup_ns"], echo=lines.append,
+                         max_iterations=1)
+    assert any("stopped at --max-iterations 1" in str(line) for line in lines)
+    lines.clear()
+    full, table = calibrate(measured, profile, ["time.process_warmup_ns"], echo=lines.append,
+                            max_iterations=20)
+    assert not any("stopped at --max-iterations" in str(line) for line in lines)
+    assert all(r["ok"] for r in table if r["status"] == "fitted")
+    assert full.time["process_warmup_ns"] > short.time["process_warmup_ns"]
