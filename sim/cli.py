@@ -270,7 +270,10 @@ def bench_cmd(profile, quick, json_out):
 @click.option("--quick", is_flag=True, help="loop counts cut ~10x (all probes in seconds)")
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="directory for the CSVs (created if missing)")
-def measure_cmd(probes, quick, out):
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="run each probe N times and merge: a value that varies between runs "
+                   "becomes their mean, its note listing every run")
+def measure_cmd(probes, quick, out, repeat):
     """Measure real burn: build the Rust probes (cargo) and run them, CSVs into --out.
 
     Builds experiments/probes (burn 0.22.1 from crates.io, release, cached target
@@ -279,7 +282,7 @@ def measure_cmd(probes, quick, out):
     (raw allocation traces, *-events.csv and sizeof-alloc.csv, are not points).
     """
     from .measure import measure
-    measure(list(probes), quick, out)
+    measure(list(probes), quick, out, repeat=repeat)
 
 
 def _check_out_file(out):

@@ -15,12 +15,20 @@ README). This module
    with the workloads' experiment names) and writes ``DIR/measure-info.json``
    (machine, toolchain, per-probe wall time and row count).
 
+With ``repeat`` N > 1 each probe runs N times (every variant in a fresh process each
+time) and :func:`merge_repeats` makes one CSV of the runs: a value all runs agree on
+is kept, one that varies (times; anything that depends on the process's random hash
+seeds or on the allocator's state) becomes the runs' mean, and its note lists every
+run's value. Raw traces are the first run's.
+
 Progress lines go to stderr; failures raise :class:`~sim.errors.UserError`
 (one line, exit 2 from the CLI).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import platform
@@ -33,7 +41,8 @@ from pathlib import Path
 from .errors import UserError
 from .results import prepare_out
 
-__all__ = ["PROBES", "PROBES_DIR", "measure", "build", "parse_probe_csv", "binary_path"]
+__all__ = ["PROBES", "PROBES_DIR", "measure", "build", "parse_probe_csv", "binary_path",
+           "merge_repeats"]
 
 PROBES_DIR = Path(__file__).resolve().parent.parent / "experiments" / "probes"
 
@@ -177,8 +186,80 @@ def _machine() -> dict:
     return info
 
 
-def measure(probes=None, quick=False, out=None, echo=_echo) -> dict:
-    """Build and run the probes; returns the summary written to ``OUT/measure-info.json``."""
+#: the columns that name one observation in a probe's CSV
+_KEY = ("experiment", "variant", "phase", "x", "metric")
+
+
+def merge_repeats(texts, label="probe") -> str:
+    r"""One CSV (text) from the CSV texts of N runs of the same probe.
+
+    Every run must give the same observations (same key columns, in any order). A value
+    the runs agree on is kept as run 1 printed it; a value that varies becomes the mean,
+    printed with as many decimals as the most precise run, and the row's note gains
+    ``mean of N fresh runs (v1, v2, ... unit)``. Rows keep run 1's order and columns.
+
+    >>> a = "experiment,variant,phase,x,x_unit,metric,value,unit,note\ne,v,,1,step,ms,1.0,ms,\n"
+    >>> merge_repeats([a, a.replace("1.0,ms", "2.0,ms")]).splitlines()[1]
+    'e,v,,1,step,ms,1.5,ms,"mean of 2 fresh runs (1.0, 2.0 ms)"'
+    """
+    runs = []
+    for text in texts:
+        reader = csv.DictReader(io.StringIO(text))
+        runs.append((reader.fieldnames, list(reader)))
+    header, first = runs[0]
+    index = [{tuple(r[c] for c in _KEY): r for r in rows} for _, rows in runs]
+    for i, table in enumerate(index[1:], 2):
+        if set(table) != set(index[0]):
+            differ = len(set(table) ^ set(index[0]))
+            raise UserError(f"{label}: run {i} gave other observations than run 1 "
+                            f"({differ} differ); not merging")
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=header, lineterminator="\n")
+    writer.writeheader()
+    for row in first:
+        key = tuple(row[c] for c in _KEY)
+        values = [table[key]["value"] for table in index]
+        merged = dict(row)
+        if len(set(values)) > 1:
+            decimals = max(len(v.split(".", 1)[1]) if "." in v else 0 for v in values)
+            mean = sum(float(v) for v in values) / len(values)
+            merged["value"] = f"{mean:.{decimals}f}"
+            note = f"mean of {len(values)} fresh runs ({', '.join(values)} {row['unit']})"
+            merged["note"] = f"{row['note']}; {note}" if row["note"] else note
+        writer.writerow(merged)
+    return out.getvalue()
+
+
+def _run_repeated(binary, probe, quick, out_dir, repeat, echo) -> tuple:
+    """Run ``probe`` ``repeat`` times in scratch directories; merge into ``out_dir``."""
+    from .data import atomic_write
+    scratch = [out_dir / f".repeat-{probe}-{i}" for i in range(1, repeat + 1)]
+    t0 = time.perf_counter()
+    code = 0
+    try:
+        texts = []
+        for i, where in enumerate(scratch, 1):
+            where.mkdir(exist_ok=True)
+            echo(f"{probe}: run {i} of {repeat}")
+            path, run_code, _ = _run_probe(binary, probe, quick, where, echo)
+            code = code or run_code
+            if not path.is_file():
+                return out_dir / f"{probe}.csv", run_code or 1, time.perf_counter() - t0
+            texts.append(path.read_text(encoding="utf-8"))
+        path = out_dir / f"{probe}.csv"
+        atomic_write(path, merge_repeats(texts, probe))
+        extra = TRACE_FILES.get(probe)
+        if extra and (scratch[0] / extra).is_file():
+            os.replace(scratch[0] / extra, out_dir / extra)
+    finally:
+        for where in scratch:
+            shutil.rmtree(where, ignore_errors=True)
+    return path, code, time.perf_counter() - t0
+
+
+def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1) -> dict:
+    """Build and run the probes (each ``repeat`` times, merged by :func:`merge_repeats`);
+    returns the summary written to ``OUT/measure-info.json``."""
     if out is None:
         raise UserError("--out DIR is required")
     chosen = _select(probes)
@@ -186,11 +267,14 @@ def measure(probes=None, quick=False, out=None, echo=_echo) -> dict:
     out_dir = prepare_out(out)
     t0 = time.perf_counter()
     binary = build(echo)
-    summary = {"quick": bool(quick), "probes": {}, "machine": _machine(),
-               "binary": str(binary)}
+    summary = {"quick": bool(quick), "repeat": int(repeat), "probes": {},
+               "machine": _machine(), "binary": str(binary)}
     failures = []
     for probe in chosen:
-        path, code, seconds = _run_probe(binary, probe, quick, out_dir, echo)
+        if repeat > 1:
+            path, code, seconds = _run_repeated(binary, probe, quick, out_dir, repeat, echo)
+        else:
+            path, code, seconds = _run_probe(binary, probe, quick, out_dir, echo)
         entry = {"file": path.name, "seconds": round(seconds, 2), "exit": code}
         if not path.is_file():
             failures.append(f"{probe} wrote no CSV (exit {code})")

@@ -130,3 +130,50 @@ def test_linux_profile_reproduces_the_structural_probe_points():
     joined = join(measured, predicted)
     assert all(e["predicted"] == e["measured"] for e in joined), \
         [(e["point"], e["measured"], e["predicted"]) for e in joined if not e["ok"]]
+
+
+FAKE_PROBE = """#!{python}
+# a stand-in for burn-probes: one timing that varies by run, one count that does not
+import sys
+path = sys.argv[sys.argv.index("--out") + 1]
+counter = {counter!r}
+n = int(open(counter).read()) + 1 if __import__("os").path.exists(counter) else 1
+open(counter, "w").write(str(n))
+rows = ["experiment,variant,phase,x,x_unit,metric,value,unit,note,platform,burn_version,probe",
+        f"adleak-count-params,tracked/size=16,after-unrelated-backward,1000,iterations,"
+        f"backward_ms,{{n:.3f}},ms,,linux-x86_64,0.22.1,params",
+        "adleak-count-params,tracked/size=16,after-loop,1000,iterations,heap_blocks_delta,"
+        "5167,blocks,,linux-x86_64,0.22.1,params"]
+if n == {odd} :
+    rows.pop()
+open(path, "w").write("\\n".join(rows) + "\\n")
+"""
+
+
+def _fake(tmp_path, odd=-1):
+    binary = tmp_path / "burn-probes"
+    binary.write_text(FAKE_PROBE.format(python=sys.executable, counter=str(tmp_path / "n"),
+                                        odd=odd))
+    binary.chmod(0o755)
+    return binary
+
+
+def test_repeat_merges_runs_into_means(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    path, code, _ = measure._run_repeated(_fake(tmp_path), "params", False, out, 3,
+                                          lambda *_: None)
+    assert code == 0
+    rows = {r["metric"]: r for r in read_measured(path)}
+    assert rows["backward_ms"]["value"] == 2.0   # runs gave 1, 2, 3 ms
+    assert rows["backward_ms"]["note"] == "mean of 3 fresh runs (1.000, 2.000, 3.000 ms)"
+    assert rows["heap_blocks_delta"]["value"] == 5167 and rows["heap_blocks_delta"]["note"] == ""
+    assert sorted(p.name for p in out.iterdir()) == ["params.csv"]   # scratch runs removed
+
+
+def test_repeat_refuses_runs_with_other_rows(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(UserError, match="params: run 2 gave other observations than run 1"):
+        measure._run_repeated(_fake(tmp_path, odd=2), "params", False, out, 3, lambda *_: None)
+    assert list(out.iterdir()) == []
