@@ -206,6 +206,11 @@ pub fn trace_start() {
     ANY_TRACING.store(true, Relaxed);
 }
 
+/// Events recorded since [`trace_start`] (capped at the buffer's capacity).
+pub fn trace_len() -> usize {
+    TRACE_LEN.load(Relaxed).min(TRACE_CAP)
+}
+
 /// Stop recording and return the events (the returned Vec is allocated after
 /// recording stopped, so it is not part of the trace).
 pub fn trace_stop() -> (Vec<Event>, bool) {

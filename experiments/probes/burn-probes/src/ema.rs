@@ -110,17 +110,45 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
         sink.row(experiment, mode, phase, x, "step", "text_rss_delta", f(v, 1), "KiB",
             if phase == "device" { "resident KiB of the probe binary's executable mappings (/proc/self/smaps Rss) now minus at the mode's start; phases: device = after Device::flex().autodiff(), model = after LinearConfig::init, setup = after the input and the initial ema snapshot, forward/backward/sgd/ema = after that part of step 1" } else { "" });
     }
+    // PROBE_STEPLOG=N (diagnostics, stderr only): after the forward, backward, SGD and
+    // EMA of each of the first N steps, RSS (statm, read without allocating), the program
+    // break and glibc's mallinfo2 (arena = sbrk'd bytes, keepcost = top chunk, hblkhd =
+    // mmapped bytes), recorded into a buffer reserved here and printed after the loop.
+    let steplog: usize = std::env::var("PROBE_STEPLOG").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let mut slog: Vec<[u64; 10]> = Vec::with_capacity(steplog * 4);
+    let brk0 = burn_probes::rss::program_break() as u64;
+    let sl = |step: usize, part: u64, slog: &mut Vec<[u64; 10]>| {
+        if step <= steplog {
+            let m = burn_probes::rss::malloc_info().unwrap_or_default();
+            let r = burn_probes::rss::rss_bytes_noalloc();
+            let b = burn_probes::rss::program_break() as u64;
+            slog.push([step as u64, part, r.wrapping_sub(rss0), b.wrapping_sub(brk0), m.arena as u64,
+                m.uordblks as u64, m.fordblks as u64, m.keepcost as u64, m.hblks as u64, m.hblkhd as u64]);
+        }
+    };
+    // PROBE_TRACE=A-B (diagnostics, stderr only): every allocation and free of steps A..=B
+    // with its address (the counting allocator's trace mode), printed after the loop.
+    let trace_range: Option<(usize, usize)> = std::env::var("PROBE_TRACE").ok().and_then(|v| {
+        let (a, b) = v.split_once('-')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    });
+    let mut trace_marks: Vec<(usize, usize)> = Vec::with_capacity(if trace_range.is_some() { 64 } else { 0 });
     let mut t0 = Instant::now();
     let mut prev_step = 0usize;
     let mut rss_step1 = 0u64;
     let mut heap_step1 = 0i64;
     let mut first_row = true;
     for step in 1..=steps {
+        if let Some((a, b)) = trace_range {
+            if step == a { alloc::trace_start(); }
+            if step >= a && step <= b { trace_marks.push((step, alloc::trace_len())); }
+        }
         let r = catch_unwind(AssertUnwindSafe(|| {
             let mut m = model.take().unwrap();
             let show = step <= 3 || step == 50;
             if train {
                 let out = m.forward(x.clone());
+                sl(step, 1, &mut slog);
                 if show { ph(&format!("{step} forward")); }
                 if step == 1 && with_rss { text_rows.push(("forward", 1, text_kib())); }
                 let loss = if is_target {
@@ -130,9 +158,11 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                     out.powi_scalar(2).mean()
                 };
                 let grads = GradientsParams::from_grads(loss.backward(), &m);
+                sl(step, 2, &mut slog);
                 if show { ph(&format!("{step} backward")); }
                 if step == 1 && with_rss { text_rows.push(("backward", 1, text_kib())); }
                 m = optim.step(1e-3, m, grads);
+                sl(step, 3, &mut slog);
                 if show { ph(&format!("{step} sgd")); }
                 if step == 1 && with_rss { text_rows.push(("sgd", 1, text_kib())); }
             }
@@ -147,7 +177,22 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                 if step == 1 && with_rss { text_rows.push(("ema", 1, text_kib())); }
             }
             model = Some(m);
+            sl(step, 4, &mut slog);
         }));
+        if let Some((_, b)) = trace_range {
+            if step == b {
+                let (events, overflow) = alloc::trace_stop();
+                let mut mark = 0;
+                for (i, e) in events.iter().enumerate() {
+                    while mark < trace_marks.len() && trace_marks[mark].1 <= i {
+                        eprintln!("TRACE step {}", trace_marks[mark].0);
+                        mark += 1;
+                    }
+                    eprintln!("TRACE {:?} {} {} {:#x} {} {:#x}", e.kind, e.size, e.align, e.ptr, e.old_size, e.old_ptr);
+                }
+                if overflow { eprintln!("TRACE overflow"); }
+            }
+        }
         for (phase, x, v) in text_rows.drain(..) {
             sink.row(experiment, mode, phase, x, "step", "text_rss_delta", f(v, 1), "KiB", "");
         }
@@ -198,6 +243,13 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
             first_row = false;
             prev_step = step;
             t0 = Instant::now();
+        }
+    }
+    if steplog > 0 {
+        eprintln!("STEPLOG step part rss_delta_KiB brk_delta_KiB arena_KiB inuse_KiB free_KiB top_KiB mmap_blks mmap_KiB (part 1 forward 2 backward 3 sgd 4 end)");
+        for e in &slog {
+            eprintln!("STEPLOG {} {} {} {} {} {} {} {} {} {}", e[0], e[1], e[2] as i64 / 1024, e[3] as i64 / 1024,
+                e[4] / 1024, e[5] / 1024, e[6] / 1024, e[7] / 1024, e[8], e[9] / 1024);
         }
     }
 }

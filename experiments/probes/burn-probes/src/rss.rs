@@ -139,3 +139,31 @@ pub fn text_rss_bytes() -> u64 {
     if len > 0 { handle(&line[..len], &mut exe, &mut exe_len, &mut in_text, &mut total); }
     total
 }
+
+/// Resident bytes from /proc/self/statm read through a stack buffer: allocates nothing,
+/// so that sampling inside a loop does not move the heap (0 if /proc is unavailable).
+pub fn rss_bytes_noalloc() -> u64 {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open("/proc/self/statm") else { return 0 };
+    let mut buf = [0u8; 128];
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..]) { Ok(0) | Err(_) => break, Ok(k) => n += k }
+    }
+    let s = std::str::from_utf8(&buf[..n]).unwrap_or("");
+    let resident: u64 = s.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+    resident * page_size()
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+unsafe extern "C" {
+    fn sbrk(increment: isize) -> *mut u8;
+}
+
+/// The program break (end of the main arena's heap segment), or 0 where unknown.
+pub fn program_break() -> usize {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    { return unsafe { sbrk(0) } as usize; }
+    #[allow(unreachable_code)]
+    0
+}
