@@ -15,6 +15,9 @@
 # deterministic chain-dead probe at 3000 ops, sweep-scan.csv) and sweep_miss_ns (a sweep
 # read that misses the 2-MiB L2, sim.costs.cache.set_miss_fraction: p10-ema detach at
 # 4000 steps, whose EMA graph's scan prefix outgrows the L2 after step ~3600).
+# gflops: the step-50 means of the four training modes (p10-ema.csv is a mean of 5 fresh
+# runs, and one mode's runs differ by up to 40 %, e.g. without at step 50: 1.8-2.7 ms, so
+# no single mode anchors the gemm rate).
 # page_fault_ns: per 4-KiB page made resident (heap growth, mapped blocks, text, gemm's slab),
 # on p10-ema without step 1 (a fresh process's first step); the other step-1 points are held out.
 set -euo pipefail
@@ -34,6 +37,8 @@ sim=${SIM:-.venv/bin/sim}
   --fit backend.flex.gbps               --points 'adleak-count-params/untracked/size=65536/after-loop/10000/ns_per_op' \
   --fit backend.flex.gbps_miss          --points 'p10-ema/ema-only//100/ms_per_step' \
   --fit backend.flex.gflops             --points 'p10-ema/without//50/ms_per_step' \
+    --points 'p10-ema/detach//50/ms_per_step' --points 'p10-ema/target-without//50/ms_per_step' \
+    --points 'p10-ema/log-no-ema//50/ms_per_step' \
   --fit time.page_fault_ns              --points 'p10-ema/without//1/ms_per_step' \
   --fit time.process_warmup_ns          --points 'adleak-count-params/untracked/size=16/after-unrelated-backward/1000/backward_ms' \
   --fit time.scan_node_ns               --points 'p10-ema/detach//1000/ms_per_step' \

@@ -68,12 +68,25 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
     let train = mode != "ema-only";
 
     let rss0 = rss_bytes();
-    let heap0 = alloc::snapshot();
     // text_rss_delta rows (KiB): resident text of this binary now minus at the mode's start,
     // after each phase of the set-up (x = 0) and of step 1 (x = 1), and at each printed step
     let text0 = burn_probes::rss::text_rss_bytes();
-    let text_kib = || (burn_probes::rss::text_rss_bytes() as f64 - text0 as f64) / 1024.0;
+    // reading smaps takes ~0.1-1 ms: its time is kept out of ms_per_step (text_secs)
+    let text_secs = std::cell::Cell::new(0.0f64);
+    // the text rows of step 1's parts (x = 1, phases forward..ema) only with
+    // PROBE_TEXT_PHASES=1: a smaps read walks the page tables and leaves step 1's caches
+    // colder (step 1 read ~0.4 ms slower with them, even with the reads' own time taken out)
+    let text_phases = with_rss && std::env::var("PROBE_TEXT_PHASES").is_ok();
+    let text_kib = || {
+        let t = Instant::now();
+        let v = (burn_probes::rss::text_rss_bytes() as f64 - text0 as f64) / 1024.0;
+        text_secs.set(text_secs.get() + t.elapsed().as_secs_f64());
+        v
+    };
     let mut text_rows: Vec<(&'static str, usize, f64)> = Vec::with_capacity(8);
+    // the heap's reference point comes after the probe's own buffers: heap_bytes_delta is
+    // burn's and the program's only
+    let heap0 = alloc::snapshot();
     let phases = std::env::var("PROBE_PHASES").is_ok();
     let ph = |name: &str| {
         if phases {
@@ -107,7 +120,8 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
     let mut ema: Option<Tensor<2>> = if has_ema { Some(snapshot(model.as_ref().unwrap())) } else { None };
     if with_rss { text_rows.push(("setup", 0, text_kib())); }
     for (phase, x, v) in text_rows.drain(..) {
-        sink.row(experiment, mode, phase, x, "step", "text_rss_delta", f(v, 1), "KiB",
+        // (the value's string is kept with the rows: formatted where the heap counts exclude it)
+        sink.row(experiment, mode, phase, x, "step", "text_rss_delta", alloc::exclude(|| f(v, 1)), "KiB",
             if phase == "device" { "resident KiB of the probe binary's executable mappings (/proc/self/smaps Rss) now minus at the mode's start; phases: device = after Device::flex().autodiff(), model = after LinearConfig::init, setup = after the input and the initial ema snapshot, forward/backward/sgd/ema = after that part of step 1" } else { "" });
     }
     // PROBE_STEPLOG=N (diagnostics, stderr only): after the forward, backward, SGD and
@@ -134,6 +148,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
     });
     let mut trace_marks: Vec<(usize, usize)> = Vec::with_capacity(if trace_range.is_some() { 64 } else { 0 });
     let mut t0 = Instant::now();
+    text_secs.set(0.0);
     let mut prev_step = 0usize;
     let mut rss_step1 = 0u64;
     let mut heap_step1 = 0i64;
@@ -150,7 +165,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                 let out = m.forward(x.clone());
                 sl(step, 1, &mut slog);
                 if show { ph(&format!("{step} forward")); }
-                if step == 1 && with_rss { text_rows.push(("forward", 1, text_kib())); }
+                if step == 1 && text_phases { text_rows.push(("forward", 1, text_kib())); }
                 let loss = if is_target {
                     let e = ema.as_ref().unwrap().clone();
                     (out - x.clone().matmul(e)).powi_scalar(2).mean()
@@ -160,11 +175,11 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                 let grads = GradientsParams::from_grads(loss.backward(), &m);
                 sl(step, 2, &mut slog);
                 if show { ph(&format!("{step} backward")); }
-                if step == 1 && with_rss { text_rows.push(("backward", 1, text_kib())); }
+                if step == 1 && text_phases { text_rows.push(("backward", 1, text_kib())); }
                 m = optim.step(1e-3, m, grads);
                 sl(step, 3, &mut slog);
                 if show { ph(&format!("{step} sgd")); }
-                if step == 1 && with_rss { text_rows.push(("sgd", 1, text_kib())); }
+                if step == 1 && text_phases { text_rows.push(("sgd", 1, text_kib())); }
             }
             if mode == "log-no-ema" {
                 let n: f32 = m.weight.val().detach().powi_scalar(2).sum().sqrt().into_scalar();
@@ -174,7 +189,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                 let e = ema.take().unwrap();
                 ema = Some(e * 0.99 + snapshot(&m) * 0.01);
                 if show { ph(&format!("{step} ema")); }
-                if step == 1 && with_rss { text_rows.push(("ema", 1, text_kib())); }
+                if step == 1 && text_phases { text_rows.push(("ema", 1, text_kib())); }
             }
             model = Some(m);
             sl(step, 4, &mut slog);
@@ -194,7 +209,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
             }
         }
         for (phase, x, v) in text_rows.drain(..) {
-            sink.row(experiment, mode, phase, x, "step", "text_rss_delta", f(v, 1), "KiB", "");
+            sink.row(experiment, mode, phase, x, "step", "text_rss_delta", alloc::exclude(|| f(v, 1)), "KiB", "");
         }
         if r.is_err() {
             let el = t0.elapsed().as_secs_f64();
@@ -204,7 +219,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
             break;
         }
         if points.contains(&step) {
-            let el = t0.elapsed().as_secs_f64();
+            let el = t0.elapsed().as_secs_f64() - text_secs.get();
             let ms = el * 1e3 / (step - prev_step) as f64;
             let rss = rss_bytes();
             let heap = alloc::snapshot();
@@ -224,7 +239,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                 let d = rss as f64 - rss0 as f64;
                 sink.row(experiment, mode, "", step, "step", "rss_delta", f(d / 1048576.0, 3), "MiB", "");
                 sink.row(experiment, mode, "", step, "step", "rss_bytes", rss, "B", "");
-                sink.row(experiment, mode, "", step, "step", "text_rss_delta", f(text_kib(), 1), "KiB", "");
+                sink.row(experiment, mode, "", step, "step", "text_rss_delta", alloc::exclude(|| f(text_kib(), 1)), "KiB", "");
                 let hd = heap.live_bytes - heap0.live_bytes;
                 sink.row(experiment, mode, "", step, "step", "heap_bytes_delta", hd, "B",
                     if first_row { "live heap now minus at mode start (counting allocator)" } else { "" });
@@ -243,6 +258,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
             first_row = false;
             prev_step = step;
             t0 = Instant::now();
+            text_secs.set(0.0);
         }
     }
     if steplog > 0 {
