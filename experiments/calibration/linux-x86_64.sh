@@ -16,8 +16,8 @@
 # read that misses the 2-MiB L2, sim.costs.cache.set_miss_fraction: p10-ema detach at
 # 4000 steps, whose EMA graph's scan prefix outgrows the L2 after step ~3600).
 # gflops: the step-50 means of the four training modes (p10-ema.csv is a mean of 5 fresh
-# runs, and one mode's runs differ by up to 40 %, e.g. without at step 50: 1.8-2.7 ms, so
-# no single mode anchors the gemm rate).
+# runs; a mode's runs differ by up to 50 % at step 50, e.g. without 1.31-1.98 ms, so no
+# single mode anchors the gemm rate).
 # page_fault_ns: per 4-KiB page made resident (heap growth, mapped blocks, text, gemm's slab),
 # on p10-ema without step 1 (a fresh process's first step); the other step-1 points are held out.
 set -euo pipefail

@@ -70,13 +70,13 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
     let rss0 = rss_bytes();
     // text_rss_delta rows (KiB): resident text of this binary now minus at the mode's start,
     // after each phase of the set-up (x = 0) and of step 1 (x = 1), and at each printed step
-    let text0 = burn_probes::rss::text_rss_bytes();
+    // every text_rss_delta row only with PROBE_TEXT=1 (text-rss.csv comes from such runs): a
+    // smaps read walks the page tables and leaves the caches colder, and the first step's
+    // time is a graded point (reads at the set-up alone made it ~0.4 ms slower, median of 8 runs)
+    let text_on = with_rss && std::env::var("PROBE_TEXT").is_ok();
+    let text0 = if text_on { burn_probes::rss::text_rss_bytes() } else { 0 };
     // reading smaps takes ~0.1-1 ms: its time is kept out of ms_per_step (text_secs)
     let text_secs = std::cell::Cell::new(0.0f64);
-    // the text rows of step 1's parts (x = 1, phases forward..ema) only with
-    // PROBE_TEXT_PHASES=1: a smaps read walks the page tables and leaves step 1's caches
-    // colder (step 1 read ~0.4 ms slower with them, even with the reads' own time taken out)
-    let text_phases = with_rss && std::env::var("PROBE_TEXT_PHASES").is_ok();
     let text_kib = || {
         let t = Instant::now();
         let v = (burn_probes::rss::text_rss_bytes() as f64 - text0 as f64) / 1024.0;
@@ -107,10 +107,10 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
     ph("start");
     let ad = Device::flex().autodiff();
     ph("device");
-    if with_rss { text_rows.push(("device", 0, text_kib())); }
+    if text_on { text_rows.push(("device", 0, text_kib())); }
     let mut model: Option<Linear> = Some(LinearConfig::new(512, 512).init(&ad));
     ph("model");
-    if with_rss { text_rows.push(("model", 0, text_kib())); }
+    if text_on { text_rows.push(("model", 0, text_kib())); }
     let x = Tensor::<2>::random([64, 512], Distribution::Default, &ad);
     ph("x");
     let mut optim = SgdConfig::new().init();
@@ -118,7 +118,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
         if use_without { m.weight.val().without_autodiff() } else { m.weight.val().detach() }
     };
     let mut ema: Option<Tensor<2>> = if has_ema { Some(snapshot(model.as_ref().unwrap())) } else { None };
-    if with_rss { text_rows.push(("setup", 0, text_kib())); }
+    if text_on { text_rows.push(("setup", 0, text_kib())); }
     for (phase, x, v) in text_rows.drain(..) {
         // (the value's string is kept with the rows: formatted where the heap counts exclude it)
         sink.row(experiment, mode, phase, x, "step", "text_rss_delta", alloc::exclude(|| f(v, 1)), "KiB",
@@ -165,7 +165,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                 let out = m.forward(x.clone());
                 sl(step, 1, &mut slog);
                 if show { ph(&format!("{step} forward")); }
-                if step == 1 && text_phases { text_rows.push(("forward", 1, text_kib())); }
+                if step == 1 && text_on { text_rows.push(("forward", 1, text_kib())); }
                 let loss = if is_target {
                     let e = ema.as_ref().unwrap().clone();
                     (out - x.clone().matmul(e)).powi_scalar(2).mean()
@@ -175,11 +175,11 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                 let grads = GradientsParams::from_grads(loss.backward(), &m);
                 sl(step, 2, &mut slog);
                 if show { ph(&format!("{step} backward")); }
-                if step == 1 && text_phases { text_rows.push(("backward", 1, text_kib())); }
+                if step == 1 && text_on { text_rows.push(("backward", 1, text_kib())); }
                 m = optim.step(1e-3, m, grads);
                 sl(step, 3, &mut slog);
                 if show { ph(&format!("{step} sgd")); }
-                if step == 1 && text_phases { text_rows.push(("sgd", 1, text_kib())); }
+                if step == 1 && text_on { text_rows.push(("sgd", 1, text_kib())); }
             }
             if mode == "log-no-ema" {
                 let n: f32 = m.weight.val().detach().powi_scalar(2).sum().sqrt().into_scalar();
@@ -189,7 +189,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                 let e = ema.take().unwrap();
                 ema = Some(e * 0.99 + snapshot(&m) * 0.01);
                 if show { ph(&format!("{step} ema")); }
-                if step == 1 && text_phases { text_rows.push(("ema", 1, text_kib())); }
+                if step == 1 && text_on { text_rows.push(("ema", 1, text_kib())); }
             }
             model = Some(m);
             sl(step, 4, &mut slog);
@@ -239,7 +239,9 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
                 let d = rss as f64 - rss0 as f64;
                 sink.row(experiment, mode, "", step, "step", "rss_delta", f(d / 1048576.0, 3), "MiB", "");
                 sink.row(experiment, mode, "", step, "step", "rss_bytes", rss, "B", "");
-                sink.row(experiment, mode, "", step, "step", "text_rss_delta", alloc::exclude(|| f(text_kib(), 1)), "KiB", "");
+                if text_on {
+                    sink.row(experiment, mode, "", step, "step", "text_rss_delta", alloc::exclude(|| f(text_kib(), 1)), "KiB", "");
+                }
                 let hd = heap.live_bytes - heap0.live_bytes;
                 sink.row(experiment, mode, "", step, "step", "heap_bytes_delta", hd, "B",
                     if first_row { "live heap now minus at mode start (counting allocator)" } else { "" });
