@@ -160,8 +160,8 @@ class Backend:
         # gemm blocking (gemm_slab_written); gemm_mr = 0: slab residency not modelled
         self.gemm = tuple(int(spec.get(key, 0)) for key in
                           ("gemm_mr", "gemm_nr", "gemm_kc_max", "gemm_mc_max"))
-        # op name -> (thread, shape signature) pairs already run: code paths are per process,
-        # but gemm's slab (its allocation and the prefix a gemm writes) is per thread
+        # thread -> op name -> shape signatures already run on that thread: code paths are
+        # per process, but gemm's slab (its allocation and the prefix a gemm writes) is per thread
         self.seen = {}
         # (thread, forward shapes) of matmul backwards already run: their slab extent is known
         self.backward_seen = set()
@@ -185,8 +185,9 @@ class Backend:
     def first_run(self, op_name, shapes) -> bool:
         """Whether ``op_name`` on ``shapes`` (interned) has not run on this backend's
         current thread yet."""
-        seen = self.seen.get(op_name)
-        return seen is None or (self.sim.current.name, shapes) not in seen
+        seen = self.seen.get(self.sim.current.name)
+        seen = seen and seen.get(op_name)
+        return not seen or shapes not in seen
 
     def on_op(self, key) -> None:
         """An op runs on this backend: first-execution residency, then per-kernel caches.
@@ -199,7 +200,7 @@ class Backend:
         """
         name, out_shape, in_shapes = key[0], key[1], key[2]
         thread = self.sim.current.name
-        self.seen.setdefault(name, set()).add((thread, (out_shape, in_shapes)))
+        self.seen.setdefault(thread, {}).setdefault(name, set()).add((out_shape, in_shapes))
         if self.pool is None:
             self.sim.touched.touch_code(OP_CODE_PATH.get(name, "elementwise"))
         if not self.used:

@@ -136,7 +136,6 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
         return _residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs))
 
     r0 = evaluate(current)
-    converged = False
     for iteration in range(max_iterations):
         # Gauss-Newton with a finite-difference Jacobian; positive parameters move
         # multiplicatively (rates enter as 1/x), the step is halved until it helps
@@ -182,16 +181,14 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
             delta = delta / 2
         else:
             echo(f"  iteration {iteration + 1}: no step improves the fit; stopping")
-            converged = True
             break
         moved = max(abs(trial[n] - current[n]) / max(abs(current[n]), 1e-9) for n in params)
         current, r0 = trial, r1
         echo(f"  iteration {iteration + 1}: rms relative error {rms0:.4f}"
              f" -> {np.sqrt(np.mean(r0 ** 2)):.4f}")
         if moved < 1e-3 or rms0 - np.sqrt(np.mean(r0 ** 2)) < 1e-4:
-            converged = True
             break
-    if not converged:
+    else:   # no break: the limit came first
         echo(f"  stopped at --max-iterations {max_iterations} while the fit still improved: "
              f"rerun with a higher limit, or from the written profile")
 

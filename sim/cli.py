@@ -92,12 +92,12 @@ def policies_cmd(files):
     instead: what `--policy FILE.py` will run.
     """
     import textwrap
-    from .policies import POLICIES, load_policy_file, policy_file
+    from .policies import POLICIES, fast_forwards, load_policy_file, policy_file
     chosen = [load_policy_file(f) for f in files] if files else list(POLICIES.values())
     for cls in chosen:
         name = cls.name
         where = f"  (from {policy_file(name)})" if policy_file(name) else ""
-        fast = ("" if not where or cls.ff_horizon.__name__ != "_exact_only" else
+        fast = ("" if fast_forwards(cls) else
                 "  [exact mode: no ff_horizon, so no fast-forward]")
         click.echo(name + where + fast +
                    ("  (intended semantic change)" if cls.semantic_change else ""))

@@ -31,6 +31,7 @@ from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
 from .compare import TOLERANCE
+from .policies import policy_rank
 from .units import METRICS
 
 __all__ = ["workload_figure", "summary_figure", "policy_color", "OBSERVABLES"]
@@ -56,12 +57,6 @@ def policy_color(policy: str) -> str:
     return _PALETTE[index % len(_PALETTE)]
 
 
-def _policy_rank(policy):
-    from .policies import POLICIES
-    names = list(POLICIES)
-    return (names.index(policy) if policy in names else len(names), policy)
-
-
 # -- one workload ------------------------------------------------------------------------------
 
 def workload_figure(name, description, predicted, errors, profile=""):
@@ -78,7 +73,7 @@ def workload_figure(name, description, predicted, errors, profile=""):
         Shown in the title.
     """
     panels = _panels(predicted, errors)
-    policies = sorted({r["policy"] for r in predicted}, key=_policy_rank)
+    policies = sorted({r["policy"] for r in predicted}, key=policy_rank)
     params = list(dict.fromkeys(r.get("params", "") for r in predicted))
     sources = list(dict.fromkeys((e["source"], e["experiment"]) for e in errors))
     per_variant = max((len(ms) for _, ms in panels), default=1)
@@ -388,7 +383,7 @@ def summary_figure(growth):
     interval is slower than the first, red where the run panicked.
     """
     from .growth import GROWS_BYTES
-    policies = sorted({g.policy for g in growth}, key=_policy_rank)
+    policies = sorted({g.policy for g in growth}, key=policy_rank)
     # runs with no loop to grow along (one sample, e.g. size_of tables) have no row
     runs = list(dict.fromkeys((g.workload, g.variant, g.params) for g in growth
                               if g.has_figures))

@@ -234,11 +234,10 @@ def _ms(ms):
 
 def _policies(names, files):
     """The policies of the run; ``files``: run.json's ``policy_files`` (policies from files)."""
-    from .policies import POLICIES
+    from .policies import POLICIES, policy_rank
     blocks = [("h2", "Policies")]
     items = []
-    for name in sorted(names, key=lambda n: (list(POLICIES).index(n) if n in POLICIES
-                                             else len(POLICIES), n)):
+    for name in sorted(names, key=policy_rank):
         cls = POLICIES.get(name)
         if cls is not None:
             text = dict(changes=cls.changes, expected=cls.expected,

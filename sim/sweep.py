@@ -280,13 +280,14 @@ class Cache:
 
 def _cell_key(cell, workload, profile, code) -> str:
     from .policies import policy_file
+    source = policy_file(cell.policy)
     identity = {
         "code": code,
         "workload": workload.name,
         "workload_file": _file_hash(workload.path),
         "variant": cell.variant,
         "policy": cell.policy,
-        "policy_file": _file_hash(policy_file(cell.policy)) if policy_file(cell.policy) else "",
+        "policy_file": _file_hash(source) if source else "",
         "profile": profile.name,
         "profile_data": profile.data,
         "params": workload.resolve(cell.variant, dict(cell.params)),

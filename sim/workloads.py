@@ -19,12 +19,12 @@ replicas of the Linux probes; it still runs when named).
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
+from .userfile import exec_user_file
 
 __all__ = ["Workload", "load_workload", "builtin_names", "EXPERIMENTS_DIR", "parse_sets"]
 
@@ -132,17 +132,7 @@ def _load(path: Path) -> Workload:
         return _CACHE[key]
     if str(EXPERIMENTS_DIR) not in sys.path:
         sys.path.insert(0, str(EXPERIMENTS_DIR))
-    module_name = f"_sim_workload_{abs(hash(key))}"
-    try:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        raise UserError(f"{path}: syntax error at line {exc.lineno}: {exc.msg}") from None
-    except UserError:
-        raise
-    except Exception as exc:  # a user's file raising at import
-        raise UserError(f"{path}: raised {type(exc).__name__} while loading: {exc}") from None
+    module = exec_user_file(path, "_sim_workload")
     run = getattr(module, "run", None)
     if not callable(run):
         raise UserError(f"{path}: a workload file must define run(sim, variant, **params)")

@@ -5,32 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli import main
+from clirun import assert_one_error, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = (ROOT / "models" / "m2max-macos.toml").read_text()
 HEADER = "experiment,variant,phase,x,x_unit,metric,value,unit,note\n"
 GOOD_ROW = "adleak-rss,flex,,0,k_iterations,rss,2.2,MB,\n"
-
-
-def run_cli(args, capsys):
-    """Run the CLI; returns (exit code, stderr lines)."""
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    err = capsys.readouterr().err
-    return code, [line for line in err.splitlines() if line.strip()]
-
-
-def assert_one_error(code, lines, *fragments):
-    assert code == 2, lines
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("sim: error: "), lines
-    assert "Traceback" not in lines[0]
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
 
 
 def no_partial_files(directory):
@@ -75,7 +55,7 @@ def test_malformed_measured_csv(case, tmp_path, capsys):
     path = tmp_path / f"{case}.csv"
     path.write_text(text)
     out = tmp_path / "out"
-    code, lines = run_cli(["compare", "--measured", str(path), "--out", str(out)], capsys)
+    code, _, lines = run_cli(["compare", "--measured", str(path), "--out", str(out)], capsys)
     assert_one_error(code, lines, str(path), fragment)
     assert not out.exists() or not any(out.iterdir())
 
@@ -84,14 +64,14 @@ def test_non_utf8_csv(tmp_path, capsys):
     path = tmp_path / "latin1.csv"
     path.write_bytes(HEADER.encode() + "adleak-rss,flex,,0,k_iterations,rss,2.2,MB,café\n"
                      .encode("latin-1"))
-    code, lines = run_cli(["accuracy", "--measured", str(path)], capsys)
+    code, _, lines = run_cli(["accuracy", "--measured", str(path)], capsys)
     assert_one_error(code, lines, "not UTF-8")
 
 
 def test_missing_and_directory_csv(tmp_path, capsys):
-    code, lines = run_cli(["accuracy", "--measured", str(tmp_path / "nope.csv")], capsys)
+    code, _, lines = run_cli(["accuracy", "--measured", str(tmp_path / "nope.csv")], capsys)
     assert_one_error(code, lines, "no such file")
-    code, lines = run_cli(["accuracy", "--measured", str(tmp_path)], capsys)
+    code, _, lines = run_cli(["accuracy", "--measured", str(tmp_path)], capsys)
     assert_one_error(code, lines, "is a directory")
 
 
@@ -121,7 +101,7 @@ def test_malformed_profile(case, tmp_path, capsys):
     path = tmp_path / f"{case}.toml"
     path.write_text(text)
     out = tmp_path / "rows.csv"
-    code, lines = run_cli(["run", "adleak-count", "--profile", str(path), "--out", str(out)],
+    code, _, lines = run_cli(["run", "adleak-count", "--profile", str(path), "--out", str(out)],
                           capsys)
     assert_one_error(code, lines, str(path), fragment)
     assert not out.exists()
@@ -129,7 +109,7 @@ def test_malformed_profile(case, tmp_path, capsys):
 
 
 def test_unknown_profile_name(capsys):
-    code, lines = run_cli(["run", "adleak-count", "--profile", "cray-1"], capsys)
+    code, _, lines = run_cli(["run", "adleak-count", "--profile", "cray-1"], capsys)
     assert_one_error(code, lines, "unknown profile 'cray-1'", "m2max-macos")
 
 
@@ -158,31 +138,31 @@ CLI_CASES = {
 @pytest.mark.parametrize("case", sorted(CLI_CASES))
 def test_bad_command_line(case, capsys):
     args, fragment = CLI_CASES[case]
-    code, lines = run_cli(args, capsys)
+    code, _, lines = run_cli(args, capsys)
     assert_one_error(code, lines, fragment)
 
 
 def test_output_path_is_a_directory(tmp_path, capsys):
-    code, lines = run_cli(["run", "adleak-count", "--out", str(tmp_path)], capsys)
+    code, _, lines = run_cli(["run", "adleak-count", "--out", str(tmp_path)], capsys)
     assert_one_error(code, lines, "is a directory")
 
 
 def test_output_directory_missing(tmp_path, capsys):
-    code, lines = run_cli(["run", "adleak-count", "--out", str(tmp_path / "no" / "x.csv")], capsys)
+    code, _, lines = run_cli(["run", "adleak-count", "--out", str(tmp_path / "no" / "x.csv")], capsys)
     assert_one_error(code, lines, "does not exist")
 
 
 def test_output_parent_is_a_file(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    code, lines = run_cli(["run", "adleak-count", "--out", str(blocker / "x.csv")], capsys)
+    code, _, lines = run_cli(["run", "adleak-count", "--out", str(blocker / "x.csv")], capsys)
     assert_one_error(code, lines, "does not exist")
 
 
 def test_sweep_out_is_a_file(tmp_path, capsys):
     blocker = tmp_path / "results"
     blocker.write_text("x")
-    code, lines = run_cli(["sweep", "-w", "adleak-count", "-p", "burn-0.22.1", "--out",
+    code, _, lines = run_cli(["sweep", "-w", "adleak-count", "-p", "burn-0.22.1", "--out",
                            str(blocker)], capsys)
     assert_one_error(code, lines)
     assert blocker.read_text() == "x"
@@ -213,7 +193,7 @@ def test_bad_workload_file(case, tmp_path, capsys):
     path = tmp_path / f"{case.replace('-', '_')}.py"
     path.write_text(source)
     out = tmp_path / "rows.csv"
-    code, lines = run_cli(["run", str(path), "--max-ops", "20000", "--out", str(out)], capsys)
+    code, _, lines = run_cli(["run", str(path), "--max-ops", "20000", "--out", str(out)], capsys)
     assert_one_error(code, lines, fragment)
     assert not out.exists()
     no_partial_files(tmp_path)
@@ -229,13 +209,13 @@ def test_workload_running_forever_hits_the_timeout(tmp_path, capsys):
         "        c = a.clone() * 2.0\n"
         "        if sim.registered % 1000 == 0:\n"
         "            yield sim.tick()\n")
-    code, lines = run_cli(["run", str(path), "--timeout", "1", "--max-ops", "10000000000"],
+    code, _, lines = run_cli(["run", str(path), "--timeout", "1", "--max-ops", "10000000000"],
                           capsys)
     assert_one_error(code, lines, "time budget exceeded")
 
 
 def test_missing_workload_file(tmp_path, capsys):
-    code, lines = run_cli(["run", str(tmp_path / "ghost.py")], capsys)
+    code, _, lines = run_cli(["run", str(tmp_path / "ghost.py")], capsys)
     assert_one_error(code, lines, "no such workload file")
 
 
@@ -251,7 +231,7 @@ def test_memory_budget_stops_a_run(tmp_path, capsys):
         "        kept.append(a.clone() + a.clone())\n"
         "        if i % 100 == 0:\n"
         "            yield sim.tick()\n")
-    code, lines = run_cli(["run", str(path), "--max-nodes", "5000"], capsys)
+    code, _, lines = run_cli(["run", str(path), "--max-nodes", "5000"], capsys)
     assert_one_error(code, lines, "memory budget exceeded")
 
 
@@ -259,7 +239,7 @@ def test_same_command_twice_gives_identical_files(tmp_path, capsys):
     outputs = []
     for name in ("a.csv", "b.csv"):
         out = tmp_path / name
-        code, lines = run_cli(["run", "p10-ema", "--set", "steps=40", "--set", "report_at=1,20",
+        code, _, lines = run_cli(["run", "p10-ema", "--set", "steps=40", "--set", "report_at=1,20",
                                "--format", "csv", "--out", str(out)], capsys)
         assert code == 0, lines
         outputs.append(out.read_bytes())

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import sim.policies as policies
-from sim.cli import main
+from clirun import assert_one_error, run_cli
 from sim.runner import run_cell
 from sim.sweep import sweep
 
@@ -37,16 +37,6 @@ def fresh_registry():
     policies._FILES.update(saved)
 
 
-def run_cli(args, capsys):
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, [line for line in captured.err.splitlines() if line.strip()]
-
-
 def _values(rows):
     return [(r["experiment"], r["variant"], r["phase"], r["x"], r["metric"], r["value"])
             for r in rows]
@@ -61,7 +51,7 @@ def test_file_policy_equals_the_builtin_it_restates(tmp_path):
     assert {r["policy"] for r in mine} == {"my-skip"}
     assert _values(mine) == _values(builtin)
     # it defines no ff_horizon: every iteration was simulated, with the same numbers
-    assert policies.get_policy("my-skip").ff_horizon.__name__ == "_exact_only"
+    assert not policies.fast_forwards(policies.get_policy("my-skip"))
 
 
 def test_example_amortises_the_ema_sweep():
@@ -146,15 +136,14 @@ def test_bad_policy_file_is_one_error_line(tmp_path, capsys, case):
     out = tmp_path / "out.csv"
     code, _, err = run_cli(["run", "adleak-rss", "--policy", str(path), "--out", str(out)],
                            capsys)
-    assert code == 2 and len(err) == 1, err
-    assert err[0].startswith("sim: error: ") and expected in err[0], err
+    assert_one_error(code, err, expected)
     assert not out.exists()
 
 
 def test_missing_policy_file(capsys, tmp_path):
     code, _, err = run_cli(["sweep", "-p", str(tmp_path / "nope.py"), "--out",
                             str(tmp_path / "o")], capsys)
-    assert code == 2 and len(err) == 1 and "no such policy file" in err[0], err
+    assert_one_error(code, err, "no such policy file")
 
 
 def test_error_inside_a_policy_names_its_line(tmp_path, capsys):
@@ -164,5 +153,4 @@ def test_error_inside_a_policy_names_its_line(tmp_path, capsys):
                     "        return client.no_such_method()\n")
     code, _, err = run_cli(["run", "p10-ema", "-v", "without", "--set", "steps=2",
                             "--policy", str(path)], capsys)
-    assert code == 2 and len(err) == 1, err
-    assert f"{path}:7: policy broken raised AttributeError" in err[0], err
+    assert_one_error(code, err, f"{path}:7: policy broken raised AttributeError")

@@ -35,11 +35,11 @@ is simulated.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 from ..errors import UserError
+from ..userfile import exec_user_file
 from .base import Policy
 from .burn_0_20_pre1 import Burn020Pre1
 from .skip_untracked import SkipUntracked
@@ -50,7 +50,7 @@ from .periodic_sweep import PeriodicSweep
 from .pytorch import PyTorch
 
 __all__ = ["Policy", "POLICIES", "get_policy", "policy_names", "load_policy_file",
-           "policy_file", "policy_rank"]
+           "policy_file", "policy_rank", "fast_forwards"]
 
 POLICIES = {cls.name: cls for cls in (
     Policy, Burn020Pre1, SkipUntracked, DropRelease, DetachConstant, DedupSweep,
@@ -116,17 +116,8 @@ def load_policy_file(path):
     for cls, where in _FILES.values():
         if where == str(path):
             return cls
-    module_name = f"_sim_policy_{abs(hash(str(path)))}"
-    try:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        raise UserError(f"{path}: syntax error at line {exc.lineno}: {exc.msg}") from None
-    except UserError:
-        raise
-    except Exception as exc:  # a user's file raising at import
-        raise UserError(f"{path}: raised {type(exc).__name__} while loading: {exc}") from None
+    module = exec_user_file(path, "_sim_policy")
+    module_name = module.__name__
     cls = getattr(module, "POLICY", None)
     if cls is None:
         found = [c for c in vars(module).values() if isinstance(c, type)
@@ -162,6 +153,12 @@ def load_policy_file(path):
         cls = type(cls.__name__, (cls,), extra)
     _FILES[name] = (cls, str(path))
     return cls
+
+
+def fast_forwards(cls) -> bool:
+    """Whether loops under policy ``cls`` may be fast-forwarded (False for a file policy
+    that gives no ``ff_horizon``)."""
+    return cls.ff_horizon is not _exact_only
 
 
 def _exact_only(self, effect) -> float:
