@@ -8,10 +8,12 @@ also enters the loss; the second backward panics), without / target-without
 kept), ema-only (the update alone). Each printed ms/step is the mean over the
 steps since the previous print; rss_delta is relative to the mode's start.
 Under the `pytorch` policy the same program gives the experiment p10-ema-pytorch.
+`--set optimizer=adam` trains with burn's Adam (default config) instead of SGD: the
+experiment p10-ema-adam (experiments/p10_ema_adam.py replicates its Linux probe).
 """
 
 from sim.nn import Linear
-from sim.optim import GradientsParams, Sgd
+from sim.optim import OPTIMIZERS, GradientsParams
 from sim.errors import UserError
 from sim.tensor import Tensor
 
@@ -23,15 +25,23 @@ MEASURED = ("p10-ema", "p10-ema-pytorch")
 # kept the one its program creates before the loop for every mode)
 VARIANTS = ("detach", "target", "without", "target-without", "log", "ema-only", "log-no-ema")
 PARAMS = {"steps": 2000, "batch": 64, "features": 512, "lr": 1e-3,
-          "report_at": "1,50,100,200,500,1000,2000"}
+          "report_at": "1,50,100,200,500,1000,2000", "optimizer": "sgd"}
 POSITIVE = ("steps", "batch", "features", "lr")
 
 MiB = 1024 * 1024
 
 
-def run(sim, variant, steps, batch, features, lr, report_at):
+def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd"):
+    if optimizer not in OPTIMIZERS:
+        raise UserError(f"--set optimizer={optimizer}: unknown optimizer "
+                        f"(valid: {', '.join(OPTIMIZERS)})")
     if sim.policy_name == "pytorch":
+        if optimizer != "sgd":
+            raise UserError(f"--set optimizer={optimizer}: the pytorch policy models "
+                            "torch.optim.SGD only")
         sim.experiment = "p10-ema-pytorch"
+    elif optimizer != "sgd":
+        sim.experiment = f"p10-ema-{optimizer}"
     try:
         wanted = {int(s) for s in str(report_at).split(",") if s.strip()}
     except ValueError:
@@ -51,7 +61,7 @@ def run(sim, variant, steps, batch, features, lr, report_at):
     model = Linear(features, features, device)
     text("model", 0)
     x = Tensor.random((batch, features), device)
-    optim = Sgd()
+    optim = OPTIMIZERS[optimizer]()
     uses_detach = variant in ("detach", "target", "log", "ema-only", "log-no-ema")
 
     def snapshot():

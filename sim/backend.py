@@ -40,8 +40,8 @@ ELEMENT_BYTES = 4
 _CHUNK = attrgetter("prim.chunk")
 
 #: ops burn-flex runs in place on a uniquely owned operand of the output's shape
-IN_PLACE_OPS = frozenset({"add", "sub", "mul", "mul_scalar", "add_scalar", "div_scalar",
-                          "relu", "exp", "log", "powf_scalar"})
+IN_PLACE_OPS = frozenset({"add", "sub", "mul", "div", "mul_scalar", "add_scalar",
+                          "div_scalar", "relu", "exp", "log", "sqrt", "powf_scalar"})
 #: ops that return a view of their operand's storage
 VIEW_OPS = frozenset({"reshape"})
 #: ops whose output burn-flex creates with ``FlexTensor::empty`` (tensor.rs): a zeroed

@@ -115,8 +115,8 @@ def policies_cmd(files):
 @_profile_option
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="override a workload parameter (repeatable)")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
-              show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default=None,
+              help="output format  [default: from --out's suffix (.csv, .json), else table]")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="write to this file instead of stdout")
 @click.option("--max-ops", type=click.IntRange(min=1), default=50_000_000, show_default=True,
@@ -156,6 +156,9 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
                              limits=Limits(max_ops=max_ops, max_wall_s=timeout,
                                            max_live_nodes=max_nodes),
                              fast_forward=not exact))
+    if fmt is None:
+        suffix = Path(out).suffix.lower() if out else ""
+        fmt = {".csv": "csv", ".json": "json"}.get(suffix, "table")
     if fmt == "csv":
         text = rows_to_csv(rows, PREDICTED_COLUMNS)
     elif fmt == "json":
@@ -266,7 +269,7 @@ def bench_cmd(profile, quick, json_out):
 @cli.command("measure")
 @click.option("--probe", "probes", multiple=True, metavar="NAME",
               help="probe to run (repeatable; default all): adleak-rss, adleak-count, "
-                   "pit-infer, p10-ema, sizeof, alloc-trace, params")
+                   "pit-infer, p10-ema, p10-ema-adam, sizeof, alloc-trace, params")
 @click.option("--quick", is_flag=True, help="loop counts cut ~10x (all probes in seconds)")
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="directory for the CSVs (created if missing)")

@@ -47,7 +47,8 @@ __all__ = ["PROBES", "PROBES_DIR", "measure", "build", "parse_probe_csv", "binar
 PROBES_DIR = Path(__file__).resolve().parent.parent / "experiments" / "probes"
 
 #: subcommands of burn-probes, in the order `all` runs them
-PROBES = ("adleak-rss", "adleak-count", "pit-infer", "p10-ema", "sizeof", "alloc-trace", "params")
+PROBES = ("adleak-rss", "adleak-count", "pit-infer", "p10-ema", "p10-ema-adam", "sizeof",
+          "alloc-trace", "params")
 
 #: files the probes write besides DIR/<probe>.csv (raw traces, not measured points)
 TRACE_FILES = {"alloc-trace": "alloc-trace-events.csv", "sizeof": "sizeof-alloc.csv"}

@@ -281,8 +281,6 @@ class Tensor:
     __rmul__ = __mul__
 
     def __truediv__(self, other):
-        if not isinstance(other, (int, float)):
-            raise UserError("only division by a scalar is simulated")
         return self._binary("div", other)
 
     def add(self, other):
@@ -293,6 +291,9 @@ class Tensor:
 
     def mul(self, other):
         return self * other
+
+    def div(self, other):
+        return self / other
 
     def mul_scalar(self, value):
         return self._op("mul_scalar", (), self.shape)
@@ -323,6 +324,13 @@ class Tensor:
 
     def log(self):
         return self._op("log", (), self.shape)
+
+    def sqrt(self):
+        return self._op("sqrt", (), self.shape)
+
+    def square(self):
+        """burn's ``square``: ``powi_scalar(2)``, one Mul of x by itself."""
+        return self.powi_scalar(2)
 
     def powi_scalar(self, k: int):
         """Integer power as burn 0.22.1's dispatch routes it: k=2 is one Mul of x by itself."""

@@ -37,7 +37,9 @@ class OpSpec:
 
     ``state`` names the parts of the backward state (sizes from the layout);
     ``saves`` is "cross" (each input saved when the OTHER is tracked: mul,
-    matmul), "input" (the input: relu, powf) or "" (shapes/scalars only).
+    matmul), "div" (the divisor whenever the op is tracked, the dividend when
+    the divisor is tracked), "input" (the input: relu, powf, sqrt) or ""
+    (shapes/scalars only).
     """
 
     __slots__ = ("name", "arity", "memory_bound", "state", "saves", "backward_factor")
@@ -64,6 +66,8 @@ OPS = {spec.name: spec for spec in (
     OpSpec("sub", 2, True, ("shape", "shape")),
     OpSpec("mul", 2, True, _BINARY_BROADCAST, saves="cross", backward_factor=2.0),
     OpSpec("matmul", 2, False, _BINARY_BROADCAST, saves="cross", backward_factor=2.0),
+    # lhs gradient: recip and mul; rhs gradient: neg, square, div and mul
+    OpSpec("div", 2, True, _BINARY_BROADCAST, saves="div", backward_factor=6.0),
     OpSpec("mul_scalar", 1, True, ("scalar",)),
     OpSpec("div_scalar", 1, True, ("scalar",)),
     OpSpec("add_scalar", 1, True, ()),
@@ -74,6 +78,7 @@ OPS = {spec.name: spec for spec in (
     OpSpec("powf_scalar", 1, True, ("node_id", "scalar_f64"), saves="input", backward_factor=2.0),
     OpSpec("exp", 1, True, ("node_id",), saves="input"),
     OpSpec("log", 1, True, ("node_id",), saves="input"),
+    OpSpec("sqrt", 1, True, ("node_id",), saves="input"),
 )}
 
 
@@ -153,8 +158,12 @@ def float_op(op, inputs, out_shape, device):
     if tracked and op.saves:
         # the checkpoints clone the inputs' primitives before the inner op runs
         for i, t in enumerate(inputs):
-            other_tracked = op.saves == "cross" and nodes[1 - i].requirement != NONE
-            if op.saves == "input" or other_tracked:
+            saves = op.saves
+            if saves == "div":
+                # float_div: the dividend if the divisor is tracked; the divisor always
+                saves = "input" if i == 1 else "cross"
+            other_tracked = saves == "cross" and nodes[1 - i].requirement != NONE
+            if saves == "input" or other_tracked:
                 if actions is None:
                     actions = CheckpointerBuilder(sim)
                 actions.checkpoint(t)

@@ -120,7 +120,7 @@ def forward_ops(name, out, ins):
     if name == "matmul":
         # torch.matmul of 2-D (or batched) operands -> mm / bmm (Accelerate sgemm)
         return [_gemm("mm" if len(out) == 2 else "bmm", _matmul_flops(out, ins))]
-    if name in ("add", "sub", "mul"):
+    if name in ("add", "sub", "mul", "div"):
         return [_kernel(name, n_out, _n(ins[0]), _n(ins[1]))]
     if name in ("mul_scalar", "div_scalar", "add_scalar"):
         return [_kernel(name.split("_")[0], n_out, _n(ins[0]))]
@@ -133,7 +133,7 @@ def forward_ops(name, out, ins):
         return [_kernel("sum", _n(ins[0]), n_out), _kernel("div_", n_out, n_out)]
     if name == "reshape":
         return [_view("view")]
-    if name in ("relu", "exp", "log"):
+    if name in ("relu", "exp", "log", "sqrt"):
         return [_kernel(name, n_out, _n(ins[0]))]
     raise KeyError(f"no ATen mapping for op {name!r}")
 
@@ -170,6 +170,19 @@ def backward_ops(name, out, ins, needs):
                 ops.append(_kernel("mul", n_out, n_out, _n(ins[1 - i])))
             ops += _sum_to(out, shape)
         return ops, 1
+    if name == "div":
+        # derivatives.yaml: self: grad / other; other: -grad * ((self / other) / other)
+        if needs[0]:
+            ops += [_kernel("div", n_out, n_out, _n(ins[1]))] + _sum_to(out, ins[0])
+        if needs[1]:
+            ops += [_kernel("div", n_out, _n(ins[0]), _n(ins[1])),
+                    _kernel("div", n_out, n_out, _n(ins[1])),
+                    _kernel("mul", n_out, n_out, n_out), _kernel("neg", n_out, n_out)]
+            ops += _sum_to(out, ins[1])
+        return ops, 1
+    if name == "sqrt":
+        # derivatives.yaml: grad / (2 * result)
+        return [_kernel("mul", n_out, n_out), _kernel("div", n_out, n_out, n_out)], 1
     if name in ("mul_scalar", "div_scalar"):
         return [_kernel(name.split("_")[0], n_out, n_out)], 1
     if name == "add_scalar":

@@ -360,7 +360,7 @@ pub fn param_point(variant: &str, opts: &Opts, sink: &mut Sink) {
             let steps: usize = steps.parse().expect("steps");
             let o = Opts { steps: Some(steps), ..opts.clone() };
             let mut tmp = Sink::new(&sink.probe, false);
-            ema::run_mode("p10-ema-params", "detach", &o, &mut tmp, false);
+            ema::run_mode("p10-ema-params", "detach", ema::Optim::Sgd, &o, &mut tmp, false);
             for mut r in tmp.rows {
                 r.variant = format!("detach/steps={steps}");
                 sink.row(&r.experiment, &r.variant, &r.phase, &r.x, &r.x_unit, &r.metric, &r.value, &r.unit, &r.note);

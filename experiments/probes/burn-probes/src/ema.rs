@@ -1,13 +1,15 @@
 //! p10-ema: Linear(512,512), input [64,512], SGD lr 1e-3, EMA of the weight after each step.
+//! p10-ema-adam: the same with Adam (burn's default config) instead of SGD.
 
 use crate::Opts;
 use burn::nn::{Linear, LinearConfig};
-use burn::optim::{GradientsParams, SgdConfig};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn_probes::alloc;
 use burn_probes::csv::{Sink, f};
 use burn_probes::rss::rss_bytes;
+use std::borrow::Cow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -16,6 +18,40 @@ pub const MODES: &[&str] = &["detach", "target", "without", "target-without", "l
 // `log-no-ema`: the seed's `log` mode most likely kept the ema created before its loop
 // (its program creates `ema` for every mode); this probe creates none, so the variant
 // has its own name.
+/// p10-ema-adam's modes: `target` is left out (it panics at step 3 before the optimizer
+/// matters), `ema-only` (no optimizer) and the seed's `log` too.
+pub const ADAM_MODES: &[&str] = &["detach", "without", "target-without", "log-no-ema"];
+
+/// The optimizer a p10-ema run trains with; both `init()` give the same `ModuleOptimizer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Optim {
+    /// `SgdConfig::new().init()` (p10-ema, p10-ema-params)
+    Sgd,
+    /// `AdamConfig::new().init()`: beta_1 0.9, beta_2 0.999, epsilon 1e-5, no AMSGrad,
+    /// no weight decay, no clipping (p10-ema-adam)
+    Adam,
+}
+
+impl Optim {
+    fn init(self) -> ModuleOptimizer {
+        match self {
+            Optim::Sgd => SgdConfig::new().init(),
+            Optim::Adam => AdamConfig::new().init(),
+        }
+    }
+
+    /// Every row's note with the optimizer appended (Adam only: p10-ema's and
+    /// p10-ema-params' notes stay as they were); built outside the heap counts.
+    fn note(self, note: &str) -> Cow<'_, str> {
+        const ADAM: &str = "optimizer Adam with burn's default config (AdamConfig::new().init(): beta_1 0.9, beta_2 0.999, epsilon 1e-5, no amsgrad, weight decay or clipping), lr 1e-3";
+        match self {
+            Optim::Sgd => Cow::Borrowed(note),
+            Optim::Adam if note.is_empty() => Cow::Borrowed(ADAM),
+            Optim::Adam => Cow::Owned(alloc::exclude(|| format!("{note}; {ADAM}"))),
+        }
+    }
+}
+
 const POINTS: &[usize] = &[1, 50, 100, 200, 500, 1000, 2000, 3000, 4000];
 
 static PANIC_MSG: Mutex<Option<String>> = Mutex::new(None);
@@ -55,7 +91,7 @@ fn mode_note(mode: &str) -> &'static str {
     }
 }
 
-pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with_rss: bool) {
+pub fn run_mode(experiment: &str, mode: &str, opt: Optim, opts: &Opts, sink: &mut Sink, with_rss: bool) {
     install_panic_capture();
     let steps = opts.steps.unwrap_or(if opts.quick { 200 } else { 2000 });
     let mut points: Vec<usize> = POINTS.iter().copied().filter(|&p| p <= steps).collect();
@@ -113,7 +149,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
     if text_on { text_rows.push(("model", 0, text_kib())); }
     let x = Tensor::<2>::random([64, 512], Distribution::Default, &ad);
     ph("x");
-    let mut optim = SgdConfig::new().init();
+    let mut optim = opt.init();
     let snapshot = |m: &Linear| {
         if use_without { m.weight.val().without_autodiff() } else { m.weight.val().detach() }
     };
@@ -122,7 +158,7 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
     for (phase, x, v) in text_rows.drain(..) {
         // (the value's string is kept with the rows: formatted where the heap counts exclude it)
         sink.row(experiment, mode, phase, x, "step", "text_rss_delta", alloc::exclude(|| f(v, 1)), "KiB",
-            if phase == "device" { "resident KiB of the probe binary's executable mappings (/proc/self/smaps Rss) now minus at the mode's start; phases: device = after Device::flex().autodiff(), model = after LinearConfig::init, setup = after the input and the initial ema snapshot, forward/backward/sgd/ema = after that part of step 1" } else { "" });
+            &opt.note(if phase == "device" { "resident KiB of the probe binary's executable mappings (/proc/self/smaps Rss) now minus at the mode's start; phases: device = after Device::flex().autodiff(), model = after LinearConfig::init, setup = after the input and the initial ema snapshot, forward/backward/sgd/ema = after that part of step 1" } else { "" }));
     }
     // PROBE_STEPLOG=N (diagnostics, stderr only): after the forward, backward, SGD and
     // EMA of each of the first N steps, RSS (statm, read without allocating), the program
@@ -209,12 +245,12 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
             }
         }
         for (phase, x, v) in text_rows.drain(..) {
-            sink.row(experiment, mode, phase, x, "step", "text_rss_delta", alloc::exclude(|| f(v, 1)), "KiB", "");
+            sink.row(experiment, mode, phase, x, "step", "text_rss_delta", alloc::exclude(|| f(v, 1)), "KiB", &opt.note(""));
         }
         if r.is_err() {
             let el = t0.elapsed().as_secs_f64();
             let msg = PANIC_MSG.lock().unwrap().clone().unwrap_or_default();
-            sink.row(experiment, mode, "", step, "step", "panic", 1, "event", &msg);
+            sink.row(experiment, mode, "", step, "step", "panic", 1, "event", &opt.note(&msg));
             eprintln!("  (panic at step {step} after {:.3} ms)", el * 1e3);
             break;
         }
@@ -234,27 +270,27 @@ pub fn run_mode(experiment: &str, mode: &str, opts: &Opts, sink: &mut Sink, with
             } else {
                 String::new()
             };
-            sink.row(experiment, mode, "", step, "step", "ms_per_step", f(ms, 4), "ms", &note);
+            sink.row(experiment, mode, "", step, "step", "ms_per_step", f(ms, 4), "ms", &opt.note(&note));
             if with_rss {
                 let d = rss as f64 - rss0 as f64;
-                sink.row(experiment, mode, "", step, "step", "rss_delta", f(d / 1048576.0, 3), "MiB", "");
-                sink.row(experiment, mode, "", step, "step", "rss_bytes", rss, "B", "");
+                sink.row(experiment, mode, "", step, "step", "rss_delta", f(d / 1048576.0, 3), "MiB", &opt.note(""));
+                sink.row(experiment, mode, "", step, "step", "rss_bytes", rss, "B", &opt.note(""));
                 if text_on {
-                    sink.row(experiment, mode, "", step, "step", "text_rss_delta", alloc::exclude(|| f(text_kib(), 1)), "KiB", "");
+                    sink.row(experiment, mode, "", step, "step", "text_rss_delta", alloc::exclude(|| f(text_kib(), 1)), "KiB", &opt.note(""));
                 }
                 let hd = heap.live_bytes - heap0.live_bytes;
                 sink.row(experiment, mode, "", step, "step", "heap_bytes_delta", hd, "B",
-                    if first_row { "live heap now minus at mode start (counting allocator)" } else { "" });
+                    &opt.note(if first_row { "live heap now minus at mode start (counting allocator)" } else { "" }));
                 if step == 1 {
                     rss_step1 = rss;
                     heap_step1 = heap.live_bytes;
                 } else {
                     let g = (rss as f64 - rss_step1 as f64) / (step - 1) as f64 / 1e3;
                     sink.row(experiment, mode, "", step, "step", "rss_growth_per_step", f(g, 3), "KB",
-                        if prev_step == 1 { "(RSS now - RSS after step 1)/(steps - 1), KB = 1e3 B" } else { "" });
+                        &opt.note(if prev_step == 1 { "(RSS now - RSS after step 1)/(steps - 1), KB = 1e3 B" } else { "" }));
                     let hg = (heap.live_bytes - heap_step1) as f64 / (step - 1) as f64;
                     sink.row(experiment, mode, "", step, "step", "heap_growth_per_step", f(hg, 1), "B",
-                        if prev_step == 1 { "(live heap now - after step 1)/(steps - 1)" } else { "" });
+                        &opt.note(if prev_step == 1 { "(live heap now - after step 1)/(steps - 1)" } else { "" }));
                 }
             }
             first_row = false;

@@ -1,0 +1,136 @@
+"""burn-optim's Adam (adam.rs, default config) on burn-flex: the moments it keeps, the
+buffers each step allocates, its ops' placement, and the ops it needs (div, sqrt)."""
+
+import pytest
+
+from clirun import assert_one_error, run_cli
+from sim.engine import Simulation
+from sim.nn import Linear
+from sim.optim import Adam, GradientsParams, Sgd
+from sim.profile import load_profile
+from sim.runner import run_cell
+from sim.tensor import Tensor
+
+PROFILE = load_profile("linux-x86_64")
+F = 64
+PARAM_BYTES = (F * F + F) * 4   # weight and bias, f32
+
+
+def _train(optim, steps, sim=None):
+    sim = sim or Simulation(PROFILE, fast_forward=False)
+    dev = sim.device("flex").autodiff()
+    model = Linear(F, F, dev)
+    x = Tensor.random((8, F), dev)
+    marks = []
+    for _ in range(steps):
+        loss = model.forward(x.clone()).powi_scalar(2).mean()
+        grads = GradientsParams.from_grads(loss.backward(), model)
+        del loss
+        before = sim.heap.allocs
+        model = optim.step(1e-3, model, grads)
+        del grads
+        marks.append((sim.heap.live_bytes, sim.heap.allocs - before))
+    return sim, model, marks
+
+
+def test_adam_keeps_two_moments_per_parameter():
+    _, _, sgd = _train(Sgd(), 3)
+    _, _, adam = _train(Adam(), 3)
+    for (s, _), (a, _) in zip(sgd, adam):
+        assert a - s == 2 * PARAM_BYTES
+
+
+def test_adam_step_allocates_four_buffers_per_parameter():
+    # m1's and the update's clones, grad.square() (mul of x by itself) and the sqrt of
+    # m2's clone are new buffers; every other op writes into a uniquely owned operand.
+    # Each parameter's step also re-registers it (a RootStep in a new graph), as SGD's.
+    _, _, sgd = _train(Sgd(), 3)
+    _, _, adam = _train(Adam(), 3)
+    for (_, s), (_, a) in zip(sgd, adam):
+        assert a - s == 2 * 4
+
+
+def test_adam_updates_the_parameter_and_moments_in_place():
+    opt = Adam()
+    _, model, _ = _train(opt, 2)
+    weight = model.weight.tensor.prim
+    moments = [t.prim for t in opt.states[model.weight.param_id][1:]]
+    sim = model.weight.tensor.device.sim
+    dev = model.weight.tensor.device
+    x = Tensor.random((8, F), dev)
+    loss = model.forward(x).powi_scalar(2).mean()
+    grads = GradientsParams.from_grads(loss.backward(), model)
+    del loss
+    opt.step(1e-3, model, grads)
+    assert model.weight.tensor.prim is weight
+    assert [t.prim for t in opt.states[model.weight.param_id][1:]] == moments
+    assert opt.states[model.weight.param_id][0] == 3
+    assert sim.heap.live_bytes > 0
+
+
+def test_adam_costs_more_time_than_sgd_by_its_ops():
+    sim_s, _, _ = _train(Sgd(), 3)
+    sim_a, _, _ = _train(Adam(), 3)
+    assert sim_a.now_ns > sim_s.now_ns
+
+
+def test_p10_ema_adam_is_its_own_experiment_and_fast_forwards():
+    sets = {"steps": 30, "report_at": "1,10,30", "optimizer": "adam", "features": 64,
+            "batch": 8}
+    fast = run_cell("p10-ema", "detach", sets=sets)
+    exact = run_cell("p10-ema", "detach", sets=sets, fast_forward=False)
+    assert fast == exact
+    assert {row["experiment"] for row in fast} == {"p10-ema-adam"}
+    sgd = run_cell("p10-ema", "without", sets=dict(sets, optimizer="sgd"))
+    adam = run_cell("p10-ema", "without", sets=sets)
+
+    def heap(rows):
+        return [r["value"] for r in rows if r["metric"] == "heap_bytes_delta"]
+    assert [a - s for a, s in zip(heap(adam), heap(sgd))] == [2 * PARAM_BYTES] * 3
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["--set", "optimizer=rmsprop"], ("optimizer=rmsprop", "sgd, adam")),
+    (["--set", "optimizer=adam", "--policy", "pytorch"], ("optimizer=adam", "pytorch")),
+])
+def test_bad_optimizer_is_one_error(args, fragments, capsys, tmp_path):
+    out = tmp_path / "p.csv"
+    code, _, lines = run_cli(["run", "p10-ema", "-v", "without", "--set", "steps=2",
+                              "--out", str(out), *args], capsys)
+    assert_one_error(code, lines, *fragments)
+    assert not out.exists()
+
+
+def _plain():
+    sim = Simulation(PROFILE, fast_forward=False)
+    return sim, sim.device("flex")
+
+
+def test_div_and_sqrt_write_in_place_when_unique():
+    sim, dev = _plain()
+    a = Tensor.zeros((256,), dev)
+    b = Tensor.zeros((256,), dev)
+    blocks = sim.heap.live_blocks
+    q = a / b
+    assert q.prim is a.prim and sim.heap.live_blocks == blocks
+    r = q.sqrt()
+    assert r.prim is q.prim
+    s = r.clone().sqrt()            # shared: a new buffer
+    assert s.prim is not r.prim and sim.heap.live_blocks == blocks + 1
+
+
+@pytest.mark.parametrize("tracked,saved", [
+    ((True, False), 1),    # lhs tracked: the divisor only
+    ((False, True), 2),    # rhs tracked: dividend and divisor
+    ((True, True), 2),
+])
+def test_tracked_div_checkpoints_as_burn(tracked, saved):
+    sim = Simulation(PROFILE, fast_forward=False)
+    dev = sim.device("flex").autodiff()
+    a, b = Tensor.zeros((16,), dev), Tensor.zeros((16,), dev)
+    for t, flag in zip((a, b), tracked):
+        if flag:
+            t.require_grad()
+    out = a.clone() / b.clone()
+    step = out.device.sim.client.locator.graphs[out.node.id].server.steps[out.node.id]
+    assert len(step.actions.explicit) == saved
