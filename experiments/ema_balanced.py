@@ -8,6 +8,7 @@ default strategy, and the `skip-untracked` policy still registers untracked ops
 (a memory-bound child may need them).
 """
 
+from sim.autodiff.checkpoint import BALANCED, DISABLED
 from sim.nn import Linear
 from sim.optim import GradientsParams, Sgd
 from sim.tensor import Tensor
@@ -17,6 +18,7 @@ VARIANTS = ("detach", "without")
 PARAMS = {"steps": 500, "report_every": 100, "batch": 64, "features": 512,
           "checkpointing": "balanced"}
 POSITIVE = ("steps", "report_every", "batch", "features")
+CHOICES = {"checkpointing": (BALANCED, DISABLED)}
 
 MiB = 1024 * 1024
 

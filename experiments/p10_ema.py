@@ -27,19 +27,14 @@ VARIANTS = ("detach", "target", "without", "target-without", "log", "ema-only", 
 PARAMS = {"steps": 2000, "batch": 64, "features": 512, "lr": 1e-3,
           "report_at": "1,50,100,200,500,1000,2000", "optimizer": "sgd"}
 POSITIVE = ("steps", "batch", "features", "lr")
+CHOICES = {"optimizer": tuple(OPTIMIZERS)}
 
 MiB = 1024 * 1024
 
 
 def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd"):
-    if optimizer not in OPTIMIZERS:
-        raise UserError(f"--set optimizer={optimizer}: unknown optimizer "
-                        f"(valid: {', '.join(OPTIMIZERS)})")
     if sim.policy_name == "pytorch":
-        if optimizer != "sgd":
-            raise UserError(f"--set optimizer={optimizer}: the pytorch policy models "
-                            "torch.optim.SGD only")
-        sim.experiment = "p10-ema-pytorch"
+        sim.experiment = "p10-ema-pytorch" + ("" if optimizer == "sgd" else f"-{optimizer}")
     elif optimizer != "sgd":
         sim.experiment = f"p10-ema-{optimizer}"
     try:

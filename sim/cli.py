@@ -73,7 +73,9 @@ def list_cmd():
         w = load_workload(name)
         click.echo(f"  {name:<14} {w.description}")
         click.echo(f"  {'':<14} variants: {', '.join(w.variants)}")
-        params = ", ".join(f"{k}={v}" for k, v in w.params.items())
+        params = ", ".join(f"{k}={v}" + (f" ({'|'.join(map(str, w.choices[k]))})"
+                                           if k in w.choices else "")
+                           for k, v in w.params.items())
         click.echo(f"  {'':<14} params:   {params}")
     click.echo("policies:")
     for name in POLICIES:

@@ -8,19 +8,20 @@ in a brand-new graph, per parameter per step.
 
 ``Adam`` (``AdamConfig::new().init()``: beta 0.9 / 0.999, epsilon 1e-5, no
 amsgrad, no weight decay) runs ``adam.rs``'s ``AdaptiveMomentum::transform`` op by
-op on the inner backend, so each op is costed and placed (in place or a new
-buffer) as any other Flex op, and its two moment tensors per parameter stay
-alive in the optimizer between steps. Nothing about Adam is calibrated.
+op on the inner backend (:func:`burn_adam`), so each op is costed and placed (in
+place or a new buffer) as any other Flex op, and its two moment tensors per
+parameter stay alive in the optimizer between steps. Nothing about Adam is
+calibrated. Under the ``pytorch`` policy the update is ``torch.optim.Adam``'s
+(:func:`torch_adam`).
 """
 
 from __future__ import annotations
 
 import math
 
-from .errors import UserError
 from .tensor import Tensor, drop
 
-__all__ = ["GradientsParams", "Sgd", "Adam", "OPTIMIZERS"]
+__all__ = ["GradientsParams", "Sgd", "Adam", "OPTIMIZERS", "burn_adam", "torch_adam"]
 
 
 class GradientsParams:
@@ -72,16 +73,8 @@ class Sgd:
 class Adam:
     """Adam with burn's default config; ``states`` holds each parameter's moments.
 
-    Per parameter and step, as ``adam.rs`` writes it (f32 elementwise ops on the
-    inner device; "in place" where burn-flex reuses a uniquely owned operand):
-
-    * first step: ``m1 = grad.clone() * (1 - b1)`` (a new buffer: the clone shares
-      grad's), ``m2 = grad.square() * (1 - b2)`` (``square`` is ``mul(x, x)``: a new
-      buffer; grad is consumed);
-    * later steps: ``m1 = m1 * b1 + grad.clone() * (1 - b1)`` and
-      ``m2 = m2 * b2 + grad.square() * (1 - b2)`` (the moments in place);
-    * ``update = (m1.clone() * c) / (m2.clone().sqrt() + eps')`` (two new buffers,
-      the division in place), ``delta = update * lr``, ``param - delta`` (in place).
+    The update itself is the policy seam ``adam_update``: burn's :func:`burn_adam`,
+    or under the ``pytorch`` policy :func:`torch_adam` (``torch.optim.Adam``).
     """
 
     beta_1, beta_2, epsilon = 0.9, 0.999, 1e-5
@@ -91,49 +84,89 @@ class Adam:
         self.states = {}
 
     def step(self, lr, module, grads: GradientsParams):
-        """Update ``module``'s parameters in place; returns the module (as burn's ``step``)."""
+        """Update ``module``'s parameters; returns the module (as burn's ``step``)."""
         params = [p for p in module.params() if p.param_id in grads.grads]
         if not params:
             return module
         sim = params[0].tensor.device.sim
-        if sim.policy_name == "pytorch":
-            raise UserError("Adam is modelled for burn's optimizer only, not under the "
-                            "pytorch policy (torch.optim.Adam runs other ops)")
         sim.timing.optimizer_step(len(params))
         sim.touched.touch_code("optimizer")
-        b1, b2 = self.beta_1, self.beta_2
         for param in params:
             device = param.tensor.device
             grad = grads.grads.pop(param.param_id)   # GradientsParams::remove: moved out
             inner = param.tensor.without_autodiff()
             param.tensor = None
             state = self.states.pop(param.param_id, None)
-            if state is None:
-                time = 1
-                m1 = grad.clone().mul_scalar(1.0 - b1)
-                m2 = grad.square()
-                drop(grad)
-                m2 = m2.mul_scalar(1.0 - b2)
-            else:
-                time, m1, m2 = state
-                time += 1
-                m1 = m1.mul_scalar(b1)
-                m1 = m1.add(grad.clone().mul_scalar(1.0 - b1))
-                m2 = m2.mul_scalar(b2)
-                square = grad.square()
-                drop(grad)
-                m2 = m2.add(square.mul_scalar(1.0 - b2))
-                del square
-            correction = math.sqrt(1.0 - b2 ** time)
-            factor = correction / (1.0 - b1 ** time)
-            update = m1.clone().mul_scalar(factor).div(
-                m2.clone().sqrt().add_scalar(self.epsilon * correction))
-            self.states[param.param_id] = [time, m1, m2]
-            updated = inner - update.mul_scalar(lr)
-            del inner, update
+            updated, self.states[param.param_id] = sim.policy.adam_update(
+                self, inner, grad, state, lr)
+            del inner, grad
             param.tensor = Tensor.from_inner(updated, device).require_grad()
             del updated
         return module
+
+
+def burn_adam(adam, tensor, grad, state, lr):
+    """burn-optim ``adam.rs`` for one parameter: ``(updated tensor, new state)``.
+
+    ``AdaptiveMomentum::transform`` op by op on the inner device ("in place" where
+    burn-flex reuses a uniquely owned operand, so the clones decide what allocates):
+
+    * first step: ``m1 = grad.clone() * (1 - b1)`` (a new buffer: the clone shares
+      grad's), ``m2 = grad.square() * (1 - b2)`` (``square`` is ``mul(x, x)``: a new
+      buffer; grad is consumed);
+    * later steps: ``m1 = m1 * b1 + grad.clone() * (1 - b1)`` and
+      ``m2 = m2 * b2 + grad.square() * (1 - b2)`` (the moments in place);
+    * ``update = (m1.clone() * c) / (m2.clone().sqrt() + eps')`` (two new buffers,
+      the division in place), ``delta = update * lr``, ``tensor - delta`` (in place).
+    """
+    b1, b2 = adam.beta_1, adam.beta_2
+    if state is None:
+        time = 1
+        m1 = grad.clone().mul_scalar(1.0 - b1)
+        m2 = grad.square()
+        drop(grad)
+        m2 = m2.mul_scalar(1.0 - b2)
+    else:
+        time, m1, m2 = state
+        time += 1
+        m1 = m1.mul_scalar(b1)
+        m1 = m1.add(grad.clone().mul_scalar(1.0 - b1))
+        m2 = m2.mul_scalar(b2)
+        square = grad.square()
+        drop(grad)
+        m2 = m2.add(square.mul_scalar(1.0 - b2))
+        del square
+    correction = math.sqrt(1.0 - b2 ** time)
+    factor = correction / (1.0 - b1 ** time)
+    update = m1.clone().mul_scalar(factor).div(
+        m2.clone().sqrt().add_scalar(adam.epsilon * correction))
+    updated = tensor - update.mul_scalar(lr)
+    return updated, [time, m1, m2]
+
+
+def torch_adam(adam, tensor, grad, state, lr):
+    """``torch.optim.Adam`` (defaults, CPU: ``_single_tensor_adam``) for one parameter.
+
+    The first step creates ``exp_avg`` and ``exp_avg_sq`` with ``zeros_like``; every
+    step updates them in place (``lerp_``, ``mul_`` + ``addcmul_``), allocates
+    ``exp_avg_sq.sqrt()`` and its quotient by the bias correction (the first freed
+    once the second exists), adds epsilon in place and writes the parameter with
+    ``addcdiv_``. The ATen ops are charged by :meth:`AtenTiming.adam_update`.
+    """
+    device, shape = tensor.device, tensor.shape
+    backend = device.backend
+    first = state is None
+    if first:
+        state = [0, Tensor(device, shape, backend.alloc(shape)),
+                 Tensor(device, shape, backend.alloc(shape))]
+    state[0] += 1
+    device.sim.timing.adam_update(math.prod(shape), first)
+    root = Tensor(device, shape, backend.alloc(shape))        # exp_avg_sq.sqrt()
+    denom = Tensor(device, shape, backend.alloc(shape))       # ... / bias_correction2_sqrt
+    drop(root)
+    drop(denom)                                               # after param.addcdiv_
+    drop(grad)
+    return tensor.clone(), state
 
 
 #: name -> optimizer class (what ``--set optimizer=NAME`` picks in the workloads)

@@ -145,9 +145,9 @@ def parse_grid(items, workloads) -> dict:
     """``--set KEY=V1,V2`` items -> {workload name: [override dict per grid point]}.
 
     A key applies to every selected workload that has that parameter; a key no
-    selected workload has is an error. Values of a numeric or boolean parameter
-    are split at commas; a string parameter's value is taken whole (it may hold
-    commas itself, e.g. ``report_at=1,50,60``). Repeating a key adds values.
+    selected workload has is an error. Values of a numeric or boolean parameter,
+    or of one with ``CHOICES``, are split at commas; another string parameter's
+    value is taken whole (it may hold commas itself, e.g. ``report_at=1,50,60``). Repeating a key adds values.
     The grid is the product of the value lists, in the order given.
 
     Examples
@@ -175,7 +175,8 @@ def parse_grid(items, workloads) -> dict:
                 continue
             values = []
             for text in raw[key]:
-                parts = [text] if isinstance(w.params[key], str) else text.split(",")
+                whole = isinstance(w.params[key], str) and key not in w.choices
+                parts = [text] if whole else text.split(",")
                 for part in parts:
                     if not part.strip():
                         raise UserError(f"--set {key}={text}: empty value")

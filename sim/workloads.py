@@ -11,7 +11,9 @@ A workload file (``experiments/*.py`` or a user's own file) defines:
                  ``sim.tick()`` where the real program would print or sync.
 
 Optional: ``DESCRIPTION`` (one line), ``POSITIVE`` (names of parameters that
-must be > 0; by default every int parameter), ``MEASURED`` (experiment names
+must be > 0; by default every int parameter), ``CHOICES`` (parameter name -> its
+allowed values, e.g. ``{"optimizer": ("sgd", "adam")}``: a value outside them is
+an error, and ``sim sweep --set optimizer=sgd,adam`` makes it a grid axis), ``MEASURED`` (experiment names
 in the measured data this workload predicts, default ``(EXPERIMENT,)``),
 ``SWEEP`` (False keeps a workload out of ``sim sweep``'s default set, e.g. the
 replicas of the Linux probes; it still runs when named).
@@ -44,6 +46,7 @@ class Workload:
     positive: tuple = ()
     measured: tuple = field(default_factory=tuple)
     sweep: bool = True
+    choices: dict = field(default_factory=dict)
 
     def resolve(self, variant=None, sets=None) -> dict:
         """Parameters after applying ``sets`` (name -> string value); checks the variant."""
@@ -56,6 +59,10 @@ class Workload:
                 raise UserError(f"--set {key}: {self.name} has no parameter '{key}' "
                                 f"(valid: {', '.join(params) or 'none'})")
             params[key] = _convert(key, text, params[key])
+            allowed = self.choices.get(key)
+            if allowed is not None and params[key] not in allowed:
+                raise UserError(f"--set {key}={text}: expected one of "
+                                f"{', '.join(map(str, allowed))}")
         for key in self.positive:
             value = params[key]
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
@@ -151,6 +158,11 @@ def _load(path: Path) -> Workload:
         positive=positive,
         measured=tuple(getattr(module, "MEASURED", (name,))),
         sweep=bool(getattr(module, "SWEEP", True)),
+        choices={k: tuple(v) for k, v in dict(getattr(module, "CHOICES", {})).items()},
     )
+    for key, allowed in workload.choices.items():
+        if key not in params or params[key] not in allowed:
+            raise UserError(f"{path}: CHOICES names '{key}', which is not a parameter "
+                            f"or whose default is not one of its choices")
     _CACHE[key] = workload
     return workload

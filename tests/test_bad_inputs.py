@@ -174,6 +174,10 @@ WORKLOAD_CASES = {
     "syntax-error": ("def run(sim, variant:\n    pass\n", "syntax error at line 1"),
     "raises-on-load": ("raise RuntimeError('boom at import')\n", "RuntimeError"),
     "no-run": ("PARAMS = {}\n", "must define run"),
+    "choices-default-outside": (
+        "PARAMS = {'opt': 'sgd'}\nCHOICES = {'opt': ('adam',)}\n"
+        "def run(sim, variant, opt):\n    yield sim.tick()\n",
+        "CHOICES names 'opt'"),
     "raises-while-running": (
         "def run(sim, variant):\n    yield sim.tick()\n    {}['missing']\n",
         "raised KeyError"),

@@ -77,7 +77,7 @@ from typing import NamedTuple
 from .timing import Timing
 
 __all__ = ["Op", "GEMM", "KERNEL", "VIEW", "forward_ops", "backward_ops", "fused_forward_ops",
-           "fused_backward_ops", "optimizer_ops", "AtenTiming"]
+           "fused_backward_ops", "optimizer_ops", "adam_ops", "AtenTiming"]
 
 GEMM, KERNEL, VIEW = "gemm", "kernel", "view"
 F32 = 4
@@ -256,6 +256,18 @@ def optimizer_ops(n_elements):
     return [_kernel("add_", n_elements, n_elements, n_elements)]
 
 
+def adam_ops(n_elements, first):
+    """torch.optim.Adam, default arguments, CPU (``_single_tensor_adam``), one parameter:
+    ``zeros_like`` twice on the first step, then ``step_t += 1``, ``exp_avg.lerp_``,
+    ``exp_avg_sq.mul_().addcmul_()``, ``sqrt``, ``/ bias_correction2_sqrt``, ``add_(eps)``
+    and ``param.addcdiv_``."""
+    n = n_elements
+    ops = [_kernel("fill", n), _kernel("fill", n)] if first else []
+    return ops + [_kernel("add_", 1, 1), _kernel("lerp_", n, n, n), _kernel("mul_", n, n),
+                  _kernel("addcmul_", n, n, n), _kernel("sqrt", n, n), _kernel("div", n, n),
+                  _kernel("add_", n, n), _kernel("addcdiv_", n, n, n, n)]
+
+
 # -- charging -----------------------------------------------------------------------------
 
 class AtenTiming(Timing):
@@ -399,6 +411,13 @@ class AtenTiming(Timing):
     def optimizer_update(self, n_elements, backend) -> None:
         self._log("optimizer", ("add_",))
         self._charge(*self.cost(optimizer_ops(n_elements), py_calls=1))
+
+    def adam_update(self, n_elements, first) -> None:
+        """One parameter's ``torch.optim.Adam`` update (:func:`adam_ops`), one Python call
+        per op."""
+        ops = adam_ops(n_elements, first)
+        self._log("optimizer", tuple(op.name for op in ops))
+        self._charge(*self.cost(ops, py_calls=len(ops)))
 
     def elementwise(self, n_elements, backend, n_ops=1) -> None:
         """Tensor creation (``torch.zeros``/``randn``): one kernel writing the output each."""

@@ -19,6 +19,8 @@ seam                      where it is in burn 0.22.1
 ``in_place``              burn-flex ``binary_op_typed``/``scalar_op_typed``:
                           write into a uniquely owned operand
 ``sgd_update``            burn-optim ``sgd.rs``: ``tensor - grad * lr``
+``adam_update``           burn-optim ``adam.rs``: moments, bias correction,
+                          ``tensor - lr * m1 / (sqrt(m2) + eps)``
 ``may_compact``           (simulator only) exact mode may keep dead
                           single-node graphs as run records
 ========================  ====================================================

@@ -54,6 +54,12 @@ class Policy:
         delta = Tensor(inner.device, shape, backend.output("mul_scalar", (grad,), shape))
         return backend.output("sub", (inner, delta), shape)
 
+    def adam_update(self, adam, tensor, grad, state, lr):
+        """One parameter's Adam update: ``(updated tensor, state)``; burn-optim
+        ``adam.rs`` op by op on the inner backend (:func:`sim.optim.burn_adam`)."""
+        from ..optim import burn_adam
+        return burn_adam(adam, tensor, grad, state, lr)
+
     def may_compact(self) -> bool:
         """Exact mode: whether dead single-node graphs may be kept as records
         (:meth:`GraphLocator.compact`); False for policies that index node ids

@@ -16,7 +16,7 @@ class PyTorch(DropRelease):
                "freed by reference counting when they drop; detach() gives a constant; "
                "backward frees what it consumed; there is no global locator and no sweep. "
                "Time is charged as the ATen ops eager PyTorch runs for each call (forward, "
-               "autograd backward, torch.optim SGD; sim/costs/aten.py) at the profile's "
+               "autograd backward, torch.optim SGD and Adam; sim/costs/aten.py) at the profile's "
                "[pytorch] rates.")
     expected = "Flat ms/step for EMA detach and target (the p10-ema-pytorch rows)."
     semantic_change = True
@@ -44,6 +44,12 @@ class PyTorch(DropRelease):
         """``torch.optim.SGD`` on CPU: ``param.add_(grad, alpha=-lr)`` (single-tensor loop),
         in place in the parameter's storage."""
         return inner.prim
+
+    def adam_update(self, adam, tensor, grad, state, lr):
+        """``torch.optim.Adam`` on CPU (:func:`sim.optim.torch_adam`): moments and
+        parameter updated in place, two temporaries per step."""
+        from ..optim import torch_adam
+        return torch_adam(adam, tensor, grad, state, lr)
 
     def register_untracked(self, client, rc, step, device) -> None:
         """requires_grad=False everywhere: no grad_fn, nothing recorded."""
