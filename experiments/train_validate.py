@@ -26,7 +26,7 @@ def run(sim, variant, steps, validate_every, val_batches, samples, report_every,
     model = Mlp(features, features, features, device)
     x = Tensor.random((batch, features), device)
     optim = Sgd()
-    heap0 = sim.heap.live_bytes
+    heap0, blocks0 = sim.heap.live_bytes, sim.heap.live_blocks
     last = [sim.now_ns, 0]
 
     def report(x_value, unit, count):
@@ -34,6 +34,7 @@ def run(sim, variant, steps, validate_every, val_batches, samples, report_every,
         last[0], last[1] = sim.now_ns, count
         sim.sample(x_value, unit, phase=phase,
                    host_heap_delta=round((sim.heap.live_bytes - heap0) / 1024, 3),
+                   heap_blocks_delta=sim.heap.live_blocks - blocks0,
                    ms_per_step=round(ms, 6))
 
     def evaluator():

@@ -12,6 +12,7 @@ mod ema;
 mod pit;
 mod sizeof;
 mod trace;
+mod tv;
 
 use burn_probes::alloc::CountingAlloc;
 use burn_probes::csv::{HEADER, Sink};
@@ -40,6 +41,7 @@ const PROBES: &[&str] = &[
     "sizeof",
     "alloc-trace",
     "params",
+    "train-validate",
 ];
 
 fn usage() -> ! {
@@ -60,6 +62,7 @@ fn process_variants(probe: &str, opts: &Opts) -> Option<Vec<String>> {
         "p10-ema-adam" => v(ema::ADAM_MODES),
         "alloc-trace" => v(trace::CASES),
         "params" => Some(adleak::param_points(opts.quick)),
+        "train-validate" => v(tv::VARIANTS),
         _ => None,
     }
 }
@@ -72,6 +75,7 @@ fn run_variant(probe: &str, variant: &str, opts: &Opts, sink: &mut Sink) {
         "p10-ema-adam" => ema::run_mode("p10-ema-adam", variant, ema::Optim::Adam, opts, sink, true),
         "alloc-trace" => trace::run_case(variant, opts, sink),
         "params" => adleak::param_point(variant, opts, sink),
+        "train-validate" => tv::run_variant(variant, opts, sink),
         _ => usage(),
     }
 }

@@ -1,0 +1,176 @@
+//! train-validate: the program of the simulator's workload `experiments/train_validate.py`
+//! on real burn: a training loop (MLP 128-128-128, SGD lr 1e-3, 200 steps) with a
+//! validation every 50 steps, then 400 single-sample generations, all on one
+//! `Device::flex().autodiff()`. Validation and generation use the trainable model
+//! (`autodiff`), `model.valid()` with an autodiff input (`valid-model`) or `model.valid()`
+//! with an input on plain `Device::flex()` (`plain`). One fresh process per variant.
+//!
+//! Differences from the workload forced by burn's API (semantics kept):
+//! - `Mlp::forward` takes `&self`; the workload's evaluator "is the model itself" for
+//!   `autodiff`: here a borrow of the model (the workload's `del net` drops a reference;
+//!   here the borrow ends), and an owned `model.valid()` for the other variants, dropped
+//!   where the workload deletes it.
+//! - `optim.step` takes the model by value and returns it (`model = optim.step(..)`);
+//!   the workload mutates in place. `loss` is dropped before the step, as the workload's
+//!   `del loss`.
+//! - the workload fast-forwards identical training steps (`sim.repeat`); here every step runs.
+
+use crate::Opts;
+use burn::module::Module;
+use burn::nn::{Linear, LinearConfig, Relu};
+use burn::optim::{GradientsParams, SgdConfig};
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use burn_probes::alloc;
+use burn_probes::csv::{Sink, f};
+use burn_probes::rss::rss_bytes;
+use std::time::Instant;
+
+const EXPERIMENT: &str = "train-validate";
+pub const VARIANTS: &[&str] = &["autodiff", "valid-model", "plain"];
+
+/// sim/nn.py's `Mlp`: Linear(d, h) -> Relu -> Linear(h, d), both with bias, weights
+/// lazily initialised (burn-nn's `LinearConfig::init`).
+#[derive(Module, Debug)]
+struct Mlp {
+    hidden: Linear,
+    activation: Relu,
+    output: Linear,
+}
+
+impl Mlp {
+    fn new(d_in: usize, hidden: usize, d_out: usize, device: &Device) -> Self {
+        Self {
+            hidden: LinearConfig::new(d_in, hidden).init(device),
+            activation: Relu::new(),
+            output: LinearConfig::new(hidden, d_out).init(device),
+        }
+    }
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        self.output.forward(self.activation.forward(self.hidden.forward(x)))
+    }
+}
+
+fn variant_note(variant: &str) -> &'static str {
+    match variant {
+        "autodiff" => "validation and generation with the trainable model itself and inputs on flex.autodiff",
+        "valid-model" => "validation and generation with model.valid() and inputs on flex.autodiff",
+        "plain" => "validation and generation with model.valid() and inputs on plain Device::flex()",
+        _ => "",
+    }
+}
+
+/// Reporting state: the reference point (heap, blocks) and the time and count of the
+/// previous report (the workload's `last`).
+struct Reporter<'a> {
+    variant: &'a str,
+    heap0: alloc::Snapshot,
+    last_t: Instant,
+    last_count: usize,
+    first: bool,
+}
+
+impl Reporter<'_> {
+    fn report(&mut self, sink: &mut Sink, phase: &str, x: usize, x_unit: &str, count: usize) {
+        let el = self.last_t.elapsed().as_secs_f64();
+        let h = alloc::snapshot();
+        let rss = rss_bytes();
+        let ms = el * 1e3 / (count.saturating_sub(self.last_count)).max(1) as f64;
+        let v = self.variant;
+        let first = self.first;
+        // the values' strings and the notes are the probe's own: kept out of the heap counts
+        let (kib, ms_s, note) = alloc::exclude(|| {
+            let note = if first {
+                format!(
+                    "burn Flex+autodiff (no simd/rayon); fresh process per variant; {}; host_heap_delta = live heap now minus after the model, input and optimizer were created (counting allocator, KiB = 1024 B; tensor data is host heap on Flex); ms_per_step = wall time since the previous report / steps or samples since it (the first generate report's time runs from the last train report)",
+                    variant_note(v)
+                )
+            } else {
+                String::new()
+            };
+            (f(h.bytes_since(&self.heap0) as f64 / 1024.0, 3), f(ms, 4), note)
+        });
+        sink.row(EXPERIMENT, v, phase, x, x_unit, "host_heap_delta", kib, "KiB", &note);
+        sink.row(EXPERIMENT, v, phase, x, x_unit, "heap_blocks_delta", h.blocks_since(&self.heap0), "blocks", "");
+        sink.row(EXPERIMENT, v, phase, x, x_unit, "ms_per_step", ms_s, "ms", "");
+        sink.row(EXPERIMENT, v, phase, x, x_unit, "rss_bytes", rss, "B", if first { "process RSS" } else { "" });
+        self.first = false;
+        self.last_count = count;
+        // the report's own work (rows, RSS read) stays out of the next interval's time
+        self.last_t = Instant::now();
+    }
+}
+
+pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
+    if !VARIANTS.contains(&variant) {
+        eprintln!("error: unknown train-validate variant {variant:?} (valid: {})", VARIANTS.join(", "));
+        std::process::exit(2);
+    }
+    // the workload's PARAMS; quick divides every count by 10
+    let q = if opts.quick { 10 } else { 1 };
+    let steps = opts.steps.unwrap_or(200 / q);
+    let (validate_every, val_batches, samples, report_every) = (50 / q, 20 / q, 400 / q, 50 / q);
+    let (batch, features) = (32, 128);
+
+    let ad = Device::flex().autodiff();
+    let plain = Device::flex();
+    let mut model = Mlp::new(features, features, features, &ad);
+    let x = Tensor::<2>::random([batch, features], Distribution::Default, &ad);
+    let mut optim = SgdConfig::new().init();
+    let mut rep = Reporter { variant, heap0: alloc::snapshot(), last_t: Instant::now(), last_count: 0, first: true };
+
+    for step in 1..=steps {
+        let loss = model.forward(x.clone()).powi_scalar(2).mean();
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        drop(loss);
+        model = optim.step(1e-3, model, grads);
+        if step % validate_every == 0 {
+            let valid;
+            let (net, input_device): (&Mlp, &Device) = match variant {
+                "autodiff" => (&model, &ad),
+                "valid-model" => {
+                    valid = model.valid();
+                    (&valid, &ad)
+                }
+                _ => {
+                    valid = model.valid();
+                    (&valid, &plain)
+                }
+            };
+            let xv = Tensor::<2>::random([batch, features], Distribution::Default, input_device);
+            for _ in 0..val_batches {
+                let s: f32 = net.forward(xv.clone()).sum().into_scalar();
+                std::hint::black_box(s);
+            }
+            drop(xv);
+            // (drop net: `valid` goes out of scope here)
+        }
+        if step % report_every == 0 {
+            rep.report(sink, "train", step, "step", step);
+        }
+    }
+
+    // generation: the timer is not reset (the first report's time runs from the last
+    // train report), the count is (the workload's `last[1] = 0`)
+    rep.last_count = 0;
+    let valid;
+    let (net, input_device): (&Mlp, &Device) = match variant {
+        "autodiff" => (&model, &ad),
+        "valid-model" => {
+            valid = model.valid();
+            (&valid, &ad)
+        }
+        _ => {
+            valid = model.valid();
+            (&valid, &plain)
+        }
+    };
+    let z = Tensor::<2>::random([1, features], Distribution::Default, input_device);
+    for i in 1..=samples {
+        let s: f32 = net.forward(z.clone()).sum().into_scalar();
+        std::hint::black_box(s);
+        if i % report_every == 0 {
+            rep.report(sink, "generate", i, "samples", i);
+        }
+    }
+}
