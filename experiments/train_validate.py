@@ -7,12 +7,15 @@ record tracked ops (the parameters require grad) that no backward consumes.
 Variants: validation and generation with the autodiff model (`autodiff`), with
 `model.valid()` and an autodiff input (`valid-model`: untracked ops, one new
 graph each), or fully off autodiff (`plain`). Reported every `report_every`
-steps or samples: host heap growth since the start and mean ms per step.
+steps or samples: host heap growth since the start (bytes and blocks), mean ms per
+step, and the process's RSS (the Linux probe `train-validate` measures the same).
 """
 
 from sim.nn import Mlp
 from sim.optim import GradientsParams, Sgd
 from sim.tensor import Tensor
+
+from common import rss_bytes_paged
 
 EXPERIMENT = "train-validate"
 VARIANTS = ("autodiff", "valid-model", "plain")
@@ -35,7 +38,7 @@ def run(sim, variant, steps, validate_every, val_batches, samples, report_every,
         sim.sample(x_value, unit, phase=phase,
                    host_heap_delta=round((sim.heap.live_bytes - heap0) / 1024, 3),
                    heap_blocks_delta=sim.heap.live_blocks - blocks0,
-                   ms_per_step=round(ms, 6))
+                   ms_per_step=round(ms, 6), rss_bytes=rss_bytes_paged(sim))
 
     def evaluator():
         if variant == "autodiff":
