@@ -181,6 +181,9 @@ class Backend:
         flex = self.in_place and kind == "flex"
         self.bytes_box_bytes = int(spec.get("bytes_box_bytes", 0)) if flex else 0
         self.bytes_arc_bytes = int(spec.get("bytes_arc_bytes", 0)) if flex else 0
+        # burn-flex 0.22.1 layout.rs Layout { shape, strides: Vec<isize>, .. }: every FlexTensor
+        # value (each tensor handle: a clone, an op's output, a new leaf) allocates its strides
+        self.handle_stride_bytes = self.stride_bytes if flex else 0
         if kind == "metal":
             from .costs.pool import MemoryPool
             self.pool = MemoryPool(alignment=int(spec.get("alignment", 256)))
@@ -343,8 +346,12 @@ class Backend:
 
 
 def _take(tensor) -> Buffer:
-    """Consume ``tensor``'s hold on its storage (Rust moved it into the op)."""
+    """Consume ``tensor``'s hold on its storage (Rust moved it into the op), and its
+    Layout: the op's output carries the layout on (its own strides block in the model)."""
     if tensor.holds:
         tensor.holds = False
         tensor.prim.holders -= 1
+    if tensor._strides:
+        tensor.device.sim.heap.free(tensor._strides)
+        tensor._strides = 0
     return tensor.prim
