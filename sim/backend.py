@@ -172,6 +172,18 @@ class Backend:
         self.used = False
         # burn-flex writes into uniquely owned operands; cubecl's pool always allocates here
         self.in_place = sim.policy.in_place(kind)
+        # burn-flex 0.22.1 FlexTensor { data: Arc<Bytes>, .. } (tensor.rs: FlexTensor::new,
+        # from_data) around cubecl-environment 0.11.3's Bytes { controller: Box<dyn
+        # AllocationController>, len } (bytes/base.rs from_elems: Box::new of a
+        # NativeAllocationController { ptr, size, align }): besides its data, every buffer
+        # owns the boxed controller and the ArcInner<Bytes>, freed with it (the pytorch
+        # policy's CPU tensors are not burn-flex's: like staging, only where flex semantics hold)
+        flex = self.in_place and kind == "flex"
+        self.bytes_box_bytes = int(spec.get("bytes_box_bytes", 0)) if flex else 0
+        self.bytes_arc_bytes = int(spec.get("bytes_arc_bytes", 0)) if flex else 0
+        # burn-flex 0.22.1 layout.rs Layout { shape, strides: Vec<isize>, .. }: every FlexTensor
+        # value (each tensor handle: a clone, an op's output, a new leaf) allocates its strides
+        self.handle_stride_bytes = self.stride_bytes if flex else 0
         if kind == "metal":
             from .costs.pool import MemoryPool
             self.pool = MemoryPool(alignment=int(spec.get("alignment", 256)))
@@ -292,12 +304,17 @@ class Backend:
         nbytes = math.prod(shape) * ELEMENT_BYTES
         heap = self.sim.heap
         if self.pool is None:
+            box = self.bytes_box_bytes
             if staged:
                 # FlexTensor::empty: a zeroed Vec<u8> (align 1) that Bytes::from_bytes_vec
-                # copies into a MAX_ALIGN allocation, then frees
+                # copies into a MAX_ALIGN allocation, then frees; each of the two has its
+                # boxed controller (Bytes::from_elems, then try_enforce_runtime_align)
                 staging = heap.alloc(nbytes)
+                heap.alloc(box)
                 block = heap.alloc(nbytes)
+                heap.alloc(box)
                 heap.free(nbytes, staging)
+                heap.free(box)
                 if packed is not None:
                     k, n = packed
                     pack = k * (n + PACK_EXTRA_COLUMNS) * ELEMENT_BYTES
@@ -305,6 +322,9 @@ class Backend:
                     heap.free(pack, heap.alloc(pack))
             else:
                 block = heap.alloc(nbytes)
+                heap.alloc(box)
+            # FlexTensor::new: Arc::new(bytes)
+            heap.alloc(self.bytes_arc_bytes)
             # the allocator's handle names the block, so that its placement is freed
             chunk = None if self.cache is None else self.cache.claim(nbytes)
             return Buffer(nbytes, self._free_cpu, (nbytes, block), chunk)
@@ -314,7 +334,10 @@ class Backend:
         return Buffer(nbytes, self._free_gpu, token)
 
     def _free_cpu(self, token) -> None:
-        self.sim.heap.free(*token)
+        heap = self.sim.heap
+        heap.free(*token)
+        heap.free(self.bytes_box_bytes)
+        heap.free(self.bytes_arc_bytes)
 
     def _free_gpu(self, token) -> None:
         self.pool.free(*token)
@@ -323,8 +346,12 @@ class Backend:
 
 
 def _take(tensor) -> Buffer:
-    """Consume ``tensor``'s hold on its storage (Rust moved it into the op)."""
+    """Consume ``tensor``'s hold on its storage (Rust moved it into the op), and its
+    Layout: the op's output carries the layout on (its own strides block in the model)."""
     if tensor.holds:
         tensor.holds = False
         tensor.prim.holders -= 1
+    if tensor._strides:
+        tensor.device.sim.heap.free(tensor._strides)
+        tensor._strides = 0
     return tensor.prim

@@ -100,6 +100,8 @@ SCHEMA = {
         "primitive_bytes": INT,
         "handle_bytes": INT,
         "stride_bytes": INT,             # per dimension: the strides Vec of a cloned primitive
+        "bytes_box_bytes": INT,          # per buffer: Bytes' boxed allocation controller
+        "bytes_arc_bytes": INT,          # per buffer: FlexTensor's ArcInner<Bytes>
         "matmul_workspace_bytes": INT,   # gemm's thread-local L2 slab, at the first matmul
         "gemm_mr": INT,                  # gemm f32 blocking (sim.backend.gemm_slab_written);
         "gemm_nr": INT,                  #   gemm_mr = 0: slab residency not modelled

@@ -92,7 +92,7 @@ def _shape_of(values):
 class Tensor:
     """One tensor handle: shape, buffer, and (on autodiff devices) node and ref count."""
 
-    __slots__ = ("device", "shape", "prim", "node", "rc", "_box", "holds")
+    __slots__ = ("device", "shape", "prim", "node", "rc", "_box", "_strides", "holds")
 
     def __init__(self, device, shape, prim, node=None, rc=None):
         self.device = device
@@ -116,6 +116,10 @@ class Tensor:
             sim.heap.alloc(box)
         else:
             self._box = 0
+        # burn-flex: every FlexTensor value has its Layout's strides Vec<isize> (layout.rs)
+        strides = self._strides = device.backend.handle_stride_bytes * len(self.shape)
+        if strides:
+            device.sim.heap.alloc(strides)
 
     # -- lifetime ----------------------------------------------------------------
     def _release(self) -> None:
@@ -126,6 +130,9 @@ class Tensor:
         if self._box:
             self.device.sim.heap.free(self._box)
             self._box = 0
+        if self._strides:
+            self.device.sim.heap.free(self._strides)
+            self._strides = 0
         self.prim = None
         self.node = None
         self.rc = None

@@ -118,6 +118,14 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
     let x = Tensor::<2>::random([batch, features], Distribution::Default, &ad);
     let mut optim = SgdConfig::new().init();
     let mut rep = Reporter { variant, heap0: alloc::snapshot(), last_t: Instant::now(), last_count: 0, first: true };
+    // PROBE_TRACE_KEPT=train|start (diagnostics, stderr only): the blocks allocated and still
+    // live (KEPT lines: size align) in the window from the reference snapshot to the first
+    // train report (train), or from the last train report to the first generate sample
+    // (start: model.valid() and z)
+    let trace_kept = std::env::var("PROBE_TRACE_KEPT").unwrap_or_default();
+    if trace_kept == "train" {
+        alloc::trace_start();
+    }
 
     for step in 1..=steps {
         let loss = model.forward(x.clone()).powi_scalar(2).mean();
@@ -146,6 +154,14 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
             // (drop net: `valid` goes out of scope here)
         }
         if step % report_every == 0 {
+            if trace_kept == "train" && step == report_every {
+                print_kept("train");
+            }
+            if trace_kept == "start" && step == steps {
+                rep.report(sink, "train", step, "step", step);
+                alloc::trace_start();
+                continue;
+            }
             rep.report(sink, "train", step, "step", step);
         }
     }
@@ -166,11 +182,124 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         }
     };
     let z = Tensor::<2>::random([1, features], Distribution::Default, input_device);
+    // PROBE_TRACE_GEN=N (diagnostics, stderr only): generate sample N is traced with a mark
+    // after each layer of the real `Mlp::forward`, sample N+1 as the same ops issued one by
+    // one through the public API (matmul, bias reshape, add, relu, ..., sum, into_scalar),
+    // a mark after each; every alloc/free/realloc is printed (TRACE lines) after sample N+1.
+    if trace_kept == "start" {
+        print_kept("start");
+    }
+    let trace_gen: Option<usize> = std::env::var("PROBE_TRACE_GEN").ok().and_then(|v| v.parse().ok());
+    let mut marks: Vec<(&'static str, usize)> = Vec::with_capacity(if trace_gen.is_some() { 64 } else { 0 });
     for i in 1..=samples {
+        if trace_gen == Some(i) {
+            alloc::trace_start();
+            marks.push(("sample-forward", alloc::trace_len()));
+            let x = net.hidden.forward(z.clone());
+            marks.push(("after hidden", alloc::trace_len()));
+            let x = net.activation.forward(x);
+            marks.push(("after relu", alloc::trace_len()));
+            let x = net.output.forward(x);
+            marks.push(("after output", alloc::trace_len()));
+            let x = x.sum();
+            marks.push(("after sum", alloc::trace_len()));
+            let s: f32 = x.into_scalar();
+            marks.push(("after into_scalar", alloc::trace_len()));
+            std::hint::black_box(s);
+            continue;
+        }
+        if trace_gen.map(|n| n + 1) == Some(i) {
+            marks.push(("sample-ops", alloc::trace_len()));
+            let zc = z.clone();
+            marks.push(("z.clone", alloc::trace_len()));
+            let w = net.hidden.weight.val();
+            marks.push(("w1.val", alloc::trace_len()));
+            let a = zc.matmul(w);
+            marks.push(("matmul1", alloc::trace_len()));
+            let b = net.hidden.bias.as_ref().unwrap().val();
+            marks.push(("b1.val", alloc::trace_len()));
+            let b = b.reshape([1, features]);
+            marks.push(("reshape b1", alloc::trace_len()));
+            let a = a + b;
+            marks.push(("add1", alloc::trace_len()));
+            let a = burn::tensor::activation::relu(a);
+            marks.push(("relu", alloc::trace_len()));
+            let w = net.output.weight.val();
+            marks.push(("w2.val", alloc::trace_len()));
+            let a = a.matmul(w);
+            marks.push(("matmul2", alloc::trace_len()));
+            let b = net.output.bias.as_ref().unwrap().val();
+            marks.push(("b2.val", alloc::trace_len()));
+            let b = b.reshape([1, features]);
+            marks.push(("reshape b2", alloc::trace_len()));
+            let a = a + b;
+            marks.push(("add2", alloc::trace_len()));
+            let s = a.sum();
+            marks.push(("sum", alloc::trace_len()));
+            let v: f32 = s.into_scalar();
+            marks.push(("into_scalar", alloc::trace_len()));
+            std::hint::black_box(v);
+            let (events, overflow) = alloc::trace_stop();
+            let mut m = 0;
+            for (k, e) in events.iter().enumerate() {
+                while m < marks.len() && marks[m].1 <= k {
+                    eprintln!("TRACE mark {}", marks[m].0);
+                    m += 1;
+                }
+                eprintln!("TRACE {:?} {} {} {:#x} {} {:#x}", e.kind, e.size, e.align, e.ptr, e.old_size, e.old_ptr);
+            }
+            while m < marks.len() {
+                eprintln!("TRACE mark {}", marks[m].0);
+                m += 1;
+            }
+            if overflow { eprintln!("TRACE overflow"); }
+            continue;
+        }
         let s: f32 = net.forward(z.clone()).sum().into_scalar();
         std::hint::black_box(s);
         if i % report_every == 0 {
             rep.report(sink, "generate", i, "samples", i);
         }
+    }
+}
+
+/// Stop the trace and print the blocks allocated in it and still live (size, align), and
+/// the pre-existing blocks it freed.
+fn print_kept(label: &str) {
+    let (events, overflow) = alloc::trace_stop();
+    let mut live: std::collections::BTreeMap<usize, (usize, usize, usize)> = Default::default();
+    let mut pre = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        match e.kind {
+            alloc::EventKind::Alloc => {
+                live.insert(e.ptr, (i, e.size, e.align));
+            }
+            alloc::EventKind::Free => {
+                if live.remove(&e.ptr).is_none() {
+                    pre.push((e.size, e.align));
+                }
+            }
+            alloc::EventKind::Realloc => {
+                if live.remove(&e.old_ptr).is_none() {
+                    pre.push((e.old_size, e.align));
+                }
+                live.insert(e.ptr, (i, e.size, e.align));
+            }
+        }
+    }
+    // PROBE_TRACE_FROM=i: every event from index i on (EV lines)
+    if let Some(from) = std::env::var("PROBE_TRACE_FROM").ok().and_then(|v| v.parse::<usize>().ok()) {
+        for (i, e) in events.iter().enumerate().skip(from) {
+            eprintln!("EV {i} {:?} {} {} {:#x} {} {:#x}", e.kind, e.size, e.align, e.ptr, e.old_size, e.old_ptr);
+        }
+    }
+    let mut kept: Vec<_> = live.values().collect();
+    kept.sort();
+    eprintln!("KEPT {label}: {} events, {} kept blocks, {} B; overflow {overflow}", events.len(), kept.len(), kept.iter().map(|k| k.1).sum::<usize>());
+    for (i, size, align) in kept {
+        eprintln!("KEPT {i} {size} {align}");
+    }
+    for (size, align) in pre {
+        eprintln!("KEPT pre-existing-free {size} {align}");
     }
 }
