@@ -18,19 +18,46 @@ __all__ = ["Param", "Linear", "Relu", "Mlp"]
 
 
 class Param:
-    """A module parameter: a tensor, created on first use when lazy."""
+    """A module parameter: a tensor, created on first use when lazy.
 
-    __slots__ = ("shape", "device", "tensor", "require_grad", "param_id")
+    Host blocks as burn-core's ``Param`` owns them: its ``Arc<LazyInitState>``
+    (``param_state_bytes``), and while lazy the boxed init closure and the block it
+    owns (``param_init_bytes``, ``param_init_extra_bytes``), freed by the first
+    ``val()``. ``path`` is the module path burn-optim joins for the parameter
+    (``hidden.weight``).
+    """
+
+    __slots__ = ("shape", "device", "tensor", "require_grad", "param_id", "path", "_heap",
+                 "_state", "_init")
 
     _ids = 0
 
-    def __init__(self, shape, device, require_grad=True, tensor=None):
+    def __init__(self, shape, device, require_grad=True, tensor=None, path=""):
         self.shape = tuple(shape)
         self.device = device
         self.tensor = tensor
         self.require_grad = require_grad
+        self.path = path
         Param._ids += 1
         self.param_id = Param._ids
+        sim = device.sim
+        layout = sim.layout
+        heap = self._heap = sim.heap
+        # Param::uninitialized / Param::initialized: LazyInitState::{uninitialized, initialized}
+        self._init = () if tensor is not None else tuple(
+            b for b in (layout.param_init_bytes, layout.param_init_extra_bytes) if b)
+        for nbytes in self._init:
+            heap.alloc(nbytes)
+        self._state = layout.param_state_bytes
+        if self._state:
+            heap.alloc(self._state)
+
+    def __del__(self):
+        heap = self._heap
+        for nbytes in self._init:
+            heap.free(nbytes)
+        if self._state:
+            heap.free(self._state)
 
     def val(self) -> Tensor:
         """A handle on the parameter (initialising it on first use)."""
@@ -47,7 +74,19 @@ class Param:
             if self.require_grad and self.device.is_autodiff:
                 tensor.require_grad()
             self.tensor = tensor
+            # the FnOnce init closure ran: its box and what it owned are freed
+            for nbytes in self._init:
+                self._heap.free(nbytes)
+            self._init = ()
         return self.tensor.clone()
+
+    def replace(self, tensor) -> None:
+        """The optimizer's ``Param::from_mapped_value``: the same id, a new
+        ``LazyInitState`` around ``tensor`` (the old one freed with the old Param)."""
+        if self._state:
+            self._heap.alloc(self._state)
+            self._heap.free(self._state)
+        self.tensor = tensor
 
     def is_initialized(self) -> bool:
         return self.tensor is not None
@@ -55,7 +94,7 @@ class Param:
     def valid(self) -> "Param":
         """The parameter off autodiff (initialised first)."""
         inner = self.val().without_autodiff()
-        return Param(self.shape, inner.device, False, inner)
+        return Param(self.shape, inner.device, False, inner, self.path)
 
 
 class Linear:
@@ -63,8 +102,8 @@ class Linear:
 
     def __init__(self, d_in, d_out, device, bias=True):
         device.sim.touched.touch_code("module")   # LinearConfig::init's code
-        self.weight = Param((d_in, d_out), device)
-        self.bias = Param((d_out,), device) if bias else None
+        self.weight = Param((d_in, d_out), device, path="weight")
+        self.bias = Param((d_out,), device, path="bias") if bias else None
         self.d_out = d_out
 
     def forward(self, x: Tensor) -> Tensor:
@@ -103,10 +142,14 @@ class Relu:
 
 
 class Mlp:
-    """``Linear(d, h) -> Relu -> Linear(h, d)``."""
+    """``Linear(d, h) -> Relu -> Linear(h, d)``: a module with fields ``hidden``,
+    ``activation``, ``output`` (its parameters' paths: ``hidden.weight`` ...)."""
 
     def __init__(self, d_in, hidden, d_out, device):
         self.layers = [Linear(d_in, hidden, device), Relu(), Linear(hidden, d_out, device)]
+        for name, layer in (("hidden", self.layers[0]), ("output", self.layers[2])):
+            for param in layer.params():
+                param.path = f"{name}.{param.path}"
 
     def forward(self, x: Tensor) -> Tensor:
         x.device.sim.timing.module_call()

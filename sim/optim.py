@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 
+from .costs.tables import RawTable, TableLayout
 from .tensor import Tensor, drop
 
-__all__ = ["GradientsParams", "Sgd", "Adam", "OPTIMIZERS", "burn_adam", "torch_adam"]
+__all__ = ["GradientsParams", "ModuleOptimizer", "Sgd", "Adam", "OPTIMIZERS", "burn_adam", "torch_adam"]
 
 
 class GradientsParams:
@@ -42,7 +43,47 @@ class GradientsParams:
         return cls(found)
 
 
-class Sgd:
+class ModuleOptimizer:
+    """burn-optim's ``ModuleOptimizer`` host bookkeeping, shared by every optimizer.
+
+    ``param_context`` is a hashbrown map ``ParamId -> OptimizationContext``
+    (``optimizer_context_slot_bytes`` per slot; removed and re-inserted per parameter
+    and step, so it grows to the parameter count and stays). Each update joins the
+    parameter's module path into a new ``String`` (its length in bytes; the old one is
+    freed) and replaces the state's ``Arc`` block (``state_key``: the layout key of
+    its size). Their order per parameter follows ``map_float``: the path first, then
+    the old context's path dropped, then the state.
+    """
+
+    #: layout key of the size of this optimizer's state Arc block
+    state_key = "sgd_state_bytes"
+
+    def __init__(self):
+        self._context = {}      # param_id -> (path bytes, state bytes)
+        self._table = None
+
+    def _record(self, sim, param) -> None:
+        layout, heap = sim.layout, sim.heap
+        if self._table is None:
+            self._table = RawTable(TableLayout(layout.optimizer_context_slot_bytes, 8,
+                                               layout.group_width), heap)
+        old = self._context.pop(param.param_id, None)
+        path = len(param.path.encode())
+        if path:
+            heap.alloc(path)                    # self.path.join(".")
+        if old is not None:
+            if old[0]:
+                heap.free(old[0])
+            if old[1]:
+                heap.free(old[1])               # Arc::try_unwrap of the old DynState
+        state = getattr(layout, self.state_key)
+        if state:
+            heap.alloc(state)                   # DynState::create of the new state
+        self._context[param.param_id] = (path, state)
+        self._table.fit(len(self._context))
+
+
+class Sgd(ModuleOptimizer):
     """SGD without momentum or weight decay."""
 
     def step(self, lr, module, grads: GradientsParams):
@@ -66,11 +107,12 @@ class Sgd:
             del grad
             updated = Tensor(inner.device, param.shape, buf)
             del inner, buf
-            param.tensor = Tensor.from_inner(updated, device).require_grad()
+            self._record(device.sim, param)
+            param.replace(Tensor.from_inner(updated, device).require_grad())
         return module
 
 
-class Adam:
+class Adam(ModuleOptimizer):
     """Adam with burn's default config; ``states`` holds each parameter's moments.
 
     The update itself is the policy seam ``adam_update``: burn's :func:`burn_adam`,
@@ -78,8 +120,10 @@ class Adam:
     """
 
     beta_1, beta_2, epsilon = 0.9, 0.999, 1e-5
+    state_key = "adam_state_bytes"
 
     def __init__(self):
+        super().__init__()
         #: param_id -> [time, moment_1, moment_2] (plain tensors on the inner device)
         self.states = {}
 
@@ -100,7 +144,8 @@ class Adam:
             updated, self.states[param.param_id] = sim.policy.adam_update(
                 self, inner, grad, state, lr)
             del inner, grad
-            param.tensor = Tensor.from_inner(updated, device).require_grad()
+            self._record(sim, param)
+            param.replace(Tensor.from_inner(updated, device).require_grad())
             del updated
         return module
 

@@ -65,6 +65,12 @@ SCHEMA = {
         "scalar_bytes": INT,
         "action_bytes": INT,
         "dispatch_box_bytes": INT,
+        "param_state_bytes": INT,            # a parameter's Arc<LazyInitState> (burn-core Param)
+        "param_init_bytes": INT,             # a lazy parameter's boxed init closure ...
+        "param_init_extra_bytes": INT,       # ... and the block it owns, freed at the first val()
+        "optimizer_context_slot_bytes": INT,  # ModuleOptimizer.param_context slot
+        "sgd_state_bytes": INT,              # the optimizer state's Arc block per parameter
+        "adam_state_bytes": INT,
         "steps_slot_bytes": INT,
         "actions_slot_bytes": INT,
         "nodes_slot_bytes": INT,
