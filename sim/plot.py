@@ -279,14 +279,14 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
 
 
 def _categories(rows):
-    keys = []
+    """``(x, phase) -> position``: in the order the rows come, which is the order a run
+    recorded them (a train loop's reports, then the generation's; the phases of one
+    loop at one x as they happened), not sorted by x: phases with x axes of their own
+    (steps, then samples) would interleave."""
+    positions = {}
     for r in rows:
-        key = (r["x"], r.get("phase", ""))
-        if key not in keys:
-            keys.append(key)
-    order = {k: i for i, k in enumerate(keys)}
-    ordered = sorted(keys, key=lambda k: (k[0], order[k]))
-    return {k: i for i, k in enumerate(ordered)}
+        positions.setdefault((r["x"], r.get("phase", "")), len(positions))
+    return positions
 
 
 def _category_label(x, phase, labels):

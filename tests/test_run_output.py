@@ -24,3 +24,13 @@ def test_out_suffix_picks_the_format(name, fmt, first, tmp_path, capsys):
     assert text.startswith(first)
     if name.endswith(".json") and not fmt:
         assert json.loads(text)[0]["experiment"] == "adleak-rss"
+
+
+def test_phases_of_their_own_loops_are_plotted_in_run_order():
+    # train-validate reports train@50..200, then generate@50..400: not interleaved by x
+    from sim.plot import _categories
+    rows = [{"x": x, "phase": "train"} for x in (50, 100)] + \
+           [{"x": x, "phase": "generate"} for x in (50, 100, 150)]
+    positions = _categories(rows)
+    assert sorted(positions, key=positions.get) == [
+        (50, "train"), (100, "train"), (50, "generate"), (100, "generate"), (150, "generate")]
