@@ -112,11 +112,35 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
     let (validate_every, val_batches, samples, report_every) = (50 / q, 20 / q, 400 / q, 50 / q);
     let (batch, features) = (32, 128);
 
+    // PROBE_PARTS=1 (diagnostics, stderr only): after each part of the set-up, of step 1, of
+    // the first validation and of the first generation sample: RSS (statm), resident text of
+    // the binary (smaps), live heap, the program break and glibc's mallinfo2, recorded
+    // without allocating into a buffer reserved here and printed at the end (PART lines);
+    // PROBE_SMAPS=1 also prints the resident mappings at the end.
+    let parts_on = std::env::var("PROBE_PARTS").is_ok();
+    let mut parts: Vec<(&'static str, [u64; 10], [u64; 5])> = Vec::with_capacity(if parts_on { 64 } else { 0 });
+    let brk0 = burn_probes::rss::program_break() as u64;
+    let mut part = |name: &'static str| {
+        if parts_on {
+            let m = burn_probes::rss::malloc_info().unwrap_or_default();
+            let r = burn_probes::rss::rss_bytes_noalloc();
+            let t = burn_probes::rss::text_rss_bytes();
+            let h = alloc::snapshot();
+            let b = burn_probes::rss::program_break() as u64;
+            let c = smaps_classes();
+            parts.push((name, [r, t, h.live_bytes as u64, b.wrapping_sub(brk0), m.arena as u64,
+                m.uordblks as u64, m.fordblks as u64, m.keepcost as u64, m.hblks as u64, m.hblkhd as u64], c));
+        }
+    };
+    part("start");
     let ad = Device::flex().autodiff();
     let plain = Device::flex();
+    part("device");
     let mut model = Mlp::new(features, features, features, &ad);
+    part("model");
     let x = Tensor::<2>::random([batch, features], Distribution::Default, &ad);
     let mut optim = SgdConfig::new().init();
+    part("setup");
     let mut rep = Reporter { variant, heap0: alloc::snapshot(), last_t: Instant::now(), last_count: 0, first: true };
     // PROBE_TRACE_KEPT=train|start (diagnostics, stderr only): the blocks allocated and still
     // live (KEPT lines: size align) in the window from the reference snapshot to the first
@@ -128,10 +152,17 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
     }
 
     for step in 1..=steps {
-        let loss = model.forward(x.clone()).powi_scalar(2).mean();
+        let out = model.forward(x.clone());
+        if step == 1 { part("1 forward"); }
+        let loss = out.powi_scalar(2).mean();
+        if step == 1 { part("1 loss"); }
         let grads = GradientsParams::from_grads(loss.backward(), &model);
+        if step == 1 { part("1 backward"); }
         drop(loss);
         model = optim.step(1e-3, model, grads);
+        if step == 1 { part("1 sgd"); }
+        if step == 2 { part("2 sgd"); }
+        if step == validate_every { part("val train"); }
         if step % validate_every == 0 {
             let valid;
             let (net, input_device): (&Mlp, &Device) = match variant {
@@ -146,11 +177,13 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
                 }
             };
             let xv = Tensor::<2>::random([batch, features], Distribution::Default, input_device);
-            for _ in 0..val_batches {
+            for vb in 0..val_batches {
                 let s: f32 = net.forward(xv.clone()).sum().into_scalar();
                 std::hint::black_box(s);
+                if step == validate_every && vb == 0 { part("val batch 1"); }
             }
             drop(xv);
+            if step == validate_every { part("val done"); }
             // (drop net: `valid` goes out of scope here)
         }
         if step % report_every == 0 {
@@ -257,10 +290,78 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         }
         let s: f32 = net.forward(z.clone()).sum().into_scalar();
         std::hint::black_box(s);
+        if i == 1 { part("gen 1"); }
+        if i == samples { part("gen last"); }
         if i % report_every == 0 {
             rep.report(sink, "generate", i, "samples", i);
         }
     }
+    if parts_on {
+        let r0 = parts[0].1[0] as i64;
+        let t0 = parts[0].1[1] as i64;
+        let h0 = parts[0].1[2] as i64;
+        for (name, v, c) in &parts {
+            eprintln!("CLS  {name:<12} exe-x {:>7.1} exe-other {:>7.1} libs {:>7.1} heap {:>7.1} anon {:>7.1} KiB",
+                c[0] as f64 / 1024.0, c[1] as f64 / 1024.0, c[2] as f64 / 1024.0, c[3] as f64 / 1024.0, c[4] as f64 / 1024.0);
+        }
+        for (name, v, _) in &parts {
+            eprintln!("PART {name:<12} rss {:>9.1} d {:>8.1} text {:>7.1} d {:>7.1} live {:>8.1} brk {:>7.1} arena {:>7.1} inuse {:>7.1} free {:>7.1} top {:>6.1} mmap {} {:>7.1} KiB",
+                v[0] as f64 / 1024.0, (v[0] as i64 - r0) as f64 / 1024.0, v[1] as f64 / 1024.0,
+                (v[1] as i64 - t0) as f64 / 1024.0, (v[2] as i64 - h0) as f64 / 1024.0,
+                v[3] as f64 / 1024.0, v[4] as f64 / 1024.0, v[5] as f64 / 1024.0, v[6] as f64 / 1024.0,
+                v[7] as f64 / 1024.0, v[8], v[9] as f64 / 1024.0);
+        }
+        let (anon, file) = burn_probes::rss::rss_split();
+        eprintln!("PART end RssAnon {} KiB RssFile {} KiB", anon / 1024, file / 1024);
+        if std::env::var("PROBE_SMAPS").is_ok() { eprint!("{}", burn_probes::rss::smaps_summary()); }
+    }
+}
+
+/// Resident bytes of /proc/self/smaps by class, read without allocating: [the binary's
+/// executable mappings, its other mappings, other files (libraries), [heap], other anonymous].
+fn smaps_classes() -> [u64; 5] {
+    use std::io::Read;
+    let mut out = [0u64; 5];
+    let Ok(mut file) = std::fs::File::open("/proc/self/smaps") else { return out };
+    let mut buf = [0u8; 8192];
+    let mut line = [0u8; 512];
+    let mut len = 0usize;
+    let mut exe = [0u8; 256];
+    let mut exe_len = usize::MAX;
+    let mut cls = 4usize;
+    let mut handle = |l: &[u8], cls: &mut usize, exe: &mut [u8; 256], exe_len: &mut usize, out: &mut [u64; 5]| {
+        let s = std::str::from_utf8(l).unwrap_or("");
+        let first = s.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            let perms = s.split_whitespace().nth(1).unwrap_or("");
+            let path = s.split_whitespace().nth(5).unwrap_or("");
+            if *exe_len == usize::MAX {
+                let n = path.len().min(256);
+                exe[..n].copy_from_slice(&path.as_bytes()[..n]);
+                *exe_len = n;
+            }
+            *cls = if !path.is_empty() && path.as_bytes() == &exe[..*exe_len] {
+                if perms.contains('x') { 0 } else { 1 }
+            } else if path.starts_with('/') { 2 } else if path == "[heap]" { 3 } else { 4 };
+        } else if s.starts_with("Rss:") {
+            let kb: u64 = s.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+            out[*cls] += kb * 1024;
+        }
+    };
+    loop {
+        let n = match file.read(&mut buf) { Ok(0) | Err(_) => break, Ok(n) => n };
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                handle(&line[..len], &mut cls, &mut exe, &mut exe_len, &mut out);
+                len = 0;
+            } else if len < line.len() {
+                line[len] = b;
+                len += 1;
+            }
+        }
+    }
+    if len > 0 { handle(&line[..len], &mut cls, &mut exe, &mut exe_len, &mut out); }
+    out
 }
 
 /// Stop the trace and print the blocks allocated in it and still live (size, align), and
