@@ -100,6 +100,31 @@ def _deepcopy(data):
     return data
 
 
+def _coordinate_steps(current, r0, jac, logs, params, evaluate):
+    """One Gauss-Newton step per parameter alone (in turn, from the point the previous
+    accepted ones reached; halved once if it does not help): ``(values, residuals)``,
+    or ``(current, None)`` when no single parameter improves the fit."""
+    best, best_r = dict(current), r0
+    improved = False
+    for i, name in enumerate(params):
+        column = jac[:, i]
+        norm = float(column @ column)
+        if norm <= 0:
+            continue
+        d = -float(column @ best_r) / norm
+        if logs[i]:
+            d = float(np.clip(d, -np.log(10), np.log(10)))
+        for _ in range(2):
+            trial = dict(best)
+            trial[name] = best[name] * float(np.exp(d)) if logs[i] else max(best[name] + d, 0.0)
+            r1 = evaluate(trial)
+            if np.sqrt(np.mean(r1 ** 2)) < np.sqrt(np.mean(best_r ** 2)):
+                best, best_r, improved = trial, r1, True
+                break
+            d /= 2
+    return (best, best_r) if improved else (current, None)
+
+
 def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, fresh=False,
               max_iterations=8):
     """Fit ``params`` of profile ``base`` to the selected ``measured`` points.
@@ -180,8 +205,16 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
                 break
             delta = delta / 2
         else:
-            echo(f"  iteration {iteration + 1}: no step improves the fit; stopping")
-            break
+            # the joint step fails (noisy or strongly nonlinear points): move the
+            # parameters one at a time, each by its own Gauss-Newton step, keeping a move
+            # only if it improves the fit (a parameter whose points are independent of the
+            # rest, e.g. a baseline, is not held back by the others)
+            trial, r1 = _coordinate_steps(current, r0, jac, logs, params, evaluate)
+            if r1 is None:
+                echo(f"  iteration {iteration + 1}: no step improves the fit; stopping")
+                break
+            echo(f"  iteration {iteration + 1}: the joint step does not improve the fit; "
+                 f"moved parameters one at a time")
         moved = max(abs(trial[n] - current[n]) / max(abs(current[n]), 1e-9) for n in params)
         current, r0 = trial, r1
         echo(f"  iteration {iteration + 1}: rms relative error {rms0:.4f}"

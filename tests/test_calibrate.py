@@ -76,3 +76,22 @@ def test_iteration_limit_is_reported(tmp_path):
     assert not any("stopped at --max-iterations" in str(line) for line in lines)
     assert all(r["ok"] for r in table if r["status"] == "fitted")
     assert full.time["process_warmup_ns"] > short.time["process_warmup_ns"]
+
+
+def test_coordinate_steps_move_an_independent_parameter_when_the_joint_step_fails():
+    # a baseline-like parameter whose point depends on it alone: its own Gauss-Newton
+    # step (in log space) lands on the measured value; a parameter with no handle stays
+    import numpy as np
+    from sim.calibrate import _coordinate_steps
+
+    def evaluate(v):
+        return np.array([np.log(v["base"] / 2.0), 0.3])
+    current = {"base": 1.0, "other": 5.0}
+    r0 = evaluate(current)
+    jac = np.array([[1.0, 0.0], [0.0, 0.0]])
+    values, r1 = _coordinate_steps(current, r0, jac, [True, True], ["base", "other"], evaluate)
+    assert abs(values["base"] - 2.0) < 1e-9 and values["other"] == 5.0
+    assert abs(r1[0]) < 1e-9
+    # nothing to gain: no move
+    values, r1 = _coordinate_steps(values, r1, jac, [True, True], ["base", "other"], evaluate)
+    assert r1 is None
