@@ -44,7 +44,14 @@ class GradientsParams:
 
 
 class ModuleOptimizer:
-    """burn-optim's ``ModuleOptimizer`` host bookkeeping, shared by every optimizer.
+    """burn-optim's ``ModuleOptimizer``: the loop every optimizer shares, and its host
+    bookkeeping. A subclass is the ``Optimizer`` (``_update``: one parameter's step).
+
+    ``step`` visits the parameters that have a gradient, as ``map_float`` does: the
+    parameter's tensor goes to the inner backend (the autodiff handle dropped first),
+    ``_update`` computes the new tensor there, then ``ParameterContext::restore``
+    (``from_inner`` + ``require_grad``: a new node and RootStep) and
+    ``Param::from_mapped_value`` put it back.
 
     ``param_context`` is a hashbrown map ``ParamId -> OptimizationContext``
     (``optimizer_context_slot_bytes`` per slot; removed and re-inserted per parameter
@@ -61,6 +68,30 @@ class ModuleOptimizer:
     def __init__(self):
         self._context = {}      # param_id -> (path bytes, state bytes)
         self._table = None
+
+    def step(self, lr, module, grads: GradientsParams):
+        """Update ``module``'s parameters; returns the module (as burn's ``step``)."""
+        params = [p for p in module.params() if p.param_id in grads.grads]
+        if not params:
+            return module
+        sim = params[0].tensor.device.sim
+        sim.timing.optimizer_step(len(params))
+        sim.touched.touch_code("optimizer")   # burn-optim's step: text on first use
+        for param in params:
+            device = param.tensor.device
+            grad = grads.grads.get(param.param_id)
+            inner = param.tensor.without_autodiff()
+            param.tensor = None
+            updated = self._update(sim, param, inner, grad, lr)
+            del inner, grad
+            self._record(sim, param)
+            param.replace(Tensor.from_inner(updated, device).require_grad())
+            del updated
+        return module
+
+    def _update(self, sim, param, tensor, grad, lr) -> Tensor:
+        """One parameter's new value (a plain tensor), from ``tensor`` and ``grad``."""
+        raise NotImplementedError
 
     def _record(self, sim, param) -> None:
         layout, heap = sim.layout, sim.heap
@@ -84,32 +115,13 @@ class ModuleOptimizer:
 
 
 class Sgd(ModuleOptimizer):
-    """SGD without momentum or weight decay."""
+    """SGD without momentum or weight decay: the policy seam ``sgd_update``."""
 
-    def step(self, lr, module, grads: GradientsParams):
-        """Update ``module``'s parameters in place; returns the module (as burn's ``step``)."""
-        params = [p for p in module.params() if p.param_id in grads.grads]
-        if params:
-            sim = params[0].tensor.device.sim
-            sim.timing.optimizer_step(len(params))
-            sim.touched.touch_code("optimizer")   # burn-optim's step: text on first use
-        for param in module.params():
-            grad = grads.grads.get(param.param_id)
-            if grad is None:
-                continue
-            device = param.tensor.device
-            backend = device.backend
-            inner = param.tensor.without_autodiff()
-            param.tensor = None
-            n = math.prod(param.shape)
-            device.sim.timing.optimizer_update(n, backend)
-            buf = device.sim.policy.sgd_update(backend, inner, grad, param.shape)
-            del grad
-            updated = Tensor(inner.device, param.shape, buf)
-            del inner, buf
-            self._record(device.sim, param)
-            param.replace(Tensor.from_inner(updated, device).require_grad())
-        return module
+    def _update(self, sim, param, tensor, grad, lr) -> Tensor:
+        backend = tensor.device.backend
+        sim.timing.optimizer_update(math.prod(param.shape), backend)
+        buf = sim.policy.sgd_update(backend, tensor, grad, param.shape)
+        return Tensor(tensor.device, param.shape, buf)
 
 
 class Adam(ModuleOptimizer):
@@ -127,27 +139,11 @@ class Adam(ModuleOptimizer):
         #: param_id -> [time, moment_1, moment_2] (plain tensors on the inner device)
         self.states = {}
 
-    def step(self, lr, module, grads: GradientsParams):
-        """Update ``module``'s parameters; returns the module (as burn's ``step``)."""
-        params = [p for p in module.params() if p.param_id in grads.grads]
-        if not params:
-            return module
-        sim = params[0].tensor.device.sim
-        sim.timing.optimizer_step(len(params))
-        sim.touched.touch_code("optimizer")
-        for param in params:
-            device = param.tensor.device
-            grad = grads.grads.pop(param.param_id)   # GradientsParams::remove: moved out
-            inner = param.tensor.without_autodiff()
-            param.tensor = None
-            state = self.states.pop(param.param_id, None)
-            updated, self.states[param.param_id] = sim.policy.adam_update(
-                self, inner, grad, state, lr)
-            del inner, grad
-            self._record(sim, param)
-            param.replace(Tensor.from_inner(updated, device).require_grad())
-            del updated
-        return module
+    def _update(self, sim, param, tensor, grad, lr) -> Tensor:
+        state = self.states.pop(param.param_id, None)
+        updated, self.states[param.param_id] = sim.policy.adam_update(
+            self, tensor, grad, state, lr)
+        return updated
 
 
 def burn_adam(adam, tensor, grad, state, lr):
