@@ -238,6 +238,26 @@ pub fn trace_stop() -> (Vec<Event>, bool) {
     (out, overflow)
 }
 
+/// Print `events` to stderr, one `TRACE` line each, with `TRACE <word> <label>` before
+/// the event index of each mark (`marks`: (label, index into the events)), the marks
+/// past the last event after it, and `TRACE overflow` if the buffer filled up.
+pub fn print_trace<L: std::fmt::Display>(events: &[Event], overflow: bool, word: &str, marks: &[(L, usize)]) {
+    let mut m = 0;
+    for (i, e) in events.iter().enumerate() {
+        while m < marks.len() && marks[m].1 <= i {
+            eprintln!("TRACE {word} {}", marks[m].0);
+            m += 1;
+        }
+        eprintln!("TRACE {:?} {} {} {:#x} {} {:#x}", e.kind, e.size, e.align, e.ptr, e.old_size, e.old_ptr);
+    }
+    for (label, _) in &marks[m..] {
+        eprintln!("TRACE {word} {label}");
+    }
+    if overflow {
+        eprintln!("TRACE overflow");
+    }
+}
+
 /// Run `f` with tracing on, return its result and the events.
 pub fn trace<R>(f: impl FnOnce() -> R) -> (R, Vec<Event>, bool) {
     trace_start();

@@ -233,15 +233,7 @@ pub fn run_mode(experiment: &str, mode: &str, opt: Optim, opts: &Opts, sink: &mu
         if let Some((_, b)) = trace_range {
             if step == b {
                 let (events, overflow) = alloc::trace_stop();
-                let mut mark = 0;
-                for (i, e) in events.iter().enumerate() {
-                    while mark < trace_marks.len() && trace_marks[mark].1 <= i {
-                        eprintln!("TRACE step {}", trace_marks[mark].0);
-                        mark += 1;
-                    }
-                    eprintln!("TRACE {:?} {} {} {:#x} {} {:#x}", e.kind, e.size, e.align, e.ptr, e.old_size, e.old_ptr);
-                }
-                if overflow { eprintln!("TRACE overflow"); }
+                alloc::print_trace(&events, overflow, "step", &trace_marks);
             }
         }
         for (phase, x, v) in text_rows.drain(..) {

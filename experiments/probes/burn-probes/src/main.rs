@@ -9,6 +9,7 @@
 
 mod adleak;
 mod ema;
+mod mlp;
 mod pit;
 mod sizeof;
 mod trace;

@@ -2,8 +2,7 @@
 //! Host heap replaces the GPU pool: on Flex the tensor data is host heap too.
 
 use crate::Opts;
-use burn::module::Module;
-use burn::nn::{Linear, LinearConfig, Relu};
+use crate::mlp::Mlp;
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn_probes::alloc;
@@ -14,26 +13,6 @@ use std::time::Instant;
 /// The seed's `pit-infer` ran on Metal (GPU pool); this one runs on Flex (host heap),
 /// so its rows carry their own experiment name.
 const EXPERIMENT: &str = "pit-infer-flex";
-
-#[derive(Module, Debug)]
-struct Mlp {
-    hidden: Linear,
-    activation: Relu,
-    output: Linear,
-}
-
-impl Mlp {
-    fn new(device: &Device) -> Self {
-        Self {
-            hidden: LinearConfig::new(512, 512).init(device),
-            activation: Relu::new(),
-            output: LinearConfig::new(512, 512).init(device),
-        }
-    }
-    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        self.output.forward(self.activation.forward(self.hidden.forward(x)))
-    }
-}
 
 fn kib(b: i64) -> String {
     f(b as f64 / 1024.0, 1)
@@ -76,7 +55,7 @@ pub fn run(opts: &Opts, sink: &mut Sink) {
     let ad = Device::flex().autodiff();
     let plain = Device::flex();
     let h0 = alloc::snapshot();
-    let model = Mlp::new(&ad);
+    let model = Mlp::new(512, 512, 512, &ad);
     let h1 = alloc::snapshot();
     sink.row(EXPERIMENT, "build", "", 0, "forwards", "host_heap_delta", kib(h1.bytes_since(&h0)), "KiB",
         "host heap growth from building the model on Device::flex().autodiff() (weights lazily initialised); on Flex tensor data is host heap, there is no GPU pool");

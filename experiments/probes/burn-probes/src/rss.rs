@@ -98,16 +98,22 @@ pub fn smaps_summary() -> String {
 /// is unavailable. Pages come in through file fault-around (64 KiB by default), so the
 /// figure moves in steps of up to 16 pages.
 pub fn text_rss_bytes() -> u64 {
+    smaps_classes_noalloc()[0]
+}
+
+/// Resident bytes of /proc/self/smaps by class, read without allocating: [the binary's
+/// executable mappings, its other mappings, other files (libraries), [heap], other anonymous].
+pub fn smaps_classes_noalloc() -> [u64; 5] {
     use std::io::Read;
-    let Ok(mut file) = std::fs::File::open("/proc/self/smaps") else { return 0 };
+    let mut out = [0u64; 5];
+    let Ok(mut file) = std::fs::File::open("/proc/self/smaps") else { return out };
     let mut buf = [0u8; 8192];
     let mut line = [0u8; 512];
     let mut len = 0usize;
     let mut exe = [0u8; 256];
-    let mut exe_len = usize::MAX; // unknown until the first mapping line
-    let mut in_text = false;
-    let mut total = 0u64;
-    let mut handle = |l: &[u8], exe: &mut [u8; 256], exe_len: &mut usize, in_text: &mut bool, total: &mut u64| {
+    let mut exe_len = usize::MAX;
+    let mut cls = 4usize;
+    let handle = |l: &[u8], cls: &mut usize, exe: &mut [u8; 256], exe_len: &mut usize, out: &mut [u64; 5]| {
         let s = std::str::from_utf8(l).unwrap_or("");
         let first = s.split_whitespace().next().unwrap_or("");
         if first.contains('-') && !first.ends_with(':') {
@@ -118,17 +124,19 @@ pub fn text_rss_bytes() -> u64 {
                 exe[..n].copy_from_slice(&path.as_bytes()[..n]);
                 *exe_len = n;
             }
-            *in_text = perms.contains('x') && !path.is_empty() && path.as_bytes() == &exe[..*exe_len];
-        } else if *in_text && s.starts_with("Rss:") {
+            *cls = if !path.is_empty() && path.as_bytes() == &exe[..*exe_len] {
+                if perms.contains('x') { 0 } else { 1 }
+            } else if path.starts_with('/') { 2 } else if path == "[heap]" { 3 } else { 4 };
+        } else if s.starts_with("Rss:") {
             let kb: u64 = s.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
-            *total += kb * 1024;
+            out[*cls] += kb * 1024;
         }
     };
     loop {
         let n = match file.read(&mut buf) { Ok(0) | Err(_) => break, Ok(n) => n };
         for &b in &buf[..n] {
             if b == b'\n' {
-                handle(&line[..len], &mut exe, &mut exe_len, &mut in_text, &mut total);
+                handle(&line[..len], &mut cls, &mut exe, &mut exe_len, &mut out);
                 len = 0;
             } else if len < line.len() {
                 line[len] = b;
@@ -136,8 +144,8 @@ pub fn text_rss_bytes() -> u64 {
             }
         }
     }
-    if len > 0 { handle(&line[..len], &mut exe, &mut exe_len, &mut in_text, &mut total); }
-    total
+    if len > 0 { handle(&line[..len], &mut cls, &mut exe, &mut exe_len, &mut out); }
+    out
 }
 
 /// Resident bytes from /proc/self/statm read through a stack buffer: allocates nothing,

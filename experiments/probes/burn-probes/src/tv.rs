@@ -16,8 +16,9 @@
 //! - the workload fast-forwards identical training steps (`sim.repeat`); here every step runs.
 
 use crate::Opts;
+use crate::mlp::Mlp;
 use burn::module::Module;
-use burn::nn::{Linear, LinearConfig, Relu};
+use burn::nn::Linear;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::prelude::*;
 use burn::tensor::Distribution;
@@ -28,28 +29,6 @@ use std::time::Instant;
 
 const EXPERIMENT: &str = "train-validate";
 pub const VARIANTS: &[&str] = &["autodiff", "valid-model", "plain"];
-
-/// sim/nn.py's `Mlp`: Linear(d, h) -> Relu -> Linear(h, d), both with bias, weights
-/// lazily initialised (burn-nn's `LinearConfig::init`).
-#[derive(Module, Debug)]
-struct Mlp {
-    hidden: Linear,
-    activation: Relu,
-    output: Linear,
-}
-
-impl Mlp {
-    fn new(d_in: usize, hidden: usize, d_out: usize, device: &Device) -> Self {
-        Self {
-            hidden: LinearConfig::new(d_in, hidden).init(device),
-            activation: Relu::new(),
-            output: LinearConfig::new(hidden, d_out).init(device),
-        }
-    }
-    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        self.output.forward(self.activation.forward(self.hidden.forward(x)))
-    }
-}
 
 fn variant_note(variant: &str) -> &'static str {
     match variant {
@@ -124,10 +103,10 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         if parts_on {
             let m = burn_probes::rss::malloc_info().unwrap_or_default();
             let r = burn_probes::rss::rss_bytes_noalloc();
-            let t = burn_probes::rss::text_rss_bytes();
+            let c = burn_probes::rss::smaps_classes_noalloc();
+            let t = c[0];
             let h = alloc::snapshot();
             let b = burn_probes::rss::program_break() as u64;
-            let c = smaps_classes();
             parts.push((name, [r, t, h.live_bytes as u64, b.wrapping_sub(brk0), m.arena as u64,
                 m.uordblks as u64, m.fordblks as u64, m.keepcost as u64, m.hblks as u64, m.hblkhd as u64], c));
         }
@@ -245,47 +224,17 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
             marks.push(("sample-ops", alloc::trace_len()));
             let zc = z.clone();
             marks.push(("z.clone", alloc::trace_len()));
-            let w = net.hidden.weight.val();
-            marks.push(("w1.val", alloc::trace_len()));
-            let a = zc.matmul(w);
-            marks.push(("matmul1", alloc::trace_len()));
-            let b = net.hidden.bias.as_ref().unwrap().val();
-            marks.push(("b1.val", alloc::trace_len()));
-            let b = b.reshape([1, features]);
-            marks.push(("reshape b1", alloc::trace_len()));
-            let a = a + b;
-            marks.push(("add1", alloc::trace_len()));
+            let a = linear_ops(zc, &net.hidden, features, ["w1.val", "matmul1", "b1.val", "reshape b1", "add1"], &mut marks);
             let a = burn::tensor::activation::relu(a);
             marks.push(("relu", alloc::trace_len()));
-            let w = net.output.weight.val();
-            marks.push(("w2.val", alloc::trace_len()));
-            let a = a.matmul(w);
-            marks.push(("matmul2", alloc::trace_len()));
-            let b = net.output.bias.as_ref().unwrap().val();
-            marks.push(("b2.val", alloc::trace_len()));
-            let b = b.reshape([1, features]);
-            marks.push(("reshape b2", alloc::trace_len()));
-            let a = a + b;
-            marks.push(("add2", alloc::trace_len()));
+            let a = linear_ops(a, &net.output, features, ["w2.val", "matmul2", "b2.val", "reshape b2", "add2"], &mut marks);
             let s = a.sum();
             marks.push(("sum", alloc::trace_len()));
             let v: f32 = s.into_scalar();
             marks.push(("into_scalar", alloc::trace_len()));
             std::hint::black_box(v);
             let (events, overflow) = alloc::trace_stop();
-            let mut m = 0;
-            for (k, e) in events.iter().enumerate() {
-                while m < marks.len() && marks[m].1 <= k {
-                    eprintln!("TRACE mark {}", marks[m].0);
-                    m += 1;
-                }
-                eprintln!("TRACE {:?} {} {} {:#x} {} {:#x}", e.kind, e.size, e.align, e.ptr, e.old_size, e.old_ptr);
-            }
-            while m < marks.len() {
-                eprintln!("TRACE mark {}", marks[m].0);
-                m += 1;
-            }
-            if overflow { eprintln!("TRACE overflow"); }
+            alloc::print_trace(&events, overflow, "mark", &marks);
             continue;
         }
         let s: f32 = net.forward(z.clone()).sum().into_scalar();
@@ -300,7 +249,7 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         let r0 = parts[0].1[0] as i64;
         let t0 = parts[0].1[1] as i64;
         let h0 = parts[0].1[2] as i64;
-        for (name, v, c) in &parts {
+        for (name, _, c) in &parts {
             eprintln!("CLS  {name:<12} exe-x {:>7.1} exe-other {:>7.1} libs {:>7.1} heap {:>7.1} anon {:>7.1} KiB",
                 c[0] as f64 / 1024.0, c[1] as f64 / 1024.0, c[2] as f64 / 1024.0, c[3] as f64 / 1024.0, c[4] as f64 / 1024.0);
         }
@@ -317,51 +266,22 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
     }
 }
 
-/// Resident bytes of /proc/self/smaps by class, read without allocating: [the binary's
-/// executable mappings, its other mappings, other files (libraries), [heap], other anonymous].
-fn smaps_classes() -> [u64; 5] {
-    use std::io::Read;
-    let mut out = [0u64; 5];
-    let Ok(mut file) = std::fs::File::open("/proc/self/smaps") else { return out };
-    let mut buf = [0u8; 8192];
-    let mut line = [0u8; 512];
-    let mut len = 0usize;
-    let mut exe = [0u8; 256];
-    let mut exe_len = usize::MAX;
-    let mut cls = 4usize;
-    let mut handle = |l: &[u8], cls: &mut usize, exe: &mut [u8; 256], exe_len: &mut usize, out: &mut [u64; 5]| {
-        let s = std::str::from_utf8(l).unwrap_or("");
-        let first = s.split_whitespace().next().unwrap_or("");
-        if first.contains('-') && !first.ends_with(':') {
-            let perms = s.split_whitespace().nth(1).unwrap_or("");
-            let path = s.split_whitespace().nth(5).unwrap_or("");
-            if *exe_len == usize::MAX {
-                let n = path.len().min(256);
-                exe[..n].copy_from_slice(&path.as_bytes()[..n]);
-                *exe_len = n;
-            }
-            *cls = if !path.is_empty() && path.as_bytes() == &exe[..*exe_len] {
-                if perms.contains('x') { 0 } else { 1 }
-            } else if path.starts_with('/') { 2 } else if path == "[heap]" { 3 } else { 4 };
-        } else if s.starts_with("Rss:") {
-            let kb: u64 = s.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
-            out[*cls] += kb * 1024;
-        }
-    };
-    loop {
-        let n = match file.read(&mut buf) { Ok(0) | Err(_) => break, Ok(n) => n };
-        for &b in &buf[..n] {
-            if b == b'\n' {
-                handle(&line[..len], &mut cls, &mut exe, &mut exe_len, &mut out);
-                len = 0;
-            } else if len < line.len() {
-                line[len] = b;
-                len += 1;
-            }
-        }
-    }
-    if len > 0 { handle(&line[..len], &mut cls, &mut exe, &mut exe_len, &mut out); }
-    out
+/// `Linear::forward` of a rank-2 input as burn's dispatch issues it (the weight's `val`,
+/// matmul, the bias's `val`, its reshape to [1, d], add), one public op at a time, a
+/// trace mark after each (`names`, in that order).
+fn linear_ops(x: Tensor<2>, layer: &Linear, features: usize, names: [&'static str; 5],
+    marks: &mut Vec<(&'static str, usize)>) -> Tensor<2> {
+    let w = layer.weight.val();
+    marks.push((names[0], alloc::trace_len()));
+    let a = x.matmul(w);
+    marks.push((names[1], alloc::trace_len()));
+    let b = layer.bias.as_ref().unwrap().val();
+    marks.push((names[2], alloc::trace_len()));
+    let b = b.reshape([1, features]);
+    marks.push((names[3], alloc::trace_len()));
+    let a = a + b;
+    marks.push((names[4], alloc::trace_len()));
+    a
 }
 
 /// Stop the trace and print the blocks allocated in it and still live (size, align), and
