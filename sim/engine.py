@@ -218,7 +218,9 @@ class Simulation:
     def backend_rates(self, backend):
         spec = self.policy.rates(self, backend)
         return {"gflops": spec["gflops"], "gbps": spec["gbps"],
-                "op_overhead_ns": spec["op_overhead_ns"]}
+                "op_overhead_ns": spec["op_overhead_ns"],
+                "gemm_call_ns": spec.get("gemm_call_ns", 0.0),
+                "operand_ns": spec.get("operand_ns", 0.0)}
 
     # -- time --------------------------------------------------------------------------------
     def charge(self, ns: float, locked: bool = False) -> None:

@@ -86,6 +86,7 @@ SCHEMA = {
     "time": {
         "register_ns": FLOAT,
         "register_parent_ns": FLOAT,
+        "operand_node_ns": FLOAT,      # per tensor operand of an autodiff op (its node)
         "new_graph_ns": FLOAT,
         "merge_ns": FLOAT,
         "tape_step_ns": FLOAT,
@@ -117,6 +118,8 @@ SCHEMA = {
         "gbps": FLOAT,                   # GB/s of elementwise traffic resident in the L2
         "gbps_miss": FLOAT,              # GB/s of elementwise traffic not resident in the L2
         "op_overhead_ns": FLOAT,
+        "gemm_call_ns": FLOAT,           # ns more per gemm call (a matmul, forward or backward)
+        "operand_ns": FLOAT,             # ns per tensor operand of an op
     },
     "backend.metal": {
         "primitive_bytes": INT,

@@ -249,8 +249,14 @@ def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
         tasks.append((summary, "summary_figure", (growth,)))
     if jobs > 1 and len(tasks) > 1:
         from concurrent.futures import ProcessPoolExecutor
+        # the biggest figures first (drawing time grows with the rows plotted), so that no
+        # process is left drawing a big one alone at the end
+        weight = [len(t[2][2]) if t[1] == "workload_figure" else len(predicted) / len(tasks)
+                  for t in tasks]
+        order = sorted(range(len(tasks)), key=lambda i: -weight[i])
         with ProcessPoolExecutor(min(jobs, len(tasks))) as pool:
-            images = list(pool.map(_draw, tasks))
+            drawn = dict(zip(order, pool.map(_draw, [tasks[i] for i in order])))
+        images = [drawn[i] for i in range(len(tasks))]
     else:
         images = [_draw(task) for task in tasks]
     for (file_name, _, _), image in zip(tasks, images):

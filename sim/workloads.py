@@ -160,9 +160,9 @@ def _load(path: Path) -> Workload:
         sweep=bool(getattr(module, "SWEEP", True)),
         choices={k: tuple(v) for k, v in dict(getattr(module, "CHOICES", {})).items()},
     )
-    for key, allowed in workload.choices.items():
-        if key not in params or params[key] not in allowed:
-            raise UserError(f"{path}: CHOICES names '{key}', which is not a parameter "
+    for param, allowed in workload.choices.items():
+        if param not in params or params[param] not in allowed:
+            raise UserError(f"{path}: CHOICES names '{param}', which is not a parameter "
                             f"or whose default is not one of its choices")
     _CACHE[key] = workload
     return workload

@@ -20,20 +20,42 @@
 # single mode anchors the gemm rate).
 # page_fault_ns: per 4-KiB page made resident (heap growth, mapped blocks, text, gemm's slab),
 # on p10-ema without step 1 (a fresh process's first step); the other step-1 points are held out.
+# The time of a small op is split on the op-cost probe (op-cost.csv: [1,128] tensors, the
+# last of the four blocks of the elementwise ops and reshape in each mode): the backend's
+# fixed cost per op (op_overhead_ns) and per tensor operand (operand_ns: add against the
+# unary ops) on plain Flex; burn-autodiff's per operand node (operand_node_ns), its
+# registration of a step (register_ns, tracked ops: the step joins x's graph) and of a
+# new graph (new_graph_ns: untracked ops, and the adleak untracked loop); gemm_call_ns
+# (the gemm crate's fixed cost per call) on the plain matmul. The untracked and tracked
+# matmuls and the other three blocks of every op are held out.
 set -euo pipefail
 d=experiments/measured/linux-x86_64
 sim=${SIM:-.venv/bin/sim}
-"$sim" calibrate --fresh --profile models/linux-x86_64.toml --jobs "${JOBS:-1}" \
-  --measured "$d/adleak-rss.csv" --measured "$d/p10-ema.csv" --measured "$d/params.csv" \
-  --measured "$d/text-rss.csv" --measured "$d/sweep-scan.csv" \
-  --out "${OUT:-models/linux-x86_64.toml}" \
+out=${OUT:-models/linux-x86_64.toml}
+measured=(--measured "$d/adleak-rss.csv" --measured "$d/p10-ema.csv" --measured "$d/params.csv"
+          --measured "$d/text-rss.csv" --measured "$d/sweep-scan.csv" --measured "$d/op-cost.csv")
+# Stage 1: memory. The process baseline and the code paths' resident text, on RSS and text
+# points only (no time parameter changes a byte).
+"$sim" calibrate --fresh --profile models/linux-x86_64.toml --jobs "${JOBS:-1}" "${measured[@]}" \
+  --out "$out" \
   --fit process.baseline_rss_bytes      --points 'adleak-rss/flex//0/rss_bytes' \
   --fit code.device_bytes --fit code.module_bytes --fit code.creation_bytes \
   --fit code.elementwise_bytes --fit code.matmul_bytes --fit code.reduce_bytes \
   --fit code.autodiff_bytes --fit code.backward_bytes --fit code.optimizer_bytes \
     --points 'adleak-rss/*//0/text_rss_delta' --points 'adleak-rss/*//100/text_rss_delta' \
-    --points 'p10-ema/detach/*/*/text_rss_delta' --points 'p10-ema/ema-only/*/*/text_rss_delta' \
-  --fit backend.flex.op_overhead_ns     --points 'adleak-count-params/untracked/size=16/after-loop/10000/ns_per_op' \
+    --points 'p10-ema/detach/*/*/text_rss_delta' --points 'p10-ema/ema-only/*/*/text_rss_delta'
+# Stage 2: time, with the bytes of stage 1 fixed (they set how many pages fault); the
+# profile's [calibration] table then lists both stages' parameters and points.
+"$sim" calibrate --profile "$out" --jobs "${JOBS:-1}" "${measured[@]}" --out "$out" \
+  --fit backend.flex.op_overhead_ns \
+    --points 'op-cost/plain/add//20000/ms_per_step' --points 'op-cost/plain/mul_scalar//20000/ms_per_step' --points 'op-cost/plain/relu//20000/ms_per_step' --points 'op-cost/plain/reshape//20000/ms_per_step' --points 'op-cost/plain/sum//20000/ms_per_step' \
+  --fit backend.flex.gemm_call_ns --points 'op-cost/plain/matmul//20000/ms_per_step' \
+  --fit backend.flex.operand_ns --fit time.operand_node_ns \
+  --fit time.register_ns \
+    --points 'op-cost/tracked/add//20000/ms_per_step' --points 'op-cost/tracked/mul_scalar//20000/ms_per_step' --points 'op-cost/tracked/relu//20000/ms_per_step' --points 'op-cost/tracked/reshape//20000/ms_per_step' --points 'op-cost/tracked/sum//20000/ms_per_step' \
+  --fit time.new_graph_ns \
+    --points 'op-cost/untracked/add//20000/ms_per_step' --points 'op-cost/untracked/mul_scalar//20000/ms_per_step' --points 'op-cost/untracked/relu//20000/ms_per_step' --points 'op-cost/untracked/reshape//20000/ms_per_step' --points 'op-cost/untracked/sum//20000/ms_per_step' \
+    --points 'adleak-count-params/untracked/size=16/after-loop/10000/ns_per_op' \
   --fit backend.flex.gbps               --points 'adleak-count-params/untracked/size=65536/after-loop/10000/ns_per_op' \
   --fit backend.flex.gbps_miss          --points 'p10-ema/ema-only//100/ms_per_step' \
   --fit backend.flex.gflops             --points 'p10-ema/without//50/ms_per_step' \

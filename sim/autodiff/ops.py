@@ -121,6 +121,7 @@ def float_op(op, inputs, out_shape, device):
 
     # burn-autodiff's op preparation and the graph client: their text, on the first op
     sim.touched.touch_code("autodiff")
+    sim.timing.prepare(len(inputs))
     nodes = []
     parents = []  # from_parents: (id, is_leaf) of the tracked inputs
     order = 0

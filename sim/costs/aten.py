@@ -355,6 +355,10 @@ class AtenTiming(Timing):
         self._log("forward", [o.name for o in ops])
         self._charge(*self.cost(ops))
 
+    def prepare(self, n_inputs) -> None:
+        """burn-autodiff's op preparation: nothing here (PyTorch's argument handling is
+        in the Python call and the dispatcher, charged with the ATen ops)."""
+
     def register(self, n_parents) -> None:
         """burn's registration: nothing here; PyTorch's node records are charged by
         :meth:`annotate`, which knows which inputs require grad (a root is only a flag)."""

@@ -102,16 +102,20 @@ class Timing:
         if ns is None:
             flops, moved = flops_and_bytes(op, shapes)
             rates = self.sim.backend_rates(backend)
-            ns = self._op_cache[key] = (flops / rates["gflops"] + moved / rates["gbps"]
-                                        + rates["op_overhead_ns"])
+            ns = (flops / rates["gflops"] + moved / rates["gbps"] + rates["op_overhead_ns"]
+                  + len(shapes[1]) * rates["operand_ns"])
+            if op.name == "matmul":
+                ns += rates["gemm_call_ns"]
+            self._op_cache[key] = ns
         self.compute_ns += ns
         self.sim.charge(ns)
 
     def backward_op(self, op, shapes, cost=None) -> None:
         """The backward of one step (``cost``: what :meth:`annotate` attached, unused here)."""
         flops, moved = flops_and_bytes(op, shapes)
-        # the backward of a binary op computes one gradient per input
-        self._compute(flops * op.backward_factor, moved * op.backward_factor, None)
+        # the backward of a binary op computes one gradient per input (matmul: a gemm call each)
+        self._compute(flops * op.backward_factor, moved * op.backward_factor, None,
+                      op.backward_factor if op.name == "matmul" else 0)
 
     def elementwise(self, n_elements, backend, n_ops=1) -> None:
         """Plain elementwise work off autodiff (e.g. an optimizer update)."""
@@ -152,13 +156,23 @@ class Timing:
             self.compute_ns += ns
             self.sim.charge(ns)
 
-    def _compute(self, flops, moved, backend) -> None:
+    def _compute(self, flops, moved, backend, gemm_calls=0) -> None:
         rates = self.sim.backend_rates(backend)
         ns = (flops / rates["gflops"] + moved / rates["gbps"]) + rates["op_overhead_ns"]
+        if gemm_calls:
+            ns += gemm_calls * rates["gemm_call_ns"]
         self.compute_ns += ns
         self.sim.charge(ns)
 
     # -- bookkeeping -----------------------------------------------------------------
+    def prepare(self, n_inputs) -> None:
+        """burn-autodiff's preparation of an op with ``n_inputs`` tensor operands (their
+        nodes read and cloned into the op's node array, the requirement computed), before
+        the inner backend runs it."""
+        ns = n_inputs * self.p["operand_node_ns"]
+        self.bookkeeping_ns += ns
+        self.sim.charge(ns)
+
     def register(self, n_parents) -> None:
         p = self.p
         ns = p["register_ns"] + n_parents * p["register_parent_ns"]

@@ -10,6 +10,7 @@
 mod adleak;
 mod ema;
 mod mlp;
+mod opcost;
 mod pit;
 mod sizeof;
 mod trace;
@@ -43,6 +44,7 @@ const PROBES: &[&str] = &[
     "alloc-trace",
     "params",
     "train-validate",
+    "op-cost",
 ];
 
 fn usage() -> ! {
@@ -64,6 +66,7 @@ fn process_variants(probe: &str, opts: &Opts) -> Option<Vec<String>> {
         "alloc-trace" => v(trace::CASES),
         "params" => Some(adleak::param_points(opts.quick)),
         "train-validate" => v(tv::VARIANTS),
+        "op-cost" => Some(opcost::variants()),
         _ => None,
     }
 }
@@ -77,6 +80,7 @@ fn run_variant(probe: &str, variant: &str, opts: &Opts, sink: &mut Sink) {
         "alloc-trace" => trace::run_case(variant, opts, sink),
         "params" => adleak::param_point(variant, opts, sink),
         "train-validate" => tv::run_variant(variant, opts, sink),
+        "op-cost" => opcost::run_variant(variant, opts, sink),
         _ => usage(),
     }
 }

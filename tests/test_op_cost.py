@@ -1,0 +1,100 @@
+"""The time of one small op, split as the op-cost probe splits it (experiments/op_cost.py).
+
+The backend's kernel costs ``op_overhead_ns`` plus ``operand_ns`` per tensor operand
+plus its traffic (and flops), a matmul ``gemm_call_ns`` more per gemm call; an autodiff
+device adds burn-autodiff's bookkeeping: ``operand_node_ns`` per operand node,
+``register_ns`` per registered step (``register_parent_ns`` per tracked parent) and
+``new_graph_ns`` per new graph; memory that becomes resident costs ``page_fault_ns`` per
+page (the untracked records leak).
+"""
+
+import pytest
+
+from sim.calibrate import _with
+from sim.engine import Simulation
+from sim.profile import load_profile
+from sim.runner import run_cell
+from sim.tensor import Tensor, drop
+
+
+def _profile(operand_ns=0.0, **time):
+    """linux-x86_64 with round numbers: 1000 ns per op, 5000 ns per gemm call, no faults."""
+    time = {"operand_node_ns": 0.0, **time}
+    return _with(load_profile("linux-x86_64"), {
+        "backend.flex.op_overhead_ns": 1000.0, "backend.flex.gemm_call_ns": 5000.0,
+        "backend.flex.operand_ns": operand_ns, "time.page_fault_ns": 0.0,
+        **{f"time.{k}": v for k, v in time.items()}})
+
+
+def _per_op(profile, mode, op, n=200):
+    """Simulated ns per iteration of the probe's loop, and the timing counters' split."""
+    sim = Simulation(profile, fast_forward=False)
+    flex = sim.device("flex")
+    device = flex if mode == "plain" else flex.autodiff()
+    x = Tensor.random((1, 128), device)
+    if mode == "tracked":
+        x = x.require_grad()
+    w = Tensor.random((128, 128), device)
+    apply = {"relu": lambda: x.clone().relu(), "matmul": lambda: x.clone().matmul(w.clone())}[op]
+    for _ in range(10):
+        drop(apply())
+    t = sim.timing
+    now, compute, book = sim.now_ns, t.compute_ns, t.bookkeeping_ns
+    for _ in range(n):
+        drop(apply())
+    return ((sim.now_ns - now) / n, (t.compute_ns - compute) / n, (t.bookkeeping_ns - book) / n)
+
+
+def test_a_gemm_call_costs_gemm_call_ns_on_top_of_the_op():
+    base = _profile()
+    relu = _per_op(base, "plain", "relu")[1]
+    matmul = _per_op(base, "plain", "matmul")[1]
+    flops = 2 * 128 * 128 / base.backends["flex"]["gflops"]
+    moved = 4 * (128 + 128 + 128 * 128) / base.backends["flex"]["gbps"]
+    assert matmul == pytest.approx(1000.0 + 5000.0 + flops + moved, rel=1e-9)
+    rates = base.backends["flex"]   # an elementwise op: one "flop" per element, no gemm call
+    assert relu == pytest.approx(1000.0 + 128 / rates["gflops"] + 4 * 256 / rates["gbps"],
+                                 rel=1e-9)
+
+
+def test_a_matmul_backward_makes_two_gemm_calls():
+    def backward_ns(gemm_call_ns):
+        profile = _with(_profile(), {"backend.flex.gemm_call_ns": gemm_call_ns})
+        sim = Simulation(profile, fast_forward=False)
+        device = sim.device("flex").autodiff()
+        a = Tensor.random((4, 8), device).require_grad()
+        b = Tensor.random((8, 4), device).require_grad()
+        loss = a.matmul(b).sum()
+        before = sim.timing.compute_ns
+        loss.backward()
+        return sim.timing.compute_ns - before
+    assert backward_ns(5000.0) - backward_ns(0.0) == pytest.approx(2 * 5000.0)
+
+
+def test_every_tensor_operand_costs_operand_ns_in_the_backend():
+    base, with_operands = _profile(), _profile(operand_ns=100.0)
+    for op, operands in (("relu", 1), ("matmul", 2)):
+        extra = _per_op(with_operands, "plain", op)[1] - _per_op(base, "plain", op)[1]
+        assert extra == pytest.approx(operands * 100.0)
+
+
+@pytest.mark.parametrize("mode, steps, graphs", [("untracked", 1, 1), ("tracked", 1, 0)])
+def test_autodiff_adds_a_registration_and_for_untracked_ops_a_graph(mode, steps, graphs):
+    profile = _profile(register_ns=700.0, new_graph_ns=300.0, operand_node_ns=50.0)
+    plain_total, plain_compute, _ = _per_op(profile, "plain", "relu")
+    total, compute, book = _per_op(profile, mode, "relu")
+    assert compute == pytest.approx(plain_compute)
+    # the parent term is the profile's (degenerate, fitted) register_parent_ns
+    parent = profile.time["register_parent_ns"] if mode == "tracked" else 0.0
+    # relu: one operand node prepared
+    assert book == pytest.approx(50.0 + steps * 700.0 + graphs * 300.0 + parent, abs=1e-6)
+    assert total == pytest.approx(plain_total + book, abs=0.01)  # charges are whole ps
+
+
+def test_the_op_cost_workload_reports_four_blocks_per_variant():
+    profile = load_profile("linux-x86_64")
+    rows = run_cell("experiments/op_cost.py", "untracked/relu", "burn-0.22.1", profile,
+                    sets={"iterations": 400, "warmup": 10})
+    times = [r for r in rows if r["metric"] == "ms_per_step"]
+    assert [r["x"] for r in times] == [100, 200, 300, 400]
+    assert all(0 < float(r["value"]) < 0.01 for r in times)
