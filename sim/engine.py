@@ -220,7 +220,8 @@ class Simulation:
         return {"gflops": spec["gflops"], "gbps": spec["gbps"],
                 "op_overhead_ns": spec["op_overhead_ns"],
                 "gemm_call_ns": spec.get("gemm_call_ns", 0.0),
-                "operand_ns": spec.get("operand_ns", 0.0)}
+                "operand_ns": spec.get("operand_ns", 0.0),
+                "reduce_add_ns": spec.get("reduce_add_ns", 0.0)}
 
     # -- time --------------------------------------------------------------------------------
     def charge(self, ns: float, locked: bool = False) -> None:

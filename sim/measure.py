@@ -48,7 +48,7 @@ PROBES_DIR = Path(__file__).resolve().parent.parent / "experiments" / "probes"
 
 #: subcommands of burn-probes, in the order `all` runs them
 PROBES = ("adleak-rss", "adleak-count", "pit-infer", "p10-ema", "p10-ema-adam", "sizeof",
-          "alloc-trace", "params", "train-validate", "op-cost")
+          "alloc-trace", "params", "train-validate", "op-cost", "backward-cost")
 
 #: files the probes write besides DIR/<probe>.csv (raw traces, not measured points)
 TRACE_FILES = {"alloc-trace": "alloc-trace-events.csv", "sizeof": "sizeof-alloc.csv"}

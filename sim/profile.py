@@ -90,6 +90,8 @@ SCHEMA = {
         "new_graph_ns": FLOAT,
         "merge_ns": FLOAT,
         "tape_step_ns": FLOAT,
+        "backward_step_ns": FLOAT,     # per step run by a backward (the gradients container)
+        "checkpoint_retrieve_ns": FLOAT,  # per saved tensor a backward step reads back
         "free_unavailable_node_ns": FLOAT,
         "drop_release_node_ns": FLOAT,
         "sweep_fixed_ns": FLOAT,
@@ -120,6 +122,7 @@ SCHEMA = {
         "op_overhead_ns": FLOAT,
         "gemm_call_ns": FLOAT,           # ns more per gemm call (a matmul, forward or backward)
         "operand_ns": FLOAT,             # ns per tensor operand of an op
+        "reduce_add_ns": FLOAT,          # ns per element of a full sum or mean (serial adds)
     },
     "backend.metal": {
         "primitive_bytes": INT,

@@ -50,7 +50,7 @@ def test_sample_rejects_an_unknown_metric(tmp_path):
 
 @pytest.mark.parametrize("name", ["adleak-rss", "adleak-count", "pit-infer", "p10-ema",
                                   "p10-ema-adam", "params", "sizeof", "alloc-trace",
-                                  "train-validate", "op-cost"])
+                                  "train-validate", "op-cost", "backward-cost"])
 def test_committed_probe_csvs_load_and_map_to_workloads(name):
     rows = measure.parse_probe_csv(LINUX / f"{name}.csv")
     assert rows
@@ -88,7 +88,7 @@ def test_measure_unknown_probe_fails_with_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "sim: error: --probe nope: unknown probe (valid: adleak-rss, adleak-count, pit-infer, "
-        "p10-ema, p10-ema-adam, sizeof, alloc-trace, params, train-validate, op-cost, all)"]
+        "p10-ema, p10-ema-adam, sizeof, alloc-trace, params, train-validate, op-cost, backward-cost, all)"]
 
 
 def test_build_failure_messages_are_one_line():

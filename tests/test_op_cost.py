@@ -5,7 +5,10 @@ plus its traffic (and flops), a matmul ``gemm_call_ns`` more per gemm call; an a
 device adds burn-autodiff's bookkeeping: ``operand_node_ns`` per operand node,
 ``register_ns`` per registered step (``register_parent_ns`` per tracked parent) and
 ``new_graph_ns`` per new graph; memory that becomes resident costs ``page_fault_ns`` per
-page (the untracked records leak).
+page (the untracked records leak). A backward step costs the gradients of its tracked
+parents only, ``backward_step_ns`` and ``checkpoint_retrieve_ns`` per saved tensor read
+back (the backward-cost probe, experiments/backward_cost.py). A full sum or mean is a
+serial chain of f32 adds: ``reduce_add_ns`` per element.
 """
 
 import pytest
@@ -98,3 +101,58 @@ def test_the_op_cost_workload_reports_four_blocks_per_variant():
     times = [r for r in rows if r["metric"] == "ms_per_step"]
     assert [r["x"] for r in times] == [100, 200, 300, 400]
     assert all(0 < float(r["value"]) < 0.01 for r in times)
+
+
+def _backward_ns(profile, op, tracked_w=False, n=50):
+    """Simulated (compute, bookkeeping) ns of the backward of a chain of ``n`` ``op``s."""
+    sim = Simulation(profile, fast_forward=False)
+    device = sim.device("flex").autodiff()
+    x = Tensor.random((1, 128), device).require_grad()
+    w = Tensor.random((128, 128), device)
+    if tracked_w:
+        w = w.require_grad()
+    y = x.clone()
+    for _ in range(n):
+        y = {"relu": lambda: y.relu(), "mul_scalar": lambda: y.mul_scalar(1.0001),
+             "matmul": lambda: y.matmul(w.clone())}[op]()
+    loss = y.sum()
+    t = sim.timing
+    compute, book = t.compute_ns, t.bookkeeping_ns
+    loss.backward()
+    return t.compute_ns - compute, t.bookkeeping_ns - book
+
+
+def test_a_backward_step_costs_its_bookkeeping_and_its_checkpoint_reads():
+    base = _profile(backward_step_ns=0.0, checkpoint_retrieve_ns=0.0)
+    stepped = _with(base, {"time.backward_step_ns": 400.0})
+    retrieving = _with(base, {"time.checkpoint_retrieve_ns": 900.0})
+    # mul_scalar saves nothing; relu saves its input: one read back per step
+    for op, reads in (("mul_scalar", 0), ("relu", 1)):
+        book0 = _backward_ns(base, op)[1]
+        assert _backward_ns(stepped, op)[1] - book0 == pytest.approx(51 * 400.0)  # + sum's
+        assert _backward_ns(retrieving, op)[1] - book0 == pytest.approx(50 * reads * 900.0)
+
+
+def test_a_matmul_by_a_constant_computes_one_gradient_in_the_backward():
+    profile = _profile()
+    one = _backward_ns(profile, "matmul")[0]
+    both = _backward_ns(profile, "matmul", tracked_w=True)[0]
+    # the weight's gradient: one more gemm call per step, and as many flops and bytes again
+    rates = profile.backends["flex"]
+    gradient = (5000.0 + 2 * 128 * 128 / rates["gflops"]
+                + 4 * (128 + 128 + 128 * 128) / rates["gbps"])
+    assert both - one == pytest.approx(50 * gradient, rel=1e-6)
+
+
+@pytest.mark.parametrize("op", ["sum", "mean"])
+def test_a_full_reduction_costs_its_chain_of_adds(op):
+    """burn-flex without simd: one dependent f32 add per element (reduce_add_ns each)."""
+    def compute(reduce_add_ns, n):
+        profile = _with(_profile(), {"backend.flex.reduce_add_ns": reduce_add_ns})
+        sim = Simulation(profile, fast_forward=False)
+        x = Tensor.random((n,), sim.device("flex"))
+        before = sim.timing.compute_ns
+        getattr(x, op)()
+        return sim.timing.compute_ns - before
+    for n in (128, 262_144):
+        assert compute(1.5, n) - compute(0.0, n) == pytest.approx(1.5 * n)

@@ -21,19 +21,24 @@
 # page_fault_ns: per 4-KiB page made resident (heap growth, mapped blocks, text, gemm's slab),
 # on p10-ema without step 1 (a fresh process's first step); the other step-1 points are held out.
 # The time of a small op is split on the op-cost probe (op-cost.csv: [1,128] tensors, the
-# last of the four blocks of the elementwise ops and reshape in each mode): the backend's
+# last of the four blocks of the elementwise ops, reshape and sum in each mode): the backend's
 # fixed cost per op (op_overhead_ns) and per tensor operand (operand_ns: add against the
 # unary ops) on plain Flex; burn-autodiff's per operand node (operand_node_ns), its
 # registration of a step (register_ns, tracked ops: the step joins x's graph) and of a
 # new graph (new_graph_ns: untracked ops, and the adleak untracked loop); gemm_call_ns
-# (the gemm crate's fixed cost per call) on the plain matmul. The untracked and tracked
-# matmuls and the other three blocks of every op are held out.
+# (the gemm crate's fixed cost per call) on the plain matmul; reduce_add_ns (a full sum's
+# serial chain of f32 adds, per element) by plain sum against the unary ops. The
+# untracked and tracked matmuls and the other three blocks of every op are held out. A backward's cost per
+# step (backward-cost.csv: chains of 2000 ops on [1,128], third round): backward_step_ns
+# (the gradients container, the step's dispatch) on mul_scalar, checkpoint_retrieve_ns
+# (a saved tensor read back) on relu; add, matmul and the other rounds are held out.
 set -euo pipefail
 d=experiments/measured/linux-x86_64
 sim=${SIM:-.venv/bin/sim}
 out=${OUT:-models/linux-x86_64.toml}
 measured=(--measured "$d/adleak-rss.csv" --measured "$d/p10-ema.csv" --measured "$d/params.csv"
-          --measured "$d/text-rss.csv" --measured "$d/sweep-scan.csv" --measured "$d/op-cost.csv")
+          --measured "$d/text-rss.csv" --measured "$d/sweep-scan.csv" --measured "$d/op-cost.csv"
+          --measured "$d/backward-cost.csv")
 # Stage 1: memory. The process baseline and the code paths' resident text, on RSS and text
 # points only (no time parameter changes a byte).
 "$sim" calibrate --fresh --profile models/linux-x86_64.toml --jobs "${JOBS:-1}" "${measured[@]}" \
@@ -51,11 +56,14 @@ measured=(--measured "$d/adleak-rss.csv" --measured "$d/p10-ema.csv" --measured 
     --points 'op-cost/plain/add//20000/ms_per_step' --points 'op-cost/plain/mul_scalar//20000/ms_per_step' --points 'op-cost/plain/relu//20000/ms_per_step' --points 'op-cost/plain/reshape//20000/ms_per_step' --points 'op-cost/plain/sum//20000/ms_per_step' \
   --fit backend.flex.gemm_call_ns --points 'op-cost/plain/matmul//20000/ms_per_step' \
   --fit backend.flex.operand_ns --fit time.operand_node_ns \
+  --fit backend.flex.reduce_add_ns \
   --fit time.register_ns \
     --points 'op-cost/tracked/add//20000/ms_per_step' --points 'op-cost/tracked/mul_scalar//20000/ms_per_step' --points 'op-cost/tracked/relu//20000/ms_per_step' --points 'op-cost/tracked/reshape//20000/ms_per_step' --points 'op-cost/tracked/sum//20000/ms_per_step' \
   --fit time.new_graph_ns \
     --points 'op-cost/untracked/add//20000/ms_per_step' --points 'op-cost/untracked/mul_scalar//20000/ms_per_step' --points 'op-cost/untracked/relu//20000/ms_per_step' --points 'op-cost/untracked/reshape//20000/ms_per_step' --points 'op-cost/untracked/sum//20000/ms_per_step' \
     --points 'adleak-count-params/untracked/size=16/after-loop/10000/ns_per_op' \
+  --fit time.backward_step_ns           --points 'backward-cost/mul_scalar/backward/3/ms_per_step' \
+  --fit time.checkpoint_retrieve_ns     --points 'backward-cost/relu/backward/3/ms_per_step' \
   --fit backend.flex.gbps               --points 'adleak-count-params/untracked/size=65536/after-loop/10000/ns_per_op' \
   --fit backend.flex.gbps_miss          --points 'p10-ema/ema-only//100/ms_per_step' \
   --fit backend.flex.gflops             --points 'p10-ema/without//50/ms_per_step' \

@@ -162,7 +162,11 @@ class AutodiffServer:
             node = step.node
             if step.kind == OPS and node.id in pending and node.requirement != GRAD:
                 del pending[node.id]
-                sim.timing.backward_op(step.op, step.shapes, step.cost)
+                actions = step.actions
+                sim.timing.backward_op(
+                    step.op, step.shapes, step.cost,
+                    sum(p is not None for p in step.parent_nodes),
+                    len(actions.explicit) + len(actions.backup) if actions is not None else 0)
                 backend.backward_op(step.op.name, step.shapes)
                 # a matmul's gradients are matmuls too (staged outputs on flex: sim.backend)
                 staged = backend.staged(step.op.name)

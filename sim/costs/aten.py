@@ -389,7 +389,7 @@ class AtenTiming(Timing):
         compute, overhead = self.cost([_kernel("ones_like", 1)], py_calls=1)
         self._charge(compute, overhead + self.r["backward_call_ns"])
 
-    def backward_op(self, op, shapes, cost=None) -> None:
+    def backward_op(self, op, shapes, cost=None, tracked=None, retrieved=0) -> None:
         self._seen += 1
         aten = cost
         if aten is None:   # not recorded through annotate: every input needs grad

@@ -50,7 +50,14 @@ from contextlib import nullcontext
 
 from .cache import set_miss_fraction
 
-__all__ = ["Timing", "flops_and_bytes"]
+__all__ = ["Timing", "flops_and_bytes", "REDUCE_OPS"]
+
+#: Ops that reduce a whole tensor to one value. burn-flex 0.22.1 without its ``simd``
+#: feature sums an f32 slice with ``iter().sum()`` (``ops/reduce.rs`` ``sum_f32_contiguous``;
+#: ``mean`` is that sum, then a division): one chain of dependent adds, which the
+#: compiler may not reorder, so it runs at the add's latency (``reduce_add_ns`` per
+#: element), not at the memory bandwidth.
+REDUCE_OPS = frozenset({"sum", "mean"})
 
 
 def flops_and_bytes(op, shapes):
@@ -106,16 +113,33 @@ class Timing:
                   + len(shapes[1]) * rates["operand_ns"])
             if op.name == "matmul":
                 ns += rates["gemm_call_ns"]
+            elif op.name in REDUCE_OPS:
+                # a full sum is one chain of f32 adds: each waits for the previous one
+                ns += math.prod(shapes[1][0]) * rates["reduce_add_ns"]
             self._op_cache[key] = ns
         self.compute_ns += ns
         self.sim.charge(ns)
 
-    def backward_op(self, op, shapes, cost=None) -> None:
-        """The backward of one step (``cost``: what :meth:`annotate` attached, unused here)."""
+    def backward_op(self, op, shapes, cost=None, tracked=None, retrieved=0) -> None:
+        """The backward of one step (``cost``: what :meth:`annotate` attached, unused here).
+
+        ``tracked``: how many of its parents are tracked (None: all); burn computes a
+        gradient for those only (``binary``'s closures run per tracked parent), so a
+        matmul by a constant makes one gemm call, not two. ``retrieved``: tensors the step
+        reads back from the checkpointer (``retrieve_node_output``). Besides the inner
+        ops, every step costs ``backward_step_ns`` (the gradients container: the node's
+        gradient consumed, its parents' registered; the step's dispatch) and
+        ``checkpoint_retrieve_ns`` per retrieved tensor.
+        """
         flops, moved = flops_and_bytes(op, shapes)
-        # the backward of a binary op computes one gradient per input (matmul: a gemm call each)
-        self._compute(flops * op.backward_factor, moved * op.backward_factor, None,
-                      op.backward_factor if op.name == "matmul" else 0)
+        n = op.arity if tracked is None else tracked
+        # the backward of a binary op computes one gradient per tracked input (matmul: a
+        # gemm call each); backward_factor counts the inner work of all of them
+        share = op.backward_factor * n / op.arity
+        self._compute(flops * share, moved * share, None,
+                      share if op.name == "matmul" else 0)
+        p = self.p
+        self._book(p["backward_step_ns"] + retrieved * p["checkpoint_retrieve_ns"])
 
     def elementwise(self, n_elements, backend, n_ops=1) -> None:
         """Plain elementwise work off autodiff (e.g. an optimizer update)."""

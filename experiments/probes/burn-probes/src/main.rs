@@ -8,6 +8,7 @@
 //!        burn-probes all [--quick] --out-dir DIR
 
 mod adleak;
+mod bwcost;
 mod ema;
 mod mlp;
 mod opcost;
@@ -45,6 +46,7 @@ const PROBES: &[&str] = &[
     "params",
     "train-validate",
     "op-cost",
+    "backward-cost",
 ];
 
 fn usage() -> ! {
@@ -67,6 +69,7 @@ fn process_variants(probe: &str, opts: &Opts) -> Option<Vec<String>> {
         "params" => Some(adleak::param_points(opts.quick)),
         "train-validate" => v(tv::VARIANTS),
         "op-cost" => Some(opcost::variants()),
+        "backward-cost" => v(bwcost::OPS),
         _ => None,
     }
 }
@@ -81,6 +84,7 @@ fn run_variant(probe: &str, variant: &str, opts: &Opts, sink: &mut Sink) {
         "params" => adleak::param_point(variant, opts, sink),
         "train-validate" => tv::run_variant(variant, opts, sink),
         "op-cost" => opcost::run_variant(variant, opts, sink),
+        "backward-cost" => bwcost::run_variant(variant, opts, sink),
         _ => usage(),
     }
 }
