@@ -201,6 +201,10 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
     measured_panics = [e for e in errors if e["variant"] == variant and e["metric"] == "panic"]
     categorical = any(r.get("phase", "") for r in rows + points)
     positions = _categories(rows + points) if categorical else None
+    # phases that are series of their own (each at several x: a train loop's reports and
+    # the generation's, or a chain's forward and backward per round) get a line each;
+    # phases at one x (the steps of one sequence) are joined in the order they happened
+    series = categorical and _phase_series(rows + points)
 
     def xpos(row):
         return positions[(row["x"], row.get("phase", ""))] if categorical else row["x"]
@@ -212,16 +216,19 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
     groups = []
     for p_index, params_text in enumerate(params):
         for policy in policies:
-            pts = sorted((xpos(r), r["value"]) for r in rows
-                         if r["policy"] == policy and r.get("params", "") == params_text)
-            if not pts:
-                continue
-            for group in groups:
-                if group[0] == p_index and _coincide(group[1], pts, to_screen):
-                    group[2].append(policy)
-                    break
-            else:
-                groups.append((p_index, pts, [policy]))
+            mine = [r for r in rows
+                    if r["policy"] == policy and r.get("params", "") == params_text]
+            for phase in (dict.fromkeys(r.get("phase", "") for r in mine) if series else [None]):
+                pts = sorted((xpos(r), r["value"]) for r in mine
+                             if phase is None or r.get("phase", "") == phase)
+                if not pts:
+                    continue
+                for group in groups:
+                    if group[0] == p_index and _coincide(group[1], pts, to_screen):
+                        group[2].append(policy)
+                        break
+                else:
+                    groups.append((p_index, pts, [policy]))
     for p_index, pts, members in groups:
         xs, ys = zip(*pts)
         for i, policy in enumerate(members):
@@ -282,11 +289,26 @@ def _categories(rows):
     """``(x, phase) -> position``: in the order the rows come, which is the order a run
     recorded them (a train loop's reports, then the generation's; the phases of one
     loop at one x as they happened), not sorted by x: phases with x axes of their own
-    (steps, then samples) would interleave."""
-    positions = {}
+    (steps, then samples) would interleave. Phases that are series of their own
+    (:func:`_phase_series`) are kept together, in the order each first appears."""
+    order = {}
     for r in rows:
-        positions.setdefault((r["x"], r.get("phase", "")), len(positions))
-    return positions
+        order.setdefault((r["x"], r.get("phase", "")), len(order))
+    if not _phase_series(rows):
+        return order
+    first = {}
+    for x, phase in order:
+        first.setdefault(phase, len(first))
+    keys = sorted(order, key=lambda k: (first[k[1]], order[k]))
+    return {k: i for i, k in enumerate(keys)}
+
+
+def _phase_series(rows) -> bool:
+    """Whether every phase of ``rows`` has points at more than one x."""
+    xs = {}
+    for r in rows:
+        xs.setdefault(r.get("phase", ""), set()).add(r["x"])
+    return len(xs) > 1 and all(len(v) > 1 for v in xs.values())
 
 
 def _category_label(x, phase, labels):

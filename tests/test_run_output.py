@@ -34,3 +34,19 @@ def test_phases_of_their_own_loops_are_plotted_in_run_order():
     positions = _categories(rows)
     assert sorted(positions, key=positions.get) == [
         (50, "train"), (100, "train"), (50, "generate"), (100, "generate"), (150, "generate")]
+
+
+def test_phases_recorded_in_turn_are_grouped_and_drawn_as_separate_lines():
+    # backward-cost records forward@r, backward@r for r = 1, 2, 3: each phase is a series
+    from sim.plot import _categories, _phase_series
+    rows = [{"x": r, "phase": p} for r in (1, 2, 3) for p in ("forward", "backward")]
+    assert _phase_series(rows)
+    positions = _categories(rows)
+    assert sorted(positions, key=positions.get) == [
+        (1, "forward"), (2, "forward"), (3, "forward"),
+        (1, "backward"), (2, "backward"), (3, "backward")]
+    # the steps of one sequence at one x (adleak-count's phases) stay joined, in run order
+    steps = [{"x": 10000, "phase": p} for p in ("after-loop", "after-unrelated-backward")]
+    assert not _phase_series(steps)
+    assert list(_categories(steps)) == [(10000, "after-loop"),
+                                        (10000, "after-unrelated-backward")]
