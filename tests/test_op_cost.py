@@ -156,3 +156,13 @@ def test_a_full_reduction_costs_its_chain_of_adds(op):
         return sim.timing.compute_ns - before
     for n in (128, 262_144):
         assert compute(1.5, n) - compute(0.0, n) == pytest.approx(1.5 * n)
+
+
+def test_a_reshape_is_a_view_it_moves_no_bytes():
+    profile = _profile(operand_ns=100.0)
+    for n in (128, 1 << 20):
+        sim = Simulation(profile, fast_forward=False)
+        x = Tensor.random((n,), sim.device("flex"))
+        before = sim.timing.compute_ns
+        x.reshape((1, n))
+        assert sim.timing.compute_ns - before == pytest.approx(1000.0 + 100.0)

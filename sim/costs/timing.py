@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 from contextlib import nullcontext
 
+from ..backend import VIEW_OPS
 from .cache import set_miss_fraction
 
 __all__ = ["Timing", "flops_and_bytes", "REDUCE_OPS"]
@@ -63,8 +64,11 @@ REDUCE_OPS = frozenset({"sum", "mean"})
 def flops_and_bytes(op, shapes):
     """(floating-point operations, bytes moved) of one forward op on f32 tensors.
 
-    ``shapes`` is ``(output shape, (input shapes...))``.
+    ``shapes`` is ``(output shape, (input shapes...))``. A view (``reshape`` of a
+    contiguous tensor: a new layout on the same storage) moves and computes nothing.
     """
+    if op.name in VIEW_OPS:
+        return 0.0, 0
     out, ins = shapes
     n_out = math.prod(out)
     moved = 4 * (n_out + sum(math.prod(s) for s in ins))
