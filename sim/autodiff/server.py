@@ -164,8 +164,7 @@ class AutodiffServer:
                 del pending[node.id]
                 actions = step.actions
                 sim.timing.backward_op(
-                    step.op, step.shapes, step.cost,
-                    sum(p is not None for p in step.parent_nodes),
+                    step.op, step.shapes, step.cost, len(step.parents),
                     len(actions.explicit) + len(actions.backup) if actions is not None else 0)
                 backend.backward_op(step.op.name, step.shapes)
                 # a matmul's gradients are matmuls too (staged outputs on flex: sim.backend)

@@ -79,6 +79,16 @@ def flops_and_bytes(op, shapes):
     return float(max(n_out, max((math.prod(s) for s in ins), default=0))), moved
 
 
+def _kernel_ns(rates, flops, moved, gemm_calls=0, operands_ns=0.0) -> float:
+    """ns of one kernel on the inner backend: its flops and bytes at the backend's
+    ``rates``, the fixed cost per op, ``operands_ns`` for its tensor operands and
+    ``gemm_calls`` times the fixed cost of a gemm call."""
+    ns = flops / rates["gflops"] + moved / rates["gbps"] + rates["op_overhead_ns"] + operands_ns
+    if gemm_calls:
+        ns += gemm_calls * rates["gemm_call_ns"]
+    return ns
+
+
 class Timing:
     """Charges modelled costs to the current host thread.
 
@@ -113,11 +123,9 @@ class Timing:
         if ns is None:
             flops, moved = flops_and_bytes(op, shapes)
             rates = self.sim.backend_rates(backend)
-            ns = (flops / rates["gflops"] + moved / rates["gbps"] + rates["op_overhead_ns"]
-                  + len(shapes[1]) * rates["operand_ns"])
-            if op.name == "matmul":
-                ns += rates["gemm_call_ns"]
-            elif op.name in REDUCE_OPS:
+            ns = _kernel_ns(rates, flops, moved, op.name == "matmul",
+                            len(shapes[1]) * rates["operand_ns"])
+            if op.name in REDUCE_OPS:
                 # a full sum is one chain of f32 adds: each waits for the previous one
                 ns += math.prod(shapes[1][0]) * rates["reduce_add_ns"]
             self._op_cache[key] = ns
@@ -187,10 +195,7 @@ class Timing:
             self.sim.charge(ns)
 
     def _compute(self, flops, moved, backend, gemm_calls=0) -> None:
-        rates = self.sim.backend_rates(backend)
-        ns = (flops / rates["gflops"] + moved / rates["gbps"]) + rates["op_overhead_ns"]
-        if gemm_calls:
-            ns += gemm_calls * rates["gemm_call_ns"]
+        ns = _kernel_ns(self.sim.backend_rates(backend), flops, moved, gemm_calls)
         self.compute_ns += ns
         self.sim.charge(ns)
 
