@@ -304,6 +304,7 @@ class Backend:
         nbytes = math.prod(shape) * ELEMENT_BYTES
         heap = self.sim.heap
         if self.pool is None:
+            self.sim.timing.fresh_buffers(self, 2 if staged else 1)
             box = self.bytes_box_bytes
             if staged:
                 # FlexTensor::empty: a zeroed Vec<u8> (align 1) that Bytes::from_bytes_vec

@@ -104,6 +104,8 @@ SCHEMA = {
         "pop_scan_group_ns": FLOAT,    # PopNodeSet::pop's scan for the first full bucket
         "process_warmup_ns": FLOAT,
         "page_fault_ns": FLOAT,        # per page (platform page size) made resident
+        "autodiff_clone_ns": FLOAT,    # per autodiff handle cloned: node + ref-count Arcs
+        "checkpoint_ns": FLOAT,        # per tensor a forward op saves for its backward
     },
     "backend.flex": {
         "primitive_bytes": INT,
@@ -123,6 +125,8 @@ SCHEMA = {
         "gemm_call_ns": FLOAT,           # ns more per gemm call (a matmul, forward or backward)
         "operand_ns": FLOAT,             # ns per tensor operand of an op
         "reduce_add_ns": FLOAT,          # ns per element of a full sum or mean (serial adds)
+        "clone_ns": FLOAT,               # ns per tensor handle cloned (and later dropped)
+        "buffer_ns": FLOAT,              # ns per fresh buffer malloc'd (and later freed)
     },
     "backend.metal": {
         "primitive_bytes": INT,

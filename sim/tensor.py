@@ -172,9 +172,11 @@ class Tensor:
         return cls(device, tensor.shape, tensor._alive().prim)
 
     def clone(self) -> "Tensor":
-        """A new handle on the same buffer and node."""
+        """A new handle on the same buffer and node (its time: ``Timing.handle_clone``)."""
         self._alive()
-        return Tensor(self.device, self.shape, self.prim, self.node, self.rc)
+        device = self.device
+        device.sim.timing.handle_clone(device.backend, device.is_autodiff)
+        return Tensor(device, self.shape, self.prim, self.node, self.rc)
 
     # -- autodiff state -------------------------------------------------------------------
     def is_autodiff(self) -> bool:

@@ -20,12 +20,14 @@ from sim.runner import run_cell
 from sim.tensor import Tensor, drop
 
 
-def _profile(operand_ns=0.0, **time):
-    """linux-x86_64 with round numbers: 1000 ns per op, 5000 ns per gemm call, no faults."""
-    time = {"operand_node_ns": 0.0, **time}
+def _profile(operand_ns=0.0, clone_ns=0.0, buffer_ns=0.0, **time):
+    """linux-x86_64 with round numbers: 1000 ns per op, 5000 ns per gemm call, no faults
+    (and no cost per handle clone or fresh buffer unless given)."""
+    time = {"operand_node_ns": 0.0, "autodiff_clone_ns": 0.0, "checkpoint_ns": 0.0, **time}
     return _with(load_profile("linux-x86_64"), {
         "backend.flex.op_overhead_ns": 1000.0, "backend.flex.gemm_call_ns": 5000.0,
-        "backend.flex.operand_ns": operand_ns, "time.page_fault_ns": 0.0,
+        "backend.flex.operand_ns": operand_ns, "backend.flex.clone_ns": clone_ns,
+        "backend.flex.buffer_ns": buffer_ns, "time.page_fault_ns": 0.0,
         **{f"time.{k}": v for k, v in time.items()}})
 
 
@@ -103,6 +105,26 @@ def test_the_op_cost_workload_reports_four_blocks_per_variant():
     assert all(0 < float(r["value"]) < 0.01 for r in times)
 
 
+def test_the_chain_mode_moves_its_operand_and_writes_in_place():
+    """op-cost's ``chain/<op>`` variants run ``y = op(y)`` on plain Flex: after the first op
+    (a clone of x's shared buffer) no handle is cloned and no buffer is malloc'd for
+    mul_scalar, so its ops cost clone_ns + buffer_ns less than ``plain/mul_scalar``'s; add
+    clones its constant (clone_ns), matmul its weight and allocates its output."""
+    def per_op(variant, **rates):
+        profile = _profile(**rates)
+        rows = run_cell("experiments/op_cost.py", variant, "burn-0.22.1", profile,
+                        sets={"iterations": 400, "warmup": 10})
+        return [float(r["value"]) * 1e6 for r in rows if r["metric"] == "ms_per_step"][-1]
+    costs = {"clone_ns": 300.0, "buffer_ns": 200.0}
+    extra = {v: per_op(v, **costs) - per_op(v) for v in (
+        "plain/mul_scalar", "chain/mul_scalar", "chain/add", "chain/matmul", "chain/reshape")}
+    assert extra["plain/mul_scalar"] == pytest.approx(500.0, abs=1e-6)
+    assert extra["chain/mul_scalar"] == pytest.approx(0.0, abs=1e-6)
+    assert extra["chain/add"] == pytest.approx(300.0, abs=1e-6)
+    assert extra["chain/matmul"] == pytest.approx(300.0 + 2 * 200.0, abs=1e-6)
+    assert extra["chain/reshape"] == pytest.approx(0.0, abs=1e-6)   # a view of moved y
+
+
 def _backward_ns(profile, op, tracked_w=False, n=50):
     """Simulated (compute, bookkeeping) ns of the backward of a chain of ``n`` ``op``s."""
     sim = Simulation(profile, fast_forward=False)
@@ -166,3 +188,87 @@ def test_a_reshape_is_a_view_it_moves_no_bytes():
         before = sim.timing.compute_ns
         x.reshape((1, n))
         assert sim.timing.compute_ns - before == pytest.approx(1000.0 + 100.0)
+
+
+def _chain_and_clone(profile, op, mode="tracked", n=100):
+    """(ns per op of a chain ``y = op(y)``, ns per op of ``drop(op(x.clone()))``)."""
+    sim = Simulation(profile, fast_forward=False)
+    flex = sim.device("flex")
+    device = flex if mode == "plain" else flex.autodiff()
+    x = Tensor.random((1, 128), device)
+    if mode == "tracked":
+        x = x.require_grad()
+    run = {"mul_scalar": lambda t: t.mul_scalar(1.0001), "relu": lambda t: t.relu()}[op]
+    y = run(x.clone())   # the first op cannot write into x's shared buffer
+    now = sim.now_ns
+    for _ in range(n):
+        y = run(y)
+    chain = (sim.now_ns - now) / n
+    now = sim.now_ns
+    for _ in range(n):
+        drop(run(x.clone()))
+    return chain, (sim.now_ns - now) / n
+
+
+@pytest.mark.parametrize("mode", ["plain", "tracked"])
+def test_a_chain_of_moved_tensors_pays_no_clone_and_no_fresh_buffer(mode):
+    """``y = y.mul_scalar(c)`` moves y and writes in place into its uniquely owned buffer;
+    ``drop(x.clone().mul_scalar(c))`` clones a handle and mallocs a result buffer."""
+    def split(**rates):
+        return _chain_and_clone(_profile(**rates), "mul_scalar", mode)
+    base_chain, base_clone = split()
+    chain, clone = split(clone_ns=300.0, buffer_ns=200.0)
+    assert chain == pytest.approx(base_chain, abs=1e-6)
+    assert clone - base_clone == pytest.approx(300.0 + 200.0, abs=1e-6)
+
+
+def test_a_saved_input_forces_a_fresh_buffer_in_a_chain():
+    """relu saves its input for the backward (the checkpointer holds a clone of the
+    primitive), so a tracked relu chain cannot write in place: ``buffer_ns`` per op, which
+    mul_scalar's chain (nothing saved) does not pay; no handle is cloned in either."""
+    def chain(op, **rates):
+        return _chain_and_clone(_profile(**rates), op)[0]
+    assert chain("relu", buffer_ns=200.0) - chain("relu") == pytest.approx(200.0, abs=1e-6)
+    assert chain("mul_scalar", buffer_ns=200.0) == pytest.approx(chain("mul_scalar"), abs=1e-6)
+    assert chain("relu", clone_ns=300.0) == pytest.approx(chain("relu"), abs=1e-6)
+
+
+def test_a_staged_matmul_output_is_two_fresh_buffers():
+    """burn-flex's matmul output is allocated twice for a moment (FlexTensor::empty's zeroed
+    Vec copied into an aligned block): two buffers' worth of malloc and free."""
+    base = _per_op(_profile(), "plain", "matmul")[1]
+    # x.clone() and w.clone(): two handles; one staged output: two buffers
+    with_costs = _per_op(_profile(clone_ns=300.0, buffer_ns=200.0), "plain", "matmul")[1]
+    assert with_costs - base == pytest.approx(2 * 300.0 + 2 * 200.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("mode,extra", [("plain", 300.0), ("untracked", 300.0 + 150.0),
+                                        ("tracked", 300.0 + 150.0)])
+def test_an_autodiff_handle_clone_also_clones_its_node_and_ref_count(mode, extra):
+    """``clone_ns`` on every device; ``autodiff_clone_ns`` more where the handle carries a
+    node and a ref count (their Arcs are cloned, and dropped with the handle)."""
+    def clone_ns(**rates):
+        sim = Simulation(_profile(**rates), fast_forward=False)
+        flex = sim.device("flex")
+        x = Tensor.random((1, 128), flex if mode == "plain" else flex.autodiff())
+        if mode == "tracked":
+            x = x.require_grad()
+        now = sim.now_ns
+        for _ in range(10):
+            drop(x.clone())
+        return (sim.now_ns - now) / 10
+    assert clone_ns(clone_ns=300.0, autodiff_clone_ns=150.0) - clone_ns() == pytest.approx(
+        extra, abs=1e-6)
+
+
+def test_a_tensor_saved_for_the_backward_costs_checkpoint_ns():
+    """A tracked relu saves its input (CheckpointerBuilder::checkpoint), mul_scalar saves
+    nothing, and an untracked relu registers no backward, so saves nothing either."""
+    def per_op(op, mode, **time):
+        return _chain_and_clone(_profile(**time), op, mode)[0]
+    assert per_op("relu", "tracked", checkpoint_ns=250.0) - per_op("relu", "tracked") == (
+        pytest.approx(250.0, abs=1e-6))
+    assert per_op("mul_scalar", "tracked", checkpoint_ns=250.0) == pytest.approx(
+        per_op("mul_scalar", "tracked"), abs=1e-6)
+    assert per_op("relu", "untracked", checkpoint_ns=250.0) == pytest.approx(
+        per_op("relu", "untracked"), abs=1e-6)

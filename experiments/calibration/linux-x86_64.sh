@@ -27,7 +27,15 @@
 # registration of a step (register_ns, tracked ops: the step joins x's graph) and of a
 # new graph (new_graph_ns: untracked ops, and the adleak untracked loop); gemm_call_ns
 # (the gemm crate's fixed cost per call) on the plain matmul; reduce_add_ns (a full sum's
-# serial chain of f32 adds, per element) by plain sum against the unary ops. The
+# serial chain of f32 adds, per element) by plain sum against the unary ops; clone_ns (a
+# tensor handle cloned, and later dropped) and buffer_ns (a result buffer malloc'd, and
+# later freed) by the plain ops, which clone every operand and drop a fresh output,
+# against op-cost's plain chains y = op(y) of mul_scalar (moved, written in place) and add
+# (one clone of the constant); the chains of relu, reshape and matmul are held out, and so
+# are backward-cost's autodiff chains but for two forward rows: autodiff_clone_ns (an
+# autodiff handle's node and ref-count Arcs) by the tracked mul_scalar chain against
+# op-cost's tracked mul_scalar on a clone, checkpoint_ns (a tensor saved for the backward)
+# by the tracked relu chain, which saves its input, against mul_scalar's. The
 # untracked and tracked matmuls and the other three blocks of every op are held out. A backward's cost per
 # step (backward-cost.csv: chains of 2000 ops on [1,128], third round): backward_step_ns
 # (the gradients container, the step's dispatch) on mul_scalar, checkpoint_retrieve_ns
@@ -57,11 +65,15 @@ measured=(--measured "$d/adleak-rss.csv" --measured "$d/p10-ema.csv" --measured 
   --fit backend.flex.gemm_call_ns --points 'op-cost/plain/matmul//20000/ms_per_step' \
   --fit backend.flex.operand_ns --fit time.operand_node_ns \
   --fit backend.flex.reduce_add_ns \
+  --fit backend.flex.clone_ns --fit backend.flex.buffer_ns \
+    --points 'op-cost/chain/mul_scalar//20000/ms_per_step' --points 'op-cost/chain/add//20000/ms_per_step' \
   --fit time.register_ns \
     --points 'op-cost/tracked/add//20000/ms_per_step' --points 'op-cost/tracked/mul_scalar//20000/ms_per_step' --points 'op-cost/tracked/relu//20000/ms_per_step' --points 'op-cost/tracked/reshape//20000/ms_per_step' --points 'op-cost/tracked/sum//20000/ms_per_step' \
   --fit time.new_graph_ns \
     --points 'op-cost/untracked/add//20000/ms_per_step' --points 'op-cost/untracked/mul_scalar//20000/ms_per_step' --points 'op-cost/untracked/relu//20000/ms_per_step' --points 'op-cost/untracked/reshape//20000/ms_per_step' --points 'op-cost/untracked/sum//20000/ms_per_step' \
     --points 'adleak-count-params/untracked/size=16/after-loop/10000/ns_per_op' \
+  --fit time.autodiff_clone_ns          --points 'backward-cost/mul_scalar/forward/3/ms_per_step' \
+  --fit time.checkpoint_ns              --points 'backward-cost/relu/forward/3/ms_per_step' \
   --fit time.backward_step_ns           --points 'backward-cost/mul_scalar/backward/3/ms_per_step' \
   --fit time.checkpoint_retrieve_ns     --points 'backward-cost/relu/backward/3/ms_per_step' \
   --fit backend.flex.gbps               --points 'adleak-count-params/untracked/size=65536/after-loop/10000/ns_per_op' \

@@ -43,7 +43,9 @@ class CheckpointerBuilder:
         self._blocks = []
 
     def checkpoint(self, tensor, backup=False) -> None:
-        """``CheckpointerBuilder::checkpoint``: record ``tensor``'s output for the backward."""
+        """``CheckpointerBuilder::checkpoint``: record ``tensor``'s output for the backward
+        (its time: ``Timing.checkpoint_save``)."""
+        self._sim.timing.checkpoint_save()
         actions = self.backup if backup else self.explicit
         layout = self._sim.layout
         heap = self._sim.heap

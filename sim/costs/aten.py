@@ -359,6 +359,13 @@ class AtenTiming(Timing):
         """burn-autodiff's op preparation: nothing here (PyTorch's argument handling is
         in the Python call and the dispatcher, charged with the ATen ops)."""
 
+    def handle_clone(self, backend, autodiff=False) -> None:
+        """A tensor handle cloned: nothing here (a Python reference, no ATen op)."""
+
+    def checkpoint_save(self) -> None:
+        """burn's checkpointer: nothing here (autograd's SavedVariable is part of the
+        node record charged by :meth:`annotate`)."""
+
     def register(self, n_parents) -> None:
         """burn's registration: nothing here; PyTorch's node records are charged by
         :meth:`annotate`, which knows which inputs require grad (a root is only a flag)."""

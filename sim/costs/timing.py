@@ -11,7 +11,12 @@ time, charged to the host thread that did it. Costs come from the profile's
   L2-resident rate, and on a backend with an L2 model (``[process] l2_bytes``,
   :mod:`sim.costs.cache`) the bytes of operands not resident at the op's start cost
   ``1 / gbps_miss`` instead (:meth:`Timing.l2_missed` charges the difference);
-* bookkeeping: a fixed cost per registration, per tracked parent, per new
+* handles and buffers: ``clone_ns`` per tensor handle cloned (its drop included;
+  ``autodiff_clone_ns`` more for an autodiff handle's node and ref-count Arcs)
+  and ``buffer_ns`` per result buffer malloc'd instead of written in place (its free
+  included), so a chain ``y = op(y)`` on a uniquely owned tensor pays neither;
+* bookkeeping: a fixed cost per tensor saved for the backward (``checkpoint_ns``),
+  per registration, per tracked parent, per new
   graph, per merged graph, per tape step, per node visited by
   ``free_unavailable_nodes``;
 * the orphan sweep (``cleanup_orphaned_entries``): per locator entry copied,
@@ -191,6 +196,41 @@ class Timing:
         miss = rates.get("gbps_miss")
         if miss:
             ns = nbytes * (1.0 / miss - 1.0 / rates["gbps"])
+            self.compute_ns += ns
+            self.sim.charge(ns)
+
+    def handle_clone(self, backend, autodiff=False) -> None:
+        """A tensor handle was cloned (``Tensor::clone``: the dispatch and backend
+        wrappers' copies, their Arc increments and the Layout's strides) on a device of
+        ``backend``: ``clone_ns``, which also pays for the extra handle's drop later; on an
+        autodiff device ``autodiff_clone_ns`` more (the node's and the ref count's Arcs,
+        cloned now and dropped with the handle). A chain ``y = op(y)`` moves its operand
+        and pays nothing here."""
+        ns = self.sim.backend_rates(backend)["clone_ns"]
+        if ns:
+            self.compute_ns += ns
+            self.sim.charge(ns)
+        if autodiff:
+            ns = self.p["autodiff_clone_ns"]
+            if ns:
+                self.bookkeeping_ns += ns
+                self.sim.charge(ns)
+
+    def checkpoint_save(self) -> None:
+        """A forward op saved a tensor for its backward (``CheckpointerBuilder::checkpoint``:
+        the primitive's clone and the action pushed): ``checkpoint_ns``."""
+        ns = self.p["checkpoint_ns"]
+        if ns:
+            self.bookkeeping_ns += ns
+            self.sim.charge(ns)
+
+    def fresh_buffers(self, backend, count=1) -> None:
+        """``count`` buffers were allocated on the heap for a result (the data, its Bytes
+        controller, FlexTensor's Arc) rather than written in place into a uniquely owned
+        operand: ``buffer_ns`` each, their frees at the last handle's drop included."""
+        ns = self.sim.backend_rates(backend)["buffer_ns"]
+        if ns:
+            ns *= count
             self.compute_ns += ns
             self.sim.charge(ns)
 
