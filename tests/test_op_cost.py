@@ -8,7 +8,11 @@ device adds burn-autodiff's bookkeeping: ``operand_node_ns`` per operand node,
 page (the untracked records leak). A backward step costs the gradients of its tracked
 parents only, ``backward_step_ns`` and ``checkpoint_retrieve_ns`` per saved tensor read
 back (the backward-cost probe, experiments/backward_cost.py). A full sum or mean is a
-serial chain of f32 adds: ``reduce_add_ns`` per element.
+serial chain of f32 adds: ``reduce_add_ns`` per element. A handle cloned costs
+``clone_ns`` (``autodiff_clone_ns`` more on autodiff), a result buffer malloc'd rather
+than written in place ``buffer_ns`` and a tensor saved for the backward
+``checkpoint_ns``: a chain ``y = op(y)`` of moved tensors pays none of the first two
+(op-cost's chain mode).
 """
 
 import pytest

@@ -39,24 +39,26 @@ pub fn variants() -> Vec<String> {
         .collect()
 }
 
-/// One iteration: `apply`, or in `chain` mode (`chain` holds the current `y`) `chain_step`.
-fn iterate(op: &str, chain: &mut Option<Tensor<2>>, x: &Tensor<2>, y: &Tensor<2>, w: &Tensor<2>) {
+/// One iteration: `apply`, or in `chain` mode (`chain` holds the current `y` and whether
+/// it is [128, 1]) `chain_step`.
+fn iterate(op: &str, chain: &mut Option<(Tensor<2>, bool)>, x: &Tensor<2>, y: &Tensor<2>, w: &Tensor<2>) {
     match chain.take() {
-        Some(z) => *chain = Some(black_box(chain_step(op, z, y, w))),
+        Some((z, column)) => *chain = Some((black_box(chain_step(op, z, column, y, w)), !column)),
         None => apply(op, x, y, w),
     }
 }
 
 /// One iteration of the `chain` mode: the op on the moved `y`, its output the next `y`.
-fn chain_step(op: &str, y: Tensor<2>, c: &Tensor<2>, w: &Tensor<2>) -> Tensor<2> {
+/// (`column`: whether `y` is [128, 1] now: reshape flips it without reading `y.dims()`,
+/// which would build a Shape on the heap in every iteration)
+fn chain_step(op: &str, y: Tensor<2>, column: bool, c: &Tensor<2>, w: &Tensor<2>) -> Tensor<2> {
     match op {
         "add" => y + c.clone(),
         "mul_scalar" => y.mul_scalar(1.0001),
         "matmul" => y.matmul(w.clone()),
         "relu" => relu(y),
         "reshape" => {
-            let [a, b] = y.dims();
-            y.reshape([b, a])
+            if column { y.reshape([1, 128]) } else { y.reshape([128, 1]) }
         }
         other => panic!("unknown chain op {other}"),
     }
@@ -90,7 +92,7 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
     let y = Tensor::<2>::random([1, 128], Distribution::Default, &device);
     let w = Tensor::<2>::random([128, 128], Distribution::Default, &device);
     // chain mode: the tensor the next op consumes (its first op reads a clone of x)
-    let mut chain = (mode == "chain").then(|| x.clone());
+    let mut chain = (mode == "chain").then(|| (x.clone(), false));
     for _ in 0..WARMUP {
         iterate(op, &mut chain, &x, &y, &w);
     }
