@@ -319,6 +319,10 @@ def _category_label(x, phase, labels):
     return phase if one_x else f"{phase}\n@{x_text}"
 
 
+#: the narrowest y window of a linear panel, as a fraction of its largest value
+FLAT_WINDOW = 0.1
+
+
 def _scale_y(ax, values):
     """Log (or symmetric log) y where the values span decades; returns value -> axis fraction."""
     values = [v for v in values if math.isfinite(v)]
@@ -341,6 +345,12 @@ def _scale_y(ax, values):
         low, high = symlog(min(values)), symlog(max(values))
         return lambda v: (symlog(v) - low) / (high - low)
     low, high = min(values), max(values)
+    if low > 0 and high - low < FLAT_WINDOW * high:
+        # a nearly flat positive series (a time per op, a steady step): at least a 10 %
+        # window around it, so that a percent of run-to-run noise does not fill the panel
+        centre, half = (low + high) / 2, FLAT_WINDOW * high / 2
+        low, high = centre - half, centre + half
+        ax.set_ylim(low - 0.05 * (high - low), high + 0.05 * (high - low))
     span = (high - low) or abs(high) or 1.0
     return lambda v: (v - low) / span
 

@@ -50,3 +50,23 @@ def test_phases_recorded_in_turn_are_grouped_and_drawn_as_separate_lines():
     assert not _phase_series(steps)
     assert list(_categories(steps)) == [(10000, "after-loop"),
                                         (10000, "after-unrelated-backward")]
+
+
+def test_a_nearly_flat_panel_shows_at_least_a_ten_percent_window():
+    # op-cost's plain add: 0.563-0.571 us over four blocks (1.4 % apart) must not look like
+    # a swing across the whole panel; a panel that really varies keeps its own range
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from sim.plot import FLAT_WINDOW, _scale_y
+    fig, (flat, varied) = plt.subplots(1, 2)
+    try:
+        _scale_y(flat, [0.000563, 0.000571, 0.000566])
+        low, high = flat.get_ylim()
+        assert high - low >= FLAT_WINDOW * 0.000571
+        assert low < 0.000563 and high > 0.000571
+        varied.plot([1, 2], [1.0, 2.0])
+        _scale_y(varied, [1.0, 2.0])
+        assert varied.get_ylim()[1] - varied.get_ylim()[0] < 1.5
+    finally:
+        plt.close(fig)
