@@ -35,15 +35,19 @@ def _profile(operand_ns=0.0, clone_ns=0.0, buffer_ns=0.0, **time):
         **{f"time.{k}": v for k, v in time.items()}})
 
 
-def _per_op(profile, mode, op, n=200):
-    """Simulated ns per iteration of the probe's loop, and the timing counters' split."""
+def _leaf(profile, mode):
+    """A simulation and the probe's x = [1, 128] on plain flex (``plain``) or autodiff,
+    requiring grad if ``tracked``."""
     sim = Simulation(profile, fast_forward=False)
     flex = sim.device("flex")
-    device = flex if mode == "plain" else flex.autodiff()
-    x = Tensor.random((1, 128), device)
-    if mode == "tracked":
-        x = x.require_grad()
-    w = Tensor.random((128, 128), device)
+    x = Tensor.random((1, 128), flex if mode == "plain" else flex.autodiff())
+    return sim, x.require_grad() if mode == "tracked" else x
+
+
+def _per_op(profile, mode, op, n=200):
+    """Simulated ns per iteration of the probe's loop, and the timing counters' split."""
+    sim, x = _leaf(profile, mode)
+    w = Tensor.random((128, 128), x.device)
     apply = {"relu": lambda: x.clone().relu(), "matmul": lambda: x.clone().matmul(w.clone())}[op]
     for _ in range(10):
         drop(apply())
@@ -196,12 +200,7 @@ def test_a_reshape_is_a_view_it_moves_no_bytes():
 
 def _chain_and_clone(profile, op, mode="tracked", n=100):
     """(ns per op of a chain ``y = op(y)``, ns per op of ``drop(op(x.clone()))``)."""
-    sim = Simulation(profile, fast_forward=False)
-    flex = sim.device("flex")
-    device = flex if mode == "plain" else flex.autodiff()
-    x = Tensor.random((1, 128), device)
-    if mode == "tracked":
-        x = x.require_grad()
+    sim, x = _leaf(profile, mode)
     run = {"mul_scalar": lambda t: t.mul_scalar(1.0001), "relu": lambda t: t.relu()}[op]
     y = run(x.clone())   # the first op cannot write into x's shared buffer
     now = sim.now_ns
@@ -252,11 +251,7 @@ def test_an_autodiff_handle_clone_also_clones_its_node_and_ref_count(mode, extra
     """``clone_ns`` on every device; ``autodiff_clone_ns`` more where the handle carries a
     node and a ref count (their Arcs are cloned, and dropped with the handle)."""
     def clone_ns(**rates):
-        sim = Simulation(_profile(**rates), fast_forward=False)
-        flex = sim.device("flex")
-        x = Tensor.random((1, 128), flex if mode == "plain" else flex.autodiff())
-        if mode == "tracked":
-            x = x.require_grad()
+        sim, x = _leaf(_profile(**rates), mode)
         now = sim.now_ns
         for _ in range(10):
             drop(x.clone())

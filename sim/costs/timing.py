@@ -210,19 +210,14 @@ class Timing:
         if ns:
             self.compute_ns += ns
             self.sim.charge(ns)
-        if autodiff:
-            ns = self.p["autodiff_clone_ns"]
-            if ns:
-                self.bookkeeping_ns += ns
-                self.sim.charge(ns)
+        if autodiff and self.p["autodiff_clone_ns"]:
+            self._book(self.p["autodiff_clone_ns"])
 
     def checkpoint_save(self) -> None:
         """A forward op saved a tensor for its backward (``CheckpointerBuilder::checkpoint``:
         the primitive's clone and the action pushed): ``checkpoint_ns``."""
-        ns = self.p["checkpoint_ns"]
-        if ns:
-            self.bookkeeping_ns += ns
-            self.sim.charge(ns)
+        if self.p["checkpoint_ns"]:
+            self._book(self.p["checkpoint_ns"])
 
     def fresh_buffers(self, backend, count=1) -> None:
         """``count`` buffers were allocated on the heap for a result (the data, its Bytes
