@@ -30,6 +30,7 @@ from .costs.heap import Heap
 from .costs.rss import Allocator, TouchedPages
 from .costs.tables import RawTable, TableLayout
 from .costs.timing import Timing
+from .profile import mallopt
 from .autodiff.locator import GraphMutexClient
 from .autodiff.runs import NodeRun
 from .errors import UserError
@@ -142,7 +143,8 @@ class Simulation:
         from .policies import get_policy
         self.profile = profile
         self.layout = profile.layout
-        self.allocator = Allocator.from_classes(profile.process.allocator)
+        self.allocator = Allocator.from_classes(profile.process.allocator,
+                                                mallopt(profile.process))
         self.heap = Heap(self.allocator)
         # text of code paths and written buffer pages, resident from their first use
         self.touched = TouchedPages(profile.code)

@@ -39,6 +39,9 @@ SCHEMA = {
         "first_backward_blocks": INT,
         "l2_bytes": INT,             # the host core's L2 (sim.costs.cache): size in B, 0 = not
         "l2_ways": INT,              #   modelled; its associativity
+        "malloc_trim_threshold_bytes": INT,   # glibc-arena's mallopt settings (0: glibc's
+        "malloc_mmap_threshold_bytes": INT,   #   default, with the dynamic thresholds);
+        "malloc_top_pad_bytes": INT,          #   must be 0 for the other allocators
     },
     "code": {                        # resident text per code path (sim.costs.rss.CODE_PATHS)
         "device_bytes": INT,
@@ -159,6 +162,16 @@ SCHEMA = {
 }
 
 
+#: [process] keys passed to the glibc arena as mallopt settings
+MALLOPT_KEYS = ("malloc_trim_threshold_bytes", "malloc_mmap_threshold_bytes",
+                "malloc_top_pad_bytes")
+
+
+def mallopt(process) -> dict:
+    """The glibc arena's settings of a profile's ``[process]`` section."""
+    return {key[len("malloc_"):-len("_bytes")]: getattr(process, key) for key in MALLOPT_KEYS}
+
+
 class ProfileError(UserError):
     """A profile file is missing, malformed or incomplete."""
 
@@ -263,6 +276,11 @@ def validate(data, path) -> None:
     if allocator not in ALLOCATOR_CLASSES:
         raise ProfileError(f"{path}: process.allocator must be one of "
                            f"{', '.join(sorted(ALLOCATOR_CLASSES))}, got {allocator!r}")
+    for key in MALLOPT_KEYS:
+        value = data["process"][key]
+        if value < 0 or (value and not ALLOCATOR_CLASSES[allocator].get("arena")):
+            raise ProfileError(f"{path}: process.{key} must be 0 or more, and 0 unless the "
+                               f"allocator is glibc-arena (got {value})")
     for section in ("backend.flex", "backend.metal", "pytorch"):
         table = data
         for part in section.split("."):

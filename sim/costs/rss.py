@@ -50,6 +50,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .ptmalloc import PtmallocArena
+
 __all__ = ["Zone", "SegmentZone", "ClusterSegmentZone", "Allocator", "ALLOCATOR_CLASSES",
            "TouchedPages", "CODE_PATHS"]
 
@@ -324,6 +326,8 @@ ALLOCATOR_CLASSES = {
             Zone("mmap", math.inf, 4096, header=16, retain=False),
         ],
     ),
+    # glibc 2.36 placed chunk by chunk (sim.costs.ptmalloc): fragmentation, top trimming
+    "glibc-arena": dict(page_bytes=4096, dynamic_mmap_threshold=False, zones=[], arena=True),
 }
 
 
@@ -339,9 +343,13 @@ class Allocator:
     """
 
     __slots__ = ("zones", "live", "high", "page_bytes", "dynamic", "mmap_threshold", "_lookup",
-                 "_placed", "_segmented", "_blocks", "_fault", "mark")
+                 "_placed", "_segmented", "_blocks", "_fault", "mark", "arena")
 
-    def __init__(self, zones, page_bytes, dynamic_mmap_threshold=False):
+    def __init__(self, zones, page_bytes, dynamic_mmap_threshold=False, arena=False,
+                 mallopt=None):
+        # glibc placed address by address (sim.costs.ptmalloc): it takes every event;
+        # ``mallopt``: its trim_threshold / mmap_threshold / top_pad settings (0: default)
+        self.arena = PtmallocArena(page_bytes, **(mallopt or {})) if arena else None
         # placement zones keep state: each allocator gets its own
         self.zones = [z.fresh() if isinstance(z, SegmentZone) else z for z in zones]
         self._segmented = [isinstance(z, SegmentZone) for z in self.zones]
@@ -372,6 +380,8 @@ class Allocator:
     @fault.setter
     def fault(self, callback):
         self._fault = callback
+        if self.arena is not None:
+            self.arena.fault = callback
         page = self.page_bytes
         for zi, high in enumerate(self.high):
             self.mark[zi] = math.inf if callback is None else -(-high // page) * page
@@ -384,10 +394,12 @@ class Allocator:
         self.mark[zi] = end
 
     @classmethod
-    def from_classes(cls, name: str) -> "Allocator":
-        """Allocator with one of the documented :data:`ALLOCATOR_CLASSES`."""
+    def from_classes(cls, name: str, mallopt=None) -> "Allocator":
+        """Allocator with one of the documented :data:`ALLOCATOR_CLASSES` (``mallopt``: the
+        glibc arena's settings, see :class:`~sim.costs.ptmalloc.PtmallocArena`)."""
         spec = ALLOCATOR_CLASSES[name]
-        return cls(spec["zones"], spec["page_bytes"], spec["dynamic_mmap_threshold"])
+        return cls(spec["zones"], spec["page_bytes"], spec["dynamic_mmap_threshold"],
+                   spec.get("arena", False), mallopt)
 
     def _place(self, nbytes: int):
         hit = self._lookup.get(nbytes)
@@ -410,6 +422,11 @@ class Allocator:
 
     def alloc(self, nbytes: int, count: int = 1):
         """Account ``count`` blocks of ``nbytes``; returns the (last) block of a placement zone."""
+        if self.arena is not None:
+            if count == 1:
+                return self.arena.alloc(nbytes)
+            self.arena.alloc_many(nbytes, count)
+            return None
         zi, size = self._place(nbytes)
         block = None
         fault = self.fault
@@ -438,6 +455,12 @@ class Allocator:
 
     def free(self, nbytes: int, count: int = 1, block=None) -> None:
         """Free ``count`` blocks of ``nbytes``; ``block`` names the one :meth:`alloc` returned."""
+        if self.arena is not None:
+            if count == 1:
+                self.arena.free(block, nbytes)
+            else:
+                self.arena.free_many(nbytes, count)
+            return
         placed = self._blocks.get(nbytes)
         if placed:
             zi, size = self._place(nbytes)
@@ -466,6 +489,13 @@ class Allocator:
             self.mmap_threshold = min(max(self.mmap_threshold, size + 1), 32 * 1024 * 1024)
             self._lookup.clear()
 
+    def bulk_exact(self, sizes) -> bool:
+        """Whether ``count`` blocks of these request sizes may be allocated (and later freed)
+        size by size in bulk: not in a glibc arena, where the order of single requests and
+        frees sets the addresses, which chunks the tcache and fastbins keep, and so the
+        layout later requests find (fast-forward then runs those loops exactly)."""
+        return self.arena is None or not sizes
+
     def set_cluster(self, index: int) -> None:
         """The CPU cluster the (single) allocating thread runs on from now on: per-cluster
         placement zones (:class:`ClusterSegmentZone`) serve its next blocks from that
@@ -476,6 +506,8 @@ class Allocator:
 
     def resident_bytes(self) -> int:
         """Bytes resident because of the heap (retained high-water, placed slices, mapped blocks)."""
+        if self.arena is not None:
+            return self.arena.resident_bytes()
         total = 0
         for zone, live, high, placed in zip(self.zones, self.live, self.high, self._segmented):
             if placed:
@@ -486,6 +518,8 @@ class Allocator:
 
     def state(self) -> tuple:
         """Counters that fast-forward may extrapolate, and the placement of placement zones."""
+        if self.arena is not None:
+            return self.arena.state()
         placement = tuple(z.state() for z, p in zip(self.zones, self._segmented) if p)
         return tuple(self.live) + tuple(self.high) + placement
 

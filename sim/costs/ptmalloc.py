@@ -1,0 +1,349 @@
+"""glibc's malloc (ptmalloc2) main arena, address by address.
+
+The high-water model of :mod:`sim.costs.rss` packs the live bytes perfectly and
+never gives memory back. glibc's main arena does neither: chunks sit at
+addresses in one brk heap, a freed chunk can only be reused by requests it fits,
+and the **top** chunk (the free space at the end of the heap) is given back to
+the kernel when a free leaves it above the trim threshold -- the next request
+that needs it faults the pages in again. This module follows that placement for
+glibc 2.36 on x86_64 (``malloc/malloc.c``), request by request:
+
+* a request of ``n`` bytes is a chunk of ``n + 8`` rounded up to 16, at least 32
+  (``request2size``);
+* **tcache**: up to 7 freed chunks per size up to 1040 B, reused last-in first-out,
+  before anything else (``tcache_put`` / ``tcache_get``);
+* **fastbins**: freed chunks up to 128 B once their tcache bin is full; neither is
+  coalesced with its neighbours until ``malloc_consolidate`` (a request of 1024 B or
+  more, or a free that leaves a chunk of 64 KiB or more, while fastbins hold chunks);
+* every other freed chunk is merged with free neighbours at once and, when it
+  borders the top chunk, joins the top;
+* a request no tcache or fastbin serves takes an exact-size free chunk, else the
+  smallest free chunk that fits (split; the remainder stays free), else carves from
+  the top. The unsorted bin's order and the "last remainder" preference for small
+  requests are not followed: free chunks are reused best fit, oldest first among
+  equal sizes;
+* when the top is too small, a request of at least the mmap threshold is mmapped
+  on its own (page-rounded, with a 16-B header); otherwise the heap grows by
+  ``sbrk`` to leave the top pad (128 KiB) after the request (``sysmalloc``);
+* freeing an mmapped chunk larger than the threshold raises the mmap threshold to
+  its size and the trim threshold to twice that (up to 32 MiB; ``free``);
+* a free whose merged chunk is at least 64 KiB trims the top down to the top pad
+  when the top reaches the trim threshold (``_int_free`` -> ``systrim``).
+
+Residency: a chunk carved from the top is written by its owner, so the heap is
+resident up to the highest byte ever carved (``resident_end``); a trim drops the
+pages above the new break. mmapped chunks are resident while mapped.
+
+Frees that do not name their block take the newest live block of that request size
+(the heap's other callers free by size). Addresses are byte offsets from the
+start of the heap. All sizes are bytes.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+
+__all__ = ["PtmallocArena"]
+
+SIZE_SZ = 8
+MINSIZE = 32
+#: largest chunk the tcache holds (64 bins of 16 B from 32 B), and chunks per bin
+TCACHE_MAX_CHUNK = 1040
+TCACHE_COUNT = 7
+#: largest fastbin chunk (DEFAULT_MXFAST 128 on 64-bit)
+MAX_FAST = 128
+#: smallest chunk of the large bins: requests from here on consolidate the fastbins
+MIN_LARGE = 1024
+#: a free that leaves a chunk of this size consolidates and may trim
+CONSOLIDATION_THRESHOLD = 65536
+#: mallopt(3) defaults
+TOP_PAD = 128 * 1024
+MMAP_THRESHOLD = 128 * 1024
+TRIM_THRESHOLD = 128 * 1024
+MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
+
+
+def chunk_size(nbytes: int) -> int:
+    """glibc's ``request2size``: the chunk that serves a request of ``nbytes``."""
+    size = (nbytes + SIZE_SZ + 15) & ~15
+    return size if size > MINSIZE else MINSIZE
+
+
+class PtmallocArena:
+    """The main arena plus its mmapped chunks; see the module docstring.
+
+    A block is the chunk's address (an ``int``), or ``("mmap", size)`` for an
+    mmapped chunk. ``fault`` (optional) is called with ``(bytes, mapped)`` when
+    pages become resident: heap growth (``mapped=False``) or a new mapping
+    (``mapped=True``).
+
+    Examples
+    --------
+    >>> a = PtmallocArena()
+    >>> x = a.alloc(1 << 20)             # above the initial mmap threshold: mmapped
+    >>> a.free(x)                         # the threshold rises to its size
+    >>> y = a.alloc(1 << 20); z = a.alloc(100)
+    >>> isinstance(y, int), a.resident_bytes() // 1024
+    (True, 1028)
+    >>> a.free(y)                         # z sits between y and the top: no trim
+    >>> a.brk // 1024, a.resident_bytes() // 1024
+    (1156, 1028)
+    >>> a.free(z); a.free(a.alloc(1 << 20))  # z parks in the tcache, y's chunk is reused
+    >>> b = [a.alloc(1 << 20) for _ in range(3)]
+    >>> a.resident_bytes() // 1024, a.trims
+    (3076, 0)
+    >>> for x in b: a.free(x)
+    >>> a.trims, a.brk // 1024, a.resident_bytes() // 1024   # the top reached 2056 KiB
+    (1, 1156, 1156)
+    """
+
+    def __init__(self, page_bytes: int = 4096, trim_threshold: int = 0, mmap_threshold: int = 0,
+                 top_pad: int = 0):
+        self.page = int(page_bytes)
+        # mallopt(3) / MALLOC_*_ environment: 0 keeps glibc's default; setting any of the
+        # three turns the dynamic mmap threshold off (mp_.no_dyn_threshold)
+        self.dynamic = not (trim_threshold or mmap_threshold or top_pad)
+        self.top_pad = int(top_pad) or TOP_PAD
+        self.brk = 0
+        self.top = 0
+        self.resident_end = 0
+        self.mapped = 0
+        self.mmap_threshold = int(mmap_threshold) or MMAP_THRESHOLD
+        self.trim_threshold = int(trim_threshold) or TRIM_THRESHOLD
+        self.trims = 0
+        self.trimmed_bytes = 0
+        self.fault = None
+        # in-use chunks (allocated, or parked in tcache / fastbins): address -> size
+        self.inuse = {}
+        # free chunks in the bins: address -> size, end -> address, size -> {address: None}
+        self.free_at = {}
+        self.free_end = {}
+        self.by_size = {}
+        self.sizes = []
+        self.tcache = {}
+        self.fast = {}
+        self.nfast = 0
+        # live blocks by request size, newest last (frees that name no block)
+        self.live = {}
+
+    # -- bins ------------------------------------------------------------------------
+    def _bin_insert(self, addr, size) -> None:
+        self.free_at[addr] = size
+        self.free_end[addr + size] = addr
+        same = self.by_size.get(size)
+        if same is None:
+            self.by_size[size] = {addr: None}
+            insort(self.sizes, size)
+        else:
+            same[addr] = None
+
+    def _bin_remove(self, addr) -> int:
+        size = self.free_at.pop(addr)
+        del self.free_end[addr + size]
+        same = self.by_size[size]
+        del same[addr]
+        if not same:
+            del self.by_size[size]
+            del self.sizes[bisect_left(self.sizes, size)]
+        return size
+
+    def _merge(self, addr, size) -> int:
+        """Free a chunk into the bins or the top, merged with free neighbours; its size."""
+        prev = self.free_end.get(addr)
+        if prev is not None:
+            size += self._bin_remove(prev)
+            addr = prev
+        end = addr + size
+        if end == self.top:
+            self.top = addr
+            return self.brk - addr
+        if end in self.free_at:
+            size += self._bin_remove(end)
+        self._bin_insert(addr, size)
+        return size
+
+    def _consolidate(self) -> None:
+        """``malloc_consolidate``: every fastbin chunk merged into the bins or the top."""
+        for size in sorted(self.fast):
+            for addr in self.fast[size]:
+                del self.inuse[addr]
+                self._merge(addr, size)
+        self.fast.clear()
+        self.nfast = 0
+
+    # -- growth and trimming -----------------------------------------------------------
+    def _touch(self, end) -> None:
+        if end > self.resident_end:
+            page = self.page
+            old = -(-self.resident_end // page) * page
+            self.resident_end = end
+            new = -(-end // page) * page
+            if new > old and self.fault is not None:
+                self.fault(new - old, False)
+
+    def _from_top(self, nb) -> int:
+        if self.brk - self.top < nb + MINSIZE:
+            # sysmalloc: grow the heap so that the top keeps its pad after the request
+            need = nb + self.top_pad + MINSIZE - (self.brk - self.top)
+            self.brk += -(-need // self.page) * self.page
+        addr = self.top
+        self.top = addr + nb
+        self._touch(self.top + 2 * SIZE_SZ)   # the chunk, and the new top's header
+        return addr
+
+    def _systrim(self) -> None:
+        area = self.brk - self.top - MINSIZE - 1
+        if area <= self.top_pad:
+            return
+        extra = (area - self.top_pad) // self.page * self.page
+        if extra:
+            self.brk -= extra
+            self.trims += 1
+            self.trimmed_bytes += extra
+            if self.resident_end > self.brk:
+                self.resident_end = self.brk
+
+    # -- malloc / free -----------------------------------------------------------------
+    def _fit(self, nb):
+        """A chunk from the bins for ``nb`` (split), or None."""
+        sizes = self.sizes
+        i = bisect_left(sizes, nb)
+        if i == len(sizes):
+            return None
+        size = sizes[i]
+        addr = next(iter(self.by_size[size]))
+        self._bin_remove(addr)
+        if size - nb >= MINSIZE:
+            self._bin_insert(addr + nb, size - nb)
+            size = nb
+        self.inuse[addr] = size
+        return addr
+
+    def _malloc(self, nb):
+        if nb <= TCACHE_MAX_CHUNK:
+            cached = self.tcache.get(nb)
+            if cached:
+                return cached.pop()
+            if nb <= MAX_FAST:
+                fast = self.fast.get(nb)
+                if fast:
+                    addr = fast.pop()
+                    self.nfast -= 1
+                    # the rest of that fastbin moves into the tcache
+                    cache = self.tcache.setdefault(nb, [])
+                    while fast and len(cache) < TCACHE_COUNT:
+                        cache.append(fast.pop())
+                        self.nfast -= 1
+                    return addr
+        if nb >= MIN_LARGE and self.nfast:
+            self._consolidate()
+        addr = self._fit(nb)
+        if addr is not None:
+            return addr
+        if self.brk - self.top < nb + MINSIZE and self.nfast:
+            self._consolidate()
+            addr = self._fit(nb)
+            if addr is not None:
+                return addr
+        if self.brk - self.top < nb + MINSIZE and nb >= self.mmap_threshold:
+            size = -(-(nb + SIZE_SZ) // self.page) * self.page
+            self.mapped += size
+            if self.fault is not None:
+                self.fault(size, True)
+            return ("mmap", size)
+        addr = self._from_top(nb)
+        self.inuse[addr] = nb
+        return addr
+
+    def alloc(self, nbytes: int):
+        """Place one request of ``nbytes``; returns its block."""
+        block = self._malloc(chunk_size(nbytes))
+        self.live.setdefault(nbytes, []).append(block)
+        return block
+
+    def alloc_many(self, nbytes: int, count: int) -> None:
+        """``count`` requests of ``nbytes``: from the free lists while they last, then
+        carved from the top in one piece (what ``count`` single requests would leave)."""
+        nb = chunk_size(nbytes)
+        live = self.live.setdefault(nbytes, [])
+        while count and (self.tcache.get(nb) or self.fast.get(nb) or
+                         (self.sizes and self.sizes[-1] >= nb)):
+            live.append(self._malloc(nb))
+            count -= 1
+        if count:
+            if nb >= self.mmap_threshold:
+                for _ in range(count):
+                    live.append(self._malloc(nb))
+                return
+            total = nb * count
+            while self.brk - self.top < total + MINSIZE:
+                # the heap grows whenever the next request no longer fits the top
+                room = self.brk - self.top - MINSIZE
+                fit = max(room // nb, 0)
+                self.top += fit * nb
+                total -= fit * nb
+                need = nb + self.top_pad + MINSIZE - (self.brk - self.top)
+                self.brk += -(-need // self.page) * self.page
+            self.top += total
+            self._touch(self.top + 2 * SIZE_SZ)
+            start = self.top - nb * count
+            for addr in range(start, self.top, nb):
+                self.inuse[addr] = nb
+            live.extend(range(start, self.top, nb))
+
+    def free(self, block=None, nbytes=None) -> None:
+        """Free ``block`` (or, with ``block=None``, the newest live block of ``nbytes``)."""
+        if block is None:
+            block = self.live[nbytes].pop()
+        elif nbytes is not None:
+            live = self.live[nbytes]
+            if live[-1] == block:
+                live.pop()
+            else:
+                try:
+                    live.remove(block)
+                except ValueError:
+                    # an anonymous free of that size took this block already: this one
+                    # frees the block that free really meant (the newest one left)
+                    block = live.pop()
+        if type(block) is tuple:
+            size = block[1]
+            self.mapped -= size
+            if self.dynamic and self.mmap_threshold < size <= MMAP_THRESHOLD_MAX:
+                self.mmap_threshold = size
+                self.trim_threshold = 2 * size
+            return
+        size = self.inuse.pop(block)
+        if size <= TCACHE_MAX_CHUNK:
+            cached = self.tcache.setdefault(size, [])
+            if len(cached) < TCACHE_COUNT:
+                cached.append(block)
+                self.inuse[block] = size
+                return
+            if size <= MAX_FAST:
+                self.fast.setdefault(size, []).append(block)
+                self.inuse[block] = size
+                self.nfast += 1
+                return
+        merged = self._merge(block, size)
+        if merged >= CONSOLIDATION_THRESHOLD:
+            if self.nfast:
+                self._consolidate()
+            if self.brk - self.top >= self.trim_threshold:
+                self._systrim()
+
+    def free_many(self, nbytes: int, count: int) -> None:
+        for _ in range(count):
+            self.free(None, nbytes)
+
+    # -- what the rest of the simulator reads ---------------------------------------------
+    def resident_bytes(self) -> int:
+        page = self.page
+        return -(-self.resident_end // page) * page + self.mapped
+
+    def state(self) -> tuple:
+        """The whole placement, for fast-forward's comparison of iterations."""
+        return (self.brk, self.top, self.resident_end, self.mapped, self.mmap_threshold,
+                self.nfast, hash(tuple(self.free_at.items())),
+                hash(tuple((s, tuple(v)) for s, v in self.tcache.items() if v)),
+                hash(tuple((s, tuple(v)) for s, v in self.fast.items() if v)))

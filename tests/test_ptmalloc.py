@@ -1,0 +1,124 @@
+"""glibc's main arena placed chunk by chunk (sim.costs.ptmalloc, profile linux-x86_64-arena)."""
+
+import pytest
+
+from sim.costs.ptmalloc import PtmallocArena, chunk_size
+from sim.engine import Simulation
+from sim.profile import ProfileError, load_profile
+from sim.runner import run_cell
+
+KIB, MIB = 1024, 1 << 20
+
+
+def test_chunk_sizes_follow_request2size():
+    assert [chunk_size(n) for n in (1, 24, 25, 100, 1048576)] == [32, 32, 48, 112, 1048592]
+
+
+def test_tcache_then_fastbins_hold_small_chunks_without_merging():
+    a = PtmallocArena()
+    blocks = [a.alloc(24) for _ in range(9)]
+    for b in blocks:
+        a.free(b)
+    assert len(a.tcache[32]) == 7 and len(a.fast[32]) == 2 and not a.free_at
+    # LIFO: the last chunk parked in the tcache is the next one handed out
+    assert a.alloc(24) == blocks[6]
+
+
+def test_neighbours_merge_and_best_fit_splits():
+    a = PtmallocArena()
+    x, y, z = a.alloc(2000), a.alloc(2000), a.alloc(100)
+    a.free(x)
+    a.free(y)                                   # merged with x: one free chunk of 4032 B
+    assert a.free_at == {x: 4032}
+    w = a.alloc(1500)                           # best fit splits it; the rest stays free
+    assert w == x and a.free_at == {x + chunk_size(1500): 4032 - chunk_size(1500)}
+    del z
+
+
+def test_a_pinned_top_is_not_trimmed_and_a_free_top_is():
+    a = PtmallocArena()
+    a.free(a.alloc(MIB))                        # mmapped; thresholds rise (trim: 2056 KiB)
+    assert a.mmap_threshold == 1052672 and a.trim_threshold == 2 * 1052672
+    big = [a.alloc(MIB) for _ in range(2)]
+    pin = a.alloc(100)                          # carved after them: pins the top
+    for b in big:
+        a.free(b)
+    assert a.trims == 0 and a.resident_bytes() >= 2 * MIB
+    a.free(pin)                                 # parked in the tcache: still pinning
+    assert a.trims == 0
+    c = a.alloc(2 * MIB)                        # fits the two freed chunks merged
+    d = a.alloc(MIB)                            # from the top, after the pin
+    a.free(d)                                   # borders the top: top < threshold
+    assert a.trims == 0
+    e = [a.alloc(MIB), a.alloc(MIB)]
+    for b in e:
+        a.free(b)                               # top >= 2056 KiB: trimmed to its pad
+    assert a.trims == 1 and a.brk - a.top < 132 * KIB
+    assert a.resident_bytes() == -(-a.brk // 4096) * 4096
+    del c
+
+
+def test_mallopt_turns_the_dynamic_thresholds_off():
+    a = PtmallocArena(trim_threshold=64 * MIB)
+    a.free(a.alloc(MIB))
+    assert a.mmap_threshold == 128 * KIB          # not raised: every MiB is mmapped again
+    b = a.alloc(MIB)
+    assert type(b) is tuple
+    c = PtmallocArena(trim_threshold=64 * MIB, mmap_threshold=32 * MIB)
+    blocks = [c.alloc(MIB) for _ in range(4)]
+    for b in blocks:
+        c.free(b)
+    assert c.trims == 0 and c.resident_bytes() >= 4 * MIB
+
+
+def test_a_mallopt_key_needs_the_arena(tmp_path):
+    text = open(load_profile("linux-x86_64").path).read()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("malloc_trim_threshold_bytes = 0",
+                                "malloc_trim_threshold_bytes = 1048576"))
+    with pytest.raises(ProfileError, match="malloc_trim_threshold_bytes .*glibc-arena"):
+        load_profile(str(bad))
+
+
+def _steady(optimizer, **mallopt):
+    """Steady step of p10-ema without (ms) and the arena's trims per step."""
+    from sim.calibrate import _with
+    profile = load_profile("linux-x86_64-arena")
+    if mallopt:
+        profile = _with(profile, {f"process.malloc_{k}_bytes": v for k, v in mallopt.items()})
+    rows = run_cell("p10-ema", "without", profile=profile,
+                    sets={"steps": 20, "report_at": "1,10,20", "optimizer": optimizer})
+    return {r["x"]: r["value"] for r in rows if r["metric"] == "ms_per_step"}[20]
+
+
+def test_adam_trims_the_top_every_step_and_raising_the_threshold_stops_it():
+    """Adam's temporaries leave more than the 2056 KiB trim threshold at the top of the heap
+    after every step: it is given back and faulted in again by the next step (the Linux
+    probe: 3.2-3.9 ms per step; with MALLOC_TRIM_THRESHOLD_=64 MiB and
+    MALLOC_MMAP_THRESHOLD_=32 MiB, 2.1 ms)."""
+    default = _steady("adam")
+    fixed = _steady("adam", trim_threshold=64 * MIB, mmap_threshold=32 * MIB)
+    assert fixed < default * 0.75
+
+
+def test_arena_profile_fast_forward_equals_exact():
+    sets = {"steps": 30, "report_at": "1,10,30"}
+    for variant in ("without", "detach"):
+        assert run_cell("p10-ema", variant, profile="linux-x86_64-arena", sets=sets) == \
+            run_cell("p10-ema", variant, profile="linux-x86_64-arena", sets=sets,
+                     fast_forward=False)
+    sets = {"iterations": 2000, "rounds": 2}
+    assert run_cell("adleak-rss", "autodiff-backward-each-round",
+                    profile="linux-x86_64-arena", sets=sets) == \
+        run_cell("adleak-rss", "autodiff-backward-each-round", profile="linux-x86_64-arena",
+                 sets=sets, fast_forward=False)
+
+
+def test_frees_by_size_and_by_block_agree_on_the_block_count():
+    sim = Simulation(load_profile("linux-x86_64-arena"))
+    heap = sim.heap
+    named = heap.alloc(64)
+    heap.alloc(64)
+    heap.free(64)                 # anonymous: takes the newest block of 64 B (named's twin)
+    heap.free(64, named)
+    assert heap.live_blocks == 0 and sim.allocator.arena.live[64] == []
