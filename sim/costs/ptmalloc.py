@@ -262,8 +262,10 @@ class PtmallocArena:
         return block
 
     def alloc_many(self, nbytes: int, count: int) -> None:
-        """``count`` requests of ``nbytes``: from the free lists while they last, then
-        carved from the top in one piece (what ``count`` single requests would leave)."""
+        """``count`` requests of ``nbytes`` in a row: from the free lists while they last,
+        then carved from the top in one piece, as ``count`` single requests would be (a
+        caller that batches several sizes, such as a B-tree clone of leaves and internal
+        nodes, places them size by size rather than interleaved)."""
         nb = chunk_size(nbytes)
         live = self.live.setdefault(nbytes, [])
         while count and (self.tcache.get(nb) or self.fast.get(nb) or
