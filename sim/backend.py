@@ -59,6 +59,8 @@ STAGED_OPS = frozenset({"matmul"})
 #: 512 columns plus one NR = 4 panel of kernel_params' rounding (cache.rs), taken from the
 #: trace rather than ported.
 PACK_EXTRA_COLUMNS = 4
+#: the MemBuffer's alignment (posix_memalign: the trace's align column)
+PACK_ALIGN = 128
 #: the backend's code path (sim.costs.rss.CODE_PATHS) of each op; every other op is elementwise
 OP_CODE_PATH = {"matmul": "matmul", "sum": "reduce", "mean": "reduce"}
 #: byte offset of the L2 slab's data in its first page: glibc serves the 2 MiB MemBuffer
@@ -320,7 +322,7 @@ class Backend:
                     k, n = packed
                     pack = k * (n + PACK_EXTRA_COLUMNS) * ELEMENT_BYTES
                     pack = -(-pack // 128) * 128
-                    heap.free(pack, heap.alloc(pack))
+                    heap.free(pack, heap.alloc(pack, PACK_ALIGN))
             else:
                 block = heap.alloc(nbytes)
                 heap.alloc(box)

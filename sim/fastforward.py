@@ -56,10 +56,10 @@ class _Recorder(Heap):
     __slots__ = ()
     events = None
 
-    def alloc(self, nbytes):
+    def alloc(self, nbytes, align=0):
         if nbytes > 0:
             _Recorder.events[nbytes] += 1
-        return Heap.alloc(self, nbytes)
+        return Heap.alloc(self, nbytes, align)
 
     def free(self, nbytes, block=None):
         if nbytes > 0:

@@ -136,9 +136,9 @@ def test_weight_gradient_gemm_packs_its_rhs():
         __slots__ = ()
         events = []
 
-        def alloc(self, nbytes):
+        def alloc(self, nbytes, align=0):
             Recording.events.append(("alloc", nbytes))
-            return Heap.alloc(self, nbytes)
+            return Heap.alloc(self, nbytes, align)
 
         def free(self, nbytes, block=None):
             Recording.events.append(("free", nbytes))

@@ -49,11 +49,13 @@ class Heap:
         self._high = allocator.high
         self._mark = allocator.mark
 
-    def alloc(self, nbytes: int):
-        """Allocate one block of ``nbytes`` (zero-sized requests allocate nothing).
+    def alloc(self, nbytes: int, align: int = 0):
+        """Allocate one block of ``nbytes`` (zero-sized requests allocate nothing);
+        ``align``: the alignment asked for, where it is more than malloc's 16 B.
 
         Returns the allocator's handle of the block where it places blocks
-        individually (macOS LARGE blocks), else None; pass it back to :meth:`free`.
+        individually (macOS LARGE blocks, the glibc arena), else None; pass it back
+        to :meth:`free`.
         """
         hit = self._small.get(nbytes)  # a small size already seen (never one <= 0)
         if hit is None and nbytes <= 0:
@@ -64,7 +66,7 @@ class Heap:
         if live > self.peak_bytes:
             self.peak_bytes = live
         if hit is None:
-            return self.allocator.alloc(nbytes)
+            return self.allocator.alloc(nbytes, 1, align)
         zone, size = hit
         zl = self._live
         zone_live = zl[zone] = zl[zone] + size

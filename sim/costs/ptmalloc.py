@@ -28,7 +28,10 @@ glibc 2.36 on x86_64 (``malloc/malloc.c``), request by request:
 * freeing an mmapped chunk larger than the threshold raises the mmap threshold to
   its size and the trim threshold to twice that (up to 32 MiB; ``free``);
 * a free whose merged chunk is at least 64 KiB trims the top down to the top pad
-  when the top reaches the trim threshold (``_int_free`` -> ``systrim``).
+  when the top reaches the trim threshold (``_int_free`` -> ``systrim``);
+* ``posix_memalign`` (an alignment above 16 B) takes a chunk of ``nb + align + 32``
+  bytes and frees its misaligned head and its spare tail as chunks of their own
+  (``_int_memalign``): small ones park in the tcache right next to the block.
 
 Residency: a chunk carved from the top is written by its owner, so the heap is
 resident up to the highest byte ever carved (``resident_end``); a trim drops the
@@ -255,11 +258,37 @@ class PtmallocArena:
         self.inuse[addr] = nb
         return addr
 
-    def alloc(self, nbytes: int):
-        """Place one request of ``nbytes``; returns its block."""
-        block = self._malloc(chunk_size(nbytes))
+    def alloc(self, nbytes: int, align: int = 0):
+        """Place one request of ``nbytes`` (``align``: posix_memalign's alignment, when more
+        than malloc's 16 B); returns its block."""
+        nb = chunk_size(nbytes)
+        block = self._memalign(nb, align) if align > 2 * SIZE_SZ else self._malloc(nb)
         self.live.setdefault(nbytes, []).append(block)
         return block
+
+    def _memalign(self, nb, align):
+        """``_int_memalign``: a chunk of ``nb + align + MINSIZE`` bytes, its misaligned head and
+        its tail beyond ``nb`` split off and freed (small ones park in the tcache, next to
+        the block: they keep it from merging with its neighbours when it is freed)."""
+        addr = self._malloc(chunk_size(nb + align + MINSIZE))
+        if type(addr) is tuple:
+            return addr
+        size = self.inuse[addr]
+        user = addr + 2 * SIZE_SZ          # the heap starts page-aligned
+        if user % align:
+            start = -(-user // align) * align - 2 * SIZE_SZ
+            if start - addr < MINSIZE:
+                start += align
+            self.inuse[addr] = start - addr
+            self._free_chunk(addr)
+            size -= start - addr
+            addr = start
+        if size > nb + MINSIZE:
+            self.inuse[addr + nb] = size - nb
+            self._free_chunk(addr + nb)
+            size = nb
+        self.inuse[addr] = size
+        return addr
 
     def alloc_many(self, nbytes: int, count: int) -> None:
         """``count`` requests of ``nbytes`` in a row: from the free lists while they last,
@@ -315,19 +344,23 @@ class PtmallocArena:
                 self.mmap_threshold = size
                 self.trim_threshold = 2 * size
             return
-        size = self.inuse.pop(block)
+        self._free_chunk(block)
+
+    def _free_chunk(self, addr) -> None:
+        """``_int_free`` of an arena chunk: the tcache, a fastbin, or merged into the bins or
+        the top (then maybe ``malloc_consolidate`` and ``systrim``)."""
+        size = self.inuse[addr]
         if size <= TCACHE_MAX_CHUNK:
             cached = self.tcache.setdefault(size, [])
             if len(cached) < TCACHE_COUNT:
-                cached.append(block)
-                self.inuse[block] = size
+                cached.append(addr)
                 return
             if size <= MAX_FAST:
-                self.fast.setdefault(size, []).append(block)
-                self.inuse[block] = size
+                self.fast.setdefault(size, []).append(addr)
                 self.nfast += 1
                 return
-        merged = self._merge(block, size)
+        del self.inuse[addr]
+        merged = self._merge(addr, size)
         if merged >= CONSOLIDATION_THRESHOLD:
             if self.nfast:
                 self._consolidate()

@@ -420,11 +420,12 @@ class Allocator:
             self._lookup[nbytes] = hit
         return hit
 
-    def alloc(self, nbytes: int, count: int = 1):
-        """Account ``count`` blocks of ``nbytes``; returns the (last) block of a placement zone."""
+    def alloc(self, nbytes: int, count: int = 1, align: int = 0):
+        """Account ``count`` blocks of ``nbytes``; returns the (last) block of a placement zone
+        (``align``: posix_memalign's alignment; only the glibc arena places by it)."""
         if self.arena is not None:
             if count == 1:
-                return self.arena.alloc(nbytes)
+                return self.arena.alloc(nbytes, align)
             self.arena.alloc_many(nbytes, count)
             return None
         zi, size = self._place(nbytes)
