@@ -79,8 +79,8 @@ def test_sgd_keeps_its_top_below_the_threshold_and_adam_trims_every_step(monkeyp
     """p10-ema without: after each SGD step the top ends at 1919-2050 KiB, under the
     2056 KiB trim threshold (PROBE_STEPLOG: 1919-2049 KiB), so nothing is trimmed;
     Adam's temporaries push it over in every step, and what is given back faults in
-    again in the next one (the probe trims 2.0 MiB once per step; the model, whose
-    Adam temporaries land at the top, 2.0 and 2.9 MiB)."""
+    again (the probe: the break 2.0 MiB lower after the optimizer, its two 1-MiB
+    temporaries freed at the top; the model trims 2.0 and 2.9 MiB per step)."""
     trims = []
     systrim = PtmallocArena._systrim
 
