@@ -35,7 +35,7 @@ class Heap:
     """
 
     __slots__ = ("live_bytes", "live_blocks", "peak_bytes", "allocs", "allocator", "_small",
-                 "_live", "_high", "_mark")
+                 "_live", "_high", "_mark", "_arena")
 
     def __init__(self, allocator):
         self.live_bytes = 0
@@ -48,6 +48,8 @@ class Heap:
         self._live = allocator.live
         self._high = allocator.high
         self._mark = allocator.mark
+        # a glibc arena places every block itself (hot path: called directly)
+        self._arena = allocator.arena
 
     def alloc(self, nbytes: int, align: int = 0):
         """Allocate one block of ``nbytes`` (zero-sized requests allocate nothing);
@@ -66,6 +68,8 @@ class Heap:
         if live > self.peak_bytes:
             self.peak_bytes = live
         if hit is None:
+            if self._arena is not None:
+                return self._arena.alloc(nbytes, align)
             return self.allocator.alloc(nbytes, 1, align)
         zone, size = hit
         zl = self._live
@@ -84,6 +88,9 @@ class Heap:
         self.live_bytes -= nbytes
         self.live_blocks -= 1
         if hit is None:
+            if self._arena is not None:
+                self._arena.free(block, nbytes)
+                return
             self.allocator.free(nbytes, 1, block)
             return
         self._live[hit[0]] -= hit[1]

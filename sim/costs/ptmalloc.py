@@ -261,9 +261,19 @@ class PtmallocArena:
     def alloc(self, nbytes: int, align: int = 0):
         """Place one request of ``nbytes`` (``align``: posix_memalign's alignment, when more
         than malloc's 16 B); returns its block."""
-        nb = chunk_size(nbytes)
-        block = self._memalign(nb, align) if align > 2 * SIZE_SZ else self._malloc(nb)
-        self.live.setdefault(nbytes, []).append(block)
+        nb = (nbytes + SIZE_SZ + 15) & ~15
+        if nb < MINSIZE:
+            nb = MINSIZE
+        if align > 2 * SIZE_SZ:
+            block = self._memalign(nb, align)
+        else:
+            cached = self.tcache.get(nb)     # the tcache first (hot path, inlined)
+            block = cached.pop() if cached else self._malloc(nb)
+        live = self.live.get(nbytes)
+        if live is None:
+            self.live[nbytes] = [block]
+        else:
+            live.append(block)
         return block
 
     def _memalign(self, nb, align):
