@@ -213,7 +213,7 @@ def _unexplained(net, blocks, locator, snap):
 def _horizon(sim, effect):
     """Iterations that can be applied in closed form before anything could differ."""
     limit = sim.policy.ff_horizon(effect)
-    if effect.blocks and not sim.allocator.bulk_exact([size for size, _ in effect.blocks]):
+    if effect.blocks and not sim.allocator.bulk_exact():
         return 0   # a glibc arena: where each block lands depends on the order of events
     if effect.shape != "nodes":
         return limit

@@ -184,11 +184,15 @@ class PtmallocArena:
             if new > old and self.fault is not None:
                 self.fault(new - old, False)
 
+    def _grow(self, nb) -> None:
+        """``sysmalloc``: grow the heap so that the top keeps its pad after a request of
+        ``nb`` (called when the top is too small for it)."""
+        need = nb + self.top_pad + MINSIZE - (self.brk - self.top)
+        self.brk += -(-need // self.page) * self.page
+
     def _from_top(self, nb) -> int:
         if self.brk - self.top < nb + MINSIZE:
-            # sysmalloc: grow the heap so that the top keeps its pad after the request
-            need = nb + self.top_pad + MINSIZE - (self.brk - self.top)
-            self.brk += -(-need // self.page) * self.page
+            self._grow(nb)
         addr = self.top
         self.top = addr + nb
         self._touch(self.top + 2 * SIZE_SZ)   # the chunk, and the new top's header
@@ -261,9 +265,7 @@ class PtmallocArena:
     def alloc(self, nbytes: int, align: int = 0):
         """Place one request of ``nbytes`` (``align``: posix_memalign's alignment, when more
         than malloc's 16 B); returns its block."""
-        nb = (nbytes + SIZE_SZ + 15) & ~15
-        if nb < MINSIZE:
-            nb = MINSIZE
+        nb = chunk_size(nbytes)
         if align > 2 * SIZE_SZ:
             block = self._memalign(nb, align)
         else:
@@ -323,8 +325,7 @@ class PtmallocArena:
                 fit = max(room // nb, 0)
                 self.top += fit * nb
                 total -= fit * nb
-                need = nb + self.top_pad + MINSIZE - (self.brk - self.top)
-                self.brk += -(-need // self.page) * self.page
+                self._grow(nb)
             self.top += total
             self._touch(self.top + 2 * SIZE_SZ)
             start = self.top - nb * count

@@ -490,12 +490,12 @@ class Allocator:
             self.mmap_threshold = min(max(self.mmap_threshold, size + 1), 32 * 1024 * 1024)
             self._lookup.clear()
 
-    def bulk_exact(self, sizes) -> bool:
-        """Whether ``count`` blocks of these request sizes may be allocated (and later freed)
-        size by size in bulk: not in a glibc arena, where the order of single requests and
-        frees sets the addresses, which chunks the tcache and fastbins keep, and so the
-        layout later requests find (fast-forward then runs those loops exactly)."""
-        return self.arena is None or not sizes
+    def bulk_exact(self) -> bool:
+        """Whether blocks may be allocated (and later freed) size by size in bulk: not in a
+        glibc arena, where the order of single requests and frees sets the addresses,
+        which chunks the tcache and fastbins keep, and so the layout later requests find
+        (fast-forward then runs those loops exactly)."""
+        return self.arena is None
 
     def set_cluster(self, index: int) -> None:
         """The CPU cluster the (single) allocating thread runs on from now on: per-cluster

@@ -121,6 +121,10 @@ class Timing:
         self.bookkeeping_ns += ns
         self.sim.charge(ns)
 
+    def _work(self, ns) -> None:
+        self.compute_ns += ns
+        self.sim.charge(ns)
+
     # -- compute -------------------------------------------------------------------
     def forward_op(self, op, shapes, backend) -> None:
         key = (op.name, shapes, backend)
@@ -134,8 +138,7 @@ class Timing:
                 # a full sum is one chain of f32 adds: each waits for the previous one
                 ns += math.prod(shapes[1][0]) * rates["reduce_add_ns"]
             self._op_cache[key] = ns
-        self.compute_ns += ns
-        self.sim.charge(ns)
+        self._work(ns)
 
     def backward_op(self, op, shapes, cost=None, tracked=None, retrieved=0) -> None:
         """The backward of one step (``cost``: what :meth:`annotate` attached, unused here).
@@ -195,9 +198,7 @@ class Timing:
         rates = self.sim.policy.rates(self.sim, backend)
         miss = rates.get("gbps_miss")
         if miss:
-            ns = nbytes * (1.0 / miss - 1.0 / rates["gbps"])
-            self.compute_ns += ns
-            self.sim.charge(ns)
+            self._work(nbytes * (1.0 / miss - 1.0 / rates["gbps"]))
 
     def handle_clone(self, backend, autodiff=False) -> None:
         """A tensor handle was cloned (``Tensor::clone``: the dispatch and backend
@@ -208,8 +209,7 @@ class Timing:
         and pays nothing here."""
         ns = self.sim.backend_rates(backend)["clone_ns"]
         if ns:
-            self.compute_ns += ns
-            self.sim.charge(ns)
+            self._work(ns)
         if autodiff and self.p["autodiff_clone_ns"]:
             self._book(self.p["autodiff_clone_ns"])
 
@@ -225,14 +225,10 @@ class Timing:
         operand: ``buffer_ns`` each, their frees at the last handle's drop included."""
         ns = self.sim.backend_rates(backend)["buffer_ns"]
         if ns:
-            ns *= count
-            self.compute_ns += ns
-            self.sim.charge(ns)
+            self._work(ns * count)
 
     def _compute(self, flops, moved, backend, gemm_calls=0) -> None:
-        ns = _kernel_ns(self.sim.backend_rates(backend), flops, moved, gemm_calls)
-        self.compute_ns += ns
-        self.sim.charge(ns)
+        self._work(_kernel_ns(self.sim.backend_rates(backend), flops, moved, gemm_calls))
 
     # -- bookkeeping -----------------------------------------------------------------
     def prepare(self, n_inputs) -> None:
