@@ -126,7 +126,8 @@ def policies_cmd(files):
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="stop after this many seconds of wall time")
 @click.option("--max-nodes", type=click.IntRange(min=1), default=5_000_000, show_default=True,
-              help="stop if more simulated nodes than this are held individually (memory)")
+              help="stop if more simulated nodes than this are held individually (memory; "
+                   "each chunk of a glibc arena counts as a quarter node)")
 @click.option("--exact", is_flag=True,
               help="simulate every loop iteration (no fast-forward); dead single-node graphs "
                    "are kept as run records, so memory stays ~100 B per dropped untracked op")

@@ -51,9 +51,13 @@ class Limits:
     ``max_ops`` registered steps, ``max_live_nodes`` locator entries held as
     individual objects (about 1-2 KB of Python memory each; fast-forwarded runs and
     the dead single-node graphs exact mode keeps as run records do
-    not count), ``max_wall_s`` seconds of real time (checked every 4096
-    registrations and at every yield).
+    not count; a glibc arena's chunks, each placed and kept on its own at about 200 B,
+    count as ``1 / ARENA_CHUNKS_PER_NODE`` node each), ``max_wall_s`` seconds of real
+    time (checked every 4096 registrations and at every yield).
     """
+
+    #: glibc-arena chunks that count as one live node against ``max_live_nodes``
+    ARENA_CHUNKS_PER_NODE = 4
 
     def __init__(self, max_ops=50_000_000, max_live_nodes=5_000_000, max_wall_s=None):
         self.max_ops = max_ops
@@ -417,6 +421,13 @@ class Simulation:
             raise LimitExceeded(f"memory budget exceeded: more than {limits.max_live_nodes} "
                                 f"live simulated nodes held individually (raise --max-nodes, "
                                 f"or let sim.repeat fast-forward the loop)")
+        arena = self.allocator.arena
+        if (limits.max_live_nodes is not None and arena is not None
+                and len(arena.inuse) > limits.max_live_nodes * limits.ARENA_CHUNKS_PER_NODE):
+            raise LimitExceeded(f"memory budget exceeded: the glibc arena model holds more than "
+                                f"{limits.max_live_nodes * limits.ARENA_CHUNKS_PER_NODE} chunks, "
+                                f"each placed on its own (raise --max-nodes, or use a profile "
+                                f"with a size-class allocator such as m2max-macos)")
         if self.registered > limits.max_ops:
             raise LimitExceeded(f"op budget exceeded: more than {limits.max_ops} registered steps "
                                 f"(raise --max-ops)")

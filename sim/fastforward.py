@@ -33,6 +33,18 @@ The effect is proven, not assumed: the heap bytes and blocks an iteration left
 behind must equal the blocks of the node (and of its new graph) read off the
 live objects, plus the BTreeMap nodes and table resizes the iteration caused.
 Tests check that fast-forward and exact mode produce the same CSV.
+
+A glibc arena (``glibc-arena``, the Linux profile) places each block where the
+requests before it left room, so the ``graphs`` and ``nodes`` shapes cannot hand
+it their blocks size by size. There the probe also records the iteration's heap
+events in order (a template: allocations, the frees naming which of them they
+free, the appends to the locator's BTreeMaps), the templates of the agreeing
+iterations must be equal too, and :func:`_apply` *replays* the template once per
+iteration on the arena, each BTreeMap append allocating the nodes its splits make
+at their place, before recording the nodes and keys in closed form. Every chunk
+then lands where exact mode puts it (tests compare the arena chunk by chunk); the
+cost is the arena's work per event (about 15 us per adleak iteration), not
+O(1) per batch.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .autodiff.runs import NodeRun, graph_blocks, node_blocks
+from .costs.btree import BTreeNodes
 from .costs.heap import Heap
 
 __all__ = ["repeat", "Effect"]
@@ -50,31 +63,109 @@ AGREE = 3
 MAX_PROBE = 12
 
 
+#: events of a replay template (see _Recorder.seq)
+_ALLOC, _FREE, _ALLOC_MANY, _FREE_MANY, _INSERT = range(5)
+
+
 class _Recorder(Heap):
-    """A heap that also records every event (only while probing an iteration)."""
+    """A heap that also records every event (only while probing an iteration).
+
+    ``events`` counts the net blocks by size. Where the allocator places blocks one
+    request at a time (a glibc arena), ``seq`` also keeps the iteration's events in
+    order, as a template fast-forward can replay: an alloc, a free naming the alloc of
+    this iteration it frees (or none: the newest block of that size), and each append
+    to one of the locator's BTreeMaps (whose node allocations depend on the tree, not
+    on the iteration, and are left out). A free of a block from before the iteration,
+    or any other change to a tree, makes the iteration unreplayable (``seq = None``).
+    """
 
     __slots__ = ()
     events = None
+    seq = None
+    handles = None      # block -> index of its alloc in this iteration
+    nalloc = 0
+    trees = ()
+    muted = 0           # > 0 inside a tree's insert: its node allocations are not replayed
 
     def alloc(self, nbytes, align=0):
         if nbytes > 0:
             _Recorder.events[nbytes] += 1
-        return Heap.alloc(self, nbytes, align)
+        block = Heap.alloc(self, nbytes, align)
+        seq = _Recorder.seq
+        if seq is not None and nbytes > 0 and not _Recorder.muted:
+            seq.append((_ALLOC, nbytes, align))
+            if block is not None:
+                _Recorder.handles[_handle_key(block)] = _Recorder.nalloc
+            _Recorder.nalloc += 1
+        return block
 
     def free(self, nbytes, block=None):
         if nbytes > 0:
             _Recorder.events[nbytes] -= 1
+            if _Recorder.seq is not None and not _Recorder.muted:
+                if block is None:
+                    _Recorder.seq.append((_FREE, nbytes, -1))
+                else:
+                    index = _Recorder.handles.pop(_handle_key(block), None)
+                    if index is None:
+                        _Recorder.seq = None   # a block from an earlier iteration
+                    else:
+                        _Recorder.seq.append((_FREE, nbytes, index))
         Heap.free(self, nbytes, block)
 
     def alloc_many(self, nbytes, count):
+        if count == 1:
+            self.alloc(nbytes)      # what Heap.alloc_many does; counted there
+            return
         if nbytes > 0 and count > 0:
             _Recorder.events[nbytes] += count
+            if _Recorder.seq is not None and not _Recorder.muted:
+                _Recorder.seq.append((_ALLOC_MANY, nbytes, count))
         Heap.alloc_many(self, nbytes, count)
 
     def free_many(self, nbytes, count):
         if nbytes > 0 and count > 0:
             _Recorder.events[nbytes] -= count
+            if _Recorder.seq is not None and not _Recorder.muted:
+                _Recorder.seq.append((_FREE_MANY, nbytes, count))
         Heap.free_many(self, nbytes, count)
+
+
+def _handle_key(block):
+    # arena blocks are addresses (ints); mmapped ones are tuples, told apart by identity
+    return block if type(block) is int else ("id", id(block))
+
+
+class _RecordingTree(BTreeNodes):
+    """A locator BTreeMap that marks its appends in the replay template (probing only)."""
+
+    __slots__ = ()
+
+    def insert(self, key):
+        seq = _Recorder.seq
+        if seq is not None and not _Recorder.muted:
+            top = self.max_key()
+            if top is None or key <= top:
+                _Recorder.seq = None      # not an append: where it lands depends on the keys
+            else:
+                seq.append((_INSERT, _Recorder.trees.index(self), 0))
+        _Recorder.muted += 1
+        try:
+            return BTreeNodes.insert(self, key)
+        finally:
+            _Recorder.muted -= 1
+
+    def remove(self, key):
+        _Recorder.seq = None
+        return BTreeNodes.remove(self, key)
+
+    def remove_many(self, items):
+        _Recorder.seq = None
+        return BTreeNodes.remove_many(self, items)
+
+    def remove_run(self, first, stride, count):
+        _Recorder.seq = None
+        return BTreeNodes.remove_run(self, first, stride, count)
 
 
 class _Snapshot:
@@ -106,8 +197,14 @@ class Effect:
     """What one iteration changed, in a form that can be compared and replayed."""
 
     def __init__(self, shape, stride, registered, times, blocks=(), offset=0, parents=(),
-                 graph=None, backwards=0, rss_drift=0, graph_blocks=(), faults=(0, 0)):
+                 graph=None, backwards=0, rss_drift=0, graph_blocks=(), faults=(0, 0),
+                 template=None):
         self.graph_blocks = graph_blocks
+        # the iteration's heap events in order (a glibc arena: see _Recorder), replayed
+        # iteration by iteration in _apply; its allocator then faults and maps by itself
+        self.template = template
+        if template is not None:
+            faults = (0, 0)
         # (bytes made resident by growth, bytes of blocks mapped) per iteration: their
         # time is not in ``times``; _apply faults them again (growth of a run's blocks
         # happens by itself when the run allocates them)
@@ -126,11 +223,13 @@ class Effect:
     def key(self):
         # exact work in ps; the float accumulators only split it and are not compared
         return (self.shape, self.stride, self.registered, self.times[0], self.blocks, self.offset,
-                self.parents, id(self.graph), self.backwards, self.rss_drift, self.faults)
+                self.parents, id(self.graph), self.backwards, self.rss_drift, self.faults,
+                self.template)
 
 
-def _measure(sim, snap, events):
-    """The effect of the iteration since ``snap``, or None when it is not batchable."""
+def _measure(sim, snap, events, template=None):
+    """The effect of the iteration since ``snap``, or None when it is not batchable
+    (``template``: its heap events in order, where the allocator needs them replayed)."""
     locator = sim.client.locator
     timing = sim.timing
     stride = sim._next_id - snap.next_id
@@ -192,7 +291,7 @@ def _measure(sim, snap, events):
         return None
     return Effect(shape, stride, registered, times, tuple(sorted(blocks.items())),
                   node_id - snap.next_id, tuple(parents), graph if shape == "nodes" else None,
-                  graph_blocks=own, faults=faults)
+                  graph_blocks=own, faults=faults, template=template)
 
 
 def _unexplained(net, blocks, locator, snap):
@@ -214,7 +313,15 @@ def _horizon(sim, effect):
     """Iterations that can be applied in closed form before anything could differ."""
     limit = sim.policy.ff_horizon(effect)
     if effect.blocks and not sim.allocator.bulk_exact():
-        return 0   # a glibc arena: where each block lands depends on the order of events
+        if effect.template is None:
+            return 0   # a glibc arena, and an iteration whose events cannot be replayed
+        limits = sim.limits
+        if limits.max_live_nodes is not None:
+            # the replay keeps every chunk: stop where the memory budget would be passed
+            # (the next exact iterations then report it)
+            room = (limits.max_live_nodes * limits.ARENA_CHUNKS_PER_NODE
+                    - len(sim.allocator.arena.inuse))
+            limit = min(limit, max(0, room // (1 + len(effect.template))))
     if effect.shape != "nodes":
         return limit
     graph = effect.graph
@@ -239,7 +346,14 @@ def _apply(sim, effect, count):
         run = NodeRun(first, effect.stride, count, effect.parents, effect.blocks,
                       new_graph=effect.shape == "graphs", graph=effect.graph,
                       graph_blocks=effect.graph_blocks)
-        sim.client.locator.add_run(run)
+        locator = sim.client.locator
+        replay = effect.template is not None
+        trees = (locator.graphs_tree, locator.keys_tree)
+        if replay:
+            fills = _replay(sim.heap, effect.template, count, trees)
+        locator.add_run(run, replayed=replay)
+        if replay and fills != [tree.fills() for tree in trees]:
+            raise AssertionError("replayed BTreeMap splits differ from the closed-form append")
         sim.policy.ff_apply(run)
     sim._next_id += effect.stride * count
     sim.registered += effect.registered * count
@@ -259,6 +373,94 @@ def _apply(sim, effect, count):
     sim._check_limits()
 
 
+def _replay(heap, template, count, trees):
+    """The heap events of ``count`` iterations, one iteration after the other, in the
+    order ``template`` recorded them: a glibc arena places each request where the
+    previous ones left room, as in exact mode. Each append to a BTreeMap allocates the
+    nodes its splits make (:meth:`~sim.costs.btree.BTreeNodes.append_allocs`);
+    the bookkeeping of the nodes and keys is then recorded in closed form by the caller.
+
+    The arena is called directly and the heap's live bytes, blocks, allocation count and
+    peak are kept here, event by event, as :class:`~sim.costs.heap.Heap` would keep them.
+    """
+    arena = heap._arena
+    if arena is None or heap._small or any(ev[0] in (_ALLOC_MANY, _FREE_MANY) for ev in template):
+        return _replay_through_heap(heap, template, count, trees)
+    a_alloc, a_free = arena.alloc, arena.free
+    fills = [tree.fills() for tree in trees]
+    live, nblocks, allocs, peak = heap.live_bytes, heap.live_blocks, heap.allocs, heap.peak_bytes
+    for _ in range(count):
+        blocks = []
+        for kind, nbytes, arg in template:
+            if kind == _ALLOC:
+                blocks.append(a_alloc(nbytes, arg))
+                live += nbytes
+                nblocks += 1
+                allocs += 1
+                if live > peak:
+                    peak = live
+            elif kind == _FREE:
+                a_free(blocks[arg] if arg >= 0 else None, nbytes)
+                live -= nbytes
+                nblocks -= 1
+            else:   # an append to tree ``nbytes``: the nodes its splits create
+                made = trees[nbytes].append_allocs(fills[nbytes], a_alloc)
+                if made:
+                    live += sum(made)
+                    nblocks += len(made)
+                    allocs += len(made)
+                    if live > peak:
+                        peak = live
+    heap.live_bytes, heap.live_blocks, heap.allocs, heap.peak_bytes = live, nblocks, allocs, peak
+    return fills
+
+
+def _replay_through_heap(heap, template, count, trees):
+    """:func:`_replay` through the heap's methods (any allocator, any event)."""
+    alloc, free = heap.alloc, heap.free
+    fills = [tree.fills() for tree in trees]
+    for _ in range(count):
+        blocks = []
+        for kind, nbytes, arg in template:
+            if kind == _ALLOC:
+                blocks.append(alloc(nbytes, arg))
+            elif kind == _FREE:
+                free(nbytes, blocks[arg] if arg >= 0 else None)
+            elif kind == _INSERT:
+                trees[nbytes].append_allocs(fills[nbytes], heap.alloc)
+            elif kind == _ALLOC_MANY:
+                heap.alloc_many(nbytes, arg)
+            else:
+                heap.free_many(nbytes, arg)
+    return fills
+
+
+def _probe(sim, body, snap, replay):
+    """Run one iteration exactly, recording its heap events; returns its effect."""
+    heap = sim.heap
+    _Recorder.events = Counter()
+    trees = ()
+    if replay:
+        locator = sim.client.locator
+        trees = _Recorder.trees = (locator.graphs_tree, locator.keys_tree)
+        _Recorder.seq, _Recorder.handles, _Recorder.nalloc = [], {}, 0
+        for tree in trees:
+            tree.__class__ = _RecordingTree
+    heap.__class__ = _Recorder
+    try:
+        body()
+    finally:
+        heap.__class__ = Heap
+        for tree in trees:
+            tree.__class__ = BTreeNodes
+    template = None
+    if replay and _Recorder.seq is not None:
+        template = tuple(_Recorder.seq)
+    _Recorder.seq = _Recorder.handles = None
+    _Recorder.trees = ()
+    return _measure(sim, snap, _Recorder.events, template)
+
+
 def repeat(sim, n, body):
     """Run ``body()`` ``n`` times, fast-forwarding identical iterations (see module doc)."""
     if n <= 0:
@@ -271,19 +473,14 @@ def repeat(sim, n, body):
     done = 0
     effects = []
     effect = None
-    heap = sim.heap
+    # a glibc arena: the heap events of a node-leaving iteration are replayed in order
+    replay = not sim.allocator.bulk_exact()
     while done < n:
         if effect is None:
             snap = _Snapshot(sim)
-            _Recorder.events = Counter()
-            heap.__class__ = _Recorder
             sim.loop_index = done
-            try:
-                body()
-            finally:
-                heap.__class__ = Heap
+            measured = _probe(sim, body, snap, replay and sim.client.locator is not None)
             done += 1
-            measured = _measure(sim, snap, _Recorder.events)
             effects.append(measured)
             last = effects[-AGREE:]
             if (len(last) == AGREE and last[0] is not None

@@ -74,3 +74,38 @@ def test_ascending_ids_give_one_node_per_six_keys():
     tree.append_run(0, 1, 6 * 10 ** 6)
     assert abs(tree.leaves + tree.internals - 10 ** 6) <= 2
     assert tree.leaves == 6 * 10 ** 6 // 7 + 1 or abs(tree.leaves - 6 * 10 ** 6 / 7) < 2
+
+
+class _Log:
+    """A heap that only logs the sizes allocated, in order."""
+
+    def __init__(self):
+        self.sizes = []
+
+    def alloc(self, nbytes, align=0):
+        self.sizes.append(nbytes)
+
+    def free(self, nbytes, block=None):
+        self.sizes.append(-nbytes)
+
+
+@pytest.mark.parametrize("start", [0, 1, 11, 12, 77, 500, 1330])
+def test_append_allocs_replays_the_splits_of_inserts_in_order(start):
+    """Fast-forward's replay of an append (a glibc arena needs each node's allocation at its
+    place in the iteration) makes the same allocations, in the same order, as insert."""
+    real, log = BTreeNodes(_Log(), 192, 288), _Log()
+    for k in range(start):
+        real.insert(k)
+    fills = real.fills()
+    real.heap.sizes.clear()
+    per_key_real, per_key_replay = [], []
+    for k in range(start, start + 3000):
+        before = len(real.heap.sizes)
+        real.insert(k)
+        per_key_real.append(real.heap.sizes[before:])
+        before = len(log.sizes)
+        real.append_allocs(fills, log.alloc)
+        per_key_replay.append(log.sizes[before:])
+    assert per_key_replay == per_key_real
+    assert fills == real.fills()
+    assert any(len(sizes) == 2 for sizes in per_key_real)   # a leaf and an internal node split

@@ -4,6 +4,7 @@ import pytest
 
 from sim.costs.ptmalloc import PtmallocArena, chunk_size
 from sim.engine import Simulation
+from sim.policies import POLICIES
 from sim.profile import ProfileError, load_profile
 from sim.runner import run_cell
 
@@ -148,11 +149,55 @@ def test_arena_profile_fast_forward_equals_exact():
         assert run_cell("p10-ema", variant, profile="linux-x86_64", sets=sets) == \
             run_cell("p10-ema", variant, profile="linux-x86_64", sets=sets,
                      fast_forward=False)
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+@pytest.mark.parametrize("variant", ["flex.autodiff", "a-tracked", "autodiff-backward-each-round"])
+def test_arena_fast_forward_of_leak_loops_equals_exact(policy, variant):
+    """Loops that leave nodes behind are fast-forwarded under the arena by replaying each
+    iteration's heap events in order (the BTreeMaps' splits at their places): the same
+    rows as exact mode, under every policy."""
     sets = {"iterations": 2000, "rounds": 2}
-    assert run_cell("adleak-rss", "autodiff-backward-each-round",
-                    profile="linux-x86_64", sets=sets) == \
-        run_cell("adleak-rss", "autodiff-backward-each-round", profile="linux-x86_64",
-                 sets=sets, fast_forward=False)
+    assert run_cell("adleak-rss", variant, policy, profile="linux-x86_64", sets=sets) == \
+        run_cell("adleak-rss", variant, policy, profile="linux-x86_64", sets=sets,
+                 fast_forward=False)
+
+
+def _arena_after_leak_loop(fast_forward, tracked):
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    from common import tiny_backward
+    from sim.tensor import Tensor, drop
+    sim = Simulation(load_profile("linux-x86_64"), fast_forward=fast_forward)
+    dev = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, dev)
+    b = Tensor.from_floats([2.0] * 16, dev)
+    if tracked:
+        a.require_grad()
+    states, runs = [], 0
+    for _ in range(2):
+        sim.repeat(3000, lambda: drop(a.clone() + b.clone()))
+        runs += sum(r.count for r in sim.client.locator.live if type(r).__name__ == "NodeRun")
+        arena = sim.allocator.arena
+        states.append((dict(arena.inuse), dict(arena.free_at),
+                       {n: list(v) for n, v in arena.tcache.items()},
+                       {n: list(v) for n, v in arena.fast.items()},
+                       arena.brk, arena.top, arena.resident_end, arena.trims,
+                       {n: list(v) for n, v in arena.live.items()},
+                       sim.heap.live_bytes, sim.heap.live_blocks, sim.heap.peak_bytes,
+                       sim.work_ps, sim.fault_ps))
+        tiny_backward(dev)
+    return states, runs
+
+
+@pytest.mark.parametrize("tracked", [False, True])
+def test_arena_replay_places_every_chunk_where_exact_mode_does(tracked):
+    fast, runs = _arena_after_leak_loop(True, tracked)
+    exact, _ = _arena_after_leak_loop(False, tracked)
+    assert fast == exact                 # every chunk at the same address, bins alike
+    if not tracked:
+        assert runs > 2 * 2900           # the loops were fast-forwarded
 
 
 def test_frees_by_size_and_by_block_agree_on_the_block_count():
@@ -163,3 +208,12 @@ def test_frees_by_size_and_by_block_agree_on_the_block_count():
     heap.free(64)                 # anonymous: takes the newest block of 64 B (named's twin)
     heap.free(64, named)
     assert heap.live_blocks == 0 and sim.allocator.arena.live[64] == []
+
+
+def test_the_arena_counts_against_the_memory_budget():
+    """The replay keeps every chunk the arena places: a leak loop longer than the budget
+    stops with a clear error instead of exhausting the machine."""
+    from sim.engine import LimitExceeded, Limits
+    with pytest.raises(LimitExceeded, match="glibc arena model holds more than 80000 chunks"):
+        run_cell("adleak-rss", "flex.autodiff", profile="linux-x86_64",
+                 sets={"iterations": 100_000}, limits=Limits(max_live_nodes=20_000))

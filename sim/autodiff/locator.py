@@ -247,14 +247,20 @@ class GraphLocator:
         merged.release()
 
     # -- fast-forwarded runs --------------------------------------------------------------
-    def add_run(self, run) -> None:
-        """Record a run of dead nodes: its own single-node graphs, or nodes of ``run.graph``."""
-        self.graphs_tree.append_run(run.first, run.stride, run.count)
+    def add_run(self, run, replayed=False) -> None:
+        """Record a run of dead nodes: its own single-node graphs, or nodes of ``run.graph``.
+
+        ``replayed``: the run's blocks and the BTreeMaps' new nodes were (or will be)
+        allocated one iteration at a time by fast-forward's replay (a glibc arena, where
+        the order of requests places them); only the bookkeeping is recorded here."""
+        alloc = not replayed
+        self.graphs_tree.append_run(run.first, run.stride, run.count, alloc)
         self.run_entries += run.count
         if run.new_graph:
-            self.keys_tree.append_run(run.first, run.stride, run.count)
+            self.keys_tree.append_run(run.first, run.stride, run.count, alloc)
             self.live[run] = None
-            run.alloc(self.sim.heap)
+            if alloc:
+                run.alloc(self.sim.heap)
             return
         graph = run.graph
         graph.entries += run.count
@@ -264,7 +270,8 @@ class GraphLocator:
         if table is None:
             table = self.key_tables[origin] = self.sim.tables.key_set()
         table.grow_to(self._key_count(origin))
-        run.alloc(self.sim.heap)
+        if alloc:
+            run.alloc(self.sim.heap)
         graph.server.add_run(run)
 
     def remove_run(self, run) -> None:

@@ -364,8 +364,11 @@ class BTreeNodes:
         return out
 
     # -- closed-form appends ---------------------------------------------------------
-    def append_run(self, first, stride, count) -> None:
-        """Append keys ``first, first + stride, ...`` (``count`` of them, all above every key)."""
+    def append_run(self, first, stride, count, alloc=True) -> None:
+        """Append keys ``first, first + stride, ...`` (``count`` of them, all above every key).
+
+        ``alloc=False``: count the new nodes but leave their heap events to the caller
+        (fast-forward replaying them one append at a time with :func:`append_allocs`)."""
         if count <= 0:
             return
         if not self._runs:
@@ -381,7 +384,7 @@ class BTreeNodes:
             node_bytes = self.leaf_bytes if level == 0 else self.internal_bytes
             if level == len(fills):
                 fills.append(0)
-                self._count_new(level, node_bytes, 1)
+                self._count_new(level, node_bytes, 1, alloc)
             c = fills[level]
             first_split = CAPACITY + 1 - c
             if m < first_split:
@@ -390,16 +393,50 @@ class BTreeNodes:
             rest = m - first_split
             splits = 1 + rest // 7
             fills[level] = 5 + rest % 7
-            self._count_new(level, node_bytes, splits)
+            self._count_new(level, node_bytes, splits, alloc)
             m = splits
             level += 1
 
-    def _count_new(self, level, node_bytes, n) -> None:
+    def _count_new(self, level, node_bytes, n, alloc=True) -> None:
         if level == 0:
             self.leaves += n
         else:
             self.internals += n
-        self.heap.alloc_many(node_bytes, n)
+        if alloc:
+            self.heap.alloc_many(node_bytes, n)
+
+    def fills(self) -> list:
+        """Keys in the rightmost node of each level, leaf first (a copy): all an append of
+        ascending keys depends on."""
+        return list(self._spine) if self._runs else self._real_spine()
+
+    def max_key(self):
+        """The largest key, or None for an empty map."""
+        if self._runs:
+            return self._max
+        node = self.root
+        while node is not None and node.edges is not None:
+            node = node.edges[-1]
+        return node.keys[-1] if node is not None and node.keys else None
+
+    def append_allocs(self, fills, alloc) -> list:
+        """One append of a new largest key to a tree whose rightmost nodes hold ``fills``
+        (updated in place), for fast-forward's replay of an iteration: calls ``alloc(nbytes)``
+        for each node it creates, in the order :meth:`insert` creates them (the split
+        leaf, the split parents, a new root); returns their sizes."""
+        made = []
+        level = 0
+        while level == len(fills) or fills[level] == CAPACITY:
+            nbytes = self.leaf_bytes if level == 0 else self.internal_bytes
+            alloc(nbytes)
+            made.append(nbytes)
+            if level == len(fills):
+                fills.append(1)         # a new root (or the first leaf) holds the key
+                return made
+            fills[level] = 5            # the full node splits; the new right one holds 5
+            level += 1
+        fills[level] += 1
+        return made
 
     def _real_spine(self):
         fills = []
