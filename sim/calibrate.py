@@ -126,8 +126,11 @@ def _coordinate_steps(current, r0, jac, logs, params, evaluate):
 
 
 def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, fresh=False,
-              max_iterations=8):
+              max_iterations=8, progress=False):
     """Fit ``params`` of profile ``base`` to the selected ``measured`` points.
+
+    ``progress``: show a bar on stderr over each iteration's simulations of the fitted
+    cells (one per parameter for the Jacobian, then the step and its line search).
 
     At most ``max_iterations`` Gauss-Newton steps; stopping at that limit while the fit
     still improves is reported (rerun with more, or from the written profile).
@@ -156,74 +159,98 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
          f"({len(fit_cells)} simulated cells)")
 
     current = dict(x0)
+    bar = None
 
-    def evaluate(values):
-        return _residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs))
+    def evaluate(values, label="step"):
+        if bar is not None and bar.done == bar.total:
+            bar.total += 1          # the line search, or a parameter probed again
+        residuals = _residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs))
+        if bar is not None:
+            bar.advance(label)
+        return residuals
 
-    r0 = evaluate(current)
-    for iteration in range(max_iterations):
-        # Gauss-Newton with a finite-difference Jacobian; positive parameters move
-        # multiplicatively (rates enter as 1/x), the step is halved until it helps
-        columns, logs = [], []
-        for name in params:
-            value = current[name]
-            log_space = value > 0
-            if log_space:
-                trial_value = value * 1.05
-                if isinstance(profile.get(name), int):
-                    trial_value = max(round(trial_value), value + 1)
-                step = np.log(trial_value / value)
+    def say(text):
+        nonlocal bar
+        if bar is not None:     # end the bar's line before the iteration's report
+            bar.close()
+            bar = None
+        echo(text)
+
+    if progress:
+        from .progress import Progress
+        bar = Progress(1, unit="simulations of the fitted cells (initial point)")
+    r0 = evaluate(current, "initial point")
+    try:
+        for iteration in range(max_iterations):
+            if progress:
+                if bar is not None:
+                    bar.close()
+                bar = Progress(len(params) + 1, unit=f"simulations (iteration {iteration + 1})")
+            # Gauss-Newton with a finite-difference Jacobian; positive parameters move
+            # multiplicatively (rates enter as 1/x), the step is halved until it helps
+            columns, logs = [], []
+            for name in params:
+                value = current[name]
+                log_space = value > 0
+                if log_space:
+                    trial_value = value * 1.05
+                    if isinstance(profile.get(name), int):
+                        trial_value = max(round(trial_value), value + 1)
+                    step = np.log(trial_value / value)
+                else:
+                    step = max(abs(x0[name]) * 0.05, 1.0)
+                    trial_value = value + step
+                trial = dict(current)
+                trial[name] = trial_value
+                column = (evaluate(trial, f"d/d {name}") - r0) / step
+                if log_space and not np.any(np.abs(column) > 1e-12):
+                    # a parameter fitted to (nearly) zero has no multiplicative handle left:
+                    # probe it additively, and move it additively (bounded at zero)
+                    log_space = False
+                    step = max(abs(x0[name]) * 0.05, 1.0)
+                    trial[name] = value + step
+                    column = (evaluate(trial, f"d/d {name}") - r0) / step
+                if iteration == 0 and not np.any(np.abs(column) > 1e-12):
+                    raise UserError(f"--fit {name}: no fitted point depends on it "
+                                    f"(choose points it affects with --points)")
+                columns.append(column)
+                logs.append(log_space)
+            jac = np.column_stack(columns)
+            lower = np.array([-np.inf if lg else -current[n] for n, lg in zip(params, logs)])
+            delta = lsq_linear(jac, -r0, bounds=(lower, np.inf)).x
+            # trust region: a positive parameter moves at most x10 or /10 per iteration
+            delta = np.where(logs, np.clip(delta, -np.log(10), np.log(10)), delta)
+            rms0 = float(np.sqrt(np.mean(r0 ** 2)))
+            for _ in range(6):
+                trial = {n: (current[n] * float(np.exp(d)) if lg else current[n] + float(d))
+                         for n, d, lg in zip(params, delta, logs)}
+                r1 = evaluate(trial)
+                if np.sqrt(np.mean(r1 ** 2)) < rms0:
+                    break
+                delta = delta / 2
             else:
-                step = max(abs(x0[name]) * 0.05, 1.0)
-                trial_value = value + step
-            trial = dict(current)
-            trial[name] = trial_value
-            column = (evaluate(trial) - r0) / step
-            if log_space and not np.any(np.abs(column) > 1e-12):
-                # a parameter fitted to (nearly) zero has no multiplicative handle left:
-                # probe it additively, and move it additively (bounded at zero)
-                log_space = False
-                step = max(abs(x0[name]) * 0.05, 1.0)
-                trial[name] = value + step
-                column = (evaluate(trial) - r0) / step
-            if iteration == 0 and not np.any(np.abs(column) > 1e-12):
-                raise UserError(f"--fit {name}: no fitted point depends on it "
-                                f"(choose points it affects with --points)")
-            columns.append(column)
-            logs.append(log_space)
-        jac = np.column_stack(columns)
-        lower = np.array([-np.inf if lg else -current[n] for n, lg in zip(params, logs)])
-        delta = lsq_linear(jac, -r0, bounds=(lower, np.inf)).x
-        # trust region: a positive parameter moves at most x10 or /10 per iteration
-        delta = np.where(logs, np.clip(delta, -np.log(10), np.log(10)), delta)
-        rms0 = float(np.sqrt(np.mean(r0 ** 2)))
-        for _ in range(6):
-            trial = {n: (current[n] * float(np.exp(d)) if lg else current[n] + float(d))
-                     for n, d, lg in zip(params, delta, logs)}
-            r1 = evaluate(trial)
-            if np.sqrt(np.mean(r1 ** 2)) < rms0:
+                # the joint step fails (noisy or strongly nonlinear points): move the
+                # parameters one at a time, each by its own Gauss-Newton step, keeping a move
+                # only if it improves the fit (a parameter whose points are independent of the
+                # rest, e.g. a baseline, is not held back by the others)
+                trial, r1 = _coordinate_steps(current, r0, jac, logs, params, evaluate)
+                if r1 is None:
+                    say(f"  iteration {iteration + 1}: no step improves the fit; stopping")
+                    break
+                say(f"  iteration {iteration + 1}: the joint step does not improve the fit; "
+                    f"moved parameters one at a time")
+            moved = max(abs(trial[n] - current[n]) / max(abs(current[n]), 1e-9) for n in params)
+            current, r0 = trial, r1
+            say(f"  iteration {iteration + 1}: rms relative error {rms0:.4f}"
+                f" -> {np.sqrt(np.mean(r0 ** 2)):.4f}")
+            if moved < 1e-3 or rms0 - np.sqrt(np.mean(r0 ** 2)) < 1e-4:
                 break
-            delta = delta / 2
-        else:
-            # the joint step fails (noisy or strongly nonlinear points): move the
-            # parameters one at a time, each by its own Gauss-Newton step, keeping a move
-            # only if it improves the fit (a parameter whose points are independent of the
-            # rest, e.g. a baseline, is not held back by the others)
-            trial, r1 = _coordinate_steps(current, r0, jac, logs, params, evaluate)
-            if r1 is None:
-                echo(f"  iteration {iteration + 1}: no step improves the fit; stopping")
-                break
-            echo(f"  iteration {iteration + 1}: the joint step does not improve the fit; "
-                 f"moved parameters one at a time")
-        moved = max(abs(trial[n] - current[n]) / max(abs(current[n]), 1e-9) for n in params)
-        current, r0 = trial, r1
-        echo(f"  iteration {iteration + 1}: rms relative error {rms0:.4f}"
-             f" -> {np.sqrt(np.mean(r0 ** 2)):.4f}")
-        if moved < 1e-3 or rms0 - np.sqrt(np.mean(r0 ** 2)) < 1e-4:
-            break
-    else:   # no break: the limit came first
-        echo(f"  stopped at --max-iterations {max_iterations} while the fit still improved: "
-             f"rerun with a higher limit, or from the written profile")
+        else:   # no break: the limit came first
+            say(f"  stopped at --max-iterations {max_iterations} while the fit still improved: "
+                f"rerun with a higher limit, or from the written profile")
+    finally:
+        if bar is not None:
+            bar.close()
 
     # a profile calibrated in stages keeps what earlier stages fitted
     previous = {} if fresh else profile.data.get("calibration", {})

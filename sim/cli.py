@@ -210,7 +210,7 @@ def calibrate_cmd(measured_paths, base, params, points, out, fresh, max_iteratio
     if out is not None:
         _check_out_file(out)
     calibrate(measured, base, list(params), list(points), out, jobs, echo=click.echo,
-              fresh=fresh, max_iterations=max_iterations)
+              fresh=fresh, max_iterations=max_iterations, progress=True)
 
 
 @cli.command("accuracy")

@@ -25,6 +25,8 @@ class Progress:
         Cells already done before the batch starts (read from the cache).
     stream : file, optional
         Where to write (default: ``sys.stderr``).
+    unit : str
+        What is counted, as the bar names it (``total`` may grow while it runs).
 
     The estimate of the time left is the mean wall time of the cells computed
     so far times the cells left: cells of a sweep differ in cost, so it firms
@@ -42,8 +44,9 @@ class Progress:
 
     WIDTH = 24
 
-    def __init__(self, total: int, cached: int = 0, stream=None):
+    def __init__(self, total: int, cached: int = 0, stream=None, unit: str = "cells"):
         self.total = total
+        self.unit = unit
         self.done = cached
         self.cached = cached
         self.stream = stream if stream is not None else sys.stderr
@@ -79,7 +82,7 @@ class Progress:
         else:
             eta = "ETA ?"
         cached = f", {self.cached} cached" if self.cached else ""
-        return (f"[{bar}] {self.done}/{self.total} cells{cached}  {elapsed:.1f} s  {eta}"
+        return (f"[{bar}] {self.done}/{self.total} {self.unit}{cached}  {elapsed:.1f} s  {eta}"
                 f"  {self._label}")
 
     def _show(self) -> None:

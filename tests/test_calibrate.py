@@ -95,3 +95,21 @@ def test_coordinate_steps_move_an_independent_parameter_when_the_joint_step_fail
     # nothing to gain: no move
     values, r1 = _coordinate_steps(values, r1, jac, [True, True], ["base", "other"], evaluate)
     assert r1 is None
+
+
+def test_the_cli_shows_each_iterations_progress_on_stderr(tmp_path):
+    """A fit of many parameters runs for minutes: stderr names each simulation's purpose
+    while stdout keeps the report."""
+    from click.testing import CliRunner
+
+    from sim.cli import cli
+    _step1_ms(tmp_path, 1.5)
+    out = tmp_path / "fit.toml"
+    result = CliRunner().invoke(cli, [
+        "calibrate", "--measured", str(tmp_path / "m.csv"), "--profile", "m2max-macos",
+        "--fit", "time.process_warmup_ns", "--max-iterations", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    err = result.stderr
+    assert "simulations (iteration 1)" in err and "d/d time.process_warmup_ns" in err
+    assert "iteration 1: rms relative error" in result.stdout
+    assert "simulations" not in result.stdout and out.exists()

@@ -41,11 +41,11 @@
 # (the gradients container, the step's dispatch) on mul_scalar, checkpoint_retrieve_ns
 # (a saved tensor read back) on relu; add, matmul and the other rounds are held out.
 #
-# Allocator: the committed values were fitted with the former high-water allocator
-# ("glibc", session 7); since session 8 the profile runs "glibc-arena", under which
-# fast-forward runs leak loops exactly (adleak-rss ~1 min per cell: a fit would take
-# hours). ALLOCATOR=glibc reproduces the committed fit: it fits with that allocator and
-# puts glibc-arena back into the written profile at the end.
+# Allocator: the profile's own, "glibc-arena" (fitted under it since session 9: about an
+# hour here with JOBS=2, stage 1 9 min and stage 2 52 min, as fast-forward replays each
+# leak-loop iteration's heap events on the arena). ALLOCATOR=NAME fits under another
+# allocator class instead (e.g. glibc, the high-water model the values of sessions 7-8
+# were fitted with) and puts glibc-arena back into the written profile at the end.
 set -euo pipefail
 d=experiments/measured/linux-x86_64
 sim=${SIM:-.venv/bin/sim}
