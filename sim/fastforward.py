@@ -43,7 +43,7 @@ iterations must be equal too, and :func:`_apply` *replays* the template once per
 iteration on the arena, each BTreeMap append allocating the nodes its splits make
 at their place, before recording the nodes and keys in closed form. Every chunk
 then lands where exact mode puts it (tests compare the arena chunk by chunk); the
-cost is the arena's work per event (about 15 us per adleak iteration), not
+cost is the arena's work per event (14-19 us per adleak iteration), not
 O(1) per batch.
 """
 
