@@ -24,6 +24,7 @@ import resource
 import time
 import tracemalloc
 
+from .costs.rss import Allocator
 from .engine import Limits, Simulation
 from .profile import load_profile
 from .tensor import Tensor, drop
@@ -131,7 +132,7 @@ def _bytes_per_node(profile, program, n=20_000):
 def run_bench(profile="m2max-macos", quick=False, echo=None):
     """Run every case; returns a JSON-able dict of results."""
     prof = load_profile(profile)
-    replayed = not Simulation(prof).allocator.bulk_exact()
+    replayed = not Allocator.from_classes(prof.process.allocator).bulk_exact()
     results = []
     for name, (program, n_exact, n_ff) in CASES.items():
         for mode, n in (("exact", n_exact), ("fast-forward", n_ff)):

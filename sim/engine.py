@@ -64,6 +64,12 @@ class Limits:
         self.max_live_nodes = max_live_nodes
         self.max_wall_s = max_wall_s
 
+    def arena_chunks(self):
+        """The most glibc-arena chunks a run may hold (None: no memory budget)."""
+        if self.max_live_nodes is None:
+            return None
+        return self.max_live_nodes * self.ARENA_CHUNKS_PER_NODE
+
 
 class TableFactory:
     """Hash tables of the bookkeeping, each with its slot size on this platform."""
@@ -421,13 +427,12 @@ class Simulation:
             raise LimitExceeded(f"memory budget exceeded: more than {limits.max_live_nodes} "
                                 f"live simulated nodes held individually (raise --max-nodes, "
                                 f"or let sim.repeat fast-forward the loop)")
-        arena = self.allocator.arena
-        if (limits.max_live_nodes is not None and arena is not None
-                and len(arena.inuse) > limits.max_live_nodes * limits.ARENA_CHUNKS_PER_NODE):
+        arena, chunks = self.allocator.arena, limits.arena_chunks()
+        if arena is not None and chunks is not None and len(arena.inuse) > chunks:
             raise LimitExceeded(f"memory budget exceeded: the glibc arena model holds more than "
-                                f"{limits.max_live_nodes * limits.ARENA_CHUNKS_PER_NODE} chunks, "
-                                f"each placed on its own (raise --max-nodes, or use a profile "
-                                f"with a size-class allocator such as m2max-macos)")
+                                f"{chunks} chunks, each placed on its own (raise --max-nodes, "
+                                f"or use a profile with a size-class allocator such as "
+                                f"m2max-macos)")
         if self.registered > limits.max_ops:
             raise LimitExceeded(f"op budget exceeded: more than {limits.max_ops} registered steps "
                                 f"(raise --max-ops)")

@@ -43,7 +43,7 @@ iterations must be equal too, and :func:`_apply` *replays* the template once per
 iteration on the arena, each BTreeMap append allocating the nodes its splits make
 at their place, before recording the nodes and keys in closed form. Every chunk
 then lands where exact mode puts it (tests compare the arena chunk by chunk); the
-cost is the arena's work per event (14-19 us per adleak iteration), not
+cost is the arena's work per event (16-19 us per adleak iteration), not
 O(1) per batch.
 """
 
@@ -315,12 +315,11 @@ def _horizon(sim, effect):
     if effect.blocks and not sim.allocator.bulk_exact():
         if effect.template is None:
             return 0   # a glibc arena, and an iteration whose events cannot be replayed
-        limits = sim.limits
-        if limits.max_live_nodes is not None:
+        chunks = sim.limits.arena_chunks()
+        if chunks is not None:
             # the replay keeps every chunk: stop where the memory budget would be passed
             # (the next exact iterations then report it)
-            room = (limits.max_live_nodes * limits.ARENA_CHUNKS_PER_NODE
-                    - len(sim.allocator.arena.inuse))
+            room = chunks - len(sim.allocator.arena.inuse)
             limit = min(limit, max(0, room // (1 + len(effect.template))))
     if effect.shape != "nodes":
         return limit
@@ -347,13 +346,15 @@ def _apply(sim, effect, count):
                       new_graph=effect.shape == "graphs", graph=effect.graph,
                       graph_blocks=effect.graph_blocks)
         locator = sim.client.locator
-        replay = effect.template is not None
-        trees = (locator.graphs_tree, locator.keys_tree)
-        if replay:
+        if effect.template is None:
+            locator.add_run(run)
+        else:
+            trees = (locator.graphs_tree, locator.keys_tree)
             fills = _replay(sim.heap, effect.template, count, trees)
-        locator.add_run(run, replayed=replay)
-        if replay and fills != [tree.fills() for tree in trees]:
-            raise AssertionError("replayed BTreeMap splits differ from the closed-form append")
+            locator.add_run(run, replayed=True)
+            if fills != [tree.fills() for tree in trees]:
+                raise AssertionError("replayed BTreeMap splits differ from the closed-form "
+                                     "append")
         sim.policy.ff_apply(run)
     sim._next_id += effect.stride * count
     sim.registered += effect.registered * count
@@ -377,46 +378,9 @@ def _replay(heap, template, count, trees):
     """The heap events of ``count`` iterations, one iteration after the other, in the
     order ``template`` recorded them: a glibc arena places each request where the
     previous ones left room, as in exact mode. Each append to a BTreeMap allocates the
-    nodes its splits make (:meth:`~sim.costs.btree.BTreeNodes.append_allocs`);
-    the bookkeeping of the nodes and keys is then recorded in closed form by the caller.
-
-    The arena is called directly and the heap's live bytes, blocks, allocation count and
-    peak are kept here, event by event, as :class:`~sim.costs.heap.Heap` would keep them.
-    """
-    arena = heap._arena
-    if arena is None or heap._small or any(ev[0] in (_ALLOC_MANY, _FREE_MANY) for ev in template):
-        return _replay_through_heap(heap, template, count, trees)
-    a_alloc, a_free = arena.alloc, arena.free
-    fills = [tree.fills() for tree in trees]
-    live, nblocks, allocs, peak = heap.live_bytes, heap.live_blocks, heap.allocs, heap.peak_bytes
-    for _ in range(count):
-        blocks = []
-        for kind, nbytes, arg in template:
-            if kind == _ALLOC:
-                blocks.append(a_alloc(nbytes, arg))
-                live += nbytes
-                nblocks += 1
-                allocs += 1
-                if live > peak:
-                    peak = live
-            elif kind == _FREE:
-                a_free(blocks[arg] if arg >= 0 else None, nbytes)
-                live -= nbytes
-                nblocks -= 1
-            else:   # an append to tree ``nbytes``: the nodes its splits create
-                made = trees[nbytes].append_allocs(fills[nbytes], a_alloc)
-                if made:
-                    live += sum(made)
-                    nblocks += len(made)
-                    allocs += len(made)
-                    if live > peak:
-                        peak = live
-    heap.live_bytes, heap.live_blocks, heap.allocs, heap.peak_bytes = live, nblocks, allocs, peak
-    return fills
-
-
-def _replay_through_heap(heap, template, count, trees):
-    """:func:`_replay` through the heap's methods (any allocator, any event)."""
+    nodes its splits make (:meth:`~sim.costs.btree.BTreeNodes.append_allocs`); the
+    bookkeeping of the nodes and keys is then recorded in closed form by the caller.
+    Returns the trees' rightmost fills after the appends."""
     alloc, free = heap.alloc, heap.free
     fills = [tree.fills() for tree in trees]
     for _ in range(count):
@@ -427,7 +391,7 @@ def _replay_through_heap(heap, template, count, trees):
             elif kind == _FREE:
                 free(nbytes, blocks[arg] if arg >= 0 else None)
             elif kind == _INSERT:
-                trees[nbytes].append_allocs(fills[nbytes], heap.alloc)
+                trees[nbytes].append_allocs(fills[nbytes], alloc)
             elif kind == _ALLOC_MANY:
                 heap.alloc_many(nbytes, arg)
             else:

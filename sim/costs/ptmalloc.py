@@ -194,9 +194,8 @@ class PtmallocArena:
         if self.brk - self.top < nb + MINSIZE:
             self._grow(nb)
         addr = self.top
-        top = self.top = addr + nb
-        if top + 2 * SIZE_SZ > self.resident_end:   # the chunk, and the new top's header
-            self._touch(top + 2 * SIZE_SZ)
+        self.top = addr + nb
+        self._touch(self.top + 2 * SIZE_SZ)   # the chunk, and the new top's header
         return addr
 
     def _systrim(self) -> None:

@@ -494,7 +494,7 @@ class Allocator:
         """Whether blocks may be allocated (and later freed) size by size in bulk: not in a
         glibc arena, where the order of single requests and frees sets the addresses,
         which chunks the tcache and fastbins keep, and so the layout later requests find
-        (fast-forward then runs those loops exactly)."""
+        (fast-forward then replays those loops' events one iteration at a time)."""
         return self.arena is None
 
     def set_cluster(self, index: int) -> None:
