@@ -11,9 +11,11 @@ sweep cost grows every step), and the process's peak RSS. Timings on a shared
 2-core machine are noisy: compare ratios within one run.
 
 Under a profile whose allocator is a glibc arena (``--profile linux-x86_64``),
-fast-forward replays every iteration's heap events on the arena instead of
-applying a batch in closed form (:mod:`sim.fastforward`), so its add loops run
-:data:`ARENA_FF_ITERATIONS` iterations rather than 10^9.
+fast-forward applies a loop that leaves nodes behind in closed form only where its
+iterations qualify for a carve run (:mod:`sim.arenarun`); otherwise it replays every
+iteration's heap events on the arena (:mod:`sim.fastforward`). A short run of each
+add loop tells which: a case that replays runs :data:`ARENA_FF_ITERATIONS`
+iterations rather than 10^9, and the table says so.
 """
 
 from __future__ import annotations
@@ -86,9 +88,11 @@ def _ema_step(sim, n):
     return sim.registered - before
 
 
-#: fast-forward's iterations of the add loops under a glibc arena, which replays every
-#: iteration's heap events on the arena instead of applying them in closed form
+#: fast-forward's iterations of an add loop that a glibc arena replays iteration by
+#: iteration instead of applying in closed form
 ARENA_FF_ITERATIONS = 1_000_000
+#: iterations of the short run that tells whether the arena replays a loop
+ARENA_PROBE_ITERATIONS = 5_000
 
 #: name -> (program, iterations in exact mode, iterations with fast-forward)
 CASES = {
@@ -132,12 +136,16 @@ def _bytes_per_node(profile, program, n=20_000):
 def run_bench(profile="m2max-macos", quick=False, echo=None):
     """Run every case; returns a JSON-able dict of results."""
     prof = load_profile(profile)
-    replayed = not Allocator.from_classes(prof.process.allocator).bulk_exact()
+    arena = not Allocator.from_classes(prof.process.allocator).bulk_exact()
     results = []
+    replayed = []
     for name, (program, n_exact, n_ff) in CASES.items():
         for mode, n in (("exact", n_exact), ("fast-forward", n_ff)):
-            if mode == "fast-forward" and replayed:
-                n = min(n, ARENA_FF_ITERATIONS)
+            if mode == "fast-forward" and arena and n > ARENA_FF_ITERATIONS:
+                _, _, sim = _run_case(program, ARENA_PROBE_ITERATIONS, True, prof)
+                if sim.arena_replayed:
+                    n = ARENA_FF_ITERATIONS
+                    replayed.append(name)
             if quick:
                 n = max(n // 20, 50)
             ops, wall, _ = _run_case(program, n, mode == "fast-forward", prof)
@@ -178,7 +186,8 @@ def format_table(result) -> str:
                      f"{r['wall_s']:>9.3f} {r['ops_per_s'] or 0:>14,}")
     if result.get("arena_replay"):
         lines.append("fast-forward replays each iteration's heap events on the glibc arena "
-                     "(profile allocator glibc-arena): per iteration, not closed form")
+                     "(per iteration, not closed form) for: "
+                     + ", ".join(result["arena_replay"]))
     for name, nbytes in result["python_bytes_per_live_node"].items():
         lines.append(f"Python memory per live simulated node ({name}, exact mode): {nbytes} B")
     for run in result.get("scale", ()):

@@ -203,6 +203,10 @@ class Simulation:
             self.touched.fault = self.page_fault
         # index of the current iteration of the innermost sim.repeat (0-based)
         self.loop_index = 0
+        # fast-forwarded iterations a glibc arena placed in closed form (carve runs) and
+        # by replaying their heap events one iteration at a time (sim.fastforward)
+        self.arena_carved = 0
+        self.arena_replayed = 0
 
     # -- identity and devices ----------------------------------------------------------
     def next_node_id(self) -> int:

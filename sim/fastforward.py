@@ -38,19 +38,26 @@ A glibc arena (``glibc-arena``, the Linux profile) places each block where the
 requests before it left room, so the ``graphs`` and ``nodes`` shapes cannot hand
 it their blocks size by size. There the probe also records the iteration's heap
 events in order (a template: allocations, the frees naming which of them they
-free, the appends to the locator's BTreeMaps), the templates of the agreeing
-iterations must be equal too, and :func:`_apply` *replays* the template once per
-iteration on the arena, each BTreeMap append allocating the nodes its splits make
-at their place, before recording the nodes and keys in closed form. Every chunk
-then lands where exact mode puts it (tests compare the arena chunk by chunk); the
-cost is the arena's work per event (16-19 us per adleak iteration), not
-O(1) per batch.
+free, the appends to the locator's BTreeMaps), and the templates of the agreeing
+iterations must be equal too. :func:`_apply` replays the template once and traces
+that iteration (:mod:`sim.arenarun`): when it carved its kept chunks from the top
+and left the bins alone, the rest is one carve run in closed form, its chunks
+entered one by one only if a free reaches them. Otherwise (the bins serve some
+requests: a tracked loop, whose split leaves take the chunk ``analyse`` parks in
+the tcache, or any loop after a backward freed nodes into the bins) the template
+is replayed once per iteration, each BTreeMap append allocating the nodes its
+splits make at their place, at the arena's cost per event (16-19 us per adleak
+iteration). Either way the locator's nodes and keys are recorded in closed form,
+and every chunk lands where exact mode puts it (tests compare the arena chunk by
+chunk).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from .arenarun import ALLOC as _ALLOC, ALLOC_MANY as _ALLOC_MANY, FREE as _FREE
+from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, advance, trace
 from .autodiff.runs import NodeRun, graph_blocks, node_blocks
 from .costs.btree import BTreeNodes
 from .costs.heap import Heap
@@ -61,10 +68,6 @@ __all__ = ["repeat", "Effect"]
 AGREE = 3
 #: iterations tried before giving up and running the loop exactly
 MAX_PROBE = 12
-
-
-#: events of a replay template (see _Recorder.seq)
-_ALLOC, _FREE, _ALLOC_MANY, _FREE_MANY, _INSERT = range(5)
 
 
 class _Recorder(Heap):
@@ -315,12 +318,6 @@ def _horizon(sim, effect):
     if effect.blocks and not sim.allocator.bulk_exact():
         if effect.template is None:
             return 0   # a glibc arena, and an iteration whose events cannot be replayed
-        chunks = sim.limits.arena_chunks()
-        if chunks is not None:
-            # the replay keeps every chunk: stop where the memory budget would be passed
-            # (the next exact iterations then report it)
-            room = chunks - len(sim.allocator.arena.inuse)
-            limit = min(limit, max(0, room // (1 + len(effect.template))))
     if effect.shape != "nodes":
         return limit
     graph = effect.graph
@@ -338,21 +335,24 @@ def _horizon(sim, effect):
 
 
 def _apply(sim, effect, count):
-    """``count`` iterations of ``effect`` in closed form."""
+    """``count`` iterations of ``effect`` in closed form (a glibc arena's replay may stop
+    earlier, at the memory budget); returns the iterations applied."""
     timing = sim.timing
     first = sim._next_id + effect.offset
     if effect.shape not in ("none", "steady"):
+        locator = sim.client.locator
+        if effect.template is not None:
+            count, fills, check = _place_on_arena(sim, effect, count)
         run = NodeRun(first, effect.stride, count, effect.parents, effect.blocks,
                       new_graph=effect.shape == "graphs", graph=effect.graph,
                       graph_blocks=effect.graph_blocks)
-        locator = sim.client.locator
         if effect.template is None:
             locator.add_run(run)
         else:
-            trees = (locator.graphs_tree, locator.keys_tree)
-            fills = _replay(sim.heap, effect.template, count, trees)
             locator.add_run(run, replayed=True)
-            if fills != [tree.fills() for tree in trees]:
+            if check is not None:
+                check()      # the carve run's BTreeMap nodes against the closed-form append
+            elif fills != [locator.graphs_tree.fills(), locator.keys_tree.fills()]:
                 raise AssertionError("replayed BTreeMap splits differ from the closed-form "
                                      "append")
         sim.policy.ff_apply(run)
@@ -372,17 +372,78 @@ def _apply(sim, effect, count):
     if mapped:
         sim.page_fault(mapped * count, True)
     sim._check_limits()
+    return count
 
 
-def _replay(heap, template, count, trees):
+def _place_on_arena(sim, effect, count):
+    """The heap events of ``count`` iterations of a node-leaving loop on a glibc arena.
+
+    The first iteration is replayed and traced (:func:`sim.arenarun.trace`). When it
+    qualifies, the rest are applied in closed form (:func:`sim.arenarun.advance`, set
+    up once the locator's closed-form append has counted the BTreeMap nodes);
+    otherwise every iteration is replayed, up to the memory budget. Returns the
+    iterations placed, and either the replayed trees' fills or a function that checks
+    the carve run's nodes, for the caller to run against its closed-form append."""
+    heap = sim.heap
+    locator = sim.client.locator
+    trees = (locator.graphs_tree, locator.keys_tree)
+    template = effect.template
+    fills = [tree.fills() for tree in trees]
+    arena = sim.allocator.arena
+    pattern, made = trace(heap, arena, template, fills, trees)
+    if pattern is not None and count > 1 and pattern.carves:
+        nodes = advance(arena, pattern, trees, fills, count - 1)
+        if nodes is not None:
+            _count(heap, pattern, nodes, count - 1)
+            sim.arena_carved += count - 1
+            counts = [(tree.leaves, tree.internals) for tree in trees]
+            return count, None, lambda: _check_nodes(trees, counts, made, nodes)
+    chunks = sim.limits.arena_chunks()
+    if chunks is not None:
+        # the replay keeps every chunk: stop where the memory budget would be passed
+        # (the next exact iterations then report it)
+        room = chunks - len(arena.inuse)
+        count = max(1, min(count, room // (1 + len(template))))
+    _replay(heap, template, count - 1, trees, fills)
+    sim.arena_replayed += count - 1
+    return count, fills, None
+
+
+def _count(heap, pattern, nodes, n):
+    """The heap's counters after ``n`` iterations of ``pattern`` in closed form, whose
+    appends made the BTreeMap nodes ``nodes`` (request size -> count)."""
+    node_bytes = sum(s * k for s, k in nodes.items())
+    node_blocks = sum(nodes.values())
+    heap.live_bytes += n * pattern.kept_bytes + node_bytes
+    heap.live_blocks += n * pattern.kept_blocks + node_blocks
+    heap.allocs += n * pattern.allocs + node_blocks
+    if heap.live_bytes > heap.peak_bytes:
+        # below the next exact iteration's own peak: each iteration leaves its kept
+        # bytes behind, so none of these reached higher than that one will
+        heap.peak_bytes = heap.live_bytes
+
+
+def _check_nodes(trees, counts, made, nodes):
+    """The carve run's BTreeMap nodes must be those the trees' closed-form append counted
+    (``counts``: the trees' node counts before it), less the traced iteration's (``made``)."""
+    expected = Counter()
+    for tree, (leaves, internals) in zip(trees, counts):
+        expected[tree.leaf_bytes] += tree.leaves - leaves
+        expected[tree.internal_bytes] += tree.internals - internals
+    expected.subtract(made)
+    if +expected != +nodes:
+        raise AssertionError("the carve run's BTreeMap nodes differ from the closed-form "
+                             "append's")
+
+
+def _replay(heap, template, count, trees, fills):
     """The heap events of ``count`` iterations, one iteration after the other, in the
     order ``template`` recorded them: a glibc arena places each request where the
     previous ones left room, as in exact mode. Each append to a BTreeMap allocates the
     nodes its splits make (:meth:`~sim.costs.btree.BTreeNodes.append_allocs`); the
     bookkeeping of the nodes and keys is then recorded in closed form by the caller.
-    Returns the trees' rightmost fills after the appends."""
+    ``fills``: the trees' rightmost fills, updated in place."""
     alloc, free = heap.alloc, heap.free
-    fills = [tree.fills() for tree in trees]
     for _ in range(count):
         blocks = []
         for kind, nbytes, arg in template:
@@ -396,7 +457,6 @@ def _replay(heap, template, count, trees):
                 heap.alloc_many(nbytes, arg)
             else:
                 heap.free_many(nbytes, arg)
-    return fills
 
 
 def _probe(sim, body, snap, replay):
@@ -460,8 +520,7 @@ def repeat(sim, n, body):
         if sim.limits.max_ops is not None and effect.registered:
             count = min(count, max(0, (sim.limits.max_ops - sim.registered) // effect.registered))
         if count > 0:
-            _apply(sim, effect, count)
-            done += count
+            done += _apply(sim, effect, count)
         sim.loop_index = done
         body()
         done += 1

@@ -175,11 +175,13 @@ def _arena_after_leak_loop(fast_forward, tracked):
     b = Tensor.from_floats([2.0] * 16, dev)
     if tracked:
         a.require_grad()
-    states, runs = [], 0
+    states, runs, carved = [], 0, []
     for _ in range(2):
         sim.repeat(3000, lambda: drop(a.clone() + b.clone()))
         runs += sum(r.count for r in sim.client.locator.live if type(r).__name__ == "NodeRun")
         arena = sim.allocator.arena
+        carved.append(len(arena.runs))
+        arena.materialize()          # the carve runs' chunks, one by one, for the comparison
         states.append((dict(arena.inuse), dict(arena.free_at),
                        {n: list(v) for n, v in arena.tcache.items()},
                        {n: list(v) for n, v in arena.fast.items()},
@@ -188,16 +190,21 @@ def _arena_after_leak_loop(fast_forward, tracked):
                        sim.heap.live_bytes, sim.heap.live_blocks, sim.heap.peak_bytes,
                        sim.work_ps, sim.fault_ps))
         tiny_backward(dev)
-    return states, runs
+    return states, runs, carved
 
 
 @pytest.mark.parametrize("tracked", [False, True])
-def test_arena_replay_places_every_chunk_where_exact_mode_does(tracked):
-    fast, runs = _arena_after_leak_loop(True, tracked)
-    exact, _ = _arena_after_leak_loop(False, tracked)
-    assert fast == exact                 # every chunk at the same address, bins alike
+def test_arena_fast_forward_places_every_chunk_where_exact_mode_does(tracked):
+    """Closed form (a carve run) for the untracked loop, replay for the tracked one (its
+    split leaf takes the chunk analyse's temporary leaf left in the tcache): every chunk
+    at the same address as in exact mode, bins, tcache and heap counters alike."""
+    fast, runs, carved = _arena_after_leak_loop(True, tracked)
+    exact, _, _ = _arena_after_leak_loop(False, tracked)
+    assert fast == exact
     if not tracked:
         assert runs > 2 * 2900           # the loops were fast-forwarded
+        assert carved[0] == 1            # the first in closed form (the second finds the
+        #                                  backward's freed chunks in the bins: replayed)
 
 
 def test_frees_by_size_and_by_block_agree_on_the_block_count():
@@ -211,9 +218,72 @@ def test_frees_by_size_and_by_block_agree_on_the_block_count():
 
 
 def test_the_arena_counts_against_the_memory_budget():
-    """The replay keeps every chunk the arena places: a leak loop longer than the budget
-    stops with a clear error instead of exhausting the machine."""
+    """Exact mode and the replay keep every chunk the arena places: a leak loop longer
+    than the budget stops with a clear error instead of exhausting the machine; a carve
+    run does not hold its chunks one by one, so fast-forward passes the same loop."""
     from sim.engine import LimitExceeded, Limits
+    sets, limits = {"iterations": 100_000}, Limits(max_live_nodes=20_000)
     with pytest.raises(LimitExceeded, match="glibc arena model holds more than 80000 chunks"):
-        run_cell("adleak-rss", "flex.autodiff", profile="linux-x86_64",
-                 sets={"iterations": 100_000}, limits=Limits(max_live_nodes=20_000))
+        run_cell("adleak-rss", "flex.autodiff", profile="linux-x86_64", sets=sets,
+                 limits=limits, fast_forward=False)
+    rows = run_cell("adleak-rss", "flex.autodiff", profile="linux-x86_64", sets=sets,
+                    limits=limits)
+    assert [r["value"] for r in rows if r["metric"] == "rss"][-1] > 480
+
+
+def _arena_after_frees_by_size(fast_forward, sizes):
+    from sim.tensor import Tensor, drop
+    sim = Simulation(load_profile("linux-x86_64"), fast_forward=fast_forward)
+    dev = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, dev)
+    b = Tensor.from_floats([2.0] * 16, dev)
+    sim.repeat(5000, lambda: drop(a.clone() + b.clone()))
+    arena = sim.allocator.arena
+    runs = len(arena.runs)
+    for nbytes in sizes:            # frees that name no block: the newest of that size
+        sim.heap.free(nbytes)
+    still = len(arena.runs)
+    sim.repeat(50, lambda: drop(a.clone() + b.clone()))
+    arena.materialize()
+    state = (dict(arena.inuse), dict(arena.free_at),
+             {n: list(v) for n, v in arena.tcache.items()},
+             {n: list(v) for n, v in arena.fast.items()},
+             arena.brk, arena.top, arena.resident_end,
+             {n: list(v) for n, v in arena.live.items()},
+             sim.heap.live_bytes, sim.heap.live_blocks, sim.heap.peak_bytes, sim.work_ps)
+    return state, runs, still
+
+
+@pytest.mark.parametrize("sizes", [[24, 104, 104, 272, 192, 544, 24, 24], [24] * 20])
+def test_frees_by_size_take_a_carve_runs_newest_blocks_where_exact_mode_does(sizes):
+    """A free that names no block takes the newest live block of its size: from a carve
+    run, its last iterations' block (a BTreeMap leaf from the last split), without
+    entering the run (past 16 such frees of one size the run is entered); the arena
+    then equals exact mode's chunk by chunk."""
+    fast, runs, still = _arena_after_frees_by_size(True, sizes)
+    exact, _, _ = _arena_after_frees_by_size(False, sizes)
+    assert runs == 1                     # closed form
+    assert still == (1 if len(sizes) < 16 else 0)   # the frees entered the run or not
+    assert fast == exact
+
+
+def test_a_billion_untracked_adds_on_the_arena_are_one_carve_run():
+    """Issue 7's scale on the Linux profile: 10^9 iterations of the adleak loop in closed
+    form, 1111.2 B and 8.333 blocks per op kept (the probe's adleak-count figures), the
+    break just past the top, and only the last iterations' chunks held one by one."""
+    from sim.engine import Limits
+    from sim.tensor import Tensor, drop
+    sim = Simulation(load_profile("linux-x86_64"), limits=Limits(max_ops=10 ** 12))
+    dev = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, dev)
+    b = Tensor.from_floats([2.0] * 16, dev)
+    heap, arena = sim.heap, sim.allocator.arena
+    base = (heap.live_bytes, heap.live_blocks)
+    n = 10 ** 9
+    sim.repeat(n, lambda: drop(a.clone() + b.clone()))
+    assert sim.arena_replayed == 0 and sim.arena_carved > n - 20
+    assert (heap.live_bytes - base[0]) / n == pytest.approx(1111.2, abs=0.05)
+    assert (heap.live_blocks - base[1]) / n == pytest.approx(8 + 1 / 3, abs=1e-3)
+    assert len(arena.inuse) < 1000 and len(arena.runs) == 1
+    assert arena.top < arena.brk <= arena.top + 128 * 1024 + 8192
+    assert sim.rss_bytes() > 1.2e12

@@ -29,10 +29,37 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-__all__ = ["BTreeNodes"]
+__all__ = ["BTreeNodes", "append_counts"]
 
 CAPACITY = 11
 MIN_LEN = 5
+
+
+def append_counts(fills, count) -> list:
+    """The nodes ``count`` appends of new largest keys create in a tree whose rightmost
+    nodes hold ``fills`` keys (leaf first; updated in place), in closed form: a list of
+    ``(level, nodes)`` in the order the appends allocate them (a new root, then the
+    splits of a level). A node holding ``c`` keys first splits at append ``12 - c``, then
+    every 7 appends, each split leaving 5 keys in the new right node and sending one up."""
+    made = []
+    level = 0
+    m = count
+    while m > 0:
+        if level == len(fills):
+            fills.append(0)
+            made.append((level, 1))
+        c = fills[level]
+        first_split = CAPACITY + 1 - c
+        if m < first_split:
+            fills[level] = c + m
+            break
+        rest = m - first_split
+        splits = 1 + rest // 7
+        fills[level] = 5 + rest % 7
+        made.append((level, splits))
+        m = splits
+        level += 1
+    return made
 
 
 class _Node:
@@ -377,25 +404,9 @@ class BTreeNodes:
         self._runs.append((first, stride, count))
         self._max = first + stride * (count - 1)
         self.length += count
-        fills = self._spine
-        level = 0
-        m = count
-        while m > 0:
+        for level, n in append_counts(self._spine, count):
             node_bytes = self.leaf_bytes if level == 0 else self.internal_bytes
-            if level == len(fills):
-                fills.append(0)
-                self._count_new(level, node_bytes, 1, alloc)
-            c = fills[level]
-            first_split = CAPACITY + 1 - c
-            if m < first_split:
-                fills[level] = c + m
-                return
-            rest = m - first_split
-            splits = 1 + rest // 7
-            fills[level] = 5 + rest % 7
-            self._count_new(level, node_bytes, splits, alloc)
-            m = splits
-            level += 1
+            self._count_new(level, node_bytes, n, alloc)
 
     def _count_new(self, level, node_bytes, n, alloc=True) -> None:
         if level == 0:

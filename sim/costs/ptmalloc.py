@@ -40,13 +40,21 @@ pages above the new break. mmapped chunks are resident while mapped.
 Frees that do not name their block take the newest live block of that request size
 (the heap's other callers free by size). Addresses are byte offsets from the
 start of the heap. All sizes are bytes.
+
+**Carve runs.** A loop that leaves chunks behind, once an iteration is shown to
+carve from the top one chunk after the other, to leave the bins alone and the tcache
+and fastbins as full as it found them (:mod:`sim.arenarun`), may hand the arena the
+rest of the loop as one :meth:`PtmallocArena.carve_run`: the top, the break and the
+resident end move in closed form, and the run's chunks are entered one by one only
+when a free reaches one of them (``materialize``), at the addresses single requests
+would have given them.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 
-__all__ = ["PtmallocArena"]
+__all__ = ["PtmallocArena", "CarveRun"]
 
 SIZE_SZ = 8
 MINSIZE = 32
@@ -64,12 +72,38 @@ TOP_PAD = 128 * 1024
 MMAP_THRESHOLD = 128 * 1024
 TRIM_THRESHOLD = 128 * 1024
 MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
+#: frees by size a carve run serves from its end before it is entered chunk by chunk
+TAIL_FREES = 16
 
 
 def chunk_size(nbytes: int) -> int:
     """glibc's ``request2size``: the chunk that serves a request of ``nbytes``."""
     size = (nbytes + SIZE_SZ + 15) & ~15
     return size if size > MINSIZE else MINSIZE
+
+
+class CarveRun:
+    """Chunks carved from the top in a row, ``start`` to ``end`` (bytes), not yet entered
+    in the arena one by one. ``contents()`` returns them: ``(address, chunk size)`` pairs
+    in address order and, by request size, the live blocks among them in allocation
+    order. ``pinned`` (address -> chunk size) were entered on their own: chunks the
+    tcache or a fastbin holds at the run's end, and blocks frees took from the run's
+    end (``tail(nbytes, j)`` names the ``j``-th newest live block of ``nbytes``: its
+    ``(address, chunk size)``, None when the run made fewer, False when it cannot tell
+    without entering the run; ``taken`` counts those frees by size). The run stands
+    in the live lists of the request sizes in ``sizes`` where its blocks would be (see
+    :meth:`PtmallocArena.carve_run`)."""
+
+    __slots__ = ("start", "end", "contents", "sizes", "pinned", "tail", "taken")
+
+    def __init__(self, start, end, contents, sizes, pinned, tail=None):
+        self.start = start
+        self.end = end
+        self.contents = contents
+        self.sizes = sizes
+        self.pinned = pinned
+        self.tail = tail
+        self.taken = {}
 
 
 class PtmallocArena:
@@ -126,11 +160,19 @@ class PtmallocArena:
         self.tcache = {}
         self.fast = {}
         self.nfast = 0
-        # live blocks by request size, newest last (frees that name no block)
+        # live blocks by request size, newest last (frees that name no block); a CarveRun
+        # stands where its blocks are until it is materialized
         self.live = {}
+        # carve runs not yet materialized, by start address (ascending), and their starts
+        self.runs = []
+        self._run_starts = []
+        # chunks entered into or taken from the bins or the top by a free (fast-forward
+        # checks that an iteration left them alone)
+        self.bin_changes = 0
 
     # -- bins ------------------------------------------------------------------------
     def _bin_insert(self, addr, size) -> None:
+        self.bin_changes += 1
         self.free_at[addr] = size
         self.free_end[addr + size] = addr
         same = self.by_size.get(size)
@@ -141,6 +183,7 @@ class PtmallocArena:
             same[addr] = None
 
     def _bin_remove(self, addr) -> int:
+        self.bin_changes += 1
         size = self.free_at.pop(addr)
         del self.free_end[addr + size]
         same = self.by_size[size]
@@ -152,6 +195,7 @@ class PtmallocArena:
 
     def _merge(self, addr, size) -> int:
         """Free a chunk into the bins or the top, merged with free neighbours; its size."""
+        self.bin_changes += 1
         prev = self.free_end.get(addr)
         if prev is not None:
             size += self._bin_remove(prev)
@@ -335,6 +379,11 @@ class PtmallocArena:
 
     def free(self, block=None, nbytes=None) -> None:
         """Free ``block`` (or, with ``block=None``, the newest live block of ``nbytes``)."""
+        if self.runs:
+            taken = self._settle(block, nbytes)
+            if taken is not None:
+                self._free_chunk(taken)
+                return
         if block is None:
             block = self.live[nbytes].pop()
         elif nbytes is not None:
@@ -347,6 +396,10 @@ class PtmallocArena:
                 except ValueError:
                     # an anonymous free of that size took this block already: this one
                     # frees the block that free really meant (the newest one left)
+                    taken = self._settle(None, nbytes) if self.runs else None
+                    if taken is not None:
+                        self._free_chunk(taken)
+                        return
                     block = live.pop()
         if type(block) is tuple:
             size = block[1]
@@ -381,6 +434,121 @@ class PtmallocArena:
     def free_many(self, nbytes: int, count: int) -> None:
         for _ in range(count):
             self.free(None, nbytes)
+
+    # -- carve runs ---------------------------------------------------------------------
+    def carves(self, nbytes: int) -> bool:
+        """Whether a request of ``nbytes`` now would be carved from the top (no tcache,
+        fastbin or bin chunk serves it, no consolidation runs first, it is not mmapped),
+        assuming the top may grow."""
+        nb = chunk_size(nbytes)
+        if nb <= TCACHE_MAX_CHUNK and self.tcache.get(nb):
+            return False
+        if nb <= MAX_FAST and self.fast.get(nb):
+            return False
+        if nb >= MIN_LARGE and self.nfast:
+            return False
+        if self.sizes and self.sizes[-1] >= nb:
+            return False
+        return nb <= self.page and nbytes < self.mmap_threshold
+
+    def carve_run(self, total: int, sizes, contents, pinned=None, tail=None) -> CarveRun:
+        """Carve ``total`` bytes of chunks from the top in a row, as single requests would be,
+        each of them carved (see :meth:`carves`) and none larger than a page. ``sizes``:
+        the request sizes of the live blocks among them; ``contents``, ``pinned``: see
+        :class:`CarveRun` (the caller sets the tcache and fastbins).
+
+        In closed form: the heap grows as ``sysmalloc`` would at each request that no
+        longer fits the top -- each growth leaves the break at the first page boundary
+        at least ``top_pad`` past that request, which (with a page-multiple ``top_pad``
+        and chunks of at most a page) is always ``top_pad`` plus one page past the
+        previous break -- and the resident end follows the new top. The other chunks
+        enter ``inuse`` and the live lists only when a free reaches one of them."""
+        if self.top_pad % self.page or self.brk - self.top < MINSIZE:
+            raise ValueError("carve_run needs a page-multiple top pad and a top chunk")
+        start = self.top
+        end = start + total
+        over = end + MINSIZE - self.brk
+        if over > 0:
+            step = self.top_pad + self.page
+            self.brk += -(-over // step) * step
+        self.top = end
+        self._touch(end + 2 * SIZE_SZ)
+        run = CarveRun(start, end, contents, tuple(sizes), dict(pinned or {}), tail)
+        self.inuse.update(run.pinned)
+        for nbytes in run.sizes:
+            live = self.live.get(nbytes)
+            if live is None:
+                self.live[nbytes] = [run]
+            else:
+                live.append(run)
+        i = bisect_right(self._run_starts, start)
+        self._run_starts.insert(i, start)
+        self.runs.insert(i, run)
+        return run
+
+    def _settle(self, block, nbytes):
+        """Make the carve runs ready for a free of ``block`` (or of the newest ``nbytes``):
+        a free by size whose newest block is in a run takes it from the run's end
+        (returned, pinned: the caller frees that chunk); a free of a chunk still inside
+        a run enters the run's chunks first."""
+        if block is None:
+            live = self.live.get(nbytes)
+            while live and type(live[-1]) is CarveRun:
+                run = live[-1]
+                taken = run.taken.get(nbytes, 0)
+                # a few frees take blocks from the run's end; more enter the whole run
+                got = None if run.tail is None or taken >= TAIL_FREES else run.tail(nbytes, taken)
+                if got:
+                    addr, nb = got
+                    run.taken[nbytes] = taken + 1
+                    run.pinned[addr] = nb
+                    self.inuse[addr] = nb
+                    return addr
+                if got is None and run.tail is not None and taken < TAIL_FREES:
+                    live.pop()          # every block of that size left the run already
+                else:
+                    self._materialize(run)
+        elif type(block) is int and block not in self.inuse:
+            i = bisect_right(self._run_starts, block) - 1
+            if i >= 0 and block < self.runs[i].end:
+                self._materialize(self.runs[i])
+        return None
+
+    def _materialize(self, run) -> None:
+        i = self.runs.index(run)
+        del self.runs[i], self._run_starts[i]
+        chunks, placed = run.contents()
+        inuse, pinned = self.inuse, run.pinned
+        addr = run.start
+        for at, nb in chunks:
+            if at != addr:
+                raise AssertionError("a carve run's chunks do not follow one another")
+            if at not in pinned:
+                inuse[at] = nb
+            addr += nb
+        if addr != run.end or set(placed) - set(run.sizes):
+            raise AssertionError("a carve run's chunks do not fill its range")
+        for nbytes in run.sizes:
+            blocks = placed.get(nbytes, [])
+            taken = run.taken.get(nbytes, 0)
+            if taken:
+                if blocks[-taken:] != [a for a in blocks[-taken:] if a in pinned]:
+                    raise AssertionError("a carve run's taken blocks are not its newest")
+                blocks = blocks[:-taken]
+            live = self.live[nbytes]
+            j = len(live) - 1
+            while j >= 0 and live[j] is not run:
+                j -= 1
+            if j < 0:
+                if blocks:
+                    raise AssertionError("a carve run left a live list with blocks")
+                continue
+            live[j:j + 1] = blocks
+
+    def materialize(self) -> None:
+        """Enter every carve run's chunks one by one (tests compare arenas chunk by chunk)."""
+        while self.runs:
+            self._materialize(self.runs[-1])
 
     # -- what the rest of the simulator reads ---------------------------------------------
     def resident_bytes(self) -> int:

@@ -1,0 +1,364 @@
+"""Fast-forward of a node-leaving loop on glibc's arena, in closed form.
+
+A loop that leaves a node behind per iteration (``graphs`` and ``nodes`` effects of
+:mod:`sim.fastforward`) cannot hand a glibc arena its blocks size by size: each
+request lands where the ones before it left room. But such a loop on the arena is
+usually as regular as the loop itself. :func:`trace` replays one iteration's heap
+events (the template fast-forward recorded) on the arena and names every chunk it
+touches by where it came from instead of by its address:
+
+* ``("c", k)``: the ``k``-th chunk the iteration carved from the top;
+* ``("p", position)``: the chunk a tcache bin or fastbin held at that position
+  (``(kind, chunk size, index)``) when the iteration began.
+
+The iteration qualifies when it touched nothing else: no chunk from the bins, no
+merge, trim or mmap, frees only of blocks it allocated, carves one after the other
+at the top, the tcache and fastbins as long at its end as at its start, and every
+append to a locator BTreeMap would carve its new nodes from the top too. Then
+nothing ``malloc`` and ``free`` decide in later iterations depends on an address
+(tcache and fastbins are last-in first-out stacks, the top grows by itself), so
+every later iteration does the same with other addresses: it carves the same
+requests in the same order (plus the BTreeMap nodes of the appends that split a
+node, whose number :func:`~sim.costs.btree.append_counts` gives in closed form),
+keeps the same allocations, and leaves at each tcache and fastbin position the
+chunk its *wiring* names (a chunk carved by that iteration, or the one at another
+position when it began).
+
+:func:`advance` applies ``n`` such iterations in closed form: the carve addresses of
+iteration ``i`` follow from the carves per iteration and the BTreeMap nodes before
+it; the chunks the tcache and fastbins hold at the end follow the wiring back to the
+iteration that carved them (a few steps); the rest is one
+:class:`~sim.costs.ptmalloc.CarveRun` whose chunks and live blocks are worked out,
+iteration by iteration, only if a free ever reaches one of them. Tests compare the
+arena chunk by chunk with exact mode.
+
+All sizes are bytes; addresses are byte offsets from the heap's start.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .costs.btree import append_counts
+from .costs.ptmalloc import MINSIZE, chunk_size
+
+__all__ = ["ALLOC", "FREE", "ALLOC_MANY", "FREE_MANY", "INSERT", "Pattern", "trace", "advance"]
+
+#: events of a replay template (see ``sim.fastforward._Recorder``)
+ALLOC, FREE, ALLOC_MANY, FREE_MANY, INSERT = range(5)
+
+
+def _positions(arena) -> dict:
+    """The chunks the tcache and fastbins hold: ``{(kind, chunk size, index): address}``."""
+    out = {}
+    for kind, bins in (("t", arena.tcache), ("f", arena.fast)):
+        for size, chunks in bins.items():
+            for i, addr in enumerate(chunks):
+                out[(kind, size, i)] = addr
+    return out
+
+
+class Pattern:
+    """One iteration on the arena with its addresses replaced by labels (module doc).
+
+    ``events``: in order, ``("alloc", nbytes, label, kept, carved)`` for each
+    allocation of the iteration's own (``kept``: still live at its end; ``carved``:
+    this allocation carved the chunk) and ``("insert", tree)`` for each append to the
+    locator's BTreeMap ``tree``; ``wiring``: ``{position: label}`` of the tcache and
+    fastbins at its end; ``carves``: the request sizes it carved, in order; ``inserts``:
+    its appends per tree.
+    """
+
+    def __init__(self, events, wiring, carves, inserts):
+        self.events = tuple(events)
+        self.wiring = wiring
+        self.carves = tuple(carves)
+        self.inserts = tuple(inserts)
+        #: bytes of chunks one iteration carves (its appends' nodes aside)
+        self.stride = sum(map(chunk_size, carves))
+        kept = [e[1] for e in events if e[0] == "alloc" and e[3]]
+        self.kept_bytes = sum(kept)
+        self.kept_blocks = len(kept)
+        self.kept_sizes = sorted(set(kept))
+        self.allocs = sum(1 for e in events if e[0] == "alloc")
+
+
+def trace(heap, arena, template, fills, trees):
+    """Replay one iteration of ``template`` on ``heap`` (its arena ``arena``), each append
+    allocating the nodes its splits make (``fills``: the trees' rightmost fills, updated).
+
+    Returns ``(pattern, made)``: the iteration's :class:`Pattern`, or None when it does
+    not qualify (module doc), and the request sizes of the BTreeMap nodes it made."""
+    start = _positions(arena)
+    label = {addr: ("p", pos) for pos, addr in start.items()}
+    untouched = (arena.bin_changes, arena.mapped, arena.mmap_threshold, arena.trim_threshold,
+                 arena.trims)
+    lengths = {n: (len(v), v[-1] if v else None) for n, v in arena.live.items()}
+    before = (heap.live_bytes, heap.live_blocks)
+    cursor = arena.top
+    ok = arena.brk - arena.top >= MINSIZE and arena.top_pad % arena.page == 0
+    events, carves, made, blocks = [], [], [], []
+    allocs = []          # [nbytes, address, event index or None (a node of an append)]
+    live_now = {}        # address -> index in allocs of the live block allocated there
+    inserts = [0] * len(trees)
+
+    def alloc(nbytes, align=0, node=False):
+        nonlocal cursor, ok
+        block = heap.alloc(nbytes, align)
+        if type(block) is not int or align:
+            ok = False             # mmapped, or aligned (its placement reads addresses)
+            return block
+        carved = block >= cursor
+        if carved:
+            if block != cursor or chunk_size(nbytes) > arena.page:
+                ok = False
+            cursor = block + chunk_size(nbytes)
+            lab = ("s",) if node else ("c", len(carves))
+            if not node:
+                carves.append(nbytes)
+            label[block] = lab
+        else:
+            lab = label.get(block)
+            if lab is None or node:
+                ok = False         # a chunk from the bins, or a node not carved
+        live_now[block] = len(allocs)
+        allocs.append((nbytes, block, None if node else len(events)))
+        if not node:
+            events.append(["alloc", nbytes, lab, False, carved])
+        return block
+
+    def node(nbytes):
+        made.append(nbytes)
+        alloc(nbytes, node=True)
+
+    for kind, nbytes, arg in template:
+        if kind == ALLOC:
+            blocks.append(alloc(nbytes, arg))
+        elif kind == FREE:
+            block = blocks[arg] if arg >= 0 else None
+            target = block
+            if block is None:
+                live = arena.live.get(nbytes)
+                target = live[-1] if live else None
+            if type(target) is not int or live_now.pop(target, None) is None:
+                ok = False         # a block from before this iteration
+            heap.free(nbytes, block)
+        elif kind == INSERT:
+            tree = trees[nbytes]
+            if not (arena.carves(tree.leaf_bytes) and arena.carves(tree.internal_bytes)):
+                ok = False
+            events.append(("insert", nbytes))
+            inserts[nbytes] += 1
+            tree.append_allocs(fills[nbytes], node)
+        else:
+            ok = False             # bulk events: placed size by size
+            (heap.alloc_many if kind == ALLOC_MANY else heap.free_many)(nbytes, arg)
+    if not ok or cursor != arena.top:
+        return None, made
+    if (arena.bin_changes, arena.mapped, arena.mmap_threshold, arena.trim_threshold,
+            arena.trims) != untouched:
+        return None, made
+    end = _positions(arena)
+    if end.keys() != start.keys():
+        return None, made
+    wiring = {pos: label.get(addr) for pos, addr in end.items()}
+    if any(lab is None or lab[0] == "s" for lab in wiring.values()):
+        return None, made
+    kept = {}
+    for i in sorted(live_now.values()):
+        nbytes, block, event = allocs[i]
+        kept.setdefault(nbytes, []).append(block)
+        if event is not None:
+            events[event][3] = True
+    for nbytes, live in arena.live.items():
+        old, last = lengths.get(nbytes, (0, None))
+        if live[old:] != kept.get(nbytes, []) or (old and live[old - 1] is not last):
+            return None, made
+    if set(kept) - set(arena.live):
+        return None, made
+    pattern = Pattern([tuple(e) for e in events], wiring, carves, inserts)
+    node_bytes = sum(made)
+    if (heap.live_bytes - before[0], heap.live_blocks - before[1]) != (
+            pattern.kept_bytes + node_bytes, pattern.kept_blocks + len(made)):
+        return None, made
+    return pattern, made
+
+
+class _Appends:
+    """The BTreeMap nodes a run of appends to one tree makes, in closed form."""
+
+    def __init__(self, tree, fills):
+        self.fills = tuple(fills)
+        self.size = (tree.leaf_bytes, tree.internal_bytes)
+
+    def nodes(self, count) -> Counter:
+        """Request sizes of the nodes the first ``count`` appends make."""
+        out = Counter()
+        for level, n in append_counts(list(self.fills), count):
+            out[self.size[level > 0]] += n
+        return out
+
+    def chunk_bytes(self, count) -> int:
+        return sum(chunk_size(s) * n for s, n in self.nodes(count).items())
+
+    def made(self, index) -> list:
+        """Request sizes of the nodes append ``index`` makes, in allocation order (the
+        split leaf, then internal nodes)."""
+        before, after = self.nodes(index), self.nodes(index + 1)
+        leaf, internal = self.size
+        if leaf == internal:
+            return [leaf] * (sum(after.values()) - sum(before.values()))
+        return [leaf] * (after[leaf] - before[leaf]) + \
+            [internal] * (after[internal] - before[internal])
+
+
+class _Closed:
+    """``n`` iterations of a pattern from a start address and tcache/fastbin state, in
+    closed form: where iteration ``i`` puts its chunks, and what it leaves behind."""
+
+    def __init__(self, pattern, trees, fills, start, state, n):
+        self.pattern = pattern
+        self.trees = trees
+        self.fills = [list(f) for f in fills]
+        self.appends = [_Appends(tree, f) for tree, f in zip(trees, fills)]
+        self.start = start
+        self.state = state
+        self.n = n
+
+    def layout(self, i):
+        """Iteration ``i``'s blocks in allocation order, ``(request size, address or label,
+        kept)`` (a label for chunks it did not carve), and its carves' addresses."""
+        p = self.pattern
+        inserts = p.inserts
+        addr = self.start + i * p.stride + sum(
+            a.chunk_bytes(i * m) for a, m in zip(self.appends, inserts))
+        seen = [0] * len(inserts)
+        blocks, carves = [], []
+        for ev in p.events:
+            if ev[0] == "insert":
+                t = ev[1]
+                for s in self.appends[t].made(i * inserts[t] + seen[t]):
+                    blocks.append((s, addr, True))
+                    addr += chunk_size(s)
+                seen[t] += 1
+                continue
+            _, nbytes, lab, kept, carved = ev
+            if carved:
+                carves.append(addr)
+                blocks.append((nbytes, addr, kept))
+                addr += chunk_size(nbytes)
+            else:
+                blocks.append((nbytes, lab, kept))
+        return blocks, carves
+
+    def resolve(self, lab, i):
+        """The address of the chunk ``lab`` names in iteration ``i`` (None: a cycle)."""
+        wiring = self.pattern.wiring
+        steps = 0
+        while lab[0] == "p":
+            src = lab[1]
+            if i == 0 or wiring[src] == lab:
+                return self.state[src]  # there when the run began (or never moved)
+            i -= 1
+            lab = wiring[src]
+            steps += 1
+            if steps > len(wiring):
+                return None
+        return self.layout(i)[1][lab[1]]
+
+    def final(self):
+        """The tcache and fastbins after the last iteration, ``{position: address}``, or None."""
+        out = {}
+        for pos, lab in self.pattern.wiring.items():
+            out[pos] = self.resolve(lab, self.n - 1)
+            if out[pos] is None:
+                return None
+        return out
+
+    def tail(self, nbytes, j):
+        """The ``j``-th newest live block of ``nbytes`` the run made (0: the newest), as
+        ``(address, chunk size)``, None when it made fewer, False when that block lies
+        too far back to find in closed form (then the run is entered)."""
+        i = self.n - 1
+        while i >= 0:
+            if i < self.n - 10_000:
+                return False
+            blocks, _ = self.layout(i)
+            mine = [b for b in blocks if b[0] == nbytes and b[2]]
+            if j < len(mine):
+                addr = mine[len(mine) - 1 - j][1]
+                if type(addr) is tuple:
+                    addr = self.resolve(addr, i)
+                return False if addr is None else (addr, chunk_size(nbytes))
+            j -= len(mine)
+            i -= 1
+        return None
+
+    def contents(self):
+        """The run's chunks and live blocks, iteration by iteration (a free reached one)."""
+        p = self.pattern
+        now = dict(self.state)
+        tails = [list(f) for f in self.fills]
+        cursor = self.start
+        chunks, placed, sizes = [], {}, []
+        for _ in range(self.n):
+            carved = []
+            for ev in p.events:
+                if ev[0] == "insert":
+                    sizes.clear()
+                    self.trees[ev[1]].append_allocs(tails[ev[1]], sizes.append)
+                    for s in sizes:
+                        chunks.append((cursor, chunk_size(s)))
+                        placed.setdefault(s, []).append(cursor)
+                        cursor += chunk_size(s)
+                    continue
+                _, nbytes, lab, kept, is_carve = ev
+                if is_carve:
+                    addr = cursor
+                    chunks.append((cursor, chunk_size(nbytes)))
+                    cursor += chunk_size(nbytes)
+                    carved.append(addr)
+                else:
+                    addr = carved[lab[1]] if lab[0] == "c" else now[lab[1]]
+                if kept:
+                    placed.setdefault(nbytes, []).append(addr)
+            now = {pos: carved[lab[1]] if lab[0] == "c" else now[lab[1]]
+                   for pos, lab in p.wiring.items()}
+        return chunks, placed, now
+
+
+def advance(arena, pattern, trees, fills, n):
+    """``n`` more iterations of ``pattern`` on ``arena`` in closed form, right after the
+    iteration :func:`trace` took it from (``fills``: the trees' rightmost fills then).
+
+    Sets the tcache and fastbins to the chunks the last iterations leave there and
+    carves the rest as one :class:`~sim.costs.ptmalloc.CarveRun`. Returns the request
+    sizes of the BTreeMap nodes the iterations' appends make (a Counter), or None,
+    changing nothing, when the wiring does not resolve in a few steps (a cycle)."""
+    closed = _Closed(pattern, trees, fills, arena.top, _positions(arena), n)
+    final = closed.final()
+    if final is None:
+        return None
+    nodes = Counter()
+    for a, m in zip(closed.appends, pattern.inserts):
+        nodes.update(a.nodes(n * m))
+    total = n * pattern.stride + sum(chunk_size(s) * k for s, k in nodes.items())
+    end = arena.top + total
+    pinned = {}
+    for pos, addr in final.items():
+        if addr >= arena.top:
+            pinned[addr] = pos[1]
+
+    def contents():
+        chunks, placed, now = closed.contents()
+        if now != final:
+            raise AssertionError("a carve run's tcache differs from its closed form")
+        return chunks, placed
+
+    for kind, bins in (("t", arena.tcache), ("f", arena.fast)):
+        for size, chunks in bins.items():
+            chunks[:] = [final[(kind, size, i)] for i in range(len(chunks))]
+    sizes = set(pattern.kept_sizes) | {s for s, k in nodes.items() if k}
+    run = arena.carve_run(total, sorted(sizes), contents, pinned, closed.tail)
+    assert run.end == end
+    return nodes
