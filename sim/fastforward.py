@@ -47,7 +47,8 @@ requests: a tracked loop, whose split leaves take the chunk ``analyse`` parks in
 the tcache, or any loop after a backward freed nodes into the bins) the template
 is replayed once per iteration, each BTreeMap append allocating the nodes its
 splits make at their place, at the arena's cost per event (16-19 us per adleak
-iteration). Either way the locator's nodes and keys are recorded in closed form,
+iteration), and traced again after 16, 32, 64, ... replayed iterations, so that
+a loop whose requests the bins stop serving returns to closed form. Either way the locator's nodes and keys are recorded in closed form,
 and every chunk lands where exact mode puts it (tests compare the arena chunk by
 chunk).
 """
@@ -59,7 +60,7 @@ from collections import Counter
 from .arenarun import ALLOC as _ALLOC, ALLOC_MANY as _ALLOC_MANY, FREE as _FREE
 from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, advance, trace
 from .autodiff.runs import NodeRun, graph_blocks, node_blocks
-from .costs.btree import BTreeNodes
+from .costs.btree import BTreeNodes, append_counts
 from .costs.heap import Heap
 
 __all__ = ["repeat", "Effect"]
@@ -342,7 +343,7 @@ def _apply(sim, effect, count):
     if effect.shape not in ("none", "steady"):
         locator = sim.client.locator
         if effect.template is not None:
-            count, fills, check = _place_on_arena(sim, effect, count)
+            count, check = _place_on_arena(sim, effect, count)
         run = NodeRun(first, effect.stride, count, effect.parents, effect.blocks,
                       new_graph=effect.shape == "graphs", graph=effect.graph,
                       graph_blocks=effect.graph_blocks)
@@ -350,11 +351,7 @@ def _apply(sim, effect, count):
             locator.add_run(run)
         else:
             locator.add_run(run, replayed=True)
-            if check is not None:
-                check()      # the carve run's BTreeMap nodes against the closed-form append
-            elif fills != [locator.graphs_tree.fills(), locator.keys_tree.fills()]:
-                raise AssertionError("replayed BTreeMap splits differ from the closed-form "
-                                     "append")
+            check()
         sim.policy.ff_apply(run)
     sim._next_id += effect.stride * count
     sim.registered += effect.registered * count
@@ -375,38 +372,58 @@ def _apply(sim, effect, count):
     return count
 
 
+#: iterations replayed after a trace that did not qualify, before the next trace (doubling)
+RETRACE_AFTER = 16
+
+
 def _place_on_arena(sim, effect, count):
     """The heap events of ``count`` iterations of a node-leaving loop on a glibc arena.
 
-    The first iteration is replayed and traced (:func:`sim.arenarun.trace`). When it
-    qualifies, the rest are applied in closed form (:func:`sim.arenarun.advance`, set
-    up once the locator's closed-form append has counted the BTreeMap nodes);
-    otherwise every iteration is replayed, up to the memory budget. Returns the
-    iterations placed, and either the replayed trees' fills or a function that checks
-    the carve run's nodes, for the caller to run against its closed-form append."""
+    An iteration is replayed and traced (:func:`sim.arenarun.trace`). When it qualifies,
+    the rest are applied in closed form (:func:`sim.arenarun.advance`). Otherwise
+    iterations are replayed one by one -- :data:`RETRACE_AFTER` of them, then twice as
+    many after each trace that fails again (the bins may serve a loop's requests for a
+    while: a freed hash table, the holes a backward left) -- up to the memory budget.
+    Returns the iterations placed and a function that checks, once the locator's
+    closed-form append has counted the BTreeMap nodes, that the arena got the same."""
     heap = sim.heap
     locator = sim.client.locator
     trees = (locator.graphs_tree, locator.keys_tree)
     template = effect.template
     fills = [tree.fills() for tree in trees]
+    counts = [(tree.leaves, tree.internals) for tree in trees]
     arena = sim.allocator.arena
-    pattern, made = trace(heap, arena, template, fills, trees)
-    if pattern is not None and count > 1 and pattern.carves:
-        nodes = advance(arena, pattern, trees, fills, count - 1)
-        if nodes is not None:
-            _count(heap, pattern, nodes, count - 1)
-            sim.arena_carved += count - 1
-            counts = [(tree.leaves, tree.internals) for tree in trees]
-            return count, None, lambda: _check_nodes(trees, counts, made, nodes)
     chunks = sim.limits.arena_chunks()
-    if chunks is not None:
-        # the replay keeps every chunk: stop where the memory budget would be passed
-        # (the next exact iterations then report it)
-        room = chunks - len(arena.inuse)
-        count = max(1, min(count, room // (1 + len(template))))
-    _replay(heap, template, count - 1, trees, fills)
-    sim.arena_replayed += count - 1
-    return count, fills, None
+    nodes = Counter()            # BTreeMap nodes placed, by request size
+    placed, batch = 0, RETRACE_AFTER
+    while placed < count:
+        pattern, made = trace(heap, arena, template, fills, trees)
+        nodes.update(made)
+        placed += 1
+        rest = count - placed
+        if rest and pattern is not None and pattern.carves:
+            run_nodes = advance(arena, pattern, trees, fills, rest)
+            if run_nodes is not None:
+                _count(heap, pattern, run_nodes, rest)
+                nodes.update(run_nodes)
+                for f, m in zip(fills, pattern.inserts):
+                    append_counts(f, rest * m)
+                sim.arena_carved += rest
+                placed = count
+                break
+        sim.arena_replayed += 1
+        k = min(batch, rest)
+        if chunks is not None:
+            # the replay keeps every chunk: stop where the memory budget would be passed
+            # (the next exact iterations then report it)
+            k = min(k, max(0, (chunks - len(arena.inuse)) // (1 + len(template))))
+            if not k:
+                break
+        _replay(heap, template, k, trees, fills, nodes)
+        sim.arena_replayed += k
+        placed += k
+        batch *= 2
+    return placed, lambda: _check_nodes(trees, counts, nodes, fills)
 
 
 def _count(heap, pattern, nodes, n):
@@ -423,26 +440,27 @@ def _count(heap, pattern, nodes, n):
         heap.peak_bytes = heap.live_bytes
 
 
-def _check_nodes(trees, counts, made, nodes):
-    """The carve run's BTreeMap nodes must be those the trees' closed-form append counted
-    (``counts``: the trees' node counts before it), less the traced iteration's (``made``)."""
+def _check_nodes(trees, counts, nodes, fills):
+    """The BTreeMap nodes the arena got (``nodes``, request size -> count) and the trees'
+    rightmost fills after them (``fills``) must be what the trees' closed-form append
+    counted (``counts``: their node counts before it)."""
     expected = Counter()
     for tree, (leaves, internals) in zip(trees, counts):
         expected[tree.leaf_bytes] += tree.leaves - leaves
         expected[tree.internal_bytes] += tree.internals - internals
-    expected.subtract(made)
-    if +expected != +nodes:
-        raise AssertionError("the carve run's BTreeMap nodes differ from the closed-form "
-                             "append's")
+    if +expected != +nodes or fills != [tree.fills() for tree in trees]:
+        raise AssertionError("the BTreeMap nodes placed on the arena differ from the "
+                             "closed-form append's")
 
 
-def _replay(heap, template, count, trees, fills):
+def _replay(heap, template, count, trees, fills, nodes):
     """The heap events of ``count`` iterations, one iteration after the other, in the
     order ``template`` recorded them: a glibc arena places each request where the
     previous ones left room, as in exact mode. Each append to a BTreeMap allocates the
     nodes its splits make (:meth:`~sim.costs.btree.BTreeNodes.append_allocs`); the
     bookkeeping of the nodes and keys is then recorded in closed form by the caller.
-    ``fills``: the trees' rightmost fills, updated in place."""
+    ``fills``: the trees' rightmost fills, updated in place; ``nodes`` (a Counter)
+    counts the nodes' request sizes."""
     alloc, free = heap.alloc, heap.free
     for _ in range(count):
         blocks = []
@@ -452,7 +470,7 @@ def _replay(heap, template, count, trees, fills):
             elif kind == _FREE:
                 free(nbytes, blocks[arg] if arg >= 0 else None)
             elif kind == _INSERT:
-                trees[nbytes].append_allocs(fills[nbytes], alloc)
+                nodes.update(trees[nbytes].append_allocs(fills[nbytes], alloc))
             elif kind == _ALLOC_MANY:
                 heap.alloc_many(nbytes, arg)
             else:
