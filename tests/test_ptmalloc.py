@@ -1,6 +1,8 @@
 """glibc's main arena placed chunk by chunk (sim.costs.ptmalloc, profile linux-x86_64)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim.costs.ptmalloc import PtmallocArena, chunk_size
 from sim.engine import Simulation
@@ -287,3 +289,41 @@ def test_a_billion_untracked_adds_on_the_arena_are_one_carve_run():
     assert len(arena.inuse) < 1000 and len(arena.runs) == 1
     assert arena.top < arena.brk <= arena.top + 128 * 1024 + 8192
     assert sim.rss_bytes() > 1.2e12
+
+
+def _arena_state(a):
+    return (dict(a.inuse), dict(a.free_at), {s: list(v) for s, v in a.by_size.items()},
+            list(a.sizes), {s: list(v) for s, v in a.tcache.items() if v},
+            {s: list(v) for s, v in a.fast.items() if v}, a.nfast, a.top, a.brk,
+            a.resident_end, a.trims, a.trimmed_bytes, a.mapped, a.mmap_threshold,
+            {s: list(v) for s, v in a.live.items()})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["alloc", "free", "many", "free_many"]),
+                          st.sampled_from([24, 100, 200, 544, 640, 1000, 2000, 5000, 70000]),
+                          st.integers(1, 400)), min_size=5, max_size=60))
+def test_bulk_requests_and_frees_place_chunks_as_single_ones_do(ops):
+    """alloc_many (pieces of the best-fitting bin chunk in one step) and free_many (a run
+    of blocks merged in one step) leave the arena exactly as single requests and frees."""
+    bulk, single = PtmallocArena(), PtmallocArena()
+    for op, nbytes, k in ops:
+        if op == "alloc":
+            bulk.alloc(nbytes)
+            single.alloc(nbytes)
+        elif op == "many":
+            bulk.alloc_many(nbytes, k)
+            for _ in range(k):
+                single.alloc(nbytes)
+        else:
+            live = single.live.get(nbytes, [])
+            k = min(k if op == "free_many" else 1, len(live))
+            if op == "free" and live:
+                block = live[(k * 7919) % len(live)]   # a named free of some live block
+                bulk.free(block, nbytes)
+                single.free(block, nbytes)
+                continue
+            bulk.free_many(nbytes, k)
+            for _ in range(k):
+                single.free(None, nbytes)
+        assert _arena_state(bulk) == _arena_state(single)

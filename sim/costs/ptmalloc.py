@@ -347,35 +347,60 @@ class PtmallocArena:
         return addr
 
     def alloc_many(self, nbytes: int, count: int) -> None:
-        """``count`` requests of ``nbytes`` in a row: from the free lists while they last,
-        then carved from the top in one piece, as ``count`` single requests would be (a
-        caller that batches several sizes, such as a B-tree clone of leaves and internal
-        nodes, places them size by size rather than interleaved)."""
+        """``count`` requests of ``nbytes`` in a row, placed as ``count`` single requests
+        would be, in few steps: pieces of one bin chunk at a time (:meth:`_fit_many`) and
+        of the top as far as it reaches (a caller that batches several sizes, such as a
+        B-tree clone of leaves and internal nodes, places them size by size rather than
+        interleaved)."""
         nb = chunk_size(nbytes)
         live = self.live.setdefault(nbytes, [])
-        while count and (self.tcache.get(nb) or self.fast.get(nb) or
-                         (self.sizes and self.sizes[-1] >= nb)):
-            live.append(self._malloc(nb))
-            count -= 1
-        if count:
-            if nb >= self.mmap_threshold:
-                for _ in range(count):
-                    live.append(self._malloc(nb))
-                return
-            total = nb * count
-            while self.brk - self.top < total + MINSIZE:
-                # the heap grows whenever the next request no longer fits the top
-                room = self.brk - self.top - MINSIZE
-                fit = max(room // nb, 0)
-                self.top += fit * nb
-                total -= fit * nb
-                self._grow(nb)
-            self.top += total
+        inuse = self.inuse
+        while count:
+            if (nb >= self.mmap_threshold or self.tcache.get(nb) or self.fast.get(nb)
+                    or (nb >= MIN_LARGE and self.nfast)):
+                live.append(self._malloc(nb))      # one at a time, as _malloc decides
+                count -= 1
+                continue
+            if self.sizes and self.sizes[-1] >= nb:
+                count -= self._fit_many(nb, count, live)
+                continue
+            fit = (self.brk - self.top - MINSIZE) // nb
+            if fit <= 0:
+                if self.nfast:
+                    self._consolidate()            # as _malloc does before growing the heap
+                    continue
+                live.append(self._malloc(nb))      # grows the heap
+                count -= 1
+                continue
+            k = min(fit, count)
+            start = self.top
+            self.top = start + k * nb
             self._touch(self.top + 2 * SIZE_SZ)
-            start = self.top - nb * count
             for addr in range(start, self.top, nb):
-                self.inuse[addr] = nb
+                inuse[addr] = nb
             live.extend(range(start, self.top, nb))
+            count -= k
+
+    def _fit_many(self, nb, count, live) -> int:
+        """Up to ``count`` requests of chunk size ``nb`` from the best-fitting bin chunk, as
+        single requests would take them (the pieces of one chunk: its remainder stays the
+        best fit, as no other bin chunk lies between ``nb`` and its size); returns how
+        many it served."""
+        size = self.sizes[bisect_left(self.sizes, nb)]
+        addr = next(iter(self.by_size[size]))
+        self._bin_remove(addr)
+        inuse = self.inuse
+        splits = min(count, (size - MINSIZE) // nb)  # each leaves at least MINSIZE behind
+        for at in range(addr, addr + splits * nb, nb):
+            inuse[at] = nb
+        live.extend(range(addr, addr + splits * nb, nb))
+        rest_at, rest = addr + splits * nb, size - splits * nb
+        if splits < count and rest >= nb:
+            inuse[rest_at] = rest                 # too little to split: the whole chunk
+            live.append(rest_at)
+            return splits + 1
+        self._bin_insert(rest_at, rest)
+        return splits
 
     def free(self, block=None, nbytes=None) -> None:
         """Free ``block`` (or, with ``block=None``, the newest live block of ``nbytes``)."""
@@ -432,8 +457,75 @@ class PtmallocArena:
                 self._systrim()
 
     def free_many(self, nbytes: int, count: int) -> None:
-        for _ in range(count):
-            self.free(None, nbytes)
+        """``count`` frees by size (the newest live blocks of ``nbytes``, newest first), as
+        single frees would do them; blocks that lie each right below the one freed before
+        them and would merge into the bins one after the other are merged in one step
+        (:meth:`_merge_many`)."""
+        live = self.live.get(nbytes)
+        while count:
+            n = 0 if self.runs else self._merge_many(live, count)
+            if not n:
+                self.free(None, nbytes)
+                n = 1
+            count -= n
+
+    def _merges(self, block) -> bool:
+        """Whether a free of ``block`` now would merge it into the bins (not the tcache, a
+        fastbin or the top, not an mmapped chunk)."""
+        if type(block) is not int:
+            return False
+        size = self.inuse[block]
+        if size <= MAX_FAST or (size <= TCACHE_MAX_CHUNK and
+                                len(self.tcache.get(size, ())) < TCACHE_COUNT):
+            return False
+        return block + size != self.top
+
+    def _merge_many(self, live, count) -> int:
+        """Free the newest blocks of ``live`` (up to ``count``) that lie each right below the
+        one before and would each merge into the bins, in one step; returns how many (0:
+        none). Single frees would merge each into the chunk the previous one left, so the
+        bins end with one chunk spanning them, merged with the free chunks right above
+        and below. A free whose merged chunk reaches 64 KiB may consolidate the fastbins
+        or trim the top: unless neither can happen (no fastbin chunk, the top below the
+        trim threshold), the step stops before such a free, which is then done alone."""
+        if not live or not self._merges(live[-1]):
+            return 0
+        inuse, free_at = self.inuse, self.free_at
+        high = live[-1]
+        end = high + inuse[high]
+        above = free_at.get(end, 0)
+        bounded = self.nfast or self.brk - self.top >= self.trim_threshold
+        merged = above
+        low, n = high, 0
+        while n < count and n < len(live):
+            block = live[-1 - n]
+            if n and (type(block) is not int or block + inuse[block] != low
+                      or not self._merges(block)):
+                break
+            size = inuse[block]
+            below = self.free_end.get(block)
+            # this free's merged chunk: the ones before, this block, and (if free) the chunk
+            # right below it, which only the last block of the step can have
+            if bounded and merged + size + (free_at[below] if below is not None else 0) \
+                    >= CONSOLIDATION_THRESHOLD:
+                break
+            merged += size
+            low, n = block, n + 1
+        if not n:
+            return 0
+        for _ in range(n):
+            del inuse[live.pop()]
+        self.bin_changes += n
+        start = low
+        prev = self.free_end.get(low)
+        if prev is not None:
+            self._bin_remove(prev)
+            start = prev
+        if above:
+            self._bin_remove(end)
+            end += above
+        self._bin_insert(start, end - start)
+        return n
 
     # -- carve runs ---------------------------------------------------------------------
     def carves(self, nbytes: int) -> bool:
