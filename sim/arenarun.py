@@ -22,7 +22,10 @@ requests in the same order (plus the BTreeMap nodes of the appends that split a
 node, whose number :func:`~sim.costs.btree.append_counts` gives in closed form),
 keeps the same allocations, and leaves at each tcache and fastbin position the
 chunk its *wiring* names (a chunk carved by that iteration, or the one at another
-position when it began).
+position when it began). Where a BTreeMap leaf split takes a chunk from the tcache (a
+tracked loop: ``analyse``'s temporary leaf parks one there each iteration), one
+iteration does not restore the tcache, but a period of seven does (:func:`window`):
+traced with ``leaves=True``, the period's split leaf is one of its own allocations.
 
 :func:`advance` applies ``n`` such iterations in closed form: the carve addresses of
 iteration ``i`` follow from the carves per iteration and the BTreeMap nodes before
@@ -66,10 +69,14 @@ class Pattern:
     this allocation carved the chunk) and ``("insert", tree)`` for each append to the
     locator's BTreeMap ``tree``; ``wiring``: ``{position: label}`` of the tcache and
     fastbins at its end; ``carves``: the request sizes it carved, in order; ``inserts``:
-    its appends per tree.
+    its appends per tree; ``leaves``: see below.
     """
 
-    def __init__(self, events, wiring, carves, inserts):
+    def __init__(self, events, wiring, carves, inserts, leaves=()):
+        #: request sizes of the BTreeMap leaves the iteration's own allocations split off
+        #: (an iteration of :func:`trace` with ``leaves=True``); their other nodes follow
+        #: from the append rule
+        self.leaves = tuple(leaves)
         self.events = tuple(events)
         self.wiring = wiring
         self.carves = tuple(carves)
@@ -83,12 +90,16 @@ class Pattern:
         self.allocs = sum(1 for e in events if e[0] == "alloc")
 
 
-def trace(heap, arena, template, fills, trees):
+def trace(heap, arena, template, fills, trees, leaves=False):
     """Replay one iteration of ``template`` on ``heap`` (its arena ``arena``), each append
     allocating the nodes its splits make (``fills``: the trees' rightmost fills, updated).
 
-    Returns ``(pattern, made)``: the iteration's :class:`Pattern`, or None when it does
-    not qualify (module doc), and the request sizes of the BTreeMap nodes it made."""
+    ``leaves``: the leaves the appends split off are allocations of the iteration's own
+    (labelled like the others, wherever they come from), not nodes of the append rule
+    that must be carved: for an iteration spanning one leaf split of a period (see
+    :func:`window`). Returns ``(pattern, made)``: the iteration's :class:`Pattern`, or
+    None when it does not qualify (module doc), and the request sizes of the BTreeMap
+    nodes it made."""
     start = _positions(arena)
     label = {addr: ("p", pos) for pos, addr in start.items()}
     untouched = (arena.bin_changes, arena.mapped, arena.mmap_threshold, arena.trim_threshold,
@@ -97,7 +108,8 @@ def trace(heap, arena, template, fills, trees):
     before = (heap.live_bytes, heap.live_blocks)
     cursor = arena.top
     ok = arena.brk - arena.top >= MINSIZE and arena.top_pad % arena.page == 0
-    events, carves, made, blocks = [], [], [], []
+    events, carves, made, blocks, rule, leaf_sizes = [], [], [], [], [], []
+    first = [False]             # the next node an append makes is its leaf
     allocs = []          # [nbytes, address, event index or None (a node of an append)]
     live_now = {}        # address -> index in allocs of the live block allocated there
     inserts = [0] * len(trees)
@@ -129,7 +141,13 @@ def trace(heap, arena, template, fills, trees):
 
     def node(nbytes):
         made.append(nbytes)
-        alloc(nbytes, node=True)
+        if leaves and first[0]:
+            leaf_sizes.append(nbytes)
+            alloc(nbytes)
+        else:
+            rule.append(nbytes)
+            alloc(nbytes, node=True)
+        first[0] = False
 
     for kind, nbytes, arg in template:
         if kind == ALLOC:
@@ -145,11 +163,15 @@ def trace(heap, arena, template, fills, trees):
             heap.free(nbytes, block)
         elif kind == INSERT:
             tree = trees[nbytes]
-            if not (arena.carves(tree.leaf_bytes) and arena.carves(tree.internal_bytes)):
+            if not (arena.carves(tree.internal_bytes) and (leaves or
+                                                           arena.carves(tree.leaf_bytes))):
                 ok = False
+            first[0] = True
+            tree.append_allocs(fills[nbytes], node)
+            # after the leaf (an allocation of the pattern's own with ``leaves``): the
+            # rule's nodes come after it
             events.append(("insert", nbytes))
             inserts[nbytes] += 1
-            tree.append_allocs(fills[nbytes], node)
         else:
             ok = False             # bulk events: placed size by size
             (heap.alloc_many if kind == ALLOC_MANY else heap.free_many)(nbytes, arg)
@@ -176,26 +198,40 @@ def trace(heap, arena, template, fills, trees):
             return None, made
     if set(kept) - set(arena.live):
         return None, made
-    pattern = Pattern([tuple(e) for e in events], wiring, carves, inserts)
-    node_bytes = sum(made)
+    pattern = Pattern([tuple(e) for e in events], wiring, carves, inserts, leaf_sizes)
     if (heap.live_bytes - before[0], heap.live_blocks - before[1]) != (
-            pattern.kept_bytes + node_bytes, pattern.kept_blocks + len(made)):
+            pattern.kept_bytes + sum(rule), pattern.kept_blocks + len(rule)):
         return None, made
     return pattern, made
+
+
+def window(template, period):
+    """``period`` iterations of ``template`` as one (its frees' alloc indices shifted)."""
+    allocs = sum(1 for kind, _, _ in template if kind == ALLOC)
+    out = []
+    for i in range(period):
+        for kind, nbytes, arg in template:
+            if kind == FREE and arg >= 0:
+                arg += i * allocs
+            out.append((kind, nbytes, arg))
+    return tuple(out)
 
 
 class _Appends:
     """The BTreeMap nodes a run of appends to one tree makes, in closed form."""
 
-    def __init__(self, tree, fills):
+    def __init__(self, tree, fills, leaves=False):
         self.fills = tuple(fills)
         self.size = (tree.leaf_bytes, tree.internal_bytes)
+        # the leaves are the pattern's own allocations: count internal nodes only
+        self.first = 1 if leaves else 0
 
     def nodes(self, count) -> Counter:
         """Request sizes of the nodes the first ``count`` appends make."""
         out = Counter()
         for level, n in append_counts(list(self.fills), count):
-            out[self.size[level > 0]] += n
+            if level >= self.first:
+                out[self.size[level > 0]] += n
         return out
 
     def chunk_bytes(self, count) -> int:
@@ -206,6 +242,8 @@ class _Appends:
         split leaf, then internal nodes)."""
         before, after = self.nodes(index), self.nodes(index + 1)
         leaf, internal = self.size
+        if self.first:
+            return [internal] * (after[internal] - before[internal])
         if leaf == internal:
             return [leaf] * (sum(after.values()) - sum(before.values()))
         return [leaf] * (after[leaf] - before[leaf]) + \
@@ -220,7 +258,7 @@ class _Closed:
         self.pattern = pattern
         self.trees = trees
         self.fills = [list(f) for f in fills]
-        self.appends = [_Appends(tree, f) for tree, f in zip(trees, fills)]
+        self.appends = [_Appends(tree, f, bool(pattern.leaves)) for tree, f in zip(trees, fills)]
         self.start = start
         self.state = state
         self.n = n
@@ -307,6 +345,8 @@ class _Closed:
                 if ev[0] == "insert":
                     sizes.clear()
                     self.trees[ev[1]].append_allocs(tails[ev[1]], sizes.append)
+                    if p.leaves and sizes:
+                        del sizes[0]        # the leaf: one of the pattern's allocations
                     for s in sizes:
                         chunks.append((cursor, chunk_size(s)))
                         placed.setdefault(s, []).append(cursor)

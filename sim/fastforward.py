@@ -42,10 +42,12 @@ free, the appends to the locator's BTreeMaps), and the templates of the agreeing
 iterations must be equal too. :func:`_apply` replays the template once and traces
 that iteration (:mod:`sim.arenarun`): when it carved its kept chunks from the top
 and left the bins alone, the rest is one carve run in closed form, its chunks
-entered one by one only if a free reaches them. Otherwise (the bins serve some
-requests: a tracked loop, whose split leaves take the chunk ``analyse`` parks in
-the tcache, or any loop after a backward freed nodes into the bins) the template
-is replayed once per iteration, each BTreeMap append allocating the nodes its
+entered one by one only if a free reaches them. A loop appending to one BTreeMap
+(a tracked op on a live graph) is traced by periods of 7 iterations instead, from
+the one that splits the map's leaf: the split leaf takes the chunk ``analyse``'s
+temporary leaf parks in the tcache, and the next iteration carves a new one.
+Otherwise (the bins serve some requests: after a table resize freed the old table,
+or a backward freed nodes into the bins) the template is replayed once per iteration, each BTreeMap append allocating the nodes its
 splits make at their place, at the arena's cost per event (16-19 us per adleak
 iteration), and traced again after 16, 32, 64, ... replayed iterations, so that
 a loop whose requests the bins stop serving returns to closed form. Either way the locator's nodes and keys are recorded in closed form,
@@ -58,9 +60,9 @@ from __future__ import annotations
 from collections import Counter
 
 from .arenarun import ALLOC as _ALLOC, ALLOC_MANY as _ALLOC_MANY, FREE as _FREE
-from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, advance, trace
+from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, advance, trace, window
 from .autodiff.runs import NodeRun, graph_blocks, node_blocks
-from .costs.btree import BTreeNodes, append_counts
+from .costs.btree import CAPACITY, BTreeNodes, append_counts
 from .costs.heap import Heap
 
 __all__ = ["repeat", "Effect"]
@@ -396,6 +398,12 @@ def _place_on_arena(sim, effect, count):
     chunks = sim.limits.arena_chunks()
     nodes = Counter()            # BTreeMap nodes placed, by request size
     placed, batch = 0, RETRACE_AFTER
+    # the one tree a loop appends to once per iteration, if so: its leaves split every
+    # LEAF_PERIOD iterations, a period of iterations may qualify where one does not
+    appended = [i for i in range(len(trees)) if (_INSERT, i, 0) in template]
+    periodic = (len(appended) == 1 and
+                sum(1 for e in template if e[0] == _INSERT) == 1 and
+                len(fills[appended[0]]) > 1)
     while placed < count:
         pattern, made = trace(heap, arena, template, fills, trees)
         nodes.update(made)
@@ -412,6 +420,11 @@ def _place_on_arena(sim, effect, count):
                 placed = count
                 break
         sim.arena_replayed += 1
+        if periodic and count - placed > 3 * LEAF_PERIOD:
+            placed += _by_periods(sim, effect, count - placed, fills, nodes, appended[0])
+            rest = count - placed
+            if not rest:
+                break
         k = min(batch, rest)
         if chunks is not None:
             # the replay keeps every chunk: stop where the memory budget would be passed
@@ -424,6 +437,50 @@ def _place_on_arena(sim, effect, count):
         placed += k
         batch *= 2
     return placed, lambda: _check_nodes(trees, counts, nodes, fills)
+
+
+#: appends between the leaf splits of a BTreeMap growing at its right end
+LEAF_PERIOD = 7
+
+
+def _by_periods(sim, effect, count, fills, nodes, t):
+    """Up to ``count`` iterations of a loop appending once per iteration to tree ``t``,
+    by periods of :data:`LEAF_PERIOD` iterations starting with the one whose append
+    splits the leaf: iterations are replayed up to such a start, one period is traced
+    (:func:`sim.arenarun.trace` with ``leaves=True``: the split leaf may take a chunk an
+    earlier allocation of the iteration parked in the tcache, which the next iteration
+    then carves again) and, when it qualifies, the remaining whole periods are applied in
+    closed form. Returns the iterations placed (``fills`` and ``nodes`` updated)."""
+    heap = sim.heap
+    locator = sim.client.locator
+    trees = (locator.graphs_tree, locator.keys_tree)
+    arena = sim.allocator.arena
+    template = effect.template
+    placed = 0
+    while fills[t][0] != CAPACITY and placed < LEAF_PERIOD:
+        _replay(heap, template, 1, trees, fills, nodes)
+        placed += 1
+    if fills[t][0] != CAPACITY:
+        sim.arena_replayed += placed
+        return placed
+    pattern, made = trace(heap, arena, window(template, LEAF_PERIOD), fills, trees,
+                          leaves=True)
+    nodes.update(made)
+    placed += LEAF_PERIOD
+    periods = (count - placed) // LEAF_PERIOD
+    sim.arena_replayed += placed
+    if pattern is None or not pattern.carves or not periods:
+        return placed
+    run_nodes = advance(arena, pattern, trees, fills, periods)
+    if run_nodes is None:
+        return placed
+    _count(heap, pattern, run_nodes, periods)
+    nodes.update(run_nodes)
+    nodes.update({s: k * periods for s, k in Counter(pattern.leaves).items()})
+    for f, m in zip(fills, pattern.inserts):
+        append_counts(f, periods * m)
+    sim.arena_carved += periods * LEAF_PERIOD
+    return placed + periods * LEAF_PERIOD
 
 
 def _count(heap, pattern, nodes, n):

@@ -66,7 +66,10 @@ def test_fast_forward_on_the_arena_equals_exact_mode(elements, op, tracked, n, f
     assert fast == exact
 
 
-def test_the_untracked_leak_loop_is_carved():
-    """The examples above include carve runs: the untracked loop is one."""
+def test_leak_loops_are_carved():
+    """The examples above include carve runs: the untracked loop is one; the tracked loop
+    is carved by periods of 7 iterations between its table resizes."""
     _, carved = _run(True, 16, "add", False, 1000, [], 0)
     assert carved > 990
+    _, carved = _run(True, 16, "add", True, 20_000, [], 0)
+    assert carved > 15_000
