@@ -346,6 +346,8 @@ class Simulation:
                 self.spawn(result)
                 self.env.run()
         finally:
+            # what Python collects from here on is not the program freeing its heap
+            self.heap.close()
             if gc_was_enabled:
                 gc.enable()
         return self.rows

@@ -73,3 +73,21 @@ def test_leak_loops_are_carved():
     assert carved > 990
     _, carved = _run(True, 16, "add", True, 20_000, [], 0)
     assert carved > 15_000
+
+
+def test_the_end_of_a_run_leaves_carve_runs_alone():
+    """Once the program ends, the frees of the simulated objects Python collects change
+    nothing: a carve run of 10^8 iterations is not entered chunk by chunk to free it."""
+    import gc
+
+    from sim.engine import Limits
+    from sim.workloads import load_workload
+    sim = Simulation(load_profile("linux-x86_64"), limits=Limits(max_ops=10 ** 10))
+    workload = load_workload("adleak-rss")
+    params = workload.resolve("flex.autodiff", {"iterations": 25_000_000})
+    rows = sim.run(lambda s, **p: workload.run(s, "flex.autodiff", **p), params)
+    arena = sim.allocator.arena
+    gc.collect()
+    assert type(sim.heap).__name__ == "ClosedHeap"
+    assert len(arena.runs) == 4 and len(arena.inuse) < 1000
+    assert [r["value"] for r in rows if r["metric"] == "rss"][-1] > 1.2e5    # MB

@@ -14,7 +14,7 @@ Units: bytes and blocks (one block = one successful ``alloc`` call).
 
 from __future__ import annotations
 
-__all__ = ["Heap"]
+__all__ = ["Heap", "ClosedHeap"]
 
 
 class Heap:
@@ -95,6 +95,10 @@ class Heap:
             return
         self._live[hit[0]] -= hit[1]
 
+    def close(self) -> None:
+        """The program ended: later events change nothing (see :class:`ClosedHeap`)."""
+        self.__class__ = ClosedHeap
+
     def alloc_many(self, nbytes: int, count: int) -> None:
         """``count`` allocations of ``nbytes`` each, in O(1) (fast-forward)."""
         if nbytes <= 0 or count <= 0:
@@ -116,3 +120,24 @@ class Heap:
         self.live_bytes -= nbytes * count
         self.live_blocks -= count
         self.allocator.free(nbytes, count)
+
+
+class ClosedHeap(Heap):
+    """A heap whose program has ended (:meth:`Heap.close`): the frees of the simulated
+    objects Python collects afterwards change nothing (a real process does not free its
+    heap at exit, and a glibc arena would otherwise enter every chunk of its carve runs
+    one by one just to free them)."""
+
+    __slots__ = ()
+
+    def alloc(self, nbytes, align=0):
+        return None
+
+    def free(self, nbytes, block=None) -> None:
+        pass
+
+    def alloc_many(self, nbytes, count) -> None:
+        pass
+
+    def free_many(self, nbytes, count) -> None:
+        pass
