@@ -102,11 +102,17 @@ def trace(heap, arena, template, fills, trees, leaves=False):
     nodes it made."""
     start = _positions(arena)
     label = {addr: ("p", pos) for pos, addr in start.items()}
-    untouched = (arena.bin_changes, arena.mapped, arena.mmap_threshold, arena.trim_threshold,
-                 arena.trims)
+    untouched = (arena.mapped, arena.mmap_threshold, arena.trim_threshold, arena.trims,
+                 arena.top, arena.brk)
+    binned = arena.bin_changes
+    free_at = dict(arena.free_at)
     lengths = {n: (len(v), v[-1] if v else None) for n, v in arena.live.items()}
     before = (heap.live_bytes, heap.live_blocks)
-    cursor = arena.top
+    top = cursor = arena.top
+    # where the iteration carves: "top" or "bin" (one bin chunk), the address its next
+    # piece would start at, and (a bin chunk) where the chunk began
+    source = [None, None, None]
+    splits = [0]                # pieces split off the bin chunk (two bin changes each)
     ok = arena.brk - arena.top >= MINSIZE and arena.top_pad % arena.page == 0
     events, carves, made, blocks, rule, leaf_sizes = [], [], [], [], [], []
     first = [False]             # the next node an append makes is its leaf
@@ -120,11 +126,24 @@ def trace(heap, arena, template, fills, trees, leaves=False):
         if type(block) is not int or align:
             ok = False             # mmapped, or aligned (its placement reads addresses)
             return block
-        carved = block >= cursor
-        if carved:
-            if block != cursor or chunk_size(nbytes) > arena.page:
+        kind, at, _ = source
+        if block >= cursor:        # carved from the top
+            carved = True
+            if kind not in (None, "top") or block != cursor:
                 ok = False
+            source[0] = "top"
             cursor = block + chunk_size(nbytes)
+        elif (kind == "bin" and block == at) or (kind is None and block in free_at):
+            carved = True          # split off the start of the bin chunk carved from
+            if kind is None:
+                source[2] = block
+            source[0], source[1] = "bin", block + chunk_size(nbytes)
+            splits[0] += 1
+        else:
+            carved = False
+        if carved:
+            if chunk_size(nbytes) > arena.page:
+                ok = False
             lab = ("s",) if node else ("c", len(carves))
             if not node:
                 carves.append(nbytes)
@@ -163,8 +182,9 @@ def trace(heap, arena, template, fills, trees, leaves=False):
             heap.free(nbytes, block)
         elif kind == INSERT:
             tree = trees[nbytes]
-            if not (arena.carves(tree.internal_bytes) and (leaves or
-                                                           arena.carves(tree.leaf_bytes))):
+            chunk = source[1] if source[0] == "bin" else None
+            if not (arena.carves(tree.internal_bytes, chunk) and
+                    (leaves or arena.carves(tree.leaf_bytes, chunk))):
                 ok = False
             first[0] = True
             tree.append_allocs(fills[nbytes], node)
@@ -175,10 +195,21 @@ def trace(heap, arena, template, fills, trees, leaves=False):
         else:
             ok = False             # bulk events: placed size by size
             (heap.alloc_many if kind == ALLOC_MANY else heap.free_many)(nbytes, arg)
-    if not ok or cursor != arena.top:
+    if not ok:
         return None, made
-    if (arena.bin_changes, arena.mapped, arena.mmap_threshold, arena.trim_threshold,
-            arena.trims) != untouched:
+    if source[0] == "bin":
+        # the chunk carved from is the only change to the bins: what is left of it
+        first = source[2]
+        left = free_at.pop(first) - (source[1] - first)
+        free_at[source[1]] = left
+        if (left < MINSIZE or arena.free_at != free_at or
+                arena.bin_changes - binned != 2 * splits[0] or
+                (arena.mapped, arena.mmap_threshold, arena.trim_threshold, arena.trims,
+                 arena.top, arena.brk) != untouched):
+            return None, made
+    elif cursor != arena.top or arena.bin_changes != binned or (
+            arena.mapped, arena.mmap_threshold, arena.trim_threshold,
+            arena.trims) != untouched[:4]:
         return None, made
     end = _positions(arena)
     if end.keys() != start.keys():
@@ -199,6 +230,9 @@ def trace(heap, arena, template, fills, trees, leaves=False):
     if set(kept) - set(arena.live):
         return None, made
     pattern = Pattern([tuple(e) for e in events], wiring, carves, inserts, leaf_sizes)
+    #: the bin chunk the next iteration carves from (what is left of this one's), or
+    #: None: the top
+    pattern.chunk = source[1] if source[0] == "bin" else None
     if (heap.live_bytes - before[0], heap.live_blocks - before[1]) != (
             pattern.kept_bytes + sum(rule), pattern.kept_blocks + len(rule)):
         return None, made
@@ -368,25 +402,53 @@ class _Closed:
 
 
 def advance(arena, pattern, trees, fills, n):
-    """``n`` more iterations of ``pattern`` on ``arena`` in closed form, right after the
-    iteration :func:`trace` took it from (``fills``: the trees' rightmost fills then).
+    """Up to ``n`` more iterations of ``pattern`` on ``arena`` in closed form, right after
+    the iteration :func:`trace` took it from (``fills``: the trees' rightmost fills then).
 
     Sets the tcache and fastbins to the chunks the last iterations leave there and
-    carves the rest as one :class:`~sim.costs.ptmalloc.CarveRun`. Returns the request
-    sizes of the BTreeMap nodes the iterations' appends make (a Counter), or None,
-    changing nothing, when the wiring does not resolve in a few steps (a cycle)."""
-    closed = _Closed(pattern, trees, fills, arena.top, _positions(arena), n)
+    carves the rest as one :class:`~sim.costs.ptmalloc.CarveRun`, from the top or from
+    the bin chunk the pattern carves from (as many iterations as leave at least
+    ``MINSIZE`` of it; from the top, while fastbins hold chunks, as many as fit before
+    the heap must grow, which would consolidate them). Returns ``(iterations, nodes)``:
+    how many were applied and the request sizes of the BTreeMap nodes their appends made
+    (a Counter), or None, changing nothing (the wiring does not resolve in a few steps:
+    a cycle; or not one iteration fits)."""
+    chunk = pattern.chunk
+    start = arena.top if chunk is None else chunk
+    appends = [_Appends(tree, f, bool(pattern.leaves)) for tree, f in zip(trees, fills)]
+
+    def consumed(m):
+        """The bytes ``m`` iterations carve, and their nodes' request sizes."""
+        nodes = Counter()
+        for a, k in zip(appends, pattern.inserts):
+            nodes.update(a.nodes(m * k))
+        return m * pattern.stride + sum(chunk_size(s) * k for s, k in nodes.items()), nodes
+
+    room = None
+    if chunk is not None:
+        room = arena.free_at[chunk] - MINSIZE
+    elif arena.nfast:
+        # a request the top no longer holds would consolidate the fastbins before the
+        # heap grows (_malloc): stop before the first growth
+        room = arena.brk - arena.top - MINSIZE
+    if room is not None:
+        if consumed(n)[0] > room:
+            lo, hi = 0, n                  # consumed(lo) fits, consumed(hi) does not
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if consumed(mid)[0] <= room else (lo, mid)
+            n = lo
+        if not n:
+            return None
+    closed = _Closed(pattern, trees, fills, start, _positions(arena), n)
     final = closed.final()
     if final is None:
         return None
-    nodes = Counter()
-    for a, m in zip(closed.appends, pattern.inserts):
-        nodes.update(a.nodes(n * m))
-    total = n * pattern.stride + sum(chunk_size(s) * k for s, k in nodes.items())
-    end = arena.top + total
+    total, nodes = consumed(n)
+    end = start + total
     pinned = {}
     for pos, addr in final.items():
-        if addr >= arena.top:
+        if start <= addr < end:
             pinned[addr] = pos[1]
 
     def contents():
@@ -399,6 +461,6 @@ def advance(arena, pattern, trees, fills, n):
         for size, chunks in bins.items():
             chunks[:] = [final[(kind, size, i)] for i in range(len(chunks))]
     sizes = set(pattern.kept_sizes) | {s for s, k in nodes.items() if k}
-    run = arena.carve_run(total, sorted(sizes), contents, pinned, closed.tail)
+    run = arena.carve_run(total, sorted(sizes), contents, pinned, closed.tail, chunk)
     assert run.end == end
-    return nodes
+    return n, nodes

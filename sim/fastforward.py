@@ -41,8 +41,9 @@ events in order (a template: allocations, the frees naming which of them they
 free, the appends to the locator's BTreeMaps), and the templates of the agreeing
 iterations must be equal too. :func:`_apply` replays the template once and traces
 that iteration (:mod:`sim.arenarun`): when it carved its kept chunks from the top
-and left the bins alone, the rest is one carve run in closed form, its chunks
-entered one by one only if a free reaches them. A loop appending to one BTreeMap
+(or from one bin chunk, the best fit of its requests) and left the bins otherwise
+alone, the rest (as far as the chunk goes) is one carve run in closed form, its
+chunks entered one by one only if a free reaches them. A loop appending to one BTreeMap
 (a tracked op on a live graph) is traced by periods of 7 iterations instead, from
 the one that splits the map's leaf: the split leaf takes the chunk ``analyse``'s
 temporary leaf parks in the tcache, and the next iteration carves a new one.
@@ -410,15 +411,17 @@ def _place_on_arena(sim, effect, count):
         placed += 1
         rest = count - placed
         if rest and pattern is not None and pattern.carves:
-            run_nodes = advance(arena, pattern, trees, fills, rest)
-            if run_nodes is not None:
-                _count(heap, pattern, run_nodes, rest)
+            done = advance(arena, pattern, trees, fills, rest)
+            if done is not None:
+                n, run_nodes = done
+                _count(heap, pattern, run_nodes, n)
                 nodes.update(run_nodes)
                 for f, m in zip(fills, pattern.inserts):
-                    append_counts(f, rest * m)
-                sim.arena_carved += rest
-                placed = count
-                break
+                    append_counts(f, n * m)
+                sim.arena_carved += n
+                placed += n
+                batch = RETRACE_AFTER
+                continue        # (a bin chunk may end before the loop: trace again)
         sim.arena_replayed += 1
         if periodic and count - placed > 3 * LEAF_PERIOD:
             placed += _by_periods(sim, effect, count - placed, fills, nodes, appended[0])
@@ -471,9 +474,10 @@ def _by_periods(sim, effect, count, fills, nodes, t):
     sim.arena_replayed += placed
     if pattern is None or not pattern.carves or not periods:
         return placed
-    run_nodes = advance(arena, pattern, trees, fills, periods)
-    if run_nodes is None:
+    done = advance(arena, pattern, trees, fills, periods)
+    if done is None:
         return placed
+    periods, run_nodes = done
     _count(heap, pattern, run_nodes, periods)
     nodes.update(run_nodes)
     nodes.update({s: k * periods for s, k in Counter(pattern.leaves).items()})

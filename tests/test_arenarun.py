@@ -11,6 +11,9 @@ the iteration qualifies and replays otherwise: both must be exact.
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import sys
+from pathlib import Path
+
 from sim.engine import Simulation
 from sim.profile import load_profile
 from sim.tensor import Tensor, drop
@@ -23,10 +26,13 @@ OPS = {
 }
 
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+from common import tiny_backward  # noqa: E402
+
 KEPT = (104, 24, 192)
 
 
-def _run(fast_forward, elements, op, tracked, n, frees, n2):
+def _run(fast_forward, elements, op, tracked, n, frees, n2, backward=False):
     sim = Simulation(load_profile("linux-x86_64"), fast_forward=fast_forward)
     dev = sim.device("flex").autodiff()
     a = Tensor.from_floats([1.0] * elements, dev)
@@ -38,6 +44,9 @@ def _run(fast_forward, elements, op, tracked, n, frees, n2):
     arena = sim.allocator.arena
     # frees by size (the newest block of that size) of blocks every loop here keeps:
     # nodes, their Arc<NodeId>, the locator's 192-B leaves
+    if backward:                        # frees the loop's nodes: their chunks to the bins
+        frees = []                      # (and needs the locator's leaves it counts)
+        tiny_backward(dev)
     for i in frees:
         sim.heap.free(KEPT[i % len(KEPT)])
     sim.repeat(n2, lambda: drop(body(a, b)))
@@ -59,20 +68,29 @@ def _run(fast_forward, elements, op, tracked, n, frees, n2):
 @given(elements=st.sampled_from([1, 16, 100, 700, 3000]),
        op=st.sampled_from(sorted(OPS)), tracked=st.booleans(),
        n=st.integers(60, 1500), frees=st.lists(st.integers(0, 50), max_size=6),
-       n2=st.integers(0, 300))
-def test_fast_forward_on_the_arena_equals_exact_mode(elements, op, tracked, n, frees, n2):
-    fast, _ = _run(True, elements, op, tracked, n, frees, n2)
-    exact, _ = _run(False, elements, op, tracked, n, frees, n2)
+       n2=st.integers(0, 1500), backward=st.booleans())
+def test_fast_forward_on_the_arena_equals_exact_mode(elements, op, tracked, n, frees, n2,
+                                                      backward):
+    # a backward that frees a fast-forwarded run: known gap, the run frees its blocks
+    # size by size where exact mode frees them node by node, so the arena may place the
+    # next requests elsewhere (README, Known gaps); it predates carve runs
+    backward = backward and op == "add" and not tracked and elements == 16
+    fast, _ = _run(True, elements, op, tracked, n, frees, n2, backward)
+    exact, _ = _run(False, elements, op, tracked, n, frees, n2, backward)
     assert fast == exact
 
 
 def test_leak_loops_are_carved():
     """The examples above include carve runs: the untracked loop is one; the tracked loop
-    is carved by periods of 7 iterations between its table resizes."""
+    is carved by periods of 7 iterations between its table resizes; a loop after a
+    backward carves from the bin chunk the backward's frees left."""
     _, carved = _run(True, 16, "add", False, 1000, [], 0)
     assert carved > 990
     _, carved = _run(True, 16, "add", True, 20_000, [], 0)
     assert carved > 15_000
+    # after a backward freed them, the next loop carves from the chunk they left
+    _, carved = _run(True, 16, "add", False, 3000, [], 3000, backward=True)
+    assert carved > 5000
 
 
 def test_the_end_of_a_run_leaves_carve_runs_alone():

@@ -528,10 +528,11 @@ class PtmallocArena:
         return n
 
     # -- carve runs ---------------------------------------------------------------------
-    def carves(self, nbytes: int) -> bool:
+    def carves(self, nbytes: int, chunk=None) -> bool:
         """Whether a request of ``nbytes`` now would be carved from the top (no tcache,
         fastbin or bin chunk serves it, no consolidation runs first, it is not mmapped),
-        assuming the top may grow."""
+        assuming the top may grow; or, with ``chunk`` (the address of a bin chunk), split
+        off the start of that chunk (its best fit, with at least ``MINSIZE`` left)."""
         nb = chunk_size(nbytes)
         if nb <= TCACHE_MAX_CHUNK and self.tcache.get(nb):
             return False
@@ -539,11 +540,18 @@ class PtmallocArena:
             return False
         if nb >= MIN_LARGE and self.nfast:
             return False
+        if chunk is not None:
+            size = self.free_at.get(chunk)
+            if size is None or size - nb < MINSIZE:
+                return False
+            best = self.sizes[bisect_left(self.sizes, nb)]
+            return best == size and next(iter(self.by_size[size])) == chunk
         if self.sizes and self.sizes[-1] >= nb:
             return False
         return nb <= self.page and nbytes < self.mmap_threshold
 
-    def carve_run(self, total: int, sizes, contents, pinned=None, tail=None) -> CarveRun:
+    def carve_run(self, total: int, sizes, contents, pinned=None, tail=None,
+                  chunk=None) -> CarveRun:
         """Carve ``total`` bytes of chunks from the top in a row, as single requests would be,
         each of them carved (see :meth:`carves`) and none larger than a page. ``sizes``:
         the request sizes of the live blocks among them; ``contents``, ``pinned``: see
@@ -554,17 +562,29 @@ class PtmallocArena:
         at least ``top_pad`` past that request, which (with a page-multiple ``top_pad``
         and chunks of at most a page) is always ``top_pad`` plus one page past the
         previous break -- and the resident end follows the new top. The other chunks
-        enter ``inuse`` and the live lists only when a free reaches one of them."""
-        if self.top_pad % self.page or self.brk - self.top < MINSIZE:
-            raise ValueError("carve_run needs a page-multiple top pad and a top chunk")
-        start = self.top
-        end = start + total
-        over = end + MINSIZE - self.brk
-        if over > 0:
-            step = self.top_pad + self.page
-            self.brk += -(-over // step) * step
-        self.top = end
-        self._touch(end + 2 * SIZE_SZ)
+        enter ``inuse`` and the live lists only when a free reaches one of them.
+
+        With ``chunk`` (the address of a bin chunk that is the best fit of every request,
+        at least ``total + MINSIZE`` long) they are split off that chunk instead, which
+        stays in the bins with what is left."""
+        if chunk is not None:
+            size = self.free_at[chunk]
+            if size - total < MINSIZE:
+                raise ValueError("carve_run: the chunk is too small")
+            self._bin_remove(chunk)
+            self._bin_insert(chunk + total, size - total)
+            start, end = chunk, chunk + total
+        else:
+            if self.top_pad % self.page or self.brk - self.top < MINSIZE:
+                raise ValueError("carve_run needs a page-multiple top pad and a top chunk")
+            start = self.top
+            end = start + total
+            over = end + MINSIZE - self.brk
+            if over > 0:
+                step = self.top_pad + self.page
+                self.brk += -(-over // step) * step
+            self.top = end
+            self._touch(end + 2 * SIZE_SZ)
         run = CarveRun(start, end, contents, tuple(sizes), dict(pinned or {}), tail)
         self.inuse.update(run.pinned)
         for nbytes in run.sizes:
