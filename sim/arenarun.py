@@ -461,6 +461,8 @@ def advance(arena, pattern, trees, fills, n):
         for size, chunks in bins.items():
             chunks[:] = [final[(kind, size, i)] for i in range(len(chunks))]
     sizes = set(pattern.kept_sizes) | {s for s, k in nodes.items() if k}
-    run = arena.carve_run(total, sorted(sizes), contents, pinned, closed.tail, chunk)
+    per = sum(1 for ev in pattern.events if ev[0] == "alloc" and ev[4])
+    run = arena.carve_run(total, sorted(sizes), contents, pinned, closed.tail, chunk,
+                          n * per + sum(nodes.values()))
     assert run.end == end
     return n, nodes

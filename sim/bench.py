@@ -13,8 +13,9 @@ sweep cost grows every step), and the process's peak RSS. Timings on a shared
 Under a profile whose allocator is a glibc arena (``--profile linux-x86_64``),
 fast-forward applies a loop that leaves nodes behind in closed form only where its
 iterations qualify for a carve run (:mod:`sim.arenarun`); otherwise it replays every
-iteration's heap events on the arena (:mod:`sim.fastforward`). A short run of each
-add loop tells which: a case that replays some of its iterations runs
+iteration's heap events on the arena (:mod:`sim.fastforward`). A run of
+:data:`ARENA_PROBE_ITERATIONS` iterations of each add loop tells how much; a case
+that replays more than :data:`ARENA_REPLAY_CAP_SHARE` of it runs
 :data:`ARENA_FF_ITERATIONS` iterations rather than 10^9, and the table says so.
 """
 
@@ -91,8 +92,10 @@ def _ema_step(sim, n):
 #: fast-forward's iterations of an add loop that a glibc arena replays iteration by
 #: iteration instead of applying in closed form
 ARENA_FF_ITERATIONS = 1_000_000
-#: iterations of the short run that tells whether the arena replays a loop
-ARENA_PROBE_ITERATIONS = 5_000
+#: iterations of the run that tells how much of a loop the arena replays, and the share
+#: of replayed iterations above which the case is capped at ARENA_FF_ITERATIONS
+ARENA_PROBE_ITERATIONS = 1_000_000
+ARENA_REPLAY_CAP_SHARE = 0.01
 
 #: name -> (program, iterations in exact mode, iterations with fast-forward)
 CASES = {
@@ -112,6 +115,7 @@ def _run_case(program, n, fast_forward, profile):
         ops = program(sim, n)
         wall = time.perf_counter() - start
     finally:
+        sim.heap.close()     # the case is over: collecting it frees nothing
         gc.enable()
     return ops, wall, sim
 
@@ -142,11 +146,14 @@ def run_bench(profile="m2max-macos", quick=False, echo=None):
     for name, (program, n_exact, n_ff) in CASES.items():
         for mode, n in (("exact", n_exact), ("fast-forward", n_ff)):
             if mode == "fast-forward" and arena and n > ARENA_FF_ITERATIONS:
-                _, _, sim = _run_case(program, ARENA_PROBE_ITERATIONS, True, prof)
-                if sim.arena_replayed:
+                probe = ARENA_PROBE_ITERATIONS // (20 if quick else 1)
+                _, _, sim = _run_case(program, probe, True, prof)
+                share = sim.arena_replayed / max(1, sim.arena_replayed + sim.arena_carved)
+                replayed.append({"case": name, "probe_iterations": probe,
+                                 "replayed_share": round(share, 4)})
+                if share > ARENA_REPLAY_CAP_SHARE:
                     n = ARENA_FF_ITERATIONS
-                    share = sim.arena_replayed / (sim.arena_replayed + sim.arena_carved)
-                    replayed.append({"case": name, "replayed_share": round(share, 3)})
+                    replayed[-1]["capped"] = True
             if quick:
                 n = max(n // 20, 50)
             ops, wall, _ = _run_case(program, n, mode == "fast-forward", prof)
@@ -186,11 +193,13 @@ def format_table(result) -> str:
         lines.append(f"{r['case']:<24} {r['mode']:<13} {r['iterations']:>14,} "
                      f"{r['wall_s']:>9.3f} {r['ops_per_s'] or 0:>14,}")
     for case in result.get("arena_replay") or ():
-        lines.append(f"{case['case']}: fast-forward replays "
-                     f"{case['replayed_share']:.0%} of a {ARENA_PROBE_ITERATIONS:,}-iteration "
-                     f"loop's heap events on the glibc arena one iteration at a time (where "
-                     f"the bins serve its requests), so its row is capped at "
-                     f"{ARENA_FF_ITERATIONS:,} iterations (--quick: a twentieth)")
+        line = (f"{case['case']}: on the glibc arena fast-forward replays "
+                f"{case['replayed_share']:.2%} of a {case['probe_iterations']:,}-iteration "
+                f"loop one iteration at a time (where the bins serve its requests), the "
+                f"rest in carve runs")
+        if case.get("capped"):
+            line += f"; its row is capped at {ARENA_FF_ITERATIONS:,} iterations (--quick: /20)"
+        lines.append(line)
     for name, nbytes in result["python_bytes_per_live_node"].items():
         lines.append(f"Python memory per live simulated node ({name}, exact mode): {nbytes} B")
     for run in result.get("scale", ()):

@@ -203,6 +203,9 @@ class Simulation:
             self.touched.fault = self.page_fault
         # index of the current iteration of the innermost sim.repeat (0-based)
         self.loop_index = 0
+        if self.allocator.arena is not None:
+            # entering a carve run's chunks one by one counts against the memory budget
+            self.allocator.arena.chunk_budget = self.limits.arena_chunks()
         # fast-forwarded iterations a glibc arena placed in closed form (carve runs) and
         # by replaying their heap events one iteration at a time (sim.fastforward)
         self.arena_carved = 0

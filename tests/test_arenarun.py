@@ -109,3 +109,21 @@ def test_the_end_of_a_run_leaves_carve_runs_alone():
     assert type(sim.heap).__name__ == "ClosedHeap"
     assert len(arena.runs) == 4 and len(arena.inuse) < 1000
     assert [r["value"] for r in rows if r["metric"] == "rss"][-1] > 1.2e5    # MB
+
+
+def test_entering_a_carve_run_past_the_memory_budget_is_one_clear_error():
+    """A free that reaches a block inside a carve run enters its chunks one by one; past
+    the memory budget that is the budget's error, not the machine's memory."""
+    import pytest
+
+    from sim.costs.ptmalloc import ArenaBudgetExceeded
+    from sim.engine import Limits
+    sim = Simulation(load_profile("linux-x86_64"), limits=Limits(max_ops=10 ** 12,
+                                                                 max_live_nodes=10_000))
+    dev = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, dev)
+    b = Tensor.from_floats([2.0] * 16, dev)
+    sim.repeat(10 ** 8, lambda: drop(a.clone() + b.clone()))
+    with pytest.raises(ArenaBudgetExceeded, match="more than 40000 glibc arena chunks"):
+        sim.heap.free_many(104, 100)          # more frees by size than a run's end serves
+    sim.heap.close()

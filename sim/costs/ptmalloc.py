@@ -54,7 +54,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 
-__all__ = ["PtmallocArena", "CarveRun"]
+from ..errors import UserError
+
+__all__ = ["PtmallocArena", "CarveRun", "ArenaBudgetExceeded"]
 
 SIZE_SZ = 8
 MINSIZE = 32
@@ -82,6 +84,10 @@ def chunk_size(nbytes: int) -> int:
     return size if size > MINSIZE else MINSIZE
 
 
+class ArenaBudgetExceeded(UserError):
+    """Entering a carve run's chunks one by one would pass the arena's chunk budget."""
+
+
 class CarveRun:
     """Chunks carved from the top in a row, ``start`` to ``end`` (bytes), not yet entered
     in the arena one by one. ``contents()`` returns them: ``(address, chunk size)`` pairs
@@ -94,9 +100,11 @@ class CarveRun:
     in the live lists of the request sizes in ``sizes`` where its blocks would be (see
     :meth:`PtmallocArena.carve_run`)."""
 
-    __slots__ = ("start", "end", "contents", "sizes", "pinned", "tail", "taken")
+    __slots__ = ("start", "end", "contents", "sizes", "pinned", "tail", "taken", "chunks")
 
-    def __init__(self, start, end, contents, sizes, pinned, tail=None):
+    def __init__(self, start, end, contents, sizes, pinned, tail=None, chunks=0):
+        #: how many chunks it holds
+        self.chunks = chunks
         self.start = start
         self.end = end
         self.contents = contents
@@ -169,6 +177,9 @@ class PtmallocArena:
         # chunks entered into or taken from the bins or the top by a free (fast-forward
         # checks that an iteration left them alone)
         self.bin_changes = 0
+        # the most chunks a carve run may bring the arena to when it is entered (None: no
+        # limit; the simulation sets its memory budget)
+        self.chunk_budget = None
 
     # -- bins ------------------------------------------------------------------------
     def _bin_insert(self, addr, size) -> None:
@@ -551,7 +562,7 @@ class PtmallocArena:
         return nb <= self.page and nbytes < self.mmap_threshold
 
     def carve_run(self, total: int, sizes, contents, pinned=None, tail=None,
-                  chunk=None) -> CarveRun:
+                  chunk=None, chunks=0) -> CarveRun:
         """Carve ``total`` bytes of chunks from the top in a row, as single requests would be,
         each of them carved (see :meth:`carves`) and none larger than a page. ``sizes``:
         the request sizes of the live blocks among them; ``contents``, ``pinned``: see
@@ -585,7 +596,7 @@ class PtmallocArena:
                 self.brk += -(-over // step) * step
             self.top = end
             self._touch(end + 2 * SIZE_SZ)
-        run = CarveRun(start, end, contents, tuple(sizes), dict(pinned or {}), tail)
+        run = CarveRun(start, end, contents, tuple(sizes), dict(pinned or {}), tail, chunks)
         self.inuse.update(run.pinned)
         for nbytes in run.sizes:
             live = self.live.get(nbytes)
@@ -627,6 +638,12 @@ class PtmallocArena:
         return None
 
     def _materialize(self, run) -> None:
+        budget = self.chunk_budget
+        if budget is not None and len(self.inuse) + run.chunks > budget:
+            raise ArenaBudgetExceeded(
+                f"memory budget exceeded: a free reached a block of a fast-forwarded loop, "
+                f"and entering its {run.chunks} chunks one by one would hold more than "
+                f"{budget} glibc arena chunks (raise --max-nodes)")
         i = self.runs.index(run)
         del self.runs[i], self._run_starts[i]
         chunks, placed = run.contents()
