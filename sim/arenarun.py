@@ -108,7 +108,7 @@ def trace(heap, arena, template, fills, trees, leaves=False):
     free_at = dict(arena.free_at)
     lengths = {n: (len(v), v[-1] if v else None) for n, v in arena.live.items()}
     before = (heap.live_bytes, heap.live_blocks)
-    top = cursor = arena.top
+    cursor = arena.top
     # where the iteration carves: "top" or "bin" (one bin chunk), the address its next
     # piece would start at, and (a bin chunk) where the chunk began
     source = [None, None, None]
@@ -268,9 +268,6 @@ class _Appends:
                 out[self.size[level > 0]] += n
         return out
 
-    def chunk_bytes(self, count) -> int:
-        return sum(chunk_size(s) * n for s, n in self.nodes(count).items())
-
     def made(self, index) -> list:
         """Request sizes of the nodes append ``index`` makes, in allocation order (the
         split leaf, then internal nodes)."""
@@ -297,13 +294,20 @@ class _Closed:
         self.state = state
         self.n = n
 
+    def consumed(self, m):
+        """The bytes the first ``m`` iterations carve, and the request sizes of their
+        appends' nodes (a Counter)."""
+        nodes = Counter()
+        for a, k in zip(self.appends, self.pattern.inserts):
+            nodes.update(a.nodes(m * k))
+        return m * self.pattern.stride + sum(chunk_size(s) * k for s, k in nodes.items()), nodes
+
     def layout(self, i):
         """Iteration ``i``'s blocks in allocation order, ``(request size, address or label,
         kept)`` (a label for chunks it did not carve), and its carves' addresses."""
         p = self.pattern
         inserts = p.inserts
-        addr = self.start + i * p.stride + sum(
-            a.chunk_bytes(i * m) for a, m in zip(self.appends, inserts))
+        addr = self.start + self.consumed(i)[0]
         seen = [0] * len(inserts)
         blocks, carves = [], []
         for ev in p.events:
@@ -415,15 +419,8 @@ def advance(arena, pattern, trees, fills, n):
     a cycle; or not one iteration fits)."""
     chunk = pattern.chunk
     start = arena.top if chunk is None else chunk
-    appends = [_Appends(tree, f, bool(pattern.leaves)) for tree, f in zip(trees, fills)]
-
-    def consumed(m):
-        """The bytes ``m`` iterations carve, and their nodes' request sizes."""
-        nodes = Counter()
-        for a, k in zip(appends, pattern.inserts):
-            nodes.update(a.nodes(m * k))
-        return m * pattern.stride + sum(chunk_size(s) * k for s, k in nodes.items()), nodes
-
+    closed = _Closed(pattern, trees, fills, start, _positions(arena), n)
+    consumed = closed.consumed
     room = None
     if chunk is not None:
         room = arena.free_at[chunk] - MINSIZE
@@ -440,7 +437,7 @@ def advance(arena, pattern, trees, fills, n):
             n = lo
         if not n:
             return None
-    closed = _Closed(pattern, trees, fills, start, _positions(arena), n)
+        closed.n = n
     final = closed.final()
     if final is None:
         return None

@@ -396,7 +396,7 @@ def _place_on_arena(sim, effect, count):
     fills = [tree.fills() for tree in trees]
     counts = [(tree.leaves, tree.internals) for tree in trees]
     arena = sim.allocator.arena
-    chunks = sim.limits.arena_chunks()
+    chunks = arena.chunk_budget  # the memory budget (Limits.arena_chunks), set by Simulation
     nodes = Counter()            # BTreeMap nodes placed, by request size
     placed, batch = 0, RETRACE_AFTER
     # the one tree a loop appends to once per iteration, if so: its leaves split every
@@ -410,21 +410,15 @@ def _place_on_arena(sim, effect, count):
         nodes.update(made)
         placed += 1
         rest = count - placed
-        if rest and pattern is not None and pattern.carves:
-            done = advance(arena, pattern, trees, fills, rest)
-            if done is not None:
-                n, run_nodes = done
-                _count(heap, pattern, run_nodes, n)
-                nodes.update(run_nodes)
-                for f, m in zip(fills, pattern.inserts):
-                    append_counts(f, n * m)
-                sim.arena_carved += n
-                placed += n
-                batch = RETRACE_AFTER
-                continue        # (a bin chunk may end before the loop: trace again)
+        n = _carve(sim, pattern, trees, fills, nodes, rest) if rest else 0
+        if n:
+            placed += n
+            batch = RETRACE_AFTER
+            continue            # (a bin chunk may end before the loop: trace again)
         sim.arena_replayed += 1
         if periodic and count - placed > 3 * LEAF_PERIOD:
-            placed += _by_periods(sim, effect, count - placed, fills, nodes, appended[0])
+            placed += _by_periods(sim, template, trees, count - placed, fills, nodes,
+                                  appended[0])
             rest = count - placed
             if not rest:
                 break
@@ -446,7 +440,7 @@ def _place_on_arena(sim, effect, count):
 LEAF_PERIOD = 7
 
 
-def _by_periods(sim, effect, count, fills, nodes, t):
+def _by_periods(sim, template, trees, count, fills, nodes, t):
     """Up to ``count`` iterations of a loop appending once per iteration to tree ``t``,
     by periods of :data:`LEAF_PERIOD` iterations starting with the one whose append
     splits the leaf: iterations are replayed up to such a start, one period is traced
@@ -455,10 +449,6 @@ def _by_periods(sim, effect, count, fills, nodes, t):
     then carves again) and, when it qualifies, the remaining whole periods are applied in
     closed form. Returns the iterations placed (``fills`` and ``nodes`` updated)."""
     heap = sim.heap
-    locator = sim.client.locator
-    trees = (locator.graphs_tree, locator.keys_tree)
-    arena = sim.allocator.arena
-    template = effect.template
     placed = 0
     while fills[t][0] != CAPACITY and placed < LEAF_PERIOD:
         _replay(heap, template, 1, trees, fills, nodes)
@@ -466,25 +456,36 @@ def _by_periods(sim, effect, count, fills, nodes, t):
     if fills[t][0] != CAPACITY:
         sim.arena_replayed += placed
         return placed
-    pattern, made = trace(heap, arena, window(template, LEAF_PERIOD), fills, trees,
-                          leaves=True)
+    pattern, made = trace(heap, sim.allocator.arena, window(template, LEAF_PERIOD), fills,
+                          trees, leaves=True)
     nodes.update(made)
     placed += LEAF_PERIOD
-    periods = (count - placed) // LEAF_PERIOD
     sim.arena_replayed += placed
-    if pattern is None or not pattern.carves or not periods:
-        return placed
-    done = advance(arena, pattern, trees, fills, periods)
+    periods = (count - placed) // LEAF_PERIOD
+    return placed + (_carve(sim, pattern, trees, fills, nodes, periods, LEAF_PERIOD)
+                     if periods else 0)
+
+
+def _carve(sim, pattern, trees, fills, nodes, n, period=1):
+    """Up to ``n`` repetitions of ``pattern`` (one iteration, or ``period`` of them) in
+    closed form (:func:`sim.arenarun.advance`), right after the one :func:`trace`
+    took it from: the heap's counters, the trees' ``fills`` and the BTreeMap ``nodes``
+    placed follow. Returns the iterations applied (0: none, the pattern does not
+    qualify or its wiring does not resolve)."""
+    if pattern is None or not pattern.carves:
+        return 0
+    done = advance(sim.allocator.arena, pattern, trees, fills, n)
     if done is None:
-        return placed
-    periods, run_nodes = done
-    _count(heap, pattern, run_nodes, periods)
+        return 0
+    n, run_nodes = done
+    _count(sim.heap, pattern, run_nodes, n)
     nodes.update(run_nodes)
-    nodes.update({s: k * periods for s, k in Counter(pattern.leaves).items()})
+    # the leaves a period's own allocations split off (trace with leaves=True)
+    nodes.update({s: k * n for s, k in Counter(pattern.leaves).items()})
     for f, m in zip(fills, pattern.inserts):
-        append_counts(f, periods * m)
-    sim.arena_carved += periods * LEAF_PERIOD
-    return placed + periods * LEAF_PERIOD
+        append_counts(f, n * m)
+    sim.arena_carved += n * period
+    return n * period
 
 
 def _count(heap, pattern, nodes, n):

@@ -266,14 +266,22 @@ class PtmallocArena:
                 self.resident_end = self.brk
 
     # -- malloc / free -----------------------------------------------------------------
-    def _fit(self, nb):
-        """A chunk from the bins for ``nb`` (split), or None."""
+    def _best_fit(self, nb):
+        """The bin chunk a request of chunk size ``nb`` takes: the smallest that fits, the
+        oldest among equal sizes; ``(address, size)``, or None."""
         sizes = self.sizes
         i = bisect_left(sizes, nb)
         if i == len(sizes):
             return None
         size = sizes[i]
-        addr = next(iter(self.by_size[size]))
+        return next(iter(self.by_size[size])), size
+
+    def _fit(self, nb):
+        """A chunk from the bins for ``nb`` (split), or None."""
+        best = self._best_fit(nb)
+        if best is None:
+            return None
+        addr, size = best
         self._bin_remove(addr)
         if size - nb >= MINSIZE:
             self._bin_insert(addr + nb, size - nb)
@@ -397,8 +405,7 @@ class PtmallocArena:
         single requests would take them (the pieces of one chunk: its remainder stays the
         best fit, as no other bin chunk lies between ``nb`` and its size); returns how
         many it served."""
-        size = self.sizes[bisect_left(self.sizes, nb)]
-        addr = next(iter(self.by_size[size]))
+        addr, size = self._best_fit(nb)
         self._bin_remove(addr)
         inuse = self.inuse
         splits = min(count, (size - MINSIZE) // nb)  # each leaves at least MINSIZE behind
@@ -555,8 +562,7 @@ class PtmallocArena:
             size = self.free_at.get(chunk)
             if size is None or size - nb < MINSIZE:
                 return False
-            best = self.sizes[bisect_left(self.sizes, nb)]
-            return best == size and next(iter(self.by_size[size])) == chunk
+            return self._best_fit(nb) == (chunk, size)
         if self.sizes and self.sizes[-1] >= nb:
             return False
         return nb <= self.page and nbytes < self.mmap_threshold
