@@ -203,10 +203,12 @@ def _tree_counts(locator):
 class Effect:
     """What one iteration changed, in a form that can be compared and replayed."""
 
-    def __init__(self, shape, stride, registered, times, blocks=(), offset=0, parents=(),
-                 graph=None, backwards=0, rss_drift=0, graph_blocks=(), faults=(0, 0),
+    def __init__(self, shape, stride, registered, times, node_order=(), offset=0, parents=(),
+                 graph=None, backwards=0, rss_drift=0, graph_order=(), faults=(0, 0),
                  template=None):
-        self.graph_blocks = graph_blocks
+        # the new node's blocks and its new graph's, in free order (sim.autodiff.runs)
+        self.node_order = node_order
+        self.graph_order = graph_order
         # the iteration's heap events in order (a glibc arena: see _Recorder), replayed
         # iteration by iteration in _apply; its allocator then faults and maps by itself
         self.template = template
@@ -222,14 +224,16 @@ class Effect:
         self.stride = stride
         self.registered = registered
         self.times = times
-        self.blocks = blocks
+        # every block the node leaves behind: ((nbytes, count), ...)
+        self.blocks = tuple(sorted(Counter(node_order + graph_order).items()))
         self.offset = offset
         self.parents = parents
         self.graph = graph
 
     def key(self):
         # exact work in ps; the float accumulators only split it and are not compared
-        return (self.shape, self.stride, self.registered, self.times[0], self.blocks, self.offset,
+        return (self.shape, self.stride, self.registered, self.times[0], self.node_order,
+                self.graph_order, self.offset,
                 self.parents, id(self.graph), self.backwards, self.rss_drift, self.faults,
                 self.template)
 
@@ -281,24 +285,22 @@ def _measure(sim, snap, events, template=None):
     if node_id in memory.leaves and any(p[0] >= snap.next_id for p in parents):
         return None
     layout = sim.layout
-    blocks = node_blocks(layout, step, parents)
+    node_order = node_blocks(layout, step, parents)
     if graph.origin == node_id:
         if parents or len(memory.nodes) != 1 or memory.runs or graph.entries != 1:
             return None
         own = graph_blocks(layout, graph.server)
-        blocks.update(own)
-        own = tuple(sorted(own.items()))
         shape = "graphs"
     else:
         if graph.origin >= snap.next_id or node_id not in memory.leaves:
             return None
         shape = "nodes"
         own = ()
-    if _unexplained(net, blocks, locator, snap):
+    if _unexplained(net, Counter(node_order + own), locator, snap):
         return None
-    return Effect(shape, stride, registered, times, tuple(sorted(blocks.items())),
+    return Effect(shape, stride, registered, times, node_order,
                   node_id - snap.next_id, tuple(parents), graph if shape == "nodes" else None,
-                  graph_blocks=own, faults=faults, template=template)
+                  graph_order=own, faults=faults, template=template)
 
 
 def _unexplained(net, blocks, locator, snap):
@@ -347,9 +349,9 @@ def _apply(sim, effect, count):
         locator = sim.client.locator
         if effect.template is not None:
             count, check = _place_on_arena(sim, effect, count)
-        run = NodeRun(first, effect.stride, count, effect.parents, effect.blocks,
+        run = NodeRun(first, effect.stride, count, effect.parents, effect.node_order,
                       new_graph=effect.shape == "graphs", graph=effect.graph,
-                      graph_blocks=effect.graph_blocks)
+                      graph_order=effect.graph_order)
         if effect.template is None:
             locator.add_run(run)
         else:

@@ -332,11 +332,9 @@ class GraphLocator:
                memory.nodes_table.buckets, memory.leaves_table.buckets)
         cached = self._run_blocks.get(key)
         if cached is None:
-            own = graph_blocks(self.sim.layout, server)
-            every = node_blocks(self.sim.layout, step, ()) + own
-            cached = self._run_blocks[key] = (tuple(sorted(every.items())),
-                                              tuple(sorted(own.items())))
-        blocks, own_blocks = cached
+            cached = self._run_blocks[key] = (node_blocks(self.sim.layout, step, ()),
+                                              graph_blocks(self.sim.layout, server))
+        node_order, graph_order = cached
         # the run owns the blocks from now on: the objects must not free them; and the
         # objects must go now: break the server <-> memory and ref count -> memory cycles
         # (the collector is off while a simulation runs)
@@ -351,16 +349,16 @@ class GraphLocator:
         del live[graph]
         self.run_entries += 1
         last = next(reversed(live), None)
-        if (last.__class__ is NodeRun and last.new_graph and last.blocks == blocks
-                and last.graph_blocks == own_blocks and not last.nodes_freed):
+        if (last.__class__ is NodeRun and last.new_graph and last.node_order == node_order
+                and last.graph_order == graph_order and not last.nodes_freed):
             end = last.last
             if node_id > end and (last.count == 1 or node_id == end + last.stride):
                 if last.count == 1:
                     last.stride = node_id - last.first
                 last.count += 1
                 return True
-        live[NodeRun(node_id, 1, 1, (), blocks, new_graph=True,
-                     graph_blocks=own_blocks)] = None
+        live[NodeRun(node_id, 1, 1, (), node_order, new_graph=True,
+                     graph_order=graph_order)] = None
         return True
 
     def new_graph(self, origin) -> Graph:

@@ -22,45 +22,57 @@ from collections import Counter
 __all__ = ["NodeRun", "node_blocks", "graph_blocks"]
 
 
-def node_blocks(layout, step, parents) -> Counter:
-    """Heap blocks one dead registered node holds, by size: ``Arc<Node>`` (and its
-    parents ``Vec``), ``Arc<NodeId>``, the boxed step, and the ``nodes`` map's copy of
-    the parents."""
-    blocks = Counter([layout.arc_node_bytes, layout.arc_node_id_bytes, step.nbytes])
-    if parents:
-        blocks[layout.parent_bytes * max(4, len(parents))] += 1
-        blocks[layout.parent_bytes * len(parents)] += 1
-    return blocks
+def node_blocks(layout, step, parents) -> tuple:
+    """Heap blocks one dead registered node holds, by size, in the order its frees come
+    when the node is freed (``free_unused_roots``, a graph's drop): ``Arc<Node>`` and its
+    parents ``Vec``, the ``nodes`` map's copy of the parents, ``Arc<NodeId>``, the boxed
+    step. The order matters where the allocator places blocks one by one (a glibc arena:
+    which free chunks merge, and which is reused first); sizes in bytes."""
+    if not parents:
+        return (layout.arc_node_bytes, layout.arc_node_id_bytes, step.nbytes)
+    return (layout.arc_node_bytes, layout.parent_bytes * max(4, len(parents)),
+            layout.parent_bytes * len(parents), layout.arc_node_id_bytes, step.nbytes)
 
 
-def graph_blocks(layout, server) -> Counter:
-    """Heap blocks of a graph apart from its nodes: ``Arc<Graph>`` and its four tables."""
+def graph_blocks(layout, server) -> tuple:
+    """Heap blocks of a graph apart from its nodes, in the order a drop of the graph frees
+    them: the server's steps and actions tables, the memory management's nodes and leaves
+    tables, then ``Arc<Graph>``; sizes in bytes."""
     memory = server.memory_management
-    return Counter(nbytes for nbytes in (
-        layout.graph_arc_bytes, server.steps_table.nbytes, server.actions_table.nbytes,
-        memory.nodes_table.nbytes, memory.leaves_table.nbytes) if nbytes)
+    return tuple(nbytes for nbytes in (
+        server.steps_table.nbytes, server.actions_table.nbytes,
+        memory.nodes_table.nbytes, memory.leaves_table.nbytes, layout.graph_arc_bytes)
+        if nbytes)
+
+
+def _by_size(order) -> tuple:
+    return tuple(sorted(Counter(order).items()))
 
 
 class NodeRun:
     """``count`` identical dead nodes."""
 
-    __slots__ = ("first", "stride", "count", "parents", "blocks", "new_graph", "graph",
-                 "graph_blocks", "nodes_freed")
+    __slots__ = ("first", "stride", "count", "parents", "node_order", "graph_order",
+                 "blocks", "graph_blocks", "new_graph", "graph", "nodes_freed")
 
-    def __init__(self, first, stride, count, parents, blocks, new_graph, graph=None,
-                 graph_blocks=()):
+    def __init__(self, first, stride, count, parents, node_order, new_graph, graph=None,
+                 graph_order=()):
         self.first = first
         self.stride = stride
         self.count = count
         self.parents = parents
+        #: sizes of the blocks a member's node holds, in the order they are freed
+        self.node_order = node_order
+        #: sizes of the blocks that belong to a member's graph (Arc<Graph>, its tables)
+        #: rather than to its node, in the order they are freed: a sweep frees the node
+        #: part when it visits the entry, the graph part when the entry is removed
+        self.graph_order = graph_order
         #: ((nbytes, blocks per member), ...): every block a member holds
-        self.blocks = blocks
+        self.blocks = _by_size(node_order + graph_order)
+        #: the graph part of ``blocks``
+        self.graph_blocks = _by_size(graph_order)
         self.new_graph = new_graph
         self.graph = graph
-        #: the part of ``blocks`` that belongs to a member's graph (Arc<Graph>, its
-        #: tables) rather than to its node: a sweep frees the node part when it
-        #: visits the entry, the graph part when the entry is removed
-        self.graph_blocks = graph_blocks
         self.nodes_freed = False
 
     @property
@@ -76,20 +88,16 @@ class NodeRun:
             heap.alloc_many(nbytes, per_node * self.count)
 
     def free(self, heap) -> None:
-        """Free what the members still hold."""
-        blocks = self.graph_blocks if self.nodes_freed else self.blocks
-        for nbytes, per_node in blocks:
-            heap.free_many(nbytes, per_node * self.count)
+        """Free what the members still hold, member after member."""
+        order = self.graph_order if self.nodes_freed else self.node_order + self.graph_order
+        heap.free_each(order, self.count)
 
     def free_nodes(self, heap) -> None:
-        """Free the members' node blocks (their graphs' blocks stay until :meth:`free`)."""
+        """Free the members' node blocks, member after member (their graphs' blocks stay
+        until :meth:`free`)."""
         if self.nodes_freed:
             return
-        graph_part = dict(self.graph_blocks)
-        for nbytes, per_node in self.blocks:
-            n = per_node - graph_part.get(nbytes, 0)
-            if n:
-                heap.free_many(nbytes, n * self.count)
+        heap.free_each(self.node_order, self.count)
         self.nodes_freed = True
 
     def __repr__(self):

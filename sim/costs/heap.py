@@ -121,6 +121,25 @@ class Heap:
         self.live_blocks -= count
         self.allocator.free(nbytes, count)
 
+    def free_each(self, order, count: int) -> None:
+        """``count`` objects each freeing blocks of the sizes in ``order``, object after
+        object (a run of identical dead nodes, :class:`~sim.autodiff.runs.NodeRun`).
+
+        A size-class allocator keeps counts only, so the frees are taken size by size in
+        O(sizes); a glibc arena places blocks one by one, and the order of frees decides
+        which free chunks merge and which is reused first, so there they are done in
+        order (O(count x len(order)))."""
+        if count <= 0:
+            return
+        if self._arena is None or len(set(order)) <= 1:
+            for nbytes in sorted(set(order)):
+                self.free_many(nbytes, order.count(nbytes) * count)
+            return
+        free = self.free
+        for _ in range(count):
+            for nbytes in order:
+                free(nbytes)
+
 
 class ClosedHeap(Heap):
     """A heap whose program has ended (:meth:`Heap.close`): the frees of the simulated
@@ -140,4 +159,7 @@ class ClosedHeap(Heap):
         pass
 
     def free_many(self, nbytes, count) -> None:
+        pass
+
+    def free_each(self, order, count) -> None:
         pass
