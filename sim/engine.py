@@ -22,6 +22,7 @@ entries, registered steps, heap bytes and blocks, simulated and cleanup time).
 from __future__ import annotations
 
 import gc
+import weakref
 
 import simpy
 
@@ -156,6 +157,10 @@ class Simulation:
         self.allocator = Allocator.from_classes(profile.process.allocator,
                                                 mallopt(profile.process))
         self.heap = Heap(self.allocator)
+        # when this simulation is collected, or the interpreter exits with it alive, its
+        # program is over: what Python frees afterwards is not the program freeing its
+        # heap (Heap.close; run() closes it as soon as the workload returns)
+        weakref.finalize(self, self.heap.close)
         # text of code paths and written buffer pages, resident from their first use
         self.touched = TouchedPages(profile.code)
         self.tables = TableFactory(self.layout, self.heap)
