@@ -297,6 +297,23 @@ class GraphLocator:
                 self._drop_keys(origin)
         graph.release(run.count)
 
+    def remove_run_member(self, run, node_id) -> None:
+        """Forget one member of a run of ``run.graph``'s nodes, freed on its own (its heap
+        is already freed; the run itself has left the graph), as :meth:`remove_entry`
+        forgets a node."""
+        self.run_entries -= 1
+        self._untree(self.graphs_tree, node_id)
+        graph = run.graph
+        origin = graph.origin
+        left = self.key_runs.get(origin, 0) - 1
+        if left:
+            self.key_runs[origin] = left
+        else:
+            self.key_runs.pop(origin, None)
+            if origin in self.keys and not self.keys[origin]:
+                self._drop_keys(origin)
+        graph.release()
+
     def compact(self, node_id) -> bool:
         """Keep a dead single-node graph as a record instead of objects (exact mode).
 
@@ -387,6 +404,9 @@ class GraphCleaner:
 
     def clean_run(self, run) -> None:
         self.locator.remove_run(run)
+
+    def clean_member(self, run, node_id) -> None:
+        self.locator.remove_run_member(run, node_id)
 
 
 class GraphMutexClient:

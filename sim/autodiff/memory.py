@@ -29,6 +29,8 @@ referenced and have no parent left in ``nodes``: one layer per sweep.
 
 from __future__ import annotations
 
+import heapq
+
 import networkx as nx
 
 __all__ = ["GraphMemoryManagement"]
@@ -38,7 +40,7 @@ class GraphMemoryManagement:
     """``nodes``, ``leaves`` and ``statuses`` of one graph, with their tables' heap."""
 
     __slots__ = ("server", "nodes", "leaves", "nodes_table", "leaves_table", "statuses_table",
-                 "referenced", "runs", "run_nodes")
+                 "referenced", "runs", "run_nodes", "serials", "inserted")
 
     def __init__(self, server):
         sim = server.sim
@@ -53,6 +55,12 @@ class GraphMemoryManagement:
         # fast-forwarded dead childless nodes (sim.autodiff.runs), counted in nodes and leaves
         self.runs = []
         self.run_nodes = 0
+        # where runs sit among the nodes in the map's insertion order, which is the order
+        # passes free nodes in: from the first run on, every run and every newly inserted
+        # node gets the next serial (node id -> serial; None: no run yet, and nodes without
+        # a serial were inserted before any run)
+        self.serials = None
+        self.inserted = 0
 
     # -- registration -----------------------------------------------------------
     def register(self, rc, parents) -> None:
@@ -81,6 +89,9 @@ class GraphMemoryManagement:
         if rc.strong > 1:
             self.referenced += 1
         nodes[rc.id] = (rc, parents)
+        if self.serials is not None:
+            self.serials[rc.id] = self.inserted
+            self.inserted += 1
         self.nodes_table.fit(len(nodes) + self.run_nodes)
         if parents:
             # parents.to_vec(): an exact-size Vec<Parent>
@@ -90,6 +101,8 @@ class GraphMemoryManagement:
         entry = self.nodes.pop(node_id, None)
         if entry is None:
             return
+        if self.serials:
+            self.serials.pop(node_id, None)
         rc, parents = entry
         sim = self.server.sim
         if parents:
@@ -105,7 +118,17 @@ class GraphMemoryManagement:
         mine, theirs = len(self.nodes) + self.run_nodes, len(other.nodes) + other.run_nodes
         self.nodes_table.reserve(mine, _extend_reserve(mine, theirs))
         dropped = []
+        if other.runs and self.serials is None:
+            self.serials = {}
+        serials, theirs_at = self.serials, other.serials or {}
+        # other's runs take their places among other's nodes (serials in this map's order)
+        moved = iter(sorted(other.runs, key=lambda r: r.serial))
+        run = next(moved, None)
         for node_id, (rc, parents) in other.nodes.items():
+            while run is not None and run.serial < theirs_at.get(node_id, -1):
+                run.serial = self.inserted
+                self.inserted += 1
+                run = next(moved, None)
             old = self.nodes.get(node_id)
             if old is not None:
                 # both graphs held this id (a RootStep re-registered after a consumed backward):
@@ -119,7 +142,14 @@ class GraphMemoryManagement:
                 continue
             rc.move(other, self)
             self.nodes[node_id] = (rc, parents)
+            if serials is not None:
+                serials[node_id] = self.inserted
+                self.inserted += 1
             self.nodes_table.fit(len(self.nodes) + self.run_nodes)
+        while run is not None:
+            run.serial = self.inserted
+            self.inserted += 1
+            run = next(moved, None)
         self.referenced += other.referenced
         for rc in dropped:
             # counted by both graphs while both held it (strong >= 2); the drop is silent
@@ -136,7 +166,7 @@ class GraphMemoryManagement:
             self.leaves_table.fit(len(self.leaves) + self.run_nodes)
         if other.runs:
             for run in other.runs:
-                self.add_run(run)
+                self.add_run(run, placed=True)
         other.nodes = {}
         other.leaves = set()
         other.referenced = 0
@@ -148,11 +178,12 @@ class GraphMemoryManagement:
 
     def drop(self) -> None:
         """The graph is dropped: release every node and free the tables."""
-        for node_id in list(self.nodes):
-            self._remove(node_id)
         heap = self.server.sim.heap
-        for run in self.runs:
-            run.free(heap)
+        for node_id, run in self._in_map_order(list(self.nodes), self.runs):
+            if run is None:
+                self._remove(node_id)
+            else:
+                run.free(heap)
         self.runs = []
         self.run_nodes = 0
         for table in (self.nodes_table, self.leaves_table, self.statuses_table):
@@ -160,8 +191,15 @@ class GraphMemoryManagement:
                 table.drop()
 
     # -- queries ------------------------------------------------------------------
-    def add_run(self, run) -> None:
-        """Take ``run``'s nodes (dead childless leaves) into this graph; tables grow."""
+    def add_run(self, run, placed=False) -> None:
+        """Take ``run``'s nodes (dead childless leaves) into this graph; tables grow.
+        The members sit after every node inserted so far (``placed``: a merge has set
+        :attr:`~sim.autodiff.runs.NodeRun.serial` already)."""
+        if not placed:
+            if self.serials is None:
+                self.serials = {}
+            run.serial = self.inserted
+            self.inserted += 1
         self.runs.append(run)
         self.run_nodes += run.count
         self.leaves_table.grow_to(len(self.leaves) + self.run_nodes)
@@ -218,12 +256,16 @@ class GraphMemoryManagement:
         )
         return graph
 
-    def free_unavailable_nodes(self, on_free, on_free_run=None) -> int:
+    def free_unavailable_nodes(self, on_free, on_free_run=None, on_free_member=None) -> int:
         """Free every node whose backward became impossible or useless; returns nodes visited.
 
         ``on_free(node_id)`` is called for each freed id (the server drops its
         step and the locator its entry), ``on_free_run(run)`` for each freed run
         (a run's members are leaves like any other, represented by one node).
+        Nodes go in id order. Where the heap's placement depends on the order of
+        frees (:attr:`~sim.costs.heap.Heap.orders_frees`) and ``on_free_member(run,
+        node_id)`` is given, a run's members go one by one in that order too, each
+        followed by ``on_free_member``; elsewhere a run goes after the nodes.
         """
         nodes = self.nodes
         graph = self._view()
@@ -263,11 +305,28 @@ class GraphMemoryManagement:
 
         roots = self._unused_roots(useful)
         visited = len(reached) + len(nodes) + 2 * self.run_nodes - len(runs)
-        freed_runs = [runs[rep] for rep in deletables if rep in runs]
-        for node_id in sorted(n for n in deletables if n not in runs) + roots:
+        freed_runs = sorted((runs[rep] for rep in deletables if rep in runs),
+                            key=lambda r: r.first)
+        ordered = sorted(n for n in deletables if n not in runs)
+        heap = self.server.sim.heap
+        if freed_runs and on_free_member is not None and heap.orders_frees:
+            for run in freed_runs:
+                self.runs.remove(run)
+                self.run_nodes -= run.count
+            ordered = heapq.merge([(n, None) for n in ordered],
+                                  *[_members(run) for run in freed_runs])
+            for node_id, run in ordered:
+                if run is None:
+                    self._remove(node_id)
+                    on_free(node_id)
+                else:
+                    heap.free_each(run.node_order, 1)
+                    on_free_member(run, node_id)
+            ordered, freed_runs = [], []
+        for node_id in ordered + roots:
             self._remove(node_id)
             on_free(node_id)
-        for run in sorted(freed_runs, key=lambda r: r.first):
+        for run in freed_runs:
             self._free_run(run, on_free_run)
         return visited
 
@@ -277,12 +336,26 @@ class GraphMemoryManagement:
         read = len(nodes) + self.run_nodes
         dead_runs = [run for run in self.runs
                      if all(pid not in nodes for pid, _ in run.parents)]
-        for node_id in self._unused_roots(()):
-            self._remove(node_id)
-            on_free(node_id)
-        for run in dead_runs:
-            self._free_run(run, on_free_run)
+        for node_id, run in self._in_map_order(self._unused_roots(()), dead_runs):
+            if run is None:
+                self._remove(node_id)
+                on_free(node_id)
+            else:
+                self._free_run(run, on_free_run)
         return read
+
+    def _in_map_order(self, node_ids, runs):
+        """``(node_id, None)`` for ``node_ids`` (in map order) and ``(None, run)`` for
+        ``runs``, merged in the map's insertion order: where a pass over the map would
+        meet the runs' members."""
+        if not runs:
+            return [(node_id, None) for node_id in node_ids]
+        at = self.serials
+        merged = heapq.merge(((at.get(n, -1), n, None) for n in node_ids),
+                             ((run.serial, None, run)
+                              for run in sorted(runs, key=lambda r: r.serial)),
+                             key=lambda item: item[0])
+        return [(n, run) for _, n, run in merged]
 
     def _free_run(self, run, on_free_run) -> None:
         self.runs.remove(run)
@@ -300,6 +373,11 @@ class GraphMemoryManagement:
             and node_id not in useful
             and all(pid not in nodes for pid, _ in parents)
         ]
+
+
+def _members(run):
+    """``(node_id, run)`` for each member of ``run``, ascending."""
+    return ((node_id, run) for node_id in run.ids)
 
 
 def _reachable(graph, sources):

@@ -24,14 +24,15 @@ __all__ = ["NodeRun", "node_blocks", "graph_blocks"]
 
 def node_blocks(layout, step, parents) -> tuple:
     """Heap blocks one dead registered node holds, by size, in the order its frees come
-    when the node is freed (``free_unused_roots``, a graph's drop): ``Arc<Node>`` and its
-    parents ``Vec``, the ``nodes`` map's copy of the parents, ``Arc<NodeId>``, the boxed
-    step. The order matters where the allocator places blocks one by one (a glibc arena:
-    which free chunks merge, and which is reused first); sizes in bytes."""
+    when the node is freed (``_remove`` then the server's ``remove_step``): the ``nodes``
+    map's copy of the parents, ``Arc<NodeId>``, the boxed step, then ``Arc<Node>`` (which
+    the step held) and its parents ``Vec``. The order matters where the allocator places
+    blocks one by one (a glibc arena: which free chunks merge, and which is reused
+    first); sizes in bytes."""
     if not parents:
-        return (layout.arc_node_bytes, layout.arc_node_id_bytes, step.nbytes)
-    return (layout.arc_node_bytes, layout.parent_bytes * max(4, len(parents)),
-            layout.parent_bytes * len(parents), layout.arc_node_id_bytes, step.nbytes)
+        return (layout.arc_node_id_bytes, step.nbytes, layout.arc_node_bytes)
+    return (layout.parent_bytes * len(parents), layout.arc_node_id_bytes, step.nbytes,
+            layout.arc_node_bytes, layout.parent_bytes * max(4, len(parents)))
 
 
 def graph_blocks(layout, server) -> tuple:
@@ -53,7 +54,7 @@ class NodeRun:
     """``count`` identical dead nodes."""
 
     __slots__ = ("first", "stride", "count", "parents", "node_order", "graph_order",
-                 "blocks", "graph_blocks", "new_graph", "graph", "nodes_freed")
+                 "blocks", "graph_blocks", "new_graph", "graph", "nodes_freed", "serial")
 
     def __init__(self, first, stride, count, parents, node_order, new_graph, graph=None,
                  graph_order=()):
@@ -74,6 +75,9 @@ class NodeRun:
         self.new_graph = new_graph
         self.graph = graph
         self.nodes_freed = False
+        #: where the members sit in their graph's ``nodes`` map (insertion order), among
+        #: the nodes inserted since the graph took its first run (GraphMemoryManagement)
+        self.serial = -1
 
     @property
     def ids(self):

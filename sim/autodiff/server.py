@@ -143,7 +143,7 @@ class AutodiffServer:
         pop_groups = n_leaves * memory.leaves_table.buckets / (2 * sim.layout.group_width)
         visited = memory.free_unavailable_nodes(
             lambda node_id: (self.remove_step(node_id), cleaner.clean(node_id)),
-            cleaner.clean_run)
+            cleaner.clean_run, cleaner.clean_member)
         timing.free_unavailable(visited, pop_groups)
         for node_id in ids:
             cleaner.clean(node_id)

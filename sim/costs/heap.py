@@ -121,6 +121,12 @@ class Heap:
         self.live_blocks -= count
         self.allocator.free(nbytes, count)
 
+    @property
+    def orders_frees(self) -> bool:
+        """Whether the allocator places blocks one by one, so that the order of frees
+        decides later placement (a glibc arena), rather than keeping counts per size."""
+        return self._arena is not None
+
     def free_each(self, order, count: int) -> None:
         """``count`` objects each freeing blocks of the sizes in ``order``, object after
         object (a run of identical dead nodes, :class:`~sim.autodiff.runs.NodeRun`).
