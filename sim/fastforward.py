@@ -224,8 +224,6 @@ class Effect:
         self.stride = stride
         self.registered = registered
         self.times = times
-        # every block the node leaves behind: ((nbytes, count), ...)
-        self.blocks = tuple(sorted(Counter(node_order + graph_order).items()))
         self.offset = offset
         self.parents = parents
         self.graph = graph
@@ -321,7 +319,7 @@ def _unexplained(net, blocks, locator, snap):
 def _horizon(sim, effect):
     """Iterations that can be applied in closed form before anything could differ."""
     limit = sim.policy.ff_horizon(effect)
-    if effect.blocks and not sim.allocator.bulk_exact():
+    if effect.node_order and not sim.allocator.bulk_exact():
         if effect.template is None:
             return 0   # a glibc arena, and an iteration whose events cannot be replayed
     if effect.shape != "nodes":

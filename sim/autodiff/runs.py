@@ -46,15 +46,11 @@ def graph_blocks(layout, server) -> tuple:
         if nbytes)
 
 
-def _by_size(order) -> tuple:
-    return tuple(sorted(Counter(order).items()))
-
-
 class NodeRun:
     """``count`` identical dead nodes."""
 
     __slots__ = ("first", "stride", "count", "parents", "node_order", "graph_order",
-                 "blocks", "graph_blocks", "new_graph", "graph", "nodes_freed", "serial")
+                 "blocks", "new_graph", "graph", "nodes_freed", "serial")
 
     def __init__(self, first, stride, count, parents, node_order, new_graph, graph=None,
                  graph_order=()):
@@ -69,9 +65,7 @@ class NodeRun:
         #: part when it visits the entry, the graph part when the entry is removed
         self.graph_order = graph_order
         #: ((nbytes, blocks per member), ...): every block a member holds
-        self.blocks = _by_size(node_order + graph_order)
-        #: the graph part of ``blocks``
-        self.graph_blocks = _by_size(graph_order)
+        self.blocks = tuple(sorted(Counter(node_order + graph_order).items()))
         self.new_graph = new_graph
         self.graph = graph
         self.nodes_freed = False
