@@ -62,7 +62,7 @@ from collections import Counter
 
 from .arenarun import ALLOC as _ALLOC, ALLOC_MANY as _ALLOC_MANY, FREE as _FREE
 from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, advance, trace, window
-from .autodiff.runs import NodeRun, graph_blocks, node_blocks
+from .autodiff.runs import NodeRun, graph_blocks, graph_drop_order, node_blocks
 from .costs.btree import CAPACITY, BTreeNodes, append_counts
 from .costs.heap import Heap
 
@@ -72,6 +72,9 @@ __all__ = ["repeat", "Effect"]
 AGREE = 3
 #: iterations tried before giving up and running the loop exactly
 MAX_PROBE = 12
+#: the longest cycle of allocator placements a loop of iterations that leave nothing
+#: behind may go through and still be fast-forwarded (in iterations)
+MAX_PERIOD = 6
 
 
 class _Recorder(Heap):
@@ -190,6 +193,9 @@ class _Snapshot:
         self.rss_extra = sim.rss_extra_bytes
         self.touched = sim.touched.state()
         self.allocator = sim.allocator.state()
+        # the allocator's states at the start of the iterations probed right before this
+        # one, the latest first
+        self.earlier = ()
         self.faults = (sim.fault_bytes, sim.fault_mapped, sim.fault_ps)
 
 
@@ -205,10 +211,14 @@ class Effect:
 
     def __init__(self, shape, stride, registered, times, node_order=(), offset=0, parents=(),
                  graph=None, backwards=0, rss_drift=0, graph_order=(), faults=(0, 0),
-                 template=None):
+                 template=None, drop_order=None, period=1):
         # the new node's blocks and its new graph's, in free order (sim.autodiff.runs)
         self.node_order = node_order
         self.graph_order = graph_order
+        self.drop_order = drop_order
+        # iterations after which the allocator's placement repeats ("none" and "steady":
+        # more than 1 where blocks of one size rotate through the tcache)
+        self.period = period
         # the iteration's heap events in order (a glibc arena: see _Recorder), replayed
         # iteration by iteration in _apply; its allocator then faults and maps by itself
         self.template = template
@@ -231,9 +241,9 @@ class Effect:
     def key(self):
         # exact work in ps; the float accumulators only split it and are not compared
         return (self.shape, self.stride, self.registered, self.times[0], self.node_order,
-                self.graph_order, self.offset,
+                self.graph_order, self.drop_order, self.offset,
                 self.parents, id(self.graph), self.backwards, self.rss_drift, self.faults,
-                self.template)
+                self.template, self.period)
 
 
 def _measure(sim, snap, events, template=None):
@@ -253,12 +263,18 @@ def _measure(sim, snap, events, template=None):
     if sim.touched.state() != snap.touched:
         return None   # first execution of a code path or gemm shape: not a repeatable iteration
     entries = 0 if locator is None else locator.entry_count()
-    if (registered and entries == snap.entries and sim.allocator.state() == snap.allocator
+    # the placement repeats after this iteration (period 1), or after this one and the
+    # ones before (on a glibc arena, chunks of one size can rotate through the tcache)
+    state = sim.allocator.state()
+    period = 1 if state == snap.allocator else next(
+        (p for p, old in enumerate(snap.earlier, 2) if old == state), None)
+    if (registered and period and entries == snap.entries
             and (sim.heap.live_bytes, sim.heap.live_blocks) == snap.heap
             and _tree_counts(locator) == snap.trees):
         return Effect("steady", stride, registered, times,
                       backwards=sim.backwards - snap.backwards,
-                      rss_drift=sim.rss_extra_bytes - snap.rss_extra, faults=faults)
+                      rss_drift=sim.rss_extra_bytes - snap.rss_extra, faults=faults,
+                      period=period)
     if sim.backwards != snap.backwards or sim.rss_extra_bytes != snap.rss_extra:
         return None
     new = [] if locator is None else [
@@ -267,9 +283,11 @@ def _measure(sim, snap, events, template=None):
         return None  # something older was removed
     net = {size: n for size, n in events.items() if n}
     if not new:
-        if net or _tree_counts(locator) != snap.trees:
+        # nothing left behind; on a glibc arena the same blocks may still have changed
+        # places: the iterations repeat only as often as the placement does
+        if net or _tree_counts(locator) != snap.trees or not period:
             return None
-        return Effect("none", stride, registered, times, faults=faults)
+        return Effect("none", stride, registered, times, faults=faults, period=period)
     if len(new) != 1:
         return None
     node_id = new[0]
@@ -288,17 +306,19 @@ def _measure(sim, snap, events, template=None):
         if parents or len(memory.nodes) != 1 or memory.runs or graph.entries != 1:
             return None
         own = graph_blocks(layout, graph.server)
+        drop_order = graph_drop_order(layout, step, graph.server)
         shape = "graphs"
     else:
         if graph.origin >= snap.next_id or node_id not in memory.leaves:
             return None
         shape = "nodes"
         own = ()
+        drop_order = None
     if _unexplained(net, Counter(node_order + own), locator, snap):
         return None
     return Effect(shape, stride, registered, times, node_order,
                   node_id - snap.next_id, tuple(parents), graph if shape == "nodes" else None,
-                  graph_order=own, faults=faults, template=template)
+                  graph_order=own, faults=faults, template=template, drop_order=drop_order)
 
 
 def _unexplained(net, blocks, locator, snap):
@@ -349,7 +369,7 @@ def _apply(sim, effect, count):
             count, check = _place_on_arena(sim, effect, count)
         run = NodeRun(first, effect.stride, count, effect.parents, effect.node_order,
                       new_graph=effect.shape == "graphs", graph=effect.graph,
-                      graph_order=effect.graph_order)
+                      graph_order=effect.graph_order, drop_order=effect.drop_order)
         if effect.template is None:
             locator.add_run(run)
         else:
@@ -579,9 +599,12 @@ def repeat(sim, n, body):
     effect = None
     # a glibc arena: the heap events of a node-leaving iteration are replayed in order
     replay = not sim.allocator.bulk_exact()
+    earlier = ()
     while done < n:
         if effect is None:
             snap = _Snapshot(sim)
+            snap.earlier = earlier
+            earlier = ((snap.allocator,) + earlier)[:MAX_PERIOD - 1]
             sim.loop_index = done
             measured = _probe(sim, body, snap, replay and sim.client.locator is not None)
             done += 1
@@ -597,6 +620,7 @@ def repeat(sim, n, body):
                 return
             continue
         count = min(n - done - 1, _horizon(sim, effect))
+        count -= count % effect.period
         if sim.limits.max_ops is not None and effect.registered:
             count = min(count, max(0, (sim.limits.max_ops - sim.registered) // effect.registered))
         if count > 0:

@@ -6,7 +6,7 @@ results alive), each followed by nothing, an unrelated backward, a backward thro
 ``a``, dropping the kept results, or a new ``a`` (the old one's graph dead) and a sweep. After every loop the heap (bytes, blocks, peak),
 simulated time, page faults, registered steps, RSS and the live graphs and nodes must
 equal exact mode's; at the end, the allocator's whole placement (on glibc's arena:
-every chunk, the bins in their order, the tcache and fastbins).
+every chunk, the bins in their order, the tcache and fastbins). Under every policy.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from sim.autodiff.traversal import TapeConsumed
 from sim.engine import Simulation
+from sim.policies import POLICIES
 from sim.profile import load_profile
 from sim.tensor import BurnPanic, Tensor, drop
 
@@ -42,8 +43,8 @@ PHASE = st.tuples(st.sampled_from(sorted(BODIES)), st.sampled_from([3, 50, 300, 
                   st.sampled_from(AFTER))
 
 
-def _program(profile, fast_forward, elements, tracked, phases):
-    sim = Simulation(profile, fast_forward=fast_forward)
+def _program(profile, fast_forward, elements, tracked, phases, policy="burn-0.22.1"):
+    sim = Simulation(profile, policy=policy, fast_forward=fast_forward)
     dev = sim.device("flex").autodiff()
     a = Tensor.from_floats([1.0] * elements, dev)
     b = Tensor.from_floats([2.0] * elements, dev)
@@ -88,11 +89,12 @@ def _program(profile, fast_forward, elements, tracked, phases):
 
 
 @pytest.mark.parametrize("profile", ["m2max-macos", "linux-x86_64"])
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(elements=st.sampled_from([1, 16, 64, 700, 5000]), tracked=st.booleans(),
-       phases=st.lists(PHASE, min_size=1, max_size=4))
+       phases=st.lists(PHASE, min_size=1, max_size=4),
+       policy=st.sampled_from(sorted(POLICIES)))
 def test_fast_forward_equals_exact_mode_on_random_programs(profile, elements, tracked,
-                                                           phases):
+                                                           phases, policy):
     prof = load_profile(profile)
-    assert (_program(prof, True, elements, tracked, phases)
-            == _program(prof, False, elements, tracked, phases))
+    assert (_program(prof, True, elements, tracked, phases, policy)
+            == _program(prof, False, elements, tracked, phases, policy))

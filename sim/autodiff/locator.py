@@ -25,7 +25,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..costs.btree import BTreeNodes
-from .runs import NodeRun, graph_blocks, node_blocks
+from .runs import NodeRun, graph_blocks, graph_drop_order, node_blocks
 from .server import AutodiffServer
 
 __all__ = ["Graph", "GraphLocator", "GraphMutexClient", "GraphCleaner"]
@@ -280,10 +280,19 @@ class GraphLocator:
         tree = self.graphs_tree
         span = (run.first, run.stride, run.count)
         if run.new_graph:
-            self._untree(tree, span)
-            self._untree(self.keys_tree, span)
+            heap = self.sim.heap
+            if heap.orders_frees and not run.nodes_freed and self._deferred is None:
+                # each member's graph goes as remove_entry drops a single-node graph: its
+                # keys, then its blocks (the order of frees places later blocks)
+                for node_id in run.ids:
+                    tree.remove(node_id)
+                    self.keys_tree.remove(node_id)
+                    heap.free_each(run.drop_order, 1)
+            else:
+                self._untree(tree, span)
+                self._untree(self.keys_tree, span)
+                run.free(heap)
             self.live.pop(run, None)
-            run.free(self.sim.heap)
             return
         self._untree(tree, span)
         graph = run.graph
@@ -349,9 +358,11 @@ class GraphLocator:
                memory.nodes_table.buckets, memory.leaves_table.buckets)
         cached = self._run_blocks.get(key)
         if cached is None:
-            cached = self._run_blocks[key] = (node_blocks(self.sim.layout, step, ()),
-                                              graph_blocks(self.sim.layout, server))
-        node_order, graph_order = cached
+            layout = self.sim.layout
+            cached = self._run_blocks[key] = (node_blocks(layout, step, ()),
+                                              graph_blocks(layout, server),
+                                              graph_drop_order(layout, step, server))
+        node_order, graph_order, drop_order = cached
         # the run owns the blocks from now on: the objects must not free them; and the
         # objects must go now: break the server <-> memory and ref count -> memory cycles
         # (the collector is off while a simulation runs)
@@ -375,7 +386,7 @@ class GraphLocator:
                 last.count += 1
                 return True
         live[NodeRun(node_id, 1, 1, (), node_order, new_graph=True,
-                     graph_order=graph_order)] = None
+                     graph_order=graph_order, drop_order=drop_order)] = None
         return True
 
     def new_graph(self, origin) -> Graph:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-__all__ = ["NodeRun", "node_blocks", "graph_blocks"]
+__all__ = ["NodeRun", "node_blocks", "graph_blocks", "graph_drop_order"]
 
 
 def node_blocks(layout, step, parents) -> tuple:
@@ -46,14 +46,26 @@ def graph_blocks(layout, server) -> tuple:
         if nbytes)
 
 
+def graph_drop_order(layout, step, server) -> tuple:
+    """Heap blocks of a dead single-node graph, node and graph, in the order they are freed
+    when the graph goes at once (its last locator entry removed: the server drops its step
+    and tables, the memory management its node and tables, then ``Arc<Graph>``); sizes in
+    bytes."""
+    memory = server.memory_management
+    return tuple(nbytes for nbytes in (
+        step.nbytes, server.steps_table.nbytes, server.actions_table.nbytes,
+        layout.arc_node_id_bytes, memory.nodes_table.nbytes, memory.leaves_table.nbytes,
+        layout.arc_node_bytes, layout.graph_arc_bytes) if nbytes)
+
+
 class NodeRun:
     """``count`` identical dead nodes."""
 
     __slots__ = ("first", "stride", "count", "parents", "node_order", "graph_order",
-                 "blocks", "new_graph", "graph", "nodes_freed", "serial")
+                 "drop_order", "blocks", "new_graph", "graph", "nodes_freed", "serial")
 
     def __init__(self, first, stride, count, parents, node_order, new_graph, graph=None,
-                 graph_order=()):
+                 graph_order=(), drop_order=None):
         self.first = first
         self.stride = stride
         self.count = count
@@ -64,6 +76,9 @@ class NodeRun:
         #: rather than to its node, in the order they are freed: a sweep frees the node
         #: part when it visits the entry, the graph part when the entry is removed
         self.graph_order = graph_order
+        #: a member's blocks, node and graph, in the order they go when a member's
+        #: single-node graph is dropped at once (:func:`graph_drop_order`)
+        self.drop_order = node_order + graph_order if drop_order is None else drop_order
         #: ((nbytes, blocks per member), ...): every block a member holds
         self.blocks = tuple(sorted(Counter(node_order + graph_order).items()))
         self.new_graph = new_graph

@@ -27,14 +27,16 @@ class Burn020Pre1(Policy):
 
     def __init__(self, sim):
         super().__init__(sim)
+        # the set's ids: one per untracked node, fast-forwarded runs as one item each
         self.untracked_nodes = []
-        self.run_ids = 0
+        self.ids = 0   # ids in the set (a run's members counted one by one)
         self.table = sim.tables.key_set()
 
     def register_untracked(self, client, rc, step, device) -> None:
         client.register(rc, step)
         self.untracked_nodes.append(rc.id)
-        self.table.fit(len(self.untracked_nodes) + self.run_ids)
+        self.ids += 1
+        self.table.fit(self.ids)
         self.sim.charge(self.sim.profile.time["register_ns"] * 0.25)
 
     def may_compact(self) -> bool:
@@ -43,18 +45,18 @@ class Burn020Pre1(Policy):
     def ff_horizon(self, effect) -> float:
         if effect.shape != "graphs":
             return float("inf")
-        return max(0, self.table.cap - len(self.untracked_nodes) - self.run_ids)
+        return max(0, self.table.cap - self.ids)
 
     def ff_apply(self, run) -> None:
         if not run.new_graph:
             return
         self.untracked_nodes.append(run)
-        self.run_ids += run.count
-        self.table.grow_to(len(self.untracked_nodes) - 1 + self.run_ids)
+        self.ids += run.count
+        self.table.grow_to(self.ids)
 
     def after_backward(self, client) -> None:
         ids, self.untracked_nodes = self.untracked_nodes, []
-        self.run_ids = 0
+        self.ids = 0
         self.table.drop()
         locator = client.locator
         freed = 0
