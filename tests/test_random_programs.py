@@ -2,11 +2,14 @@
 
 A program is a few loops, each of one random body (a dropped add, mul, exp, sum,
 chain, a body whose scalar-multiplied input is untracked, one that keeps up to 50
-results alive, or a backward through ``a``), each followed by nothing, an unrelated backward, a backward through
-``a``, dropping the kept results, or a new ``a`` (the old one's graph dead) and a sweep. After every loop the heap (bytes, blocks, peak),
-simulated time, page faults, registered steps, RSS and the live graphs and nodes must
-equal exact mode's; at the end, the allocator's whole placement (on glibc's arena:
-every chunk, the bins in their order, the tcache and fastbins). Under every policy.
+results alive, a backward through ``a``, or a Linear's forward), on a CPU or a GPU
+device, with or without balanced checkpointing, each loop followed by nothing, an
+unrelated backward, a backward through ``a``, dropping the kept results, or a new ``a``
+(the old one's graph dead) and a sweep; under every policy. After every loop the heap
+(bytes, blocks, peak), simulated time, page faults, registered steps, RSS, the GPU pool
+and the live graphs and nodes must equal exact mode's; at the end, the allocator's
+whole placement (on glibc's arena: every chunk, the bins in their order, the tcache
+and fastbins).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from sim.autodiff.traversal import TapeConsumed
 from sim.engine import Simulation
 from sim.policies import POLICIES
 from sim.profile import load_profile
+from sim.nn import Linear
 from sim.tensor import BurnPanic, Tensor, drop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
@@ -38,6 +42,7 @@ BODIES = {
                                 else drop(a.clone() + b.clone())),
     "train": lambda a, b, kept: (_backward((a.clone() * b).sum()) if a.is_tracked()
                                  else (a.clone() * b).sum().into_scalar()),
+    "linear": lambda a, b, kept: drop(kept[-1].forward(kept[-2].clone())),
 }
 
 
@@ -52,9 +57,10 @@ PHASE = st.tuples(st.sampled_from(sorted(BODIES)), st.sampled_from([3, 50, 300, 
                   st.sampled_from(AFTER))
 
 
-def _program(profile, fast_forward, elements, tracked, phases, policy="burn-0.22.1"):
+def _program(profile, fast_forward, elements, tracked, phases, policy="burn-0.22.1",
+             kind="flex", checkpointing="disabled"):
     sim = Simulation(profile, policy=policy, fast_forward=fast_forward)
-    dev = sim.device("flex").autodiff()
+    dev = sim.device(kind).autodiff(checkpointing)
     a = Tensor.from_floats([1.0] * elements, dev)
     b = Tensor.from_floats([2.0] * elements, dev)
     if tracked:
@@ -63,6 +69,9 @@ def _program(profile, fast_forward, elements, tracked, phases, policy="burn-0.22
     seen = []
     for body, n, after in phases:
         step = BODIES[body]
+        if body == "linear":    # a module and its input, kept where the body finds them
+            kept.clear()
+            kept += [Tensor.random((4, 8), dev), Linear(8, 8, dev)]
         sim.repeat(n, lambda: step(a, b, kept))
         try:
             if after == "unrelated-backward":
@@ -84,7 +93,8 @@ def _program(profile, fast_forward, elements, tracked, phases, policy="burn-0.22
                      # to the byte: PyTorch's fitted drift per step is a float, added step
                      # by step in exact mode and times the steps when fast-forwarded
                      sim.fault_ps, sim.registered, round(sim.rss_bytes()), sim.live_graphs(),
-                     sim.live_nodes()))
+                     sim.live_nodes(),
+                     dev.memory_pool_usage() if kind == "metal" else None))
     arena = sim.allocator.arena
     if arena is None:
         seen.append(sim.allocator.state())
@@ -103,9 +113,10 @@ def _program(profile, fast_forward, elements, tracked, phases, policy="burn-0.22
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(elements=st.sampled_from([1, 16, 64, 700, 5000]), tracked=st.booleans(),
        phases=st.lists(PHASE, min_size=1, max_size=4),
-       policy=st.sampled_from(sorted(POLICIES)))
+       policy=st.sampled_from(sorted(POLICIES)), kind=st.sampled_from(["flex", "metal"]),
+       checkpointing=st.sampled_from(["disabled", "balanced"]))
 def test_fast_forward_equals_exact_mode_on_random_programs(profile, elements, tracked,
-                                                           phases, policy):
+                                                           phases, policy, kind, checkpointing):
     prof = load_profile(profile)
-    assert (_program(prof, True, elements, tracked, phases, policy)
-            == _program(prof, False, elements, tracked, phases, policy))
+    args = (elements, tracked, phases, policy, kind, checkpointing)
+    assert _program(prof, True, *args) == _program(prof, False, *args)
