@@ -2,14 +2,14 @@
 
 A program is a few loops, each of one random body (a dropped add, mul, exp, sum,
 chain, a body whose scalar-multiplied input is untracked, one that keeps up to 50
-results alive, a backward through ``a``, or a Linear's forward), on a CPU or a GPU
-device, with or without balanced checkpointing, each loop followed by nothing, an
-unrelated backward, a backward through ``a``, dropping the kept results, or a new ``a``
-(the old one's graph dead) and a sweep; under every policy. After every loop the heap
-(bytes, blocks, peak), simulated time, page faults, registered steps, RSS, the GPU pool
-and the live graphs and nodes must equal exact mode's; at the end, the allocator's
-whole placement (on glibc's arena: every chunk, the bins in their order, the tcache
-and fastbins).
+results alive, a backward through ``a``, a Linear's forward, or a training step with
+SGD or Adam), on a CPU or a GPU device, with or without balanced checkpointing, each
+loop followed by nothing, an unrelated backward, a backward through ``a``, dropping the
+kept results, or a new ``a`` (the old one's graph dead) and a sweep; under every
+policy. After every loop the heap (bytes, blocks, peak), simulated time, page faults,
+registered steps, RSS, the GPU pool and the live graphs and nodes must equal exact
+mode's; at the end, the allocator's whole placement (on glibc's arena: every chunk,
+the bins in their order, the tcache and fastbins).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from sim.engine import Simulation
 from sim.policies import POLICIES
 from sim.profile import load_profile
 from sim.nn import Linear
+from sim.optim import OPTIMIZERS, GradientsParams
 from sim.tensor import BurnPanic, Tensor, drop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
@@ -43,7 +44,17 @@ BODIES = {
     "train": lambda a, b, kept: (_backward((a.clone() * b).sum()) if a.is_tracked()
                                  else (a.clone() * b).sum().into_scalar()),
     "linear": lambda a, b, kept: drop(kept[-1].forward(kept[-2].clone())),
+    "sgd": lambda a, b, kept: _sgd_step(kept),
+    "adam": lambda a, b, kept: _sgd_step(kept),
 }
+
+
+def _sgd_step(kept):
+    """A training step of the module kept last, its input and optimizer before it."""
+    x, optim, model = kept[-3:]
+    loss = model.forward(x.clone()).powi_scalar(2).mean()
+    grads = GradientsParams.from_grads(loss.backward(), model)
+    kept[-1] = optim.step(1e-3, model, grads)
 
 
 def _backward(loss):
@@ -69,9 +80,12 @@ def _program(profile, fast_forward, elements, tracked, phases, policy="burn-0.22
     seen = []
     for body, n, after in phases:
         step = BODIES[body]
-        if body == "linear":    # a module and its input, kept where the body finds them
+        if body in ("linear", "sgd", "adam"):   # input, (optimizer,) module: kept last
             kept.clear()
-            kept += [Tensor.random((4, 8), dev), Linear(8, 8, dev)]
+            kept.append(Tensor.random((4, 8), dev))
+            if body != "linear":
+                kept.append(OPTIMIZERS[body]())
+            kept.append(Linear(8, 8, dev))
         sim.repeat(n, lambda: step(a, b, kept))
         try:
             if after == "unrelated-backward":
