@@ -281,12 +281,12 @@ class GraphLocator:
         span = (run.first, run.stride, run.count)
         if run.new_graph:
             heap = self.sim.heap
-            if heap.orders_frees and not run.nodes_freed and self._deferred is None:
+            if heap.orders_frees and not run.nodes_freed:
                 # each member's graph goes as remove_entry drops a single-node graph: its
                 # keys, then its blocks (the order of frees places later blocks)
                 for node_id in run.ids:
-                    tree.remove(node_id)
-                    self.keys_tree.remove(node_id)
+                    self._untree(tree, node_id)
+                    self._untree(self.keys_tree, node_id)
                     heap.free_each(run.drop_order, 1)
             else:
                 self._untree(tree, span)
@@ -295,16 +295,7 @@ class GraphLocator:
             self.live.pop(run, None)
             return
         self._untree(tree, span)
-        graph = run.graph
-        origin = graph.origin
-        left = self.key_runs.get(origin, 0) - run.count
-        if left:
-            self.key_runs[origin] = left
-        else:
-            self.key_runs.pop(origin, None)
-            if origin in self.keys and not self.keys[origin]:
-                self._drop_keys(origin)
-        graph.release(run.count)
+        self._release_run_entries(run.graph, run.count)
 
     def remove_run_member(self, run, node_id) -> None:
         """Forget one member of a run of ``run.graph``'s nodes, freed on its own (its heap
@@ -312,16 +303,20 @@ class GraphLocator:
         forgets a node."""
         self.run_entries -= 1
         self._untree(self.graphs_tree, node_id)
-        graph = run.graph
+        self._release_run_entries(run.graph, 1)
+
+    def _release_run_entries(self, graph, n) -> None:
+        """``n`` entries of run members of ``graph`` are gone: its origin's key count
+        falls (the key set is dropped once empty) and the graph loses ``n`` entries."""
         origin = graph.origin
-        left = self.key_runs.get(origin, 0) - 1
+        left = self.key_runs.get(origin, 0) - n
         if left:
             self.key_runs[origin] = left
         else:
             self.key_runs.pop(origin, None)
             if origin in self.keys and not self.keys[origin]:
                 self._drop_keys(origin)
-        graph.release()
+        graph.release(n)
 
     def compact(self, node_id) -> bool:
         """Keep a dead single-node graph as a record instead of objects (exact mode).

@@ -307,23 +307,23 @@ class GraphMemoryManagement:
         visited = len(reached) + len(nodes) + 2 * self.run_nodes - len(runs)
         freed_runs = sorted((runs[rep] for rep in deletables if rep in runs),
                             key=lambda r: r.first)
-        ordered = sorted(n for n in deletables if n not in runs)
+        ordered = [(n, None) for n in sorted(n for n in deletables if n not in runs)]
         heap = self.server.sim.heap
         if freed_runs and on_free_member is not None and heap.orders_frees:
+            # the members one by one, in id order among the nodes
             for run in freed_runs:
                 self.runs.remove(run)
                 self.run_nodes -= run.count
-            ordered = heapq.merge([(n, None) for n in ordered],
-                                  *[_members(run) for run in freed_runs])
-            for node_id, run in ordered:
-                if run is None:
-                    self._remove(node_id)
-                    on_free(node_id)
-                else:
-                    heap.free_each(run.node_order, 1)
-                    on_free_member(run, node_id)
-            ordered, freed_runs = [], []
-        for node_id in ordered + roots:
+            ordered = heapq.merge(ordered, *[_members(run) for run in freed_runs])
+            freed_runs = []
+        for node_id, run in ordered:
+            if run is None:
+                self._remove(node_id)
+                on_free(node_id)
+            else:
+                heap.free_each(run.node_order, 1)
+                on_free_member(run, node_id)
+        for node_id in roots:
             self._remove(node_id)
             on_free(node_id)
         for run in freed_runs:
