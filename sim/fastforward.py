@@ -193,6 +193,7 @@ class _Snapshot:
         self.rss_extra = sim.rss_extra_bytes
         self.touched = sim.touched.state()
         self.allocator = sim.allocator.state()
+        self.placement = sim.allocator.placement()
         # the allocator's states at the start of the iterations probed right before this
         # one, the latest first
         self.earlier = ()
@@ -281,6 +282,10 @@ def _measure(sim, snap, events, template=None):
         i for i in range(snap.next_id, sim._next_id) if i in locator.graphs]
     if entries - snap.entries != len(new):
         return None  # something older was removed
+    if sim.allocator.placement() != snap.placement:
+        # a node-leaving iteration is applied as counts of blocks: where its blocks sit
+        # (LARGE slices, the cluster the thread runs on) must not move
+        return None
     net = {size: n for size, n in events.items() if n}
     if not new:
         # nothing left behind; on a glibc arena the same blocks may still have changed

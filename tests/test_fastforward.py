@@ -144,3 +144,36 @@ def test_loops_whose_chunks_rotate_through_the_tcache_go_by_their_period(device,
     (fast, ran), (exact, _) = run(True), run(False)
     assert fast == exact
     assert ran < 20      # the probes and a few iterations to finish a period: the rest applied
+
+
+@pytest.mark.parametrize("tracked", [False, True])
+def test_a_loop_that_moves_its_thread_between_clusters_runs_exactly(tracked):
+    """A body that moves the allocating thread to the next CPU cluster every iteration
+    (``sim.allocator.set_cluster``) changes where the next LARGE blocks go, though its
+    heap events are those of a leak loop: a node-leaving iteration is applied as counts
+    of blocks only while the placement zones stay put, so this loop runs exactly and
+    ends on the same cluster as exact mode (fast-forward skipped iterations before, and
+    the thread ended on another cluster)."""
+    from sim.engine import Simulation
+    from sim.profile import load_profile
+    from sim.tensor import Tensor, drop
+
+    def run(fast_forward):
+        sim = Simulation(load_profile("m2max-macos"), fast_forward=fast_forward)
+        dev = sim.device("flex").autodiff()
+        a = Tensor.from_floats([1.0] * 16, dev)
+        b = Tensor.from_floats([2.0] * 16, dev)
+        if tracked:
+            a.require_grad()
+        ran = []
+
+        def body():
+            ran.append(1)
+            sim.allocator.set_cluster(len(ran) % 3)
+            drop(a.clone() + b.clone())
+        sim.repeat(50, body)
+        state = (sim.allocator.state(), sim.heap.live_bytes, sim.live_nodes(), sim.work_ps)
+        sim.heap.close()
+        return state, len(ran)
+
+    assert run(True) == run(False) == (run(False)[0], 50)

@@ -1,12 +1,13 @@
 """Fast-forward against exact mode on random programs of loops, on both allocators.
 
 A program is a few loops (some repeated as an outer loop), each of one random body (a
-dropped add, mul, exp, sum, chain, a body whose scalar-multiplied input is untracked,
-one that keeps up to 50 results alive, a backward through ``a``, a Linear's forward,
-or a training step with SGD or Adam), on a CPU or a GPU device, with or without
-balanced checkpointing, each loop followed by nothing, an unrelated backward, a
-backward through ``a``, dropping the kept results, or a new ``a`` (the old one's graph
-dead) and a sweep; under every policy. After every loop the heap (bytes, blocks,
+dropped add, mul, exp, sum, chain, matmul, chain of unary ops, a body whose
+scalar-multiplied input is untracked, one that keeps up to 50 results alive, a backward
+through ``a``, a Linear's or an MLP's forward, an EMA of ``a``'s detached snapshots, or
+a training step with SGD or Adam), on a CPU or a GPU device, with or without balanced
+checkpointing, each loop followed by nothing, an unrelated backward, a backward through
+``a``, dropping the kept results, a new ``a`` (the old one's graph dead) and a sweep, or
+the thread moving to another CPU cluster; under every policy. After every loop the heap (bytes, blocks,
 peak), simulated time, page faults, registered steps, RSS, the GPU pool and the live
 graphs and nodes must equal exact mode's; at the end, the allocator's whole placement
 (on glibc's arena: every chunk, the bins in their order, the tcache and fastbins).
@@ -14,6 +15,7 @@ graphs and nodes must equal exact mode's; at the end, the allocator's whole plac
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from sim.autodiff.traversal import TapeConsumed
 from sim.engine import Simulation
 from sim.policies import POLICIES
 from sim.profile import load_profile
-from sim.nn import Linear
+from sim.nn import Linear, Mlp
 from sim.optim import OPTIMIZERS, GradientsParams
 from sim.tensor import BurnPanic, Tensor, drop
 
@@ -44,6 +46,11 @@ BODIES = {
     "train": lambda a, b, kept, mod: (_backward((a.clone() * b).sum()) if a.is_tracked()
                                       else (a.clone() * b).sum().into_scalar()),
     "linear": lambda a, b, kept, mod: drop(mod[-1].forward(mod[0].clone())),
+    "mlp": lambda a, b, kept, mod: mod[-1].forward(mod[0].clone()).sum().into_scalar(),
+    "matmul": lambda a, b, kept, mod: drop(a.clone().reshape((1, a.dims()[0])).matmul(
+        b.clone().reshape((b.dims()[0], 1)))),
+    "unary": lambda a, b, kept, mod: drop(a.clone().exp().log().sqrt().relu().square()),
+    "ema": lambda a, b, kept, mod: mod.append(mod.pop() * 0.99 + a.clone().detach() * 0.01),
     "sgd": lambda a, b, kept, mod: _sgd_step(mod),
     "adam": lambda a, b, kept, mod: _sgd_step(mod),
 }
@@ -64,7 +71,11 @@ def _backward(loss):
         pass
 
 
-AFTER = ("nothing", "unrelated-backward", "backward-through-a", "drop-kept", "new-a")
+#: examples per profile (RANDOM_PROGRAMS overrides it for a long local hunt)
+EXAMPLES = int(os.environ.get("RANDOM_PROGRAMS", "20"))
+
+AFTER = ("nothing", "unrelated-backward", "backward-through-a", "drop-kept", "new-a",
+         "next-cluster")
 
 # body, iterations, what follows the loop, and how many times the two go round as an
 # outer loop (itself fast-forwarded: a loop of loops)
@@ -88,11 +99,13 @@ def _program(profile, fast_forward, elements, tracked, phases, policy="burn-0.22
     for body, n, after, rounds in phases:
         step = BODIES[body]
         mod = []
-        if body in ("linear", "sgd", "adam"):   # input, (optimizer,) module
+        if body in ("linear", "mlp", "sgd", "adam"):   # input, (optimizer,) module
             mod.append(Tensor.random((4, 8), dev))
-            if body != "linear":
+            if body in OPTIMIZERS:
                 mod.append(OPTIMIZERS[body]())
-            mod.append(Linear(8, 8, dev))
+            mod.append(Mlp(8, 16, 8, dev) if body == "mlp" else Linear(8, 8, dev))
+        elif body == "ema":   # the EMA of a's snapshots, from b's
+            mod.append(b.detach())
 
         def round_():
             sim.repeat(n, lambda: step(now["a"], b, kept, mod))
@@ -101,6 +114,8 @@ def _program(profile, fast_forward, elements, tracked, phases, policy="burn-0.22
                     tiny_backward(dev)
                 elif after == "backward-through-a" and now["a"].is_tracked():
                     (now["a"].clone() * 2.0).sum().backward()
+                elif after == "next-cluster":   # the thread moves (LARGE blocks: 5000)
+                    sim.allocator.set_cluster(len(seen) % 3)
                 elif after == "drop-kept":
                     kept.clear()
                 elif after == "new-a":   # a's graph loses its last handle; a sweep frees it
@@ -135,7 +150,7 @@ def _program(profile, fast_forward, elements, tracked, phases, policy="burn-0.22
 
 
 @pytest.mark.parametrize("profile", ["m2max-macos", "linux-x86_64"])
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(elements=st.sampled_from([1, 16, 64, 700, 5000]), tracked=st.booleans(),
        phases=st.lists(PHASE, min_size=1, max_size=4),
        policy=st.sampled_from(sorted(POLICIES)), kind=st.sampled_from(["flex", "metal"]),

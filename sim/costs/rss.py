@@ -521,8 +521,14 @@ class Allocator:
         """Counters that fast-forward may extrapolate, and the placement of placement zones."""
         if self.arena is not None:
             return self.arena.state()
-        placement = tuple(z.state() for z, p in zip(self.zones, self._segmented) if p)
-        return tuple(self.live) + tuple(self.high) + placement
+        return tuple(self.live) + tuple(self.high) + self.placement()
+
+    def placement(self) -> tuple:
+        """The placement zones' state (written slices, segments, the cluster the thread
+        runs on); ``()`` for a glibc arena, whose placement fast-forward replays."""
+        if self.arena is not None:
+            return ()
+        return tuple(z.state() for z, p in zip(self.zones, self._segmented) if p)
 
 
 #: Code paths of the program binary whose text pages the first execution faults in (the
