@@ -373,35 +373,48 @@ class _Closed:
     def contents(self):
         """The run's chunks and live blocks, iteration by iteration (a free reached one)."""
         p = self.pattern
-        now = dict(self.state)
         tails = [list(f) for f in self.fills]
         cursor = self.start
         chunks, placed, sizes = [], {}, []
+        add_chunk = chunks.append
+        # the events compiled once: (request size, chunk size, carved, from this
+        # iteration's carves, carve index or tcache/fastbin position, where a kept block
+        # goes) or, for an append, (None, tree)
+        events = []
+        for ev in p.events:
+            if ev[0] == "insert":
+                events.append((None, ev[1]))
+                continue
+            _, nbytes, lab, kept, is_carve = ev
+            events.append((nbytes, chunk_size(nbytes), is_carve, lab[0] == "c", lab[1],
+                           placed.setdefault(nbytes, []).append if kept else None))
+        wiring = [(pos, lab[0] == "c", lab[1]) for pos, lab in p.wiring.items()]
+        now = dict(self.state)
         for _ in range(self.n):
             carved = []
-            for ev in p.events:
-                if ev[0] == "insert":
+            for ev in events:
+                nbytes = ev[0]
+                if nbytes is None:
                     sizes.clear()
                     self.trees[ev[1]].append_allocs(tails[ev[1]], sizes.append)
                     if p.leaves and sizes:
                         del sizes[0]        # the leaf: one of the pattern's allocations
                     for s in sizes:
-                        chunks.append((cursor, chunk_size(s)))
+                        add_chunk((cursor, chunk_size(s)))
                         placed.setdefault(s, []).append(cursor)
                         cursor += chunk_size(s)
                     continue
-                _, nbytes, lab, kept, is_carve = ev
+                _, nb, is_carve, is_c, at, keep = ev
                 if is_carve:
                     addr = cursor
-                    chunks.append((cursor, chunk_size(nbytes)))
-                    cursor += chunk_size(nbytes)
+                    add_chunk((cursor, nb))
+                    cursor += nb
                     carved.append(addr)
                 else:
-                    addr = carved[lab[1]] if lab[0] == "c" else now[lab[1]]
-                if kept:
-                    placed.setdefault(nbytes, []).append(addr)
-            now = {pos: carved[lab[1]] if lab[0] == "c" else now[lab[1]]
-                   for pos, lab in p.wiring.items()}
+                    addr = carved[at] if is_c else now[at]
+                if keep is not None:
+                    keep(addr)
+            now = {pos: carved[at] if is_c else now[at] for pos, is_c, at in wiring}
         return chunks, placed, now
 
 

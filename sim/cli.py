@@ -260,8 +260,10 @@ def bench_cmd(profile, quick, json_out):
     """Measure simulated ops/s (exact and fast-forward) and memory per live node."""
     from .bench import format_table, run_bench, to_json
     from .data import atomic_write
+    from .profile import load_profile
     if json_out is not None:
         _check_out_file(json_out)
+    load_profile(profile)     # a bad profile is an error before any case runs
     click.echo("running benchmark cases...", err=True)
     result = run_bench(profile, quick, echo=lambda line: click.echo(line, err=True))
     click.echo(format_table(result), nl=False)

@@ -240,6 +240,11 @@ class Simulation:
                 self.heap.alloc(int(self.profile.backends["metal"]["device_init_bytes"]))
         return backend
 
+    def pool_state(self) -> tuple:
+        """The GPU memory pools' state, device by device (fast-forward compares it)."""
+        return tuple((kind, b.pool.state()) for kind, b in self._backends.items()
+                     if b.pool is not None)
+
     def backend_rates(self, backend):
         """The compute rates of ``backend`` (None: the CPU backend) under the policy: the
         profile's ``[backend.<kind>]`` keys the time model reads, 0 where a table has no

@@ -192,6 +192,7 @@ class _Snapshot:
         self.trees = _tree_counts(locator)
         self.rss_extra = sim.rss_extra_bytes
         self.touched = sim.touched.state()
+        self.pools = sim.pool_state()
         self.allocator = sim.allocator.state()
         self.placement = sim.allocator.placement()
         # the allocator's states at the start of the iterations probed right before this
@@ -263,6 +264,10 @@ def _measure(sim, snap, events, template=None):
                               snap.timing))
     if sim.touched.state() != snap.touched:
         return None   # first execution of a code path or gemm shape: not a repeatable iteration
+    if sim.pool_state() != snap.pools:
+        # GPU buffers kept (or a pool's high water raised): the closed forms count host
+        # blocks only, and a buffer need not have one (a plain device's output)
+        return None
     entries = 0 if locator is None else locator.entry_count()
     # the placement repeats after this iteration (period 1), or after this one and the
     # ones before (on a glibc arena, chunks of one size can rotate through the tcache)

@@ -2,12 +2,13 @@
 
 A program is a few loops (some repeated as an outer loop), each of one random body (a
 dropped add, mul, exp, sum, chain, matmul, chain of unary ops, a body whose
-scalar-multiplied input is untracked, one that keeps up to 50 results alive, a backward
-through ``a``, a Linear's or an MLP's forward, an EMA of ``a``'s detached snapshots, or
-a training step with SGD or Adam), on a CPU or a GPU device, with or without balanced
-checkpointing, each loop followed by nothing, an unrelated backward, a backward through
-``a``, dropping the kept results, a new ``a`` (the old one's graph dead) and a sweep, or
-the thread moving to another CPU cluster; under every policy. After every loop the heap (bytes, blocks,
+scalar-multiplied input is untracked, one that keeps up to 50 results alive (or the
+inner device's: on a GPU, pool buffers only), a backward through ``a``, a Linear's or
+an MLP's forward, an EMA of ``a``'s detached snapshots, or a training step with SGD or
+Adam), on a CPU or a GPU device, with or without balanced checkpointing, each loop
+followed by nothing, an unrelated backward, a backward through ``a``, dropping the kept
+results, a new ``a`` (the old one's graph dead) and a sweep, or the thread moving to
+another CPU cluster; under every policy. After every loop the heap (bytes, blocks,
 peak), simulated time, page faults, registered steps, RSS, the GPU pool and the live
 graphs and nodes must equal exact mode's; at the end, the allocator's whole placement
 (on glibc's arena: every chunk, the bins in their order, the tcache and fastbins).
@@ -43,6 +44,9 @@ BODIES = {
     "chain": lambda a, b, kept, mod: drop(a.clone() * 0.5 + b.clone()),
     "keep": lambda a, b, kept, mod: (kept.append(a.clone() + b.clone()) if len(kept) < 50
                                      else drop(a.clone() + b.clone())),
+    "keep-plain": lambda a, b, kept, mod: (
+        kept.append(a.clone().inner() * b.clone().inner()) if len(kept) < 50
+        else drop(a.clone().inner() * b.clone().inner())),
     "train": lambda a, b, kept, mod: (_backward((a.clone() * b).sum()) if a.is_tracked()
                                       else (a.clone() * b).sum().into_scalar()),
     "linear": lambda a, b, kept, mod: drop(mod[-1].forward(mod[0].clone())),

@@ -72,6 +72,12 @@ class MemoryPool:
         self.live[name] -= size
         self.count -= 1
 
+    def state(self) -> tuple:
+        """Everything :meth:`alloc` and :meth:`free` change (fast-forward compares it
+        between iterations)."""
+        return (tuple(self.live.values()), tuple(self.high.values()), self.count,
+                self.arena_page, self.persistent_window)
+
     @property
     def bytes_in_use(self) -> int:
         """Sum of the live buffers' (rounded) sizes, all pools."""
