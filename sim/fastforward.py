@@ -373,6 +373,7 @@ def _apply(sim, effect, count):
     earlier, at the memory budget); returns the iterations applied."""
     timing = sim.timing
     first = sim._next_id + effect.offset
+    run = None
     if effect.shape not in ("none", "steady"):
         locator = sim.client.locator
         if effect.template is not None:
@@ -385,7 +386,7 @@ def _apply(sim, effect, count):
         else:
             locator.add_run(run, replayed=True)
             check()
-        sim.policy.ff_apply(run)
+    sim.policy.ff_apply(effect, count, run)
     sim._next_id += effect.stride * count
     sim.registered += effect.registered * count
     sim.backwards += effect.backwards * count

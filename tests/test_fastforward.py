@@ -203,3 +203,36 @@ def test_a_loop_that_keeps_gpu_buffers_only_runs_exactly(profile):
     fast = run(True)
     assert fast == run(False)
     assert fast[0] == 300 and fast[1][0] == 300 * 20224 + 2 * 20224
+
+
+def test_periodic_sweep_counts_the_registrations_of_steady_loops():
+    """``periodic-sweep`` sweeps every 65,536 registrations. A training loop registers 7
+    steps per iteration and leaves nothing behind (a steady loop): fast-forward must
+    count its registrations too, or the next sweep comes later than in exact mode (it
+    counted only the registrations of loops that leave nodes behind before)."""
+    from sim.engine import Simulation
+    from sim.nn import Linear
+    from sim.optim import GradientsParams, Sgd
+    from sim.profile import load_profile
+    from sim.tensor import Tensor
+
+    def run(fast_forward):
+        sim = Simulation(load_profile("m2max-macos"), policy="periodic-sweep",
+                         fast_forward=fast_forward)
+        dev = sim.device("flex").autodiff()
+        model = {"m": Linear(8, 8, dev)}
+        x = Tensor.random((4, 8), dev)
+        optim = Sgd()
+
+        def step():
+            loss = model["m"].forward(x.clone()).powi_scalar(2).mean()
+            grads = GradientsParams.from_grads(loss.backward(), model["m"])
+            model["m"] = optim.step(1e-3, model["m"], grads)
+        sim.repeat(200, step)
+        state = (sim.policy.count, sim.registered, sim.work_ps, sim.heap.live_bytes)
+        sim.heap.close()
+        return state
+
+    fast = run(True)
+    assert fast == run(False)
+    assert fast[0] == fast[1] > 1000

@@ -32,7 +32,8 @@ A user's fix is a policy too: a ``.py`` file defining one subclass of
 policy is named; :func:`load_policy_file`). Its class is used as written, except
 that fast-forward stays off for it unless the file defines ``ff_horizon``: the
 simulator cannot see state a policy keeps for itself, so every loop iteration
-is simulated.
+is simulated. A policy that defines it and keeps counters updates them in
+``ff_apply``, which fast-forward calls for every batch of iterations it applies.
 """
 
 from __future__ import annotations

@@ -77,8 +77,11 @@ class Policy:
         policy would act differently (burn: no limit)."""
         return float("inf")
 
-    def ff_apply(self, run) -> None:
-        """Fast-forward applied ``run``: policies with their own per-node state record it."""
+    def ff_apply(self, effect, count, run) -> None:
+        """Fast-forward applied ``count`` iterations of ``effect`` in closed form, each
+        registering ``effect.registered`` steps; ``run``: the
+        :class:`~sim.autodiff.runs.NodeRun` of the nodes they left behind, or None (a loop
+        that leaves nothing behind). Policies with their own state record it here."""
 
     def first_backward(self) -> None:
         """The process's first backward: lazy global state and one-time warm-up."""

@@ -47,8 +47,8 @@ class Burn020Pre1(Policy):
             return float("inf")
         return max(0, self.table.cap - self.ids)
 
-    def ff_apply(self, run) -> None:
-        if not run.new_graph:
+    def ff_apply(self, effect, count, run) -> None:
+        if run is None or not run.new_graph:
             return
         self.untracked_nodes.append(run)
         self.ids += run.count

@@ -28,8 +28,9 @@ class PeriodicSweep(Policy):
             return float("inf")
         return max(0, (SWEEP_EVERY - 1 - self.count) // effect.registered)
 
-    def ff_apply(self, run) -> None:
-        self.count += run.count
+    def ff_apply(self, effect, count, run) -> None:
+        # every registration counts, those of loops that leave nothing behind too
+        self.count += effect.registered * count
 
     def on_register(self, client, rc, step) -> None:
         self.count += 1
