@@ -292,7 +292,9 @@ class Simulation:
     def repeat(self, n: int, body) -> None:
         """Run ``body()`` ``n`` times; identical iterations are fast-forwarded
         (:mod:`sim.fastforward`) unless the simulation runs in exact mode.
-        ``sim.loop_index`` is the index of the iteration being run."""
+        ``sim.loop_index`` is the index of the iteration being run (for labels: fast-forward
+        sees the simulated state, not the body's Python state, so a body must do the same
+        thing every iteration; nest ``repeat`` calls for a loop with a periodic branch)."""
         from .fastforward import repeat
         repeat(self, n, body)
 
