@@ -11,6 +11,10 @@ SMALL = {
     "adleak-count": {"iterations": 3000},
     "pit-infer": {"forwards": 10, "report_every": 5},
     "p10-ema": {"steps": 30, "report_at": "1,10,30"},
+    # the sweep's other workloads, at their defaults (small)
+    "two-thread-infer": {},
+    "train-validate": {},
+    "ema-balanced": {},
 }
 
 CASES = [(w, v) for w, vs in {
@@ -19,6 +23,9 @@ CASES = [(w, v) for w, vs in {
     "adleak-count": ("flex", "flex.autodiff", "a-tracked"),
     "pit-infer": ("A-model-and-input-autodiff", "B-valid-model-input-autodiff"),
     "p10-ema": ("detach", "ema-only"),
+    "two-thread-infer": ("two-threads", "one-thread"),
+    "train-validate": ("autodiff", "valid-model", "plain"),
+    "ema-balanced": ("detach", "without"),
 }.items() for v in vs]
 
 
@@ -27,6 +34,16 @@ def test_fast_forward_equals_exact_on_seed_workloads(workload, variant):
     sets = SMALL[workload]
     fast = run_cell(workload, variant, sets=sets)
     exact = run_cell(workload, variant, sets=sets, fast_forward=False)
+    assert fast == exact
+
+
+@pytest.mark.parametrize("workload,variant", [c for c in CASES if c[0] in (
+    "two-thread-infer", "train-validate", "ema-balanced")])
+def test_fast_forward_equals_exact_on_the_arena(workload, variant):
+    """The sweep's small workloads under glibc's arena (the Linux profile)."""
+    sets = SMALL[workload]
+    fast = run_cell(workload, variant, profile="linux-x86_64", sets=sets)
+    exact = run_cell(workload, variant, profile="linux-x86_64", sets=sets, fast_forward=False)
     assert fast == exact
 
 
