@@ -7,8 +7,8 @@ and (a-tracked) after a backward through a. Running variant V runs the groups
 before it too, as the real process did, and records V's rows.
 """
 
-from common import tiny_backward
-from sim.tensor import Tensor, drop
+from common import adleak_operands, tiny_backward
+from sim.tensor import drop
 
 EXPERIMENT = "adleak-count"
 VARIANTS = ("flex", "flex.autodiff", "a-tracked")
@@ -34,10 +34,7 @@ def program(sim, variant, iterations, elements, groups=VARIANTS, warmup=1,
     for group in groups:
         device = sim.device("flex") if group == "flex" else autodiff
         record = group == variant
-        a = Tensor.from_floats([1.0] * elements, device)
-        b = Tensor.from_floats([2.0] * elements, device)
-        if group == "a-tracked":
-            a = a.require_grad()
+        a, b = adleak_operands(device, elements, tracked=group == "a-tracked")
         for _ in range(warmup):
             drop(a.clone() + b.clone())  # warm-up iterations before the reference point
         bytes0, blocks0 = sim.heap.live_bytes, sim.heap.live_blocks

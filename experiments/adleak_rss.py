@@ -5,8 +5,8 @@ Port of the seed program pb-adleak (seeds/000, "没有任何 require_grad"): two
 printed before the first round and after each. Each variant is its own process.
 """
 
-from common import rss_bytes_paged, tiny_backward
-from sim.tensor import Tensor, drop
+from common import adleak_operands, rss_bytes_paged, tiny_backward
+from sim.tensor import drop
 
 EXPERIMENT = "adleak-rss"
 VARIANTS = ("flex", "flex.autodiff", "a-tracked", "autodiff-backward-each-round",
@@ -17,10 +17,7 @@ PARAMS = {"iterations": 100_000, "rounds": 4, "elements": 16}
 def run(sim, variant, iterations, rounds, elements):
     flex = sim.device("flex")
     device = flex if variant == "flex" else flex.autodiff()
-    a = Tensor.from_floats([1.0] * elements, device)
-    b = Tensor.from_floats([2.0] * elements, device)
-    if variant == "a-tracked":
-        a = a.require_grad()
+    a, b = adleak_operands(device, elements, tracked=variant == "a-tracked")
     if variant == "without_autodiff":
         a, b = a.without_autodiff(), b.without_autodiff()
     def add_and_drop():

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sys
-from pathlib import Path
 
+from common import adleak_operands, tiny_backward
 from sim.engine import Simulation
 from sim.profile import load_profile
-from sim.tensor import Tensor, drop
+from sim.tensor import drop
 
 OPS = {
     "add": lambda a, b: a.clone() + b.clone(),
@@ -25,20 +25,13 @@ OPS = {
     "add-moved": lambda a, b: a.clone() + b.clone().mul_scalar(2.0),
 }
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-from common import tiny_backward  # noqa: E402
-
 KEPT = (104, 24, 192)
 
 
 def _run(fast_forward, elements, op, tracked, n, frees, n2, backward=False):
     sim = Simulation(load_profile("linux-x86_64"), fast_forward=fast_forward)
     dev = sim.device("flex").autodiff()
-    a = Tensor.from_floats([1.0] * elements, dev)
-    b = Tensor.from_floats([2.0] * elements, dev)
-    if tracked:
-        a.require_grad()
+    a, b = adleak_operands(dev, elements, tracked)
     body = OPS[op]
     sim.repeat(n, lambda: drop(body(a, b)))
     arena = sim.allocator.arena
@@ -118,9 +111,7 @@ def test_entering_a_carve_run_past_the_memory_budget_is_one_clear_error():
     from sim.engine import Limits
     sim = Simulation(load_profile("linux-x86_64"), limits=Limits(max_ops=10 ** 12,
                                                                  max_live_nodes=10_000))
-    dev = sim.device("flex").autodiff()
-    a = Tensor.from_floats([1.0] * 16, dev)
-    b = Tensor.from_floats([2.0] * 16, dev)
+    a, b = adleak_operands(sim.device("flex").autodiff())
     sim.repeat(10 ** 8, lambda: drop(a.clone() + b.clone()))
     with pytest.raises(ArenaBudgetExceeded, match="more than 40000 glibc arena chunks"):
         sim.heap.free_many(104, 100)          # more frees by size than a run's end serves

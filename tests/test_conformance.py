@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import pytest
 
+from common import adleak_operands, tiny_backward
 from sim.autodiff.traversal import TapeConsumed
 from sim.policies import POLICIES, policy_names
 from sim.runner import run_cell
@@ -317,12 +318,6 @@ def test_detach_of_a_parameter(dev, policy):
 
 # -- Part 2: the seeds' semantic facts (burn-0.22.1) ---------------------------------------------
 
-def tiny_backward(dev):
-    """An unrelated 1-element graph and one backward (the seeds' tiny_backward)."""
-    x = Tensor.from_floats([1.0], dev).require_grad()
-    (x.clone() * 2.0).sum().backward()
-
-
 def _adds(sim, dev, a, b, n):
     """``n`` times ``c = a.clone() + b.clone(); drop(c)``; returns the adds' node ids."""
     ids = []
@@ -336,8 +331,7 @@ def _adds(sim, dev, a, b, n):
 def test_untracked_adds_each_start_a_graph_and_an_unrelated_backward_frees_them(make_sim):
     sim = make_sim("burn-0.22.1")
     dev = sim.device("flex").autodiff()
-    a = Tensor.from_floats([1.0] * 16, dev)
-    b = Tensor.from_floats([2.0] * 16, dev)
+    a, b = adleak_operands(dev)
     ids = _adds(sim, dev, a, b, 50)
     locator = sim.client.locator
     graphs = [locator.graphs[i] for i in ids]
@@ -352,8 +346,7 @@ def test_untracked_adds_each_start_a_graph_and_an_unrelated_backward_frees_them(
 def test_tracked_adds_land_in_a_graph_kept_by_unrelated_backward_freed_through_a(make_sim):
     sim = make_sim("burn-0.22.1")
     dev = sim.device("flex").autodiff()
-    a = Tensor.from_floats([1.0] * 16, dev).require_grad()
-    b = Tensor.from_floats([2.0] * 16, dev)
+    a, b = adleak_operands(dev, tracked=True)
     ids = _adds(sim, dev, a, b, 50)
     locator = sim.client.locator
     graph_a = locator.graphs[a.node.id]

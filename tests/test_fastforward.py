@@ -2,6 +2,7 @@
 
 import pytest
 
+from common import adleak_operands, tiny_backward
 from sim.engine import Limits
 from sim.policies import POLICIES
 from sim.runner import run_cell
@@ -69,18 +70,13 @@ def test_a_billion_iterations_in_closed_form():
 def _heap_state(fast_forward, compact, policy="burn-0.22.1"):
     """Exact allocator state (live and high-water bytes per zone) after each phase of
     three rounds of 3000 dropped adds, each round ended by an unrelated backward."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-    from common import tiny_backward
     from sim.engine import Simulation
     from sim.profile import load_profile
-    from sim.tensor import Tensor, drop
+    from sim.tensor import drop
     sim = Simulation(load_profile("m2max-macos"), policy=policy, fast_forward=fast_forward,
                      compact=compact)
     dev = sim.device("flex").autodiff()
-    a = Tensor.from_floats([1.0] * 16, dev)
-    b = Tensor.from_floats([2.0] * 16, dev)
+    a, b = adleak_operands(dev)
 
     def body():
         drop(a.clone() + b.clone())
@@ -107,12 +103,10 @@ def test_exact_mode_keeps_dead_graphs_as_records():
     from sim.autodiff.runs import NodeRun
     from sim.engine import Simulation
     from sim.profile import load_profile
-    from sim.tensor import Tensor, drop
+    from sim.tensor import drop
     sim = Simulation(load_profile("m2max-macos"), fast_forward=False)
     assert sim.compact
-    dev = sim.device("flex").autodiff()
-    a = Tensor.from_floats([1.0] * 16, dev)
-    b = Tensor.from_floats([2.0] * 16, dev)
+    a, b = adleak_operands(sim.device("flex").autodiff())
     kept = a.clone() + b.clone()  # a live handle: its graph stays an object
     for _ in range(1000):
         drop(a.clone() + b.clone())
@@ -135,17 +129,14 @@ def test_loops_whose_chunks_rotate_through_the_tcache_go_by_their_period(device,
     took the placement after one iteration for the placement after all of them."""
     from sim.engine import Simulation
     from sim.profile import load_profile
-    from sim.tensor import Tensor, drop
+    from sim.tensor import drop
 
     def run(fast_forward):
         sim = Simulation(load_profile("linux-x86_64"), policy=policy, fast_forward=fast_forward)
         dev = sim.device("flex")
         if device == "flex.autodiff":
             dev = dev.autodiff()
-        a = Tensor.from_floats([1.0] * 16, dev)
-        b = Tensor.from_floats([2.0] * 16, dev)
-        if policy == "pytorch":
-            a = a.require_grad()
+        a, b = adleak_operands(dev, tracked=policy == "pytorch")
         ran = []
 
         def body():
@@ -173,15 +164,11 @@ def test_a_loop_that_moves_its_thread_between_clusters_runs_exactly(tracked):
     the thread ended on another cluster)."""
     from sim.engine import Simulation
     from sim.profile import load_profile
-    from sim.tensor import Tensor, drop
+    from sim.tensor import drop
 
     def run(fast_forward):
         sim = Simulation(load_profile("m2max-macos"), fast_forward=fast_forward)
-        dev = sim.device("flex").autodiff()
-        a = Tensor.from_floats([1.0] * 16, dev)
-        b = Tensor.from_floats([2.0] * 16, dev)
-        if tracked:
-            a.require_grad()
+        a, b = adleak_operands(sim.device("flex").autodiff(), tracked=tracked)
         ran = []
 
         def body():

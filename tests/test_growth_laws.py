@@ -1,19 +1,16 @@
 """Growth laws come out of the mechanism: linear, stepwise at table thresholds,
 quadratic sweep cost, flat where the real program is flat."""
 
+from common import adleak_operands
 from sim.costs.tables import buckets_for, capacity_of
 from sim.engine import Simulation
 from sim.runner import run_cell
-from sim.tensor import Tensor, drop
+from sim.tensor import drop
 
 
 def _loop(profile, tracked, n):
     sim = Simulation(profile, fast_forward=False)
-    dev = sim.device("flex").autodiff()
-    a = Tensor.from_floats([1.0] * 16, dev)
-    b = Tensor.from_floats([2.0] * 16, dev)
-    if tracked:
-        a.require_grad()
+    a, b = adleak_operands(sim.device("flex").autodiff(), tracked=tracked)
     heap = []
     for _ in range(n):
         drop(a.clone() + b.clone())

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common import adleak_operands, tiny_backward
 from sim.costs.ptmalloc import PtmallocArena, chunk_size
 from sim.engine import Simulation
 from sim.policies import POLICIES
@@ -166,17 +167,10 @@ def test_arena_fast_forward_of_leak_loops_equals_exact(policy, variant):
 
 
 def _arena_after_leak_loop(fast_forward, tracked):
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-    from common import tiny_backward
-    from sim.tensor import Tensor, drop
+    from sim.tensor import drop
     sim = Simulation(load_profile("linux-x86_64"), fast_forward=fast_forward)
     dev = sim.device("flex").autodiff()
-    a = Tensor.from_floats([1.0] * 16, dev)
-    b = Tensor.from_floats([2.0] * 16, dev)
-    if tracked:
-        a.require_grad()
+    a, b = adleak_operands(dev, tracked=tracked)
     states, runs, carved = [], 0, []
     for _ in range(2):
         sim.repeat(3000, lambda: drop(a.clone() + b.clone()))
@@ -237,11 +231,9 @@ def test_the_arena_counts_against_the_memory_budget():
 
 
 def _arena_after_frees_by_size(fast_forward, sizes):
-    from sim.tensor import Tensor, drop
+    from sim.tensor import drop
     sim = Simulation(load_profile("linux-x86_64"), fast_forward=fast_forward)
-    dev = sim.device("flex").autodiff()
-    a = Tensor.from_floats([1.0] * 16, dev)
-    b = Tensor.from_floats([2.0] * 16, dev)
+    a, b = adleak_operands(sim.device("flex").autodiff())
     sim.repeat(5000, lambda: drop(a.clone() + b.clone()))
     arena = sim.allocator.arena
     runs = len(arena.runs)
@@ -277,11 +269,9 @@ def test_a_billion_untracked_adds_on_the_arena_are_one_carve_run():
     form, 1111.2 B and 8.333 blocks per op kept (the probe's adleak-count figures), the
     break just past the top, and only the last iterations' chunks held one by one."""
     from sim.engine import Limits
-    from sim.tensor import Tensor, drop
+    from sim.tensor import drop
     sim = Simulation(load_profile("linux-x86_64"), limits=Limits(max_ops=10 ** 12))
-    dev = sim.device("flex").autodiff()
-    a = Tensor.from_floats([1.0] * 16, dev)
-    b = Tensor.from_floats([2.0] * 16, dev)
+    a, b = adleak_operands(sim.device("flex").autodiff())
     heap, arena = sim.heap, sim.allocator.arena
     base = (heap.live_bytes, heap.live_blocks)
     n = 10 ** 9

@@ -18,13 +18,12 @@ graphs and nodes must equal exact mode's; at the end, the allocator's whole plac
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from common import tiny_backward
 from sim.autodiff.traversal import TapeConsumed
 from sim.engine import Simulation
 from sim.policies import POLICIES
@@ -32,9 +31,6 @@ from sim.profile import load_profile
 from sim.nn import Linear, Mlp
 from sim.optim import OPTIMIZERS, GradientsParams
 from sim.tensor import BurnPanic, Tensor, drop
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-from common import tiny_backward  # noqa: E402
 
 BODIES = {
     "add": lambda a, b, kept, mod: drop(a.clone() + b.clone()),
