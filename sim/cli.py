@@ -88,13 +88,14 @@ def list_cmd():
 @cli.command("policies")
 @click.argument("files", nargs=-1, metavar="[FILE.py]...")
 def policies_cmd(files):
-    """Describe every policy: what it changes in burn, what it should fix.
+    """Describe every policy: what it changes in burn, what it should fix; then the
+    seams a policy overrides, each with the burn code it stands for.
 
     With FILE.py arguments, describe (and check) the policies those files define
     instead: what `--policy FILE.py` will run.
     """
     import textwrap
-    from .policies import POLICIES, fast_forwards, load_policy_file, policy_file
+    from .policies import HOOKS, POLICIES, SEAMS, fast_forwards, load_policy_file, policy_file
     chosen = [load_policy_file(f) for f in files] if files else list(POLICIES.values())
     for cls in chosen:
         name = cls.name
@@ -108,6 +109,14 @@ def policies_cmd(files):
                                     subsequent_indent=" " * (len(label) + 4))
             click.echo(wrapped)
         click.echo()
+    if not files:
+        width = max(map(len, list(SEAMS) + list(HOOKS)))
+        for title, table in (("seams (methods of sim.policies.Policy a fix overrides; "
+                              "where each is in burn 0.22.1):", SEAMS),
+                             ("also overridable:", HOOKS)):
+            click.echo(title)
+            for seam, text in table.items():
+                click.echo(f"  {seam:<{width}}  {text}")
 
 
 @cli.command("run")
@@ -176,8 +185,9 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
 
 
 @cli.command("calibrate")
-@click.option("--measured", "measured_paths", multiple=True, required=True, metavar="CSV",
-              help="measured data in the schema (repeatable)")
+@click.option("--measured", "measured_paths", multiple=True, required=True,
+              metavar="CSV|DIR",
+              help="measured data in the schema: a CSV or a directory of them (repeatable)")
 @click.option("--profile", "base", default="m2max-macos", show_default=True,
               help="base profile (name or .toml path)")
 @click.option("--fit", "params", multiple=True, required=True, metavar="PARAM",
@@ -201,11 +211,11 @@ def calibrate_cmd(measured_paths, base, params, points, out, fresh, max_iteratio
     error, and whether the point was fitted or predicted.
     """
     from .calibrate import calibrate
-    from .compare import known_checker
+    from .compare import known_checker, measured_files
     from .data import read_measured
     measured = []
     known = known_checker()
-    for path in measured_paths:
+    for path in measured_files(measured_paths):
         measured.extend(read_measured(path, known))
     if out is not None:
         _check_out_file(out)
@@ -214,8 +224,9 @@ def calibrate_cmd(measured_paths, base, params, points, out, fresh, max_iteratio
 
 
 @cli.command("accuracy")
-@click.option("--measured", "measured_paths", multiple=True, metavar="CSV",
-              help="measured data (default: the seed measurements)")
+@click.option("--measured", "measured_paths", multiple=True, metavar="CSV|DIR",
+              help="measured data, a CSV or a directory of them (default: the seed "
+                   "measurements)")
 @_profile_option
 @click.option("--readme", type=click.Path(dir_okay=False, exists=True), default=None,
               help="write the table into this README between the accuracy markers")
@@ -226,11 +237,11 @@ def calibrate_cmd(measured_paths, base, params, points, out, fresh, max_iteratio
 def accuracy_cmd(measured_paths, profile, readme, policies_from, jobs):
     """Measured vs predicted for every measured point, as a markdown table."""
     from .accuracy import accuracy_rows, markdown_table, policy_table, update_readme
-    from .compare import known_checker
+    from .compare import known_checker, measured_files
     from .data import read_measured
     from .profile import load_profile
     prof = load_profile(profile)
-    paths = measured_paths or [str(_default_measured())]
+    paths = measured_files(measured_paths or [str(_default_measured())])
     measured = []
     for path in paths:
         measured.extend(read_measured(path, known_checker()))
@@ -287,8 +298,9 @@ def measure_cmd(probes, quick, out, repeat):
 
     Builds experiments/probes (burn 0.22.1 from crates.io, release, cached target
     dir: minutes the first time), runs each probe and checks its CSV against the
-    measured schema. Compare the result with `sim compare --measured OUT/*.csv`
-    (raw allocation traces, *-events.csv and sizeof-alloc.csv, are not points).
+    measured schema. Compare the result with `sim compare --measured OUT --profile
+    linux-x86_64` (it skips the raw allocation traces, alloc-trace-events.csv and
+    sizeof-alloc.csv: they are not measured points).
     """
     from .measure import measure
     measure(list(probes), quick, out, repeat=repeat)
@@ -332,9 +344,19 @@ _grid_option = click.option(
          "workloads that have KEY; a string parameter takes its value whole")
 
 
+def _figures(info, out) -> str:
+    """``"N figures -> OUT/report.html"`` (one figure; no doubled slash after OUT)."""
+    count = len(info["figures"])
+    return f"{_plural(count, 'figure')} -> {Path(out) / 'report.html'}"
+
+
+def _plural(count, noun) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _sweep_done(info, out):
-    click.echo(f"{info['cells']} cells ({info['computed']} simulated, {info['cached']} cached), "
-               f"{len(info['figures'])} figures -> {out}/report.html")
+    click.echo(f"{_plural(info['cells'], 'cell')} ({info['computed']} simulated, "
+               f"{info['cached']} cached), {_figures(info, out)}")
     click.echo(f"wall time {info['wall_s']:.1f} s")
 
 
@@ -343,8 +365,9 @@ def _sweep_done(info, out):
               show_default=True, help="workload name or .py file; repeatable, or 'all'")
 @_policy_option(multiple=True)
 @_profile_option
-@click.option("--measured", "measured", multiple=True, metavar="CSV",
-              help="measured data to compare with (repeatable)  "
+@click.option("--measured", "measured", multiple=True, metavar="CSV|DIR",
+              help="measured data to compare with: a CSV, or a directory of them (e.g. "
+                   "`sim measure --out DIR`); repeatable  "
                    "[default: experiments/measured/seeds-m2max.csv]")
 @click.option("--out", default="results", show_default=True, type=click.Path(file_okay=False),
               help="results directory")
@@ -367,8 +390,11 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
 
 
 @cli.command("compare")
-@click.option("--measured", "measured", multiple=True, required=True, metavar="CSV",
-              help="measurements in the schema (repeatable)")
+@click.argument("more_measured", nargs=-1, metavar="[CSV|DIR]...")
+@click.option("--measured", "measured", multiple=True, metavar="CSV|DIR",
+              help="measurements in the schema: a CSV, or a directory of them (e.g. "
+                   "`sim measure --out DIR`); repeatable, and further CSVs may follow "
+                   "as arguments")
 @click.option("--workload", "-w", "workloads", multiple=True,
               help="only the rows of this workload (repeatable; default: every row)")
 @click.option("--policy", "-p", "policies", multiple=True, default=("burn-0.22.1",),
@@ -380,12 +406,18 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
 @_scheduler_option
 @_force_option
 @_grid_option
-def compare_cmd(measured, workloads, policies, profile, out, jobs, scheduler, force, sets):
+def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs, scheduler,
+                force, sets):
     """Plot your own measurements (CSV in the schema) against predictions, with errors.
 
     Runs only the cells the CSV needs and writes the same files as `sim sweep`.
+    `--measured DIR` reads every measured CSV of a `sim measure --out DIR`
+    directory (its allocation traces are skipped), as does `--measured DIR/*.csv`.
     """
     from .sweep import compare, default_jobs
+    measured = list(measured) + list(more_measured)
+    if not measured:
+        raise UserError("compare needs --measured CSV|DIR (measurements in the schema)")
     info = compare(measured, workloads, policies, profile, out, jobs or default_jobs(),
                    scheduler, force, sets, command=_command_line())
     _sweep_done(info, out)
@@ -402,7 +434,7 @@ def plot_cmd(results_dir, jobs):
     info["figures"] = render(results_dir, predicted, errors, info, info.get("figures", []),
                              jobs=jobs or default_jobs())
     write_info(results_dir, info)
-    click.echo(f"{len(info['figures'])} figures -> {results_dir}/report.html")
+    click.echo(_figures(info, results_dir))
 
 
 def _command_line() -> str:

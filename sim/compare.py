@@ -23,7 +23,8 @@ from .data import key_of
 from .units import METRICS
 from .workloads import builtin_names, load_workload
 
-__all__ = ["cells_for", "join", "point_id", "TOLERANCE", "known_checker", "summarize"]
+__all__ = ["cells_for", "join", "point_id", "TOLERANCE", "known_checker", "summarize",
+           "check_x_units", "measured_files"]
 
 TOLERANCE = {"memory": 0.05, "time": 0.15, "event": 0.0, "state": 0.0}
 SLACK = {"heap_bytes_delta": 2048, "host_heap_delta": 2.0, "gpu_in_use": 0.05, "rss": 0.05,
@@ -39,18 +40,51 @@ def point_id(row) -> str:
     return f"{row['experiment']}/{row['variant']}/{row.get('phase', '') or ''}/{x}/{row['metric']}"
 
 
-def _experiments():
+def _experiments(workloads=()):
+    """experiment name -> the workload predicting it: the built-ins, then ``workloads``
+    (loaded :class:`~sim.workloads.Workload` objects, e.g. a user's files named on the
+    command line; they take precedence for the experiments they declare)."""
     table = {}
     for name in builtin_names():
         w = load_workload(name)
         for experiment in w.measured:
             table[experiment] = w
+    for w in workloads:
+        for experiment in w.measured:
+            table[experiment] = w
     return table
 
 
-def known_checker():
-    """``known(experiment, variant)`` for :func:`sim.data.read_measured`."""
-    table = _experiments()
+def measured_files(paths) -> list:
+    """The measured CSV files ``paths`` name: a file as given, a directory (``sim measure
+    --out DIR``) as its ``*.csv`` files in name order. The raw allocation traces ``sim
+    measure`` writes next to its CSVs (:data:`sim.measure.TRACE_FILES`, not measured points)
+    are left out, also when named one by one (``--measured DIR/*.csv``)."""
+    from pathlib import Path
+    from .data import DataError
+    from .measure import TRACE_FILES
+    traces = set(TRACE_FILES.values())
+    out = []
+    for text in paths:
+        path = Path(text)
+        if path.is_dir():
+            found = [p for p in sorted(path.glob("*.csv"))
+                     if p.name not in traces and p.is_file()]
+            if not found:
+                raise DataError(f"{path}: is a directory with no measured CSV files (*.csv)")
+            out.extend(found)
+        elif path.name not in traces:
+            out.append(path)
+    if not out and paths:
+        raise DataError(f"{', '.join(map(str, paths))}: only allocation traces of "
+                        f"`sim measure`, no measured CSV files")
+    return list(dict.fromkeys(out))
+
+
+def known_checker(workloads=()):
+    """``known(experiment, variant)`` for :func:`sim.data.read_measured`: the experiments
+    (and variants) of the built-in workloads and of ``workloads`` (loaded workloads)."""
+    table = _experiments(workloads)
 
     def known(experiment, variant):
         w = table.get(experiment)
@@ -64,9 +98,10 @@ def known_checker():
     return known
 
 
-def cells_for(measured_rows, policy="burn-0.22.1"):
-    """Sorted ``(workload name, variant, policy)`` cells that predict the measured rows."""
-    table = _experiments()
+def cells_for(measured_rows, policy="burn-0.22.1", workloads=()):
+    """Sorted ``(workload name, variant, policy)`` cells that predict the measured rows
+    (by the built-in workloads and ``workloads``, as :func:`known_checker`)."""
+    table = _experiments(workloads)
     cells = set()
     for row in measured_rows:
         w = table.get(row["experiment"])
@@ -85,6 +120,7 @@ def join(measured_rows, predicted_rows, fitted_points=(), policy="burn-0.22.1"):
         if row.get("policy", policy) not in (policy, "pytorch"):
             continue
         index[key_of(row)] = row
+    check_x_units(measured_rows, predicted_rows)
     out = []
     for m in measured_rows:
         metric = METRICS.get(m["metric"])
@@ -120,6 +156,26 @@ def join(measured_rows, predicted_rows, fitted_points=(), policy="burn-0.22.1"):
         entry.update(predicted=pv, abs_error=abs_err, rel_error=rel, ok=ok, note="")
         out.append(entry)
     return out
+
+
+def check_x_units(measured_rows, predicted_rows) -> None:
+    """A measured row whose ``x_unit`` is not the one the workload samples that
+    experiment, variant and phase in is an error naming its file and line (its ``x``
+    would be matched against another scale); rows nothing predicts are not checked."""
+    from .data import DataError
+    units = {}
+    for row in predicted_rows:
+        key = (row["experiment"], row["variant"], row.get("phase", "") or "")
+        units.setdefault(key, set()).add(row.get("x_unit", ""))
+    for m in measured_rows:
+        key = (m["experiment"], m["variant"], m.get("phase", "") or "")
+        expected = units.get(key)
+        if expected and m.get("x_unit", "") not in expected:
+            where = f"{m['_file']}:{m['_line']}" if "_file" in m else "measured row"
+            phase = f" phase {key[2]}" if key[2] else ""
+            raise DataError(f"{where}: x_unit '{m.get('x_unit', '')}' is wrong for "
+                            f"{key[0]} {key[1]}{phase} (expected "
+                            f"{', '.join(sorted(expected))})")
 
 
 def _panic_note(m, predicted_rows):

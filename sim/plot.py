@@ -34,7 +34,8 @@ from .compare import TOLERANCE
 from .policies import policy_rank
 from .units import METRICS
 
-__all__ = ["workload_figure", "summary_figure", "policy_color", "OBSERVABLES"]
+__all__ = ["workload_figure", "summary_figure", "policy_color", "policy_colors",
+           "use_policy_colors", "OBSERVABLES"]
 
 #: bookkeeping observables every sample carries (``Simulation.observables``):
 #: kept in predicted.csv, not drawn per workload
@@ -49,12 +50,54 @@ _MEASURED_MARKERS = ["o", "s", "D", "^", "v", "P"]
 _RESIDUAL_CAP = 100.0
 
 
+#: more colours for policies outside the registry (a user's files); the ones a built-in
+#: uses are left out of :func:`_other_palette`
+_MORE_COLORS = ["#393b79", "#e7ba52", "#637939", "#7b4173", "#9c9ede", "#00676b"]
+
+#: colours of this run's policies outside the registry (:func:`use_policy_colors`)
+_OTHER_COLORS = {}
+
+
+def _other_palette() -> list:
+    """Colours no built-in policy uses, for the policies outside the registry."""
+    from .policies import POLICIES
+    builtin = {_PALETTE[i % len(_PALETTE)] for i in range(len(POLICIES))}
+    # grey is left out: the legends draw what is not a policy (grid points, the
+    # measured curve) in greys
+    return [c for c in dict.fromkeys(_PALETTE + _MORE_COLORS)
+            if c not in builtin and c != "#7f7f7f"]
+
+
+def policy_colors(names) -> dict:
+    """Colours of the policies ``names`` that are not built-ins (a user's files, or names
+    read back from results): none a built-in uses, distinct from each other while the
+    palette lasts, given in name order (the same names get the same colours)."""
+    from .policies import POLICIES
+    palette = _other_palette()
+    others = sorted({n for n in names if n not in POLICIES})
+    return {name: palette[i % len(palette)] for i, name in enumerate(others)}
+
+
+def use_policy_colors(colors) -> None:
+    """Draw the policies outside the registry in ``colors`` (:func:`policy_colors` of all
+    the policies of a run, so that every figure of it agrees)."""
+    _OTHER_COLORS.clear()
+    _OTHER_COLORS.update(colors or {})
+
+
 def policy_color(policy: str) -> str:
-    """The colour of ``policy`` in every figure (registry order)."""
+    """The colour of ``policy`` in every figure: a built-in's by registry order; any other
+    policy's as :func:`use_policy_colors` set it, else one no built-in uses chosen by a
+    (stable) hash of its name."""
+    import zlib
     from .policies import POLICIES
     names = list(POLICIES)
-    index = names.index(policy) if policy in names else len(names) + sum(map(ord, policy))
-    return _PALETTE[index % len(_PALETTE)]
+    if policy in names:
+        return _PALETTE[names.index(policy) % len(_PALETTE)]
+    if policy in _OTHER_COLORS:
+        return _OTHER_COLORS[policy]
+    palette = _other_palette()
+    return palette[zlib.crc32(policy.encode()) % len(palette)]
 
 
 # -- one workload ------------------------------------------------------------------------------

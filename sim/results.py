@@ -182,7 +182,13 @@ def _read_csv(path, numeric):
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: unreadable ({exc})") from None
     rows = []
-    for lineno, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+    reader = csv.DictReader(io.StringIO(text))
+    for lineno, row in enumerate(reader, start=2):
+        if None in row or None in row.values():   # fields past the header's, or too few
+            fields = len(row) - 1 + len(row[None]) if None in row else \
+                sum(value is not None for value in row.values())
+            raise UserError(f"{path}:{lineno}: {fields} fields, the header has "
+                            f"{len(reader.fieldnames)}")
         for column in numeric:
             if column not in row or row[column] is None:
                 raise UserError(f"{path}:{lineno}: missing column {column}")
@@ -236,6 +242,9 @@ def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
             names.append(name)
     descriptions = {w["name"]: w.get("description", "") for w in info.get("workloads", [])}
     growth = growth_of_runs(predicted, workload_of)
+    # one colour per policy in every figure, also for the ones outside the registry
+    colors = plot.policy_colors({r["policy"] for r in predicted + errors if r.get("policy")})
+    plot.use_policy_colors(colors)
     tasks = []
     for name in names:
         rows = [r for r in predicted if workload_of(r) == name]
@@ -243,10 +252,10 @@ def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
         if rows or points:
             tasks.append((f"{_safe(name)}.png", "workload_figure",
                           (name, descriptions.get(name, ""), rows, points,
-                           info.get("profile", ""))))
+                           info.get("profile", "")), colors))
     summary = "summary.png" if any(g.has_figures for g in growth) else None
     if summary:
-        tasks.append((summary, "summary_figure", (growth,)))
+        tasks.append((summary, "summary_figure", (growth,), colors))
     if jobs > 1 and len(tasks) > 1:
         from concurrent.futures import ProcessPoolExecutor
         # the biggest figures first (drawing time grows with the rows plotted), so that no
@@ -259,9 +268,9 @@ def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
         images = [drawn[i] for i in range(len(tasks))]
     else:
         images = [_draw(task) for task in tasks]
-    for (file_name, _, _), image in zip(tasks, images):
+    for (file_name, *_), image in zip(tasks, images):
         atomic_write_bytes(out / file_name, image)
-    written = [file_name for file_name, _, _ in tasks]
+    written = [file_name for file_name, *_ in tasks]
     for name in stale:
         if name not in written and name.endswith(".png") and "/" not in name \
                 and (out / name).is_file():
@@ -274,9 +283,11 @@ def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
 
 
 def _draw(task) -> bytes:
-    """PNG bytes of one figure: ``(file name, sim.plot function name, arguments)``."""
+    """PNG bytes of one figure: ``(file name, sim.plot function name, arguments, colours
+    of the policies outside the registry)``."""
     from . import plot
-    _, function, args = task
+    _, function, args, colors = task
+    plot.use_policy_colors(colors)   # a worker process draws with the run's colours
     buf = io.BytesIO()
     getattr(plot, function)(*args).savefig(buf, format="png", dpi=100,
                                            metadata={"Software": None})

@@ -29,7 +29,7 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
     if not observables:
         sim.observables = lambda: {}
     try:
-        rows = sim.run(lambda s, **p: workload.run(s, variant, **p), params)
+        rows = sim.run(lambda s, **p: _program(workload, s, variant, p), params)
     except UserError:
         raise
     except Exception as exc:  # an error in the workload's (or policy's) code: its file and line
@@ -38,6 +38,18 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
         row["policy"] = sim.policy.name
         row["profile"] = profile.name
     return rows
+
+
+def _program(workload, sim, variant, params):
+    """The generator ``workload.run(sim, variant, **params)`` returns: the program the
+    simulation runs; anything else is one error line naming the workload's file."""
+    import inspect
+    program = workload.run(sim, variant, **params)
+    if not inspect.isgenerator(program):
+        raise UserError(f"{workload.path}: run() must be a generator (it returned "
+                        f"{type(program).__name__}): yield sim.sample(...) or sim.tick() "
+                        f"where the program would print or sync")
+    return program
 
 
 def _describe(exc, workload, policy) -> str:

@@ -29,6 +29,7 @@ import os
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -483,9 +484,33 @@ def _dask_client(address):
     except ImportError:
         raise UserError("--scheduler needs dask: pip install 'autodiff-sim[dask]'") from None
     try:
-        return Client(address, timeout="10s", set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise UserError(f"--scheduler {address}: cannot connect ({exc})") from None
+        # a malformed address is an error before a client (and its event loop) exists
+        from distributed.comm.addressing import get_address_host_port
+        get_address_host_port(address)
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"--scheduler {address}: not a scheduler address, expected "
+                        f"tcp://HOST:PORT ({exc})") from None
+    client = Client.__new__(Client)
+    try:
+        client.__init__(address, timeout="10s", set_as_default=False)
+    except Exception as exc:
+        _discard(client)
+        if isinstance(exc, (OSError, TimeoutError, ValueError)):
+            raise UserError(f"--scheduler {address}: cannot connect ({exc})") from None
+        raise
+    return client
+
+
+def _discard(client) -> None:
+    """Let a client whose constructor failed go without closing: its ``__del__`` would
+    try to close the connection that was never made, and wait 20 s for it."""
+    try:
+        client.status = "closed"
+        runner = getattr(client, "_loop_runner", None)
+        if runner is not None:
+            runner.stop()
+    except Exception:   # best effort: the object is half-built
+        pass
 
 
 def _on_dask(specs, client):
@@ -531,23 +556,23 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
     directory (see :mod:`sim.results`) and returns the run description
     (run.json's content).
     """
-    from .compare import cells_for
+    from .compare import cells_for, measured_files
     from .profile import load_profile
-    from .results import prepare_out
     chosen = select_workloads(workloads)
     names = select_policies(policies)
     prof = load_profile(profile)
     grid = parse_grid(sets, chosen)
-    paths = list(measured) or [DEFAULT_MEASURED]
+    paths = measured_files(list(measured) or [DEFAULT_MEASURED])
     experiments = {e for w in chosen for e in w.measured}
-    rows = [r for r in _read_measured(paths) if r["experiment"] in experiments]
-    extra = cells_for(rows, REFERENCE_POLICY)
+    rows = [r for r in _read_measured(paths, chosen) if r["experiment"] in experiments]
+    extra = cells_for(rows, REFERENCE_POLICY, chosen)
     cells = plan_cells(chosen, names, grid, extra)
     info = {"title": "autodiff-sim sweep", "command": command, "policies": names,
             "policy_files": _policy_files(names),
             "reference_cells": any(p not in names for _, _, p in extra)}
-    return _execute(chosen, cells, [REFERENCE_POLICY], rows, paths, prof, grid,
-                    prepare_out(out), jobs, scheduler, force, progress, info)
+    with _output_dir(out) as out_dir:
+        return _execute(chosen, cells, [REFERENCE_POLICY], rows, paths, prof, grid,
+                        out_dir, jobs, scheduler, force, progress, info)
 
 
 def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max-macos",
@@ -558,29 +583,59 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     Runs only the cells the measured rows need (restricted to ``workloads`` if
     given) and writes the same results directory as :func:`sweep`.
     """
-    from .compare import cells_for
+    from .compare import cells_for, measured_files
     from .profile import load_profile
-    from .results import prepare_out
+    from .workloads import load_workload
     names = select_policies(policies)
     prof = load_profile(profile)
-    rows = _read_measured(measured)
+    measured = measured_files(measured)
+    named = select_workloads(workloads) if workloads else []
+    rows = _read_measured(measured, named)
     if workloads:
-        chosen = select_workloads(workloads)
-        experiments = {e for w in chosen for e in w.measured}
+        experiments = {e for w in named for e in w.measured}
         rows = [r for r in rows if r["experiment"] in experiments]
         if not rows:
-            raise UserError(f"no measured rows for {', '.join(w.name for w in chosen)} in "
+            raise UserError(f"no measured rows for {', '.join(w.name for w in named)} in "
                             f"{', '.join(map(str, measured))}")
-    extra = sorted({cell for policy in names for cell in cells_for(rows, policy)})
+    extra = sorted({cell for policy in names for cell in cells_for(rows, policy, named)})
     if not extra:
         raise UserError(f"no row of {', '.join(map(str, measured))} names a workload to run")
-    chosen = select_workloads(list(dict.fromkeys(name for name, _, _ in extra)))
+    # the workloads the cells need: the ones named with -w (a user's files among them),
+    # else the built-in that predicts the rows' experiment
+    by_name = {w.name: w for w in named}
+    chosen = [by_name.get(name) or load_workload(name)
+              for name in dict.fromkeys(name for name, _, _ in extra)]
     grid = parse_grid(sets, chosen)
     cells = plan_cells(chosen, [], grid, extra)
     info = {"title": "autodiff-sim compare", "command": command, "policies": names,
             "policy_files": _policy_files(names), "reference_cells": False}
-    return _execute(chosen, cells, names, rows, measured, prof, grid, prepare_out(out), jobs,
-                    scheduler, force, progress, info)
+    with _output_dir(out) as out_dir:
+        return _execute(chosen, cells, names, rows, measured, prof, grid, out_dir, jobs,
+                        scheduler, force, progress, info)
+
+
+@contextmanager
+def _output_dir(out):
+    """The results directory (created if missing, :func:`sim.results.prepare_out`) for the
+    block; if the block fails, the directories it created are removed again if they are
+    still empty (a sweep that failed before any cell finished leaves nothing behind; one
+    that cached cells keeps them for the next run to resume from)."""
+    from .results import prepare_out
+    path = Path(out).absolute()
+    created = []
+    while not path.exists() and path.parent != path:
+        created.append(path)
+        path = path.parent
+    out_dir = prepare_out(out)
+    try:
+        yield out_dir
+    except BaseException:
+        for directory in created:   # deepest first
+            try:
+                directory.rmdir()
+            except OSError:         # not empty (finished cells, earlier files), or gone
+                break
+        raise
 
 
 def _policy_files(names) -> dict:
@@ -597,10 +652,12 @@ def _policy_files(names) -> dict:
     return out
 
 
-def _read_measured(paths) -> list:
+def _read_measured(paths, workloads=()) -> list:
+    """The rows of the measured CSVs ``paths``, checked against the experiments of the
+    built-in workloads and of ``workloads`` (the ones selected, a user's files among them)."""
     from .compare import known_checker
     from .data import read_measured
-    known = known_checker()
+    known = known_checker(workloads)
     rows = []
     for path in paths:
         rows.extend(read_measured(path, known))

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import importlib.util
+import traceback
 
 from .errors import UserError
 
-__all__ = ["exec_user_file"]
+__all__ = ["exec_user_file", "describe_raise", "where_raised"]
 
 
 def exec_user_file(path, prefix):
     """Execute the Python file ``path`` as a new module named ``<prefix>_<hash of path>``.
 
     Returns the module. A syntax error or any exception raised while the file runs
-    is a :class:`~sim.errors.UserError` naming the file (a ``UserError`` it raises
-    itself passes through).
+    is a :class:`~sim.errors.UserError` naming the file and, where the traceback
+    passes through it, the line (a ``UserError`` it raises itself passes through).
     """
     module_name = f"{prefix}_{abs(hash(str(path)))}"
     try:
@@ -26,5 +27,37 @@ def exec_user_file(path, prefix):
     except UserError:
         raise
     except Exception as exc:  # a user's file raising at import
-        raise UserError(f"{path}: raised {type(exc).__name__} while loading: {exc}") from None
+        raise UserError(f"{where_raised(exc, path)}: {raised_text(exc)} while loading"
+                        f"{_colon_text(exc)}") from None
     return module
+
+
+def where_raised(exc, path) -> str:
+    """``PATH:LINE`` of the innermost frame of ``exc``'s traceback in the file ``path``
+    (following ``__cause__``, as SimPy re-raises a process's exception as a copy),
+    or ``PATH`` alone if the traceback never passes through it."""
+    frames, seen = [], exc
+    while seen is not None:
+        frames[:0] = traceback.extract_tb(seen.__traceback__)
+        seen = seen.__cause__
+    for frame in reversed(frames):
+        if frame.filename == str(path):
+            return f"{path}:{frame.lineno}"
+    return str(path)
+
+
+def raised_text(exc) -> str:
+    """``raised TYPE``: the start of the one error line about a user's exception."""
+    return f"raised {type(exc).__name__}"
+
+
+def _colon_text(exc) -> str:
+    """``": <first line of the message>"``, or nothing for an exception without one."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f": {text}" if text else ""
+
+
+def describe_raise(exc, path, what) -> str:
+    """``PATH:LINE: WHAT raised TYPE: MESSAGE``, the one line about an exception raised
+    by the code of a user's file (``what``: e.g. ``policy NAME``)."""
+    return f"{where_raised(exc, path)}: {what} {raised_text(exc)}{_colon_text(exc)}"

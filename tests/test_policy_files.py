@@ -124,6 +124,9 @@ BAD_FILES = {
                  "must set name"),
     "syntax": ("class (:\n", "syntax error at line 1"),
     "raises": ("raise RuntimeError('boom')\n", "raised RuntimeError while loading: boom"),
+    "raises-names-its-line": ("import sys\n\nraise ValueError('bad config')\n",
+                              "raises_names_its_line.py:3: raised ValueError while loading: "
+                              "bad config"),
     "not-a-policy": ("POLICY = int\n", "POLICY must be a subclass"),
 }
 
@@ -154,3 +157,50 @@ def test_error_inside_a_policy_names_its_line(tmp_path, capsys):
     code, _, err = run_cli(["run", "p10-ema", "-v", "without", "--set", "steps=2",
                             "--policy", str(path)], capsys)
     assert_one_error(code, err, f"{path}:7: policy broken raised AttributeError")
+
+
+CTOR = """from sim.policies import Policy
+
+
+class Ctor(Policy):
+    name = "ctor"
+
+    def __init__(self, sim):
+        super().__init__(sim)
+        raise ValueError("bad config")
+"""
+
+TINY_WORKLOAD = """from sim.tensor import Tensor, drop
+
+PARAMS = {"iterations": 100}
+
+
+def run(sim, variant, iterations):
+    ad = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, ad)
+    sim.repeat(iterations, lambda: drop(a.clone() + a.clone()))
+    yield sim.sample(iterations, "iterations", rss=sim.rss_bytes() / 1e6)
+"""
+
+
+def test_error_in_a_policy_constructor_names_its_line(tmp_path, capsys):
+    path = tmp_path / "p_ctor.py"
+    path.write_text(CTOR)
+    code, _, err = run_cli(["run", "p10-ema", "-v", "detach", "--set", "steps=3",
+                            "-p", str(path)], capsys)
+    assert_one_error(code, err, f"{path}:9: policy ctor raised ValueError: bad config")
+
+
+def test_error_in_a_policy_constructor_in_sweep_workers(tmp_path, capsys):
+    """Through the process pool (two cells, two jobs): the same line, the cell named."""
+    path = tmp_path / "p_ctor.py"
+    path.write_text(CTOR)
+    workload = tmp_path / "tiny.py"
+    workload.write_text(TINY_WORKLOAD)
+    out = tmp_path / "out"
+    code, _, err = run_cli(["sweep", "-w", str(workload), "-p", "burn-0.22.1", "-p",
+                            str(path), "--jobs", "2", "--out", str(out)], capsys)
+    errors = [line for line in err if not line.startswith("[")]   # the progress bar
+    assert_one_error(code, errors, "tiny/default/ctor: ",
+                     f"{path}:9: policy ctor raised ValueError: bad config")
+    assert not (out / "predicted.csv").exists()

@@ -42,7 +42,7 @@ import re
 from pathlib import Path
 
 from ..errors import UserError
-from ..userfile import exec_user_file
+from ..userfile import describe_raise, exec_user_file
 from .base import Policy
 from .burn_0_20_pre1 import Burn020Pre1
 from .skip_untracked import SkipUntracked
@@ -52,8 +52,36 @@ from .dedup_sweep import DedupSweep
 from .periodic_sweep import PeriodicSweep
 from .pytorch import PyTorch
 
-__all__ = ["Policy", "POLICIES", "get_policy", "policy_names", "load_policy_file",
-           "policy_file", "policy_rank", "fast_forwards"]
+__all__ = ["Policy", "POLICIES", "SEAMS", "HOOKS", "get_policy", "policy_names",
+           "load_policy_file", "policy_file", "policy_rank", "fast_forwards"]
+
+#: the seams a policy overrides, each with where it is in burn 0.22.1 (the table above,
+#: one line each; `sim policies` prints it)
+SEAMS = {
+    "register_untracked": "ops/base.rs UnTracked finish: register an UntrackedOpsStep "
+                          "(GraphMutexClient::register)",
+    "after_backward": "GraphMutexClient::backward: then GraphCleaner::cleanup_orphaned_entries",
+    "detach": "ops/tensor.rs float_detach: a new leaf that keeps require_grad",
+    "on_last_handle": "nothing (AutodiffTensor has no Drop)",
+    "on_register": "nothing (no sweep outside backward)",
+    "rates": "the inner backend's compute rates",
+    "in_place": "burn-flex binary_op_typed/scalar_op_typed: write into a uniquely owned "
+                "operand",
+    "sgd_update": "burn-optim sgd.rs: tensor - grad * lr",
+    "adam_update": "burn-optim adam.rs: moments, bias correction, "
+                   "tensor - lr * m1 / (sqrt(m2) + eps)",
+    "may_compact": "(simulator only) exact mode may keep dead single-node graphs as run "
+                   "records",
+}
+
+#: further methods a policy may override: its own bookkeeping and fast-forward
+HOOKS = {
+    "on_node_removed": "a node left a graph's nodes map (a policy's own index of nodes)",
+    "first_backward": "the process's first backward: lazy global state, one-time warm-up",
+    "ff_horizon": "fast-forward: iterations that may be applied before the policy acts "
+                  "differently",
+    "ff_apply": "fast-forward applied a batch of iterations: update the policy's counters",
+}
 
 POLICIES = {cls.name: cls for cls in (
     Policy, Burn020Pre1, SkipUntracked, DropRelease, DetachConstant, DedupSweep,
@@ -152,10 +180,26 @@ def load_policy_file(path):
         extra["expected"] = "(not stated)"
     if not any("ff_horizon" in vars(c) for c in own):
         extra["ff_horizon"] = _exact_only
-    if len(extra) > 1:
-        cls = type(cls.__name__, (cls,), extra)
+    extra["__init__"] = _reporting_init(cls.__init__, str(path), name)
+    extra["__doc__"] = cls.__doc__
+    extra["__qualname__"] = cls.__qualname__
+    cls = type(cls.__name__, (cls,), extra)
     _FILES[name] = (cls, str(path))
     return cls
+
+
+def _reporting_init(init, path, name):
+    """The constructor of a file policy: ``init`` (its class's own), with an exception it
+    raises made one :class:`~sim.errors.UserError` line naming the file and line, as an
+    exception raised in one of its seams is (:func:`sim.runner.run_cell`)."""
+    def __init__(self, sim):
+        try:
+            init(self, sim)
+        except UserError:
+            raise
+        except Exception as exc:  # the user's constructor (or a seam it calls) raised
+            raise UserError(describe_raise(exc, path, f"policy {name}")) from None
+    return __init__
 
 
 def fast_forwards(cls) -> bool:
