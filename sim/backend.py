@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from operator import attrgetter
 
-__all__ = ["Buffer", "Backend", "ELEMENT_BYTES"]
+__all__ = ["Buffer", "Backend", "DeviceSettingsRegistry", "ELEMENT_BYTES"]
 
 #: f32
 ELEMENT_BYTES = 4
@@ -61,11 +61,46 @@ STAGED_OPS = frozenset({"matmul"})
 PACK_EXTRA_COLUMNS = 4
 #: the MemBuffer's alignment (posix_memalign: the trace's align column)
 PACK_ALIGN = 128
+#: cubecl-environment 0.11.3 bytes/default_controller.rs MAX_ALIGN (align_of::<u128>()): a
+#: copy into an aligned allocation (alloc_with_data) rounds its capacity up to a multiple
+MAX_ALIGN = 16
 #: the backend's code path (sim.costs.rss.CODE_PATHS) of each op; every other op is elementwise
 OP_CODE_PATH = {"matmul": "matmul", "sum": "reduce", "mean": "reduce"}
 #: byte offset of the L2 slab's data in its first page: glibc serves the 2 MiB MemBuffer
 #: (align 128) from an mmapped chunk whose 16-B header pushes the data to the next 128 B
 SLAB_OFFSET = 128
+
+
+def gemm_takes_slab(m, n, k, mr, kc_max, mc_max, l2_bytes, lhs_unit_stride=True,
+                    elem=ELEMENT_BYTES) -> bool:
+    """Whether one f32 gemm of gemm's own ``(m, n, k)`` packs its lhs through the thread's
+    L2 slab, the ``L2_SLAB`` thread-local that gemm-common 0.19 (``gemm.rs``
+    ``gemm_basic_generic``) allocates the first time a gemm of the thread reaches it.
+    Operands are burn-flex's contiguous row-major tensors as gemm sees them (module
+    docstring of :func:`gemm_slab_written`): its lhs has unit row stride unless
+    ``lhs_unit_stride`` is False (a transposed view), its rhs unit row stride. The gemms
+    that return before the slab take none:
+
+    * ``k <= 2``: the vector-vector kernel (``gevv``);
+    * ``m <= 1`` or ``n <= 1``: a matrix-vector kernel (``gemv``; with ``m == 1`` also the
+      small-output kernels, which need the lhs's column stride, ``m``, to be 1);
+    * a prepacked lhs (``m <= 2 mc`` and m not a multiple of the SIMD width ``mr / 2``, or
+      a strided lhs): the per-call buffer holds it.
+
+    >>> gemm_takes_slab(512, 64, 512, 16, 1024, 128, 2 << 20)   # p10-ema forward
+    True
+    >>> gemm_takes_slab(4, 4, 4, 16, 1024, 128, 2 << 20)        # 4 x 4: prepacked lhs
+    False
+    """
+    if m == 0 or n == 0 or k <= 2 or m <= 1 or n <= 1:
+        return False
+    if m <= 64 and n <= 64:
+        kc = min(k, 512)
+        mc = (l2_bytes // elem // kc) // mr * mr
+    else:
+        mc = min(-(-m // mr) * mr, mc_max)
+    lanes = mr // 2
+    return not (m <= 2 * mc and (m % lanes != 0 or not lhs_unit_stride))
 
 
 def gemm_slab_written(m, n, k, mr, nr, kc_max, mc_max, l2_bytes, lhs_unit_stride=True,
@@ -81,8 +116,8 @@ def gemm_slab_written(m, n, k, mr, nr, kc_max, mc_max, l2_bytes, lhs_unit_stride
       others ``kc = k`` split evenly into chunks of at most ``kc_max`` and ``mc`` = m rounded
       up to ``mr``, at most ``mc_max`` (kernel_params caps it at 8 mr; its L2 split only
       matters for m beyond what the cap already cuts);
-    * the slab is not used when the lhs is prepacked into the per-call buffer
-      (``m <= 2 mc`` and m not a multiple of the SIMD width ``mr / 2`` or a strided lhs);
+    * nothing is written where the gemm takes no slab (:func:`gemm_takes_slab`: small
+      kernels, or the lhs prepacked into the per-call buffer);
     * otherwise each row block of ``mc`` rows is packed (``do_pack_lhs``: here n exceeds the
       packing threshold 8 nr, or the lhs is strided) into the slab, micro-panel ``i`` at
       ``i * kc * mr`` elements, ``k_chunk * mr`` elements each: the written extent is
@@ -92,7 +127,7 @@ def gemm_slab_written(m, n, k, mr, nr, kc_max, mc_max, l2_bytes, lhs_unit_stride
     >>> gemm_slab_written(512, 64, 512, 16, 6, 1024, 128, 2 << 20)   # p10-ema forward
     262144
     """
-    if m == 0 or n == 0 or k == 0:
+    if not gemm_takes_slab(m, n, k, mr, kc_max, mc_max, l2_bytes, lhs_unit_stride, elem):
         return 0
     if m <= 64 and n <= 64:
         kc = min(k, 512)
@@ -102,8 +137,6 @@ def gemm_slab_written(m, n, k, mr, nr, kc_max, mc_max, l2_bytes, lhs_unit_stride
         kc = -(-k // k_iter)
         mc = min(-(-m // mr) * mr, mc_max)
     lanes = mr // 2
-    if m <= 2 * mc and (m % lanes != 0 or not lhs_unit_stride):
-        return 0   # prepacked lhs: the per-call buffer, not the slab
     m_chunk = min(mc, m)
     n_chunk = n
     if not (m_chunk % lanes != 0 or not lhs_unit_stride or n_chunk > 8 * nr):
@@ -130,6 +163,53 @@ class Buffer:
         self._free(self._token)
         if self.chunk is not None:
             self.chunk.release()
+
+
+class DeviceSettingsRegistry:
+    """burn-backend 0.22.1's device settings (``backend/device.rs``), as heap blocks.
+
+    Creating a tensor without an explicit dtype (``from_data``, ``zeros``, ``ones``,
+    ``random``) resolves the device's default dtypes through
+    ``get_or_init_device_settings``: the first time in the process for a device, the
+    process-wide ``REGISTRY`` map gains an entry (its table grows as hashbrown's do) holding
+    a new ``Arc<OnceLock<DeviceSettings>>``; the first time on a thread, that thread's
+    ``LOCAL_CACHE`` map gains one too. Nothing is removed while the process runs. A device
+    is its kind here (an autodiff device shares its inner device's settings: the probe
+    sees no new entry for the first autodiff tensor after a plain one).
+    """
+
+    __slots__ = ("sim", "_slot", "_arc", "_cache_slot", "_registry", "_keys", "_caches")
+
+    def __init__(self, sim):
+        from .costs.tables import RawTable, TableLayout
+        layout = sim.layout
+        self.sim = sim
+        self._slot = TableLayout(layout.device_settings_slot_bytes, 8, layout.group_width)
+        self._cache_slot = TableLayout(layout.device_settings_cache_slot_bytes, 8,
+                                       layout.group_width)
+        self._arc = layout.device_settings_arc_bytes
+        self._registry = RawTable(self._slot, sim.heap)
+        self._keys = set()
+        # thread name -> (its LOCAL_CACHE table, the devices in it)
+        self._caches = {}
+
+    def get_or_insert(self, kind) -> None:
+        """``get_or_init_device_settings`` for device ``kind`` on the current thread."""
+        thread = self.sim.current.name
+        cache = self._caches.get(thread)
+        if cache is None:
+            from .costs.tables import RawTable
+            cache = self._caches[thread] = (RawTable(self._cache_slot, self.sim.heap), set())
+        table, cached = cache
+        if kind in cached:
+            return
+        if kind not in self._keys:
+            # REGISTRY.write().entry(key).or_default(): the table's slot, then the Arc
+            self._keys.add(kind)
+            self._registry.fit(len(self._keys))
+            self.sim.heap.alloc(self._arc)
+        cached.add(kind)
+        table.fit(len(cached))
 
 
 class Backend:
@@ -221,19 +301,6 @@ class Backend:
             self.used = True
             if self.pool is not None and self.first_op_bytes:
                 self.sim.heap.alloc(self.first_op_bytes)
-        if name == "matmul" and self.workspace_bytes and thread not in self.workspace_threads:
-            self.workspace_threads.add(thread)
-            # the slab counts on the heap but is not resident: a MemBuffer this large is
-            # mmapped (above the allocator's mmap threshold) and gemm touches only the
-            # pages it packs into, so RSS does not grow by its size
-            allocator = self.sim.allocator
-            resident = allocator.resident_bytes()
-            fault, allocator.fault = allocator.fault, None   # nor does it fault: gemm_ran
-            try:
-                self.sim.heap.alloc(self.workspace_bytes)
-            finally:
-                allocator.fault = fault
-            self.sim.rss_extra_bytes -= allocator.resident_bytes() - resident
         if name == "matmul" and self.pool is None:
             (*_, m, k), (*_, n) = in_shapes[0], in_shapes[1]
             self.gemm_ran(n, m, k)   # a row-major destination: gemm sees the transpose
@@ -242,18 +309,43 @@ class Backend:
             self.sim.heap.alloc(self.kernel_bytes)
 
     def gemm_ran(self, m, n, k, lhs_unit_stride=True) -> None:
-        """A CPU gemm of gemm's own ``(m, n, k)`` ran on this thread: the pages of the L2
-        slab it wrote (:func:`gemm_slab_written`, from the slab's offset in its first page)
-        become resident and stay (the slab lives as long as the thread)."""
+        """A CPU gemm of gemm's own ``(m, n, k)`` ran on this thread. The first gemm of the
+        thread that packs through gemm's L2 slab (:func:`gemm_takes_slab`) allocates it
+        (``matmul_workspace_bytes``; where the profile has no gemm blocking, ``gemm_mr`` 0,
+        the thread's first gemm does); the pages of the slab a gemm writes
+        (:func:`gemm_slab_written`, from the slab's offset in its first page) become
+        resident and stay (the slab lives as long as the thread)."""
+        if not self.workspace_bytes:
+            return
         mr, nr, kc_max, mc_max = self.gemm
-        if not mr or not self.workspace_bytes:
+        if mr and not gemm_takes_slab(m, n, k, mr, kc_max, mc_max, self.workspace_bytes,
+                                      lhs_unit_stride):
+            return
+        thread = self.sim.current.name
+        if thread not in self.workspace_threads:
+            self.workspace_threads.add(thread)
+            self._allocate_slab()
+        if not mr:
             return
         written = gemm_slab_written(m, n, k, mr, nr, kc_max, mc_max, self.workspace_bytes,
                                     lhs_unit_stride)
         if written:
             page = self.sim.allocator.page_bytes
-            self.sim.touched.touch_buffer(("l2-slab", self.sim.current.name),
+            self.sim.touched.touch_buffer(("l2-slab", thread),
                                           -(-(SLAB_OFFSET + written) // page) * page)
+
+    def _allocate_slab(self) -> None:
+        """gemm's thread-local L2 slab: it counts on the heap but is not resident (a
+        MemBuffer this large is mmapped, above the allocator's mmap threshold, and gemm
+        touches only the pages it packs into, so RSS does not grow by its size)."""
+        allocator = self.sim.allocator
+        resident = allocator.resident_bytes()
+        fault, allocator.fault = allocator.fault, None   # nor does it fault: gemm_ran
+        try:
+            self.sim.heap.alloc(self.workspace_bytes)
+        finally:
+            allocator.fault = fault
+        self.sim.rss_extra_bytes -= allocator.resident_bytes() - resident
 
     def backward_op(self, op_name, shapes) -> None:
         """The backward of ``op_name`` (forward ``shapes``: (out, inputs)) runs on this
@@ -300,11 +392,19 @@ class Backend:
         """Whether this backend creates ``op_name``'s output (and a gradient of it) staged."""
         return self.in_place and op_name in STAGED_OPS
 
-    def alloc(self, shape, staged=False, packed=None) -> Buffer:
+    def alloc(self, shape, staged=False, packed=None, created=False, shape_vec=0) -> Buffer:
         """A new buffer for an f32 tensor of ``shape``; ``packed``: the (k, n) of a gemm that
-        packs its rhs into a transient per-call buffer while it writes this output."""
+        packs its rhs into a transient per-call buffer while it writes this output;
+        ``created``: a new tensor's data (``from_data``, ``zeros``...), whose creation
+        resolves the device's default dtype (:class:`DeviceSettingsRegistry`) once its data
+        is in its ``Bytes`` and before the ``FlexTensor`` is built; ``shape_vec``: bytes of
+        the ``TensorData``'s shape ``Vec`` allocated then (freed by the caller); the new
+        ``FlexTensor``'s strides follow it, before its ``Arc<Bytes>`` (burn-flex
+        ``from_data``, as the probe's allocation trace shows)."""
         nbytes = math.prod(shape) * ELEMENT_BYTES
         heap = self.sim.heap
+        if created and self.pool is not None:
+            self.sim.device_settings.get_or_insert(self.kind)
         if self.pool is None:
             self.sim.timing.fresh_buffers(self, 2 if staged else 1)
             box = self.bytes_box_bytes
@@ -314,7 +414,8 @@ class Backend:
                 # boxed controller (Bytes::from_elems, then try_enforce_runtime_align)
                 staging = heap.alloc(nbytes)
                 heap.alloc(box)
-                block = heap.alloc(nbytes)
+                size = -(-nbytes // MAX_ALIGN) * MAX_ALIGN
+                block = heap.alloc(size)
                 heap.alloc(box)
                 heap.free(nbytes, staging)
                 heap.free(box)
@@ -324,13 +425,20 @@ class Backend:
                     pack = -(-pack // 128) * 128
                     heap.free(pack, heap.alloc(pack, PACK_ALIGN))
             else:
+                size = nbytes
                 block = heap.alloc(nbytes)
                 heap.alloc(box)
+            if created:
+                if shape_vec:
+                    heap.alloc(shape_vec)
+                self.sim.device_settings.get_or_insert(self.kind)
+                if shape_vec:
+                    heap.alloc(shape_vec)   # the FlexTensor's strides (as many dimensions)
             # FlexTensor::new: Arc::new(bytes)
             heap.alloc(self.bytes_arc_bytes)
             # the allocator's handle names the block, so that its placement is freed
             chunk = None if self.cache is None else self.cache.claim(nbytes)
-            return Buffer(nbytes, self._free_cpu, (nbytes, block), chunk)
+            return Buffer(nbytes, self._free_cpu, (size, block), chunk)
         token = self.pool.alloc(nbytes)
         if self.handle_bytes:
             heap.alloc(self.handle_bytes)

@@ -26,7 +26,7 @@ import weakref
 
 import simpy
 
-from .backend import Backend
+from .backend import Backend, DeviceSettingsRegistry
 from .costs.heap import Heap
 from .costs.rss import Allocator, TouchedPages
 from .costs.tables import RawTable, TableLayout
@@ -184,6 +184,8 @@ class Simulation:
         # (output shape, input shapes) of ops, interned (sim.autodiff.ops)
         self.shapes = {}
         self._backends = {}
+        self.device_settings = DeviceSettingsRegistry(self)
+        self.burn_config_loaded = False
         self._rates = {}
         self.registered = 0
         self.backwards = 0
@@ -222,6 +224,13 @@ class Simulation:
         node_id = self._next_id
         self._next_id += 1
         return node_id
+
+    def burn_config(self) -> None:
+        """burn-std's ``config()``: the first read in the process loads the global
+        ``Arc<BurnConfig>`` (``layout.burn_config_arc_bytes``, kept for good)."""
+        if not self.burn_config_loaded:
+            self.burn_config_loaded = True
+            self.heap.alloc(self.layout.burn_config_arc_bytes)
 
     def device(self, kind: str) -> Device:
         """A plain device of ``kind`` (``flex`` or ``metal``)."""

@@ -80,6 +80,10 @@ SCHEMA = {
         "leaves_slot_bytes": INT,
         "statuses_slot_bytes": INT,
         "key_set_slot_bytes": INT,
+        "device_settings_slot_bytes": INT,        # burn-backend's device settings REGISTRY slot
+        "device_settings_arc_bytes": INT,         # ... its Arc<OnceLock<DeviceSettings>> per device
+        "device_settings_cache_slot_bytes": INT,  # ... and the thread-local LOCAL_CACHE slot
+        "burn_config_arc_bytes": INT,   # burn-std's global Arc<BurnConfig>, loaded lazily
         "graphs_leaf_bytes": INT,
         "graphs_internal_bytes": INT,
         "keys_leaf_bytes": INT,

@@ -94,7 +94,7 @@ class Tensor:
 
     __slots__ = ("device", "shape", "prim", "node", "rc", "_box", "_strides", "holds")
 
-    def __init__(self, device, shape, prim, node=None, rc=None):
+    def __init__(self, device, shape, prim, node=None, rc=None, strides_allocated=False):
         self.device = device
         self.shape = shape if type(shape) is tuple else tuple(shape)
         self.prim = prim
@@ -118,7 +118,7 @@ class Tensor:
             self._box = 0
         # burn-flex: every FlexTensor value has its Layout's strides Vec<isize> (layout.rs)
         strides = self._strides = device.backend.handle_stride_bytes * len(self.shape)
-        if strides:
+        if strides and not strides_allocated:
             device.sim.heap.alloc(strides)
 
     # -- lifetime ----------------------------------------------------------------
@@ -161,7 +161,16 @@ class Tensor:
         device.sim.timing.elementwise(math.prod(shape), device.backend)
         if device.backend.pool is None:
             device.sim.touched.touch_code("creation")   # from_data / random fill on the CPU
-        return cls(device, shape, device.backend.alloc(shape))
+        backend = device.backend
+        heap = device.sim.heap
+        # TensorData's shape Vec<usize>, dropped once the tensor is built
+        shape_vec = backend.handle_stride_bytes and 8 * len(shape)
+        prim = backend.alloc(shape, created=True, shape_vec=shape_vec)
+        # FlexTensor::new allocated the new value's strides (before its Arc<Bytes>)
+        tensor = cls(device, shape, prim, strides_allocated=bool(shape_vec))
+        if shape_vec:
+            heap.free(shape_vec)
+        return tensor
 
     ones = zeros
     random = zeros

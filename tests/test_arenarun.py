@@ -138,4 +138,5 @@ def test_a_script_that_ends_with_a_huge_carve_run_alive_exits_cleanly(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and done.stderr == ""
-    assert int(done.stdout) == 5_166_666_687     # 5.17 blocks per tracked op, kept
+    # 5.17 blocks per tracked op, kept; 3 of the set-up's are burn's device settings
+    assert int(done.stdout) == 5_166_666_690

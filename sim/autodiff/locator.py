@@ -158,6 +158,10 @@ class GraphLocator:
                     # an empty HashSet owns no block until its first insert
                     table = self.key_tables[origin] = self.sim.tables.key_set()
                 table.fit(len(ids) + self.key_runs.get(origin, 0))
+            else:
+                # the key is there already (a backward re-selects its root's graph): the
+                # insert still reserves a slot, and a full set grows
+                self.key_tables[origin].reinsert(len(ids) + self.key_runs.get(origin, 0))
 
     # -- select --------------------------------------------------------------------------
     def select(self, node_id, parents) -> Graph:

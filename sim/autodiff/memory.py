@@ -290,7 +290,12 @@ class GraphMemoryManagement:
         useful = _reachable(graph, seeds)
         if self.statuses_table is None:
             self.statuses_table = self.server.sim.tables.statuses()
-        self.statuses_table.grow_to(len(reached) - len(runs) + self.run_nodes)
+        # the unavailable pass inserts every reached id once; the useful pass inserts the
+        # ids it pops again (from every leaf on), and an insert into a full table grows it
+        statuses = len(reached) - len(runs) + self.run_nodes
+        self.statuses_table.grow_to(statuses)
+        if leaves:
+            self.statuses_table.reinsert(statuses)
 
         dead = graph.subgraph(n for n in reached if n not in useful)
         deletables = set(leaf for leaf in leaves if leaf not in useful)

@@ -163,9 +163,13 @@ class AutodiffServer:
             if step.kind == OPS and node.id in pending and node.requirement != GRAD:
                 del pending[node.id]
                 actions = step.actions
-                sim.timing.backward_op(
-                    step.op, step.shapes, step.cost, len(step.parents),
-                    len(actions.explicit) + len(actions.backup) if actions is not None else 0)
+                retrieved = (len(actions.explicit) + len(actions.backup)
+                             if actions is not None else 0)
+                if retrieved:
+                    # retrieve_node_output logs through log_autodiff, which reads the config
+                    sim.burn_config()
+                sim.timing.backward_op(step.op, step.shapes, step.cost, len(step.parents),
+                                       retrieved)
                 backend.backward_op(step.op.name, step.shapes)
                 # a matmul's gradients are matmuls too (staged outputs on flex: sim.backend)
                 staged = backend.staged(step.op.name)

@@ -11,7 +11,10 @@ modelled here are hashbrown 0.15/0.16's (``src/raw/mod.rs``):
 * the block is ``round_up(buckets * slot, ctrl_align) + buckets + GROUP_WIDTH``
   bytes, with ``ctrl_align = max(align_of(slot), GROUP_WIDTH)``; GROUP_WIDTH is
   16 on x86_64 (SSE2 groups) and 8 on aarch64 (NEON groups);
-* removing items and ``clear()`` never shrink the block.
+* removing items and ``clear()`` never shrink the block;
+* ``insert`` reserves room for one more item before it looks the key up
+  (``find_or_find_insert_slot``), so inserting a key that is already there into a
+  full table grows it all the same (:meth:`RawTable.reinsert`).
 
 Approximation: an erased slot is assumed to become EMPTY (not a tombstone), so
 capacity is freed by removals; hashbrown leaves a tombstone only when the probe
@@ -108,6 +111,12 @@ class RawTable:
                 self.buckets, self.cap = 4, 3
                 return
             self._resize(max(items, self.cap + 1))
+
+    def reinsert(self, items: int) -> None:
+        """An ``insert`` of a key already among the table's ``items``: hashbrown reserves
+        one slot first, so a full table grows (to the next size), though no item is added."""
+        if items >= self.cap:
+            self._resize(max(items + 1, self.cap + 1))
 
     def grow_to(self, items: int) -> None:
         """Grow as ``items`` one-by-one inserts into this table would."""

@@ -6,6 +6,7 @@
 //!
 //! Usage: burn-probes <probe> [--quick] [--out FILE] [--steps N] [--variant V]
 //!        burn-probes all [--quick] --out-dir DIR
+//!        burn-probes script --program FILE   (script.rs: live heap after each statement)
 
 mod adleak;
 mod bwcost;
@@ -13,6 +14,7 @@ mod ema;
 mod mlp;
 mod opcost;
 mod pit;
+mod script;
 mod sizeof;
 mod trace;
 mod tv;
@@ -199,6 +201,17 @@ fn main() {
         usage();
     }
     let probe = args[0].clone();
+    if probe == "script" {
+        // not a CSV probe: the differential conformance test's runner (script.rs)
+        match (args.get(1).map(String::as_str), args.get(2)) {
+            (Some("--program"), Some(path)) if args.len() == 3 => script::run(path),
+            _ => {
+                eprintln!("usage: burn-probes script --program FILE");
+                std::process::exit(2)
+            }
+        }
+        return;
+    }
     let mut opts = Opts::default();
     let mut i = 1;
     while i < args.len() {
