@@ -17,6 +17,8 @@ from programs import agrees, first_difference, simulate  # noqa: E402
 RECORD = json.loads((ROOT / "experiments" / "measured" / "linux-x86_64"
                      / "probe-programs.json").read_text())
 PROGRAMS = RECORD["programs"]
+#: minimized programs that once disagreed, with what real burn answered
+REGRESSIONS = RECORD.get("regressions", [])
 
 
 def _word(line):
@@ -36,9 +38,10 @@ def test_the_record_covers_the_language():
     assert any(len(p["real"]) > 1 for p in PROGRAMS)
 
 
-@pytest.mark.parametrize("index", range(len(PROGRAMS)))
-def test_simulator_matches_real_burn(index):
-    record = PROGRAMS[index]
+@pytest.mark.parametrize("record", PROGRAMS + REGRESSIONS,
+                         ids=[f"program{i}" for i in range(len(PROGRAMS))]
+                         + [f"regression{i}" for i in range(len(REGRESSIONS))])
+def test_simulator_matches_real_burn(record):
     simulated = simulate(record["program"], l2_bytes=RECORD["l2_bytes"])
     if not agrees(record["real"], simulated):
         real = record["real"][0]

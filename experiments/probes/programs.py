@@ -1,28 +1,35 @@
 """Differential conformance: random tensor programs run on real burn and on the simulator.
 
-Each program is a straight line of statements over 16 tensor slots of shape [n, n] on
-``flex.autodiff`` (the language is documented in experiments/probes/burn-probes/src/
-script.rs): leaves that do or do not require grad, binary and unary ops on cloned or
-moved operands, detach, without_autodiff, require_grad, drops and backwards. Real
-burn 0.22.1 runs it under the probes' counting allocator (``burn-probes script``) and
-prints the live heap after every statement; the simulator runs the same statements
-through its tensor API. Both must agree, statement by statement, on live bytes and
-blocks (and on the statement that panics, if one does). A few programs' heap depends
-on hash iteration order (``free_unavailable_nodes`` walks the leaves of a ``HashSet``, and
-a useful node met twice is inserted twice into the new leaves' table, which grows when
-full), which std's ``RandomState`` draws afresh in every process: each program runs
-``--runs`` times on real burn and the simulator must give one of the answers seen.
+Each program is a straight line of statements over 16 tensor slots on ``flex.autodiff``
+(the language is documented in experiments/probes/burn-probes/src/script.rs): [n, n]
+leaves that do or do not require grad and plain ones, binary and unary ops on cloned or
+moved operands, detach, without_autodiff, require_grad, sum/mean reshaped to [1, 1]
+(broadcast in later ops), drops and backwards (some through consumed tapes, which
+panic). Real burn 0.22.1 runs it under the probes' counting allocator (``burn-probes
+script``) and prints the live heap after every statement; the simulator runs the same
+statements through its tensor API. Both must agree, statement by statement, on live
+bytes and blocks, and on the statement that panics, if one does.
+
+A few programs' heap depends on hash iteration order (``free_unavailable_nodes`` walks
+the leaves of a ``HashSet``, and a useful node met twice is inserted twice into the new
+leaves' table, which grows when full), which std's ``RandomState`` draws afresh in every
+process: each program runs ``--runs`` times on real burn, a program the simulator
+disagrees with up to ``--max-runs`` times, and the simulator's answer must be one of
+real burn's. ``--keep-grads`` adds statements that keep a backward's gradients, whose
+container the simulator does not model yet (README, Known gaps).
 
 Run from the repo root (needs the probes built: ``sim measure --probe sizeof --quick``
 or ``cargo build --release`` in experiments/probes)::
 
-    .venv/bin/python experiments/probes/programs.py --count 200 --seed 1
-    .venv/bin/python experiments/probes/programs.py --count 120 --seed 7 --length 30 \\
-        --record experiments/measured/linux-x86_64/probe-programs.json
+    .venv/bin/python experiments/probes/programs.py --count 300 --seed 31 --length 40
+    .venv/bin/python experiments/probes/programs.py --count 150 --seed 11 --length 40 \\
+        --runs 8 --record experiments/measured/linux-x86_64/probe-programs.json
     .venv/bin/python experiments/probes/programs.py --program FILE --trace 3
 
-``--record`` keeps the programs and real burn's answers; ``tests/test_probe_programs.py``
-replays them on the simulator without Rust.
+``--record`` keeps the programs and real burn's answers (and the machine's L2 size, the
+size of gemm's slab); ``tests/test_probe_programs.py`` replays them on the simulator
+without Rust, with the ``regressions`` the record also holds: minimized programs that
+once disagreed.
 """
 
 from __future__ import annotations
@@ -161,12 +168,13 @@ def machine_l2_bytes() -> int:
     return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
-def simulate(lines, profile="linux-x86_64", trace=None, l2_bytes=None) -> list:
+def simulate(lines, profile="linux-x86_64", trace=None, l2_bytes=None, observe=None) -> list:
     """The program's live heap after each statement on the simulator: ``[bytes, blocks]``
     since the first statement, or ``"panic"`` (the last entry) where burn would panic.
     ``trace``: a statement index whose heap events are printed (``SIM alloc|free BYTES``,
     the counterpart of the probe's ``PROBE_SCRIPT_TRACE``); ``l2_bytes``: the L2 cache of
-    the machine the program ran on (gemm's slab; default: the profile's)."""
+    the machine the program ran on (gemm's slab; default: the profile's); ``observe``:
+    called as ``observe(index, sim, slots)`` after every statement (debugging)."""
     profile = load_profile(profile)
     if l2_bytes is not None:
         profile.backends["flex"]["matmul_workspace_bytes"] = l2_bytes
@@ -257,6 +265,8 @@ def simulate(lines, profile="linux-x86_64", trace=None, l2_bytes=None) -> list:
             if trace == len(out):
                 _untrace_heap(heap)
         out.append([heap.live_bytes - base[0], heap.live_blocks - base[1]])
+        if observe is not None:
+            observe(len(out) - 1, sim, slots)
     return out
 
 
@@ -372,7 +382,7 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=3,
                     help="runs of each program on real burn (its distinct answers are kept)")
     ap.add_argument("--max-runs", type=int, default=40,
-                    help="runs of a program whose answer varies, before it counts as a miss")
+                    help="runs of a program the simulator disagrees with, before it counts as a miss")
     ap.add_argument("--record", help="write the programs and real burn's answers here (JSON)")
     ap.add_argument("--show", type=int, default=5, help="print this many failing programs")
     ap.add_argument("--program", help="run this program file only (with --trace I: print the "
@@ -403,9 +413,9 @@ def main(argv=None):
         lines = generate(rng, args.length, keep_grads=args.keep_grads)
         outcomes = run_real_outcomes(lines, binary, args.runs)
         simulated = simulate(lines, l2_bytes=l2_bytes)
-        if len(outcomes) > 1 and not agrees(outcomes, simulated):
-            # an order-dependent program: more runs, to see whether the simulator's
-            # answer is one of real burn's too
+        if not agrees(outcomes, simulated):
+            # maybe an order-dependent program whose few runs all drew the other order:
+            # more runs, to see whether the simulator's answer is one of real burn's too
             for real in run_real_outcomes(lines, binary, args.max_runs - args.runs):
                 if real not in outcomes:
                     outcomes.append(real)
@@ -418,11 +428,14 @@ def main(argv=None):
     print(f"{args.count - failures}/{args.count} programs agree statement by statement "
           f"({varying} gave more than one answer in {args.runs} runs on real burn)")
     if args.record:
+        old = Path(args.record)
+        regressions = (json.loads(old.read_text()).get("regressions", []) if old.is_file()
+                       else [])
         Path(args.record).write_text(json.dumps({
             "seed": args.seed, "length": args.length, "runs": args.runs, "l2_bytes": l2_bytes,
             "keep_grads": args.keep_grads,
             "machine": platform.processor() or platform.machine(),
-            "programs": records}, indent=0) + "\n")
+            "programs": records, "regressions": regressions}, indent=0) + "\n")
     return 1 if failures else 0
 
 

@@ -34,7 +34,7 @@ __all__ = ["Graph", "GraphLocator", "GraphMutexClient", "GraphCleaner"]
 class Graph:
     """``Arc<Graph>``: an origin node id and a mutex-protected server."""
 
-    __slots__ = ("origin", "server", "entries", "_sim")
+    __slots__ = ("origin", "server", "entries", "held", "_sim")
 
     def __init__(self, sim, origin):
         self.origin = origin
@@ -42,14 +42,31 @@ class Graph:
         sim.heap.alloc(sim.layout.graph_arc_bytes)
         self.server = AutodiffServer(sim)
         self.entries = 0
+        # strong counts held outside the locator: the client's own Arc<Graph> while a
+        # backward and its orphan sweep run
+        self.held = 0
 
     def release(self, n=1) -> None:
-        """``n`` locator entries stopped pointing here; the last one drops the graph."""
+        """``n`` locator entries stopped pointing here; the last one drops the graph
+        (unless the client still holds it: :meth:`unhold` drops it then)."""
         self.entries -= n
-        if self.entries == 0:
-            self.server.drop()
-            self._sim.heap.free(self._sim.layout.graph_arc_bytes)
-            self._sim.client.locator.live.pop(self, None)
+        if self.entries == 0 and not self.held:
+            self._drop()
+
+    def hold(self) -> None:
+        """``GraphMutexClient::backward`` keeps its own ``Arc<Graph>`` (``let graph = ..``)
+        until it returns: through the backward and ``cleanup_orphaned_entries``."""
+        self.held += 1
+
+    def unhold(self) -> None:
+        self.held -= 1
+        if self.entries == 0 and not self.held:
+            self._drop()
+
+    def _drop(self) -> None:
+        self.server.drop()
+        self._sim.heap.free(self._sim.layout.graph_arc_bytes)
+        self._sim.client.locator.live.pop(self, None)
 
     def __repr__(self):
         return f"Graph(origin={self.origin}, nodes={len(self.server.memory_management.nodes)})"
@@ -448,18 +465,26 @@ class GraphMutexClient:
         sim.policy.on_register(self, rc, step)
 
     def backward(self, root):
-        """Backward from ``root``; then the policy's cleanup (burn: the orphan sweep)."""
+        """Backward from ``root``; then the policy's cleanup (burn: the orphan sweep).
+
+        The client holds the root's graph for both: a graph whose last locator entry the
+        backward removed is dropped only after the sweep (its ``nodes`` map still holds
+        the Arc<NodeId>s it shares with another graph while that graph is checked)."""
         graph = self.graph(root.node.id, ())
         sim = self.sim
         if sim.backwards == 0:
             sim.policy.first_backward()
-        sim.in_backward = True
+        graph.hold()
         try:
-            grads = graph.server.backward(root, GraphCleaner(self.locator))
+            sim.in_backward = True
+            try:
+                grads = graph.server.backward(root, GraphCleaner(self.locator))
+            finally:
+                sim.in_backward = False
+            sim.backwards += 1
+            self.sim.policy.after_backward(self)
         finally:
-            sim.in_backward = False
-        sim.backwards += 1
-        self.sim.policy.after_backward(self)
+            graph.unhold()
         return grads
 
     def cleanup_orphaned_entries(self, visit_each_entry=True) -> int:
@@ -506,6 +531,8 @@ class GraphMutexClient:
                 collect(graph)
                 freed = counter[0]
                 continue
+            if not graph.entries:
+                continue   # held by the backward's client only: not in the map the sweep clones
             server = graph.server
             memory = server.memory_management
             if not visit_each_entry:

@@ -68,21 +68,27 @@ class GraphMemoryManagement:
         leaves = self.leaves
         for pid, _ in parents:
             leaves.discard(pid)
-        leaves.add(rc.id)
-        self.leaves_table.fit(len(leaves) + self.run_nodes)
+        if rc.id in leaves:
+            # inserting a present key still reserves a slot (sim.costs.tables)
+            self.leaves_table.reinsert(len(leaves) + self.run_nodes)
+        else:
+            leaves.add(rc.id)
+            self.leaves_table.fit(len(leaves) + self.run_nodes)
         # nodes.insert
         nodes = self.nodes
         old = nodes.get(rc.id)
         if old is not None:
             # HashMap::insert of a present key keeps the old key (its Arc<NodeId>) and drops
             # the new one: the strong count is unchanged, only the parents Vec is replaced
-            # (a second RootStep for the same id: require_grad on another handle of the leaf)
+            # (a second RootStep for the same id: require_grad on another handle of the
+            # leaf); the insert reserves a slot first, so a full table grows all the same
             sim = self.server.sim
+            if parents:
+                sim.heap.alloc(sim.layout.parent_bytes * len(parents))
+            self.nodes_table.reinsert(len(nodes) + self.run_nodes)
             if old[1]:
                 sim.heap.free(sim.layout.parent_bytes * len(old[1]))
             nodes[rc.id] = (old[0], parents)
-            if parents:
-                sim.heap.alloc(sim.layout.parent_bytes * len(parents))
             return
         rc.acquire()
         rc.hold(self)

@@ -73,12 +73,16 @@ class AutodiffServer:
         node_id = rc.id
         old = steps.get(node_id)
         steps[node_id] = step
+        n = len(steps) + memory.run_nodes
         if old is None:
-            n = len(steps) + memory.run_nodes
             self.steps_table.fit(n)
             self.actions_table.fit(n)
         else:
+            # the same id again (another RootStep): each insert reserves a slot first, so
+            # full tables grow though nothing is added (sim.costs.tables)
+            self.steps_table.reinsert(n)
             self._drop_step(old)
+            self.actions_table.reinsert(n)
         self.sim.heap.alloc(step.nbytes)
 
     def extend(self, other: "AutodiffServer") -> None:
