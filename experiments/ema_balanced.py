@@ -29,7 +29,7 @@ def run(sim, variant, steps, report_every, batch, features, checkpointing):
     heap0 = sim.heap.live_bytes
     model = Linear(features, features, device)
     x = Tensor.random((batch, features), device)
-    optim = Sgd()
+    optim = Sgd(sim)
 
     def snapshot():
         w = model.weight.val()

@@ -56,7 +56,7 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd"):
     model = Linear(features, features, device)
     text("model", 0)
     x = Tensor.random((batch, features), device)
-    optim = OPTIMIZERS[optimizer]()
+    optim = OPTIMIZERS[optimizer](sim)
     uses_detach = variant in ("detach", "target", "log", "ema-only", "log-no-ema")
 
     def snapshot():

@@ -28,7 +28,7 @@ def run(sim, variant, steps, validate_every, val_batches, samples, report_every,
     device = flex.autodiff()
     model = Mlp(features, features, features, device)
     x = Tensor.random((batch, features), device)
-    optim = Sgd()
+    optim = Sgd(sim)
     heap0, blocks0 = sim.heap.live_bytes, sim.heap.live_blocks
     last = [sim.now_ns, 0]
 

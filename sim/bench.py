@@ -76,7 +76,7 @@ def _ema_step(sim, n):
     dev = sim.device("flex").autodiff()
     model = Linear(64, 64, dev)
     x = Tensor.random((8, 64), dev)
-    optim = Sgd()
+    optim = Sgd(sim)
     state = {"ema": model.weight.val().detach()}
     before = sim.registered
 

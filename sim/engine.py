@@ -186,6 +186,7 @@ class Simulation:
         self._backends = {}
         self.device_settings = DeviceSettingsRegistry(self)
         self.burn_config_loaded = False
+        self._rng_threads = set()
         self._rates = {}
         self.registered = 0
         self.backwards = 0
@@ -231,6 +232,15 @@ class Simulation:
         if not self.burn_config_loaded:
             self.burn_config_loaded = True
             self.heap.alloc(self.layout.burn_config_arc_bytes)
+
+    def thread_rng(self) -> None:
+        """rand's ``rand::rng()`` on the current thread (burn-std's ``IdGenerator``: every
+        ``ParamId``): the thread's first call creates its RNG (``layout.thread_rng_bytes``,
+        kept while the thread lives)."""
+        thread = self.current.name
+        if thread not in self._rng_threads:
+            self._rng_threads.add(thread)
+            self.heap.alloc(self.layout.thread_rng_bytes)
 
     def device(self, kind: str) -> Device:
         """A plain device of ``kind`` (``flex`` or ``metal``)."""

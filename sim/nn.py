@@ -43,10 +43,15 @@ class Param:
         sim = device.sim
         layout = sim.layout
         heap = self._heap = sim.heap
-        # Param::uninitialized / Param::initialized: LazyInitState::{uninitialized, initialized}
+        # Param::uninitialized / Param::initialized: LazyInitState::{uninitialized, initialized};
+        # in the order of the probe's trace: the closure's own block, the ParamId (random:
+        # the thread's RNG on its first use), the boxed closure, the state
         self._init = () if tensor is not None else tuple(
-            b for b in (layout.param_init_bytes, layout.param_init_extra_bytes) if b)
-        for nbytes in self._init:
+            b for b in (layout.param_init_extra_bytes, layout.param_init_bytes) if b)
+        if self._init:
+            heap.alloc(self._init[0])
+        sim.thread_rng()
+        for nbytes in self._init[1:]:
             heap.alloc(nbytes)
         self._state = layout.param_state_bytes
         if self._state:

@@ -33,13 +33,16 @@ class GradientsParams:
 
     @classmethod
     def from_grads(cls, grads, module) -> "GradientsParams":
+        """burn-optim's converter visits every parameter with ``param.val()`` (which
+        initialises a lazy parameter, gradient or not) and removes its gradient."""
         found = {}
         for param in module.params():
-            if param.tensor is None or not param.tensor.is_require_grad():
-                continue
-            grad = grads.remove(param.tensor)
-            if grad is not None:
-                found[param.param_id] = grad
+            handle = param.val()
+            if handle.is_require_grad():
+                grad = grads.remove(handle)
+                if grad is not None:
+                    found[param.param_id] = grad
+            drop(handle)
         return cls(found)
 
 
@@ -65,9 +68,41 @@ class ModuleOptimizer:
     #: layout key of the size of this optimizer's state Arc block
     state_key = "sgd_state_bytes"
 
-    def __init__(self):
+    def __init__(self, sim=None):
+        """``SgdConfig::new().init()`` (and Adam's): the optimizer's own blocks (its group
+        ``Vec`` and ``Arc``) are allocated now on ``sim``'s heap, or at the first step
+        where no simulation is given."""
         self._context = {}      # param_id -> (path bytes, state bytes)
         self._table = None
+        self._heap = None
+        self._blocks = ()
+        if sim is not None:
+            self._own_blocks(sim)
+
+    def _own_blocks(self, sim) -> None:
+        layout = sim.layout
+        self._heap = sim.heap
+        self._blocks = tuple(b for b in (layout.optimizer_groups_bytes,
+                                         layout.optimizer_arc_bytes) if b)
+        for nbytes in self._blocks:
+            self._heap.alloc(nbytes)
+
+    def __del__(self):
+        """Dropped: the group's ``Arc`` and ``Vec`` (its first field), then
+        ``param_context``: each context's path ``String`` and state ``Arc``, the table."""
+        heap = self._heap
+        for nbytes in reversed(self._blocks):
+            heap.free(nbytes)
+        self._blocks = ()
+        for path, state in self._context.values():
+            if path:
+                heap.free(path)
+            if state:
+                heap.free(state)
+        self._context = {}
+        if self._table is not None:
+            self._table.drop()
+            self._table = None
 
     def step(self, lr, module, grads: GradientsParams):
         """Update ``module``'s parameters; returns the module (as burn's ``step``)."""
@@ -75,6 +110,8 @@ class ModuleOptimizer:
         if not params:
             return module
         sim = params[0].tensor.device.sim
+        if self._heap is None:
+            self._own_blocks(sim)
         sim.timing.optimizer_step(len(params))
         sim.touched.touch_code("optimizer")   # burn-optim's step: text on first use
         for param in params:
@@ -134,8 +171,8 @@ class Adam(ModuleOptimizer):
     beta_1, beta_2, epsilon = 0.9, 0.999, 1e-5
     state_key = "adam_state_bytes"
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, sim=None):
+        super().__init__(sim)
         #: param_id -> [time, moment_1, moment_2] (plain tensors on the inner device)
         self.states = {}
 

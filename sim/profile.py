@@ -84,6 +84,9 @@ SCHEMA = {
         "device_settings_arc_bytes": INT,         # ... its Arc<OnceLock<DeviceSettings>> per device
         "device_settings_cache_slot_bytes": INT,  # ... and the thread-local LOCAL_CACHE slot
         "burn_config_arc_bytes": INT,   # burn-std's global Arc<BurnConfig>, loaded lazily
+        "thread_rng_bytes": INT,        # rand's ThreadRng, at a thread's first ParamId
+        "optimizer_groups_bytes": INT,  # ModuleOptimizer's Vec<OptimizerGroup> of one group
+        "optimizer_arc_bytes": INT,     # ... and the group's Arc<Sgd | Adam>
         "graphs_leaf_bytes": INT,
         "graphs_internal_bytes": INT,
         "keys_leaf_bytes": INT,

@@ -16,6 +16,7 @@ def _device():
     sim = Simulation(PROFILE, fast_forward=False)
     dev = sim.device("flex").autodiff()
     Tensor.random((4, 4), dev).require_grad()   # first-use costs out of the way
+    sim.thread_rng()                            # ... and the thread's RNG (a ParamId's)
     return sim, dev
 
 

@@ -14,9 +14,12 @@ sys.path.insert(0, str(ROOT / "experiments" / "probes"))
 
 from programs import agrees, first_difference, simulate  # noqa: E402
 
-RECORD = json.loads((ROOT / "experiments" / "measured" / "linux-x86_64"
-                     / "probe-programs.json").read_text())
-PROGRAMS = RECORD["programs"]
+MEASURED = ROOT / "experiments" / "measured" / "linux-x86_64"
+RECORD = json.loads((MEASURED / "probe-programs.json").read_text())
+#: programs with Linear modules and their optimizers (programs.py --modules)
+MODULES = json.loads((MEASURED / "probe-programs-modules.json").read_text())
+assert MODULES["l2_bytes"] == RECORD["l2_bytes"]
+PROGRAMS = RECORD["programs"] + MODULES["programs"]
 #: minimized programs that once disagreed, with what real burn answered
 REGRESSIONS = RECORD.get("regressions", [])
 
@@ -32,7 +35,8 @@ def test_the_record_covers_the_language():
         f"un:{op}" for op in ("mul_scalar", "add_scalar", "div_scalar", "exp", "log", "sqrt",
                               "relu", "powi2", "detach", "without", "require_grad")}
     assert ops | {"leaf", "pleaf", "drop", "bw", "binm:matmul", "unm:exp", "red:sum",
-                  "red:mean"} <= words
+                  "red:mean", "lin", "fwd", "val", "step", "dropm"} <= words
+    assert any(line == "lin 0 adam" for p in PROGRAMS for line in p["program"])
     # some programs panic (a backward through a consumed tape), some vary between runs
     assert any(real[-1] == "panic" for p in PROGRAMS for real in p["real"])
     assert any(len(p["real"]) > 1 for p in PROGRAMS)

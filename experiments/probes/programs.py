@@ -15,8 +15,10 @@ the leaves of a ``HashSet``, and a useful node met twice is inserted twice into 
 leaves' table, which grows when full), which std's ``RandomState`` draws afresh in every
 process: each program runs ``--runs`` times on real burn, a program the simulator
 disagrees with up to ``--max-runs`` times, and the simulator's answer must be one of
-real burn's. ``--keep-grads`` adds statements that keep a backward's gradients, whose
-container the simulator does not model yet (README, Known gaps).
+real burn's. ``--modules`` adds Linear modules with an SGD or Adam optimizer each
+(``lin``, ``fwd``, ``val``, ``step``, ``dropm``); ``--keep-grads`` adds statements that
+keep a backward's gradients, whose container the simulator does not model yet (README,
+Known gaps).
 
 Run from the repo root (needs the probes built: ``sim measure --probe sizeof --quick``
 or ``cargo build --release`` in experiments/probes)::
@@ -24,6 +26,8 @@ or ``cargo build --release`` in experiments/probes)::
     .venv/bin/python experiments/probes/programs.py --count 300 --seed 31 --length 40
     .venv/bin/python experiments/probes/programs.py --count 150 --seed 11 --length 40 \\
         --runs 8 --record experiments/measured/linux-x86_64/probe-programs.json
+    .venv/bin/python experiments/probes/programs.py --count 120 --seed 53 --length 40 \\
+        --modules --runs 8 --record experiments/measured/linux-x86_64/probe-programs-modules.json
     .venv/bin/python experiments/probes/programs.py --program FILE --trace 3
 
 ``--record`` keeps the programs and real burn's answers (and the machine's L2 size, the
@@ -51,6 +55,8 @@ if str(ROOT) not in sys.path:
 from sim.engine import Simulation  # noqa: E402
 from sim.profile import load_profile  # noqa: E402
 from sim.autodiff.traversal import TapeConsumed  # noqa: E402
+from sim.nn import Linear  # noqa: E402
+from sim.optim import Adam, GradientsParams, Sgd  # noqa: E402
 from sim.tensor import BurnPanic, Tensor, drop  # noqa: E402
 
 SLOTS = 16
@@ -61,7 +67,7 @@ UNARY = ("mul_scalar", "add_scalar", "div_scalar", "exp", "log", "sqrt", "relu",
 
 # -- generation ------------------------------------------------------------------------------
 
-def generate(rng, length=24, slots=6, keep_grads=False) -> list:
+def generate(rng, length=24, slots=6, keep_grads=False, modules_on=False) -> list:
     """A random valid program (list of statement lines). The generator tracks which slots
     hold a tensor, whether it is plain, untracked or tracked, and whether it is [n, n] or
     a reduction's [1, 1], so that every statement names full slots, a matmul's shapes
@@ -69,11 +75,14 @@ def generate(rng, length=24, slots=6, keep_grads=False) -> list:
     autodiff tensors only; whether a backward finds its graph already consumed, and which
     tensors have a gradient, are left to burn. ``keep_grads``: also keep a backward's
     gradients (``bwk``) and read them (``grad``, ``dropg``); off by default, as the
-    simulator does not model the kept container's own blocks yet (README, Known gaps)."""
+    simulator does not model the kept container's own blocks yet (README, Known gaps).
+    ``modules_on``: also Linear(n, n) modules with an SGD or Adam optimizer each (``lin``,
+    ``fwd``, ``val``, ``step``, ``dropm``)."""
     n = rng.choice((2, 4, 16))
     lines = [f"shape {n}"]
     state = {}   # slot -> ("plain" | "untracked" | "tracked", "n" | "1")
     kept = False   # gradients kept by a bwk
+    modules = set()   # module slots holding a Linear
 
     def full(kinds=("plain", "untracked", "tracked")):
         return [s for s, (k, _) in state.items() if k in kinds]
@@ -120,6 +129,30 @@ def generate(rng, length=24, slots=6, keep_grads=False) -> list:
             j = rng.choice(have)
             lines.append(f"red {i} {rng.choice(('sum', 'mean'))} {j}")
             state[i] = (state[j][0], "1")
+        elif modules_on and roll < 0.82:
+            # Linear modules and their optimizers (lin, fwd, val, step, dropm)
+            m = rng.randrange(2)
+            pick = rng.random()
+            if m not in modules or pick < 0.15:
+                lines.append(f"lin {m} {rng.choice(('sgd', 'sgd', 'adam'))}")
+                modules.add(m)
+            elif pick < 0.55:
+                square = [s for s in have if state[s][1] == "n"]
+                if not square:
+                    continue
+                lines.append(f"fwd {i} {m} {rng.choice(square)}")
+                state[i] = ("tracked", "n")
+            elif pick < 0.65:
+                lines.append(f"val {i} {m}")
+                state[i] = ("tracked", "n")
+            elif pick < 0.95:
+                tracked = full(("tracked",))
+                if not tracked:
+                    continue
+                lines.append(f"step {m} {rng.choice(tracked)}")
+            else:
+                lines.append(f"dropm {m}")
+                modules.discard(m)
         elif roll < 0.86:
             tracked = full(("tracked",))
             if not tracked:
@@ -182,6 +215,7 @@ def simulate(lines, profile="linux-x86_64", trace=None, l2_bytes=None, observe=N
     device = sim.device("flex").autodiff()
     slots = [None] * SLOTS
     kept = None   # gradients a bwk keeps
+    modules = [None] * SLOTS   # (Linear, its optimizer)
     n = 4
     out = []
     heap = sim.heap
@@ -256,6 +290,32 @@ def simulate(lines, profile="linux-x86_64", trace=None, l2_bytes=None, observe=N
                 assign(int(words[1]), value)
             elif kind == "dropg":
                 kept = None
+            elif kind == "lin":
+                modules[int(words[1])] = (Linear(n, n, device),
+                                          Adam(sim) if words[2] == "adam" else Sgd(sim))
+            elif kind == "fwd":
+                model = modules[int(words[2])][0]
+                x = slots[int(words[3])].clone()
+                value = model.forward(x)
+                drop(x)
+                del x, model
+                assign(int(words[1]), value)
+            elif kind == "val":
+                assign(int(words[1]), modules[int(words[2])][0].weight.val())
+            elif kind == "step":
+                m = int(words[1])
+                loss = slots[int(words[2])].clone().sum()
+                model, optimizer = modules[m]
+                modules[m] = None
+                grads = GradientsParams.from_grads(loss.backward(), model)
+                drop(loss)
+                del loss
+                model = optimizer.step(1e-3, model, grads)
+                del grads
+                modules[m] = (model, optimizer)
+                del model, optimizer
+            elif kind == "dropm":
+                modules[int(words[1])] = None
             else:
                 raise ValueError(f"unknown statement {line!r}")
         except (BurnPanic, TapeConsumed):
@@ -379,6 +439,8 @@ def main(argv=None):
     ap.add_argument("--length", type=int, default=24)
     ap.add_argument("--keep-grads", action="store_true",
                     help="also generate bwk/grad/dropg (gradients kept after the backward)")
+    ap.add_argument("--modules", action="store_true",
+                    help="also generate Linear modules and optimizer steps (lin/fwd/val/step)")
     ap.add_argument("--runs", type=int, default=3,
                     help="runs of each program on real burn (its distinct answers are kept)")
     ap.add_argument("--max-runs", type=int, default=40,
@@ -410,7 +472,8 @@ def main(argv=None):
     rng = random.Random(args.seed)
     records, failures, varying = [], 0, 0
     for index in range(args.count):
-        lines = generate(rng, args.length, keep_grads=args.keep_grads)
+        lines = generate(rng, args.length, keep_grads=args.keep_grads,
+                         modules_on=args.modules)
         outcomes = run_real_outcomes(lines, binary, args.runs)
         simulated = simulate(lines, l2_bytes=l2_bytes)
         if not agrees(outcomes, simulated):

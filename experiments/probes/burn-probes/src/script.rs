@@ -23,6 +23,13 @@
 //! grad I J                slot I = slot J.grad(kept gradients), or where there is none
 //!                         a plain tensor of ones of slot J's shape
 //! dropg                   drop the kept gradients
+//! lin M O                 module M = LinearConfig::new(N, N).init() (bias, lazy params),
+//!                         with its own optimizer O (sgd: SgdConfig, adam: AdamConfig)
+//! fwd I M J               slot I = module M.forward(slot J.clone())
+//! val I M                 slot I = module M.weight.val()
+//! step M J                grads = GradientsParams::from_grads(slot J.clone().sum().backward(),
+//!                         &module M); module M = optimizer M.step(1e-3, module M, grads)
+//! dropm M                 module M and its optimizer dropped
 //! ```
 //!
 //! A new value replaces the slot's old one after it is computed (Rust's assignment:
@@ -31,6 +38,8 @@
 //! `PROBE_SCRIPT_TRACE=I` the allocations and frees of statement I go to stderr (size,
 //! address), to name what a differing statement allocates.
 
+use burn::nn::{Linear, LinearConfig};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::prelude::*;
 use burn::tensor::activation;
 use burn_probes::alloc::{self, Snapshot};
@@ -49,6 +58,11 @@ enum Stmt {
     Reduce(usize, bool, usize),
     Grad(usize, usize),
     DropGrads,
+    Lin(usize, bool),
+    Forward(usize, usize, usize),
+    Val(usize, usize),
+    Step(usize, usize),
+    DropModule(usize),
 }
 
 const BIN_OPS: &[&str] = &["add", "sub", "mul", "div", "matmul"];
@@ -96,6 +110,14 @@ fn parse(text: &str) -> Result<(usize, Vec<Stmt>), String> {
             },
             ("grad", 3) => Stmt::Grad(slot(w[1])?, slot(w[2])?),
             ("dropg", 1) => Stmt::DropGrads,
+            ("lin", 3) => match w[2] {
+                "sgd" | "adam" => Stmt::Lin(slot(w[1])?, w[2] == "adam"),
+                _ => return Err(bad()),
+            },
+            ("fwd", 4) => Stmt::Forward(slot(w[1])?, slot(w[2])?, slot(w[3])?),
+            ("val", 3) => Stmt::Val(slot(w[1])?, slot(w[2])?),
+            ("step", 3) => Stmt::Step(slot(w[1])?, slot(w[2])?),
+            ("dropm", 2) => Stmt::DropModule(slot(w[1])?),
             _ => return Err(bad()),
         };
         prog.push(stmt);
@@ -149,6 +171,7 @@ pub fn run(path: &str) {
     let ad = plain.clone().autodiff();
     let mut slots: Vec<Option<Tensor<2>>> = (0..SLOTS).map(|_| None).collect();
     let mut grads: Option<burn::tensor::Gradients> = None;
+    let mut modules: Vec<Option<(Linear, ModuleOptimizer)>> = (0..SLOTS).map(|_| None).collect();
     let mut out: Vec<(i64, i64, bool)> = Vec::with_capacity(prog.len());
     let traced: Option<usize> =
         std::env::var("PROBE_SCRIPT_TRACE").ok().and_then(|v| v.parse().ok());
@@ -201,6 +224,30 @@ pub fn run(path: &str) {
                 }));
             }
             Stmt::DropGrads => grads = None,
+            Stmt::Lin(m, adam) => {
+                let module = LinearConfig::new(n, n).init(&ad);
+                let optim = if adam { AdamConfig::new().init() } else { SgdConfig::new().init() };
+                modules[m] = Some((module, optim));
+            }
+            Stmt::Forward(i, m, j) => {
+                let x = take(&mut slots, j, false);
+                let (module, _) = modules[m].as_ref().unwrap_or_else(|| panic!("script: module {m} is empty"));
+                slots[i] = Some(module.forward(x));
+            }
+            Stmt::Val(i, m) => {
+                let (module, _) = modules[m].as_ref().unwrap_or_else(|| panic!("script: module {m} is empty"));
+                slots[i] = Some(module.weight.val());
+            }
+            Stmt::Step(m, j) => {
+                let loss = take(&mut slots, j, false).sum();
+                let (module, mut optim) =
+                    modules[m].take().unwrap_or_else(|| panic!("script: module {m} is empty"));
+                let g = GradientsParams::from_grads(loss.backward(), &module);
+                drop(loss);
+                let module = optim.step(1e-3, module, g);
+                modules[m] = Some((module, optim));
+            }
+            Stmt::DropModule(m) => modules[m] = None,
         }));
         if traced == Some(index) {
             let (events, overflow) = alloc::trace_stop();
