@@ -432,8 +432,9 @@ class Backend:
                 if shape_vec:
                     heap.alloc(shape_vec)
                 self.sim.device_settings.get_or_insert(self.kind)
-                if shape_vec:
-                    heap.alloc(shape_vec)   # the FlexTensor's strides (as many dimensions)
+                strides = self.handle_stride_bytes * len(shape)
+                if strides:
+                    heap.alloc(strides)   # the new FlexTensor's strides (its handle's)
             # FlexTensor::new: Arc::new(bytes)
             heap.alloc(self.bytes_arc_bytes)
             # the allocator's handle names the block, so that its placement is freed

@@ -76,6 +76,10 @@ class Device:
         return pool.bytes_in_use, pool.bytes_reserved
 
 
+#: bytes of a usize (64-bit targets)
+USIZE_BYTES = 8
+
+
 def drop(tensor) -> None:
     """Drop a tensor handle now (Rust's ``drop(t)``); the object becomes unusable."""
     tensor._release()
@@ -162,14 +166,14 @@ class Tensor:
         if device.backend.pool is None:
             device.sim.touched.touch_code("creation")   # from_data / random fill on the CPU
         backend = device.backend
-        heap = device.sim.heap
-        # TensorData's shape Vec<usize>, dropped once the tensor is built
-        shape_vec = backend.handle_stride_bytes and 8 * len(shape)
+        # burn-flex's from_data: the TensorData's shape Vec<usize>, dropped once the tensor
+        # is built, and the new FlexTensor's strides, allocated before its Arc<Bytes>
+        flex = backend.handle_stride_bytes > 0
+        shape_vec = USIZE_BYTES * len(shape) if flex else 0
         prim = backend.alloc(shape, created=True, shape_vec=shape_vec)
-        # FlexTensor::new allocated the new value's strides (before its Arc<Bytes>)
-        tensor = cls(device, shape, prim, strides_allocated=bool(shape_vec))
+        tensor = cls(device, shape, prim, strides_allocated=flex)
         if shape_vec:
-            heap.free(shape_vec)
+            device.sim.heap.free(shape_vec)
         return tensor
 
     ones = zeros
