@@ -94,13 +94,19 @@ def gemm_takes_slab(m, n, k, mr, kc_max, mc_max, l2_bytes, lhs_unit_stride=True,
     """
     if m == 0 or n == 0 or k <= 2 or m <= 1 or n <= 1:
         return False
-    if m <= 64 and n <= 64:
-        kc = min(k, 512)
-        mc = (l2_bytes // elem // kc) // mr * mr
-    else:
-        mc = min(-(-m // mr) * mr, mc_max)
+    _, mc = _gemm_blocking(m, n, k, mr, kc_max, mc_max, l2_bytes, elem)
     lanes = mr // 2
     return not (m <= 2 * mc and (m % lanes != 0 or not lhs_unit_stride))
+
+
+def _gemm_blocking(m, n, k, mr, kc_max, mc_max, l2_bytes, elem) -> tuple:
+    """gemm-common 0.19's ``(kc, mc)`` for gemm's own ``(m, n, k)`` (see
+    :func:`gemm_slab_written`)."""
+    if m <= 64 and n <= 64:
+        kc = min(k, 512)
+        return kc, (l2_bytes // elem // kc) // mr * mr
+    k_iter = -(-k // kc_max)
+    return -(-k // k_iter), min(-(-m // mr) * mr, mc_max)
 
 
 def gemm_slab_written(m, n, k, mr, nr, kc_max, mc_max, l2_bytes, lhs_unit_stride=True,
@@ -129,13 +135,7 @@ def gemm_slab_written(m, n, k, mr, nr, kc_max, mc_max, l2_bytes, lhs_unit_stride
     """
     if not gemm_takes_slab(m, n, k, mr, kc_max, mc_max, l2_bytes, lhs_unit_stride, elem):
         return 0
-    if m <= 64 and n <= 64:
-        kc = min(k, 512)
-        mc = (l2_bytes // elem // kc) // mr * mr
-    else:
-        k_iter = -(-k // kc_max)
-        kc = -(-k // k_iter)
-        mc = min(-(-m // mr) * mr, mc_max)
+    kc, mc = _gemm_blocking(m, n, k, mr, kc_max, mc_max, l2_bytes, elem)
     lanes = mr // 2
     m_chunk = min(mc, m)
     n_chunk = n
@@ -178,17 +178,12 @@ class DeviceSettingsRegistry:
     sees no new entry for the first autodiff tensor after a plain one).
     """
 
-    __slots__ = ("sim", "_slot", "_arc", "_cache_slot", "_registry", "_keys", "_caches")
+    __slots__ = ("sim", "_arc", "_registry", "_keys", "_caches")
 
     def __init__(self, sim):
-        from .costs.tables import RawTable, TableLayout
-        layout = sim.layout
         self.sim = sim
-        self._slot = TableLayout(layout.device_settings_slot_bytes, 8, layout.group_width)
-        self._cache_slot = TableLayout(layout.device_settings_cache_slot_bytes, 8,
-                                       layout.group_width)
-        self._arc = layout.device_settings_arc_bytes
-        self._registry = RawTable(self._slot, sim.heap)
+        self._arc = sim.layout.device_settings_arc_bytes
+        self._registry = sim.tables.device_settings()
         self._keys = set()
         # thread name -> (its LOCAL_CACHE table, the devices in it)
         self._caches = {}
@@ -198,8 +193,7 @@ class DeviceSettingsRegistry:
         thread = self.sim.current.name
         cache = self._caches.get(thread)
         if cache is None:
-            from .costs.tables import RawTable
-            cache = self._caches[thread] = (RawTable(self._cache_slot, self.sim.heap), set())
+            cache = self._caches[thread] = (self.sim.tables.device_settings_cache(), set())
         table, cached = cache
         if kind in cached:
             return

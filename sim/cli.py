@@ -243,8 +243,9 @@ def accuracy_cmd(measured_paths, profile, readme, policies_from, jobs):
     prof = load_profile(profile)
     paths = measured_files(measured_paths or [str(_default_measured())])
     measured = []
+    known = known_checker()
     for path in paths:
-        measured.extend(read_measured(path, known_checker()))
+        measured.extend(read_measured(path, known))
     joined = accuracy_rows(measured, prof, jobs)
     title = f"Profile `{prof.name}`, measured: {', '.join(Path(p).name for p in paths)}."
     text = markdown_table(joined, title)

@@ -84,6 +84,8 @@ class TableFactory:
         self._leaves = TableLayout(layout.leaves_slot_bytes, 8, w)
         self._statuses = TableLayout(layout.statuses_slot_bytes, 8, w)
         self._key_set = TableLayout(layout.key_set_slot_bytes, 8, w)
+        self._device_settings = TableLayout(layout.device_settings_slot_bytes, 8, w)
+        self._device_settings_cache = TableLayout(layout.device_settings_cache_slot_bytes, 8, w)
 
     def nodes_block_bytes(self, buckets) -> int:
         """Bytes of a ``nodes`` table block of ``buckets`` buckets (the sweep's cache model)."""
@@ -106,6 +108,14 @@ class TableFactory:
 
     def key_set(self):
         return RawTable(self._key_set, self.heap)
+
+    def device_settings(self):
+        """burn-backend's device settings ``REGISTRY`` (``sim.backend``)."""
+        return RawTable(self._device_settings, self.heap)
+
+    def device_settings_cache(self):
+        """A thread's ``LOCAL_CACHE`` of device settings."""
+        return RawTable(self._device_settings_cache, self.heap)
 
 
 class HostThread:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import traceback
-
 from .engine import Limits, Simulation
 from .errors import UserError
 from .profile import load_profile
+from .userfile import exception_frames, message_text, raised_text
 from .workloads import load_workload
 
 __all__ = ["run_cell"]
@@ -56,15 +55,9 @@ def _describe(exc, workload, policy) -> str:
     """One line naming the user's file and line where ``exc`` was raised: the innermost
     frame in a policy file loaded with ``--policy FILE.py``, else in the workload's file."""
     from .policies import policy_file
-    # SimPy re-raises an exception from a process as a copy whose __cause__ is the original
-    frames, seen = [], exc
-    while seen is not None:
-        frames[:0] = traceback.extract_tb(seen.__traceback__)
-        seen = seen.__cause__
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    raised = f"raised {type(exc).__name__}{': ' + text if text else ''}"
+    raised = raised_text(exc) + message_text(exc)
     source = policy_file(policy.name)
-    for frame in reversed(frames):
+    for frame in reversed(exception_frames(exc)):
         if source and frame.filename == source:
             return f"{source}:{frame.lineno}: policy {policy.name} {raised}"
         if frame.filename == str(workload.path):

@@ -7,7 +7,8 @@ import traceback
 
 from .errors import UserError
 
-__all__ = ["exec_user_file", "describe_raise", "where_raised"]
+__all__ = ["exec_user_file", "describe_raise", "where_raised", "exception_frames",
+           "raised_text", "message_text"]
 
 
 def exec_user_file(path, prefix):
@@ -28,19 +29,24 @@ def exec_user_file(path, prefix):
         raise
     except Exception as exc:  # a user's file raising at import
         raise UserError(f"{where_raised(exc, path)}: {raised_text(exc)} while loading"
-                        f"{_colon_text(exc)}") from None
+                        f"{message_text(exc)}") from None
     return module
 
 
-def where_raised(exc, path) -> str:
-    """``PATH:LINE`` of the innermost frame of ``exc``'s traceback in the file ``path``
-    (following ``__cause__``, as SimPy re-raises a process's exception as a copy),
-    or ``PATH`` alone if the traceback never passes through it."""
+def exception_frames(exc) -> list:
+    """The frames of ``exc``'s traceback, outermost first, following ``__cause__`` (SimPy
+    re-raises a process's exception as a copy whose cause is the original)."""
     frames, seen = [], exc
     while seen is not None:
         frames[:0] = traceback.extract_tb(seen.__traceback__)
         seen = seen.__cause__
-    for frame in reversed(frames):
+    return frames
+
+
+def where_raised(exc, path) -> str:
+    """``PATH:LINE`` of the innermost frame of ``exc``'s traceback in the file ``path``,
+    or ``PATH`` alone if the traceback never passes through it."""
+    for frame in reversed(exception_frames(exc)):
         if frame.filename == str(path):
             return f"{path}:{frame.lineno}"
     return str(path)
@@ -51,7 +57,7 @@ def raised_text(exc) -> str:
     return f"raised {type(exc).__name__}"
 
 
-def _colon_text(exc) -> str:
+def message_text(exc) -> str:
     """``": <first line of the message>"``, or nothing for an exception without one."""
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f": {text}" if text else ""
@@ -60,4 +66,4 @@ def _colon_text(exc) -> str:
 def describe_raise(exc, path, what) -> str:
     """``PATH:LINE: WHAT raised TYPE: MESSAGE``, the one line about an exception raised
     by the code of a user's file (``what``: e.g. ``policy NAME``)."""
-    return f"{where_raised(exc, path)}: {what} {raised_text(exc)}{_colon_text(exc)}"
+    return f"{where_raised(exc, path)}: {what} {raised_text(exc)}{message_text(exc)}"
