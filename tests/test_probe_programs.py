@@ -21,7 +21,7 @@ MODULES = json.loads((MEASURED / "probe-programs-modules.json").read_text())
 assert MODULES["l2_bytes"] == RECORD["l2_bytes"]
 PROGRAMS = RECORD["programs"] + MODULES["programs"]
 #: minimized programs that once disagreed, with what real burn answered
-REGRESSIONS = RECORD.get("regressions", [])
+REGRESSIONS = RECORD.get("regressions", []) + MODULES.get("regressions", [])
 
 
 def _word(line):

@@ -30,6 +30,7 @@ referenced and have no parent left in ``nodes``: one layer per sweep.
 from __future__ import annotations
 
 import heapq
+import itertools
 
 import networkx as nx
 
@@ -268,8 +269,12 @@ class GraphMemoryManagement:
         ``on_free(node_id)`` is called for each freed id (the server drops its
         step and the locator its entry), ``on_free_run(run)`` for each freed run
         (a run's members are leaves like any other, represented by one node).
-        Nodes go in id order. Where the heap's placement depends on the order of
-        frees (:attr:`~sim.costs.heap.Heap.orders_frees`) and ``on_free_member(run,
+        Nodes go in the order of burn's ``identify_leaves_and_deletables``: leaf by
+        leaf (ascending ids; burn's own order is its ``HashSet``'s, random per
+        process), each leaf followed by its depth-first walk through non-useful
+        parents (:func:`_deletion_order`), then the unused roots. Where the heap's
+        placement depends on the order of frees
+        (:attr:`~sim.costs.heap.Heap.orders_frees`) and ``on_free_member(run,
         node_id)`` is given, a run's members go one by one in that order too, each
         followed by ``on_free_member``; elsewhere a run goes after the nodes.
         """
@@ -284,8 +289,8 @@ class GraphMemoryManagement:
             graph.add_node(rep)
             graph.add_edges_from((rep, pid) for pid, is_leaf in run.parents
                                  if not is_leaf or pid in nodes)
-            leaves.append(rep)
-        reached = _reachable(graph, leaves)
+        starts = leaves + list(runs)
+        reached = _reachable(graph, starts)
         absent = [n for n in reached if n not in nodes and n not in runs]
         unavailable = set(absent)
         for missing in absent:
@@ -300,12 +305,12 @@ class GraphMemoryManagement:
         # ids it pops again (from every leaf on), and an insert into a full table grows it
         statuses = len(reached) - len(runs) + self.run_nodes
         self.statuses_table.grow_to(statuses)
-        if leaves:
+        if starts:
             self.statuses_table.reinsert(statuses)
 
-        dead = graph.subgraph(n for n in reached if n not in useful)
-        deletables = set(leaf for leaf in leaves if leaf not in useful)
-        deletables = _reachable(dead, deletables)
+        heap = self.server.sim.heap
+        members = bool(runs) and on_free_member is not None and heap.orders_frees
+        ordered, deletables = _deletion_order(graph, leaves, runs, useful, members)
         new_leaves = {leaf for leaf in leaves if leaf in useful}
         for node_id in deletables:
             new_leaves.update(p for p in graph.successors(node_id) if p in useful)
@@ -316,22 +321,19 @@ class GraphMemoryManagement:
 
         roots = self._unused_roots(useful)
         visited = len(reached) + len(nodes) + 2 * self.run_nodes - len(runs)
-        freed_runs = sorted((runs[rep] for rep in deletables if rep in runs),
+        freed_runs = sorted((run for rep, run in runs.items() if rep in deletables),
                             key=lambda r: r.first)
-        ordered = [(n, None) for n in sorted(n for n in deletables if n not in runs)]
-        heap = self.server.sim.heap
-        if freed_runs and on_free_member is not None and heap.orders_frees:
-            # the members one by one, in id order among the nodes
+        if members:
+            # the members one by one, each in its place among the leaves' walks
             for run in freed_runs:
                 self.runs.remove(run)
                 self.run_nodes -= run.count
-            ordered = heapq.merge(ordered, *[_members(run) for run in freed_runs])
             freed_runs = []
         for node_id, run in ordered:
             if run is None:
                 self._remove(node_id)
                 on_free(node_id)
-            else:
+            elif members:
                 heap.free_each(run.node_order, 1)
                 on_free_member(run, node_id)
         for node_id in roots:
@@ -386,9 +388,43 @@ class GraphMemoryManagement:
         ]
 
 
-def _members(run):
-    """``(node_id, run)`` for each member of ``run``, ascending."""
-    return ((node_id, run) for node_id in run.ids)
+def _deletion_order(graph, leaves, runs, useful, members):
+    """The deletables of ``free_unavailable_nodes`` in the order burn frees them,
+    and the set of them (node ids and run representatives).
+
+    burn's ``identify_leaves_and_deletables`` walks from each leaf in turn with a
+    stack: it pops a node, stops at a useful one (a new leaf) and otherwise lists it
+    for deletion and pushes its parents in their ``Vec`` order (so the last parent
+    is walked first). A node listed again by a later walk, or twice by one, is
+    removed only once (the second ``remove`` finds nothing), so only first listings
+    count here. ``leaves``: sorted node leaf ids; ``runs``: representative -> run,
+    each walked as its first member. With ``members`` every further member is a
+    leaf of its own in id order (``(member_id, run)``; lazily, a run may hold
+    millions); otherwise a run's only item is ``(first, run)``.
+    Returns ``(order, deletables)``, order's items ``(node_id, None)`` or
+    ``(member_id, run)``.
+    """
+    starts = sorted([(leaf, leaf, None) for leaf in leaves]
+                    + [(run.first, rep, run) for rep, run in runs.items()],
+                    key=lambda item: item[0])
+    done = set()
+    walks = []
+    for key, start, run in starts:
+        items = [(key, run)] if run is not None else []
+        stack = [start]
+        while stack:
+            node_id = stack.pop()
+            if node_id in done or node_id in useful:
+                continue
+            done.add(node_id)
+            if node_id not in runs:
+                items.append((node_id, None))
+            stack.extend(p for p in graph.successors(node_id) if p not in done)
+        walks.append((key, items))
+    if members:
+        more = [((m, ((m, run),)) for m in run.ids[1:]) for run in runs.values()]
+        walks = heapq.merge(walks, *more, key=lambda walk: walk[0])
+    return itertools.chain.from_iterable(items for _, items in walks), done
 
 
 def _reachable(graph, sources):
