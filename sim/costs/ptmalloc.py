@@ -16,12 +16,18 @@ glibc 2.36 on x86_64 (``malloc/malloc.c``), request by request:
   coalesced with its neighbours until ``malloc_consolidate`` (a request of 1024 B or
   more, or a free that leaves a chunk of 64 KiB or more, while fastbins hold chunks);
 * every other freed chunk is merged with free neighbours at once and, when it
-  borders the top chunk, joins the top;
-* a request no tcache or fastbin serves takes an exact-size free chunk, else the
-  smallest free chunk that fits (split; the remainder stays free), else carves from
-  the top. The unsorted bin's order and the "last remainder" preference for small
-  requests are not followed: free chunks are reused best fit, oldest first among
-  equal sizes;
+  borders the top chunk, joins the top; otherwise it enters the front of the
+  **unsorted bin**;
+* a request no tcache or fastbin serves goes through ``_int_malloc`` in glibc's
+  order: the small bin of its size (oldest chunk first); the unsorted bin from its
+  oldest chunk, where a small request splits the **last remainder** (the rest of the
+  last chunk a small request split) when that is the only unsorted chunk, an exact
+  fit is taken or parked in the tcache, and every other chunk is sorted into its
+  **small bin** (one size each, below 1024 B) or **large bin** (size ranges, sorted);
+  then a large request's own bin (smallest fit), the next non-empty bin up (split,
+  the rest back into the unsorted bin), and finally the top. ``calloc``, ``realloc``
+  and ``posix_memalign`` skip the tcache (glibc 2.36); ``realloc`` grows in place into
+  the top or a free neighbour when it can;
 * when the top is too small, a request of at least the mmap threshold is mmapped
   on its own (page-rounded, with a 16-B header); otherwise the heap grows by
   ``sbrk`` to leave the top pad (128 KiB) after the request (``sysmalloc``);
@@ -76,6 +82,28 @@ TRIM_THRESHOLD = 128 * 1024
 MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
 #: frees by size a carve run serves from its end before it is entered chunk by chunk
 TAIL_FREES = 16
+
+
+#: bins below this index are small bins, one chunk size each (``NSMALLBINS``)
+NSMALLBINS = 64
+
+
+def bin_index(size: int) -> int:
+    """glibc's bin index of a chunk size: ``smallbin_index`` below ``MIN_LARGE``,
+    ``largebin_index_64`` from there on (bins 64-126, ever wider size ranges)."""
+    if size < MIN_LARGE:
+        return size >> 4
+    if size >> 6 <= 48:
+        return 48 + (size >> 6)
+    if size >> 9 <= 20:
+        return 91 + (size >> 9)
+    if size >> 12 <= 10:
+        return 110 + (size >> 12)
+    if size >> 15 <= 4:
+        return 119 + (size >> 15)
+    if size >> 18 <= 2:
+        return 124 + (size >> 18)
+    return 126
 
 
 def chunk_size(nbytes: int) -> int:
@@ -160,11 +188,21 @@ class PtmallocArena:
         self.fault = None
         # in-use chunks (allocated, or parked in tcache / fastbins): address -> size
         self.inuse = {}
-        # free chunks in the bins: address -> size, end -> address, size -> {address: None}
+        # free chunks (unsorted or binned): address -> size, end -> address,
+        # size -> {address: None}, and their sizes ascending
         self.free_at = {}
         self.free_end = {}
         self.by_size = {}
         self.sizes = []
+        # the unsorted bin, back (oldest) first: {address: None}
+        self.unsorted = {}
+        # bin index -> its chunks: a small bin {address: None} back first, a large bin
+        # [(size, address)] front (largest) first; and the non-empty bins' indices
+        self.bins = {}
+        self.binmap = []
+        # where the last split of a small request left its remainder (a bare address,
+        # as glibc keeps it: never cleared)
+        self.last_remainder = None
         self.tcache = {}
         self.fast = {}
         self.nfast = 0
@@ -183,6 +221,8 @@ class PtmallocArena:
 
     # -- bins ------------------------------------------------------------------------
     def _bin_insert(self, addr, size) -> None:
+        """A free chunk enters the front of the unsorted bin (a free, a consolidation, a
+        split's remainder)."""
         self.bin_changes += 1
         self.free_at[addr] = size
         self.free_end[addr + size] = addr
@@ -192,8 +232,10 @@ class PtmallocArena:
             insort(self.sizes, size)
         else:
             same[addr] = None
+        self.unsorted[addr] = None
 
     def _bin_remove(self, addr) -> int:
+        """Unlink a free chunk from the unsorted bin or its bin; its size."""
         self.bin_changes += 1
         size = self.free_at.pop(addr)
         del self.free_end[addr + size]
@@ -202,10 +244,57 @@ class PtmallocArena:
         if not same:
             del self.by_size[size]
             del self.sizes[bisect_left(self.sizes, size)]
+        if addr in self.unsorted:
+            del self.unsorted[addr]
+            return size
+        idx = bin_index(size)
+        chunks = self.bins[idx]
+        if idx < NSMALLBINS:
+            del chunks[addr]
+        else:
+            chunks.remove((size, addr))
+        if not chunks:
+            del self.bins[idx]
+            del self.binmap[bisect_left(self.binmap, idx)]
         return size
 
+    def _bin_place(self, addr, size) -> None:
+        """Move a chunk taken off the unsorted bin into its small bin (at the front) or
+        large bin (sorted by size, largest first; a chunk of a size the bin holds goes
+        right after the first chunk of that size)."""
+        self.bin_changes += 1
+        del self.unsorted[addr]
+        idx = bin_index(size)
+        chunks = self.bins.get(idx)
+        if chunks is None:
+            chunks = self.bins[idx] = {} if idx < NSMALLBINS else []
+            insort(self.binmap, idx)
+        if idx < NSMALLBINS:
+            chunks[addr] = None          # small bins: back (oldest) first, front last
+            return
+        i = 0                            # large bins: front (largest) first
+        while i < len(chunks) and chunks[i][0] > size:
+            i += 1
+        if i < len(chunks) and chunks[i][0] == size:
+            i += 1
+        chunks.insert(i, (size, addr))
+
+    def _split(self, addr, size, nb, remainder_is_last) -> int:
+        """Serve ``nb`` from the free chunk at ``addr`` (already unlinked): the whole chunk
+        when less than ``MINSIZE`` would be left, else its start, the rest entering the
+        unsorted bin (and becoming the last remainder for a small request)."""
+        if size - nb < MINSIZE:
+            self.inuse[addr] = size
+            return addr
+        self._bin_insert(addr + nb, size - nb)
+        if remainder_is_last:
+            self.last_remainder = addr + nb
+        self.inuse[addr] = nb
+        return addr
+
     def _merge(self, addr, size) -> int:
-        """Free a chunk into the bins or the top, merged with free neighbours; its size."""
+        """Free a chunk into the unsorted bin or the top, merged with free neighbours; its
+        size."""
         self.bin_changes += 1
         prev = self.free_end.get(addr)
         if prev is not None:
@@ -221,15 +310,15 @@ class PtmallocArena:
         return size
 
     def _consolidate(self) -> None:
-        """``malloc_consolidate``: every fastbin chunk merged into the bins or the top."""
+        """``malloc_consolidate``: every fastbin chunk merged into the unsorted bin or the
+        top, the bins by size, each from its newest chunk."""
         for size in sorted(self.fast):
-            for addr in self.fast[size]:
+            for addr in reversed(self.fast[size]):
                 del self.inuse[addr]
                 self._merge(addr, size)
         self.fast.clear()
         self.nfast = 0
 
-    # -- growth and trimming -----------------------------------------------------------
     def _touch(self, end) -> None:
         if end > self.resident_end:
             page = self.page
@@ -266,64 +355,118 @@ class PtmallocArena:
                 self.resident_end = self.brk
 
     # -- malloc / free -----------------------------------------------------------------
-    def _best_fit(self, nb):
-        """The bin chunk a request of chunk size ``nb`` takes: the smallest that fits, the
-        oldest among equal sizes; ``(address, size)``, or None."""
-        sizes = self.sizes
-        i = bisect_left(sizes, nb)
-        if i == len(sizes):
-            return None
-        size = sizes[i]
-        return next(iter(self.by_size[size])), size
-
-    def _fit(self, nb):
-        """A chunk from the bins for ``nb`` (split), or None."""
-        best = self._best_fit(nb)
-        if best is None:
-            return None
-        addr, size = best
-        self._bin_remove(addr)
-        if size - nb >= MINSIZE:
-            self._bin_insert(addr + nb, size - nb)
-            size = nb
-        self.inuse[addr] = size
-        return addr
-
     def _malloc(self, nb):
         if nb <= TCACHE_MAX_CHUNK:
             cached = self.tcache.get(nb)
             if cached:
                 return cached.pop()
-            if nb <= MAX_FAST:
-                fast = self.fast.get(nb)
-                if fast:
-                    addr = fast.pop()
+        return self._int_malloc(nb)
+
+    def _int_malloc(self, nb):
+        """``_int_malloc``: what a request gets past the tcache (``calloc``, ``realloc``
+        and ``posix_memalign`` come here directly, without looking into the tcache).
+
+        In glibc's order: the fastbin (its other chunks move into the tcache); the small
+        bin of that size, oldest chunk first (likewise); a large request consolidates
+        the fastbins. Then the unsorted bin, oldest first: a small request splits the
+        last remainder when it is the only chunk there, an exact fit is taken (or, while
+        the tcache has room, parked there and taken at the end), every other chunk goes
+        to its bin. Then a large request's own bin (the smallest chunk that fits), the
+        next non-empty bin up (its oldest, or smallest, chunk; split, the rest to the
+        unsorted bin), the top, and when the top is too small: consolidation and another
+        pass, an mmap, or heap growth."""
+        if nb <= MAX_FAST:
+            fast = self.fast.get(nb)
+            if fast:
+                addr = fast.pop()
+                self.nfast -= 1
+                # the rest of that fastbin moves into the tcache
+                cache = self.tcache.setdefault(nb, [])
+                while fast and len(cache) < TCACHE_COUNT:
+                    cache.append(fast.pop())
                     self.nfast -= 1
-                    # the rest of that fastbin moves into the tcache
-                    cache = self.tcache.setdefault(nb, [])
-                    while fast and len(cache) < TCACHE_COUNT:
-                        cache.append(fast.pop())
-                        self.nfast -= 1
-                    return addr
-        if nb >= MIN_LARGE and self.nfast:
-            self._consolidate()
-        addr = self._fit(nb)
-        if addr is not None:
-            return addr
-        if self.brk - self.top < nb + MINSIZE and self.nfast:
-            self._consolidate()
-            addr = self._fit(nb)
-            if addr is not None:
                 return addr
-        if self.brk - self.top < nb + MINSIZE and nb >= self.mmap_threshold:
-            size = -(-(nb + SIZE_SZ) // self.page) * self.page
-            self.mapped += size
-            if self.fault is not None:
-                self.fault(size, True)
-            return ("mmap", size)
+        small = nb < MIN_LARGE
+        if small:
+            chunks = self.bins.get(nb >> 4)
+            if chunks:
+                addr = next(iter(chunks))
+                self._bin_remove(addr)
+                self.inuse[addr] = nb
+                if nb <= TCACHE_MAX_CHUNK:
+                    cache = self.tcache.setdefault(nb, [])
+                    while len(cache) < TCACHE_COUNT and nb >> 4 in self.bins:
+                        other = next(iter(self.bins[nb >> 4]))
+                        self._bin_remove(other)
+                        self.inuse[other] = nb
+                        cache.append(other)
+                return addr
+        elif self.nfast:
+            self._consolidate()
+        unsorted = self.unsorted
+        while True:
+            cached = False
+            while unsorted:
+                addr = next(iter(unsorted))
+                size = self.free_at[addr]
+                if (small and size > nb + MINSIZE and addr == self.last_remainder
+                        and len(unsorted) == 1):
+                    self._bin_remove(addr)
+                    return self._split(addr, size, nb, True)
+                if size == nb:
+                    self._bin_remove(addr)
+                    self.inuse[addr] = nb
+                    if nb <= TCACHE_MAX_CHUNK:
+                        cache = self.tcache.setdefault(nb, [])
+                        if len(cache) < TCACHE_COUNT:
+                            cache.append(addr)
+                            cached = True
+                            continue
+                    return addr
+                self._bin_place(addr, size)
+            if cached:
+                return self.tcache[nb].pop()
+            if not small:
+                addr = self._large_fit(nb)
+                if addr is not None:
+                    return addr
+            idx = bin_index(nb)
+            i = bisect_right(self.binmap, idx)
+            if i < len(self.binmap):
+                chunks = self.bins[self.binmap[i]]
+                addr = next(iter(chunks)) if type(chunks) is dict else chunks[-1][1]
+                return self._split(addr, self._bin_remove(addr), nb, small)
+            if self.brk - self.top >= nb + MINSIZE:
+                break
+            if not self.nfast:
+                if nb >= self.mmap_threshold:
+                    size = -(-(nb + SIZE_SZ) // self.page) * self.page
+                    self.mapped += size
+                    if self.fault is not None:
+                        self.fault(size, True)
+                    return ("mmap", size)
+                break
+            self._consolidate()
         addr = self._from_top(nb)
         self.inuse[addr] = nb
         return addr
+
+    def _large_fit(self, nb):
+        """A large request from its own bin: the smallest chunk that fits (the second one
+        of that size when there are several, which keeps the size's first chunk in
+        place), split; None when none fits."""
+        chunks = self.bins.get(bin_index(nb))
+        if not chunks or chunks[0][0] < nb:
+            return None
+        i = len(chunks) - 1
+        while chunks[i][0] < nb:
+            i -= 1
+        while i > 0 and chunks[i - 1][0] == chunks[i][0]:
+            i -= 1                       # the first chunk of that size
+        if i + 1 < len(chunks) and chunks[i + 1][0] == chunks[i][0]:
+            i += 1
+        addr = chunks[i][1]
+        return self._split(addr, self._bin_remove(addr), nb, False)
 
     def alloc(self, nbytes: int, align: int = 0):
         """Place one request of ``nbytes`` (``align``: posix_memalign's alignment, when more
@@ -341,11 +484,67 @@ class PtmallocArena:
             live.append(block)
         return block
 
+    def calloc(self, nbytes: int):
+        """``calloc``: placed by ``_int_malloc`` without the tcache (glibc 2.36's
+        ``__libc_calloc`` only initialises it); returns its block."""
+        if self.runs:
+            self.materialize()
+        block = self._int_malloc(chunk_size(nbytes))
+        self.live.setdefault(nbytes, []).append(block)
+        return block
+
+    def realloc(self, block, old_nbytes: int, nbytes: int):
+        """``realloc`` of ``block`` (a request of ``old_nbytes``) to ``nbytes``, as glibc's
+        ``_int_realloc`` does it: shrink in place, grow into the top or into a free bin
+        chunk right after it, else a new chunk from ``_int_malloc`` (no tcache) and a free
+        of the old one; a chunk left with 32 B or more to spare frees the spare tail. An
+        mmapped chunk is remapped to its new page-rounded size. Returns the new block."""
+        if self.runs:
+            self.materialize()
+        live = self.live[old_nbytes]
+        live.remove(block)
+        nb = chunk_size(nbytes)
+        if type(block) is tuple:
+            size = -(-(nb + SIZE_SZ) // self.page) * self.page
+            if size > block[1] and self.fault is not None:
+                self.fault(size - block[1], True)
+            self.mapped += size - block[1]
+            new = ("mmap", size)
+        else:
+            new = block
+            size = self.inuse[block]
+            after = block + size
+            if size >= nb:
+                pass
+            elif after == self.top and size + self.brk - self.top >= nb + MINSIZE:
+                self.top = block + nb
+                self._touch(self.top + 2 * SIZE_SZ)
+                size = nb
+            elif after in self.free_at and size + self.free_at[after] >= nb:
+                size += self._bin_remove(after)
+            else:
+                new = self._int_malloc(nb)
+                if new == after:
+                    # the chunk right after it (a consolidation freed it): no copy
+                    size += self.inuse.pop(after)
+                    new = block
+                else:
+                    self._free_chunk(block)
+                    size = None
+            if size is not None:
+                self.inuse[block] = size
+                if size - nb >= MINSIZE:
+                    self.inuse[block] = nb
+                    self.inuse[block + nb] = size - nb
+                    self._free_chunk(block + nb)
+        self.live.setdefault(nbytes, []).append(new)
+        return new
+
     def _memalign(self, nb, align):
         """``_int_memalign``: a chunk of ``nb + align + MINSIZE`` bytes, its misaligned head and
         its tail beyond ``nb`` split off and freed (small ones park in the tcache, next to
         the block: they keep it from merging with its neighbours when it is freed)."""
-        addr = self._malloc(chunk_size(nb + align + MINSIZE))
+        addr = self._int_malloc(chunk_size(nb + align + MINSIZE))
         if type(addr) is tuple:
             return addr
         size = self.inuse[addr]
@@ -367,28 +566,47 @@ class PtmallocArena:
 
     def alloc_many(self, nbytes: int, count: int) -> None:
         """``count`` requests of ``nbytes`` in a row, placed as ``count`` single requests
-        would be, in few steps: pieces of one bin chunk at a time (:meth:`_fit_many`) and
-        of the top as far as it reaches (a caller that batches several sizes, such as a
-        B-tree clone of leaves and internal nodes, places them size by size rather than
-        interleaved)."""
+        would be, in few steps where glibc's choice repeats: pieces of the top as far as
+        it reaches (nothing else can serve the request) and pieces of the last
+        remainder (a small request it serves); otherwise one at a time (a caller that
+        batches several sizes, such as a B-tree clone of leaves and internal nodes,
+        places them size by size rather than interleaved)."""
         nb = chunk_size(nbytes)
         live = self.live.setdefault(nbytes, [])
         inuse = self.inuse
+        small = nb < MIN_LARGE
         while count:
             if (nb >= self.mmap_threshold or self.tcache.get(nb) or self.fast.get(nb)
-                    or (nb >= MIN_LARGE and self.nfast)):
+                    or (nb >= MIN_LARGE and self.nfast) or (small and nb >> 4 in self.bins)):
                 live.append(self._malloc(nb))      # one at a time, as _malloc decides
                 count -= 1
                 continue
+            if self.unsorted:
+                last = self.last_remainder
+                if not (small and len(self.unsorted) == 1 and last in self.unsorted
+                        and self.free_at[last] > nb + MINSIZE):
+                    live.append(self._malloc(nb))  # sorts the unsorted bin first
+                    count -= 1
+                    continue
+                # pieces of the last remainder while more than nb + MINSIZE is left
+                size = self.free_at[last]
+                k = min(count, (size - MINSIZE - 1) // nb)
+                self._bin_remove(last)
+                for at in range(last, last + k * nb, nb):
+                    inuse[at] = nb
+                live.extend(range(last, last + k * nb, nb))
+                self._bin_insert(last + k * nb, size - k * nb)
+                self.last_remainder = last + k * nb
+                self.bin_changes += 2 * (k - 1)
+                count -= k
+                continue
             if self.sizes and self.sizes[-1] >= nb:
-                count -= self._fit_many(nb, count, live)
+                live.append(self._malloc(nb))      # from a bin
+                count -= 1
                 continue
             fit = (self.brk - self.top - MINSIZE) // nb
             if fit <= 0:
-                if self.nfast:
-                    self._consolidate()            # as _malloc does before growing the heap
-                    continue
-                live.append(self._malloc(nb))      # grows the heap
+                live.append(self._malloc(nb))      # consolidates, or grows the heap
                 count -= 1
                 continue
             k = min(fit, count)
@@ -399,26 +617,6 @@ class PtmallocArena:
                 inuse[addr] = nb
             live.extend(range(start, self.top, nb))
             count -= k
-
-    def _fit_many(self, nb, count, live) -> int:
-        """Up to ``count`` requests of chunk size ``nb`` from the best-fitting bin chunk, as
-        single requests would take them (the pieces of one chunk: its remainder stays the
-        best fit, as no other bin chunk lies between ``nb`` and its size); returns how
-        many it served."""
-        addr, size = self._best_fit(nb)
-        self._bin_remove(addr)
-        inuse = self.inuse
-        splits = min(count, (size - MINSIZE) // nb)  # each leaves at least MINSIZE behind
-        for at in range(addr, addr + splits * nb, nb):
-            inuse[at] = nb
-        live.extend(range(addr, addr + splits * nb, nb))
-        rest_at, rest = addr + splits * nb, size - splits * nb
-        if splits < count and rest >= nb:
-            inuse[rest_at] = rest                 # too little to split: the whole chunk
-            live.append(rest_at)
-            return splits + 1
-        self._bin_insert(rest_at, rest)
-        return splits
 
     def free(self, block=None, nbytes=None) -> None:
         """Free ``block`` (or, with ``block=None``, the newest live block of ``nbytes``)."""
@@ -548,9 +746,11 @@ class PtmallocArena:
     # -- carve runs ---------------------------------------------------------------------
     def carves(self, nbytes: int, chunk=None) -> bool:
         """Whether a request of ``nbytes`` now would be carved from the top (no tcache,
-        fastbin or bin chunk serves it, no consolidation runs first, it is not mmapped),
-        assuming the top may grow; or, with ``chunk`` (the address of a bin chunk), split
-        off the start of that chunk (its best fit, with at least ``MINSIZE`` left)."""
+        fastbin or bin chunk serves it, the unsorted bin is empty, no consolidation runs
+        first, it is not mmapped), assuming the top may grow; or, with ``chunk`` (the
+        address of a free chunk), split off the start of that chunk as the last
+        remainder: a small request, ``chunk`` the only unsorted chunk and more than
+        ``nb + MINSIZE`` long."""
         nb = chunk_size(nbytes)
         if nb <= TCACHE_MAX_CHUNK and self.tcache.get(nb):
             return False
@@ -558,12 +758,13 @@ class PtmallocArena:
             return False
         if nb >= MIN_LARGE and self.nfast:
             return False
+        if nb < MIN_LARGE and nb >> 4 in self.bins:
+            return False
         if chunk is not None:
-            size = self.free_at.get(chunk)
-            if size is None or size - nb < MINSIZE:
-                return False
-            return self._best_fit(nb) == (chunk, size)
-        if self.sizes and self.sizes[-1] >= nb:
+            return (nb < MIN_LARGE and chunk == self.last_remainder
+                    and len(self.unsorted) == 1 and chunk in self.unsorted
+                    and self.free_at[chunk] > nb + MINSIZE)
+        if self.unsorted or (self.sizes and self.sizes[-1] >= nb):
             return False
         return nb <= self.page and nbytes < self.mmap_threshold
 
@@ -581,15 +782,16 @@ class PtmallocArena:
         previous break -- and the resident end follows the new top. The other chunks
         enter ``inuse`` and the live lists only when a free reaches one of them.
 
-        With ``chunk`` (the address of a bin chunk that is the best fit of every request,
-        at least ``total + MINSIZE`` long) they are split off that chunk instead, which
-        stays in the bins with what is left."""
+        With ``chunk`` (the last remainder, the only unsorted chunk, at least ``total +
+        MINSIZE`` long, and every request small: see :meth:`carves`) they are split off
+        that chunk instead; what is left stays the last remainder."""
         if chunk is not None:
             size = self.free_at[chunk]
             if size - total < MINSIZE:
                 raise ValueError("carve_run: the chunk is too small")
             self._bin_remove(chunk)
             self._bin_insert(chunk + total, size - total)
+            self.last_remainder = chunk + total
             start, end = chunk, chunk + total
         else:
             if self.top_pad % self.page or self.brk - self.top < MINSIZE:
@@ -693,6 +895,7 @@ class PtmallocArena:
     def state(self) -> tuple:
         """The whole placement, for fast-forward's comparison of iterations."""
         return (self.brk, self.top, self.resident_end, self.mapped, self.mmap_threshold,
-                self.nfast, hash(tuple(self.free_at.items())),
+                self.nfast, hash(tuple(self.free_at.items())), self.last_remainder,
+                tuple(self.unsorted), hash(tuple((i, tuple(c)) for i, c in sorted(self.bins.items()))),
                 hash(tuple((s, tuple(v)) for s, v in self.tcache.items() if v)),
                 hash(tuple((s, tuple(v)) for s, v in self.fast.items() if v)))
