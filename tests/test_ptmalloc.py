@@ -340,8 +340,9 @@ def test_a_billion_untracked_adds_on_the_arena_are_one_carve_run():
 
 
 def _arena_state(a):
-    return (dict(a.inuse), dict(a.free_at), {s: list(v) for s, v in a.by_size.items()},
-            list(a.sizes), {s: list(v) for s, v in a.tcache.items() if v},
+    return (dict(a.inuse), dict(a.free_at), dict(a.by_size), list(a.sizes),
+            list(a.unsorted), {i: list(v) for i, v in a.bins.items()}, a.last_remainder,
+            {s: list(v) for s, v in a.tcache.items() if v},
             {s: list(v) for s, v in a.fast.items() if v}, a.nfast, a.top, a.brk,
             a.resident_end, a.trims, a.trimmed_bytes, a.mapped, a.mmap_threshold,
             {s: list(v) for s, v in a.live.items()})
@@ -352,8 +353,9 @@ def _arena_state(a):
                           st.sampled_from([24, 100, 200, 544, 640, 1000, 2000, 5000, 70000]),
                           st.integers(1, 400)), min_size=5, max_size=60))
 def test_bulk_requests_and_frees_place_chunks_as_single_ones_do(ops):
-    """alloc_many (pieces of the best-fitting bin chunk in one step) and free_many (a run
-    of blocks merged in one step) leave the arena exactly as single requests and frees."""
+    """alloc_many (pieces of the top or of the last remainder in one step) and free_many
+    (a run of blocks merged in one step) leave the arena exactly as single requests and
+    frees, bins and their order included."""
     bulk, single = PtmallocArena(), PtmallocArena()
     for op, nbytes, k in ops:
         if op == "alloc":

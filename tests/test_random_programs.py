@@ -156,7 +156,8 @@ def _program(profile, fast_forward, elements, tracked, phases, policy="burn-0.22
     else:
         arena.materialize()
         seen.append((dict(arena.inuse), dict(arena.free_at),
-                     {size: list(at) for size, at in arena.by_size.items()},
+                     list(arena.unsorted), {i: list(c) for i, c in arena.bins.items()},
+                     arena.last_remainder,
                      {size: list(at) for size, at in arena.tcache.items()},
                      {size: list(at) for size, at in arena.fast.items()},
                      arena.brk, arena.top, arena.resident_end, arena.mapped))

@@ -59,6 +59,7 @@ would have given them.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
+from collections import OrderedDict
 
 from ..errors import UserError
 
@@ -188,14 +189,15 @@ class PtmallocArena:
         self.fault = None
         # in-use chunks (allocated, or parked in tcache / fastbins): address -> size
         self.inuse = {}
-        # free chunks (unsorted or binned): address -> size, end -> address,
-        # size -> {address: None}, and their sizes ascending
+        # free chunks (unsorted or binned): address -> size, end -> address, how many of
+        # each size, and their sizes ascending
         self.free_at = {}
         self.free_end = {}
         self.by_size = {}
         self.sizes = []
-        # the unsorted bin, back (oldest) first: {address: None}
-        self.unsorted = {}
+        # the unsorted bin, back (oldest) first: {address: None} (an OrderedDict: its
+        # oldest key is found in O(1) however many were removed before it, a dict's is not)
+        self.unsorted = OrderedDict()
         # bin index -> its chunks: a small bin {address: None} back first, a large bin
         # [(size, address)] front (largest) first; and the non-empty bins' indices
         self.bins = {}
@@ -226,12 +228,12 @@ class PtmallocArena:
         self.bin_changes += 1
         self.free_at[addr] = size
         self.free_end[addr + size] = addr
-        same = self.by_size.get(size)
-        if same is None:
-            self.by_size[size] = {addr: None}
-            insort(self.sizes, size)
+        by_size = self.by_size
+        if size in by_size:
+            by_size[size] += 1
         else:
-            same[addr] = None
+            by_size[size] = 1
+            insort(self.sizes, size)
         self.unsorted[addr] = None
 
     def _bin_remove(self, addr) -> int:
@@ -239,13 +241,13 @@ class PtmallocArena:
         self.bin_changes += 1
         size = self.free_at.pop(addr)
         del self.free_end[addr + size]
-        same = self.by_size[size]
-        del same[addr]
-        if not same:
-            del self.by_size[size]
+        by_size = self.by_size
+        if by_size[size] == 1:
+            del by_size[size]
             del self.sizes[bisect_left(self.sizes, size)]
-        if addr in self.unsorted:
-            del self.unsorted[addr]
+        else:
+            by_size[size] -= 1
+        if self.unsorted.pop(addr, 0) is None:   # it was in the unsorted bin
             return size
         idx = bin_index(size)
         chunks = self.bins[idx]
@@ -267,7 +269,7 @@ class PtmallocArena:
         idx = bin_index(size)
         chunks = self.bins.get(idx)
         if chunks is None:
-            chunks = self.bins[idx] = {} if idx < NSMALLBINS else []
+            chunks = self.bins[idx] = OrderedDict() if idx < NSMALLBINS else []
             insort(self.binmap, idx)
         if idx < NSMALLBINS:
             chunks[addr] = None          # small bins: back (oldest) first, front last
@@ -434,7 +436,7 @@ class PtmallocArena:
             i = bisect_right(self.binmap, idx)
             if i < len(self.binmap):
                 chunks = self.bins[self.binmap[i]]
-                addr = next(iter(chunks)) if type(chunks) is dict else chunks[-1][1]
+                addr = next(iter(chunks)) if type(chunks) is OrderedDict else chunks[-1][1]
                 return self._split(addr, self._bin_remove(addr), nb, small)
             if self.brk - self.top >= nb + MINSIZE:
                 break
