@@ -260,6 +260,12 @@ class Backend:
         # burn-flex 0.22.1 layout.rs Layout { shape, strides: Vec<isize>, .. }: every FlexTensor
         # value (each tensor handle: a clone, an op's output, a new leaf) allocates its strides
         self.handle_stride_bytes = self.stride_bytes if flex else 0
+        # a backward's gradients container (sim.autodiff.server.Gradients) boxes each gradient
+        # as a Box<TensorPrimitive<Flex>>; utils::duplicate collects a binary op's gradient
+        # clones in a Vec<Option<FlexTensor>> (Option adds nothing to FlexTensor's size: its
+        # Arc is never null), primitive_bytes per parent. 0 where flex semantics do not hold
+        self.grad_entry_bytes = int(spec.get("grad_entry_bytes", 0)) if flex else 0
+        self.option_primitive_bytes = self.primitive_bytes if flex else 0
         if kind == "metal":
             from .costs.pool import MemoryPool
             self.pool = MemoryPool(alignment=int(spec.get("alignment", 256)))
@@ -362,17 +368,9 @@ class Backend:
             # what the op reads, before an in-place op consumes its operand: whole buffers
             # (a tensor's buffer holds exactly its shape's elements; a view keeps the count)
             chunks = list(map(_CHUNK, inputs))
-        out = None
-        if self.in_place:
-            if op_name in VIEW_OPS:
-                return _take(inputs[0])
-            if op_name in IN_PLACE_OPS:
-                for t in inputs:
-                    buf = t.prim
-                    if (buf.holders == 1 and t.holds and t.shape == out_shape
-                            and sum(1 for u in inputs if u.prim is buf) == 1):
-                        out = _take(t)
-                        break
+        if self.in_place and op_name in VIEW_OPS:
+            return _take(inputs[0])
+        out = self.writable_operand(op_name, inputs, out_shape)
         if out is None:
             out = self.alloc(out_shape, self.staged(op_name))
         if cache is not None and op_name not in VIEW_OPS:
@@ -381,6 +379,18 @@ class Backend:
             if missed:
                 self.sim.timing.l2_missed(missed, self)
         return out
+
+    def writable_operand(self, op_name, inputs, out_shape):
+        """The storage of the operand ``op_name`` writes its output into on this backend (the
+        first of ``inputs`` that is uniquely held, contiguous, of the output's shape and not
+        also another operand; the operand is consumed: :func:`_take`), or None."""
+        if self.in_place and op_name in IN_PLACE_OPS:
+            for t in inputs:
+                buf = t.prim
+                if (buf.holders == 1 and t.holds and t.shape == out_shape
+                        and sum(1 for u in inputs if u.prim is buf) == 1):
+                    return _take(t)
+        return None
 
     def staged(self, op_name) -> bool:
         """Whether this backend creates ``op_name``'s output (and a gradient of it) staged."""

@@ -86,6 +86,8 @@ class TableFactory:
         self._key_set = TableLayout(layout.key_set_slot_bytes, 8, w)
         self._device_settings = TableLayout(layout.device_settings_slot_bytes, 8, w)
         self._device_settings_cache = TableLayout(layout.device_settings_cache_slot_bytes, 8, w)
+        self._n_required = TableLayout(layout.n_required_slot_bytes, 8, w)
+        self._gradients = TableLayout(layout.grads_slot_bytes, 8, w)
 
     def nodes_block_bytes(self, buckets) -> int:
         """Bytes of a ``nodes`` table block of ``buckets`` buckets (the sweep's cache model)."""
@@ -116,6 +118,14 @@ class TableFactory:
     def device_settings_cache(self):
         """A thread's ``LOCAL_CACHE`` of device settings."""
         return RawTable(self._device_settings_cache, self.heap)
+
+    def n_required(self):
+        """A backward's ``n_required`` map, parent id -> uses (``sim.autodiff.server``)."""
+        return RawTable(self._n_required, self.heap)
+
+    def gradients(self):
+        """A ``Gradients`` container's table, node id -> boxed gradient."""
+        return RawTable(self._gradients, self.heap)
 
 
 class HostThread:

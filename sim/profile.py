@@ -84,6 +84,10 @@ SCHEMA = {
         "device_settings_arc_bytes": INT,         # ... its Arc<OnceLock<DeviceSettings>> per device
         "device_settings_cache_slot_bytes": INT,  # ... and the thread-local LOCAL_CACHE slot
         "burn_config_arc_bytes": INT,   # burn-std's global Arc<BurnConfig>, loaded lazily
+        "n_required_slot_bytes": INT,     # a backward's n_required map slot (and its clone's)
+        "grads_slot_bytes": INT,          # the Gradients container's table slot
+        "grads_registration_bytes": INT,  # Gradients' boxed DistributedGradientRegistration
+        "grads_hook_bytes": INT,          # ... and the boxed on_register closure around it
         "thread_rng_bytes": INT,        # rand's ThreadRng, at a thread's first ParamId
         "optimizer_groups_bytes": INT,  # ModuleOptimizer's Vec<OptimizerGroup> of one group
         "optimizer_arc_bytes": INT,     # ... and the group's Arc<Sgd | Adam>
@@ -123,6 +127,7 @@ SCHEMA = {
         "stride_bytes": INT,             # per dimension: the strides Vec of a cloned primitive
         "bytes_box_bytes": INT,          # per buffer: Bytes' boxed allocation controller
         "bytes_arc_bytes": INT,          # per buffer: FlexTensor's ArcInner<Bytes>
+        "grad_entry_bytes": INT,         # per gradient a Gradients container holds: its box
         "matmul_workspace_bytes": INT,   # gemm's thread-local L2 slab, at the first matmul
         "gemm_mr": INT,                  # gemm f32 blocking (sim.backend.gemm_slab_written);
         "gemm_nr": INT,                  #   gemm_mr = 0: slab residency not modelled

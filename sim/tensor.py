@@ -252,13 +252,14 @@ class Tensor:
         return Gradients(grads, self.device)
 
     def grad(self, grads: "Gradients"):
-        """This leaf's gradient as a plain tensor, or None."""
+        """This leaf's gradient as a plain tensor (a clone of the one ``grads`` keeps: its
+        own strides, the same storage), or None."""
         if self.node is None or self.node.requirement != GRAD:
             return None
-        buf = grads.raw.get(self.node.id)
-        if buf is None:
+        kept = grads.raw.get(self.node.id)
+        if kept is None:
             return None
-        return Tensor(self.device.inner(), self.shape, buf)
+        return Tensor(self.device.inner(), self.shape, kept.prim)
 
     def into_scalar(self) -> float:
         """Read the value (a device sync point). Values are not simulated: returns 0.0."""
@@ -399,27 +400,26 @@ def _broadcast(a, b):
 
 
 class Gradients:
-    """What ``backward()`` returns: leaf id -> gradient buffer."""
+    """What ``backward()`` returns: the server's container
+    (:class:`sim.autodiff.server.Gradients`), which owns its blocks and the gradients."""
 
     __slots__ = ("device", "_container")
 
     def __init__(self, grads, device):
-        self._container = grads  # the server's container: it holds the buffers
+        self._container = grads
         self.device = device
 
     @property
     def raw(self):
-        """Leaf id -> gradient buffer."""
+        """Leaf id -> gradient (a plain tensor the container keeps)."""
         return self._container.grads
 
     def remove(self, tensor):
-        """``grad_remove``: take the gradient of ``tensor`` out (a plain tensor) or None."""
+        """``grad_remove``: take the gradient of ``tensor`` out (a plain tensor: the one the
+        container kept, its box freed) or None."""
         if tensor.node is None:
             return None
-        buf = self._container.remove(tensor.node.id)
-        if buf is None:
-            return None
-        return Tensor(tensor.device.inner(), tensor.shape, buf)
+        return self._container.remove(tensor.node.id)
 
     def __len__(self):
         return len(self.raw)

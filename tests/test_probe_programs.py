@@ -18,10 +18,13 @@ MEASURED = ROOT / "experiments" / "measured" / "linux-x86_64"
 RECORD = json.loads((MEASURED / "probe-programs.json").read_text())
 #: programs with Linear modules and their optimizers (programs.py --modules)
 MODULES = json.loads((MEASURED / "probe-programs-modules.json").read_text())
-assert MODULES["l2_bytes"] == RECORD["l2_bytes"]
-PROGRAMS = RECORD["programs"] + MODULES["programs"]
+#: programs that keep a backward's gradients and read them (programs.py --keep-grads)
+KEEP_GRADS = json.loads((MEASURED / "probe-programs-keepgrads.json").read_text())
+assert MODULES["l2_bytes"] == KEEP_GRADS["l2_bytes"] == RECORD["l2_bytes"]
+PROGRAMS = RECORD["programs"] + MODULES["programs"] + KEEP_GRADS["programs"]
 #: minimized programs that once disagreed, with what real burn answered
-REGRESSIONS = RECORD.get("regressions", []) + MODULES.get("regressions", [])
+REGRESSIONS = (RECORD.get("regressions", []) + MODULES.get("regressions", [])
+               + KEEP_GRADS.get("regressions", []))
 
 
 def _word(line):
@@ -35,7 +38,8 @@ def test_the_record_covers_the_language():
         f"un:{op}" for op in ("mul_scalar", "add_scalar", "div_scalar", "exp", "log", "sqrt",
                               "relu", "powi2", "detach", "without", "require_grad")}
     assert ops | {"leaf", "pleaf", "drop", "bw", "binm:matmul", "unm:exp", "red:sum",
-                  "red:mean", "lin", "fwd", "val", "step", "dropm"} <= words
+                  "red:mean", "lin", "fwd", "val", "step", "dropm", "bwk", "grad",
+                  "dropg"} <= words
     assert any(line == "lin 0 adam" for p in PROGRAMS for line in p["program"])
     # some programs panic (a backward through a consumed tape), some vary between runs
     assert any(real[-1] == "panic" for p in PROGRAMS for real in p["real"])

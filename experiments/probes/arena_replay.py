@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:
 
 from sim.costs.ptmalloc import PtmallocArena  # noqa: E402
 
-MALLOC, FREE, CALLOC, REALLOC, MEMALIGN, BRK, OVERFLOW = 1, 2, 3, 4, 5, 6, 7
+MALLOC, FREE, CALLOC, REALLOC, MEMALIGN, BRK, OVERFLOW, MARK = 1, 2, 3, 4, 5, 6, 7, 8
 NAMES = {MALLOC: "malloc", FREE: "free", CALLOC: "calloc", REALLOC: "realloc",
          MEMALIGN: "memalign"}
 #: sizeof(tcache_perthread_struct) on 64-bit glibc 2.36: 64 u16 counts + 64 pointers
@@ -65,14 +65,19 @@ class Outcome:
 def replay(records, arena=None, on_event=None) -> Outcome:
     """Feed ``records`` to ``arena`` (a fresh one by default) and compare each allocation's
     address and the break after each call with glibc's. ``on_event(i, record,
-    model_block, real_offset)`` sees each allocation and free."""
+    model_block, real_offset)`` sees each allocation and free. The outcome also keeps
+    the ``arena``, the heap's ``base`` address and ``blocks``: each live real pointer's
+    model block and request size."""
     arena = arena or PtmallocArena()
     out = Outcome()
+    out.arena = arena
     base = None
-    blocks = {}      # real pointer -> (model block, request size)
+    blocks = out.blocks = {}      # real pointer -> (model block, request size)
     for i, (kind, size, align, ptr, arg, brk) in enumerate(records):
+        if kind == MARK:
+            continue
         if kind == BRK:
-            base = ptr
+            base = out.base = ptr
             arena.alloc(TCACHE_STRUCT)
             continue
         if kind == OVERFLOW:

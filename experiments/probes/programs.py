@@ -17,8 +17,8 @@ process: each program runs ``--runs`` times on real burn, a program the simulato
 disagrees with up to ``--max-runs`` times, and the simulator's answer must be one of
 real burn's. ``--modules`` adds Linear modules with an SGD or Adam optimizer each
 (``lin``, ``fwd``, ``val``, ``step``, ``dropm``); ``--keep-grads`` adds statements that
-keep a backward's gradients, whose container the simulator does not model yet (README,
-Known gaps).
+keep a backward's gradients and read them (``bwk``, ``grad``, ``dropg``: the gradients
+container's own blocks, ``sim.autodiff.server.Gradients``).
 
 Run from the repo root (needs the probes built: ``sim measure --probe sizeof --quick``
 or ``cargo build --release`` in experiments/probes)::
@@ -28,6 +28,8 @@ or ``cargo build --release`` in experiments/probes)::
         --runs 8 --record experiments/measured/linux-x86_64/probe-programs.json
     .venv/bin/python experiments/probes/programs.py --count 120 --seed 53 --length 40 \\
         --modules --runs 8 --record experiments/measured/linux-x86_64/probe-programs-modules.json
+    .venv/bin/python experiments/probes/programs.py --count 100 --seed 61 --length 40 \\
+        --keep-grads --runs 8 --record experiments/measured/linux-x86_64/probe-programs-keepgrads.json
     .venv/bin/python experiments/probes/programs.py --program FILE --trace 3
 
 ``--record`` keeps the programs and real burn's answers (and the machine's L2 size, the
@@ -74,8 +76,8 @@ def generate(rng, length=24, slots=6, keep_grads=False, modules_on=False) -> lis
     agree, a backward starts from a tracked tensor and require_grad is asked of untracked
     autodiff tensors only; whether a backward finds its graph already consumed, and which
     tensors have a gradient, are left to burn. ``keep_grads``: also keep a backward's
-    gradients (``bwk``) and read them (``grad``, ``dropg``); off by default, as the
-    simulator does not model the kept container's own blocks yet (README, Known gaps).
+    gradients (``bwk``) and read them (``grad``, ``dropg``); off by default (the recorded
+    programs without it predate it).
     ``modules_on``: also Linear(n, n) modules with an SGD or Adam optimizer each (``lin``,
     ``fwd``, ``val``, ``step``, ``dropm``)."""
     n = rng.choice((2, 4, 16))
@@ -201,17 +203,23 @@ def machine_l2_bytes() -> int:
     return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
-def simulate(lines, profile="linux-x86_64", trace=None, l2_bytes=None, observe=None) -> list:
+def simulate(lines, profile="linux-x86_64", trace=None, l2_bytes=None, observe=None,
+             arena=None) -> list:
     """The program's live heap after each statement on the simulator: ``[bytes, blocks]``
     since the first statement, or ``"panic"`` (the last entry) where burn would panic.
     ``trace``: a statement index whose heap events are printed (``SIM alloc|free BYTES``,
     the counterpart of the probe's ``PROBE_SCRIPT_TRACE``); ``l2_bytes``: the L2 cache of
     the machine the program ran on (gemm's slab; default: the profile's); ``observe``:
-    called as ``observe(index, sim, slots)`` after every statement (debugging)."""
+    called as ``observe(index, sim, slots)`` after every statement (debugging);
+    ``arena``: a :class:`~sim.costs.ptmalloc.PtmallocArena` the program's heap events
+    go to (the state a real process's allocations left: arena_programs.py)."""
     profile = load_profile(profile)
     if l2_bytes is not None:
         profile.backends["flex"]["matmul_workspace_bytes"] = l2_bytes
     sim = Simulation(profile)
+    if arena is not None:
+        arena.fault = sim.allocator.arena.fault
+        sim.allocator.arena = sim.heap._arena = arena
     device = sim.device("flex").autodiff()
     slots = [None] * SLOTS
     kept = None   # gradients a bwk keeps

@@ -4,45 +4,150 @@
 and its :class:`~sim.autodiff.memory.GraphMemoryManagement`.
 
 ``backward`` follows burn 0.22.1: validate the tape (``collect_steps``), build
-it by removing every reached step (``consume_node`` on each), run the steps by
-decreasing depth, then ``free_unavailable_nodes`` and remove the consumed ids'
-locator entries. Simulated work is reported to the timing model.
+it by removing every reached step (``consume_node`` on each; the tape's
+``n_required`` table of parent ids), run the steps by decreasing depth into a
+:class:`Gradients` container, then ``free_unavailable_nodes`` and remove the
+consumed ids' locator entries. Simulated work is reported to the timing model.
 """
 
 from __future__ import annotations
 
+from ..backend import _take
 from .memory import GraphMemoryManagement
+from .node import GRAD
 from .step import OPS
 from .traversal import collect_steps
 
-__all__ = ["AutodiffServer", "Gradients"]
+__all__ = ["AutodiffServer", "Gradients", "PASS_THROUGH", "IN_PLACE_GRADIENT"]
+
+#: op -> the operands whose gradient is the incoming gradient itself (no new storage) when
+#: the operand has the output's shape (burn-autodiff 0.22.1 ``ops/tensor.rs``): add hands
+#: it to both sides and sub to its lhs through ``broadcast_shape`` (``ops/base.rs``), which
+#: returns it unchanged when nothing was broadcast; add_scalar's backward is the identity;
+#: reshape's is ``float_reshape`` of the gradient, in burn-flex a view of the same storage
+#: with new strides. Every other op's backward computes a new tensor.
+PASS_THROUGH = {"add": (0, 1), "sub": (0,), "add_scalar": (0,), "reshape": (0,)}
+#: ops whose backward computes a parent's gradient of the output's shape with a last
+#: elementwise op on the incoming gradient (``grad * rhs``, ``grad * recip(rhs)``,
+#: ``grad * c``, ``grad * f(input)``, sub's ``neg(grad)``, ``relu_backward(output, grad)``),
+#: which burn-flex writes in place into a uniquely held operand: the model writes it into
+#: the incoming gradient where that is uniquely held, else into a new storage (the saved
+#: operands are not considered; their intermediates, recip, exp..., are not modelled).
+#: matmul's gradients are new (staged) outputs, sum's and mean's new ones multiplied in
+#: place, a broadcast operand's a new reduced one.
+IN_PLACE_GRADIENT = frozenset({"mul", "div", "sub", "mul_scalar", "div_scalar", "exp", "log",
+                               "sqrt", "powf_scalar", "relu"})
 
 
 class Gradients:
-    """Gradients of one backward: node id -> gradient buffer, for leaves that require grad.
+    """burn-autodiff 0.22.1's ``Gradients`` (``grads.rs``): node id -> gradient, and the
+    heap blocks the container owns.
 
-    The container holds each buffer (a strong count on its storage) until the
-    gradient is removed or the container dropped."""
+    A gradient is a plain tensor of the inner backend (:class:`sim.tensor.Tensor`: a hold
+    on its storage and its own strides block); several may share one storage (a gradient
+    ``add`` passes on is a clone of its incoming one: :data:`PASS_THROUGH`).
 
-    __slots__ = ("grads",)
+    With std, ``AutodiffTensor::backward`` (``tensor.rs``) always runs the backward in
+    ``BackwardMode::Distributed``: the server passes the tape's ``GradSyncContext`` (its
+    ``n_required`` map and an empty map of distributed parameters), cloned, to a factory
+    that boxes a ``DistributedGradientRegistration`` (``distributed.rs``) owning both, and
+    ``Gradients::new_distributed`` boxes an ``on_register`` closure around that. So besides
+    its gradients a container owns, in the order a backward creates them (sizes: profile
+    keys; x86_64 values):
 
-    def __init__(self, grads=None):
-        self.grads = grads if grads is not None else {}
-        for buf in self.grads.values():
-            buf.holders += 1
+    * the clone of ``n_required``: a block of the original's bucket count
+      (``layout.n_required_slot_bytes``, 16 B slots ``(NodeId, usize)``), none if empty;
+    * the registration box (``layout.grads_registration_bytes``, 96 B: two std
+      ``HashMap``) and the closure box (``layout.grads_hook_bytes``, 16 B: the
+      ``Box<dyn DistributedRegistration>`` it captures);
+    * its ``TensorContainer`` table (burn-std ``tensor/container.rs``:
+      ``layout.grads_slot_bytes``, 24 B slots ``(u64, Box<dyn Any>)``), grown as
+      hashbrown's and never shrunk (:class:`~sim.costs.tables.RawTable`);
+    * per entry the ``Box<TensorPrimitive<B>>`` (``entry_bytes``: the inner backend's
+      ``grad_entry_bytes``, 184 B on burn-flex), allocated by each ``register`` and freed
+      by each ``remove``.
+
+    Dropped (``__del__``): each entry (its tensor, then its box), the table, then the
+    hook: the ``n_required`` clone, the registration box, the closure box. The model drops
+    the entries in insertion order, burn in its table's (per-process random) order.
+    """
+
+    __slots__ = ("sim", "grads", "table", "required", "entry_bytes", "hook_bytes")
+
+    def __init__(self, sim, n_required, entry_bytes):
+        """``n_required``: the tape's table (a :class:`~sim.costs.tables.RawTable`), cloned;
+        ``entry_bytes``: bytes of one boxed entry."""
+        self.sim = sim
+        #: node id -> gradient (plain tensor), in insertion order
+        self.grads = {}
+        self.entry_bytes = entry_bytes
+        self.required = n_required.clone()
+        layout = sim.layout
+        self.hook_bytes = (layout.grads_registration_bytes, layout.grads_hook_bytes)
+        for nbytes in self.hook_bytes:
+            sim.heap.alloc(nbytes)
+        self.table = sim.tables.gradients()
 
     def __del__(self):
-        for buf in self.grads.values():
-            buf.holders -= 1
+        heap = self.sim.heap
+        for value in self.grads.values():
+            value._release()
+            heap.free(self.entry_bytes)
+        self.grads = {}
+        self.table.drop()
+        self.required.drop()
+        for nbytes in self.hook_bytes:
+            heap.free(nbytes)
+        self.hook_bytes = ()
 
-    def get(self, node_id):
-        return self.grads.get(node_id)
+    def register(self, node_id, value) -> None:
+        """``Gradients::register``: ``value`` (a plain tensor, moved in) becomes ``node_id``'s
+        gradient; where there is one already it is removed and the two are added
+        (``float_add``: into a uniquely held operand where burn-flex writes in place,
+        :meth:`sim.backend.Backend.writable_operand`, else a new storage; the operands drop
+        with the add). The add's compute is not charged (no step's cost includes it)."""
+        old = self.remove(node_id)
+        if old is not None:
+            backend, shape = value.device.backend, value.shape
+            summed = backend.writable_operand("add", (value, old), shape)
+            if summed is None:
+                summed = backend.alloc(shape)
+            total = _tensor.Tensor(value.device, shape, summed)
+            value._release()
+            old._release()
+            value = total
+        # Box::new(value) first, then the table's insert (which may grow it)
+        self.sim.heap.alloc(self.entry_bytes)
+        grads = self.grads
+        grads[node_id] = value
+        self.table.fit(len(grads))
 
     def remove(self, node_id):
-        buf = self.grads.pop(node_id, None)
-        if buf is not None:
-            buf.holders -= 1
-        return buf
+        """``TensorContainer::remove``: take ``node_id``'s gradient out (its box is freed,
+        the tensor moves to the caller), or None."""
+        value = self.grads.pop(node_id, None)
+        if value is not None:
+            self.sim.heap.free(self.entry_bytes)
+        return value
+
+    def get(self, node_id):
+        """``node_id``'s gradient (the container keeps it), or None."""
+        return self.grads.get(node_id)
+
+    def duplicate(self, grad, parents) -> list:
+        """``utils::duplicate`` of a binary op's incoming gradient ``grad``: a clone per
+        tracked parent (each clone's own strides; the storage shared), None for an
+        untracked one. The clones are collected into a ``Vec<Option<primitive>>`` of the
+        arity (allocated first, freed when it becomes an array) and ``grad`` drops last."""
+        heap = self.sim.heap
+        backend = grad.device.backend
+        vec = backend.option_primitive_bytes * len(parents)
+        heap.alloc(vec)
+        clones = [None if parent is None else
+                  _tensor.Tensor(grad.device, grad.shape, grad.prim) for parent in parents]
+        heap.free(vec)
+        grad._release()
+        return clones
 
     def __contains__(self, node_id):
         return node_id in self.grads
@@ -134,12 +239,20 @@ class AutodiffServer:
         ids = collect_steps(root.node.id, self.steps)
         tape = []
         memory = self.memory_management
+        # build_tape's n_required map: one entry per distinct parent id of the tape's steps,
+        # inserted as each step is taken; dropped when the backward returns
+        n_required = sim.tables.n_required()
+        required = set()
         for node_id in ids:
             step = self.steps.pop(node_id)
             memory.consume_node(node_id)
+            for parent_id, _ in step.parents:
+                if parent_id not in required:
+                    required.add(parent_id)
+                    n_required.fit(len(required))
             tape.append(step)
         timing.tape(len(ids))
-        grads = self._execute(root, tape)
+        grads = self._execute(root, tape, n_required)
         # useful_propagation pops its to_explore PopNodeSet (a clone of the leaves set,
         # same bucket count) with iter().next(), which scans the control groups from
         # the start past the buckets already emptied: ~ leaves x groups / 2 group reads
@@ -151,42 +264,83 @@ class AutodiffServer:
         timing.free_unavailable(visited, pop_groups)
         for node_id in ids:
             cleaner.clean(node_id)
+        n_required.drop()
         return grads
 
-    def _execute(self, root, tape) -> Gradients:
-        """Run the steps by decreasing depth; keep the gradients of leaves that require grad."""
-        from .node import GRAD
+    def _execute(self, root, tape, n_required) -> Gradients:
+        """Run the steps by decreasing depth into a new :class:`Gradients` container (which
+        clones ``n_required``); what it holds at the end are the gradients of the leaves
+        that require grad."""
         sim = self.sim
-        backend = root.device.backend
+        device = root.device.inner()
+        backend = device.backend
+        Tensor = _tensor.Tensor
         # the tape builder and the steps' backward code: resident from the first backward
         sim.touched.touch_code("backward")
-        pending = {root.node.id: (backend.alloc(root.shape), root.node)}
+        grads = Gradients(sim, n_required, backend.grad_entry_bytes)
+        # Gradients::new: the root's gradient is ones of its shape; the root primitive it
+        # was given drops once that is registered (its strides; the loss keeps the storage)
+        grads.register(root.node.id, Tensor(device, root.shape, backend.alloc(root.shape)))
+        _take(root)
         tape.sort(key=lambda s: -s.depth)
         for step in tape:
             node = step.node
-            if step.kind == OPS and node.id in pending and node.requirement != GRAD:
-                del pending[node.id]
-                actions = step.actions
-                retrieved = (len(actions.explicit) + len(actions.backup)
-                             if actions is not None else 0)
-                if retrieved:
-                    # retrieve_node_output logs through log_autodiff, which reads the config
-                    sim.burn_config()
-                sim.timing.backward_op(step.op, step.shapes, step.cost, len(step.parents),
-                                       retrieved)
-                backend.backward_op(step.op.name, step.shapes)
-                # a matmul's gradients are matmuls too (staged outputs on flex: sim.backend)
-                staged = backend.staged(step.op.name)
-                for i, (parent, shape) in enumerate(zip(step.parent_nodes, step.shapes[1])):
-                    if parent is not None:
-                        # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend
-                        packed = ((step.shapes[1][0][-2], shape[-1])
-                                  if staged and i == 1 and len(shape) >= 2 else None)
-                        # a new buffer; when accumulating, it replaces the previous sum
-                        pending[parent.id] = (backend.alloc(shape, staged, packed), parent)
+            if step.kind == OPS and node.id in grads and node.requirement != GRAD:
+                self._step_backward(step, grads, device)
             self._drop_step(step)
-        return Gradients({node_id: buf for node_id, (buf, node) in pending.items()
-                          if node.requirement == GRAD})
+        return grads
+
+    def _step_backward(self, step, grads, device) -> None:
+        """One tracked op's backward (``ops/backward.rs`` ``unary``/``binary``): its node's
+        gradient is removed from ``grads`` (``consume`` of a ``GradInBackward`` node), a
+        binary op's is duplicated for its parents, and each tracked parent's gradient is
+        registered: the incoming one passed on (:data:`PASS_THROUGH`), or a new tensor,
+        written into the incoming one's storage where :data:`IN_PLACE_GRADIENT` allows."""
+        sim = self.sim
+        backend = device.backend
+        Tensor = _tensor.Tensor
+        actions = step.actions
+        retrieved = (len(actions.explicit) + len(actions.backup)
+                     if actions is not None else 0)
+        if retrieved:
+            # retrieve_node_output logs through log_autodiff, which reads the config
+            sim.burn_config()
+        sim.timing.backward_op(step.op, step.shapes, step.cost, len(step.parents), retrieved)
+        grad = grads.remove(step.node.id)
+        parents = step.parent_nodes
+        incoming = grads.duplicate(grad, parents) if len(parents) == 2 else [grad]
+        del grad
+        backend.backward_op(step.op.name, step.shapes)
+        name = step.op.name
+        out_shape, in_shapes = step.shapes
+        passes = PASS_THROUGH.get(name, ())
+        # a matmul's gradients are matmuls too (staged outputs on flex: sim.backend)
+        staged = backend.staged(name)
+        for i, (parent, shape) in enumerate(zip(parents, in_shapes)):
+            if parent is None:
+                continue
+            value = incoming[i]
+            incoming[i] = None
+            if i in passes and (shape == out_shape or name == "reshape"):
+                if name == "reshape":
+                    # a view with the parent's shape: new strides, the same storage
+                    view = Tensor(device, shape, value.prim)
+                    value._release()
+                    value = view
+            else:
+                buf = None
+                if name in IN_PLACE_GRADIENT and shape == out_shape:
+                    # any elementwise op's rule (sim.backend.IN_PLACE_OPS): "mul" stands for it
+                    buf = backend.writable_operand("mul", (value,), shape)
+                if buf is None:
+                    # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend
+                    packed = ((in_shapes[0][-2], shape[-1])
+                              if staged and i == 1 and len(shape) >= 2 else None)
+                    buf = backend.alloc(shape, staged, packed)
+                computed = Tensor(device, shape, buf)
+                value._release()
+                value = computed
+            grads.register(parent.id, value)
 
     # -- orphan sweep ----------------------------------------------------------------
     def maybe_useful(self) -> bool:
@@ -203,3 +357,7 @@ class AutodiffServer:
         n = len(self.steps) + self.memory_management.run_nodes
         self.steps_table.grow_to(n)
         self.actions_table.grow_to(n)
+
+
+# the API's Tensor (sim.tensor imports this package first: bound here, read at call time)
+from .. import tensor as _tensor  # noqa: E402

@@ -138,6 +138,15 @@ class RawTable:
         self.buckets = buckets
         self.cap = capacity_of(buckets)
 
+    def clone(self) -> "RawTable":
+        """hashbrown's ``Clone`` of this table (of ``Copy`` slots): a new table with a block
+        of the same bucket count (none when this one owns none), whatever its length."""
+        copy = RawTable(self.layout, self.heap)
+        if self.buckets:
+            copy.buckets, copy.cap, copy.nbytes = self.buckets, self.cap, self.nbytes
+            self.heap.alloc(self.nbytes)
+        return copy
+
     def drop(self) -> None:
         """Free the block (the table itself is dropped)."""
         if self.buckets:

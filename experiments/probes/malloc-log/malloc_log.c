@@ -12,7 +12,8 @@
  * Each call is forwarded to glibc's own entry points (__libc_malloc & co.), so
  * placement is glibc's. Records are kept in a static buffer (no allocation while
  * logging) and written at exit with write(2), one 48-byte record per call:
- *   u64 kind (1 malloc, 2 free, 3 calloc, 4 realloc, 5 memalign, 6 brk-at-first-call)
+ *   u64 kind (1 malloc, 2 free, 3 calloc, 4 realloc, 5 memalign, 6 brk-at-first-call,
+ *            7 the buffer overflowed, 8 a mark: its number in the size field)
  *   u64 size, u64 align, u64 result pointer, u64 argument pointer (free / realloc),
  *   u64 the program break after the call (sbrk(0): growth and trims of the heap).
  * Calls from other threads (other arenas) are not recorded.
@@ -54,7 +55,20 @@ static void put(uint64_t kind, uint64_t size, uint64_t align, void *ptr, void *a
                                       (uint64_t)(uintptr_t)arg, (uint64_t)(uintptr_t)sbrk(0)};
 }
 
-void *malloc(size_t n) { first(); void *p = __libc_malloc(n); put(1, n, 0, p, 0); return p; }
+/* requests of MARK_BASE + i are marks (burn-probes script, PROBE_SCRIPT_MARKS): recorded
+ * as kind 8 with i in the size field, answered with NULL, never passed to glibc */
+#define MARK_BASE ((size_t)1 << 46)
+
+void *malloc(size_t n) {
+    first();
+    if (n >= MARK_BASE && n < MARK_BASE + ((size_t)1 << 24)) {
+        put(8, n - MARK_BASE, 0, 0, 0);
+        return NULL;
+    }
+    void *p = __libc_malloc(n);
+    put(1, n, 0, p, 0);
+    return p;
+}
 void free(void *p) { if (!p) return; first(); __libc_free(p); put(2, 0, 0, 0, p); }
 void *calloc(size_t a, size_t b) { first(); void *p = __libc_calloc(a, b); put(3, a * b, 0, p, 0); return p; }
 void *realloc(void *q, size_t n) { first(); void *p = __libc_realloc(q, n); put(4, n, 0, p, q); return p; }

@@ -36,7 +36,10 @@
 //! the old value drops last). Output, one line per statement: `INDEX BYTES BLOCKS`,
 //! or `INDEX panic` when the statement panicked (the program stops there). With
 //! `PROBE_SCRIPT_TRACE=I` the allocations and frees of statement I go to stderr (size,
-//! address), to name what a differing statement allocates.
+//! address), to name what a differing statement allocates. With `PROBE_SCRIPT_MARKS=1`
+//! (only under `malloc-log`'s LD_PRELOAD library, which takes these calls for marks and
+//! does not pass them on to glibc) a `malloc` of `MARK_BASE + I` before statement I and
+//! of `MARK_BASE + len` after the last one marks the statements in the log.
 
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
@@ -46,6 +49,23 @@ use burn_probes::alloc::{self, Snapshot};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 const SLOTS: usize = 16;
+/// Request sizes from here on are statement marks for malloc-log (`PROBE_SCRIPT_MARKS`).
+const MARK_BASE: usize = 1 << 46;
+
+unsafe extern "C" {
+    fn malloc(size: usize) -> *mut u8;
+}
+
+/// A mark in malloc-log's record (the library answers it without allocating).
+fn mark(on: bool, index: usize) {
+    if on {
+        // through a pointer the optimizer cannot see through: a plain malloc call whose
+        // result is only tested may be elided as a known builtin
+        let call: unsafe extern "C" fn(usize) -> *mut u8 = std::hint::black_box(malloc);
+        let p = unsafe { call(MARK_BASE + index) };
+        assert!(p.is_null(), "PROBE_SCRIPT_MARKS needs malloc-log's LD_PRELOAD library");
+    }
+}
 
 #[derive(Clone, Copy)]
 enum Stmt {
@@ -175,8 +195,10 @@ pub fn run(path: &str) {
     let mut out: Vec<(i64, i64, bool)> = Vec::with_capacity(prog.len());
     let traced: Option<usize> =
         std::env::var("PROBE_SCRIPT_TRACE").ok().and_then(|v| v.parse().ok());
+    let marks = std::env::var("PROBE_SCRIPT_MARKS").is_ok();
     let before: Snapshot = alloc::snapshot();
     for (index, stmt) in prog.iter().copied().enumerate() {
+        mark(marks, index);
         if traced == Some(index) {
             alloc::trace_start();
         }
@@ -259,6 +281,7 @@ pub fn run(path: &str) {
             break;
         }
     }
+    mark(marks, out.len());
     for (i, (bytes, blocks, panicked)) in out.iter().enumerate() {
         if *panicked {
             println!("{i} panic");
