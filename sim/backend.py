@@ -149,15 +149,18 @@ class Buffer:
     """Storage of one tensor primitive (``nbytes`` of f32 data); ``holders``: the
     handles, checkpoints and gradient containers that hold it (Rust's strong count)."""
 
-    __slots__ = ("nbytes", "holders", "_free", "_token", "chunk")
+    __slots__ = ("nbytes", "holders", "_free", "_token", "chunk", "strides")
 
-    def __init__(self, nbytes, free, token, chunk=None):
+    def __init__(self, nbytes, free, token, chunk=None, strides=0):
         self.nbytes = nbytes
         self.holders = 0
         self._free = free
         self._token = token
         # its memory in the backend's L2 model (sim.costs.cache), None where not modelled
         self.chunk = chunk
+        #: bytes of the strides Vec allocated with it for its first handle (burn-flex
+        #: builds a new FlexTensor's Layout before its Arc<Bytes>); the handle takes them
+        self.strides = strides
 
     def __del__(self):
         self._free(self._token)
@@ -372,7 +375,7 @@ class Backend:
             return _take(inputs[0])
         out = self.writable_operand(op_name, inputs, out_shape)
         if out is None:
-            out = self.alloc(out_shape, self.staged(op_name))
+            out = self.alloc(out_shape, self.staged(op_name), layout_first=True)
         if cache is not None and op_name not in VIEW_OPS:
             chunks.append(out.chunk)
             missed = cache.touch(chunks)
@@ -396,7 +399,8 @@ class Backend:
         """Whether this backend creates ``op_name``'s output (and a gradient of it) staged."""
         return self.in_place and op_name in STAGED_OPS
 
-    def alloc(self, shape, staged=False, packed=None, created=False, shape_vec=0) -> Buffer:
+    def alloc(self, shape, staged=False, packed=None, created=False, shape_vec=0,
+              layout_first=False) -> Buffer:
         """A new buffer for an f32 tensor of ``shape``; ``packed``: the (k, n) of a gemm that
         packs its rhs into a transient per-call buffer while it writes this output;
         ``created``: a new tensor's data (``from_data``, ``zeros``...), whose creation
@@ -404,7 +408,12 @@ class Backend:
         is in its ``Bytes`` and before the ``FlexTensor`` is built; ``shape_vec``: bytes of
         the ``TensorData``'s shape ``Vec`` allocated then (freed by the caller); the new
         ``FlexTensor``'s strides follow it, before its ``Arc<Bytes>`` (burn-flex
-        ``from_data``, as the probe's allocation trace shows)."""
+        ``from_data``, as the probe's allocation trace shows); ``layout_first``: an op's
+        output, whose ``Layout`` (its strides) is likewise built before the ``Arc`` (the
+        malloc-log traces: data, controller, strides, Arc), where other new storage (a
+        backward's ``ones``) is wrapped in its ``Arc`` first and its handle's strides
+        come after. Strides allocated here go to the buffer's first handle
+        (:attr:`Buffer.strides`)."""
         nbytes = math.prod(shape) * ELEMENT_BYTES
         heap = self.sim.heap
         if created and self.pool is not None:
@@ -436,14 +445,14 @@ class Backend:
                 if shape_vec:
                     heap.alloc(shape_vec)
                 self.sim.device_settings.get_or_insert(self.kind)
-                strides = self.handle_stride_bytes * len(shape)
-                if strides:
-                    heap.alloc(strides)   # the new FlexTensor's strides (its handle's)
+            strides = self.handle_stride_bytes * len(shape) if created or layout_first else 0
+            if strides:
+                heap.alloc(strides)   # the new FlexTensor's strides (its first handle's)
             # FlexTensor::new: Arc::new(bytes)
             heap.alloc(self.bytes_arc_bytes)
             # the allocator's handle names the block, so that its placement is freed
             chunk = None if self.cache is None else self.cache.claim(nbytes)
-            return Buffer(nbytes, self._free_cpu, (size, block), chunk)
+            return Buffer(nbytes, self._free_cpu, (size, block), chunk, strides)
         token = self.pool.alloc(nbytes)
         if self.handle_bytes:
             heap.alloc(self.handle_bytes)

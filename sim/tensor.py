@@ -98,7 +98,7 @@ class Tensor:
 
     __slots__ = ("device", "shape", "prim", "node", "rc", "_box", "_strides", "holds")
 
-    def __init__(self, device, shape, prim, node=None, rc=None, strides_allocated=False):
+    def __init__(self, device, shape, prim, node=None, rc=None):
         self.device = device
         self.shape = shape if type(shape) is tuple else tuple(shape)
         self.prim = prim
@@ -120,9 +120,14 @@ class Tensor:
             sim.heap.alloc(box)
         else:
             self._box = 0
-        # burn-flex: every FlexTensor value has its Layout's strides Vec<isize> (layout.rs)
+        # burn-flex: every FlexTensor value has its Layout's strides Vec<isize> (layout.rs);
+        # a fresh buffer's first handle takes the strides allocated with it (sim.backend)
         strides = self._strides = device.backend.handle_stride_bytes * len(self.shape)
-        if strides and not strides_allocated:
+        if strides and prim is not None and prim.strides:
+            if prim.strides != strides:
+                raise AssertionError("a fresh buffer's first handle has another rank")
+            prim.strides = strides = 0
+        if strides:
             device.sim.heap.alloc(strides)
 
     # -- lifetime ----------------------------------------------------------------
@@ -171,7 +176,7 @@ class Tensor:
         flex = backend.handle_stride_bytes > 0
         shape_vec = USIZE_BYTES * len(shape) if flex else 0
         prim = backend.alloc(shape, created=True, shape_vec=shape_vec)
-        tensor = cls(device, shape, prim, strides_allocated=flex)
+        tensor = cls(device, shape, prim)
         if shape_vec:
             device.sim.heap.free(shape_vec)
         return tensor
