@@ -55,7 +55,7 @@ def real_statements(records):
     """Replay the log up to the first mark; returns ``(outcome, statements)``: the
     replay (its arena is the state the program starts from) and, per statement, its
     heap events ``("alloc", size, align, offset)`` / ``("free", size, offset)`` /
-    ``("realloc", ...)`` with chunk offsets from the heap's start."""
+    ``("realloc", ...)`` with chunk offsets from the heap's start (None: mmapped)."""
     marks = [i for i, r in enumerate(records) if r[0] == R.MARK]
     out = R.replay(records[:marks[0]])
     base = out.base
@@ -66,15 +66,15 @@ def real_statements(records):
         for kind, size, align, ptr, arg, _ in records[lo + 1:hi]:
             if kind == R.FREE:
                 if arg in sizes:
-                    events.append(("free", sizes.pop(arg), arg - 16 - base))
+                    events.append(("free", sizes.pop(arg), R.heap_offset(arg, base)))
             elif kind == R.REALLOC:
-                events.append(("realloc", sizes.pop(arg, None), size, arg - 16 - base,
-                               ptr - 16 - base))
+                events.append(("realloc", sizes.pop(arg, None), size, R.heap_offset(arg, base),
+                               R.heap_offset(ptr, base)))
                 sizes[ptr] = size
             elif kind in (R.MALLOC, R.CALLOC, R.MEMALIGN) and ptr:
                 sizes[ptr] = size
                 events.append(("alloc", size, align if kind == R.MEMALIGN else 0,
-                               ptr - 16 - base))
+                               R.heap_offset(ptr, base)))
         statements.append(events)
     return out, statements
 
@@ -125,18 +125,6 @@ def simulated_statements(lines, arena, l2_bytes) -> list:
     return statements
 
 
-def _unmapped(events):
-    """Events with mmapped chunks' offsets as None (real: outside the heap)."""
-    out = []
-    for ev in events:
-        if ev[0] == "alloc" and ev[3] is not None and not 0 <= ev[3] < 1 << 40:
-            ev = ev[:3] + (None,)
-        elif ev[0] == "free" and ev[2] is not None and not 0 <= ev[2] < 1 << 40:
-            ev = ev[:2] + (None,)
-        out.append(ev)
-    return out
-
-
 def _shape(events):
     """The events without addresses: kind, size (and alignment) in order."""
     return [ev[:3] if ev[0] == "alloc" else ev[:2] for ev in events]
@@ -152,7 +140,6 @@ def compare(lines, records, l2_bytes):
     difference = None
     ordered = 0
     for k, (r, s) in enumerate(zip(real, sim)):
-        r = _unmapped(r)
         ordered += _shape(r) == _shape(s)
         if r != s and difference is None:
             difference = k, r, s

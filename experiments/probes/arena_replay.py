@@ -41,6 +41,17 @@ NAMES = {MALLOC: "malloc", FREE: "free", CALLOC: "calloc", REALLOC: "realloc",
 TCACHE_STRUCT = 64 * 2 + 64 * 8
 
 
+#: offsets from the heap's start beyond this are not in the brk heap (mmapped chunks)
+HEAP_SPAN = 1 << 40
+
+
+def heap_offset(ptr, base):
+    """The chunk offset from the heap's start ``base`` of the block at user pointer
+    ``ptr``, or None for a chunk outside the brk heap (mmapped)."""
+    offset = ptr - 16 - base
+    return offset if 0 <= offset < HEAP_SPAN else None
+
+
 def read_log(path):
     """The records of a malloc-log file (``.xz``-compressed or not): ``(kind, size,
     align, ptr, arg, brk)`` tuples."""
@@ -87,7 +98,7 @@ def replay(records, arena=None, on_event=None) -> Outcome:
             if old is not None:
                 arena.free(old[0], old[1])
                 if on_event is not None:
-                    on_event(i, (kind, old[1], 0, 0, arg), old[0], arg - 16 - base)
+                    on_event(i, (kind, old[1], 0, 0, arg), old[0], heap_offset(arg, base))
             _compare_break(out, i, arena, brk - base)
             continue
         if not ptr:
@@ -100,16 +111,15 @@ def replay(records, arena=None, on_event=None) -> Outcome:
         else:
             block = arena.alloc(size, align if kind == MEMALIGN else 0)
         blocks[ptr] = (block, size)
-        real = ptr - 16 - base
-        mapped_real = not (0 <= real < (1 << 40))
-        ok = (type(block) is tuple) if mapped_real else block == real
+        real = heap_offset(ptr, base)
+        ok = (type(block) is tuple) if real is None else block == real
         out.placed += 1
         out.same += ok
         if not ok and out.first is None:
             out.first = i
         _compare_break(out, i, arena, brk - base)
         if on_event is not None:
-            on_event(i, (kind, size, align, ptr, arg), block, None if mapped_real else real)
+            on_event(i, (kind, size, align, ptr, arg), block, real)
     out.trims = arena.trims
     return out
 

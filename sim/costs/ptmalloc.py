@@ -442,7 +442,7 @@ class PtmallocArena:
                 break
             if not self.nfast:
                 if nb >= self.mmap_threshold:
-                    size = -(-(nb + SIZE_SZ) // self.page) * self.page
+                    size = self._mapped_size(nb)
                     self.mapped += size
                     if self.fault is not None:
                         self.fault(size, True)
@@ -452,6 +452,11 @@ class PtmallocArena:
         addr = self._from_top(nb)
         self.inuse[addr] = nb
         return addr
+
+    def _mapped_size(self, nb) -> int:
+        """Bytes of an mmapped chunk for chunk size ``nb``: its header word and the chunk,
+        whole pages (``sysmalloc``'s ``sysmalloc_mmap``, ``mremap_chunk``)."""
+        return -(-(nb + SIZE_SZ) // self.page) * self.page
 
     def _large_fit(self, nb):
         """A large request from its own bin: the smallest chunk that fits (the second one
@@ -507,7 +512,7 @@ class PtmallocArena:
         live.remove(block)
         nb = chunk_size(nbytes)
         if type(block) is tuple:
-            size = -(-(nb + SIZE_SZ) // self.page) * self.page
+            size = self._mapped_size(nb)
             if size > block[1] and self.fault is not None:
                 self.fault(size - block[1], True)
             self.mapped += size - block[1]
