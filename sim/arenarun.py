@@ -328,18 +328,30 @@ class _Closed:
         return blocks, carves
 
     def resolve(self, lab, i):
-        """The address of the chunk ``lab`` names in iteration ``i`` (None: a cycle)."""
+        """The address of the chunk ``lab`` names in iteration ``i``.
+
+        ``("p", pos)`` names what sat at tcache/fastbin position ``pos`` when iteration
+        ``i`` began: what the wiring put there in iteration ``i - 1``, and so on back to a
+        carve of an earlier iteration or to the state the run began with. Where the
+        positions only trade chunks among themselves (the wiring permutes them: frees
+        that come in another order than the allocations), the walk goes round a cycle
+        and is shortened by whole turns."""
         wiring = self.pattern.wiring
-        steps = 0
+        seen = {}       # position -> its index in ``path``
+        path = []
         while lab[0] == "p":
             src = lab[1]
             if i == 0 or wiring[src] == lab:
                 return self.state[src]  # there when the run began (or never moved)
+            if src in seen:
+                # round a cycle of positions back to ``src``: ``i`` more steps end at the
+                # start of the run, ``i`` modulo the cycle's length along it
+                k = seen[src]
+                return self.state[path[k + i % (len(path) - k)]]
+            seen[src] = len(path)
+            path.append(src)
             i -= 1
             lab = wiring[src]
-            steps += 1
-            if steps > len(wiring):
-                return None
         return self.layout(i)[1][lab[1]]
 
     def final(self):

@@ -32,6 +32,8 @@ from __future__ import annotations
 import math
 from operator import attrgetter
 
+from .costs.ptmalloc import ZEROED
+
 __all__ = ["Buffer", "Backend", "DeviceSettingsRegistry", "ELEMENT_BYTES"]
 
 #: f32
@@ -42,6 +44,14 @@ _CHUNK = attrgetter("prim.chunk")
 #: ops burn-flex runs in place on a uniquely owned operand of the output's shape
 IN_PLACE_OPS = frozenset({"add", "sub", "mul", "div", "mul_scalar", "add_scalar",
                           "div_scalar", "relu", "exp", "log", "sqrt", "powf_scalar"})
+#: ops whose output's Layout (its strides) burn-flex builds before computing its data (the
+#: unary float ops; the binary and scalar ops build it after the data's Bytes): the
+#: malloc-log traces of the probe programs
+STRIDES_FIRST_OPS = frozenset({"relu", "exp", "log", "sqrt"})
+#: ops whose output shape burn-flex builds from a temporary Vec, and its bytes: a full sum
+#: (``sum_f32``; a mean is that sum divided in place) makes ``Shape::from(vec![1])``, an
+#: i32 Vec of one element, freed once the Shape holds it (ops/reduce.rs)
+SHAPE_TEMP_OPS = {"sum": 4, "mean": 4}
 #: ops that return a view of their operand's storage
 VIEW_OPS = frozenset({"reshape"})
 #: ops whose output burn-flex creates with ``FlexTensor::empty`` (tensor.rs): a zeroed
@@ -149,9 +159,10 @@ class Buffer:
     """Storage of one tensor primitive (``nbytes`` of f32 data); ``holders``: the
     handles, checkpoints and gradient containers that hold it (Rust's strong count)."""
 
-    __slots__ = ("nbytes", "holders", "_free", "_token", "chunk", "strides")
+    __slots__ = ("nbytes", "holders", "_free", "_token", "chunk", "strides", "strides_block",
+                 "device_box_block")
 
-    def __init__(self, nbytes, free, token, chunk=None, strides=0):
+    def __init__(self, nbytes, free, token, chunk=None, strides=0, strides_block=None):
         self.nbytes = nbytes
         self.holders = 0
         self._free = free
@@ -161,6 +172,8 @@ class Buffer:
         #: bytes of the strides Vec allocated with it for its first handle (burn-flex
         #: builds a new FlexTensor's Layout before its Arc<Bytes>); the handle takes them
         self.strides = strides
+        self.strides_block = strides_block
+        self.device_box_block = None
 
     def __del__(self):
         self._free(self._token)
@@ -196,6 +209,8 @@ class DeviceSettingsRegistry:
         thread = self.sim.current.name
         cache = self._caches.get(thread)
         if cache is None:
+            # the thread's LOCAL_CACHE comes to life: libc records its destructor
+            self.sim.heap.libc_alloc(self.sim.profile.process.tls_dtor_bytes, zeroed=True)
             cache = self._caches[thread] = (self.sim.tables.device_settings_cache(), set())
         table, cached = cache
         if kind in cached:
@@ -372,10 +387,19 @@ class Backend:
             # (a tensor's buffer holds exactly its shape's elements; a view keeps the count)
             chunks = list(map(_CHUNK, inputs))
         if self.in_place and op_name in VIEW_OPS:
-            return _take(inputs[0])
+            # FlexTensor::reshape: a new Layout for the output (its strides), then the
+            # operand's is dropped; the storage is shared
+            strides = self.handle_stride_bytes * len(out_shape)
+            block = self.sim.heap.alloc(strides) if strides else None
+            buf = _take(inputs[0])
+            if strides:
+                buf.strides, buf.strides_block = strides, block
+            return buf
         out = self.writable_operand(op_name, inputs, out_shape)
         if out is None:
-            out = self.alloc(out_shape, self.staged(op_name), layout_first=True)
+            out = self.alloc(out_shape, self.staged(op_name), layout_first=True,
+                             strides_first=op_name in STRIDES_FIRST_OPS,
+                             shape_temp=SHAPE_TEMP_OPS.get(op_name, 0))
         if cache is not None and op_name not in VIEW_OPS:
             chunks.append(out.chunk)
             missed = cache.touch(chunks)
@@ -392,21 +416,22 @@ class Backend:
                 buf = t.prim
                 if (buf.holders == 1 and t.holds and t.shape == out_shape
                         and sum(1 for u in inputs if u.prim is buf) == 1):
-                    return _take(t)
+                    return _take(t, keep_layout=True)
         return None
 
     def staged(self, op_name) -> bool:
         """Whether this backend creates ``op_name``'s output (and a gradient of it) staged."""
         return self.in_place and op_name in STAGED_OPS
 
-    def alloc(self, shape, staged=False, packed=None, created=False, shape_vec=0,
-              layout_first=False) -> Buffer:
+    def alloc(self, shape, staged=False, packed=None, created=False, device_box=0,
+              layout_first=False, strides_first=False, shape_temp=0) -> Buffer:
         """A new buffer for an f32 tensor of ``shape``; ``packed``: the (k, n) of a gemm that
         packs its rhs into a transient per-call buffer while it writes this output;
         ``created``: a new tensor's data (``from_data``, ``zeros``...), whose creation
         resolves the device's default dtype (:class:`DeviceSettingsRegistry`) once its data
-        is in its ``Bytes`` and before the ``FlexTensor`` is built; ``shape_vec``: bytes of
-        the ``TensorData``'s shape ``Vec`` allocated then (freed by the caller); the new
+        is in its ``Bytes`` and before the ``FlexTensor`` is built; ``device_box``: bytes of
+        the creation options' clone of an autodiff device allocated then (its handle in
+        :attr:`Buffer.device_box_block`; the caller frees it); the new
         ``FlexTensor``'s strides follow it, before its ``Arc<Bytes>`` (burn-flex
         ``from_data``, as the probe's allocation trace shows); ``layout_first``: an op's
         output, whose ``Layout`` (its strides) is likewise built before the ``Arc`` (the
@@ -421,17 +446,22 @@ class Backend:
         if self.pool is None:
             self.sim.timing.fresh_buffers(self, 2 if staged else 1)
             box = self.bytes_box_bytes
+            strides = self.handle_stride_bytes * len(shape) if created or layout_first else 0
+            strides_block = None
+            if strides and strides_first:
+                strides_block = heap.alloc(strides)
             if staged:
-                # FlexTensor::empty: a zeroed Vec<u8> (align 1) that Bytes::from_bytes_vec
-                # copies into a MAX_ALIGN allocation, then frees; each of the two has its
-                # boxed controller (Bytes::from_elems, then try_enforce_runtime_align)
-                staging = heap.alloc(nbytes)
-                heap.alloc(box)
+                # FlexTensor::empty: a zeroed Vec<u8> (align 1: alloc_zeroed, a calloc) that
+                # Bytes::from_bytes_vec copies into a MAX_ALIGN allocation, then frees; each
+                # of the two has its boxed controller (Bytes::from_elems, then
+                # try_enforce_runtime_align)
+                staging = heap.alloc(nbytes, ZEROED)
+                staging_box = heap.alloc(box)
                 size = -(-nbytes // MAX_ALIGN) * MAX_ALIGN
                 block = heap.alloc(size)
-                heap.alloc(box)
+                box_block = heap.alloc(box)
                 heap.free(nbytes, staging)
-                heap.free(box)
+                heap.free(box, staging_box)
                 if packed is not None:
                     k, n = packed
                     pack = k * (n + PACK_EXTRA_COLUMNS) * ELEMENT_BYTES
@@ -440,19 +470,25 @@ class Backend:
             else:
                 size = nbytes
                 block = heap.alloc(nbytes)
-                heap.alloc(box)
+                box_block = heap.alloc(box)
+                if shape_temp:
+                    heap.free(shape_temp, heap.alloc(shape_temp))
+            device_box_block = None
             if created:
-                if shape_vec:
-                    heap.alloc(shape_vec)
+                if device_box:
+                    device_box_block = heap.alloc(device_box)
                 self.sim.device_settings.get_or_insert(self.kind)
-            strides = self.handle_stride_bytes * len(shape) if created or layout_first else 0
-            if strides:
-                heap.alloc(strides)   # the new FlexTensor's strides (its first handle's)
+            if strides and not strides_first:
+                # the new FlexTensor's strides (its first handle's)
+                strides_block = heap.alloc(strides)
             # FlexTensor::new: Arc::new(bytes)
-            heap.alloc(self.bytes_arc_bytes)
-            # the allocator's handle names the block, so that its placement is freed
+            arc_block = heap.alloc(self.bytes_arc_bytes)
+            # the allocator's handles name the blocks, so that their placements are freed
             chunk = None if self.cache is None else self.cache.claim(nbytes)
-            return Buffer(nbytes, self._free_cpu, (size, block), chunk, strides)
+            buf = Buffer(nbytes, self._free_cpu, (size, block, box_block, arc_block), chunk,
+                         strides, strides_block)
+            buf.device_box_block = device_box_block
+            return buf
         token = self.pool.alloc(nbytes)
         if self.handle_bytes:
             heap.alloc(self.handle_bytes)
@@ -460,9 +496,10 @@ class Backend:
 
     def _free_cpu(self, token) -> None:
         heap = self.sim.heap
-        heap.free(*token)
-        heap.free(self.bytes_box_bytes)
-        heap.free(self.bytes_arc_bytes)
+        size, block, box_block, arc_block = token
+        heap.free(size, block)
+        heap.free(self.bytes_box_bytes, box_block)
+        heap.free(self.bytes_arc_bytes, arc_block)
 
     def _free_gpu(self, token) -> None:
         self.pool.free(*token)
@@ -470,13 +507,20 @@ class Backend:
             self.sim.heap.free(self.handle_bytes)
 
 
-def _take(tensor) -> Buffer:
+def _take(tensor, keep_layout=False) -> Buffer:
     """Consume ``tensor``'s hold on its storage (Rust moved it into the op), and its
-    Layout: the op's output carries the layout on (its own strides block in the model)."""
+    Layout: an op writing in place (``keep_layout``) hands the operand's strides on to
+    its output, the storage's next handle (:attr:`Buffer.strides`); a view builds a new
+    one (the output's own strides block) and the operand's is freed."""
     if tensor.holds:
         tensor.holds = False
         tensor.prim.holders -= 1
+    buf = tensor.prim
     if tensor._strides:
-        tensor.device.sim.heap.free(tensor._strides)
+        if keep_layout:
+            buf.strides, buf.strides_block = tensor._strides, tensor._strides_block
+        else:
+            tensor.device.sim.heap.free(tensor._strides, tensor._strides_block)
         tensor._strides = 0
-    return tensor.prim
+        tensor._strides_block = None
+    return buf

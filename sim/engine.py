@@ -256,11 +256,12 @@ class Simulation:
     def thread_rng(self) -> None:
         """rand's ``rand::rng()`` on the current thread (burn-std's ``IdGenerator``: every
         ``ParamId``): the thread's first call creates its RNG (``layout.thread_rng_bytes``,
-        kept while the thread lives)."""
+        kept while the thread lives), and libc records the thread-local's destructor."""
         thread = self.current.name
         if thread not in self._rng_threads:
             self._rng_threads.add(thread)
             self.heap.alloc(self.layout.thread_rng_bytes)
+            self.heap.libc_alloc(self.profile.process.tls_dtor_bytes, zeroed=True)
 
     def device(self, kind: str) -> Device:
         """A plain device of ``kind`` (``flex`` or ``metal``)."""

@@ -42,6 +42,7 @@ SCHEMA = {
         "malloc_trim_threshold_bytes": INT,   # glibc-arena's mallopt settings (0: glibc's
         "malloc_mmap_threshold_bytes": INT,   #   default, with the dynamic thresholds);
         "malloc_top_pad_bytes": INT,          #   must be 0 for the other allocators
+        "tls_dtor_bytes": INT,       # libc's record of a thread-local's destructor
     },
     "code": {                        # resident text per code path (sim.costs.rss.CODE_PATHS)
         "device_bytes": INT,
@@ -68,6 +69,7 @@ SCHEMA = {
         "scalar_bytes": INT,
         "action_bytes": INT,
         "dispatch_box_bytes": INT,
+        "device_box_bytes": INT,             # an autodiff device's Box<DispatchDevice>
         "param_state_bytes": INT,            # a parameter's Arc<LazyInitState> (burn-core Param)
         "param_init_bytes": INT,             # a lazy parameter's boxed init closure ...
         "param_init_extra_bytes": INT,       # ... and the block it owns, freed at the first val()

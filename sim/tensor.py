@@ -76,9 +76,6 @@ class Device:
         return pool.bytes_in_use, pool.bytes_reserved
 
 
-#: bytes of a usize (64-bit targets)
-USIZE_BYTES = 8
-
 
 def drop(tensor) -> None:
     """Drop a tensor handle now (Rust's ``drop(t)``); the object becomes unusable."""
@@ -96,12 +93,15 @@ def _shape_of(values):
 class Tensor:
     """One tensor handle: shape, buffer, and (on autodiff devices) node and ref count."""
 
-    __slots__ = ("device", "shape", "prim", "node", "rc", "_box", "_strides", "holds")
+    __slots__ = ("device", "shape", "prim", "node", "rc", "_box", "_strides", "holds",
+                 "_box_block", "_strides_block", "moved")
 
-    def __init__(self, device, shape, prim, node=None, rc=None):
+    def __init__(self, device, shape, prim, node=None, rc=None, boxed=True):
         self.device = device
         self.shape = shape if type(shape) is tuple else tuple(shape)
         self.prim = prim
+        #: handed to the next op by value (:meth:`move`)
+        self.moved = False
         # whether this handle counts as a holder of its storage (an op that writes in
         # place consumes its operand: see sim.backend)
         self.holds = prim is not None
@@ -109,44 +109,82 @@ class Tensor:
             prim.holders += 1
         self.node = node
         self.rc = rc
+        self._box = 0
+        self._box_block = None
         if device.is_autodiff:
-            # every autodiff handle owns a boxed DispatchTensorKind
             sim = device.sim
             if node is None:
                 node = self.node = Node(sim, sim.next_node_id(), (), 0, NONE)
                 rc = self.rc = NodeRefCount(sim, node.id)
             rc.acquire()
-            box = self._box = sim.layout.dispatch_box_bytes
-            sim.heap.alloc(box)
-        else:
-            self._box = 0
+            if boxed:
+                self.box()
         # burn-flex: every FlexTensor value has its Layout's strides Vec<isize> (layout.rs);
         # a fresh buffer's first handle takes the strides allocated with it (sim.backend)
         strides = self._strides = device.backend.handle_stride_bytes * len(self.shape)
+        self._strides_block = None
         if strides and prim is not None and prim.strides:
             if prim.strides != strides:
                 raise AssertionError("a fresh buffer's first handle has another rank")
-            prim.strides = strides = 0
-        if strides:
-            device.sim.heap.alloc(strides)
+            self._strides_block = prim.strides_block
+            prim.strides = 0
+            prim.strides_block = None
+        elif strides:
+            self._strides_block = device.sim.heap.alloc(strides)
+
+    def box(self) -> None:
+        """burn-dispatch wraps an autodiff tensor in its ``DispatchTensorKind::Autodiff(Box<..>)``
+        (``layout.dispatch_box_bytes``): every autodiff handle owns one, allocated when the
+        dispatch layer wraps the value it got back (after the op, or the clone)."""
+        sim = self.device.sim
+        box = self._box = sim.layout.dispatch_box_bytes
+        self._box_block = sim.heap.alloc(box)
+
+    def unbox(self) -> None:
+        """burn-dispatch moves the value out of this handle's box and frees the box; the
+        handle's other parts live on (the op consumes them)."""
+        if self._box:
+            self.device.sim.heap.free(self._box, self._box_block)
+            self._box = 0
+            self._box_block = None
 
     # -- lifetime ----------------------------------------------------------------
-    def _release(self) -> None:
-        rc = self.rc
+    def move(self) -> "Tensor":
+        """Hand this handle to the next op or conversion by value, as Rust moves a tensor
+        into a function: the op drops its parts where burn does (the primitive when the
+        inner op returns, then the node and ref count, then the box) instead of when
+        Python drops the object, and the handle is unusable afterwards. Without it an
+        op borrows its operands, which drop when the caller lets them go."""
+        self._alive()
+        self.moved = True
+        return self
+
+    def _release_inner(self) -> None:
+        """Drop the inner backend's tensor: its storage's ``Arc``, then its strides."""
         if self.holds:
             self.holds = False
             self.prim.holders -= 1
-        if self._box:
-            self.device.sim.heap.free(self._box)
-            self._box = 0
-        if self._strides:
-            self.device.sim.heap.free(self._strides)
-            self._strides = 0
         self.prim = None
+        if self._strides:
+            self.device.sim.heap.free(self._strides, self._strides_block)
+            self._strides = 0
+            self._strides_block = None
+
+    def _release_autodiff(self) -> None:
+        """Drop the ``AutodiffTensor``'s node, then its ref count."""
+        rc = self.rc
         self.node = None
         self.rc = None
         if rc is not None:
             rc.release()
+
+    def _release(self) -> None:
+        """Drop the handle, its parts in the order Rust drops them: the boxed value's
+        ``FlexTensor`` (its storage's ``Arc``, then its strides), then the
+        ``AutodiffTensor``'s node and ref count, then the box itself."""
+        self._release_inner()
+        self._release_autodiff()
+        self.unbox()
 
     # a handle Python drops (``del``, end of scope) is released as by ``drop`` (idempotent)
     __del__ = _release
@@ -171,14 +209,16 @@ class Tensor:
         if device.backend.pool is None:
             device.sim.touched.touch_code("creation")   # from_data / random fill on the CPU
         backend = device.backend
-        # burn-flex's from_data: the TensorData's shape Vec<usize>, dropped once the tensor
-        # is built, and the new FlexTensor's strides, allocated before its Arc<Bytes>
+        # burn-tensor's from_data: its TensorCreationOptions clone the device (an autodiff
+        # device's boxed inner device), dropped once the tensor is built; burn-flex's
+        # from_data builds the new FlexTensor's strides before its Arc<Bytes>
         flex = backend.handle_stride_bytes > 0
-        shape_vec = USIZE_BYTES * len(shape) if flex else 0
-        prim = backend.alloc(shape, created=True, shape_vec=shape_vec)
+        device_box = device.sim.layout.device_box_bytes if flex and device.is_autodiff else 0
+        prim = backend.alloc(shape, created=True, device_box=device_box)
         tensor = cls(device, shape, prim)
-        if shape_vec:
-            device.sim.heap.free(shape_vec)
+        if device_box:
+            device.sim.heap.free(device_box, prim.device_box_block)
+            prim.device_box_block = None
         return tensor
 
     ones = zeros
@@ -239,9 +279,32 @@ class Tensor:
         self._alive()
         if not self.device.is_autodiff:
             return self.clone()
-        return Tensor(self.device.inner(), self.shape, self.prim)
+        if self.device.backend.handle_stride_bytes:
+            _check_devices(self)   # Tensor::without_autodiff reads the tensor's device
+        return self.rewrap(self.device.inner())
 
     inner = without_autodiff
+
+    def rewrap(self, device) -> "Tensor":
+        """A new handle for this handle's primitive on ``device`` (a new leaf there if it is
+        an autodiff device), as burn's conversions (``detach``, ``without_autodiff``) build
+        one. A moved handle (:meth:`move`) hands its inner tensor over, strides included;
+        its node and ref count drop before the new handle is boxed, its box after. A
+        borrowed one stays as it is, and the new handle clones the inner tensor."""
+        if not self.moved:
+            return Tensor(device, self.shape, self.prim)
+        prim = self.prim
+        if self._strides:
+            # the primitive moves into the new handle with its Layout
+            prim.strides, prim.strides_block = self._strides, self._strides_block
+            self._strides, self._strides_block = 0, None
+        out = Tensor(device, self.shape, prim, boxed=False)
+        self._release_inner()
+        self._release_autodiff()
+        if device.is_autodiff:
+            out.box()
+        self.unbox()
+        return out
 
     def autodiff(self) -> "Tensor":
         return Tensor.from_inner(self, self.device.autodiff())
@@ -293,7 +356,9 @@ class Tensor:
             scalar = {"add": "add_scalar", "mul": "mul_scalar", "sub": "add_scalar",
                       "div": "div_scalar"}[name]
             return self._op(scalar, (), self.shape)
-        return self._op(name, (other,), _broadcast(self.shape, other.shape))
+        shape = _broadcast(self.shape, other.shape)
+        _check_devices(self, other)
+        return self._op(name, (other,), shape)
 
     def __add__(self, other):
         return self._binary("add", other)
@@ -367,15 +432,24 @@ class Tensor:
         if k == 0:
             return Tensor.ones(self.shape, self.device)
         if k == 2:
-            # one pow call in PyTorch (PowBackward0), a Mul of x by itself in burn
+            # one pow call in PyTorch (PowBackward0), a Mul of x by a clone of itself in
+            # burn's dispatch (the clone's cost is in the op's: not charged apart)
+            other = Tensor(self.device, self.shape, self.prim, self.node, self.rc).move()
             with self.device.sim.timing.fused("pow"):
-                return self._op("mul", (self,), self.shape)
+                return self._op("mul", (other,), self.shape)
         return self._op("powf_scalar", (), self.shape)
 
     def reshape(self, shape):
         shape = tuple(int(d) for d in shape)
         if math.prod(shape) != math.prod(self.shape):
             raise UserError(f"cannot reshape {list(self.shape)} to {list(shape)}")
+        if self.device.backend.handle_stride_bytes:
+            # burn-tensor's reshape: Shape::reshape (cubecl-zspace) pushes the new dims into
+            # a Vec<usize> (capacity 4; a longer shape's reallocs are taken as one block of
+            # the final capacity), freed once the Shape holds them
+            heap = self.device.sim.heap
+            cap = 1 << max(2, (len(shape) - 1).bit_length())
+            heap.free(8 * cap, heap.alloc(8 * cap))
         return self._op("reshape", (), shape)
 
     def unsqueeze(self, dim=0):
@@ -387,6 +461,22 @@ class Tensor:
         state = "dropped" if self.prim is None else (
             f"node={self.node.id}" if self.node is not None else "plain")
         return f"Tensor({list(self.shape)}, {self.device!r}, {state})"
+
+
+def _check_devices(*tensors) -> None:
+    """burn-tensor's operand checks (``TensorCheck::binary_ops_ew``) read each operand's
+    ``device()``: an autodiff tensor's device is a new ``AutodiffDevice`` whose inner
+    device is boxed (``layout.device_box_bytes``); the devices drop after the check, the
+    last one first."""
+    heap = None
+    boxes = []
+    for t in tensors:
+        if t.device.is_autodiff and t.device.backend.handle_stride_bytes:
+            heap = t.device.sim.heap
+            nbytes = t.device.sim.layout.device_box_bytes
+            boxes.append((nbytes, heap.alloc(nbytes)))
+    for nbytes, block in reversed(boxes):
+        heap.free(nbytes, block)
 
 
 def _broadcast(a, b):

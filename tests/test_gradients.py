@@ -81,13 +81,14 @@ def test_a_kept_gradient_keeps_the_container_blocks():
 
 
 def test_dropping_frees_entries_then_table_then_hook(events):
-    """Each entry drops its tensor (strides, then the storage it held last) and its box;
-    then the table, the n_required clone, the registration box and the closure box."""
+    """Each entry drops its tensor (the storage it held last, then its strides: the
+    FlexTensor's fields in order) and its box; then the table, the n_required clone, the
+    registration box and the closure box."""
     sim, (x,) = _leaves()
     grads = _backward(x)
     events.clear()
     del grads
-    assert events == [("free", STRIDES), *(("free", n) for n in BUFFER), ("free", 184),
+    assert events == [*(("free", n) for n in BUFFER), ("free", STRIDES), ("free", 184),
                       ("free", 116), ("free", 84), ("free", 96), ("free", 16)]
 
 

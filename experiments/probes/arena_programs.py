@@ -29,6 +29,7 @@ sys.path.insert(0, str(HERE))
 
 import arena_replay as R  # noqa: E402
 import programs as P  # noqa: E402
+from sim.costs.ptmalloc import ZEROED  # noqa: E402
 
 LIBRARY = HERE / "malloc-log" / "malloc_log.c"
 
@@ -54,7 +55,7 @@ def run_real_log(lines, binary, lib, workdir) -> list:
 def real_statements(records):
     """Replay the log up to the first mark; returns ``(outcome, statements)``: the
     replay (its arena is the state the program starts from) and, per statement, its
-    heap events ``("alloc", size, align, offset)`` / ``("free", size, offset)`` /
+    heap events ``("alloc", size, align, offset)`` (``align`` ZEROED: a calloc) / ``("free", size, offset)`` /
     ``("realloc", ...)`` with chunk offsets from the heap's start (None: mmapped)."""
     marks = [i for i, r in enumerate(records) if r[0] == R.MARK]
     out = R.replay(records[:marks[0]])
@@ -73,8 +74,8 @@ def real_statements(records):
                 sizes[ptr] = size
             elif kind in (R.MALLOC, R.CALLOC, R.MEMALIGN) and ptr:
                 sizes[ptr] = size
-                events.append(("alloc", size, align if kind == R.MEMALIGN else 0,
-                               R.heap_offset(ptr, base)))
+                events.append(("alloc", size, align if kind == R.MEMALIGN else
+                               ZEROED if kind == R.CALLOC else 0, R.heap_offset(ptr, base)))
         statements.append(events)
     return out, statements
 

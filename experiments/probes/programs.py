@@ -259,8 +259,8 @@ def simulate(lines, profile="linux-x86_64", trace=None, l2_bytes=None, observe=N
                 assign(int(words[1]), Tensor.from_floats([[1.0] * n] * n, device.inner()))
             elif kind in ("bin", "binm"):
                 op, j, k = words[2], int(words[3]), int(words[4])
-                a = take(j, kind == "binm")
-                b = take(k, False)
+                a = take(j, kind == "binm").move()
+                b = take(k, False).move()
                 value = getattr(a, op)(b)
                 drop(a)
                 drop(b)
@@ -268,6 +268,8 @@ def simulate(lines, profile="linux-x86_64", trace=None, l2_bytes=None, observe=N
                 assign(int(words[1]), value)
             elif kind in ("un", "unm"):
                 a = take(int(words[3]), kind == "unm")
+                if words[2] != "require_grad":
+                    a.move()   # the op takes it by value
                 value = _unary(words[2], a)
                 if value is not a:
                     drop(a)
@@ -284,8 +286,8 @@ def simulate(lines, profile="linux-x86_64", trace=None, l2_bytes=None, observe=N
                     kept, grads = grads, kept
                 del grads
             elif kind == "red":
-                a = slots[int(words[3])].clone()
-                value = (a.mean() if words[2] == "mean" else a.sum()).reshape((1, 1))
+                a = slots[int(words[3])].clone().move()
+                value = (a.mean() if words[2] == "mean" else a.sum()).move().reshape((1, 1))
                 drop(a)
                 del a
                 assign(int(words[1]), value)

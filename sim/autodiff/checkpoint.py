@@ -30,58 +30,65 @@ STRATEGIES = (DISABLED, BALANCED)
 class CheckpointerBuilder:
     """Explicit and backup actions of one node, with their heap blocks.
 
-    Each action is ``(node_id, buffer_or_None)``: a buffer for ``Computed``,
-    None for ``Recompute``.
+    Each action is ``(node_id, buffer_or_None, blocks)``: a buffer for ``Computed``
+    (``blocks``: the boxed clone's strides and box, as ``(bytes, handle)``), None for
+    ``Recompute``.
     """
 
-    __slots__ = ("explicit", "backup", "_sim", "_blocks")
+    __slots__ = ("explicit", "backup", "_sim", "_vecs")
 
     def __init__(self, sim):
         self.explicit = []
         self.backup = []
         self._sim = sim
-        self._blocks = []
+        #: list -> (bytes, handle) of its Vec's buffer
+        self._vecs = {}
 
     def checkpoint(self, tensor, backup=False) -> None:
         """``CheckpointerBuilder::checkpoint``: record ``tensor``'s output for the backward
-        (its time: ``Timing.checkpoint_save``)."""
+        (its time: ``Timing.checkpoint_save``): a ``Computed`` action clones the primitive
+        (its own strides Vec, burn-flex Layout) and boxes it, then the action is pushed."""
         self._sim.timing.checkpoint_save()
         actions = self.backup if backup else self.explicit
         layout = self._sim.layout
         heap = self._sim.heap
-        n = len(actions)
-        if n == 0 or (n >= 4 and n & (n - 1) == 0):
-            # Vec<CheckpointingAction> grows 0 -> 4 -> 8 -> ...
-            old = layout.action_bytes * n if n else 0
-            new = layout.action_bytes * max(4, 2 * n)
-            heap.alloc(new)
-            self._blocks.append(new)
-            if old:
-                heap.free(old)
-                self._blocks.remove(old)
         node = tensor.node  # None for a plain operand (lifted by from_inner: never memory-bound)
         if node is not None and node.memory_bound:
-            actions.append((node.id, None))
+            action = (node.id, None, ())
         else:
             backend = tensor.device.backend
-            box = backend.primitive_bytes
-            heap.alloc(box)
-            self._blocks.append(box)
             strides = backend.stride_bytes * len(tensor.shape)
-            if strides:  # the boxed clone's own strides Vec (burn-flex Layout)
-                heap.alloc(strides)
-                self._blocks.append(strides)
+            blocks = ()
+            if strides:
+                blocks = ((strides, heap.alloc(strides)),)
+            box = backend.primitive_bytes
+            blocks += ((box, heap.alloc(box)),)
             tensor.prim.holders += 1  # the boxed clone holds the storage
-            actions.append((node.id if node is not None else None, tensor.prim))
+            action = (node.id if node is not None else None, tensor.prim, blocks)
+        n = len(actions)
+        if n == 0 or (n >= 4 and n & (n - 1) == 0):
+            # Vec<CheckpointingAction> grows 0 -> 4 -> 8 -> ... (a new buffer, the old freed)
+            old = self._vecs.get(id(actions))
+            new = layout.action_bytes * max(4, 2 * n)
+            self._vecs[id(actions)] = (new, heap.alloc(new))
+            if old:
+                heap.free(*old)
+        actions.append(action)
 
     def drop(self) -> None:
-        """Free the builder's blocks and release the buffers it pinned."""
+        """Free the builder's blocks and release the buffers it pinned: each list's actions
+        in order (a boxed clone's storage, its strides, its box), then the list's buffer."""
         heap = self._sim.heap
-        for nbytes in self._blocks:
-            heap.free(nbytes)
-        self._blocks = []
-        for _, buf in self.explicit + self.backup:
-            if buf is not None:
-                buf.holders -= 1
+        for actions in (self.explicit, self.backup):
+            for i, (node_id, buf, blocks) in enumerate(actions):
+                if buf is not None:
+                    buf.holders -= 1
+                    actions[i] = None
+                    del buf       # the clone's Arc: the storage goes with its last holder
+                for nbytes, block in blocks:
+                    heap.free(nbytes, block)
+            vec = self._vecs.pop(id(actions), None)
+            if vec:
+                heap.free(*vec)
         self.explicit = []
         self.backup = []

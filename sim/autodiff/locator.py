@@ -459,6 +459,9 @@ class GraphMutexClient:
         registered = sim.registered = sim.registered + 1
         if not registered & 4095:
             sim._check_limits()
+        # the op boxed its step (Box<dyn Step>) before calling register
+        sim.heap.alloc(step.nbytes)
+        step.node._block = None
         parents = step.node.parents
         sim.timing.register(len(parents))
         self.graph(rc.id, parents).server.register(rc, step)

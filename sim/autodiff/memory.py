@@ -91,6 +91,9 @@ class GraphMemoryManagement:
                 sim.heap.free(sim.layout.parent_bytes * len(old[1]))
             nodes[rc.id] = (old[0], parents)
             return
+        if parents:
+            # parents.to_vec(): an exact-size Vec<Parent>, built before the insert
+            self.server.sim.heap.alloc(self.server.sim.layout.parent_bytes * len(parents))
         rc.acquire()
         rc.hold(self)
         if rc.strong > 1:
@@ -100,9 +103,6 @@ class GraphMemoryManagement:
             self.serials[rc.id] = self.inserted
             self.inserted += 1
         self.nodes_table.fit(len(nodes) + self.run_nodes)
-        if parents:
-            # parents.to_vec(): an exact-size Vec<Parent>
-            self.server.sim.heap.alloc(self.server.sim.layout.parent_bytes * len(parents))
 
     def _remove(self, node_id) -> None:
         entry = self.nodes.pop(node_id, None)

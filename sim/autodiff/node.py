@@ -29,7 +29,7 @@ class Node:
     """
 
     __slots__ = ("id", "parents", "order", "requirement", "memory_bound", "retro", "_heap",
-                 "_nbytes")
+                 "_nbytes", "_block")
 
     def __init__(self, sim, node_id, parents, order, requirement, memory_bound=False):
         self.id = node_id
@@ -41,13 +41,17 @@ class Node:
         layout = sim.layout
         nbytes = layout.arc_node_bytes
         heap = sim.heap
-        heap.alloc(nbytes)
         if parents:
-            # the parents Vec is collected from a filtered iterator: capacity max(4, n)
+            # the parents Vec is collected from a filtered iterator (capacity max(4, n))
+            # before Arc::new(Node { parents, .. })
             n = len(parents)
             vec = layout.parent_bytes * (n if n > 4 else 4)
             heap.alloc(vec)
             nbytes = (nbytes, vec)
+        # the block's handle, kept while no graph holds the node (a leaf's, a constant's):
+        # a registered node's blocks may end in a run of dead nodes, whose frees name no
+        # block (sim.autodiff.runs), so it frees by size as the run would
+        self._block = heap.alloc(layout.arc_node_bytes)
         self._heap = heap
         self._nbytes = nbytes
 
@@ -58,10 +62,11 @@ class Node:
     def __del__(self):
         nbytes = self._nbytes
         if type(nbytes) is tuple:
-            self._heap.free(nbytes[0])
+            # Arc::drop: the Node (its parents Vec) first, then the ArcInner
             self._heap.free(nbytes[1])
+            self._heap.free(nbytes[0])
         elif nbytes:  # 0: a compacted node, whose run owns its block
-            self._heap.free(nbytes)
+            self._heap.free(nbytes, self._block)
 
     def __repr__(self):
         return f"Node({self.id}, order={self.order}, parents={list(self.parents)})"

@@ -116,8 +116,17 @@ def float_op(op, inputs, out_shape, device):
         context = ("plain" if not device.is_autodiff else
                    "tracked" if any(t.is_tracked() for t in inputs) else "untracked")
         backend.on_op((op.name, out_shape, in_shapes, context))
+    moved = [t for t in inputs if t.moved]
     if not device.is_autodiff:
-        return Tensor(device, out_shape, backend.output(op.name, inputs, out_shape))
+        out = backend.output(op.name, inputs, out_shape)
+        # the op took its moved operands by value: they drop as it returns, last one first
+        for t in reversed(moved):
+            t._release()
+        return Tensor(device, out_shape, out)
+    if moved and len(inputs) == 2 and inputs[1].moved:
+        # burn-dispatch moves the rhs out of its box first (the lhs's box goes at the end:
+        # the malloc-log traces)
+        inputs[1].unbox()
 
     # burn-autodiff's op preparation and the graph client: their text, on the first op
     sim.touched.touch_code("autodiff")
@@ -140,22 +149,19 @@ def float_op(op, inputs, out_shape, device):
     layout = sim.layout
     actions = None
     memory_bound = False
+    retro = None
     if op.memory_bound and device.checkpointing == BALANCED:
         # BalancedCheckpointing::compute_property allocates the retro-forward Arc;
         # checkpoint_parents records a backup per tracked parent, or resets on an untracked one
         if all(n.requirement != NONE for n in nodes):
             memory_bound = True
+            retro = _Retro(sim)
             actions = CheckpointerBuilder(sim)
             for t in inputs:
                 actions.checkpoint(t, backup=True)
         else:
             sim.heap.alloc(layout.retro_arc_bytes)
             sim.heap.free(layout.retro_arc_bytes)
-
-    node = Node(sim, sim.next_node_id(), parents, order + 1, requirement, memory_bound)
-    if memory_bound:
-        node.retro = _Retro(sim)
-    rc = NodeRefCount(sim, node.id)
     if tracked and op.saves:
         # the checkpoints clone the inputs' primitives before the inner op runs
         for i, t in enumerate(inputs):
@@ -168,7 +174,16 @@ def float_op(op, inputs, out_shape, device):
                 if actions is None:
                     actions = CheckpointerBuilder(sim)
                 actions.checkpoint(t)
-    out = Tensor(device, out_shape, backend.output(op.name, inputs, out_shape), node, rc)
+    # the inner op, which drops the primitives of its moved operands (last one first)
+    buffer = backend.output(op.name, inputs, out_shape)
+    for t in reversed(moved):
+        t._release_inner()
+    # OpsPrep::finish: from_parents builds the output's node and ref count, then the step
+    node = Node(sim, sim.next_node_id(), parents, order + 1, requirement, memory_bound)
+    if retro is not None:
+        node.retro = retro
+    rc = NodeRefCount(sim, node.id)
+    out = Tensor(device, out_shape, buffer, node, rc, boxed=False)
 
     nbytes = sim.step_bytes.get((op, tracked))
     if nbytes is None:
@@ -180,6 +195,14 @@ def float_op(op, inputs, out_shape, device):
         sim.policy.register_untracked(sim.client, rc,
                                       Step(UNTRACKED, op, node, (), nbytes, actions, shapes),
                                       device)
+    # the autodiff op returns: what is left of its moved operands (their node and ref
+    # count) drops, last one first; burn-dispatch boxes the output, then drops the boxes
+    # it still holds
+    for t in reversed(moved):
+        t._release_autodiff()
+    out.box()
+    for t in moved:
+        t.unbox()
     return out
 
 
@@ -209,6 +232,12 @@ def register_root(tensor) -> None:
     tensor.node = node
     step = Step("root", None, node, (), sim.layout.root_step_bytes)
     sim.client.register(tensor.rc, step)
+    # Tensor::require_grad takes the tensor by value: the dispatch layer boxes the
+    # returned tensor anew and drops the old box
+    if tensor._box:
+        old = tensor._box_block
+        tensor.box()
+        sim.heap.free(sim.layout.dispatch_box_bytes, old)
 
 
 # the API's Tensor (sim.tensor imports this module first: bound here, read at call time)

@@ -26,13 +26,13 @@ def node_blocks(layout, step, parents) -> tuple:
     """Heap blocks one dead registered node holds, by size, in the order its frees come
     when the node is freed (``_remove`` then the server's ``remove_step``): the ``nodes``
     map's copy of the parents, ``Arc<NodeId>``, the boxed step, then ``Arc<Node>`` (which
-    the step held) and its parents ``Vec``. The order matters where the allocator places
-    blocks one by one (a glibc arena: which free chunks merge, and which is reused
-    first); sizes in bytes."""
+    the step held: its parents ``Vec``, then the ``ArcInner``). The order matters where
+    the allocator places blocks one by one (a glibc arena: which free chunks merge, and
+    which is reused first); sizes in bytes."""
     if not parents:
         return (layout.arc_node_id_bytes, step.nbytes, layout.arc_node_bytes)
     return (layout.parent_bytes * len(parents), layout.arc_node_id_bytes, step.nbytes,
-            layout.arc_node_bytes, layout.parent_bytes * max(4, len(parents)))
+            layout.parent_bytes * max(4, len(parents)), layout.arc_node_bytes)
 
 
 def graph_blocks(layout, server) -> tuple:

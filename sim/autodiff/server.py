@@ -188,7 +188,6 @@ class AutodiffServer:
             self.steps_table.reinsert(n)
             self._drop_step(old)
             self.actions_table.reinsert(n)
-        self.sim.heap.alloc(step.nbytes)
 
     def extend(self, other: "AutodiffServer") -> None:
         """Absorb ``other``'s steps, actions and nodes (a merge moves them here)."""

@@ -10,7 +10,7 @@ consumed part of this tape, which burn 0.22.1 rejects before anything runs
 
 from __future__ import annotations
 
-import networkx as nx
+from ..costs.vec import RustVec
 
 __all__ = ["collect_steps", "TapeConsumed"]
 
@@ -26,14 +26,21 @@ class TapeConsumed(Exception):
         self.node_id = node_id
 
 
-def collect_steps(root_id, steps) -> list:
-    """Ids of every step the backward from ``root_id`` runs, root first.
+def collect_steps(root_id, steps, sim=None) -> list:
+    """Ids of every step the backward from ``root_id`` runs, in burn's order: the root,
+    then each step as ``GraphTraversal::collect_steps`` reaches it, popping the last
+    parent pushed first (a stack). The order is burn's, not a graph library's: it is the
+    order the tape runs the steps of one depth in.
 
     Parameters
     ----------
     root_id : int
     steps : dict
         node id -> :class:`~sim.autodiff.step.Step` of one graph's server.
+    sim : sim.engine.Simulation, optional
+        Where the walk's own heap blocks go: the ``nodes`` Vec it returns (the caller
+        frees it: returned as the last item of a pair then), the ``parents`` stack and
+        the ``visited`` set, both freed when it returns.
 
     Raises
     ------
@@ -46,6 +53,8 @@ def collect_steps(root_id, steps) -> list:
     ...     def __init__(self, *parents): self.parents = parents
     >>> collect_steps(3, {3: S((2, False)), 2: S((1, True)), 1: S()})
     [3, 2, 1]
+    >>> collect_steps(4, {4: S((1, True), (2, True)), 1: S(), 2: S()})   # last parent first
+    [4, 2, 1]
     >>> collect_steps(3, {3: S((2, False))})
     Traceback (most recent call last):
     ...
@@ -53,18 +62,37 @@ def collect_steps(root_id, steps) -> list:
     """
     if root_id not in steps:
         raise TapeConsumed(root_id)
-    tape = nx.DiGraph()
-    tape.add_node(root_id)
-    frontier = [root_id]
-    while frontier:
-        node_id = frontier.pop()
-        for pid, is_leaf in steps[node_id].parents:
-            if pid in tape:
-                tape.add_edge(node_id, pid)
-                continue
-            if pid in steps:
-                tape.add_edge(node_id, pid)
-                frontier.append(pid)
-            elif not is_leaf:
-                raise TapeConsumed(pid)
-    return list(nx.dfs_preorder_nodes(tape, root_id))
+    nodes = [root_id]
+    visited = {root_id}
+    stack = list(steps[root_id].parents)
+    trace = sim is not None
+    if trace:
+        layout = sim.layout
+        heap = sim.heap
+        nodes_vec = RustVec(heap, layout.node_id_bytes, capacity=1)
+        stack_vec = RustVec(heap, layout.parent_bytes, capacity=len(stack))
+        visited_table = sim.tables.key_set()
+        visited_table.fit(1)
+    while stack:
+        pid, is_leaf = stack.pop()
+        if pid in visited:
+            continue
+        visited.add(pid)
+        if trace:
+            visited_table.fit(len(visited))
+        step = steps.get(pid)
+        if step is not None:
+            nodes.append(pid)
+            stack.extend(step.parents)
+            if trace:
+                nodes_vec.push()
+                if step.parents:
+                    stack_vec.len = len(stack) - len(step.parents)
+                    stack_vec.push(len(step.parents))
+        elif not is_leaf:
+            raise TapeConsumed(pid)
+    if trace:
+        stack_vec.drop()
+        visited_table.drop()
+        return nodes, nodes_vec
+    return nodes

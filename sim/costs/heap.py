@@ -14,6 +14,8 @@ Units: bytes and blocks (one block = one successful ``alloc`` call).
 
 from __future__ import annotations
 
+from .ptmalloc import ZEROED
+
 __all__ = ["Heap", "ClosedHeap"]
 
 
@@ -53,7 +55,8 @@ class Heap:
 
     def alloc(self, nbytes: int, align: int = 0):
         """Allocate one block of ``nbytes`` (zero-sized requests allocate nothing);
-        ``align``: the alignment asked for, where it is more than malloc's 16 B.
+        ``align``: the alignment asked for, where it is more than malloc's 16 B, or
+        :data:`~sim.costs.ptmalloc.ZEROED` for zeroed memory (``calloc``).
 
         Returns the allocator's handle of the block where it places blocks
         individually (macOS LARGE blocks, the glibc arena), else None; pass it back
@@ -94,6 +97,31 @@ class Heap:
             self.allocator.free(nbytes, 1, block)
             return
         self._live[hit[0]] -= hit[1]
+
+    def realloc(self, old_nbytes: int, nbytes: int, block=None):
+        """Rust's ``realloc`` of a block of ``old_nbytes`` (``block``: its handle) to
+        ``nbytes`` (a ``Vec`` growing): still one block, of the new size. A glibc arena
+        grows it in place where it can (``_int_realloc``); elsewhere it is a new block and
+        the old one freed. Returns the block's handle."""
+        if old_nbytes <= 0:
+            return self.alloc(nbytes)
+        if self._arena is None:
+            handle = self.alloc(nbytes)
+            self.free(old_nbytes, block)
+            self.allocs -= 1       # one block all along: not a new allocation
+            return handle
+        live = self.live_bytes = self.live_bytes + nbytes - old_nbytes
+        if live > self.peak_bytes:
+            self.peak_bytes = live
+        return self._arena.realloc(block, old_nbytes, nbytes)
+
+    def libc_alloc(self, nbytes: int, zeroed: bool = False) -> None:
+        """An allocation libc makes for itself (not through Rust's global allocator: a
+        counting allocator does not see it, so live bytes and blocks do not change). Only
+        a glibc arena places it (it decides where later chunks land); it is never freed
+        while the process runs."""
+        if self._arena is not None and nbytes > 0:
+            self._arena.alloc(nbytes, ZEROED if zeroed else 0)
 
     def close(self) -> None:
         """The program ended: later events change nothing (see :class:`ClosedHeap`)."""
@@ -156,6 +184,12 @@ class ClosedHeap(Heap):
     __slots__ = ()
 
     def alloc(self, nbytes, align=0):
+        return None
+
+    def libc_alloc(self, nbytes, zeroed=False) -> None:
+        pass
+
+    def realloc(self, old_nbytes, nbytes, block=None):
         return None
 
     def free(self, nbytes, block=None) -> None:

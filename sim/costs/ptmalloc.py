@@ -63,9 +63,11 @@ from collections import OrderedDict
 
 from ..errors import UserError
 
-__all__ = ["PtmallocArena", "CarveRun", "ArenaBudgetExceeded"]
+__all__ = ["PtmallocArena", "CarveRun", "ArenaBudgetExceeded", "ZEROED"]
 
 SIZE_SZ = 8
+#: the ``align`` of a request made with ``calloc`` (Rust's ``alloc_zeroed``: ``vec![0; n]``)
+ZEROED = -1
 MINSIZE = 32
 #: largest chunk the tcache holds (64 bins of 16 B from 32 B), and chunks per bin
 TCACHE_MAX_CHUNK = 1040
@@ -477,10 +479,12 @@ class PtmallocArena:
 
     def alloc(self, nbytes: int, align: int = 0):
         """Place one request of ``nbytes`` (``align``: posix_memalign's alignment, when more
-        than malloc's 16 B); returns its block."""
+        than malloc's 16 B; :data:`ZEROED`: a ``calloc``); returns its block."""
         nb = chunk_size(nbytes)
-        if align > 2 * SIZE_SZ:
-            block = self._memalign(nb, align)
+        if align:
+            if align == ZEROED:
+                return self.calloc(nbytes)
+            block = self._memalign(nb, align) if align > 2 * SIZE_SZ else self._malloc(nb)
         else:
             cached = self.tcache.get(nb)     # the tcache first (hot path, inlined)
             block = cached.pop() if cached else self._malloc(nb)
@@ -494,8 +498,6 @@ class PtmallocArena:
     def calloc(self, nbytes: int):
         """``calloc``: placed by ``_int_malloc`` without the tcache (glibc 2.36's
         ``__libc_calloc`` only initialises it); returns its block."""
-        if self.runs:
-            self.materialize()
         block = self._int_malloc(chunk_size(nbytes))
         self.live.setdefault(nbytes, []).append(block)
         return block
@@ -507,7 +509,7 @@ class PtmallocArena:
         of the old one; a chunk left with 32 B or more to spare frees the spare tail. An
         mmapped chunk is remapped to its new page-rounded size. Returns the new block."""
         if self.runs:
-            self.materialize()
+            self._settle(block, old_nbytes)   # a block inside a carve run enters it first
         live = self.live[old_nbytes]
         live.remove(block)
         nb = chunk_size(nbytes)

@@ -33,9 +33,9 @@ class Policy:
 
     def detach(self, tensor):
         """``float_detach``: a new leaf (new id, new graph) that keeps ``require_grad``."""
-        from ..tensor import Tensor
-        out = Tensor(tensor.device, tensor.shape, tensor.prim)
-        if tensor.node.requirement == GRAD:
+        grad = tensor.node.requirement == GRAD
+        out = tensor.rewrap(tensor.device)
+        if grad:
             out.require_grad()
         return out
 

@@ -1,0 +1,80 @@
+"""Allocation model of Rust's ``Vec<T>`` (``alloc::raw_vec::RawVec``).
+
+A vector owns one heap block of ``capacity * size_of::<T>()`` bytes, none while its
+capacity is 0. The rules modelled (Rust 1.8x ``raw_vec.rs``):
+
+* ``Vec::new()`` allocates nothing; ``Vec::with_capacity(n)`` allocates ``n`` slots;
+* a push past the capacity grows it to ``max(2 * capacity, needed, MIN_NON_ZERO_CAP)``
+  slots, where ``MIN_NON_ZERO_CAP`` is 8 for 1-byte elements, 4 up to 1 KiB, else 1,
+  and the block is ``realloc``'d (the first growth of an empty vector allocates);
+* ``collect`` of an iterator without an exact size (a ``filter``) allocates its first
+  block when the first item comes: ``max(MIN_NON_ZERO_CAP, lower bound + 1)`` slots;
+* a vector never shrinks unless asked; dropping it frees the block.
+
+Units: bytes.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RustVec", "min_non_zero_cap"]
+
+
+def min_non_zero_cap(elem_bytes: int) -> int:
+    """``RawVec::MIN_NON_ZERO_CAP`` for elements of ``elem_bytes``."""
+    return 8 if elem_bytes == 1 else 4 if elem_bytes <= 1024 else 1
+
+
+class RustVec:
+    """One vector's heap block on ``heap``: its length, capacity and block handle.
+
+    Examples
+    --------
+    >>> from sim.costs.heap import Heap
+    >>> from sim.costs.rss import Allocator
+    >>> heap = Heap(Allocator.from_classes("glibc"))
+    >>> v = RustVec(heap, 8, capacity=1)         # vec![id]
+    >>> v.push(); v.capacity, heap.live_bytes    # the second push reallocates to 4 slots
+    (4, 32)
+    >>> v.drop(); heap.live_bytes
+    0
+    """
+
+    __slots__ = ("heap", "elem", "len", "capacity", "block")
+
+    def __init__(self, heap, elem_bytes: int, capacity: int = 0, length: int = None):
+        self.heap = heap
+        self.elem = elem_bytes
+        self.capacity = capacity
+        self.len = capacity if length is None else length
+        self.block = heap.alloc(capacity * elem_bytes) if capacity else None
+
+    @classmethod
+    def collected(cls, heap, elem_bytes: int, items: int) -> "RustVec":
+        """``items`` collected from an iterator with no useful size hint (no block if 0)."""
+        v = cls(heap, elem_bytes)
+        if items:
+            v.grow_to(min_non_zero_cap(elem_bytes))
+            v.len = 1
+            for _ in range(items - 1):
+                v.push()
+        return v
+
+    def push(self, n: int = 1) -> None:
+        """``n`` more items (``push`` one by one, or one ``extend_from_slice`` of ``n``)."""
+        needed = self.len + n
+        if needed > self.capacity:
+            self.grow_to(max(2 * self.capacity, needed, min_non_zero_cap(self.elem)))
+        self.len = needed
+
+    def grow_to(self, capacity: int) -> None:
+        """Reallocate the block for ``capacity`` slots."""
+        old = self.capacity * self.elem
+        self.block = self.heap.realloc(old, capacity * self.elem, self.block)
+        self.capacity = capacity
+
+    def drop(self) -> None:
+        """Free the block (the vector is dropped)."""
+        if self.capacity:
+            self.heap.free(self.capacity * self.elem, self.block)
+        self.capacity = 0
+        self.block = None
