@@ -52,6 +52,9 @@ STRIDES_FIRST_OPS = frozenset({"relu", "exp", "log", "sqrt"})
 #: (``sum_f32``; a mean is that sum divided in place) makes ``Shape::from(vec![1])``, an
 #: i32 Vec of one element, freed once the Shape holds it (ops/reduce.rs)
 SHAPE_TEMP_OPS = {"sum": 4, "mean": 4}
+#: ops whose output shape burn-flex builds from a Vec<usize> of its dims before allocating
+#: the output (ops/matmul.rs)
+SHAPE_VEC_OPS = frozenset({"matmul"})
 #: ops that return a view of their operand's storage
 VIEW_OPS = frozenset({"reshape"})
 #: ops whose output burn-flex creates with ``FlexTensor::empty`` (tensor.rs): a zeroed
@@ -397,6 +400,11 @@ class Backend:
             return buf
         out = self.writable_operand(op_name, inputs, out_shape)
         if out is None:
+            if op_name in SHAPE_VEC_OPS and self.handle_stride_bytes:
+                # matmul_2d_strided: Shape::from(vec![m, n]), a Vec<usize> freed once the
+                # Shape holds it, before FlexTensor::empty
+                nbytes = 8 * len(out_shape)
+                self.sim.heap.free(nbytes, self.sim.heap.alloc(nbytes))
             out = self.alloc(out_shape, self.staged(op_name), layout_first=True,
                              strides_first=op_name in STRIDES_FIRST_OPS,
                              shape_temp=SHAPE_TEMP_OPS.get(op_name, 0))

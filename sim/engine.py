@@ -88,6 +88,8 @@ class TableFactory:
         self._device_settings_cache = TableLayout(layout.device_settings_cache_slot_bytes, 8, w)
         self._n_required = TableLayout(layout.n_required_slot_bytes, 8, w)
         self._gradients = TableLayout(layout.grads_slot_bytes, 8, w)
+        # build_tape's tree: HashMap<NodeId, Vec<NodeId>> (a Vec is 24 B)       [layout]
+        self._tape_tree = TableLayout(layout.node_id_bytes + 24, 8, w)
 
     def nodes_block_bytes(self, buckets) -> int:
         """Bytes of a ``nodes`` table block of ``buckets`` buckets (the sweep's cache model)."""
@@ -126,6 +128,10 @@ class TableFactory:
     def gradients(self):
         """A ``Gradients`` container's table, node id -> boxed gradient."""
         return RawTable(self._gradients, self.heap)
+
+    def tape_tree(self):
+        """A backward's tape ``tree``, node id -> its parents' ids (``sim.autodiff.server``)."""
+        return RawTable(self._tape_tree, self.heap)
 
 
 class HostThread:

@@ -401,6 +401,7 @@ class Tensor:
         if len(self.shape) < 2 or len(other.shape) < 2 or self.shape[-1] != other.shape[-2]:
             raise UserError(f"matmul shapes {list(self.shape)} x {list(other.shape)} do not match")
         batch = _broadcast(self.shape[:-2], other.shape[:-2])
+        _check_devices(self, other)   # TensorCheck::matmul reads both devices
         return self._op("matmul", (other,), batch + (self.shape[-2], other.shape[-1]))
 
     def sum(self):

@@ -85,7 +85,7 @@ def simulated_statements(lines, arena, l2_bytes) -> list:
     :func:`real_statements`; mmapped chunks get the offset None on both sides)."""
     events = []
     cls = type(arena)
-    plain_alloc, plain_free = cls.alloc, cls.free
+    plain_alloc, plain_free, plain_realloc = cls.alloc, cls.free, cls.realloc
 
     def alloc(self, nbytes, align=0):
         block = plain_alloc(self, nbytes, align)
@@ -106,13 +106,20 @@ def simulated_statements(lines, arena, l2_bytes) -> list:
         for _ in range(count):
             free(self, None, nbytes)
 
+    def realloc(self, block, old_nbytes, nbytes):
+        new = plain_realloc(self, block, old_nbytes, nbytes)
+        events.append(("realloc", old_nbytes, nbytes, block if type(block) is int else None,
+                       new if type(new) is int else None))
+        return new
+
     statements = []
 
     def observe(index, sim, slots):
         statements.append(list(events))
         events.clear()
 
-    patched = {"alloc": alloc, "alloc_many": alloc_many, "free": free, "free_many": free_many}
+    patched = {"alloc": alloc, "alloc_many": alloc_many, "free": free, "free_many": free_many,
+               "realloc": realloc}
     saved = {name: cls.__dict__[name] for name in patched}
     try:
         for name, fn in patched.items():

@@ -278,7 +278,7 @@ def simulate(lines, profile="linux-x86_64", trace=None, l2_bytes=None, observe=N
             elif kind == "drop":
                 assign(int(words[1]), None)
             elif kind in ("bw", "bwk"):
-                loss = slots[int(words[1])].clone().sum()
+                loss = slots[int(words[1])].clone().move().sum()
                 grads = loss.backward()
                 drop(loss)
                 del loss
@@ -314,7 +314,7 @@ def simulate(lines, profile="linux-x86_64", trace=None, l2_bytes=None, observe=N
                 assign(int(words[1]), modules[int(words[2])][0].weight.val())
             elif kind == "step":
                 m = int(words[1])
-                loss = slots[int(words[2])].clone().sum()
+                loss = slots[int(words[2])].clone().move().sum()
                 model, optimizer = modules[m]
                 modules[m] = None
                 grads = GradientsParams.from_grads(loss.backward(), model)

@@ -13,6 +13,7 @@ consumed ids' locator entries. Simulated work is reported to the timing model.
 from __future__ import annotations
 
 from ..backend import _take
+from ..costs.vec import RustVec, min_non_zero_cap
 from .memory import GraphMemoryManagement
 from .node import GRAD
 from .step import OPS
@@ -37,6 +38,19 @@ PASS_THROUGH = {"add": (0, 1), "sub": (0,), "add_scalar": (0,), "reshape": (0,)}
 #: place, a broadcast operand's a new reduced one.
 IN_PLACE_GRADIENT = frozenset({"mul", "div", "sub", "mul_scalar", "div_scalar", "exp", "log",
                                "sqrt", "powf_scalar", "relu"})
+
+
+class _Tape:
+    """What ``build_tape`` returns: the steps, the ``n_required`` table, and (where burn's
+    own blocks are modelled) the tape's ``Vec`` s and its ``tree`` map."""
+
+    __slots__ = ("steps", "n_required", "outer", "inner", "tree", "trees")
+
+    def __init__(self, n_required):
+        self.steps = []
+        self.n_required = n_required
+        self.outer = self.inner = self.tree = None
+        self.trees = []
 
 
 class Gradients:
@@ -235,23 +249,16 @@ class AutodiffServer:
         """
         sim = self.sim
         timing = sim.timing
-        ids = collect_steps(root.node.id, self.steps)
-        tape = []
-        memory = self.memory_management
-        # build_tape's n_required map: one entry per distinct parent id of the tape's steps,
-        # inserted as each step is taken; dropped when the backward returns
-        n_required = sim.tables.n_required()
-        required = set()
-        for node_id in ids:
-            step = self.steps.pop(node_id)
-            memory.consume_node(node_id)
-            for parent_id, _ in step.parents:
-                if parent_id not in required:
-                    required.add(parent_id)
-                    n_required.fit(len(required))
-            tape.append(step)
+        # burn's own blocks of the walk, the tape and its tree: where flex semantics hold
+        traced = root.device.backend.handle_stride_bytes > 0
+        if traced:
+            ids, nodes_vec = collect_steps(root.node.id, self.steps, sim)
+        else:
+            ids, nodes_vec = collect_steps(root.node.id, self.steps), None
+        tape = self._build_tape(ids, traced)
         timing.tape(len(ids))
-        grads = self._execute(root, tape, n_required)
+        grads = self._execute(root, tape)
+        memory = self.memory_management
         # useful_propagation pops its to_explore PopNodeSet (a clone of the leaves set,
         # same bucket count) with iter().next(), which scans the control groups from
         # the start past the buckets already emptied: ~ leaves x groups / 2 group reads
@@ -263,30 +270,86 @@ class AutodiffServer:
         timing.free_unavailable(visited, pop_groups)
         for node_id in ids:
             cleaner.clean(node_id)
-        n_required.drop()
+        # the backward returns: what is left of the tape (its n_required map), then the
+        # walk's ids
+        tape.n_required.drop()
+        if nodes_vec is not None:
+            nodes_vec.drop()
         return grads
 
-    def _execute(self, root, tape, n_required) -> Gradients:
+    def _build_tape(self, ids, traced) -> "_Tape":
+        """``build_tape``: every reached step removed (``consume_node`` on each) and put in
+        the tape by depth; the ``n_required`` table of parent ids; with ``traced``, also
+        burn's blocks for them: the tape's ``Vec`` per depth (capacity 1, grown by push)
+        inside one ``Vec`` of ``root depth + 1`` (24 B each), and the ``tree`` map of each
+        step's parent ids (a ``Vec`` collected per step, 8 B per id)."""
+        sim = self.sim
+        heap = sim.heap
+        memory = self.memory_management
+        tape = _Tape(sim.tables.n_required())
+        root_depth = self.steps[ids[0]].depth
+        if traced:
+            tape.outer = RustVec(heap, 24, capacity=root_depth + 1)
+            tape.inner = [RustVec(heap, 16, capacity=1, length=0)
+                          for _ in range(root_depth + 1)]
+            tape.tree = sim.tables.tape_tree()
+        required = set()
+        for node_id in ids:
+            step = self.steps.pop(node_id)
+            memory.consume_node(node_id)
+            depth = step.depth
+            if depth <= root_depth:
+                vec = RustVec(heap, sim.layout.node_id_bytes) if traced else None
+                for parent_id, _ in step.parents:
+                    if parent_id not in required:       # n_required.entry(..).or_insert
+                        required.add(parent_id)
+                        tape.n_required.fit(len(required))
+                    if traced and parent_id != node_id:
+                        if vec.capacity:
+                            vec.push()
+                        else:                          # collect: the first item allocates
+                            vec.grow_to(min_non_zero_cap(vec.elem))
+                            vec.len = 1
+                if traced:
+                    tape.trees.append(vec)
+                    tape.tree.fit(len(tape.trees))
+                    tape.inner[depth].push()
+                tape.steps.append(step)
+        return tape
+
+    def _execute(self, root, tape) -> Gradients:
         """Run the steps by decreasing depth into a new :class:`Gradients` container (which
-        clones ``n_required``); what it holds at the end are the gradients of the leaves
-        that require grad."""
+        clones ``tape.n_required``); what it holds at the end are the gradients of the
+        leaves that require grad. Each depth's ``Vec`` goes once its steps ran, then the
+        tape's, then the checkpointer with the tape's tree (its ids' ``Vec`` s, its table)."""
         sim = self.sim
         device = root.device.inner()
         backend = device.backend
         Tensor = _tensor.Tensor
         # the tape builder and the steps' backward code: resident from the first backward
         sim.touched.touch_code("backward")
-        grads = Gradients(sim, n_required, backend.grad_entry_bytes)
+        grads = Gradients(sim, tape.n_required, backend.grad_entry_bytes)
         # Gradients::new: the root's gradient is ones of its shape; the root primitive it
         # was given drops once that is registered (its strides; the loss keeps the storage)
         grads.register(root.node.id, Tensor(device, root.shape, backend.alloc(root.shape)))
         _take(root)
-        tape.sort(key=lambda s: -s.depth)
-        for step in tape:
-            node = step.node
-            if step.kind == OPS and node.id in grads and node.requirement != GRAD:
-                self._step_backward(step, grads, device)
-            self._drop_step(step)
+        by_depth = {}
+        for step in tape.steps:
+            by_depth.setdefault(step.depth, []).append(step)
+        for depth in sorted(by_depth, reverse=True) if tape.inner is None else \
+                range(len(tape.inner) - 1, -1, -1):
+            for step in by_depth.get(depth, ()):
+                node = step.node
+                if step.kind == OPS and node.id in grads and node.requirement != GRAD:
+                    self._step_backward(step, grads, device)
+                self._drop_step(step)
+            if tape.inner is not None:
+                tape.inner[depth].drop()
+        if tape.inner is not None:
+            tape.outer.drop()
+            for vec in tape.trees:
+                vec.drop()
+            tape.tree.drop()
         return grads
 
     def _step_backward(self, step, grads, device) -> None:

@@ -90,6 +90,10 @@ def collect_steps(root_id, steps, sim=None) -> list:
                     stack_vec.len = len(stack) - len(step.parents)
                     stack_vec.push(len(step.parents))
         elif not is_leaf:
+            if trace:   # the panic unwinds: the walk's blocks are freed
+                stack_vec.drop()
+                visited_table.drop()
+                nodes_vec.drop()
             raise TapeConsumed(pid)
     if trace:
         stack_vec.drop()

@@ -511,7 +511,13 @@ class PtmallocArena:
         if self.runs:
             self._settle(block, old_nbytes)   # a block inside a carve run enters it first
         live = self.live[old_nbytes]
-        live.remove(block)
+        try:
+            live.remove(block)
+        except ValueError:
+            # an anonymous free of that size took this block already (as in free): this
+            # realloc takes the block that free really meant, the newest one left
+            taken = self._settle(None, old_nbytes) if self.runs else None
+            block = taken if taken is not None else live.pop()
         nb = chunk_size(nbytes)
         if type(block) is tuple:
             size = self._mapped_size(nb)
