@@ -60,7 +60,7 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd"):
     uses_detach = variant in ("detach", "target", "log", "ema-only", "log-no-ema")
 
     def snapshot():
-        w = model.weight.val()
+        w = model.weight.val().move()
         return w.detach() if uses_detach else w.without_autodiff()
 
     state = {"model": model, "ema": snapshot() if variant != "log-no-ema" else None, "base": 0}
@@ -70,13 +70,17 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd"):
         first = state["base"] + sim.loop_index == 0
         sim.at(state["base"] + sim.loop_index + 1, "step")
         model = state["model"]
+        # tensors are moved where the Rust program moves them (Tensor.move): each op
+        # drops its operands' parts where burn does
         if variant != "ema-only":
-            out = model.forward(x.clone())
+            out = model.forward(x.clone().move())
             first and text("forward", 1)
             if variant.startswith("target"):
-                loss = (out - x.clone().matmul(state["ema"].clone())).powi_scalar(2).mean()
+                target = x.clone().move().matmul(state["ema"].clone().move())
+                loss = (out.move() - target.move()).move().powi_scalar(2).move().mean()
+                del target
             else:
-                loss = out.powi_scalar(2).mean()
+                loss = out.move().powi_scalar(2).move().mean()
             del out
             grads = GradientsParams.from_grads(loss.backward(), model)
             first and text("backward", 1)
@@ -85,9 +89,11 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd"):
             first and text("sgd", 1)
             del grads
         if variant in ("log", "log-no-ema"):
-            snapshot().powi_scalar(2).sum().into_scalar()
+            snapshot().move().powi_scalar(2).move().sum().into_scalar()
         else:
-            state["ema"] = state["ema"] * 0.99 + snapshot() * 0.01
+            ema = state.pop("ema")
+            state["ema"] = (ema.move() * 0.99).move() + (snapshot().move() * 0.01).move()
+            del ema
             first and text("ema", 1)
 
     last_t, last_step = sim.now_ns, 0

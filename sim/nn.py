@@ -116,9 +116,9 @@ class Linear:
         timing.module_call()
         # one call in PyTorch (F.linear -> addmm), three ops in burn's dispatch
         with timing.fused("linear", bias=self.bias is not None):
-            out = x.matmul(self.weight.val())
+            out = x.matmul(self.weight.val().move())
             if self.bias is not None:
-                out = out + self.bias.val().reshape((1, self.d_out))
+                out = out.move() + self.bias.val().move().reshape((1, self.d_out)).move()
         return out
 
     def params(self):

@@ -145,6 +145,22 @@ class CarveRun:
         self.taken = {}
 
 
+def _remove_newest(live, block) -> bool:
+    """Remove ``block`` from the live list ``live`` (allocation order), searching from its
+    newest end (a named free is mostly of a recent block; the list may hold millions);
+    returns whether it was there."""
+    n = len(live)
+    for i in range(n - 1, max(-1, n - 65), -1):
+        if live[i] == block:
+            del live[i]
+            return True
+    try:
+        del live[live.index(block, 0, max(0, n - 64))]
+    except ValueError:
+        return False
+    return True
+
+
 class PtmallocArena:
     """The main arena plus its mmapped chunks; see the module docstring.
 
@@ -511,9 +527,7 @@ class PtmallocArena:
         if self.runs:
             self._settle(block, old_nbytes)   # a block inside a carve run enters it first
         live = self.live[old_nbytes]
-        try:
-            live.remove(block)
-        except ValueError:
+        if not _remove_newest(live, block):
             # an anonymous free of that size took this block already (as in free): this
             # realloc takes the block that free really meant, the newest one left
             taken = self._settle(None, old_nbytes) if self.runs else None
@@ -647,9 +661,7 @@ class PtmallocArena:
             if live[-1] == block:
                 live.pop()
             else:
-                try:
-                    live.remove(block)
-                except ValueError:
+                if not _remove_newest(live, block):
                     # an anonymous free of that size took this block already: this one
                     # frees the block that free really meant (the newest one left)
                     taken = self._settle(None, nbytes) if self.runs else None
