@@ -123,6 +123,20 @@ class _Recorder(Heap):
                         _Recorder.seq.append((_FREE, nbytes, index))
         Heap.free(self, nbytes, block)
 
+    def realloc(self, old_nbytes, nbytes, block=None):
+        # one block of a new size (a Vec growing): counted, but not replayable in order
+        if old_nbytes > 0 and nbytes > 0:
+            _Recorder.events[old_nbytes] -= 1
+            _Recorder.events[nbytes] += 1
+            _Recorder.seq = None
+            if self._arena is None:     # Heap.realloc's own alloc and free: counted here
+                self.__class__ = Heap
+                try:
+                    return Heap.realloc(self, old_nbytes, nbytes, block)
+                finally:
+                    self.__class__ = _Recorder
+        return Heap.realloc(self, old_nbytes, nbytes, block)
+
     def alloc_many(self, nbytes, count):
         if count == 1:
             self.alloc(nbytes)      # what Heap.alloc_many does; counted there

@@ -13,6 +13,7 @@ consumed ids' locator entries. Simulated work is reported to the timing model.
 from __future__ import annotations
 
 from ..backend import _take
+from ..costs.ptmalloc import ZEROED
 from ..costs.vec import RustVec, min_non_zero_cap
 from .memory import GraphMemoryManagement
 from .node import GRAD
@@ -36,6 +37,9 @@ PASS_THROUGH = {"add": (0, 1), "sub": (0,), "add_scalar": (0,), "reshape": (0,)}
 #: operands are not considered; their intermediates, recip, exp..., are not modelled).
 #: matmul's gradients are new (staged) outputs, sum's and mean's new ones multiplied in
 #: place, a broadcast operand's a new reduced one.
+#: full reductions, whose backward broadcasts the incoming gradient onto ones of the input's
+#: shape (:meth:`AutodiffServer._reduce_backward`)
+REDUCE_OPS = frozenset({"sum", "mean"})
 IN_PLACE_GRADIENT = frozenset({"mul", "div", "sub", "mul_scalar", "div_scalar", "exp", "log",
                                "sqrt", "powf_scalar", "relu"})
 
@@ -383,7 +387,9 @@ class AutodiffServer:
                 continue
             value = incoming[i]
             incoming[i] = None
-            if i in passes and (shape == out_shape or name == "reshape"):
+            if name in REDUCE_OPS and backend.handle_stride_bytes:
+                value = self._reduce_backward(value, shape, device)
+            elif i in passes and (shape == out_shape or name == "reshape"):
                 if name == "reshape":
                     # a view with the parent's shape: new strides, the same storage
                     view = Tensor(device, shape, value.prim)
@@ -403,6 +409,40 @@ class AutodiffServer:
                 value._release()
                 value = computed
             grads.register(parent.id, value)
+
+    def _reduce_backward(self, grad, shape, device):
+        """The gradient of a full ``sum`` or ``mean`` (burn-autodiff ``Sum``/``Mean``
+        backward on burn-flex), block by block: ``float_ones`` of the input's shape (a
+        mean scales it in place); ``unsqueeze_like`` builds the incoming gradient's new
+        dims in a ``Vec`` (freed into the Shape) and reshapes it (new strides, the old
+        freed); ``float_mul(ones, grad)`` broadcasts: ``broadcast_shape`` zeroes a dims
+        ``Vec``, ``expand`` copies the gradient's dims and strides, builds the view's
+        strides and drops the reshaped gradient's Layout, then writes in place into the
+        ones (uniquely held); the view goes with the op (the gradient's storage, its
+        strides). Returns the new gradient (the ones' storage)."""
+        heap = self.sim.heap
+        Tensor = _tensor.Tensor
+        backend = device.backend
+        ones = Tensor(device, shape, backend.alloc(shape))
+        rank = len(shape)
+        dims = 8 * rank
+        heap.free(dims, heap.alloc(dims))                   # vec![1; rank] into a Shape
+        strides = backend.handle_stride_bytes * rank
+        reshaped = heap.alloc(strides)                      # float_reshape's new Layout
+        heap.free(grad._strides, grad._strides_block)
+        grad._strides, grad._strides_block = 0, None
+        heap.free(dims, heap.alloc(dims, ZEROED))           # broadcast_shape: vec![0; rank]
+        src_dims, src_strides = heap.alloc(dims), heap.alloc(dims)
+        view = heap.alloc(strides)                          # the expanded view's strides
+        heap.free(strides, reshaped)                        # expand consumed the reshape
+        heap.free(dims, src_strides)
+        heap.free(dims, src_dims)
+        buf = backend.writable_operand("mul", (ones,), shape)
+        out = Tensor(device, shape, buf)
+        grad._release_inner()                               # the view: storage, strides
+        heap.free(strides, view)
+        ones._release()
+        return out
 
     # -- orphan sweep ----------------------------------------------------------------
     def maybe_useful(self) -> bool:

@@ -33,9 +33,12 @@ for name, prog in (("basic", first(basic, False)), ("panic", first(basic, True))
                    ("modules", first(modules, False))):
     open(f"{tmp}/{name}.txt", "w").write("\n".join(prog["program"]) + "\n")
 PY
+# the probe programs mark each statement in the log (tests/test_arena_programs.py)
+export PROBE_SCRIPT_MARKS=1
 record script-basic script --program "$tmp/basic.txt"
 record script-panic script --program "$tmp/panic.txt"
 record script-modules script --program "$tmp/modules.txt"
+unset PROBE_SCRIPT_MARKS
 record p10-ema-without p10-ema --variant without --steps 200 --out "$tmp/p.csv"
 record p10-ema-adam-without p10-ema-adam --variant without --steps 100 --out "$tmp/p.csv"
 record p10-ema-ema-only p10-ema --variant ema-only --steps 200 --out "$tmp/p.csv"

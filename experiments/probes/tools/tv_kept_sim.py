@@ -16,9 +16,9 @@ log = []
 on = [False]
 class Tr(Heap):
     __slots__ = ()
-    def alloc(self, n):
+    def alloc(self, n, align=0):
         if on[0] and n > 0: log.append((1, n))
-        return Heap.alloc(self, n)
+        return Heap.alloc(self, n, align)
     def free(self, n, block=None):
         if on[0] and n > 0: log.append((-1, n))
         Heap.free(self, n, block)
@@ -33,9 +33,9 @@ class Tr(Heap):
 for name in ("alloc", "free", "alloc_many", "free_many"):
     setattr(Tr, "_orig_" + name, getattr(Heap, name))
 _a, _f, _am, _fm = Heap.alloc, Heap.free, Heap.alloc_many, Heap.free_many
-def alloc(self, n):
+def alloc(self, n, align=0):
     if on[0] and n > 0: log.append((1, n))
-    return _a(self, n)
+    return _a(self, n, align)
 def free(self, n, block=None):
     if on[0] and n > 0: log.append((-1, n))
     _f(self, n, block)

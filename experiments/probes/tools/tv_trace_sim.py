@@ -31,9 +31,9 @@ log = []
 cur = ["?"]
 class Tr(Heap):
     __slots__ = ()
-    def alloc(self, n):
+    def alloc(self, n, align=0):
         if n > 0: log.append((cur[0], 1, n))
-        return Heap.alloc(self, n)
+        return Heap.alloc(self, n, align)
     def free(self, n, block=None):
         if n > 0: log.append((cur[0], -1, n))
         Heap.free(self, n, block)
