@@ -17,6 +17,10 @@ from .tensor import Tensor
 __all__ = ["Param", "Linear", "Relu", "Mlp"]
 
 
+#: alignment of a parameter's ``Arc<LazyInitState>`` (its cache-line-aligned fields: the
+#: probe's traces allocate it with posix_memalign, align 64)
+PARAM_STATE_ALIGN = 64
+
 class Param:
     """A module parameter: a tensor, created on first use when lazy.
 
@@ -28,7 +32,7 @@ class Param:
     """
 
     __slots__ = ("shape", "device", "tensor", "require_grad", "param_id", "path", "_heap",
-                 "_state", "_init")
+                 "_state", "_init", "_state_block")
 
     _ids = 0
 
@@ -54,15 +58,14 @@ class Param:
         for nbytes in self._init[1:]:
             heap.alloc(nbytes)
         self._state = layout.param_state_bytes
-        if self._state:
-            heap.alloc(self._state)
+        self._state_block = heap.alloc(self._state, PARAM_STATE_ALIGN) if self._state else None
 
     def __del__(self):
         heap = self._heap
         for nbytes in self._init:
             heap.free(nbytes)
         if self._state:
-            heap.free(self._state)
+            heap.free(self._state, self._state_block)
 
     def val(self) -> Tensor:
         """A handle on the parameter (initialising it on first use)."""
@@ -89,8 +92,9 @@ class Param:
         """The optimizer's ``Param::from_mapped_value``: the same id, a new
         ``LazyInitState`` around ``tensor`` (the old one freed with the old Param)."""
         if self._state:
-            self._heap.alloc(self._state)
-            self._heap.free(self._state)
+            old, self._state_block = self._state_block, self._heap.alloc(self._state,
+                                                                        PARAM_STATE_ALIGN)
+            self._heap.free(self._state, old)
         self.tensor = tensor
 
     def is_initialized(self) -> bool:

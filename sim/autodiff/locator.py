@@ -508,7 +508,9 @@ class GraphMutexClient:
         heap = self.sim.heap
         entries = locator.entry_count()
         tree = locator.graphs_tree
-        clone = (tree.leaves, tree.internals)
+        # BTreeMap::clone of an empty map allocates nothing (its empty root leaf stays
+        # with the original)
+        clone = (tree.leaves, tree.internals) if entries else (0, 0)
         if visit_each_entry:
             # the clone of the BTreeMap: one block per node, freed when the sweep ends
             heap.alloc_many(tree.leaf_bytes, clone[0])

@@ -34,6 +34,8 @@ import itertools
 
 import networkx as nx
 
+from ..costs.vec import RustVec
+
 __all__ = ["GraphMemoryManagement"]
 
 
@@ -301,13 +303,6 @@ class GraphMemoryManagement:
         useful = _reachable(graph, seeds)
         if self.statuses_table is None:
             self.statuses_table = self.server.sim.tables.statuses()
-        # the unavailable pass inserts every reached id once; the useful pass inserts the
-        # ids it pops again (from every leaf on), and an insert into a full table grows it
-        statuses = len(reached) - len(runs) + self.run_nodes
-        self.statuses_table.grow_to(statuses)
-        if starts:
-            self.statuses_table.reinsert(statuses)
-
         heap = self.server.sim.heap
         members = bool(runs) and on_free_member is not None and heap.orders_frees
         ordered, deletables = _deletion_order(graph, leaves, runs, useful, members)
@@ -315,9 +310,21 @@ class GraphMemoryManagement:
         for node_id in deletables:
             new_leaves.update(p for p in graph.successors(node_id) if p in useful)
 
-        self.leaves_table.drop()
+        old_leaves_table = None
+        if heap.orders_frees and not runs:
+            # glibc's arena places every block: burn's passes, block by block
+            old_leaves_table = self._passes_block_by_block(leaves, useful)
+        else:
+            # the unavailable pass inserts every reached id once; the useful pass inserts
+            # the ids it pops again (from every leaf on), and an insert into a full table
+            # grows it
+            statuses = len(reached) - len(runs) + self.run_nodes
+            self.statuses_table.grow_to(statuses)
+            if starts:
+                self.statuses_table.reinsert(statuses)
+            self.leaves_table.drop()
+            self.leaves_table.grow_to(len(new_leaves))
         self.leaves = new_leaves
-        self.leaves_table.grow_to(len(new_leaves))
 
         roots = self._unused_roots(useful)
         visited = len(reached) + len(nodes) + 2 * self.run_nodes - len(runs)
@@ -341,7 +348,153 @@ class GraphMemoryManagement:
             on_free(node_id)
         for run in freed_runs:
             self._free_run(run, on_free_run)
+        if old_leaves_table is not None:
+            deletables_vec, old_leaves_table = old_leaves_table
+            deletables_vec.push(len(roots))   # clear_unused_roots pushed them (earlier)
+            deletables_vec.drop()
+            old_leaves_table.drop()            # mem::swap left the old set to the end
         return visited
+
+    def _passes_block_by_block(self, leaves, useful):
+        """The blocks burn's ``free_unavailable_nodes`` allocates and frees before it
+        removes anything, in its order, where the heap places blocks one by one (a glibc
+        arena; no run of dead nodes in this graph). The outcome is the caller's (the
+        NetworkX passes); this walks burn's code for its blocks: the three clones of
+        ``leaves`` (one per pass; hashbrown clones keep the bucket count), each node's
+        parents ``Vec`` cloned wherever burn reads it (``unavailable_propagation`` and
+        both closures), ``statuses`` inserts (a full table grows even on a present key),
+        ``useful_propagation``'s four sets, each walk's ``visited`` set and ``to_visit``
+        stack, the new leaves' set and the ``deletables`` ``Vec``. Sets pop and iterate
+        in ascending id order here (burn's are its hash order, random per process).
+        Sets up the new leaves' table in ``self.leaves_table`` and returns ``(deletables
+        Vec, the old leaves' table)``: the caller frees them where burn's function ends."""
+        sim = self.server.sim
+        heap = sim.heap
+        tables = sim.tables
+        nodes = self.nodes
+        parent_bytes = sim.layout.parent_bytes
+        statuses_table = self.statuses_table
+        status = {}
+        UNKNOWN, UNAVAILABLE, USEFUL = 0, 1, 2
+
+        def set_status(node_id, value):
+            if node_id in status:
+                statuses_table.reinsert(len(status))
+            else:
+                status[node_id] = value
+                statuses_table.fit(len(status))
+            status[node_id] = value
+
+        def cloned_parents(node_id):
+            """``nodes.get(id).cloned()``: (the parents, their clone's block)."""
+            entry = nodes.get(node_id)
+            parents = entry[1] if entry is not None else ()
+            nbytes = parent_bytes * len(parents)
+            return parents, (nbytes, heap.alloc(nbytes) if nbytes else None)
+
+        def kept(parents):
+            return [pid for pid, is_leaf in parents if not is_leaf or pid in nodes]
+
+        def enter(node_id, frames):
+            """Enter ``unavailable_propagation(node_id)``: its status if known (an absent
+            node: unavailable), else None with a frame pushed to walk its parents."""
+            if node_id in status:
+                return status[node_id]
+            if node_id not in nodes:
+                set_status(node_id, UNAVAILABLE)
+                return UNAVAILABLE
+            parents, block = cloned_parents(node_id)
+            frames.append([node_id, parents, 0, UNKNOWN, block])
+            return None
+
+        first = self.leaves_table.clone()            # let leaves = self.leaves.clone()
+        # -- unavailable_propagation from every leaf (a second clone, iterated) --
+        second = self.leaves_table.clone()
+        for leaf in leaves:
+            frames = []
+            result = enter(leaf, frames)
+            while frames:
+                frame = frames[-1]
+                node_id, parents, at, value, block = frame
+                if result == UNAVAILABLE:
+                    frame[3] = value = UNAVAILABLE
+                result = None
+                if at < len(parents):
+                    frame[2] = at + 1
+                    pid, is_leaf = parents[at]
+                    if is_leaf and pid not in nodes:
+                        continue
+                    result = enter(pid, frames)
+                    continue
+                frames.pop()
+                if block[0]:
+                    heap.free(*block)
+                set_status(node_id, value)
+                result = value
+        second.drop()
+        # -- useful_propagation (a third clone becomes to_explore) --
+        explored, tagged, to_tag = set(), set(), set()
+        explored_t, tagged_t, to_tag_t = tables.key_set(), tables.key_set(), tables.key_set()
+        to_explore = set(leaves)
+        to_explore_t = self.leaves_table.clone()
+        while True:
+            if to_tag:
+                node_id = min(to_tag)
+                to_tag.discard(node_id)
+                value = USEFUL
+            elif to_explore:
+                node_id = min(to_explore)
+                to_explore.discard(node_id)
+                value = status[node_id]
+                if value == UNKNOWN and nodes[node_id][0].strong > 1:
+                    value = USEFUL
+            else:
+                break
+            if value == USEFUL:
+                _set_insert(tagged, tagged_t, node_id)
+                parents, block = cloned_parents(node_id)
+                for pid in kept(parents):
+                    if pid not in tagged and pid not in to_tag:
+                        _set_insert(to_tag, to_tag_t, pid)
+            else:
+                _set_insert(explored, explored_t, node_id)
+                parents, block = cloned_parents(node_id)
+                for pid in kept(parents):
+                    if pid not in explored and pid not in to_explore:
+                        _set_insert(to_explore, to_explore_t, pid)
+            if block[0]:
+                heap.free(*block)
+            set_status(node_id, value)
+        for table in (to_explore_t, to_tag_t, tagged_t, explored_t):
+            table.drop()
+        # -- identify_leaves_and_deletables from every leaf of the first clone --
+        new_leaves, new_leaves_t = set(), tables.leaves()
+        deletables = RustVec(heap, sim.layout.node_id_bytes)
+        for leaf in leaves:
+            visited, visited_t = set(), tables.key_set()
+            to_visit = RustVec(heap, sim.layout.node_id_bytes, capacity=1)
+            stack = [leaf]
+            while stack:
+                node_id = stack.pop()
+                to_visit.len = len(stack)
+                _set_insert(visited, visited_t, node_id)
+                if node_id in useful:
+                    _set_insert(new_leaves, new_leaves_t, node_id)
+                    continue
+                deletables.push()
+                parents, block = cloned_parents(node_id)
+                for pid in kept(parents):
+                    if pid not in visited:
+                        stack.append(pid)
+                        to_visit.push()
+                if block[0]:
+                    heap.free(*block)
+            to_visit.drop()
+            visited_t.drop()
+        first.drop()
+        old = self.leaves_table
+        self.leaves_table = new_leaves_t
+        return deletables, old
 
     def free_unused_roots(self, on_free, on_free_run=None) -> int:
         """Free nodes with no handle and no parent left (the orphan sweep); returns nodes read."""
@@ -386,6 +539,16 @@ class GraphMemoryManagement:
             and node_id not in useful
             and all(pid not in nodes for pid, _ in parents)
         ]
+
+
+def _set_insert(items, table, node_id) -> None:
+    """``HashSet::insert``: a new id grows a full table; a present one too (the insert
+    reserves a slot before it looks the key up: :meth:`RawTable.reinsert`)."""
+    if node_id in items:
+        table.reinsert(len(items))
+    else:
+        items.add(node_id)
+        table.fit(len(items))
 
 
 def _deletion_order(graph, leaves, runs, useful, members):
