@@ -46,8 +46,9 @@ class _Tracing(Heap):
         return Heap.alloc(self, nbytes, align)
 
     def realloc(self, old_nbytes, nbytes, block=None):
-        if old_nbytes > 0:
-            _Tracing.log.append((-1, old_nbytes, 1))
+        if old_nbytes <= 0:
+            return self.alloc(nbytes)       # a Vec's first block: an alloc
+        _Tracing.log.append((-1, old_nbytes, 1))
         if nbytes > 0:
             _Tracing.log.append((1, nbytes, 1))
         if self._arena is None:     # Heap.realloc's own alloc and free: not logged twice
