@@ -198,27 +198,28 @@ def burn_adam(adam, tensor, grad, state, lr):
       the division in place), ``delta = update * lr``, ``tensor - delta`` (in place).
     """
     b1, b2 = adam.beta_1, adam.beta_2
+    # every tensor is moved where the Rust code moves it (Tensor.move): each op drops its
+    # operands' parts where burn does
     if state is None:
         time = 1
-        m1 = grad.clone().mul_scalar(1.0 - b1)
-        m2 = grad.square()
-        drop(grad)
-        m2 = m2.mul_scalar(1.0 - b2)
+        m1 = grad.clone().move().mul_scalar(1.0 - b1)
+        m2 = grad.move().square()
+        m2 = m2.move().mul_scalar(1.0 - b2)
     else:
         time, m1, m2 = state
         time += 1
-        m1 = m1.mul_scalar(b1)
-        m1 = m1.add(grad.clone().mul_scalar(1.0 - b1))
-        m2 = m2.mul_scalar(b2)
-        square = grad.square()
-        drop(grad)
-        m2 = m2.add(square.mul_scalar(1.0 - b2))
+        m1 = m1.move().mul_scalar(b1)
+        m1 = m1.move().add(grad.clone().move().mul_scalar(1.0 - b1).move())
+        m2 = m2.move().mul_scalar(b2)
+        square = grad.move().square()
+        m2 = m2.move().add(square.move().mul_scalar(1.0 - b2).move())
         del square
+    del grad
     correction = math.sqrt(1.0 - b2 ** time)
     factor = correction / (1.0 - b1 ** time)
-    update = m1.clone().mul_scalar(factor).div(
-        m2.clone().sqrt().add_scalar(adam.epsilon * correction))
-    updated = tensor - update.mul_scalar(lr)
+    update = m1.clone().move().mul_scalar(factor).move().div(
+        m2.clone().move().sqrt().move().add_scalar(adam.epsilon * correction).move())
+    updated = tensor.move() - update.move().mul_scalar(lr).move()
     return updated, [time, m1, m2]
 
 
