@@ -111,26 +111,28 @@ class Tensor:
         self.rc = rc
         self._box = 0
         self._box_block = None
+        sim = device.sim
         if device.is_autodiff:
-            sim = device.sim
             if node is None:
                 node = self.node = Node(sim, sim.next_node_id(), (), 0, NONE)
                 rc = self.rc = NodeRefCount(sim, node.id)
             rc.acquire()
-            if boxed:
-                self.box()
+            if boxed:   # self.box(), inlined (hot path)
+                box = self._box = sim.layout.dispatch_box_bytes
+                self._box_block = sim.heap.alloc(box)
         # burn-flex: every FlexTensor value has its Layout's strides Vec<isize> (layout.rs);
         # a fresh buffer's first handle takes the strides allocated with it (sim.backend)
         strides = self._strides = device.backend.handle_stride_bytes * len(self.shape)
         self._strides_block = None
-        if strides and prim is not None and prim.strides:
-            if prim.strides != strides:
-                raise AssertionError("a fresh buffer's first handle has another rank")
-            self._strides_block = prim.strides_block
-            prim.strides = 0
-            prim.strides_block = None
-        elif strides:
-            self._strides_block = device.sim.heap.alloc(strides)
+        if strides:
+            if prim is not None and prim.strides:
+                if prim.strides != strides:
+                    raise AssertionError("a fresh buffer's first handle has another rank")
+                self._strides_block = prim.strides_block
+                prim.strides = 0
+                prim.strides_block = None
+            else:
+                self._strides_block = sim.heap.alloc(strides)
 
     def box(self) -> None:
         """burn-dispatch wraps an autodiff tensor in its ``DispatchTensorKind::Autodiff(Box<..>)``
@@ -181,10 +183,29 @@ class Tensor:
     def _release(self) -> None:
         """Drop the handle, its parts in the order Rust drops them: the boxed value's
         ``FlexTensor`` (its storage's ``Arc``, then its strides), then the
-        ``AutodiffTensor``'s node and ref count, then the box itself."""
-        self._release_inner()
-        self._release_autodiff()
-        self.unbox()
+        ``AutodiffTensor``'s node and ref count, then the box itself (the three steps of
+        :meth:`_release_inner`, :meth:`_release_autodiff` and :meth:`unbox`, inlined:
+        every handle's drop comes here)."""
+        if self.holds:
+            self.holds = False
+            self.prim.holders -= 1
+        self.prim = None
+        strides, box = self._strides, self._box
+        if strides or box:
+            heap = self.device.sim.heap
+            if strides:
+                heap.free(strides, self._strides_block)
+                self._strides = 0
+                self._strides_block = None
+        rc = self.rc
+        self.node = None
+        if rc is not None:
+            self.rc = None
+            rc.release()
+        if box:
+            heap.free(box, self._box_block)
+            self._box = 0
+            self._box_block = None
 
     # a handle Python drops (``del``, end of scope) is released as by ``drop`` (idempotent)
     __del__ = _release
@@ -469,15 +490,14 @@ def _check_devices(*tensors) -> None:
     ``device()``: an autodiff tensor's device is a new ``AutodiffDevice`` whose inner
     device is boxed (``layout.device_box_bytes``); the devices drop after the check, the
     last one first."""
-    heap = None
-    boxes = []
-    for t in tensors:
-        if t.device.is_autodiff and t.device.backend.handle_stride_bytes:
-            heap = t.device.sim.heap
-            nbytes = t.device.sim.layout.device_box_bytes
-            boxes.append((nbytes, heap.alloc(nbytes)))
-    for nbytes, block in reversed(boxes):
-        heap.free(nbytes, block)
+    boxes = [t.device for t in tensors
+             if t.device.is_autodiff and t.device.backend.handle_stride_bytes]
+    if boxes:
+        sim = boxes[0].sim
+        heap, nbytes = sim.heap, sim.layout.device_box_bytes
+        blocks = [heap.alloc(nbytes) for _ in boxes]
+        for block in reversed(blocks):
+            heap.free(nbytes, block)
 
 
 def _broadcast(a, b):

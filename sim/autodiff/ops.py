@@ -116,7 +116,7 @@ def float_op(op, inputs, out_shape, device):
         context = ("plain" if not device.is_autodiff else
                    "tracked" if any(t.is_tracked() for t in inputs) else "untracked")
         backend.on_op((op.name, out_shape, in_shapes, context))
-    moved = [t for t in inputs if t.moved]
+    moved = [t for t in inputs if t.moved] if inputs[0].moved or inputs[-1].moved else ()
     if not device.is_autodiff:
         out = backend.output(op.name, inputs, out_shape)
         # the op took its moved operands by value: they drop as it returns, last one first
