@@ -156,9 +156,12 @@ class Tensor:
         into a function: the op drops its parts where burn does (the primitive when the
         inner op returns, then the node and ref count, then the box) instead of when
         Python drops the object, and the handle is unusable afterwards. Without it an
-        op borrows its operands, which drop when the caller lets them go."""
+        op borrows its operands, which drop when the caller lets them go. Under a policy
+        that is not burn's ownership (``Policy.moves_operands``: the ``pytorch`` policy
+        frees temporaries as Python does) a move changes nothing."""
         self._alive()
-        self.moved = True
+        if self.device.sim.policy.moves_operands:
+            self.moved = True
         return self
 
     def _release_inner(self) -> None:

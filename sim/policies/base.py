@@ -18,6 +18,10 @@ class Policy:
                "require_grad.")
     expected = "Reference behaviour: the seeds' growth (untracked records, EMA chain, target panic)."
     semantic_change = False
+    #: whether a tensor handed to an op by value (``Tensor.move``) is dropped inside the op,
+    #: as Rust's ownership does; a Python framework frees it when the interpreter drops its
+    #: last reference, after the call
+    moves_operands = True
 
     def __init__(self, sim):
         self.sim = sim

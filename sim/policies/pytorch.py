@@ -20,6 +20,8 @@ class PyTorch(DropRelease):
                "[pytorch] rates.")
     expected = "Flat ms/step for EMA detach and target (the p10-ema-pytorch rows)."
     semantic_change = True
+    # Python frees a temporary when the expression that made it is done, not inside the op
+    moves_operands = False
 
     def __init__(self, sim):
         super().__init__(sim)
