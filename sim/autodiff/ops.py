@@ -8,13 +8,17 @@ Every float op on an autodiff device goes through :func:`float_op`:
 2. ``Requirement::from_nodes``: tracked if any input requires grad;
 3. the checkpoint strategy decides the compute property: under ``balanced`` a
    memory-bound op allocates its retro-forward and records backup actions for
-   its tracked parents (an untracked parent resets them, compute-bound);
-4. ``from_parents`` creates the output node (tracked parents only, order =
-   max + 1) and its ``Arc<NodeId>``;
-5. a tracked op records its explicit checkpoints (the buffers its backward
-   needs) and registers an ``OpsStep``; an untracked op registers an
-   ``UntrackedOpsStep`` through the policy seam ``register_untracked`` (burn
-   registers it: with no tracked parent, it starts a new graph).
+   its tracked parents (an untracked parent resets them, compute-bound); a
+   tracked op records its explicit checkpoints (the buffers its backward needs);
+4. the inner op computes the output (and drops the primitives of the operands
+   it was handed by value, :meth:`sim.tensor.Tensor.move`);
+5. ``from_parents`` creates the output node (tracked parents only, order =
+   max + 1) and its ``Arc<NodeId>``; a tracked op registers an ``OpsStep``, an
+   untracked op an ``UntrackedOpsStep`` through the policy seam
+   ``register_untracked`` (burn registers it: with no tracked parent, it starts
+   a new graph);
+6. the dispatch layer boxes the output and drops what is left of the moved
+   operands (the heap events in burn's order: docs/burn-notes/heap-order.md).
 
 :data:`OPS` is the table of ops: arity, memory-bound or not, the size of the
 state their step keeps, which inputs they checkpoint, backward work.
