@@ -36,6 +36,10 @@ import networkx as nx
 
 from ..costs.vec import RustVec
 
+#: called as ``WALK_OBSERVER(statuses, useful)`` after each block-by-block walk of burn's
+#: passes (:meth:`GraphMemoryManagement._passes_block_by_block`), when set (tests)
+WALK_OBSERVER = None
+
 __all__ = ["GraphMemoryManagement"]
 
 
@@ -367,7 +371,10 @@ class GraphMemoryManagement:
         stack, the new leaves' set and the ``deletables`` ``Vec``. Sets pop and iterate
         in ascending id order here (burn's are its hash order, random per process).
         Sets up the new leaves' table in ``self.leaves_table`` and returns ``(deletables
-        Vec, the old leaves' table)``: the caller frees them where burn's function ends."""
+        Vec, the old leaves' table)``: the caller frees them where burn's function ends.
+        The walk's statuses (node id -> 0 unknown, 1 unavailable, 2 useful) go to
+        :data:`WALK_OBSERVER` when it is set (tests hold them against the NetworkX
+        passes' outcome, ``useful``)."""
         sim = self.server.sim
         heap = sim.heap
         tables = sim.tables
@@ -494,6 +501,8 @@ class GraphMemoryManagement:
         first.drop()
         old = self.leaves_table
         self.leaves_table = new_leaves_t
+        if WALK_OBSERVER is not None:
+            WALK_OBSERVER(status, useful)
         return deletables, old
 
     def free_unused_roots(self, on_free, on_free_run=None) -> int:
