@@ -55,6 +55,9 @@ SHAPE_TEMP_OPS = {"sum": 4, "mean": 4}
 #: ops whose output shape burn-flex builds from a Vec<usize> of its dims before allocating
 #: the output (ops/matmul.rs)
 SHAPE_VEC_OPS = frozenset({"matmul"})
+#: ops burn-flex runs through ``binary_op``, which broadcasts operands of different shapes
+#: (``broadcast_binary``: :meth:`Backend._broadcast_binary`)
+BROADCAST_OPS = frozenset({"add", "sub", "mul", "div"})
 #: ops that return a view of their operand's storage
 VIEW_OPS = frozenset({"reshape"})
 #: ops whose output burn-flex creates with ``FlexTensor::empty`` (tensor.rs): a zeroed
@@ -398,6 +401,10 @@ class Backend:
             if strides:
                 buf.strides, buf.strides_block = strides, block
             return buf
+        views = ()
+        if (op_name in BROADCAST_OPS and self.handle_stride_bytes and len(inputs) == 2
+                and inputs[0].shape != inputs[1].shape):
+            views = self._broadcast_binary(inputs, out_shape)
         out = self.writable_operand(op_name, inputs, out_shape)
         if out is None:
             if op_name in SHAPE_VEC_OPS and self.handle_stride_bytes:
@@ -408,12 +415,44 @@ class Backend:
             out = self.alloc(out_shape, self.staged(op_name), layout_first=True,
                              strides_first=op_name in STRIDES_FIRST_OPS,
                              shape_temp=SHAPE_TEMP_OPS.get(op_name, 0))
+        for nbytes, block in reversed(views):
+            self.sim.heap.free(nbytes, block)   # the borrowed operands' views go with the op
         if cache is not None and op_name not in VIEW_OPS:
             chunks.append(out.chunk)
             missed = cache.touch(chunks)
             if missed:
                 self.sim.timing.l2_missed(missed, self)
         return out
+
+    def _broadcast_binary(self, inputs, out_shape):
+        """burn-flex's ``broadcast_binary`` (ops/expand.rs) for operands of different
+        shapes: ``broadcast_shape`` builds the target's dims in a zeroed ``Vec`` (freed
+        into a Shape); each operand of another shape is ``expand`` ed: its dims and
+        strides copied into ``Vec`` s, the view's strides built, the operand's own Layout
+        dropped (the tensor was moved into the op), then the copies freed. A moved
+        operand's handle takes its view's strides (dropped with it after the op); a
+        borrowed one keeps its own, and the view's are returned ``((bytes, block), ...)``
+        for the caller to free when the op is done."""
+        heap = self.sim.heap
+        rank = len(out_shape)
+        dims = 8 * rank
+        heap.free(dims, heap.alloc(dims, ZEROED))
+        views = []
+        for t in inputs:
+            if t.shape == out_shape:
+                continue
+            src = 8 * len(t.shape)
+            src_dims, src_strides = heap.alloc(src), heap.alloc(src)
+            strides = self.handle_stride_bytes * rank
+            view = heap.alloc(strides)
+            if t.moved and t._strides:
+                heap.free(t._strides, t._strides_block)
+                t._strides, t._strides_block = strides, view
+            else:
+                views.append((strides, view))
+            heap.free(src, src_strides)
+            heap.free(src, src_dims)
+        return views
 
     def writable_operand(self, op_name, inputs, out_shape):
         """The storage of the operand ``op_name`` writes its output into on this backend (the
