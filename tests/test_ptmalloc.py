@@ -137,7 +137,7 @@ def test_sgd_trims_in_some_steps_and_adam_in_every_one(monkeypatch):
     """p10-ema without: after an SGD step the top sits right at the 2056 KiB trim
     threshold, so whether a step trims depends on the run (the order of frees follows
     burn's randomly seeded HashSets): six real runs of 50 steps trimmed 12, 16, 21, 28,
-    29 and 41 times (malloc-log, 2026-12-01); the model, 24 times. Adam's temporaries
+    29 and 41 times (malloc-log, 2026-12-01); the model, 15 times. Adam's temporaries
     push the top over in every step, about twice (real: 198 trims in 100 steps), and
     what is given back faults in again."""
     trims = []
