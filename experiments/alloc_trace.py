@@ -51,12 +51,6 @@ class _Tracing(Heap):
         _Tracing.log.append((-1, old_nbytes, 1))
         if nbytes > 0:
             _Tracing.log.append((1, nbytes, 1))
-        if self._arena is None:     # Heap.realloc's own alloc and free: not logged twice
-            self.__class__ = Heap
-            try:
-                return Heap.realloc(self, old_nbytes, nbytes, block)
-            finally:
-                self.__class__ = _Tracing
         return Heap.realloc(self, old_nbytes, nbytes, block)
 
     def free(self, nbytes, block=None):

@@ -355,13 +355,8 @@ class _Closed:
         return self.layout(i)[1][lab[1]]
 
     def final(self):
-        """The tcache and fastbins after the last iteration, ``{position: address}``, or None."""
-        out = {}
-        for pos, lab in self.pattern.wiring.items():
-            out[pos] = self.resolve(lab, self.n - 1)
-            if out[pos] is None:
-                return None
-        return out
+        """The tcache and fastbins after the last iteration, ``{position: address}``."""
+        return {pos: self.resolve(lab, self.n - 1) for pos, lab in self.pattern.wiring.items()}
 
     def tail(self, nbytes, j):
         """The ``j``-th newest live block of ``nbytes`` the run made (0: the newest), as
@@ -377,7 +372,7 @@ class _Closed:
                 addr = mine[len(mine) - 1 - j][1]
                 if type(addr) is tuple:
                     addr = self.resolve(addr, i)
-                return False if addr is None else (addr, chunk_size(nbytes))
+                return addr, chunk_size(nbytes)
             j -= len(mine)
             i -= 1
         return None
@@ -440,8 +435,7 @@ def advance(arena, pattern, trees, fills, n):
     ``MINSIZE`` of it; from the top, while fastbins hold chunks, as many as fit before
     the heap must grow, which would consolidate them). Returns ``(iterations, nodes)``:
     how many were applied and the request sizes of the BTreeMap nodes their appends made
-    (a Counter), or None, changing nothing (the wiring does not resolve in a few steps:
-    a cycle; or not one iteration fits)."""
+    (a Counter), or None, changing nothing (not one iteration fits)."""
     chunk = pattern.chunk
     start = arena.top if chunk is None else chunk
     closed = _Closed(pattern, trees, fills, start, _positions(arena), n)
@@ -464,8 +458,6 @@ def advance(arena, pattern, trees, fills, n):
             return None
         closed.n = n
     final = closed.final()
-    if final is None:
-        return None
     total, nodes = consumed(n)
     end = start + total
     pinned = {}

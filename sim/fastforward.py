@@ -129,12 +129,6 @@ class _Recorder(Heap):
             _Recorder.events[old_nbytes] -= 1
             _Recorder.events[nbytes] += 1
             _Recorder.seq = None
-            if self._arena is None:     # Heap.realloc's own alloc and free: counted here
-                self.__class__ = Heap
-                try:
-                    return Heap.realloc(self, old_nbytes, nbytes, block)
-                finally:
-                    self.__class__ = _Recorder
         return Heap.realloc(self, old_nbytes, nbytes, block)
 
     def alloc_many(self, nbytes, count):

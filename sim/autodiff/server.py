@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..backend import _take
 from ..costs.ptmalloc import ZEROED
-from ..costs.vec import RustVec, min_non_zero_cap
+from ..costs.vec import RustVec
 from .memory import GraphMemoryManagement
 from .node import GRAD
 from .step import OPS
@@ -309,11 +309,7 @@ class AutodiffServer:
                         required.add(parent_id)
                         tape.n_required.fit(len(required))
                     if traced and parent_id != node_id:
-                        if vec.capacity:
-                            vec.push()
-                        else:                          # collect: the first item allocates
-                            vec.grow_to(min_non_zero_cap(vec.elem))
-                            vec.len = 1
+                        vec.push()      # collect: the first item allocates (sim.costs.vec)
                 if traced:
                     tape.trees.append(vec)
                     tape.tree.fit(len(tape.trees))

@@ -104,10 +104,12 @@ class Heap:
         grows it in place where it can (``_int_realloc``); elsewhere it is a new block and
         the old one freed. Returns the block's handle."""
         if old_nbytes <= 0:
-            return self.alloc(nbytes)
+            return self.alloc(nbytes)      # a first block: an alloc
         if self._arena is None:
-            handle = self.alloc(nbytes)
-            self.free(old_nbytes, block)
+            # Heap's own alloc and free (not a subclass's: a recording heap's realloc
+            # records the resize once)
+            handle = Heap.alloc(self, nbytes)
+            Heap.free(self, old_nbytes, block)
             self.allocs -= 1       # one block all along: not a new allocation
             return handle
         live = self.live_bytes = self.live_bytes + nbytes - old_nbytes

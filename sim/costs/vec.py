@@ -8,7 +8,9 @@ capacity is 0. The rules modelled (Rust 1.8x ``raw_vec.rs``):
   slots, where ``MIN_NON_ZERO_CAP`` is 8 for 1-byte elements, 4 up to 1 KiB, else 1,
   and the block is ``realloc``'d (the first growth of an empty vector allocates);
 * ``collect`` of an iterator without an exact size (a ``filter``) allocates its first
-  block when the first item comes: ``max(MIN_NON_ZERO_CAP, lower bound + 1)`` slots;
+  block when the first item comes: ``max(MIN_NON_ZERO_CAP, lower bound + 1)`` slots,
+  which for a lower bound of 0 is what a first ``push`` does (so such a collect is a
+  run of pushes);
 * a vector never shrinks unless asked; dropping it frees the block.
 
 Units: bytes.
@@ -47,17 +49,6 @@ class RustVec:
         self.capacity = capacity
         self.len = capacity if length is None else length
         self.block = heap.alloc(capacity * elem_bytes) if capacity else None
-
-    @classmethod
-    def collected(cls, heap, elem_bytes: int, items: int) -> "RustVec":
-        """``items`` collected from an iterator with no useful size hint (no block if 0)."""
-        v = cls(heap, elem_bytes)
-        if items:
-            v.grow_to(min_non_zero_cap(elem_bytes))
-            v.len = 1
-            for _ in range(items - 1):
-                v.push()
-        return v
 
     def push(self, n: int = 1) -> None:
         """``n`` more items (``push`` one by one, or one ``extend_from_slice`` of ``n``)."""
