@@ -185,3 +185,32 @@ def test_aarch64_tables_use_8_byte_groups():
     grads = _backward(x)
     container = grads._container
     assert container.required.nbytes == 76 and container.table.nbytes == 108
+
+
+def test_batched_tape_depths_leave_the_allocator_as_single_vecs_do(monkeypatch):
+    """A tape over a long chain (``p10-ema`` target: the EMA's depth grows every step)
+    has thousands of depths without a step; a size-class allocator takes their blocks in
+    runs. Its state after the run equals one block per ``Vec``, each dropped in turn."""
+    from sim.autodiff import server
+    from sim.runner import run_cell
+    original = server._TapeDepths
+
+    def state(batched):
+        made = []
+
+        class Depths(original):
+            __slots__ = ()
+
+            def __init__(self, heap, count):
+                super().__init__(heap, count, batched=batched)
+                made.append(count)
+
+        monkeypatch.setattr(server, "_TapeDepths", Depths)
+        rows = run_cell("p10-ema", "target", policy="detach-constant", fast_forward=False,
+                        sets={"steps": 60, "batch": 4, "features": 8,
+                              "report_at": ",".join(map(str, range(1, 61)))})
+        return made, [(r["metric"], r["value"]) for r in rows]
+
+    made, batched = state(True)
+    assert max(made) > 20                  # deep tapes were built
+    assert state(False) == (made, batched)

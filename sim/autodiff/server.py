@@ -57,6 +57,65 @@ class _Tape:
         self.trees = []
 
 
+class _TapeDepths:
+    """The tape's inner ``Vec`` s: one ``Vec::with_capacity(1)`` per depth ``0..=root
+    depth``, allocated one after the other, each dropped once its depth's steps ran.
+
+    A long chain (an EMA) gives a tape of thousands of depths, most without a step. Where
+    the allocator keeps counts per size (not a glibc arena, :attr:`Heap.orders_frees`),
+    the blocks are allocated together and the empty depths' blocks freed in runs
+    (:meth:`Heap.alloc_many`/:meth:`Heap.free_many`: the same events, in O(1)); on an
+    arena each ``Vec`` is its own block, as addresses depend on every event
+    (``batched``: force either way; by default batched where the allocator allows)."""
+
+    __slots__ = ("heap", "each", "pushed", "_next", "_order", "_at")
+
+    #: bytes of one slot: a ``StepBoxed`` (a fat pointer)
+    SLOT_BYTES = 16
+
+    def __init__(self, heap, count: int, batched: bool = None):
+        self.heap = heap
+        self._next = count - 1       # the deepest depth not dropped yet
+        if not (not heap.orders_frees if batched is None else batched):
+            self.each = [RustVec(heap, self.SLOT_BYTES, capacity=1, length=0)
+                         for _ in range(count)]
+        else:
+            self.each = None
+            heap.alloc_many(self.SLOT_BYTES, count)
+        self.pushed = {}             # depth -> RustVec, for the depths a step went into
+        self._order = None
+        self._at = 0
+
+    def push(self, depth: int) -> None:
+        """A step goes into ``depth``'s ``Vec``."""
+        if self.each is not None:
+            self.each[depth].push()
+            return
+        vec = self.pushed.get(depth)
+        if vec is None:
+            vec = self.pushed[depth] = RustVec.allocated(self.heap, self.SLOT_BYTES, 1)
+        vec.push()
+
+    def drop_to(self, depth: int) -> None:
+        """Drop the ``Vec`` s from the deepest one not dropped yet down to ``depth``."""
+        if self.each is not None:
+            for d in range(self._next, depth - 1, -1):
+                self.each[d].drop()
+        else:
+            if self._order is None:           # the depths with a step, deepest first
+                self._order = sorted(self.pushed, reverse=True)
+            order, i, top = self._order, self._at, self._next
+            while i < len(order) and order[i] >= depth:
+                pushed = order[i]
+                self.heap.free_many(self.SLOT_BYTES, top - pushed)   # the empty ones above
+                self.pushed[pushed].drop()
+                top = pushed - 1
+                i += 1
+            self.heap.free_many(self.SLOT_BYTES, top - depth + 1)
+            self._at = i
+        self._next = depth - 1
+
+
 class Gradients:
     """burn-autodiff 0.22.1's ``Gradients`` (``grads.rs``): node id -> gradient, and the
     heap blocks the container owns.
@@ -294,8 +353,7 @@ class AutodiffServer:
         root_depth = self.steps[ids[0]].depth
         if traced:
             tape.outer = RustVec(heap, 24, capacity=root_depth + 1)
-            tape.inner = [RustVec(heap, 16, capacity=1, length=0)
-                          for _ in range(root_depth + 1)]
+            tape.inner = _TapeDepths(heap, root_depth + 1)
             tape.tree = sim.tables.tape_tree()
         required = set()
         for node_id in ids:
@@ -313,7 +371,7 @@ class AutodiffServer:
                 if traced:
                     tape.trees.append(vec)
                     tape.tree.fit(len(tape.trees))
-                    tape.inner[depth].push()
+                    tape.inner.push(depth)
                 tape.steps.append(step)
         return tape
 
@@ -336,16 +394,18 @@ class AutodiffServer:
         by_depth = {}
         for step in tape.steps:
             by_depth.setdefault(step.depth, []).append(step)
-        for depth in sorted(by_depth, reverse=True) if tape.inner is None else \
-                range(len(tape.inner) - 1, -1, -1):
-            for step in by_depth.get(depth, ()):
+        for depth in sorted(by_depth, reverse=True):
+            if tape.inner is not None:
+                tape.inner.drop_to(depth + 1)    # the deeper depths, without steps
+            for step in by_depth[depth]:
                 node = step.node
                 if step.kind == OPS and node.id in grads and node.requirement != GRAD:
                     self._step_backward(step, grads, device)
                 self._drop_step(step)
             if tape.inner is not None:
-                tape.inner[depth].drop()
+                tape.inner.drop_to(depth)
         if tape.inner is not None:
+            tape.inner.drop_to(0)
             tape.outer.drop()
             for vec in tape.trees:
                 vec.drop()

@@ -50,6 +50,14 @@ class RustVec:
         self.len = capacity if length is None else length
         self.block = heap.alloc(capacity * elem_bytes) if capacity else None
 
+    @classmethod
+    def allocated(cls, heap, elem_bytes: int, capacity: int) -> "RustVec":
+        """An empty vector of ``capacity`` slots whose block the caller already allocated
+        on ``heap`` (one of a run taken with :meth:`Heap.alloc_many`: no handle)."""
+        vec = cls(heap, elem_bytes)
+        vec.capacity = capacity
+        return vec
+
     def push(self, n: int = 1) -> None:
         """``n`` more items (``push`` one by one, or one ``extend_from_slice`` of ``n``)."""
         needed = self.len + n
