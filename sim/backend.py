@@ -125,6 +125,47 @@ def _gemm_blocking(m, n, k, mr, kc_max, mc_max, l2_bytes, elem) -> tuple:
     return -(-k // k_iter), min(-(-m // mr) * mr, mc_max)
 
 
+def gemm_call_blocks(m, n, k, mr, nr, kc_max, mc_max, l2_bytes, lhs_unit_stride=True,
+                     rhs_unit_stride=True, elem=ELEMENT_BYTES) -> tuple:
+    """The heap blocks one f32 gemm call of gemm's own ``(m, n, k)`` allocates and frees
+    before it returns: ``(buffer, flags)`` bytes, 0 for none.
+
+    Paraphrase of gemm-common 0.19 (``gemm.rs`` ``gemm_basic_generic``) with its x86_64 FMA
+    kernels (MR = ``mr``, NR = ``nr``, SIMD width ``mr / 2``, horizontal kernels up to 2 x 2,
+    rhs packing threshold 128), one thread (burn-flex without rayon); operands as in
+    :func:`gemm_takes_slab`, ``rhs_unit_stride`` False for a transposed rhs view. Nothing
+    is allocated by the kernels that return first (``k <= 2``, matrix-vector shapes, and
+    the horizontal kernels for ``m n <= 256`` with a column-contiguous lhs). Otherwise:
+
+    * ``buffer``: a ``dyn_stack::MemBuffer`` (posix_memalign, 128-B alignment) when the rhs
+      is packed (strided and ``m > 2 mr``, or ``m > 128 mr``: ``kc * nc`` elements, ``nc``
+      = n rounded up to ``nr``, as kernel_params gives while an L3 holds the rhs
+      macropanel) or the lhs prepacked (``kc * mr`` elements per ``mr`` rows), each part
+      rounded up to 128 B (``StackReq::and``);
+    * ``flags``: ``did_pack_lhs``, ``vec![false; mc / mr]`` (a zeroed block of ``mc / mr``
+      bytes), freed before the buffer.
+
+    >>> gemm_call_blocks(512, 512, 64, 16, 6, 1024, 128, 1 << 20, rhs_unit_stride=False)
+    (132096, 8)
+    >>> gemm_call_blocks(4, 4, 4, 16, 6, 1024, 128, 1 << 20)     # 4 x 4: prepacked lhs
+    (256, 4096)
+    """
+    if m == 0 or n == 0 or k <= 2 or m <= 1 or n <= 1:
+        return 0, 0
+    if not lhs_unit_stride and rhs_unit_stride and m * n <= 16 * 16:
+        return 0, 0                # the horizontal kernels
+    kc, mc = _gemm_blocking(m, n, k, mr, kc_max, mc_max, l2_bytes, elem)
+    nc = -(-n // nr) * nr
+    pack_rhs = m > 2 * mr if not rhs_unit_stride else m > 128 * mr
+    prepack_lhs = m <= 2 * mc and (m % (mr // 2) != 0 or not lhs_unit_stride)
+    buffer = 0
+    if pack_rhs or prepack_lhs:
+        rhs = kc * nc * elem if pack_rhs else 0
+        lhs = kc * mr * -(-m // mr) * elem if prepack_lhs else 0
+        buffer = -(-rhs // PACK_ALIGN) * PACK_ALIGN + -(-lhs // PACK_ALIGN) * PACK_ALIGN
+    return buffer, mc // mr
+
+
 def gemm_slab_written(m, n, k, mr, nr, kc_max, mc_max, l2_bytes, lhs_unit_stride=True,
                       elem=ELEMENT_BYTES) -> int:
     """Bytes from the start of gemm's thread-local L2 slab that one f32 gemm writes.
@@ -358,6 +399,24 @@ class Backend:
             self.sim.touched.touch_buffer(("l2-slab", thread),
                                           -(-(SLAB_OFFSET + written) // page) * page)
 
+    def gemm_call(self, m, n, k, count=1, lhs_unit_stride=True, rhs_unit_stride=True) -> None:
+        """``count`` gemm calls of gemm's own ``(m, n, k)`` on a CPU backend (one per batch
+        matrix) allocate and free their per-call blocks (:func:`gemm_call_blocks`), where
+        the profile derives gemm's blocking (``gemm_mr`` > 0)."""
+        mr, nr, kc_max, mc_max = self.gemm
+        if not mr or self.pool is not None:
+            return
+        buffer, flags = gemm_call_blocks(m, n, k, mr, nr, kc_max, mc_max,
+                                         self.workspace_bytes, lhs_unit_stride,
+                                         rhs_unit_stride)
+        heap = self.sim.heap
+        for _ in range(count):
+            block = heap.alloc(buffer, PACK_ALIGN) if buffer else None
+            if flags:
+                heap.free(flags, heap.alloc(flags, ZEROED))
+            if buffer:
+                heap.free(buffer, block)
+
     def _allocate_slab(self) -> None:
         """gemm's thread-local L2 slab: it counts on the heap but is not resident (a
         MemBuffer this large is mmapped, above the allocator's mmap threshold, and gemm
@@ -415,6 +474,9 @@ class Backend:
             out = self.alloc(out_shape, self.staged(op_name), layout_first=True,
                              strides_first=op_name in STRIDES_FIRST_OPS,
                              shape_temp=SHAPE_TEMP_OPS.get(op_name, 0))
+            if op_name == "matmul":
+                (*_, m, k), (*_, n) = inputs[0].shape, inputs[1].shape
+                self.gemm_call(n, m, k, math.prod(out_shape[:-2]))
         for nbytes, block in reversed(views):
             self.sim.heap.free(nbytes, block)   # the borrowed operands' views go with the op
         if cache is not None and op_name not in VIEW_OPS:
@@ -509,7 +571,9 @@ class Backend:
                 box_block = heap.alloc(box)
                 heap.free(nbytes, staging)
                 heap.free(box, staging_box)
-                if packed is not None:
+                if packed is not None and not self.gemm[0]:
+                    # where gemm's blocking is not derived (gemm_mr = 0), the one per-call
+                    # block of the x86_64 trace: the rhs gradient's packed rhs
                     k, n = packed
                     pack = k * (n + PACK_EXTRA_COLUMNS) * ELEMENT_BYTES
                     pack = -(-pack // 128) * 128

@@ -7,7 +7,7 @@ replays each process up to its first statement on the glibc arena model, runs th
 simulator's program on that arena and compares every statement's heap events: kind, size
 and order (an op's output before its node, its step boxed before it registers, the box of
 its output after, a moved operand's parts where burn drops them, the backward's walk and
-tape...), and where the chunks land. The counts are this recording's; a change that puts
+tape, gemm's per-call buffers...), and where the chunks land. The counts are this recording's; a change that puts
 the simulator's events out of burn's order lowers them."""
 
 import json
@@ -35,9 +35,9 @@ def _program(recording, panics):
 # (log, recording, panics, statements in real burn's order at least, first statement
 #  whose addresses differ at least)
 CASES = [
-    ("script-basic", "probe-programs.json", False, 29, 2),
-    ("script-panic", "probe-programs.json", True, 17, 1),
-    ("script-modules", "probe-programs-modules.json", False, 35, 3),
+    ("script-basic", "probe-programs.json", False, 34, 2),
+    ("script-panic", "probe-programs.json", True, 20, 1),
+    ("script-modules", "probe-programs-modules.json", False, 38, 3),
 ]
 
 

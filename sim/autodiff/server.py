@@ -12,6 +12,8 @@ consumed ids' locator entries. Simulated work is reported to the timing model.
 
 from __future__ import annotations
 
+import math
+
 from ..backend import _take
 from ..costs.ptmalloc import ZEROED
 from ..costs.vec import RustVec
@@ -460,11 +462,26 @@ class AutodiffServer:
                     # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend
                     packed = ((in_shapes[0][-2], shape[-1])
                               if staged and i == 1 and len(shape) >= 2 else None)
-                    buf = backend.alloc(shape, staged, packed)
+                    buf = backend.alloc(shape, staged, packed, layout_first=staged)
+                    if name == "matmul":
+                        self._gradient_gemm(backend, i, in_shapes)
                 computed = Tensor(device, shape, buf)
                 value._release()
                 value = computed
             grads.register(parent.id, value)
+
+    @staticmethod
+    def _gradient_gemm(backend, i, in_shapes) -> None:
+        """The gemm computing a matmul's gradient ``i`` into its new output: ``grad @
+        rhs^T`` for the lhs (gemm sees ``(K, M, N)``; its lhs, burn's rhs, read through
+        the transposed view), ``lhs^T @ grad`` for the rhs (``(N, K, M)``; its rhs, burn's
+        lhs, strided)."""
+        (*batch, m, k), (*_, n) = in_shapes[0], in_shapes[1]
+        count = math.prod(batch)
+        if i == 0:
+            backend.gemm_call(k, m, n, count, lhs_unit_stride=False)
+        else:
+            backend.gemm_call(n, k, m, count, rhs_unit_stride=False)
 
     def _reduce_backward(self, grad, shape, device):
         """The gradient of a full ``sum`` or ``mean`` (burn-autodiff ``Sum``/``Mean``
