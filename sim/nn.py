@@ -88,13 +88,21 @@ class Param:
             self._init = ()
         return self.tensor.clone()
 
-    def replace(self, tensor) -> None:
-        """The optimizer's ``Param::from_mapped_value``: the same id, a new
-        ``LazyInitState`` around ``tensor`` (the old one freed with the old Param)."""
+    def consume(self) -> Tensor:
+        """``Param::consume``: a handle on the value (``val()``), then the ``Param`` is
+        dropped: its ``LazyInitState`` ``Arc`` with the handle it held."""
+        handle = self.val()
+        self.tensor = None
         if self._state:
-            old, self._state_block = self._state_block, self._heap.alloc(self._state,
-                                                                        PARAM_STATE_ALIGN)
-            self._heap.free(self._state, old)
+            self._heap.free(self._state, self._state_block)
+            self._state_block = None
+        return handle
+
+    def from_mapped_value(self, tensor) -> None:
+        """``Param::from_mapped_value``: the same id around ``tensor``, in a new
+        ``LazyInitState`` ``Arc`` (after :meth:`consume`)."""
+        if self._state:
+            self._state_block = self._heap.alloc(self._state, PARAM_STATE_ALIGN)
         self.tensor = tensor
 
     def is_initialized(self) -> bool:

@@ -20,49 +20,109 @@ from __future__ import annotations
 import math
 
 from .costs.tables import RawTable, TableLayout
-from .tensor import Tensor, drop
+from .costs.vec import RustVec
+from .tensor import Tensor, _check_devices, drop
 
 __all__ = ["GradientsParams", "ModuleOptimizer", "Sgd", "Adam", "OPTIMIZERS", "burn_adam", "torch_adam"]
 
 
-class GradientsParams:
-    """Parameter id -> gradient (a plain tensor)."""
+#: bytes of a Rust ``String`` (pointer, capacity, length) and of a reference (64-bit)
+STRING_BYTES, POINTER_BYTES = 24, 8
+#: alignment of the blocks burn-optim boxes a 64-B-aligned value into: a gradient's boxed
+#: ``Tensor`` in ``GradientsParams`` and the optimizer state's ``Arc`` (the malloc-log
+#: traces: posix_memalign, align 64)
+BOX_ALIGN = 64
 
-    def __init__(self, grads):
-        self.grads = grads
+
+class GradientsParams:
+    """burn-optim's ``GradientsParams``: parameter id -> gradient (a plain tensor), in a
+    ``TensorContainer``: a hashbrown map whose slot is the id and a ``Box<dyn Any>``
+    (``24`` B), the box holding the gradient's ``Tensor`` (``grads_param_box_bytes``,
+    align 64). ``register`` boxes (then inserts: the first insert allocates the table),
+    ``remove`` unboxes; dropping the container drops what is left, then the table."""
+
+    def __init__(self, grads=None, sim=None):
+        self.grads = {}
+        self._boxes = {}
+        self._heap = None
+        self._table = None
+        self._box = 0
+        if sim is not None:
+            layout = sim.layout
+            self._heap = sim.heap
+            self._box = layout.grads_param_box_bytes
+            self._table = RawTable(TableLayout(STRING_BYTES, 8, layout.group_width), sim.heap)
+        for param_id, grad in (grads or {}).items():
+            self.register(param_id, grad)
 
     @classmethod
     def from_grads(cls, grads, module) -> "GradientsParams":
         """burn-optim's converter visits every parameter with ``param.val()`` (which
-        initialises a lazy parameter, gradient or not) and removes its gradient."""
-        found = {}
-        for param in module.params():
+        initialises a lazy parameter, gradient or not), removes its gradient from the
+        backward's container, drops the handle, then registers the gradient."""
+        params = list(module.params())
+        found = cls(sim=params[0].device.sim if params else None)
+        for param in params:
             handle = param.val()
-            if handle.is_require_grad():
-                grad = grads.remove(handle)
-                if grad is not None:
-                    found[param.param_id] = grad
+            grad = grads.remove(handle) if handle.is_require_grad() else None
             drop(handle)
-        return cls(found)
+            if grad is not None:
+                found.register(param.param_id, grad)
+        return found
+
+    def register(self, param_id, grad) -> None:
+        """Box ``grad`` and insert it under ``param_id``."""
+        if self._heap is not None and self._box:
+            self._boxes[param_id] = self._heap.alloc(self._box, BOX_ALIGN)
+        self.grads[param_id] = grad
+        if self._table is not None:
+            self._table.fit(len(self.grads))
+
+    def remove(self, param_id):
+        """The gradient of ``param_id`` taken out (its box freed), or None."""
+        grad = self.grads.pop(param_id, None)
+        block = self._boxes.pop(param_id, None)
+        if grad is not None and self._heap is not None and self._box:
+            self._heap.free(self._box, block)
+        return grad
+
+    def drop(self) -> None:
+        """The container is dropped (``ModuleOptimizer::step`` consumes it): each entry's
+        gradient and box, then the table."""
+        for param_id in list(self.grads):
+            grad = self.grads.pop(param_id)
+            drop(grad)
+            block = self._boxes.pop(param_id, None)
+            if self._heap is not None and self._box:
+                self._heap.free(self._box, block)
+        if self._table is not None:
+            self._table.drop()
+            self._table = None
+
+    def __del__(self):
+        self.drop()
 
 
 class ModuleOptimizer:
     """burn-optim's ``ModuleOptimizer``: the loop every optimizer shares, and its host
     bookkeeping. A subclass is the ``Optimizer`` (``_update``: one parameter's step).
 
-    ``step`` visits the parameters that have a gradient, as ``map_float`` does: the
-    parameter's tensor goes to the inner backend (the autodiff handle dropped first),
-    ``_update`` computes the new tensor there, then ``ParameterContext::restore``
-    (``from_inner`` + ``require_grad``: a new node and RootStep) and
-    ``Param::from_mapped_value`` put it back.
-
-    ``param_context`` is a hashbrown map ``ParamId -> OptimizationContext``
-    (``optimizer_context_slot_bytes`` per slot; removed and re-inserted per parameter
-    and step, so it grows to the parameter count and stays). Each update joins the
-    parameter's module path into a new ``String`` (its length in bytes; the old one is
-    freed) and replaces the state's ``Arc`` block (``state_key``: the layout key of
-    its size). Their order per parameter follows ``map_float``: the path first, then
-    the old context's path dropped, then the state.
+    ``step`` maps every parameter as ``module.map`` with a ``ModuleOptimizerMapper``
+    does (``module_optimizer.rs``), in its order: the mapper's ``Vec`` s (the learning
+    rate's one group, ``lr_group_bytes``; the optimizer groups' references), then per
+    parameter ``enter_module`` (the field's name into a new ``String``, pushed on the
+    path ``Vec<String>``), ``map_float``, ``exit_module`` (the name freed); at the end the
+    mapper's ``Vec`` s and the consumed ``GradientsParams``. ``map_float``:
+    ``Param::consume`` (a clone of the handle; the old ``Param``'s handle and state
+    dropped), the gradient removed; with a gradient, the device read, the path joined
+    into a new ``String`` (the old context's freed), the handle moved to the inner
+    backend, the old state's ``Arc`` unwrapped and re-wrapped around the device move
+    (``to_device_dyn``) then unwrapped by ``step_dyn``, ``_update`` computing the new
+    tensor there, the new state boxed (``state_key``: its size; align 64) and inserted
+    into ``param_context`` (a hashbrown map, ``optimizer_context_slot_bytes`` per slot,
+    removed and re-inserted per parameter and step), and ``ParameterContext::restore``
+    (``from_inner``, which reads the device, and ``require_grad``: a new node and
+    RootStep); then ``Param::from_mapped_value`` (a new state ``Arc``).
     """
 
     #: layout key of the size of this optimizer's state Arc block
@@ -72,7 +132,7 @@ class ModuleOptimizer:
         """``SgdConfig::new().init()`` (and Adam's): the optimizer's own blocks (its group
         ``Vec`` and ``Arc``) are allocated now on ``sim``'s heap, or at the first step
         where no simulation is given."""
-        self._context = {}      # param_id -> (path bytes, state bytes)
+        self._context = {}      # param_id -> (path bytes, state bytes, state block)
         self._table = None
         self._heap = None
         self._blocks = ()
@@ -94,61 +154,100 @@ class ModuleOptimizer:
         for nbytes in reversed(self._blocks):
             heap.free(nbytes)
         self._blocks = ()
-        for path, state in self._context.values():
+        for path, state_bytes, state in self._context.values():
             if path:
                 heap.free(path)
-            if state:
-                heap.free(state)
+            if state_bytes:
+                heap.free(state_bytes, state)
         self._context = {}
         if self._table is not None:
             self._table.drop()
             self._table = None
 
     def step(self, lr, module, grads: GradientsParams):
-        """Update ``module``'s parameters; returns the module (as burn's ``step``)."""
-        params = [p for p in module.params() if p.param_id in grads.grads]
+        """Update ``module``'s parameters (``grads`` is consumed); returns the module (as
+        burn's ``step``)."""
+        params = list(module.params())
         if not params:
+            grads.drop()
             return module
-        sim = params[0].tensor.device.sim
+        sim = params[0].device.sim
         if self._heap is None:
             self._own_blocks(sim)
-        sim.timing.optimizer_step(len(params))
-        sim.touched.touch_code("optimizer")   # burn-optim's step: text on first use
+        layout = sim.layout
+        heap = sim.heap
+        with_grads = sum(1 for p in params if p.param_id in grads.grads)
+        if with_grads:
+            sim.timing.optimizer_step(with_grads)
+            sim.touched.touch_code("optimizer")   # burn-optim's step: text on first use
+        # ModuleOptimizerMapper::new: the learning rate's Vec<LrGroup> (moved in), the
+        # optimizer groups' references collected
+        lr_groups = heap.alloc(layout.lr_group_bytes) if layout.lr_group_bytes else None
+        group_refs = heap.alloc(POINTER_BYTES)
+        path = RustVec(heap, STRING_BYTES)
+        entered = []
         for param in params:
-            device = param.tensor.device
-            grad = grads.grads.get(param.param_id)
-            inner = param.tensor.without_autodiff()
-            param.tensor = None
+            names = param.path.split(".") if param.path else []
+            while entered and entered != names[:len(entered)]:
+                heap.free(len(entered.pop().encode()))       # exit_module
+                path.len -= 1
+            for name in names[len(entered):]:
+                heap.alloc(len(name.encode()))               # enter_module: to_string
+                path.push()
+                entered.append(name)
+            self._map_float(sim, param, grads, lr)
+        while entered:
+            heap.free(len(entered.pop().encode()))
+            path.len -= 1
+        # the mapper drops: its path Vec, the groups' references, the learning rate's
+        # groups; then the consumed GradientsParams
+        path.drop()
+        heap.free(POINTER_BYTES, group_refs)
+        if layout.lr_group_bytes:
+            heap.free(layout.lr_group_bytes, lr_groups)
+        grads.drop()
+        return module
+
+    def _map_float(self, sim, param, grads, lr) -> None:
+        """``ModuleOptimizerMapper::map_float`` for one parameter."""
+        heap, layout = sim.heap, sim.layout
+        handle = param.consume()
+        grad = grads.remove(param.param_id)
+        if grad is not None:
+            device = handle.device
+            _check_devices(handle)                         # tensor.device() != device
+            old = self._context.pop(param.param_id, None)
+            path = len(param.path.encode())
+            if path:
+                heap.alloc(path)                           # self.path.join(".")
+            if old is not None and old[0]:
+                heap.free(old[0])                          # the old context's path
+            inner = handle.move().without_autodiff()       # tensor.inner()
+            del handle
+            state_bytes = getattr(layout, self.state_key)
+            if old is not None and old[1]:
+                # to_device_dyn: the old state's Arc unwrapped, the moved state wrapped
+                # again, and unwrapped by step_dyn
+                heap.free(old[1], old[2])
+                heap.free(old[1], heap.alloc(old[1], BOX_ALIGN))
             updated = self._update(sim, param, inner, grad, lr)
             del inner, grad
-            self._record(sim, param)
-            param.replace(Tensor.from_inner(updated, device).require_grad())
+            state = heap.alloc(state_bytes, BOX_ALIGN) if state_bytes else None
+            self._context[param.param_id] = (path, state_bytes, state)
+            if self._table is None:
+                self._table = RawTable(TableLayout(layout.optimizer_context_slot_bytes, 8,
+                                                   layout.group_width), heap)
+            self._table.fit(len(self._context))
+            # ParameterContext::restore: from_inner (it reads the device), require_grad
+            handle = Tensor.from_inner(updated.move(), device)
             del updated
-        return module
+            _check_devices(handle)
+            handle.require_grad()
+        param.from_mapped_value(handle)
 
     def _update(self, sim, param, tensor, grad, lr) -> Tensor:
         """One parameter's new value (a plain tensor), from ``tensor`` and ``grad``."""
         raise NotImplementedError
-
-    def _record(self, sim, param) -> None:
-        layout, heap = sim.layout, sim.heap
-        if self._table is None:
-            self._table = RawTable(TableLayout(layout.optimizer_context_slot_bytes, 8,
-                                               layout.group_width), heap)
-        old = self._context.pop(param.param_id, None)
-        path = len(param.path.encode())
-        if path:
-            heap.alloc(path)                    # self.path.join(".")
-        if old is not None:
-            if old[0]:
-                heap.free(old[0])
-            if old[1]:
-                heap.free(old[1])               # Arc::try_unwrap of the old DynState
-        state = getattr(layout, self.state_key)
-        if state:
-            heap.alloc(state)                   # DynState::create of the new state
-        self._context[param.param_id] = (path, state)
-        self._table.fit(len(self._context))
 
 
 class Sgd(ModuleOptimizer):

@@ -76,6 +76,8 @@ SCHEMA = {
         "optimizer_context_slot_bytes": INT,  # ModuleOptimizer.param_context slot
         "sgd_state_bytes": INT,              # the optimizer state's Arc block per parameter
         "adam_state_bytes": INT,
+        "lr_group_bytes": INT,               # ModuleLearningRate's Vec<LrGroup> per optimizer step
+        "grads_param_box_bytes": INT,        # GradientsParams' box of a gradient (align 64)
         "steps_slot_bytes": INT,
         "actions_slot_bytes": INT,
         "nodes_slot_bytes": INT,

@@ -1,0 +1,26 @@
+"""A p10-ema training step's heap events against real burn's malloc log
+(experiments/probes/step_order.py): the share of a step's events (kind and size, in order)
+the simulator makes as real burn 0.22.1 does, with SGD and with Adam. The thresholds are
+this recording's; a change that puts a step's events out of burn's order lowers them."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "probes"))
+
+import step_order  # noqa: E402
+
+
+@pytest.mark.parametrize("log, share", [("p10-ema-without", 0.85),
+                                        ("p10-ema-adam-without", 0.88)])
+def test_a_training_step_makes_burns_heap_events_in_order(log, share):
+    ratio, real, simulated, _ = step_order.compare(log)
+    assert len(real) > 400 and len(simulated) > 400
+    assert ratio >= share, f"{ratio:.1%} of a step in burn's order"
+
+
+def test_steps_start_at_the_pack_buffer():
+    events = ["a8", "m132096", "c8", "f8", "f132096", "a16", "m132096", "f16"]
+    assert step_order.steps_of(events) == [["m132096", "c8", "f8", "f132096", "a16"]]
