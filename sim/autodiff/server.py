@@ -286,6 +286,9 @@ class AutodiffServer:
         self.memory_management.extend(other.memory_management)
 
     def _drop_step(self, step) -> None:
+        """Drop a boxed step: its fields first (its ``Arc<Node>`` s: a node no tensor
+        holds any more goes with it), then the box; then its checkpoint actions."""
+        step.node = step.parent_nodes = None
         self.sim.heap.free(step.nbytes)
         if step.actions is not None:
             step.actions.drop()
@@ -400,8 +403,8 @@ class AutodiffServer:
             if tape.inner is not None:
                 tape.inner.drop_to(depth + 1)    # the deeper depths, without steps
             for step in by_depth[depth]:
-                node = step.node
-                if step.kind == OPS and node.id in grads and node.requirement != GRAD:
+                if (step.kind == OPS and step.node.id in grads
+                        and step.node.requirement != GRAD):
                     self._step_backward(step, grads, device)
                 self._drop_step(step)
             if tape.inner is not None:
