@@ -90,6 +90,10 @@ class TableFactory:
         self._gradients = TableLayout(layout.grads_slot_bytes, 8, w)
         # build_tape's tree: HashMap<NodeId, Vec<NodeId>> (a Vec is 24 B)       [layout]
         self._tape_tree = TableLayout(layout.node_id_bytes + 24, 8, w)
+        # a backward's Checkpointer maps: NodeId -> State (an enum of a Box<dyn Any> and
+        # a count: 24 B), NodeId -> Arc<dyn RetroForward> (16 B)                 [layout]
+        self._backward_states = TableLayout(layout.node_id_bytes + 24, 8, w)
+        self._retro_forwards = TableLayout(layout.node_id_bytes + 16, 8, w)
 
     def nodes_block_bytes(self, buckets) -> int:
         """Bytes of a ``nodes`` table block of ``buckets`` buckets (the sweep's cache model)."""
@@ -132,6 +136,14 @@ class TableFactory:
     def tape_tree(self):
         """A backward's tape ``tree``, node id -> its parents' ids (``sim.autodiff.server``)."""
         return RawTable(self._tape_tree, self.heap)
+
+    def backward_states(self):
+        """A backward's checkpointer states, node id -> saved state (``sim.autodiff.checkpoint``)."""
+        return RawTable(self._backward_states, self.heap)
+
+    def retro_forwards(self):
+        """A backward's checkpointer retro-forwards, node id -> its ``Arc``."""
+        return RawTable(self._retro_forwards, self.heap)
 
 
 class HostThread:

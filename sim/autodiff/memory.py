@@ -118,12 +118,14 @@ class GraphMemoryManagement:
             self.serials.pop(node_id, None)
         rc, parents = entry
         sim = self.server.sim
-        if parents:
-            sim.heap.free(sim.layout.parent_bytes * len(parents))
+        # HashMap::remove drops the key (the Arc<NodeId>) and returns the value (the
+        # parents Vec), dropped after it
         if rc.strong > 1:
             self.referenced -= 1
         rc.unhold(self)
         rc.release()
+        if parents:
+            sim.heap.free(sim.layout.parent_bytes * len(parents))
         sim.policy.on_node_removed(self, node_id, parents)
 
     def extend(self, other: "GraphMemoryManagement") -> None:

@@ -17,6 +17,7 @@ import math
 from ..backend import _take
 from ..costs.ptmalloc import ZEROED
 from ..costs.vec import RustVec
+from .checkpoint import CheckpointerBuilder
 from .memory import GraphMemoryManagement
 from .node import GRAD
 from .step import OPS
@@ -50,12 +51,12 @@ class _Tape:
     """What ``build_tape`` returns: the steps, the ``n_required`` table, and (where burn's
     own blocks are modelled) the tape's ``Vec`` s and its ``tree`` map."""
 
-    __slots__ = ("steps", "n_required", "outer", "inner", "tree", "trees")
+    __slots__ = ("steps", "n_required", "outer", "inner", "tree", "trees", "checkpointer")
 
     def __init__(self, n_required):
         self.steps = []
         self.n_required = n_required
-        self.outer = self.inner = self.tree = None
+        self.outer = self.inner = self.tree = self.checkpointer = None
         self.trees = []
 
 
@@ -360,6 +361,7 @@ class AutodiffServer:
             tape.outer = RustVec(heap, 24, capacity=root_depth + 1)
             tape.inner = _TapeDepths(heap, root_depth + 1)
             tape.tree = sim.tables.tape_tree()
+            builder, parents_of = CheckpointerBuilder(sim), {}
         required = set()
         for node_id in ids:
             step = self.steps.pop(node_id)
@@ -374,10 +376,15 @@ class AutodiffServer:
                     if traced and parent_id != node_id:
                         vec.push()      # collect: the first item allocates (sim.costs.vec)
                 if traced:
+                    parents_of[node_id] = [p for p, _ in step.parents if p != node_id]
                     tape.trees.append(vec)
                     tape.tree.fit(len(tape.trees))
                     tape.inner.push(depth)
                 tape.steps.append(step)
+            if traced and step.actions is not None:
+                builder.extend(step.actions)            # actions_builder.remove(&id)
+        if traced:
+            tape.checkpointer = builder.build(parents_of)
         return tape
 
     def _execute(self, root, tape) -> Gradients:
@@ -405,19 +412,21 @@ class AutodiffServer:
             for step in by_depth[depth]:
                 if (step.kind == OPS and step.node.id in grads
                         and step.node.requirement != GRAD):
-                    self._step_backward(step, grads, device)
+                    self._step_backward(step, grads, device, tape.checkpointer)
                 self._drop_step(step)
             if tape.inner is not None:
                 tape.inner.drop_to(depth)
         if tape.inner is not None:
             tape.inner.drop_to(0)
             tape.outer.drop()
+            # execute_steps returns: the checkpointer goes (its states, maps, tree)
+            tape.checkpointer.drop()
             for vec in tape.trees:
                 vec.drop()
             tape.tree.drop()
         return grads
 
-    def _step_backward(self, step, grads, device) -> None:
+    def _step_backward(self, step, grads, device, checkpointer=None) -> None:
         """One tracked op's backward (``ops/backward.rs`` ``unary``/``binary``): its node's
         gradient is removed from ``grads`` (``consume`` of a ``GradInBackward`` node), a
         binary op's is duplicated for its parents, and each tracked parent's gradient is
@@ -427,11 +436,22 @@ class AutodiffServer:
         backend = device.backend
         Tensor = _tensor.Tensor
         actions = step.actions
-        retrieved = (len(actions.explicit) + len(actions.backup)
-                     if actions is not None else 0)
+        saved = []
+        if actions is None:
+            retrieved = 0
+        elif actions.moved is not None:
+            retrieved = actions.moved[1]
+        else:
+            retrieved = len(actions.explicit) + len(actions.backup)
         if retrieved:
             # retrieve_node_output logs through log_autodiff, which reads the config
             sim.burn_config()
+        if checkpointer is not None and actions is not None and actions.moved is not None:
+            # the op's backward first takes what it saved out of the checkpointer
+            for node_id in actions.moved[0]:
+                got = checkpointer.retrieve(node_id)
+                if got is not None:
+                    saved.append(got)
         sim.timing.backward_op(step.op, step.shapes, step.cost, len(step.parents), retrieved)
         grad = grads.remove(step.node.id)
         parents = step.parent_nodes
@@ -472,6 +492,8 @@ class AutodiffServer:
                 value._release()
                 value = computed
             grads.register(parent.id, value)
+        for got in saved:
+            checkpointer.release(got)       # the saved tensors go with the op's backward
 
     @staticmethod
     def _gradient_gemm(backend, i, in_shapes) -> None:
