@@ -84,10 +84,9 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd"):
             del out
             grads = GradientsParams.from_grads(loss.backward(), model)
             first and text("backward", 1)
-            del loss
             state["model"] = optim.step(lr, model, grads)
             first and text("sgd", 1)
-            del grads
+            del grads, loss     # the Rust program's block ends: the loss goes
         if variant in ("log", "log-no-ema"):
             snapshot().move().powi_scalar(2).move().sum().into_scalar()
         else:

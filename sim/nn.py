@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from .costs.vec import RustVec
 from .tensor import Tensor
 
 __all__ = ["Param", "Linear", "Relu", "Mlp"]
@@ -124,14 +125,15 @@ class Linear:
         self.d_out = d_out
 
     def forward(self, x: Tensor) -> Tensor:
+        """burn-nn's ``Linear::forward``: the weight's and the bias's handles (``val()``),
+        then ``module::linear`` (:func:`linear`)."""
         timing = x.device.sim.timing
         timing.module_call()
+        weight = self.weight.val()
+        bias = self.bias.val() if self.bias is not None else None
         # one call in PyTorch (F.linear -> addmm), three ops in burn's dispatch
-        with timing.fused("linear", bias=self.bias is not None):
-            out = x.matmul(self.weight.val().move())
-            if self.bias is not None:
-                out = out.move() + self.bias.val().move().reshape((1, self.d_out)).move()
-        return out
+        with timing.fused("linear", bias=bias is not None):
+            return linear(x.move(), weight.move(), bias.move() if bias is not None else None)
 
     def params(self):
         return [p for p in (self.weight, self.bias) if p is not None]
@@ -142,6 +144,29 @@ class Linear:
         copy.bias = self.bias.valid() if self.bias is not None else None
         copy.d_out = self.d_out
         return copy
+
+
+def linear(x: Tensor, weight: Tensor, bias=None) -> Tensor:
+    """burn-tensor's ``module::linear``, which the dispatch hands to the backend's
+    ``ModuleOps::linear`` (burn-backend ``modules/linear.rs``) op by op: ``float_matmul``,
+    then, with a bias, ``unsqueeze_leading`` (``vec![1; rank - 1]`` extended by the bias's
+    dims: a ``Vec<usize>`` that grows, then becomes the reshape's ``Shape``) and
+    ``float_add``. Backend-level ops: no ``TensorCheck`` reads the operands' devices, as
+    the tensor API's ``matmul`` and ``+`` do. The operands are moved in."""
+    out_shape = x.shape[:-1] + (weight.shape[-1],)
+    out = x._op("matmul", (weight,), out_shape)
+    if bias is None:
+        return out
+    rank = len(out_shape)
+    if rank > len(bias.shape):
+        shape = (1,) * (rank - len(bias.shape)) + bias.shape
+        if bias.device.backend.handle_stride_bytes:
+            heap = bias.device.sim.heap
+            dims = RustVec(heap, 8, capacity=rank - len(bias.shape))   # vec![1usize; n]
+            dims.push(len(bias.shape))                                 # ... the bias's dims
+            dims.drop()                                                # into the Shape
+        bias = bias._op("reshape", (), shape).move()
+    return out.move()._op("add", (bias,), out_shape)
 
 
 class Relu:
