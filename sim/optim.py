@@ -239,7 +239,7 @@ class ModuleOptimizer:
                                                    layout.group_width), heap)
             self._table.fit(len(self._context))
             # ParameterContext::restore: from_inner (it reads the device), require_grad
-            handle = Tensor.from_inner(updated.move(), device)
+            handle = updated.move().rewrap(device)     # the inner tensor moves in
             del updated
             _check_devices(handle)
             handle.require_grad()

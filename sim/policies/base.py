@@ -56,7 +56,10 @@ class Policy:
         then ``tensor - delta``, each an elementwise op that writes in place where it can."""
         from ..tensor import Tensor
         delta = Tensor(inner.device, shape, backend.output("mul_scalar", (grad,), shape))
-        return backend.output("sub", (inner, delta), shape)
+        grad._release()      # moved into mul_scalar: nothing of the handle is left
+        out = backend.output("sub", (inner, delta), shape)
+        del delta            # moved into sub: its storage, then its strides
+        return out
 
     def adam_update(self, adam, tensor, grad, state, lr):
         """One parameter's Adam update: ``(updated tensor, state)``; burn-optim
