@@ -39,20 +39,22 @@ class CheckpointerBuilder:
     action, grown as Rust grows a ``Vec``).
     """
 
-    __slots__ = ("explicit", "backup", "_sim", "_vecs", "moved")
+    __slots__ = ("explicit", "backup", "_sim", "_vecs", "moved", "inputs")
 
     def __init__(self, sim):
         self.explicit = []
         self.backup = []
+        #: the op's operand index each explicit action saved (None: not an operand's)
+        self.inputs = []
         self._sim = sim
         #: the two lists' Vec blocks (explicit, backup), allocated by their first push
         self._vecs = (RustVec(sim.heap, sim.layout.action_bytes),
                       RustVec(sim.heap, sim.layout.action_bytes))
-        #: after :meth:`extend` moved them out: (ids of the explicit actions, how many
-        #: actions there were), what the node's backward retrieves
+        #: after :meth:`extend` moved them out: ((id, operand index) of each explicit
+        #: action, how many actions there were), what the node's backward retrieves
         self.moved = None
 
-    def checkpoint(self, tensor, backup=False) -> None:
+    def checkpoint(self, tensor, backup=False, index=None) -> None:
         """``CheckpointerBuilder::checkpoint``: record ``tensor``'s output for the backward
         (its time: ``Timing.checkpoint_save``): a ``Computed`` action clones the primitive
         (its own strides Vec, burn-flex Layout) and boxes it, then the action is pushed."""
@@ -72,6 +74,8 @@ class CheckpointerBuilder:
             tensor.prim.holders += 1  # the boxed clone holds the storage
             action = (node.id if node is not None else None, tensor.prim, blocks)
         self._push(1 if backup else 0, action)
+        if not backup:
+            self.inputs.append(index)
 
     def _push(self, which, action) -> None:
         self._vecs[which].push()
@@ -80,7 +84,8 @@ class CheckpointerBuilder:
     def extend(self, other: "CheckpointerBuilder") -> None:
         """``CheckpointerBuilder::extend``: ``other`` 's explicit actions pushed here, its
         explicit ``Vec`` freed, then the same for its backup actions."""
-        other.moved = ([a[0] for a in other.explicit], len(other.explicit) + len(other.backup))
+        other.moved = (list(zip([a[0] for a in other.explicit], other.inputs)),
+                       len(other.explicit) + len(other.backup))
         for which, actions in ((0, other.explicit), (1, other.backup)):
             for action in actions:
                 self._push(which, action)

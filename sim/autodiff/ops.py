@@ -177,7 +177,7 @@ def float_op(op, inputs, out_shape, device):
             if saves == "input" or other_tracked:
                 if actions is None:
                     actions = CheckpointerBuilder(sim)
-                actions.checkpoint(t)
+                actions.checkpoint(t, index=i)
     # the inner op, which drops the primitives of its moved operands (last one first)
     buffer = backend.output(op.name, inputs, out_shape)
     for t in reversed(moved):

@@ -60,6 +60,17 @@ class _Tape:
         self.trees = []
 
 
+def _saved_operand(saves, i):
+    """The operand whose saved tensor the backward reads for operand ``i`` 's gradient:
+    the other one where each operand is saved for the other's gradient (``cross``: mul,
+    matmul), the input of a unary op; None where both are read (div)."""
+    if saves == "cross":
+        return 1 - i
+    if saves == "input":
+        return 0
+    return None
+
+
 class _TapeDepths:
     """The tape's inner ``Vec`` s: one ``Vec::with_capacity(1)`` per depth ``0..=root
     depth``, allocated one after the other, each dropped once its depth's steps ran.
@@ -448,10 +459,10 @@ class AutodiffServer:
             sim.burn_config()
         if checkpointer is not None and actions is not None and actions.moved is not None:
             # the op's backward first takes what it saved out of the checkpointer
-            for node_id in actions.moved[0]:
+            for node_id, index in actions.moved[0]:
                 got = checkpointer.retrieve(node_id)
                 if got is not None:
-                    saved.append(got)
+                    saved.append((index, got))
         sim.timing.backward_op(step.op, step.shapes, step.cost, len(step.parents), retrieved)
         grad = grads.remove(step.node.id)
         parents = step.parent_nodes
@@ -485,15 +496,23 @@ class AutodiffServer:
                     # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend
                     packed = ((in_shapes[0][-2], shape[-1])
                               if staged and i == 1 and len(shape) >= 2 else None)
-                    buf = backend.alloc(shape, staged, packed, layout_first=staged)
+                    buf = backend.alloc(shape, staged, packed, layout_first=True)
                     if name == "matmul":
                         self._gradient_gemm(backend, i, in_shapes)
                 computed = Tensor(device, shape, buf)
+                # the gradient's op drops its operands: the incoming gradient, then the
+                # saved tensor it read (a binary op's gradient reads the other operand's)
                 value._release()
                 value = computed
+                used = _saved_operand(step.op.saves, i)
+                for k, (index, got) in enumerate(saved):
+                    if index == used:
+                        checkpointer.release(got)
+                        del saved[k]
+                        break
             grads.register(parent.id, value)
-        for got in saved:
-            checkpointer.release(got)       # the saved tensors go with the op's backward
+        for _, got in saved:
+            checkpointer.release(got)       # the rest go with the op's backward
 
     @staticmethod
     def _gradient_gemm(backend, i, in_shapes) -> None:
