@@ -196,7 +196,9 @@ class GraphLocator:
                 self._point(node_id, graph)
                 self.register_key(graph.origin, node_id)
             return graph
-        return self.merge(node_id, graphs)
+        graph = self.merge(node_id, graphs)
+        self.sim.heap.free(self.sim.layout.graphs_leaf_bytes)   # analyse's BTreeMap
+        return graph
 
     def analyse(self, node_id, parents) -> list:
         """Graphs of the node and its parents, by ascending origin (a new graph if none)."""
@@ -215,11 +217,13 @@ class GraphLocator:
         if not found:
             graph = graphs.get(node_id)
             return [graph if graph is not None else self.new_graph(node_id)]
-        # the collected BTreeMap<NodeId, Arc<Graph>> is one transient leaf
+        # the collected BTreeMap<NodeId, Arc<Graph>> is one transient leaf: a single
+        # graph is taken out of it at once; several are merged out of it, and it goes
+        # when the merge is done (select frees it)
         heap = self.sim.heap
         heap.alloc(self.sim.layout.graphs_leaf_bytes)
-        heap.free(self.sim.layout.graphs_leaf_bytes)
         if len(found) == 1:
+            heap.free(self.sim.layout.graphs_leaf_bytes)
             return list(found.values())
         return [found[origin] for origin in sorted(found)]
 

@@ -285,15 +285,18 @@ class AutodiffServer:
         mine = self.memory_management.run_nodes
         n, extra = len(self.steps) + mine, len(other.steps) + other.memory_management.run_nodes
         reserve = extra if n == 0 else (extra + 1) // 2
+        # steps.extend(other.steps): reserve, move, the other table dropped; then the
+        # same for actions_builder
         self.steps_table.reserve(n, reserve)
-        self.actions_table.reserve(n, reserve)
+        before = len(self.steps) + mine
         for node_id, step in other.steps.items():
             self.steps[node_id] = step
-            n = len(self.steps) + mine
-            self.steps_table.fit(n)
-            self.actions_table.fit(n)
+            self.steps_table.fit(len(self.steps) + mine)
         other.steps = {}
         other.steps_table.drop()
+        self.actions_table.reserve(n, reserve)
+        for count in range(before + 1, len(self.steps) + mine + 1):
+            self.actions_table.fit(count)
         other.actions_table.drop()
         self.memory_management.extend(other.memory_management)
 
