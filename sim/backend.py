@@ -533,7 +533,8 @@ class Backend:
         return self.in_place and op_name in STAGED_OPS
 
     def alloc(self, shape, staged=False, packed=None, created=False, device_box=0,
-              layout_first=False, strides_first=False, shape_temp=0) -> Buffer:
+              layout_first=False, strides_first=False, shape_temp=0, zeroed=False,
+              free_after_box=None) -> Buffer:
         """A new buffer for an f32 tensor of ``shape``; ``packed``: the (k, n) of a gemm that
         packs its rhs into a transient per-call buffer while it writes this output;
         ``created``: a new tensor's data (``from_data``, ``zeros``...), whose creation
@@ -547,7 +548,9 @@ class Backend:
         malloc-log traces: data, controller, strides, Arc), where other new storage (a
         backward's ``ones``) is wrapped in its ``Arc`` first and its handle's strides
         come after. Strides allocated here go to the buffer's first handle
-        (:attr:`Buffer.strides`)."""
+        (:attr:`Buffer.strides`). ``zeroed``: the data is a zeroed block (``calloc``);
+        ``free_after_box``: a ``(bytes, handle)`` the caller allocated before, freed once
+        the data's controller is boxed (a dims ``Vec`` that becomes the output's Shape)."""
         nbytes = math.prod(shape) * ELEMENT_BYTES
         heap = self.sim.heap
         if created and self.pool is not None:
@@ -580,10 +583,12 @@ class Backend:
                     heap.free(pack, heap.alloc(pack, PACK_ALIGN))
             else:
                 size = nbytes
-                block = heap.alloc(nbytes)
+                block = heap.alloc(nbytes, ZEROED if zeroed else 0)
                 box_block = heap.alloc(box)
                 if shape_temp:
                     heap.free(shape_temp, heap.alloc(shape_temp))
+                if free_after_box is not None:
+                    heap.free(*free_after_box)
             device_box_block = None
             if created:
                 if device_box:

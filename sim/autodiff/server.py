@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..backend import _take
+from ..backend import BROADCAST_OPS, _take
 from ..costs.ptmalloc import ZEROED
 from ..costs.vec import RustVec
 from .checkpoint import CheckpointerBuilder
@@ -483,8 +483,14 @@ class AutodiffServer:
             value = incoming[i]
             incoming[i] = None
             if name in REDUCE_OPS and backend.handle_stride_bytes:
-                value = self._reduce_backward(value, shape, device)
-            elif i in passes and (shape == out_shape or name == "reshape"):
+                grads.register(parent.id, self._reduce_backward(value, shape, device))
+                continue
+            # an operand broadcast in the forward: its gradient is computed at the output's
+            # shape, then summed over the broadcast dims (BinaryOpsBroadcast::backward_*)
+            broadcast = (name in BROADCAST_OPS and shape != out_shape
+                         and backend.handle_stride_bytes)
+            target = out_shape if broadcast else shape
+            if i in passes and (target == out_shape or name == "reshape"):
                 if name == "reshape":
                     # a view with the parent's shape: new strides, the same storage
                     view = Tensor(device, shape, value.prim)
@@ -492,17 +498,17 @@ class AutodiffServer:
                     value = view
             else:
                 buf = None
-                if name in IN_PLACE_GRADIENT and shape == out_shape:
+                if name in IN_PLACE_GRADIENT and target == out_shape:
                     # any elementwise op's rule (sim.backend.IN_PLACE_OPS): "mul" stands for it
-                    buf = backend.writable_operand("mul", (value,), shape)
+                    buf = backend.writable_operand("mul", (value,), target)
                 if buf is None:
                     # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend
                     packed = ((in_shapes[0][-2], shape[-1])
                               if staged and i == 1 and len(shape) >= 2 else None)
-                    buf = backend.alloc(shape, staged, packed, layout_first=True)
+                    buf = backend.alloc(target, staged, packed, layout_first=True)
                     if name == "matmul":
                         self._gradient_gemm(backend, i, in_shapes)
-                computed = Tensor(device, shape, buf)
+                computed = Tensor(device, target, buf)
                 # the gradient's op drops its operands: the incoming gradient, then the
                 # saved tensor it read (a binary op's gradient reads the other operand's)
                 value._release()
@@ -513,6 +519,8 @@ class AutodiffServer:
                         checkpointer.release(got)
                         del saved[k]
                         break
+            if broadcast:
+                value = self._reduce_broadcasted(value, shape, device)
             grads.register(parent.id, value)
         for _, got in saved:
             checkpointer.release(got)       # the rest go with the op's backward
@@ -529,6 +537,41 @@ class AutodiffServer:
             backend.gemm_call(k, m, n, count, lhs_unit_stride=False)
         else:
             backend.gemm_call(n, k, m, count, rhs_unit_stride=False)
+
+    def _reduce_broadcasted(self, grad, shape, device):
+        """A broadcast operand's gradient (burn-autodiff ``BinaryOpsBroadcast``'s
+        ``reduce_broadcasted``): the gradient's dims copied into a ``Vec``, then a
+        ``sum_dim`` over each dim the operand had as 1 (:meth:`_sum_dim`); returns the
+        summed gradient (of ``shape``)."""
+        heap = self.sim.heap
+        rank = len(grad.shape)
+        dims = 8 * max(4, rank)
+        block = heap.alloc(dims)                            # grad.shape()
+        for d in range(rank):
+            if shape[d] == 1 and grad.shape[d] != 1:
+                grad = self._sum_dim(grad, d, device)
+        heap.free(dims, block)
+        return grad
+
+    def _sum_dim(self, grad, dim, device):
+        """burn-flex's ``sum_dim`` (``reduce_dim_f32``) of the moved ``grad`` over ``dim``:
+        the tensor cloned (its strides ``Vec``), the output dims copied into a ``Vec``, the
+        zeroed result, its box, the dims freed into the output's Shape, its strides and
+        ``Arc``; then the clone and the operand go. Returns the new tensor."""
+        heap = self.sim.heap
+        backend = device.backend
+        rank = len(grad.shape)
+        strides = backend.handle_stride_bytes * rank
+        clone = heap.alloc(strides)                         # tensor.clone()
+        out_dims = 8 * rank
+        dims = heap.alloc(out_dims)                         # shape.to_vec()
+        out_shape = grad.shape[:dim] + (1,) + grad.shape[dim + 1:]
+        buf = backend.alloc(out_shape, layout_first=True, zeroed=True,
+                            free_after_box=(out_dims, dims))
+        out = _tensor.Tensor(device, out_shape, buf)
+        heap.free(strides, clone)
+        grad._release()
+        return out
 
     def _reduce_backward(self, grad, shape, device):
         """The gradient of a full ``sum`` or ``mean`` (burn-autodiff ``Sum``/``Mean``
