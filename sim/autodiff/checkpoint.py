@@ -196,8 +196,8 @@ class Checkpointer:
         self._states_t.fit(len(self.states))
 
     def retrieve(self, node_id):
-        """The saved tensor of ``node_id`` as the backward gets it: ``(buffer, strides
-        block)`` to release with :meth:`release` once the step's backward is done, or None
+        """The saved tensor of ``node_id`` as the backward gets it: ``[buffer, strides
+        block]`` to release with :meth:`release` once the step's backward is done, or None
         (a ``Recompute`` state, or none saved)."""
         state = self.states.get(node_id)
         if state is None:
@@ -221,17 +221,19 @@ class Checkpointer:
             buf.holders += 1          # a clone: its own strides, a hold on the storage
             if strides is not None:
                 strides = (strides[0], heap.alloc(strides[0]))
-            return buf, strides
+            return [buf, strides]
         del self.states[node_id]
         box = blocks[-1]
         heap.free(*box)               # unboxed: the tensor moves out of its box
-        return buf, strides
+        return [buf, strides]
 
     def release(self, saved) -> None:
-        """A retrieved tensor is dropped: its storage hold, then its strides."""
+        """A retrieved tensor (``[buffer, strides]``) is dropped: its storage hold (the
+        storage goes with its last holder), then its strides."""
         buf, strides = saved
+        saved[0] = saved[1] = None
         buf.holders -= 1
-        del buf, saved
+        del buf
         if strides is not None:
             self._sim.heap.free(*strides)
 

@@ -497,6 +497,11 @@ class AutodiffServer:
                     value._release()
                     value = view
             else:
+                # the saved tensor this gradient reads (a binary op's: the other operand's)
+                used = _saved_operand(step.op.saves, i)
+                got = next((k for k, (index, _) in enumerate(saved) if index == used), None)
+                if name == "matmul" and got is not None:
+                    self._transpose(saved[got][1])
                 buf = None
                 if name in IN_PLACE_GRADIENT and target == out_shape:
                     # any elementwise op's rule (sim.backend.IN_PLACE_OPS): "mul" stands for it
@@ -505,25 +510,39 @@ class AutodiffServer:
                     # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend
                     packed = ((in_shapes[0][-2], shape[-1])
                               if staged and i == 1 and len(shape) >= 2 else None)
+                    if name == "matmul" and backend.handle_stride_bytes:
+                        # matmul_2d_strided's Shape::from(vec![m, n]) (sim.backend)
+                        dims = 8 * len(target)
+                        sim.heap.free(dims, sim.heap.alloc(dims))
                     buf = backend.alloc(target, staged, packed, layout_first=True)
                     if name == "matmul":
                         self._gradient_gemm(backend, i, in_shapes)
                 computed = Tensor(device, target, buf)
                 # the gradient's op drops its operands: the incoming gradient, then the
-                # saved tensor it read (a binary op's gradient reads the other operand's)
+                # saved tensor it read
                 value._release()
                 value = computed
-                used = _saved_operand(step.op.saves, i)
-                for k, (index, got) in enumerate(saved):
-                    if index == used:
-                        checkpointer.release(got)
-                        del saved[k]
-                        break
+                if got is not None:
+                    checkpointer.release(saved.pop(got)[1])
             if broadcast:
                 value = self._reduce_broadcasted(value, shape, device)
             grads.register(parent.id, value)
         for _, got in saved:
             checkpointer.release(got)       # the rest go with the op's backward
+
+    def _transpose(self, got) -> None:
+        """burn-flex's ``float_transpose`` of a retrieved saved tensor (``[buffer,
+        strides]``) before a matmul gradient reads it: the swapped layout's strides and
+        dims ``Vec`` s built, the dims freed into its Shape, the old strides freed."""
+        strides = got[1]
+        if strides is None:
+            return
+        heap = self.sim.heap
+        nbytes, old = strides
+        new = heap.alloc(nbytes)
+        heap.free(nbytes, heap.alloc(nbytes))
+        heap.free(nbytes, old)
+        got[1] = (nbytes, new)
 
     @staticmethod
     def _gradient_gemm(backend, i, in_shapes) -> None:
