@@ -37,7 +37,7 @@ BOX_ALIGN = 64
 class GradientsParams:
     """burn-optim's ``GradientsParams``: parameter id -> gradient (a plain tensor), in a
     ``TensorContainer``: a hashbrown map whose slot is the id and a ``Box<dyn Any>``
-    (``24`` B), the box holding the gradient's ``Tensor`` (``grads_param_box_bytes``,
+    (24 B), the box holding the gradient's ``Tensor`` (``grads_param_box_bytes``,
     align 64). ``register`` boxes (then inserts: the first insert allocates the table),
     ``remove`` unboxes; dropping the container drops what is left, then the table."""
 
@@ -51,7 +51,8 @@ class GradientsParams:
             layout = sim.layout
             self._heap = sim.heap
             self._box = layout.grads_param_box_bytes
-            self._table = RawTable(TableLayout(STRING_BYTES, 8, layout.group_width), sim.heap)
+            # a slot: the ParamId (8 B) and the Box<dyn Any> (a fat pointer, 16 B)
+            self._table = RawTable(TableLayout(8 + 16, 8, layout.group_width), sim.heap)
         for param_id, grad in (grads or {}).items():
             self.register(param_id, grad)
 

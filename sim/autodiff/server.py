@@ -488,7 +488,7 @@ class AutodiffServer:
             # an operand broadcast in the forward: its gradient is computed at the output's
             # shape, then summed over the broadcast dims (BinaryOpsBroadcast::backward_*)
             broadcast = (name in BROADCAST_OPS and shape != out_shape
-                         and backend.handle_stride_bytes)
+                         and len(shape) == len(out_shape) and backend.handle_stride_bytes)
             target = out_shape if broadcast else shape
             if i in passes and (target == out_shape or name == "reshape"):
                 if name == "reshape":
