@@ -76,7 +76,9 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd"):
             out = model.forward(x.clone().move())
             first and text("forward", 1)
             if variant.startswith("target"):
-                target = x.clone().move().matmul(state["ema"].clone().move())
+                ema = state["ema"].clone()      # the Rust program clones the EMA first
+                target = x.clone().move().matmul(ema.move())
+                del ema
                 loss = (out.move() - target.move()).move().powi_scalar(2).move().mean()
                 del target
             else:

@@ -36,6 +36,7 @@ LOGS = ROOT / "experiments" / "measured" / "linux-x86_64" / "malloc-logs"
 RUNS = {
     "p10-ema-without": ("p10-ema", "without", "sgd"),
     "p10-ema-adam-without": ("p10-ema", "without", "adam"),
+    "p10-ema-adam-target-without": ("p10-ema", "target-without", "adam"),
 }
 #: a posix_memalign larger than this starts a step (gemm's pack buffer)
 STEP_MARK_BYTES = 100_000

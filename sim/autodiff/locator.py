@@ -25,6 +25,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..costs.btree import BTreeNodes
+from ..costs.vec import RustVec
 from .runs import NodeRun, graph_blocks, graph_drop_order, node_blocks
 from .server import AutodiffServer
 
@@ -521,10 +522,14 @@ class GraphMutexClient:
             heap.alloc_many(tree.internal_bytes, clone[1])
         removals = []
         counter = [0]
+        # should_remove: the freed ids, pushed as free_unused_roots reports them
+        should_remove = RustVec(heap, self.sim.layout.node_id_bytes)
 
         def collect(item):
             removals.append(item)
-            counter[0] += item.count if type(item) is NodeRun else 1
+            n = item.count if type(item) is NodeRun else 1
+            counter[0] += n
+            should_remove.push_each(n)
 
         freed = 0
         scanned = 0.0
@@ -532,12 +537,33 @@ class GraphMutexClient:
         for graph in list(locator.live):
             if type(graph) is NodeRun:
                 # a run of dead single-node graphs: each entry visited, scanned, its node
-                # freed now (free_unused_roots), its graph when the entry is removed
-                graph.free_nodes(heap)
+                # freed now (free_unused_roots: the deletables Vec of one id around it, the
+                # id pushed on should_remove), its graph when the entry is removed
+                if heap.orders_frees and not graph.nodes_freed:
+                    id_bytes = self.sim.layout.node_id_bytes
+                    deletable = 4 * id_bytes       # a first push: capacity 4
+                    for _ in range(graph.count):
+                        block = heap.alloc(deletable)
+                        for nbytes in graph.node_order:
+                            heap.free(nbytes)
+                        should_remove.push_each(1)
+                        heap.free(deletable, block)
+                    graph.nodes_freed = True
+                    removals.append(graph)
+                    counter[0] += graph.count
+                else:
+                    # a size-class allocator: the members' deletables Vecs (one at a time)
+                    # as one block around the run's frees, the ids pushed after them
+                    id_bytes = self.sim.layout.node_id_bytes
+                    block = heap.alloc(4 * id_bytes) if not graph.nodes_freed else None
+                    freed_now = not graph.nodes_freed
+                    graph.free_nodes(heap)
+                    collect(graph)
+                    if freed_now:
+                        heap.free(4 * id_bytes, block)
                 visits += graph.count
                 scanned += (2 if visit_each_entry else 1) * graph.count
                 self.sim.timing.sweep_run(graph, visit_each_entry)  # the time model's record
-                collect(graph)
                 freed = counter[0]
                 continue
             if not graph.entries:
@@ -572,8 +598,10 @@ class GraphMutexClient:
                     scanned += (passes - done) * 2 * memory.node_count()
                     self.sim.timing.sweep_dead(memory, passes - done)  # the time model's record
                     break
-        # Vec<NodeId> of freed ids, grown by doubling
-        _vec_growth(heap, freed, 8)
+        # for node in should_remove { remove_entry }: the Vec goes when the loop ends, and
+        # a removed graph goes with the sweep's clone of the map, after it (its blocks are
+        # freed here, as remove_entry would drop its last Arc)
+        should_remove.drop()
         with locator.removals():
             for item in removals:
                 if type(item) is NodeRun:
@@ -587,16 +615,3 @@ class GraphMutexClient:
         else:
             self.sim.timing.sweep(entries=visits, visits=visits, scanned=scanned, freed=freed)
         return freed
-
-
-def _vec_growth(heap, n, elem_bytes) -> None:
-    """Transient ``Vec`` of ``n`` elements pushed one by one: its allocations, then its free."""
-    cap = 0
-    while cap < n:
-        new = max(4, 2 * cap)
-        heap.alloc(new * elem_bytes)
-        if cap:
-            heap.free(cap * elem_bytes)
-        cap = new
-    if cap:
-        heap.free(cap * elem_bytes)

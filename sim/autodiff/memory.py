@@ -513,12 +513,19 @@ class GraphMemoryManagement:
         read = len(nodes) + self.run_nodes
         dead_runs = [run for run in self.runs
                      if all(pid not in nodes for pid, _ in run.parents)]
-        for node_id, run in self._in_map_order(self._unused_roots(()), dead_runs):
+        items = self._in_map_order(self._unused_roots(()), dead_runs)
+        # clear_unused_roots collects the ids into a Vec first, freed when the removals
+        # are done
+        sim = self.server.sim
+        deletables = RustVec(sim.heap, sim.layout.node_id_bytes)
+        deletables.push_each(sum(1 if run is None else run.count for _, run in items))
+        for node_id, run in items:
             if run is None:
                 self._remove(node_id)
                 on_free(node_id)
             else:
                 self._free_run(run, on_free_run)
+        deletables.drop()
         return read
 
     def _in_map_order(self, node_ids, runs):

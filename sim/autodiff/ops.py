@@ -137,16 +137,21 @@ def float_op(op, inputs, out_shape, device):
     sim.timing.prepare(len(inputs))
     nodes = []
     parents = []  # from_parents: (id, is_leaf) of the tracked inputs
+    lifted = None  # input index -> the ref count of a plain operand's from_inner handle
     order = 0
-    for t in inputs:
+    for i, t in enumerate(inputs):
         n = t.node
         if n is None:
-            n = _lift(sim)
+            n, rc = _lift(sim)
+            if lifted is None:
+                lifted = {}
+            lifted[i] = rc
         nodes.append(n)
         if n.requirement != NONE:
             parents.append((n.id, n.order == 0))
         if n.order > order:
             order = n.order
+    n = None
     parents = tuple(parents)
     tracked = bool(parents)  # Requirement::from_nodes
     requirement = GRAD_IN_BACKWARD if tracked else NONE
@@ -202,8 +207,20 @@ def float_op(op, inputs, out_shape, device):
     # the autodiff op returns: what is left of its moved operands (their node and ref
     # count) drops, last one first; burn-dispatch boxes the output, then drops the boxes
     # it still holds
-    for t in reversed(moved):
-        t._release_autodiff()
+    if lifted is None:
+        for t in reversed(moved):
+            t._release_autodiff()
+    else:
+        # a plain operand came in as from_inner's new handle, moved in too: its node and
+        # ref count drop in its place among the operands'
+        for i in range(len(inputs) - 1, -1, -1):
+            rc = lifted.get(i)
+            if rc is not None:
+                nodes[i] = None
+                rc.release()
+            elif inputs[i].moved:
+                inputs[i]._release_autodiff()
+    del nodes
     out.box()
     for t in moved:
         t.unbox()
@@ -225,8 +242,12 @@ class _Retro:
 
 
 def _lift(sim):
-    """``from_inner`` of a plain operand: a fresh, never registered node."""
-    return Node(sim, sim.next_node_id(), (), 0, NONE)
+    """``from_inner`` of a plain operand: a fresh, never registered node and its ref
+    count (``(node, ref count)``), which go when the op returns."""
+    node = Node(sim, sim.next_node_id(), (), 0, NONE)
+    rc = NodeRefCount(sim, node.id)
+    rc.acquire()
+    return node, rc
 
 
 def register_root(tensor) -> None:

@@ -24,15 +24,16 @@ __all__ = ["NodeRun", "node_blocks", "graph_blocks", "graph_drop_order"]
 
 def node_blocks(layout, step, parents) -> tuple:
     """Heap blocks one dead registered node holds, by size, in the order its frees come
-    when the node is freed (``_remove`` then the server's ``remove_step``): the ``nodes``
-    map's copy of the parents, ``Arc<NodeId>``, the boxed step, then ``Arc<Node>`` (which
-    the step held: its parents ``Vec``, then the ``ArcInner``). The order matters where
-    the allocator places blocks one by one (a glibc arena: which free chunks merge, and
-    which is reused first); sizes in bytes."""
+    when the node is freed (``_remove`` then the server's ``remove_step``):
+    ``HashMap::remove`` drops the key, ``Arc<NodeId>``, then the returned value, the
+    ``nodes`` map's copy of the parents; the boxed step drops its fields first,
+    ``Arc<Node>`` (its parents ``Vec``, then the ``ArcInner``), then its box. The order
+    matters where the allocator places blocks one by one (a glibc arena: which free
+    chunks merge, and which is reused first); sizes in bytes."""
     if not parents:
-        return (layout.arc_node_id_bytes, step.nbytes, layout.arc_node_bytes)
-    return (layout.parent_bytes * len(parents), layout.arc_node_id_bytes, step.nbytes,
-            layout.parent_bytes * max(4, len(parents)), layout.arc_node_bytes)
+        return (layout.arc_node_id_bytes, layout.arc_node_bytes, step.nbytes)
+    return (layout.arc_node_id_bytes, layout.parent_bytes * len(parents),
+            layout.parent_bytes * max(4, len(parents)), layout.arc_node_bytes, step.nbytes)
 
 
 def graph_blocks(layout, server) -> tuple:
@@ -49,13 +50,13 @@ def graph_blocks(layout, server) -> tuple:
 def graph_drop_order(layout, step, server) -> tuple:
     """Heap blocks of a dead single-node graph, node and graph, in the order they are freed
     when the graph goes at once (its last locator entry removed: the server drops its step
-    and tables, the memory management its node and tables, then ``Arc<Graph>``); sizes in
-    bytes."""
+    -- the step's ``Arc<Node>`` first, then its box -- and tables, the memory management
+    its node's ref count and tables, then ``Arc<Graph>``); sizes in bytes."""
     memory = server.memory_management
     return tuple(nbytes for nbytes in (
-        step.nbytes, server.steps_table.nbytes, server.actions_table.nbytes,
-        layout.arc_node_id_bytes, memory.nodes_table.nbytes, memory.leaves_table.nbytes,
-        layout.arc_node_bytes, layout.graph_arc_bytes) if nbytes)
+        layout.arc_node_bytes, step.nbytes, server.steps_table.nbytes,
+        server.actions_table.nbytes, layout.arc_node_id_bytes, memory.nodes_table.nbytes,
+        memory.leaves_table.nbytes, layout.graph_arc_bytes) if nbytes)
 
 
 class NodeRun:

@@ -65,6 +65,19 @@ class RustVec:
             self.grow_to(max(2 * self.capacity, needed, min_non_zero_cap(self.elem)))
         self.len = needed
 
+    def push_each(self, n: int) -> None:
+        """``n`` pushes one by one: each growth past the capacity a ``realloc`` (in
+        O(log n))."""
+        while n > 0:
+            room = self.capacity - self.len
+            if room <= 0:
+                self.grow_to(max(2 * self.capacity, self.len + 1,
+                                 min_non_zero_cap(self.elem)))
+                continue
+            step = min(room, n)
+            self.len += step
+            n -= step
+
     def grow_to(self, capacity: int) -> None:
         """Reallocate the block for ``capacity`` slots."""
         old = self.capacity * self.elem
