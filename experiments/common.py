@@ -23,3 +23,50 @@ def rss_bytes_paged(sim):
     page size (the probes' `rss_bytes` rows: /proc/self/statm pages x page size)."""
     page = sim.allocator.page_bytes
     return -(-sim.rss_bytes() // page) * page
+
+
+class ProbeSink:
+    """The Linux probe's CSV sink (``burn-probes`` ``csv.rs``, ``Sink::row``), whose rows
+    stay in memory until the probe ends: every report leaves small blocks behind in the
+    measured process's heap (the rows' strings, the rows' ``Vec``), which decide where
+    glibc's arena can still merge and trim. The seeds' program printed its lines instead
+    (nothing kept); a workload replicating a Linux probe records its report rows here.
+
+    One row's heap events, in the probe's order: the value formatted by ``f()`` (a
+    ``format!`` ``String``: capacity max(8, length); integers are passed as they are), the
+    ``Row``'s nine ``String`` s (note, experiment, variant, phase, x, x unit, metric, value,
+    unit: exactly their lengths, nothing for an empty one), the echo's first 70
+    characters of the note (``collect`` from a capacity of a quarter of the note's bytes,
+    grown by doubling, freed), the formatted value freed, then the row pushed onto the
+    ``Vec<Row>`` (216 B a row, grown by ``realloc``). ``note_suffix``: what the probe adds
+    to every note (Adam's run appends its config; an empty note becomes the config)."""
+
+    ROW_BYTES = 9 * 24
+
+    def __init__(self, sim, experiment, variant, note_suffix=""):
+        from sim.costs.vec import RustVec
+        self.sim = sim
+        self.experiment, self.variant, self.suffix = experiment, variant, note_suffix
+        self.rows = RustVec(sim.heap, self.ROW_BYTES)
+        self._vec = RustVec
+
+    def row(self, x, metric, value, unit, note="", digits=None):
+        """Record one row; ``value`` is formatted with ``digits`` decimals when given
+        (the probe's ``f``), else as it is (an integer's ``to_string``)."""
+        heap = self.sim.heap
+        if self.suffix:
+            note = f"{note}; {self.suffix}" if note else self.suffix
+        text = f"{value:.{digits}f}" if digits is not None else str(value)
+        temp = heap.alloc(max(8, len(text))) if digits is not None else None
+        for field in (note, self.experiment, self.variant, "", str(x), "step", metric, text,
+                      unit):
+            if field:
+                heap.alloc(len(field.encode()))
+        if note:
+            short = min(len(note), 70)
+            echo = self._vec(heap, 1, capacity=min(70, -(-len(note.encode()) // 4)), length=0)
+            echo.push_each(short)
+            echo.drop()
+        if temp is not None or digits is not None:
+            heap.free(max(8, len(text)), temp)
+        self.rows.push_each(1)

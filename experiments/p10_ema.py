@@ -17,7 +17,7 @@ from sim.optim import OPTIMIZERS, GradientsParams
 from sim.errors import UserError
 from sim.tensor import Tensor
 
-from common import rss_bytes_paged
+from common import ProbeSink, rss_bytes_paged
 
 EXPERIMENT = "p10-ema"
 MEASURED = ("p10-ema", "p10-ema-pytorch")
@@ -25,14 +25,29 @@ MEASURED = ("p10-ema", "p10-ema-pytorch")
 # kept the one its program creates before the loop for every mode)
 VARIANTS = ("detach", "target", "without", "target-without", "log", "ema-only", "log-no-ema")
 PARAMS = {"steps": 2000, "batch": 64, "features": 512, "lr": 1e-3,
-          "report_at": "1,50,100,200,500,1000,2000", "optimizer": "sgd"}
+          "report_at": "1,50,100,200,500,1000,2000", "optimizer": "sgd", "sink": "auto"}
 POSITIVE = ("steps", "batch", "features", "lr")
-CHOICES = {"optimizer": tuple(OPTIMIZERS)}
+CHOICES = {"optimizer": tuple(OPTIMIZERS), "sink": ("auto", "print", "probe")}
+#: the probe's note of each mode (burn-probes ema.rs mode_note), in its first row's note
+MODE_NOTES = {
+    "detach": "ema = ema*0.99 + w.detach()*0.01 kept across steps",
+    "target": "ema (w.detach() snapshots) enters the loss as a target network: "
+              "(out - x.matmul(ema))^2 mean",
+    "without": "snapshot = w.without_autodiff()",
+    "target-without": "snapshot = w.without_autodiff(); ema enters the loss as a target "
+                      "network",
+    "log-no-ema": "each step the norm of w.detach() is read with into_scalar() and not "
+                  "kept; no ema",
+    "ema-only": "the detach EMA update alone without forward/backward/optimizer",
+}
+#: what the probe appends to every note of an Adam run (ema.rs Optim::note)
+ADAM_NOTE = ("optimizer Adam with burn's default config (AdamConfig::new().init(): beta_1 "
+             "0.9, beta_2 0.999, epsilon 1e-5, no amsgrad, weight decay or clipping), lr 1e-3")
 
 MiB = 1024 * 1024
 
 
-def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd"):
+def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd", sink="auto"):
     if sim.policy_name == "pytorch":
         sim.experiment = "p10-ema-pytorch" + ("" if optimizer == "sgd" else f"-{optimizer}")
     elif optimizer != "sgd":
@@ -90,13 +105,21 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd"):
             first and text("sgd", 1)
             del grads, loss     # the Rust program's block ends: the loss goes
         if variant in ("log", "log-no-ema"):
-            snapshot().move().powi_scalar(2).move().sum().into_scalar()
+            # the norm of the snapshot, read and not kept (ema.rs: powi, sum, sqrt)
+            snapshot().move().powi_scalar(2).move().sum().move().sqrt().into_scalar()
         else:
             ema = state.pop("ema")
             state["ema"] = (ema.move() * 0.99).move() + (snapshot().move() * 0.01).move()
             del ema
             first and text("ema", 1)
 
+    if sink == "auto":
+        # the Linux measurements come from burn-probes, which keeps its rows in memory
+        sink = "probe" if sim.profile.name.startswith("linux") else "print"
+    rows = None
+    if sink == "probe" and sim.policy_name != "pytorch":
+        rows = ProbeSink(sim, sim.experiment, variant,
+                         ADAM_NOTE if optimizer == "adam" else "")
     last_t, last_step = sim.now_ns, 0
     rss_first = heap_first = None
     step = 0
@@ -122,9 +145,33 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd"):
             extra = dict(rss_growth_per_step=round(growth / 1e3, 6),
                          heap_growth_per_step=round(
                              (sim.heap.live_bytes - heap_first) / (step - 1), 3))
+        rss_paged, heap_delta = rss_bytes_paged(sim), sim.heap.live_bytes - heap0
         sim.sample(step, "step", ms_per_step=round(ms, 6), rss_delta=round(rss / MiB, 6),
                    text_rss_delta=sim.touched.text_bytes() / 1024,
-                   rss_bytes=rss_bytes_paged(sim), heap_bytes_delta=sim.heap.live_bytes - heap0,
-                   **extra)
+                   rss_bytes=rss_paged, heap_bytes_delta=heap_delta, **extra)
+        if rows is not None:
+            # the probe records its rows after it measured (ema.rs), in this order
+            first = last_step == 0
+            ema = state.get("ema")
+            note = ("burn Flex+autodiff (no simd/rayon); fresh process per mode; ms_per_step "
+                    "= mean over the steps since the previous row; rss_delta = RSS now minus "
+                    f"RSS at mode start (MiB = 2^20 B); {MODE_NOTES.get(variant, '')}; "
+                    f"ema.is_tracked={str(ema is not None and ema.is_tracked()).lower()} "
+                    f"is_require_grad="
+                    f"{str(ema is not None and ema.is_require_grad()).lower()}"
+                    if first else "")
+            rows.row(step, "ms_per_step", ms, "ms", note, digits=4)
+            rows.row(step, "rss_delta", rss / MiB, "MiB", digits=3)
+            rows.row(step, "rss_bytes", rss_paged, "B")
+            rows.row(step, "heap_bytes_delta", heap_delta, "B",
+                     "live heap now minus at mode start (counting allocator)" if first else "")
+            if step > 1:
+                after_first = last_step == 1
+                rows.row(step, "rss_growth_per_step", extra["rss_growth_per_step"], "KB",
+                         "(RSS now - RSS after step 1)/(steps - 1), KB = 1e3 B"
+                         if after_first else "", digits=3)
+                rows.row(step, "heap_growth_per_step", extra["heap_growth_per_step"], "B",
+                         "(live heap now - after step 1)/(steps - 1)" if after_first else "",
+                         digits=1)
         last_t, last_step = sim.now_ns, step
         yield sim.tick()

@@ -16,8 +16,9 @@ MEASURED = ("p10-ema-adam",)
 VARIANTS = ("detach", "without", "target-without", "log-no-ema")
 PARAMS = {k: v for k, v in p10_ema.PARAMS.items() if k != "optimizer"}
 POSITIVE = p10_ema.POSITIVE
+CHOICES = {"sink": p10_ema.CHOICES["sink"]}
 
 
-def run(sim, variant, steps, batch, features, lr, report_at):
+def run(sim, variant, steps, batch, features, lr, report_at, sink="auto"):
     yield from p10_ema.run(sim, variant, steps=steps, batch=batch, features=features, lr=lr,
-                           report_at=report_at, optimizer="adam")
+                           report_at=report_at, optimizer="adam", sink=sink)
