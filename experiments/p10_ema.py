@@ -10,6 +10,9 @@ steps since the previous print; rss_delta is relative to the mode's start.
 Under the `pytorch` policy the same program gives the experiment p10-ema-pytorch.
 `--set optimizer=adam` trains with burn's Adam (default config) instead of SGD: the
 experiment p10-ema-adam (experiments/p10_ema_adam.py replicates its Linux probe).
+`sink` is how the program reports: `print` (the seed program prints its lines: nothing
+kept), `probe` (the Linux probe's CSV sink keeps every row in memory:
+common.ProbeSink), `auto` (probe on a Linux profile, the platform the probe measured).
 """
 
 from sim.nn import Linear
