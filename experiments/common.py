@@ -39,21 +39,24 @@ class ProbeSink:
     characters of the note (``collect`` from a capacity of a quarter of the note's bytes,
     grown by doubling, freed), the formatted value freed, then the row pushed onto the
     ``Vec<Row>`` (216 B a row, grown by ``realloc``). ``note_suffix``: what the probe adds
-    to every note (Adam's run appends its config; an empty note becomes the config)."""
+    to every note (Adam's run appends its config; an empty note becomes the config). The
+    probe keeps these blocks out of its counting allocator's snapshots (``alloc::exclude``):
+    they are placed on the heap but not counted (:meth:`sim.costs.heap.Heap.excluded`)."""
 
     ROW_BYTES = 9 * 24
 
     def __init__(self, sim, experiment, variant, note_suffix=""):
         from sim.costs.vec import RustVec
         self.sim = sim
+        self.heap = sim.heap.excluded()
         self.experiment, self.variant, self.suffix = experiment, variant, note_suffix
-        self.rows = RustVec(sim.heap, self.ROW_BYTES)
+        self.rows = RustVec(self.heap, self.ROW_BYTES)
         self._vec = RustVec
 
     def row(self, x, metric, value, unit, note="", digits=None):
         """Record one row; ``value`` is formatted with ``digits`` decimals when given
         (the probe's ``f``), else as it is (an integer's ``to_string``)."""
-        heap = self.sim.heap
+        heap = self.heap
         if self.suffix:
             note = f"{note}; {self.suffix}" if note else self.suffix
         text = f"{value:.{digits}f}" if digits is not None else str(value)

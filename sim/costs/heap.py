@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .ptmalloc import ZEROED
 
-__all__ = ["Heap", "ClosedHeap"]
+__all__ = ["Heap", "ExcludedHeap", "ClosedHeap"]
 
 
 class Heap:
@@ -125,6 +125,13 @@ class Heap:
         if self._arena is not None and nbytes > 0:
             self._arena.alloc(nbytes, ZEROED if zeroed else 0)
 
+    def excluded(self) -> "ExcludedHeap":
+        """A view of this heap whose events the counting allocator does not see (a
+        measuring program's own blocks, kept out of its snapshots: the probes'
+        ``alloc::exclude``): the allocator places and frees them, live bytes and blocks
+        stay as they are."""
+        return ExcludedHeap(self)
+
     def close(self) -> None:
         """The program ended: later events change nothing (see :class:`ClosedHeap`)."""
         self.__class__ = ClosedHeap
@@ -175,6 +182,33 @@ class Heap:
         for _ in range(count):
             for nbytes in order:
                 free(nbytes)
+
+
+class ExcludedHeap:
+    """:meth:`Heap.excluded`: ``alloc``, ``free`` and ``realloc`` on the heap, its counts
+    (live bytes and blocks, allocations, peak) left unchanged."""
+
+    __slots__ = ("heap",)
+
+    def __init__(self, heap):
+        self.heap = heap
+
+    def _uncounted(self, call, *args):
+        heap = self.heap
+        counts = (heap.live_bytes, heap.live_blocks, heap.allocs, heap.peak_bytes)
+        try:
+            return call(*args)
+        finally:
+            heap.live_bytes, heap.live_blocks, heap.allocs, heap.peak_bytes = counts
+
+    def alloc(self, nbytes: int, align: int = 0):
+        return self._uncounted(self.heap.alloc, nbytes, align)
+
+    def free(self, nbytes: int, block=None) -> None:
+        self._uncounted(self.heap.free, nbytes, block)
+
+    def realloc(self, old_nbytes: int, nbytes: int, block=None):
+        return self._uncounted(self.heap.realloc, old_nbytes, nbytes, block)
 
 
 class ClosedHeap(Heap):
