@@ -227,6 +227,14 @@ class Buffer:
         if self.chunk is not None:
             self.chunk.release()
 
+    def take_bytes(self) -> None:
+        """``Arc::try_unwrap`` of a uniquely held storage (``into_data``): its ``ArcInner``
+        is freed now; the data and its controller go with the buffer (in that order:
+        ``Bytes`` into a ``Vec``, the controller's box first)."""
+        take = getattr(self._free.__self__, "_take_bytes", None)
+        if take is not None and self._token is not None:
+            self._token = take(self._token)
+
 
 class DeviceSettingsRegistry:
     """burn-backend 0.22.1's device settings (``backend/device.rs``), as heap blocks.
@@ -613,14 +621,28 @@ class Backend:
     def _free_cpu(self, token) -> None:
         heap = self.sim.heap
         size, block, box_block, arc_block = token
+        if arc_block is _TAKEN:
+            # the Bytes taken out of its Arc became a Vec: the controller's box, the data
+            heap.free(self.bytes_box_bytes, box_block)
+            heap.free(size, block)
+            return
         heap.free(size, block)
         heap.free(self.bytes_box_bytes, box_block)
         heap.free(self.bytes_arc_bytes, arc_block)
+
+    def _take_bytes(self, token):
+        size, block, box_block, arc_block = token
+        self.sim.heap.free(self.bytes_arc_bytes, arc_block)
+        return (size, block, box_block, _TAKEN)
 
     def _free_gpu(self, token) -> None:
         self.pool.free(*token)
         if self.handle_bytes:
             self.sim.heap.free(self.handle_bytes)
+
+
+#: a token's Arc block once :meth:`Buffer.take_bytes` freed it
+_TAKEN = object()
 
 
 def _take(tensor, keep_layout=False) -> Buffer:

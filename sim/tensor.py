@@ -309,14 +309,19 @@ class Tensor:
 
     inner = without_autodiff
 
-    def rewrap(self, device) -> "Tensor":
+    def rewrap(self, device, then=None) -> "Tensor":
         """A new handle for this handle's primitive on ``device`` (a new leaf there if it is
         an autodiff device), as burn's conversions (``detach``, ``without_autodiff``) build
         one. A moved handle (:meth:`move`) hands its inner tensor over, strides included;
-        its node and ref count drop before the new handle is boxed, its box after. A
-        borrowed one stays as it is, and the new handle clones the inner tensor."""
+        its node and ref count drop before the new handle is boxed, its box after
+        (``then(new handle)``: what the backend does to the new tensor before it returns,
+        before the box). A borrowed one stays as it is, and the new handle clones the
+        inner tensor."""
         if not self.moved:
-            return Tensor(device, self.shape, self.prim)
+            out = Tensor(device, self.shape, self.prim)
+            if then is not None:
+                then(out)
+            return out
         prim = self.prim
         if self._strides:
             # the primitive moves into the new handle with its Layout
@@ -325,6 +330,8 @@ class Tensor:
         out = Tensor(device, self.shape, prim, boxed=False)
         self._release_inner()
         self._release_autodiff()
+        if then is not None:
+            then(out)
         if device.is_autodiff:
             out.box()
         self.unbox()
@@ -354,9 +361,24 @@ class Tensor:
         return Tensor(self.device.inner(), self.shape, kept.prim)
 
     def into_scalar(self) -> float:
-        """Read the value (a device sync point). Values are not simulated: returns 0.0."""
+        """Read the value (a device sync point); the handle is consumed. Values are not
+        simulated: returns 0.0.
+
+        On burn-flex, ``into_data`` takes a uniquely held storage out of its ``Arc`` (the
+        ``ArcInner`` freed first), the handle's strides, node, ref count and box go, and
+        the data, turned into a ``Vec`` (its controller's box freed), goes last; a shared
+        storage is read and the handle dropped as any other."""
         self._alive()
-        self.device.sim.sync(self.device)
+        device = self.device
+        device.sim.sync(device)
+        data = self.prim
+        if (device.backend.handle_stride_bytes and self.holds and data.holders == 1
+                and device.backend.pool is None):
+            data.take_bytes()
+        else:
+            data = None
+        self._release()
+        del data           # the read data goes last
         return 0.0
 
     def dims(self):

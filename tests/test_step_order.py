@@ -15,7 +15,8 @@ import step_order  # noqa: E402
 
 @pytest.mark.parametrize("log, share", [("p10-ema-without", 0.99),
                                         ("p10-ema-adam-without", 0.99),
-                                        ("p10-ema-adam-target-without", 1.0)])
+                                        ("p10-ema-adam-target-without", 1.0),
+                                        ("p10-ema-adam-log-no-ema", 0.99)])
 def test_a_training_step_makes_burns_heap_events_in_order(log, share):
     ratio, real, simulated, _ = step_order.compare(log)
     assert len(real) > 400 and len(simulated) > 400

@@ -37,6 +37,7 @@ RUNS = {
     "p10-ema-without": ("p10-ema", "without", "sgd"),
     "p10-ema-adam-without": ("p10-ema", "without", "adam"),
     "p10-ema-adam-target-without": ("p10-ema", "target-without", "adam"),
+    "p10-ema-adam-log-no-ema": ("p10-ema", "log-no-ema", "adam"),
 }
 #: a posix_memalign larger than this starts a step (gemm's pack buffer)
 STEP_MARK_BYTES = 100_000

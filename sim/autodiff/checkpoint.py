@@ -146,10 +146,11 @@ class CheckpointerBuilder:
         in order (a boxed clone's storage, its strides, its box), then the list's buffer."""
         heap = self._sim.heap
         for which, actions in ((0, self.explicit), (1, self.backup)):
-            for i, (node_id, buf, blocks) in enumerate(actions):
+            for i in range(len(actions)):
+                node_id, buf, blocks = actions[i]
+                actions[i] = None
                 if buf is not None:
                     buf.holders -= 1
-                    actions[i] = None
                     del buf       # the clone's Arc: the storage goes with its last holder
                 for nbytes, block in blocks:
                     heap.free(nbytes, block)

@@ -598,9 +598,10 @@ class GraphMutexClient:
                     scanned += (passes - done) * 2 * memory.node_count()
                     self.sim.timing.sweep_dead(memory, passes - done)  # the time model's record
                     break
-        # for node in should_remove { remove_entry }: the Vec goes when the loop ends, and
-        # a removed graph goes with the sweep's clone of the map, after it (its blocks are
-        # freed here, as remove_entry would drop its last Arc)
+        # for node in should_remove { remove_entry }: the Vec goes when the loop ends.
+        # Approximation: a removed graph goes here, with its entry, where burn drops it
+        # with the sweep's clone of the map (which holds its last Arc), leaf by leaf of
+        # the clone after the Vec (see docs/burn-notes/heap-order.md)
         should_remove.drop()
         with locator.removals():
             for item in removals:

@@ -36,12 +36,10 @@ class Policy:
         client.cleanup_orphaned_entries()
 
     def detach(self, tensor):
-        """``float_detach``: a new leaf (new id, new graph) that keeps ``require_grad``."""
+        """``float_detach``: a new leaf (new id, new graph) that keeps ``require_grad``
+        (the backend's ``require_grad``, before the dispatch layer boxes the result)."""
         grad = tensor.node.requirement == GRAD
-        out = tensor.rewrap(tensor.device)
-        if grad:
-            out.require_grad()
-        return out
+        return tensor.rewrap(tensor.device, then=_require_grad if grad else None)
 
     def on_last_handle(self, server, rc) -> None:
         """A registered node lost its last tensor handle: burn is not told."""
@@ -108,3 +106,7 @@ class Policy:
     @classmethod
     def describe(cls) -> str:
         return f"{cls.changes} Expected: {cls.expected}"
+
+
+def _require_grad(tensor) -> None:
+    tensor.require_grad()

@@ -42,5 +42,6 @@ unset PROBE_SCRIPT_MARKS
 record p10-ema-without p10-ema --variant without --steps 200 --out "$tmp/p.csv"
 record p10-ema-adam-without p10-ema-adam --variant without --steps 100 --out "$tmp/p.csv"
 record p10-ema-adam-target-without p10-ema-adam --variant target-without --steps 100 --out "$tmp/p.csv"
+record p10-ema-adam-log-no-ema p10-ema-adam --variant log-no-ema --steps 100 --out "$tmp/p.csv"
 record p10-ema-ema-only p10-ema --variant ema-only --steps 200 --out "$tmp/p.csv"
 record train-validate train-validate --quick --out "$tmp/p.csv"
