@@ -227,13 +227,6 @@ class Buffer:
         if self.chunk is not None:
             self.chunk.release()
 
-    def take_bytes(self) -> None:
-        """``Arc::try_unwrap`` of a uniquely held storage (``into_data``): its ``ArcInner``
-        is freed now; the data and its controller go with the buffer (in that order:
-        ``Bytes`` into a ``Vec``, the controller's box first)."""
-        take = getattr(self._free.__self__, "_take_bytes", None)
-        if take is not None and self._token is not None:
-            self._token = take(self._token)
 
 
 class DeviceSettingsRegistry:
@@ -630,10 +623,14 @@ class Backend:
         heap.free(self.bytes_box_bytes, box_block)
         heap.free(self.bytes_arc_bytes, arc_block)
 
-    def _take_bytes(self, token):
-        size, block, box_block, arc_block = token
-        self.sim.heap.free(self.bytes_arc_bytes, arc_block)
-        return (size, block, box_block, _TAKEN)
+    def take_bytes(self, buf) -> None:
+        """``Arc::try_unwrap`` of ``buf``, a uniquely held CPU storage (``into_data``): its
+        ``ArcInner`` is freed now; the data and its controller go with the buffer, the
+        controller's box first (the ``Bytes`` became a ``Vec``)."""
+        size, block, box_block, arc_block = buf._token
+        if arc_block is not _TAKEN:
+            self.sim.heap.free(self.bytes_arc_bytes, arc_block)
+            buf._token = (size, block, box_block, _TAKEN)
 
     def _free_gpu(self, token) -> None:
         self.pool.free(*token)
@@ -641,7 +638,7 @@ class Backend:
             self.sim.heap.free(self.handle_bytes)
 
 
-#: a token's Arc block once :meth:`Buffer.take_bytes` freed it
+#: a token's Arc block once :meth:`Backend.take_bytes` freed it
 _TAKEN = object()
 
 

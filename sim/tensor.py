@@ -374,7 +374,7 @@ class Tensor:
         data = self.prim
         if (device.backend.handle_stride_bytes and self.holds and data.holders == 1
                 and device.backend.pool is None):
-            data.take_bytes()
+            device.backend.take_bytes(data)
         else:
             data = None
         self._release()
