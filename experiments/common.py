@@ -53,16 +53,27 @@ class ProbeSink:
         self.rows = RustVec(self.heap, self.ROW_BYTES)
         self._vec = RustVec
 
-    def row(self, x, metric, value, unit, note="", digits=None):
+    def formatted(self, value, digits):
+        """The probe's ``f(value, digits)`` made ahead of the rows: ``(text, block)``, a
+        ``format!`` ``String`` (capacity max(8, length)) to :meth:`drop` later."""
+        text = f"{value:.{digits}f}"
+        return text, self.heap.alloc(max(8, len(text)))
+
+    def drop(self, formatted) -> None:
+        text, block = formatted
+        self.heap.free(max(8, len(text)), block)
+
+    def row(self, x, metric, value, unit, note="", digits=None, x_unit="step", phase=""):
         """Record one row; ``value`` is formatted with ``digits`` decimals when given
-        (the probe's ``f``), else as it is (an integer's ``to_string``)."""
+        (the probe's ``f``, its ``String`` freed after the row), else as it is (an
+        integer's ``to_string``, or a string :meth:`formatted` made)."""
         heap = self.heap
         if self.suffix:
             note = f"{note}; {self.suffix}" if note else self.suffix
         text = f"{value:.{digits}f}" if digits is not None else str(value)
         temp = heap.alloc(max(8, len(text))) if digits is not None else None
-        for field in (note, self.experiment, self.variant, "", str(x), "step", metric, text,
-                      unit):
+        for field in (note, self.experiment, self.variant, phase, str(x), x_unit, metric,
+                      text, unit):
             if field:
                 heap.alloc(len(field.encode()))
         if note:

@@ -15,30 +15,67 @@ from sim.nn import Mlp
 from sim.optim import GradientsParams, Sgd
 from sim.tensor import Tensor
 
-from common import rss_bytes_paged
+from common import ProbeSink, rss_bytes_paged
 
 EXPERIMENT = "train-validate"
 VARIANTS = ("autodiff", "valid-model", "plain")
 PARAMS = {"steps": 200, "validate_every": 50, "val_batches": 20, "samples": 400,
-          "report_every": 50, "batch": 32, "features": 128}
+          "report_every": 50, "batch": 32, "features": 128, "sink": "auto"}
+CHOICES = {"sink": ("auto", "print", "probe")}
+#: the probe's note of each variant (burn-probes tv.rs variant_note)
+VARIANT_NOTES = {
+    "autodiff": "validation and generation with the trainable model itself and inputs on "
+                "flex.autodiff",
+    "valid-model": "validation and generation with model.valid() and inputs on "
+                   "flex.autodiff",
+    "plain": "validation and generation with model.valid() and inputs on plain "
+             "Device::flex()",
+}
 
 
-def run(sim, variant, steps, validate_every, val_batches, samples, report_every, batch, features):
+def run(sim, variant, steps, validate_every, val_batches, samples, report_every, batch, features,
+        sink="auto"):
     flex = sim.device("flex")
     device = flex.autodiff()
     model = Mlp(features, features, features, device)
     x = Tensor.random((batch, features), device)
     optim = Sgd(sim)
     heap0, blocks0 = sim.heap.live_bytes, sim.heap.live_blocks
-    last = [sim.now_ns, 0]
+    last = [sim.now_ns, 0, False]
+
+    rows = ProbeSink(sim, EXPERIMENT, variant) if sink == "probe" or (
+        sink == "auto" and sim.profile.name.startswith("linux")) else None
 
     def report(x_value, unit, count):
         ms = (sim.now_ns - last[0]) / max(count - last[1], 1) / 1e6
         last[0], last[1] = sim.now_ns, count
-        sim.sample(x_value, unit, phase=phase,
-                   host_heap_delta=round((sim.heap.live_bytes - heap0) / 1024, 3),
-                   heap_blocks_delta=sim.heap.live_blocks - blocks0,
-                   ms_per_step=round(ms, 6), rss_bytes=rss_bytes_paged(sim))
+        kib, blocks, rss = ((sim.heap.live_bytes - heap0) / 1024,
+                            sim.heap.live_blocks - blocks0, rss_bytes_paged(sim))
+        sim.sample(x_value, unit, phase=phase, host_heap_delta=round(kib, 3),
+                   heap_blocks_delta=blocks, ms_per_step=round(ms, 6), rss_bytes=rss)
+        if rows is not None:
+            # the probe's report (tv.rs): the two values and the first note made first,
+            # four rows, then those strings dropped
+            first = not last[2]
+            last[2] = True
+            values = rows.formatted(kib, 3), rows.formatted(ms, 4)
+            note = (f"burn Flex+autodiff (no simd/rayon); fresh process per variant; "
+                    f"{VARIANT_NOTES[variant]}; host_heap_delta = live heap now minus after "
+                    "the model, input and optimizer were created (counting allocator, KiB = "
+                    "1024 B; tensor data is host heap on Flex); ms_per_step = wall time since "
+                    "the previous report / steps or samples since it (the first generate "
+                    "report's time runs from the last train report)") if first else ""
+            note_block = rows.heap.alloc(len(note)) if note else None
+            rows.row(x_value, "host_heap_delta", values[0][0], "KiB", note, x_unit=unit,
+                     phase=phase)
+            rows.row(x_value, "heap_blocks_delta", blocks, "blocks", x_unit=unit, phase=phase)
+            rows.row(x_value, "ms_per_step", values[1][0], "ms", x_unit=unit, phase=phase)
+            rows.row(x_value, "rss_bytes", rss, "B", "process RSS" if first else "",
+                     x_unit=unit, phase=phase)
+            for value in values:
+                rows.drop(value)
+            if note:
+                rows.heap.free(len(note), note_block)
 
     def evaluator():
         if variant == "autodiff":
