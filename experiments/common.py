@@ -1,5 +1,6 @@
 """Helpers shared by the seed workloads (not a workload itself)."""
 
+from sim.costs.vec import RustVec
 from sim.tensor import Tensor
 
 
@@ -44,14 +45,22 @@ class ProbeSink:
     they are placed on the heap but not counted (:meth:`sim.costs.heap.Heap.excluded`)."""
 
     ROW_BYTES = 9 * 24
+    #: a workload's ``sink`` parameter
+    CHOICES = ("auto", "print", "probe")
 
     def __init__(self, sim, experiment, variant, note_suffix=""):
-        from sim.costs.vec import RustVec
         self.sim = sim
         self.heap = sim.heap.excluded()
         self.experiment, self.variant, self.suffix = experiment, variant, note_suffix
         self.rows = RustVec(self.heap, self.ROW_BYTES)
-        self._vec = RustVec
+
+    @classmethod
+    def for_run(cls, sim, sink, experiment, variant, note_suffix=""):
+        """The sink a workload's ``sink`` parameter asks for, or None (``print``): ``auto``
+        is ``probe`` on a Linux profile, the platform the probes measured on."""
+        if sink == "auto":
+            sink = "probe" if sim.profile.name.startswith("linux") else "print"
+        return cls(sim, experiment, variant, note_suffix) if sink == "probe" else None
 
     def formatted(self, value, digits):
         """The probe's ``f(value, digits)`` made ahead of the rows: ``(text, block)``, a
@@ -78,9 +87,9 @@ class ProbeSink:
                 heap.alloc(len(field.encode()))
         if note:
             short = min(len(note), 70)
-            echo = self._vec(heap, 1, capacity=min(70, -(-len(note.encode()) // 4)), length=0)
+            echo = RustVec(heap, 1, capacity=min(70, -(-len(note.encode()) // 4)), length=0)
             echo.push_each(short)
             echo.drop()
-        if temp is not None or digits is not None:
+        if digits is not None:
             heap.free(max(8, len(text)), temp)
         self.rows.push_each(1)

@@ -30,7 +30,7 @@ VARIANTS = ("detach", "target", "without", "target-without", "log", "ema-only", 
 PARAMS = {"steps": 2000, "batch": 64, "features": 512, "lr": 1e-3,
           "report_at": "1,50,100,200,500,1000,2000", "optimizer": "sgd", "sink": "auto"}
 POSITIVE = ("steps", "batch", "features", "lr")
-CHOICES = {"optimizer": tuple(OPTIMIZERS), "sink": ("auto", "print", "probe")}
+CHOICES = {"optimizer": tuple(OPTIMIZERS), "sink": ProbeSink.CHOICES}
 #: the probe's note of each mode (burn-probes ema.rs mode_note), in its first row's note
 MODE_NOTES = {
     "detach": "ema = ema*0.99 + w.detach()*0.01 kept across steps",
@@ -116,13 +116,9 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd", si
             del ema
             first and text("ema", 1)
 
-    if sink == "auto":
-        # the Linux measurements come from burn-probes, which keeps its rows in memory
-        sink = "probe" if sim.profile.name.startswith("linux") else "print"
-    rows = None
-    if sink == "probe" and sim.policy_name != "pytorch":
-        rows = ProbeSink(sim, sim.experiment, variant,
-                         ADAM_NOTE if optimizer == "adam" else "")
+    # the Linux measurements come from burn-probes, which keeps its rows in memory
+    rows = None if sim.policy_name == "pytorch" else ProbeSink.for_run(
+        sim, sink, sim.experiment, variant, ADAM_NOTE if optimizer == "adam" else "")
     last_t, last_step = sim.now_ns, 0
     rss_first = heap_first = None
     step = 0

@@ -21,7 +21,7 @@ EXPERIMENT = "train-validate"
 VARIANTS = ("autodiff", "valid-model", "plain")
 PARAMS = {"steps": 200, "validate_every": 50, "val_batches": 20, "samples": 400,
           "report_every": 50, "batch": 32, "features": 128, "sink": "auto"}
-CHOICES = {"sink": ("auto", "print", "probe")}
+CHOICES = {"sink": ProbeSink.CHOICES}
 #: the probe's note of each variant (burn-probes tv.rs variant_note)
 VARIANT_NOTES = {
     "autodiff": "validation and generation with the trainable model itself and inputs on "
@@ -43,8 +43,7 @@ def run(sim, variant, steps, validate_every, val_batches, samples, report_every,
     heap0, blocks0 = sim.heap.live_bytes, sim.heap.live_blocks
     last = [sim.now_ns, 0, False]
 
-    rows = ProbeSink(sim, EXPERIMENT, variant) if sink == "probe" or (
-        sink == "auto" and sim.profile.name.startswith("linux")) else None
+    rows = ProbeSink.for_run(sim, sink, EXPERIMENT, variant)
 
     def report(x_value, unit, count):
         ms = (sim.now_ns - last[0]) / max(count - last[1], 1) / 1e6

@@ -467,11 +467,7 @@ class Backend:
             views = self._broadcast_binary(inputs, out_shape)
         out = self.writable_operand(op_name, inputs, out_shape)
         if out is None:
-            if op_name in SHAPE_VEC_OPS and self.handle_stride_bytes:
-                # matmul_2d_strided: Shape::from(vec![m, n]), a Vec<usize> freed once the
-                # Shape holds it, before FlexTensor::empty
-                nbytes = 8 * len(out_shape)
-                self.sim.heap.free(nbytes, self.sim.heap.alloc(nbytes))
+            self.shape_vec(op_name, out_shape)
             out = self.alloc(out_shape, self.staged(op_name), layout_first=True,
                              strides_first=op_name in STRIDES_FIRST_OPS,
                              shape_temp=SHAPE_TEMP_OPS.get(op_name, 0))
@@ -486,6 +482,14 @@ class Backend:
             if missed:
                 self.sim.timing.l2_missed(missed, self)
         return out
+
+    def shape_vec(self, op_name, out_shape) -> None:
+        """The output dims ``op_name`` builds in a ``Vec<usize>`` before creating its output
+        (:data:`SHAPE_VEC_OPS`: matmul_2d_strided's ``Shape::from(vec![m, n])``), freed
+        once the Shape holds them."""
+        if op_name in SHAPE_VEC_OPS and self.handle_stride_bytes:
+            nbytes = 8 * len(out_shape)
+            self.sim.heap.free(nbytes, self.sim.heap.alloc(nbytes))
 
     def _broadcast_binary(self, inputs, out_shape):
         """burn-flex's ``broadcast_binary`` (ops/expand.rs) for operands of different

@@ -187,19 +187,22 @@ class ModuleOptimizer:
         group_refs = heap.alloc(POINTER_BYTES)
         path = RustVec(heap, STRING_BYTES)
         entered = []
-        for param in params:
-            names = param.path.split(".") if param.path else []
+
+        def enter(names) -> None:
+            """exit_module down to the common prefix (each name freed), then enter_module
+            (each name into a String pushed on the path)."""
             while entered and entered != names[:len(entered)]:
-                heap.free(len(entered.pop().encode()))       # exit_module
+                heap.free(len(entered.pop().encode()))
                 path.len -= 1
             for name in names[len(entered):]:
-                heap.alloc(len(name.encode()))               # enter_module: to_string
+                heap.alloc(len(name.encode()))
                 path.push()
                 entered.append(name)
+
+        for param in params:
+            enter(param.path.split(".") if param.path else [])
             self._map_float(sim, param, grads, lr)
-        while entered:
-            heap.free(len(entered.pop().encode()))
-            path.len -= 1
+        enter([])
         # the mapper drops: its path Vec, the groups' references, the learning rate's
         # groups; then the consumed GradientsParams
         path.drop()

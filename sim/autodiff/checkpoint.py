@@ -180,19 +180,20 @@ class Checkpointer:
     over. A ``Recompute`` state is retrieved without re-running its forward here (the
     balanced strategy's retro-forward is not modelled block by block)."""
 
-    __slots__ = ("_sim", "states", "_states_t", "_retro_t")
+    __slots__ = ("_sim", "states", "_states_t", "_retro_t", "_retros")
 
     def __init__(self, sim):
         self._sim = sim
         self.states = {}           # node_id -> [n_required, buf or None, blocks]
         self._states_t = sim.tables.backward_states()
         self._retro_t = sim.tables.retro_forwards()
+        self._retros = 0           # entries of the retro-forwards map
 
     def insert(self, node_id, n_required, action) -> None:
         _, buf, blocks = action
         if buf is None:
-            retro = sum(1 for state in self.states.values() if state[1] is None)
-            self._retro_t.fit(retro + 1)
+            self._retros += 1
+            self._retro_t.fit(self._retros)
         self.states[node_id] = [n_required, buf, blocks]
         self._states_t.fit(len(self.states))
 

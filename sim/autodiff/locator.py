@@ -539,28 +539,29 @@ class GraphMutexClient:
                 # a run of dead single-node graphs: each entry visited, scanned, its node
                 # freed now (free_unused_roots: the deletables Vec of one id around it, the
                 # id pushed on should_remove), its graph when the entry is removed
-                if heap.orders_frees and not graph.nodes_freed:
-                    id_bytes = self.sim.layout.node_id_bytes
-                    deletable = 4 * id_bytes       # a first push: capacity 4
+                id_bytes = self.sim.layout.node_id_bytes
+                if graph.nodes_freed:
+                    collect(graph)
+                elif heap.orders_frees:
+                    # member by member, as the arena places every block
                     for _ in range(graph.count):
-                        block = heap.alloc(deletable)
+                        deletables = RustVec(heap, id_bytes)
+                        deletables.push()
                         for nbytes in graph.node_order:
                             heap.free(nbytes)
                         should_remove.push_each(1)
-                        heap.free(deletable, block)
+                        deletables.drop()
                     graph.nodes_freed = True
                     removals.append(graph)
                     counter[0] += graph.count
                 else:
                     # a size-class allocator: the members' deletables Vecs (one at a time)
                     # as one block around the run's frees, the ids pushed after them
-                    id_bytes = self.sim.layout.node_id_bytes
-                    block = heap.alloc(4 * id_bytes) if not graph.nodes_freed else None
-                    freed_now = not graph.nodes_freed
+                    deletables = RustVec(heap, id_bytes)
+                    deletables.push()
                     graph.free_nodes(heap)
                     collect(graph)
-                    if freed_now:
-                        heap.free(4 * id_bytes, block)
+                    deletables.drop()
                 visits += graph.count
                 scanned += (2 if visit_each_entry else 1) * graph.count
                 self.sim.timing.sweep_run(graph, visit_each_entry)  # the time model's record

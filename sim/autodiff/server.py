@@ -90,12 +90,14 @@ class _TapeDepths:
     def __init__(self, heap, count: int, batched: bool = None):
         self.heap = heap
         self._next = count - 1       # the deepest depth not dropped yet
-        if not (not heap.orders_frees if batched is None else batched):
-            self.each = [RustVec(heap, self.SLOT_BYTES, capacity=1, length=0)
-                         for _ in range(count)]
-        else:
+        if batched is None:
+            batched = not heap.orders_frees
+        if batched:
             self.each = None
             heap.alloc_many(self.SLOT_BYTES, count)
+        else:
+            self.each = [RustVec(heap, self.SLOT_BYTES, capacity=1, length=0)
+                         for _ in range(count)]
         self.pushed = {}             # depth -> RustVec, for the depths a step went into
         self._order = None
         self._at = 0
@@ -510,10 +512,7 @@ class AutodiffServer:
                     # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend
                     packed = ((in_shapes[0][-2], shape[-1])
                               if staged and i == 1 and len(shape) >= 2 else None)
-                    if name == "matmul" and backend.handle_stride_bytes:
-                        # matmul_2d_strided's Shape::from(vec![m, n]) (sim.backend)
-                        dims = 8 * len(target)
-                        sim.heap.free(dims, sim.heap.alloc(dims))
+                    backend.shape_vec(name, target)   # a matmul gradient's vec![m, n]
                     buf = backend.alloc(target, staged, packed, layout_first=True)
                     if name == "matmul":
                         self._gradient_gemm(backend, i, in_shapes)
