@@ -45,6 +45,8 @@ class ProbeSink:
     they are placed on the heap but not counted (:meth:`sim.costs.heap.Heap.excluded`)."""
 
     ROW_BYTES = 9 * 24
+    #: the steps whose parts the probe names (``show`` in ema.rs)
+    SHOWN = (1, 2, 3, 50)
     #: a workload's ``sink`` parameter
     CHOICES = ("auto", "print", "probe")
 
@@ -61,6 +63,23 @@ class ProbeSink:
         if sink == "auto":
             sink = "probe" if sim.profile.name.startswith("linux") else "print"
         return cls(sim, experiment, variant, note_suffix) if sink == "probe" else None
+
+    def phase(self, step, name) -> None:
+        """The probe's ``ph(&format!("{step} {name}"))`` after a part of a step it shows
+        (:data:`SHOWN`): the label is formatted and dropped whether or not the phases are
+        printed. Counted (the probe does not exclude it): ``format!`` starts from an
+        empty ``String`` here (its one literal piece is short and follows the argument),
+        the step's digits grow it to 8 bytes, the name may grow it again."""
+        if step in self.SHOWN:
+            label = RustVec(self.sim.heap, 1, length=0)
+            label.push(len(str(step)))
+            label.push(1 + len(name))
+            label.drop()
+
+    def loop_stops(self) -> tuple:
+        """Steps after which a loop of identical steps must stop (a shown step differs
+        from its neighbours): 3, then 49 and 50."""
+        return (3, 49, 50)
 
     def formatted(self, value, digits):
         """The probe's ``f(value, digits)`` made ahead of the rows: ``(text, block)``, a

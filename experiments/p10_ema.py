@@ -83,15 +83,22 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd", si
 
     state = {"model": model, "ema": snapshot() if variant != "log-no-ema" else None, "base": 0}
     text("setup", 0)
+    # the Linux measurements come from burn-probes, which keeps its rows in memory
+    rows = None if sim.policy_name == "pytorch" else ProbeSink.for_run(
+        sim, sink, sim.experiment, variant, ADAM_NOTE if optimizer == "adam" else "")
 
     def train_step():
         first = state["base"] + sim.loop_index == 0
-        sim.at(state["base"] + sim.loop_index + 1, "step")
+        number = state["base"] + sim.loop_index + 1
+        sim.at(number, "step")
+        # the probe names each part of the steps it shows (ProbeSink.phase)
+        phase = rows.phase if rows is not None else (lambda step, name: None)
         model = state["model"]
         # tensors are moved where the Rust program moves them (Tensor.move): each op
         # drops its operands' parts where burn does
         if variant != "ema-only":
             out = model.forward(x.clone().move())
+            phase(number, "forward")
             first and text("forward", 1)
             if variant.startswith("target"):
                 ema = state["ema"].clone()      # the Rust program clones the EMA first
@@ -103,8 +110,10 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd", si
                 loss = out.move().powi_scalar(2).move().mean()
             del out
             grads = GradientsParams.from_grads(loss.backward(), model)
+            phase(number, "backward")
             first and text("backward", 1)
             state["model"] = optim.step(lr, model, grads)
+            phase(number, "sgd")
             first and text("sgd", 1)
             del grads, loss     # the Rust program's block ends: the loss goes
         if variant in ("log", "log-no-ema"):
@@ -114,11 +123,9 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd", si
             ema = state.pop("ema")
             state["ema"] = (ema.move() * 0.99).move() + (snapshot().move() * 0.01).move()
             del ema
+            phase(number, "ema")
             first and text("ema", 1)
 
-    # the Linux measurements come from burn-probes, which keeps its rows in memory
-    rows = None if sim.policy_name == "pytorch" else ProbeSink.for_run(
-        sim, sink, sim.experiment, variant, ADAM_NOTE if optimizer == "adam" else "")
     last_t, last_step = sim.now_ns, 0
     rss_first = heap_first = None
     step = 0
@@ -128,11 +135,14 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd", si
             train_step()
             step = 1
             rss_first, heap_first = sim.rss_bytes(), sim.heap.live_bytes
-        if report > step:
-            # the steps up to the next print are loop iterations: fast-forwarded when identical
-            state["base"] = step
-            sim.repeat(report - step, train_step)
-            step = report
+        # the steps up to the next print are loop iterations: fast-forwarded when identical
+        # (the steps the probe shows are loops of their own: ProbeSink.SHOWN)
+        stops = [s for s in (rows.loop_stops() if rows is not None else ()) if step < s < report]
+        for stop in stops + [report]:
+            if stop > step:
+                state["base"] = step
+                sim.repeat(stop - step, train_step)
+                step = stop
         ms = (sim.now_ns - last_t) / (step - last_step) / 1e6
         rss = sim.rss_bytes() - rss0
         # every mode reports what the Linux probe reports (experiments/probes, ema.rs):

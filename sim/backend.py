@@ -33,6 +33,7 @@ import math
 from operator import attrgetter
 
 from .costs.ptmalloc import ZEROED
+from .gemm_cache import read_cache_info
 
 __all__ = ["Buffer", "Backend", "DeviceSettingsRegistry", "ELEMENT_BYTES"]
 
@@ -299,6 +300,9 @@ class Backend:
         # whose slab exists
         self.workspace_bytes = int(spec.get("matmul_workspace_bytes", 0))
         self.workspace_threads = set()
+        # gemm-common's CACHE_INFO: read once per process (sim.gemm_cache), by the first
+        # gemm that reaches kernel_params (only this CPU backend runs gemm)
+        self.cache_info_read = False
         # gemm blocking (gemm_slab_written); gemm_mr = 0: slab residency not modelled
         self.gemm = tuple(int(spec.get(key, 0)) for key in
                           ("gemm_mr", "gemm_nr", "gemm_kc_max", "gemm_mc_max"))
@@ -388,10 +392,10 @@ class Backend:
                                       lhs_unit_stride):
             return
         thread = self.sim.current.name
-        if thread not in self.workspace_threads:
-            self.workspace_threads.add(thread)
-            self._allocate_slab()
         if not mr:
+            if thread not in self.workspace_threads:
+                self.workspace_threads.add(thread)
+                self._allocate_slab()
             return
         written = gemm_slab_written(m, n, k, mr, nr, kc_max, mc_max, self.workspace_bytes,
                                     lhs_unit_stride)
@@ -402,34 +406,54 @@ class Backend:
 
     def gemm_call(self, m, n, k, count=1, lhs_unit_stride=True, rhs_unit_stride=True) -> None:
         """``count`` gemm calls of gemm's own ``(m, n, k)`` on a CPU backend (one per batch
-        matrix) allocate and free their per-call blocks (:func:`gemm_call_blocks`), where
-        the profile derives gemm's blocking (``gemm_mr`` > 0)."""
+        matrix), where the profile derives gemm's blocking (``gemm_mr`` > 0), in
+        ``gemm_basic_generic``'s order: the first call of the process that gets past the
+        small kernels reads the host's caches (:func:`sim.gemm_cache.read_cache_info`);
+        each allocates its per-call buffer and flags (:func:`gemm_call_blocks`); the
+        thread's first call that packs through the L2 slab (:func:`gemm_takes_slab`)
+        creates it there, between the flags and their free."""
         mr, nr, kc_max, mc_max = self.gemm
         if not mr or self.pool is not None:
             return
         buffer, flags = gemm_call_blocks(m, n, k, mr, nr, kc_max, mc_max,
                                          self.workspace_bytes, lhs_unit_stride,
                                          rhs_unit_stride)
+        if not flags:
+            return                 # a small kernel returned before kernel_params
         heap = self.sim.heap
+        if not self.cache_info_read:
+            self.cache_info_read = True
+            read_cache_info(heap, self.sim.profile.sysfs)
+        thread = self.sim.current.name
+        slab = (self.workspace_bytes and thread not in self.workspace_threads
+                and gemm_takes_slab(m, n, k, mr, kc_max, mc_max, self.workspace_bytes,
+                                    lhs_unit_stride))
         for _ in range(count):
             block = heap.alloc(buffer, PACK_ALIGN) if buffer else None
-            if flags:
-                heap.free(flags, heap.alloc(flags, ZEROED))
+            flags_block = heap.alloc(flags, ZEROED)
+            if slab:
+                slab = False
+                self.workspace_threads.add(thread)
+                self._allocate_slab(PACK_ALIGN)
+            heap.free(flags, flags_block)
             if buffer:
                 heap.free(buffer, block)
 
-    def _allocate_slab(self) -> None:
-        """gemm's thread-local L2 slab: it counts on the heap but is not resident (a
-        MemBuffer this large is mmapped, above the allocator's mmap threshold, and gemm
-        touches only the pages it packs into, so RSS does not grow by its size)."""
+    def _allocate_slab(self, align=0) -> None:
+        """gemm's thread-local L2 slab (a ``MemBuffer``, aligned to ``align`` B where gemm's
+        per-call blocks are modelled), and libc's record of its destructor: it counts on
+        the heap but is not resident (a MemBuffer this large is mmapped, above the
+        allocator's mmap threshold, and gemm touches only the pages it packs into, so RSS
+        does not grow by its size)."""
         allocator = self.sim.allocator
         resident = allocator.resident_bytes()
         fault, allocator.fault = allocator.fault, None   # nor does it fault: gemm_ran
         try:
-            self.sim.heap.alloc(self.workspace_bytes)
+            self.sim.heap.alloc(self.workspace_bytes, align)
         finally:
             allocator.fault = fault
         self.sim.rss_extra_bytes -= allocator.resident_bytes() - resident
+        self.sim.heap.libc_alloc(self.sim.profile.process.tls_dtor_bytes, zeroed=True)
 
     def backward_op(self, op_name, shapes) -> None:
         """The backward of ``op_name`` (forward ``shapes``: (out, inputs)) runs on this
@@ -495,8 +519,9 @@ class Backend:
         """burn-flex's ``broadcast_binary`` (ops/expand.rs) for operands of different
         shapes: ``broadcast_shape`` builds the target's dims in a zeroed ``Vec`` (freed
         into a Shape); each operand of another shape is ``expand`` ed: its dims and
-        strides copied into ``Vec`` s, the view's strides built, the operand's own Layout
-        dropped (the tensor was moved into the op), then the copies freed. A moved
+        strides copied into ``Vec`` s, the view's strides built, the copies freed, then
+        the operand's own Layout (a moved tensor is ``expand``'s parameter, dropped after
+        the function's locals). A moved
         operand's handle takes its view's strides (dropped with it after the op); a
         borrowed one keeps its own, and the view's are returned ``((bytes, block), ...)``
         for the caller to free when the op is done."""
@@ -512,13 +537,14 @@ class Backend:
             src_dims, src_strides = heap.alloc(src), heap.alloc(src)
             strides = self.handle_stride_bytes * rank
             view = heap.alloc(strides)
+            heap.free(src, src_strides)
+            heap.free(src, src_dims)
             if t.moved and t._strides:
+                # expand's parameter, dropped after its locals
                 heap.free(t._strides, t._strides_block)
                 t._strides, t._strides_block = strides, view
             else:
                 views.append((strides, view))
-            heap.free(src, src_strides)
-            heap.free(src, src_dims)
         return views
 
     def writable_operand(self, op_name, inputs, out_shape):
@@ -539,7 +565,7 @@ class Backend:
 
     def alloc(self, shape, staged=False, packed=None, created=False, device_box=0,
               layout_first=False, strides_first=False, shape_temp=0, zeroed=False,
-              free_after_box=None) -> Buffer:
+              free_after_box=None, options_first=False) -> Buffer:
         """A new buffer for an f32 tensor of ``shape``; ``packed``: the (k, n) of a gemm that
         packs its rhs into a transient per-call buffer while it writes this output;
         ``created``: a new tensor's data (``from_data``, ``zeros``...), whose creation
@@ -552,13 +578,19 @@ class Backend:
         output, whose ``Layout`` (its strides) is likewise built before the ``Arc`` (the
         malloc-log traces: data, controller, strides, Arc), where other new storage (a
         backward's ``ones``) is wrapped in its ``Arc`` first and its handle's strides
-        come after. Strides allocated here go to the buffer's first handle
-        (:attr:`Buffer.strides`). ``zeroed``: the data is a zeroed block (``calloc``);
+        come after; ``options_first``: the creation options (the device box, the default
+        dtype) were resolved before the data (``Tensor::random``). Strides allocated here
+        go to the buffer's first handle (:attr:`Buffer.strides`). ``zeroed``: the data is a zeroed block (``calloc``);
         ``free_after_box``: a ``(bytes, handle)`` the caller allocated before, freed once
         the data's controller is boxed (a dims ``Vec`` that becomes the output's Shape)."""
         nbytes = math.prod(shape) * ELEMENT_BYTES
         heap = self.sim.heap
         if created and self.pool is not None:
+            self.sim.device_settings.get_or_insert(self.kind)
+        device_box_block = None
+        if created and options_first and self.pool is None:
+            if device_box:
+                device_box_block = heap.alloc(device_box)
             self.sim.device_settings.get_or_insert(self.kind)
         if self.pool is None:
             self.sim.timing.fresh_buffers(self, 2 if staged else 1)
@@ -594,8 +626,7 @@ class Backend:
                     heap.free(shape_temp, heap.alloc(shape_temp))
                 if free_after_box is not None:
                     heap.free(*free_after_box)
-            device_box_block = None
-            if created:
+            if created and not options_first:
                 if device_box:
                     device_box_block = heap.alloc(device_box)
                 self.sim.device_settings.get_or_insert(self.kind)

@@ -146,7 +146,7 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
         if name not in known:
             raise UserError(f"--fit {name}: not a profile parameter (see models/*.toml; "
                             f"e.g. time.scan_node_ns)")
-        if isinstance(profile.get(name), str):
+        if isinstance(profile.get(name), (str, list)):
             raise UserError(f"--fit {name}: not a numeric parameter")
     if not params:
         raise UserError("nothing to fit: give at least one --fit PARAM")

@@ -51,20 +51,21 @@ class Param:
         # Param::uninitialized / Param::initialized: LazyInitState::{uninitialized, initialized};
         # in the order of the probe's trace: the closure's own block, the ParamId (random:
         # the thread's RNG on its first use), the boxed closure, the state
-        self._init = () if tensor is not None else tuple(
+        # (self._init: (bytes, handle) of each, the closure's own block first)
+        sizes = () if tensor is not None else tuple(
             b for b in (layout.param_init_extra_bytes, layout.param_init_bytes) if b)
-        if self._init:
-            heap.alloc(self._init[0])
+        init = [(sizes[0], heap.alloc(sizes[0]))] if sizes else []
         sim.thread_rng()
-        for nbytes in self._init[1:]:
-            heap.alloc(nbytes)
+        init += [(nbytes, heap.alloc(nbytes)) for nbytes in sizes[1:]]
+        self._init = tuple(init)
         self._state = layout.param_state_bytes
         self._state_block = heap.alloc(self._state, PARAM_STATE_ALIGN) if self._state else None
 
     def __del__(self):
         heap = self._heap
-        for nbytes in self._init:
-            heap.free(nbytes)
+        # a Box<dyn FnOnce> dropped uncalled: the closure (its block), then the box
+        for nbytes, block in self._init:
+            heap.free(nbytes, block)
         if self._state:
             heap.free(self._state, self._state_block)
 
@@ -83,9 +84,10 @@ class Param:
             if self.require_grad and self.device.is_autodiff:
                 tensor.require_grad()
             self.tensor = tensor
-            # the FnOnce init closure ran: its box and what it owned are freed
-            for nbytes in self._init:
-                self._heap.free(nbytes)
+            # the FnOnce init closure ran: calling a Box<dyn FnOnce> frees the box, then
+            # the closure's body ends and drops what it owned
+            for nbytes, block in reversed(self._init):
+                self._heap.free(nbytes, block)
             self._init = ()
         return self.tensor.clone()
 

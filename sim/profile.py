@@ -1,6 +1,6 @@
 """Profiles: the calibrated parameters of one platform, read from ``models/*.toml``.
 
-A profile has five tables; every key is required, typed and documented in the
+A profile has these tables; every key is required, typed and documented in the
 file itself (unit, meaning, and whether it is derived from a struct layout,
 taken from burn/cubecl source, or fitted by ``sim calibrate``):
 
@@ -11,6 +11,8 @@ taken from burn/cubecl source, or fitted by ``sim calibrate``):
 ``[backend.flex]``, ``[backend.metal]``  per inner backend: primitive size,
                 compute rates.
 ``[pytorch]``   costs of the ``pytorch`` reference policy's runtime.
+``[sysfs]``     the host's /sys/devices/system/cpu as gemm-common reads it on Linux
+                (``sim.gemm_cache``); empty lists where it is not read.
 
 :func:`load_profile` validates everything and raises :class:`ProfileError`
 naming the file and the bad key.
@@ -28,7 +30,7 @@ __all__ = ["Profile", "ProfileError", "load_profile", "profile_names", "MODELS_D
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 
-INT, FLOAT, STR = "int", "float", "str"
+INT, FLOAT, STR, STRS = "int", "float", "str", "list of strings"
 
 #: section -> key -> type. Every key is required; no other key is allowed.
 SCHEMA = {
@@ -175,6 +177,14 @@ SCHEMA = {
         "baseline_delta_bytes": INT,
         "rss_growth_per_step_bytes": FLOAT,
     },
+    "sysfs": {                         # gemm-common's first CACHE_INFO read (sim.gemm_cache)
+        "cpu_entries": STRS,           # /sys/devices/system/cpu, in readdir order
+        "cache_entries": STRS,         # cpuN/cache, in readdir order
+        "index_files": STRS,           # cpuN/cache/indexK, in readdir order
+        "instruction_indexes": STRS,   # the indexK whose type is Instruction
+        "opendir_bytes": INT,          # libc's DIR of an opendir (with its entry buffer)
+        "file_size_bytes": INT,        # st_size of a sysfs attribute (read_to_string's hint)
+    },
 }
 
 
@@ -205,6 +215,7 @@ class Profile:
         self.time = dict(data["time"])
         self.backends = {kind: dict(data["backend"][kind]) for kind in ("flex", "metal")}
         self.pytorch = dict(data["pytorch"])
+        self.sysfs = SimpleNamespace(**data["sysfs"])
         self.fitted = list(data.get("calibration", {}).get("fitted", []))
 
     def get(self, dotted):
@@ -256,7 +267,8 @@ def load_profile(name_or_path) -> Profile:
 
 def validate(data, path) -> None:
     """Raise :class:`ProfileError` on a missing, unknown, mistyped or negative key."""
-    allowed_top = {"process", "code", "layout", "time", "backend", "pytorch", "calibration", "meta"}
+    allowed_top = {"process", "code", "layout", "time", "backend", "pytorch", "sysfs",
+                   "calibration", "meta"}
     for key in data:
         if key not in allowed_top:
             raise ProfileError(f"{path}: unknown table [{key}]")
@@ -278,6 +290,11 @@ def validate(data, path) -> None:
             if kind == STR:
                 if not isinstance(value, str):
                     raise ProfileError(f"{path}: {section}.{key} must be a string, got {value!r}")
+                continue
+            if kind == STRS:
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ProfileError(f"{path}: {section}.{key} must be a list of strings, "
+                                       f"got {value!r}")
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ProfileError(f"{path}: {section}.{key} must be a number, got {value!r}")

@@ -225,7 +225,7 @@ class Tensor:
         return cls.zeros(_shape_of(values), device)
 
     @classmethod
-    def zeros(cls, shape, device) -> "Tensor":
+    def zeros(cls, shape, device, options_first=False) -> "Tensor":
         shape = tuple(int(d) for d in shape)
         if any(d <= 0 for d in shape):
             raise UserError(f"invalid tensor shape {list(shape)}")
@@ -238,7 +238,8 @@ class Tensor:
         # from_data builds the new FlexTensor's strides before its Arc<Bytes>
         flex = backend.handle_stride_bytes > 0
         device_box = device.sim.layout.device_box_bytes if flex and device.is_autodiff else 0
-        prim = backend.alloc(shape, created=True, device_box=device_box)
+        prim = backend.alloc(shape, created=True, device_box=device_box,
+                             options_first=options_first)
         tensor = cls(device, shape, prim)
         if device_box:
             device.sim.heap.free(device_box, prim.device_box_block)
@@ -246,7 +247,13 @@ class Tensor:
         return tensor
 
     ones = zeros
-    random = zeros
+
+    @classmethod
+    def random(cls, shape, device) -> "Tensor":
+        """``Tensor::random``: as :meth:`zeros`, but burn-tensor resolves the creation
+        options (the device's clone, its default dtype) before the backend makes the data,
+        where ``from_data`` has built its ``TensorData`` first."""
+        return cls.zeros(shape, device, options_first=True)
 
     @classmethod
     def from_inner(cls, tensor, device) -> "Tensor":
@@ -480,10 +487,11 @@ class Tensor:
             return Tensor.ones(self.shape, self.device)
         if k == 2:
             # one pow call in PyTorch (PowBackward0), a Mul of x by a clone of itself in
-            # burn's dispatch (the clone's cost is in the op's: not charged apart)
+            # burn's dispatch (the clone's cost is in the op's: not charged apart); burn
+            # calls float_mul(x.clone(), x): the clone is the lhs
             other = Tensor(self.device, self.shape, self.prim, self.node, self.rc).move()
             with self.device.sim.timing.fused("pow"):
-                return self._op("mul", (other,), self.shape)
+                return other._op("mul", (self,), self.shape)
         return self._op("powf_scalar", (), self.shape)
 
     def reshape(self, shape):

@@ -35,9 +35,9 @@ def _program(recording, panics):
 # (log, recording, panics, statements in real burn's order at least, first statement
 #  whose addresses differ at least)
 CASES = [
-    ("script-basic", "probe-programs.json", False, 34, 2),
-    ("script-panic", "probe-programs.json", True, 20, 1),
-    ("script-modules", "probe-programs-modules.json", False, 38, 3),
+    ("script-basic", "probe-programs.json", False, 35, 2),
+    ("script-panic", "probe-programs.json", True, 22, 1),
+    ("script-modules", "probe-programs-modules.json", False, 39, 3),
 ]
 
 

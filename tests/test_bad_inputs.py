@@ -92,6 +92,8 @@ PROFILE_CASES = {
     "bad-allocator": (PROFILE.replace('allocator = "macos"', 'allocator = "jemalloc"'),
                       "process.allocator must be one of"),
     "zero-rate": (PROFILE.replace("gflops = ", "gflops = 0.0 #", 1), "must be positive"),
+    "sysfs-not-a-list": (PROFILE.replace("cache_entries = []", 'cache_entries = "index0"'),
+                         "sysfs.cache_entries must be a list of strings"),
 }
 
 

@@ -18,3 +18,47 @@ def test_the_probes_kept_rows_make_rss_creep_where_printing_does_not():
     assert probe[1] == printed[1]                  # the first report: nothing kept yet
     assert probe[300] - probe[50] > 0.5            # MiB: the rows pin the heap
     assert abs(printed[300] - printed[50]) < 0.2   # flat
+
+
+class _Sim:
+    """Just what ProbeSink needs: a heap that lists its events."""
+
+    class heap:                      # noqa: N801 (a stand-in namespace)
+        events = []
+
+        @classmethod
+        def alloc(cls, nbytes, align=0):
+            cls.events.append(f"a{nbytes}")
+
+        @classmethod
+        def realloc(cls, old, nbytes, block=None):
+            # Heap.realloc: a first block (nothing to grow) is an alloc
+            cls.events.append(f"r{old}>{nbytes}" if old else f"a{nbytes}")
+
+        @classmethod
+        def free(cls, nbytes, block=None):
+            cls.events.append(f"f{nbytes}")
+
+        @classmethod
+        def excluded(cls):
+            return cls
+
+
+def test_the_probe_names_the_parts_of_the_steps_it_shows():
+    """ema.rs formats ``"{step} {part}"`` after each part of steps 1-3 and 50: an empty
+    String grown to 8 bytes by the step's digits, then to 16 if the name needs it."""
+    from common import ProbeSink   # experiments/ is on the path (conftest)
+    sink = ProbeSink(_Sim, "p10-ema", "without")
+    events = _Sim.heap.events
+    events.clear()
+    sink.phase(1, "forward")       # "1 forward": 9 bytes
+    assert events == ["a8", "r8>16", "f16"]
+    events.clear()
+    sink.phase(3, "sgd")           # "3 sgd": 5 bytes
+    assert events == ["a8", "f8"]
+    events.clear()
+    sink.phase(4, "forward")       # not shown
+    sink.phase(49, "ema")
+    assert events == []
+    sink.phase(50, "backward")     # "50 backward": 11 bytes
+    assert events == ["a8", "r8>16", "f16"]

@@ -1,7 +1,8 @@
 """A p10-ema training step's heap events against real burn's malloc log
 (experiments/probes/step_order.py): the share of a step's events (kind and size, in order)
 the simulator makes as real burn 0.22.1 does, with SGD and with Adam. The thresholds are
-this recording's; a change that puts a step's events out of burn's order lowers them."""
+this recording's; a change that puts a step's events out of burn's order lowers them.
+(1.0: every event of the step, in order; log-no-ema's step has two frees swapped.)"""
 
 import sys
 from pathlib import Path
@@ -13,10 +14,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "pr
 import step_order  # noqa: E402
 
 
-@pytest.mark.parametrize("log, share", [("p10-ema-without", 0.99),
-                                        ("p10-ema-adam-without", 0.99),
+@pytest.mark.parametrize("log, share", [("p10-ema-without", 1.0),
+                                        ("p10-ema-adam-without", 1.0),
                                         ("p10-ema-adam-target-without", 1.0),
-                                        ("p10-ema-adam-log-no-ema", 0.99)])
+                                        ("p10-ema-adam-log-no-ema", 0.998)])
 def test_a_training_step_makes_burns_heap_events_in_order(log, share):
     ratio, real, simulated, _ = step_order.compare(log)
     assert len(real) > 400 and len(simulated) > 400

@@ -76,6 +76,8 @@ def collect_steps(root_id, steps, sim=None) -> list:
     while stack:
         pid, is_leaf = stack.pop()
         if pid in visited:
+            if trace:      # hashbrown reserves before it finds the key: a full set grows
+                visited_table.reinsert(len(visited))
             continue
         visited.add(pid)
         if trace:

@@ -117,13 +117,20 @@ class Heap:
             self.peak_bytes = live
         return self._arena.realloc(block, old_nbytes, nbytes)
 
-    def libc_alloc(self, nbytes: int, zeroed: bool = False) -> None:
+    def libc_alloc(self, nbytes: int, zeroed: bool = False):
         """An allocation libc makes for itself (not through Rust's global allocator: a
         counting allocator does not see it, so live bytes and blocks do not change). Only
-        a glibc arena places it (it decides where later chunks land); it is never freed
-        while the process runs."""
+        a glibc arena places it (it decides where later chunks land). Returns the arena's
+        handle (None elsewhere): a block libc frees again (an ``opendir``'s ``DIR``) goes
+        back through :meth:`libc_free`; most live as long as the process."""
         if self._arena is not None and nbytes > 0:
-            self._arena.alloc(nbytes, ZEROED if zeroed else 0)
+            return self._arena.alloc(nbytes, ZEROED if zeroed else 0)
+        return None
+
+    def libc_free(self, nbytes: int, block=None) -> None:
+        """libc frees a block of its own (:meth:`libc_alloc`'s ``block``)."""
+        if self._arena is not None and nbytes > 0:
+            self._arena.free(block, nbytes)
 
     def excluded(self) -> "ExcludedHeap":
         """A view of this heap whose events the counting allocator does not see (a
@@ -223,6 +230,9 @@ class ClosedHeap(Heap):
         return None
 
     def libc_alloc(self, nbytes, zeroed=False) -> None:
+        return None
+
+    def libc_free(self, nbytes, block=None) -> None:
         pass
 
     def realloc(self, old_nbytes, nbytes, block=None):
