@@ -2,7 +2,7 @@
 # Record real glibc placements for tests/test_arena_replay.py: builds malloc_log.so, runs
 # probe programs and probes under it, keeps each process's malloc-family calls (xz) in
 # experiments/measured/linux-x86_64/malloc-logs/. Needs the probes built
-# (cargo build --release in experiments/probes) and gcc. About 10 s.
+# (cargo build --release in experiments/probes) and gcc. About 30 s.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -45,3 +45,14 @@ record p10-ema-adam-target-without p10-ema-adam --variant target-without --steps
 record p10-ema-adam-log-no-ema p10-ema-adam --variant log-no-ema --steps 100 --out "$tmp/p.csv"
 record p10-ema-ema-only p10-ema --variant ema-only --steps 200 --out "$tmp/p.csv"
 record train-validate train-validate --quick --out "$tmp/p.csv"
+# three fresh runs of SGD `without` over 600 steps: when each trims (burn's hash-seeded
+# frees differ run to run); only the summary is kept (experiments/probes/trims.py)
+runs=()
+for i in 1 2 3; do
+    rm -f "$tmp"/log.*
+    MALLOC_LOG="$tmp/log." LD_PRELOAD="$tmp/malloc_log.so" "$probes" p10-ema --variant without \
+        --steps 600 --out "$tmp/p.csv" >/dev/null 2>&1 || true
+    mv "$(ls -S "$tmp"/log.* | head -1)" "$tmp/p10-ema-sgd600-run$i.bin"
+    runs+=("$tmp/p10-ema-sgd600-run$i.bin")
+done
+python3 "$root/experiments/probes/trims.py" "${runs[@]}" --csv "$programs/p10-ema-sgd-trims.csv"

@@ -1,0 +1,41 @@
+"""When glibc trims a p10-ema process's heap (experiments/probes/trims.py): with gemm's
+first call reading sysfs, the simulator's program break is the recorded SGD run's at the
+start of 101 of its first 102 steps, trims included (after the report at step 100 the
+two part: which frees take which chunk); and the recorded 600-step runs' summary shows
+how differently fresh runs trim."""
+
+import csv
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments" / "probes"))
+
+import trims  # noqa: E402
+
+LOGS = ROOT / "experiments" / "measured" / "linux-x86_64" / "malloc-logs"
+
+
+def test_the_simulated_break_is_the_logged_runs_at_every_step():
+    real = trims.real_steps(LOGS / "p10-ema-without.bin.xz")[:102]
+    simulated = trims.simulated_steps("without", 102)
+    assert len(real) == len(simulated) == 102
+    # the break at the start of each step: all but step 55's (one 128-KiB pad higher)
+    differ = [i + 1 for i, (r, s) in enumerate(zip(real, simulated)) if r[0] != s[0]]
+    assert differ == [55]
+    # trimmed in nearly every step from the fourth on, in both
+    assert trims.per_hundred(real)[0] >= 95 and trims.per_hundred(simulated)[0] >= 95
+
+
+def test_fresh_runs_trim_differently():
+    rows = list(csv.DictReader(open(ROOT / "experiments" / "measured" / "linux-x86_64"
+                                    / "p10-ema-sgd-trims.csv")))
+    total = {}
+    for row in rows:
+        total[row["run"]] = int(row["trims"])
+    assert len(total) == 3 and min(total.values()) < 250 < max(total.values())
+
+
+def test_per_hundred_counts_each_block_of_steps():
+    steps = [(0, i // 3) for i in range(1, 301)]
+    assert trims.per_hundred(steps) == [33, 33, 34]
