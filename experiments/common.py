@@ -38,11 +38,12 @@ class ProbeSink:
     ``Row``'s nine ``String`` s (note, experiment, variant, phase, x, x unit, metric, value,
     unit: exactly their lengths, nothing for an empty one), the echo's first 70
     characters of the note (``collect`` from a capacity of a quarter of the note's bytes,
-    grown by doubling, freed), the formatted value freed, then the row pushed onto the
-    ``Vec<Row>`` (216 B a row, grown by ``realloc``). ``note_suffix``: what the probe adds
-    to every note (Adam's run appends its config; an empty note becomes the config). The
+    grown by doubling, freed), the row pushed onto the ``Vec<Row>`` (216 B a row, grown by
+    ``realloc``), then the formatted value freed. ``note_suffix``: what the probe adds to
+    every note (Adam's run appends its config; an empty note becomes the config). The
     probe keeps these blocks out of its counting allocator's snapshots (``alloc::exclude``):
-    they are placed on the heap but not counted (:meth:`sim.costs.heap.Heap.excluded`)."""
+    they are placed on the heap but not counted (:meth:`sim.costs.heap.Heap.excluded`),
+    except the formatted value's allocation (:meth:`row`)."""
 
     ROW_BYTES = 9 * 24
     #: the steps whose parts the probe names (``show`` in ema.rs)
@@ -76,6 +77,36 @@ class ProbeSink:
             label.push(1 + len(name))
             label.drop()
 
+    #: bytes of the /proc/self/statm line the probe reads (31 in the malloc logs)
+    STATM_BYTES = 31
+
+    def read_rss(self) -> None:
+        """The probe's ``rss_bytes()``: ``fs::read_to_string("/proc/self/statm")`` (procfs
+        reports no size: std's first small read fills a ``String`` of exactly the line,
+        the next reserves 32 bytes more and reads nothing), parsed and freed. Counted,
+        and freed before the snapshot that follows."""
+        heap = self.sim.heap
+        line = self.STATM_BYTES
+        heap.free(line + 32, heap.realloc(line, line + 32, heap.alloc(line)))
+
+    def format_note(self, length, literal_bytes):
+        """A ``format!`` of a report's note (``length`` bytes, ``literal_bytes`` of them in
+        its literal pieces), made outside ``alloc::exclude`` and dropped after the rows
+        (:meth:`drop_note`): ``Arguments::estimated_capacity`` reserves twice the literal
+        bytes, and the ``String`` grows once if the text needs more. Returns the block
+        (capacity, handle)."""
+        heap = self.sim.heap
+        capacity = 2 * literal_bytes
+        block = heap.alloc(capacity)
+        if length > capacity:
+            grown = max(2 * capacity, length)
+            block = heap.realloc(capacity, grown, block)
+            capacity = grown
+        return capacity, block
+
+    def drop_note(self, note) -> None:
+        self.sim.heap.free(*note)
+
     def loop_stops(self) -> tuple:
         """Steps after which a loop of identical steps must stop (a shown step differs
         from its neighbours): 3, then 49 and 50."""
@@ -93,13 +124,16 @@ class ProbeSink:
 
     def row(self, x, metric, value, unit, note="", digits=None, x_unit="step", phase=""):
         """Record one row; ``value`` is formatted with ``digits`` decimals when given
-        (the probe's ``f``, its ``String`` freed after the row), else as it is (an
-        integer's ``to_string``, or a string :meth:`formatted` made)."""
+        (the probe's ``f``), else as it is (an integer's ``to_string``, or a string
+        :meth:`formatted` made). The probe formats ``f``'s ``String`` as it calls
+        ``Sink::row``, outside ``alloc::exclude`` (counted), and the row drops it as it
+        returns, inside (the free is not counted): each such value leaves one block and
+        its bytes in the probe's live-heap counts."""
         heap = self.heap
         if self.suffix:
             note = f"{note}; {self.suffix}" if note else self.suffix
         text = f"{value:.{digits}f}" if digits is not None else str(value)
-        temp = heap.alloc(max(8, len(text))) if digits is not None else None
+        temp = self.sim.heap.alloc(max(8, len(text))) if digits is not None else None
         for field in (note, self.experiment, self.variant, phase, str(x), x_unit, metric,
                       text, unit):
             if field:
@@ -109,6 +143,6 @@ class ProbeSink:
             echo = RustVec(heap, 1, capacity=min(70, -(-len(note.encode()) // 4)), length=0)
             echo.push_each(short)
             echo.drop()
-        if digits is not None:
-            heap.free(max(8, len(text)), temp)
         self.rows.push_each(1)
+        if digits is not None:
+            heap.free(max(8, len(text)), temp)   # row_inner's parameter, after the push

@@ -144,6 +144,8 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd", si
                 sim.repeat(stop - step, train_step)
                 step = stop
         ms = (sim.now_ns - last_t) / (step - last_step) / 1e6
+        if rows is not None:
+            rows.read_rss()          # the probe reads /proc/self/statm before it measures
         rss = sim.rss_bytes() - rss0
         # every mode reports what the Linux probe reports (experiments/probes, ema.rs):
         # RSS and live-heap deltas since the mode's start, and from step 2 on the mean

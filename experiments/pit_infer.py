@@ -11,7 +11,7 @@ forwards: GPU pool bytes in use and host heap growth since the group's start.
 from sim.nn import Mlp
 from sim.tensor import Tensor
 
-from common import rss_bytes_paged
+from common import ProbeSink, rss_bytes_paged
 
 EXPERIMENT = "pit-infer"
 VARIANTS = ("build", "A-model-and-input-autodiff", "B-valid-model-input-autodiff",
@@ -21,13 +21,27 @@ PARAMS = {"forwards": 100, "report_every": 50, "batch": 256, "features": 512, "d
 MiB = 1024 * 1024
 
 
-def run(sim, variant, forwards, report_every, batch, features, device="metal"):
+#: the Linux probe's notes (pit.rs): each group's, and the first report's
+NOTES = {
+    "A-model-and-input-autodiff": "model and input on flex.autodiff; includes saved "
+    "activations (tensor data lives on the host heap on Flex)",
+    "B-valid-model-input-autodiff": "model.valid() (params off autodiff), input still on "
+    "flex.autodiff",
+    "C-valid-model-input-plain": "valid model, input on plain Device::flex()",
+}
+BUILD_NOTE = ("host heap growth from building the model on Device::flex().autodiff() (weights "
+              "lazily initialised); on Flex tensor data is host heap, there is no GPU pool")
+
+
+def run(sim, variant, forwards, report_every, batch, features, device="metal", sink="print"):
     # device "flex" is the Linux probe's protocol (pit_infer_flex.py): no GPU pool, the
-    # tensor data is host heap; it also reports blocks, RSS and time per forward
+    # tensor data is host heap; it also reports blocks, RSS and time per forward, and
+    # keeps its rows in memory (sink: the probe's CSV sink on a Linux profile)
     heap0, blocks0 = sim.heap.live_bytes, sim.heap.live_blocks
     gpu = sim.device(device)
     ad = gpu.autodiff()
     model = Mlp(features, features, features, ad)
+    rows = ProbeSink.for_run(sim, sink, "pit-infer-flex", "build") if device == "flex" else None
 
     def report(group, x, since, since_blocks=None, ms=None):
         if group == variant:
@@ -44,8 +58,36 @@ def run(sim, variant, forwards, report_every, batch, features, device="metal"):
             sim.sample(x, "forwards", **metrics)
 
     report("build", 0, heap0)
+    if rows is not None:
+        rows.row(0, "host_heap_delta", (sim.heap.live_bytes - heap0) / 1024, "KiB",
+                 BUILD_NOTE, digits=1, x_unit="forwards")
+        rows.row(0, "heap_blocks_delta", sim.heap.live_blocks - blocks0, "blocks",
+                 x_unit="forwards")
     if variant == "build":
         return
+
+    def probe_rows(group, i, start, start_blocks, ms):
+        """pit.rs's report: the snapshot (taken by ``report``), /proc/self/statm read, the
+        first report's note formatted, five rows, the note dropped."""
+        heap = sim.heap
+        rows.variant = group
+        delta, blocks = heap.live_bytes - start, heap.live_blocks - start_blocks
+        rows.read_rss()
+        rss = rss_bytes_paged(sim)
+        first = i == report_every
+        note = (f"host heap growth relative to the start of group {group[0]} (after its input "
+                f"was created); {NOTES.get(group, '')}") if first else ""
+        # format!'s capacity: twice its literal pieces (48 + 32 B), grown once by the note
+        note_block = rows.format_note(len(note), 48 + 32) if first else None
+        rows.row(i, "host_heap_delta", delta / 1024, "KiB", note, digits=1, x_unit="forwards")
+        rows.row(i, "heap_blocks_delta", blocks, "blocks", x_unit="forwards")
+        rows.row(i, "rss", rss / 1e6, "MB", "process RSS, MB = bytes/1e6" if first else "",
+                 digits=3, x_unit="forwards")
+        rows.row(i, "rss_bytes", rss, "B", x_unit="forwards")
+        rows.row(i, "ms_per_step", ms, "ms", "mean per forward since the previous row"
+                 if first else "", digits=3, x_unit="forwards")
+        if note_block is not None:
+            rows.drop_note(note_block)
 
     def infer(group, net, input_device):
         x = Tensor.random((batch, features), input_device)
@@ -56,7 +98,10 @@ def run(sim, variant, forwards, report_every, batch, features, device="metal"):
             y.sum().into_scalar()
             del y
             if i % report_every == 0:
-                report(group, i, start, start_blocks, (sim.now_ns - t0) / (i - last) / 1e6)
+                ms = (sim.now_ns - t0) / (i - last) / 1e6
+                report(group, i, start, start_blocks, ms)
+                if rows is not None:
+                    probe_rows(group, i, start, start_blocks, ms)
                 t0, last = sim.now_ns, i
         yield sim.tick()
 

@@ -6,16 +6,20 @@ Metal: there is no GPU pool, tensor data (weights, activations saved by group A'
 never-backwarded graph) is host heap. Rows after 50 and 100 forwards: host heap
 growth (KiB) and blocks since the group's start, RSS (MB and bytes) and the mean
 time per forward since the previous row; the `build` row is the host heap of
-building the model (weights lazily initialised).
+building the model (weights lazily initialised). `sink`: `probe` keeps the rows in
+memory as the probe does (`experiments/common.py` `ProbeSink`; `auto`: on a Linux
+profile), `print` keeps nothing.
 """
 
 import pit_infer
+from common import ProbeSink
 
 EXPERIMENT = "pit-infer-flex"
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = pit_infer.VARIANTS
-PARAMS = {**pit_infer.PARAMS, "device": "flex"}
+PARAMS = {**pit_infer.PARAMS, "device": "flex", "sink": "auto"}
 POSITIVE = ("forwards", "report_every", "batch", "features")
+CHOICES = {"sink": ProbeSink.CHOICES}
 
 
 def run(sim, variant, **params):
