@@ -124,11 +124,9 @@ def count_loop(sim, mode, n_ops, size):
     bytes0, blocks0 = heap.live_bytes, heap.live_blocks
 
     def row(phase, calls0, **timed):
-        # alloc_calls_delta is not predicted: the model allocates only what an op keeps
-        # (8.33 calls per untracked add), not the ~11 transient alloc/free pairs of each
-        # op (probe: 19.33 calls per untracked add), so those rows stay unpredicted
         for metric, value in (("heap_bytes_delta", heap.live_bytes - bytes0),
                               ("heap_blocks_delta", heap.live_blocks - blocks0),
+                              ("alloc_calls_delta", heap.allocs - calls0),
                               *timed.items()):
             sim.record(n_ops, "iterations", metric, value, phase=phase)
 
@@ -167,7 +165,7 @@ def count_loop(sim, mode, n_ops, size):
     yield sim.tick()
 
     calls0, t0 = heap.allocs, sim.now_ns
-    tiny_backward(ad)
+    tiny_backward(ad, probe=True)
     row("after-unrelated-backward", calls0, backward_ms=round((sim.now_ns - t0) / 1e6, 6))
     yield sim.tick()
 

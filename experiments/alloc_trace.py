@@ -8,15 +8,19 @@ when it closes (`kept_bytes`, `kept_blocks`) and the bytes it freed that were
 allocated before (`freed_preexisting_bytes`). The per-allocation events are in
 a separate trace file (alloc-trace-events.csv), not compared.
 
-The simulated heap has no addresses: within an op's window a free is matched
-with the latest unmatched allocation of the same size made in the window, an
-unmatched free counts as pre-existing, and the unmatched allocations are kept.
-Allocation and free CALL counts are not predicted: the model allocates what an
-op keeps, not its transient temporaries. Cases the model cannot express
-(first tensor creation, the optimizer steps, backwards after many untracked
-ops, whose transient clone of the locator map the probe sees as pre-existing
-frees) have no predicted rows.
+A free is matched with the allocation it frees where the allocator places blocks
+one by one (the glibc arena of a Linux profile: every block has a handle, and a
+free that names one made before the window frees a pre-existing block, as
+`require_grad`'s replaced node and handle box do); a free that names no block
+(or an allocator without handles: macOS small blocks) is matched with the latest
+unmatched allocation of the same size made in the window. An unmatched free
+counts as pre-existing, and the unmatched allocations are kept.
+Allocation and free calls are counted as the probe counts them (a realloc is
+one of each). Every case of the probe is replicated, the first tensor creation of a fresh
+process (flex's lazy state, the device box) included.
 """
+
+from typing import NamedTuple
 
 from common import tiny_backward
 from sim.costs.heap import Heap
@@ -35,66 +39,96 @@ PARAMS = {"warmup": 1000, "reps": 12}
 
 
 class _Tracing(Heap):
-    """The heap, logging (sign, size) of every event while an op is traced."""
+    """The heap, logging (sign, size, count, handle) of every event while an op is
+    traced (handle: the allocator's, or None where it has none)."""
 
     __slots__ = ()
     log = []
 
     def alloc(self, nbytes, align=0):
+        handle = Heap.alloc(self, nbytes, align)
         if nbytes > 0:
-            _Tracing.log.append((1, nbytes, 1))
-        return Heap.alloc(self, nbytes, align)
+            _Tracing.log.append((1, nbytes, 1, handle))
+        return handle
 
     def realloc(self, old_nbytes, nbytes, block=None):
         if old_nbytes <= 0:
             return self.alloc(nbytes)       # a Vec's first block: an alloc
-        _Tracing.log.append((-1, old_nbytes, 1))
+        handle = Heap.realloc(self, old_nbytes, nbytes, block)
+        _Tracing.log.append((-1, old_nbytes, 1, block))
         if nbytes > 0:
-            _Tracing.log.append((1, nbytes, 1))
-        return Heap.realloc(self, old_nbytes, nbytes, block)
+            _Tracing.log.append((1, nbytes, 1, handle))
+        return handle
 
     def free(self, nbytes, block=None):
         if nbytes > 0:
-            _Tracing.log.append((-1, nbytes, 1))
+            _Tracing.log.append((-1, nbytes, 1, block))
         Heap.free(self, nbytes, block)
 
     def alloc_many(self, nbytes, count):
         if nbytes > 0 and count > 1:  # count == 1 goes through self.alloc
-            _Tracing.log.append((1, nbytes, count))
+            _Tracing.log.append((1, nbytes, count, None))
         Heap.alloc_many(self, nbytes, count)
 
     def free_many(self, nbytes, count):
         if nbytes > 0 and count > 0:
-            _Tracing.log.append((-1, nbytes, count))
+            _Tracing.log.append((-1, nbytes, count, None))
         Heap.free_many(self, nbytes, count)
 
 
+class Window(NamedTuple):
+    """What one traced op did, as the probe's summary rows count it."""
+    kept_bytes: int
+    kept_blocks: int
+    freed_preexisting_bytes: int
+    alloc_calls: int     # allocations, a realloc counted as one (and as one free)
+    free_calls: int
+
+
 def traced(sim, op):
-    """Run ``op()``; returns (its result, kept bytes, kept blocks, freed pre-existing bytes)."""
+    """Run ``op()``; returns (its result, its :class:`Window`)."""
     _Tracing.log = []
     sim.heap.__class__ = _Tracing
     try:
         result = op()
     finally:
         sim.heap.__class__ = Heap
-    open_allocs = {}  # size -> unmatched allocations in the window
+    open_allocs = {}    # size -> unmatched allocations in the window without a handle
+    open_handles = {}   # handle -> size of an unmatched allocation in the window
+    made = set()        # (handle, size) of every allocation in the window
     pre = 0
-    for sign, size, count in _Tracing.log:
+    for sign, size, count, handle in _Tracing.log:
         if sign > 0:
-            open_allocs[size] = open_allocs.get(size, 0) + count
+            if handle is not None:
+                open_handles[handle] = size
+                made.add((handle, size))
+            else:
+                open_allocs[size] = open_allocs.get(size, 0) + count
+        elif handle is not None and (handle, size) not in made:
+            pre += size         # a named block made before the window
+        elif handle is not None and open_handles.get(handle) == size:
+            del open_handles[handle]
         else:
+            # by size (a free naming a window block that an anonymous free of its size
+            # took already frees another, as the arena does): the newest unmatched
             matched = min(count, open_allocs.get(size, 0))
             open_allocs[size] = open_allocs.get(size, 0) - matched
-            pre += (count - matched) * size
-    kept = sum(size * n for size, n in open_allocs.items())
-    blocks = sum(open_allocs.values())
-    return result, kept, blocks, pre
+            rest = count - matched
+            for h in [h for h, s in reversed(open_handles.items()) if s == size][:rest]:
+                del open_handles[h]
+                rest -= 1
+            pre += rest * size
+    kept = (sum(size * n for size, n in open_allocs.items())
+            + sum(open_handles.values()))
+    blocks = sum(open_allocs.values()) + len(open_handles)
+    allocs = sum(count for sign, _, count, _ in _Tracing.log if sign > 0)
+    return result, Window(kept, blocks, pre, allocs, sum(c for _, _, c, _ in _Tracing.log) - allocs)
 
 
-def record(sim, k, kept, blocks, pre):
-    for metric, value in (("kept_bytes", kept), ("kept_blocks", blocks),
-                          ("freed_preexisting_bytes", pre)):
-        sim.record(k, "op", metric, value, phase="summary")
+def record(sim, k, window):
+    for metric in ("kept_bytes", "kept_blocks", "alloc_calls", "free_calls",
+                   "freed_preexisting_bytes"):
+        sim.record(k, "op", metric, getattr(window, metric), phase="summary")
 
 
 def run(sim, variant, warmup, reps):
@@ -111,16 +145,20 @@ def run(sim, variant, warmup, reps):
         sim.repeat(warmup, lambda: drop(op()))
         keep = []
         for k in range(1, reps + 1):
-            out, kept, blocks, pre = traced(sim, (lambda: drop(op())) if drop_in_window else op)
+            out, window = traced(sim, (lambda: drop(op())) if drop_in_window else op)
             keep.append(out)
-            record(sim, k, kept, blocks, pre)
+            record(sim, k, window)
         del keep
 
-    if variant == "first-op-ever":
+    if variant == "first-tensor-creation":
+        t, window = traced(sim, lambda: t16(1.0))
+        record(sim, 1, window)
+        del t
+    elif variant == "first-op-ever":
         a, b = t16(1.0), t16(2.0)
         for k in (1, 2):
-            _, kept, blocks, pre = traced(sim, lambda: drop(a.clone() + b.clone()))
-            record(sim, k, kept, blocks, pre)
+            _, window = traced(sim, lambda: drop(a.clone() + b.clone()))
+            record(sim, k, window)
     elif variant in ("untracked-add", "tracked-add"):
         a, b = t16(1.0), t16(2.0)
         if variant == "tracked-add":
@@ -131,13 +169,13 @@ def run(sim, variant, warmup, reps):
         kept_alive = [fresh.pop().require_grad() for _ in range(warmup)]
         for k in range(1, reps + 1):
             t = fresh.pop()
-            out, kept, blocks, pre = traced(sim, t.require_grad)
+            out, window = traced(sim, t.require_grad)
             kept_alive.append(out)
-            record(sim, k, kept, blocks, pre)
+            record(sim, k, window)
             del t
     elif variant == "detach-leaf":
         p = t16(1.0).require_grad()
-        rep(lambda: p.clone().detach(), drop_in_window=False)
+        rep(lambda: p.clone().move().detach(), drop_in_window=False)
     elif variant.startswith("tracked-"):
         m = m44(0.5).require_grad()
         b = m44(0.25)
@@ -152,8 +190,61 @@ def run(sim, variant, warmup, reps):
         rep(ops[variant])
     elif variant in ("unrelated-backward-first", "unrelated-backward-second"):
         if variant.endswith("second"):
-            tiny_backward(ad)
-        _, kept, blocks, pre = traced(sim, lambda: tiny_backward(ad))
-        record(sim, 1, kept, blocks, pre)
-    # other cases: not predicted (see the module doc)
+            tiny_backward(ad, probe=True)
+        _, window = traced(sim, lambda: tiny_backward(ad, probe=True))
+        record(sim, 1, window)
+    elif variant.startswith("unrelated-backward-after-"):
+        a, b = t16(1.0), t16(2.0)
+        tiny_backward(ad, probe=True)
+        sim.repeat(int(variant.split("-")[3]), lambda: drop(a.clone() + b.clone()))
+        for k in (1, 2) if variant.endswith("10000-untracked") else (1,):
+            _, window = traced(sim, lambda: tiny_backward(ad, probe=True))
+            record(sim, k, window)
+    elif variant in ("sgd-step", "train-step"):
+        train_steps(sim, ad, reps, full=variant == "train-step")
     yield sim.tick()
+
+
+def train_steps(sim, ad, reps, full):
+    """The probe's ``sgd-step`` and ``train-step``: ``Linear(512, 512)``, x ``[64, 512]``,
+    SGD (lr 1e-3); 3 untraced steps, then ``reps`` traced ones: the whole step
+    (``train-step``: forward, ``powi_scalar(2).mean()``, backward,
+    ``GradientsParams::from_grads``, ``optim.step``; the loss drops as the step returns)
+    or only ``optim.step`` (``sgd-step``: the gradients made untraced, the loss dropped
+    after the window)."""
+    from sim.nn import Linear
+    from sim.optim import GradientsParams, Sgd
+
+    x = Tensor.random((64, 512), ad)
+    state = {"model": Linear(512, 512, ad)}
+    optim = Sgd(sim)
+
+    def loss_of(model):
+        return model.forward(x.clone().move()).move().powi_scalar(2).move().mean()
+
+    def step():
+        model = state.pop("model")
+        loss = loss_of(model)
+        grads = GradientsParams.from_grads(loss.backward(), model)
+        out = optim.step(1e-3, model, grads)
+        del grads, loss
+        return out
+
+    for k in range(3 + reps):
+        if full:
+            if k < 3:
+                state["model"] = step()
+                continue
+            state["model"], window = traced(sim, step)
+        else:
+            model = state.pop("model")
+            loss = loss_of(model)
+            grads = GradientsParams.from_grads(loss.backward(), model)
+            if k < 3:
+                state["model"] = optim.step(1e-3, model, grads)
+            else:
+                state["model"], window = traced(sim, lambda: optim.step(1e-3, model, grads))
+            del grads, loss, model
+            if k < 3:
+                continue
+        record(sim, k - 2, window)

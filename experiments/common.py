@@ -12,11 +12,30 @@ def adleak_operands(device, elements=16, tracked=False):
     return (a.require_grad() if tracked else a), b
 
 
-def tiny_backward(device):
-    """An unrelated 1-element graph and one backward (the seeds' ``tiny_backward``)."""
+def tiny_backward(device, probe=False):
+    """An unrelated 1-element graph and one backward (the seeds' ``tiny_backward(&device)``).
+
+    ``probe``: the Linux probe's ``tiny_backward()`` (``adleak.rs``), which makes its own
+    ``Device::flex().autodiff()`` (the boxed inner device, dropped last) and binds the
+    gradients (``let grads = (x.clone() * 2.0).sum().backward()``: the clone moves into
+    the mul, the product into the sum, and the loss, a temporary of the ``let``, drops
+    before the gradients)."""
+    if not probe:
+        x = Tensor.from_floats([1.0], device).require_grad()
+        loss = (x.clone() * 2.0).sum()
+        loss.backward()
+        return
+    heap = device.sim.heap
+    nbytes = device.sim.layout.device_box_bytes if device.is_autodiff else 0
+    box = heap.alloc(nbytes) if nbytes else None
     x = Tensor.from_floats([1.0], device).require_grad()
-    loss = (x.clone() * 2.0).sum()
-    loss.backward()
+    loss = (x.clone().move() * 2.0).move().sum()
+    grads = loss.backward()
+    del loss
+    del grads
+    del x
+    if nbytes:
+        heap.free(nbytes, box)
 
 
 def rss_bytes_paged(sim):

@@ -52,7 +52,8 @@ class GradientsParams:
             self._heap = sim.heap
             self._box = layout.grads_param_box_bytes
             # a slot: the ParamId (8 B) and the Box<dyn Any> (a fat pointer, 16 B)
-            self._table = RawTable(TableLayout(8 + 16, 8, layout.group_width), sim.heap)
+            self._table = RawTable(TableLayout(8 + 16, 8, layout.group_width), sim.heap,
+                                   named=True)
         for param_id, grad in (grads or {}).items():
             self.register(param_id, grad)
 
@@ -133,7 +134,7 @@ class ModuleOptimizer:
         """``SgdConfig::new().init()`` (and Adam's): the optimizer's own blocks (its group
         ``Vec`` and ``Arc``) are allocated now on ``sim``'s heap, or at the first step
         where no simulation is given."""
-        self._context = {}      # param_id -> (path bytes, state bytes, state block)
+        self._context = {}      # param_id -> (path bytes, path block, state bytes, state block)
         self._table = None
         self._heap = None
         self._blocks = ()
@@ -155,9 +156,9 @@ class ModuleOptimizer:
         for nbytes in reversed(self._blocks):
             heap.free(nbytes)
         self._blocks = ()
-        for path, state_bytes, state in self._context.values():
+        for path, path_block, state_bytes, state in self._context.values():
             if path:
-                heap.free(path)
+                heap.free(path, path_block)
             if state_bytes:
                 heap.free(state_bytes, state)
         self._context = {}
@@ -187,15 +188,16 @@ class ModuleOptimizer:
         group_refs = heap.alloc(POINTER_BYTES)
         path = RustVec(heap, STRING_BYTES)
         entered = []
+        blocks = []
 
         def enter(names) -> None:
             """exit_module down to the common prefix (each name freed), then enter_module
             (each name into a String pushed on the path)."""
             while entered and entered != names[:len(entered)]:
-                heap.free(len(entered.pop().encode()))
+                heap.free(len(entered.pop().encode()), blocks.pop())
                 path.len -= 1
             for name in names[len(entered):]:
-                heap.alloc(len(name.encode()))
+                blocks.append(heap.alloc(len(name.encode())))
                 path.push()
                 entered.append(name)
 
@@ -222,25 +224,24 @@ class ModuleOptimizer:
             _check_devices(handle)                         # tensor.device() != device
             old = self._context.pop(param.param_id, None)
             path = len(param.path.encode())
-            if path:
-                heap.alloc(path)                           # self.path.join(".")
+            path_block = heap.alloc(path) if path else None    # self.path.join(".")
             if old is not None and old[0]:
-                heap.free(old[0])                          # the old context's path
+                heap.free(old[0], old[1])                  # the old context's path
             inner = handle.move().without_autodiff()       # tensor.inner()
             del handle
             state_bytes = getattr(layout, self.state_key)
-            if old is not None and old[1]:
+            if old is not None and old[2]:
                 # to_device_dyn: the old state's Arc unwrapped, the moved state wrapped
                 # again, and unwrapped by step_dyn
-                heap.free(old[1], old[2])
-                heap.free(old[1], heap.alloc(old[1], BOX_ALIGN))
+                heap.free(old[2], old[3])
+                heap.free(old[2], heap.alloc(old[2], BOX_ALIGN))
             updated = self._update(sim, param, inner, grad, lr)
             del inner, grad
             state = heap.alloc(state_bytes, BOX_ALIGN) if state_bytes else None
-            self._context[param.param_id] = (path, state_bytes, state)
+            self._context[param.param_id] = (path, path_block, state_bytes, state)
             if self._table is None:
                 self._table = RawTable(TableLayout(layout.optimizer_context_slot_bytes, 8,
-                                                   layout.group_width), heap)
+                                                   layout.group_width), heap, named=True)
             self._table.fit(len(self._context))
             # ParameterContext::restore: from_inner (it reads the device), require_grad
             handle = updated.move().rewrap(device)     # the inner tensor moves in

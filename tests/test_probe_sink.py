@@ -17,7 +17,8 @@ def test_the_probes_kept_rows_make_rss_creep_where_printing_does_not():
     probe, printed = _rss("probe"), _rss("print")
     assert probe[1] == printed[1]                  # the first report: nothing kept yet
     assert probe[300] - probe[50] > 0.5            # MiB: the rows pin the heap
-    assert abs(printed[300] - printed[50]) < 0.2   # flat
+    assert printed[300] - printed[50] < 0.2        # no creep (a trim may lower it)
+    assert max(printed[s] for s in (100, 200, 300)) - min(printed[s] for s in (100, 200, 300)) < 0.2
 
 
 class _Sim:

@@ -137,7 +137,8 @@ def test_sgd_trims_in_some_steps_and_adam_in_every_one(monkeypatch):
     """p10-ema without: after an SGD step the top sits right at the 2056 KiB trim
     threshold, so whether a step trims depends on the run (the order of frees follows
     burn's randomly seeded HashSets): six real runs of 50 steps trimmed 12, 16, 21, 28,
-    29 and 41 times (malloc-log, 2026-12-01); the model, 15 times. Adam's temporaries
+    29 and 41 times (malloc-log, 2026-12-01), the recorded run `malloc-logs/p10-ema-without`
+    in every step from step 4 (47); the model, like the recorded run. Adam's temporaries
     push the top over in every step, about twice (real: 198 trims in 100 steps), and
     what is given back faults in again."""
     trims = []
@@ -154,7 +155,7 @@ def test_sgd_trims_in_some_steps_and_adam_in_every_one(monkeypatch):
         run_cell("p10-ema", "without", profile="linux-x86_64",
                  sets={"steps": 50, "report_at": "2,50", "optimizer": optimizer})
     sgd, adam = trims
-    assert 12 <= len(sgd) <= 45
+    assert 12 <= len(sgd) <= 47
     assert len(adam) >= 90 and all(t >= 1.9 * MIB for t in adam)
 
 

@@ -328,6 +328,14 @@ class GraphMemoryManagement:
             self.statuses_table.grow_to(statuses)
             if starts:
                 self.statuses_table.reinsert(statuses)
+            # the dead leaves (a run's members, the leaves deleted): the three passes walk
+            # each as :meth:`_passes_block_by_block` does, whose transient blocks (made,
+            # then freed before the function returns) are not placed here, only counted:
+            # the leaf's parents Vec cloned once per pass (if it has parents) and its
+            # walk's ``to_visit`` stack and ``visited`` set
+            heap.allocs += sum(run.count * (2 + 3 * bool(run.parents)) for run in runs.values())
+            heap.allocs += sum(2 + 3 * bool(nodes[leaf][1]) for leaf in leaves
+                               if leaf in deletables and leaf in nodes)
             self.leaves_table.drop()
             self.leaves_table.grow_to(len(new_leaves))
         self.leaves = new_leaves

@@ -612,12 +612,17 @@ class AutodiffServer:
         reshaped = heap.alloc(strides)                      # float_reshape's new Layout
         heap.free(grad._strides, grad._strides_block)
         grad._strides, grad._strides_block = 0, None
-        heap.free(dims, heap.alloc(dims, ZEROED))           # broadcast_shape: vec![0; rank]
-        src_dims, src_strides = heap.alloc(dims), heap.alloc(dims)
-        view = heap.alloc(strides)                          # the expanded view's strides
-        heap.free(strides, reshaped)                        # expand consumed the reshape
-        heap.free(dims, src_strides)
-        heap.free(dims, src_dims)
+        if all(d == 1 for d in shape):
+            # the reshaped gradient has the ones' shape: broadcast_binary returns both
+            # operands as they are (no broadcast_shape, no expand)
+            view = reshaped
+        else:
+            heap.free(dims, heap.alloc(dims, ZEROED))       # broadcast_shape: vec![0; rank]
+            src_dims, src_strides = heap.alloc(dims), heap.alloc(dims)
+            view = heap.alloc(strides)                      # the expanded view's strides
+            heap.free(strides, reshaped)                    # expand consumed the reshape
+            heap.free(dims, src_strides)
+            heap.free(dims, src_dims)
         buf = backend.writable_operand("mul", (ones,), shape)
         out = Tensor(device, shape, buf)
         grad._release_inner()                               # the view: storage, strides

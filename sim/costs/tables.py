@@ -91,15 +91,19 @@ class RawTable:
     (8, 1, 88)
     """
 
-    __slots__ = ("layout", "heap", "buckets", "cap", "nbytes")
+    __slots__ = ("layout", "heap", "buckets", "cap", "nbytes", "named", "block")
 
-    def __init__(self, layout: TableLayout, heap):
+    def __init__(self, layout: TableLayout, heap, named: bool = False):
         self.layout = layout
         self.heap = heap
         self.buckets = 0
         self.cap = 0
         #: bytes of the table's block (0 when it owns none)
         self.nbytes = 0
+        #: whether frees name the block (the allocator's handle, :attr:`block`); a graph's
+        #: tables free by size, as a run of dead graphs does (:mod:`sim.autodiff.runs`)
+        self.named = named
+        self.block = None
 
     def fit(self, items: int) -> None:
         """Grow if ``items`` no longer fit (one insert: grow to at least cap + 1)."""
@@ -107,7 +111,9 @@ class RawTable:
             if self.buckets == 0 and items <= 3:
                 # the first insert into an empty table: 4 buckets (the common case)
                 nbytes = self.nbytes = self.layout.first_bytes
-                self.heap.alloc(nbytes)
+                block = self.heap.alloc(nbytes)
+                if self.named:
+                    self.block = block
                 self.buckets, self.cap = 4, 3
                 return
             self._resize(max(items, self.cap + 1))
@@ -132,25 +138,30 @@ class RawTable:
         buckets = buckets_for(capacity)
         old = self.nbytes
         nbytes = self.nbytes = self.layout.block_bytes(buckets)
-        self.heap.alloc(nbytes)
+        block = self.heap.alloc(nbytes)
         if old:
-            self.heap.free(old)
+            self.heap.free(old, self.block)
+        if self.named:
+            self.block = block
         self.buckets = buckets
         self.cap = capacity_of(buckets)
 
     def clone(self) -> "RawTable":
         """hashbrown's ``Clone`` of this table (of ``Copy`` slots): a new table with a block
         of the same bucket count (none when this one owns none), whatever its length."""
-        copy = RawTable(self.layout, self.heap)
+        copy = RawTable(self.layout, self.heap, self.named)
         if self.buckets:
             copy.buckets, copy.cap, copy.nbytes = self.buckets, self.cap, self.nbytes
-            self.heap.alloc(self.nbytes)
+            block = self.heap.alloc(self.nbytes)
+            if self.named:
+                copy.block = block
         return copy
 
     def drop(self) -> None:
         """Free the block (the table itself is dropped)."""
         if self.buckets:
-            self.heap.free(self.nbytes)
+            self.heap.free(self.nbytes, self.block)
             self.buckets = 0
             self.cap = 0
             self.nbytes = 0
+            self.block = None
