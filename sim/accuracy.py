@@ -16,7 +16,7 @@ from .calibrate import run_cells
 from .compare import cells_for, join, summarize
 from .data import atomic_write
 
-__all__ = ["accuracy_rows", "markdown_table", "update_readme", "BEGIN", "END"]
+__all__ = ["accuracy_rows", "markdown_table", "update_readme", "policies_target", "BEGIN", "END"]
 
 BEGIN = "<!-- accuracy:begin -->"
 END = "<!-- accuracy:end -->"
@@ -71,6 +71,20 @@ def update_readme(readme, table_text, begin=BEGIN, end=END) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     atomic_write(path, text)
+
+
+POLICIES_BEGIN = "<!-- policies:begin -->"
+POLICIES_END = "<!-- policies:end -->"
+
+
+def policies_target(readme) -> Path:
+    """The file whose policy-table markers ``--policies-from`` fills: the README if it
+    has them, else ``docs/policies.md`` beside it (where the README links the table)."""
+    readme = Path(readme)
+    for path in (readme, readme.parent / "docs" / "policies.md"):
+        if path.is_file() and POLICIES_BEGIN in path.read_text(encoding="utf-8"):
+            return path
+    return readme
 
 
 def policy_table(results_dir) -> str:

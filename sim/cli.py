@@ -232,11 +232,13 @@ def calibrate_cmd(measured_paths, base, params, points, out, fresh, max_iteratio
               help="write the table into this README between the accuracy markers")
 @click.option("--policies-from", "policies_from", type=click.Path(file_okay=False),
               default=None, help="also copy the policy table of this sweep's report.md "
-                                 "into the README (with --readme)")
+                                 "between the policy markers of the README, or of "
+                                 "docs/policies.md beside it (with --readme)")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True)
 def accuracy_cmd(measured_paths, profile, readme, policies_from, jobs):
     """Measured vs predicted for every measured point, as a markdown table."""
-    from .accuracy import accuracy_rows, markdown_table, policy_table, update_readme
+    from .accuracy import (POLICIES_BEGIN, POLICIES_END, accuracy_rows, markdown_table,
+                           policies_target, policy_table, update_readme)
     from .compare import known_checker, measured_files
     from .data import read_measured
     from .profile import load_profile
@@ -251,8 +253,10 @@ def accuracy_cmd(measured_paths, profile, readme, policies_from, jobs):
     text = markdown_table(joined, title)
     if readme:
         if policies_from:
-            update_readme(readme, policy_table(policies_from), "<!-- policies:begin -->",
-                          "<!-- policies:end -->")
+            target = policies_target(readme)
+            update_readme(target, policy_table(policies_from), POLICIES_BEGIN, POLICIES_END)
+            if target != Path(readme):
+                click.echo(f"updated {target}", err=True)
         update_readme(readme, text)
         click.echo(f"updated {readme}", err=True)
     else:

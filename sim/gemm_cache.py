@@ -13,7 +13,7 @@ m, n <= 64). On Linux ``cache_info`` walks sysfs with ``std::fs``:
 
 Nothing of this outlives the call, but on glibc's arena its blocks -- a 32-KiB ``DIR`` per
 directory, a 4-KiB ``String`` per file, the paths -- come and go low in a young heap, and
-the holes they leave decide where the small blocks of every later step land (README,
+the holes they leave decide where the small blocks of every later step land (docs/known-gaps.md,
 *glibc's arena on Linux*). :func:`read_cache_info` makes those events, in order, from the
 profile's ``[sysfs]`` description of the host (empty where the profile does not walk it).
 

@@ -312,7 +312,7 @@ ALLOCATOR_CLASSES = {
             # _xzm_segment_group_for_id_and_front): an M2 Max has 3 clusters (8 P-cores at
             # hw.perflevel0.cpusperl2 = 4 per L2, 4 E-cores in one). Nothing in the engine
             # moves the thread off cluster 0 yet (Allocator.set_cluster): which cluster runs
-            # it when is the scheduler's choice, not libmalloc's (README, Known gaps)
+            # it when is the scheduler's choice, not libmalloc's (docs/known-gaps.md)
             ClusterSegmentZone("large", 2 * 1024 * 1024, 16384, 4 * 1024 * 1024,
                                min_slices=2, queues=27, release_empty=False, groups=3),
             Zone("huge", math.inf, 16384, retain=False),
