@@ -256,6 +256,8 @@ class Simulation:
         # by replaying their heap events one iteration at a time (sim.fastforward)
         self.arena_carved = 0
         self.arena_replayed = 0
+        # fast-forwarded iterations of loops that grow a chain (sim.chainrun)
+        self.chain_applied = 0
 
     # -- identity and devices ----------------------------------------------------------
     def next_node_id(self) -> int:

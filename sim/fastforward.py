@@ -28,6 +28,12 @@ Effect shapes:
     the loop, with parents that existed before the loop (a tracked op on a live
     tensor whose output was dropped): a run inside that graph; its tables grow
     by one item per iteration, so a segment ends before any of them must resize.
+``chain``
+    the iteration adds the same few nodes to one graph that existed before the loop,
+    through one node of the iteration before, and a tensor holds the newest (an EMA
+    kept across training steps): :mod:`sim.chainrun` builds the skipped iterations'
+    members, replays their BTreeMap operations and recomputes their sweeps, whose cost
+    grows with the chain. Where the allocator keeps counts per size only.
 
 The effect is proven, not assumed: the heap bytes and blocks an iteration left
 behind must equal the blocks of the node (and of its new graph) read off the
@@ -63,6 +69,7 @@ from collections import Counter
 from .arenarun import ALLOC as _ALLOC, ALLOC_MANY as _ALLOC_MANY, FREE as _FREE
 from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, advance, trace, window
 from .autodiff.runs import NodeRun, graph_blocks, graph_drop_order, node_blocks
+from .chainrun import ChainEffect, LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
 from .costs.btree import CAPACITY, BTreeNodes, append_counts
 from .costs.heap import Heap
 
@@ -198,6 +205,7 @@ class _Snapshot:
         self.heap = (sim.heap.live_bytes, sim.heap.live_blocks)
         self.entries = 0 if locator is None else locator.entry_count()
         self.trees = _tree_counts(locator)
+        self.live_graphs = 0 if locator is None else len(locator.live)
         self.rss_extra = sim.rss_extra_bytes
         self.touched = sim.touched.state()
         self.pools = sim.pool_state()
@@ -256,9 +264,11 @@ class Effect:
                 self.template, self.period)
 
 
-def _measure(sim, snap, events, template=None):
+def _measure(sim, snap, events, template=None, chain=None):
     """The effect of the iteration since ``snap``, or None when it is not batchable
-    (``template``: its heap events in order, where the allocator needs them replayed)."""
+    (``template``: its heap events in order, where the allocator needs them replayed;
+    ``chain``: ``(its sweeps, its BTreeMap operations, the effect of the iteration
+    before)`` where the allocator keeps counts, for :func:`sim.chainrun.chain_effect`)."""
     locator = sim.client.locator
     timing = sim.timing
     stride = sim._next_id - snap.next_id
@@ -289,6 +299,11 @@ def _measure(sim, snap, events, template=None):
                       backwards=sim.backwards - snap.backwards,
                       rss_drift=sim.rss_extra_bytes - snap.rss_extra, faults=faults,
                       period=period)
+    if chain is not None and registered:
+        sweeps, trees, previous = chain
+        effect = chain_effect(sim, snap, events, sweeps, trees, previous)
+        if effect is not None:
+            return effect
     if sim.backwards != snap.backwards or sim.rss_extra_bytes != snap.rss_extra:
         return None
     new = [] if locator is None else [
@@ -357,6 +372,8 @@ def _unexplained(net, blocks, locator, snap):
 def _horizon(sim, effect):
     """Iterations that can be applied in closed form before anything could differ."""
     limit = sim.policy.ff_horizon(effect)
+    if effect.shape == "chain":
+        return min(limit, chain_horizon(sim, effect))
     if effect.node_order and not sim.allocator.bulk_exact():
         if effect.template is None:
             return 0   # a glibc arena, and an iteration whose events cannot be replayed
@@ -379,6 +396,8 @@ def _horizon(sim, effect):
 def _apply(sim, effect, count):
     """``count`` iterations of ``effect`` in closed form (a glibc arena's replay may stop
     earlier, at the memory budget); returns the iterations applied."""
+    if effect.shape == "chain":
+        return apply_chain(sim, effect, count)
     timing = sim.timing
     first = sim._next_id + effect.offset
     run = None
@@ -578,30 +597,48 @@ def _replay(heap, template, count, trees, fills, nodes):
                 heap.free_many(nbytes, arg)
 
 
-def _probe(sim, body, snap, replay):
-    """Run one iteration exactly, recording its heap events; returns its effect."""
+def _probe(sim, body, snap, replay, previous=None):
+    """Run one iteration exactly, recording its heap events; returns its effect
+    (``previous``: the effect of the iteration before, if it was probed)."""
     heap = sim.heap
     _Recorder.events = Counter()
     trees = ()
+    locator = sim.client.locator
+    log = None
     if replay:
-        locator = sim.client.locator
         trees = _Recorder.trees = (locator.graphs_tree, locator.keys_tree)
         _Recorder.seq, _Recorder.handles, _Recorder.nalloc = [], {}, 0
         for tree in trees:
             tree.__class__ = _RecordingTree
+    outer = TreeLog.current, sim.timing.log
+    if outer[0] is not None:
+        # a loop inside a probed iteration: the outer iteration is no chain of its own
+        # (what this loop applies in closed form is not in its records)
+        outer[0].valid = False
+    if not replay and locator is not None:
+        # a chain may grow (sim.chainrun): its sweeps and BTreeMap operations are recorded
+        trees = (locator.graphs_tree, locator.keys_tree)
+        log = TreeLog(trees)
+        TreeLog.current = log
+        sim.timing.log = []
+        for tree in trees:
+            tree.__class__ = LoggingTree
     heap.__class__ = _Recorder
     try:
         body()
     finally:
         heap.__class__ = Heap
         for tree in trees:
-            tree.__class__ = BTreeNodes
+            tree.__class__ = LoggingTree if outer[0] is not None else BTreeNodes
+        sweeps = sim.timing.log
+        TreeLog.current, sim.timing.log = outer
     template = None
     if replay and _Recorder.seq is not None:
         template = tuple(_Recorder.seq)
     _Recorder.seq = _Recorder.handles = None
     _Recorder.trees = ()
-    return _measure(sim, snap, _Recorder.events, template)
+    chain = None if log is None else (sweeps, log, previous)
+    return _measure(sim, snap, _Recorder.events, template, chain)
 
 
 def repeat(sim, n, body):
@@ -625,7 +662,8 @@ def repeat(sim, n, body):
             snap.earlier = earlier
             earlier = ((snap.allocator,) + earlier)[:MAX_PERIOD - 1]
             sim.loop_index = done
-            measured = _probe(sim, body, snap, replay and sim.client.locator is not None)
+            measured = _probe(sim, body, snap, replay and sim.client.locator is not None,
+                              effects[-1] if effects else None)
             done += 1
             effects.append(measured)
             last = effects[-AGREE:]

@@ -12,11 +12,13 @@ __all__ = ["run_cell"]
 
 
 def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", sets=None,
-             limits=None, observables=True, fast_forward=True):
+             limits=None, observables=True, fast_forward=True, keep=None):
     """Simulate ``workload``'s ``variant``; returns the rows (dicts), ``policy``/``profile`` added.
 
     ``workload`` and ``profile`` may be names or loaded objects; ``sets`` maps
-    parameter names to values (strings are converted to the parameter's type).
+    parameter names to values (strings are converted to the parameter's type);
+    ``keep``: a list that receives the :class:`~sim.engine.Simulation` (its counters,
+    for ``sim bench``).
     """
     if isinstance(workload, str):
         workload = load_workload(workload)
@@ -27,6 +29,8 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
                      limits=limits or Limits(), fast_forward=fast_forward)
     if not observables:
         sim.observables = lambda: {}
+    if keep is not None:
+        keep.append(sim)
     try:
         rows = sim.run(lambda s, **p: _program(workload, s, variant, p), params)
     except UserError:

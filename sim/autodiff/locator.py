@@ -423,6 +423,24 @@ class GraphLocator:
         return graph
 
 
+class _Reads:
+    """The orphan sweep's node reads: their sum, in the order they are added, and (if
+    ``keep``) the terms as ``(key, reads)``, ``key`` the ``id`` of a live graph's memory
+    management for its ``maybe_useful`` scans, else None."""
+
+    __slots__ = ("total", "parts", "keep")
+
+    def __init__(self, keep):
+        self.total = 0.0
+        self.keep = keep
+        self.parts = []
+
+    def add(self, key, value) -> None:
+        self.total += value
+        if self.keep:
+            self.parts.append((key, value))
+
+
 class GraphCleaner:
     """``NodeCleaner``: removes locator entries of freed ids (``clean``)."""
 
@@ -532,7 +550,9 @@ class GraphMutexClient:
             should_remove.push_each(n)
 
         freed = 0
-        scanned = 0.0
+        # every node read, summed in visit order; its terms are kept while fast-forward
+        # probes an iteration (Timing.log), to recompute the sweep of a longer chain
+        reads = _Reads(self.sim.timing.log is not None)
         visits = 0
         for graph in list(locator.live):
             if type(graph) is NodeRun:
@@ -563,7 +583,7 @@ class GraphMutexClient:
                     collect(graph)
                     deletables.drop()
                 visits += graph.count
-                scanned += (2 if visit_each_entry else 1) * graph.count
+                reads.add(None, (2 if visit_each_entry else 1) * graph.count)
                 self.sim.timing.sweep_run(graph, visit_each_entry)  # the time model's record
                 freed = counter[0]
                 continue
@@ -578,7 +598,7 @@ class GraphMutexClient:
                 while True:
                     before = freed
                     self.sim.timing.sweep_dead(memory, 1, False)  # the time model's record
-                    scanned += server.free_unused_roots(collect, collect)
+                    reads.add(None, server.free_unused_roots(collect, collect))
                     freed = counter[0]
                     if freed == before:
                         break
@@ -586,17 +606,17 @@ class GraphMutexClient:
             passes = graph.entries
             visits += passes
             if memory.maybe_useful():
-                scanned += passes * memory.scan_length()
+                reads.add(id(memory), passes * memory.scan_length())
                 self.sim.timing.sweep_live(memory, passes)  # the time model's record
                 continue
             for done in range(1, passes + 1):
                 before = freed
                 self.sim.timing.sweep_dead(memory)  # the time model's record
-                scanned += memory.node_count()
-                scanned += server.free_unused_roots(collect, collect)
+                reads.add(None, memory.node_count())
+                reads.add(None, server.free_unused_roots(collect, collect))
                 freed = counter[0]
                 if freed == before:
-                    scanned += (passes - done) * 2 * memory.node_count()
+                    reads.add(None, (passes - done) * 2 * memory.node_count())
                     self.sim.timing.sweep_dead(memory, passes - done)  # the time model's record
                     break
         # for node in should_remove { remove_entry }: the Vec goes when the loop ends.
@@ -613,7 +633,9 @@ class GraphMutexClient:
         if visit_each_entry:
             heap.free_many(tree.leaf_bytes, clone[0])
             heap.free_many(tree.internal_bytes, clone[1])
-            self.sim.timing.sweep(entries=entries, visits=visits, scanned=scanned, freed=freed)
+            self.sim.timing.sweep(entries=entries, visits=visits, scanned=reads.total,
+                                  freed=freed, parts=reads.parts)
         else:
-            self.sim.timing.sweep(entries=visits, visits=visits, scanned=scanned, freed=freed)
+            self.sim.timing.sweep(entries=visits, visits=visits, scanned=reads.total,
+                                  freed=freed, parts=reads.parts)
         return freed

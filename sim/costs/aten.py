@@ -448,5 +448,5 @@ class AtenTiming(Timing):
     def handle_drop(self, n_nodes) -> None:
         pass
 
-    def sweep(self, entries, visits, scanned, freed) -> None:
+    def sweep(self, entries, visits, scanned, freed, parts=()) -> None:
         self._take_sweep_sets()

@@ -52,11 +52,12 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
+from typing import NamedTuple
 
 from ..backend import VIEW_OPS
 from .cache import set_miss_fraction
 
-__all__ = ["Timing", "flops_and_bytes", "REDUCE_OPS"]
+__all__ = ["Timing", "SweepRecord", "flops_and_bytes", "REDUCE_OPS"]
 
 #: Ops that reduce a whole tensor to one value. burn-flex 0.22.1 without its ``simd``
 #: feature sums an f32 slice with ``iter().sum()`` (``ops/reduce.rs`` ``sum_f32_contiguous``;
@@ -64,6 +65,20 @@ __all__ = ["Timing", "flops_and_bytes", "REDUCE_OPS"]
 #: compiler may not reorder, so it runs at the add's latency (``reduce_add_ns`` per
 #: element), not at the memory bandwidth.
 REDUCE_OPS = frozenset({"sum", "mean"})
+
+
+class SweepRecord(NamedTuple):
+    """One orphan sweep as :meth:`Timing.sweep` computed it: its counts, the graph
+    records it read (``sets``), the terms of ``scanned`` in summation order
+    (``parts``), its ns and the ps charged."""
+    entries: int
+    visits: int
+    scanned: float
+    freed: int
+    sets: tuple
+    parts: tuple
+    ns: float
+    ps: int
 
 
 def flops_and_bytes(op, shapes):
@@ -116,6 +131,9 @@ class Timing:
         # the graphs the current sweep read (sweep_live / sweep_dead / sweep_run), consumed
         # by sweep()
         self._sweep_sets = []
+        #: a list that receives a :class:`SweepRecord` per sweep while fast-forward probes
+        #: an iteration (None otherwise)
+        self.log = None
 
     def _book(self, ns) -> None:
         self.bookkeeping_ns += ns
@@ -359,17 +377,32 @@ class Timing:
                           * set_miss_fraction(others + fp, capacity, ways))
         return cleared, extra * miss_ns
 
-    def sweep(self, entries, visits, scanned, freed) -> None:
+    def sweep(self, entries, visits, scanned, freed, parts=()) -> None:
         """One ``cleanup_orphaned_entries`` (``scanned``: every node read, by
         ``maybe_useful`` and by ``free_unused_roots``; the graphs recorded by
         :meth:`sweep_live`, :meth:`sweep_dead` and :meth:`sweep_run` since the last sweep
-        tell which reads were ``free_unused_roots``' and how many missed the L2)."""
-        p = self.p
-        cleared, missed_ns = self._sweep_reads(self._take_sweep_sets())
-        cleared = min(cleared, scanned)
-        ns = (p["sweep_fixed_ns"] + entries * p["sweep_copy_entry_ns"]
-              + visits * p["sweep_visit_ns"] + (scanned - cleared) * p["scan_node_ns"]
-              + cleared * p.get("root_check_node_ns", p["scan_node_ns"])
-              + freed * p["sweep_free_ns"] + missed_ns)
+        tell which reads were ``free_unused_roots``' and how many missed the L2).
+
+        ``parts``: the terms ``scanned`` was summed from, in order, as ``(key, reads)``
+        (``key``: the ``id`` of the graph's memory management, or None); only
+        :attr:`log` keeps them (fast-forward recomputes a sweep from them,
+        :mod:`sim.chainrun`)."""
+        sets = self._take_sweep_sets()
+        ns = self.sweep_ns(entries, visits, scanned, freed, sets)
         self.cleanup_ns += ns
         self.sim.charge(ns)
+        if self.log is not None:
+            # the ps charge() adds (rounded once per call)
+            self.log.append(SweepRecord(entries, visits, scanned, freed, tuple(sets),
+                                        tuple(parts), ns, round(ns * 1000)))
+
+    def sweep_ns(self, entries, visits, scanned, freed, sets) -> float:
+        """ns of one sweep from its counts and the graphs it read (``sets``: the records
+        of :meth:`sweep_live`, :meth:`sweep_dead` and :meth:`sweep_run`); pure."""
+        p = self.p
+        cleared, missed_ns = self._sweep_reads(sets)
+        cleared = min(cleared, scanned)
+        return (p["sweep_fixed_ns"] + entries * p["sweep_copy_entry_ns"]
+                + visits * p["sweep_visit_ns"] + (scanned - cleared) * p["scan_node_ns"]
+                + cleared * p.get("root_check_node_ns", p["scan_node_ns"])
+                + freed * p["sweep_free_ns"] + missed_ns)

@@ -88,6 +88,15 @@ class Policy:
         :class:`~sim.autodiff.runs.NodeRun` of the nodes they left behind, or None (a loop
         that leaves nothing behind). Policies with their own state record it here."""
 
+    def ff_chain(self, client, built, replaced, renamed) -> None:
+        """Fast-forward built a chain's members in closed form (:mod:`sim.chainrun`):
+        ``built``, the ``(ref count, step)`` of each member, registered as
+        :meth:`on_register` would have seen it; ``replaced``, node id -> the ref count
+        object that now stands for that id (the chain's live end moved to the newest
+        member); ``renamed``, old id -> new id of the one-node graphs that took the ids
+        of the last skipped iteration. Policies that index node ids update them here
+        (burn: nothing)."""
+
     def first_backward(self) -> None:
         """The process's first backward: lazy global state and one-time warm-up."""
         sim = self.sim

@@ -43,6 +43,9 @@ class Burn020Pre1(Policy):
         return False  # untracked_nodes lists ids that remove_entry must still find
 
     def ff_horizon(self, effect) -> float:
+        if effect.shape == "chain":
+            # the set lists ids, which a chain's closed form would shift (sim.chainrun)
+            return 0 if self.untracked_nodes else float("inf")
         if effect.shape != "graphs":
             return float("inf")
         return max(0, self.table.cap - self.ids)

@@ -31,6 +31,19 @@ class DropRelease(Policy):
         # backward removed starts a new graph), so it is not looked up in the child's graph
         self.rcs = {}
 
+    def ff_chain(self, client, built, replaced, renamed) -> None:
+        """A chain's members built in closed form: counted as their registrations would
+        have been, with the ids that moved (:mod:`sim.chainrun`)."""
+        for rc, step in built:
+            self.on_register(client, rc, step)
+        for node_id, rc in replaced.items():
+            self.rcs[node_id] = rc
+        for old, new in renamed.items():
+            if old in self.rcs:
+                self.rcs[new] = self.rcs.pop(old)
+            if old in self.children:
+                self.children[new] = self.children.pop(old)
+
     def on_register(self, client, rc, step) -> None:
         self.rcs[rc.id] = rc
         children = self.children

@@ -1,0 +1,654 @@
+"""Fast-forward of a loop that grows a chain: an EMA, a running sum, any value kept
+across iterations and updated from tracked tensors.
+
+``ema = ema * 0.99 + w.detach() * 0.01`` after every training step adds the same few
+nodes to one graph each iteration (burn keeps them all: the kept ``ema`` reaches them),
+while the training step itself leaves the bookkeeping as it found it. No iteration is
+identical to the one before: the chain is longer, the orphan sweep after each backward
+visits every one of its locator entries and scans the graph up to its live node, so the
+sweep costs more every step (the quadratic growth of p10-ema ``detach``). What does
+repeat is the iteration's *structure*. :func:`chain_effect` proves that from three
+consecutive iterations (:mod:`sim.fastforward`), and :func:`apply_chain` then applies
+``count`` more in a fraction of the time:
+
+* the members (the nodes each iteration leaves in the chain's graph ``G``) are built as
+  the iteration built them -- ``Arc<Node>``, ``Arc<NodeId>``, the boxed step, their
+  ``nodes`` / ``steps`` / ``leaves`` / key-set entries and table growth, each heap block
+  through the heap -- with the ids, parents and orders the skipped iterations would have
+  given them;
+* the locator's two BTreeMaps get the iteration's own sequence of inserts and removals
+  (the training step's new parameters, the transient graph ``detach`` starts, the
+  members), with the ids shifted: the maps' nodes split and merge exactly as in exact mode;
+* what the iteration keeps besides the chain -- the graphs of the new parameters, one
+  node each -- keeps its objects (the module's tensors hold them) and takes the ids of
+  the last skipped iteration; the chain's live node (held by the ``ema`` tensor) swaps
+  places with the last member built, so the tensor holds the newest member;
+* time: the iteration's work minus its sweeps is the same every time (checked to the
+  picosecond); each sweep is recomputed by :meth:`Timing.sweep_ns` from the iteration's
+  recorded sweep with ``G``'s entries, nodes and scan replaced by their values at that
+  iteration (checked: the recorded terms are the model's own).
+
+Only on allocators that keep counts per size class (not a glibc arena, whose chunk
+placement depends on every event: there such loops run exactly), under policies whose
+``ff_horizon`` allows it, and only up to the next resize of one of ``G``'s tables (the
+iteration that resizes runs exactly). Transient peaks inside the skipped iterations are
+re-reached by the next exact one (everything they hold grows), so high-water marks, RSS
+and page faults end where exact mode puts them; tests compare the CSVs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from typing import NamedTuple
+
+from .autodiff.node import Node, NodeRefCount
+from .autodiff.runs import node_blocks
+from .autodiff.step import Step
+from .costs.btree import BTreeNodes
+
+__all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog"]
+
+
+# -- what a probe records -----------------------------------------------------------------
+
+class TreeLog:
+    """The inserts and removals of the locator's two BTreeMaps during one probed iteration
+    (``ops``: ``(tree index, kind, key or keys)``); ``valid`` is False once an operation
+    that cannot be replayed by shifting ids happened (a removal of a fast-forwarded run)."""
+
+    current = None
+
+    def __init__(self, trees):
+        self.trees = trees
+        self.ops = []
+        self.valid = True
+
+
+class LoggingTree(BTreeNodes):
+    """A locator BTreeMap that logs its operations in :attr:`TreeLog.current` (probing)."""
+
+    __slots__ = ()
+
+    def _log(self, kind, key):
+        log = TreeLog.current
+        if log is not None:
+            log.ops.append((log.trees.index(self), kind, key))
+
+    def insert(self, key):
+        self._log("insert", key)
+        return BTreeNodes.insert(self, key)
+
+    def remove(self, key):
+        self._log("remove", key)
+        return BTreeNodes.remove(self, key)
+
+    def remove_many(self, items):
+        items = list(items)
+        if any(type(item) is tuple for item in items) and TreeLog.current is not None:
+            TreeLog.current.valid = False
+        self._log("remove_many", tuple(items))
+        return BTreeNodes.remove_many(self, items)
+
+    def remove_run(self, first, stride, count):
+        if TreeLog.current is not None:
+            TreeLog.current.valid = False
+        return BTreeNodes.remove_run(self, first, stride, count)
+
+    def append_run(self, first, stride, count, alloc=True):
+        if TreeLog.current is not None:
+            TreeLog.current.valid = False
+        return BTreeNodes.append_run(self, first, stride, count, alloc)
+
+
+# -- the effect ---------------------------------------------------------------------------
+
+class Member(NamedTuple):
+    """One node an iteration leaves in the chain's graph, relative to its iteration.
+
+    ``offset``: id minus the iteration's first id. ``parents``: the node's ``(id,
+    is_leaf)`` parents as ``(ref, is_leaf)`` and ``step_parents`` the step's parent
+    nodes (None: an untracked input), each ``ref`` ``("cur", offset)``, ``("prev",
+    offset)`` (the iteration before) or ``("old", id)`` (a node from before the loop).
+    ``order``: ``("const", order)``, or ``("chain", order - the order of the previous
+    iteration's member the chain goes through)``. ``keyed``: in the key set of ``G``'s
+    origin. ``tip``: held by one tensor handle (the chain's live end)."""
+
+    offset: int
+    kind: str
+    op: object
+    nbytes: int
+    shapes: tuple
+    requirement: int
+    memory_bound: bool
+    parents: tuple
+    step_parents: tuple
+    order: tuple
+    keyed: bool
+    tip: bool
+
+
+class GraphState(NamedTuple):
+    """``G`` (and the locator) at the end of an iteration."""
+    entries: int
+    nodes: int
+    locator_entries: int
+    tables: tuple          # capacities of steps, actions, nodes, leaves and key tables
+
+
+class SweepTemplate(NamedTuple):
+    """One orphan sweep of the iteration: the graphs it read (``sets``) and the terms of
+    its node reads (``parts``) with ``G``'s marked :data:`G_KEY`, its counts as this
+    iteration had them, and how each count changes from one iteration to the next
+    (``d_*``: against the iteration before; None where that one was not probed).
+    ``passes``, ``nodes``, ``referenced``: ``G``'s record (0 where the sweep did not
+    scan ``G``: a graph with a live handle under ``dedup-sweep``)."""
+    sets: tuple
+    parts: tuple
+    entries: int
+    visits: int
+    freed: int
+    passes: int
+    nodes: int
+    referenced: int
+    deltas: object        # (d_entries, d_visits, d_passes, d_nodes) or None
+
+    def shape(self):
+        """What every iteration's sweep shares (compared between iterations)."""
+        return (self.sets, self.parts, self.freed, self.referenced, self.deltas)
+
+
+G_KEY = "G"
+
+
+class ChainEffect:
+    """What one chain-growing iteration did (see the module doc)."""
+
+    shape = "chain"
+    period = 1
+    rss_drift = 0
+    template = None
+    node_order = ()
+    graph_order = ()
+    drop_order = None
+    parents = ()
+    offset = 0
+
+    def __init__(self, stride, registered, backwards, times, faults, origin, members,
+                 rotating, tree_ops, sweeps, growth, state, tip_id, graph, first_id):
+        #: the first id of the probed iteration: sweeps of later iterations are
+        #: extrapolated from it (:func:`_sweep`)
+        self.first_id = first_id
+        self.stride = stride
+        self.registered = registered
+        self.backwards = backwards
+        #: (steady work ps, compute ns, bookkeeping ns, cleanup ns): the iteration's work
+        #: without its sweeps (and without page faults, replayed from the bytes)
+        self.times = times
+        self.faults = faults
+        self.origin = origin
+        self.members = members
+        self.rotating = rotating
+        self.tree_ops = tree_ops
+        self.sweeps = sweeps
+        #: (entries, nodes) ``G`` gained against the iteration before (None: not known)
+        self.growth = growth
+        self.state = state
+        self.tip_id = tip_id
+        self.graph = graph
+
+    def key(self):
+        return ("chain", self.stride, self.registered, self.backwards, self.times[0],
+                self.faults, self.origin, self.members, self.rotating, self.tree_ops,
+                tuple(t.shape() for t in self.sweeps), self.growth)
+
+
+def _scan_length(n, r):
+    """:meth:`GraphMemoryManagement.scan_length` of a graph of ``n`` nodes, ``r`` of them
+    referenced."""
+    return n if r == 0 else (n + 1) / (r + 1)
+
+
+def _graph_state(locator, graph) -> GraphState:
+    server = graph.server
+    memory = server.memory_management
+    key_table = locator.key_tables.get(graph.origin)
+    return GraphState(graph.entries, memory.node_count(), locator.entry_count(),
+                      (server.steps_table.cap, server.actions_table.cap,
+                       memory.nodes_table.cap, memory.leaves_table.cap,
+                       key_table.cap if key_table is not None else 0))
+
+
+def _explained(locator, snap, events, blocks) -> bool:
+    """Whether the iteration's net heap change (``events``, blocks by size) is the
+    members' ``blocks``, the BTreeMaps' new nodes and table resizes (each one block of a
+    new size for one of an old size), and nothing else."""
+    rest = Counter({size: n for size, n in events.items() if n})
+    rest.subtract(blocks)
+    g, k = locator.graphs_tree, locator.keys_tree
+    now = (g.leaves, g.internals, k.leaves, k.internals)
+    for nbytes, before, after in zip((g.leaf_bytes, g.internal_bytes, k.leaf_bytes,
+                                      k.internal_bytes), snap.trees, now):
+        rest[nbytes] -= after - before
+    left = [n for n in rest.values() if n]
+    return sum(left) == 0 and all(abs(n) == 1 for n in left)
+
+
+def chain_effect(sim, snap, events, sweeps, trees, previous):
+    """The :class:`ChainEffect` of the iteration just probed, or None when it does not
+    grow one chain (``snap``: the state before it; ``events``: its net heap blocks by
+    size; ``sweeps``: its :class:`~sim.costs.timing.SweepRecord` s; ``trees``: its
+    :class:`TreeLog`; ``previous``: the effect of the iteration before, if probed)."""
+    locator = sim.client.locator
+    if (locator is None or not trees.valid or not sim.allocator.bulk_exact()
+            or sim.rss_extra_bytes != snap.rss_extra
+            or sim.allocator.placement() != snap.placement or locator.run_entries
+            or len(locator.live) != snap.live_graphs):
+        return None
+    w0, w1 = snap.next_id, sim._next_id
+    stride = w1 - w0
+    by_graph = {}
+    for i in range(w0, w1):
+        g = locator.graphs.get(i)
+        if g is not None:
+            by_graph.setdefault(g, []).append(i)
+    old = [g for g in by_graph if g.origin < w0]
+    if len(old) != 1:
+        return None
+    graph = old[0]
+    server = graph.server
+    memory = server.memory_management
+    if memory.runs or memory.serials is not None:
+        return None
+    member_ids = by_graph[graph]
+    m = len(member_ids)
+    if locator.entry_count() - snap.entries != m:
+        return None
+    # the other new entries: graphs of one node each, created in this iteration (the new
+    # parameters' RootSteps), which replace the ones the iteration before created
+    rotating = []
+    for g, ids in by_graph.items():
+        if g is graph:
+            continue
+        mem = g.server.memory_management
+        if (ids != [g.origin] or g.entries != 1 or len(mem.nodes) != 1 or mem.runs
+                or len(g.server.steps) != 1 or locator.keys.get(g.origin) != set()
+                or g.origin in locator.key_tables or g.origin in locator.key_runs
+                or g.server.steps[g.origin].actions is not None):
+            return None
+        rotating.append(g.origin - w0)
+    # the members are the last nodes of G's map, in the order the iteration put them there
+    in_map = list(itertools.islice(reversed(memory.nodes), m))[::-1]
+    if sorted(in_map) != member_ids:
+        return None
+    prev_lo = w0 - stride
+    keys = locator.keys.get(graph.origin, ())
+    members, blocks, tips = [], [], []
+    chain_dep = set()
+    via = []
+
+    def ref(pid):
+        if w0 <= pid < w1:
+            return ("cur", pid - w0) if pid in member_ids else None
+        if prev_lo <= pid < w0:
+            via.append(pid)
+            return ("prev", pid - prev_lo)
+        return ("old", pid) if pid < prev_lo else None
+
+    for node_id in in_map:
+        rc, parents = memory.nodes[node_id]
+        step = server.steps.get(node_id)
+        if (step is None or step.actions is not None or step.node.retro is not None
+                or step.node.id != node_id or rc.extra):
+            return None
+        node = step.node
+        if rc.strong == 2:
+            tips.append(node_id)
+        elif rc.strong != 1:
+            return None
+        refs = tuple((ref(pid), is_leaf) for pid, is_leaf in parents)
+        step_refs = tuple(None if p is None else ref(p.id) for p in step.parent_nodes)
+        if any(r is None for r, _ in refs) or any(
+                r is None for r, p in zip(step_refs, step.parent_nodes) if p is not None):
+            return None
+        if any(r[0] == "prev" or (r[0] == "cur" and r[1] + w0 in chain_dep) for r, _ in refs):
+            chain_dep.add(node_id)
+        members.append([node_id - w0, step.kind, step.op, step.nbytes, step.shapes,
+                        node.requirement, node.memory_bound, refs, step_refs, node.order,
+                        node_id in keys, rc.strong == 2])
+        blocks.extend(node_blocks(sim.layout, step, parents))
+    # the chain goes through one node of the iteration before, which no handle holds now,
+    # and ends in one node a tensor holds
+    if len(tips) != 1 or len(set(via)) != 1:
+        return None
+    via = via[0]
+    entry = memory.nodes.get(via)
+    if locator.graphs.get(via) is not graph or entry is None or entry[0].strong != 1:
+        return None
+    via_order = server.steps[via].node.order
+    for member in members:
+        member[9] = (("chain", member[9] - via_order) if member[0] + w0 in chain_dep
+                     else ("const", member[9]))
+    members = tuple(Member(*member) for member in members)
+    if not _explained(locator, snap, events, blocks):
+        return None
+    state = _graph_state(locator, graph)
+    before = previous if (isinstance(previous, ChainEffect) and previous.graph is graph
+                          and previous.tip_id == via
+                          and len(previous.sweeps) == len(sweeps)) else None
+    templates = []
+    sweep_ps = 0
+    for i, record in enumerate(sweeps):
+        template = _sweep_template(record, id(memory), before.sweeps[i] if before else None)
+        if template is None:
+            return None
+        templates.append(template)
+        sweep_ps += record.ps
+    growth = None
+    if before is not None:
+        growth = (state.entries - before.state.entries, state.nodes - before.state.nodes)
+    timing = sim.timing
+    fb, fm, fps = snap.faults
+    work = sim.work_ps - snap.work - (sim.fault_ps - fps) - sweep_ps
+    times = (work, timing.compute_ns - snap.timing[0], timing.bookkeeping_ns - snap.timing[1],
+             0.0)
+    return ChainEffect(stride, sim.registered - snap.registered, sim.backwards - snap.backwards,
+                       times, (0, sim.fault_mapped - fm), graph.origin, members,
+                       tuple(rotating), _relative_ops(trees.ops, w0, prev_lo),
+                       tuple(templates), growth, state, tips[0], graph, w0)
+
+
+def _sweep_template(record, gkey, before):
+    """The :class:`SweepTemplate` of one recorded sweep (``gkey``: ``id`` of ``G``'s memory
+    management; ``before``: the same sweep's template one iteration earlier, or None);
+    None when ``G``'s part is not the model's one live record and scan."""
+    canon = {}
+
+    def canonical(key):
+        return canon.setdefault(key, len(canon))
+    g_sets = [x for x in record.sets if x[5] == gkey]
+    g_parts = [x for x in record.parts if x[0] == gkey]
+    sets = tuple(G_KEY if x[5] == gkey else (x[0], x[1], x[2], x[3], x[4], canonical(x[5]), x[6])
+                 for x in record.sets)
+    parts = tuple(G_KEY if x[0] == gkey else (None, x[1]) for x in record.parts)
+    passes = nodes = referenced = 0
+    if g_sets or g_parts:
+        if len(g_sets) != 1 or len(g_parts) != 1:
+            return None
+        kind, passes, nodes, referenced, _, _, per_node = g_sets[0]
+        if (kind != 0 or per_node != 1 or referenced < 1
+                or g_parts[0][1] != passes * _scan_length(nodes, referenced)):
+            return None
+    deltas = None
+    if before is not None:
+        deltas = (record.entries - before.entries, record.visits - before.visits,
+                  passes - before.passes, nodes - before.nodes)
+    return SweepTemplate(sets, parts, record.entries, record.visits, record.freed, passes,
+                         nodes, referenced, deltas)
+
+
+def _relative_ops(ops, w0, prev_lo):
+    """The BTreeMap operations with keys relative to the iteration's first id (None where
+    a key is older than the iteration before: not a shift of the same operation)."""
+    out = []
+    for tree, kind, key in ops:
+        keys = key if kind == "remove_many" else (key,)
+        if any(k < prev_lo for k in keys):
+            return None
+        rel = tuple(k - w0 for k in keys)
+        out.append((tree, kind, rel if kind == "remove_many" else rel[0]))
+    return tuple(out)
+
+
+# -- applying it --------------------------------------------------------------------------
+
+def chain_horizon(sim, effect) -> int:
+    """Iterations of ``effect`` that can be built before one of ``G``'s tables (steps,
+    actions, nodes, the origin's key set) would resize, with a margin of one iteration
+    (the merge of an iteration reserves before it inserts); 0 when the probes did not
+    show how the iteration's sweeps change from one to the next."""
+    m = len(effect.members)
+    if (effect.growth != (m, m) or effect.tree_ops is None
+            or any(t.deltas is None for t in effect.sweeps)):
+        return 0
+    locator = sim.client.locator
+    graph = effect.graph
+    last = sim._next_id - effect.stride
+    tip = next(m.offset for m in effect.members if m.tip)
+    if (locator is None or locator.graphs.get(last + tip) is not graph
+            or last + tip not in graph.server.memory_management.leaves):
+        return 0
+    server = graph.server
+    memory = server.memory_management
+    keyed = sum(member.keyed for member in effect.members)
+    steps = len(server.steps) + memory.run_nodes
+    slack = [(server.steps_table.cap - steps) // m - 1,
+             (server.actions_table.cap - steps) // m - 1,
+             (memory.nodes_table.cap - memory.node_count()) // m - 1]
+    if keyed:
+        table = locator.key_tables.get(graph.origin)
+        if table is None:
+            return 0
+        slack.append((table.cap - locator._key_count(graph.origin)) // keyed - 1)
+    if _leaves_peak(effect, memory) > memory.leaves_table.cap:
+        return 0
+    return max(0, min(slack))
+
+
+def _leaves_peak(effect, memory) -> int:
+    """The most leaves ``G`` holds while one iteration's members are registered one by one
+    (:func:`_build`): each takes its parents out of the leaves (the chain's node of the
+    iteration before is one; a parent from before the loop counts as none, which can only
+    overestimate) and goes in itself."""
+    count = len(memory.leaves) + memory.run_nodes
+    via = next(r for m in effect.members for r, _ in m.parents if r[0] == "prev")
+    leaves = {via}
+    peak = count
+    for member in effect.members:
+        for ref, _ in member.parents:
+            if ref in leaves:
+                leaves.discard(ref)
+                count -= 1
+        leaves.add(("cur", member.offset))
+        count += 1
+        peak = max(peak, count)
+    return peak
+
+
+def apply_chain(sim, effect, count) -> int:
+    """``count`` iterations of ``effect``, right after an iteration like it; returns the
+    iterations applied (0 when the state no longer matches the effect)."""
+    locator = sim.client.locator
+    graph = effect.graph
+    stride = effect.stride
+    last = sim._next_id - stride          # the first id of the iteration just run
+    tip_offset = next(m.offset for m in effect.members if m.tip)
+    if count <= 0 or not _rotating_ok(sim, effect, last):
+        return 0
+    server = graph.server
+    memory = server.memory_management
+    trees = (locator.graphs_tree, locator.keys_tree)
+    heap = sim.heap
+    timing = sim.timing
+    prev = {m.offset: server.steps[last + m.offset].node for m in effect.members}
+    tip_node = prev[tip_offset]
+    via_offset = next(r[1] for m in effect.members for r, _ in m.parents if r[0] == "prev")
+    children_of_tip = []
+    built = []
+    work_ps, compute, book, _ = effect.times
+    for i in range(1, count + 1):
+        start = last + i * stride
+        for template in effect.sweeps:
+            _sweep(sim, template, (start - effect.first_id) // stride, graph)
+        prev = _build(sim, effect, graph, start, prev, via_offset,
+                      children_of_tip if i == 1 else None, tip_node, built)
+        for tree, kind, key in effect.tree_ops:
+            if kind == "insert":
+                trees[tree].insert(start + key)
+            elif kind == "remove":
+                trees[tree].remove(start + key)
+            else:
+                trees[tree].remove_many([start + k for k in key])
+        sim.current.pending_ps += work_ps
+        sim.work_ps += work_ps
+        if not i & 1023:
+            sim._check_limits()      # a long batch builds many nodes: the budget holds
+    timing.compute_ns += compute * count
+    timing.bookkeeping_ns += book * count
+    renamed = _relabel_rotating(locator, effect, last, last + count * stride)
+    newest = prev[tip_offset]
+    old_id, new_id = tip_node.id, newest.id
+    _swap(server, memory, tip_node, newest, children_of_tip)
+    sim.policy.ff_chain(sim.client, [(memory.nodes[step.node.id][0], step) for step in built],
+                        {old_id: memory.nodes[old_id][0], new_id: memory.nodes[new_id][0]},
+                        renamed)
+    sim._next_id += stride * count
+    sim.registered += effect.registered * count
+    sim.backwards += effect.backwards * count
+    if effect.faults[1]:
+        sim.page_fault(effect.faults[1] * count, True)
+    sim.chain_applied += count
+    sim.policy.ff_apply(effect, count, None)
+    sim._check_limits()
+    return count
+
+
+def _rotating_ok(sim, effect, last) -> bool:
+    """The iteration just run left the same one-node graphs as the probed one."""
+    locator = sim.client.locator
+    for offset in effect.rotating:
+        g = locator.graphs.get(last + offset)
+        if (g is None or g.origin != last + offset or g.entries != 1
+                or len(g.server.memory_management.nodes) != 1):
+            return False
+    return True
+
+
+def _node(ref, start, stride, cur, prev, locator):
+    """The id and the node a member's parent reference names."""
+    kind, value = ref
+    if kind == "cur":
+        return start + value, cur[value]
+    if kind == "prev":
+        return start - stride + value, prev[value]
+    return value, locator.graphs[value].server.steps[value].node
+
+
+def _build(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node, built):
+    """Register the members of the iteration whose first id is ``start`` in ``G`` as that
+    iteration did (``prev``: the members of the one before, by offset): their nodes, ref
+    counts and boxed steps, ``G``'s maps and tables, the locator's entries and ``G``'s key
+    set (the BTreeMaps are left to the replayed operations). Returns the new members by
+    offset; ``children_of_tip`` (a list, or None) collects the steps that have
+    ``tip_node`` as a parent, ``built`` every step."""
+    locator = sim.client.locator
+    server = graph.server
+    heap = sim.heap
+    stride = effect.stride
+    cur = {}
+    origin = graph.origin
+    for member in effect.members:
+        node_id = start + member.offset
+        parents = []
+        for ref, _ in member.parents:
+            pid, pnode = _node(ref, start, stride, cur, prev, locator)
+            parents.append((pid, pnode.order == 0))
+        step_parents = tuple(None if ref is None else
+                             _node(ref, start, stride, cur, prev, locator)[1]
+                             for ref in member.step_parents)
+        kind, value = member.order
+        order = value if kind == "const" else prev[via_offset].order + value
+        node = Node(sim, node_id, tuple(parents), order, member.requirement,
+                    member.memory_bound)
+        rc = NodeRefCount(sim, node_id)
+        step = Step(member.kind, member.op, node, step_parents, member.nbytes, None,
+                    member.shapes)
+        if children_of_tip is not None and any(p is tip_node for p in step_parents):
+            children_of_tip.append(step)
+        heap.alloc(member.nbytes)          # the boxed step (GraphMutexClient::register)
+        node._block = None
+        server.register(rc, step)
+        built.append(step)
+        locator.graphs[node_id] = graph
+        graph.entries += 1
+        if member.keyed:
+            ids = locator.keys[origin]
+            ids.add(node_id)
+            locator.key_tables[origin].fit(len(ids) + locator.key_runs.get(origin, 0))
+        cur[member.offset] = node
+    return cur
+
+
+def _sweep(sim, template, j, graph) -> None:
+    """Charge one sweep of the iteration ``j`` iterations after the probed one: the
+    template's counts advanced by ``j`` times their change per iteration, ``G``'s record
+    and scan at its passes and nodes then, its ``nodes`` table as it is now."""
+    timing = sim.timing
+    d_entries, d_visits, d_passes, d_nodes = template.deltas
+    entries = template.entries + j * d_entries
+    visits = template.visits + j * d_visits
+    sets, parts = template.sets, template.parts
+    if template.referenced:
+        passes = template.passes + j * d_passes
+        n = template.nodes + j * d_nodes
+        r = template.referenced
+        table = graph.server.memory_management.nodes_table
+        table_bytes = table.layout.block_bytes(table.buckets) if table.buckets else 0
+        g_set = (0, passes, n, r, table_bytes, G_KEY, 1)
+        sets = [g_set if x == G_KEY else x for x in sets]
+        parts = [(G_KEY, passes * _scan_length(n, r)) if x == G_KEY else x for x in parts]
+    scanned = 0.0
+    for _, value in parts:
+        scanned += value
+    ns = timing.sweep_ns(entries, visits, scanned, template.freed, list(sets))
+    timing.cleanup_ns += ns
+    sim.charge(ns)
+
+
+def _relabel_rotating(locator, effect, last, newest) -> dict:
+    """The one-node graphs the last run iteration left take the ids the last skipped
+    iteration gave its own (the BTreeMaps have them already: the replayed operations).
+    Returns old id -> new id."""
+    renamed = {}
+    for offset in effect.rotating:
+        old_id, new_id = last + offset, newest + offset
+        g = locator.graphs.pop(old_id)
+        locator.graphs[new_id] = g
+        locator.keys[new_id] = locator.keys.pop(old_id)
+        g.origin = new_id
+        server = g.server
+        memory = server.memory_management
+        step = server.steps.pop(old_id)
+        server.steps[new_id] = step
+        rc, parents = memory.nodes.pop(old_id)
+        memory.nodes[new_id] = (rc, parents)
+        memory.leaves.discard(old_id)
+        memory.leaves.add(new_id)
+        step.node.id = new_id
+        rc.id = new_id
+        renamed[old_id] = new_id
+    return renamed
+
+
+_NODE_FIELDS = ("id", "parents", "order", "requirement", "memory_bound", "retro", "_nbytes",
+                "_block")
+
+
+def _swap(server, memory, tip, newest, children_of_tip) -> None:
+    """The chain's live node (``tip``, held by the tensor) becomes the newest member, and
+    the object built for the newest member takes the tip's old place in the chain."""
+    old_id, new_id = tip.id, newest.id
+    for field in _NODE_FIELDS:
+        a, b = getattr(tip, field), getattr(newest, field)
+        setattr(tip, field, b)
+        setattr(newest, field, a)
+    old_rc, old_parents = memory.nodes[old_id]
+    new_rc, new_parents = memory.nodes[new_id]
+    old_rc.id, new_rc.id = new_id, old_id
+    memory.nodes[old_id] = (new_rc, old_parents)
+    memory.nodes[new_id] = (old_rc, new_parents)
+    server.steps[old_id].node = newest
+    server.steps[new_id].node = tip
+    for step in children_of_tip:
+        step.parent_nodes = tuple(newest if p is tip else p for p in step.parent_nodes)
+

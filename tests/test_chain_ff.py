@@ -1,0 +1,163 @@
+"""Fast-forward of loops that grow a chain (sim.chainrun): an EMA kept across training
+steps, a running value updated from a tracked tensor. Applied in closed form, they give
+the CSV exact mode gives, row for row, under every policy that allows it."""
+
+import pytest
+
+import sim.chainrun as chainrun
+from sim.engine import Simulation
+from sim.profile import load_profile
+from sim.runner import run_cell
+from sim.tensor import Tensor
+
+# several report intervals, each one a loop of its own; the chain's tables resize at
+# 14, 28, 56, ... nodes, 112, 224, 448, 896 of them inside these 300 steps
+STEPS = {"steps": 300, "report_at": "1,50,100,200,300"}
+
+
+def _counted(monkeypatch):
+    applied = []
+    original = chainrun.apply_chain
+
+    def apply(sim, effect, count):
+        done = original(sim, effect, count)
+        applied.append(done)
+        return done
+    monkeypatch.setattr(chainrun, "apply_chain", apply)
+    import sim.fastforward as ff
+    monkeypatch.setattr(ff, "apply_chain", apply)
+    return applied
+
+
+@pytest.mark.parametrize("policy", ["burn-0.22.1", "dedup-sweep", "periodic-sweep",
+                                    "skip-untracked", "burn-0.20-pre.1"])
+def test_the_ema_chain_in_closed_form_equals_exact_mode(policy, monkeypatch):
+    applied = _counted(monkeypatch)
+    fast = run_cell("p10-ema", "detach", policy, sets=STEPS)
+    assert sum(applied) > 200          # most steps were applied in closed form
+    exact = run_cell("p10-ema", "detach", policy, sets=STEPS, fast_forward=False)
+    assert fast == exact
+
+
+@pytest.mark.parametrize("variant,sets", [
+    ("ema-only", {"steps": 2000}),
+    ("detach", {**STEPS, "optimizer": "adam"}),
+])
+def test_other_chains_in_closed_form_equal_exact_mode(variant, sets, monkeypatch):
+    applied = _counted(monkeypatch)
+    fast = run_cell("p10-ema", variant, sets=sets)
+    assert sum(applied) > 0
+    assert fast == run_cell("p10-ema", variant, sets=sets, fast_forward=False)
+
+
+def test_the_arena_runs_the_chain_exactly(monkeypatch):
+    """On glibc's arena every chunk's place depends on every event: no closed form."""
+    applied = _counted(monkeypatch)
+    sets = {"steps": 40, "report_at": "40"}
+    fast = run_cell("p10-ema", "detach", profile="linux-x86_64", sets=sets)
+    assert sum(applied) == 0
+    assert fast == run_cell("p10-ema", "detach", profile="linux-x86_64", sets=sets,
+                            fast_forward=False)
+
+
+def _accumulator(sim, inner=1):
+    """``acc = acc * 0.5 + c * 0.5`` each iteration (``c`` a leaf that requires grad, from
+    before the loop), after ``inner`` unrelated backwards (a loop of their own if more
+    than one) whose sweeps scan the chain. Returns ``(body, state, p)``: the iteration,
+    its state (``acc``, ``c``) and the unrelated leaf."""
+    dev = sim.device("flex").autodiff()
+    c = Tensor.random((4, 4), dev).require_grad()
+    p = Tensor.random((4, 4), dev).require_grad()
+    state = {"acc": c * 1.0, "c": c}
+
+    def backward():
+        (p.clone() * 2.0).sum().backward()
+
+    def body():
+        if inner == 1:
+            backward()
+        else:
+            sim.repeat(inner, backward)
+        state["acc"] = (state["acc"].move() * 0.5).move() + (c.clone().move() * 0.5).move()
+    return body, state, p
+
+
+def _running_value(fast_forward, steps=400, policy="burn-0.22.1"):
+    """The accumulator over ``steps`` iterations in 4 loops, then dropped, then one more
+    backward's sweep (under drop-release the drop frees the chain)."""
+    sim = Simulation(load_profile("m2max-macos"), policy=policy, fast_forward=fast_forward)
+
+    def program(sim):
+        body, state, p = _accumulator(sim)
+        for _ in range(4):
+            sim.repeat(steps // 4, body)
+            # with the observables: heap bytes and blocks, graphs, nodes, entries, time
+            yield sim.sample(sim.registered, "step", rss=sim.rss_bytes() / 1e6)
+        del state["acc"]
+        yield sim.sample(sim.registered, "step", phase="dropped", rss=sim.rss_bytes() / 1e6)
+        (p.clone() * 2.0).sum().backward()
+        yield sim.sample(sim.registered, "step", phase="swept", rss=sim.rss_bytes() / 1e6)
+    rows = sim.run(lambda s: program(s), {})
+    return rows, sim
+
+
+@pytest.mark.parametrize("policy", ["burn-0.22.1", "drop-release", "dedup-sweep"])
+def test_a_running_value_with_an_outside_parent(policy, monkeypatch):
+    """Also what happens to the chain afterwards: the value dropped, then swept."""
+    applied = _counted(monkeypatch)
+    fast, sim = _running_value(True, policy=policy)
+    assert sum(applied) > 250 and sim.chain_applied == sum(applied)
+    exact, _ = _running_value(False, policy=policy)
+    assert fast == exact
+    # the sweep scans the chain once per entry: the time per step grows, but for
+    # dedup-sweep's one visit per graph
+    t = [r["value"] for r in fast if r["metric"] == "sim_time_ms" and not r["phase"]]
+    if policy == "dedup-sweep":
+        assert t[3] - t[2] == pytest.approx(t[1] - t[0], rel=1e-6)
+    else:
+        assert t[3] - t[2] > 1.01 * (t[1] - t[0])
+    # ``c`` is alive and in the chain's graph: burn's sweep keeps the whole graph, while
+    # drop-release frees the chain from its children counts when the value drops
+    nodes = [r["value"] for r in fast if r["metric"] == "live_nodes"]
+    assert nodes[3] > 1000
+    assert nodes[-1] == (1 if policy == "drop-release" else nodes[3])
+
+
+def test_the_live_end_moves_with_the_tensor():
+    """After a closed-form batch the kept tensor holds the chain's newest node (its id is
+    the largest of the graph, its order the longest chain), which the next op extends."""
+    sim = Simulation(load_profile("m2max-macos"))
+    body, state, _ = _accumulator(sim)
+    gc_off = __import__("gc")
+    gc_off.disable()
+    try:
+        sim.repeat(200, body)
+    finally:
+        gc_off.enable()
+    assert sim.chain_applied > 100
+    acc = state["acc"]
+    graph = sim.client.locator.graphs[acc.node.id]
+    memory = graph.server.memory_management
+    assert acc.node.id == max(memory.nodes)
+    assert acc.node.order == max(s.node.order for s in graph.server.steps.values())
+    assert memory.leaves == {acc.node.id} and acc.rc.strong == 2
+    assert graph.server.steps[acc.node.id].node is acc.node
+    # every step's parent nodes are the nodes its node names
+    for node_id, step in graph.server.steps.items():
+        ids = [pid for pid, _ in step.node.parents]
+        assert [n.id for n in step.parent_nodes if n is not None] == ids
+
+
+def _nested(fast_forward):
+    """A chain loop whose body holds a loop of its own (five backwards per update)."""
+    sim = Simulation(load_profile("m2max-macos"), fast_forward=fast_forward)
+
+    def program(sim):
+        body, _, _ = _accumulator(sim, inner=5)
+        sim.repeat(150, body)
+        yield sim.sample(sim.registered, "step", rss=sim.rss_bytes() / 1e6)
+    return sim.run(lambda s: program(s), {})
+
+
+def test_a_chain_loop_around_a_loop():
+    assert _nested(True) == _nested(False)
