@@ -30,7 +30,8 @@ consecutive iterations (:mod:`sim.fastforward`), and :func:`apply_chain` then ap
 
 Only on allocators that keep counts per size class (not a glibc arena, whose chunk
 placement depends on every event: there such loops run exactly), under policies whose
-``ff_horizon`` allows it, and only up to the next resize of one of ``G``'s tables (the
+``ff_horizon`` allows it (a policy that indexes node ids updates its index in
+``Policy.ff_chain``), and only up to the next resize of one of ``G``'s tables (the
 iteration that resizes runs exactly). Transient peaks inside the skipped iterations are
 re-reached by the next exact one (everything they hold grows), so high-water marks, RSS
 and page faults end where exact mode puts them; tests compare the CSVs.
@@ -293,7 +294,9 @@ def chain_effect(sim, snap, events, sweeps, trees, previous):
         if prev_lo <= pid < w0:
             via.append(pid)
             return ("prev", pid - prev_lo)
-        return ("old", pid) if pid < prev_lo else None
+        # a node from before the loop, found again through its graph's steps
+        g = locator.graphs.get(pid)
+        return ("old", pid) if g is not None and pid in g.server.steps else None
 
     for node_id in in_map:
         rc, parents = memory.nodes[node_id]
@@ -309,7 +312,9 @@ def chain_effect(sim, snap, events, sweeps, trees, previous):
         refs = tuple((ref(pid), is_leaf) for pid, is_leaf in parents)
         step_refs = tuple(None if p is None else ref(p.id) for p in step.parent_nodes)
         if any(r is None for r, _ in refs) or any(
-                r is None for r, p in zip(step_refs, step.parent_nodes) if p is not None):
+                r is None or (r[0] == "old" and locator.graphs[r[1]].server.steps[r[1]].node
+                              is not p)
+                for r, p in zip(step_refs, step.parent_nodes) if p is not None):
             return None
         if any(r[0] == "prev" or (r[0] == "cur" and r[1] + w0 in chain_dep) for r, _ in refs):
             chain_dep.add(node_id)
