@@ -162,12 +162,17 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
         w.resolve(v, set_values)
     if out is not None:
         _check_out_file(out)
+    from .progress import Heartbeat
     rows = []
     for v in variants:
-        rows.extend(run_cell(w, v, policy, prof, set_values,
-                             limits=Limits(max_ops=max_ops, max_wall_s=timeout,
-                                           max_live_nodes=max_nodes),
-                             fast_forward=not exact))
+        beat = Heartbeat(f"{w.name}/{v}")
+        try:
+            rows.extend(run_cell(w, v, policy, prof, set_values,
+                                 limits=Limits(max_ops=max_ops, max_wall_s=timeout,
+                                               max_live_nodes=max_nodes),
+                                 fast_forward=not exact, heartbeat=beat))
+        finally:
+            beat.close()
     if fmt is None:
         suffix = Path(out).suffix.lower() if out else ""
         fmt = {".csv": "csv", ".json": "json"}.get(suffix, "table")

@@ -258,6 +258,8 @@ class Simulation:
         self.arena_replayed = 0
         # fast-forwarded iterations of loops that grow a chain (sim.chainrun)
         self.chain_applied = 0
+        #: called with the simulation whenever it checks its budgets (sim.progress.Heartbeat)
+        self.heartbeat = None
 
     # -- identity and devices ----------------------------------------------------------
     def next_node_id(self) -> int:
@@ -522,6 +524,8 @@ class Simulation:
             if time.perf_counter() - self._wall0 > limits.max_wall_s:
                 raise LimitExceeded(f"time budget exceeded: more than {limits.max_wall_s} s "
                                     f"of wall time (raise --timeout)")
+        if self.heartbeat is not None:
+            self.heartbeat(self)
 
 
 class _Flush:

@@ -11,7 +11,7 @@ import shutil
 import sys
 import time
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "Heartbeat"]
 
 
 class Progress:
@@ -96,3 +96,58 @@ class Progress:
             self._last_tenth = tenth
             self.stream.write(self._line().rstrip() + "\n")
             self.stream.flush()
+
+
+class Heartbeat:
+    """Where a long single run is, on stderr: the loop position the workload last set
+    (``sim.at``), the steps registered so far and the wall time. Called by the simulation
+    as it checks its budgets (:meth:`sim.engine.Simulation._check_limits`), so it costs a
+    clock read; silent for the first ``after`` seconds (short runs print nothing), then a
+    line rewritten in place every ``every`` seconds on a terminal, or a full line every
+    ``log_every`` seconds in a log.
+
+    Examples
+    --------
+    >>> import io
+    >>> class Sim: last_x, last_x_unit, registered = 1200, "step", 5000
+    >>> out = io.StringIO()
+    >>> beat = Heartbeat("p10-ema/detach", stream=out, after=0, log_every=0)
+    >>> beat(Sim()); beat.close()
+    >>> out.getvalue().split("  ")[:2]
+    ['p10-ema/detach: step 1,200', '5,000 steps registered']
+    """
+
+    def __init__(self, label, stream=None, after=2.0, every=0.5, log_every=10.0):
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.start = time.perf_counter()
+        self.after = after
+        self.every = every if self.tty else log_every
+        self.next = self.start + after
+        self.shown = False
+
+    def __call__(self, sim) -> None:
+        now = time.perf_counter()
+        if now < self.next:
+            return
+        self.next = now + self.every
+        x = sim.last_x
+        where = (f"{sim.last_x_unit} {x:,}" if sim.last_x_unit and isinstance(x, (int, float))
+                 else "starting")
+        line = (f"{self.label}: {where}  {sim.registered:,} steps registered  "
+                f"{now - self.start:.0f} s")
+        if self.tty:
+            width = shutil.get_terminal_size().columns - 1
+            self.stream.write("\r\x1b[K" + line[:width])
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        """End the line (on a terminal, if anything was shown)."""
+        if self.tty and self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+

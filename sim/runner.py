@@ -12,13 +12,14 @@ __all__ = ["run_cell"]
 
 
 def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", sets=None,
-             limits=None, observables=True, fast_forward=True, keep=None):
+             limits=None, observables=True, fast_forward=True, keep=None, heartbeat=None):
     """Simulate ``workload``'s ``variant``; returns the rows (dicts), ``policy``/``profile`` added.
 
     ``workload`` and ``profile`` may be names or loaded objects; ``sets`` maps
     parameter names to values (strings are converted to the parameter's type);
     ``keep``: a list that receives the :class:`~sim.engine.Simulation` (its counters,
-    for ``sim bench``).
+    for ``sim bench``); ``heartbeat``: called with it as the run goes
+    (:class:`sim.progress.Heartbeat`).
     """
     if isinstance(workload, str):
         workload = load_workload(workload)
@@ -31,6 +32,7 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
         sim.observables = lambda: {}
     if keep is not None:
         keep.append(sim)
+    sim.heartbeat = heartbeat
     try:
         rows = sim.run(lambda s, **p: _program(workload, s, variant, p), params)
     except UserError:
