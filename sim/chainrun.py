@@ -40,11 +40,10 @@ and page faults end where exact mode puts them; tests compare the CSVs.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from typing import NamedTuple
 
 from .autodiff.node import Node, NodeRefCount
-from .autodiff.runs import node_blocks
+from .autodiff.runs import node_blocks, unexplained_blocks
 from .autodiff.step import Step
 from .costs.btree import BTreeNodes
 
@@ -130,11 +129,9 @@ class Member(NamedTuple):
 
 
 class GraphState(NamedTuple):
-    """``G`` (and the locator) at the end of an iteration."""
+    """``G``'s locator entries and nodes at the end of an iteration."""
     entries: int
     nodes: int
-    locator_entries: int
-    tables: tuple          # capacities of steps, actions, nodes, leaves and key tables
 
 
 class SweepTemplate(NamedTuple):
@@ -197,6 +194,10 @@ class ChainEffect:
         self.state = state
         self.tip_id = tip_id
         self.graph = graph
+        #: offset of the member a tensor holds, and the reference through which the chain
+        #: goes back to the iteration before (``("prev", offset)``)
+        self.tip_offset = next(m.offset for m in members if m.tip)
+        self.via = next(r for m in members for r, _ in m.parents if r[0] == "prev")
 
     def key(self):
         return ("chain", self.stride, self.registered, self.backwards, self.times[0],
@@ -210,28 +211,12 @@ def _scan_length(n, r):
     return n if r == 0 else (n + 1) / (r + 1)
 
 
-def _graph_state(locator, graph) -> GraphState:
-    server = graph.server
-    memory = server.memory_management
-    key_table = locator.key_tables.get(graph.origin)
-    return GraphState(graph.entries, memory.node_count(), locator.entry_count(),
-                      (server.steps_table.cap, server.actions_table.cap,
-                       memory.nodes_table.cap, memory.leaves_table.cap,
-                       key_table.cap if key_table is not None else 0))
-
-
 def _explained(locator, snap, events, blocks) -> bool:
     """Whether the iteration's net heap change (``events``, blocks by size) is the
     members' ``blocks``, the BTreeMaps' new nodes and table resizes (each one block of a
-    new size for one of an old size), and nothing else."""
-    rest = Counter({size: n for size, n in events.items() if n})
-    rest.subtract(blocks)
-    g, k = locator.graphs_tree, locator.keys_tree
-    now = (g.leaves, g.internals, k.leaves, k.internals)
-    for nbytes, before, after in zip((g.leaf_bytes, g.internal_bytes, k.leaf_bytes,
-                                      k.internal_bytes), snap.trees, now):
-        rest[nbytes] -= after - before
-    left = [n for n in rest.values() if n]
+    new size for one of an old size; several tables may resize in one iteration), and
+    nothing else."""
+    left = unexplained_blocks(events, blocks, locator, snap.trees).values()
     return sum(left) == 0 and all(abs(n) == 1 for n in left)
 
 
@@ -337,7 +322,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous):
     members = tuple(Member(*member) for member in members)
     if not _explained(locator, snap, events, blocks):
         return None
-    state = _graph_state(locator, graph)
+    state = GraphState(graph.entries, memory.node_count())
     before = previous if (isinstance(previous, ChainEffect) and previous.graph is graph
                           and previous.tip_id == via
                           and len(previous.sweeps) == len(sweeps)) else None
@@ -419,7 +404,7 @@ def chain_horizon(sim, effect) -> int:
     locator = sim.client.locator
     graph = effect.graph
     last = sim._next_id - effect.stride
-    tip = next(m.offset for m in effect.members if m.tip)
+    tip = effect.tip_offset
     if (locator is None or locator.graphs.get(last + tip) is not graph
             or last + tip not in graph.server.memory_management.leaves):
         return 0
@@ -446,8 +431,7 @@ def _leaves_peak(effect, memory) -> int:
     iteration before is one; a parent from before the loop counts as none, which can only
     overestimate) and goes in itself."""
     count = len(memory.leaves) + memory.run_nodes
-    via = next(r for m in effect.members for r, _ in m.parents if r[0] == "prev")
-    leaves = {via}
+    leaves = {effect.via}
     peak = count
     for member in effect.members:
         for ref, _ in member.parents:
@@ -467,17 +451,16 @@ def apply_chain(sim, effect, count) -> int:
     graph = effect.graph
     stride = effect.stride
     last = sim._next_id - stride          # the first id of the iteration just run
-    tip_offset = next(m.offset for m in effect.members if m.tip)
+    tip_offset = effect.tip_offset
     if count <= 0 or not _rotating_ok(sim, effect, last):
         return 0
     server = graph.server
     memory = server.memory_management
     trees = (locator.graphs_tree, locator.keys_tree)
-    heap = sim.heap
     timing = sim.timing
     prev = {m.offset: server.steps[last + m.offset].node for m in effect.members}
     tip_node = prev[tip_offset]
-    via_offset = next(r[1] for m in effect.members for r, _ in m.parents if r[0] == "prev")
+    via_offset = effect.via[1]
     children_of_tip = []
     built = []
     work_ps, compute, book, _ = effect.times

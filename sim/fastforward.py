@@ -68,8 +68,9 @@ from collections import Counter
 
 from .arenarun import ALLOC as _ALLOC, ALLOC_MANY as _ALLOC_MANY, FREE as _FREE
 from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, advance, trace, window
-from .autodiff.runs import NodeRun, graph_blocks, graph_drop_order, node_blocks
-from .chainrun import ChainEffect, LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
+from .autodiff.runs import (NodeRun, graph_blocks, graph_drop_order, node_blocks,
+                            tree_counts, unexplained_blocks)
+from .chainrun import LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
 from .costs.btree import CAPACITY, BTreeNodes, append_counts
 from .costs.heap import Heap
 
@@ -204,7 +205,7 @@ class _Snapshot:
         self.timing = (timing.compute_ns, timing.bookkeeping_ns, timing.cleanup_ns)
         self.heap = (sim.heap.live_bytes, sim.heap.live_blocks)
         self.entries = 0 if locator is None else locator.entry_count()
-        self.trees = _tree_counts(locator)
+        self.trees = tree_counts(locator)
         self.live_graphs = 0 if locator is None else len(locator.live)
         self.rss_extra = sim.rss_extra_bytes
         self.touched = sim.touched.state()
@@ -215,13 +216,6 @@ class _Snapshot:
         # one, the latest first
         self.earlier = ()
         self.faults = (sim.fault_bytes, sim.fault_mapped, sim.fault_ps)
-
-
-def _tree_counts(locator):
-    if locator is None:
-        return (0, 0, 0, 0)
-    g, k = locator.graphs_tree, locator.keys_tree
-    return (g.leaves, g.internals, k.leaves, k.internals)
 
 
 class Effect:
@@ -294,7 +288,7 @@ def _measure(sim, snap, events, template=None, chain=None):
         (p for p, old in enumerate(snap.earlier, 2) if old == state), None)
     if (registered and period and entries == snap.entries
             and (sim.heap.live_bytes, sim.heap.live_blocks) == snap.heap
-            and _tree_counts(locator) == snap.trees):
+            and tree_counts(locator) == snap.trees):
         return Effect("steady", stride, registered, times,
                       backwards=sim.backwards - snap.backwards,
                       rss_drift=sim.rss_extra_bytes - snap.rss_extra, faults=faults,
@@ -318,7 +312,7 @@ def _measure(sim, snap, events, template=None, chain=None):
     if not new:
         # nothing left behind; on a glibc arena the same blocks may still have changed
         # places: the iterations repeat only as often as the placement does
-        if net or _tree_counts(locator) != snap.trees or not period:
+        if net or tree_counts(locator) != snap.trees or not period:
             return None
         return Effect("none", stride, registered, times, faults=faults, period=period)
     if len(new) != 1:
@@ -356,15 +350,7 @@ def _measure(sim, snap, events, template=None, chain=None):
 
 def _unexplained(net, blocks, locator, snap):
     """Whether the heap change is more than the node's blocks, BTreeMap nodes and resizes."""
-    rest = Counter(net)
-    rest.subtract(blocks)
-    g, k = locator.graphs_tree, locator.keys_tree
-    d = [a - b for a, b in zip(_tree_counts(locator), snap.trees)]
-    rest[g.leaf_bytes] -= d[0]
-    rest[g.internal_bytes] -= d[1]
-    rest[k.leaf_bytes] -= d[2]
-    rest[k.internal_bytes] -= d[3]
-    left = {size: n for size, n in rest.items() if n}
+    left = unexplained_blocks(net, blocks, locator, snap.trees)
     # what is left may only be hash-table resizes: one new block replacing one old
     return sum(left.values()) != 0 or len(left) > 2
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-__all__ = ["NodeRun", "node_blocks", "graph_blocks", "graph_drop_order"]
+__all__ = ["NodeRun", "node_blocks", "graph_blocks", "graph_drop_order", "tree_counts",
+           "unexplained_blocks"]
 
 
 def node_blocks(layout, step, parents) -> tuple:
@@ -57,6 +58,27 @@ def graph_drop_order(layout, step, server) -> tuple:
         layout.arc_node_bytes, step.nbytes, server.steps_table.nbytes,
         server.actions_table.nbytes, layout.arc_node_id_bytes, memory.nodes_table.nbytes,
         memory.leaves_table.nbytes, layout.graph_arc_bytes) if nbytes)
+
+
+def tree_counts(locator) -> tuple:
+    """Leaves and internal nodes of the locator's two BTreeMaps (zeros without a locator)."""
+    if locator is None:
+        return (0, 0, 0, 0)
+    g, k = locator.graphs_tree, locator.keys_tree
+    return (g.leaves, g.internals, k.leaves, k.internals)
+
+
+def unexplained_blocks(net, blocks, locator, trees_before) -> dict:
+    """What is left of a heap change ``net`` (request size -> blocks) once ``blocks`` and
+    the BTreeMap nodes the locator's trees gained since ``trees_before``
+    (:func:`tree_counts`) are taken out: size -> blocks, zeros dropped."""
+    rest = Counter(net)
+    rest.subtract(blocks)
+    g, k = locator.graphs_tree, locator.keys_tree
+    sizes = (g.leaf_bytes, g.internal_bytes, k.leaf_bytes, k.internal_bytes)
+    for nbytes, before, after in zip(sizes, trees_before, tree_counts(locator)):
+        rest[nbytes] -= after - before
+    return {size: n for size, n in rest.items() if n}
 
 
 class NodeRun:
