@@ -100,8 +100,8 @@ def run(sim, variant, steps, validate_every, val_batches, samples, report_every,
         if step % validate_every == 0:
             net, input_device = evaluator()
             xv = Tensor.random((batch, features), input_device)
-            for _ in range(val_batches):
-                net.forward(xv.clone()).sum().into_scalar()
+            # the validation batches are loop iterations too
+            sim.repeat(val_batches, lambda: net.forward(xv.clone()).sum().into_scalar())
             del net, xv
         if step % report_every == 0:
             report(step, "step", step)
@@ -111,8 +111,11 @@ def run(sim, variant, steps, validate_every, val_batches, samples, report_every,
     last[1] = 0
     net, input_device = evaluator()
     z = Tensor.random((1, features), input_device)
-    for i in range(1, samples + 1):
-        net.forward(z.clone()).sum().into_scalar()
+    done = 0
+    for i in sorted(set(range(report_every, samples + 1, report_every)) | {samples}):
+        # the samples up to the next report: loop iterations (fast-forwarded when identical)
+        sim.repeat(i - done, lambda: net.forward(z.clone()).sum().into_scalar())
+        done = i
         if i % report_every == 0:
             report(i, "samples", i)
             yield sim.tick()

@@ -109,3 +109,32 @@ def test_append_allocs_replays_the_splits_of_inserts_in_order(start):
     assert per_key_replay == per_key_real
     assert fills == real.fills()
     assert any(len(sizes) == 2 for sizes in per_key_real)   # a leaf and an internal node split
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_batched_removals_take_the_leaf_of_the_last_one_as_a_search_would(seed):
+    """remove_many goes to the leaf of the previous removal while no node changed since
+    (a sweep removes ids in ascending order); the nodes, their keys and the heap are the
+    ones removing the keys one at a time gives, in any order, absent keys included."""
+    rnd = random.Random(seed)
+    h1, h2 = Heap(Allocator.from_classes("macos")), Heap(Allocator.from_classes("macos"))
+    a, b = BTreeNodes(h1, 192, 288), BTreeNodes(h2, 192, 288)
+    n = rnd.choice([12, 100, 700, 4000])
+    keys = list(range(n)) if seed % 2 else rnd.sample(range(5 * n), n)
+    for k in keys:
+        a.insert(k)
+        b.insert(k)
+    gone = rnd.sample(keys, rnd.randint(min(n // 2, n - 11), n - 11))
+    if seed % 3 == 0:
+        gone.sort()                       # ascending: mostly within the last leaf
+    elif seed % 3 == 1:
+        gone.sort(reverse=True)
+    gone += [-1, 10 * n]                  # absent keys change nothing
+    for k in gone:
+        a.remove(k)
+    b.remove_many(gone)
+    assert (a.leaves, a.internals, a.length) == (b.leaves, b.internals, b.length)
+    assert (h1.live_bytes, h1.live_blocks) == (h2.live_bytes, h2.live_blocks)
+    check_invariants(b)
+    assert a.keys_in_order() == b.keys_in_order()
+    assert shape(a.root) == shape(b.root)

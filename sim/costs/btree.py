@@ -226,18 +226,44 @@ class BTreeNodes:
         """Remove ``key``; returns False if it was absent."""
         if self._runs:
             self.materialize()
+        return self._remove(key, None)[0]
+
+    def _remove(self, key, finger):
+        """Remove ``key`` (runs materialized); returns (whether it was present, finger).
+
+        ``finger``: ``(leaf, path)`` of the previous removal, valid while no node changed
+        since (the leaf kept at least ``MIN_LEN`` keys, or is the root): a key within
+        that leaf's range is found there without descending from the root, by the same
+        path, so the result is the one a search would give (removals in ascending order,
+        as a sweep makes them, mostly hit the leaf of the one before)."""
+        if finger is not None:
+            leaf, path = finger
+            keys = leaf.keys
+            if keys and keys[0] <= key <= keys[-1]:
+                i = bisect_left(keys, key)
+                if keys[i] != key:
+                    return False, finger      # within a leaf's range, absent from the map
+                self.length -= 1
+                self._last = None
+                del keys[i]
+                if len(keys) >= MIN_LEN or not path:
+                    return True, finger
+                self._after_leaf_removal(leaf, path)
+                return True, None
         node = self.root
         if node is None:
-            return False
+            return False, finger
         node, i, path, found = self._search(node, key)
         if not found:
-            return False
+            return False, finger
         self.length -= 1
         self._last = None
         if node.edges is None:
             del node.keys[i]
+            if len(node.keys) >= MIN_LEN or not path:
+                return True, (node, path)
             self._after_leaf_removal(node, path)
-            return True
+            return True, None
         # internal kv: remove the in-order predecessor from its leaf, then put it in place
         path.append((node, i))
         leaf = node.edges[i]
@@ -251,7 +277,7 @@ class BTreeNodes:
             j = bisect_left(holder.keys, key)
             if j < len(holder.keys) and holder.keys[j] == key:
                 holder.keys[j] = predecessor
-                return True
+                return True, None
             holder = holder.edges[j]
 
     def _after_leaf_removal(self, leaf, path):
@@ -356,13 +382,17 @@ class BTreeNodes:
                 self.length = len(remaining)
                 self._runs, self._spine, self._max, self._real = [], None, None, None
                 return
+        if self._runs:
+            self.materialize()
+        remove = self._remove
+        finger = None
         for item in items:
             if type(item) is tuple:
                 first, stride, count = item
                 for key in range(first, first + stride * count, stride):
-                    self.remove(key)
+                    finger = remove(key, finger)[1]
             else:
-                self.remove(item)
+                finger = remove(item, finger)[1]
 
     def _keys_outside(self, items):
         """Keys of the tree not among ``items`` if that is cheap to list (else None)."""

@@ -433,11 +433,12 @@ class Allocator:
         fault = self.fault
         if self._segmented[zi]:
             zone = self.zones[zi]
-            live = self._blocks.setdefault(nbytes, [])
+            # live blocks in allocation order (a dict: a free by handle is O(1))
+            live = self._blocks.setdefault(nbytes, {})
             before = zone.resident_bytes()
             for _ in range(count):
                 block = zone.alloc(nbytes)
-                live.append(block)
+                live[block] = None
             if fault is not None and zone.resident_bytes() > before:
                 fault(zone.resident_bytes() - before)
             fault = None
@@ -468,11 +469,11 @@ class Allocator:
             zone = self.zones[zi]
             for _ in range(count):
                 if block is not None:
-                    placed.remove(block)
+                    del placed[block]
                     zone.free(block)
                     block = None
                 else:
-                    zone.free(placed.pop())
+                    zone.free(placed.popitem()[0])   # the newest block of that size
             self.live[zi] -= size * count
             return
         if nbytes >= 65536:
