@@ -51,7 +51,7 @@ MiB = 1024 * 1024
 
 
 def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd", sink="auto"):
-    if sim.policy_name == "pytorch":
+    if sim.policy.framework == "pytorch":
         sim.experiment = "p10-ema-pytorch" + ("" if optimizer == "sgd" else f"-{optimizer}")
     elif optimizer != "sgd":
         sim.experiment = f"p10-ema-{optimizer}"
@@ -84,7 +84,7 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd", si
     state = {"model": model, "ema": snapshot() if variant != "log-no-ema" else None, "base": 0}
     text("setup", 0)
     # the Linux measurements come from burn-probes, which keeps its rows in memory
-    rows = None if sim.policy_name == "pytorch" else ProbeSink.for_run(
+    rows = None if sim.policy.framework == "pytorch" else ProbeSink.for_run(
         sim, sink, sim.experiment, variant, ADAM_NOTE if optimizer == "adam" else "")
 
     def train_step():

@@ -164,6 +164,7 @@ class ChainEffect:
 
     shape = "chain"
     period = 1
+    since = 0
     rss_drift = 0
     template = None
     node_order = ()

@@ -348,6 +348,10 @@ _scheduler_option = click.option(
     help="run the cells on this dask distributed scheduler (needs the 'dask' extra)")
 _force_option = click.option("--force", is_flag=True,
                              help="simulate every cell again instead of reusing finished ones")
+_reuse_option = click.option(
+    "--no-reuse", "no_reuse", is_flag=True,
+    help="simulate every cell, also one whose policy the run of another policy's cell "
+         "proves cannot change (by default such a cell gets that cell's rows)")
 _grid_option = click.option(
     "--set", "sets", multiple=True, metavar="KEY=V1,V2,...",
     help="sweep a workload parameter over values (repeatable: a grid); applies to the "
@@ -365,8 +369,10 @@ def _plural(count, noun) -> str:
 
 
 def _sweep_done(info, out):
+    reused = len(info.get("reused", ()))
     click.echo(f"{_plural(info['cells'], 'cell')} ({info['computed']} simulated, "
-               f"{info['cached']} cached), {_figures(info, out)}")
+               f"{reused} from an equivalent policy's run, {info['cached']} cached), "
+               f"{_figures(info, out)}")
     click.echo(f"wall time {info['wall_s']:.1f} s")
 
 
@@ -384,8 +390,9 @@ def _sweep_done(info, out):
 @_jobs_option
 @_scheduler_option
 @_force_option
+@_reuse_option
 @_grid_option
-def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force, sets):
+def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force, no_reuse, sets):
     """Run workloads x variants x policies (x --set grid) and compare with measurements.
 
     Writes OUT/predicted.csv, OUT/errors.csv, one figure per workload,
@@ -395,7 +402,7 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
     """
     from .sweep import default_jobs, sweep
     info = sweep(workloads, policy, profile, measured, out, jobs or default_jobs(), scheduler,
-                 force, sets, command=_command_line())
+                 force, sets, command=_command_line(), reuse=not no_reuse)
     _sweep_done(info, out)
 
 
@@ -415,9 +422,10 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
 @_jobs_option
 @_scheduler_option
 @_force_option
+@_reuse_option
 @_grid_option
 def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs, scheduler,
-                force, sets):
+                force, no_reuse, sets):
     """Plot your own measurements (CSV in the schema) against predictions, with errors.
 
     Runs only the cells the CSV needs and writes the same files as `sim sweep`.
@@ -429,7 +437,7 @@ def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs
     if not measured:
         raise UserError("compare needs --measured CSV|DIR (measurements in the schema)")
     info = compare(measured, workloads, policies, profile, out, jobs or default_jobs(),
-                   scheduler, force, sets, command=_command_line())
+                   scheduler, force, sets, command=_command_line(), reuse=not no_reuse)
     _sweep_done(info, out)
 
 

@@ -174,6 +174,10 @@ class Simulation:
         Keep dead single-node graphs as run records instead of objects
         (:meth:`~sim.autodiff.locator.GraphLocator.compact`); default: in exact
         mode only (fast-forward probes need the objects to measure an iteration).
+    policy_reads : set, optional
+        Collects the names of the policy's attributes the run reads
+        (:func:`sim.policies.trace.traced`; ``sim sweep`` reuses a cell's rows for a
+        policy that defines all of them alike).
 
     Examples
     --------
@@ -188,8 +192,9 @@ class Simulation:
     """
 
     def __init__(self, profile, policy="burn-0.22.1", experiment="", variant="", limits=None,
-                 fast_forward=True, compact=None):
+                 fast_forward=True, compact=None, policy_reads=None):
         from .policies import get_policy
+        from .policies.trace import traced
         self.profile = profile
         self.layout = profile.layout
         self.allocator = Allocator.from_classes(profile.process.allocator,
@@ -207,8 +212,12 @@ class Simulation:
         self.env = simpy.Environment()
         self.locator_mutex = simpy.Resource(self.env, capacity=1)
         self.client = GraphMutexClient(self)
-        self.policy = get_policy(policy)(self)
-        self.policy_name = policy
+        #: the policy's class (the policy object's may be a subclass recording its reads)
+        self.policy_class = get_policy(policy)
+        self._policy_reads = policy_reads
+        self._policy_name = policy
+        self.policy = (self.policy_class if policy_reads is None
+                       else traced(self.policy_class, policy_reads))(self)
         self.experiment = experiment
         self.variant = variant
         self.limits = limits or Limits()
@@ -258,6 +267,8 @@ class Simulation:
         self.arena_replayed = 0
         # fast-forwarded iterations of loops that grow a chain (sim.chainrun)
         self.chain_applied = 0
+        # iterations fast-forwarded by replaying their heap events (sim.fastforward, drift)
+        self.drift_applied = 0
         #: called with the simulation whenever it checks its budgets (sim.progress.Heartbeat)
         self.heartbeat = None
 
@@ -410,6 +421,15 @@ class Simulation:
             done = start + ps
         if pending > done:
             yield self.env.timeout((pending - done) / 1000)
+
+    @property
+    def policy_name(self) -> str:
+        """The policy as it was named (a run that reads it may depend on which policy it
+        is: :data:`sim.policies.trace.NAME_READ`)."""
+        if self._policy_reads is not None:
+            from .policies.trace import NAME_READ
+            self._policy_reads.add(NAME_READ)
+        return self._policy_name
 
     def run(self, workload, params):
         """Run a workload (``workload.run(sim, **params)``) to completion; returns the rows."""

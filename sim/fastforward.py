@@ -23,6 +23,16 @@ Effect shapes:
     sweep) and leaves the bookkeeping exactly as it found it: same heap bytes and
     blocks, same allocator state, same BTreeMap nodes and locator entries. Node
     ids and counters advance; nothing else can tell the iterations apart.
+``drift``
+    like ``steady``, but the allocator does not end where it began: a transient grows
+    by the same bytes every iteration (the tape of a chain whose nodes' orders grow,
+    one level per step; a bulk count of blocks with it), or the LARGE placement moves.
+    The iteration's heap events, recorded in order, must be those of the iteration
+    before but for sizes and counts that grew by a constant step, each balanced within
+    the iteration. The skipped iterations replay those events through the heap at the
+    sizes they reach (placement, high-water marks and page faults as exact mode gives
+    them, at a fraction of an iteration's cost), and the orders of the nodes the last
+    iteration left move on by as many steps.
 ``nodes``
     one node per iteration, dead, a childless leaf in a graph that existed before
     the loop, with parents that existed before the loop (a tracked op on a live
@@ -72,9 +82,12 @@ from .autodiff.runs import (NodeRun, graph_blocks, graph_drop_order, node_blocks
                             tree_counts, unexplained_blocks)
 from .chainrun import LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
 from .costs.btree import CAPACITY, BTreeNodes, append_counts
-from .costs.heap import Heap
+from .costs.heap import ExcludedHeap, Heap
 
 __all__ = ["repeat", "Effect"]
+
+#: a realloc in :attr:`_Recorder.trace` (after arenarun's kinds)
+_REALLOC = max(_ALLOC, _FREE, _ALLOC_MANY, _FREE_MANY, _INSERT) + 1
 
 #: consecutive identical iterations needed before fast-forwarding
 AGREE = 3
@@ -104,11 +117,24 @@ class _Recorder(Heap):
     nalloc = 0
     trees = ()
     muted = 0           # > 0 inside a tree's insert: its node allocations are not replayed
+    #: every event of the iteration in order, tree nodes included, where the allocator
+    #: keeps counts per size (:func:`_drift`): ``(kind, nbytes, arg, faults)``; a free
+    #: names the position of the alloc it frees (or -1); None once an event cannot be
+    #: replayed (a free of an earlier iteration's block, a realloc)
+    trace = None
+    trace_at = None     # block -> position of its alloc in ``trace``
 
     def alloc(self, nbytes, align=0):
         if nbytes > 0:
             _Recorder.events[nbytes] += 1
         block = Heap.alloc(self, nbytes, align)
+        trace = _Recorder.trace
+        if trace is not None and nbytes > 0 and ExcludedHeap.active:
+            trace = _Recorder.trace = None
+        if trace is not None and nbytes > 0:
+            if block is not None:
+                _Recorder.trace_at[_handle_key(block)] = len(trace)
+            trace.append((_ALLOC, nbytes, align, self.allocator.fault is None))
         seq = _Recorder.seq
         if seq is not None and nbytes > 0 and not _Recorder.muted:
             seq.append((_ALLOC, nbytes, align))
@@ -120,6 +146,15 @@ class _Recorder(Heap):
     def free(self, nbytes, block=None):
         if nbytes > 0:
             _Recorder.events[nbytes] -= 1
+            trace = _Recorder.trace
+            if trace is not None and ExcludedHeap.active:
+                trace = _Recorder.trace = None
+            if trace is not None:
+                at = -1 if block is None else _Recorder.trace_at.pop(_handle_key(block), None)
+                if at is None:
+                    _Recorder.trace = None     # a block from an earlier iteration
+                else:
+                    trace.append((_FREE, nbytes, at, False))
             if _Recorder.seq is not None and not _Recorder.muted:
                 if block is None:
                     _Recorder.seq.append((_FREE, nbytes, -1))
@@ -133,10 +168,23 @@ class _Recorder(Heap):
 
     def realloc(self, old_nbytes, nbytes, block=None):
         # one block of a new size (a Vec growing): counted, but not replayable in order
+        # on a glibc arena; where the allocator keeps counts, traced as one event
         if old_nbytes > 0 and nbytes > 0:
             _Recorder.events[old_nbytes] -= 1
             _Recorder.events[nbytes] += 1
             _Recorder.seq = None
+            trace = _Recorder.trace
+            if trace is not None:
+                at = -1 if block is None else _Recorder.trace_at.pop(_handle_key(block), None)
+                if at is None or ExcludedHeap.active:
+                    _Recorder.trace = None
+                    trace = None
+            handle = Heap.realloc(self, old_nbytes, nbytes, block)
+            if trace is not None:
+                if handle is not None:
+                    _Recorder.trace_at[_handle_key(handle)] = len(trace)
+                trace.append((_REALLOC, nbytes, (old_nbytes, at), False))
+            return handle
         return Heap.realloc(self, old_nbytes, nbytes, block)
 
     def alloc_many(self, nbytes, count):
@@ -145,6 +193,8 @@ class _Recorder(Heap):
             return
         if nbytes > 0 and count > 0:
             _Recorder.events[nbytes] += count
+            if _Recorder.trace is not None:
+                _Recorder.trace.append((_ALLOC_MANY, nbytes, count, False))
             if _Recorder.seq is not None and not _Recorder.muted:
                 _Recorder.seq.append((_ALLOC_MANY, nbytes, count))
         Heap.alloc_many(self, nbytes, count)
@@ -152,6 +202,8 @@ class _Recorder(Heap):
     def free_many(self, nbytes, count):
         if nbytes > 0 and count > 0:
             _Recorder.events[nbytes] -= count
+            if _Recorder.trace is not None:
+                _Recorder.trace.append((_FREE_MANY, nbytes, count, False))
             if _Recorder.seq is not None and not _Recorder.muted:
                 _Recorder.seq.append((_FREE_MANY, nbytes, count))
         Heap.free_many(self, nbytes, count)
@@ -204,6 +256,7 @@ class _Snapshot:
         self.work = sim.work_ps
         self.timing = (timing.compute_ns, timing.bookkeeping_ns, timing.cleanup_ns)
         self.heap = (sim.heap.live_bytes, sim.heap.live_blocks)
+        self.allocs = sim.heap.allocs
         self.entries = 0 if locator is None else locator.entry_count()
         self.trees = tree_counts(locator)
         self.live_graphs = 0 if locator is None else len(locator.live)
@@ -249,20 +302,32 @@ class Effect:
         self.offset = offset
         self.parents = parents
         self.graph = graph
+        #: ``drift``: the iteration's heap events (:attr:`_Recorder.trace`) and the
+        #: ``(position, bytes)`` each size there grows by per iteration
+        self.trace = None
+        self.deltas = ()
+        self.masked = None
+        self.since = 0
+        #: ``drift``: allocations counted without an event (transients the passes only
+        #: count), and ``(offset, step)`` of the live nodes whose order grows
+        self.allocs = 0
+        self.grows = ()
 
     def key(self):
         # exact work in ps; the float accumulators only split it and are not compared
         return (self.shape, self.stride, self.registered, self.times[0], self.node_order,
                 self.graph_order, self.drop_order, self.offset,
                 self.parents, id(self.graph), self.backwards, self.rss_drift, self.faults,
-                self.template, self.period)
+                self.template, self.period, self.masked, self.deltas)
 
 
-def _measure(sim, snap, events, template=None, chain=None):
+def _measure(sim, snap, events, template=None, chain=None, trace=None, before=None):
     """The effect of the iteration since ``snap``, or None when it is not batchable
     (``template``: its heap events in order, where the allocator needs them replayed;
     ``chain``: ``(its sweeps, its BTreeMap operations, the effect of the iteration
-    before)`` where the allocator keeps counts, for :func:`sim.chainrun.chain_effect`)."""
+    before)`` where the allocator keeps counts, for :func:`sim.chainrun.chain_effect`;
+    ``trace`` and ``before``: its heap events in order and those of the iteration before,
+    for :func:`_drift`)."""
     locator = sim.client.locator
     timing = sim.timing
     stride = sim._next_id - snap.next_id
@@ -274,6 +339,9 @@ def _measure(sim, snap, events, template=None, chain=None):
     times = (sim.work_ps - snap.work - (sim.fault_ps - fps),) + tuple(
         a - b for a, b in zip((timing.compute_ns, timing.bookkeeping_ns, timing.cleanup_ns),
                               snap.timing))
+    trace, orders = trace if trace is not None else (None, ())
+    before_trace, before_orders = before if before is not None else (None, None)
+    grows = _order_steps(before_orders, orders)
     if sim.touched.state() != snap.touched:
         return None   # first execution of a code path or gemm shape: not a repeatable iteration
     if sim.pool_state() != snap.pools:
@@ -288,11 +356,32 @@ def _measure(sim, snap, events, template=None, chain=None):
         (p for p, old in enumerate(snap.earlier, 2) if old == state), None)
     if (registered and period and entries == snap.entries
             and (sim.heap.live_bytes, sim.heap.live_blocks) == snap.heap
-            and tree_counts(locator) == snap.trees):
+            and tree_counts(locator) == snap.trees
+            and (grows is None or not any(step for _, step in grows))):
         return Effect("steady", stride, registered, times,
                       backwards=sim.backwards - snap.backwards,
                       rss_drift=sim.rss_extra_bytes - snap.rss_extra, faults=faults,
                       period=period)
+    if (registered and trace is not None and before_trace is not None and grows is not None
+            and entries == snap.entries
+            and (sim.heap.live_bytes, sim.heap.live_blocks) == snap.heap
+            and tree_counts(locator) == snap.trees):
+        # the bookkeeping as it was, the allocator not: where the placement moved (LARGE
+        # slices) or a high-water mark rose (a transient that grows with the iteration,
+        # as the tape of a chain whose nodes' orders grow)
+        drift = _drift(before_trace, trace)
+        if drift is not None:
+            effect = Effect("drift", stride, registered, times,
+                            backwards=sim.backwards - snap.backwards,
+                            rss_drift=sim.rss_extra_bytes - snap.rss_extra)
+            effect.trace = trace
+            implied = sum(1 if e[0] == _ALLOC else e[2] if e[0] == _ALLOC_MANY else 0
+                          for e in trace)
+            effect.allocs = sim.heap.allocs - snap.allocs - implied
+            effect.deltas, masked = drift
+            effect.masked = (masked, effect.allocs, grows)
+            effect.grows = tuple((o, step) for o, step in grows if step)
+            return effect
     if chain is not None and registered:
         sweeps, trees, previous = chain
         effect = chain_effect(sim, snap, events, sweeps, trees, previous)
@@ -348,6 +437,86 @@ def _measure(sim, snap, events, template=None, chain=None):
                   graph_order=own, faults=faults, template=template, drop_order=drop_order)
 
 
+def _drift(before, trace):
+    """``(deltas, masked trace)`` when ``trace`` (an iteration's heap events) is ``before``
+    (the iteration before's) but for numbers that grew, so that the iteration ``k`` later
+    makes the same events with each of them ``k`` steps further: ``deltas`` holds
+    ``(position, field, step)``, field 1 the size of a block allocated and freed within
+    the iteration, field 2 the count of a bulk alloc or free of one size (a tape one level
+    deeper: one more Vec per level); both balance, so the heap ends each iteration as it
+    began. None otherwise (another difference, or one that would leave blocks behind)."""
+    if len(before) != len(trace):
+        return None
+    deltas = []
+    growing = {}              # (size, step) -> growing allocs not yet freed
+    bulk = {}                 # size -> allocs minus frees the bulk counts add per iteration
+    for i, (a, b) in enumerate(zip(before, trace)):
+        if a == b:
+            continue
+        kind = b[0]
+        if a[0] != kind or a[3] != b[3]:
+            return None
+        if kind in (_ALLOC_MANY, _FREE_MANY):
+            if a[1] != b[1]:
+                return None
+            d = b[2] - a[2]
+            deltas.append((i, 2, d))
+            bulk[b[1]] = bulk.get(b[1], 0) + (d if kind == _ALLOC_MANY else -d)
+            continue
+        if kind not in (_ALLOC, _FREE) or a[2] != b[2]:
+            return None
+        d = b[1] - a[1]
+        deltas.append((i, 1, d))
+        if kind == _ALLOC:
+            growing[b[1], d] = growing.get((b[1], d), 0) + 1
+            continue
+        if not growing.get((b[1], d)) or (b[2] >= 0 and (b[2], 1, d) not in deltas):
+            return None       # a free grows only with a growing alloc of the iteration's
+        growing[b[1], d] -= 1
+    if any(growing.values()) or any(bulk.values()):
+        return None           # blocks a later iteration would keep: the heap would grow
+    at = {i: field for i, field, _ in deltas}
+    masked = tuple(e[:at[i]] + (None,) + e[at[i] + 1:] if i in at else e
+                   for i, e in enumerate(trace))
+    return tuple(deltas), masked
+
+
+def _replay_drift(sim, effect, k) -> None:
+    """The heap events of the iteration ``k`` after ``effect``'s (a ``drift``), through
+    the heap and its allocator: placement, high-water marks and page faults as exact mode
+    gives them."""
+    heap = sim.heap
+    allocator = heap.allocator
+    trace = effect.trace
+    grown = {i: (field, trace[i][field] + k * d) for i, field, d in effect.deltas}
+    handles = {}
+    alloc, free = Heap.alloc, Heap.free
+    faults = allocator.fault is not None
+    for i, (kind, nbytes, arg, unfaulted) in enumerate(trace):
+        if i in grown:
+            field, value = grown[i]
+            if field == 1:
+                nbytes = value
+            else:
+                arg = value
+        if kind == _ALLOC:
+            if unfaulted and faults:
+                fault, allocator.fault = allocator.fault, None
+                handles[i] = alloc(heap, nbytes, arg)
+                allocator.fault = fault
+            else:
+                handles[i] = alloc(heap, nbytes, arg)
+        elif kind == _FREE:
+            free(heap, nbytes, None if arg < 0 else handles.pop(arg))
+        elif kind == _ALLOC_MANY:
+            Heap.alloc_many(heap, nbytes, arg)
+        elif kind == _FREE_MANY:
+            Heap.free_many(heap, nbytes, arg)
+        else:
+            old, at = arg
+            handles[i] = Heap.realloc(heap, old, nbytes, None if at < 0 else handles.pop(at))
+
+
 def _unexplained(net, blocks, locator, snap):
     """Whether the heap change is more than the node's blocks, BTreeMap nodes and resizes."""
     left = unexplained_blocks(net, blocks, locator, snap.trees)
@@ -384,10 +553,11 @@ def _apply(sim, effect, count):
     earlier, at the memory budget); returns the iterations applied."""
     if effect.shape == "chain":
         return apply_chain(sim, effect, count)
+    last = sim._next_id - effect.stride      # the first id of the iteration just run
     timing = sim.timing
     first = sim._next_id + effect.offset
     run = None
-    if effect.shape not in ("none", "steady"):
+    if effect.shape not in ("none", "steady", "drift"):
         locator = sim.client.locator
         if effect.template is not None:
             count, check = _place_on_arena(sim, effect, count)
@@ -415,6 +585,21 @@ def _apply(sim, effect, count):
         sim.page_fault(grown * count)
     if mapped:
         sim.page_fault(mapped * count, True)
+    if effect.shape == "drift":
+        # the heap events again, iteration by iteration (their faults come with them);
+        # ``since``: the iterations run since the probed one (repeat counts the exact ones)
+        for k in range(effect.since + 1, effect.since + count + 1):
+            _replay_drift(sim, effect, k)
+            sim.heap.allocs += effect.allocs
+            if not k & 1023:
+                sim._check_limits()
+        effect.since += count
+        sim.drift_applied += count
+        # the nodes the last iteration left take the orders the skipped ones reached
+        graphs = sim.client.locator.graphs
+        for offset, step in effect.grows:
+            node_id = last + offset
+            graphs[node_id].server.steps[node_id].node.order += step * count
     sim._check_limits()
     return count
 
@@ -583,11 +768,16 @@ def _replay(heap, template, count, trees, fills, nodes):
                 heap.free_many(nbytes, arg)
 
 
-def _probe(sim, body, snap, replay, previous=None):
-    """Run one iteration exactly, recording its heap events; returns its effect
-    (``previous``: the effect of the iteration before, if it was probed)."""
+def _probe(sim, body, snap, replay, previous=None, before=None):
+    """Run one iteration exactly, recording its heap events; returns its effect and its
+    events in order (``previous``: the effect of the iteration before, if it was probed;
+    ``before``: its events)."""
     heap = sim.heap
     _Recorder.events = Counter()
+    # a probe inside a probed iteration (a loop in the loop) leaves the outer one
+    # without a trace
+    _Recorder.trace = [] if sim.allocator.bulk_exact() else None
+    _Recorder.trace_at = {}
     trees = ()
     locator = sim.client.locator
     log = None
@@ -623,8 +813,37 @@ def _probe(sim, body, snap, replay, previous=None):
         template = tuple(_Recorder.seq)
     _Recorder.seq = _Recorder.handles = None
     _Recorder.trees = ()
+    trace = None if _Recorder.trace is None else tuple(_Recorder.trace)
+    _Recorder.trace = _Recorder.trace_at = None
+    record = (trace, _orders(sim, snap))
     chain = None if log is None else (sweeps, log, previous)
-    return _measure(sim, snap, _Recorder.events, template, chain)
+    return _measure(sim, snap, _Recorder.events, template, chain, record, before), record
+
+
+def _orders(sim, snap) -> tuple:
+    """``(offset, order)`` of the nodes the iteration registered that are still there (ids
+    relative to its first): a live node's order is state the next iteration builds on
+    (a chain kept across iterations deepens the tape every time)."""
+    locator = sim.client.locator
+    if locator is None:
+        return ()
+    out = []
+    graphs = locator.graphs
+    for i in range(snap.next_id, sim._next_id):
+        graph = graphs.get(i)
+        if graph is not None:
+            step = graph.server.steps.get(i)
+            if step is not None:
+                out.append((i - snap.next_id, step.node.order))
+    return tuple(out)
+
+
+def _order_steps(before, orders):
+    """How much each live node's order grows from one iteration to the next
+    (``(offset, step)``), or None when the two iterations left different nodes."""
+    if before is None or [o for o, _ in before] != [o for o, _ in orders]:
+        return None
+    return tuple((o, b - a) for (o, a), (_, b) in zip(before, orders))
 
 
 def repeat(sim, n, body):
@@ -642,14 +861,16 @@ def repeat(sim, n, body):
     # a glibc arena: the heap events of a node-leaving iteration are replayed in order
     replay = not sim.allocator.bulk_exact()
     earlier = ()
+    trace = None
     while done < n:
         if effect is None:
             snap = _Snapshot(sim)
             snap.earlier = earlier
             earlier = ((snap.allocator,) + earlier)[:MAX_PERIOD - 1]
             sim.loop_index = done
-            measured = _probe(sim, body, snap, replay and sim.client.locator is not None,
-                              effects[-1] if effects else None)
+            measured, trace = _probe(sim, body, snap,
+                                     replay and sim.client.locator is not None,
+                                     effects[-1] if effects else None, trace)
             done += 1
             effects.append(measured)
             last = effects[-AGREE:]
@@ -671,3 +892,4 @@ def repeat(sim, n, body):
         sim.loop_index = done
         body()
         done += 1
+        effect.since += 1

@@ -12,14 +12,16 @@ __all__ = ["run_cell"]
 
 
 def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", sets=None,
-             limits=None, observables=True, fast_forward=True, keep=None, heartbeat=None):
+             limits=None, observables=True, fast_forward=True, keep=None, heartbeat=None,
+             policy_reads=None):
     """Simulate ``workload``'s ``variant``; returns the rows (dicts), ``policy``/``profile`` added.
 
     ``workload`` and ``profile`` may be names or loaded objects; ``sets`` maps
     parameter names to values (strings are converted to the parameter's type);
     ``keep``: a list that receives the :class:`~sim.engine.Simulation` (its counters,
     for ``sim bench``); ``heartbeat``: called with it as the run goes
-    (:class:`sim.progress.Heartbeat`).
+    (:class:`sim.progress.Heartbeat`); ``policy_reads``: a set that receives the names of
+    the policy's attributes the run read (:mod:`sim.policies.trace`).
     """
     if isinstance(workload, str):
         workload = load_workload(workload)
@@ -27,7 +29,8 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
         profile = load_profile(profile)
     params = workload.resolve(variant, sets)
     sim = Simulation(profile, policy=policy, experiment=workload.name, variant=variant,
-                     limits=limits or Limits(), fast_forward=fast_forward)
+                     limits=limits or Limits(), fast_forward=fast_forward,
+                     policy_reads=policy_reads)
     if not observables:
         sim.observables = lambda: {}
     if keep is not None:
@@ -40,7 +43,7 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
     except Exception as exc:  # an error in the workload's (or policy's) code: its file and line
         raise UserError(_describe(exc, workload, sim.policy)) from None
     for row in rows:
-        row["policy"] = sim.policy.name
+        row["policy"] = sim.policy_class.name     # the label: not a read of the run's
         row["profile"] = profile.name
     return rows
 

@@ -94,6 +94,9 @@ class SweepRun:
     code: str = ""                  # code version the cells were simulated with
     cached: int = 0
     computed: int = 0
+    #: cells given the rows of an equivalent policy's cell (:mod:`sim.policies.trace`):
+    #: cell -> the cell whose rows they are
+    reused: dict = field(default_factory=dict)
     wall_s: float = 0.0
     seconds: dict = field(default_factory=dict)   # Cell -> wall seconds of its simulation
 
@@ -306,8 +309,10 @@ def compute_cell(spec) -> dict:
     ``spec``: ``workload`` (name or path), ``variant``, ``policy``, ``profile``
     (name, path and the parsed content the parent read: a profile edited
     during a sweep does not mix into it), ``params`` (overrides), ``remote``
-    (run by a dask worker). Returns ``rows``, ``seconds`` (wall) and, when remote, this
-    process's :func:`code_version` (a worker must run the same simulator).
+    (run by a dask worker), ``trace`` (record the policy's attributes the run reads).
+    Returns ``rows``, ``seconds`` (wall), ``reads`` (the names read, sorted; None unless
+    traced) and, when remote, this process's :func:`code_version` (a worker must run
+    the same simulator).
 
     A remote cell runs in a thread of its own. A dask worker's statistical
     profiler samples the task thread's stack and keeps references to its
@@ -330,14 +335,16 @@ def compute_cell(spec) -> dict:
         thread.join()
         if "error" in outcome:
             raise outcome["error"]
-        rows = outcome["rows"]
+        rows, reads = outcome["rows"]
     else:
-        rows = _simulate(spec)
+        rows, reads = _simulate(spec)
     return {"rows": rows, "seconds": time.perf_counter() - start,
+            "reads": None if reads is None else sorted(reads),
             "code": code_version() if spec.get("remote") else None}
 
 
-def _simulate(spec) -> list:
+def _simulate(spec):
+    """``(rows as plain values, the policy's attributes read or None)``."""
     import copy
     from .profile import Profile
     from .policies import get_policy
@@ -345,9 +352,11 @@ def _simulate(spec) -> list:
     if spec.get("policy_file"):
         get_policy(spec["policy_file"])   # a fresh worker process registers the file's policy
     name, path, data = spec["profile"]
+    reads = set() if spec.get("trace") else None
     rows = run_cell(spec["workload"], spec["variant"], spec["policy"],
-                    Profile(name, path, copy.deepcopy(data)), dict(spec["params"]))
-    return [_plain(row) for row in rows]
+                    Profile(name, path, copy.deepcopy(data)), dict(spec["params"]),
+                    policy_reads=reads)
+    return [_plain(row) for row in rows], reads
 
 
 def _plain(row) -> dict:
@@ -359,7 +368,8 @@ def _plain(row) -> dict:
     return out
 
 
-def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, progress=True):
+def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, progress=True,
+              reuse=True):
     """Run ``cells`` (reading finished ones from the cache); returns a :class:`SweepRun`.
 
     Parameters
@@ -377,6 +387,11 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
         Simulate every cell even if the cache has it.
     progress : bool
         Show a progress bar on stderr.
+    reuse : bool
+        Cells that differ only in the policy (same workload, variant and parameters)
+        wait for the first of them; one whose policy defines every attribute that run
+        read as it does gets its rows (:mod:`sim.policies.trace`: the same run, step by
+        step), the others are simulated. Not with ``scheduler``.
 
     Raises
     ------
@@ -401,17 +416,27 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
         else:
             run.rows[cell] = rows
     run.cached = len(cells) - len(todo)
+    # the first cell of each family (workload, variant, parameters) to simulate; the
+    # others of the family wait for it (plan order puts it first)
+    deps = {}
+    if reuse and scheduler is None:
+        first = {}
+        for cell in todo:
+            rep = first.setdefault((cell.workload, cell.variant, cell.params), cell)
+            if rep is not cell:
+                deps[cell] = rep
+    reps = set(deps.values())
     specs = {cell: {"workload": cell.workload, "variant": cell.variant, "policy": cell.policy,
                     "policy_file": policy_file(cell.policy),
                     "profile": (profile.name, str(profile.path), profile.data),
-                    "params": dict(cell.params),
+                    "params": dict(cell.params), "trace": cell in reps,
                     "remote": scheduler is not None} for cell in todo}
     if scheduler is not None and todo:
         results = _on_dask(specs, _dask_client(scheduler))
     elif jobs > 1 and len(todo) > 1:
-        results = _on_processes(specs, jobs)
+        results = _on_processes(specs, jobs, deps, _shared)
     else:
-        results = ((cell, _call(cell, spec)) for cell, spec in specs.items())
+        results = _in_process(specs, deps, _shared)
     bar = Progress(len(cells), run.cached) if progress else None
     try:
         for cell, result in results:
@@ -421,8 +446,11 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
                                 f"on the workers")
             cache.put(keys[cell], cell, result["rows"])
             run.rows[cell] = result["rows"]
-            run.seconds[cell] = result["seconds"]
-            run.computed += 1
+            if "reused" in result:
+                run.reused[cell] = result["reused"]
+            else:
+                run.seconds[cell] = result["seconds"]
+                run.computed += 1
             if bar:
                 bar.advance(cell.label)
     finally:
@@ -432,6 +460,35 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
     cache.prune()
     run.wall_s = time.perf_counter() - start
     return run
+
+
+def _shared(cell, rep, result):
+    """The result of ``cell`` taken from its family's first cell ``rep`` (simulated, with
+    ``result``), or None when ``cell``'s policy may act differently in that run."""
+    from .policies import get_policy
+    from .policies.trace import same_behaviour
+    reads = result.get("reads")
+    if reads is None:
+        return None
+    policy = get_policy(cell.policy)
+    if not same_behaviour(set(reads), get_policy(rep.policy), policy):
+        return None
+    rows = [dict(row, policy=policy.name) for row in result["rows"]]
+    return {"rows": rows, "seconds": 0.0, "reused": rep}
+
+
+def _in_process(specs, deps, shared):
+    """Yield ``(cell, result)`` simulating the cells in this process, in order (a cell
+    that waits for another comes after it: :func:`run_cells`)."""
+    done, reps = {}, set(deps.values())
+    for cell, spec in specs.items():
+        rep = deps.get(cell)
+        result = shared(cell, rep, done[rep]) if rep is not None else None
+        if result is None:
+            result = _call(cell, spec)
+        if cell in reps:
+            done[cell] = result
+        yield cell, result
 
 
 def _call(cell, spec):
@@ -446,19 +503,41 @@ def _ignore_sigint():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _on_processes(specs, jobs):
-    """Yield ``(cell, result)`` as local worker processes finish them."""
+def _on_processes(specs, jobs, deps=None, shared=None):
+    """Yield ``(cell, result)`` as local worker processes finish them (``deps``: cell ->
+    the cell it waits for, submitted once that one is done unless ``shared`` gives its
+    result from it)."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    deps = deps or {}
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(specs)), initializer=_ignore_sigint)
-    futures = {pool.submit(compute_cell, spec): cell for cell, spec in specs.items()}
-    submitted = {future: i for i, future in enumerate(futures)}
+    futures, submitted, waiting = {}, {}, {}
+
+    def submit(cell):
+        future = pool.submit(compute_cell, specs[cell])
+        futures[future] = cell
+        submitted[future] = len(submitted)
+        return future
+
+    for cell in specs:
+        if cell in deps:
+            waiting.setdefault(deps[cell], []).append(cell)
+        else:
+            submit(cell)
     pending = set(futures)
     finished = False
     try:
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in sorted(done, key=submitted.get):
-                yield futures[future], _result(futures[future], future)
+                cell = futures[future]
+                result = _result(cell, future)
+                yield cell, result
+                for dependent in waiting.pop(cell, ()):
+                    reused = shared(dependent, cell, result)
+                    if reused is None:
+                        pending.add(submit(dependent))
+                    else:
+                        yield dependent, reused
         finished = True
     finally:
         if finished:
@@ -547,7 +626,7 @@ DEFAULT_MEASURED = ROOT / "experiments" / "measured" / "seeds-m2max.csv"
 
 def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured=(),
           out="results", jobs=1, scheduler=None, force=False, sets=(), progress=True,
-          command=""):
+          command="", reuse=True):
     """``sim sweep``: workloads x variants x policies x grid, compared with the measurements.
 
     Every measured point of the selected workloads is compared with the
@@ -572,12 +651,12 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
             "reference_cells": any(p not in names for _, _, p in extra)}
     with _output_dir(out) as out_dir:
         return _execute(chosen, cells, [REFERENCE_POLICY], rows, paths, prof, grid,
-                        out_dir, jobs, scheduler, force, progress, info)
+                        out_dir, jobs, scheduler, force, progress, info, reuse)
 
 
 def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max-macos",
             out="results/compare", jobs=1, scheduler=None, force=False, sets=(),
-            progress=True, command=""):
+            progress=True, command="", reuse=True):
     """``sim compare``: a user's measurements against the predictions of ``policies``.
 
     Runs only the cells the measured rows need (restricted to ``workloads`` if
@@ -611,7 +690,7 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
             "policy_files": _policy_files(names), "reference_cells": False}
     with _output_dir(out) as out_dir:
         return _execute(chosen, cells, names, rows, measured, prof, grid, out_dir, jobs,
-                        scheduler, force, progress, info)
+                        scheduler, force, progress, info, reuse)
 
 
 @contextmanager
@@ -665,12 +744,12 @@ def _read_measured(paths, workloads=()) -> list:
 
 
 def _execute(workloads, cells, error_policies, measured, paths, profile, grid, out, jobs,
-             scheduler, force, progress, info):
+             scheduler, force, progress, info, reuse=True):
     from .results import join_errors, load, previous_figures, render, write_data, write_info
     from .workloads import load_workload
     start = time.perf_counter()
     stale = previous_figures(out)
-    run = run_cells(cells, profile, out, jobs, scheduler, force, progress)
+    run = run_cells(cells, profile, out, jobs, scheduler, force, progress, reuse)
     with_params = any(cell.params for cell in cells)
     runs, produces = [], {}
     for cell in cells:
@@ -698,6 +777,7 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
                       for w in workloads],
         "grid": values, "measured": [str(p) for p in paths],
         "cells": len(cells), "cached": run.cached, "computed": run.computed,
+        "reused": {cell.label: rep.label for cell, rep in run.reused.items()},
         "jobs": None if scheduler else jobs, "scheduler": scheduler,
         "cells_wall_s": round(run.wall_s, 3),
         "cell_seconds": {cell.label: round(s, 3) for cell, s in run.seconds.items()},

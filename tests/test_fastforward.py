@@ -240,3 +240,46 @@ def test_periodic_sweep_counts_the_registrations_of_steady_loops():
     fast = run(True)
     assert fast == run(False)
     assert fast[0] == fast[1] > 1000
+
+
+# -- loops whose heap events grow (drift) ----------------------------------------------------
+
+def test_a_loop_whose_tape_deepens_replays_its_heap_events():
+    """p10-ema target under detach-constant: each step's backward builds a tape two levels
+    deeper (the EMA's node order grows by 2), so one transient grows by 48 B and two bulk
+    counts by 2 a step; fast-forward replays the heap events at those sizes and moves the
+    orders on: the same CSV, high-water marks and node orders as exact mode."""
+    sets = {"steps": "300", "report_at": "1,50,100,300"}
+    kept_ff, kept_exact = [], []
+    ff = run_cell("p10-ema", "target", policy="detach-constant", sets=sets, keep=kept_ff)
+    exact = run_cell("p10-ema", "target", policy="detach-constant", sets=sets,
+                     fast_forward=False, keep=kept_exact)
+    assert ff == exact
+    a, b = kept_ff[0], kept_exact[0]
+    assert a.drift_applied > 250 and b.drift_applied == 0
+    assert a.allocator.state() == b.allocator.state()
+    assert (a.heap.peak_bytes, a.heap.allocs, a.work_ps) == (b.heap.peak_bytes, b.heap.allocs,
+                                                            b.work_ps)
+    # the live nodes carry the orders exact mode reached (exact mode keeps the newest dead
+    # single-node graph as a run record: GraphLocator.compact)
+    orders = [sorted(s.node.order for g in sim.client.locator.live if hasattr(g, "server")
+                     for s in g.server.steps.values()) for sim in (a, b)]
+    assert orders[1] == [0, 0, 1, 598, 599] and orders[0] == orders[1] + [600]
+
+
+def test_drift_accepts_only_growth_that_balances():
+    from sim.fastforward import _ALLOC, _ALLOC_MANY, _FREE, _FREE_MANY, _drift
+    before = ((_ALLOC, 264, 0, False), (_ALLOC_MANY, 16, 11, False), (_FREE, 264, -1, False),
+              (_FREE_MANY, 16, 11, False))
+    grown = ((_ALLOC, 312, 0, False), (_ALLOC_MANY, 16, 13, False), (_FREE, 312, -1, False),
+             (_FREE_MANY, 16, 13, False))
+    deltas, masked = _drift(before, grown)
+    assert deltas == ((0, 1, 48), (1, 2, 2), (2, 1, 48), (3, 2, 2))
+    assert masked[0] == (_ALLOC, None, 0, False) and masked[1] == (_ALLOC_MANY, 16, None, False)
+    assert _drift(before, before) == ((), before)
+    kept = grown[:2] + (before[2], grown[3])            # the grown block is not freed
+    assert _drift(before, kept) is None
+    bulk = grown[:3] + (before[3],)                     # two more blocks each iteration
+    assert _drift(before, bulk) is None
+    other = ((_FREE, 264, -1, False),) + before[1:]     # a different event
+    assert _drift(before, other) is None

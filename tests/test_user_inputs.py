@@ -265,5 +265,6 @@ def test_sweep_summary_line(tmp_path, capsys, leak2):
                                  "--measured", str(measured), "--out", out], capsys)
     assert code == 0, err
     first = stdout.splitlines()[0]
-    assert first.startswith("1 cell (1 simulated, 0 cached), 1 figure -> "), first
+    assert first.startswith("1 cell (1 simulated, 0 from an equivalent policy's run, 0 cached), "
+                            "1 figure -> "), first
     assert "//" not in first and first.endswith("/out/report.html"), first

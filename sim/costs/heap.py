@@ -197,15 +197,21 @@ class ExcludedHeap:
 
     __slots__ = ("heap",)
 
+    #: > 0 while an uncounted event runs (fast-forward's recorder leaves such iterations
+    #: to exact mode: its replay counts every event)
+    active = 0
+
     def __init__(self, heap):
         self.heap = heap
 
     def _uncounted(self, call, *args):
         heap = self.heap
         counts = (heap.live_bytes, heap.live_blocks, heap.allocs, heap.peak_bytes)
+        ExcludedHeap.active += 1
         try:
             return call(*args)
         finally:
+            ExcludedHeap.active -= 1
             heap.live_bytes, heap.live_blocks, heap.allocs, heap.peak_bytes = counts
 
     def alloc(self, nbytes: int, align: int = 0):

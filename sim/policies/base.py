@@ -22,6 +22,9 @@ class Policy:
     #: as Rust's ownership does; a Python framework frees it when the interpreter drops its
     #: last reference, after the call
     moves_operands = True
+    #: the framework whose program the run simulates: a workload that records another
+    #: experiment for PyTorch (p10-ema-pytorch) asks this, not the policy's name
+    framework = "burn"
 
     def __init__(self, sim):
         self.sim = sim

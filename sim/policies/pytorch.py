@@ -22,6 +22,7 @@ class PyTorch(DropRelease):
     semantic_change = True
     # Python frees a temporary when the expression that made it is done, not inside the op
     moves_operands = False
+    framework = "pytorch"
 
     def __init__(self, sim):
         super().__init__(sim)
