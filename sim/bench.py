@@ -167,29 +167,38 @@ def run_bench(profile="m2max-macos", quick=False, echo=None):
     n_nodes = 2_000 if quick else 20_000
     per_node = {name: round(_bytes_per_node(prof, CASES[name][0], n_nodes))
                 for name in ("untracked add loop", "tracked add loop")}
-    scale = [_ema_run(prof, 1_000 if quick else 20_000, echo)]
+    scale = [_ema_run(prof, 1_000 if quick else 20_000, echo),
+             _ema_run(prof, 500 if quick else 2_000, echo, "target", "detach-constant")]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"profile": prof.name, "arena_replay": replayed, "cases": results,
             "python_bytes_per_live_node": per_node, "scale": scale,
             "peak_rss_bytes": peak}
 
 
-def _ema_run(profile, steps, echo=None):
-    """The seed's EMA run extended to ``steps`` steps (``p10-ema`` detach, its CSV rows
-    included): wall seconds, and how many steps fast-forward applied as a growing chain
-    (:mod:`sim.chainrun`; the others ran exactly: the first of each report interval, the
-    probes, the steps that resize the chain's tables)."""
+def _ema_run(profile, steps, echo=None, variant="detach", policy="burn-0.22.1"):
+    """The seed's EMA run extended to ``steps`` steps (``p10-ema`` ``variant`` under
+    ``policy``, its CSV rows included): wall seconds, and how many steps fast-forward
+    applied as a growing chain (:mod:`sim.chainrun`) or by replaying their heap events
+    (``drift``: ``target`` under detach-constant, whose tape deepens every step); the
+    others ran exactly (the first of each report interval, the probes, the steps that
+    resize the chain's tables)."""
     from .runner import run_cell
     gc.collect()
     kept = []
     start = time.perf_counter()
-    run_cell("p10-ema", "detach", profile=profile, sets={"steps": steps}, keep=kept)
+    run_cell("p10-ema", variant, policy=policy, profile=profile, sets={"steps": steps},
+             keep=kept)
     wall = time.perf_counter() - start
-    name = f"p10-ema detach, {steps:,} steps"
-    chained = kept[0].chain_applied
+    name = f"p10-ema {variant}, {steps:,} steps"
+    if policy != "burn-0.22.1":
+        name += f", {policy}"
+    chained, drifted = kept[0].chain_applied, kept[0].drift_applied
+    how = (f"{chained:,} steps as a chain" if chained or not drifted
+           else f"{drifted:,} steps replayed")
     if echo:
-        echo(f"  {name:<38} {wall:8.3f} s  ({chained:,} steps as a chain)")
-    return {"run": name, "steps": steps, "wall_s": round(wall, 3), "chain_steps": chained}
+        echo(f"  {name:<38} {wall:8.3f} s  ({how})")
+    return {"run": name, "steps": steps, "wall_s": round(wall, 3), "chain_steps": chained,
+            "drift_steps": drifted}
 
 
 def format_table(result) -> str:
@@ -208,8 +217,12 @@ def format_table(result) -> str:
     for name, nbytes in result["python_bytes_per_live_node"].items():
         lines.append(f"Python memory per live simulated node ({name}, exact mode): {nbytes} B")
     for run in result.get("scale", ()):
-        lines.append(f"{run['run']}: {run['wall_s']:.1f} s ({run['chain_steps']:,} of them "
-                     f"fast-forwarded as a growing chain, the rest exact)")
+        if run.get("drift_steps") and not run["chain_steps"]:
+            how = (f"{run['drift_steps']:,} of them fast-forwarded by replaying their heap "
+                   f"events")
+        else:
+            how = f"{run['chain_steps']:,} of them fast-forwarded as a growing chain"
+        lines.append(f"{run['run']}: {run['wall_s']:.1f} s ({how}, the rest exact)")
     lines.append(f"peak RSS of this process: {result['peak_rss_bytes'] / 1e6:.1f} MB")
     return "\n".join(lines) + "\n"
 
