@@ -303,7 +303,27 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
             ax.plot([e["x"]], [0.93], transform=top, ls="", marker="X", ms=10, color="black",
                     zorder=11, clip_on=False)
     bottom = ax if res is None else res
-    if categorical:
+    if categorical and series:
+        # phases that are series of their own (a train loop's reports, then the
+        # generation's): the x values as ticks, each phase named once under its own
+        labels = sorted(positions, key=positions.get)
+        bottom.set_xticks(range(len(labels)))
+        bottom.set_xticklabels([f"{x:g}" for x, _ in labels], fontsize=7)
+        units = {}
+        for r in rows + points:
+            units.setdefault(r.get("phase", ""), r.get("x_unit", ""))
+        for phase in dict.fromkeys(p for _, p in labels):
+            at = [positions[k] for k in labels if k[1] == phase]
+            unit = units.get(phase, "")
+            bottom.annotate(f"{phase} ({unit})" if unit else phase,
+                            xy=((min(at) + max(at)) / 2, 0), xycoords=("data", "axes fraction"),
+                            xytext=(0, -17), textcoords="offset points", ha="center",
+                            va="top", fontsize=7.5, color="0.25", annotation_clip=False)
+            if min(at) > 0:
+                bottom.axvline(min(at) - 0.5, color="0.6", lw=0.8, ls=":", zorder=0.5)
+                if bottom is not ax:
+                    ax.axvline(min(at) - 0.5, color="0.6", lw=0.8, ls=":", zorder=0.5)
+    elif categorical:
         labels = sorted(positions, key=positions.get)
         bottom.set_xticks(range(len(labels)))
         bottom.set_xticklabels([_category_label(x, phase, labels) for x, phase in labels],

@@ -124,3 +124,25 @@ def test_the_command_line_says_how_many_cells_were_reused(tmp_path, capsys):
     assert code == 0 and "10 cells (5 simulated, 5 from an equivalent policy's run" in out
     code, out, _ = run_cli(args + ["--out", str(tmp_path / "b"), "--no-reuse"], capsys)
     assert code == 0 and "10 cells (10 simulated, 0 from an equivalent policy's run" in out
+
+
+class WithProperty(Policy):
+    name = "with-property"
+    calls = 0
+
+    @property
+    def level(self):
+        WithProperty.calls += 1
+        return WithProperty.calls
+
+    @classmethod
+    def kind(cls):
+        return cls.__name__
+
+
+def test_properties_and_classmethods_are_recorded_and_properties_stay_computed():
+    reads = set()
+    policy = traced(WithProperty, reads)(object())
+    assert policy.level != policy.level          # computed at every read, not cached
+    assert policy.kind() == "WithProperty" and {"level", "kind"} <= reads
+    assert not same_behaviour({"level"}, WithProperty, BASE)

@@ -51,10 +51,11 @@ class _Record:
     def __get__(self, obj, owner=None):
         value = self.value
         if obj is None:
-            # read through the class (``cls.ff_horizon``): recorded all the same by the
-            # instances' runs only if they read it; the class gets the plain attribute
+            # read through the class (``cls.ff_horizon``): the plain attribute
             return value.__get__(None, owner) if hasattr(value, "__get__") else value
         obj.__dict__["_policy_reads"].add(self.name)
+        if isinstance(value, property):
+            return value.__get__(obj, owner)      # computed at every read: not kept
         if hasattr(value, "__get__"):
             value = value.__get__(obj, owner)
         obj.__dict__[self.name] = value
@@ -70,8 +71,7 @@ def traced(cls, reads: set):
             if name.startswith("__") and name.endswith("__"):
                 continue
             attrs[name] = value
-    body = {name: _Record(name, value) for name, value in attrs.items()
-            if not isinstance(value, (staticmethod, classmethod, property))}
+    body = {name: _Record(name, value) for name, value in attrs.items()}
     base_init = cls.__init__
 
     def __init__(self, sim):
