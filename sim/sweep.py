@@ -368,8 +368,43 @@ def _plain(row) -> dict:
     return out
 
 
+class _FigureWarmUp:
+    """Matplotlib imported, and one small figure drawn, in a thread of this process while
+    the cells run in the workers: the figures' processes, forked from this one
+    afterwards, start with the fonts and the math-text parser loaded (about 1 s of this
+    process's time, and some of each figure process's, off the end of a sweep). Started
+    only once the cells' workers exist (a fork while a thread imports would copy a held
+    import lock)."""
+
+    def __init__(self):
+        self.thread = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name="figure-warm-up", daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def _run() -> None:
+        try:
+            import io
+            from matplotlib.figure import Figure
+            from . import plot, report  # noqa: F401
+            fig = Figure(figsize=(2, 1.5))
+            ax = fig.add_subplot()
+            ax.plot([1, 10, 100], [1, 100, 10000])
+            ax.set_yscale("log")
+            ax.set_title("warm-up (MiB)", fontsize=9)
+            fig.savefig(io.BytesIO(), format="png", dpi=100)
+        except Exception:   # only a head start: the figures are drawn regardless
+            pass
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
+
 def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, progress=True,
-              reuse=True):
+              reuse=True, started=None):
     """Run ``cells`` (reading finished ones from the cache); returns a :class:`SweepRun`.
 
     Parameters
@@ -392,6 +427,8 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
         wait for the first of them; one whose policy defines every attribute that run
         read as it does gets its rows (:mod:`sim.policies.trace`: the same run, step by
         step), the others are simulated. Not with ``scheduler``.
+    started : callable, optional
+        Called once local worker processes run the cells (none are forked after it).
 
     Raises
     ------
@@ -434,7 +471,7 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
     if scheduler is not None and todo:
         results = _on_dask(specs, _dask_client(scheduler))
     elif jobs > 1 and len(todo) > 1:
-        results = _on_processes(specs, jobs, deps, _shared)
+        results = _on_processes(specs, jobs, deps, _shared, started)
     else:
         results = _in_process(specs, deps, _shared)
     bar = Progress(len(cells), run.cached) if progress else None
@@ -503,7 +540,7 @@ def _ignore_sigint():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _on_processes(specs, jobs, deps=None, shared=None):
+def _on_processes(specs, jobs, deps=None, shared=None, started=None):
     """Yield ``(cell, result)`` as local worker processes finish them (``deps``: cell ->
     the cell it waits for, submitted once that one is done unless ``shared`` gives its
     result from it)."""
@@ -523,6 +560,8 @@ def _on_processes(specs, jobs, deps=None, shared=None):
             waiting.setdefault(deps[cell], []).append(cell)
         else:
             submit(cell)
+    if started is not None:
+        started()     # a fork-started pool has spawned all its workers at its first submit
     pending = set(futures)
     finished = False
     try:
@@ -749,7 +788,10 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
     from .workloads import load_workload
     start = time.perf_counter()
     stale = previous_figures(out)
-    run = run_cells(cells, profile, out, jobs, scheduler, force, progress, reuse)
+    warm = _FigureWarmUp()
+    run = run_cells(cells, profile, out, jobs, scheduler, force, progress, reuse,
+                    started=warm.start)
+    warm.join()
     with_params = any(cell.params for cell in cells)
     runs, produces = [], {}
     for cell in cells:
