@@ -481,7 +481,9 @@ def apply_chain(sim, effect, count) -> int:
         sim.current.pending_ps += work_ps
         sim.work_ps += work_ps
         if not i & 1023:
+            sim.ff_progress = (i, count)
             sim._check_limits()      # a long batch builds many nodes: the budget holds
+    sim.ff_progress = None
     timing.compute_ns += compute * count
     timing.bookkeeping_ns += book * count
     renamed = _relabel_rotating(locator, effect, last, last + count * stride)

@@ -269,6 +269,9 @@ class Simulation:
         self.chain_applied = 0
         # iterations fast-forwarded by replaying their heap events (sim.fastforward, drift)
         self.drift_applied = 0
+        #: (iterations done, of how many) while fast-forward works through a long batch
+        #: one iteration at a time (the heartbeat shows it), else None
+        self.ff_progress = None
         #: called with the simulation whenever it checks its budgets (sim.progress.Heartbeat)
         self.heartbeat = None
 

@@ -118,9 +118,11 @@ class _Recorder(Heap):
     trees = ()
     muted = 0           # > 0 inside a tree's insert: its node allocations are not replayed
     #: every event of the iteration in order, tree nodes included, where the allocator
-    #: keeps counts per size (:func:`_drift`): ``(kind, nbytes, arg, faults)``; a free
-    #: names the position of the alloc it frees (or -1); None once an event cannot be
-    #: replayed (a free of an earlier iteration's block, a realloc)
+    #: keeps counts per size (:func:`_drift`): ``(kind, nbytes, arg, unfaulted)``; a
+    #: free names the position of the alloc it frees (or -1), a realloc ``(old size,
+    #: that position)``; ``unfaulted``: made while the allocator's page faults were off;
+    #: None once an event cannot be replayed (a free of an earlier iteration's block, an
+    #: event the counting allocator does not see)
     trace = None
     trace_at = None     # block -> position of its alloc in ``trace``
 
@@ -592,7 +594,9 @@ def _apply(sim, effect, count):
             _replay_drift(sim, effect, k)
             sim.heap.allocs += effect.allocs
             if not k & 1023:
+                sim.ff_progress = (k - effect.since, count)
                 sim._check_limits()
+        sim.ff_progress = None
         effect.since += count
         sim.drift_applied += count
         # the nodes the last iteration left take the orders the skipped ones reached

@@ -106,6 +106,9 @@ class Heartbeat:
     line rewritten in place every ``every`` seconds on a terminal, or a full line every
     ``log_every`` seconds in a log.
 
+    While fast-forward works through a long batch iteration by iteration (a growing
+    chain, replayed heap events), the line says how far it is in the batch.
+
     Examples
     --------
     >>> import io
@@ -135,6 +138,9 @@ class Heartbeat:
         x = sim.last_x
         where = (f"{sim.last_x_unit} {x:,}" if sim.last_x_unit and isinstance(x, (int, float))
                  else "starting")
+        batch = getattr(sim, "ff_progress", None)
+        if batch:
+            where += f", fast-forwarding {batch[0]:,} of {batch[1]:,} iterations"
         line = (f"{self.label}: {where}  {sim.registered:,} steps registered  "
                 f"{now - self.start:.0f} s")
         if self.tty:

@@ -70,3 +70,18 @@ def test_a_nearly_flat_panel_shows_at_least_a_ten_percent_window():
         assert varied.get_ylim()[1] - varied.get_ylim()[0] < 1.5
     finally:
         plt.close(fig)
+
+
+def test_the_heartbeat_says_how_far_a_long_fast_forward_batch_is():
+    """A batch that fast-forward works through iteration by iteration (here replayed heap
+    events) is shown as it goes, not as a run stuck at its last exact step."""
+    import io
+
+    from sim.progress import Heartbeat
+    from sim.runner import run_cell
+    out = io.StringIO()
+    beat = Heartbeat("p10-ema/target", stream=out, after=0, every=0, log_every=0)
+    run_cell("p10-ema", "target", policy="detach-constant",
+             sets={"steps": "1200", "report_at": "1,1200"}, heartbeat=beat)
+    lines = out.getvalue().splitlines()
+    assert any("fast-forwarding 1,024 of 1,19" in line for line in lines), lines[-3:]
