@@ -126,13 +126,18 @@ class _Recorder(Heap):
     trace = None
     trace_at = None     # block -> position of its alloc in ``trace``
 
+    @staticmethod
+    def _trace():
+        """The trace to add an event to, or None (given up at an uncounted event)."""
+        if _Recorder.trace is not None and ExcludedHeap.active:
+            _Recorder.trace = None
+        return _Recorder.trace
+
     def alloc(self, nbytes, align=0):
         if nbytes > 0:
             _Recorder.events[nbytes] += 1
         block = Heap.alloc(self, nbytes, align)
-        trace = _Recorder.trace
-        if trace is not None and nbytes > 0 and ExcludedHeap.active:
-            trace = _Recorder.trace = None
+        trace = _Recorder._trace()
         if trace is not None and nbytes > 0:
             if block is not None:
                 _Recorder.trace_at[_handle_key(block)] = len(trace)
@@ -148,9 +153,7 @@ class _Recorder(Heap):
     def free(self, nbytes, block=None):
         if nbytes > 0:
             _Recorder.events[nbytes] -= 1
-            trace = _Recorder.trace
-            if trace is not None and ExcludedHeap.active:
-                trace = _Recorder.trace = None
+            trace = _Recorder._trace()
             if trace is not None:
                 at = -1 if block is None else _Recorder.trace_at.pop(_handle_key(block), None)
                 if at is None:
@@ -175,12 +178,11 @@ class _Recorder(Heap):
             _Recorder.events[old_nbytes] -= 1
             _Recorder.events[nbytes] += 1
             _Recorder.seq = None
-            trace = _Recorder.trace
+            trace = _Recorder._trace()
             if trace is not None:
                 at = -1 if block is None else _Recorder.trace_at.pop(_handle_key(block), None)
-                if at is None or ExcludedHeap.active:
-                    _Recorder.trace = None
-                    trace = None
+                if at is None:
+                    _Recorder.trace = trace = None     # a block from an earlier iteration
             handle = Heap.realloc(self, old_nbytes, nbytes, block)
             if trace is not None:
                 if handle is not None:
@@ -323,13 +325,13 @@ class Effect:
                 self.template, self.period, self.masked, self.deltas)
 
 
-def _measure(sim, snap, events, template=None, chain=None, trace=None, before=None):
+def _measure(sim, snap, events, template=None, chain=None, record=None, before=None):
     """The effect of the iteration since ``snap``, or None when it is not batchable
     (``template``: its heap events in order, where the allocator needs them replayed;
     ``chain``: ``(its sweeps, its BTreeMap operations, the effect of the iteration
     before)`` where the allocator keeps counts, for :func:`sim.chainrun.chain_effect`;
-    ``trace`` and ``before``: its heap events in order and those of the iteration before,
-    for :func:`_drift`)."""
+    ``record`` and ``before``: ``(heap events in order, live nodes' orders)`` of it and of
+    the iteration before, for :func:`_drift`)."""
     locator = sim.client.locator
     timing = sim.timing
     stride = sim._next_id - snap.next_id
@@ -341,7 +343,7 @@ def _measure(sim, snap, events, template=None, chain=None, trace=None, before=No
     times = (sim.work_ps - snap.work - (sim.fault_ps - fps),) + tuple(
         a - b for a, b in zip((timing.compute_ns, timing.bookkeeping_ns, timing.cleanup_ns),
                               snap.timing))
-    trace, orders = trace if trace is not None else (None, ())
+    trace, orders = record if record is not None else (None, ())
     before_trace, before_orders = before if before is not None else (None, None)
     grows = _order_steps(before_orders, orders)
     if sim.touched.state() != snap.touched:
@@ -356,18 +358,16 @@ def _measure(sim, snap, events, template=None, chain=None, trace=None, before=No
     state = sim.allocator.state()
     period = 1 if state == snap.allocator else next(
         (p for p, old in enumerate(snap.earlier, 2) if old == state), None)
-    if (registered and period and entries == snap.entries
-            and (sim.heap.live_bytes, sim.heap.live_blocks) == snap.heap
-            and tree_counts(locator) == snap.trees
-            and (grows is None or not any(step for _, step in grows))):
+    # the bookkeeping as the iteration found it
+    unchanged = (registered and entries == snap.entries
+                 and (sim.heap.live_bytes, sim.heap.live_blocks) == snap.heap
+                 and tree_counts(locator) == snap.trees)
+    if unchanged and period and (grows is None or not any(step for _, step in grows)):
         return Effect("steady", stride, registered, times,
                       backwards=sim.backwards - snap.backwards,
                       rss_drift=sim.rss_extra_bytes - snap.rss_extra, faults=faults,
                       period=period)
-    if (registered and trace is not None and before_trace is not None and grows is not None
-            and entries == snap.entries
-            and (sim.heap.live_bytes, sim.heap.live_blocks) == snap.heap
-            and tree_counts(locator) == snap.trees):
+    if unchanged and trace is not None and before_trace is not None and grows is not None:
         # the bookkeeping as it was, the allocator not: where the placement moved (LARGE
         # slices) or a high-water mark rose (a transient that grows with the iteration,
         # as the tape of a chain whose nodes' orders grow)
@@ -774,8 +774,8 @@ def _replay(heap, template, count, trees, fills, nodes):
 
 def _probe(sim, body, snap, replay, previous=None, before=None):
     """Run one iteration exactly, recording its heap events; returns its effect and its
-    events in order (``previous``: the effect of the iteration before, if it was probed;
-    ``before``: its events)."""
+    record (its heap events in order and its live nodes' orders; ``previous``: the effect
+    of the iteration before, if it was probed; ``before``: its record)."""
     heap = sim.heap
     _Recorder.events = Counter()
     # a probe inside a probed iteration (a loop in the loop) leaves the outer one
@@ -865,16 +865,16 @@ def repeat(sim, n, body):
     # a glibc arena: the heap events of a node-leaving iteration are replayed in order
     replay = not sim.allocator.bulk_exact()
     earlier = ()
-    trace = None
+    record = None
     while done < n:
         if effect is None:
             snap = _Snapshot(sim)
             snap.earlier = earlier
             earlier = ((snap.allocator,) + earlier)[:MAX_PERIOD - 1]
             sim.loop_index = done
-            measured, trace = _probe(sim, body, snap,
-                                     replay and sim.client.locator is not None,
-                                     effects[-1] if effects else None, trace)
+            measured, record = _probe(sim, body, snap,
+                                      replay and sim.client.locator is not None,
+                                      effects[-1] if effects else None, record)
             done += 1
             effects.append(measured)
             last = effects[-AGREE:]

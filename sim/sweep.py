@@ -471,9 +471,9 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
     if scheduler is not None and todo:
         results = _on_dask(specs, _dask_client(scheduler))
     elif jobs > 1 and len(todo) > 1:
-        results = _on_processes(specs, jobs, deps, _shared, started)
+        results = _on_processes(specs, jobs, deps, started)
     else:
-        results = _in_process(specs, deps, _shared)
+        results = _in_process(specs, deps)
     bar = Progress(len(cells), run.cached) if progress else None
     try:
         for cell, result in results:
@@ -514,13 +514,13 @@ def _shared(cell, rep, result):
     return {"rows": rows, "seconds": 0.0, "reused": rep}
 
 
-def _in_process(specs, deps, shared):
+def _in_process(specs, deps):
     """Yield ``(cell, result)`` simulating the cells in this process, in order (a cell
     that waits for another comes after it: :func:`run_cells`)."""
     done, reps = {}, set(deps.values())
     for cell, spec in specs.items():
         rep = deps.get(cell)
-        result = shared(cell, rep, done[rep]) if rep is not None else None
+        result = _shared(cell, rep, done[rep]) if rep is not None else None
         if result is None:
             result = _call(cell, spec)
         if cell in reps:
@@ -540,10 +540,10 @@ def _ignore_sigint():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _on_processes(specs, jobs, deps=None, shared=None, started=None):
+def _on_processes(specs, jobs, deps=None, started=None):
     """Yield ``(cell, result)`` as local worker processes finish them (``deps``: cell ->
-    the cell it waits for, submitted once that one is done unless ``shared`` gives its
-    result from it)."""
+    the cell it waits for, submitted once that one is done unless :func:`_shared` gives
+    its result from it)."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     deps = deps or {}
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(specs)), initializer=_ignore_sigint)
@@ -572,7 +572,7 @@ def _on_processes(specs, jobs, deps=None, shared=None, started=None):
                 result = _result(cell, future)
                 yield cell, result
                 for dependent in waiting.pop(cell, ()):
-                    reused = shared(dependent, cell, result)
+                    reused = _shared(dependent, cell, result)
                     if reused is None:
                         pending.add(submit(dependent))
                     else:

@@ -115,8 +115,6 @@ def same_behaviour(reads, a, b) -> bool:
     if NAME_READ in reads:
         return False
     for name in set(reads) | {"__init__"}:
-        if name == "_policy_reads":
-            continue
         value_a, mro_a = _defined(a, name)
         value_b, mro_b = _defined(b, name)
         if value_a is not value_b or mro_a != mro_b:
