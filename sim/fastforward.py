@@ -316,6 +316,9 @@ class Effect:
         #: count), and ``(offset, step)`` of the live nodes whose order grows
         self.allocs = 0
         self.grows = ()
+        #: ``drift``: (page faults on, the replay's steps) (:func:`_drift_plan`), made on
+        #: first use
+        self.plan = None
 
     def key(self):
         # exact work in ps; the float accumulators only split it and are not compared
@@ -486,15 +489,46 @@ def _drift(before, trace):
 def _replay_drift(sim, effect, k) -> None:
     """The heap events of the iteration ``k`` after ``effect``'s (a ``drift``), through
     the heap and its allocator: placement, high-water marks and page faults as exact mode
-    gives them."""
+    gives them.
+
+    Runs of events that repeat unchanged and stay in size classes the allocator keeps
+    counts for are applied as one step each (:func:`_drift_plan`): their net change of
+    live bytes, blocks and each zone's bytes, with the highest point each reached inside
+    the run, which is all a counting zone's high-water mark and its page faults depend on
+    (fault time is charged on cumulative bytes, so one fault for the run's top costs what
+    the faults on the way up did). Growing events, blocks placed one by one (LARGE) and
+    reallocs go through the heap one at a time."""
     heap = sim.heap
     allocator = heap.allocator
     trace = effect.trace
+    faults = allocator.fault is not None
+    if effect.plan is None or effect.plan[0] != faults:
+        effect.plan = (faults, _drift_plan(heap, effect, faults))
+    plan = effect.plan[1]
     grown = {i: (field, trace[i][field] + k * d) for i, field, d in effect.deltas}
     handles = {}
     alloc, free = Heap.alloc, Heap.free
-    faults = allocator.fault is not None
-    for i, (kind, nbytes, arg, unfaulted) in enumerate(trace):
+    zone_live, zone_high, zone_mark = allocator.live, allocator.high, allocator.mark
+    for step in plan:
+        if type(step) is tuple:
+            nbytes, nblocks, nallocs, top, zones = step
+            live = heap.live_bytes
+            if live + top > heap.peak_bytes:
+                heap.peak_bytes = live + top
+            heap.live_bytes = live + nbytes
+            heap.live_blocks += nblocks
+            heap.allocs += nallocs
+            for zi, delta, zone_top in zones:
+                base = zone_live[zi]
+                high = base + zone_top
+                if high > zone_high[zi]:
+                    zone_high[zi] = high
+                    if high > zone_mark[zi]:
+                        allocator.fault_to(zi, high)
+                zone_live[zi] = base + delta
+            continue
+        i = step
+        kind, nbytes, arg, unfaulted = trace[i]
         if i in grown:
             field, value = grown[i]
             if field == 1:
@@ -517,6 +551,54 @@ def _replay_drift(sim, effect, k) -> None:
         else:
             old, at = arg
             handles[i] = Heap.realloc(heap, old, nbytes, None if at < 0 else handles.pop(at))
+
+
+def _drift_plan(heap, effect, faults) -> tuple:
+    """:func:`_replay_drift`'s steps for ``effect``'s trace: the position of each event
+    replayed on its own, and for each run of the others ``(live bytes, live blocks,
+    allocations, highest live bytes reached above the start, ((zone, its bytes' change,
+    its highest point above the start), ...))``. An event joins a run when its size and
+    count do not grow, it was not made with page faults off while they are on now
+    (``faults``), and its size is one the heap hands straight to a counting zone (so it
+    has no handle a later event names)."""
+    small = heap._small
+    growing = {i for i, _, _ in effect.deltas}
+    plan = []
+    run = None
+
+    def close():
+        if run is not None and run[3]:
+            zones = tuple((zi, z[0], z[1]) for zi, z in sorted(run[4].items()))
+            plan.append((run[0], run[1], run[2], run[5], zones))
+
+    for i, (kind, nbytes, arg, unfaulted) in enumerate(effect.trace):
+        hit = small.get(nbytes)
+        count = 1 if kind in (_ALLOC, _FREE) else arg if kind in (_ALLOC_MANY, _FREE_MANY) else 0
+        if (hit is None or i in growing or (unfaulted and faults) or not count
+                or kind not in (_ALLOC, _FREE, _ALLOC_MANY, _FREE_MANY)):
+            close()
+            run = None
+            plan.append(i)
+            continue
+        if run is None:
+            # bytes, blocks, allocations, events, zones {zi: [bytes, top]}, top, running
+            run = [0, 0, 0, 0, {}, 0, 0]
+        zi, size = hit
+        zone = run[4].setdefault(zi, [0, 0])
+        run[3] += 1
+        if kind in (_ALLOC, _ALLOC_MANY):
+            run[0] += nbytes * count
+            run[1] += count
+            run[2] += count
+            zone[0] += size * count
+            zone[1] = max(zone[1], zone[0])
+            run[5] = max(run[5], run[0])
+        else:
+            run[0] -= nbytes * count
+            run[1] -= count
+            zone[0] -= size * count
+    close()
+    return tuple(plan)
 
 
 def _unexplained(net, blocks, locator, snap):

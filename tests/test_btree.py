@@ -138,3 +138,71 @@ def test_batched_removals_take_the_leaf_of_the_last_one_as_a_search_would(seed):
     check_invariants(b)
     assert a.keys_in_order() == b.keys_in_order()
     assert shape(a.root) == shape(b.root)
+
+
+def _remove_near_the_end(seed):
+    """A removal of one of the last keys appended in closed form (a backward freeing the
+    nodes of the graph it ran, right after a fast-forwarded loop) leaves the runs
+    unmaterialized where no node changes; the nodes, keys and heap, after more appends,
+    removals and a materialization, are the ones inserting and removing one key at a
+    time gives. Returns how many removals kept the runs."""
+    rnd = random.Random(seed)
+    h1, h2 = Heap(Allocator.from_classes("macos")), Heap(Allocator.from_classes("macos"))
+    a, b = BTreeNodes(h1, 192, 288), BTreeNodes(h2, 192, 288)
+    nxt = 0
+    if seed % 2:
+        for k in range(rnd.randrange(1, 40)):   # a real tree under the runs
+            a.insert(k)
+            b.insert(k)
+            nxt += 1
+    kept_closed = 0
+    for _ in range(25):
+        r = rnd.random()
+        if r < 0.45:
+            n = rnd.choice([1, 2, 3, 5, 7, 12, 40, 500])
+            stride = rnd.choice([1, 2])
+            for k in range(nxt, nxt + stride * n, stride):
+                a.insert(k)
+            b.append_run(nxt, stride, n)
+            nxt += stride * n
+        elif r < 0.9 and a.length:
+            # one of the last dozen keys (present or not)
+            k = nxt - 1 - rnd.randrange(12)
+            runs = bool(b._runs)
+            assert a.remove(k) == b.remove(k)
+            kept_closed += runs and bool(b._runs)
+        elif b._runs:
+            b.materialize()
+        assert (a.leaves, a.internals, a.length) == (b.leaves, b.internals, b.length)
+        assert (h1.live_bytes, h1.live_blocks) == (h2.live_bytes, h2.live_blocks)
+        assert a.fills() == b.fills()
+        assert a.max_key() == b.max_key()
+    check_invariants(b)           # materializes b: the replay must give a's nodes
+    assert a.keys_in_order() == b.keys_in_order()
+    if a.root is not None:
+        assert shape(a.root) == shape(b.root)
+    return kept_closed
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_removing_a_key_of_the_rightmost_leaf_keeps_the_closed_form_runs(seed):
+    _remove_near_the_end(seed)
+
+
+def test_the_closed_form_removal_is_taken():
+    assert sum(_remove_near_the_end(seed) for seed in range(40)) > 40
+
+
+def test_a_backward_after_a_fast_forwarded_loop_leaves_its_run_closed_form():
+    """The two removals of the adleak backward-each-round pattern (the max key of a tree
+    whose rightmost leaf keeps enough keys) do not materialize the 100,000-key run."""
+    heap = Heap(Allocator.from_classes("macos"))
+    tree = BTreeNodes(heap, 192, 288)
+    tree.append_run(0, 1, 100_000)
+    for k in range(100_000, 100_004):
+        tree.insert(k)
+    fills = tree.fills()
+    assert fills[0] > 5
+    assert tree.remove(100_003)
+    assert tree._runs and tree.fills()[0] == fills[0] - 1 and tree.length == 100_003
+    assert tree.max_key() == 100_002

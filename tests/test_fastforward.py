@@ -283,3 +283,61 @@ def test_drift_accepts_only_growth_that_balances():
     assert _drift(before, bulk) is None
     other = ((_FREE, 264, -1, False),) + before[1:]     # a different event
     assert _drift(before, other) is None
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_drift_replay_by_runs_equals_event_by_event(seed):
+    """_replay_drift applies runs of unchanged small-block events as one step each (their
+    net change and highest point per zone); the heap, the allocator's zones, high-water
+    marks and the page faults charged are those of replaying every event in order."""
+    import random
+    from sim.costs.heap import Heap
+    from sim.costs.rss import Allocator
+    from sim.fastforward import _ALLOC, _ALLOC_MANY, _FREE, _FREE_MANY, Effect, _replay_drift
+
+    rnd = random.Random(seed)
+    sizes = [16, 24, 48, 100, 264, 1000, 4096, 20000, 131072, 1 << 20]
+    trace, live = [], []
+    for _ in range(rnd.randrange(20, 80)):
+        r = rnd.random()
+        if r < 0.45 or not live:
+            live.append(len(trace))
+            trace.append((_ALLOC, rnd.choice(sizes), 0, rnd.random() < 0.2))
+        elif r < 0.85:
+            at = live.pop(rnd.randrange(len(live)))
+            trace.append((_FREE, trace[at][1], at if rnd.random() < 0.7 else -1, False))
+        else:
+            n = rnd.choice(sizes[:6])
+            k = rnd.randrange(2, 9)
+            trace += [(_ALLOC_MANY, n, k, False), (_FREE_MANY, n, k, False)]
+    for at in reversed(live):
+        trace.append((_FREE, trace[at][1], at, False))
+    grows = [i for i, e in enumerate(trace) if e[0] == _ALLOC and e[1] < 4096][:1]
+    deltas = []
+    for i in grows:   # one transient grows by 8 B an iteration, and its free with it
+        j = next((j for j, e in enumerate(trace) if e[0] == _FREE and e[2] == i), None)
+        if j is not None:
+            deltas += [(i, 1, 8), (j, 1, 8)]
+
+    def replay(by_runs):
+        faults = []
+        allocator = Allocator.from_classes("macos")
+        heap = Heap(allocator)
+        if seed % 3:
+            allocator.fault = lambda nbytes, mapped=False: faults.append(nbytes)
+        for n in sizes:      # the sizes seen before (the probed iterations ran exactly)
+            heap.free(n, heap.alloc(n))
+        sim = type("S", (), {"heap": heap})()
+        effect = Effect("drift", 1, 0, (0, 0, 0, 0))
+        effect.trace, effect.deltas = tuple(trace), tuple(deltas)
+        if not by_runs:
+            effect.plan = (allocator.fault is not None, tuple(range(len(trace))))
+        for k in range(1, 40):
+            _replay_drift(sim, effect, k)
+        return ((heap.live_bytes, heap.live_blocks, heap.peak_bytes, heap.allocs),
+                allocator.state(), list(allocator.live), list(allocator.high),
+                list(allocator.mark), sum(faults), effect.plan[1])
+
+    runs, one_by_one = replay(True), replay(False)
+    assert runs[:-1] == one_by_one[:-1]
+    assert len(runs[-1]) < len(trace)        # some events were applied as runs

@@ -22,7 +22,7 @@ tables are freed when the last entry goes.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from ..costs.btree import BTreeNodes
 from ..costs.vec import RustVec
@@ -103,6 +103,14 @@ class GraphLocator:
             tree.remove_run(*item)
         else:
             tree.remove(item)
+
+    def counted_removals(self):
+        """:meth:`removals` where the allocator keeps counts per size (the order of the
+        maps' node frees cannot matter there); elsewhere (a glibc arena, which places by
+        the order of every free) one removal at a time, as burn makes them."""
+        if self.sim.allocator.bulk_exact():
+            return self.removals()
+        return nullcontext()
 
     @contextmanager
     def removals(self):

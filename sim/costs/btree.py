@@ -225,8 +225,50 @@ class BTreeNodes:
     def remove(self, key) -> bool:
         """Remove ``key``; returns False if it was absent."""
         if self._runs:
+            if self._remove_from_runs(key):
+                return True
             self.materialize()
         return self._remove(key, None)[0]
+
+    def _remove_from_runs(self, key) -> bool:
+        """Remove ``key`` from the closed-form runs without materializing them, where it
+        sits in the rightmost leaf and that leaf keeps at least ``MIN_LEN`` keys (or is the
+        root): no node changes, the leaf's fill drops by one. Replaying the runs without
+        the key later gives the same nodes: a split the key would have made one append
+        earlier comes one append later, around the same keys (the rightmost leaf still
+        takes at least one key after it, since it keeps ``MIN_LEN``). Returns False where
+        that does not hold, or the key is not in a run (the caller materializes)."""
+        spine = self._spine
+        fill = spine[0]
+        if fill <= MIN_LEN and len(spine) > 1:
+            return False
+        runs = self._runs
+        after = 0                 # keys above ``key``: the rightmost leaf holds the last ``fill``
+        for i in range(len(runs) - 1, -1, -1):
+            first, stride, count = runs[i]
+            last = first + stride * (count - 1)
+            if key > last:
+                return False      # between two runs, or above them all: not in a run
+            if key >= first:
+                if (key - first) % stride:
+                    return False
+                after += (last - key) // stride
+                if after >= fill or (count == 1 and len(runs) == 1):
+                    return False  # deeper than the leaf; or the last run key (keep a run)
+                j = (key - first) // stride
+                runs[i:i + 1] = [r for r in ((first, stride, j),
+                                             (key + stride, stride, count - j - 1)) if r[2]]
+                break
+            after += count
+            if after >= fill:
+                return False
+        else:
+            return False
+        spine[0] = fill - 1
+        self.length -= 1
+        first, stride, count = runs[-1]
+        self._max = first + stride * (count - 1)
+        return True
 
     def _remove(self, key, finger):
         """Remove ``key`` (runs materialized); returns (whether it was present, finger).

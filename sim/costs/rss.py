@@ -343,6 +343,7 @@ class Allocator:
     """
 
     __slots__ = ("zones", "live", "high", "page_bytes", "dynamic", "mmap_threshold", "_lookup",
+                 "_segment_lookup",
                  "_placed", "_segmented", "_blocks", "_fault", "mark", "arena")
 
     def __init__(self, zones, page_bytes, dynamic_mmap_threshold=False, arena=False,
@@ -360,6 +361,9 @@ class Allocator:
         self.mmap_threshold = int(self.zones[0].max_bytes) + 1 if self.dynamic else 0
         # zone index and rounded size of every small request, precomputed
         self._lookup = {}
+        # zone index and slice-rounded size of requests placed in a placement zone (a
+        # separate map: the heap's fast path must hand these to alloc and free)
+        self._segment_lookup = {}
         # zone of each live large block, by size (large placement can change over time)
         self._placed = {}
         # live blocks of placement zones by size (a free that names no block takes the newest)
@@ -405,6 +409,9 @@ class Allocator:
         hit = self._lookup.get(nbytes)
         if hit is not None:
             return hit
+        hit = self._segment_lookup.get(nbytes)
+        if hit is not None:
+            return hit
         if self.dynamic and nbytes < self.mmap_threshold:
             zi = 0
         elif self.dynamic:
@@ -413,8 +420,11 @@ class Allocator:
             zi = next(i for i, z in enumerate(self.zones) if nbytes <= z.max_bytes)
         zone = self.zones[zi]
         if self._segmented[zi]:
-            # never cached: the heap's fast path must hand these to alloc/free
-            return (zi, zone.slices_for(nbytes) * zone.slice_bytes)
+            # not in the heap's fast path: it must hand these to alloc/free
+            hit = (zi, zone.slices_for(nbytes) * zone.slice_bytes)
+            if not self.dynamic:
+                self._segment_lookup[nbytes] = hit
+            return hit
         hit = (zi, zone.rounded(nbytes))
         if zone.retain and 0 < nbytes < 65536:  # the heap's fast path: real blocks only
             self._lookup[nbytes] = hit
