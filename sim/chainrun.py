@@ -59,10 +59,16 @@ class TreeLog:
 
     current = None
 
-    def __init__(self, trees):
+    def __init__(self, trees, trace=None):
         self.trees = trees
         self.ops = []
         self.valid = True
+        #: the probe's heap-event trace (a list, or None) and the ``(start, end)``
+        #: positions in it of the events each operation made (its nodes' allocations and
+        #: frees): fast-forward of a leak (:mod:`sim.leakrun`) leaves them to the
+        #: replayed operations
+        self.trace = trace
+        self.spans = []
 
 
 class LoggingTree(BTreeNodes):
@@ -70,25 +76,29 @@ class LoggingTree(BTreeNodes):
 
     __slots__ = ()
 
-    def _log(self, kind, key):
+    def _log(self, kind, key, call, arg):
         log = TreeLog.current
-        if log is not None:
-            log.ops.append((log.trees.index(self), kind, key))
+        if log is None:
+            return call(self, arg)
+        log.ops.append((log.trees.index(self), kind, key))
+        trace = log.trace
+        start = len(trace) if trace is not None else 0
+        result = call(self, arg)
+        if trace is not None and len(trace) > start:
+            log.spans.append((start, len(trace)))
+        return result
 
     def insert(self, key):
-        self._log("insert", key)
-        return BTreeNodes.insert(self, key)
+        return self._log("insert", key, BTreeNodes.insert, key)
 
     def remove(self, key):
-        self._log("remove", key)
-        return BTreeNodes.remove(self, key)
+        return self._log("remove", key, BTreeNodes.remove, key)
 
     def remove_many(self, items):
         items = list(items)
         if any(type(item) is tuple for item in items) and TreeLog.current is not None:
             TreeLog.current.valid = False
-        self._log("remove_many", tuple(items))
-        return BTreeNodes.remove_many(self, items)
+        return self._log("remove_many", tuple(items), BTreeNodes.remove_many, items)
 
     def remove_run(self, first, stride, count):
         if TreeLog.current is not None:

@@ -269,6 +269,7 @@ class Simulation:
         self.chain_applied = 0
         # iterations fast-forwarded by replaying their heap events (sim.fastforward, drift)
         self.drift_applied = 0
+        self.leak_applied = 0
         #: (iterations done, of how many) while fast-forward works through a long batch
         #: one iteration at a time (the heartbeat shows it), else None
         self.ff_progress = None

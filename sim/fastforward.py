@@ -44,6 +44,13 @@ Effect shapes:
     kept across training steps): :mod:`sim.chainrun` builds the skipped iterations'
     members, replays their BTreeMap operations and recomputes their sweeps, whose cost
     grows with the chain. Where the allocator keeps counts per size only.
+``leak``
+    the iteration leaves the bookkeeping as it found it but for one new graph of a few
+    nodes that nothing reaches, whose steps may keep tensors (a norm read from a detached
+    weight that still requires grad, never backpropagated, under burn-0.20-pre.1):
+    :mod:`sim.leakrun` replays the skipped iterations' heap events in order, builds their
+    graphs and the storages they keep, and replays their BTreeMap operations. Tried after
+    the shapes above. Where the allocator keeps counts per size only.
 
 The effect is proven, not assumed: the heap bytes and blocks an iteration left
 behind must equal the blocks of the node (and of its new graph) read off the
@@ -81,6 +88,7 @@ from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, advance, trace
 from .autodiff.runs import (NodeRun, graph_blocks, graph_drop_order, node_blocks,
                             tree_counts, unexplained_blocks)
 from .chainrun import LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
+from .leakrun import apply_leak, l2_signature, leak_effect
 from .costs.btree import CAPACITY, BTreeNodes, append_counts
 from .costs.heap import ExcludedHeap, Heap
 
@@ -273,6 +281,9 @@ class _Snapshot:
         # one, the latest first
         self.earlier = ()
         self.faults = (sim.fault_bytes, sim.fault_mapped, sim.fault_ps)
+        # the L2 models' LRUs (a leaking iteration must leave them as it found them)
+        self.l2 = l2_signature(sim)
+        self.cluster = sim.allocator.cluster()
 
 
 class Effect:
@@ -346,8 +357,8 @@ def _measure(sim, snap, events, template=None, chain=None, record=None, before=N
     times = (sim.work_ps - snap.work - (sim.fault_ps - fps),) + tuple(
         a - b for a, b in zip((timing.compute_ns, timing.bookkeeping_ns, timing.cleanup_ns),
                               snap.timing))
-    trace, orders = record if record is not None else (None, ())
-    before_trace, before_orders = before if before is not None else (None, None)
+    trace, orders = record[:2] if record is not None else (None, ())
+    before_trace, before_orders = before[:2] if before is not None else (None, None)
     grows = _order_steps(before_orders, orders)
     if sim.touched.state() != snap.touched:
         return None   # first execution of a code path or gemm shape: not a repeatable iteration
@@ -392,6 +403,19 @@ def _measure(sim, snap, events, template=None, chain=None, record=None, before=N
         effect = chain_effect(sim, snap, events, sweeps, trees, previous)
         if effect is not None:
             return effect
+    effect = _node_runs(sim, snap, events, template, locator, entries, period, faults, times,
+                        stride, registered)
+    if (effect is None and chain is not None and registered and not unchanged
+            and record is not None):
+        # a graph of several nodes left behind, or one the node runs do not take
+        effect = leak_effect(sim, snap, events, chain[0], chain[1], record)
+    return effect
+
+
+def _node_runs(sim, snap, events, template, locator, entries, period, faults, times, stride,
+               registered):
+    """The ``none``, ``graphs`` or ``nodes`` effect of the iteration, or None (the rest of
+    :func:`_measure`)."""
     if sim.backwards != snap.backwards or sim.rss_extra_bytes != snap.rss_extra:
         return None
     new = [] if locator is None else [
@@ -497,7 +521,8 @@ def _replay_drift(sim, effect, k) -> None:
     the run, which is all a counting zone's high-water mark and its page faults depend on
     (fault time is charged on cumulative bytes, so one fault for the run's top costs what
     the faults on the way up did). Growing events, blocks placed one by one (LARGE) and
-    reallocs go through the heap one at a time."""
+    reallocs go through the heap one at a time. Returns the blocks the iteration keeps,
+    by the position of their alloc."""
     heap = sim.heap
     allocator = heap.allocator
     trace = effect.trace
@@ -551,6 +576,7 @@ def _replay_drift(sim, effect, k) -> None:
         else:
             old, at = arg
             handles[i] = Heap.realloc(heap, old, nbytes, None if at < 0 else handles.pop(at))
+    return handles
 
 
 def _drift_plan(heap, effect, faults) -> tuple:
@@ -637,6 +663,8 @@ def _apply(sim, effect, count):
     earlier, at the memory budget); returns the iterations applied."""
     if effect.shape == "chain":
         return apply_chain(sim, effect, count)
+    if effect.shape == "leak":
+        return apply_leak(sim, effect, count, _replay_drift)
     last = sim._next_id - effect.stride      # the first id of the iteration just run
     timing = sim.timing
     first = sim._next_id + effect.offset
@@ -880,7 +908,7 @@ def _probe(sim, body, snap, replay, previous=None, before=None):
     if not replay and locator is not None:
         # a chain may grow (sim.chainrun): its sweeps and BTreeMap operations are recorded
         trees = (locator.graphs_tree, locator.keys_tree)
-        log = TreeLog(trees)
+        log = TreeLog(trees, _Recorder.trace)
         TreeLog.current = log
         sim.timing.log = []
         for tree in trees:
@@ -900,8 +928,10 @@ def _probe(sim, body, snap, replay, previous=None, before=None):
     _Recorder.seq = _Recorder.handles = None
     _Recorder.trees = ()
     trace = None if _Recorder.trace is None else tuple(_Recorder.trace)
+    # the blocks the iteration allocated and kept, by handle: position of the alloc
+    kept = _Recorder.trace_at if trace is not None else None
     _Recorder.trace = _Recorder.trace_at = None
-    record = (trace, _orders(sim, snap))
+    record = (trace, _orders(sim, snap), kept)
     chain = None if log is None else (sweeps, log, previous)
     return _measure(sim, snap, _Recorder.events, template, chain, record, before), record
 

@@ -341,3 +341,100 @@ def test_drift_replay_by_runs_equals_event_by_event(seed):
     runs, one_by_one = replay(True), replay(False)
     assert runs[:-1] == one_by_one[:-1]
     assert len(runs[-1]) < len(trace)        # some events were applied as runs
+
+
+# -- loops that leak a graph every iteration (leak) -----------------------------------------
+
+def _leak_state(sim):
+    """What exact mode and fast-forward must agree on after a leaking loop, beyond the CSV:
+    the allocator, the heap's counters, time, the BTreeMaps, the live graphs in order with
+    their nodes, and which kept storages the L2 model's LRU holds, graph by graph."""
+    from sim.leakrun import l2_signature
+    locator = sim.client.locator
+    graphs = []
+    for g in locator.live:
+        if not hasattr(g, "server"):
+            graphs.append(("run", g.first, g.count))
+            continue
+        resident = []
+        for step in g.server.steps.values():
+            if step.actions is not None:
+                for _, buf, _ in step.actions.explicit + step.actions.backup:
+                    if buf is not None:
+                        resident.append((buf.nbytes, buf.holders,
+                                         buf.chunk is not None and buf.chunk in buf.chunk.cache.lru))
+        graphs.append((g.origin, tuple(sorted(g.server.memory_management.nodes)),
+                       tuple(resident)))
+    trees = [(t.leaves, t.internals, len(t), t.keys_in_order())
+             for t in (locator.graphs_tree, locator.keys_tree)]
+    allocator = sim.allocator
+    # where each LARGE block sits, and the free spans around them
+    large = ([sorted((seg, sorted(spans[2].items())) for seg, spans in z.segments.items())
+              for z, placed in zip(allocator.zones, allocator._segmented) if placed],
+             sorted((n, list(blocks)) for n, blocks in allocator._blocks.items()))
+    return (allocator.state(), large,
+            (sim.heap.live_bytes, sim.heap.live_blocks, sim.heap.peak_bytes, sim.heap.allocs),
+            sim.work_ps, sim.fault_bytes, l2_signature(sim), trees, graphs)
+
+
+@pytest.mark.parametrize("variant", ["log", "log-no-ema"])
+def test_a_loop_that_leaks_a_graph_each_step_builds_the_skipped_ones(variant):
+    """p10-ema log under burn-0.20-pre.1: every step leaks a 4-node graph whose powi step
+    keeps the weight (1 MiB, a LARGE block), so the next SGD step writes a new one.
+    Fast-forward replays each skipped step's heap events and builds its graph: the same
+    CSV as exact mode, and the same allocator (LARGE slices included), heap, time,
+    BTreeMaps, live graphs in order and L2 residency of the kept storages."""
+    sets = {"steps": "400", "report_at": "1,50,100,400"}
+    kept_ff, kept_exact = [], []
+    ff = run_cell("p10-ema", variant, policy="burn-0.20-pre.1", sets=sets, keep=kept_ff)
+    exact = run_cell("p10-ema", variant, policy="burn-0.20-pre.1", sets=sets,
+                     fast_forward=False, keep=kept_exact)
+    assert ff == exact
+    a, b = kept_ff[0], kept_exact[0]
+    assert a.leak_applied > 250 and b.leak_applied == 0
+    assert _leak_state(a) == _leak_state(b)
+    # the module's weight is the one the newest leaked graph keeps
+    assert len([g for g in a.client.locator.live if hasattr(g, "server")
+                and len(g.server.memory_management.nodes) == 4]) == 400
+
+
+def test_leaked_graphs_built_by_fast_forward_free_as_exact_modes_do():
+    """A leaking loop (a training step, then the norm of the detached weight, never
+    backpropagated) under burn-0.20-pre.1, then one orphan sweep that frees every leaked
+    graph and a few more steps: the built graphs' storages, blocks and L2 chunks go back
+    as exact mode's do (the same heap, allocator, LRU and time afterwards)."""
+    from sim.engine import Simulation
+    from sim.nn import Linear
+    from sim.optim import GradientsParams, Sgd
+    from sim.profile import load_profile
+    from sim.tensor import Tensor
+
+    def run(fast_forward):
+        sim = Simulation(load_profile("m2max-macos"), policy="burn-0.20-pre.1",
+                         fast_forward=fast_forward)
+        dev = sim.device("flex").autodiff()
+        model = {"m": Linear(512, 512, dev)}
+        x = Tensor.random((64, 512), dev)
+        optim = Sgd(sim)
+
+        def step():
+            loss = model["m"].forward(x.clone()).powi_scalar(2).mean()
+            grads = GradientsParams.from_grads(loss.backward(), model["m"])
+            model["m"] = optim.step(1e-3, model["m"], grads)
+            del grads, loss
+            model["m"].weight.val().detach().powi_scalar(2).sum().sqrt().into_scalar()
+
+        sim.repeat(20, step)          # the L2 model's LRU fills
+        sim.repeat(120, step)
+        leaked = sim.leak_applied
+        before = len(sim.client.locator.live)
+        sim.client.cleanup_orphaned_entries()
+        assert len(sim.client.locator.live) < before - 100
+        sim.repeat(6, step)
+        state = _leak_state(sim) + (leaked,)
+        sim.heap.close()
+        return state
+
+    fast, exact = run(True), run(False)
+    assert fast[-1] > 80 and exact[-1] == 0
+    assert fast[:-1] == exact[:-1]

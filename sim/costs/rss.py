@@ -534,6 +534,11 @@ class Allocator:
             return self.arena.state()
         return tuple(self.live) + tuple(self.high) + self.placement()
 
+    def cluster(self) -> tuple:
+        """The CPU cluster each cluster-aware placement zone allocates on now (what a
+        workload's :meth:`set_cluster` changes)."""
+        return tuple(z.current for z in self.zones if isinstance(z, ClusterSegmentZone))
+
     def placement(self) -> tuple:
         """The placement zones' state (written slices, segments, the cluster the thread
         runs on); ``()`` for a glibc arena, whose placement fast-forward replays."""

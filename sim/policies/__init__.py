@@ -223,8 +223,10 @@ def _exact_only(self, effect) -> float:
 
 
 def _no_chain(horizon):
-    """``horizon`` (a file policy's ``ff_horizon``), but 0 for a growing chain."""
+    """``horizon`` (a file policy's ``ff_horizon``), but 0 for a growing chain or a leaked
+    graph (their members are built in closed form: a policy's own index of node ids
+    would need :meth:`~sim.policies.base.Policy.ff_chain`)."""
     def ff_horizon(self, effect):
-        return 0 if effect.shape == "chain" else horizon(self, effect)
+        return 0 if effect.shape in ("chain", "leak") else horizon(self, effect)
     ff_horizon.__doc__ = horizon.__doc__
     return ff_horizon

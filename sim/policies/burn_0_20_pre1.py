@@ -43,8 +43,9 @@ class Burn020Pre1(Policy):
         return False  # untracked_nodes lists ids that remove_entry must still find
 
     def ff_horizon(self, effect) -> float:
-        if effect.shape == "chain":
-            # the set lists ids, which a chain's closed form would shift (sim.chainrun)
+        if effect.shape in ("chain", "leak"):
+            # the set lists ids, which a chain's or a leak's closed form would shift
+            # (sim.chainrun, sim.leakrun)
             return 0 if self.untracked_nodes else float("inf")
         if effect.shape != "graphs":
             return float("inf")
