@@ -168,7 +168,8 @@ def run_bench(profile="m2max-macos", quick=False, echo=None):
     per_node = {name: round(_bytes_per_node(prof, CASES[name][0], n_nodes))
                 for name in ("untracked add loop", "tracked add loop")}
     scale = [_ema_run(prof, 1_000 if quick else 20_000, echo),
-             _ema_run(prof, 500 if quick else 2_000, echo, "target", "detach-constant")]
+             _ema_run(prof, 500 if quick else 2_000, echo, "target", "detach-constant"),
+             _ema_run(prof, 500 if quick else 2_000, echo, "log", "burn-0.20-pre.1")]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"profile": prof.name, "arena_replay": replayed, "cases": results,
             "python_bytes_per_live_node": per_node, "scale": scale,
@@ -181,7 +182,8 @@ def _ema_run(profile, steps, echo=None, variant="detach", policy="burn-0.22.1"):
     applied as a growing chain (:mod:`sim.chainrun`) or by replaying their heap events
     (``drift``: ``target`` under detach-constant, whose tape deepens every step); the
     others ran exactly (the first of each report interval, the probes, the steps that
-    resize the chain's tables)."""
+    resize the chain's tables); ``log`` under burn-0.20-pre.1 leaks a graph every step,
+    whose skipped steps are built again (:mod:`sim.leakrun`)."""
     from .runner import run_cell
     gc.collect()
     kept = []
@@ -192,13 +194,15 @@ def _ema_run(profile, steps, echo=None, variant="detach", policy="burn-0.22.1"):
     name = f"p10-ema {variant}, {steps:,} steps"
     if policy != "burn-0.22.1":
         name += f", {policy}"
-    chained, drifted = kept[0].chain_applied, kept[0].drift_applied
-    how = (f"{chained:,} steps as a chain" if chained or not drifted
+    sim = kept[0]
+    chained, drifted, leaked = sim.chain_applied, sim.drift_applied, sim.leak_applied
+    how = (f"{leaked:,} leaking steps built" if leaked else
+           f"{chained:,} steps as a chain" if chained or not drifted
            else f"{drifted:,} steps replayed")
     if echo:
         echo(f"  {name:<38} {wall:8.3f} s  ({how})")
     return {"run": name, "steps": steps, "wall_s": round(wall, 3), "chain_steps": chained,
-            "drift_steps": drifted}
+            "drift_steps": drifted, "leak_steps": leaked}
 
 
 def format_table(result) -> str:
@@ -217,7 +221,10 @@ def format_table(result) -> str:
     for name, nbytes in result["python_bytes_per_live_node"].items():
         lines.append(f"Python memory per live simulated node ({name}, exact mode): {nbytes} B")
     for run in result.get("scale", ()):
-        if run.get("drift_steps") and not run["chain_steps"]:
+        if run.get("leak_steps"):
+            how = (f"{run['leak_steps']:,} of them fast-forwarded by replaying their heap "
+                   f"events and building the graph each leaks")
+        elif run.get("drift_steps") and not run["chain_steps"]:
             how = (f"{run['drift_steps']:,} of them fast-forwarded by replaying their heap "
                    f"events")
         else:
