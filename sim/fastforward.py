@@ -45,12 +45,13 @@ Effect shapes:
     members, replays their BTreeMap operations and recomputes their sweeps, whose cost
     grows with the chain. Where the allocator keeps counts per size only.
 ``leak``
-    the iteration leaves the bookkeeping as it found it but for one new graph of a few
-    nodes that nothing reaches, whose steps may keep tensors (a norm read from a detached
-    weight that still requires grad, never backpropagated, under burn-0.20-pre.1):
-    :mod:`sim.leakrun` replays the skipped iterations' heap events in order, builds their
-    graphs and the storages they keep, and replays their BTreeMap operations. Tried after
-    the shapes above. Where the allocator keeps counts per size only.
+    the iteration leaves the bookkeeping as it found it but for new graphs that nothing
+    reaches, whose steps may keep tensors (a norm read from a detached weight that still
+    requires grad, never backpropagated, under burn-0.20-pre.1; the six dead graphs of a
+    forward of ``model.valid()`` on autodiff inputs): :mod:`sim.leakrun` replays the
+    skipped iterations' heap events in order, builds their graphs and the storages they
+    keep, and replays their BTreeMap operations. Tried after the shapes above. Where the
+    allocator keeps counts per size only.
 
 The effect is proven, not assumed: the heap bytes and blocks an iteration left
 behind must equal the blocks of the node (and of its new graph) read off the
@@ -324,7 +325,8 @@ class Effect:
         self.masked = None
         self.since = 0
         #: ``drift``: allocations counted without an event (transients the passes only
-        #: count), and ``(offset, step)`` of the live nodes whose order grows
+        #: count; ``none`` and ``steady``: all of the iteration's), and ``(offset,
+        #: step)`` of the live nodes whose order grows
         self.allocs = 0
         self.grows = ()
         #: ``drift``: (page faults on, the replay's steps) (:func:`_drift_plan`), made on
@@ -377,10 +379,12 @@ def _measure(sim, snap, events, template=None, chain=None, record=None, before=N
                  and (sim.heap.live_bytes, sim.heap.live_blocks) == snap.heap
                  and tree_counts(locator) == snap.trees)
     if unchanged and period and (grows is None or not any(step for _, step in grows)):
-        return Effect("steady", stride, registered, times,
-                      backwards=sim.backwards - snap.backwards,
-                      rss_drift=sim.rss_extra_bytes - snap.rss_extra, faults=faults,
-                      period=period)
+        effect = Effect("steady", stride, registered, times,
+                        backwards=sim.backwards - snap.backwards,
+                        rss_drift=sim.rss_extra_bytes - snap.rss_extra, faults=faults,
+                        period=period)
+        effect.allocs = sim.heap.allocs - snap.allocs
+        return effect
     if unchanged and trace is not None and before_trace is not None and grows is not None:
         # the bookkeeping as it was, the allocator not: where the placement moved (LARGE
         # slices) or a high-water mark rose (a transient that grows with the iteration,
@@ -408,7 +412,7 @@ def _measure(sim, snap, events, template=None, chain=None, record=None, before=N
     if (effect is None and chain is not None and registered and not unchanged
             and record is not None):
         # a graph of several nodes left behind, or one the node runs do not take
-        effect = leak_effect(sim, snap, events, chain[0], chain[1], record)
+        effect = leak_effect(sim, snap, chain[1], record)
     return effect
 
 
@@ -432,7 +436,9 @@ def _node_runs(sim, snap, events, template, locator, entries, period, faults, ti
         # places: the iterations repeat only as often as the placement does
         if net or tree_counts(locator) != snap.trees or not period:
             return None
-        return Effect("none", stride, registered, times, faults=faults, period=period)
+        effect = Effect("none", stride, registered, times, faults=faults, period=period)
+        effect.allocs = sim.heap.allocs - snap.allocs
+        return effect
     if len(new) != 1:
         return None
     node_id = new[0]
@@ -692,6 +698,9 @@ def _apply(sim, effect, count):
     timing.cleanup_ns += cleanup * count
     sim.current.pending_ps += work_ps * count
     sim.work_ps += work_ps * count
+    if effect.shape in ("none", "steady"):
+        # the allocations of iterations that leave nothing behind (the heap's counter)
+        sim.heap.allocs += effect.allocs * count
     grown, mapped = effect.faults
     if grown:
         sim.page_fault(grown * count)

@@ -1,4 +1,4 @@
-"""Fast-forward of a loop that leaks one graph every iteration.
+"""Fast-forward of a loop that leaks graphs every iteration.
 
 burn-0.20-pre.1 never sweeps an abandoned tracked graph. p10-ema's ``log`` mode reads
 the norm of ``w.detach()`` after every training step: ``powi``, ``sum`` and ``sqrt`` of
@@ -7,7 +7,10 @@ its ``powi`` step keeps the weight it squared (1 MiB, a LARGE block) in its chec
 actions, so the next SGD step writes the new weight into a fresh buffer. The iteration
 leaves the bookkeeping as it found it but for that graph, and no two iterations are the
 same allocator state (each leaked weight takes slices of the LARGE zone between the
-step's transient buffers). What repeats is the iteration's *events*. :func:`leak_effect`
+step's transient buffers). A forward of ``model.valid()`` on autodiff inputs under
+burn-0.22.1 leaves six dead single-node graphs an iteration until the next backward's
+sweep (train-validate's validation, pit-infer's group B). What repeats is the
+iteration's *events*. :func:`leak_effect`
 proves that from three consecutive iterations (:mod:`sim.fastforward`), and
 :func:`apply_leak` applies ``count`` more:
 
@@ -15,7 +18,7 @@ proves that from three consecutive iterations (:mod:`sim.fastforward`), and
   allocations left out), are replayed through the heap as the ``drift`` shape replays
   its own (:func:`sim.fastforward._replay_drift`): every block lands where exact mode
   puts it, LARGE slices included, with the high-water marks and page faults it makes;
-* the leaked graph is built again with the skipped iteration's ids -- ``Arc<Graph>``
+* the leaked graphs are built again with the skipped iteration's ids -- ``Arc<Graph>``
   with its server and tables, each node, ref count, boxed step and checkpoint actions,
   the locator's entries and key set -- while the heap only counts (its blocks came with
   the replayed events; the builder's own count is checked against them once per batch);
@@ -43,6 +46,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple
 
+from .arenarun import ALLOC, ALLOC_MANY, FREE, FREE_MANY
 from .autodiff.checkpoint import CheckpointerBuilder
 from .autodiff.locator import Graph
 from .autodiff.node import Node, NodeRefCount
@@ -116,6 +120,15 @@ def l2_signature(sim) -> tuple:
     return tuple(out)
 
 
+class LeakGraph(NamedTuple):
+    """One graph an iteration leaks: its origin's offset, members, kept storages (indices
+    in its members' actions are into ``kept``) and table sizes."""
+    origin: int
+    members: tuple
+    kept: tuple
+    tables: tuple
+
+
 class LeakEffect:
     """What one leaking iteration did (see the module doc)."""
 
@@ -131,38 +144,36 @@ class LeakEffect:
     offset = 0
     deltas = ()
 
-    def __init__(self, stride, registered, backwards, times, origin, members, kept, rotating,
-                 tree_ops, trace, kept_at, blocks, allocs, tables, order, backends):
+    def __init__(self, stride, registered, backwards, times, graphs, rotating, tree_ops,
+                 trace, blocks, allocs, order, backends):
         self.stride = stride
         self.registered = registered
         self.backwards = backwards
         #: (work ps without page faults, compute ns, bookkeeping ns, cleanup ns)
         self.times = times
-        self.origin = origin
-        self.members = members
-        self.kept = kept
+        #: the leaked graphs (:class:`LeakGraph`), in creation order
+        self.graphs = graphs
+        #: every kept storage of the iteration, graph after graph (a *slot*)
+        self.kept = tuple(k for g in graphs for k in g.kept)
         self.rotating = rotating
         self.tree_ops = tree_ops
         #: the iteration's heap events without the BTreeMaps' nodes (replayed)
         self.trace = trace
         self.plan = None
-        #: the replayed positions of the kept LARGE blocks, and the small blocks the
-        #: builder must count (size -> blocks)
-        self.kept_at = kept_at
+        #: the small blocks the builder must count (size -> blocks), and the allocations
+        #: counted without an event
         self.blocks = blocks
         self.allocs = allocs
-        #: bucket counts of the leaked graph's tables (the builder must reach them)
-        self.tables = tables
-        #: the iteration's new graphs in creation order (None: the leaked one, else a
-        #: rotating graph's offset), and the backends of the kept tensors
+        #: the iteration's new graphs in creation order (``("L", i)``: leaked graph ``i``,
+        #: ``("R", offset)``: a rotating one), and the backends of the kept storages
         self.order = order
         self.backends = backends
         self.checked = False
 
     def key(self):
         return ("leak", self.stride, self.registered, self.backwards, self.times[0],
-                self.origin, self.members, self.kept, self.rotating, self.tree_ops,
-                self.trace, self.allocs, self.tables, self.order, self.blocks)
+                self.graphs, self.rotating, self.tree_ops, self.trace, self.allocs,
+                self.order, self.blocks)
 
 
 # -- detection ----------------------------------------------------------------------------
@@ -297,12 +308,12 @@ def _strip(trace, spans, kept):
         inside.update(range(start, end))
     new_at = {}
     out = []
-    from .fastforward import _ALLOC, _FREE, _REALLOC
+    from .fastforward import _REALLOC
     for i, event in enumerate(trace):
         if i in inside:
             continue
         kind, nbytes, arg, unfaulted = event
-        if kind == _FREE and arg >= 0:
+        if kind == FREE and arg >= 0:
             if arg not in new_at:
                 return None
             event = (kind, nbytes, new_at[arg], unfaulted)
@@ -322,19 +333,18 @@ def _strip(trace, spans, kept):
     return tuple(out), positions
 
 
-def leak_effect(sim, snap, events, sweeps, trees, record):
+def leak_effect(sim, snap, trees, record):
     """The :class:`LeakEffect` of the iteration just probed, or None when it does not leak
-    one graph this module can build (``snap``: the state before it; ``events``: its net
-    heap blocks by size; ``trees``: its :class:`~sim.chainrun.TreeLog`; ``record``: its
-    heap events, live nodes' orders and kept blocks)."""
+    graphs this module can build (``snap``: the state before it; ``trees``: its
+    :class:`~sim.chainrun.TreeLog`; ``record``: its heap events, live nodes' orders and
+    kept blocks)."""
     from .chainrun import _relative_ops
-    from .fastforward import _ALLOC, _ALLOC_MANY
     locator = sim.client.locator
     trace, _, kept_at = record
     if (locator is None or trace is None or kept_at is None or not trees.valid
             or trees.trace is None or not sim.allocator.bulk_exact()
             or sim.rss_extra_bytes != snap.rss_extra or locator.run_entries
-            or len(locator.live) != snap.live_graphs + 1 or l2_signature(sim) != snap.l2
+            or len(locator.live) <= snap.live_graphs or l2_signature(sim) != snap.l2
             or sim.allocator.cluster() != snap.cluster):
         return None
     w0, w1 = snap.next_id, sim._next_id
@@ -352,18 +362,24 @@ def leak_effect(sim, snap, events, sweeps, trees, record):
             rotating.append(g.origin - w0)
         else:
             leaked.append(g)
-    if len(leaked) != 1:
-        return None
-    graph = leaked[0]
-    if locator.entry_count() - snap.entries != len(graph.server.memory_management.nodes):
+    leaked.sort(key=lambda g: g.origin)
+    if (not leaked or len(locator.live) != snap.live_graphs + len(leaked)
+            or locator.entry_count() - snap.entries
+            != sum(len(g.server.memory_management.nodes) for g in leaked)):
         return None
     stripped = _strip(trace, trees.spans, kept_at)
     if stripped is None:
         return None
     trace, positions = stripped
+    specs, tensors = [], []
     try:
-        members, kept, tensors = _template(locator, graph, w0, positions)
+        for g in leaked:
+            members, kept, mine = _template(locator, g, w0, positions)
+            specs.append(LeakGraph(g.origin - w0, members, kept, _tables(g, locator)))
+            tensors += mine
     except _Refuse:
+        return None
+    if sum(k.tip for spec in specs for k in spec.kept) > 1:
         return None
     tree_ops = _relative_ops(trees.ops, w0, w0 - stride)
     if tree_ops is None:
@@ -385,27 +401,30 @@ def leak_effect(sim, snap, events, sweeps, trees, record):
     if any(n < 0 or (n and nbytes not in small) for nbytes, n in blocks.items()):
         return None
     blocks = {nbytes: n for nbytes, n in sorted(blocks.items()) if n}
-    # and they must be the graph's own, read off its objects (the builder makes those)
-    if blocks != {n: c for n, c in sorted(_graph_blocks(sim, graph, locator).items()) if c}:
+    # and they must be the graphs' own, read off their objects (the builder makes those)
+    own = Counter()
+    for g in leaked:
+        own.update(_graph_blocks(sim, g, locator))
+    if blocks != {n: c for n, c in sorted(own.items()) if c}:
         return None
     # the order the iteration's new graphs sit in among the live ones (creation order)
-    tail = list(locator.live)[-(len(rotating) + 1):]
+    tail = list(locator.live)[-len(by_graph):]
     if set(tail) != set(by_graph):
         return None
-    order = tuple(None if g is graph else g.origin - w0 for g in tail)
+    order = tuple(("L", leaked.index(g)) if g in leaked else ("R", g.origin - w0)
+                  for g in tail)
     fb, fm, fps = snap.faults
     timing = sim.timing
     times = (sim.work_ps - snap.work - (sim.fault_ps - fps),
              timing.compute_ns - snap.timing[0], timing.bookkeeping_ns - snap.timing[1],
              timing.cleanup_ns - snap.timing[2])
-    implied = sum(1 if e[0] == _ALLOC else e[2] if e[0] == _ALLOC_MANY else 0
+    implied = sum(1 if e[0] == ALLOC else e[2] if e[0] == ALLOC_MANY else 0
                   for e in record[0])
     # allocations counted without an event (the BTreeMaps' own come with their operations)
     allocs = sim.heap.allocs - snap.allocs - implied
     return LeakEffect(stride, sim.registered - snap.registered, sim.backwards - snap.backwards,
-                      times, graph.origin - w0, members, kept, tuple(rotating), tree_ops,
-                      trace, tuple(k.position for k in kept), tuple(blocks.items()), allocs,
-                      _tables(graph, locator), order,
+                      times, tuple(specs), tuple(rotating), tree_ops, trace,
+                      tuple(blocks.items()), allocs, order,
                       tuple(prim._free.__self__ for prim in tensors))
 
 
@@ -436,16 +455,15 @@ def _graph_blocks(sim, graph, locator) -> Counter:
 
 def _net(trace) -> Counter:
     """Blocks by size an iteration's heap events leave allocated."""
-    from .fastforward import _ALLOC, _ALLOC_MANY, _FREE, _FREE_MANY
     net = Counter()
     for kind, nbytes, arg, _ in trace:
-        if kind == _ALLOC:
+        if kind == ALLOC:
             net[nbytes] += 1
-        elif kind == _FREE:
+        elif kind == FREE:
             net[nbytes] -= 1
-        elif kind == _ALLOC_MANY:
+        elif kind == ALLOC_MANY:
             net[nbytes] += arg
-        elif kind == _FREE_MANY:
+        elif kind == FREE_MANY:
             net[nbytes] -= arg
         else:
             net[arg[0]] -= 1
@@ -514,20 +532,20 @@ def _actions(sim, template, start, buffers):
     return actions
 
 
-def _build(sim, effect, start, handles, built):
-    """The leaked graph of the iteration whose first id is ``start``: ``Arc<Graph>`` and
-    its server, each member's node, ref count, boxed step and actions, the locator's
-    entries and the origin's key set (the BTreeMaps are left to the replayed operations).
-    Returns the graph and its kept tensors' storages."""
+def _build(sim, spec, backends, start, handles, built):
+    """The leaked graph ``spec`` of the iteration whose first id is ``start``:
+    ``Arc<Graph>`` and its server, each member's node, ref count, boxed step and actions,
+    the locator's entries and the origin's key set (the BTreeMaps are left to the replayed
+    operations). Returns the graph and its kept storages."""
     locator = sim.client.locator
-    origin = start + effect.origin
+    origin = start + spec.origin
     graph = Graph(sim, origin)
     locator.live[graph] = None
     ids = locator.keys[origin] = set()
     server = graph.server
-    buffers = [_buffer(k, b, handles) for k, b in zip(effect.kept, effect.backends)]
+    buffers = [_buffer(k, b, handles) for k, b in zip(spec.kept, backends)]
     nodes = {}
-    for m in effect.members:
+    for m in spec.members:
         node_id = start + m.offset
         node = Node(sim, node_id, tuple((start + o, leaf) for o, leaf in m.parents), m.order,
                     m.requirement, m.memory_bound)
@@ -551,21 +569,40 @@ def _build(sim, effect, start, handles, built):
     return graph, buffers
 
 
-def _slots(locator, effect, origin, first, stride):
-    """The kept storages of the leaked graphs of the iterations before (newest first) while
-    they are built like ``effect``'s, up to :data:`MAX_RESIDENT` + 1 of them."""
+def _build_all(sim, effect, start, handles, built):
+    """Every leaked graph of the iteration whose first id is ``start``: the graphs, and
+    their kept storages graph after graph (the iteration's slot)."""
+    graphs, slot = [], []
+    at = 0
+    for spec in effect.graphs:
+        n = len(spec.kept)
+        graph, buffers = _build(sim, spec, effect.backends[at:at + n], start, handles, built)
+        at += n
+        graphs.append(graph)
+        slot += buffers
+    return graphs, slot
+
+
+def _slots(locator, effect, first, stride):
+    """The kept storages of the leaked graphs of the iteration whose first id is ``first``
+    and of the ones before (newest first, graph after graph), while they are built like
+    ``effect``'s, up to :data:`MAX_RESIDENT` + 2 iterations."""
     slots = []
     for j in range(MAX_RESIDENT + 2):
-        g = locator.graphs.get(origin - j * stride)
-        if g is None or g.origin != origin - j * stride:
-            break
-        try:
-            members, _, tensors = _template(locator, g, first - j * stride)
-        except _Refuse:
-            break
-        if members != effect.members:
-            break
-        slots.append(tensors)
+        base = first - j * stride
+        slot = []
+        for spec in effect.graphs:
+            g = locator.graphs.get(base + spec.origin)
+            if g is None or g.origin != base + spec.origin:
+                return slots
+            try:
+                members, _, tensors = _template(locator, g, base)
+            except _Refuse:
+                return slots
+            if members != spec.members:
+                return slots
+            slot += tensors
+        slots.append(slot)
     return slots
 
 
@@ -581,14 +618,13 @@ def apply_leak(sim, effect, count, replay) -> int:
     locator = sim.client.locator
     stride = effect.stride
     last = sim._next_id - stride          # the first id of the iteration just run
-    origin = last + effect.origin
     if count <= 0 or locator is None:
         return 0
     for offset in effect.rotating:
         g = locator.graphs.get(last + offset)
         if g is None or g.origin != last + offset or g.entries != 1:
             return 0
-    slots = _slots(locator, effect, origin, last, stride)
+    slots = _slots(locator, effect, last, stride)
     resident = [_resident(buffers) for buffers in slots]
     depth = max((j for j, r in enumerate(resident) if r), default=-1)
     if not slots or depth >= len(slots) - 1:
@@ -609,14 +645,15 @@ def apply_leak(sim, effect, count, replay) -> int:
         _Counting.counts = Counter()
         heap.__class__ = _Counting
         try:
-            newest, buffers = _build(sim, effect, start, handles, built)
+            newest, buffers = _build_all(sim, effect, start, handles, built)
         finally:
             heap.__class__ = Heap
         if not effect.checked:
             counts = {n: c for n, c in sorted(_Counting.counts.items()) if c}
             if (tuple(counts.items()) != effect.blocks
-                    or _tables(newest, locator) != effect.tables):
-                raise AssertionError("leak fast-forward: the graph built holds other blocks "
+                    or [_tables(g, locator) for g in newest]
+                    != [spec.tables for spec in effect.graphs]):
+                raise AssertionError("leak fast-forward: the graphs built hold other blocks "
                                      "than the iteration kept")
             effect.checked = True
         clones.append(buffers)
@@ -649,8 +686,9 @@ def apply_leak(sim, effect, count, replay) -> int:
         at = tips[0]
         built_tip = clones[-1][at]
         tip_buffer._token, built_tip._token = built_tip._token, tip_buffer._token
-        _repoint(tip_buffer, built_tip, locator, origin)
-        _repoint(built_tip, tip_buffer, locator, last + count * stride + effect.origin)
+        origin = _origin_of(effect, at)
+        _repoint(tip_buffer, built_tip, locator, last + origin)
+        _repoint(built_tip, tip_buffer, locator, last + count * stride + origin)
         slots[0][at], clones[-1][at] = built_tip, tip_buffer
     rotated = chunks[depth + 1:] + chunks[:depth + 1]
     for buffers, mine in zip(sequence, rotated):
@@ -665,6 +703,15 @@ def apply_leak(sim, effect, count, replay) -> int:
     sim.policy.ff_apply(effect, count, None)
     sim._check_limits()
     return count
+
+
+def _origin_of(effect, at) -> int:
+    """The origin offset of the leaked graph that keeps the slot's storage ``at``."""
+    for spec in effect.graphs:
+        if at < len(spec.kept):
+            return spec.origin
+        at -= len(spec.kept)
+    raise IndexError(at)
 
 
 def _repoint(old, new, locator, origin) -> None:
@@ -683,12 +730,12 @@ def _repoint(old, new, locator, origin) -> None:
 def _relabel(locator, effect, last, newest_first, newest) -> dict:
     """The one-node graphs the last exact iteration left take the ids of the newest
     iteration's, and their place among the live graphs: the iteration's creation order
-    (``effect.order``) against the newest leaked graph."""
+    (``effect.order``) against the newest leaked graphs."""
     from .chainrun import _relabel_rotating
     renamed = _relabel_rotating(locator, effect, last, newest_first)
     live = locator.live
-    tail = [newest if offset is None else locator.graphs[newest_first + offset]
-            for offset in effect.order]
+    tail = [newest[value] if kind == "L" else locator.graphs[newest_first + value]
+            for kind, value in effect.order]
     for g in tail:
         live.pop(g, None)
     for g in tail:
