@@ -481,13 +481,7 @@ def apply_chain(sim, effect, count) -> int:
             _sweep(sim, template, (start - effect.first_id) // stride, graph)
         prev = _build(sim, effect, graph, start, prev, via_offset,
                       children_of_tip if i == 1 else None, tip_node, built)
-        for tree, kind, key in effect.tree_ops:
-            if kind == "insert":
-                trees[tree].insert(start + key)
-            elif kind == "remove":
-                trees[tree].remove(start + key)
-            else:
-                trees[tree].remove_many([start + k for k in key])
+        replay_tree_ops(trees, effect.tree_ops, start)
         sim.current.pending_ps += work_ps
         sim.work_ps += work_ps
         if not i & 1023:
@@ -512,6 +506,19 @@ def apply_chain(sim, effect, count) -> int:
     sim.policy.ff_apply(effect, count, None)
     sim._check_limits()
     return count
+
+
+def replay_tree_ops(trees, ops, start) -> None:
+    """The BTreeMap operations of an iteration (:func:`_relative_ops`) again, for the
+    iteration whose first id is ``start``: the maps' nodes split and merge as in exact
+    mode."""
+    for tree, kind, key in ops:
+        if kind == "insert":
+            trees[tree].insert(start + key)
+        elif kind == "remove":
+            trees[tree].remove(start + key)
+        else:
+            trees[tree].remove_many([start + k for k in key])
 
 
 def _rotating_ok(sim, effect, last) -> bool:

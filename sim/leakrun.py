@@ -52,6 +52,7 @@ from .autodiff.locator import Graph
 from .autodiff.node import Node, NodeRefCount
 from .autodiff.step import Step
 from .backend import _TAKEN, Buffer
+from .chainrun import replay_tree_ops
 from .costs.cache import Chunk
 from .costs.heap import Heap
 
@@ -657,13 +658,7 @@ def apply_leak(sim, effect, count, replay) -> int:
                                      "than the iteration kept")
             effect.checked = True
         clones.append(buffers)
-        for tree, kind, key in effect.tree_ops:
-            if kind == "insert":
-                trees[tree].insert(start + key)
-            elif kind == "remove":
-                trees[tree].remove(start + key)
-            else:
-                trees[tree].remove_many([start + k for k in key])
+        replay_tree_ops(trees, effect.tree_ops, start)
         sim.current.pending_ps += work_ps
         sim.work_ps += work_ps
         if not i & 1023:
