@@ -222,6 +222,17 @@ def _scan_length(n, r):
     return n if r == 0 else (n + 1) / (r + 1)
 
 
+def rotating_graph(locator, g, ids) -> bool:
+    """Whether ``g``, created in the iteration with its node ids ``ids``, is one node's
+    graph of nothing but its RootStep (a new parameter's): the closed forms keep its
+    objects and give it the newest iteration's id (:func:`_relabel_rotating`)."""
+    mem = g.server.memory_management
+    return (ids == [g.origin] and g.entries == 1 and len(mem.nodes) == 1 and not mem.runs
+            and len(g.server.steps) == 1 and locator.keys.get(g.origin) == set()
+            and g.origin not in locator.key_tables and g.origin not in locator.key_runs
+            and g.server.steps[g.origin].actions is None)
+
+
 def _explained(locator, snap, events, blocks) -> bool:
     """Whether the iteration's net heap change (``events``, blocks by size) is the
     members' ``blocks``, the BTreeMaps' new nodes and table resizes (each one block of a
@@ -267,11 +278,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous):
     for g, ids in by_graph.items():
         if g is graph:
             continue
-        mem = g.server.memory_management
-        if (ids != [g.origin] or g.entries != 1 or len(mem.nodes) != 1 or mem.runs
-                or len(g.server.steps) != 1 or locator.keys.get(g.origin) != set()
-                or g.origin in locator.key_tables or g.origin in locator.key_runs
-                or g.server.steps[g.origin].actions is not None):
+        if not rotating_graph(locator, g, ids):
             return None
         rotating.append(g.origin - w0)
     # the members are the last nodes of G's map, in the order the iteration put them there

@@ -395,9 +395,7 @@ def _measure(sim, snap, events, template=None, chain=None, record=None, before=N
                             backwards=sim.backwards - snap.backwards,
                             rss_drift=sim.rss_extra_bytes - snap.rss_extra)
             effect.trace = trace
-            implied = sum(1 if e[0] == _ALLOC else e[2] if e[0] == _ALLOC_MANY else 0
-                          for e in trace)
-            effect.allocs = sim.heap.allocs - snap.allocs - implied
+            effect.allocs = _uncounted_allocs(sim, snap, trace)
             effect.deltas, masked = drift
             effect.masked = (masked, effect.allocs, grows)
             effect.grows = tuple((o, step) for o, step in grows if step)
@@ -410,10 +408,18 @@ def _measure(sim, snap, events, template=None, chain=None, record=None, before=N
     effect = _node_runs(sim, snap, events, template, locator, entries, period, faults, times,
                         stride, registered)
     if (effect is None and chain is not None and registered and not unchanged
-            and record is not None):
+            and trace is not None):
         # a graph of several nodes left behind, or one the node runs do not take
-        effect = leak_effect(sim, snap, chain[1], record)
+        effect = leak_effect(sim, snap, chain[1], record, times,
+                             _uncounted_allocs(sim, snap, trace))
     return effect
+
+
+def _uncounted_allocs(sim, snap, trace) -> int:
+    """Allocations the iteration since ``snap`` counted without a traced event (transients
+    the passes only count): the heap's count less the allocs of ``trace``."""
+    implied = sum(1 if e[0] == _ALLOC else e[2] if e[0] == _ALLOC_MANY else 0 for e in trace)
+    return sim.heap.allocs - snap.allocs - implied
 
 
 def _node_runs(sim, snap, events, template, locator, entries, period, faults, times, stride,

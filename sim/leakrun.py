@@ -51,8 +51,8 @@ from .autodiff.checkpoint import CheckpointerBuilder
 from .autodiff.locator import Graph
 from .autodiff.node import Node, NodeRefCount
 from .autodiff.step import Step
-from .backend import _TAKEN, Buffer
-from .chainrun import replay_tree_ops
+from .backend import _TAKEN, Backend, Buffer
+from .chainrun import replay_tree_ops, rotating_graph
 from .costs.cache import Chunk
 from .costs.heap import Heap
 
@@ -102,11 +102,6 @@ class Kept(NamedTuple):
     refs: int
     tip: bool
     chunk: bool
-
-
-def _key(block):
-    # as fastforward._handle_key: ints are arena addresses, tuples placed blocks
-    return block if type(block) is int else ("id", id(block))
 
 
 def l2_signature(sim) -> tuple:
@@ -185,13 +180,9 @@ class _Refuse(Exception):
 
 def _rotating(locator, g, ids) -> bool:
     """A one-node graph created in the iteration whose node a tensor holds (a module's
-    new parameter), as :func:`sim.chainrun.chain_effect` lets rotate."""
-    mem = g.server.memory_management
-    return (ids == [g.origin] and g.entries == 1 and len(mem.nodes) == 1 and not mem.runs
-            and len(g.server.steps) == 1 and locator.keys.get(g.origin) == set()
-            and g.origin not in locator.key_tables and g.origin not in locator.key_runs
-            and g.server.steps[g.origin].actions is None
-            and mem.nodes[g.origin][0].strong > 1)
+    new parameter): one :func:`sim.chainrun.chain_effect` lets rotate."""
+    return (rotating_graph(locator, g, ids)
+            and g.server.memory_management.nodes[g.origin][0].strong > 1)
 
 
 def _tables(graph, locator):
@@ -279,12 +270,13 @@ def _template(locator, graph, first, kept_pos=None):
         if (type(prim) is not Buffer or type(token) is not tuple or len(token) != 4
                 or token[2] is not None or prim.strides_block is not None
                 or prim.device_box_block is not None
-                or getattr(prim._free, "__name__", "") != "_free_cpu"):
+                or getattr(prim._free, "__func__", None) is not Backend._free_cpu):
             raise _Refuse
         size, block, _, arc = token
         position = None
         if kept_pos is not None and block is not None:
-            position = kept_pos.get(_key(block))
+            from .fastforward import _handle_key
+            position = kept_pos.get(_handle_key(block))
             if position is None:
                 raise _Refuse      # a block from before the iteration
         tip = prim.holders > refs[at]
@@ -334,11 +326,13 @@ def _strip(trace, spans, kept):
     return tuple(out), positions
 
 
-def leak_effect(sim, snap, trees, record):
+def leak_effect(sim, snap, trees, record, times, allocs):
     """The :class:`LeakEffect` of the iteration just probed, or None when it does not leak
     graphs this module can build (``snap``: the state before it; ``trees``: its
     :class:`~sim.chainrun.TreeLog`; ``record``: its heap events, live nodes' orders and
-    kept blocks)."""
+    kept blocks; ``times``: its work without page faults and its time split, as
+    :func:`sim.fastforward._measure` measured them; ``allocs``: its allocations counted
+    without an event (the BTreeMaps' own come with their replayed operations))."""
     from .chainrun import _relative_ops
     locator = sim.client.locator
     trace, _, kept_at = record
@@ -414,15 +408,6 @@ def leak_effect(sim, snap, trees, record):
         return None
     order = tuple(("L", leaked.index(g)) if g in leaked else ("R", g.origin - w0)
                   for g in tail)
-    fb, fm, fps = snap.faults
-    timing = sim.timing
-    times = (sim.work_ps - snap.work - (sim.fault_ps - fps),
-             timing.compute_ns - snap.timing[0], timing.bookkeeping_ns - snap.timing[1],
-             timing.cleanup_ns - snap.timing[2])
-    implied = sum(1 if e[0] == ALLOC else e[2] if e[0] == ALLOC_MANY else 0
-                  for e in record[0])
-    # allocations counted without an event (the BTreeMaps' own come with their operations)
-    allocs = sim.heap.allocs - snap.allocs - implied
     return LeakEffect(stride, sim.registered - snap.registered, sim.backwards - snap.backwards,
                       times, tuple(specs), tuple(rotating), tree_ops, trace,
                       tuple(blocks.items()), allocs, order,
