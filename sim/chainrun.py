@@ -28,6 +28,15 @@ consecutive iterations (:mod:`sim.fastforward`), and :func:`apply_chain` then ap
   recorded sweep with ``G``'s entries, nodes and scan replaced by their values at that
   iteration (checked: the recorded terms are the model's own).
 
+A chain whose members keep storages in their checkpoint actions, or have retro-forwards
+(Balanced checkpointing: ema-balanced ``detach`` keeps each step's detached weight, a
+LARGE block, so every step moves the LARGE placement), is applied as :mod:`sim.leakrun`
+applies a leak: the iteration's heap events, recorded in order without the BTreeMaps'
+own and the orphan sweeps' clones of the map (whose size grows with the chain), are
+replayed through the heap; the members are built on a heap that only counts, their
+actions holding new storages of the replayed blocks; the storage a module holds and the
+L2 model's chunks go to the members exact mode has them in (:func:`sim.leakrun.hand_over`).
+
 Only on allocators that keep counts per size class (not a glibc arena, whose chunk
 placement depends on every event: there such loops run exactly), under policies whose
 ``ff_horizon`` allows it (a policy that indexes node ids updates its index in
@@ -69,6 +78,10 @@ class TreeLog:
         #: replayed operations
         self.trace = trace
         self.spans = []
+        #: the same for the clones of the map an orphan sweep makes and drops: their
+        #: number of nodes grows with a chain, so a chain that replays its iteration's
+        #: events (:func:`apply_chain` with a trace) leaves them out
+        self.clones = []
 
 
 class LoggingTree(BTreeNodes):
@@ -87,6 +100,23 @@ class LoggingTree(BTreeNodes):
         if trace is not None and len(trace) > start:
             log.spans.append((start, len(trace)))
         return result
+
+    def _span(self, call, *args):
+        log = TreeLog.current
+        trace = None if log is None else log.trace
+        if trace is None:
+            return call(self, *args)
+        start = len(trace)
+        result = call(self, *args)
+        if len(trace) > start:
+            log.clones.append((start, len(trace)))
+        return result
+
+    def clone_nodes(self, heap, empty=False):
+        return self._span(BTreeNodes.clone_nodes, heap, empty)
+
+    def drop_clone(self, heap, clone):
+        return self._span(BTreeNodes.drop_clone, heap, clone)
 
     def insert(self, key):
         return self._log("insert", key, BTreeNodes.insert, key)
@@ -136,6 +166,12 @@ class Member(NamedTuple):
     order: tuple
     keyed: bool
     tip: bool
+    #: a chain that replays its iteration's events: the step's checkpoint actions
+    #: (:class:`sim.leakrun.ActionsTemplate`, node offsets relative to the iteration's
+    #: first id, storages by index into the iteration's kept ones) and whether the node
+    #: has a retro-forward (Balanced checkpointing)
+    actions: object = None
+    retro: bool = False
 
 
 class GraphState(NamedTuple):
@@ -182,6 +218,19 @@ class ChainEffect:
     drop_order = None
     parents = ()
     offset = 0
+    #: a chain whose members keep storages or whose iteration moves LARGE blocks: its heap
+    #: events without the BTreeMaps' (``trace``, replayed as
+    #: :func:`sim.fastforward._replay_drift` replays a drift's), the storages each
+    #: iteration keeps (:class:`sim.leakrun.Kept`) and their backends, the small blocks the
+    #: members' builder must count, and the allocations counted without an event
+    trace = None
+    plan = None
+    deltas = ()
+    kept = ()
+    backends = ()
+    blocks = ()
+    allocs = 0
+    checked = False
 
     def __init__(self, stride, registered, backwards, times, faults, origin, members,
                  rotating, tree_ops, sweeps, growth, state, tip_id, graph, first_id):
@@ -213,7 +262,8 @@ class ChainEffect:
     def key(self):
         return ("chain", self.stride, self.registered, self.backwards, self.times[0],
                 self.faults, self.origin, self.members, self.rotating, self.tree_ops,
-                tuple(t.shape() for t in self.sweeps), self.growth)
+                tuple(t.shape() for t in self.sweeps), self.growth, self.trace, self.kept,
+                self.blocks, self.allocs)
 
 
 def _scan_length(n, r):
@@ -242,16 +292,28 @@ def _explained(locator, snap, events, blocks) -> bool:
     return sum(left) == 0 and all(abs(n) == 1 for n in left)
 
 
-def chain_effect(sim, snap, events, sweeps, trees, previous):
+def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs=0):
     """The :class:`ChainEffect` of the iteration just probed, or None when it does not
     grow one chain (``snap``: the state before it; ``events``: its net heap blocks by
     size; ``sweeps``: its :class:`~sim.costs.timing.SweepRecord` s; ``trees``: its
-    :class:`TreeLog`; ``previous``: the effect of the iteration before, if probed)."""
+    :class:`TreeLog`; ``previous``: the effect of the iteration before, if probed;
+    ``record``: its heap events in order, live nodes' orders and kept blocks, and
+    ``allocs`` its allocations counted without an event, for a chain whose members keep
+    storages or whose iteration moves LARGE blocks: its events are replayed)."""
+    from .leakrun import _Refuse, actions_template, l2_signature
     locator = sim.client.locator
     if (locator is None or not trees.valid or not sim.allocator.bulk_exact()
-            or sim.rss_extra_bytes != snap.rss_extra
-            or sim.allocator.placement() != snap.placement or locator.run_entries
+            or sim.rss_extra_bytes != snap.rss_extra or locator.run_entries
             or len(locator.live) != snap.live_graphs):
+        return None
+    trace, _, kept_at = record if record is not None else (None, None, None)
+    # the iteration's events can be replayed in order (placement, LARGE slices, high-water
+    # marks as exact mode has them) where they were recorded and the L2 model's LRU and
+    # the thread's cluster are as the iteration found them
+    replayable = (trace is not None and kept_at is not None and trees.trace is not None
+                  and l2_signature(sim) == snap.l2 and sim.allocator.cluster() == snap.cluster)
+    replay = sim.allocator.placement() != snap.placement
+    if replay and not replayable:
         return None
     w0, w1 = snap.next_id, sim._next_id
     stride = w1 - w0
@@ -290,6 +352,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous):
     members, blocks, tips = [], [], []
     chain_dep = set()
     via = []
+    tensors, index = [], {}     # the storages the members' actions keep
 
     def ref(pid):
         if w0 <= pid < w1:
@@ -304,10 +367,24 @@ def chain_effect(sim, snap, events, sweeps, trees, previous):
     for node_id in in_map:
         rc, parents = memory.nodes[node_id]
         step = server.steps.get(node_id)
-        if (step is None or step.actions is not None or step.node.retro is not None
-                or step.node.id != node_id or rc.extra):
+        if step is None or step.node.id != node_id or rc.extra:
             return None
         node = step.node
+        actions = None
+        if step.actions is not None or node.retro is not None:
+            # kept storages and retro-forwards: the members are built with the replayed
+            # events (leakrun's builder), not block by block
+            if not replayable or step.cost is not None:
+                return None
+            replay = True
+            if step.actions is not None:
+                try:
+                    actions = actions_template(step.actions, w0, memory.nodes, tensors, index)
+                except _Refuse:
+                    return None
+                if any(o is not None and o < prev_lo - w0
+                       for o, _, _ in actions.explicit + actions.backup):
+                    return None
         if rc.strong == 2:
             tips.append(node_id)
         elif rc.strong != 1:
@@ -323,8 +400,15 @@ def chain_effect(sim, snap, events, sweeps, trees, previous):
             chain_dep.add(node_id)
         members.append([node_id - w0, step.kind, step.op, step.nbytes, step.shapes,
                         node.requirement, node.memory_bound, refs, step_refs, node.order,
-                        node_id in keys, rc.strong == 2])
+                        node_id in keys, rc.strong == 2, actions, node.retro is not None])
         blocks.extend(node_blocks(sim.layout, step, parents))
+        if node.retro is not None:
+            blocks.append(sim.layout.retro_arc_bytes)
+        if actions is not None:
+            for _, _, sizes in actions.explicit + actions.backup:
+                blocks.extend(sizes)
+            blocks.extend(cap * vec.elem for (_, cap), vec in zip(actions.vecs,
+                                                                  step.actions._vecs) if cap)
     # the chain goes through one node of the iteration before, which no handle holds now,
     # and ends in one node a tensor holds
     if len(tips) != 1 or len(set(via)) != 1:
@@ -338,7 +422,11 @@ def chain_effect(sim, snap, events, sweeps, trees, previous):
         member[9] = (("chain", member[9] - via_order) if member[0] + w0 in chain_dep
                      else ("const", member[9]))
     members = tuple(Member(*member) for member in members)
-    if not _explained(locator, snap, events, blocks):
+    if replay:
+        kept = _kept_chain(sim, trees, trace, kept_at, members, tensors, blocks)
+        if kept is None:
+            return None
+    elif not _explained(locator, snap, events, blocks):
         return None
     state = GraphState(graph.entries, memory.node_count())
     before = previous if (isinstance(previous, ChainEffect) and previous.graph is graph
@@ -360,10 +448,43 @@ def chain_effect(sim, snap, events, sweeps, trees, previous):
     work = sim.work_ps - snap.work - (sim.fault_ps - fps) - sweep_ps
     times = (work, timing.compute_ns - snap.timing[0], timing.bookkeeping_ns - snap.timing[1],
              0.0)
-    return ChainEffect(stride, sim.registered - snap.registered, sim.backwards - snap.backwards,
-                       times, (0, sim.fault_mapped - fm), graph.origin, members,
-                       tuple(rotating), _relative_ops(trees.ops, w0, prev_lo),
-                       tuple(templates), growth, state, tips[0], graph, w0)
+    effect = ChainEffect(stride, sim.registered - snap.registered,
+                         sim.backwards - snap.backwards, times,
+                         (0, 0 if replay else sim.fault_mapped - fm), graph.origin, members,
+                         tuple(rotating), _relative_ops(trees.ops, w0, prev_lo),
+                         tuple(templates), growth, state, tips[0], graph, w0)
+    if replay:
+        effect.trace, effect.kept, effect.blocks = kept
+        effect.backends = tuple(prim._free.__self__ for prim in tensors)
+        effect.allocs = allocs
+    return effect
+
+
+def _kept_chain(sim, trees, trace, kept_at, members, tensors, blocks):
+    """``(replayed trace, kept storages, the builder's blocks)`` of a chain iteration whose
+    events are replayed, or None where the iteration kept more than its members' blocks and
+    storages. The trace leaves out the BTreeMaps' own events (their replayed operations
+    make them) and the orphan sweeps' clones of the map, whose size grows with the chain
+    (a transient: the next exact iteration's larger clone re-reaches every high-water mark
+    the skipped ones would have)."""
+    from collections import Counter
+
+    from .leakrun import _Refuse, _strip, builder_blocks, kept_storages
+    stripped = _strip(trace, trees.spans + trees.clones, kept_at)
+    if stripped is None:
+        return None
+    trace, positions = stripped
+    refs = Counter(at for m in members if m.actions is not None
+                   for _, at, _ in m.actions.explicit + m.actions.backup if at is not None)
+    try:
+        kept = kept_storages(tensors, refs, positions)
+    except _Refuse:
+        return None
+    need = builder_blocks(sim, trace, tensors)
+    own = Counter(blocks)
+    if need is None or need != {n: c for n, c in sorted(own.items()) if c}:
+        return None
+    return trace, kept, tuple(need.items())
 
 
 def _sweep_template(record, gkey, before):
@@ -462,9 +583,13 @@ def _leaves_peak(effect, memory) -> int:
     return peak
 
 
-def apply_chain(sim, effect, count) -> int:
+def apply_chain(sim, effect, count, replay=None) -> int:
     """``count`` iterations of ``effect``, right after an iteration like it; returns the
-    iterations applied (0 when the state no longer matches the effect)."""
+    iterations applied (0 when the state no longer matches the effect). ``replay``:
+    :func:`sim.fastforward._replay_drift`, for a chain whose events are replayed (its
+    members keep storages), which places an iteration's heap events and returns the kept
+    blocks by position."""
+    from .leakrun import _resident, hand_over
     locator = sim.client.locator
     graph = effect.graph
     stride = effect.stride
@@ -474,6 +599,16 @@ def apply_chain(sim, effect, count) -> int:
         return 0
     server = graph.server
     memory = server.memory_management
+    replayed = effect.trace is not None
+    if replayed:
+        slots = _kept_slots(effect, graph, last)
+        depth = max((j for j, b in enumerate(slots) if _resident(b)), default=-1)
+        if not slots or depth >= len(slots) - 1:
+            return 0        # an older member's storages may still be in the L2 model's LRU
+        tips = [i for i, k in enumerate(effect.kept) if k.tip]
+        if tips and slots[0][tips[0]].holders <= effect.kept[tips[0]].refs:
+            return 0
+        clones = []
     trees = (locator.graphs_tree, locator.keys_tree)
     timing = sim.timing
     prev = {m.offset: server.steps[last + m.offset].node for m in effect.members}
@@ -486,8 +621,13 @@ def apply_chain(sim, effect, count) -> int:
         start = last + i * stride
         for template in effect.sweeps:
             _sweep(sim, template, (start - effect.first_id) // stride, graph)
-        prev = _build(sim, effect, graph, start, prev, via_offset,
-                      children_of_tip if i == 1 else None, tip_node, built)
+        if replayed:
+            prev = _build_replayed(sim, effect, graph, start, prev, via_offset,
+                                   children_of_tip if i == 1 else None, tip_node, built,
+                                   replay, clones)
+        else:
+            prev = _build(sim, effect, graph, start, prev, via_offset,
+                          children_of_tip if i == 1 else None, tip_node, built)
         replay_tree_ops(trees, effect.tree_ops, start)
         sim.current.pending_ps += work_ps
         sim.work_ps += work_ps
@@ -497,6 +637,11 @@ def apply_chain(sim, effect, count) -> int:
     sim.ff_progress = None
     timing.compute_ns += compute * count
     timing.bookkeeping_ns += book * count
+    if replayed:
+        def repoint(old, new, newest):
+            base = last + count * stride if newest else last
+            _repoint_members(effect, server, base, old, new)
+        hand_over(slots, clones, depth, tips[0] if tips else None, repoint)
     renamed = _relabel_rotating(locator, effect, last, last + count * stride)
     newest = prev[tip_offset]
     old_id, new_id = tip_node.id, newest.id
@@ -549,13 +694,17 @@ def _node(ref, start, stride, cur, prev, locator):
     return value, locator.graphs[value].server.steps[value].node
 
 
-def _build(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node, built):
+def _build(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node, built,
+           buffers=None):
     """Register the members of the iteration whose first id is ``start`` in ``G`` as that
     iteration did (``prev``: the members of the one before, by offset): their nodes, ref
     counts and boxed steps, ``G``'s maps and tables, the locator's entries and ``G``'s key
     set (the BTreeMaps are left to the replayed operations). Returns the new members by
     offset; ``children_of_tip`` (a list, or None) collects the steps that have
-    ``tip_node`` as a parent, ``built`` every step."""
+    ``tip_node`` as a parent, ``built`` every step; ``buffers``: the storages the
+    members' actions keep (:func:`_build_replayed`)."""
+    from .autodiff.ops import _Retro
+    from .leakrun import _actions
     locator = sim.client.locator
     server = graph.server
     heap = sim.heap
@@ -576,7 +725,12 @@ def _build(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_nod
         node = Node(sim, node_id, tuple(parents), order, member.requirement,
                     member.memory_bound)
         rc = NodeRefCount(sim, node_id)
-        step = Step(member.kind, member.op, node, step_parents, member.nbytes, None,
+        actions = None
+        if member.actions is not None:
+            actions = _actions(sim, member.actions, start, buffers)
+        if member.retro:
+            node.retro = _Retro(sim)
+        step = Step(member.kind, member.op, node, step_parents, member.nbytes, actions,
                     member.shapes)
         if children_of_tip is not None and any(p is tip_node for p in step_parents):
             children_of_tip.append(step)
@@ -592,6 +746,83 @@ def _build(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_nod
             locator.key_tables[origin].fit(len(ids) + locator.key_runs.get(origin, 0))
         cur[member.offset] = node
     return cur
+
+
+def _build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node,
+                    built, replay, clones):
+    """:func:`_build` for a chain whose events are replayed: the iteration's heap events
+    placed (``replay``), then its members built on a heap that only counts (their blocks
+    came with the events), their actions holding new storages of the replayed blocks
+    (appended to ``clones``). The builder's count is checked against the iteration's once."""
+    from collections import Counter
+
+    from .costs.heap import Heap
+    from .leakrun import _buffer, _Counting
+    heap = sim.heap
+    handles = replay(sim, effect, 0)
+    heap.allocs += effect.allocs
+    _Counting.counts = Counter()
+    heap.__class__ = _Counting
+    try:
+        buffers = [_buffer(k, b, handles) for k, b in zip(effect.kept, effect.backends)]
+        cur = _build(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node,
+                     built, buffers)
+    finally:
+        heap.__class__ = Heap
+    if not effect.checked:
+        counts = tuple((n, c) for n, c in sorted(_Counting.counts.items()) if c)
+        if counts != effect.blocks:
+            raise AssertionError("chain fast-forward: the members built hold other blocks "
+                                 "than the iteration kept")
+        effect.checked = True
+    _Counting.counts = None
+    clones.append(buffers)
+    return cur
+
+
+def _kept_slots(effect, graph, last) -> list:
+    """The storages the members' actions keep, iteration by iteration back from the one
+    whose first id is ``last`` (in the effect's kept order), while the members there are
+    the effect's, up to :data:`sim.leakrun.MAX_RESIDENT` + 2 iterations."""
+    from .leakrun import MAX_RESIDENT
+    steps = graph.server.steps
+    slots = []
+    for j in range(MAX_RESIDENT + 2):
+        base = last - j * effect.stride
+        slot = [None] * len(effect.kept)
+        for m in effect.members:
+            if m.actions is None:
+                continue
+            step = steps.get(base + m.offset)
+            actions = None if step is None else step.actions
+            if actions is None or step.kind != m.kind or step.op != m.op:
+                return slots
+            for entries, template in ((actions.explicit, m.actions.explicit),
+                                      (actions.backup, m.actions.backup)):
+                if len(entries) != len(template):
+                    return slots
+                for (_, buf, _), (_, at, _) in zip(entries, template):
+                    if (at is None) != (buf is None):
+                        return slots
+                    if at is not None:
+                        slot[at] = buf
+        if any(b is None for b in slot):
+            return slots
+        slots.append(slot)
+    return slots
+
+
+def _repoint_members(effect, server, base, old, new) -> None:
+    """The actions of the members of the iteration whose first id is ``base`` hold ``new``
+    where they held ``old``."""
+    for m in effect.members:
+        if m.actions is None:
+            continue
+        actions = server.steps[base + m.offset].actions
+        for entries in (actions.explicit, actions.backup):
+            for i, (node_id, buf, blocks) in enumerate(entries):
+                if buf is old:
+                    entries[i] = (node_id, new, blocks)
 
 
 def _sweep(sim, template, j, graph) -> None:

@@ -43,7 +43,11 @@ Effect shapes:
     through one node of the iteration before, and a tensor holds the newest (an EMA
     kept across training steps): :mod:`sim.chainrun` builds the skipped iterations'
     members, replays their BTreeMap operations and recomputes their sweeps, whose cost
-    grows with the chain. Where the allocator keeps counts per size only.
+    grows with the chain. Where the members keep storages in their checkpoint actions or
+    have retro-forwards (Balanced checkpointing: ema-balanced ``detach`` keeps each
+    step's detached weight, a LARGE block), the iteration's heap events are replayed in
+    order as a ``leak``'s are and the members built on them. Where the allocator keeps
+    counts per size only.
 ``leak``
     the iteration leaves the bookkeeping as it found it but for new graphs that nothing
     reaches, whose steps may keep tensors (a norm read from a detached weight that still
@@ -100,7 +104,11 @@ _REALLOC = max(_ALLOC, _FREE, _ALLOC_MANY, _FREE_MANY, _INSERT) + 1
 
 #: consecutive identical iterations needed before fast-forwarding
 AGREE = 3
-#: iterations tried before giving up and running the loop exactly
+#: iterations tried before giving up and running iterations exactly; after ``wait`` of
+#: them (:data:`MAX_PROBE` at first, twice as many each time) the loop is probed again,
+#: :data:`AGREE` + 3 times (a first probe has no iteration before it to compare with), so
+#: a warm-up longer than the probes (an L2 model's LRU filling with the storages a chain
+#: keeps) does not make the whole loop exact
 MAX_PROBE = 12
 #: the longest cycle of allocator placements a loop of iterations that leave nothing
 #: behind may go through and still be fast-forwarded (in iterations)
@@ -402,7 +410,8 @@ def _measure(sim, snap, events, template=None, chain=None, record=None, before=N
             return effect
     if chain is not None and registered:
         sweeps, trees, previous = chain
-        effect = chain_effect(sim, snap, events, sweeps, trees, previous)
+        effect = chain_effect(sim, snap, events, sweeps, trees, previous, record,
+                              0 if trace is None else _uncounted_allocs(sim, snap, trace))
         if effect is not None:
             return effect
     effect = _node_runs(sim, snap, events, template, locator, entries, period, faults, times,
@@ -674,7 +683,7 @@ def _apply(sim, effect, count):
     """``count`` iterations of ``effect`` in closed form (a glibc arena's replay may stop
     earlier, at the memory budget); returns the iterations applied."""
     if effect.shape == "chain":
-        return apply_chain(sim, effect, count)
+        return apply_chain(sim, effect, count, _replay_drift)
     if effect.shape == "leak":
         return apply_leak(sim, effect, count, _replay_drift)
     last = sim._next_id - effect.stride      # the first id of the iteration just run
@@ -993,6 +1002,7 @@ def repeat(sim, n, body):
     replay = not sim.allocator.bulk_exact()
     earlier = ()
     record = None
+    probes, wait = MAX_PROBE, MAX_PROBE
     while done < n:
         if effect is None:
             snap = _Snapshot(sim)
@@ -1008,11 +1018,16 @@ def repeat(sim, n, body):
             if (len(last) == AGREE and last[0] is not None
                     and all(e is not None and e.key() == last[0].key() for e in last)):
                 effect = measured
-            elif len(effects) >= MAX_PROBE:
-                for i in range(done, n):
+            elif len(effects) >= probes:
+                stop = min(n, done + wait)
+                for i in range(done, stop):
                     sim.loop_index = i
                     body()
-                return
+                done = stop
+                # probed afresh: the effects and records of the probes before do not
+                # describe the iterations just before the next one
+                effects, earlier, record = [], (), None
+                probes, wait = AGREE + 3, 2 * wait
             continue
         count = min(n - done - 1, _horizon(sim, effect))
         count -= count % effect.period

@@ -194,25 +194,16 @@ def _tables(graph, locator):
             None if key_table is None else key_table.buckets)
 
 
-def _template(locator, graph, first, kept_pos=None):
-    """``(members, kept tensors' templates, the tensors)`` of a leaked graph whose
-    iteration's first id is ``first``; ``kept_pos``: handle key -> replayed position of
-    the blocks the iteration allocated and kept (None: positions not wanted, as for the
-    graphs of earlier iterations). Raises :class:`_Refuse` where the graph is not one
-    this module can build."""
-    server = graph.server
-    memory = server.memory_management
-    if (memory.runs or memory.serials is not None or memory.referenced or graph.held
-            or locator.key_runs.get(graph.origin)):
+def actions_template(actions, first, nodes, tensors, index) -> ActionsTemplate:
+    """The :class:`ActionsTemplate` of a step's checkpoint actions, node ids relative to
+    ``first``; the storages they hold are appended to ``tensors`` (``index``: ``id`` ->
+    position there). Raises :class:`_Refuse` where an action names a node not in
+    ``nodes``, a block has a handle, or the actions were moved or hold a Vec's block."""
+    if actions.moved is not None or any(v.block is not None for v in actions._vecs):
         raise _Refuse
-    keys = locator.keys.get(graph.origin)
-    if keys is None:
-        raise _Refuse
-    nodes = memory.nodes
-    members, tensors, index = [], [], {}
 
-    def action(entry):
-        node_id, prim, blocks = entry
+    def entry(item):
+        node_id, prim, blocks = item
         if node_id is not None and node_id not in nodes:
             raise _Refuse
         if any(handle is not None for _, handle in blocks):
@@ -226,43 +217,17 @@ def _template(locator, graph, first, kept_pos=None):
         return (None if node_id is None else node_id - first, at,
                 tuple(nbytes for nbytes, _ in blocks))
 
-    for node_id, (rc, parents) in nodes.items():
-        step = server.steps.get(node_id)
-        if step is None or step.node.id != node_id or rc.strong != 1 or rc.extra:
-            raise _Refuse
-        node = step.node
-        if node.retro is not None or step.cost is not None or node_id < first:
-            raise _Refuse
-        if any(pid not in nodes for pid, _ in parents):
-            raise _Refuse
-        step_parents = []
-        for p in step.parent_nodes:
-            if p is None:
-                step_parents.append(None)
-            elif p.id in nodes and server.steps[p.id].node is p:
-                step_parents.append(p.id - first)
-            else:
-                raise _Refuse
-        actions = None
-        a = step.actions
-        if a is not None:
-            if a.moved is not None or any(v.block is not None for v in a._vecs):
-                raise _Refuse
-            actions = ActionsTemplate(tuple(map(action, a.explicit)),
-                                      tuple(map(action, a.backup)), tuple(a.inputs),
-                                      tuple((v.len, v.capacity) for v in a._vecs))
-        members.append(LeakMember(
-            node_id - first, step.kind, step.op, step.nbytes, step.shapes, node.requirement,
-            node.memory_bound, tuple((pid - first, leaf) for pid, leaf in parents),
-            tuple(step_parents), node.order, node_id in keys, actions))
-    if not keys <= set(nodes) or graph.origin not in nodes or graph.entries != len(nodes):
-        raise _Refuse
-    refs = Counter()
-    for m in members:
-        if m.actions is not None:
-            for _, at, _ in m.actions.explicit + m.actions.backup:
-                if at is not None:
-                    refs[at] += 1
+    return ActionsTemplate(tuple(map(entry, actions.explicit)),
+                           tuple(map(entry, actions.backup)), tuple(actions.inputs),
+                           tuple((v.len, v.capacity) for v in actions._vecs))
+
+
+def kept_storages(tensors, refs, kept_pos) -> tuple:
+    """The :class:`Kept` template of each storage ``tensors`` lists (``refs``: how many
+    actions hold each, by index; ``kept_pos``: handle key -> replayed position of the
+    blocks the iteration allocated and kept, or None). Raises :class:`_Refuse` for a
+    storage this module cannot build again: not a plain host buffer, a block from before
+    the iteration, an Arc not taken, or more than one held from outside the actions."""
     kept = []
     tips = 0
     for at, prim in enumerate(tensors):
@@ -289,6 +254,58 @@ def _template(locator, graph, first, kept_pos=None):
                          refs[at], tip, prim.chunk is not None))
     if tips > 1:
         raise _Refuse
+    return tuple(kept)
+
+
+def _template(locator, graph, first, kept_pos=None):
+    """``(members, kept tensors' templates, the tensors)`` of a leaked graph whose
+    iteration's first id is ``first``; ``kept_pos``: handle key -> replayed position of
+    the blocks the iteration allocated and kept (None: positions not wanted, as for the
+    graphs of earlier iterations). Raises :class:`_Refuse` where the graph is not one
+    this module can build."""
+    server = graph.server
+    memory = server.memory_management
+    if (memory.runs or memory.serials is not None or memory.referenced or graph.held
+            or locator.key_runs.get(graph.origin)):
+        raise _Refuse
+    keys = locator.keys.get(graph.origin)
+    if keys is None:
+        raise _Refuse
+    nodes = memory.nodes
+    members, tensors, index = [], [], {}
+    for node_id, (rc, parents) in nodes.items():
+        step = server.steps.get(node_id)
+        if step is None or step.node.id != node_id or rc.strong != 1 or rc.extra:
+            raise _Refuse
+        node = step.node
+        if node.retro is not None or step.cost is not None or node_id < first:
+            raise _Refuse
+        if any(pid not in nodes for pid, _ in parents):
+            raise _Refuse
+        step_parents = []
+        for p in step.parent_nodes:
+            if p is None:
+                step_parents.append(None)
+            elif p.id in nodes and server.steps[p.id].node is p:
+                step_parents.append(p.id - first)
+            else:
+                raise _Refuse
+        actions = None
+        if step.actions is not None:
+            actions = actions_template(step.actions, first, nodes, tensors, index)
+        members.append(LeakMember(
+            node_id - first, step.kind, step.op, step.nbytes, step.shapes, node.requirement,
+            node.memory_bound, tuple((pid - first, leaf) for pid, leaf in parents),
+            tuple(step_parents), node.order, node_id in keys, actions))
+    if not keys <= set(nodes) or graph.origin not in nodes or graph.entries != len(nodes):
+        raise _Refuse
+    refs = Counter()
+    for m in members:
+        if m.actions is not None:
+            for _, at, _ in m.actions.explicit + m.actions.backup:
+                if at is not None:
+                    refs[at] += 1
+    kept = kept_storages(tensors, refs, kept_pos)
     return tuple(members), tuple(kept), tensors
 
 
@@ -381,21 +398,9 @@ def leak_effect(sim, snap, trees, record, times, allocs):
         return None
     # the blocks the iteration kept, less its tensors' own (they come with the replayed
     # events): what the builder must allocate, small blocks only
-    blocks = _net(trace)
-    for prim in tensors:
-        backend = prim._free.__self__
-        size, block, _, arc = prim._token
-        blocks[size] -= 1
-        if backend.bytes_box_bytes:
-            blocks[backend.bytes_box_bytes] -= 1
-        if arc is not _TAKEN and backend.bytes_arc_bytes:
-            blocks[backend.bytes_arc_bytes] -= 1
-        if prim.strides:
-            blocks[prim.strides] -= 1
-    small = sim.heap._small
-    if any(n < 0 or (n and nbytes not in small) for nbytes, n in blocks.items()):
+    blocks = builder_blocks(sim, trace, tensors)
+    if blocks is None:
         return None
-    blocks = {nbytes: n for nbytes, n in sorted(blocks.items()) if n}
     # and they must be the graphs' own, read off their objects (the builder makes those)
     own = Counter()
     for g in leaked:
@@ -412,6 +417,28 @@ def leak_effect(sim, snap, trees, record, times, allocs):
                       times, tuple(specs), tuple(rotating), tree_ops, trace,
                       tuple(blocks.items()), allocs, order,
                       tuple(prim._free.__self__ for prim in tensors))
+
+
+def builder_blocks(sim, trace, tensors):
+    """The blocks an iteration's heap events (``trace``) leave allocated less its kept
+    storages' own (``tensors``: their data, box, Arc and strides come with the replayed
+    events): what a builder of its kept objects must allocate, ``{size: blocks}`` in size
+    order; None where that is not small blocks only."""
+    blocks = _net(trace)
+    for prim in tensors:
+        backend = prim._free.__self__
+        size, block, _, arc = prim._token
+        blocks[size] -= 1
+        if backend.bytes_box_bytes:
+            blocks[backend.bytes_box_bytes] -= 1
+        if arc is not _TAKEN and backend.bytes_arc_bytes:
+            blocks[backend.bytes_arc_bytes] -= 1
+        if prim.strides:
+            blocks[prim.strides] -= 1
+    small = sim.heap._small
+    if any(n < 0 or (n and nbytes not in small) for nbytes, n in blocks.items()):
+        return None
+    return {nbytes: n for nbytes, n in sorted(blocks.items()) if n}
 
 
 def _graph_blocks(sim, graph, locator) -> Counter:
@@ -655,25 +682,11 @@ def apply_leak(sim, effect, count, replay) -> int:
     timing.compute_ns += compute * count
     timing.bookkeeping_ns += book * count
     timing.cleanup_ns += cleanup * count
-    # the L2 model's chunks: the graphs of the last ``depth + 1`` exact iterations hold the
-    # chunks the LRU still has; they go to the graphs exact mode would have them in
-    sequence = slots[depth::-1] + clones         # oldest first
-    chunks = [[b.chunk for b in buffers] for buffers in sequence]
-    if tip_buffer is not None:
-        # the storage a module holds is the newest iteration's: its object takes the newest
-        # block and goes to the newest graph; the last exact iteration's graph gets the
-        # object built for the newest, with the old block
-        at = tips[0]
-        built_tip = clones[-1][at]
-        tip_buffer._token, built_tip._token = built_tip._token, tip_buffer._token
-        origin = _origin_of(effect, at)
-        _repoint(tip_buffer, built_tip, locator, last + origin)
-        _repoint(built_tip, tip_buffer, locator, last + count * stride + origin)
-        slots[0][at], clones[-1][at] = built_tip, tip_buffer
-    rotated = chunks[depth + 1:] + chunks[:depth + 1]
-    for buffers, mine in zip(sequence, rotated):
-        for b, chunk in zip(buffers, mine):
-            b.chunk = chunk
+    def repoint(old, new, newest):
+        origin = _origin_of(effect, tips[0])
+        _repoint(old, new, locator, (last + count * stride if newest else last) + origin)
+
+    hand_over(slots, clones, depth, tips[0] if tips else None, repoint)
     renamed = _relabel(locator, effect, last, last + count * stride, newest)
     sim.policy.ff_chain(sim.client, built, {}, renamed)
     sim._next_id += stride * count
@@ -683,6 +696,32 @@ def apply_leak(sim, effect, count, replay) -> int:
     sim.policy.ff_apply(effect, count, None)
     sim._check_limits()
     return count
+
+
+def hand_over(slots, clones, depth, tip, repoint) -> None:
+    """After a batch: the storages built for the skipped iterations (``clones``, oldest
+    first) take their places among the ones exact mode left (``slots``, the last exact
+    iteration's first; the LRU of the L2 model holds chunks of ``slots[:depth + 1]``).
+
+    * the storage a module holds (slot index ``tip``, or None) is the newest iteration's:
+      its object takes the newest block and goes to the newest iteration's actions, the
+      last exact iteration's get the object built for the newest, with the old block
+      (``repoint(old, new, newest)`` makes the actions of the newest iteration, or of the
+      last exact one, hold ``new`` where they held ``old``);
+    * the L2 model's chunks still in the LRU go to the storages of the iterations exact
+      mode would have them in, the newest ones."""
+    sequence = slots[depth::-1] + clones         # oldest first
+    chunks = [[b.chunk for b in buffers] for buffers in sequence]
+    if tip is not None:
+        tip_buffer, built_tip = slots[0][tip], clones[-1][tip]
+        tip_buffer._token, built_tip._token = built_tip._token, tip_buffer._token
+        repoint(tip_buffer, built_tip, False)
+        repoint(built_tip, tip_buffer, True)
+        slots[0][tip], clones[-1][tip] = built_tip, tip_buffer   # (the lists in sequence)
+    rotated = chunks[depth + 1:] + chunks[:depth + 1]
+    for buffers, mine in zip(sequence, rotated):
+        for b, chunk in zip(buffers, mine):
+            b.chunk = chunk
 
 
 def _origin_of(effect, at) -> int:

@@ -19,8 +19,8 @@ def _counted(monkeypatch):
     applied = []
     original = chainrun.apply_chain
 
-    def apply(sim, effect, count):
-        done = original(sim, effect, count)
+    def apply(sim, effect, count, *replay):
+        done = original(sim, effect, count, *replay)
         applied.append(done)
         return done
     monkeypatch.setattr(chainrun, "apply_chain", apply)
@@ -161,3 +161,49 @@ def _nested(fast_forward):
 
 def test_a_chain_loop_around_a_loop():
     assert _nested(True) == _nested(False)
+
+
+@pytest.mark.parametrize("policy", ["burn-0.22.1", "drop-release", "dedup-sweep",
+                                    "periodic-sweep", "burn-0.20-pre.1"])
+def test_a_chain_that_keeps_storages_in_closed_form_equals_exact_mode(policy, monkeypatch):
+    """ema-balanced ``detach``: Balanced checkpointing keeps each step's detached weight
+    (1 MiB, a LARGE block) in the chain's actions, with a retro-forward per member; the
+    iteration's heap events are replayed and its members built on them."""
+    applied = _counted(monkeypatch)
+    sets = {"steps": 300, "report_every": 100}
+    fast = run_cell("ema-balanced", "detach", policy, sets=sets)
+    assert sum(applied) > 200
+    assert fast == run_cell("ema-balanced", "detach", policy, sets=sets, fast_forward=False)
+
+
+def _kept(fast_forward):
+    """Every storage the chain's actions keep after an ema-balanced run: the member holding
+    it, the node it saves, its holders, whether its L2 chunk is in the LRU, its bytes and
+    its block (segment, slices)."""
+    keep = []
+    rows = run_cell("ema-balanced", "detach", sets={"steps": 120, "report_every": 120},
+                    keep=keep, fast_forward=fast_forward)
+    sim = keep[0]
+    graph = max((g for g in sim.client.locator.live if hasattr(g, "server")),
+                key=lambda g: g.entries)
+    out = []
+    for node_id, step in sorted(graph.server.steps.items()):
+        if step.actions is not None:
+            for saved, buf, _ in step.actions.explicit + step.actions.backup:
+                if buf is not None:
+                    out.append((node_id, saved, buf.holders,
+                                buf.chunk is not None and buf.chunk in buf.chunk.cache.lru,
+                                buf._token[0], buf._token[1]))
+    return rows, out, sim
+
+
+def test_the_kept_storages_sit_where_exact_mode_puts_them():
+    """A warm-up longer than the probes (the L2 model's LRU filling with kept weights)
+    is probed again later: the one loop is fast-forwarded, and every kept storage has
+    exact mode's block, holders and L2 residency."""
+    rows, kept, sim = _kept(True)
+    assert sim.chain_applied > 30
+    exact_rows, exact_kept, _ = _kept(False)
+    assert rows == exact_rows
+    assert len(kept) == 121 and kept == exact_kept
+    assert sum(resident for _, _, _, resident, _, _ in kept) >= 8

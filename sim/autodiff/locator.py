@@ -539,13 +539,10 @@ class GraphMutexClient:
         heap = self.sim.heap
         entries = locator.entry_count()
         tree = locator.graphs_tree
-        # BTreeMap::clone of an empty map allocates nothing (its empty root leaf stays
-        # with the original)
-        clone = (tree.leaves, tree.internals) if entries else (0, 0)
+        clone = None
         if visit_each_entry:
             # the clone of the BTreeMap: one block per node, freed when the sweep ends
-            heap.alloc_many(tree.leaf_bytes, clone[0])
-            heap.alloc_many(tree.internal_bytes, clone[1])
+            clone = tree.clone_nodes(heap, empty=not entries)
         removals = []
         counter = [0]
         # should_remove: the freed ids, pushed as free_unused_roots reports them
@@ -639,8 +636,7 @@ class GraphMutexClient:
                 else:
                     locator.remove_entry(item)
         if visit_each_entry:
-            heap.free_many(tree.leaf_bytes, clone[0])
-            heap.free_many(tree.internal_bytes, clone[1])
+            tree.drop_clone(heap, clone)
             self.sim.timing.sweep(entries=entries, visits=visits, scanned=reads.total,
                                   freed=freed, parts=reads.parts)
         else:

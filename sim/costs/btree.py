@@ -132,6 +132,20 @@ class BTreeNodes:
         """Bytes of all nodes."""
         return self.leaves * self.leaf_bytes + self.internals * self.internal_bytes
 
+    def clone_nodes(self, heap, empty=False) -> tuple:
+        """``BTreeMap::clone``: one block per node, allocated on ``heap`` (none for an
+        ``empty`` map: its root leaf stays with the original). Returns ``(leaves,
+        internals)``, what :meth:`drop_clone` frees."""
+        clone = (0, 0) if empty else (self.leaves, self.internals)
+        heap.alloc_many(self.leaf_bytes, clone[0])
+        heap.alloc_many(self.internal_bytes, clone[1])
+        return clone
+
+    def drop_clone(self, heap, clone) -> None:
+        """Drop of a clone made by :meth:`clone_nodes`: its blocks freed."""
+        heap.free_many(self.leaf_bytes, clone[0])
+        heap.free_many(self.internal_bytes, clone[1])
+
     # -- allocation ---------------------------------------------------------
     def _new(self, keys, edges=None):
         if edges is None:
