@@ -36,6 +36,11 @@ own and the orphan sweeps' clones of the map (whose size grows with the chain), 
 replayed through the heap; the members are built on a heap that only counts, their
 actions holding new storages of the replayed blocks; the storage a module holds and the
 L2 model's chunks go to the members exact mode has them in (:func:`sim.leakrun.hand_over`).
+The same builder takes members that hang off older nodes only, which no tensor holds and
+whose actions keep tensors (a validation forward of a model that requires grad adds
+eight such nodes to the parameters' graph every batch): their storages' chunks join the
+L2 model's LRU every iteration, which :func:`_l2_growth` describes and each skipped
+iteration applies, up to where the LRU would evict.
 
 Only on allocators that keep counts per size class (not a glibc arena, whose chunk
 placement depends on every event: there such loops run exactly), under policies whose
@@ -175,9 +180,10 @@ class Member(NamedTuple):
 
 
 class GraphState(NamedTuple):
-    """``G``'s locator entries and nodes at the end of an iteration."""
+    """``G``'s locator entries, nodes and leaves at the end of an iteration."""
     entries: int
     nodes: int
+    leaves: int = 0
 
 
 class SweepTemplate(NamedTuple):
@@ -231,6 +237,10 @@ class ChainEffect:
     blocks = ()
     allocs = 0
     checked = False
+    #: the L2 models' LRUs: ``()`` as the iteration found them, else how they grow
+    #: (:func:`_l2_growth`); and how many leaves ``G`` gains an iteration (None: unknown)
+    l2 = ()
+    leaf_growth = 0
 
     def __init__(self, stride, registered, backwards, times, faults, origin, members,
                  rotating, tree_ops, sweeps, growth, state, tip_id, graph, first_id):
@@ -256,14 +266,14 @@ class ChainEffect:
         self.graph = graph
         #: offset of the member a tensor holds, and the reference through which the chain
         #: goes back to the iteration before (``("prev", offset)``)
-        self.tip_offset = next(m.offset for m in members if m.tip)
-        self.via = next(r for m in members for r, _ in m.parents if r[0] == "prev")
+        self.tip_offset = next((m.offset for m in members if m.tip), None)
+        self.via = next((r for m in members for r, _ in m.parents if r[0] == "prev"), None)
 
     def key(self):
         return ("chain", self.stride, self.registered, self.backwards, self.times[0],
                 self.faults, self.origin, self.members, self.rotating, self.tree_ops,
                 tuple(t.shape() for t in self.sweeps), self.growth, self.trace, self.kept,
-                self.blocks, self.allocs)
+                self.blocks, self.allocs, self.l2, self.leaf_growth)
 
 
 def _scan_length(n, r):
@@ -300,7 +310,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     ``record``: its heap events in order, live nodes' orders and kept blocks, and
     ``allocs`` its allocations counted without an event, for a chain whose members keep
     storages or whose iteration moves LARGE blocks: its events are replayed)."""
-    from .leakrun import _Refuse, actions_template, l2_signature
+    from .leakrun import _Refuse, actions_template
     locator = sim.client.locator
     if (locator is None or not trees.valid or not sim.allocator.bulk_exact()
             or sim.rss_extra_bytes != snap.rss_extra or locator.run_entries
@@ -308,10 +318,10 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
         return None
     trace, _, kept_at = record if record is not None else (None, None, None)
     # the iteration's events can be replayed in order (placement, LARGE slices, high-water
-    # marks as exact mode has them) where they were recorded and the L2 model's LRU and
-    # the thread's cluster are as the iteration found them
+    # marks as exact mode has them) where they were recorded and the thread's cluster is
+    # the one the iteration began on (the L2 model's LRU: checked below)
     replayable = (trace is not None and kept_at is not None and trees.trace is not None
-                  and l2_signature(sim) == snap.l2 and sim.allocator.cluster() == snap.cluster)
+                  and sim.allocator.cluster() == snap.cluster)
     replay = sim.allocator.placement() != snap.placement
     if replay and not replayable:
         return None
@@ -353,6 +363,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     chain_dep = set()
     via = []
     tensors, index = [], {}     # the storages the members' actions keep
+    shared = set()              # ... of them, the ones from before the iteration
 
     def ref(pid):
         if w0 <= pid < w1:
@@ -379,12 +390,23 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
             replay = True
             if step.actions is not None:
                 try:
-                    actions = actions_template(step.actions, w0, memory.nodes, tensors, index)
+                    # a node the actions name: G's, or one from before the iteration
+                    # before (a model input's, which need not be registered anywhere)
+                    actions = actions_template(
+                        step.actions, w0, lambda i: i in memory.nodes or i < prev_lo,
+                        tensors, index)
                 except _Refuse:
                     return None
-                if any(o is not None and o < prev_lo - w0
-                       for o, _, _ in actions.explicit + actions.backup):
-                    return None
+                actions = _old_nodes(actions, w0, prev_lo)
+                # a storage the same member of the iteration before holds too is older
+                # than the iteration (a model input, a parameter)
+                before = server.steps.get(node_id - stride)
+                if before is not None and before.actions is not None:
+                    for mine, theirs in ((step.actions.explicit, before.actions.explicit),
+                                         (step.actions.backup, before.actions.backup)):
+                        for (_, buf, _), (_, other, _) in zip(mine, theirs):
+                            if buf is not None and buf is other:
+                                shared.add(id(buf))
         if rc.strong == 2:
             tips.append(node_id)
         elif rc.strong != 1:
@@ -410,25 +432,35 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
             blocks.extend(cap * vec.elem for (_, cap), vec in zip(actions.vecs,
                                                                   step.actions._vecs) if cap)
     # the chain goes through one node of the iteration before, which no handle holds now,
-    # and ends in one node a tensor holds
-    if len(tips) != 1 or len(set(via)) != 1:
-        return None
-    via = via[0]
-    entry = memory.nodes.get(via)
-    if locator.graphs.get(via) is not graph or entry is None or entry[0].strong != 1:
-        return None
-    via_order = server.steps[via].node.order
+    # and ends in one node a tensor holds; or the members hang off nodes from before the
+    # loop only, and nothing holds them (a validation forward of a model that requires
+    # grad: its graph keeps them until a backward)
+    if tips or via:
+        if len(tips) != 1 or len(set(via)) != 1:
+            return None
+        via = via[0]
+        entry = memory.nodes.get(via)
+        if locator.graphs.get(via) is not graph or entry is None or entry[0].strong != 1:
+            return None
+        via_order = server.steps[via].node.order
+        tip_id = tips[0]
+    elif replay:
+        via = tip_id = via_order = None
+    else:
+        return None     # nodes without kept storages: the node runs of sim.fastforward
     for member in members:
         member[9] = (("chain", member[9] - via_order) if member[0] + w0 in chain_dep
                      else ("const", member[9]))
     members = tuple(Member(*member) for member in members)
     if replay:
-        kept = _kept_chain(sim, trees, trace, kept_at, members, tensors, blocks)
+        kept = _kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks,
+                           shared)
         if kept is None:
             return None
     elif not _explained(locator, snap, events, blocks):
         return None
-    state = GraphState(graph.entries, memory.node_count())
+    state = GraphState(graph.entries, memory.node_count(),
+                       len(memory.leaves) + memory.run_nodes)
     before = previous if (isinstance(previous, ChainEffect) and previous.graph is graph
                           and previous.tip_id == via
                           and len(previous.sweeps) == len(sweeps)) else None
@@ -440,9 +472,10 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
             return None
         templates.append(template)
         sweep_ps += record.ps
-    growth = None
+    growth = leaf_growth = None
     if before is not None:
         growth = (state.entries - before.state.entries, state.nodes - before.state.nodes)
+        leaf_growth = state.leaves - before.state.leaves
     timing = sim.timing
     fb, fm, fps = snap.faults
     work = sim.work_ps - snap.work - (sim.fault_ps - fps) - sweep_ps
@@ -452,21 +485,38 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
                          sim.backwards - snap.backwards, times,
                          (0, 0 if replay else sim.fault_mapped - fm), graph.origin, members,
                          tuple(rotating), _relative_ops(trees.ops, w0, prev_lo),
-                         tuple(templates), growth, state, tips[0], graph, w0)
+                         tuple(templates), growth, state, tip_id, graph, w0)
+    effect.leaf_growth = leaf_growth
     if replay:
-        effect.trace, effect.kept, effect.blocks = kept
-        effect.backends = tuple(prim._free.__self__ for prim in tensors)
+        effect.trace, effect.kept, effect.blocks, effect.l2 = kept
+        effect.backends = tuple(None if type(k) is tuple else prim._free.__self__
+                                for k, prim in zip(effect.kept, tensors))
         effect.allocs = allocs
     return effect
 
 
-def _kept_chain(sim, trees, trace, kept_at, members, tensors, blocks):
-    """``(replayed trace, kept storages, the builder's blocks)`` of a chain iteration whose
-    events are replayed, or None where the iteration kept more than its members' blocks and
-    storages. The trace leaves out the BTreeMaps' own events (their replayed operations
-    make them) and the orphan sweeps' clones of the map, whose size grows with the chain
-    (a transient: the next exact iteration's larger clone re-reaches every high-water mark
-    the skipped ones would have)."""
+def _old_nodes(actions, w0, prev_lo):
+    """``actions`` (an :class:`~sim.leakrun.ActionsTemplate`) with the nodes from before
+    the iteration before named ``("old", id)``: the same node every iteration."""
+    def entry(item):
+        offset, at, sizes = item
+        if offset is None or offset >= prev_lo - w0:
+            return item
+        return (("old", offset + w0), at, sizes)
+    return actions._replace(explicit=tuple(map(entry, actions.explicit)),
+                            backup=tuple(map(entry, actions.backup)))
+
+
+def _kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks, shared):
+    """``(replayed trace, kept storages, the builder's blocks, L2 growth)`` of a chain
+    iteration whose events are replayed, or None where the iteration kept more than its
+    members' blocks and storages. The trace leaves out the BTreeMaps' own events (their
+    replayed operations make them) and the orphan sweeps' clones of the map, whose size
+    grows with the chain (a transient: the next exact iteration's larger clone re-reaches
+    every high-water mark the skipped ones would have). A storage the actions hold that
+    is older than the iteration (an input or parameter every iteration saves again: its
+    ``id`` in ``shared``) is ``("old", buffer)`` in the kept storages: the same object,
+    one more holder."""
     from collections import Counter
 
     from .leakrun import _Refuse, _strip, builder_blocks, kept_storages
@@ -476,15 +526,86 @@ def _kept_chain(sim, trees, trace, kept_at, members, tensors, blocks):
     trace, positions = stripped
     refs = Counter(at for m in members if m.actions is not None
                    for _, at, _ in m.actions.explicit + m.actions.backup if at is not None)
+    new = [at for at, prim in enumerate(tensors) if id(prim) not in shared]
+    fresh = [tensors[at] for at in new]
     try:
-        kept = kept_storages(tensors, refs, positions)
+        made = kept_storages(fresh, Counter({i: refs[at] for i, at in enumerate(new)}),
+                             positions)
     except _Refuse:
         return None
-    need = builder_blocks(sim, trace, tensors)
+    kept = [("old", prim) for prim in tensors]
+    for at, k in zip(new, made):
+        kept[at] = k
+    need = builder_blocks(sim, trace, fresh)
     own = Counter(blocks)
     if need is None or need != {n: c for n, c in sorted(own.items()) if c}:
         return None
-    return trace, kept, tuple(need.items())
+    l2 = _l2_growth(sim, snap, dict(zip(new, fresh)))
+    if l2 is None:
+        return None
+    return trace, tuple(kept), tuple(need.items()), l2
+
+
+def _l2_growth(sim, snap, kept):
+    """How the iteration left the L2 models' LRUs: ``()`` where as it found them (by size
+    and order, and their free lists by size), else for each LRU it changed ``(kind, tail,
+    free, fresh, bytes, chunks)``: it evicted nothing and touched a tail of the LRU
+    (``tail``, in its final order), the chunks before it being the LRU's old ones in their
+    old order; ``free``: its free lists afterwards, ``(size, chunks)``; ``chunks``: the
+    chunk of each new kept storage, ``(index, chunk)`` (``kept``: index -> storage).
+    Chunks are named ``("R", chunk)``, one from before the iteration, not free: the same
+    object every iteration; ``("F", size, i)``, the ``i``-th of that size's free list
+    before; ``("N", k)``, the ``k``-th new chunk, of ``fresh[k]`` bytes. ``bytes``: what
+    the LRU gained. None where the iteration evicted or left other free lists."""
+    from .leakrun import l2_contents, l2_signature
+    if l2_signature(sim) == snap.l2:
+        return ()
+    out = []
+    for (kind, before, free), (_, after, free_after) in zip(snap.lru, l2_contents(sim)):
+        cache = sim._backends[kind].cache
+        mine = {at: prim.chunk for at, prim in kept.items()
+                if prim.chunk is not None and prim.chunk.cache is cache}
+        if (before == after and not mine and free.keys() == free_after.keys()
+                and all(v == free_after[n] for n, v in free.items())):
+            continue
+        if ({n: len(v) for n, v in free.items()}
+                != {n: len(v) for n, v in free_after.items()}):
+            return None
+        pos = {id(c): i for i, c in enumerate(after)}
+        if any(id(c) not in pos for c in before):
+            return None                 # evicted: the LRU is full
+        old = {id(c) for c in before}
+        in_free = {id(c): (n, i) for n, v in free.items() for i, c in enumerate(v)}
+        fresh, index = [], {}
+
+        def name(c):
+            key = id(c)
+            if key in in_free:
+                return ("F",) + in_free[key]
+            if key in old:
+                return ("R", c)
+            if key not in index:
+                index[key] = len(fresh)
+                fresh.append(c.nbytes)
+            return ("N", index[key])
+
+        # the tail starts at the first new chunk, or earlier at the first old chunk out
+        # of its old order (it was touched again)
+        start = min((i for i, c in enumerate(after) if id(c) not in old), default=len(after))
+        low = len(after)
+        for c in reversed(before):
+            p = pos[id(c)]
+            if p > low:
+                start = min(start, p)
+            low = min(low, p)
+        if after[:start] != [c for c in before if pos[id(c)] < start]:
+            return None
+        tail = tuple(name(c) for c in after[start:])
+        free_refs = tuple((n, tuple(name(c) for c in v)) for n, v in sorted(free_after.items()))
+        chunks = tuple((at, name(c)) for at, c in sorted(mine.items()))
+        out.append((kind, tail, free_refs, tuple(fresh),
+                    sum(c.nbytes for c in after if id(c) not in old), chunks))
+    return tuple(out)
 
 
 def _sweep_template(record, gkey, before):
@@ -535,17 +656,21 @@ def chain_horizon(sim, effect) -> int:
     """Iterations of ``effect`` that can be built before one of ``G``'s tables (steps,
     actions, nodes, the origin's key set) would resize, with a margin of one iteration
     (the merge of an iteration reserves before it inserts); 0 when the probes did not
-    show how the iteration's sweeps change from one to the next."""
+    show how the iteration's sweeps change from one to the next. Members that hang off
+    older nodes only add leaves every iteration (``G``'s leaves table must not resize
+    either), and kept storages whose chunks join an L2 model's LRU must not make it
+    evict."""
     m = len(effect.members)
-    if (effect.growth != (m, m) or effect.tree_ops is None
+    if (effect.growth != (m, m) or effect.tree_ops is None or effect.leaf_growth is None
             or any(t.deltas is None for t in effect.sweeps)):
         return 0
     locator = sim.client.locator
     graph = effect.graph
     last = sim._next_id - effect.stride
     tip = effect.tip_offset
-    if (locator is None or locator.graphs.get(last + tip) is not graph
-            or last + tip not in graph.server.memory_management.leaves):
+    if locator is None or (tip is not None and (
+            locator.graphs.get(last + tip) is not graph
+            or last + tip not in graph.server.memory_management.leaves)):
         return 0
     server = graph.server
     memory = server.memory_management
@@ -559,8 +684,15 @@ def chain_horizon(sim, effect) -> int:
         if table is None:
             return 0
         slack.append((table.cap - locator._key_count(graph.origin)) // keyed - 1)
-    if _leaves_peak(effect, memory) > memory.leaves_table.cap:
+    peak = _leaves_peak(effect, memory)
+    if peak > memory.leaves_table.cap:
         return 0
+    if effect.leaf_growth:
+        slack.append((memory.leaves_table.cap - peak) // effect.leaf_growth)
+    for kind, _, _, _, nbytes, _ in effect.l2:
+        if nbytes:
+            cache = sim._backends[kind].cache
+            slack.append((cache.capacity - cache.resident) // nbytes - 1)
     return max(0, min(slack))
 
 
@@ -602,18 +734,26 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     replayed = effect.trace is not None
     if replayed:
         slots = _kept_slots(effect, graph, last)
-        depth = max((j for j, b in enumerate(slots) if _resident(b)), default=-1)
-        if not slots or depth >= len(slots) - 1:
-            return 0        # an older member's storages may still be in the L2 model's LRU
-        tips = [i for i, k in enumerate(effect.kept) if k.tip]
-        if tips and slots[0][tips[0]].holders <= effect.kept[tips[0]].refs:
+        if not slots:
+            return 0
+        if effect.l2:
+            # the LRUs grow by the kept chunks: nothing is evicted, nothing rotates
+            if not _l2_ready(sim, effect):
+                return 0
+            depth = -1
+        else:
+            depth = max((j for j, b in enumerate(slots) if _resident(b)), default=-1)
+            if depth >= len(slots) - 1:
+                return 0    # an older member's storages may still be in the L2 model's LRU
+        tips = [i for i, k in enumerate(effect.kept) if type(k) is not tuple and k.tip]
+        if tips and (effect.l2 or slots[0][tips[0]].holders <= effect.kept[tips[0]].refs):
             return 0
         clones = []
     trees = (locator.graphs_tree, locator.keys_tree)
     timing = sim.timing
     prev = {m.offset: server.steps[last + m.offset].node for m in effect.members}
-    tip_node = prev[tip_offset]
-    via_offset = effect.via[1]
+    tip_node = None if tip_offset is None else prev[tip_offset]
+    via_offset = None if effect.via is None else effect.via[1]
     children_of_tip = []
     built = []
     work_ps, compute, book, _ = effect.times
@@ -641,14 +781,17 @@ def apply_chain(sim, effect, count, replay=None) -> int:
         def repoint(old, new, newest):
             base = last + count * stride if newest else last
             _repoint_members(effect, server, base, old, new)
-        hand_over(slots, clones, depth, tips[0] if tips else None, repoint)
+        if not effect.l2:
+            hand_over(slots, clones, depth, tips[0] if tips else None, repoint)
     renamed = _relabel_rotating(locator, effect, last, last + count * stride)
-    newest = prev[tip_offset]
-    old_id, new_id = tip_node.id, newest.id
-    _swap(server, memory, tip_node, newest, children_of_tip)
+    swapped = {}
+    if tip_node is not None:
+        newest = prev[tip_offset]
+        old_id, new_id = tip_node.id, newest.id
+        _swap(server, memory, tip_node, newest, children_of_tip)
+        swapped = {old_id: memory.nodes[old_id][0], new_id: memory.nodes[new_id][0]}
     sim.policy.ff_chain(sim.client, [(memory.nodes[step.node.id][0], step) for step in built],
-                        {old_id: memory.nodes[old_id][0], new_id: memory.nodes[new_id][0]},
-                        renamed)
+                        swapped, renamed)
     sim._next_id += stride * count
     sim.registered += effect.registered * count
     sim.backwards += effect.backwards * count
@@ -764,11 +907,14 @@ def _build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip
     _Counting.counts = Counter()
     heap.__class__ = _Counting
     try:
-        buffers = [_buffer(k, b, handles) for k, b in zip(effect.kept, effect.backends)]
+        buffers = [k[1] if type(k) is tuple else _buffer(k, b, handles)
+                   for k, b in zip(effect.kept, effect.backends)]
         cur = _build(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node,
                      built, buffers)
     finally:
         heap.__class__ = Heap
+    if effect.l2:
+        _touch_l2(sim, effect, buffers)
     if not effect.checked:
         counts = tuple((n, c) for n, c in sorted(_Counting.counts.items()) if c)
         if counts != effect.blocks:
@@ -778,6 +924,47 @@ def _build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip
     _Counting.counts = None
     clones.append(buffers)
     return cur
+
+
+def _l2_ready(sim, effect) -> bool:
+    """The LRUs the effect changes are in the state its iterations need: the chunks it
+    names are there, and its free lists as long."""
+    for kind, tail, free, _, _, _ in effect.l2:
+        cache = sim._backends[kind].cache
+        if ({n: len(v) for n, v in cache.free.items() if v}
+                != {n: len(refs) for n, refs in free}):
+            return False
+        if any(ref[0] == "R" and ref[1] not in cache.lru for ref in tail):
+            return False
+    return True
+
+
+def _touch_l2(sim, effect, buffers) -> None:
+    """One skipped iteration's change of the LRUs (:func:`_l2_growth`): its tail touched in
+    order, its free lists, the new chunks, and each new kept storage's chunk."""
+    from .costs.cache import Chunk
+    for kind, tail, free, fresh, nbytes, chunks in effect.l2:
+        cache = sim._backends[kind].cache
+        before = cache.free
+        made = [Chunk(n, cache) for n in fresh]
+
+        def chunk(ref):
+            if ref[0] == "R":
+                return ref[1]
+            if ref[0] == "F":
+                return before[ref[1]][ref[2]]
+            return made[ref[1]]
+        lru = cache.lru
+        for ref in tail:
+            c = chunk(ref)
+            if c in lru:
+                lru.move_to_end(c)
+            else:
+                lru[c] = None
+        cache.free = {n: [chunk(ref) for ref in refs] for n, refs in free}
+        cache.resident += nbytes
+        for at, ref in chunks:
+            buffers[at].chunk = chunk(ref)
 
 
 def _kept_slots(effect, graph, last) -> list:
@@ -805,6 +992,9 @@ def _kept_slots(effect, graph, last) -> list:
                     if (at is None) != (buf is None):
                         return slots
                     if at is not None:
+                        old = effect.kept[at]
+                        if type(old) is tuple and old[1] is not buf:
+                            return slots
                         slot[at] = buf
         if any(b is None for b in slot):
             return slots

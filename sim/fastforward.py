@@ -46,8 +46,10 @@ Effect shapes:
     grows with the chain. Where the members keep storages in their checkpoint actions or
     have retro-forwards (Balanced checkpointing: ema-balanced ``detach`` keeps each
     step's detached weight, a LARGE block), the iteration's heap events are replayed in
-    order as a ``leak``'s are and the members built on them. Where the allocator keeps
-    counts per size only.
+    order as a ``leak``'s are and the members built on them; so are members that hang off
+    older nodes only and that nothing holds, whose actions keep tensors (a validation
+    forward of a model that requires grad), their L2 chunks joining the LRU. Where the
+    allocator keeps counts per size only.
 ``leak``
     the iteration leaves the bookkeeping as it found it but for new graphs that nothing
     reaches, whose steps may keep tensors (a norm read from a detached weight that still
@@ -93,7 +95,7 @@ from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, advance, trace
 from .autodiff.runs import (NodeRun, graph_blocks, graph_drop_order, node_blocks,
                             tree_counts, unexplained_blocks)
 from .chainrun import LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
-from .leakrun import apply_leak, l2_signature, leak_effect
+from .leakrun import apply_leak, l2_contents, l2_signature, leak_effect
 from .costs.btree import CAPACITY, BTreeNodes, append_counts
 from .costs.heap import ExcludedHeap, Heap
 
@@ -292,6 +294,9 @@ class _Snapshot:
         self.faults = (sim.fault_bytes, sim.fault_mapped, sim.fault_ps)
         # the L2 models' LRUs (a leaking iteration must leave them as it found them)
         self.l2 = l2_signature(sim)
+        # and their chunks in LRU order and free lists, for a chain whose kept storages
+        # join the LRU every iteration (sim.chainrun._l2_growth)
+        self.lru = l2_contents(sim)
         self.cluster = sim.allocator.cluster()
 
 

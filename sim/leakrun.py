@@ -56,7 +56,7 @@ from .chainrun import replay_tree_ops, rotating_graph
 from .costs.cache import Chunk
 from .costs.heap import Heap
 
-__all__ = ["LeakEffect", "leak_effect", "apply_leak", "l2_signature"]
+__all__ = ["LeakEffect", "leak_effect", "apply_leak", "l2_signature", "l2_contents"]
 
 #: leaked graphs of earlier iterations looked at for chunks still in the L2 model's LRU
 MAX_RESIDENT = 64
@@ -114,6 +114,14 @@ def l2_signature(sim) -> tuple:
             out.append((kind, cache.resident, tuple(c.nbytes for c in cache.lru),
                         tuple(sorted((n, len(v)) for n, v in cache.free.items()))))
     return tuple(out)
+
+
+def l2_contents(sim) -> tuple:
+    """Each L2 model's chunks in LRU order and its free lists (by size, most recent last):
+    ``((kind, chunks, {nbytes: chunks}), ...)``."""
+    return tuple((kind, list(backend.cache.lru),
+                  {n: list(v) for n, v in backend.cache.free.items() if v})
+                 for kind, backend in sim._backends.items() if backend.cache is not None)
 
 
 class LeakGraph(NamedTuple):
@@ -198,13 +206,15 @@ def actions_template(actions, first, nodes, tensors, index) -> ActionsTemplate:
     """The :class:`ActionsTemplate` of a step's checkpoint actions, node ids relative to
     ``first``; the storages they hold are appended to ``tensors`` (``index``: ``id`` ->
     position there). Raises :class:`_Refuse` where an action names a node not in
-    ``nodes``, a block has a handle, or the actions were moved or hold a Vec's block."""
+    ``nodes`` (a container, or a predicate on ids), a block has a handle, or the actions
+    were moved or hold a Vec's block."""
     if actions.moved is not None or any(v.block is not None for v in actions._vecs):
         raise _Refuse
+    known = nodes if callable(nodes) else nodes.__contains__
 
     def entry(item):
         node_id, prim, blocks = item
-        if node_id is not None and node_id not in nodes:
+        if node_id is not None and not known(node_id):
             raise _Refuse
         if any(handle is not None for _, handle in blocks):
             raise _Refuse
@@ -528,7 +538,9 @@ def _buffer(kept, backend, handles):
 
 
 def _actions(sim, template, start, buffers):
-    """A step's checkpoint actions as the template has them (their blocks allocated)."""
+    """A step's checkpoint actions as the template has them (their blocks allocated): a
+    node ``offset`` is relative to ``start``, or ``("old", id)`` for a node from before
+    the loop."""
     actions = CheckpointerBuilder(sim)
     heap = sim.heap
     for which, entries in ((0, template.explicit), (1, template.backup)):
@@ -538,7 +550,9 @@ def _actions(sim, template, start, buffers):
             if at is not None:
                 buf = buffers[at]
                 buf.holders += 1
-            actions._push(which, (None if offset is None else start + offset, buf, blocks))
+            node_id = (None if offset is None else offset[1] if type(offset) is tuple
+                       else start + offset)
+            actions._push(which, (node_id, buf, blocks))
     actions.inputs = list(template.inputs)
     if tuple((v.len, v.capacity) for v in actions._vecs) != template.vecs:
         raise AssertionError("leak fast-forward: checkpoint actions built differently")

@@ -207,3 +207,46 @@ def test_the_kept_storages_sit_where_exact_mode_puts_them():
     assert rows == exact_rows
     assert len(kept) == 121 and kept == exact_kept
     assert sum(resident for _, _, _, resident, _, _ in kept) >= 8
+
+
+@pytest.mark.parametrize("policy", ["burn-0.22.1", "dedup-sweep", "periodic-sweep",
+                                    "burn-0.20-pre.1"])
+def test_nodes_kept_off_older_nodes_in_closed_form_equal_exact_mode(policy, monkeypatch):
+    """train-validate ``autodiff``: each validation batch and generated sample adds eight
+    nodes to the parameters' graph, off the parameters' nodes only, whose actions keep
+    the activations (new small blocks, their L2 chunks joining the LRU every iteration)
+    and the input's and a weight's storages (older: one more holder each time)."""
+    applied = _counted(monkeypatch)
+    fast = run_cell("train-validate", "autodiff", policy)
+    assert sum(applied) > 300
+    assert fast == run_cell("train-validate", "autodiff", policy, fast_forward=False)
+
+
+def _after_generation(fast_forward):
+    """The L2 model's LRU (chunk sizes in order, and which storage of the parameters'
+    graph holds each chunk), its free lists and every storage's holders after
+    train-validate ``autodiff``'s generation."""
+    keep = []
+    run_cell("train-validate", "autodiff", sets={"steps": 50, "samples": 200},
+             keep=keep, fast_forward=fast_forward)
+    sim = keep[0]
+    cache = sim._backends["flex"].cache
+    owner = {}
+    for graph in sim.client.locator.live:
+        if not hasattr(graph, "server"):
+            continue
+        for node_id, step in sorted(graph.server.steps.items()):
+            if step.actions is not None:
+                for k, (_, buf, _) in enumerate(step.actions.explicit + step.actions.backup):
+                    if buf is not None:
+                        owner.setdefault(id(buf.chunk), (node_id, k, buf.holders))
+    lru = [(c.nbytes, owner.get(id(c))) for c in cache.lru]
+    free = {n: [owner.get(id(c)) for c in v] for n, v in cache.free.items() if v}
+    return lru, free, cache.resident, sim
+
+
+def test_the_lru_grows_as_in_exact_mode():
+    lru, free, resident, sim = _after_generation(True)
+    assert sim.chain_applied > 100
+    assert (lru, free, resident) == _after_generation(False)[:3]
+    assert sum(1 for _, o in lru if o is not None) > 200     # the kept activations' chunks
