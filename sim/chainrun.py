@@ -63,6 +63,11 @@ from .costs.btree import BTreeNodes
 
 __all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog"]
 
+#: iterations back whose kept storages' chunks may still be in an L2 model's LRU when a
+#: batch of a chain that keeps storages is applied (16-KiB weights: about a thousand in
+#: a 16-MiB LRU); a chain with more runs exactly
+MAX_KEPT = 4096
+
 
 # -- what a probe records -----------------------------------------------------------------
 
@@ -364,6 +369,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     via = []
     tensors, index = [], {}     # the storages the members' actions keep
     shared = set()              # ... of them, the ones from before the iteration
+    prev_chunks = {}            # the L2 chunks of the iteration before's, by its storage
 
     def ref(pid):
         if w0 <= pid < w1:
@@ -407,6 +413,9 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
                         for (_, buf, _), (_, other, _) in zip(mine, theirs):
                             if buf is not None and buf is other:
                                 shared.add(id(buf))
+                            elif (buf is not None and other is not None
+                                  and other.chunk is not None):
+                                prev_chunks[id(other.chunk)] = index[id(buf)]
         if rc.strong == 2:
             tips.append(node_id)
         elif rc.strong != 1:
@@ -454,7 +463,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     members = tuple(Member(*member) for member in members)
     if replay:
         kept = _kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks,
-                           shared)
+                           shared, prev_chunks)
         if kept is None:
             return None
     elif not _explained(locator, snap, events, blocks):
@@ -507,7 +516,8 @@ def _old_nodes(actions, w0, prev_lo):
                             backup=tuple(map(entry, actions.backup)))
 
 
-def _kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks, shared):
+def _kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks, shared,
+                prev_chunks):
     """``(replayed trace, kept storages, the builder's blocks, L2 growth)`` of a chain
     iteration whose events are replayed, or None where the iteration kept more than its
     members' blocks and storages. The trace leaves out the BTreeMaps' own events (their
@@ -516,7 +526,8 @@ def _kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks, shar
     every high-water mark the skipped ones would have). A storage the actions hold that
     is older than the iteration (an input or parameter every iteration saves again: its
     ``id`` in ``shared``) is ``("old", buffer)`` in the kept storages: the same object,
-    one more holder."""
+    one more holder. ``prev_chunks``: the L2 chunks of the iteration before's kept
+    storages (``id`` -> the index of the storage in its place now), for :func:`_l2_growth`."""
     from collections import Counter
 
     from .leakrun import _Refuse, _strip, builder_blocks, kept_storages
@@ -529,8 +540,11 @@ def _kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks, shar
     new = [at for at, prim in enumerate(tensors) if id(prim) not in shared]
     fresh = [tensors[at] for at in new]
     try:
+        # a small block held from outside (a module's weight on 16-KiB tensors) is the
+        # iteration's where the member before held another storage: builder_blocks below
+        # then finds its blocks among the iteration's
         made = kept_storages(fresh, Counter({i: refs[at] for i, at in enumerate(new)}),
-                             positions)
+                             positions, small_tip=True)
     except _Refuse:
         return None
     kept = [("old", prim) for prim in tensors]
@@ -540,22 +554,24 @@ def _kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks, shar
     own = Counter(blocks)
     if need is None or need != {n: c for n, c in sorted(own.items()) if c}:
         return None
-    l2 = _l2_growth(sim, snap, dict(zip(new, fresh)))
+    l2 = _l2_growth(sim, snap, dict(zip(new, fresh)), prev_chunks)
     if l2 is None:
         return None
     return trace, tuple(kept), tuple(need.items()), l2
 
 
-def _l2_growth(sim, snap, kept):
+def _l2_growth(sim, snap, kept, prev_chunks=None):
     """How the iteration left the L2 models' LRUs: ``()`` where as it found them (by size
     and order, and their free lists by size), else for each LRU it changed ``(kind, tail,
     free, fresh, bytes, chunks)``: it evicted nothing and touched a tail of the LRU
     (``tail``, in its final order), the chunks before it being the LRU's old ones in their
     old order; ``free``: its free lists afterwards, ``(size, chunks)``; ``chunks``: the
     chunk of each new kept storage, ``(index, chunk)`` (``kept``: index -> storage).
-    Chunks are named ``("R", chunk)``, one from before the iteration, not free: the same
-    object every iteration; ``("F", size, i)``, the ``i``-th of that size's free list
-    before; ``("N", k)``, the ``k``-th new chunk, of ``fresh[k]`` bytes. ``bytes``: what
+    Chunks are named ``("F", size, i)``, the ``i``-th of that size's free list before;
+    ``("P", at)``, the chunk of the iteration before's kept storage ``at``
+    (``prev_chunks``: ``id`` -> ``at``); ``("R", chunk)``, another one from before the
+    iteration: the same object every iteration; ``("N", k)``, the ``k``-th new chunk, of
+    ``fresh[k]`` bytes. ``bytes``: what
     the LRU gained. None where the iteration evicted or left other free lists."""
     from .leakrun import l2_contents, l2_signature
     if l2_signature(sim) == snap.l2:
@@ -582,6 +598,8 @@ def _l2_growth(sim, snap, kept):
             key = id(c)
             if key in in_free:
                 return ("F",) + in_free[key]
+            if prev_chunks and key in prev_chunks:
+                return ("P", prev_chunks[key])
             if key in old:
                 return ("R", c)
             if key not in index:
@@ -746,7 +764,7 @@ def apply_chain(sim, effect, count, replay=None) -> int:
             if depth >= len(slots) - 1:
                 return 0    # an older member's storages may still be in the L2 model's LRU
         tips = [i for i, k in enumerate(effect.kept) if type(k) is not tuple and k.tip]
-        if tips and (effect.l2 or slots[0][tips[0]].holders <= effect.kept[tips[0]].refs):
+        if tips and slots[0][tips[0]].holders <= effect.kept[tips[0]].refs:
             return 0
         clones = []
     trees = (locator.graphs_tree, locator.keys_tree)
@@ -764,7 +782,7 @@ def apply_chain(sim, effect, count, replay=None) -> int:
         if replayed:
             prev = _build_replayed(sim, effect, graph, start, prev, via_offset,
                                    children_of_tip if i == 1 else None, tip_node, built,
-                                   replay, clones)
+                                   replay, clones, slots[0])
         else:
             prev = _build(sim, effect, graph, start, prev, via_offset,
                           children_of_tip if i == 1 else None, tip_node, built)
@@ -783,6 +801,14 @@ def apply_chain(sim, effect, count, replay=None) -> int:
             _repoint_members(effect, server, base, old, new)
         if not effect.l2:
             hand_over(slots, clones, depth, tips[0] if tips else None, repoint)
+        elif tips:
+            # the storage a module holds is the newest iteration's: its object takes the
+            # newest block and chunk (each skipped iteration gave its own storage its chunk)
+            a, b = slots[0][tips[0]], clones[-1][tips[0]]
+            a._token, b._token = b._token, a._token
+            a.chunk, b.chunk = b.chunk, a.chunk
+            repoint(a, b, False)
+            repoint(b, a, True)
     renamed = _relabel_rotating(locator, effect, last, last + count * stride)
     swapped = {}
     if tip_node is not None:
@@ -892,11 +918,12 @@ def _build(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_nod
 
 
 def _build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node,
-                    built, replay, clones):
+                    built, replay, clones, first):
     """:func:`_build` for a chain whose events are replayed: the iteration's heap events
     placed (``replay``), then its members built on a heap that only counts (their blocks
     came with the events), their actions holding new storages of the replayed blocks
-    (appended to ``clones``). The builder's count is checked against the iteration's once."""
+    (appended to ``clones``; ``first``: the kept storages of the last exact iteration).
+    The builder's count is checked against the iteration's once."""
     from collections import Counter
 
     from .costs.heap import Heap
@@ -914,7 +941,7 @@ def _build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip
     finally:
         heap.__class__ = Heap
     if effect.l2:
-        _touch_l2(sim, effect, buffers)
+        _touch_l2(sim, effect, buffers, clones[-1] if clones else first)
     if not effect.checked:
         counts = tuple((n, c) for n, c in sorted(_Counting.counts.items()) if c)
         if counts != effect.blocks:
@@ -939,9 +966,10 @@ def _l2_ready(sim, effect) -> bool:
     return True
 
 
-def _touch_l2(sim, effect, buffers) -> None:
+def _touch_l2(sim, effect, buffers, previous) -> None:
     """One skipped iteration's change of the LRUs (:func:`_l2_growth`): its tail touched in
-    order, its free lists, the new chunks, and each new kept storage's chunk."""
+    order, its free lists, the new chunks, and each new kept storage's chunk
+    (``previous``: the kept storages of the iteration before)."""
     from .costs.cache import Chunk
     for kind, tail, free, fresh, nbytes, chunks in effect.l2:
         cache = sim._backends[kind].cache
@@ -953,6 +981,8 @@ def _touch_l2(sim, effect, buffers) -> None:
                 return ref[1]
             if ref[0] == "F":
                 return before[ref[1]][ref[2]]
+            if ref[0] == "P":
+                return previous[ref[1]].chunk
             return made[ref[1]]
         lru = cache.lru
         for ref in tail:
@@ -970,11 +1000,10 @@ def _touch_l2(sim, effect, buffers) -> None:
 def _kept_slots(effect, graph, last) -> list:
     """The storages the members' actions keep, iteration by iteration back from the one
     whose first id is ``last`` (in the effect's kept order), while the members there are
-    the effect's, up to :data:`sim.leakrun.MAX_RESIDENT` + 2 iterations."""
-    from .leakrun import MAX_RESIDENT
+    the effect's, up to :data:`MAX_KEPT` + 2 iterations."""
     steps = graph.server.steps
     slots = []
-    for j in range(MAX_RESIDENT + 2):
+    for j in range(MAX_KEPT + 2):
         base = last - j * effect.stride
         slot = [None] * len(effect.kept)
         for m in effect.members:

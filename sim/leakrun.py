@@ -232,12 +232,14 @@ def actions_template(actions, first, nodes, tensors, index) -> ActionsTemplate:
                            tuple((v.len, v.capacity) for v in actions._vecs))
 
 
-def kept_storages(tensors, refs, kept_pos) -> tuple:
+def kept_storages(tensors, refs, kept_pos, small_tip=False) -> tuple:
     """The :class:`Kept` template of each storage ``tensors`` lists (``refs``: how many
     actions hold each, by index; ``kept_pos``: handle key -> replayed position of the
     blocks the iteration allocated and kept, or None). Raises :class:`_Refuse` for a
     storage this module cannot build again: not a plain host buffer, a block from before
-    the iteration, an Arc not taken, or more than one held from outside the actions."""
+    the iteration, an Arc not taken, or more than one held from outside the actions; or a
+    storage held from outside whose data is a small block (it has no position that shows
+    it is the iteration's), unless ``small_tip`` (the caller checks it otherwise)."""
     kept = []
     tips = 0
     for at, prim in enumerate(tensors):
@@ -255,7 +257,8 @@ def kept_storages(tensors, refs, kept_pos) -> tuple:
             if position is None:
                 raise _Refuse      # a block from before the iteration
         tip = prim.holders > refs[at]
-        if prim.holders < refs[at] or (tip and block is None and kept_pos is not None):
+        if prim.holders < refs[at] or (tip and block is None and kept_pos is not None
+                                       and not small_tip):
             raise _Refuse
         tips += tip
         if arc is not None and arc is not _TAKEN:

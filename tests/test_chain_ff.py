@@ -176,6 +176,18 @@ def test_a_chain_that_keeps_storages_in_closed_form_equals_exact_mode(policy, mo
     assert fast == run_cell("ema-balanced", "detach", policy, sets=sets, fast_forward=False)
 
 
+@pytest.mark.parametrize("policy", ["burn-0.22.1", "dedup-sweep"])
+def test_a_chain_of_small_kept_storages_filling_the_l2(policy, monkeypatch):
+    """16-KiB weights: each step's detached weight is a small block the module holds until
+    the next SGD step, and its chunk joins the L2 model's LRU (16 MiB: a thousand steps to
+    fill), touched once more by the next step's forward."""
+    applied = _counted(monkeypatch)
+    sets = {"steps": 400, "report_every": 100, "features": 64}
+    fast = run_cell("ema-balanced", "detach", policy, sets=sets)
+    assert sum(applied) > 250
+    assert fast == run_cell("ema-balanced", "detach", policy, sets=sets, fast_forward=False)
+
+
 def _kept(fast_forward):
     """Every storage the chain's actions keep after an ema-balanced run: the member holding
     it, the node it saves, its holders, whether its L2 chunk is in the LRU, its bytes and
