@@ -39,7 +39,7 @@ L2 model's chunks go to the members exact mode has them in (:func:`sim.leakrun.h
 The same builder takes members that hang off older nodes only, which no tensor holds and
 whose actions keep tensors (a validation forward of a model that requires grad adds
 eight such nodes to the parameters' graph every batch): their storages' chunks join the
-L2 model's LRU every iteration, which :func:`_l2_growth` describes and each skipped
+L2 model's LRU every iteration, which :func:`sim.keptchain.l2_growth` describes and each skipped
 iteration applies, up to where the LRU would evict.
 
 Only on allocators that keep counts per size class (not a glibc arena, whose chunk
@@ -63,10 +63,6 @@ from .costs.btree import BTreeNodes
 
 __all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog"]
 
-#: iterations back whose kept storages' chunks may still be in an L2 model's LRU when a
-#: batch of a chain that keeps storages is applied (16-KiB weights: about a thousand in
-#: a 16-MiB LRU); a chain with more runs exactly
-MAX_KEPT = 4096
 
 
 # -- what a probe records -----------------------------------------------------------------
@@ -243,7 +239,8 @@ class ChainEffect:
     allocs = 0
     checked = False
     #: the L2 models' LRUs: ``()`` as the iteration found them, else how they grow
-    #: (:func:`_l2_growth`); and how many leaves ``G`` gains an iteration (None: unknown)
+    #: (:func:`sim.keptchain.l2_growth`); and how many leaves ``G`` gains an iteration
+    #: (None: unknown)
     l2 = ()
     leaf_growth = 0
 
@@ -315,6 +312,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     ``record``: its heap events in order, live nodes' orders and kept blocks, and
     ``allocs`` its allocations counted without an event, for a chain whose members keep
     storages or whose iteration moves LARGE blocks: its events are replayed)."""
+    from .keptchain import kept_chain, old_nodes
     from .leakrun import _Refuse, actions_template
     locator = sim.client.locator
     if (locator is None or not trees.valid or not sim.allocator.bulk_exact()
@@ -403,7 +401,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
                         tensors, index)
                 except _Refuse:
                     return None
-                actions = _old_nodes(actions, w0, prev_lo)
+                actions = old_nodes(actions, w0, prev_lo)
                 # a storage the same member of the iteration before holds too is older
                 # than the iteration (a model input, a parameter)
                 before = server.steps.get(node_id - stride)
@@ -462,8 +460,8 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
                      else ("const", member[9]))
     members = tuple(Member(*member) for member in members)
     if replay:
-        kept = _kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks,
-                           shared, prev_chunks)
+        kept = kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks,
+                          shared, prev_chunks)
         if kept is None:
             return None
     elif not _explained(locator, snap, events, blocks):
@@ -502,128 +500,6 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
                                 for k, prim in zip(effect.kept, tensors))
         effect.allocs = allocs
     return effect
-
-
-def _old_nodes(actions, w0, prev_lo):
-    """``actions`` (an :class:`~sim.leakrun.ActionsTemplate`) with the nodes from before
-    the iteration before named ``("old", id)``: the same node every iteration."""
-    def entry(item):
-        offset, at, sizes = item
-        if offset is None or offset >= prev_lo - w0:
-            return item
-        return (("old", offset + w0), at, sizes)
-    return actions._replace(explicit=tuple(map(entry, actions.explicit)),
-                            backup=tuple(map(entry, actions.backup)))
-
-
-def _kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks, shared,
-                prev_chunks):
-    """``(replayed trace, kept storages, the builder's blocks, L2 growth)`` of a chain
-    iteration whose events are replayed, or None where the iteration kept more than its
-    members' blocks and storages. The trace leaves out the BTreeMaps' own events (their
-    replayed operations make them) and the orphan sweeps' clones of the map, whose size
-    grows with the chain (a transient: the next exact iteration's larger clone re-reaches
-    every high-water mark the skipped ones would have). A storage the actions hold that
-    is older than the iteration (an input or parameter every iteration saves again: its
-    ``id`` in ``shared``) is ``("old", buffer)`` in the kept storages: the same object,
-    one more holder. ``prev_chunks``: the L2 chunks of the iteration before's kept
-    storages (``id`` -> the index of the storage in its place now), for :func:`_l2_growth`."""
-    from collections import Counter
-
-    from .leakrun import _Refuse, _strip, builder_blocks, kept_storages
-    stripped = _strip(trace, trees.spans + trees.clones, kept_at)
-    if stripped is None:
-        return None
-    trace, positions = stripped
-    refs = Counter(at for m in members if m.actions is not None
-                   for _, at, _ in m.actions.explicit + m.actions.backup if at is not None)
-    new = [at for at, prim in enumerate(tensors) if id(prim) not in shared]
-    fresh = [tensors[at] for at in new]
-    try:
-        # a small block held from outside (a module's weight on 16-KiB tensors) is the
-        # iteration's where the member before held another storage: builder_blocks below
-        # then finds its blocks among the iteration's
-        made = kept_storages(fresh, Counter({i: refs[at] for i, at in enumerate(new)}),
-                             positions, small_tip=True)
-    except _Refuse:
-        return None
-    kept = [("old", prim) for prim in tensors]
-    for at, k in zip(new, made):
-        kept[at] = k
-    need = builder_blocks(sim, trace, fresh)
-    own = Counter(blocks)
-    if need is None or need != {n: c for n, c in sorted(own.items()) if c}:
-        return None
-    l2 = _l2_growth(sim, snap, dict(zip(new, fresh)), prev_chunks)
-    if l2 is None:
-        return None
-    return trace, tuple(kept), tuple(need.items()), l2
-
-
-def _l2_growth(sim, snap, kept, prev_chunks=None):
-    """How the iteration left the L2 models' LRUs: ``()`` where as it found them (by size
-    and order, and their free lists by size), else for each LRU it changed ``(kind, tail,
-    free, fresh, bytes, chunks)``: it evicted nothing and touched a tail of the LRU
-    (``tail``, in its final order), the chunks before it being the LRU's old ones in their
-    old order; ``free``: its free lists afterwards, ``(size, chunks)``; ``chunks``: the
-    chunk of each new kept storage, ``(index, chunk)`` (``kept``: index -> storage).
-    Chunks are named ``("F", size, i)``, the ``i``-th of that size's free list before;
-    ``("P", at)``, the chunk of the iteration before's kept storage ``at``
-    (``prev_chunks``: ``id`` -> ``at``); ``("R", chunk)``, another one from before the
-    iteration: the same object every iteration; ``("N", k)``, the ``k``-th new chunk, of
-    ``fresh[k]`` bytes. ``bytes``: what
-    the LRU gained. None where the iteration evicted or left other free lists."""
-    from .leakrun import l2_contents, l2_signature
-    if l2_signature(sim) == snap.l2:
-        return ()
-    out = []
-    for (kind, before, free), (_, after, free_after) in zip(snap.lru, l2_contents(sim)):
-        cache = sim._backends[kind].cache
-        mine = {at: prim.chunk for at, prim in kept.items()
-                if prim.chunk is not None and prim.chunk.cache is cache}
-        if (before == after and not mine and free.keys() == free_after.keys()
-                and all(v == free_after[n] for n, v in free.items())):
-            continue
-        if ({n: len(v) for n, v in free.items()}
-                != {n: len(v) for n, v in free_after.items()}):
-            return None
-        pos = {id(c): i for i, c in enumerate(after)}
-        if any(id(c) not in pos for c in before):
-            return None                 # evicted: the LRU is full
-        old = {id(c) for c in before}
-        in_free = {id(c): (n, i) for n, v in free.items() for i, c in enumerate(v)}
-        fresh, index = [], {}
-
-        def name(c):
-            key = id(c)
-            if key in in_free:
-                return ("F",) + in_free[key]
-            if prev_chunks and key in prev_chunks:
-                return ("P", prev_chunks[key])
-            if key in old:
-                return ("R", c)
-            if key not in index:
-                index[key] = len(fresh)
-                fresh.append(c.nbytes)
-            return ("N", index[key])
-
-        # the tail starts at the first new chunk, or earlier at the first old chunk out
-        # of its old order (it was touched again)
-        start = min((i for i, c in enumerate(after) if id(c) not in old), default=len(after))
-        low = len(after)
-        for c in reversed(before):
-            p = pos[id(c)]
-            if p > low:
-                start = min(start, p)
-            low = min(low, p)
-        if after[:start] != [c for c in before if pos[id(c)] < start]:
-            return None
-        tail = tuple(name(c) for c in after[start:])
-        free_refs = tuple((n, tuple(name(c) for c in v)) for n, v in sorted(free_after.items()))
-        chunks = tuple((at, name(c)) for at, c in sorted(mine.items()))
-        out.append((kind, tail, free_refs, tuple(fresh),
-                    sum(c.nbytes for c in after if id(c) not in old), chunks))
-    return tuple(out)
 
 
 def _sweep_template(record, gkey, before):
@@ -739,6 +615,7 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     :func:`sim.fastforward._replay_drift`, for a chain whose events are replayed (its
     members keep storages), which places an iteration's heap events and returns the kept
     blocks by position."""
+    from .keptchain import build_replayed, kept_slots, l2_ready, repoint_members
     from .leakrun import _resident, hand_over
     locator = sim.client.locator
     graph = effect.graph
@@ -751,12 +628,12 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     memory = server.memory_management
     replayed = effect.trace is not None
     if replayed:
-        slots = _kept_slots(effect, graph, last)
+        slots = kept_slots(effect, graph, last)
         if not slots:
             return 0
         if effect.l2:
             # the LRUs grow by the kept chunks: nothing is evicted, nothing rotates
-            if not _l2_ready(sim, effect):
+            if not l2_ready(sim, effect):
                 return 0
             depth = -1
         else:
@@ -780,9 +657,9 @@ def apply_chain(sim, effect, count, replay=None) -> int:
         for template in effect.sweeps:
             _sweep(sim, template, (start - effect.first_id) // stride, graph)
         if replayed:
-            prev = _build_replayed(sim, effect, graph, start, prev, via_offset,
-                                   children_of_tip if i == 1 else None, tip_node, built,
-                                   replay, clones, slots[0])
+            prev = build_replayed(sim, effect, graph, start, prev, via_offset,
+                                  children_of_tip if i == 1 else None, tip_node, built,
+                                  replay, clones, slots[0])
         else:
             prev = _build(sim, effect, graph, start, prev, via_offset,
                           children_of_tip if i == 1 else None, tip_node, built)
@@ -798,7 +675,7 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     if replayed:
         def repoint(old, new, newest):
             base = last + count * stride if newest else last
-            _repoint_members(effect, server, base, old, new)
+            repoint_members(effect, server, base, old, new)
         if not effect.l2:
             hand_over(slots, clones, depth, tips[0] if tips else None, repoint)
         elif tips:
@@ -871,7 +748,7 @@ def _build(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_nod
     set (the BTreeMaps are left to the replayed operations). Returns the new members by
     offset; ``children_of_tip`` (a list, or None) collects the steps that have
     ``tip_node`` as a parent, ``built`` every step; ``buffers``: the storages the
-    members' actions keep (:func:`_build_replayed`)."""
+    members' actions keep (:func:`sim.keptchain.build_replayed`)."""
     from .autodiff.ops import _Retro
     from .leakrun import _actions
     locator = sim.client.locator
@@ -915,133 +792,6 @@ def _build(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_nod
             locator.key_tables[origin].fit(len(ids) + locator.key_runs.get(origin, 0))
         cur[member.offset] = node
     return cur
-
-
-def _build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node,
-                    built, replay, clones, first):
-    """:func:`_build` for a chain whose events are replayed: the iteration's heap events
-    placed (``replay``), then its members built on a heap that only counts (their blocks
-    came with the events), their actions holding new storages of the replayed blocks
-    (appended to ``clones``; ``first``: the kept storages of the last exact iteration).
-    The builder's count is checked against the iteration's once."""
-    from collections import Counter
-
-    from .costs.heap import Heap
-    from .leakrun import _buffer, _Counting
-    heap = sim.heap
-    handles = replay(sim, effect, 0)
-    heap.allocs += effect.allocs
-    _Counting.counts = Counter()
-    heap.__class__ = _Counting
-    try:
-        buffers = [k[1] if type(k) is tuple else _buffer(k, b, handles)
-                   for k, b in zip(effect.kept, effect.backends)]
-        cur = _build(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node,
-                     built, buffers)
-    finally:
-        heap.__class__ = Heap
-    if effect.l2:
-        _touch_l2(sim, effect, buffers, clones[-1] if clones else first)
-    if not effect.checked:
-        counts = tuple((n, c) for n, c in sorted(_Counting.counts.items()) if c)
-        if counts != effect.blocks:
-            raise AssertionError("chain fast-forward: the members built hold other blocks "
-                                 "than the iteration kept")
-        effect.checked = True
-    _Counting.counts = None
-    clones.append(buffers)
-    return cur
-
-
-def _l2_ready(sim, effect) -> bool:
-    """The LRUs the effect changes are in the state its iterations need: the chunks it
-    names are there, and its free lists as long."""
-    for kind, tail, free, _, _, _ in effect.l2:
-        cache = sim._backends[kind].cache
-        if ({n: len(v) for n, v in cache.free.items() if v}
-                != {n: len(refs) for n, refs in free}):
-            return False
-        if any(ref[0] == "R" and ref[1] not in cache.lru for ref in tail):
-            return False
-    return True
-
-
-def _touch_l2(sim, effect, buffers, previous) -> None:
-    """One skipped iteration's change of the LRUs (:func:`_l2_growth`): its tail touched in
-    order, its free lists, the new chunks, and each new kept storage's chunk
-    (``previous``: the kept storages of the iteration before)."""
-    from .costs.cache import Chunk
-    for kind, tail, free, fresh, nbytes, chunks in effect.l2:
-        cache = sim._backends[kind].cache
-        before = cache.free
-        made = [Chunk(n, cache) for n in fresh]
-
-        def chunk(ref):
-            if ref[0] == "R":
-                return ref[1]
-            if ref[0] == "F":
-                return before[ref[1]][ref[2]]
-            if ref[0] == "P":
-                return previous[ref[1]].chunk
-            return made[ref[1]]
-        lru = cache.lru
-        for ref in tail:
-            c = chunk(ref)
-            if c in lru:
-                lru.move_to_end(c)
-            else:
-                lru[c] = None
-        cache.free = {n: [chunk(ref) for ref in refs] for n, refs in free}
-        cache.resident += nbytes
-        for at, ref in chunks:
-            buffers[at].chunk = chunk(ref)
-
-
-def _kept_slots(effect, graph, last) -> list:
-    """The storages the members' actions keep, iteration by iteration back from the one
-    whose first id is ``last`` (in the effect's kept order), while the members there are
-    the effect's, up to :data:`MAX_KEPT` + 2 iterations."""
-    steps = graph.server.steps
-    slots = []
-    for j in range(MAX_KEPT + 2):
-        base = last - j * effect.stride
-        slot = [None] * len(effect.kept)
-        for m in effect.members:
-            if m.actions is None:
-                continue
-            step = steps.get(base + m.offset)
-            actions = None if step is None else step.actions
-            if actions is None or step.kind != m.kind or step.op != m.op:
-                return slots
-            for entries, template in ((actions.explicit, m.actions.explicit),
-                                      (actions.backup, m.actions.backup)):
-                if len(entries) != len(template):
-                    return slots
-                for (_, buf, _), (_, at, _) in zip(entries, template):
-                    if (at is None) != (buf is None):
-                        return slots
-                    if at is not None:
-                        old = effect.kept[at]
-                        if type(old) is tuple and old[1] is not buf:
-                            return slots
-                        slot[at] = buf
-        if any(b is None for b in slot):
-            return slots
-        slots.append(slot)
-    return slots
-
-
-def _repoint_members(effect, server, base, old, new) -> None:
-    """The actions of the members of the iteration whose first id is ``base`` hold ``new``
-    where they held ``old``."""
-    for m in effect.members:
-        if m.actions is None:
-            continue
-        actions = server.steps[base + m.offset].actions
-        for entries in (actions.explicit, actions.backup):
-            for i, (node_id, buf, blocks) in enumerate(entries):
-                if buf is old:
-                    entries[i] = (node_id, new, blocks)
 
 
 def _sweep(sim, template, j, graph) -> None:
