@@ -59,7 +59,7 @@ def old_nodes(actions, w0, prev_lo):
 
 
 def kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks, shared,
-                prev_chunks):
+               prev_chunks):
     """``(replayed trace, kept storages, the builder's blocks, L2 growth)`` of a chain
     iteration whose events are replayed, or None where the iteration kept more than its
     members' blocks and storages. The trace leaves out the BTreeMaps' own events (their
@@ -110,8 +110,8 @@ def l2_growth(sim, snap, kept, prev_chunks=None):
     ``("P", at)``, the chunk of the iteration before's kept storage ``at``
     (``prev_chunks``: ``id`` -> ``at``); ``("R", chunk)``, another one from before the
     iteration: the same object every iteration; ``("N", k)``, the ``k``-th new chunk, of
-    ``fresh[k]`` bytes. ``bytes``: what
-    the LRU gained. None where the iteration evicted or left other free lists."""
+    ``fresh[k]`` bytes. ``bytes``: what the LRU gained. None where the iteration evicted
+    or left free lists of other lengths."""
     if l2_signature(sim) == snap.l2:
         return ()
     out = []
@@ -165,7 +165,7 @@ def l2_growth(sim, snap, kept, prev_chunks=None):
 
 
 def build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node,
-                    built, replay, clones, first):
+                   built, replay, clones, first):
     """:func:`_build` for a chain whose events are replayed: the iteration's heap events
     placed (``replay``), then its members built on a heap that only counts (their blocks
     came with the events), their actions holding new storages of the replayed blocks
