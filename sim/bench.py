@@ -169,16 +169,20 @@ def run_bench(profile="m2max-macos", quick=False, echo=None):
                 for name in ("untracked add loop", "tracked add loop")}
     scale = [_ema_run(prof, 1_000 if quick else 20_000, echo),
              _ema_run(prof, 500 if quick else 2_000, echo, "target", "detach-constant"),
-             _ema_run(prof, 500 if quick else 2_000, echo, "log", "burn-0.20-pre.1")]
+             _ema_run(prof, 500 if quick else 2_000, echo, "log", "burn-0.20-pre.1"),
+             _ema_run(prof, 1_000 if quick else 20_000, echo, workload="ema-balanced",
+                      report_every=1_000)]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"profile": prof.name, "arena_replay": replayed, "cases": results,
             "python_bytes_per_live_node": per_node, "scale": scale,
             "peak_rss_bytes": peak}
 
 
-def _ema_run(profile, steps, echo=None, variant="detach", policy="burn-0.22.1"):
-    """The seed's EMA run extended to ``steps`` steps (``p10-ema`` ``variant`` under
-    ``policy``, its CSV rows included): wall seconds, and how many steps fast-forward
+def _ema_run(profile, steps, echo=None, variant="detach", policy="burn-0.22.1",
+             workload="p10-ema", report_every=None):
+    """The seed's EMA run extended to ``steps`` steps (``workload``'s ``variant`` under
+    ``policy``, its CSV rows included; ema-balanced's chain keeps each step's weight in
+    its Balanced backups, :mod:`sim.keptchain`): wall seconds, and how many steps fast-forward
     applied as a growing chain (:mod:`sim.chainrun`) or by replaying their heap events
     (``drift``: ``target`` under detach-constant, whose tape deepens every step); the
     others ran exactly (the first of each report interval, the probes, the steps that
@@ -188,10 +192,12 @@ def _ema_run(profile, steps, echo=None, variant="detach", policy="burn-0.22.1"):
     gc.collect()
     kept = []
     start = time.perf_counter()
-    run_cell("p10-ema", variant, policy=policy, profile=profile, sets={"steps": steps},
-             keep=kept)
+    sets = {"steps": steps}
+    if report_every:
+        sets["report_every"] = report_every
+    run_cell(workload, variant, policy=policy, profile=profile, sets=sets, keep=kept)
     wall = time.perf_counter() - start
-    name = f"p10-ema {variant}, {steps:,} steps"
+    name = f"{workload} {variant}, {steps:,} steps"
     if policy != "burn-0.22.1":
         name += f", {policy}"
     sim = kept[0]

@@ -17,7 +17,7 @@ def test_quick_bench_reports_cases_memory_and_the_ema_run(tmp_path):
                                                                  "exact") in cases
     assert all(c["ops"] > 0 and c["wall_s"] >= 0 for c in data["cases"])
     assert all(0 < b < 1024 for b in data["python_bytes_per_live_node"].values())
-    ema, deepening, leak = data["scale"]
+    ema, deepening, leak, balanced = data["scale"]
     assert ema["steps"] == 1000 and ema["wall_s"] > 0 and ema["chain_steps"] > 900
     assert "p10-ema detach, 1,000 steps" in result.output
     # the target EMA under detach-constant: a tape one step deeper each time, replayed
@@ -26,3 +26,6 @@ def test_quick_bench_reports_cases_memory_and_the_ema_run(tmp_path):
     # log under burn-0.20-pre.1: a graph leaked every step, built again for the skipped ones
     assert leak["steps"] == 500 and leak["leak_steps"] > 350
     assert "p10-ema log, 500 steps, burn-0.20-pre.1" in result.output
+    # ema-balanced: a chain whose members keep each step's weight, its events replayed
+    assert balanced["steps"] == 1000 and balanced["chain_steps"] > 700
+    assert "ema-balanced detach, 1,000 steps" in result.output
