@@ -242,10 +242,13 @@ def touch_l2(sim, effect, buffers, previous) -> None:
 def kept_slots(effect, graph, last) -> list:
     """The storages the members' actions keep, iteration by iteration back from the one
     whose first id is ``last`` (in the effect's kept order), while the members there are
-    the effect's, up to :data:`MAX_KEPT` + 2 iterations."""
+    the effect's: as many iterations as an L2 model's LRU can hold kept chunks of, and two
+    more (the LRU holds the newest: a kept storage's chunk is touched when it is made and
+    by the next iteration at most), up to :data:`MAX_KEPT` + 2; one where the LRU grows
+    (:func:`l2_growth`: only the last one's chunks are named)."""
     steps = graph.server.steps
     slots = []
-    for j in range(MAX_KEPT + 2):
+    for j in range(_slot_limit(effect)):
         base = last - j * effect.stride
         slot = [None] * len(effect.kept)
         for m in effect.members:
@@ -271,6 +274,16 @@ def kept_slots(effect, graph, last) -> list:
             return slots
         slots.append(slot)
     return slots
+
+
+def _slot_limit(effect) -> int:
+    if effect.l2:
+        return 1
+    limit = 2
+    for k, backend in zip(effect.kept, effect.backends):
+        if type(k) is not tuple and k.chunk and k.nbytes:
+            limit = max(limit, backend.cache.capacity // k.nbytes + 2)
+    return min(limit, MAX_KEPT + 2)
 
 
 def repoint_members(effect, server, base, old, new) -> None:
