@@ -392,7 +392,11 @@ def _sweep_done(info, out):
 @_force_option
 @_reuse_option
 @_grid_option
-def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force, no_reuse, sets):
+@click.option("--exact", is_flag=True,
+              help="simulate every loop iteration (no fast-forward): the same rows, slower; "
+                   "to check fast-forward on your grid")
+def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force, no_reuse, sets,
+              exact):
     """Run workloads x variants x policies (x --set grid) and compare with measurements.
 
     Writes OUT/predicted.csv, OUT/errors.csv, one figure per workload,
@@ -402,7 +406,7 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
     """
     from .sweep import default_jobs, sweep
     info = sweep(workloads, policy, profile, measured, out, jobs or default_jobs(), scheduler,
-                 force, sets, command=_command_line(), reuse=not no_reuse)
+                 force, sets, command=_command_line(), reuse=not no_reuse, exact=exact)
     _sweep_done(info, out)
 
 

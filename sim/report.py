@@ -67,6 +67,8 @@ def _what_was_run(info):
         # how long it took and what came from the cache are in run.json: the report of the
         # same command is the same file every time
         f"{cells} cells, {how}." if cells else None,
+        "Exact mode (`--exact`): every loop iteration simulated, no fast-forward."
+        if info.get("exact") else None,
         "Data: `predicted.csv` (every predicted row, incl. the bookkeeping observables "
         "live_graphs, live_nodes, locator_entries, registered_steps, heap_bytes, heap_blocks, "
         "sim_time_ms, cleanup_ms), `errors.csv` (every measured point and its error), "

@@ -283,7 +283,7 @@ class Cache:
                 shutil.rmtree(child, ignore_errors=True)
 
 
-def _cell_key(cell, workload, profile, code) -> str:
+def _cell_key(cell, workload, profile, code, exact=False) -> str:
     from .policies import policy_file
     source = policy_file(cell.policy)
     identity = {
@@ -297,6 +297,8 @@ def _cell_key(cell, workload, profile, code) -> str:
         "profile_data": profile.data,
         "params": workload.resolve(cell.variant, dict(cell.params)),
     }
+    if exact:
+        identity["exact"] = True      # the same rows by design: kept apart to compare them
     text = json.dumps(identity, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -355,7 +357,7 @@ def _simulate(spec):
     reads = set() if spec.get("trace") else None
     rows = run_cell(spec["workload"], spec["variant"], spec["policy"],
                     Profile(name, path, copy.deepcopy(data)), dict(spec["params"]),
-                    policy_reads=reads)
+                    policy_reads=reads, fast_forward=not spec.get("exact"))
     return [_plain(row) for row in rows], reads
 
 
@@ -404,7 +406,7 @@ class _FigureWarmUp:
 
 
 def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, progress=True,
-              reuse=True, started=None):
+              reuse=True, started=None, exact=False):
     """Run ``cells`` (reading finished ones from the cache); returns a :class:`SweepRun`.
 
     Parameters
@@ -429,6 +431,9 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
         step), the others are simulated. Not with ``scheduler``.
     started : callable, optional
         Called once local worker processes run the cells (none are forked after it).
+    exact : bool
+        Simulate every loop iteration (no fast-forward; cached apart from the
+        fast-forwarded cells, to compare the two).
 
     Raises
     ------
@@ -446,7 +451,7 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
     run = SweepRun(cells=list(cells), rows={}, code=code)
     keys, todo = {}, []
     for cell in cells:
-        key = keys[cell] = _cell_key(cell, load_workload(cell.workload), profile, code)
+        key = keys[cell] = _cell_key(cell, load_workload(cell.workload), profile, code, exact)
         rows = None if force else cache.get(key)
         if rows is None:
             todo.append(cell)
@@ -467,7 +472,7 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
                     "policy_file": policy_file(cell.policy),
                     "profile": (profile.name, str(profile.path), profile.data),
                     "params": dict(cell.params), "trace": cell in reps,
-                    "remote": scheduler is not None} for cell in todo}
+                    "remote": scheduler is not None, "exact": exact} for cell in todo}
     if scheduler is not None and todo:
         results = _on_dask(specs, _dask_client(scheduler))
     elif jobs > 1 and len(todo) > 1:
@@ -665,7 +670,7 @@ DEFAULT_MEASURED = ROOT / "experiments" / "measured" / "seeds-m2max.csv"
 
 def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured=(),
           out="results", jobs=1, scheduler=None, force=False, sets=(), progress=True,
-          command="", reuse=True):
+          command="", reuse=True, exact=False):
     """``sim sweep``: workloads x variants x policies x grid, compared with the measurements.
 
     Every measured point of the selected workloads is compared with the
@@ -687,7 +692,7 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
     cells = plan_cells(chosen, names, grid, extra)
     info = {"title": "autodiff-sim sweep", "command": command, "policies": names,
             "policy_files": _policy_files(names),
-            "reference_cells": any(p not in names for _, _, p in extra)}
+            "reference_cells": any(p not in names for _, _, p in extra), "exact": exact}
     with _output_dir(out) as out_dir:
         return _execute(chosen, cells, [REFERENCE_POLICY], rows, paths, prof, grid,
                         out_dir, jobs, scheduler, force, progress, info, reuse)
@@ -790,7 +795,7 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
     stale = previous_figures(out)
     warm = _FigureWarmUp()
     run = run_cells(cells, profile, out, jobs, scheduler, force, progress, reuse,
-                    started=warm.start)
+                    started=warm.start, exact=info.get("exact", False))
     warm.join()
     with_params = any(cell.params for cell in cells)
     runs, produces = [], {}

@@ -85,6 +85,21 @@ def test_rerun_reuses_the_cache_and_resumes(swept):
     assert (out / "predicted.csv").read_bytes() == before
 
 
+def test_exact_sweep_gives_the_same_rows_cached_apart(swept):
+    """--exact: every loop iteration simulated; the same predicted.csv as fast-forward,
+    the report says so, and its cells are not the fast-forwarded ones' cache entries."""
+    out, info = swept
+    before = (out / "predicted.csv").read_bytes()
+    exact = sweep(out=out, jobs=1, exact=True, **SMALL)
+    assert (exact["cached"], exact["computed"]) == (0, info["cells"])
+    assert (out / "predicted.csv").read_bytes() == before
+    assert "Exact mode (`--exact`)" in (out / "report.md").read_text()
+    assert json.loads((out / "run.json").read_text())["exact"] is True
+    again = sweep(out=out, jobs=1, **SMALL)     # the fast-forwarded cells: still cached
+    assert again["cached"] == info["cells"] and "Exact mode" not in (
+        out / "report.md").read_text()
+
+
 def test_force_recomputes(tmp_path):
     small = dict(workloads=("adleak-count",), policies=("burn-0.22.1",),
                  sets=("iterations=500",), progress=False)
