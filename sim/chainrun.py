@@ -39,8 +39,8 @@ L2 model's chunks go to the members exact mode has them in (:func:`sim.leakrun.h
 The same builder takes members that hang off older nodes only, which no tensor holds and
 whose actions keep tensors (a validation forward of a model that requires grad adds
 eight such nodes to the parameters' graph every batch): their storages' chunks join the
-L2 model's LRU every iteration, which :func:`sim.keptchain.l2_growth` describes and each skipped
-iteration applies, up to where the LRU would evict.
+L2 model's LRU every iteration, which :func:`sim.keptchain.l2_growth` describes and each
+skipped iteration applies, up to where the LRU would evict.
 
 Only on allocators that keep counts per size class (not a glibc arena, whose chunk
 placement depends on every event: there such loops run exactly), under policies whose
@@ -62,7 +62,6 @@ from .autodiff.step import Step
 from .costs.btree import BTreeNodes
 
 __all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog"]
-
 
 
 # -- what a probe records -----------------------------------------------------------------
@@ -312,7 +311,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     ``record``: its heap events in order, live nodes' orders and kept blocks, and
     ``allocs`` its allocations counted without an event, for a chain whose members keep
     storages or whose iteration moves LARGE blocks: its events are replayed)."""
-    from .keptchain import kept_chain, old_nodes
+    from .keptchain import compare_before, kept_chain, old_nodes
     from .leakrun import _Refuse, actions_template
     locator = sim.client.locator
     if (locator is None or not trees.valid or not sim.allocator.bulk_exact()
@@ -402,18 +401,8 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
                 except _Refuse:
                     return None
                 actions = old_nodes(actions, w0, prev_lo)
-                # a storage the same member of the iteration before holds too is older
-                # than the iteration (a model input, a parameter)
-                before = server.steps.get(node_id - stride)
-                if before is not None and before.actions is not None:
-                    for mine, theirs in ((step.actions.explicit, before.actions.explicit),
-                                         (step.actions.backup, before.actions.backup)):
-                        for (_, buf, _), (_, other, _) in zip(mine, theirs):
-                            if buf is not None and buf is other:
-                                shared.add(id(buf))
-                            elif (buf is not None and other is not None
-                                  and other.chunk is not None):
-                                prev_chunks[id(other.chunk)] = index[id(buf)]
+                compare_before(step, server.steps.get(node_id - stride), index, shared,
+                               prev_chunks)
         if rc.strong == 2:
             tips.append(node_id)
         elif rc.strong != 1:
@@ -616,7 +605,7 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     members keep storages), which places an iteration's heap events and returns the kept
     blocks by position."""
     from .keptchain import build_replayed, kept_slots, l2_ready, repoint_members
-    from .leakrun import _resident, hand_over
+    from .leakrun import _resident, hand_over, swap_tip
     locator = sim.client.locator
     graph = effect.graph
     stride = effect.stride
@@ -681,11 +670,9 @@ def apply_chain(sim, effect, count, replay=None) -> int:
         elif tips:
             # the storage a module holds is the newest iteration's: its object takes the
             # newest block and chunk (each skipped iteration gave its own storage its chunk)
-            a, b = slots[0][tips[0]], clones[-1][tips[0]]
-            a._token, b._token = b._token, a._token
-            a.chunk, b.chunk = b.chunk, a.chunk
-            repoint(a, b, False)
-            repoint(b, a, True)
+            held, newest_kept = slots[0][tips[0]], clones[-1][tips[0]]
+            swap_tip(held, newest_kept, repoint)
+            held.chunk, newest_kept.chunk = newest_kept.chunk, held.chunk
     renamed = _relabel_rotating(locator, effect, last, last + count * stride)
     swapped = {}
     if tip_node is not None:

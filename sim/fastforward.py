@@ -295,7 +295,7 @@ class _Snapshot:
         # the L2 models' LRUs (a leaking iteration must leave them as it found them)
         self.l2 = l2_signature(sim)
         # and their chunks in LRU order and free lists, for a chain whose kept storages
-        # join the LRU every iteration (sim.chainrun._l2_growth)
+        # join the LRU every iteration (sim.keptchain.l2_growth)
         self.lru = l2_contents(sim)
         self.cluster = sim.allocator.cluster()
 

@@ -35,15 +35,34 @@ from .chainrun import _build
 from .costs.cache import Chunk
 from .costs.heap import Heap
 from .leakrun import (_buffer, _Counting, _Refuse, _strip, builder_blocks, kept_storages,
-                      l2_contents, l2_signature)
+                      l2_contents, l2_signature, replace_storage)
 
 __all__ = ["kept_chain", "l2_growth", "build_replayed", "kept_slots", "repoint_members",
-           "l2_ready", "old_nodes", "MAX_KEPT"]
+           "l2_ready", "old_nodes", "compare_before", "MAX_KEPT"]
 
 #: iterations back whose kept storages' chunks may still be in an L2 model's LRU when a
 #: batch of a chain that keeps storages is applied (16-KiB weights: about a thousand in
 #: a 16-MiB LRU); a chain with more runs exactly
 MAX_KEPT = 4096
+
+
+def compare_before(step, before, index, shared, prev_chunks) -> None:
+    """What a member's actions keep against the same member of the iteration before
+    (``before``, its step, or None): a storage both hold is older than the iteration (a
+    model input, a parameter: its ``id`` goes into ``shared``); the chunk of the one the
+    member before held in the place of a new one goes into ``prev_chunks`` (``id`` -> the
+    new storage's index, ``index``: ``id`` -> index), for :func:`l2_growth`."""
+    if before is None or before.actions is None:
+        return
+    for mine, theirs in ((step.actions.explicit, before.actions.explicit),
+                         (step.actions.backup, before.actions.backup)):
+        for (_, buf, _), (_, other, _) in zip(mine, theirs):
+            if buf is None:
+                continue
+            if buf is other:
+                shared.add(id(buf))
+            elif other is not None and other.chunk is not None:
+                prev_chunks[id(other.chunk)] = index[id(buf)]
 
 
 def old_nodes(actions, w0, prev_lo):
@@ -290,10 +309,5 @@ def repoint_members(effect, server, base, old, new) -> None:
     """The actions of the members of the iteration whose first id is ``base`` hold ``new``
     where they held ``old``."""
     for m in effect.members:
-        if m.actions is None:
-            continue
-        actions = server.steps[base + m.offset].actions
-        for entries in (actions.explicit, actions.backup):
-            for i, (node_id, buf, blocks) in enumerate(entries):
-                if buf is old:
-                    entries[i] = (node_id, new, blocks)
+        if m.actions is not None:
+            replace_storage(server.steps[base + m.offset].actions, old, new)

@@ -731,14 +731,30 @@ def hand_over(slots, clones, depth, tip, repoint) -> None:
     chunks = [[b.chunk for b in buffers] for buffers in sequence]
     if tip is not None:
         tip_buffer, built_tip = slots[0][tip], clones[-1][tip]
-        tip_buffer._token, built_tip._token = built_tip._token, tip_buffer._token
-        repoint(tip_buffer, built_tip, False)
-        repoint(built_tip, tip_buffer, True)
+        swap_tip(tip_buffer, built_tip, repoint)
         slots[0][tip], clones[-1][tip] = built_tip, tip_buffer   # (the lists in sequence)
     rotated = chunks[depth + 1:] + chunks[:depth + 1]
     for buffers, mine in zip(sequence, rotated):
         for b, chunk in zip(buffers, mine):
             b.chunk = chunk
+
+
+def swap_tip(held, built, repoint) -> None:
+    """The storage a module holds (``held``, a kept storage of the last exact iteration)
+    becomes the newest iteration's: it takes the block of ``built`` (the one made for the
+    newest) and the newest iteration's actions, and ``built`` takes its place and block in
+    the last exact iteration's (``repoint(old, new, newest)``, as for :func:`hand_over`)."""
+    held._token, built._token = built._token, held._token
+    repoint(held, built, False)
+    repoint(built, held, True)
+
+
+def replace_storage(actions, old, new) -> None:
+    """Checkpoint ``actions`` hold ``new`` wherever they held ``old``."""
+    for entries in (actions.explicit, actions.backup):
+        for i, (node_id, buf, blocks) in enumerate(entries):
+            if buf is old:
+                entries[i] = (node_id, new, blocks)
 
 
 def _origin_of(effect, at) -> int:
@@ -752,15 +768,9 @@ def _origin_of(effect, at) -> int:
 
 def _repoint(old, new, locator, origin) -> None:
     """The actions of the leaked graph at ``origin`` hold ``new`` where they held ``old``."""
-    graph = locator.graphs[origin]
-    for step in graph.server.steps.values():
-        actions = step.actions
-        if actions is None:
-            continue
-        for entries in (actions.explicit, actions.backup):
-            for i, (node_id, buf, blocks) in enumerate(entries):
-                if buf is old:
-                    entries[i] = (node_id, new, blocks)
+    for step in locator.graphs[origin].server.steps.values():
+        if step.actions is not None:
+            replace_storage(step.actions, old, new)
 
 
 def _relabel(locator, effect, last, newest_first, newest) -> dict:
