@@ -311,8 +311,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     ``record``: its heap events in order, live nodes' orders and kept blocks, and
     ``allocs`` its allocations counted without an event, for a chain whose members keep
     storages or whose iteration moves LARGE blocks: its events are replayed)."""
-    from .keptchain import compare_before, kept_chain, old_nodes
-    from .leakrun import _Refuse, actions_template
+    from .keptchain import kept_chain
     locator = sim.client.locator
     if (locator is None or not trees.valid or not sim.allocator.bulk_exact()
             or sim.rss_extra_bytes != snap.rss_extra or locator.run_entries
@@ -327,8 +326,70 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     replay = sim.allocator.placement() != snap.placement
     if replay and not replayable:
         return None
-    w0, w1 = snap.next_id, sim._next_id
-    stride = w1 - w0
+    w0 = snap.next_id
+    found = _chain_graph(locator, w0, sim._next_id, snap.entries)
+    if found is None:
+        return None
+    graph, in_map, rotating = found
+    collected = _collect_members(sim, locator, graph, in_map, w0, sim._next_id - w0,
+                                 replayable)
+    if collected is None:
+        return None
+    ends = _chain_ends(locator, collected, graph, replay or collected.replay)
+    if ends is None:
+        return None
+    replay = replay or collected.replay
+    tip_id, via, via_order = ends
+    members = tuple(Member(*member[:9], ("chain", member[9] - via_order)
+                           if member[0] + w0 in collected.chain_dep
+                           else ("const", member[9]), *member[10:])
+                    for member in collected.members)
+    if replay:
+        kept = kept_chain(sim, snap, trees, trace, kept_at, members, collected.tensors,
+                          collected.blocks, collected.shared, collected.prev_chunks)
+        if kept is None:
+            return None
+    elif not _explained(locator, snap, events, collected.blocks):
+        return None
+    memory = graph.server.memory_management
+    state = GraphState(graph.entries, memory.node_count(),
+                       len(memory.leaves) + memory.run_nodes)
+    before = previous if (isinstance(previous, ChainEffect) and previous.graph is graph
+                          and previous.tip_id == via
+                          and len(previous.sweeps) == len(sweeps)) else None
+    templates = _sweep_templates(sweeps, id(memory), before)
+    if templates is None:
+        return None
+    growth = leaf_growth = None
+    if before is not None:
+        growth = (state.entries - before.state.entries, state.nodes - before.state.nodes)
+        leaf_growth = state.leaves - before.state.leaves
+    timing = sim.timing
+    fb, fm, fps = snap.faults
+    work = (sim.work_ps - snap.work - (sim.fault_ps - fps)
+            - sum(record.ps for record in sweeps))
+    times = (work, timing.compute_ns - snap.timing[0], timing.bookkeeping_ns - snap.timing[1],
+             0.0)
+    effect = ChainEffect(sim._next_id - w0, sim.registered - snap.registered,
+                         sim.backwards - snap.backwards, times,
+                         (0, 0 if replay else sim.fault_mapped - fm), graph.origin, members,
+                         rotating, _relative_ops(trees.ops, w0, w0 - (sim._next_id - w0)),
+                         templates, growth, state, tip_id, graph, w0)
+    effect.leaf_growth = leaf_growth
+    if replay:
+        effect.trace, effect.kept, effect.blocks, effect.l2 = kept
+        effect.backends = tuple(None if type(k) is tuple else prim._free.__self__
+                                for k, prim in zip(effect.kept, collected.tensors))
+        effect.allocs = allocs
+    return effect
+
+
+def _chain_graph(locator, w0, w1, entries_before):
+    """``(G, members' ids in G's map order, rotating graphs' offsets)`` of an iteration
+    that made the node ids ``w0 .. w1 - 1``, or None: exactly one graph from before the
+    iteration gained nodes (its members, the last nodes of its map, one locator entry
+    each), and every other new entry is a graph of one node made in the iteration (a new
+    parameter's RootStep, replacing the one the iteration before made)."""
     by_graph = {}
     for i in range(w0, w1):
         g = locator.graphs.get(i)
@@ -338,16 +399,13 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     if len(old) != 1:
         return None
     graph = old[0]
-    server = graph.server
-    memory = server.memory_management
+    memory = graph.server.memory_management
     if memory.runs or memory.serials is not None:
         return None
     member_ids = by_graph[graph]
     m = len(member_ids)
-    if locator.entry_count() - snap.entries != m:
+    if locator.entry_count() - entries_before != m:
         return None
-    # the other new entries: graphs of one node each, created in this iteration (the new
-    # parameters' RootSteps), which replace the ones the iteration before created
     rotating = []
     for g, ids in by_graph.items():
         if g is graph:
@@ -355,24 +413,54 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
         if not rotating_graph(locator, g, ids):
             return None
         rotating.append(g.origin - w0)
-    # the members are the last nodes of G's map, in the order the iteration put them there
     in_map = list(itertools.islice(reversed(memory.nodes), m))[::-1]
     if sorted(in_map) != member_ids:
         return None
-    prev_lo = w0 - stride
+    return graph, in_map, tuple(rotating)
+
+
+class _Members(NamedTuple):
+    """What :func:`_collect_members` read off an iteration's members."""
+
+    #: each member's :class:`Member` fields, its order still absolute
+    members: list
+    #: heap block sizes the members account for
+    blocks: list
+    #: ids of the members a tensor holds
+    tips: list
+    #: ids of the members that depend on the iteration before's chain
+    chain_dep: set
+    #: the ids of the iteration before that members name
+    via: list
+    #: the storages the members' actions keep; of them, the ones from before the
+    #: iteration; the L2 chunks of the iteration before's, by its storage
+    tensors: list
+    shared: set
+    prev_chunks: dict
+    #: whether a member keeps storages or has a retro-forward (its events are replayed)
+    replay: bool
+
+
+def _collect_members(sim, locator, graph, in_map, w0, stride, replayable):
+    """The :class:`_Members` of the iteration's members ``in_map`` (ids ``w0`` ..
+    ``w0 + stride - 1``), or None where one is not something :func:`apply_chain` builds:
+    a step that is not its node's, extra references, more than one handle, a parent it
+    cannot name again, or kept storages without a replayable trace."""
+    from .keptchain import compare_before, old_nodes
+    from .leakrun import _Refuse, actions_template
+    server = graph.server
+    memory = server.memory_management
+    member_ids = set(in_map)
+    w1, prev_lo = w0 + stride, w0 - stride
     keys = locator.keys.get(graph.origin, ())
-    members, blocks, tips = [], [], []
-    chain_dep = set()
-    via = []
-    tensors, index = [], {}     # the storages the members' actions keep
-    shared = set()              # ... of them, the ones from before the iteration
-    prev_chunks = {}            # the L2 chunks of the iteration before's, by its storage
+    out = _Members([], [], [], set(), [], [], set(), {}, False)
+    index = {}
 
     def ref(pid):
         if w0 <= pid < w1:
             return ("cur", pid - w0) if pid in member_ids else None
         if prev_lo <= pid < w0:
-            via.append(pid)
+            out.via.append(pid)
             return ("prev", pid - prev_lo)
         # a node from before the loop, found again through its graph's steps
         g = locator.graphs.get(pid)
@@ -390,21 +478,21 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
             # events (leakrun's builder), not block by block
             if not replayable or step.cost is not None:
                 return None
-            replay = True
+            out = out._replace(replay=True)
             if step.actions is not None:
                 try:
                     # a node the actions name: G's, or one from before the iteration
                     # before (a model input's, which need not be registered anywhere)
                     actions = actions_template(
                         step.actions, w0, lambda i: i in memory.nodes or i < prev_lo,
-                        tensors, index)
+                        out.tensors, index)
                 except _Refuse:
                     return None
                 actions = old_nodes(actions, w0, prev_lo)
-                compare_before(step, server.steps.get(node_id - stride), index, shared,
-                               prev_chunks)
+                compare_before(step, server.steps.get(node_id - stride), index, out.shared,
+                               out.prev_chunks)
         if rc.strong == 2:
-            tips.append(node_id)
+            out.tips.append(node_id)
         elif rc.strong != 1:
             return None
         refs = tuple((ref(pid), is_leaf) for pid, is_leaf in parents)
@@ -414,11 +502,13 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
                               is not p)
                 for r, p in zip(step_refs, step.parent_nodes) if p is not None):
             return None
-        if any(r[0] == "prev" or (r[0] == "cur" and r[1] + w0 in chain_dep) for r, _ in refs):
-            chain_dep.add(node_id)
-        members.append([node_id - w0, step.kind, step.op, step.nbytes, step.shapes,
-                        node.requirement, node.memory_bound, refs, step_refs, node.order,
-                        node_id in keys, rc.strong == 2, actions, node.retro is not None])
+        if any(r[0] == "prev" or (r[0] == "cur" and r[1] + w0 in out.chain_dep)
+               for r, _ in refs):
+            out.chain_dep.add(node_id)
+        out.members.append([node_id - w0, step.kind, step.op, step.nbytes, step.shapes,
+                            node.requirement, node.memory_bound, refs, step_refs, node.order,
+                            node_id in keys, rc.strong == 2, actions, node.retro is not None])
+        blocks = out.blocks
         blocks.extend(node_blocks(sim.layout, step, parents))
         if node.retro is not None:
             blocks.append(sim.layout.retro_arc_bytes)
@@ -427,68 +517,39 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
                 blocks.extend(sizes)
             blocks.extend(cap * vec.elem for (_, cap), vec in zip(actions.vecs,
                                                                   step.actions._vecs) if cap)
-    # the chain goes through one node of the iteration before, which no handle holds now,
-    # and ends in one node a tensor holds; or the members hang off nodes from before the
-    # loop only, and nothing holds them (a validation forward of a model that requires
-    # grad: its graph keeps them until a backward)
-    if tips or via:
-        if len(tips) != 1 or len(set(via)) != 1:
-            return None
-        via = via[0]
-        entry = memory.nodes.get(via)
-        if locator.graphs.get(via) is not graph or entry is None or entry[0].strong != 1:
-            return None
-        via_order = server.steps[via].node.order
-        tip_id = tips[0]
-    elif replay:
-        via = tip_id = via_order = None
-    else:
-        return None     # nodes without kept storages: the node runs of sim.fastforward
-    for member in members:
-        member[9] = (("chain", member[9] - via_order) if member[0] + w0 in chain_dep
-                     else ("const", member[9]))
-    members = tuple(Member(*member) for member in members)
-    if replay:
-        kept = kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks,
-                          shared, prev_chunks)
-        if kept is None:
-            return None
-    elif not _explained(locator, snap, events, blocks):
+    return out
+
+
+def _chain_ends(locator, collected, graph, replay):
+    """``(tip id, via id, via's order)``: the chain goes through one node of the
+    iteration before, which no handle holds now, and ends in one node a tensor holds; or
+    ``(None, None, None)``: the members hang off nodes from before the loop only and
+    nothing holds them (a validation forward of a model that requires grad: its graph
+    keeps them until a backward), which only the replayed form builds. None otherwise
+    (nodes without kept storages and no chain: the node runs of :mod:`sim.fastforward`)."""
+    tips, via = collected.tips, collected.via
+    if not tips and not via:
+        return (None, None, None) if replay else None
+    if len(tips) != 1 or len(set(via)) != 1:
         return None
-    state = GraphState(graph.entries, memory.node_count(),
-                       len(memory.leaves) + memory.run_nodes)
-    before = previous if (isinstance(previous, ChainEffect) and previous.graph is graph
-                          and previous.tip_id == via
-                          and len(previous.sweeps) == len(sweeps)) else None
+    via = via[0]
+    memory = graph.server.memory_management
+    entry = memory.nodes.get(via)
+    if locator.graphs.get(via) is not graph or entry is None or entry[0].strong != 1:
+        return None
+    return tips[0], via, graph.server.steps[via].node.order
+
+
+def _sweep_templates(sweeps, gkey, before):
+    """The iteration's sweeps as :class:`SweepTemplate` s (``before``: the iteration
+    before's effect, if it grew the same chain), or None if one is not ``G``'s sweep."""
     templates = []
-    sweep_ps = 0
     for i, record in enumerate(sweeps):
-        template = _sweep_template(record, id(memory), before.sweeps[i] if before else None)
+        template = _sweep_template(record, gkey, before.sweeps[i] if before else None)
         if template is None:
             return None
         templates.append(template)
-        sweep_ps += record.ps
-    growth = leaf_growth = None
-    if before is not None:
-        growth = (state.entries - before.state.entries, state.nodes - before.state.nodes)
-        leaf_growth = state.leaves - before.state.leaves
-    timing = sim.timing
-    fb, fm, fps = snap.faults
-    work = sim.work_ps - snap.work - (sim.fault_ps - fps) - sweep_ps
-    times = (work, timing.compute_ns - snap.timing[0], timing.bookkeeping_ns - snap.timing[1],
-             0.0)
-    effect = ChainEffect(stride, sim.registered - snap.registered,
-                         sim.backwards - snap.backwards, times,
-                         (0, 0 if replay else sim.fault_mapped - fm), graph.origin, members,
-                         tuple(rotating), _relative_ops(trees.ops, w0, prev_lo),
-                         tuple(templates), growth, state, tip_id, graph, w0)
-    effect.leaf_growth = leaf_growth
-    if replay:
-        effect.trace, effect.kept, effect.blocks, effect.l2 = kept
-        effect.backends = tuple(None if type(k) is tuple else prim._free.__self__
-                                for k, prim in zip(effect.kept, tensors))
-        effect.allocs = allocs
-    return effect
+    return tuple(templates)
 
 
 def _sweep_template(record, gkey, before):

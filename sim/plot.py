@@ -28,6 +28,7 @@ from matplotlib.colors import LinearSegmentedColormap
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import blended_transform_factory
 
 from .compare import TOLERANCE
@@ -153,10 +154,17 @@ def workload_figure(name, description, predicted, errors, profile=""):
                              margins=(0.75, 0.25, 0.75 + 0.24 * legend_rows,
                                       0.95 if categorical else 0.5))
     for (variant, metric), (r, c) in zip(slots, positions):
-        if errors:   # a residual strip under each panel
+        if errors:   # a residual strip under each panel that has measurements
             sub = grid[r, c].subgridspec(2, 1, height_ratios=[3, 1], hspace=0.06)
             ax = fig.add_subplot(sub[0])
-            res = fig.add_subplot(sub[1], sharex=ax)
+            if any(e["variant"] == variant and e["metric"] == metric for e in errors):
+                res = fig.add_subplot(sub[1], sharex=ax)
+            else:   # (an empty strip would cost as much to draw as a panel)
+                res = None
+                box = sub[1].get_position(fig)
+                fig.text((box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2 - 0.15 * box.height,
+                         "no measurements", ha="center", va="center", fontsize=7,
+                         color="0.5")
         else:
             ax, res = fig.add_subplot(grid[r, c]), None
         _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, sources)
@@ -280,15 +288,19 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
         ax.plot(xs, ys, ls="", marker=_PARAM_MARKERS[p_index % 4], ms=3.5,
                 color=policy_color(members[0]), zorder=2.5)
     # measured points on top, once each (errors.csv has a row per policy compared with)
-    drawn = set()
+    # (one line of markers per source and colour: a Line2D per point costs more to draw)
+    drawn, marks = set(), {}
     for e in points:
         key = (e["source"], e["experiment"], e.get("phase", ""), e["x"])
         if key in drawn:
             continue
         drawn.add(key)
         index = sources.index((e["source"], e["experiment"]))
-        ax.plot([xpos(e)], [e["measured"]], ls="", marker=_MEASURED_MARKERS[index % 6], ms=9,
-                mfc=policy_color(e["policy"]), mec="black", mew=1.6, zorder=10)
+        marks.setdefault((index, policy_color(e["policy"])), []).append((xpos(e), e["measured"]))
+    for (index, color), xy in marks.items():
+        xs, ys = zip(*xy)
+        ax.plot(xs, ys, ls="", marker=_MEASURED_MARKERS[index % 6], ms=9, mfc=color,
+                mec="black", mew=1.6, zorder=10)
     # panics
     top = blended_transform_factory(ax.transData, ax.transAxes)
     at = {}
@@ -333,6 +345,11 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
         if xs and min(xs) > 0 and max(xs) / min(xs) >= 100:
             ax.set_xscale("log")
             ax.minorticks_off()
+    # at most ~6 ticks on a linear axis (a tick is a dozen artists to draw)
+    if not categorical and ax.get_xscale() == "linear":
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    if ax.get_yscale() == "linear":
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
     ax.tick_params(labelbottom=res is None, labelsize=8)
     # a fixed title position: placing it automatically costs a layout pass per panel
     ax.set_title(f"{variant}: {metric} ({_unit(metric, rows + points)})", fontsize=9, y=1.0,
@@ -440,12 +457,12 @@ def _draw_residuals(res, points, xpos, sources):
                  va="center", fontsize=7, color="0.5")
         return
     tol = max(TOLERANCE.get(_kind(e["metric"]), 0.0) for e in points) * 100
-    ys = []
+    ys, missing, marks = [], [], {}
     for e in points:
         index = sources.index((e["source"], e["experiment"]))
         marker = _MEASURED_MARKERS[index % 6]
         if math.isnan(e["predicted"]):
-            res.plot([xpos(e)], [0], ls="", marker="x", color="0.4", ms=7, zorder=3)
+            missing.append(xpos(e))
             continue
         if e["measured"] != 0 and math.isfinite(e["rel_error"]):
             y = math.copysign(e["rel_error"] * 100, e["abs_error"])
@@ -453,14 +470,20 @@ def _draw_residuals(res, points, xpos, sources):
             y = 0.0 if e["ok"] else math.copysign(_RESIDUAL_CAP, e["abs_error"])
         clipped = max(-_RESIDUAL_CAP, min(_RESIDUAL_CAP, y))
         ys.append(clipped)
-        res.plot([xpos(e)], [clipped], ls="", marker=marker, ms=6,
-                 mfc=policy_color(e["policy"]) if e["ok"] else "white",
-                 mec=policy_color(e["policy"]) if e["ok"] else "#d62728", mew=1.5, zorder=3)
+        style = (marker, policy_color(e["policy"]) if e["ok"] else "white",
+                 policy_color(e["policy"]) if e["ok"] else "#d62728")
+        marks.setdefault(style, []).append((xpos(e), clipped))
+    if missing:
+        res.plot(missing, [0] * len(missing), ls="", marker="x", color="0.4", ms=7, zorder=3)
+    for (marker, face, edge), xy in marks.items():
+        xs, ys_ = zip(*xy)
+        res.plot(xs, ys_, ls="", marker=marker, ms=6, mfc=face, mec=edge, mew=1.5, zorder=3)
     limit = max([tol * 2, 1.0] + [abs(y) * 1.25 for y in ys])
     limit = min(limit, _RESIDUAL_CAP * 1.1)
     res.axhspan(-tol, tol, color="#2ca02c", alpha=0.15, lw=0)
     res.axhline(0, color="0.4", lw=0.8)
     res.set_ylim(-limit, limit)
+    res.yaxis.set_major_locator(MaxNLocator(nbins=3, symmetric=True))
     res.set_ylabel("error %", fontsize=7)
 
 
