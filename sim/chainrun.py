@@ -326,24 +326,26 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     replay = sim.allocator.placement() != snap.placement
     if replay and not replayable:
         return None
-    w0 = snap.next_id
-    found = _chain_graph(locator, w0, sim._next_id, snap.entries)
+    w0, w1 = snap.next_id, sim._next_id
+    stride = w1 - w0
+    found = _chain_graph(locator, w0, w1, snap.entries)
     if found is None:
         return None
     graph, in_map, rotating = found
-    collected = _collect_members(sim, locator, graph, in_map, w0, sim._next_id - w0,
-                                 replayable)
+    collected = _collect_members(sim, locator, graph, in_map, w0, stride, replayable)
     if collected is None:
         return None
-    ends = _chain_ends(locator, collected, graph, replay or collected.replay)
+    # members that keep storages or have retro-forwards are built with the replayed
+    # events (leakrun's builder), not block by block
+    replay = replay or any(m.actions is not None or m.retro for m in collected.members)
+    ends = _chain_ends(locator, collected, graph, replay)
     if ends is None:
         return None
-    replay = replay or collected.replay
     tip_id, via, via_order = ends
-    members = tuple(Member(*member[:9], ("chain", member[9] - via_order)
-                           if member[0] + w0 in collected.chain_dep
-                           else ("const", member[9]), *member[10:])
-                    for member in collected.members)
+    members = tuple(m._replace(order=("chain", m.order - via_order)
+                               if m.offset + w0 in collected.chain_dep
+                               else ("const", m.order))
+                    for m in collected.members)
     if replay:
         kept = kept_chain(sim, snap, trees, trace, kept_at, members, collected.tensors,
                           collected.blocks, collected.shared, collected.prev_chunks)
@@ -365,15 +367,15 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
         growth = (state.entries - before.state.entries, state.nodes - before.state.nodes)
         leaf_growth = state.leaves - before.state.leaves
     timing = sim.timing
-    fb, fm, fps = snap.faults
+    _, fm, fps = snap.faults
     work = (sim.work_ps - snap.work - (sim.fault_ps - fps)
             - sum(record.ps for record in sweeps))
     times = (work, timing.compute_ns - snap.timing[0], timing.bookkeeping_ns - snap.timing[1],
              0.0)
-    effect = ChainEffect(sim._next_id - w0, sim.registered - snap.registered,
+    effect = ChainEffect(stride, sim.registered - snap.registered,
                          sim.backwards - snap.backwards, times,
                          (0, 0 if replay else sim.fault_mapped - fm), graph.origin, members,
-                         rotating, _relative_ops(trees.ops, w0, w0 - (sim._next_id - w0)),
+                         rotating, _relative_ops(trees.ops, w0, w0 - stride),
                          templates, growth, state, tip_id, graph, w0)
     effect.leaf_growth = leaf_growth
     if replay:
@@ -422,7 +424,7 @@ def _chain_graph(locator, w0, w1, entries_before):
 class _Members(NamedTuple):
     """What :func:`_collect_members` read off an iteration's members."""
 
-    #: each member's :class:`Member` fields, its order still absolute
+    #: each member's :class:`Member`, its order still absolute
     members: list
     #: heap block sizes the members account for
     blocks: list
@@ -437,8 +439,6 @@ class _Members(NamedTuple):
     tensors: list
     shared: set
     prev_chunks: dict
-    #: whether a member keeps storages or has a retro-forward (its events are replayed)
-    replay: bool
 
 
 def _collect_members(sim, locator, graph, in_map, w0, stride, replayable):
@@ -453,7 +453,7 @@ def _collect_members(sim, locator, graph, in_map, w0, stride, replayable):
     member_ids = set(in_map)
     w1, prev_lo = w0 + stride, w0 - stride
     keys = locator.keys.get(graph.origin, ())
-    out = _Members([], [], [], set(), [], [], set(), {}, False)
+    out = _Members([], [], [], set(), [], [], set(), {})
     index = {}
 
     def ref(pid):
@@ -474,11 +474,9 @@ def _collect_members(sim, locator, graph, in_map, w0, stride, replayable):
         node = step.node
         actions = None
         if step.actions is not None or node.retro is not None:
-            # kept storages and retro-forwards: the members are built with the replayed
-            # events (leakrun's builder), not block by block
+            # kept storages and retro-forwards: built from the replayed events
             if not replayable or step.cost is not None:
                 return None
-            out = out._replace(replay=True)
             if step.actions is not None:
                 try:
                     # a node the actions name: G's, or one from before the iteration
@@ -505,9 +503,10 @@ def _collect_members(sim, locator, graph, in_map, w0, stride, replayable):
         if any(r[0] == "prev" or (r[0] == "cur" and r[1] + w0 in out.chain_dep)
                for r, _ in refs):
             out.chain_dep.add(node_id)
-        out.members.append([node_id - w0, step.kind, step.op, step.nbytes, step.shapes,
-                            node.requirement, node.memory_bound, refs, step_refs, node.order,
-                            node_id in keys, rc.strong == 2, actions, node.retro is not None])
+        out.members.append(Member(node_id - w0, step.kind, step.op, step.nbytes, step.shapes,
+                                  node.requirement, node.memory_bound, refs, step_refs,
+                                  node.order, node_id in keys, rc.strong == 2, actions,
+                                  node.retro is not None))
         blocks = out.blocks
         blocks.extend(node_blocks(sim.layout, step, parents))
         if node.retro is not None:

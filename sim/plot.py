@@ -448,14 +448,11 @@ def _coincide(a, b, to_screen) -> bool:
 
 
 def _draw_residuals(res, points, xpos, sources):
-    """Signed relative error of each prediction, in %, with the tolerance band."""
+    """Signed relative error of each prediction, in %, with the tolerance band
+    (``points``: the panel's measured points, at least one: a panel without any has no
+    strip, :func:`workload_figure`)."""
     res.tick_params(labelsize=7)
     res.grid(True, alpha=0.3)
-    if not points:
-        res.set_yticks([])
-        res.text(0.5, 0.5, "no measurements", transform=res.transAxes, ha="center",
-                 va="center", fontsize=7, color="0.5")
-        return
     tol = max(TOLERANCE.get(_kind(e["metric"]), 0.0) for e in points) * 100
     ys, missing, marks = [], [], {}
     for e in points:
@@ -476,8 +473,8 @@ def _draw_residuals(res, points, xpos, sources):
     if missing:
         res.plot(missing, [0] * len(missing), ls="", marker="x", color="0.4", ms=7, zorder=3)
     for (marker, face, edge), xy in marks.items():
-        xs, ys_ = zip(*xy)
-        res.plot(xs, ys_, ls="", marker=marker, ms=6, mfc=face, mec=edge, mew=1.5, zorder=3)
+        xs, errs = zip(*xy)
+        res.plot(xs, errs, ls="", marker=marker, ms=6, mfc=face, mec=edge, mew=1.5, zorder=3)
     limit = max([tol * 2, 1.0] + [abs(y) * 1.25 for y in ys])
     limit = min(limit, _RESIDUAL_CAP * 1.1)
     res.axhspan(-tol, tol, color="#2ca02c", alpha=0.15, lw=0)
