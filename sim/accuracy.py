@@ -15,8 +15,10 @@ from pathlib import Path
 from .calibrate import run_cells
 from .compare import cells_for, join, summarize
 from .data import atomic_write
+from .errors import UserError
 
-__all__ = ["accuracy_rows", "markdown_table", "update_readme", "policies_target", "BEGIN", "END"]
+__all__ = ["accuracy_rows", "markdown_table", "check_markers", "update_readme",
+           "policies_target", "policy_table", "BEGIN", "END"]
 
 BEGIN = "<!-- accuracy:begin -->"
 END = "<!-- accuracy:end -->"
@@ -60,17 +62,30 @@ def markdown_table(joined, title="") -> str:
     return "\n".join(lines) + "\n"
 
 
+def check_markers(path, begin=BEGIN, end=END) -> str:
+    """The text of ``path``, which must hold the ``begin`` and ``end`` markers in that
+    order (one error line otherwise: a table is only ever written between them, never
+    appended to a file that does not expect it)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") \
+            from None
+    start = text.find(begin)
+    if start < 0 or text.find(end, start) < 0:
+        raise UserError(f"{path}: no {begin} ... {end} markers (put them where the "
+                        f"table goes)")
+    return text
+
+
 def update_readme(readme, table_text, begin=BEGIN, end=END) -> None:
     """Replace the block between the ``begin``/``end`` markers of ``readme``."""
-    path = Path(readme)
-    text = path.read_text(encoding="utf-8")
+    text = check_markers(readme, begin, end)
     block = f"{begin}\n{table_text}{end}"
-    if begin in text and end in text:
-        text = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda m: block, text,
-                      flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    atomic_write(path, text)
+    text = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda m: block, text,
+                  count=1, flags=re.S)
+    atomic_write(Path(readme), text)
 
 
 POLICIES_BEGIN = "<!-- policies:begin -->"
@@ -91,12 +106,10 @@ def policy_table(results_dir) -> str:
     """The "Which policies remove the growth" table of a sweep's report.md."""
     report = Path(results_dir) / "report.md"
     if not report.exists():
-        from .errors import UserError
         raise UserError(f"{report}: no such file (run `sim sweep --out {results_dir}` first)")
     text = report.read_text(encoding="utf-8")
     match = re.search(r"## Which policies remove the growth\n(.*?)\n## ", text, flags=re.S)
     if not match:
-        from .errors import UserError
         raise UserError(f"{report}: no 'Which policies remove the growth' section")
     lines = [line for line in match.group(1).strip().splitlines()
              if line.startswith("|")]

@@ -265,15 +265,17 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     before = join(measured, run_cells(all_cells, profile, jobs), fitted_ids)
     after = join(measured, run_cells(all_cells, new_profile, jobs), fitted_ids)
     echo("")
-    echo(f"{'parameter':<32} {'before':>14} {'after':>14}")
+    wide = max(len("parameter"), *map(len, params))
+    echo(f"{'parameter':<{wide}} {'before':>14} {'after':>14}")
     for name in params:
-        echo(f"{name:<32} {x0[name]:>14.6g} {current[name]:>14.6g}")
+        echo(f"{name:<{wide}} {x0[name]:>14.6g} {current[name]:>14.6g}")
     echo("")
-    echo(f"{'point':<58} {'measured':>11} {'before':>11} {'after':>11} {'error':>8}  status")
+    wide = max([len("point")] + [len(a["point"]) for a in after])   # names whole
+    echo(f"{'point':<{wide}} {'measured':>11} {'before':>11} {'after':>11} {'error':>8}  status")
     for b, a in sorted(zip(before, after), key=lambda t: (t[1]["status"] != "fitted",
                                                           t[1]["point"])):
         err = a["rel_error"]
-        echo(f"{a['point'][:58]:<58} {a['measured']:>11.6g} {b['predicted']:>11.6g} "
+        echo(f"{a['point']:<{wide}} {a['measured']:>11.6g} {b['predicted']:>11.6g} "
              f"{a['predicted']:>11.6g} {err * 100 if math.isfinite(err) else float('nan'):>7.2f}%"
              f"  {a['status']}{'' if a['ok'] else '  OUT OF TOLERANCE'}")
     if out is not None:

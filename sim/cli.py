@@ -26,6 +26,7 @@ def main(argv=None):
     """Entry point of the ``sim`` console script."""
     try:
         cli.main(args=argv, prog_name="sim", standalone_mode=False)
+        sys.stdout.flush()          # a reader that went away (`| head`) fails here
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
@@ -37,10 +38,32 @@ def main(argv=None):
     except KeyboardInterrupt:
         _fail("interrupted", 130)
     except BrokenPipeError:
-        sys.exit(0)
+        _reader_gone()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _reader_gone():
+    """The reader of stdout went away (``sim policies | head``): not an error. What is
+    still buffered goes to /dev/null, so the interpreter's own flush at exit does not
+    fail again (and exit 1)."""
+    import os
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
+
+
+class _SimGroup(click.Group):
+    """The command group; a reader of stdout that goes away while a command prints
+    (``sim policies | head``) ends the command with status 0, where click's own handler
+    would exit 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _reader_gone()
+
+
+@click.group(cls=_SimGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="autodiff-sim")
 def cli():
     """autodiff-sim: simulate burn's autodiff graph bookkeeping (burn 0.22.1).
@@ -208,7 +231,8 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
 @click.option("--max-iterations", type=click.IntRange(min=1), default=8, show_default=True,
               help="Gauss-Newton iterations at most (each simulates the fitted cells once "
                    "per parameter, plus the line search)")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+              help="local worker processes for the cells")
 def calibrate_cmd(measured_paths, base, params, points, out, fresh, max_iterations, jobs):
     """Fit --fit parameters of a profile to measured points (least squares).
 
@@ -235,18 +259,29 @@ def calibrate_cmd(measured_paths, base, params, points, out, fresh, max_iteratio
 @_profile_option
 @click.option("--readme", type=click.Path(dir_okay=False, exists=True), default=None,
               help="write the table into this README between the accuracy markers")
-@click.option("--policies-from", "policies_from", type=click.Path(file_okay=False),
-              default=None, help="also copy the policy table of this sweep's report.md "
-                                 "between the policy markers of the README, or of "
-                                 "docs/policies.md beside it (with --readme)")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--policies-from", "policies_from",
+              type=click.Path(file_okay=False, exists=True), default=None,
+              help="with --readme: also copy the policy table of this sweep's report.md "
+                   "between the policy markers of the README, or of docs/policies.md "
+                   "beside it")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+              help="local worker processes for the cells")
 def accuracy_cmd(measured_paths, profile, readme, policies_from, jobs):
     """Measured vs predicted for every measured point, as a markdown table."""
-    from .accuracy import (POLICIES_BEGIN, POLICIES_END, accuracy_rows, markdown_table,
-                           policies_target, policy_table, update_readme)
+    from .accuracy import (POLICIES_BEGIN, POLICIES_END, accuracy_rows, check_markers,
+                           markdown_table, policies_target, policy_table, update_readme)
     from .compare import known_checker, measured_files
     from .data import read_measured
     from .profile import load_profile
+    if policies_from and not readme:
+        raise UserError("--policies-from needs --readme (the file whose markers it fills)")
+    # every file the command will write, checked before the cells run
+    if readme:
+        check_markers(readme)
+    if policies_from:
+        policies = policy_table(policies_from)
+        target = policies_target(readme)
+        check_markers(target, POLICIES_BEGIN, POLICIES_END)
     prof = load_profile(profile)
     paths = measured_files(measured_paths or [str(_default_measured())])
     measured = []
@@ -258,8 +293,7 @@ def accuracy_cmd(measured_paths, profile, readme, policies_from, jobs):
     text = markdown_table(joined, title)
     if readme:
         if policies_from:
-            target = policies_target(readme)
-            update_readme(target, policy_table(policies_from), POLICIES_BEGIN, POLICIES_END)
+            update_readme(target, policies, POLICIES_BEGIN, POLICIES_END)
             if target != Path(readme):
                 click.echo(f"updated {target}", err=True)
         update_readme(readme, text)
@@ -283,7 +317,7 @@ def bench_cmd(profile, quick, json_out):
     from .data import atomic_write
     from .profile import load_profile
     if json_out is not None:
-        _check_out_file(json_out)
+        _check_out_file(json_out, "--json")
     load_profile(profile)     # a bad profile is an error before any case runs
     click.echo("running benchmark cases...", err=True)
     result = run_bench(profile, quick, echo=lambda line: click.echo(line, err=True))
@@ -316,16 +350,23 @@ def measure_cmd(probes, quick, out, repeat):
     measure(list(probes), quick, out, repeat=repeat)
 
 
-def _check_out_file(out):
-    path = Path(out)
+def _check_out_file(out, option="--out"):
+    """One error line, before any work, for an output file that cannot be written
+    (:func:`sim.data.atomic_write` follows a symbolic link and writes a device or FIFO
+    in place, so those are checked where the data will go)."""
+    import os
+    path = Path(os.path.realpath(out)) if Path(out).is_symlink() else Path(out)
     if path.is_dir():
-        raise UserError(f"--out {out}: is a directory")
+        raise UserError(f"{option} {out}: is a directory")
+    if path.exists() and not path.is_file():
+        if not os.access(path, os.W_OK):
+            raise UserError(f"{option} {out}: not writable")
+        return
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        raise UserError(f"--out {out}: directory {parent} does not exist")
-    import os
+        raise UserError(f"{option} {out}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK):
-        raise UserError(f"--out {out}: directory {parent} is not writable")
+        raise UserError(f"{option} {out}: directory {parent} is not writable")
 
 
 def _table(rows) -> str:

@@ -10,7 +10,8 @@ Predicted rows add ``policy`` and ``profile``. Probe output may add
 :func:`read_measured` validates a file and raises :class:`DataError` with the
 file, the line and what is wrong. :func:`atomic_write` writes every output to a
 temporary name in the same directory and renames it, so a killed run leaves
-either the previous file or the complete new one.
+either the previous file or the complete new one (through a symbolic link: its
+target; a device such as ``/dev/null`` or a FIFO is written in place).
 """
 
 from __future__ import annotations
@@ -78,10 +79,22 @@ def atomic_write(path, text: str) -> None:
 
 
 def atomic_write_bytes(path, data: bytes) -> None:
-    path = Path(path)
+    """Write ``data`` to ``path``: a regular file (new or existing) is written to a
+    temporary file beside it and renamed over it; a symbolic link is followed, so its
+    target is replaced and the link stays; an existing file that is not a regular file
+    (``/dev/null``, a FIFO, a terminal) is written in place, since renaming over it
+    would replace the device with a file."""
+    path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise UserError(f"{path}: is a directory, not a file")
+    if path.exists() and not path.is_file():
+        try:
+            with open(path, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot write ({exc.strerror})") from None
+        return
     if not directory.exists():
         raise UserError(f"{directory}: no such directory")
     try:
@@ -113,8 +126,9 @@ def read_measured(path, known=None) -> list:
     ----------
     path : str or Path
     known : callable, optional
-        ``known(experiment, variant) -> str or None``: an error text for rows
-        naming a workload or variant the simulator does not know.
+        ``known(experiment, variant, phase, x_unit) -> str or None``: an error text
+        for rows naming a workload or variant the simulator does not know, or an
+        ``x_unit`` the workload does not sample that experiment in.
 
     Raises
     ------
@@ -178,7 +192,7 @@ def read_measured(path, known=None) -> list:
             raise DataError(f"{path}:{lineno}: unit '{row['unit']}' is wrong for metric "
                             f"{row['metric']} (expected {expected_unit})")
         if known is not None:
-            problem = known(row["experiment"], row["variant"])
+            problem = known(row["experiment"], row["variant"], row["phase"], row["x_unit"])
             if problem:
                 raise DataError(f"{path}:{lineno}: {problem}")
         key = key_of(row) + (row.get("policy", ""), row.get("platform", ""))
