@@ -11,6 +11,7 @@ from common import adleak_operands, tiny_backward
 from sim.tensor import drop
 
 EXPERIMENT = "adleak-count"
+X_UNITS = {"adleak-count": "iterations"}
 VARIANTS = ("flex", "flex.autodiff", "a-tracked")
 PARAMS = {"iterations": 10_000, "elements": 16}
 

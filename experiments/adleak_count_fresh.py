@@ -13,6 +13,7 @@ three variants share one process and take the reference after one warm-up add.
 from adleak_count import VARIANTS, program
 
 EXPERIMENT = "adleak-count-fresh"
+X_UNITS = {"adleak-count-fresh": "iterations"}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 PARAMS = {"iterations": 10_000, "elements": 16}
 

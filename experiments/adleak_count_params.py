@@ -37,6 +37,7 @@ from sim.tensor import Tensor, drop
 from common import tiny_backward
 
 EXPERIMENT = "adleak-count-params"
+X_UNITS = {"adleak-count-params": "iterations"}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 MODES = ("untracked", "tracked", "interleaved", "independent4", "merge-persistent",
          "merge-fresh", "chain-dead")

@@ -13,6 +13,7 @@ from adleak_count import VARIANTS, program
 from adleak_count_fresh import probe_backward_through_a
 
 EXPERIMENT = "adleak-count-sequential"
+X_UNITS = {"adleak-count-sequential": "iterations"}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 PARAMS = {"iterations": 10_000, "elements": 16}
 

@@ -9,6 +9,7 @@ from common import adleak_operands, rss_bytes_paged, tiny_backward
 from sim.tensor import drop
 
 EXPERIMENT = "adleak-rss"
+X_UNITS = {"adleak-rss": "k_iterations"}
 VARIANTS = ("flex", "flex.autodiff", "a-tracked", "autodiff-backward-each-round",
             "without_autodiff")
 PARAMS = {"iterations": 100_000, "rounds": 4, "elements": 16}

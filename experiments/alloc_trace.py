@@ -27,6 +27,7 @@ from sim.costs.heap import Heap
 from sim.tensor import Tensor, drop
 
 EXPERIMENT = "alloc-trace"
+X_UNITS = {"alloc-trace": "op"}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = (
     "first-tensor-creation", "first-op-ever", "untracked-add", "tracked-add", "require-grad",

@@ -11,6 +11,7 @@ per chain op: tape build, every step's backward, the orphan sweep after it).
 from sim.tensor import Tensor
 
 EXPERIMENT = "backward-cost"
+X_UNITS = {"backward-cost": "round"}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = ("add", "mul_scalar", "relu", "matmul")
 PARAMS = {"chain": 2_000, "rounds": 3, "features": 128}

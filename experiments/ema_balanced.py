@@ -14,6 +14,7 @@ from sim.optim import GradientsParams, Sgd
 from sim.tensor import Tensor
 
 EXPERIMENT = "ema-balanced"
+X_UNITS = {"ema-balanced": "step"}
 VARIANTS = ("detach", "without")
 PARAMS = {"steps": 500, "report_every": 100, "batch": 64, "features": 512,
           "checkpointing": "balanced"}

@@ -19,6 +19,7 @@ from sim.errors import UserError
 from sim.tensor import Tensor, drop
 
 EXPERIMENT = "op-cost"
+X_UNITS = {"op-cost": "iterations"}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 MODES = ("plain", "untracked", "tracked", "chain")
 OPS = ("add", "mul_scalar", "matmul", "relu", "reshape", "sum")

@@ -7,6 +7,8 @@ also enters the loss; the second backward panics), without / target-without
 (snapshot = w.without_autodiff()), log (a detached norm read each step, not
 kept), ema-only (the update alone). Each printed ms/step is the mean over the
 steps since the previous print; rss_delta is relative to the mode's start.
+`report_at` lists the steps it prints at, each in 1..steps (the last step is always
+printed); the default, the probe's schedule for 2000 steps, is cut at a shorter run.
 Under the `pytorch` policy the same program gives the experiment p10-ema-pytorch.
 `--set optimizer=adam` trains with burn's Adam (default config) instead of SGD: the
 experiment p10-ema-adam (experiments/p10_ema_adam.py replicates its Linux probe).
@@ -24,6 +26,7 @@ from common import ProbeSink, rss_bytes_paged
 
 EXPERIMENT = "p10-ema"
 MEASURED = ("p10-ema", "p10-ema-pytorch")
+X_UNITS = {"p10-ema": "step", "p10-ema-pytorch": "step"}
 # log-no-ema: the Linux probe's log mode, which creates no ema (the seed's log most likely
 # kept the one its program creates before the loop for every mode)
 VARIANTS = ("detach", "target", "without", "target-without", "log", "ema-only", "log-no-ema")
@@ -50,16 +53,44 @@ ADAM_NOTE = ("optimizer Adam with burn's default config (AdamConfig::new().init(
 MiB = 1024 * 1024
 
 
+def report_steps(report_at, steps, clip=False):
+    """The steps a run of ``steps`` steps reports at, ascending: the comma-separated step
+    numbers of ``report_at``, and always the last step.
+
+    Each must be in 1..steps; with ``clip`` the ones beyond ``steps`` are left out instead
+    (a schedule made for a longer run). Anything else -- no step numbers at all, one that
+    is not an integer, one < 1 or (without ``clip``) one > ``steps`` -- is a UserError
+    naming the value and the valid range.
+
+    >>> report_steps("1,50, 20", 60), report_steps("1,50,100", 60, clip=True)
+    ([1, 20, 50, 60], [1, 50, 60])
+    >>> report_steps("1,100", 60)
+    Traceback (most recent call last):
+    sim.errors.UserError: --set report_at=1,100: step 100 is outside 1..60 (steps=60)
+    """
+    text = str(report_at)
+    try:
+        wanted = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise UserError(f"--set report_at={text}: expected comma-separated step numbers "
+                        f"in 1..{steps}") from None
+    if not wanted:
+        raise UserError(f"--set report_at={text}: expected at least one step number "
+                        f"in 1..{steps}")
+    for step in wanted:
+        if step < 1 or (step > steps and not clip):
+            raise UserError(f"--set report_at={text}: step {step} is outside 1..{steps} "
+                            f"(steps={steps})")
+    return sorted({s for s in wanted if s <= steps} | {steps})
+
+
 def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd", sink="auto"):
     if sim.policy.framework == "pytorch":
         sim.experiment = "p10-ema-pytorch" + ("" if optimizer == "sgd" else f"-{optimizer}")
     elif optimizer != "sgd":
         sim.experiment = f"p10-ema-{optimizer}"
-    try:
-        wanted = {int(s) for s in str(report_at).split(",") if s.strip()}
-    except ValueError:
-        raise UserError(f"--set report_at={report_at}: expected comma-separated step numbers")
-    reports = sorted({s for s in wanted if 0 < s <= steps} | {steps})
+    # the default schedule is the probe's for its 2000 steps: cut at a shorter run
+    reports = report_steps(report_at, steps, clip=str(report_at) == PARAMS["report_at"])
     # the probe's reference point is before the device (ema.rs: rss0, text0)
     rss0 = sim.rss_bytes()
     device = sim.device("flex").autodiff()

@@ -13,6 +13,7 @@ import p10_ema
 EXPERIMENT = "p10-ema-adam"
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 MEASURED = ("p10-ema-adam",)
+X_UNITS = {"p10-ema-adam": "step"}
 VARIANTS = ("detach", "without", "target-without", "log-no-ema")
 PARAMS = {k: v for k, v in p10_ema.PARAMS.items() if k != "optimizer"}
 POSITIVE = p10_ema.POSITIVE

@@ -13,6 +13,7 @@ import p10_ema
 EXPERIMENT = "p10-ema-params"
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 MEASURED = ("p10-ema-params",)
+X_UNITS = {"p10-ema-params": "step"}
 VARIANTS = ("detach/steps=200", "detach/steps=1000", "detach/steps=4000",
             "detach/steps=20", "detach/steps=100", "detach/steps=400")
 PARAMS = {"batch": 64, "features": 512, "lr": 1e-3,
@@ -23,7 +24,8 @@ POSITIVE = ("batch", "features", "lr")
 def run(sim, variant, batch, features, lr, report_at):
     mode, steps = variant.split("/steps=")
     steps = int(steps)
-    report_at = ",".join(s for s in str(report_at).split(",") if s.strip() and int(s) <= steps)
+    # the probe's schedule: the steps <= the run length (p10_ema.report_steps checks the rest)
+    report_at = ",".join(map(str, p10_ema.report_steps(report_at, steps, clip=True)))
     # the probe records only ms_per_step here; the other metrics are dropped
     start = len(sim.rows)
     yield from p10_ema.run(sim, mode, steps=steps, batch=batch, features=features, lr=lr,

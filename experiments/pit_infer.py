@@ -14,6 +14,7 @@ from sim.tensor import Tensor
 from common import ProbeSink, rss_bytes_paged
 
 EXPERIMENT = "pit-infer"
+X_UNITS = {"pit-infer": "forwards"}
 VARIANTS = ("build", "A-model-and-input-autodiff", "B-valid-model-input-autodiff",
             "C-valid-model-input-plain")
 PARAMS = {"forwards": 100, "report_every": 50, "batch": 256, "features": 512, "device": "metal"}

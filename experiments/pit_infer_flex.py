@@ -15,6 +15,7 @@ import pit_infer
 from common import ProbeSink
 
 EXPERIMENT = "pit-infer-flex"
+X_UNITS = {"pit-infer-flex": "forwards"}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = pit_infer.VARIANTS
 PARAMS = {**pit_infer.PARAMS, "device": "flex", "sink": "auto"}

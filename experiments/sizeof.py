@@ -10,6 +10,7 @@ std/hashbrown table headers, ...) are left unpredicted.
 """
 
 EXPERIMENT = "sizeof"
+X_UNITS = {"sizeof": ""}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = (
     "burn_autodiff::NodeId", "Arc<NodeId>", "ArcInner<NodeId>", "Parent", "Option<ParamId>",

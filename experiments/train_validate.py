@@ -18,6 +18,7 @@ from sim.tensor import Tensor
 from common import ProbeSink, rss_bytes_paged
 
 EXPERIMENT = "train-validate"
+X_UNITS = {"train-validate": {"train": "step", "generate": "samples"}}
 VARIANTS = ("autodiff", "valid-model", "plain")
 PARAMS = {"steps": 200, "validate_every": 50, "val_batches": 20, "samples": 400,
           "report_every": 50, "batch": 32, "features": 128, "sink": "auto"}

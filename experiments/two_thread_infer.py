@@ -11,6 +11,7 @@ from sim.nn import Mlp
 from sim.tensor import Tensor
 
 EXPERIMENT = "two-thread-infer"
+X_UNITS = {"two-thread-infer": "forwards"}
 VARIANTS = ("two-threads", "one-thread")
 PARAMS = {"forwards": 200, "report_every": 50, "batch": 16, "features": 64}
 

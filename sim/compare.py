@@ -82,11 +82,13 @@ def measured_files(paths) -> list:
 
 
 def known_checker(workloads=()):
-    """``known(experiment, variant)`` for :func:`sim.data.read_measured`: the experiments
-    (and variants) of the built-in workloads and of ``workloads`` (loaded workloads)."""
+    """``known(experiment, variant, phase, x_unit)`` for :func:`sim.data.read_measured`:
+    the experiments (and variants) of the built-in workloads and of ``workloads`` (loaded
+    workloads), and the ``x_unit`` each samples in where it declares it (``X_UNITS``;
+    elsewhere :func:`check_x_units` checks it against the rows of the run)."""
     table = _experiments(workloads)
 
-    def known(experiment, variant):
+    def known(experiment, variant, phase="", x_unit=None):
         w = table.get(experiment)
         if w is None:
             return (f"unknown experiment '{experiment}' "
@@ -94,6 +96,11 @@ def known_checker(workloads=()):
         if variant not in w.variants:
             return (f"unknown variant '{variant}' of {experiment} "
                     f"(known: {', '.join(w.variants)})")
+        declared = w.x_unit(experiment, phase)
+        if x_unit is not None and declared is not None and x_unit != declared:
+            where = f" phase {phase}" if phase else ""
+            return (f"x_unit '{x_unit}' is wrong for {experiment} {variant}{where} "
+                    f"(expected {declared})")
         return None
     return known
 

@@ -42,6 +42,7 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
         raise
     except Exception as exc:  # an error in the workload's (or policy's) code: its file and line
         raise UserError(_describe(exc, workload, sim.policy)) from None
+    workload.check_x_units(rows)
     for row in rows:
         row["policy"] = sim.policy_class.name     # the label: not a read of the run's
         row["profile"] = profile.name

@@ -5,22 +5,35 @@ A workload file (``experiments/*.py`` or a user's own file) defines:
 ``EXPERIMENT``   the experiment name its rows carry (default: the file name);
 ``VARIANTS``     the variant names (default: ``("default",)``);
 ``PARAMS``       parameters with defaults, overridable with ``--set KEY=VALUE``
-                 (the default's type is the parameter's type);
+                 (the default's type -- int, float, bool or str -- is the
+                 parameter's type; a float given must be finite);
 ``run(sim, variant, **params)``
                  a generator: the program, yielding ``sim.sample(...)`` /
                  ``sim.tick()`` where the real program would print or sync.
 
-Optional: ``DESCRIPTION`` (one line), ``POSITIVE`` (names of parameters that
-must be > 0; by default every int parameter), ``CHOICES`` (parameter name -> its
+Optional: ``DESCRIPTION`` (one line), ``POSITIVE`` (names of numeric parameters
+that must be > 0; by default every int parameter), ``CHOICES`` (parameter name -> its
 allowed values, e.g. ``{"optimizer": ("sgd", "adam")}``: a value outside them is
 an error, and ``sim sweep --set optimizer=sgd,adam`` makes it a grid axis), ``MEASURED`` (experiment names
 in the measured data this workload predicts, default ``(EXPERIMENT,)``),
 ``SWEEP`` (False keeps a workload out of ``sim sweep``'s default set, e.g. the
-replicas of the Linux probes; it still runs when named).
+replicas of the Linux probes; it still runs when named), ``X_UNITS`` (experiment ->
+the ``x_unit`` its rows are sampled in, or a dict phase -> x_unit, e.g.
+``{"train-validate": {"train": "step", "generate": "samples"}}``: a measured row in
+another unit is an error before anything runs, and a run that samples in another unit
+is an error in the workload file).
+
+Every one of these is checked when the file is loaded (:func:`_load`): a constant of
+the wrong type (``VARIANTS = "abc"``, ``PARAMS = 5``, a ``POSITIVE`` name that is
+not a numeric parameter, ...) or a ``run`` that cannot take ``sim, variant`` and
+every ``PARAMS`` name as keyword arguments is one error naming the file and the
+constant, not a traceback later.
 """
 
 from __future__ import annotations
 
+import inspect
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +60,25 @@ class Workload:
     measured: tuple = field(default_factory=tuple)
     sweep: bool = True
     choices: dict = field(default_factory=dict)
+    x_units: dict = field(default_factory=dict)
+
+    def x_unit(self, experiment, phase=""):
+        """The ``x_unit`` the file declares (``X_UNITS``) for rows of ``experiment`` in
+        ``phase``, or None where it declares none."""
+        unit = self.x_units.get(experiment)
+        return unit.get(phase or "") if isinstance(unit, dict) else unit
+
+    def check_x_units(self, rows) -> None:
+        """A row the run sampled in another ``x_unit`` than ``X_UNITS`` declares is an
+        error in the workload file (its declaration is what measured rows are checked
+        against before a run)."""
+        for row in rows:
+            declared = self.x_unit(row["experiment"], row.get("phase", ""))
+            if declared is not None and row["x_unit"] != declared:
+                phase = f" phase '{row['phase']}'" if row.get("phase") else ""
+                raise UserError(f"{self.path}: X_UNITS declares x_unit '{declared}' for "
+                                f"{row['experiment']}{phase}, but run() sampled it in "
+                                f"'{row['x_unit']}'")
 
     def resolve(self, variant=None, sets=None) -> dict:
         """Parameters after applying ``sets`` (name -> string value); checks the variant."""
@@ -71,6 +103,18 @@ class Workload:
 
 
 def _convert(key, text, default):
+    """``text`` (a ``--set`` value) as the type of the parameter's ``default``.
+
+    A bool takes true/false/1/0, an int may hold ``_`` separators, a float must be
+    finite (``nan``/``inf`` are errors); a str is taken as is, a non-string ``text``
+    (a value from Python, not the command line) is returned unchanged.
+
+    >>> _convert("lr", "1e-3", 0.1), _convert("steps", "2_000", 1), _convert("f", "0", True)
+    (0.001, 2000, False)
+    >>> _convert("lr", "nan", 0.1)
+    Traceback (most recent call last):
+    sim.errors.UserError: --set lr=nan: not a finite number
+    """
     if not isinstance(text, str):
         return text
     try:
@@ -81,7 +125,10 @@ def _convert(key, text, default):
         if isinstance(default, int):
             return int(text.replace("_", ""))
         if isinstance(default, float):
-            return float(text)
+            value = float(text)
+            if not math.isfinite(value):
+                raise UserError(f"--set {key}={text}: not a finite number")
+            return value
     except ValueError:
         kind = type(default).__name__
         raise UserError(f"--set {key}={text}: not a valid {kind}") from None
@@ -89,7 +136,16 @@ def _convert(key, text, default):
 
 
 def parse_sets(items) -> dict:
-    """``["KEY=V", ...]`` -> dict; one clear error for a malformed item."""
+    """``["KEY=V", ...]`` -> dict; one clear error for a malformed item or a key given
+    twice (``sim run``'s overrides set each parameter once; ``sim sweep``'s grid, where
+    repeating a key adds values, parses one item at a time: :func:`sim.sweep.parse_grid`).
+
+    >>> parse_sets(["steps=60", " lr = 1e-3"])
+    {'steps': '60', 'lr': '1e-3'}
+    >>> parse_sets(["k=1", "k=2"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    sim.errors.UserError: --set k=2: parameter 'k' is already set (--set k=1); ...
+    """
     out = {}
     for item in items or ():
         if "=" not in item:
@@ -98,6 +154,9 @@ def parse_sets(items) -> dict:
         key = key.strip()
         if not key:
             raise UserError(f"--set {item}: empty parameter name")
+        if key in out:
+            raise UserError(f"--set {item.strip()}: parameter '{key}' is already set "
+                            f"(--set {key}={out[key]}); give each parameter once")
         out[key] = value.strip()
     return out
 
@@ -134,6 +193,7 @@ def load_workload(name_or_path) -> Workload:
 
 
 def _load(path: Path) -> Workload:
+    """The workload of the file ``path`` (cached by path), its constants checked."""
     key = str(path)
     if key in _CACHE:
         return _CACHE[key]
@@ -143,26 +203,186 @@ def _load(path: Path) -> Workload:
     run = getattr(module, "run", None)
     if not callable(run):
         raise UserError(f"{path}: a workload file must define run(sim, variant, **params)")
-    params = dict(getattr(module, "PARAMS", {}))
-    positive = tuple(getattr(module, "POSITIVE",
-                             [k for k, v in params.items()
-                              if isinstance(v, int) and not isinstance(v, bool)]))
-    name = getattr(module, "EXPERIMENT", path.stem.replace("_", "-"))
+    params = _params(path, module)
+    name = _constant(path, module, "EXPERIMENT", path.stem.replace("_", "-"), _is_name,
+                     "a non-empty string")
     workload = Workload(
         name=name,
         path=path,
-        variants=tuple(getattr(module, "VARIANTS", ("default",))),
+        variants=_names(path, module, "VARIANTS", ("default",), "variant", distinct=True),
         params=params,
         run=run,
-        description=getattr(module, "DESCRIPTION", (module.__doc__ or "").strip().split("\n")[0]),
-        positive=positive,
-        measured=tuple(getattr(module, "MEASURED", (name,))),
-        sweep=bool(getattr(module, "SWEEP", True)),
-        choices={k: tuple(v) for k, v in dict(getattr(module, "CHOICES", {})).items()},
+        description=_constant(path, module, "DESCRIPTION",
+                              (module.__doc__ or "").strip().split("\n")[0],
+                              lambda v: isinstance(v, str), "a string (one line)"),
+        positive=_positive(path, module, params),
+        measured=tuple(_strings(path, module, "MEASURED", (name,),
+                                "a tuple or list of experiment names")),
+        sweep=_constant(path, module, "SWEEP", True, lambda v: isinstance(v, bool),
+                        "True or False"),
+        choices=_choices(path, module, params),
+        x_units=_x_units(path, module),
     )
-    for param, allowed in workload.choices.items():
-        if param not in params or params[param] not in allowed:
-            raise UserError(f"{path}: CHOICES names '{param}', which is not a parameter "
-                            f"or whose default is not one of its choices")
+    _check_run(path, run, params)
     _CACHE[key] = workload
     return workload
+
+
+#: the types a parameter's default may have (its type is the parameter's type)
+PARAM_TYPES = (bool, int, float, str)
+
+
+def _kind(value) -> str:
+    """``TYPE VALUE`` for an error message (the value's repr cut at 60 characters)."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _is_name(value) -> bool:
+    """A non-empty string."""
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _is_number(value) -> bool:
+    """An int or a float, not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _constant(path, module, name, default, ok, expected):
+    """``module.NAME`` (``default`` if the file does not define it), checked by ``ok``:
+    otherwise an error naming the file, the constant and what was ``expected``."""
+    value = getattr(module, name, default)
+    if not ok(value):
+        raise UserError(f"{path}: {name} must be {expected}, not {_kind(value)}")
+    return value
+
+
+def _strings(path, module, name, default, expected):
+    """``module.NAME`` as a tuple of strings: a tuple or list of them (a bare string is
+    an error: it would be read as its characters)."""
+    value = getattr(module, name, default)
+    if isinstance(value, str):
+        raise UserError(f"{path}: {name} must be {expected}, not the string {value!r} "
+                        f"(write ({value!r},) for one)")
+    if not isinstance(value, (tuple, list)) or not all(isinstance(v, str) for v in value):
+        raise UserError(f"{path}: {name} must be {expected}, not {_kind(value)}")
+    return tuple(value)
+
+
+def _names(path, module, name, default, what, distinct=False):
+    """``module.NAME`` as a non-empty tuple of non-empty strings (``what`` names)."""
+    expected = f"a non-empty tuple or list of {what} names (strings)"
+    values = _strings(path, module, name, default, expected)
+    if not values or not all(_is_name(v) for v in values):
+        raise UserError(f"{path}: {name} must be {expected}, "
+                        f"not {_kind(getattr(module, name, default))}")
+    if distinct:
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:
+            raise UserError(f"{path}: {name} names {', '.join(map(repr, repeated))} more "
+                            f"than once")
+    return values
+
+
+def _params(path, module) -> dict:
+    """``module.PARAMS``: a dict of parameter name (a string) -> default (bool, int,
+    float or str)."""
+    params = getattr(module, "PARAMS", {})
+    if not isinstance(params, dict):
+        raise UserError(f"{path}: PARAMS must be a dict of parameter name -> default, "
+                        f"not {_kind(params)}")
+    for key, value in params.items():
+        if not _is_name(key):
+            raise UserError(f"{path}: PARAMS: parameter names must be non-empty strings, "
+                            f"not {_kind(key)}")
+        if not isinstance(value, PARAM_TYPES):
+            raise UserError(f"{path}: PARAMS['{key}'] must be an int, float, bool or str "
+                            f"(its default sets its type), not {_kind(value)}")
+    return dict(params)
+
+
+def _positive(path, module, params) -> tuple:
+    """``module.POSITIVE``: names of numeric parameters that must be > 0 (default:
+    every int parameter)."""
+    default = tuple(k for k, v in params.items() if _is_number(v) and isinstance(v, int))
+    names = _strings(path, module, "POSITIVE", default,
+                     "a tuple or list of parameter names")
+    for key in names:
+        if key not in params or not _is_number(params[key]):
+            numeric = [k for k, v in params.items() if _is_number(v)]
+            raise UserError(f"{path}: POSITIVE names '{key}', which is not a numeric "
+                            f"parameter (numeric PARAMS: {', '.join(numeric) or 'none'})")
+    return names
+
+
+def _choices(path, module, params) -> dict:
+    """``module.CHOICES``: parameter name -> tuple of its allowed values (a tuple or
+    list holding the parameter's default)."""
+    choices = getattr(module, "CHOICES", {})
+    if not isinstance(choices, dict):
+        raise UserError(f"{path}: CHOICES must be a dict of parameter name -> its allowed "
+                        f"values, not {_kind(choices)}")
+    out = {}
+    for param, allowed in choices.items():
+        if param not in params:
+            raise UserError(f"{path}: CHOICES names '{param}', which is not a parameter "
+                            f"(PARAMS: {', '.join(map(str, params)) or 'none'})")
+        if not isinstance(allowed, (tuple, list)) or not allowed:
+            raise UserError(f"{path}: CHOICES names '{param}' with {_kind(allowed)}: "
+                            f"expected a non-empty tuple or list of its allowed values")
+        if params[param] not in allowed:
+            raise UserError(f"{path}: CHOICES names '{param}', whose default "
+                            f"{params[param]!r} is not one of its choices")
+        out[param] = tuple(allowed)
+    return out
+
+
+def _x_units(path, module) -> dict:
+    """``module.X_UNITS``: experiment name -> x_unit (a string), or -> a dict of phase
+    (a string, ``""`` for rows without one) -> x_unit."""
+    units = getattr(module, "X_UNITS", {})
+    expected = ("a dict of experiment name -> x_unit (a string) or -> a dict of "
+                "phase -> x_unit")
+    if not isinstance(units, dict):
+        raise UserError(f"{path}: X_UNITS must be {expected}, not {_kind(units)}")
+    for experiment, unit in units.items():
+        phases = unit if isinstance(unit, dict) else {"": unit}
+        if not isinstance(experiment, str) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in phases.items()):
+            raise UserError(f"{path}: X_UNITS must be {expected}, not "
+                            f"{_kind({experiment: unit})} in it")
+    return dict(units)
+
+
+def _check_run(path, run, params) -> None:
+    """``run`` accepts ``(sim, variant, **PARAMS)``: a parameter it lacks (or one it
+    requires that PARAMS does not declare) is an error at load, not a TypeError mid-run."""
+    try:
+        signature = inspect.signature(run)
+    except (TypeError, ValueError):   # no signature to read (a builtin): checked when it runs
+        return
+    try:
+        signature.bind(None, None, **params)
+    except TypeError as exc:
+        raise UserError(f"{path}: run{signature} cannot be called as run(sim, variant, "
+                        f"**PARAMS): {_mismatch(signature, params) or exc}") from None
+
+
+def _mismatch(signature, params) -> str:
+    """What keeps ``run(sim, variant, **params)`` from binding to ``signature``, in the
+    workload's terms ("" when it is not about PARAMS)."""
+    kinds = inspect.Parameter
+    accepted = [p for p in signature.parameters.values()
+                if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY)]
+    names = {p.name for p in accepted}
+    if not any(p.kind == kinds.VAR_KEYWORD for p in signature.parameters.values()):
+        lacking = [k for k in params if k not in names]
+        if lacking:
+            return (f"it has no parameter {', '.join(map(repr, lacking))}, which PARAMS "
+                    f"declares")
+    positional = list(signature.parameters.values())[:2]
+    required = [p.name for p in accepted if p.default is p.empty and p not in positional
+                and p.name not in params]
+    if required:
+        return f"it requires {', '.join(map(repr, required))}, which PARAMS does not declare"
+    return ""
