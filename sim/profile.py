@@ -14,19 +14,27 @@ taken from burn/cubecl source, or fitted by ``sim calibrate``):
 ``[sysfs]``     the host's /sys/devices/system/cpu as gemm-common reads it on Linux
                 (``sim.gemm_cache``); empty lists where it is not read.
 
+Two more tables describe the profile rather than the platform (:data:`RECORDS`; they
+are no parameters): ``[meta]`` (required: ``platform``, ``burn_version``) and
+``[calibration]`` (optional, written by ``sim calibrate``: ``fitted``, ``points``).
+
 :func:`load_profile` validates everything and raises :class:`ProfileError`
-naming the file and the bad key.
+naming the file and the bad key: a missing or unknown table or key, a value of the
+wrong type, a negative or non-finite number (TOML's ``inf`` and ``nan``).
 """
 
 from __future__ import annotations
 
+import math
+import reprlib
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
 from .errors import UserError
 
-__all__ = ["Profile", "ProfileError", "load_profile", "profile_names", "MODELS_DIR", "SCHEMA"]
+__all__ = ["Profile", "ProfileError", "load_profile", "profile_names", "MODELS_DIR", "SCHEMA",
+           "RECORDS"]
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 
@@ -188,6 +196,19 @@ SCHEMA = {
 }
 
 
+#: tables that describe a profile, not parameters of the model: table -> (whether the
+#: profile must have it, key -> type). A table present has every key and no other.
+RECORDS = {
+    "meta": (True, {
+        "platform": STR,             # e.g. "macos-aarch64": what the profile models
+        "burn_version": STR,         # the burn release its layouts and costs are of
+    }),
+    "calibration": (False, {         # written by `sim calibrate` (sim.calibrate.write_profile)
+        "fitted": STRS,              # the parameters fitted, section.key
+        "points": STRS,              # the measured points they were fitted on
+    }),
+}
+
 #: [process] keys passed to the glibc arena as mallopt settings
 MALLOPT_KEYS = ("malloc_trim_threshold_bytes", "malloc_mmap_threshold_bytes",
                 "malloc_top_pad_bytes")
@@ -266,44 +287,114 @@ def load_profile(name_or_path) -> Profile:
 
 
 def validate(data, path) -> None:
-    """Raise :class:`ProfileError` on a missing, unknown, mistyped or negative key."""
-    allowed_top = {"process", "code", "layout", "time", "backend", "pytorch", "sysfs",
-                   "calibration", "meta"}
-    for key in data:
-        if key not in allowed_top:
-            raise ProfileError(f"{path}: unknown table [{key}]")
+    """Raise :class:`ProfileError` naming ``path`` and the first bad table or key: a table
+    or key missing or unknown (:data:`SCHEMA`, :data:`RECORDS`), a value of the wrong type,
+    a negative or non-finite number, or a value outside its rules (:func:`_check_rules`).
+    Numbers of :data:`FLOAT` keys are made ``float`` in place.
+
+    >>> validate({"meta": {"platform": "x", "burn_version": "0.22.1"}}, "p.toml")
+    Traceback (most recent call last):
+    sim.profile.ProfileError: p.toml: missing table [process]
+    """
+    _check_table_names(data, path)
     for section, keys in SCHEMA.items():
-        table = data
-        for part in section.split("."):
-            if not isinstance(table, dict) or part not in table:
-                raise ProfileError(f"{path}: missing table [{section}]")
-            table = table[part]
-        if not isinstance(table, dict):
-            raise ProfileError(f"{path}: [{section}] is not a table")
-        for key in table:
-            if key not in keys:
-                raise ProfileError(f"{path}: unknown key {section}.{key}")
-        for key, kind in keys.items():
-            if key not in table:
-                raise ProfileError(f"{path}: missing key {section}.{key}")
-            value = table[key]
-            if kind == STR:
-                if not isinstance(value, str):
-                    raise ProfileError(f"{path}: {section}.{key} must be a string, got {value!r}")
-                continue
-            if kind == STRS:
-                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise ProfileError(f"{path}: {section}.{key} must be a list of strings, "
-                                       f"got {value!r}")
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ProfileError(f"{path}: {section}.{key} must be a number, got {value!r}")
-            if kind == INT and not isinstance(value, int):
-                raise ProfileError(f"{path}: {section}.{key} must be an integer, got {value!r}")
-            if value < 0:
-                raise ProfileError(f"{path}: {section}.{key} must not be negative, got {value!r}")
-            if kind == FLOAT:
-                table[key] = float(value)
+        _check_keys(_section(data, section, path), section, keys, path)
+    for section, (required, keys) in RECORDS.items():
+        if required or section in data:
+            _check_keys(_section(data, section, path), section, keys, path)
+    _check_rules(data, path)
+
+
+def _check_table_names(data, path) -> None:
+    """Every top-level table is one of :data:`SCHEMA`'s or :data:`RECORDS`', and every
+    table nested in one (``[backend.flex]``) is one of :data:`SCHEMA`'s."""
+    nested = {}
+    for section in SCHEMA:
+        parent, _, child = section.rpartition(".")
+        if parent:
+            nested.setdefault(parent, set()).add(child)
+    allowed = {section.split(".")[0] for section in SCHEMA} | set(RECORDS)
+    for key in data:
+        if key not in allowed:
+            raise ProfileError(f"{path}: unknown table [{key}]")
+    for parent, children in nested.items():
+        table = data.get(parent)
+        for key in table if isinstance(table, dict) else ():
+            if key not in children:
+                what = (f"table [{parent}.{key}]" if isinstance(table[key], dict)
+                        else f"key {parent}.{key}")
+                raise ProfileError(f"{path}: unknown {what}")
+
+
+def _section(data, section, path) -> dict:
+    """The table ``section`` (dotted: ``backend.flex``) of ``data``; missing or not a
+    table is a :class:`ProfileError`."""
+    table = data
+    for part in section.split("."):
+        if not isinstance(table, dict) or part not in table:
+            raise ProfileError(f"{path}: missing table [{section}]")
+        table = table[part]
+    if not isinstance(table, dict):
+        raise ProfileError(f"{path}: [{section}] is not a table")
+    return table
+
+
+def _check_keys(table, section, keys, path) -> None:
+    """``table`` has exactly the keys ``keys`` (key -> type), each value of its type."""
+    for key in table:
+        if key not in keys:
+            raise ProfileError(f"{path}: unknown key {section}.{key}")
+    for key, kind in keys.items():
+        if key not in table:
+            raise ProfileError(f"{path}: missing key {section}.{key}")
+        table[key] = _checked_value(table[key], kind, f"{section}.{key}", path)
+
+
+def _checked_value(value, kind, name, path):
+    """``value`` of key ``name`` if it is of type ``kind`` (a :data:`FLOAT` made ``float``);
+    a number must also be finite and not negative.
+
+    >>> _checked_value(float("inf"), FLOAT, "time.register_ns", "p.toml")
+    Traceback (most recent call last):
+    sim.profile.ProfileError: p.toml: time.register_ns must be a finite number, got inf
+    """
+    if kind == STR:
+        if not isinstance(value, str):
+            raise ProfileError(f"{path}: {name} must be a string, got {_shown(value)}")
+        return value
+    if kind == STRS:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ProfileError(f"{path}: {name} must be a list of strings, got {_shown(value)}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProfileError(f"{path}: {name} must be a number, got {_shown(value)}")
+    if not _finite(value):
+        raise ProfileError(f"{path}: {name} must be a finite number, got {_shown(value)}")
+    if kind == INT and not isinstance(value, int):
+        raise ProfileError(f"{path}: {name} must be an integer, got {_shown(value)}")
+    if value < 0:
+        raise ProfileError(f"{path}: {name} must not be negative, got {_shown(value)}")
+    return float(value) if kind == FLOAT else value
+
+
+def _shown(value) -> str:
+    """``repr`` of a bad value, shortened (a long list, a 400-digit integer) to fit the
+    one error line."""
+    return reprlib.repr(value)
+
+
+def _finite(number) -> bool:
+    """Whether ``number`` is finite: not TOML's ``inf`` or ``nan``, nor an integer beyond
+    the range of a float (TOML integers are read unbounded)."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
+
+
+def _check_rules(data, path) -> None:
+    """The rules between keys: a known allocator, mallopt settings only for glibc-arena,
+    positive rates, an L2 miss rate where an L2 is modelled, a hash-table group width."""
     from .costs.rss import ALLOCATOR_CLASSES
     allocator = data["process"]["allocator"]
     if allocator not in ALLOCATOR_CLASSES:
@@ -315,9 +406,7 @@ def validate(data, path) -> None:
             raise ProfileError(f"{path}: process.{key} must be 0 or more, and 0 unless the "
                                f"allocator is glibc-arena (got {value})")
     for section in ("backend.flex", "backend.metal", "pytorch"):
-        table = data
-        for part in section.split("."):
-            table = table[part]
+        table = _section(data, section, path)
         for key in ("gflops", "gbps"):
             if table[key] <= 0:
                 raise ProfileError(f"{path}: {section}.{key} must be positive")

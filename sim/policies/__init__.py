@@ -36,11 +36,21 @@ is simulated. A policy that defines it and keeps counters updates them in
 ``ff_apply``, which fast-forward calls for every batch of iterations it applies; a loop
 that grows a chain (:mod:`sim.chainrun`) is fast-forwarded under it only if it also
 defines ``ff_chain`` (the members built and the node ids moved).
+
+Two mistakes that would otherwise make a fix silently do nothing are errors: a public
+method whose name is a near miss of a seam's or hook's (``after_backwards``: nothing
+would ever call it; a helper of the policy's own starts with ``_`` or has a name of its
+own), and an ``ff_horizon`` that returns anything but a non-negative ``int`` or
+``float("inf")`` (checked at each call: it needs an effect).
 """
 
 from __future__ import annotations
 
+import difflib
+import numbers
 import re
+import reprlib
+import types
 from pathlib import Path
 
 from ..errors import UserError
@@ -100,6 +110,11 @@ _FILES = {}
 #: what a policy name may contain (it names rows, cache entries and figure legends)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
+#: how alike (difflib ratio) a method's name and a seam's must be for the method to be
+#: taken for a misspelt seam: typos score 0.89 and more, helpers' names such as
+#: ``count_backwards``, ``update`` or ``reset`` 0.75 and less
+_NEAR_MISS = 0.8
+
 
 def policy_names():
     """The built-in policies' names, in the registry's order."""
@@ -143,7 +158,9 @@ def load_policy_file(path):
     use as ``POLICY``) with a ``name`` of its own; ``changes`` and ``expected``
     describe it as the built-ins' do (the class docstring stands in for ``changes``).
     Loading the same file again returns the same class. Any problem is a
-    :class:`~sim.errors.UserError` naming the file.
+    :class:`~sim.errors.UserError` naming the file: a public method named like a
+    misspelt seam among them (:func:`_check_seam_names`); an ``ff_horizon`` it defines
+    has its result checked at every call (:func:`_checked_horizon`).
     """
     path = Path(path)
     if not path.is_file():
@@ -177,6 +194,7 @@ def load_policy_file(path):
                         f"give yours a name of its own")
     if name in _FILES:
         raise UserError(f"{path}: policy name '{name}' is already taken by {_FILES[name][1]}")
+    _check_seam_names(cls, own, path)
     extra = {"__module__": module_name}
     if not any("changes" in vars(c) for c in own):
         doc = (cls.__doc__ or "").strip().split("\n")[0]
@@ -185,16 +203,101 @@ def load_policy_file(path):
         extra["expected"] = "(not stated)"
     if not any("ff_horizon" in vars(c) for c in own):
         extra["ff_horizon"] = _exact_only
-    elif not any("ff_chain" in vars(c) for c in own):
-        # a chain's closed form shifts node ids and builds registrations no seam saw: a
-        # file policy that gives no ff_chain runs such loops exactly
-        extra["ff_horizon"] = _no_chain(cls.ff_horizon)
+    else:
+        where = _where_defined(cls, "ff_horizon", path)
+        extra["ff_horizon"] = _checked_horizon(cls.ff_horizon, where, name)
+        if not any("ff_chain" in vars(c) for c in own):
+            # a chain's closed form shifts node ids and builds registrations no seam saw:
+            # a file policy that gives no ff_chain runs such loops exactly
+            extra["ff_horizon"] = _no_chain(extra["ff_horizon"])
     extra["__init__"] = _reporting_init(cls.__init__, str(path), name)
     extra["__doc__"] = cls.__doc__
     extra["__qualname__"] = cls.__qualname__
     cls = type(cls.__name__, (cls,), extra)
     _FILES[name] = (cls, str(path))
     return cls
+
+
+def _check_seam_names(cls, own, path) -> None:
+    """Raise :class:`~sim.errors.UserError` if a class in ``own`` (the classes of policy
+    ``cls`` that the file ``path`` defines) has a public method that overrides nothing
+    and whose name is a near miss of a seam's or hook's (:data:`SEAMS`, :data:`HOOKS`):
+    no one would ever call it, so the fix it holds would silently do nothing.
+
+    A method whose name starts with ``_``, or is unlike every seam's, is the policy's own
+    helper; one that a base class from outside the file defines (``Policy``'s own
+    ``describe``, a built-in's ``release_deferred``) overrides it.
+
+    >>> class Fix(Policy):
+    ...     def after_backwards(self, client): pass
+    >>> _check_seam_names(Fix, [Fix], "fix.py")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    sim.errors.UserError: fix.py: Fix.after_backwards is no seam ...: did you mean after_backward? ...
+    >>> class Fine(Policy):
+    ...     def after_backward(self, client): self._sweep(client); self.count_backwards()
+    ...     def _sweep(self, client): pass
+    ...     def count_backwards(self): pass
+    >>> _check_seam_names(Fine, [Fine], "fix.py")
+    """
+    inherited = [klass for klass in cls.__mro__ if klass not in own]
+    names = list(SEAMS) + list(HOOKS)
+    for klass in own:
+        for attr, value in vars(klass).items():
+            if (attr.startswith("_") or attr in names or not _is_method(value)
+                    or any(attr in vars(base) for base in inherited)):
+                continue
+            near = difflib.get_close_matches(attr.lower(), names, n=1, cutoff=_NEAR_MISS)
+            if near:
+                raise UserError(f"{_where_defined(klass, attr, path)}: {klass.__name__}.{attr} "
+                                f"is no seam or hook of sim.policies.Policy, so nothing calls "
+                                f"it: did you mean {near[0]}? (start a helper's name with '_')")
+
+
+def _is_method(value) -> bool:
+    """Whether a class attribute is a method (a function, static or class method, or a
+    property), not a data attribute such as ``name`` or a counter's start value."""
+    return isinstance(value, (types.FunctionType, staticmethod, classmethod, property))
+
+
+def _where_defined(cls, attr, path) -> str:
+    """``PATH:LINE`` of the ``def`` of method ``attr`` of ``cls`` (its class or the first
+    base that has it) in the file ``path``; ``PATH`` alone if it was defined elsewhere."""
+    for klass in cls.__mro__:
+        if attr in vars(klass):
+            func = vars(klass)[attr]
+            func = getattr(func, "__func__", getattr(func, "fget", func))
+            code = getattr(func, "__code__", None)
+            if code is not None and code.co_filename == str(path):
+                return f"{path}:{code.co_firstlineno}"
+            break
+    return str(path)
+
+
+def _checked_horizon(horizon, where, name):
+    """``horizon`` (a file policy's ``ff_horizon``), with its result checked at every call:
+    a non-negative ``int`` (returned as an ``int``) or ``float("inf")``; anything else
+    (None, a string, a negative or fractional number, nan, a bool) is one
+    :class:`~sim.errors.UserError` line naming ``where`` (``PATH:LINE`` of its ``def``)."""
+    def ff_horizon(self, effect):
+        limit = horizon(self, effect)
+        if isinstance(limit, numbers.Integral) and not isinstance(limit, bool) and limit >= 0:
+            return int(limit)
+        if isinstance(limit, float) and limit == float("inf"):
+            return limit
+        raise UserError(f"{where}: policy {name} ff_horizon returned {_shown(limit)}: it "
+                        f"must return a non-negative int (iterations), or float('inf') for "
+                        f"no limit")
+    ff_horizon.__doc__ = horizon.__doc__
+    return ff_horizon
+
+
+def _shown(value) -> str:
+    """A short one-line ``repr`` of a value a user's method returned."""
+    try:
+        text = reprlib.repr(value)
+    except Exception:  # a user's __repr__ that raises
+        text = f"a {type(value).__name__}"
+    return " ".join(text.split())
 
 
 def _reporting_init(init, path, name):

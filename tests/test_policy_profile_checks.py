@@ -1,0 +1,296 @@
+"""Mistakes in a policy file or a profile that used to pass silently: each is one error
+line naming the file and what is wrong, exit 2, and no output file."""
+
+from pathlib import Path
+
+import pytest
+
+import sim.policies as policies
+from clirun import assert_one_error, run_cli
+from sim.policies import POLICIES
+from sim.profile import load_profile, profile_names
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "experiments" / "policies" / "sweep_every_4.py"
+PROFILE = (ROOT / "models" / "m2max-macos.toml").read_text()
+META = '[meta]\nplatform = "macos-aarch64"\nburn_version = "0.22.1"\n'
+
+
+@pytest.fixture(autouse=True)
+def fresh_registry():
+    saved = dict(policies._FILES)
+    policies._FILES.clear()
+    yield
+    policies._FILES.clear()
+    policies._FILES.update(saved)
+
+
+# -- a policy method named like a seam, misspelt ------------------------------------------
+
+#: line 7 of the file defines the method
+ONE_METHOD = '''from sim.policies import Policy
+
+
+class Fix(Policy):
+    name = "fix"
+
+    def {method}(self, *args):
+        return None
+'''
+
+TYPOS = {
+    "after_backwards": "after_backward",
+    "afterBackward": "after_backward",
+    "detatch": "detach",
+    "on_registr": "on_register",
+    "ff_horizn": "ff_horizon",
+    "first_backwards": "first_backward",
+    "register_untraced": "register_untracked",
+}
+
+
+@pytest.mark.parametrize("method", sorted(TYPOS))
+def test_misspelt_seam_is_an_error_in_sim_policies(tmp_path, capsys, method):
+    path = tmp_path / "fix.py"
+    path.write_text(ONE_METHOD.format(method=method))
+    code, out, err = run_cli(["policies", str(path)], capsys)
+    assert_one_error(code, err, f"{path}:7: Fix.{method} is no seam or hook",
+                     f"did you mean {TYPOS[method]}?")
+    assert out == ""
+
+
+def test_misspelt_seam_is_an_error_before_a_run(tmp_path, capsys):
+    path = tmp_path / "fix.py"
+    path.write_text(ONE_METHOD.format(method="after_backwards"))
+    out = tmp_path / "rows.csv"
+    code, _, err = run_cli(["run", "adleak-count", "-v", "flex.autodiff", "-p", str(path),
+                            "--out", str(out)], capsys)
+    assert_one_error(code, err, str(path), "Fix.after_backwards",
+                     "did you mean after_backward?")
+    assert not out.exists()
+
+
+def test_misspelt_seam_in_a_base_class_of_the_file(tmp_path, capsys):
+    path = tmp_path / "fix.py"
+    path.write_text("from sim.policies import Policy\n\n\nclass Base(Policy):\n"
+                    "    def on_last_handel(self, server, rc):\n        pass\n\n\n"
+                    "class Fix(Base):\n    name = 'fix'\n\n\nPOLICY = Fix\n")
+    code, _, err = run_cli(["policies", str(path)], capsys)
+    assert_one_error(code, err, f"{path}:5: Base.on_last_handel",
+                     "did you mean on_last_handle?")
+
+
+HELPERS = '''from sim.policies.drop_release import DropRelease
+
+
+class Helpers(DropRelease):
+    """Helpers of its own next to its seams."""
+    name = "helpers"
+    rate = 0.5            # a data attribute, not a method
+    horizon_steps = 4
+
+    def after_backward(self, client):
+        self._sweep(client)
+        self.count_backwards()
+        super().after_backward(client)
+
+    def release_deferred(self):       # overrides DropRelease's own method
+        super().release_deferred()
+
+    def _sweep(self, client):
+        pass
+
+    def _after_backwards(self):       # private: a helper, whatever its name
+        pass
+
+    def count_backwards(self):
+        pass
+
+    @staticmethod
+    def describe_fix():
+        return "helpers"
+
+    def ff_horizon(self, effect):
+        return 0
+'''
+
+
+def test_helpers_and_overrides_are_allowed(tmp_path, capsys):
+    path = tmp_path / "helpers.py"
+    path.write_text(HELPERS)
+    code, out, err = run_cli(["policies", str(path), str(EXAMPLE)], capsys)
+    assert code == 0, err
+    assert out.startswith("helpers  (from ")
+    assert "\nsweep-every-4  (from " in out
+
+
+def test_no_builtin_policy_trips_the_check():
+    for cls in POLICIES.values():
+        policies._check_seam_names(cls, [cls], f"{cls.name}.py")
+
+
+def test_sim_policies_still_lists_every_builtin(capsys):
+    code, out, err = run_cli(["policies"], capsys)
+    assert code == 0, err
+    assert all(f"\n{name}" in "\n" + out for name in POLICIES)
+
+
+# -- ff_horizon returning something that is not a number of iterations ------------------
+
+#: line 7 of the file defines ff_horizon
+HORIZON = '''from sim.policies import Policy
+
+
+class Bad(Policy):
+    name = "bad-horizon"
+
+    def ff_horizon(self, effect):
+        return {value}
+'''
+
+BAD_HORIZONS = {
+    "none": ("None", "returned None"),
+    "string": ("'3'", "returned '3'"),
+    "negative": ("-1", "returned -1"),
+    "nan": ("float('nan')", "returned nan"),
+    "fraction": ("2.5", "returned 2.5"),
+    "bool": ("True", "returned True"),
+    "minus-inf": ("float('-inf')", "returned -inf"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_HORIZONS))
+def test_bad_ff_horizon_is_one_error_line(tmp_path, capsys, case):
+    value, fragment = BAD_HORIZONS[case]
+    path = tmp_path / "bad.py"
+    path.write_text(HORIZON.format(value=value))
+    out = tmp_path / "rows.csv"
+    code, _, err = run_cli(["run", "adleak-count", "-v", "flex.autodiff", "-p", str(path),
+                            "--out", str(out)], capsys)
+    assert_one_error(code, err, f"{path}:7: policy bad-horizon ff_horizon {fragment}",
+                     "non-negative int", "float('inf')")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["0", "7", "float('inf')"])
+def test_good_ff_horizon_runs(tmp_path, capsys, value):
+    path = tmp_path / "good.py"
+    path.write_text(HORIZON.format(value=value).replace("bad-horizon", "good-horizon"))
+    code, out, err = run_cli(["run", "adleak-count", "-v", "flex.autodiff", "-p", str(path),
+                              "--format", "csv"], capsys)
+    assert code == 0, err
+    assert out.count(",good-horizon,m2max-macos") > 0
+
+
+def test_ff_horizon_that_raises_still_names_its_line(tmp_path, capsys):
+    path = tmp_path / "raises.py"
+    path.write_text(HORIZON.format(value="effect.no_such_field"))
+    code, _, err = run_cli(["run", "adleak-count", "-v", "flex.autodiff", "-p", str(path)],
+                           capsys)
+    assert_one_error(code, err, f"{path}:8: policy bad-horizon raised AttributeError")
+
+
+TINY_WORKLOAD = """from sim.tensor import Tensor, drop
+
+PARAMS = {"iterations": 100}
+
+
+def run(sim, variant, iterations):
+    ad = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, ad)
+    sim.repeat(iterations, lambda: drop(a.clone() + a.clone()))
+    yield sim.sample(iterations, "iterations", rss=sim.rss_bytes() / 1e6)
+"""
+
+
+def test_bad_ff_horizon_in_sweep_workers(tmp_path, capsys):
+    """Through the process pool: the same line, the cell named, no predictions written."""
+    path = tmp_path / "bad.py"
+    path.write_text(HORIZON.format(value="None"))
+    workload = tmp_path / "tiny.py"
+    workload.write_text(TINY_WORKLOAD)
+    out = tmp_path / "out"
+    code, _, err = run_cli(["sweep", "-w", str(workload), "-p", "burn-0.22.1", "-p",
+                            str(path), "--jobs", "2", "--out", str(out)], capsys)
+    errors = [line for line in err if not line.startswith("[")]   # the progress bar
+    assert_one_error(code, errors, "tiny/default/bad-horizon: ",
+                     f"{path}:7: policy bad-horizon ff_horizon returned None")
+    assert not (out / "predicted.csv").exists()
+
+
+# -- profiles: non-finite numbers, [meta], [calibration] ----------------------------------
+
+PROFILE_CASES = {
+    "inf-float": (PROFILE.replace("register_ns = 250.0", "register_ns = inf"),
+                  "time.register_ns must be a finite number, got inf"),
+    "minus-inf": (PROFILE.replace("register_ns = 250.0", "register_ns = -inf"),
+                  "time.register_ns must be a finite number, got -inf"),
+    "nan-float": (PROFILE.replace("gflops = 91.1366", "gflops = nan"),
+                  "backend.flex.gflops must be a finite number, got nan"),
+    "nan-rate-not-checked-by-positivity": (PROFILE.replace("gbps = 88.1013", "gbps = +nan"),
+                                           "pytorch.gbps must be a finite number, got nan"),
+    "inf-int": (PROFILE.replace("arc_node_bytes = 104", "arc_node_bytes = inf"),
+                "layout.arc_node_bytes must be a finite number, got inf"),
+    "huge-int": (PROFILE.replace("arc_node_bytes = 104", "arc_node_bytes = 1" + "0" * 400),
+                 "layout.arc_node_bytes must be a finite number"),
+    "no-meta": (PROFILE.replace(META, ""), "missing table [meta]"),
+    "meta-not-a-table": (PROFILE.replace(META, "").replace("[process]", 'meta = "x"\n\n[process]'),
+                         "[meta] is not a table"),
+    "meta-missing-key": (PROFILE.replace('burn_version = "0.22.1"\n', ""),
+                         "missing key meta.burn_version"),
+    "meta-unknown-key": (PROFILE.replace(META, META + 'cpu = "M2 Max"\n'),
+                         "unknown key meta.cpu"),
+    "meta-wrong-type": (PROFILE.replace('platform = "macos-aarch64"', "platform = 3"),
+                        "meta.platform must be a string"),
+    "calibration-unknown-key": (PROFILE.replace("\n[calibration]\n",
+                                                '\n[calibration]\nnote = "by hand"\n'),
+                                "unknown key calibration.note"),
+    "calibration-misspelt-key": (PROFILE.replace("\nfitted = [", "\nfited = ["),
+                                 "unknown key calibration.fited"),
+    "calibration-not-a-list": (PROFILE.replace("\nfitted = [", "\nfitted = 3\nold = ["),
+                               "unknown key calibration.old"),
+    "calibration-wrong-type": (PROFILE.replace("\nfitted = [", "\nfitted = [3, "),
+                               "calibration.fitted must be a list of strings"),
+    "calibration-missing-key": (PROFILE.split("\npoints = [")[0] + "\n",
+                                "missing key calibration.points"),
+    "unknown-backend": (PROFILE.replace("[backend.metal]",
+                                        "[backend.cuda]\ngflops = 1.0\n\n[backend.metal]"),
+                        "unknown table [backend.cuda]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PROFILE_CASES))
+def test_bad_profile_is_one_error_line(case, tmp_path, capsys):
+    text, fragment = PROFILE_CASES[case]
+    assert text != PROFILE
+    path = tmp_path / f"{case}.toml"
+    path.write_text(text)
+    out = tmp_path / "rows.csv"
+    code, _, lines = run_cli(["run", "adleak-count", "--profile", str(path), "--out", str(out)],
+                             capsys)
+    assert_one_error(code, lines, str(path), fragment)
+    assert not out.exists()
+
+
+def test_error_line_shortens_a_long_value(tmp_path, capsys):
+    text, _ = PROFILE_CASES["huge-int"]
+    path = tmp_path / "huge.toml"
+    path.write_text(text)
+    code, _, lines = run_cli(["run", "adleak-count", "--profile", str(path)], capsys)
+    assert_one_error(code, lines, "...")
+    assert len(lines[0]) < 200
+
+
+def test_shipped_profiles_load_with_their_records():
+    for name in profile_names():
+        profile = load_profile(name)
+        assert set(profile.data["meta"]) == {"platform", "burn_version"}
+        assert set(profile.data["calibration"]) == {"fitted", "points"}
+        assert profile.fitted
+
+
+def test_a_profile_without_calibration_record_loads(tmp_path):
+    path = tmp_path / "hand-made.toml"
+    path.write_text(PROFILE.split("\n[calibration]\n")[0] + "\n")
+    profile = load_profile(path)
+    assert profile.fitted == [] and "calibration" not in profile.data
