@@ -145,6 +145,18 @@ def select_policies(names) -> list:
     return sorted(wanted, key=policy_rank)
 
 
+def construct_file_policies(names, profile) -> None:
+    """Build each policy of ``names`` that a user's file defines once, on a simulation of
+    its own under ``profile``, before any cell runs: a constructor that raises is its one
+    error line now, not after the cells of other policies have run. (A seam that raises
+    can only show when a run reaches it.)"""
+    from .engine import Simulation
+    from .policies import policy_file
+    for name in names:
+        if policy_file(name):
+            Simulation(profile, policy=name)
+
+
 def parse_grid(items, workloads) -> dict:
     """``--set KEY=V1,V2`` items -> {workload name: [override dict per grid point]}.
 
@@ -684,6 +696,7 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
     chosen = select_workloads(workloads)
     names = select_policies(policies)
     prof = load_profile(profile)
+    construct_file_policies(names, prof)
     grid = parse_grid(sets, chosen)
     paths = measured_files(list(measured) or [DEFAULT_MEASURED])
     experiments = {e for w in chosen for e in w.measured}
@@ -711,6 +724,7 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     from .workloads import load_workload
     names = select_policies(policies)
     prof = load_profile(profile)
+    construct_file_policies(names, prof)
     measured = measured_files(measured)
     named = select_workloads(workloads) if workloads else []
     rows = _read_measured(measured, named)
