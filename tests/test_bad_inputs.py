@@ -9,6 +9,7 @@ from clirun import assert_one_error, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = (ROOT / "models" / "m2max-macos.toml").read_text()
+META = '[meta]\nplatform = "macos-aarch64"\nburn_version = "0.22.1"\n'
 HEADER = "experiment,variant,phase,x,x_unit,metric,value,unit,note\n"
 GOOD_ROW = "adleak-rss,flex,,0,k_iterations,rss,2.2,MB,\n"
 
@@ -94,12 +95,49 @@ PROFILE_CASES = {
     "zero-rate": (PROFILE.replace("gflops = ", "gflops = 0.0 #", 1), "must be positive"),
     "sysfs-not-a-list": (PROFILE.replace("cache_entries = []", 'cache_entries = "index0"'),
                          "sysfs.cache_entries must be a list of strings"),
+    # non-finite numbers, the [meta] and [calibration] records, unknown nested tables
+    "inf-float": (PROFILE.replace("register_ns = 250.0", "register_ns = inf"),
+                  "time.register_ns must be a finite number, got inf"),
+    "minus-inf": (PROFILE.replace("register_ns = 250.0", "register_ns = -inf"),
+                  "time.register_ns must be a finite number, got -inf"),
+    "nan-float": (PROFILE.replace("gflops = 91.1366", "gflops = nan"),
+                  "backend.flex.gflops must be a finite number, got nan"),
+    "nan-rate-not-checked-by-positivity": (PROFILE.replace("gbps = 88.1013", "gbps = +nan"),
+                                           "pytorch.gbps must be a finite number, got nan"),
+    "inf-int": (PROFILE.replace("arc_node_bytes = 104", "arc_node_bytes = inf"),
+                "layout.arc_node_bytes must be a finite number, got inf"),
+    "huge-int": (PROFILE.replace("arc_node_bytes = 104", "arc_node_bytes = 1" + "0" * 400),
+                 "layout.arc_node_bytes must be a finite number"),
+    "no-meta": (PROFILE.replace(META, ""), "missing table [meta]"),
+    "meta-not-a-table": (PROFILE.replace(META, "").replace("[process]", 'meta = "x"\n\n[process]'),
+                         "[meta] is not a table"),
+    "meta-missing-key": (PROFILE.replace('burn_version = "0.22.1"\n', ""),
+                         "missing key meta.burn_version"),
+    "meta-unknown-key": (PROFILE.replace(META, META + 'cpu = "M2 Max"\n'),
+                         "unknown key meta.cpu"),
+    "meta-wrong-type": (PROFILE.replace('platform = "macos-aarch64"', "platform = 3"),
+                        "meta.platform must be a string"),
+    "calibration-unknown-key": (PROFILE.replace("\n[calibration]\n",
+                                                '\n[calibration]\nnote = "by hand"\n'),
+                                "unknown key calibration.note"),
+    "calibration-misspelt-key": (PROFILE.replace("\nfitted = [", "\nfited = ["),
+                                 "unknown key calibration.fited"),
+    "calibration-not-a-list": (PROFILE.replace("\nfitted = [", "\nfitted = 3\nold = ["),
+                               "unknown key calibration.old"),
+    "calibration-wrong-type": (PROFILE.replace("\nfitted = [", "\nfitted = [3, "),
+                               "calibration.fitted must be a list of strings"),
+    "calibration-missing-key": (PROFILE.split("\npoints = [")[0] + "\n",
+                                "missing key calibration.points"),
+    "unknown-backend": (PROFILE.replace("[backend.metal]",
+                                        "[backend.cuda]\ngflops = 1.0\n\n[backend.metal]"),
+                        "unknown table [backend.cuda]"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(PROFILE_CASES))
 def test_malformed_profile(case, tmp_path, capsys):
     text, fragment = PROFILE_CASES[case]
+    assert text != PROFILE      # the case's replacement found its text
     path = tmp_path / f"{case}.toml"
     path.write_text(text)
     out = tmp_path / "rows.csv"

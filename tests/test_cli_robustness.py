@@ -148,36 +148,3 @@ def test_closed_stdout_is_not_an_error():
     assert proc.wait(timeout=60) == 0, err
     assert err == b""
 
-
-# -- a policy file whose constructor raises: before any cell --------------------------------
-
-BAD_INIT = """from sim.policies import Policy
-
-
-class BadInit(Policy):
-    name = "bad-init-{n}"
-    changes = "x"
-    expected = "y"
-
-    def __init__(self, sim):
-        super().__init__(sim)
-        self.limit = 1 / 0
-"""
-
-
-@pytest.mark.parametrize("command", ["sweep", "compare"])
-def test_policy_constructor_that_raises_fails_before_any_cell(tmp_path, capsys, command):
-    policy = tmp_path / f"bad_init_{command}.py"
-    policy.write_text(BAD_INIT.replace("{n}", command))
-    out = tmp_path / "out"
-    args = ([command, "-w", "adleak-count", "-p", "burn-0.22.1", "-p", str(policy),
-             "--out", str(out)])
-    if command == "compare":
-        measured = tmp_path / "m.csv"
-        measured.write_text(HEADER + "adleak-count,flex,after-loop,10000,iterations,"
-                                     "heap_bytes_delta,0,B,\n")
-        args += ["--measured", str(measured)]
-    code, _, lines = run_cli(args, capsys)
-    # one line and no progress bar: no cell ran, no directory was made
-    assert_one_error(code, lines, f"{policy}:11:", "raised ZeroDivisionError")
-    assert not out.exists()

@@ -191,16 +191,22 @@ def test_error_in_a_policy_constructor_names_its_line(tmp_path, capsys):
     assert_one_error(code, err, f"{path}:9: policy ctor raised ValueError: bad config")
 
 
-def test_error_in_a_policy_constructor_in_sweep_workers(tmp_path, capsys):
-    """Through the process pool (two cells, two jobs): the same line, the cell named."""
+@pytest.mark.parametrize("command", ["sweep", "compare"])
+def test_error_in_a_policy_constructor_before_any_cell(tmp_path, capsys, command):
+    """sweep and compare build a file's policy once before the cells (two jobs): the same
+    line, with no progress bar and no results directory."""
     path = tmp_path / "p_ctor.py"
     path.write_text(CTOR)
     workload = tmp_path / "tiny.py"
     workload.write_text(TINY_WORKLOAD)
     out = tmp_path / "out"
-    code, _, err = run_cli(["sweep", "-w", str(workload), "-p", "burn-0.22.1", "-p",
-                            str(path), "--jobs", "2", "--out", str(out)], capsys)
-    errors = [line for line in err if not line.startswith("[")]   # the progress bar
-    assert_one_error(code, errors, "tiny/default/ctor: ",
-                     f"{path}:9: policy ctor raised ValueError: bad config")
-    assert not (out / "predicted.csv").exists()
+    args = [command, "-w", str(workload), "-p", "burn-0.22.1", "-p", str(path),
+            "--jobs", "2", "--out", str(out)]
+    if command == "compare":
+        measured = tmp_path / "m.csv"
+        measured.write_text("experiment,variant,phase,x,x_unit,metric,value,unit,note\n"
+                            "tiny,default,,100,iterations,rss,2.5,MB,\n")
+        args += ["--measured", str(measured)]
+    code, _, err = run_cli(args, capsys)
+    assert_one_error(code, err, f"{path}:9: policy ctor raised ValueError: bad config")
+    assert not out.exists()

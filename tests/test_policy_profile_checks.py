@@ -7,13 +7,13 @@ import pytest
 
 import sim.policies as policies
 from clirun import assert_one_error, run_cli
+from test_policy_files import TINY_WORKLOAD
 from sim.policies import POLICIES
 from sim.profile import load_profile, profile_names
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "experiments" / "policies" / "sweep_every_4.py"
 PROFILE = (ROOT / "models" / "m2max-macos.toml").read_text()
-META = '[meta]\nplatform = "macos-aarch64"\nburn_version = "0.22.1"\n'
 
 
 @pytest.fixture(autouse=True)
@@ -190,19 +190,6 @@ def test_ff_horizon_that_raises_still_names_its_line(tmp_path, capsys):
     assert_one_error(code, err, f"{path}:8: policy bad-horizon raised AttributeError")
 
 
-TINY_WORKLOAD = """from sim.tensor import Tensor, drop
-
-PARAMS = {"iterations": 100}
-
-
-def run(sim, variant, iterations):
-    ad = sim.device("flex").autodiff()
-    a = Tensor.from_floats([1.0] * 16, ad)
-    sim.repeat(iterations, lambda: drop(a.clone() + a.clone()))
-    yield sim.sample(iterations, "iterations", rss=sim.rss_bytes() / 1e6)
-"""
-
-
 def test_bad_ff_horizon_in_sweep_workers(tmp_path, capsys):
     """Through the process pool: the same line, the cell named, no predictions written."""
     path = tmp_path / "bad.py"
@@ -220,60 +207,8 @@ def test_bad_ff_horizon_in_sweep_workers(tmp_path, capsys):
 
 # -- profiles: non-finite numbers, [meta], [calibration] ----------------------------------
 
-PROFILE_CASES = {
-    "inf-float": (PROFILE.replace("register_ns = 250.0", "register_ns = inf"),
-                  "time.register_ns must be a finite number, got inf"),
-    "minus-inf": (PROFILE.replace("register_ns = 250.0", "register_ns = -inf"),
-                  "time.register_ns must be a finite number, got -inf"),
-    "nan-float": (PROFILE.replace("gflops = 91.1366", "gflops = nan"),
-                  "backend.flex.gflops must be a finite number, got nan"),
-    "nan-rate-not-checked-by-positivity": (PROFILE.replace("gbps = 88.1013", "gbps = +nan"),
-                                           "pytorch.gbps must be a finite number, got nan"),
-    "inf-int": (PROFILE.replace("arc_node_bytes = 104", "arc_node_bytes = inf"),
-                "layout.arc_node_bytes must be a finite number, got inf"),
-    "huge-int": (PROFILE.replace("arc_node_bytes = 104", "arc_node_bytes = 1" + "0" * 400),
-                 "layout.arc_node_bytes must be a finite number"),
-    "no-meta": (PROFILE.replace(META, ""), "missing table [meta]"),
-    "meta-not-a-table": (PROFILE.replace(META, "").replace("[process]", 'meta = "x"\n\n[process]'),
-                         "[meta] is not a table"),
-    "meta-missing-key": (PROFILE.replace('burn_version = "0.22.1"\n', ""),
-                         "missing key meta.burn_version"),
-    "meta-unknown-key": (PROFILE.replace(META, META + 'cpu = "M2 Max"\n'),
-                         "unknown key meta.cpu"),
-    "meta-wrong-type": (PROFILE.replace('platform = "macos-aarch64"', "platform = 3"),
-                        "meta.platform must be a string"),
-    "calibration-unknown-key": (PROFILE.replace("\n[calibration]\n",
-                                                '\n[calibration]\nnote = "by hand"\n'),
-                                "unknown key calibration.note"),
-    "calibration-misspelt-key": (PROFILE.replace("\nfitted = [", "\nfited = ["),
-                                 "unknown key calibration.fited"),
-    "calibration-not-a-list": (PROFILE.replace("\nfitted = [", "\nfitted = 3\nold = ["),
-                               "unknown key calibration.old"),
-    "calibration-wrong-type": (PROFILE.replace("\nfitted = [", "\nfitted = [3, "),
-                               "calibration.fitted must be a list of strings"),
-    "calibration-missing-key": (PROFILE.split("\npoints = [")[0] + "\n",
-                                "missing key calibration.points"),
-    "unknown-backend": (PROFILE.replace("[backend.metal]",
-                                        "[backend.cuda]\ngflops = 1.0\n\n[backend.metal]"),
-                        "unknown table [backend.cuda]"),
-}
-
-
-@pytest.mark.parametrize("case", sorted(PROFILE_CASES))
-def test_bad_profile_is_one_error_line(case, tmp_path, capsys):
-    text, fragment = PROFILE_CASES[case]
-    assert text != PROFILE
-    path = tmp_path / f"{case}.toml"
-    path.write_text(text)
-    out = tmp_path / "rows.csv"
-    code, _, lines = run_cli(["run", "adleak-count", "--profile", str(path), "--out", str(out)],
-                             capsys)
-    assert_one_error(code, lines, str(path), fragment)
-    assert not out.exists()
-
-
 def test_error_line_shortens_a_long_value(tmp_path, capsys):
-    text, _ = PROFILE_CASES["huge-int"]
+    text = PROFILE.replace("arc_node_bytes = 104", "arc_node_bytes = 1" + "0" * 400)
     path = tmp_path / "huge.toml"
     path.write_text(text)
     code, _, lines = run_cli(["run", "adleak-count", "--profile", str(path)], capsys)
