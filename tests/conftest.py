@@ -20,3 +20,15 @@ def make_sim(profile):
     def make(policy="burn-0.22.1"):
         return Simulation(profile, policy=policy)
     return make
+
+
+@pytest.fixture
+def fresh_policy_registry():
+    """The registry of policies loaded from files, emptied for the test and restored
+    after it (a test loads files whose policy names another test's files reuse)."""
+    import sim.policies as policies
+    saved = dict(policies._FILES)
+    policies._FILES.clear()
+    yield
+    policies._FILES.clear()
+    policies._FILES.update(saved)

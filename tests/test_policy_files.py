@@ -28,13 +28,7 @@ class Skip(Policy):
 '''
 
 
-@pytest.fixture(autouse=True)
-def fresh_registry():
-    saved = dict(policies._FILES)
-    policies._FILES.clear()
-    yield
-    policies._FILES.clear()
-    policies._FILES.update(saved)
+pytestmark = pytest.mark.usefixtures("fresh_policy_registry")
 
 
 def _values(rows):

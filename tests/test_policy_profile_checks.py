@@ -16,13 +16,7 @@ EXAMPLE = ROOT / "experiments" / "policies" / "sweep_every_4.py"
 PROFILE = (ROOT / "models" / "m2max-macos.toml").read_text()
 
 
-@pytest.fixture(autouse=True)
-def fresh_registry():
-    saved = dict(policies._FILES)
-    policies._FILES.clear()
-    yield
-    policies._FILES.clear()
-    policies._FILES.update(saved)
+pytestmark = pytest.mark.usefixtures("fresh_policy_registry")
 
 
 # -- a policy method named like a seam, misspelt ------------------------------------------
