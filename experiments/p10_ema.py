@@ -84,13 +84,24 @@ def report_steps(report_at, steps, clip=False):
     return sorted({s for s in wanted if s <= steps} | {steps})
 
 
+def _reports(report_at, steps):
+    """The steps a run reports at; the default schedule, the probe's for its 2000 steps,
+    is cut at a shorter run, a schedule given is checked whole (:func:`report_steps`)."""
+    return report_steps(report_at, steps, clip=str(report_at) == PARAMS["report_at"])
+
+
+def check(variant, steps, report_at, **_):
+    """Every cell's parameters before anything runs: its report steps (``report_at``
+    against ``steps``)."""
+    _reports(report_at, steps)
+
+
 def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd", sink="auto"):
     if sim.policy.framework == "pytorch":
         sim.experiment = "p10-ema-pytorch" + ("" if optimizer == "sgd" else f"-{optimizer}")
     elif optimizer != "sgd":
         sim.experiment = f"p10-ema-{optimizer}"
-    # the default schedule is the probe's for its 2000 steps: cut at a shorter run
-    reports = report_steps(report_at, steps, clip=str(report_at) == PARAMS["report_at"])
+    reports = _reports(report_at, steps)
     # the probe's reference point is before the device (ema.rs: rss0, text0)
     rss0 = sim.rss_bytes()
     device = sim.device("flex").autodiff()

@@ -18,6 +18,7 @@ VARIANTS = ("detach", "without", "target-without", "log-no-ema")
 PARAMS = {k: v for k, v in p10_ema.PARAMS.items() if k != "optimizer"}
 POSITIVE = p10_ema.POSITIVE
 CHOICES = {"sink": p10_ema.CHOICES["sink"]}
+check = p10_ema.check
 
 
 def run(sim, variant, steps, batch, features, lr, report_at, sink="auto"):

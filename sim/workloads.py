@@ -21,7 +21,9 @@ replicas of the Linux probes; it still runs when named), ``X_UNITS`` (experiment
 the ``x_unit`` its rows are sampled in, or a dict phase -> x_unit, e.g.
 ``{"train-validate": {"train": "step", "generate": "samples"}}``: a measured row in
 another unit is an error before anything runs, and a run that samples in another unit
-is an error in the workload file).
+is an error in the workload file), ``check(variant, **params)`` (raises
+:class:`~sim.errors.UserError` for a combination of parameters ``run`` would refuse:
+called for every cell of a sweep before any runs, e.g. a report step beyond ``steps``).
 
 Every one of these is checked when the file is loaded (:func:`_load`): a constant of
 the wrong type (``VARIANTS = "abc"``, ``PARAMS = 5``, a ``POSITIVE`` name that is
@@ -61,6 +63,7 @@ class Workload:
     sweep: bool = True
     choices: dict = field(default_factory=dict)
     x_units: dict = field(default_factory=dict)
+    check: object = None
 
     def x_unit(self, experiment, phase=""):
         """The ``x_unit`` the file declares (``X_UNITS``) for rows of ``experiment`` in
@@ -99,6 +102,8 @@ class Workload:
             value = params[key]
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
                 raise UserError(f"--set {key}={value}: must be > 0")
+        if variant is not None and self.check is not None:
+            self.check(variant, **params)   # the whole combination: a cell's parameters
         return params
 
 
@@ -222,6 +227,8 @@ def _load(path: Path) -> Workload:
                         "True or False"),
         choices=_choices(path, module, params),
         x_units=_x_units(path, module),
+        check=_constant(path, module, "check", None, lambda v: v is None or callable(v),
+                        "a function check(variant, **params)"),
     )
     _check_run(path, run, params)
     _CACHE[key] = workload

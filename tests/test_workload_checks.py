@@ -169,3 +169,21 @@ def test_report_at_in_range_and_default_schedule():
     assert _steps("p10-ema-params", "detach/steps=20", "features=8", "batch=4") == [1, 20]
     assert _steps("p10-ema-params", "detach/steps=20", "features=8", "batch=4",
                   "report_at=5,5000") == [5, 20]
+
+
+def test_sweep_checks_every_cells_report_steps_before_any_runs(tmp_path, capsys):
+    """A workload's ``check``: the grid point steps=20 cannot report at step 30, so the
+    sweep stops before its first cell (no progress bar, no results directory)."""
+    out = tmp_path / "out"
+    code, _, lines = run_cli(["sweep", "-w", "p10-ema", "-p", "burn-0.22.1", "--set",
+                              "steps=40,20", "--set", "report_at=1,30", "--out", str(out)],
+                             capsys)
+    assert_one_error(code, lines, "--set report_at=1,30: step 30 is outside 1..20")
+    assert not out.exists()
+
+
+def test_check_must_be_a_function(tmp_path, capsys):
+    path = tmp_path / "w.py"
+    path.write_text("check = 5\n" + RUN)
+    code, _, lines = run_cli(["run", str(path)], capsys)
+    assert_one_error(code, lines, str(path), "check must be a function")
