@@ -355,10 +355,11 @@ def _check_out_file(out, option="--out"):
     (:func:`sim.data.atomic_write` follows a symbolic link and writes a device or FIFO
     in place, so those are checked where the data will go)."""
     import os
-    path = Path(os.path.realpath(out)) if Path(out).is_symlink() else Path(out)
+    from .data import output_target
+    path, in_place = output_target(out)
     if path.is_dir():
         raise UserError(f"{option} {out}: is a directory")
-    if path.exists() and not path.is_file():
+    if in_place:
         if not os.access(path, os.W_OK):
             raise UserError(f"{option} {out}: not writable")
         return

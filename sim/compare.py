@@ -98,11 +98,17 @@ def known_checker(workloads=()):
                     f"(known: {', '.join(w.variants)})")
         declared = w.x_unit(experiment, phase)
         if x_unit is not None and declared is not None and x_unit != declared:
-            where = f" phase {phase}" if phase else ""
-            return (f"x_unit '{x_unit}' is wrong for {experiment} {variant}{where} "
-                    f"(expected {declared})")
+            return _wrong_x_unit(x_unit, experiment, variant, phase, [declared])
         return None
     return known
+
+
+def _wrong_x_unit(x_unit, experiment, variant, phase, expected) -> str:
+    """What is wrong with a measured row sampled in ``x_unit`` where its workload samples
+    in one of ``expected``."""
+    where = f" phase {phase}" if phase else ""
+    return (f"x_unit '{x_unit}' is wrong for {experiment} {variant}{where} "
+            f"(expected {', '.join(sorted(expected))})")
 
 
 def cells_for(measured_rows, policy="burn-0.22.1", workloads=()):
@@ -179,10 +185,7 @@ def check_x_units(measured_rows, predicted_rows) -> None:
         expected = units.get(key)
         if expected and m.get("x_unit", "") not in expected:
             where = f"{m['_file']}:{m['_line']}" if "_file" in m else "measured row"
-            phase = f" phase {key[2]}" if key[2] else ""
-            raise DataError(f"{where}: x_unit '{m.get('x_unit', '')}' is wrong for "
-                            f"{key[0]} {key[1]}{phase} (expected "
-                            f"{', '.join(sorted(expected))})")
+            raise DataError(f"{where}: {_wrong_x_unit(m.get('x_unit', ''), *key, expected)}")
 
 
 def _panic_note(m, predicted_rows):

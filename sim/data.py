@@ -28,7 +28,8 @@ from .errors import UserError
 from .units import METRICS
 
 __all__ = ["COLUMNS", "PREDICTED_COLUMNS", "OPTIONAL_COLUMNS", "DataError", "read_measured",
-           "rows_to_csv", "atomic_write", "atomic_write_bytes", "format_value", "key_of"]
+           "rows_to_csv", "atomic_write", "atomic_write_bytes", "output_target",
+           "format_value", "key_of"]
 
 COLUMNS = ["experiment", "variant", "phase", "x", "x_unit", "metric", "value", "unit", "note"]
 PREDICTED_COLUMNS = COLUMNS + ["policy", "profile"]
@@ -78,17 +79,24 @@ def atomic_write(path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def output_target(path):
+    """Where writing ``path`` puts the data, and how: ``(target, in_place)``. A symbolic
+    link is followed (its target is written, the link stays); ``in_place`` is True for an
+    existing file that is not a regular file (``/dev/null``, a FIFO, a terminal), which
+    is written as it is: renaming over it would replace the device with a file."""
+    target = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
+    return target, target.exists() and not target.is_file() and not target.is_dir()
+
+
 def atomic_write_bytes(path, data: bytes) -> None:
-    """Write ``data`` to ``path``: a regular file (new or existing) is written to a
-    temporary file beside it and renamed over it; a symbolic link is followed, so its
-    target is replaced and the link stays; an existing file that is not a regular file
-    (``/dev/null``, a FIFO, a terminal) is written in place, since renaming over it
-    would replace the device with a file."""
-    path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
+    """Write ``data`` to ``path`` (:func:`output_target`): a regular file, new or
+    existing, is written to a temporary file beside it and renamed over it; a device or
+    FIFO is written in place."""
+    path, in_place = output_target(path)
     directory = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise UserError(f"{path}: is a directory, not a file")
-    if path.exists() and not path.is_file():
+    if in_place:
         try:
             with open(path, "wb") as fh:
                 fh.write(data)

@@ -154,7 +154,7 @@ def construct_file_policies(names, profile) -> None:
     from .policies import policy_file
     for name in names:
         if policy_file(name):
-            Simulation(profile, policy=name)
+            Simulation(profile, policy=name).heap.close()
 
 
 def parse_grid(items, workloads) -> dict:
