@@ -26,12 +26,11 @@ wrong type, a negative or non-finite number (TOML's ``inf`` and ``nan``).
 from __future__ import annotations
 
 import math
-import reprlib
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
-from .errors import UserError
+from .errors import UserError, shown
 
 __all__ = ["Profile", "ProfileError", "load_profile", "profile_names", "MODELS_DIR", "SCHEMA",
            "RECORDS"]
@@ -360,27 +359,21 @@ def _checked_value(value, kind, name, path):
     """
     if kind == STR:
         if not isinstance(value, str):
-            raise ProfileError(f"{path}: {name} must be a string, got {_shown(value)}")
+            raise ProfileError(f"{path}: {name} must be a string, got {shown(value)}")
         return value
     if kind == STRS:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ProfileError(f"{path}: {name} must be a list of strings, got {_shown(value)}")
+            raise ProfileError(f"{path}: {name} must be a list of strings, got {shown(value)}")
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProfileError(f"{path}: {name} must be a number, got {_shown(value)}")
+        raise ProfileError(f"{path}: {name} must be a number, got {shown(value)}")
     if not _finite(value):
-        raise ProfileError(f"{path}: {name} must be a finite number, got {_shown(value)}")
+        raise ProfileError(f"{path}: {name} must be a finite number, got {shown(value)}")
     if kind == INT and not isinstance(value, int):
-        raise ProfileError(f"{path}: {name} must be an integer, got {_shown(value)}")
+        raise ProfileError(f"{path}: {name} must be an integer, got {shown(value)}")
     if value < 0:
-        raise ProfileError(f"{path}: {name} must not be negative, got {_shown(value)}")
+        raise ProfileError(f"{path}: {name} must not be negative, got {shown(value)}")
     return float(value) if kind == FLOAT else value
-
-
-def _shown(value) -> str:
-    """``repr`` of a bad value, shortened (a long list, a 400-digit integer) to fit the
-    one error line."""
-    return reprlib.repr(value)
 
 
 def _finite(number) -> bool:

@@ -40,7 +40,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import UserError
+from .errors import UserError, shown
 from .userfile import exec_user_file
 
 __all__ = ["Workload", "load_workload", "builtin_names", "EXPERIMENTS_DIR", "parse_sets"]
@@ -240,9 +240,8 @@ PARAM_TYPES = (bool, int, float, str)
 
 
 def _kind(value) -> str:
-    """``TYPE VALUE`` for an error message (the value's repr cut at 60 characters)."""
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+    """``TYPE VALUE`` for an error message (the value's repr shortened: :func:`shown`)."""
+    return f"{type(value).__name__} {shown(value)}"
 
 
 def _is_name(value) -> bool:

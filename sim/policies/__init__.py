@@ -49,11 +49,10 @@ from __future__ import annotations
 import difflib
 import numbers
 import re
-import reprlib
 import types
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import UserError, shown
 from ..userfile import describe_raise, exec_user_file
 from .base import Policy
 from .burn_0_20_pre1 import Burn020Pre1
@@ -284,20 +283,11 @@ def _checked_horizon(horizon, where, name):
             return int(limit)
         if isinstance(limit, float) and limit == float("inf"):
             return limit
-        raise UserError(f"{where}: policy {name} ff_horizon returned {_shown(limit)}: it "
+        raise UserError(f"{where}: policy {name} ff_horizon returned {shown(limit)}: it "
                         f"must return a non-negative int (iterations), or float('inf') for "
                         f"no limit")
     ff_horizon.__doc__ = horizon.__doc__
     return ff_horizon
-
-
-def _shown(value) -> str:
-    """A short one-line ``repr`` of a value a user's method returned."""
-    try:
-        text = reprlib.repr(value)
-    except Exception:  # a user's __repr__ that raises
-        text = f"a {type(value).__name__}"
-    return " ".join(text.split())
 
 
 def _reporting_init(init, path, name):
