@@ -11,6 +11,17 @@ sweep costs more every step; fast-forward builds the chain, :mod:`sim.chainrun`)
 process's peak RSS. Timings on a shared
 2-core machine are noisy: compare ratios within one run.
 
+The **event floor** puts the exact add loops in proportion: every allocation and free of
+burn's bookkeeping is one event on the simulated heap (:mod:`sim.costs.heap`), and every
+Rust object an op builds (node, ref count, step, tensor handles, a graph and its tables)
+is one Python object, so an op costs at least its events and its constructors. The bench
+counts both per op in its exact runs (the constructors with a profile hook on a short
+run) and times that many calls on :class:`_CountingHeap`, a heap that only counts live
+bytes and blocks, and that many constructions of :class:`_Record`, three slots set in
+``__init__`` (no size classes, no residency, no locator, no time): the most a Python
+engine that mirrors those objects and events could reach on this machine, measured in the
+same process and minute as the cases.
+
 Under a profile whose allocator is a glibc arena (``--profile linux-x86_64``),
 fast-forward applies a loop that leaves nodes behind in closed form only where its
 iterations qualify for a carve run (:mod:`sim.arenarun`); otherwise it replays every
@@ -24,7 +35,9 @@ from __future__ import annotations
 
 import gc
 import json
+from itertools import repeat
 import resource
+import sys
 import time
 import tracemalloc
 
@@ -106,6 +119,12 @@ CASES = {
     "EMA step with backward": (_ema_step, 1_000, 1_000),
 }
 
+#: simulated ops per second the engine-speed issue asks of the exact add loops
+TARGET_OPS_PER_S = 300_000
+
+#: the cases whose exact runs the event floor is taken for (the issue's add loops)
+FLOOR_CASES = ("untracked add loop", "tracked add loop")
+
 
 def _run_case(program, n, fast_forward, profile):
     sim = Simulation(profile, fast_forward=fast_forward, limits=Limits(max_ops=10 ** 12))
@@ -119,6 +138,91 @@ def _run_case(program, n, fast_forward, profile):
         sim.heap.close()     # the case is over: collecting it frees nothing
         gc.enable()
     return ops, wall, sim
+
+
+class _CountingHeap:
+    """The least a heap event can do: count live bytes and blocks (one call per event)."""
+
+    __slots__ = ("live_bytes", "live_blocks")
+
+    def __init__(self):
+        self.live_bytes = 0
+        self.live_blocks = 0
+
+    def alloc(self, nbytes):
+        self.live_bytes += nbytes
+        self.live_blocks += 1
+
+    def free(self, nbytes):
+        self.live_bytes -= nbytes
+        self.live_blocks -= 1
+
+
+class _Record:
+    """The least a mirrored Rust object can be: three slots set in ``__init__``."""
+
+    __slots__ = ("a", "b", "c")
+
+    def __init__(self, a, b, c):
+        self.a = a
+        self.b = b
+        self.c = c
+
+
+def _constructors_per_op(program, profile, n=200):
+    """Python objects built per op (calls of the package's ``__init__`` methods) in ``n``
+    exact iterations of ``program``, less its set-up (counted on a run of 1)."""
+    def count(iterations):
+        calls = [0]
+        package = __file__.rsplit("/", 1)[0]
+
+        def hook(frame, event, arg):
+            if event == "call" and frame.f_code.co_name == "__init__" and \
+                    frame.f_code.co_filename.startswith(package):
+                calls[0] += 1
+        sim = Simulation(profile, fast_forward=False, limits=Limits(max_ops=10 ** 12))
+        sys.setprofile(hook)
+        try:
+            ops = program(sim, iterations)
+        finally:
+            sys.setprofile(None)
+            sim.heap.close()
+        return calls[0], ops
+    calls_1, ops_1 = count(1)
+    calls_n, ops_n = count(n)
+    return (calls_n - calls_1) / (ops_n - ops_1)
+
+
+def _events_per_op(sim, ops):
+    """Heap allocations and frees per op of a finished exact run (``realloc`` counts as
+    neither: it keeps its block)."""
+    heap = sim.heap
+    return heap.allocs / ops, (heap.allocs - heap.live_blocks) / ops
+
+
+def _event_floor(allocs_per_op, frees_per_op, objects_per_op, ops):
+    """Ops per second of wall time of ``ops`` ops that only make their heap events, each a
+    method call on :class:`_CountingHeap`, and build their objects, each a
+    :class:`_Record`, with the collector off as in a run (the objects are dropped at once:
+    no memory grows)."""
+    heap = _CountingHeap()
+    alloc, free = heap.alloc, heap.free
+    n_alloc, n_free = round(allocs_per_op * ops), round(frees_per_op * ops)
+    n_objects = round(objects_per_op * ops)
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        for _ in repeat(None, n_alloc):
+            alloc(48)
+        for _ in repeat(None, n_free):
+            free(48)
+        for _ in repeat(None, n_objects):
+            _Record(1, 2, 3)
+        wall = time.perf_counter() - start
+    finally:
+        gc.enable()
+    return ops / wall if wall > 0 else None
 
 
 def _bytes_per_node(profile, program, n=20_000):
@@ -144,6 +248,7 @@ def run_bench(profile="m2max-macos", quick=False, echo=None):
     arena = not Allocator.from_classes(prof.process.allocator).bulk_exact()
     results = []
     replayed = []
+    floor = []
     for name, (program, n_exact, n_ff) in CASES.items():
         for mode, n in (("exact", n_exact), ("fast-forward", n_ff)):
             if mode == "fast-forward" and arena and n > ARENA_FF_ITERATIONS:
@@ -157,13 +262,24 @@ def run_bench(profile="m2max-macos", quick=False, echo=None):
                     replayed[-1]["capped"] = True
             if quick:
                 n = max(n // 20, 50)
-            ops, wall, _ = _run_case(program, n, mode == "fast-forward", prof)
+            ops, wall, sim = _run_case(program, n, mode == "fast-forward", prof)
             results.append({"case": name, "mode": mode, "iterations": n, "ops": ops,
                             "wall_s": round(wall, 4),
                             "ops_per_s": round(ops / wall) if wall > 0 else None})
             if echo:
                 echo(f"  {name:<24} {mode:<13} {n:>13,} iterations  {wall:8.3f} s  "
                      f"{ops / wall if wall else float('inf'):>14,.0f} ops/s")
+            if mode == "exact" and name in FLOOR_CASES:
+                allocs, frees = _events_per_op(sim, ops)
+                objects = _constructors_per_op(program, prof)
+                rate = _event_floor(allocs, frees, objects, ops)
+                floor.append({"case": name, "allocs_per_op": round(allocs, 3),
+                              "frees_per_op": round(frees, 3),
+                              "objects_per_op": round(objects, 3),
+                              "ops_per_s": round(rate) if rate else None})
+                if echo and rate:
+                    echo(f"  {name:<24} {'event floor':<13} {ops:>13,} ops         "
+                         f"{'':8}    {rate:>14,.0f} ops/s")
     n_nodes = 2_000 if quick else 20_000
     per_node = {name: round(_bytes_per_node(prof, CASES[name][0], n_nodes))
                 for name in ("untracked add loop", "tracked add loop")}
@@ -174,6 +290,7 @@ def run_bench(profile="m2max-macos", quick=False, echo=None):
                       report_every=1_000)]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"profile": prof.name, "arena_replay": replayed, "cases": results,
+            "event_floor": floor,
             "python_bytes_per_live_node": per_node, "scale": scale,
             "peak_rss_bytes": peak}
 
@@ -216,6 +333,18 @@ def format_table(result) -> str:
     for r in result["cases"]:
         lines.append(f"{r['case']:<24} {r['mode']:<13} {r['iterations']:>14,} "
                      f"{r['wall_s']:>9.3f} {r['ops_per_s'] or 0:>14,}")
+    for f in result.get("event_floor") or ():
+        exact = next((r["ops_per_s"] for r in result["cases"]
+                      if r["case"] == f["case"] and r["mode"] == "exact"), None)
+        line = (f"event floor ({f['case']}): its {f['allocs_per_op']:.2f} heap "
+                f"allocations, {f['frees_per_op']:.2f} frees and {f['objects_per_op']:.2f} "
+                f"objects per op alone (each event one call on a heap that only counts, "
+                f"each object three slots) run at {f['ops_per_s'] or 0:,} ops/s")
+        if f["ops_per_s"] and f["ops_per_s"] < TARGET_OPS_PER_S:
+            line += f", under the {TARGET_OPS_PER_S:,} ops/s the engine-speed issue asks"
+        if exact and f["ops_per_s"]:
+            line += f"; the exact engine runs at {exact / f['ops_per_s']:.1%} of the floor"
+        lines.append(line)
     for case in result.get("arena_replay") or ():
         line = (f"{case['case']}: on the glibc arena fast-forward replays "
                 f"{case['replayed_share']:.2%} of a {case['probe_iterations']:,}-iteration "

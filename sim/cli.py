@@ -312,7 +312,8 @@ def _default_measured():
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
               help="also write the results as JSON here")
 def bench_cmd(profile, quick, json_out):
-    """Measure simulated ops/s (exact and fast-forward) and memory per live node."""
+    """Measure simulated ops/s (exact and fast-forward), the event floor of the add
+    loops (their heap events and objects alone), memory per live node and long runs."""
     from .bench import format_table, run_bench, to_json
     from .data import atomic_write
     from .profile import load_profile

@@ -17,6 +17,9 @@ def test_quick_bench_reports_cases_memory_and_the_ema_run(tmp_path):
                                                                  "exact") in cases
     assert all(c["ops"] > 0 and c["wall_s"] >= 0 for c in data["cases"])
     assert all(0 < b < 1024 for b in data["python_bytes_per_live_node"].values())
+    assert [f["case"] for f in data["event_floor"]] == ["untracked add loop",
+                                                        "tracked add loop"]
+    assert all(f["ops_per_s"] > 0 for f in data["event_floor"])
     ema, deepening, leak, balanced = data["scale"]
     assert ema["steps"] == 1000 and ema["wall_s"] > 0 and ema["chain_steps"] > 900
     assert "p10-ema detach, 1,000 steps" in result.output
@@ -29,3 +32,40 @@ def test_quick_bench_reports_cases_memory_and_the_ema_run(tmp_path):
     # ema-balanced: a chain whose members keep each step's weight, its events replayed
     assert balanced["steps"] == 1000 and balanced["chain_steps"] > 700
     assert "ema-balanced detach, 1,000 steps" in result.output
+
+
+def test_event_floor_counts_the_events_and_objects_of_an_op():
+    """The floor's counts are the model's: what an add keeps is adleak-count's blocks per
+    op (8.33 untracked, 5.17 tracked), and burn's objects are built one Python object each
+    (an untracked add builds a graph: its locator entry, server, memory and four tables)."""
+    from sim.bench import (CASES, _constructors_per_op, _event_floor, _events_per_op,
+                           _run_case)
+    from sim.profile import load_profile
+    profile = load_profile("m2max-macos")
+    counts = {}
+    for name in ("untracked add loop", "tracked add loop"):
+        ops, _, sim = _run_case(CASES[name][0], 3000, False, profile)
+        allocs, frees = _events_per_op(sim, ops)
+        counts[name] = (allocs, frees, _constructors_per_op(CASES[name][0], profile))
+        assert _event_floor(allocs, frees, counts[name][2], 1000) > 0
+    allocs, frees, objects = counts["untracked add loop"]
+    assert abs((allocs - frees) - 8.333) < 0.01 and 19 < allocs < 20
+    assert 14 <= objects < 15
+    allocs, frees, objects = counts["tracked add loop"]
+    assert abs((allocs - frees) - 5.167) < 0.01 and 17 < allocs < 18
+    assert 7 <= objects < 8
+
+
+def test_bench_table_states_the_floor_against_the_target():
+    from sim.bench import format_table
+    result = {"cases": [{"case": "untracked add loop", "mode": "exact", "iterations": 10,
+                         "wall_s": 1.0, "ops_per_s": 20_000}],
+              "event_floor": [{"case": "untracked add loop", "allocs_per_op": 19.34,
+                               "frees_per_op": 11.0, "objects_per_op": 14.32,
+                               "ops_per_s": 160_000}],
+              "python_bytes_per_live_node": {}, "peak_rss_bytes": 1e6}
+    table = format_table(result)
+    assert ("event floor (untracked add loop): its 19.34 heap allocations, 11.00 frees and "
+            "14.32 objects per op alone") in table
+    assert "160,000 ops/s, under the 300,000 ops/s" in table
+    assert "the exact engine runs at 12.5% of the floor" in table
