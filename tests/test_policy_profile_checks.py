@@ -74,6 +74,58 @@ def test_misspelt_seam_in_a_base_class_of_the_file(tmp_path, capsys):
                      "did you mean on_last_handle?")
 
 
+# -- a seam overridden with parameters the engine cannot pass --------------------------
+
+#: line 7 of the file defines the method
+ONE_SEAM = '''from sim.policies import Policy
+
+
+class Fix(Policy):
+    name = "fix"
+
+    def {method}{params}:
+        return None
+'''
+
+BAD_SIGNATURES = {
+    ("after_backward", "(self)"): "after_backward(self, client)",
+    ("on_last_handle", "(self, server)"): "on_last_handle(self, server, rc)",
+    ("register_untracked", "(self, client, rc, step, device, extra)"):
+        "register_untracked(self, client, rc, step, device)",
+    ("ff_horizon", "(self, effect, *, steps)"): "ff_horizon(self, effect)",
+}
+
+
+@pytest.mark.parametrize("method,params", sorted(BAD_SIGNATURES))
+def test_seam_with_wrong_parameters_is_an_error_in_sim_policies(tmp_path, capsys, method,
+                                                                params):
+    path = tmp_path / "fix.py"
+    path.write_text(ONE_SEAM.format(method=method, params=params))
+    code, out, err = run_cli(["policies", str(path)], capsys)
+    assert_one_error(code, err, f"{path}:7: Fix.{method}{params} cannot be called as the "
+                     f"seam is, {BAD_SIGNATURES[method, params]}")
+    assert out == ""
+
+
+def test_seam_with_wrong_parameters_is_an_error_before_a_run(tmp_path, capsys):
+    path = tmp_path / "fix.py"
+    path.write_text(ONE_SEAM.format(method="after_backward", params="(self)"))
+    out = tmp_path / "rows.csv"
+    code, _, err = run_cli(["run", "adleak-count", "-v", "a-tracked", "-p", str(path),
+                            "--out", str(out)], capsys)
+    assert_one_error(code, err, f"{path}:7: Fix.after_backward(self)")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("params", ["(self, client, every=4)", "(self, *args)",
+                                    "(self, client, *args, **kwargs)", "(me, graph)"])
+def test_seam_parameters_may_differ_in_names_defaults_and_extras(tmp_path, capsys, params):
+    path = tmp_path / "fix.py"
+    path.write_text(ONE_SEAM.format(method="after_backward", params=params))
+    code, _, err = run_cli(["policies", str(path)], capsys)
+    assert code == 0, err
+
+
 HELPERS = '''from sim.policies.drop_release import DropRelease
 
 

@@ -47,6 +47,7 @@ own), and an ``ff_horizon`` that returns anything but a non-negative ``int`` or
 from __future__ import annotations
 
 import difflib
+import inspect
 import numbers
 import re
 import types
@@ -194,6 +195,7 @@ def load_policy_file(path):
     if name in _FILES:
         raise UserError(f"{path}: policy name '{name}' is already taken by {_FILES[name][1]}")
     _check_seam_names(cls, own, path)
+    _check_seam_signatures(own, path)
     extra = {"__module__": module_name}
     if not any("changes" in vars(c) for c in own):
         doc = (cls.__doc__ or "").strip().split("\n")[0]
@@ -250,6 +252,48 @@ def _check_seam_names(cls, own, path) -> None:
                 raise UserError(f"{_where_defined(klass, attr, path)}: {klass.__name__}.{attr} "
                                 f"is no seam or hook of sim.policies.Policy, so nothing calls "
                                 f"it: did you mean {near[0]}? (start a helper's name with '_')")
+
+
+def _check_seam_signatures(own, path) -> None:
+    """Raise :class:`~sim.errors.UserError` if a class in ``own`` (the policy classes the
+    file ``path`` defines) overrides a seam or hook with a method that cannot take the
+    arguments the simulator passes it: the engine calls each one with :class:`Policy`'s
+    positional parameters, so an override must accept as many (more only with
+    defaults, or ``*args``). Without this check the mistake surfaces as a ``TypeError``
+    deep in a run, blamed on the workload line that reached the seam.
+
+    >>> class Fix(Policy):
+    ...     def after_backward(self): pass
+    >>> _check_seam_signatures([Fix], "fix.py")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    sim.errors.UserError: fix.py: Fix.after_backward(self) cannot be called as the seam is, after_backward(self, client): ...
+    >>> class Fine(Policy):
+    ...     def after_backward(self, client, every=1): pass
+    ...     def on_register(self, *args): pass
+    >>> _check_seam_signatures([Fine], "fix.py")
+    """
+    for klass in own:
+        for attr, value in vars(klass).items():
+            if (attr not in SEAMS and attr not in HOOKS) or not isinstance(
+                    value, types.FunctionType):
+                continue
+            expected = inspect.signature(getattr(Policy, attr))
+            given = inspect.signature(value)
+            try:
+                given.bind(*expected.parameters)
+            except TypeError as err:
+                raise UserError(
+                    f"{_where_defined(klass, attr, path)}: {klass.__name__}.{attr}{_plain(given)} "
+                    f"cannot be called as the seam is, {attr}{_plain(expected)}: {err}"
+                ) from None
+
+
+def _plain(signature) -> str:
+    """A signature as written without its annotations: ``(self, client, every=1)``."""
+    empty = inspect.Signature.empty
+    return str(signature.replace(
+        parameters=[p.replace(annotation=empty) for p in signature.parameters.values()],
+        return_annotation=empty))
 
 
 def _is_method(value) -> bool:
