@@ -34,7 +34,7 @@ from .costs.timing import Timing
 from .profile import mallopt
 from .autodiff.locator import GraphMutexClient
 from .autodiff.runs import NodeRun
-from .errors import UserError
+from .errors import UserError, shown
 from .tensor import Device, BurnPanic
 from .autodiff.traversal import TapeConsumed
 from .units import METRICS
@@ -463,8 +463,14 @@ class Simulation:
 
     def record(self, x, x_unit, metric, value, phase="", note="", experiment=None,
                variant=None) -> None:
-        """Record one observation in the schema."""
-        unit = METRICS[metric].unit
+        """Record one observation in the schema (``metric``: a name of
+        :data:`sim.units.METRICS`, which gives its unit; any other is a
+        :class:`~sim.errors.UserError` listing them)."""
+        known = METRICS.get(metric)
+        if known is None:
+            raise UserError(f"unknown metric {shown(metric)} (valid: {', '.join(METRICS)}; "
+                            f"sim/units.py declares each with its unit)")
+        unit = known.unit
         self.rows.append({
             "experiment": experiment or self.experiment,
             "variant": variant if variant is not None else self.variant,

@@ -38,8 +38,13 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
     sim.heartbeat = heartbeat
     try:
         rows = sim.run(lambda s, **p: _program(workload, s, variant, p), params)
-    except UserError:
-        raise
+    except UserError as exc:
+        # the simulator refused what the workload (or policy) asked (a device it does not
+        # have, shapes that do not match): the line that asked, where the message lacks it
+        where = _where(exc, workload, sim.policy)
+        if where is None or str(exc).startswith(where[0].rsplit(":", 1)[0]):
+            raise
+        raise UserError(f"{where[0]}: {exc}") from None
     except Exception as exc:  # an error in the workload's (or policy's) code: its file and line
         raise UserError(_describe(exc, workload, sim.policy)) from None
     workload.check_x_units(rows)
@@ -61,15 +66,25 @@ def _program(workload, sim, variant, params):
     return program
 
 
-def _describe(exc, workload, policy) -> str:
-    """One line naming the user's file and line where ``exc`` was raised: the innermost
-    frame in a policy file loaded with ``--policy FILE.py``, else in the workload's file."""
+def _where(exc, workload, policy):
+    """``(PATH:LINE, what)`` of the innermost frame of ``exc``'s traceback in a policy
+    file loaded with ``--policy FILE.py`` (``what``: ``policy NAME``) or in the workload's
+    file (``workload NAME``); None if it passes through neither."""
     from .policies import policy_file
-    raised = raised_text(exc) + message_text(exc)
     source = policy_file(policy.name)
     for frame in reversed(exception_frames(exc)):
         if source and frame.filename == source:
-            return f"{source}:{frame.lineno}: policy {policy.name} {raised}"
+            return f"{source}:{frame.lineno}", f"policy {policy.name}"
         if frame.filename == str(workload.path):
-            return f"{workload.path}:{frame.lineno}: workload {workload.name} {raised}"
-    return f"{workload.path}: workload {workload.name} {raised}"
+            return f"{workload.path}:{frame.lineno}", f"workload {workload.name}"
+    return None
+
+
+def _describe(exc, workload, policy) -> str:
+    """One line naming the user's file and line where ``exc`` was raised: the innermost
+    frame in a policy file loaded with ``--policy FILE.py``, else in the workload's file."""
+    raised = raised_text(exc) + message_text(exc)
+    where = _where(exc, workload, policy)
+    if where is None:
+        return f"{workload.path}: workload {workload.name} {raised}"
+    return f"{where[0]}: {where[1]} {raised}"

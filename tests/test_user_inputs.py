@@ -268,3 +268,26 @@ def test_sweep_summary_line(tmp_path, capsys, leak2):
     assert first.startswith("1 cell (1 simulated, 0 from an equivalent policy's run, 0 cached), "
                             "1 figure -> "), first
     assert "//" not in first and first.endswith("/out/report.html"), first
+
+
+# what the simulator refuses inside a run names the workload line that asked for it
+REFUSED = {
+    "device": ('dev = sim.device("cuda")', "unknown device 'cuda' (valid: flex, metal)"),
+    "shapes": ("Tensor.zeros([4, 3], dev).matmul(Tensor.zeros([5, 7], dev))",
+               "matmul shapes [4, 3] x [5, 7] do not match"),
+    "metric": ('sim.sample(1, "step", memory_mb=3)', "unknown metric 'memory_mb' (valid: "),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_refusal_inside_a_run_names_the_workload_line(tmp_path, capsys, case):
+    statement, message = REFUSED[case]
+    path = tmp_path / "mine.py"
+    path.write_text("from sim.tensor import Tensor\n\n\ndef run(sim, variant):\n"
+                    '    dev = sim.device("flex").autodiff()\n'
+                    f"    {statement}\n"
+                    '    yield sim.sample(1, "step")\n')
+    out = tmp_path / "rows.csv"
+    code, _, err = run_cli(["run", str(path), "--out", str(out)], capsys)
+    assert_one_error(code, err, f"{path}:6: {message}")
+    assert not out.exists()
