@@ -27,7 +27,7 @@ from pathlib import Path
 from .errors import UserError
 from .units import METRICS
 
-__all__ = ["COLUMNS", "PREDICTED_COLUMNS", "OPTIONAL_COLUMNS", "DataError", "read_measured",
+__all__ = ["file_in_the_way", "COLUMNS", "PREDICTED_COLUMNS", "OPTIONAL_COLUMNS", "DataError", "read_measured",
            "rows_to_csv", "atomic_write", "atomic_write_bytes", "output_target",
            "format_value", "key_of"]
 
@@ -86,6 +86,13 @@ def output_target(path):
     is written as it is: renaming over it would replace the device with a file."""
     target = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
     return target, target.exists() and not target.is_file() and not target.is_dir()
+
+
+def file_in_the_way(path):
+    """The nearest existing ancestor of ``path`` if it is not a directory (a file where a
+    directory would have to be: nothing can be written below it), else None."""
+    above = next((p for p in Path(path).parents if p.exists()), None)
+    return above if above is not None and not above.is_dir() else None
 
 
 def atomic_write_bytes(path, data: bytes) -> None:

@@ -31,7 +31,8 @@ import os
 from pathlib import Path
 
 from .compare import TOLERANCE, join
-from .data import PREDICTED_COLUMNS, atomic_write, atomic_write_bytes, format_value, rows_to_csv
+from .data import (PREDICTED_COLUMNS, atomic_write, atomic_write_bytes, file_in_the_way,
+                   format_value, rows_to_csv)
 from .errors import UserError
 
 __all__ = ["ERROR_COLUMNS", "join_errors", "write_data", "write_info", "previous_figures", "load",
@@ -47,6 +48,9 @@ def prepare_out(out) -> Path:
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise UserError(f"--out {out}: exists and is not a directory")
+    above = file_in_the_way(path)
+    if above is not None:
+        raise UserError(f"--out {out}: {above} is a file, not a directory")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -196,7 +196,7 @@ def test_output_parent_is_a_file(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     code, _, lines = run_cli(["run", "adleak-count", "--out", str(blocker / "x.csv")], capsys)
-    assert_one_error(code, lines, "does not exist")
+    assert_one_error(code, lines, f"{blocker} is a file, not a directory")
 
 
 def test_sweep_out_is_a_file(tmp_path, capsys):

@@ -148,3 +148,14 @@ def test_closed_stdout_is_not_an_error():
     assert proc.wait(timeout=60) == 0, err
     assert err == b""
 
+
+
+@pytest.mark.parametrize("command,out", [
+    (["run", "adleak-count", "-v", "flex", "--out"], "afile/deeper/rows.csv"),
+    (["sweep", "-w", "adleak-count", "--out"], "afile/results"),
+])
+def test_out_below_a_file_says_the_file_is_in_the_way(tmp_path, capsys, command, out):
+    (tmp_path / "afile").write_text("mine\n")
+    code, _, lines = run_cli(command + [str(tmp_path / out)], capsys)
+    assert_one_error(code, lines, f"{tmp_path / 'afile'} is a file, not a directory")
+    assert (tmp_path / "afile").read_text() == "mine\n"
