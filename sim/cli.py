@@ -88,19 +88,33 @@ _profile_option = click.option("--profile", default="m2max-macos", show_default=
 @cli.command("list")
 def list_cmd():
     """List workloads (with variants and parameters), policies and profiles."""
+    import shutil
+    import textwrap
     from .policies import POLICIES
     from .profile import profile_names
     from .workloads import builtin_names, load_workload
+    width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 120))
+
+    def block(label, text, indent=6):
+        """``text`` wrapped to the terminal, its lines indented below ``label``."""
+        lead = " " * indent + label
+        click.echo(textwrap.fill(text, width, initial_indent=lead,
+                                 subsequent_indent=" " * (indent + len(label))))
+
     click.echo("workloads:")
     for name in builtin_names():
         w = load_workload(name)
-        click.echo(f"  {name:<14} {w.description}")
-        click.echo(f"  {'':<14} variants: {', '.join(w.variants)}")
+        about = w.description
+        if about.startswith(f"{name}: "):        # the description names its workload
+            about = about[len(name) + 2:]
+        click.echo(f"  {name}")
+        block("", about)
+        block("variants: ", ", ".join(w.variants))
         params = ", ".join(f"{k}={v}" + (f" ({'|'.join(map(str, w.choices[k]))})"
                                            if k in w.choices else "")
                            for k, v in w.params.items())
-        click.echo(f"  {'':<14} params:   {params}")
-    click.echo("policies:")
+        block("params:   ", params)
+    click.echo("policies:  (sim policies: what each changes, and the seams)")
     for name in POLICIES:
         click.echo(f"  {name}")
     click.echo("profiles:")

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from .data import atomic_write, format_value
 from .errors import UserError
+from .workloads import load_workload
 
 __all__ = ["Cell", "SweepRun", "code_version", "select_workloads", "select_policies",
            "parse_grid", "plan_cells", "run_cells", "compute_cell", "REFERENCE_POLICY"]
@@ -70,8 +71,14 @@ class Cell:
 
     @property
     def label(self) -> str:
-        """``workload/variant/policy [params]``, for progress and error lines."""
-        name = Path(self.workload).stem if self.workload.endswith(".py") else self.workload
+        """``workload/variant/policy [params]``, for progress and error lines (a workload
+        file by its workload's name, as its rows and figures have it)."""
+        name = self.workload
+        if name.endswith(".py"):
+            try:
+                name = load_workload(name).name
+            except UserError:           # a file that does not load: its own error says so
+                name = Path(name).stem
         text = f"{name}/{self.variant}/{self.policy}"
         return f"{text} [{self.params_text}]" if self.params else text
 
@@ -120,7 +127,7 @@ def select_workloads(names) -> list:
     ``all`` is the default set: the built-in workloads except those that declare
     ``SWEEP = False`` (the replicas of the Linux probes), which run when named.
     """
-    from .workloads import builtin_names, load_workload
+    from .workloads import builtin_names
     chosen = []
     for name in names or ("all",):
         for one in (builtin_names() if name == "all" else [name]):
