@@ -461,7 +461,8 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
         the message names the cell. Finished cells stay cached.
     """
     from . import runner  # noqa: F401  (forked workers inherit the simulator loaded now)
-    from .policies import policy_file
+    from .policies import get_policy, policy_file
+    from .policies.trace import may_share
     from .progress import Progress
     from .workloads import load_workload
     start = time.perf_counter()
@@ -477,14 +478,19 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
         else:
             run.rows[cell] = rows
     run.cached = len(cells) - len(todo)
-    # the first cell of each family (workload, variant, parameters) to simulate; the
-    # others of the family wait for it (plan order puts it first)
+    # a cell of a family (workload, variant, parameters) waits for the first cell of the
+    # family to simulate (plan order puts it first) whose run it may share; a cell whose
+    # policy can share no earlier one's (the pytorch policy, a policy file) runs at once
     deps = {}
     if reuse and scheduler is None:
-        first = {}
+        firsts = {}
         for cell in todo:
-            rep = first.setdefault((cell.workload, cell.variant, cell.params), cell)
-            if rep is not cell:
+            family = firsts.setdefault((cell.workload, cell.variant, cell.params), [])
+            policy = get_policy(cell.policy)
+            rep = next((r for r in family if may_share(get_policy(r.policy), policy)), None)
+            if rep is None:
+                family.append(cell)
+            else:
                 deps[cell] = rep
     reps = set(deps.values())
     specs = {cell: {"workload": cell.workload, "variant": cell.variant, "policy": cell.policy,

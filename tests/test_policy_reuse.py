@@ -146,3 +146,18 @@ def test_properties_and_classmethods_are_recorded_and_properties_stay_computed()
     assert policy.level != policy.level          # computed at every read, not cached
     assert policy.kind() == "WithProperty" and {"level", "kind"} <= reads
     assert not same_behaviour({"level"}, WithProperty, BASE)
+
+
+def test_a_cell_waits_only_for_a_run_it_may_share():
+    """may_share is what same_behaviour asks of every run (__init__ alike), so a sweep
+    runs a cell at once where no earlier cell of its family can give it rows: the built-ins
+    that define __init__ (and policy files, whose __init__ reports errors) never wait."""
+    from sim.policies.trace import may_share
+    shareable = {name for name, cls in POLICIES.items() if may_share(BASE, cls)}
+    assert shareable == {"burn-0.22.1", "skip-untracked", "detach-constant", "dedup-sweep"}
+    for a in POLICIES.values():
+        for b in POLICIES.values():
+            if not may_share(a, b):
+                assert not same_behaviour(set(), a, b)
+                assert not same_behaviour({"detach", "after_backward"}, a, b)
+    assert not may_share(BASE, OwnInit) and may_share(BASE, OnlyDetach)

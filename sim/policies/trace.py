@@ -103,6 +103,18 @@ def _defined(cls, name):
     return _MISSING, ()
 
 
+def may_share(a, b) -> bool:
+    """Whether a run under policy class ``a`` can be the run ``b`` would give, as far as
+    is known before it runs: :func:`same_behaviour` asks every run that ``__init__``
+    resolve alike in both, so where it does not (the pytorch policy, a policy file),
+    ``b``'s cells need not wait for ``a``'s."""
+    if a is b:
+        return True
+    value_a, mro_a = _defined(a, "__init__")
+    value_b, mro_b = _defined(b, "__init__")
+    return value_a is value_b and mro_a == mro_b
+
+
 def same_behaviour(reads, a, b) -> bool:
     """Whether a run under policy class ``a`` that read the attribute names ``reads`` is the
     run policy class ``b`` would give: neither reads the policy's name, and each name read
