@@ -1,23 +1,65 @@
 """Growth of memory and time along a run's loop, and panics, read off predicted rows.
 
 The question a sweep answers per workload is which policies remove the
-growth that burn 0.22.1 shows. For every simulated run (a cell's rows) this
-module measures, along the loop axis ``x``:
+growth that burn 0.22.1 shows. The summary figure (``summary.png``) and the
+report's "Which policies remove the growth" table both read the verdicts of
+this module (:attr:`Growth.memory_grows`, :attr:`Growth.time_grows`, and
+:func:`memory_level`, which grades a series against the reference from the same
+verdict): one definition of "grows", stated in :data:`MEMORY_RULE` and
+:data:`TIME_RULE`.
 
-* memory growth: live host heap (the ``heap_bytes`` observable) plus GPU
-  pool bytes in use (``gpu_in_use``, when the workload records it), from the
-  first sample to the last, in bytes per loop unit (per 100k iterations for
-  ``iterations`` / ``k_iterations`` axes, per step, per forward, ...). A run
-  whose samples are all at one x (phases of one loop, as ``adleak-count``)
-  uses its first ``*_delta`` memory metric over x instead (a delta from the
-  loop's start);
-* time: the simulated ms per loop unit over the first interval between
-  samples and over the last (``sim_time_ms``), e.g. ms/step at the last step;
-* panics: the x of the first ``panic`` event.
+Series. A run is a cell's rows (workload, variant, policy, params). Its
+*series* is its samples along the loop axis ``x``:
 
-A run's memory *grows* when it gains more than :data:`GROWS_BYTES` over the
-run; its time *grows* when the last interval is slower than the first by more
-than the time tolerance (15 %).
+* the rows without a phase, when they are at more than one x (one-time phase
+  rows beside them, as p10-ema's per-phase text residency at steps 0 and 1,
+  are not part of the loop);
+* else each phase whose rows are at more than one x is a series of its own
+  (``train-validate``: ``train`` in steps, then ``generate`` in samples;
+  ``two-thread-infer``: one per thread), and gets a :class:`Growth` of its own;
+* else (every sample at one x, e.g. ``adleak-count``'s phases after the loop)
+  the first ``*_delta`` memory metric of the first phase: a growth from the
+  loop's start, over the loop.
+
+A run with none of these (one sample, e.g. ``pit-infer``'s build) still gets a
+:class:`Growth`, without figures, whose ``note`` says why.
+
+Memory. The metric judged (:attr:`Growth.memory_metric`) is the process's
+resident memory where the series records it (``rss_bytes``, else ``rss``,
+else ``rss_delta``), else the live host heap (``heap_bytes``); plus the GPU
+pool bytes in use (``gpu_in_use``) where recorded. RSS is preferred because
+it is what a user watches and it holds what the live heap does not show: the
+pages an allocator keeps after a sweep or free (a bounded sawtooth of the
+heap leaves RSS flat) and memory a policy models outside the heap (the
+``pytorch`` policy's per-step allocator drift, ``rss_extra_bytes``, is in
+RSS only). Where the run is judged by RSS, the live heap's verdict is kept
+beside it (:attr:`Growth.heap_grows`) so that a report can name the cells
+where the two disagree.
+
+Memory *grows* when the highest value of the late half of the series (its
+last ``floor(n/2)`` samples) exceeds the highest value of the early half (the
+first ``ceil(n/2)``, which hold the warm-up: first allocations, pages made
+resident once) by more than :data:`GROWS_BYTES` (64 KiB). A leak's maxima keep
+rising; a sawtooth's do not, nor does a one-time rise at the start. The
+growth per loop unit (:attr:`Growth.memory_bytes`) is that rise divided by
+the x span from the last early sample to the last sample, in bytes per
+reported unit (per 100k iterations for ``iterations`` / ``k_iterations``
+axes, per step, per forward, per sample, ...). A live heap alone, sampled
+more sparsely than a sawtooth's period, cannot be told from growth by its
+samples (they alias: 727608, 347352, 1073528, 693464 B); RSS, which keeps the
+pages of the peaks, can (flat at 3.715 MB there).
+
+Time. The simulated ms per loop unit over the first interval between samples
+and over the last (from ``sim_time_ms``; from the recorded ``ms_per_step``
+where the series has no ``sim_time_ms`` and the x unit is the step itself).
+Time *grows* when the last interval is slower than the first by more than the
+time tolerance (15 %).
+
+Panics: the x of the first ``panic`` event, on the series of its phase (or
+the run's first series).
+
+A run sampled once per phase at one x (the third kind above) is judged by its
+``*_delta`` metric over the whole loop, against the same 64 KiB.
 """
 
 from __future__ import annotations
@@ -27,10 +69,26 @@ from dataclasses import dataclass
 from .compare import TOLERANCE
 from .units import BYTES_PER, METRICS
 
-__all__ = ["Growth", "growth_of_runs", "GROWS_BYTES", "per_unit"]
+__all__ = ["Growth", "growth_of_runs", "GROWS_BYTES", "per_unit", "late_rise",
+           "memory_level", "LEVEL_RATIOS", "MEMORY_RULE", "TIME_RULE", "RSS_METRICS"]
 
-#: total growth over a run below which its memory counts as flat (B)
+#: rise of the late half's maximum over the early half's above which memory grows (B)
 GROWS_BYTES = 64 * 1024
+
+#: resident-memory metrics, in order of preference, that a series is judged by
+RSS_METRICS = ("rss_bytes", "rss", "rss_delta")
+
+#: bounds of :func:`memory_level`'s classes 1-3: a growing series' growth over the
+#: reference's under half, under 0.9, up to 1.1 (as much as the reference)
+LEVEL_RATIOS = (0.5, 0.9, 1.1)
+
+#: the rule, as the report and the summary figure state it
+MEMORY_RULE = (f"memory grows when the highest value of the late half of a run's samples "
+               f"is more than {GROWS_BYTES // 1024} KiB above the highest of the early half "
+               f"(the warm-up); judged by resident memory (RSS) where the workload records "
+               f"it, else by the live heap; plus the GPU pool in use where recorded")
+TIME_RULE = (f"time grows when the last interval's ms per loop unit is more than "
+             f"{TOLERANCE['time'] * 100:g} % above the first's")
 
 #: x unit -> (x units per reported unit, name of the reported unit)
 _PER = {"k_iterations": (100, "per 100k iterations"),
@@ -55,110 +113,267 @@ def per_unit(x_unit: str):
     return 1, f"per {unit or 'x'}"
 
 
+def late_rise(xs, values):
+    """``(rise, span)`` of a series sampled at increasing ``xs``: how far the highest of
+    its late half rises above the highest of its early half (in the values' unit), and
+    the x span it rose over (last early x to last x).
+
+    The early half is the first ``ceil(n/2)`` samples, the late half the rest; a
+    series of two samples rises from the first to the second.
+
+    >>> late_rise([0, 1, 2, 3], [0, 100, 0, 100])      # a sawtooth: bounded
+    (0, 2)
+    >>> late_rise([0, 1, 2, 3], [0, 10, 20, 30])       # a leak: 10 per x
+    (20, 2)
+    """
+    if len(xs) < 2 or len(xs) != len(values):
+        raise ValueError("late_rise needs two or more samples, one value each")
+    k = (len(xs) + 1) // 2
+    return max(values[k:]) - max(values[:k]), xs[-1] - xs[k - 1]
+
+
 @dataclass
 class Growth:
-    """Growth figures of one run: ``workload``, ``variant``, ``policy``, ``params``."""
+    """Growth figures of one series of a run: ``workload``, ``variant``, ``policy``,
+    ``params`` and the ``phase`` the series is (empty: the run's loop).
+
+    Bytes are bytes; ``memory_bytes`` / ``heap_bytes`` are bytes per ``unit``;
+    ``ms_first`` / ``ms_last`` are simulated ms per ``unit``; ``panic_x`` is in
+    ``x_unit``. ``None``: no figure (``note`` says why where a figure is missing).
+    """
 
     workload: str
     variant: str
     policy: str
     params: str
     unit: str = ""                   # "per step", "per 100k iterations"
-    memory_bytes: float | None = None  # memory growth per unit (B)
-    memory_total_bytes: float | None = None  # over the whole run (B)
+    memory_bytes: float | None = None  # memory growth per unit (B), late half
+    memory_total_bytes: float | None = None  # the late half's rise (B): the verdict's figure
     ms_first: float | None = None    # simulated ms per unit, first interval
     ms_last: float | None = None     # simulated ms per unit, last interval
     panic_x: float | None = None
     x_unit: str = ""
+    phase: str = ""                  # the series' phase ("": the run's loop)
+    memory_metric: str = ""          # what memory is judged by: "rss_bytes + gpu_in_use", ...
+    heap_bytes: float | None = None  # live heap (+ GPU) growth per unit, when judged by RSS
+    heap_total_bytes: float | None = None  # the live heap's late-half rise (B), idem
+    note: str = ""                   # why a figure is missing
+
+    @property
+    def run(self) -> tuple:
+        """``(workload, variant, phase, params)``: the summary row / table row of the series."""
+        return (self.workload, self.variant, self.phase, self.params)
+
+    @property
+    def label(self) -> str:
+        """``workload / variant (phase) [params]``, as the report names the row."""
+        return (f"{self.workload} / {self.variant}" + (f" ({self.phase})" if self.phase else "")
+                + (f" [{self.params}]" if self.params else ""))
 
     @property
     def has_figures(self) -> bool:
-        """Whether the run has a loop to grow along (more than one sample) or a panic."""
+        """Whether the series has a loop to grow along (more than one sample) or a panic."""
         return (self.memory_bytes is not None or self.ms_last is not None
                 or self.panic_x is not None)
 
     @property
     def memory_grows(self):
+        """Whether memory grows (the module's rule); ``None``: not measured."""
         if self.memory_total_bytes is None:
             return None
         return self.memory_total_bytes > GROWS_BYTES
 
     @property
+    def heap_grows(self):
+        """Whether the live heap (+ GPU) grows by the same rule, where the series is
+        judged by RSS; ``None`` otherwise."""
+        if self.heap_total_bytes is None:
+            return None
+        return self.heap_total_bytes > GROWS_BYTES
+
+    @property
     def time_grows(self):
+        """Whether the last interval is slower than the first by more than 15 %."""
         if self.ms_first is None or self.ms_last is None or self.ms_first <= 0:
             return None
         return self.ms_last > self.ms_first * (1 + TOLERANCE["time"])
 
 
+def memory_level(g, ref):
+    """Severity class of series ``g``'s memory growth for the summary, from the same
+    verdict as the report (:attr:`Growth.memory_grows`), against ``ref`` (the reference
+    policy's series beside it, or None): None where there is no figure; 0 where memory
+    does not grow; else by ``g``'s growth per loop unit over ``ref``'s, 1 under
+    :data:`LEVEL_RATIOS`' first bound (half), 2 under its second (0.9), 3 up to its third
+    (1.1, "as much"), 4 above, or where ``ref`` does not grow (or is missing)."""
+    if g is None or g.memory_grows is None:
+        return None
+    if not g.memory_grows:
+        return 0
+    if ref is None or not ref.memory_grows or (ref.memory_bytes or 0) <= 0:
+        return 4
+    ratio = g.memory_bytes / ref.memory_bytes
+    half, most, same = LEVEL_RATIOS
+    return 1 if ratio < half else 2 if ratio < most else 3 if ratio <= same else 4
+
+
 def growth_of_runs(rows, workload_of) -> list:
-    """One :class:`Growth` per run in ``rows`` (predicted rows, numeric x and value).
+    """The :class:`Growth` of every series of every run in ``rows`` (predicted rows,
+    numeric x and value): one per run, or one per phase where the run's loop is
+    phased (see the module's docstring).
 
     A run is an (experiment, variant, policy, params) group; ``workload_of``
-    maps a row to its workload's name. Runs come back in the
-    order their first row appears.
+    maps a row to its workload's name. Runs come back in the order their first
+    row appears, a run's phases in the order of their first row.
     """
     runs = {}
     for row in rows:
         key = (workload_of(row), row["variant"], row["policy"],
                row.get("params", ""))
         runs.setdefault(key, []).append(row)
-    return [_growth(key, run_rows) for key, run_rows in runs.items()]
+    return [g for key, run_rows in runs.items() for g in _growths(key, run_rows)]
 
 
-def _growth(key, rows) -> Growth:
-    g = Growth(*key)
-    panics = [r for r in rows if r["metric"] == "panic"]
-    if panics:
-        g.panic_x = panics[0]["x"]
-    samples = {}
+def _growths(key, rows) -> list:
+    """The :class:`Growth` of each series of one run."""
+    series = {}
     for r in rows:
-        if r["metric"] == "panic":
-            continue
-        samples.setdefault((r["x"], r.get("phase", "")), {})[r["metric"]] = r
-    if not samples:
-        return g
-    loop = {k: v for k, v in samples.items() if not k[1]}
-    if len({x for x, _ in loop}) > 1:
-        # a loop's series (no phase), with one-time phase rows beside it (p10-ema's
-        # per-phase text residency at steps 0 and 1): the growth is the loop's
-        samples = loop
-    g.x_unit = next(iter(rows))["x_unit"]
+        if r["metric"] != "panic":
+            series.setdefault(r.get("phase", "") or "", {}).setdefault(r["x"], {})[
+                r["metric"]] = r
+    loops = [phase for phase, samples in series.items() if len(samples) > 1]
+    if "" in loops:
+        loops = [""]   # the loop's series; one-time phase rows beside it are not the loop
+    loops.sort(key=_phase_order(rows, series))
+    if loops:
+        growths = [_series_growth(key, phase, series[phase], series) for phase in loops]
+    else:
+        growths = [_one_x_growth(key, rows, series)]
+    _attach_panic(growths, [r for r in rows if r["metric"] == "panic"])
+    return growths
+
+
+def _phase_order(rows, series):
+    """Sort key of a run's phased series: their x unit's first appearance in ``rows``
+    (``train`` in steps before ``generate`` in samples), then their first x, then the
+    phase's name (parallel series, as threads, by name)."""
+    units = list(dict.fromkeys(r["x_unit"] for r in rows))
+
+    def key(phase):
+        first = min(series[phase])
+        unit = next(iter(series[phase][first].values()))["x_unit"]
+        return (units.index(unit), first, phase)
+    return key
+
+
+def _attach_panic(growths, panics) -> None:
+    """The first panic's x on the series of its phase, else on the run's first series."""
+    if not panics:
+        return
+    first = panics[0]
+    phase = first.get("phase", "") or ""
+    target = next((g for g in growths if g.phase == phase), growths[0])
+    target.panic_x = first["x"]
+    if not target.x_unit:
+        target.x_unit = first["x_unit"]
+        target.unit = per_unit(first["x_unit"])[1]
+
+
+def _series_growth(key, phase, samples, series) -> Growth:
+    """Memory and time growth of one series (``samples``: x -> metric -> row)."""
+    g = Growth(*key, phase=phase)
+    xs = sorted(samples)
+    points = [samples[x] for x in xs]
+    g.x_unit = next(iter(points[0].values()))["x_unit"]
     scale, g.unit = per_unit(g.x_unit)
-    xs = sorted({x for x, _ in samples})
-    if len(xs) == len(samples) and len(xs) > 1:
-        points = [samples[(x, phase)] for x, phase in sorted(samples)]
-        memory = [_memory_bytes(p) for p in points]
-        if None not in memory:
-            g.memory_total_bytes = memory[-1] - memory[0]
-            g.memory_bytes = g.memory_total_bytes / (xs[-1] - xs[0]) * scale
-        times = [p.get("sim_time_ms") for p in points]
-        if None not in times:
-            g.ms_first = (times[1]["value"] - times[0]["value"]) / (xs[1] - xs[0]) * scale
-            g.ms_last = (times[-1]["value"] - times[-2]["value"]) / (xs[-1] - xs[-2]) * scale
-    elif len(xs) == 1 and xs[0] > 0 and any(phase for _, phase in samples):
-        first = samples[min(samples, key=lambda k: _order(rows, k))]
-        for metric, r in first.items():
-            if metric.endswith("_delta") and r["unit"] in BYTES_PER \
-                    and METRICS.get(metric) and METRICS[metric].kind == "memory":
-                g.memory_total_bytes = r["value"] * BYTES_PER[r["unit"]]
-                g.memory_bytes = g.memory_total_bytes / xs[0] * scale
-                break
+    _measure_memory(g, xs, points, scale)
+    if g.memory_total_bytes is None:
+        g.note = _no_memory_note(series, phase)
+    _measure_time(g, xs, points, scale)
     return g
 
 
-def _order(rows, key):
-    for i, r in enumerate(rows):
-        if (r["x"], r.get("phase", "")) == key:
-            return i
-    return len(rows)
+def _measure_memory(g, xs, points, scale) -> None:
+    """The judged memory metric's late-half rise (and the live heap's beside RSS)."""
+    metric = next((m for m in RSS_METRICS + ("heap_bytes",) if _has(points, m)), None)
+    if metric is None:
+        return
+    g.memory_metric = metric + (" + gpu_in_use" if _has(points, "gpu_in_use") else "")
+    g.memory_total_bytes, span = late_rise(xs, _memory_values(points, metric))
+    g.memory_bytes = g.memory_total_bytes / span * scale
+    if metric in RSS_METRICS and _has(points, "heap_bytes"):
+        g.heap_total_bytes, span = late_rise(xs, _memory_values(points, "heap_bytes"))
+        g.heap_bytes = g.heap_total_bytes / span * scale
 
 
-def _memory_bytes(sample):
-    heap = sample.get("heap_bytes")
-    if heap is None:
+def _has(points, metric) -> bool:
+    return all(metric in p for p in points)
+
+
+def _memory_values(points, metric):
+    """``metric`` plus ``gpu_in_use`` (where recorded) at every sample, in bytes; ``None``
+    where some sample lacks ``metric``."""
+    if not _has(points, metric):
         return None
-    total = heap["value"]
-    gpu = sample.get("gpu_in_use")
-    if gpu is not None:
-        total += gpu["value"] * BYTES_PER[gpu["unit"]]
-    return total
+    gpu = _has(points, "gpu_in_use")
+    return [p[metric]["value"] * BYTES_PER[p[metric]["unit"]]
+            + (p["gpu_in_use"]["value"] * BYTES_PER[p["gpu_in_use"]["unit"]] if gpu else 0)
+            for p in points]
+
+
+def _measure_time(g, xs, points, scale) -> None:
+    """ms per reported unit over the first and the last interval."""
+    if _has(points, "sim_time_ms"):
+        t = [p["sim_time_ms"]["value"] for p in points]
+        g.ms_first = (t[1] - t[0]) / (xs[1] - xs[0]) * scale
+        g.ms_last = (t[-1] - t[-2]) / (xs[-1] - xs[-2]) * scale
+    elif _has(points, "ms_per_step") and scale == 1:
+        # already ms per loop unit, each over the interval before its sample
+        g.ms_first = points[0]["ms_per_step"]["value"]
+        g.ms_last = points[-1]["ms_per_step"]["value"]
+
+
+def _no_memory_note(series, phase) -> str:
+    """Why a series has no memory figure: where the run records memory instead."""
+    elsewhere = sorted({(p, x, _singular(metrics[next(iter(metrics))]["x_unit"]))
+                        for p, samples in series.items() if p != phase
+                        for x, metrics in samples.items()
+                        if any(m in metrics for m in RSS_METRICS + ("heap_bytes",))})
+    where = ", ".join(f"phase {p or '(none)'} at {unit} {x:g}" for p, x, unit in elsewhere)
+    return "no memory sample along this series" + (f"; memory recorded once: {where}"
+                                                   if elsewhere else "")
+
+
+def _singular(x_unit) -> str:
+    """``forwards`` -> ``forward``: an x unit as one value of it is named."""
+    return x_unit[:-1] if x_unit.endswith("s") else x_unit
+
+
+def _one_x_growth(key, rows, series) -> Growth:
+    """A run whose samples are all at one x: a ``*_delta`` memory metric from the loop's
+    start, if phased and past x 0; else no figure, with the reason."""
+    g = Growth(*key)
+    if not series:
+        g.note = "no samples"
+        return g
+    xs = {x for samples in series.values() for x in samples}
+    g.x_unit = next(r["x_unit"] for r in rows if r["metric"] != "panic")
+    scale, g.unit = per_unit(g.x_unit)
+    x = min(xs)
+    if len(xs) == 1 and x > 0 and any(series):
+        first = next(r for r in rows if r["metric"] != "panic")
+        metrics = series[first.get("phase", "") or ""][x]
+        for metric, r in metrics.items():
+            if metric.endswith("_delta") and r["unit"] in BYTES_PER \
+                    and METRICS.get(metric) and METRICS[metric].kind == "memory":
+                g.memory_metric = metric
+                g.memory_total_bytes = r["value"] * BYTES_PER[r["unit"]]
+                g.memory_bytes = g.memory_total_bytes / x * scale
+                return g
+    loop = series.get("", {})
+    if len(loop) == 1:
+        g.note = (f"one sample, at {_singular(g.x_unit)} {next(iter(loop)):g}: "
+                  f"no loop to grow along")
+    else:
+        g.note = "no series: every phase sampled at one x, with no *_delta memory metric"
+    return g
