@@ -6,14 +6,23 @@ on top as large black-edged markers, never joined by lines, so a measurement
 and its prediction are told apart at a glance. Curves that coincide are drawn
 as nested stripes (the first policy widest) so none hides another. Under each
 panel with measurements, a residual strip shows the signed relative error of
-the prediction in % with the tolerance band shaded. Axes switch to log scale
-where the values span decades; a panel whose points are phases of one loop
-(``after-loop``, ``after-unrelated-backward``) uses the phases as categories.
-Panics are dashed vertical lines (predicted) and an ``X`` (measured).
+the prediction in % with the tolerance band shaded; a panel without any says
+"no measurements" instead, and the title mentions measured markers only when
+the figure has some. Byte metrics are drawn in the binary (or, for metrics
+recorded in KB/MB, decimal) unit their magnitude calls for, without an offset
+or a scientific multiplier. Axes switch to log scale where the values span
+decades (labelled at 1, 2 and 5 of a decade when a single power of ten falls
+in range); a panel whose points are phases of one loop (``after-loop``,
+``after-unrelated-backward``) uses the phases as categories, and phases that
+are series of their own (a train loop's reports, then the generation's; thread-0,
+thread-1) are each drawn over their own x ticks with their name under them.
+Every marker kind a figure draws is in its legend. Panics are dashed vertical
+lines (predicted) and an ``X`` (measured).
 
 :func:`summary_figure` draws two heat maps, runs (workload / variant) by
 policy: memory growth; time per loop unit at the end of the run, with panics
-(see :mod:`sim.growth`).
+(see :mod:`sim.growth`). Cells are coloured by severity classes, and each
+heat map's legend lists exactly the classes its cells use.
 
 Figures are :class:`matplotlib.figure.Figure` objects (no pyplot state); the
 caller saves them.
@@ -22,18 +31,21 @@ caller saves them.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
-from matplotlib.colors import LinearSegmentedColormap
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
+from matplotlib.text import Annotation
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, ScalarFormatter
 from matplotlib.transforms import blended_transform_factory
 
 from .compare import TOLERANCE
+from .growth import GROWS_BYTES, LEVEL_RATIOS, memory_level
 from .policies import policy_rank
-from .units import METRICS
+from .units import BYTES_PER, METRICS
 
 __all__ = ["workload_figure", "summary_figure", "policy_color", "policy_colors",
            "use_policy_colors", "OBSERVABLES"]
@@ -46,6 +58,9 @@ OBSERVABLES = {"live_graphs", "live_nodes", "locator_entries", "registered_steps
 _PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#17becf", "#bcbd22", "#7f7f7f"]
 _PARAM_MARKERS = ["o", "^", "s", "v"]
+#: marker size (points) of a curve's samples: a dot when one parameter point is drawn,
+#: a shape a reader can tell apart when the markers name grid points
+_SAMPLE_MS, _GRID_MS = 3.5, 6.5
 _MEASURED_MARKERS = ["o", "s", "D", "^", "v", "P"]
 #: residual strips are clipped to +-this many percent
 _RESIDUAL_CAP = 100.0
@@ -130,10 +145,64 @@ def workload_figure(name, description, predicted, errors, profile=""):
         positions = [(r, c) for r, (_, ms) in enumerate(panels) for c in range(len(ms))]
     nrows = max(1, max((r for r, _ in positions), default=0) + 1)
 
+    drawn = _drawn_errors(slots, errors)
+    handles = _legend_handles(predicted, drawn, policies, params, sources, errors)
+    legend_cols = min(len(handles), max(2, ncols * 2))
+    legend_rows = math.ceil(len(handles) / legend_cols)
+    categorical = any(r.get("phase", "") for r in predicted + errors)
+    # without residual strips, the "no measurements" notes need room of their own
+    note = 0.0 if errors else 0.2
+    fig, grid = _figure_grid(nrows, ncols, slot=(max(4.3, 8.0 / ncols), 3.1),
+                             space=(0.85, (1.45 if categorical else 0.95) + note),
+                             margins=(0.75, 0.25, 0.75 + 0.24 * legend_rows,
+                                      (0.95 if categorical else 0.5) + note))
+    for (variant, metric), (r, c) in zip(slots, positions):
+        if errors:   # a residual strip under each panel that has measurements
+            sub = grid[r, c].subgridspec(2, 1, height_ratios=[3, 1], hspace=0.06)
+            ax = fig.add_subplot(sub[0])
+            if any(e["variant"] == variant and e["metric"] == metric for e in errors):
+                res = fig.add_subplot(sub[1], sharex=ax)
+            else:   # (an empty strip would cost as much to draw as a panel)
+                res = None
+        else:
+            ax, res = fig.add_subplot(grid[r, c]), None
+        _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, sources)
+    height = fig.get_figheight()
+    title = _figure_title(name, bool(drawn))
+    subtitle = description + (f"   [profile {profile}]" if profile else "")
+    fig.suptitle(f"{title}\n{subtitle}", fontsize=11, y=1 - 0.08 / height, va="top")
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.55 / height),
+               ncols=legend_cols, fontsize=8, frameon=False, handlelength=2.5)
+    return fig
+
+
+def _figure_title(name, measured: bool) -> str:
+    """The first title line: what the lines are, and the measured markers only when the
+    figure draws some (``measured``)."""
+    title = f"{name}: predicted (lines, a colour per policy)"
+    if measured:
+        return f"{title} vs measured (black-edged markers)"
+    return f"{title}; no measurements"
+
+
+def _drawn_errors(slots, errors) -> list:
+    """The rows of ``errors`` the figure draws: measured points of its panels
+    ``slots`` ``[(variant, metric), ...]``, and measured panics of their variants."""
+    panels = set(slots)
+    variants = {v for v, _ in slots}
+    return [e for e in errors if (e["variant"], e["metric"]) in panels
+            or (e["metric"] == "panic" and e["variant"] in variants)]
+
+
+def _legend_handles(predicted, drawn, policies, params, sources, errors) -> list:
+    """Legend entries for every kind of line and marker the figure draws: a line per
+    policy, a marker per grid point (``params``, when more than one), a marker per
+    measured source, the coinciding-curve stripes, panics, and the kinds of marks in
+    the residual strips (``drawn``: the measured rows drawn, :func:`_drawn_errors`)."""
     handles = [Line2D([], [], color=policy_color(p), lw=3, label=p) for p in policies]
     if len(params) > 1:
-        handles += [Line2D([], [], color="0.3", lw=1, marker=_PARAM_MARKERS[i % 4], ms=6,
-                           label=p or "defaults") for i, p in enumerate(params)]
+        handles += [Line2D([], [], color="0.3", lw=1, marker=_PARAM_MARKERS[i % 4],
+                           ms=_GRID_MS, label=p or "defaults") for i, p in enumerate(params)]
     for i, (source, experiment) in enumerate(sources):
         handles.append(Line2D([], [], ls="", marker=_MEASURED_MARKERS[i % 6], ms=9,
                               mfc=_measured_face(experiment, errors), mec="black", mew=1.6,
@@ -143,38 +212,41 @@ def workload_figure(name, description, predicted, errors, profile=""):
     if any(r["metric"] == "panic" for r in predicted):
         handles.append(Line2D([], [], color="0.3", lw=1.4, ls=(0, (2, 2)),
                               label="predicted panic"))
-    if any(e["metric"] == "panic" for e in errors):
+    if any(e["metric"] == "panic" for e in drawn):
         handles.append(Line2D([], [], ls="", marker="X", ms=10, color="black",
                               label="measured panic"))
-    legend_cols = min(len(handles), max(2, ncols * 2))
-    legend_rows = math.ceil(len(handles) / legend_cols)
-    categorical = any(r.get("phase", "") for r in predicted + errors)
-    fig, grid = _figure_grid(nrows, ncols, slot=(max(4.3, 8.0 / ncols), 3.1),
-                             space=(0.85, 1.45 if categorical else 0.95),
-                             margins=(0.75, 0.25, 0.75 + 0.24 * legend_rows,
-                                      0.95 if categorical else 0.5))
-    for (variant, metric), (r, c) in zip(slots, positions):
-        if errors:   # a residual strip under each panel that has measurements
-            sub = grid[r, c].subgridspec(2, 1, height_ratios=[3, 1], hspace=0.06)
-            ax = fig.add_subplot(sub[0])
-            if any(e["variant"] == variant and e["metric"] == metric for e in errors):
-                res = fig.add_subplot(sub[1], sharex=ax)
-            else:   # (an empty strip would cost as much to draw as a panel)
-                res = None
-                box = sub[1].get_position(fig)
-                fig.text((box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2 - 0.15 * box.height,
-                         "no measurements", ha="center", va="center", fontsize=7,
-                         color="0.5")
-        else:
-            ax, res = fig.add_subplot(grid[r, c]), None
-        _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, sources)
-    height = fig.get_figheight()
-    title = f"{name}: predicted (lines, a colour per policy) vs measured (black-edged markers)"
-    subtitle = description + (f"   [profile {profile}]" if profile else "")
-    fig.suptitle(f"{title}\n{subtitle}", fontsize=11, y=1 - 0.08 / height, va="top")
-    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.55 / height),
-               ncols=legend_cols, fontsize=8, frameon=False, handlelength=2.5)
-    return fig
+    return handles + _residual_handles([e for e in drawn if e["metric"] != "panic"])
+
+
+def _residual_handles(points) -> list:
+    """Legend entries of the residual strips' marks that ``points`` (measured points
+    drawn with a strip) produce: within tolerance (filled), outside it (hollow, red
+    edge), and measured where nothing was predicted (grey ``x``)."""
+    missing = [e for e in points if math.isnan(e["predicted"])]
+    predicted = [e for e in points if not math.isnan(e["predicted"])]
+    handles = []
+    if any(e["ok"] for e in predicted):
+        handles.append(Line2D([], [], ls="", marker="o", ms=6, mfc="0.45", mec="0.45",
+                              mew=1.5, label="error %: within tolerance (green band)"))
+    if any(not e["ok"] for e in predicted):
+        handles.append(Line2D([], [], ls="", marker="o", ms=6, mfc="white", mec="#d62728",
+                              mew=1.5, label="error %: outside tolerance"))
+    if missing:
+        handles.append(Line2D([], [], ls="", marker="x", ms=7, color="0.4",
+                              label="error %: measured, not predicted there"))
+    return handles
+
+
+def _note_no_measurements(ax, anchor):
+    """Write "no measurements" under ``ax``, just below ``anchor`` (the lowest text under
+    the axes: its x label, or a phase name), where a residual strip would be. The note
+    is the figure's (the panel's own texts are its labels)."""
+    # x: the panel's centre; y: the anchor's bottom, known once the axes are drawn (the
+    # figure draws its own artists after its axes)
+    ax.figure.add_artist(Annotation(
+        "no measurements", xy=(0.5, 0), xycoords=(ax.transAxes, anchor), xytext=(0, -6),
+        textcoords="offset points", ha="center", va="top", fontsize=7, color="0.5",
+        annotation_clip=False))
 
 
 def _figure_grid(nrows, ncols, slot, space, margins):
@@ -246,6 +318,8 @@ def _unit(metric, rows):
 
 
 def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, sources):
+    """One panel: ``variant``'s ``metric`` predicted per policy and parameter point, the
+    measured points on top, panics, and the residual strip ``res`` (None: no strip)."""
     rows = [r for r in predicted if r["variant"] == variant and r["metric"] == metric]
     points = [e for e in errors if e["variant"] == variant and e["metric"] == metric]
     panics = [r for r in predicted if r["variant"] == variant and r["metric"] == "panic"]
@@ -260,8 +334,13 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
     def xpos(row):
         return positions[(row["x"], row.get("phase", ""))] if categorical else row["x"]
 
-    values = [r["value"] for r in rows] + [e["measured"] for e in points]
+    unit = _unit(metric, rows + points)
+    scale, shown_unit = _display_unit(unit, [r["value"] for r in rows] +
+                                      [e["measured"] for e in points])
+    values = [r["value"] * scale for r in rows] + [e["measured"] * scale for e in points]
     to_screen = _scale_y(ax, values)
+    if unit in BYTES_PER:
+        _plain_ticks(ax.yaxis)
     # curves: one per (policy, parameter point); curves no reader could tell apart (within
     # a pixel or so) share one striped line
     groups = []
@@ -270,7 +349,7 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
             mine = [r for r in rows
                     if r["policy"] == policy and r.get("params", "") == params_text]
             for phase in (dict.fromkeys(r.get("phase", "") for r in mine) if series else [None]):
-                pts = sorted((xpos(r), r["value"]) for r in mine
+                pts = sorted((xpos(r), r["value"] * scale) for r in mine
                              if phase is None or r.get("phase", "") == phase)
                 if not pts:
                     continue
@@ -280,13 +359,15 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
                         break
                 else:
                     groups.append((p_index, pts, [policy]))
+    sample_ms = _GRID_MS if len(params) > 1 else _SAMPLE_MS
     for p_index, pts, members in groups:
         xs, ys = zip(*pts)
         for i, policy in enumerate(members):
             ax.plot(xs, ys, color=policy_color(policy), lw=2.2, ls=_stripe(i, len(members)),
                     zorder=2)
-        ax.plot(xs, ys, ls="", marker=_PARAM_MARKERS[p_index % 4], ms=3.5,
-                color=policy_color(members[0]), zorder=2.5)
+        ax.plot(xs, ys, ls="", marker=_PARAM_MARKERS[p_index % 4], ms=sample_ms,
+                color=policy_color(members[0]), mec="white", mew=0.6 if len(params) > 1 else 0,
+                zorder=2.5)
     # measured points on top, once each (errors.csv has a row per policy compared with)
     # (one line of markers per source and colour: a Line2D per point costs more to draw)
     drawn, marks = set(), {}
@@ -296,7 +377,8 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
             continue
         drawn.add(key)
         index = sources.index((e["source"], e["experiment"]))
-        marks.setdefault((index, policy_color(e["policy"])), []).append((xpos(e), e["measured"]))
+        marks.setdefault((index, policy_color(e["policy"])), []).append(
+            (xpos(e), e["measured"] * scale))
     for (index, color), xy in marks.items():
         xs, ys = zip(*xy)
         ax.plot(xs, ys, ls="", marker=_MEASURED_MARKERS[index % 6], ms=9, mfc=color,
@@ -315,36 +397,17 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
             ax.plot([e["x"]], [0.93], transform=top, ls="", marker="X", ms=10, color="black",
                     zorder=11, clip_on=False)
     bottom = ax if res is None else res
-    if categorical and series:
-        # phases that are series of their own (a train loop's reports, then the
-        # generation's): the x values as ticks, each phase named once under its own
-        labels = sorted(positions, key=positions.get)
-        bottom.set_xticks(range(len(labels)))
-        bottom.set_xticklabels([f"{x:g}" for x, _ in labels], fontsize=7)
-        units = {}
-        for r in rows + points:
-            units.setdefault(r.get("phase", ""), r.get("x_unit", ""))
-        for phase in dict.fromkeys(p for _, p in labels):
-            at = [positions[k] for k in labels if k[1] == phase]
-            unit = units.get(phase, "")
-            bottom.annotate(f"{phase} ({unit})" if unit else phase,
-                            xy=((min(at) + max(at)) / 2, 0), xycoords=("data", "axes fraction"),
-                            xytext=(0, -17), textcoords="offset points", ha="center",
-                            va="top", fontsize=7.5, color="0.25", annotation_clip=False)
-            if min(at) > 0:
-                bottom.axvline(min(at) - 0.5, color="0.6", lw=0.8, ls=":", zorder=0.5)
-                if bottom is not ax:
-                    ax.axvline(min(at) - 0.5, color="0.6", lw=0.8, ls=":", zorder=0.5)
-    elif categorical:
-        labels = sorted(positions, key=positions.get)
-        bottom.set_xticks(range(len(labels)))
-        bottom.set_xticklabels([_category_label(x, phase, labels) for x, phase in labels],
-                            fontsize=7, rotation=12, ha="right")
+    x_unit = next((r["x_unit"] for r in rows + points if r.get("x_unit")), "")
+    if categorical:
+        anchor = _label_phases(ax, bottom, rows + points, positions, series, x_unit)
     else:
         xs = [r["x"] for r in rows] + [e["x"] for e in points]
         if xs and min(xs) > 0 and max(xs) / min(xs) >= 100:
             ax.set_xscale("log")
             ax.minorticks_off()
+            _label_log_axis(ax.xaxis, min(xs), max(xs))
+        bottom.set_xlabel(x_unit, fontsize=8)
+        anchor = bottom.xaxis.label
     # at most ~6 ticks on a linear axis (a tick is a dozen artists to draw)
     if not categorical and ax.get_xscale() == "linear":
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
@@ -352,17 +415,49 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
         ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
     ax.tick_params(labelbottom=res is None, labelsize=8)
     # a fixed title position: placing it automatically costs a layout pass per panel
-    ax.set_title(f"{variant}: {metric} ({_unit(metric, rows + points)})", fontsize=9, y=1.0,
-                 pad=4)
+    ax.set_title(f"{variant}: {metric} ({shown_unit})", fontsize=9, y=1.0, pad=4)
     ax.grid(True, alpha=0.3)
-    x_unit = next((r["x_unit"] for r in rows + points if r.get("x_unit")), "")
     if res is not None:
         _draw_residuals(res, points, xpos, sources)
-    xs = sorted({x for x, _ in positions}) if categorical else []
-    if len(xs) == 1:
-        bottom.set_xlabel(f"phase, at {x_unit} = {xs[0]:g}", fontsize=8)
-    elif not categorical:
-        bottom.set_xlabel(x_unit, fontsize=8)
+    elif not points:
+        _note_no_measurements(ax, anchor)
+
+
+def _label_phases(ax, bottom, rows, positions, series, x_unit):
+    """Label the x axis of a panel whose points are phases (``positions``:
+    :func:`_categories`) on ``bottom`` (the panel, or its residual strip); returns the
+    lowest text under it (where a note can go).
+
+    Series of their own (:func:`_phase_series`) get their x values as ticks and each
+    phase's name, with its x unit, once under its own ticks; phases at one x (the steps
+    of one sequence) are the ticks themselves, with that x in the axis label."""
+    labels = sorted(positions, key=positions.get)
+    bottom.set_xticks(range(len(labels)))
+    if not series:
+        bottom.set_xticklabels([_category_label(x, phase, labels) for x, phase in labels],
+                               fontsize=7, rotation=12, ha="right")
+        xs = sorted({x for x, _ in labels})
+        if len(xs) == 1:
+            bottom.set_xlabel(f"phase, at {x_unit} = {xs[0]:g}", fontsize=8)
+        return bottom.xaxis.label
+    bottom.set_xticklabels([f"{x:g}" for x, _ in labels], fontsize=7)
+    units = {}
+    for r in rows:
+        units.setdefault(r.get("phase", ""), r.get("x_unit", ""))
+    anchor = bottom.xaxis.label
+    for phase in dict.fromkeys(p for _, p in labels):
+        at = [positions[k] for k in labels if k[1] == phase]
+        unit = units.get(phase, "")
+        anchor = bottom.annotate(f"{phase} ({unit})" if unit else phase,
+                                 xy=((min(at) + max(at)) / 2, 0),
+                                 xycoords=("data", "axes fraction"), xytext=(0, -17),
+                                 textcoords="offset points", ha="center", va="top",
+                                 fontsize=7.5, color="0.25", annotation_clip=False)
+        if min(at) > 0:
+            bottom.axvline(min(at) - 0.5, color="0.6", lw=0.8, ls=":", zorder=0.5)
+            if bottom is not ax:
+                ax.axvline(min(at) - 0.5, color="0.6", lw=0.8, ls=":", zorder=0.5)
+    return anchor
 
 
 def _categories(rows):
@@ -370,25 +465,48 @@ def _categories(rows):
     recorded them (a train loop's reports, then the generation's; the phases of one
     loop at one x as they happened), not sorted by x: phases with x axes of their own
     (steps, then samples) would interleave. Phases that are series of their own
-    (:func:`_phase_series`) are kept together, in the order each first appears."""
+    (:func:`_phase_series`) are kept together, in :func:`_phase_order`."""
     order = {}
     for r in rows:
         order.setdefault((r["x"], r.get("phase", "")), len(order))
     if not _phase_series(rows):
         return order
-    first = {}
-    for x, phase in order:
-        first.setdefault(phase, len(first))
-    keys = sorted(order, key=lambda k: (first[k[1]], order[k]))
+    rank = _phase_order(phase for _, phase in order)
+    keys = sorted(order, key=lambda k: (rank[k[1]], order[k]))
     return {k: i for i, k in enumerate(keys)}
 
 
 def _phase_series(rows) -> bool:
-    """Whether every phase of ``rows`` has points at more than one x."""
+    """Whether every phase of ``rows`` has points at more than one x (a single such
+    phase included: it is labelled as series are, its name once under its x ticks)."""
     xs = {}
     for r in rows:
         xs.setdefault(r.get("phase", ""), set()).add(r["x"])
-    return len(xs) > 1 and all(len(v) > 1 for v in xs.values())
+    return bool(xs) and all(len(v) > 1 for v in xs.values())
+
+
+def _phase_order(phases) -> dict:
+    """``phase -> rank`` of the distinct ``phases`` (given in the order a run first
+    recorded them): run order, as stages of a run happen (train, then generate;
+    forward, then backward), except that numbered instances of one name (thread-0,
+    thread-1, ..., thread-10) are ranked by their numbers, at the place of the first
+    one recorded: concurrent instances are recorded in whichever order they finish.
+
+    >>> _phase_order(["thread-1", "thread-0", "generate"])
+    {'thread-0': 0, 'thread-1': 1, 'generate': 2}
+    """
+    stems = {}
+    for phase in dict.fromkeys(phases):
+        stems.setdefault(tuple(re.split(r"\d+", phase)), []).append(phase)
+    ranked = [p for members in stems.values() for p in sorted(members, key=_natural_key)]
+    return {p: i for i, p in enumerate(ranked)}
+
+
+def _natural_key(name) -> tuple:
+    """Sort key of ``name`` with its runs of digits compared as numbers (names of one
+    stem only: text and numbers then alternate in the same places)."""
+    return tuple(int(part) if i % 2 else part
+                 for i, part in enumerate(re.split(r"(\d+)", name)))
 
 
 def _category_label(x, phase, labels):
@@ -403,18 +521,34 @@ def _category_label(x, phase, labels):
 FLAT_WINDOW = 0.1
 
 
+def _y_scale(values) -> str:
+    """The y scale of a panel's ``values``: ``"log"`` where positive values span 30x or
+    more, ``"symlog"`` where values reaching zero or below have nonzero magnitudes
+    spanning 1000x or more, else ``"linear"``. (Unchanged by a unit: ratios decide.)"""
+    values = [v for v in values if math.isfinite(v)]
+    nonzero = [abs(v) for v in values if v != 0]
+    if values and min(values) > 0 and max(values) / min(values) >= 30:
+        return "log"
+    if nonzero and min(values) <= 0 and max(nonzero) / min(nonzero) >= 1000:
+        return "symlog"
+    return "linear"
+
+
 def _scale_y(ax, values):
-    """Log (or symmetric log) y where the values span decades; returns value -> axis fraction."""
+    """Log (or symmetric log) y where the values span decades (:func:`_y_scale`); returns
+    value -> axis fraction."""
     values = [v for v in values if math.isfinite(v)]
     if not values:
         return lambda v: v
     nonzero = [abs(v) for v in values if v != 0]
-    if min(values) > 0 and max(values) / min(values) >= 30:
+    scale = _y_scale(values)
+    if scale == "log":
         ax.set_yscale("log")
         ax.minorticks_off()
+        _label_log_axis(ax.yaxis, min(values), max(values))
         low, high = math.log10(min(values)), math.log10(max(values))
         return lambda v: (math.log10(v) - low) / (high - low) if v > 0 else -1.0
-    if nonzero and min(values) <= 0 and max(nonzero) / min(nonzero) >= 1000:
+    if scale == "symlog":
         # linear within the smallest nonzero value's decade: its ticks do not collide
         linthresh = 10 ** math.floor(math.log10(min(nonzero)))
         ax.set_yscale("symlog", linthresh=linthresh)
@@ -433,6 +567,74 @@ def _scale_y(ax, values):
         ax.set_ylim(low - 0.05 * (high - low), high + 0.05 * (high - low))
     span = (high - low) or abs(high) or 1.0
     return lambda v: (v - low) / span
+
+
+def _label_log_axis(axis, low, high):
+    """Ticks of a log ``axis`` over data ``low``..``high`` (both > 0): at 1, 2 and 5 of
+    each decade, labelled as plain numbers, when fewer than two powers of ten fall in the
+    range (a single label, "10^1", gives nothing to read a value against); else the
+    powers of ten alone."""
+    powers = math.floor(math.log10(high)) - math.ceil(math.log10(low)) + 1
+    if powers < 2:
+        axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda value, _: _number_text(value)))
+
+
+def _plain_ticks(axis):
+    """Tick labels of a linear ``axis`` as the numbers themselves: no offset ("+1e7") and
+    no scientific multiplier ("1e7") above the axis. (Log axes label their own decades.)"""
+    if axis.get_scale() == "linear":
+        formatter = ScalarFormatter(useOffset=False)
+        formatter.set_scientific(False)
+        axis.set_major_formatter(formatter)
+
+
+#: byte units an axis or a cell is shown in, largest first, with their sizes in bytes:
+#: binary, or decimal for metrics recorded in decimal units (the seed programs print MB,
+#: so their numbers stay the ones a reader compares with)
+_BINARY_UNITS = (("GiB", 1024 ** 3), ("MiB", BYTES_PER["MiB"]), ("KiB", BYTES_PER["KiB"]),
+                 ("B", BYTES_PER["B"]))
+_DECIMAL_UNITS = (("GB", 1e9), ("MB", BYTES_PER["MB"]), ("KB", BYTES_PER["KB"]),
+                  ("B", BYTES_PER["B"]))
+
+
+def _byte_unit(nbytes, decimal=False):
+    """``(unit, bytes per unit)``: the largest unit ``|nbytes|`` is at least one of (B
+    below a KiB), binary or (``decimal``) decimal."""
+    units = _DECIMAL_UNITS if decimal else _BINARY_UNITS
+    return next((u for u in units if abs(nbytes) >= u[1]), units[-1])
+
+
+def _display_unit(unit, values):
+    """``(factor, unit shown)`` of a panel whose ``values`` are in ``unit``: a byte unit
+    (:data:`sim.units.BYTES_PER`) is replaced by the one (:func:`_byte_unit`; decimal
+    stays decimal) the values' magnitude calls for, ``value * factor`` being in it: on
+    a linear axis the largest ``|value|``'s, on a log axis (:func:`_y_scale`) the
+    geometric middle of the nonzero magnitudes' (the axis' middle decade). Any other
+    unit, or values all zero, are shown as they are (factor 1).
+
+    >>> _display_unit("B", [4.0e6, 9.9e6])
+    (9.5367431640625e-07, 'MiB')
+    >>> _display_unit("KB", [0.0001, 1000.0])
+    (1000.0, 'B')
+    >>> _display_unit("ms", [1e7])
+    (1.0, 'ms')
+    """
+    finite = [abs(v) for v in values if math.isfinite(v) and v != 0]
+    if unit not in BYTES_PER or not finite:
+        return 1.0, unit
+    magnitude = max(finite)
+    if _y_scale(values) != "linear":
+        magnitude = math.sqrt(min(finite) * magnitude)
+    name, size = _byte_unit(magnitude * BYTES_PER[unit], decimal=unit in ("KB", "MB"))
+    return BYTES_PER[unit] / size, name
+
+
+def _number_text(value, digits=3) -> str:
+    """``value`` to ``digits`` significant digits, positional (never "1.1e+04"), without
+    trailing zeros: 0.000123, 2.03, 15.1, 1020."""
+    return np.format_float_positional(value, precision=digits, unique=True,
+                                      fractional=False, trim="-")
 
 
 #: curves closer than this fraction of the axis height everywhere are drawn as one
@@ -486,107 +688,167 @@ def _draw_residuals(res, points, xpos, sources):
 
 # -- summary --------------------------------------------------------------------------------------
 
-_GROWTH_CMAP = LinearSegmentedColormap.from_list(
-    "growth", ["#c7e9c0", "#fff7bc", "#fc9272", "#de2d26"]).with_extremes(bad="#e0e0e0")
+#: colours of the heat maps' cells by severity class, 0 (none) to 4 (worst)
+_LEVEL_COLORS = ("#c7e9c0", "#fff7bc", "#fdae6b", "#fc9272", "#de2d26")
+#: colour of a cell without a figure (no loop to grow along, or the run is missing)
+_NO_FIGURE = "#e0e0e0"
+
+
+def _memory_levels(reference) -> dict:
+    """Class -> legend text of the memory cells (:func:`sim.growth.memory_level`)."""
+    half, most, same = (round(r * 100) for r in LEVEL_RATIOS)
+    return {0: "none / flat",
+            1: f"grows, under {half} % of {reference}'s",
+            2: f"grows, {half}-{most} % of {reference}'s",
+            3: f"as {reference} (within {same - 100} %)",
+            4: f"more than {reference}, or grows where it does not"}
+
+
+def _time_levels() -> dict:
+    """Class -> legend text of the time cells (:func:`_time_level`)."""
+    return {0: f"flat: last interval within {TOLERANCE['time']:.0%} of the first",
+            1: "last interval slower, under 2x",
+            2: "2-4x slower",
+            3: "4x slower or more",
+            4: "panic"}
+
+
+def _time_level(g):
+    """Severity class of run ``g``'s simulated time per loop unit, last interval against
+    the first, keys of :func:`_time_levels` (a panic is the worst); None: no figure."""
+    if g is None:
+        return None
+    if g.panic_x is not None:
+        return 4
+    if g.ms_last is None:
+        return None
+    if not g.time_grows:
+        return 0
+    ratio = g.ms_last / g.ms_first
+    return 1 if ratio < 2 else 2 if ratio < 4 else 3
+
+
+def _level_color(level) -> str:
+    """The colour of a cell of severity class ``level`` (None: no figure)."""
+    return _NO_FIGURE if level is None else _LEVEL_COLORS[level]
+
+
+def _level_legend(levels, texts) -> list:
+    """Legend patches for exactly the colours cells of classes ``levels`` (a table of
+    them, None: no figure) are drawn in, in class order; ``texts``: class -> text."""
+    used = {level for row in levels for level in row}
+    handles = [Patch(color=_level_color(k), label=text) for k, text in texts.items()
+               if k in used]
+    if None in used:
+        handles.append(Patch(color=_NO_FIGURE, label="no figure (no loop, or not run)"))
+    return handles
 
 
 def summary_figure(growth):
     """Runs x policies: memory growth; time per loop unit at the end, and panics.
 
-    Memory cells are coloured by growth relative to ``burn-0.22.1`` on the same
-    run (green: none left, red: as much or more); time cells by how much the last
-    interval is slower than the first, red where the run panicked.
+    Memory cells are coloured by the class of their growth against ``burn-0.22.1``'s
+    on the same run (:func:`sim.growth.memory_level`), time cells by how much the last interval
+    is slower than the first, or a panic (:func:`_time_level`); under each heat map a
+    legend explains the colours its cells use. Cell texts are humanly sized: "2.03
+    KiB", "15.1 ms", "3.06 h".
     """
-    from .growth import GROWS_BYTES
     policies = sorted({g.policy for g in growth}, key=policy_rank)
-    # runs with no loop to grow along (one sample, e.g. size_of tables) have no row
-    runs = list(dict.fromkeys((g.workload, g.variant, g.params) for g in growth
-                              if g.has_figures))
-    cell = {(g.workload, g.variant, g.params, g.policy): g for g in growth}
+    # a row per series (workload, variant, phase, params); series with no loop to grow
+    # along (one sample, e.g. size_of tables) have none
+    runs = list(dict.fromkeys(g.run for g in growth if g.has_figures))
+    cell = {g.run + (g.policy,): g for g in growth}
     reference = "burn-0.22.1" if "burn-0.22.1" in policies else policies[0]
-    shape = (len(runs), len(policies))
-    mem_c, time_c = np.full(shape, np.nan), np.full(shape, np.nan)
-    mem_t, time_t = ([[""] * shape[1] for _ in runs] for _ in range(2))
-    units = []
-    for i, run in enumerate(runs):
-        ref = cell.get(run + (reference,))
-        unit = next((cell[run + (p,)].unit for p in policies
-                     if run + (p,) in cell and cell[run + (p,)].unit), "")
-        units.append(unit)
-        for j, policy in enumerate(policies):
-            g = cell.get(run + (policy,))
-            if g is None:
-                mem_t[i][j] = time_t[i][j] = "·"
-                continue
-            if g.memory_bytes is not None:
-                mem_t[i][j] = _bytes_text(g.memory_bytes)
-                ref_grows = ref is not None and ref.memory_grows
-                if ref_grows and ref.memory_bytes > 0:
-                    mem_c[i, j] = min(max(g.memory_bytes / ref.memory_bytes, 0.0), 1.2)
-                else:
-                    mem_c[i, j] = 1.2 if g.memory_grows else 0.0
-            if g.ms_last is not None:
-                time_t[i][j] = _ms_text(g.ms_last)
-                ratio = g.ms_last / g.ms_first if g.ms_first else 1.0
-                time_c[i, j] = min(max(math.log(max(ratio, 1e-9), 4), 0.0), 1.2) \
-                    if g.time_grows else 0.0
-            if g.panic_x is not None:
-                time_c[i, j] = 1.2
-                panic = f"panic at {g.panic_x:g}"
-                time_t[i][j] = f"{time_t[i][j]}\n{panic}" if time_t[i][j] else panic
+    mem_l = [[memory_level(cell.get(run + (p,)), cell.get(run + (reference,)))
+              for p in policies] for run in runs]
+    time_l = [[_time_level(cell.get(run + (p,))) for p in policies] for run in runs]
+    mem_t = [[_memory_cell_text(cell.get(run + (p,))) for p in policies] for run in runs]
+    time_t = [[_time_cell_text(cell.get(run + (p,))) for p in policies] for run in runs]
+    units = [next((cell[run + (p,)].unit for p in policies
+                   if run + (p,) in cell and cell[run + (p,)].unit), "") for run in runs]
     points_of = {}
-    for w, _, p in runs:
+    for w, _, _, p in runs:
         points_of.setdefault(w, set()).add(p)
-    labels = [f"{w} / {v}" + (f" [{p}]" if len(points_of[w]) > 1 else "") +
-              (f"  ({u})" if u else "") for (w, v, p), u in zip(runs, units)]
+    labels = [f"{w} / {v}" + (f" ({phase})" if phase else "") +
+              (f" [{p}]" if len(points_of[w]) > 1 else "") + (f"  ({u})" if u else "")
+              for (w, v, phase, p), u in zip(runs, units)]
     left = 0.3 + 0.062 * max(map(len, labels), default=10)
     fig, grid = _figure_grid(2, 1, slot=(max(0.95 * len(policies), 7.5), 0.27 * len(runs)),
-                             space=(0, 1.45), margins=(left, 0.2, 1.85, 0.45))
-    axes = [fig.add_subplot(grid[k, 0]) for k in range(2)]
-    panels = (("Memory growth per loop unit (live heap + GPU in use); colour: relative to "
-               "burn-0.22.1 on the same run", mem_c, mem_t),
-              ("Simulated time per loop unit at the end of the run; colour: last interval "
-               "against the first; red: panic", time_c, time_t))
-    for ax, (title, colours, texts) in zip(axes, panels):
-        ax.imshow(np.ma.masked_invalid(colours), cmap=_GROWTH_CMAP, vmin=0, vmax=1.2,
-                  aspect="auto")
-        ax.xaxis.tick_top()
-        ax.set_xticks(range(len(policies)))
-        ax.set_xticklabels(policies, rotation=25, ha="left", fontsize=8.5)
-        ax.set_yticks(range(len(runs)))
-        ax.set_yticklabels(labels, fontsize=8)
-        ax.set_title(title, fontsize=10, loc="left", y=1.0, pad=58)
-        for i in range(len(runs)):
-            for j in range(len(policies)):
-                ax.text(j, i, texts[i][j], ha="center", va="center", fontsize=7.5)
-        ax.set_xticks(np.arange(-0.5, len(policies)), minor=True)
-        ax.set_yticks(np.arange(-0.5, len(runs)), minor=True)
-        ax.grid(which="minor", color="white", lw=1.5)
-        ax.tick_params(which="minor", length=0)
+                             space=(0, 2.15), margins=(left, 0.2, 1.55, 0.95))
     height = fig.get_figheight()
-    fig.suptitle(f"Policies x runs: growth over the loop (flat: under {GROWS_BYTES // 1024} "
-                 f"KiB over the run)", fontsize=11, y=1 - 0.08 / height, va="top")
-    fig.legend(handles=[Patch(color="#c7e9c0", label="none / flat"),
-                        Patch(color="#fff7bc", label="some"),
-                        Patch(color="#de2d26", label="as burn-0.22.1 or worse; panic"),
-                        Patch(color="#e0e0e0", label="no figure")],
-               loc="upper center", bbox_to_anchor=(0.5, 1 - 0.4 / height), ncols=4,
-               fontsize=8.5, frameon=False)
+    panels = ((f"Memory growth per loop unit (RSS where recorded, else live heap; plus GPU "
+               f"in use)\ncolour: against {reference} on the same run", mem_l, mem_t,
+               _memory_levels(reference)),
+              ("Simulated time per loop unit at the end of the run\ncolour: last interval "
+               "against the first, or a panic", time_l, time_t, _time_levels()))
+    for k, (title, levels, texts, legend) in enumerate(panels):
+        ax = fig.add_subplot(grid[k, 0])
+        _heat_map(ax, levels, texts, policies, labels)
+        ax.set_title(title, fontsize=10, loc="left", y=1.0, pad=58)
+        box = grid[k, 0].get_position(fig)
+        fig.legend(handles=_level_legend(levels, legend), loc="upper left",
+                   bbox_to_anchor=(box.x0, box.y0 - 0.08 / height), ncols=2, fontsize=8.5,
+                   frameon=False)
+    fig.suptitle(f"Policies x runs: growth over the loop (flat: the late half peaks under "
+                 f"{GROWS_BYTES // 1024} KiB above the early half)", fontsize=11,
+                 y=1 - 0.08 / height, va="top")
     return fig
 
 
-def _bytes_text(nbytes):
+def _heat_map(ax, levels, texts, policies, labels):
+    """Draw a table of cells on ``ax``: rows ``labels``, columns ``policies``, each cell
+    in the colour of its class (``levels``, :func:`_level_color`) with its text."""
+    ax.imshow([[to_rgba(_level_color(level)) for level in row] for row in levels],
+              aspect="auto")
+    ax.xaxis.tick_top()
+    ax.set_xticks(range(len(policies)))
+    ax.set_xticklabels(policies, rotation=25, ha="left", fontsize=8.5)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels, fontsize=8)
+    for i, row in enumerate(texts):
+        for j, text in enumerate(row):
+            ax.text(j, i, text, ha="center", va="center", fontsize=7.5)
+    ax.set_xticks(np.arange(-0.5, len(policies)), minor=True)
+    ax.set_yticks(np.arange(-0.5, len(labels)), minor=True)
+    ax.grid(which="minor", color="white", lw=1.5)
+    ax.tick_params(which="minor", length=0)
+
+
+def _memory_cell_text(g) -> str:
+    """A memory cell's text: growth per loop unit ("·": the run is missing)."""
+    if g is None:
+        return "·"
+    return "" if g.memory_bytes is None else _bytes_text(g.memory_bytes)
+
+
+def _time_cell_text(g) -> str:
+    """A time cell's text: time per loop unit at the end, and where the run panicked."""
+    if g is None:
+        return "·"
+    lines = [] if g.ms_last is None else [_ms_text(g.ms_last)]
+    if g.panic_x is not None:
+        lines.append(f"panic at {g.panic_x:g}")
+    return "\n".join(lines)
+
+
+def _bytes_text(nbytes) -> str:
+    """A byte count humanly: "472 B", "2.03 KiB", "55.3 MiB", "1.2 GiB" (binary units,
+    3 significant digits, whole bytes below a KiB)."""
     sign = "-" if nbytes < 0 else ""
-    value = abs(nbytes)
-    for unit, size in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
-        if value >= size:
-            return f"{sign}{value / size:.3g} {unit}"
-    return f"{sign}{value:.0f} B"
+    unit, size = _byte_unit(nbytes)
+    if unit == "B":
+        return f"{sign}{abs(nbytes):.0f} B"
+    return f"{sign}{_number_text(abs(nbytes) / size)} {unit}"
 
 
-def _ms_text(ms):
-    if ms >= 1000:
-        return f"{ms / 1000:.3g} s"
-    if ms >= 0.1:
-        return f"{ms:.3g} ms"
-    return f"{ms * 1000:.3g} µs"
+#: duration units, largest first: (name, ms per unit, shortest duration shown in it, ms)
+_DURATION_UNITS = (("h", 3_600_000.0, 3_600_000.0), ("min", 60_000.0, 60_000.0),
+                   ("s", 1000.0, 1000.0), ("ms", 1.0, 0.1), ("µs", 1e-3, 0.0))
+
+
+def _ms_text(ms) -> str:
+    """A duration given in ms, humanly: "3.06 h", "12 min", "45 s", "120 ms", "0.122 ms",
+    "70 µs" (3 significant digits, never an exponent; ms from 0.1 ms)."""
+    sign = "-" if ms < 0 else ""
+    name, size, _ = next((u for u in _DURATION_UNITS if abs(ms) >= u[2]), _DURATION_UNITS[-1])
+    return f"{sign}{_number_text(abs(ms) / size)} {name}"
