@@ -15,9 +15,12 @@ decades (labelled at 1, 2 and 5 of a decade when a single power of ten falls
 in range); a panel whose points are phases of one loop (``after-loop``,
 ``after-unrelated-backward``) uses the phases as categories, and phases that
 are series of their own (a train loop's reports, then the generation's; thread-0,
-thread-1) are each drawn over their own x ticks with their name under them.
-Every marker kind a figure draws is in its legend. Panics are dashed vertical
-lines (predicted) and an ``X`` (measured).
+thread-1) are each drawn over their own x ticks (in numeric order) with their name
+under them, wrapped or shrunk to the width of those ticks. A measured point with no
+prediction is a grey bar across its residual strip, never a mark that reads as an
+error value. Every marker kind a figure draws is in its legend. Panics are dashed
+vertical lines (predicted) and an ``X`` (measured). The title is wrapped to the
+figure's width, and the legend takes as many columns as fit it.
 
 :func:`summary_figure` draws two heat maps, runs (workload / variant) by
 policy: memory growth; time per loop unit at the end of the run, with panics
@@ -30,15 +33,18 @@ caller saves them.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
 import numpy as np
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.text import Annotation
+from matplotlib.textpath import TextToPath
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, ScalarFormatter
 from matplotlib.transforms import blended_transform_factory
 
@@ -64,6 +70,13 @@ _SAMPLE_MS, _GRID_MS = 3.5, 6.5
 _MEASURED_MARKERS = ["o", "s", "D", "^", "v", "P"]
 #: residual strips are clipped to +-this many percent
 _RESIDUAL_CAP = 100.0
+#: the mark of a measured point with no prediction in a residual strip: a grey bar across
+#: the whole strip (no error value), its width in points
+_UNPREDICTED = {"color": "0.55", "alpha": 0.5, "lw": 3.0}
+#: font size (points) of the figure title, and the height of one of its lines (inches)
+_TITLE_SIZE, _TITLE_LINE = 11, 0.19
+#: font size (points) of a phase's name under its ticks, and the smallest it is shrunk to
+_PHASE_SIZE, _PHASE_MIN_SIZE = 7.5, 5.5
 
 
 #: more colours for policies outside the registry (a user's files); the ones a built-in
@@ -147,14 +160,21 @@ def workload_figure(name, description, predicted, errors, profile=""):
 
     drawn = _drawn_errors(slots, errors)
     handles = _legend_handles(predicted, drawn, policies, params, sources, errors)
-    legend_cols = min(len(handles), max(2, ncols * 2))
-    legend_rows = math.ceil(len(handles) / legend_cols)
     categorical = any(r.get("phase", "") for r in predicted + errors)
     # without residual strips, the "no measurements" notes need room of their own
     note = 0.0 if errors else 0.2
-    fig, grid = _figure_grid(nrows, ncols, slot=(max(4.3, 8.0 / ncols), 3.1),
-                             space=(0.85, (1.45 if categorical else 0.95) + note),
-                             margins=(0.75, 0.25, 0.75 + 0.24 * legend_rows,
+    slot = (max(4.3, 8.0 / ncols), 3.1)
+    space = (0.85, (1.45 if categorical else 0.95) + note)
+    width = _grid_width(ncols, slot[0], space[0], (0.75, 0.25))
+    # the title wrapped to the figure's width; each line beyond two moves the legend and
+    # the panels down by a line
+    heading = _figure_heading(name, bool(drawn), description, profile, width)
+    extra = (heading.count("\n") - 1) * _TITLE_LINE
+    legend_cols = _legend_columns([h.get_label() for h in handles],
+                                  min(len(handles), max(2, ncols * 2)), width)
+    legend_rows = math.ceil(len(handles) / legend_cols)
+    fig, grid = _figure_grid(nrows, ncols, slot=slot, space=space,
+                             margins=(0.75, 0.25, 0.75 + extra + 0.24 * legend_rows,
                                       (0.95 if categorical else 0.5) + note))
     for (variant, metric), (r, c) in zip(slots, positions):
         if errors:   # a residual strip under each panel that has measurements
@@ -168,12 +188,85 @@ def workload_figure(name, description, predicted, errors, profile=""):
             ax, res = fig.add_subplot(grid[r, c]), None
         _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, sources)
     height = fig.get_figheight()
-    title = _figure_title(name, bool(drawn))
-    subtitle = description + (f"   [profile {profile}]" if profile else "")
-    fig.suptitle(f"{title}\n{subtitle}", fontsize=11, y=1 - 0.08 / height, va="top")
-    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.55 / height),
-               ncols=legend_cols, fontsize=8, frameon=False, handlelength=2.5)
+    fig.suptitle(heading, fontsize=_TITLE_SIZE, y=1 - 0.08 / height, va="top")
+    fig.legend(handles=handles, loc="upper center",
+               bbox_to_anchor=(0.5, 1 - (0.55 + extra) / height),
+               ncols=legend_cols, fontsize=_LEGEND_SIZE, frameon=False,
+               handlelength=_LEGEND_HANDLE)
     return fig
+
+
+def _figure_heading(name, measured, description, profile, width) -> str:
+    """The figure's title text: :func:`_figure_title`, then the workload's
+    ``description`` and ``[profile ...]``, each wrapped at spaces to lines that fit a
+    figure ``width`` inches wide (less a margin) in the title's font: at least two
+    lines, more when a line is too long (the profile tag is never split)."""
+    fits = width - 2 * _TEXT_MARGIN
+    subtitle = re.findall(r"\s*\S+", description)
+    if profile:
+        subtitle.append(f"   [profile {profile}]")
+    lines = _wrap_pieces(re.findall(r"\s*\S+", _figure_title(name, measured)), fits,
+                         _TITLE_SIZE)
+    return "\n".join(lines + (_wrap_pieces(subtitle, fits, _TITLE_SIZE) or [""]))
+
+
+#: font size (points) and handle length (font sizes) of a workload figure's legend
+_LEGEND_SIZE, _LEGEND_HANDLE = 8, 2.5
+#: what a text keeps clear of the edge it must fit in, inches
+_TEXT_MARGIN = 0.1
+
+
+def _legend_columns(labels, most, width) -> int:
+    """The number of columns, at most ``most``, of the widest legend of ``labels`` (in
+    order, filled column by column as matplotlib fills them) that fits a figure
+    ``width`` inches wide; 1 when none does."""
+    em = _LEGEND_SIZE / 72   # inches
+    for ncols in range(max(1, most), 1, -1):
+        columns = [c for c in np.array_split(np.arange(len(labels)), ncols) if len(c)]
+        # handle, the gap after it and the widest label of each column; the spacing
+        # between columns (2 em) and the border pad (0.4 em a side)
+        needed = sum((_LEGEND_HANDLE + 0.8) * em +
+                     max(_text_width(labels[i], _LEGEND_SIZE) for i in column)
+                     for column in columns) + (len(columns) - 1) * 2 * em + 0.8 * em
+        if needed <= width - 2 * _TEXT_MARGIN:
+            return ncols
+    return 1
+
+
+_TEXT_TO_PATH = TextToPath()
+
+
+@functools.lru_cache(maxsize=4096)
+def _line_width(line, fontsize) -> float:
+    """Width in inches of one ``line`` of text in the default font at ``fontsize``
+    points (as drawn, within a percent or so; no renderer needed). Cached: shaping
+    costs some 30 µs a character."""
+    prop = FontProperties(size=fontsize)
+    return _TEXT_TO_PATH.get_text_width_height_descent(line, prop, ismath=False)[0] / 72
+
+
+def _text_width(text, fontsize) -> float:
+    """Width in inches of the widest line of ``text`` (:func:`_line_width`)."""
+    return max(_line_width(line, fontsize) for line in text.split("\n"))
+
+
+def _wrap_pieces(pieces, width, fontsize) -> list:
+    """Lines of the ``pieces`` of a text (each with the separator before it: " word",
+    "after-"), as many on a line as fit ``width`` inches at ``fontsize`` points, a
+    line's first piece without its separator. A line's width is the sum of its pieces'
+    (each measured once; kerning across a seam is a fraction of a point, which the
+    callers' margins cover). A piece wider than ``width`` alone has a line of its own
+    (the caller shrinks the font when that matters)."""
+    lines, used = [], 0.0
+    for piece in pieces:
+        wide = _line_width(piece, fontsize)
+        if lines and used + wide <= width:
+            lines[-1] += piece
+            used += wide
+        else:
+            lines.append(piece.lstrip())
+            used = _line_width(lines[-1], fontsize)
+    return lines
 
 
 def _figure_title(name, measured: bool) -> str:
@@ -221,7 +314,8 @@ def _legend_handles(predicted, drawn, policies, params, sources, errors) -> list
 def _residual_handles(points) -> list:
     """Legend entries of the residual strips' marks that ``points`` (measured points
     drawn with a strip) produce: within tolerance (filled), outside it (hollow, red
-    edge), and measured where nothing was predicted (grey ``x``)."""
+    edge), and measured where nothing was predicted (a grey bar across the strip: no
+    error value, :func:`_draw_residuals`)."""
     missing = [e for e in points if math.isnan(e["predicted"])]
     predicted = [e for e in points if not math.isnan(e["predicted"])]
     handles = []
@@ -232,8 +326,10 @@ def _residual_handles(points) -> list:
         handles.append(Line2D([], [], ls="", marker="o", ms=6, mfc="white", mec="#d62728",
                               mew=1.5, label="error %: outside tolerance"))
     if missing:
-        handles.append(Line2D([], [], ls="", marker="x", ms=7, color="0.4",
-                              label="error %: measured, not predicted there"))
+        handles.append(Line2D([], [], ls="", marker="|", ms=11,
+                              mew=_UNPREDICTED["lw"], color=_UNPREDICTED["color"],
+                              alpha=_UNPREDICTED["alpha"],
+                              label="measured, not predicted there: no error % (grey bar)"))
     return handles
 
 
@@ -257,13 +353,20 @@ def _figure_grid(nrows, ncols, slot, space, margins):
     of a layout engine: the layout pass costs more than drawing the figure.
     """
     (w, h), (ws, hs), (left, right, top, bottom) = slot, space, margins
-    width = left + ncols * w + (ncols - 1) * ws + right
+    width = _grid_width(ncols, w, ws, (left, right))
     height = top + nrows * h + (nrows - 1) * hs + bottom
     fig = Figure(figsize=(width, height))
     grid = fig.add_gridspec(nrows, ncols, left=left / width, right=1 - right / width,
                             top=1 - top / height, bottom=bottom / height,
                             wspace=ws / w, hspace=hs / h)
     return fig, grid
+
+
+def _grid_width(ncols, slot_width, gap, margins) -> float:
+    """Width in inches of a figure with ``ncols`` slots ``slot_width`` inches wide,
+    ``gap`` inches apart, within (left, right) ``margins`` (inches)."""
+    left, right = margins
+    return left + ncols * slot_width + (ncols - 1) * gap + right
 
 
 def _stripe(i, k, dash=5.0):
@@ -429,8 +532,10 @@ def _label_phases(ax, bottom, rows, positions, series, x_unit):
     lowest text under it (where a note can go).
 
     Series of their own (:func:`_phase_series`) get their x values as ticks and each
-    phase's name, with its x unit, once under its own ticks; phases at one x (the steps
-    of one sequence) are the ticks themselves, with that x in the axis label."""
+    phase's name, with its x unit, once under its own ticks, within their width (each
+    category is an equal cell of the axis: wrapped, then shrunk, :func:`_fit_label`);
+    phases at one x (the steps of one sequence) are the ticks themselves, with that x in
+    the axis label."""
     labels = sorted(positions, key=positions.get)
     bottom.set_xticks(range(len(labels)))
     if not series:
@@ -441,6 +546,8 @@ def _label_phases(ax, bottom, rows, positions, series, x_unit):
             bottom.set_xlabel(f"phase, at {x_unit} = {xs[0]:g}", fontsize=8)
         return bottom.xaxis.label
     bottom.set_xticklabels([f"{x:g}" for x, _ in labels], fontsize=7)
+    bottom.set_xlim(-0.5, len(labels) - 0.5)   # a cell per category (shared with ax)
+    cell = bottom.get_position().width * bottom.figure.get_figwidth() / len(labels)
     units = {}
     for r in rows:
         units.setdefault(r.get("phase", ""), r.get("x_unit", ""))
@@ -448,11 +555,12 @@ def _label_phases(ax, bottom, rows, positions, series, x_unit):
     for phase in dict.fromkeys(p for _, p in labels):
         at = [positions[k] for k in labels if k[1] == phase]
         unit = units.get(phase, "")
-        anchor = bottom.annotate(f"{phase} ({unit})" if unit else phase,
-                                 xy=((min(at) + max(at)) / 2, 0),
+        text, size = _fit_label(f"{phase} ({unit})" if unit else phase,
+                                (max(at) - min(at) + 1) * cell - _TEXT_MARGIN)
+        anchor = bottom.annotate(text, xy=((min(at) + max(at)) / 2, 0),
                                  xycoords=("data", "axes fraction"), xytext=(0, -17),
                                  textcoords="offset points", ha="center", va="top",
-                                 fontsize=7.5, color="0.25", annotation_clip=False)
+                                 fontsize=size, color="0.25", annotation_clip=False)
         if min(at) > 0:
             bottom.axvline(min(at) - 0.5, color="0.6", lw=0.8, ls=":", zorder=0.5)
             if bottom is not ax:
@@ -460,19 +568,37 @@ def _label_phases(ax, bottom, rows, positions, series, x_unit):
     return anchor
 
 
+def _fit_label(text, width):
+    """``(text, font size)``: a phase's name ``text`` fitted to ``width`` inches: on one
+    line at :data:`_PHASE_SIZE` points where it fits, else wrapped at spaces and after
+    hyphens onto two lines, shrinking the font (by half points, down to
+    :data:`_PHASE_MIN_SIZE`) until they fit; at the smallest size, as many lines as
+    it takes."""
+    pieces = re.findall(r"\s*[^\s-]*-|\s*[^\s-]+", text)
+    size = _PHASE_SIZE
+    while size > _PHASE_MIN_SIZE:
+        lines = _wrap_pieces(pieces, width, size)
+        if len(lines) <= 2 and all(_text_width(line, size) <= width for line in lines):
+            return "\n".join(lines), size
+        size -= 0.5
+    return "\n".join(_wrap_pieces(pieces, width, _PHASE_MIN_SIZE)), _PHASE_MIN_SIZE
+
+
 def _categories(rows):
     """``(x, phase) -> position``: in the order the rows come, which is the order a run
     recorded them (a train loop's reports, then the generation's; the phases of one
     loop at one x as they happened), not sorted by x: phases with x axes of their own
     (steps, then samples) would interleave. Phases that are series of their own
-    (:func:`_phase_series`) are kept together, in :func:`_phase_order`."""
+    (:func:`_phase_series`) are kept together, in :func:`_phase_order`, and within a
+    phase ordered by x (numerically: a grid's runs come in the order asked for,
+    ``--set iterations=10000,1000``)."""
     order = {}
     for r in rows:
         order.setdefault((r["x"], r.get("phase", "")), len(order))
     if not _phase_series(rows):
         return order
     rank = _phase_order(phase for _, phase in order)
-    keys = sorted(order, key=lambda k: (rank[k[1]], order[k]))
+    keys = sorted(order, key=lambda k: (rank[k[1]], k[0]))
     return {k: i for i, k in enumerate(keys)}
 
 
@@ -652,7 +778,9 @@ def _coincide(a, b, to_screen) -> bool:
 def _draw_residuals(res, points, xpos, sources):
     """Signed relative error of each prediction, in %, with the tolerance band
     (``points``: the panel's measured points, at least one: a panel without any has no
-    strip, :func:`workload_figure`)."""
+    strip, :func:`workload_figure`). A measured point with no prediction has no error:
+    it is a grey bar across the whole strip at its x, which no reader takes for a value
+    (a mark on the 0 % line would read as a perfect prediction)."""
     res.tick_params(labelsize=7)
     res.grid(True, alpha=0.3)
     tol = max(TOLERANCE.get(_kind(e["metric"]), 0.0) for e in points) * 100
@@ -672,8 +800,10 @@ def _draw_residuals(res, points, xpos, sources):
         style = (marker, policy_color(e["policy"]) if e["ok"] else "white",
                  policy_color(e["policy"]) if e["ok"] else "#d62728")
         marks.setdefault(style, []).append((xpos(e), clipped))
-    if missing:
-        res.plot(missing, [0] * len(missing), ls="", marker="x", color="0.4", ms=7, zorder=3)
+    if missing:   # one collection, bottom to top of the strip (axes fraction)
+        res.vlines(missing, 0, 1, transform=res.get_xaxis_transform(), zorder=2.5,
+                   colors=_UNPREDICTED["color"], alpha=_UNPREDICTED["alpha"],
+                   lw=_UNPREDICTED["lw"])
     for (marker, face, edge), xy in marks.items():
         xs, errs = zip(*xy)
         res.plot(xs, errs, ls="", marker=marker, ms=6, mfc=face, mec=edge, mew=1.5, zorder=3)

@@ -208,7 +208,7 @@ def test_grid_points_have_visible_markers_and_every_marker_kind_has_a_legend_ent
     assert {"steps=500", "steps=2000"} <= set(labels)
     assert "error %: within tolerance (green band)" in labels
     assert "error %: outside tolerance" in labels
-    assert "error %: measured, not predicted there" in labels
+    assert "measured, not predicted there: no error % (grey bar)" in labels
 
 
 def test_marks_a_figure_does_not_draw_are_not_in_its_legend():
@@ -241,3 +241,142 @@ def test_a_log_axis_over_decades_keeps_its_powers_of_ten():
     low, high = ax.get_ylim()
     ticks = [v for v in ax.get_yticks() if low <= v <= high]
     assert ticks == [1.0, 10.0, 100.0]
+
+
+# -- 7. titles fit the figure; unpredicted points read as no error; phases readable ----------
+
+LONG = ("RSS of `c = a.clone() + b.clone(); drop(c)` on 16-element tensors, every 100k "
+        "iterations, on a machine with a rather long description of itself")
+
+
+def inside(fig, artist):
+    """Whether ``artist``'s drawn extent lies within the figure (a drawn figure)."""
+    box, frame = artist.get_window_extent(), fig.bbox
+    return (box.x0 >= frame.x0 - 0.5 and box.x1 <= frame.x1 + 0.5
+            and box.y0 >= frame.y0 - 0.5 and box.y1 <= frame.y1 + 0.5)
+
+
+def test_a_single_panel_figure_wraps_a_long_title_to_fit_its_width():
+    errors = [error_row(50, 4.1e6, 4.0e6)]
+    fig = workload_figure("adleak-rss-with-a-long-name", LONG, predicted_rows(), errors,
+                          profile="m2max-macos")
+    fig.draw_without_rendering()
+    title = fig._suptitle
+    assert inside(fig, title)
+    lines = title.get_text().split("\n")
+    assert len(lines) > 2                                   # wrapped, not clipped
+    assert "[profile m2max-macos]" in lines[-1]             # the tag is never split
+    assert " ".join(line.strip() for line in lines[1:]).replace("   [", " [") == \
+        f"{LONG} [profile m2max-macos]"
+    # the legend fits too, and sits below the title, above the panels
+    legend = fig.legends[0]
+    assert inside(fig, legend)
+    assert legend.get_window_extent().y1 <= title.get_window_extent().y0 + 1
+    assert legend.get_window_extent().y0 >= fig.axes[0].get_window_extent().y1
+
+
+def test_a_short_title_keeps_its_two_lines():
+    fig = workload_figure("w", "a workload", predicted_rows(), [], profile="p")
+    assert fig._suptitle.get_text().count("\n") == 1
+    fig.draw_without_rendering()
+    assert inside(fig, fig._suptitle)
+
+
+def test_a_legend_with_long_labels_takes_fewer_columns_to_fit():
+    errors = [error_row(50, 4.1e6, 4.0e6)]
+    for e in errors:
+        e["source"] = "measurements-from-the-lab-machine-under-the-desk-" * 2 + ".csv"
+    fig = workload_figure("w", "a workload", predicted_rows(), errors)
+    fig.draw_without_rendering()
+    assert inside(fig, fig.legends[0])
+
+
+def unpredicted_row(x, measured):
+    row = error_row(x, measured, math.nan, ok=False)
+    row.update(abs_error=math.nan, rel_error=math.nan, status="unpredicted")
+    return row
+
+
+def test_a_measured_point_without_prediction_is_not_drawn_as_an_error_value():
+    errors = [error_row(50, 4.0e6, 4.0e6), unpredicted_row(75, 5.0e6),
+              error_row(150, 8.0e6, 9.9e6, ok=False)]
+    fig = workload_figure("w", "a workload", predicted_rows(), errors)
+    fig.draw_without_rendering()
+    panel, strip = fig.axes[:2]
+    # no marker of the strip is at x = 75 (least of all on its 0 % line)
+    for line in strip.lines:
+        xs = list(line.get_xdata())
+        assert 75 not in xs or line.get_marker() in (None, "None", "")
+    # the mark there is a bar across the whole strip height, in axes fractions
+    bars = [c for c in strip.collections if len(c.get_segments())]
+    segments = [s for c in bars for s in c.get_segments()]
+    assert [[tuple(p) for p in s] for s in segments] == [[(75.0, 0.0), (75.0, 1.0)]]
+    frame = strip.get_window_extent()
+    (_, low), (_, high) = bars[0].get_transform().transform(segments[0])
+    assert abs(low - frame.y0) < 1 and abs(high - frame.y1) < 1
+    # the legend says what the bar is, with a mark of the same colour
+    legend = fig.legends[0]
+    entry = next(h for h, t in zip(legend.legend_handles, legend.get_texts())
+                 if "not predicted" in t.get_text())
+    assert "no error" in entry.get_label() and entry.get_marker() == "|"
+    assert to_hex(entry.get_color()) == to_hex(bars[0].get_color()[0])
+    # the measured marker is still drawn on the panel
+    assert any(75 in list(line.get_xdata()) for line in panel.lines)
+
+
+def grid_rows(phase, xs, policy="burn-0.22.1"):
+    return [{"experiment": "w", "variant": "v", "phase": phase, "x": float(x),
+             "x_unit": "iterations", "metric": "heap_bytes_delta", "value": float(x),
+             "unit": "B", "note": "", "policy": policy, "profile": "p",
+             "params": f"iterations={x}"} for x in xs]
+
+
+def test_ticks_within_a_phase_run_in_numeric_order_whatever_the_run_order():
+    # a grid asked for as iterations=10000,1000: the runs come 10000 first
+    predicted = []
+    for x in (10000, 1000):
+        predicted += grid_rows("after-loop", [x]) + grid_rows("after-unrelated-backward", [x])
+    fig = workload_figure("w", "a workload", predicted, [])
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1000", "10000"] * 2
+    assert [t.get_text().replace("\n", " ") for t in ax.texts] == [
+        "after-loop (iterations)", "after-unrelated-backward (iterations)"]
+
+
+def test_phase_names_under_narrow_series_fit_their_ticks_and_do_not_overlap():
+    phases = ("after-loop", "after-unrelated-backward", "after-backward-through-a")
+    predicted = []
+    for x in (10000, 1000):
+        for phase in phases:
+            predicted += grid_rows(phase, [x])
+    # two variants side by side: the right panel's last name must stay in the figure
+    predicted += [dict(r, variant="u") for r in predicted]
+    fig = workload_figure("w", "a workload", predicted, [])
+    fig.draw_without_rendering()
+    for ax in fig.axes:
+        names = list(ax.texts)
+        assert len(names) == 3
+        boxes = [t.get_window_extent() for t in names]
+        frame = ax.get_window_extent()
+        for left, right in zip(boxes, boxes[1:]):
+            assert left.x1 <= right.x0                       # no overlap
+        for text, box in zip(names, boxes):
+            assert inside(fig, text)
+            assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1   # under its panel
+            assert text.get_fontsize() >= plot._PHASE_MIN_SIZE
+            assert text.get_text().count("\n") <= 1
+        # each name stays under its own ticks: centred between its first and last
+        ticks = ax.get_xticks()
+        for i, box in enumerate(boxes):
+            x0, x1 = (ax.transData.transform((tick, 0))[0] for tick in ticks[2 * i: 2 * i + 2])
+            assert abs((box.x0 + box.x1) / 2 - (x0 + x1) / 2) < 1
+
+
+def test_fit_label_keeps_a_name_that_fits_and_wraps_one_that_does_not():
+    assert plot._fit_label("train (step)", 2.0) == ("train (step)", plot._PHASE_SIZE)
+    text, size = plot._fit_label("after-backward-through-a (iterations)", 1.2)
+    assert (text, size) == ("after-backward-\nthrough-a (iterations)", plot._PHASE_SIZE)
+    assert all(plot._text_width(line, size) <= 1.2 for line in text.split("\n"))
+    # too narrow for two lines even at the smallest size: as many lines as it takes
+    text, size = plot._fit_label("after-backward-through-a (iterations)", 0.5)
+    assert size == plot._PHASE_MIN_SIZE and text.count("\n") >= 2
