@@ -18,7 +18,7 @@ from sim.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 LINUX = ROOT / "experiments" / "measured" / "linux-x86_64"
-SAMPLE = LINUX / "sample.csv"
+SAMPLE = LINUX / "diagnostics" / "sample.csv"
 
 
 def test_sample_parses_with_probe_columns():

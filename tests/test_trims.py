@@ -31,7 +31,7 @@ def test_the_simulated_break_is_the_logged_runs_at_every_step():
 
 def test_fresh_runs_trim_differently():
     rows = list(csv.DictReader(open(ROOT / "experiments" / "measured" / "linux-x86_64"
-                                    / "p10-ema-sgd-trims.csv")))
+                                    / "diagnostics" / "p10-ema-sgd-trims.csv")))
     total = {}
     for row in rows:
         total[row["run"]] = int(row["trims"])

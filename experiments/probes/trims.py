@@ -10,7 +10,7 @@ another (burn's hash-seeded frees place the blocks), the simulator gives one run
     .venv/bin/python experiments/probes/trims.py LOG... --csv OUT.csv     # the summary
 
 The summary CSV (``run, step, brk_delta_bytes, trims``) of three runs of SGD ``without``
-(600 steps, 2026-12-01) is ``experiments/measured/linux-x86_64/p10-ema-sgd-trims.csv``.
+(600 steps, 2026-12-01) is ``experiments/measured/linux-x86_64/diagnostics/p10-ema-sgd-trims.csv``.
 """
 
 from __future__ import annotations

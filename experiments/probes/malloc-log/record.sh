@@ -55,4 +55,4 @@ for i in 1 2 3; do
     mv "$(ls -S "$tmp"/log.* | head -1)" "$tmp/p10-ema-sgd600-run$i.bin"
     runs+=("$tmp/p10-ema-sgd600-run$i.bin")
 done
-python3 "$root/experiments/probes/trims.py" "${runs[@]}" --csv "$programs/p10-ema-sgd-trims.csv"
+python3 "$root/experiments/probes/trims.py" "${runs[@]}" --csv "$programs/diagnostics/p10-ema-sgd-trims.csv"
