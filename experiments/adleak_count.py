@@ -14,6 +14,8 @@ EXPERIMENT = "adleak-count"
 X_UNITS = {"adleak-count": "iterations"}
 VARIANTS = ("flex", "flex.autodiff", "a-tracked")
 PARAMS = {"iterations": 10_000, "elements": 16}
+#: the probe's `--quick` loop count (adleak.rs count_variant_exp)
+QUICK = {"iterations": 1_000}
 
 
 def run(sim, variant, iterations, elements):

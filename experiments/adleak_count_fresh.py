@@ -16,6 +16,8 @@ EXPERIMENT = "adleak-count-fresh"
 X_UNITS = {"adleak-count-fresh": "iterations"}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 PARAMS = {"iterations": 10_000, "elements": 16}
+#: the probe's `--quick` loop count (adleak.rs count_variant_exp)
+QUICK = {"iterations": 1_000}
 
 
 def probe_backward_through_a(a, b):

@@ -28,7 +28,8 @@ including its orphan sweep).
 
 Each cell (variant) simulates one fresh process per op count (``ops``, comma
 separated; ``auto`` = the probe's counts for the variant; with `--quick` the
-probe divides every count by 10: ``--set ops=100,300,1000,3000,10000``).
+probe divides every count by 10: ``--set ops=quick``, which ``sim compare`` sets for
+rows of ``sim measure --quick``).
 """
 
 from sim.engine import Simulation
@@ -50,6 +51,8 @@ VARIANTS = (
 )
 PARAMS = {"ops": "auto"}
 POSITIVE = ()
+#: the probe's `--quick` op counts (adleak.rs param_points: every count divided by 10)
+QUICK = {"ops": "quick"}
 
 #: the probe's op counts per variant (src/adleak.rs `param_points`)
 PROBE_OPS = {
@@ -65,7 +68,10 @@ SIZE_OPS = (10_000,)
 
 
 def op_counts(variant, ops):
-    """The op counts one cell simulates (each a fresh process)."""
+    """The op counts one cell simulates (each a fresh process): ``auto`` the probe's,
+    ``quick`` the probe's under ``--quick`` (each divided by 10), else as listed."""
+    if str(ops).strip() == "quick":
+        return tuple(n // 10 for n in op_counts(variant, "auto"))
     if str(ops).strip() != "auto":
         try:
             counts = tuple(int(s.replace("_", "")) for s in str(ops).split(",") if s.strip())

@@ -16,6 +16,8 @@ EXPERIMENT = "adleak-count-sequential"
 X_UNITS = {"adleak-count-sequential": "iterations"}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 PARAMS = {"iterations": 10_000, "elements": 16}
+#: the probe's `--quick` loop count (adleak.rs count_variant_exp)
+QUICK = {"iterations": 1_000}
 
 
 def run(sim, variant, iterations, elements):

@@ -13,6 +13,8 @@ X_UNITS = {"adleak-rss": "k_iterations"}
 VARIANTS = ("flex", "flex.autodiff", "a-tracked", "autodiff-backward-each-round",
             "without_autodiff")
 PARAMS = {"iterations": 100_000, "rounds": 4, "elements": 16}
+#: the probe's `--quick` round (adleak.rs rss_variant)
+QUICK = {"iterations": 10_000}
 
 
 def run(sim, variant, iterations, rounds, elements):

@@ -15,6 +15,8 @@ X_UNITS = {"backward-cost": "round"}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = ("add", "mul_scalar", "relu", "matmul")
 PARAMS = {"chain": 2_000, "rounds": 3, "features": 128}
+#: the probe's `--quick` chain (bwcost.rs run_variant)
+QUICK = {"chain": 200}
 
 _STEP = {
     "add": lambda y, c, w: y + c.clone(),

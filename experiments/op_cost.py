@@ -27,6 +27,8 @@ CHAIN_OPS = ("add", "mul_scalar", "matmul", "relu", "reshape")
 VARIANTS = tuple(f"{mode}/{op}" for mode in MODES
                  for op in (CHAIN_OPS if mode == "chain" else OPS))
 PARAMS = {"iterations": 20_000, "warmup": 1_000, "blocks": 4, "features": 128}
+#: the probe's `--quick` loop count (opcost.rs run_variant)
+QUICK = {"iterations": 2_000}
 POSITIVE = ("iterations", "blocks", "features")
 
 _APPLY = {

@@ -34,6 +34,8 @@ PARAMS = {"steps": 2000, "batch": 64, "features": 512, "lr": 1e-3,
           "report_at": "1,50,100,200,500,1000,2000", "optimizer": "sgd", "sink": "auto"}
 POSITIVE = ("steps", "batch", "features", "lr")
 CHOICES = {"optimizer": tuple(OPTIMIZERS), "sink": ProbeSink.CHOICES}
+#: the probe's `--quick` run (ema.rs run_mode: 200 steps, its report points up to them)
+QUICK = {"steps": 200}
 #: the probe's note of each mode (burn-probes ema.rs mode_note), in its first row's note
 MODE_NOTES = {
     "detach": "ema = ema*0.99 + w.detach()*0.01 kept across steps",

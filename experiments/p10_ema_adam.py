@@ -19,6 +19,7 @@ PARAMS = {k: v for k, v in p10_ema.PARAMS.items() if k != "optimizer"}
 POSITIVE = p10_ema.POSITIVE
 CHOICES = {"sink": p10_ema.CHOICES["sink"]}
 check = p10_ema.check
+QUICK = p10_ema.QUICK
 
 
 def run(sim, variant, steps, batch, features, lr, report_at, sink="auto"):

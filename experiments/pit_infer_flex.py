@@ -21,6 +21,8 @@ VARIANTS = pit_infer.VARIANTS
 PARAMS = {**pit_infer.PARAMS, "device": "flex", "sink": "auto"}
 POSITIVE = ("forwards", "report_every", "batch", "features")
 CHOICES = {"sink": ProbeSink.CHOICES}
+#: the probe's `--quick` run (pit.rs run: 10 forwards, a row every n / 2)
+QUICK = {"forwards": 10, "report_every": 5}
 
 
 def run(sim, variant, **params):

@@ -23,6 +23,8 @@ VARIANTS = ("autodiff", "valid-model", "plain")
 PARAMS = {"steps": 200, "validate_every": 50, "val_batches": 20, "samples": 400,
           "report_every": 50, "batch": 32, "features": 128, "sink": "auto"}
 CHOICES = {"sink": ProbeSink.CHOICES}
+#: the probe's `--quick` run (tv.rs: every count divided by 10)
+QUICK = {"steps": 20, "validate_every": 5, "val_batches": 2, "samples": 40, "report_every": 5}
 #: the probe's note of each variant (burn-probes tv.rs variant_note)
 VARIANT_NOTES = {
     "autodiff": "validation and generation with the trainable model itself and inputs on "

@@ -23,7 +23,7 @@ from .data import key_of
 from .units import METRICS
 from .workloads import builtin_names, load_workload
 
-__all__ = ["cells_for", "join", "point_id", "TOLERANCE", "known_checker", "summarize",
+__all__ = ["cells_for", "quick_params", "join", "point_id", "TOLERANCE", "known_checker", "summarize",
            "check_x_units", "measured_files"]
 
 TOLERANCE = {"memory": 0.05, "time": 0.15, "event": 0.0, "state": 0.0}
@@ -31,6 +31,10 @@ SLACK = {"heap_bytes_delta": 2048, "host_heap_delta": 2.0, "gpu_in_use": 0.05, "
          "rss_delta": 0.05, "heap_blocks_delta": 0, "rss_growth_per_step": 0.05,
          # probe metrics (issue 6): the same slack in their units
          "rss_bytes": 50_000, "text_rss_delta": 64.0, "heap_growth_per_step": 8.0, "kept_bytes": 0}
+
+
+#: the CSVs ``sim sweep`` and ``sim compare`` write into their ``--out`` directory
+RESULT_FILES = ("predicted.csv", "errors.csv")
 
 
 def point_id(row) -> str:
@@ -59,7 +63,9 @@ def measured_files(paths) -> list:
     """The measured CSV files ``paths`` name: a file as given, a directory (``sim measure
     --out DIR``) as its ``*.csv`` files in name order. The raw allocation traces ``sim
     measure`` writes next to its CSVs (:data:`sim.measure.TRACE_FILES`, not measured points)
-    are left out, also when named one by one (``--measured DIR/*.csv``)."""
+    are left out, also when named one by one (``--measured DIR/*.csv``); so are, in a
+    directory, the CSVs a sweep or comparison writes (:data:`RESULT_FILES`: a comparison
+    written into its measurements' directory must not read its own output next time)."""
     from pathlib import Path
     from .data import DataError
     from .measure import TRACE_FILES
@@ -69,7 +75,7 @@ def measured_files(paths) -> list:
         path = Path(text)
         if path.is_dir():
             found = [p for p in sorted(path.glob("*.csv"))
-                     if p.name not in traces and p.is_file()]
+                     if p.name not in traces and p.name not in RESULT_FILES and p.is_file()]
             if not found:
                 raise DataError(f"{path}: is a directory with no measured CSV files (*.csv)")
             out.extend(found)
@@ -111,6 +117,32 @@ def _wrong_x_unit(x_unit, experiment, variant, phase, expected) -> str:
             f"(expected {', '.join(sorted(expected))})")
 
 
+def quick_params(measured_rows, workloads=()) -> dict:
+    """Workload name -> the parameters to simulate its measured rows with where they come
+    from a probe's ``--quick`` run (:func:`sim.measure.measured_quick`): the workload's
+    ``QUICK`` (the probe's cut loop counts). A workload whose rows mix quick and full runs
+    is an error (one run per workload is compared: its points would meet the other run's
+    x); one without ``QUICK`` is left out (its rows stay unpredicted where x differs)."""
+    from .data import DataError
+    from .measure import measured_quick
+    table = _experiments(workloads)
+    seen = {}
+    for row in measured_rows:
+        w = table.get(row["experiment"])
+        if w is not None:
+            seen.setdefault(w.name, (w, set()))[1].add(measured_quick(row))
+    out = {}
+    for name, (w, modes) in seen.items():
+        if True not in modes:
+            continue
+        if False in modes:
+            raise DataError(f"the measured rows of {name} mix `sim measure --quick` runs "
+                            f"and full ones: compare them apart")
+        if w.quick:
+            out[name] = dict(w.quick)
+    return out
+
+
 def cells_for(measured_rows, policy="burn-0.22.1", workloads=()):
     """Sorted ``(workload name, variant, policy)`` cells that predict the measured rows
     (by the built-in workloads and ``workloads``, as :func:`known_checker`)."""
@@ -134,6 +166,9 @@ def join(measured_rows, predicted_rows, fitted_points=(), policy="burn-0.22.1"):
             continue
         index[key_of(row)] = row
     check_x_units(measured_rows, predicted_rows)
+    series_x = {}
+    for row in index.values():
+        series_x.setdefault(_series(row), set()).add(float(row["x"]))
     out = []
     for m in measured_rows:
         metric = METRICS.get(m["metric"])
@@ -154,7 +189,7 @@ def join(measured_rows, predicted_rows, fitted_points=(), policy="burn-0.22.1"):
             else:
                 entry.update(predicted=float("nan"), abs_error=float("nan"),
                              rel_error=float("nan"), ok=False, status="unpredicted",
-                             note="no prediction at this point")
+                             note=_unpredicted_note(m, series_x))
             out.append(entry)
             continue
         pv = float(p["value"])
@@ -186,6 +221,23 @@ def check_x_units(measured_rows, predicted_rows) -> None:
         if expected and m.get("x_unit", "") not in expected:
             where = f"{m['_file']}:{m['_line']}" if "_file" in m else "measured row"
             raise DataError(f"{where}: {_wrong_x_unit(m.get('x_unit', ''), *key, expected)}")
+
+
+def _series(row) -> tuple:
+    """``(experiment, variant, phase, metric)``: the predicted series a row belongs to."""
+    return (row["experiment"], row["variant"], row.get("phase", "") or "", row["metric"])
+
+
+def _unpredicted_note(m, series_x) -> str:
+    """Why measured row ``m`` has no prediction: the x values its series was predicted at
+    (other loop counts than the measured run's: ``--set`` them), or that nothing predicts
+    that metric of that variant and phase."""
+    xs = sorted(series_x.get(_series(m), ()))
+    if not xs:
+        return "no prediction at this point: the simulator records no such series"
+    shown = ", ".join(f"{x:g}" for x in xs[:6]) + (", ..." if len(xs) > 6 else "")
+    return (f"no prediction at this point: predicted at {m.get('x_unit', 'x')} {shown} "
+            f"(a run with other loop counts? --set them)")
 
 
 def _panic_note(m, predicted_rows):

@@ -42,7 +42,7 @@ from .errors import UserError
 from .results import prepare_out
 
 __all__ = ["PROBES", "PROBES_DIR", "measure", "build", "parse_probe_csv", "binary_path",
-           "merge_repeats"]
+           "merge_repeats", "measured_quick", "QUICK_NOTE"]
 
 PROBES_DIR = Path(__file__).resolve().parent.parent / "experiments" / "probes"
 
@@ -52,6 +52,17 @@ PROBES = ("adleak-rss", "adleak-count", "pit-infer", "p10-ema", "p10-ema-adam", 
 
 #: files the probes write besides DIR/<probe>.csv (raw traces, not measured points)
 TRACE_FILES = {"alloc-trace": "alloc-trace-events.csv", "sizeof": "sizeof-alloc.csv"}
+
+#: what a probe's ``--quick`` run adds to every row's note (burn-probes csv.rs Sink::row)
+QUICK_NOTE = "quick mode: loop counts cut ~10x"
+
+
+def measured_quick(row) -> bool:
+    """Whether a measured row comes from a probe's ``--quick`` run (loop counts cut ~10x):
+    its ``probe`` column is the probe's command with ``--quick``, or its note carries the
+    mark every quick row's note ends with."""
+    return (str(row.get("probe") or "").endswith("--quick")
+            or QUICK_NOTE in str(row.get("note") or ""))
 
 #: phrases of cargo's output that mean the crates could not be fetched
 _REGISTRY_HINTS = ("failed to get", "failed to download", "failed to load source",

@@ -70,6 +70,10 @@ def _what_was_run(info):
                                                   for k, v in info["grid"].items()) + ".")
         if info.get("grid") else "Workload parameters: defaults.",
         f"Measured: {', '.join(f'`{_shown(m)}`' for m in info.get('measured', [])) or 'none'}.",
+        ("Rows of `sim measure --quick` (loop counts cut ~10x), simulated with the probes' "
+         "quick parameters: " + "; ".join(f"`{name}` {params}" for name, params
+                                          in info["quick"].items()) + ".")
+        if info.get("quick") else None,
         # how long it took and what came from the cache are in run.json: the report of the
         # same command is the same file every time
         f"{cells} cells, {how}." if cells else None,

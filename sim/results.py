@@ -35,7 +35,8 @@ from .data import (PREDICTED_COLUMNS, atomic_write, atomic_write_bytes, file_in_
                    format_value, rows_to_csv)
 from .errors import UserError
 
-__all__ = ["ERROR_COLUMNS", "join_errors", "write_data", "write_info", "previous_figures", "load",
+__all__ = ["ERROR_COLUMNS", "join_errors", "write_data", "write_info", "forget_report",
+           "previous_figures", "load",
            "render", "prepare_out", "workload_table"]
 
 ERROR_COLUMNS = ["experiment", "variant", "phase", "x", "x_unit", "metric", "unit", "measured",
@@ -148,6 +149,16 @@ def write_data(out, predicted, errors, with_params=False) -> None:
 def write_info(out, info) -> None:
     """Write run.json (what was run, how long it took, which figures) into ``out``."""
     atomic_write(Path(out) / "run.json", json.dumps(info, indent=1, sort_keys=True) + "\n")
+
+
+def forget_report(out, info) -> None:
+    """Remove the report of an earlier run into ``out`` (report.md, report.html) once new
+    data replaced its data, and write ``info`` as run.json: the new run's, whose
+    ``figures`` are still the earlier run's (what the next run into ``out`` replaces)."""
+    out = Path(out)
+    for name in ("report.md", "report.html"):
+        (out / name).unlink(missing_ok=True)
+    write_info(out, info)
 
 
 def previous_figures(out) -> list:

@@ -704,7 +704,7 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
     directory (see :mod:`sim.results`) and returns the run description
     (run.json's content).
     """
-    from .compare import cells_for, measured_files
+    from .compare import cells_for, measured_files, quick_params
     from .profile import load_profile
     chosen = select_workloads(workloads)
     names = select_policies(policies)
@@ -732,7 +732,7 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     Runs only the cells the measured rows need (restricted to ``workloads`` if
     given) and writes the same results directory as :func:`sweep`.
     """
-    from .compare import cells_for, measured_files
+    from .compare import cells_for, measured_files, quick_params
     from .profile import load_profile
     from .workloads import load_workload
     names = select_policies(policies)
@@ -756,9 +756,16 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     chosen = [by_name.get(name) or load_workload(name)
               for name in dict.fromkeys(name for name, _, _ in extra)]
     grid = parse_grid(sets, chosen)
+    # rows of `sim measure --quick` are simulated with the probes' cut loop counts (a
+    # workload's QUICK), under what --set gives
+    quick = quick_params(rows, named)
+    for name, params in quick.items():
+        grid[name] = [{**params, **point} for point in grid.get(name, [{}])]
     cells = plan_cells(chosen, [], grid, extra)
     info = {"title": "autodiff-sim compare", "command": command, "policies": names,
-            "policy_files": _policy_files(names), "reference_cells": False}
+            "policy_files": _policy_files(names), "reference_cells": False,
+            "quick": {name: params_text(tuple(params.items()))
+                      for name, params in quick.items()}}
     with _output_dir(out) as out_dir:
         return _execute(chosen, cells, names, rows, measured, prof, grid, out_dir, jobs,
                         scheduler, force, progress, info, reuse)
@@ -816,7 +823,8 @@ def _read_measured(paths, workloads=()) -> list:
 
 def _execute(workloads, cells, error_policies, measured, paths, profile, grid, out, jobs,
              scheduler, force, progress, info, reuse=True):
-    from .results import join_errors, load, previous_figures, render, write_data, write_info
+    from .results import (forget_report, join_errors, load, previous_figures, render,
+                          write_data, write_info)
     from .workloads import load_workload
     start = time.perf_counter()
     stale = previous_figures(out)
@@ -856,6 +864,10 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
         "cells_wall_s": round(run.wall_s, 3),
         "cell_seconds": {cell.label: round(s, 3) for cell, s in run.seconds.items()},
     })
+    # the report of an earlier run into ``out`` no longer describes its data: it goes now
+    # and comes back after the figures (an interrupted run leaves none that contradicts
+    # the data; ``sim plot`` draws it from the data and this run.json)
+    forget_report(out, {**info, "figures": stale, "incomplete": True})
     predicted, errors, _ = load(out)   # draw from the files, exactly as `sim plot` does
     info["figures"] = render(out, predicted, errors, info, stale, jobs=jobs)
     info["wall_s"] = round(time.perf_counter() - start, 3)

@@ -23,7 +23,10 @@ the ``x_unit`` its rows are sampled in, or a dict phase -> x_unit, e.g.
 another unit is an error before anything runs, and a run that samples in another unit
 is an error in the workload file), ``check(variant, **params)`` (raises
 :class:`~sim.errors.UserError` for a combination of parameters ``run`` would refuse:
-called for every cell of a sweep before any runs, e.g. a report step beyond ``steps``).
+called for every cell of a sweep before any runs, e.g. a report step beyond ``steps``),
+``QUICK`` (parameter name -> value: the parameters the Linux probe the workload
+replicates runs with under ``sim measure --quick``, whose loop counts are cut ~10x;
+``sim compare`` simulates rows measured in quick mode with them).
 
 Every one of these is checked when the file is loaded (:func:`_load`): a constant of
 the wrong type (``VARIANTS = "abc"``, ``PARAMS = 5``, a ``POSITIVE`` name that is
@@ -64,6 +67,7 @@ class Workload:
     choices: dict = field(default_factory=dict)
     x_units: dict = field(default_factory=dict)
     check: object = None
+    quick: dict = field(default_factory=dict)
 
     def x_unit(self, experiment, phase=""):
         """The ``x_unit`` the file declares (``X_UNITS``) for rows of ``experiment`` in
@@ -231,6 +235,7 @@ def _load(path: Path) -> Workload:
                         "a function check(variant, **params)"),
     )
     _check_run(path, run, params)
+    workload.quick = _quick(path, module, workload)
     _CACHE[key] = workload
     return workload
 
@@ -341,6 +346,25 @@ def _choices(path, module, params) -> dict:
                             f"{params[param]!r} is not one of its choices")
         out[param] = tuple(allowed)
     return out
+
+
+def _quick(path, module, workload) -> dict:
+    """``module.QUICK``: parameter name -> the value the probe's quick mode runs with,
+    each a parameter of ``workload`` and a value it accepts (typed as ``--set`` types
+    it, checked as ``--set`` checks it)."""
+    quick = getattr(module, "QUICK", {})
+    if not isinstance(quick, dict):
+        raise UserError(f"{path}: QUICK must be a dict of parameter name -> value, "
+                        f"not {_kind(quick)}")
+    for key in quick:
+        if key not in workload.params:
+            raise UserError(f"{path}: QUICK names '{key}', which is not a parameter "
+                            f"(PARAMS: {', '.join(map(str, workload.params)) or 'none'})")
+    try:
+        resolved = workload.resolve(None, {k: str(v) for k, v in quick.items()})
+        return {key: resolved[key] for key in workload.params if key in quick}
+    except UserError as exc:
+        raise UserError(f"{path}: QUICK: {exc}") from None
 
 
 def _x_units(path, module) -> dict:
