@@ -233,25 +233,34 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
 @click.option("--profile", "base", default="m2max-macos", show_default=True,
               help="base profile (name or .toml path)")
 @click.option("--fit", "params", multiple=True, required=True, metavar="PARAM",
-              help="profile parameter to fit, e.g. time.scan_node_ns (repeatable)")
+              help="profile parameter to fit, e.g. time.scan_node_ns (repeatable; not a "
+                   "[layout] one)")
 @click.option("--points", multiple=True, metavar="SELECTOR",
-              help="fit only these points: experiment/variant/phase/x/metric, * wildcards "
-                   "(repeatable; default: every measured point)")
+              help="fit only these points: experiment/variant/phase/x/metric (5 fields, "
+                   "phase often empty: p10-ema/detach//500/ms_per_step), * wildcards "
+                   "(repeatable; each must match a measured point; default: every "
+                   "measured point)")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="write the calibrated profile here (e.g. models/NEW.toml)")
+              help="write the calibrated profile here (e.g. models/NEW.toml); without it "
+                   "nothing is written")
+@click.option("--force", is_flag=True,
+              help="let --out overwrite an existing file other than the base profile")
 @click.option("--fresh", is_flag=True,
               help="start a new calibration record: forget the base profile's list of "
-                   "fitted parameters and points (default: a staged calibration adds to it)")
+                   "fitted parameters and points (default: a staged calibration adds to it, "
+                   "less the base's points this fit moves without fitting them)")
 @click.option("--max-iterations", type=click.IntRange(min=1), default=8, show_default=True,
               help="Gauss-Newton iterations at most (each simulates the fitted cells once "
                    "per parameter, plus the line search)")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="local worker processes for the cells")
-def calibrate_cmd(measured_paths, base, params, points, out, fresh, max_iterations, jobs):
+def calibrate_cmd(measured_paths, base, params, points, out, force, fresh, max_iterations, jobs):
     """Fit --fit parameters of a profile to measured points (least squares).
 
     Prints every point's measured value, the prediction before and after, the
-    error, and whether the point was fitted or predicted.
+    error, and whether the point was fitted or predicted. --out is checked
+    before the fit (an existing file other than the base needs --force; the
+    directory must take a new file). Details: docs/calibrate.md.
     """
     from .calibrate import calibrate
     from .compare import known_checker, measured_files
@@ -263,7 +272,8 @@ def calibrate_cmd(measured_paths, base, params, points, out, fresh, max_iteratio
     if out is not None:
         _check_out_file(out)
     calibrate(measured, base, list(params), list(points), out, jobs, echo=click.echo,
-              fresh=fresh, max_iterations=max_iterations, progress=True)
+              fresh=fresh, max_iterations=max_iterations, progress=True, force=force,
+              sources=list(measured_paths), warn=lambda line: click.echo(line, err=True))
 
 
 @cli.command("accuracy")
@@ -513,6 +523,7 @@ def plot_cmd(results_dir, jobs):
     from .results import load, render, write_info
     from .sweep import default_jobs
     predicted, errors, info = load(results_dir)
+    info.pop("incomplete", None)    # an interrupted run's: its figures and report come now
     info["figures"] = render(results_dir, predicted, errors, info, info.get("figures", []),
                              jobs=jobs or default_jobs())
     write_info(results_dir, info)

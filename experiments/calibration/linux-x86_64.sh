@@ -62,7 +62,7 @@ measured=(--measured "$d/adleak-rss.csv" --measured "$d/p10-ema.csv" --measured 
 # Stage 1: memory. The process baseline and the code paths' resident text, on RSS and text
 # points only (no time parameter changes a byte).
 "$sim" calibrate --fresh --profile "$base" --jobs "${JOBS:-1}" "${measured[@]}" \
-  --out "$out" \
+  --out "$out" --force \
   --fit process.baseline_rss_bytes      --points 'adleak-rss/flex//0/rss_bytes' \
   --fit code.device_bytes --fit code.module_bytes --fit code.creation_bytes \
   --fit code.elementwise_bytes --fit code.matmul_bytes --fit code.reduce_bytes \

@@ -5,7 +5,7 @@ set -euo pipefail
 seeds=experiments/measured/seeds-m2max.csv
 sim=${SIM:-.venv/bin/sim}
 "$sim" calibrate --fresh --measured "$seeds" --profile models/m2max-macos.toml --jobs "${JOBS:-1}" \
-  --out "${OUT:-models/m2max-macos.toml}" \
+  --out "${OUT:-models/m2max-macos.toml}" --force \
   --fit process.baseline_rss_bytes      --points 'adleak-rss/flex//0/rss' \
   --fit code.elementwise_bytes           --points 'adleak-rss/flex//100/rss' \
   --fit process.first_backward_bytes    --points 'adleak-count/flex/after-unrelated-backward/10000/heap_bytes_delta' \
@@ -25,7 +25,7 @@ sim=${SIM:-.venv/bin/sim}
 # bandwidth, fitted on the steady state (mean of steps 1001-2000), and the one-time
 # cost of the first step; detach//50 and both target points are predicted.
 "$sim" calibrate --measured "$seeds" --profile "${OUT:-models/m2max-macos.toml}" --jobs "${JOBS:-1}" \
-  --out "${OUT:-models/m2max-macos.toml}" \
+  --out "${OUT:-models/m2max-macos.toml}" --force \
   --fit pytorch.gbps                    --points 'p10-ema-pytorch/detach//2000/ms_per_step' \
   --fit pytorch.first_step_ns           --points 'p10-ema-pytorch/detach//1/ms_per_step' \
   --fit pytorch.baseline_delta_bytes    --points 'p10-ema-pytorch/detach//1/rss_delta' \
