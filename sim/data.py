@@ -24,7 +24,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .errors import UserError
+from .errors import UserError, shown
 from .units import METRICS
 
 __all__ = ["file_in_the_way", "COLUMNS", "PREDICTED_COLUMNS", "OPTIONAL_COLUMNS", "DataError", "read_measured",
@@ -206,6 +206,9 @@ def read_measured(path, known=None) -> list:
         if row["unit"] != expected_unit:
             raise DataError(f"{path}:{lineno}: unit '{row['unit']}' is wrong for metric "
                             f"{row['metric']} (expected {expected_unit})")
+        if metric is not None and metric.kind == "time" and row["value"] < 0:
+            raise DataError(f"{path}:{lineno}: {row['metric']} {shown(row['value'])} is "
+                            f"negative: a time is never below 0")
         if known is not None:
             problem = known(row["experiment"], row["variant"], row["phase"], row["x_unit"])
             if problem:

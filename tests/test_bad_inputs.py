@@ -40,6 +40,8 @@ CSV_CASES = {
     "duplicate-key": (HEADER + GOOD_ROW + GOOD_ROW, ":3: duplicate observation"),
     "huge-value": (HEADER + "adleak-rss,flex,,0,k_iterations,rss,1e300,MB,\n", "out of range"),
     "nan-value": (HEADER + "adleak-rss,flex,,0,k_iterations,rss,nan,MB,\n", "out of range"),
+    "negative-time": (HEADER + "p10-ema,detach,,50,step,ms_per_step,-1.2,ms,\n",
+                      ":2: ms_per_step -1.2 is negative: a time is never below 0"),
     "unknown-experiment": (HEADER + "mystery,flex,,0,k_iterations,rss,2.2,MB,\n",
                            "unknown experiment 'mystery'"),
     "unknown-variant": (HEADER + "adleak-rss,gpu,,0,k_iterations,rss,2.2,MB,\n",
