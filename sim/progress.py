@@ -27,10 +27,14 @@ class Progress:
         Where to write (default: ``sys.stderr``).
     unit : str
         What is counted, as the bar names it (``total`` may grow while it runs).
+    workers : int, optional
+        How many cells run at once (local worker processes; None: unknown).
 
     The estimate of the time left is the mean wall time of the cells computed
     so far times the cells left: cells of a sweep differ in cost, so it firms
-    up as the batch runs.
+    up as the batch runs. Once no more cells are left than ``workers`` (every one
+    left is running), the mean says nothing about them (the slow cells are often
+    the last): the bar then says how many are still running instead.
 
     Examples
     --------
@@ -40,12 +44,18 @@ class Progress:
     >>> p.advance("a"); p.advance("b"); p.close()
     >>> out.getvalue().splitlines()[-1].split("]")[1].split(" cells")[0].strip()
     '4/4'
+    >>> p = Progress(5, stream=out, workers=2)
+    >>> for label in "abc": p.advance(label)
+    >>> out.getvalue().splitlines()[-1].endswith("last 2 running  c")
+    True
     """
 
     WIDTH = 24
 
-    def __init__(self, total: int, cached: int = 0, stream=None, unit: str = "cells"):
+    def __init__(self, total: int, cached: int = 0, stream=None, unit: str = "cells",
+                 workers=None):
         self.total = total
+        self.workers = workers
         self.unit = unit
         self.done = cached
         self.cached = cached
@@ -77,6 +87,8 @@ class Progress:
         left = self.total - self.done
         if left == 0:
             eta = "done"
+        elif self.workers and left <= self.workers:
+            eta = f"last {left} running"
         elif computed > 0:
             eta = f"ETA {elapsed / computed * left:.0f} s"
         else:

@@ -504,7 +504,8 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
         results = _on_processes(specs, jobs, deps, started)
     else:
         results = _in_process(specs, deps)
-    bar = Progress(len(cells), run.cached) if progress else None
+    workers = None if scheduler is not None else jobs if jobs > 1 and len(todo) > 1 else 1
+    bar = Progress(len(cells), run.cached, workers=workers) if progress else None
     try:
         for cell, result in results:
             if result.get("code") not in (None, code):
