@@ -31,7 +31,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -39,7 +38,7 @@ import numpy as np
 from scipy.optimize import lsq_linear
 
 from .compare import SLACK, cells_for, join, point_id
-from .data import atomic_write, output_target
+from .data import atomic_write, check_output_file, output_target
 from .errors import UserError
 from .profile import Profile, load_profile, validate
 
@@ -413,27 +412,13 @@ def _check_params(profile, params, base_text) -> None:
 def check_out(out, base_path, force=False) -> None:
     """Refuse, before any simulation, an ``out`` the calibrated profile should not or
     cannot be written to: an existing file that is not the base profile itself (``base_path``)
-    unless ``force``; a directory where no new file can be created (tried: a temporary
-    file is created there and removed, as :func:`sim.data.atomic_write` will). A device or
-    FIFO (``/dev/null``) is written in place and not tried."""
+    unless ``force``; one :func:`sim.data.check_output_file` refuses (a directory, a
+    directory that takes no new file, ...)."""
     target, in_place = output_target(out)
-    if in_place:
-        return
-    if target.is_dir():
-        raise UserError(f"--out {out}: is a directory")
-    if target.exists() and not force and not _same_file(target, base_path):
+    if not in_place and target.is_file() and not force and not _same_file(target, base_path):
         raise UserError(f"--out {out}: the file exists and is not the base profile "
                         f"({_relative(base_path)}): give --force to overwrite it")
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
-        raise UserError(f"--out {out}: directory {directory} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise UserError(f"--out {out}: cannot create a file in {directory} "
-                        f"({exc.strerror})") from None
-    os.close(fd)
-    os.unlink(tmp)
+    check_output_file(out)
 
 
 def _relative(path) -> str:

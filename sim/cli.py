@@ -377,25 +377,9 @@ def measure_cmd(probes, quick, out, repeat):
 
 def _check_out_file(out, option="--out"):
     """One error line, before any work, for an output file that cannot be written
-    (:func:`sim.data.atomic_write` follows a symbolic link and writes a device or FIFO
-    in place, so those are checked where the data will go)."""
-    import os
-    from .data import file_in_the_way, output_target
-    path, in_place = output_target(out)
-    if path.is_dir():
-        raise UserError(f"{option} {out}: is a directory")
-    if in_place:
-        if not os.access(path, os.W_OK):
-            raise UserError(f"{option} {out}: not writable")
-        return
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        above = file_in_the_way(path)
-        if above is not None:
-            raise UserError(f"{option} {out}: {above} is a file, not a directory")
-        raise UserError(f"{option} {out}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UserError(f"{option} {out}: directory {parent} is not writable")
+    (:func:`sim.data.check_output_file`)."""
+    from .data import check_output_file
+    check_output_file(out, option)
 
 
 def _table(rows) -> str:

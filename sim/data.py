@@ -27,7 +27,7 @@ from pathlib import Path
 from .errors import UserError, shown
 from .units import METRICS
 
-__all__ = ["file_in_the_way", "COLUMNS", "PREDICTED_COLUMNS", "OPTIONAL_COLUMNS", "DataError", "read_measured",
+__all__ = ["file_in_the_way", "check_output_file", "COLUMNS", "PREDICTED_COLUMNS", "OPTIONAL_COLUMNS", "DataError", "read_measured",
            "rows_to_csv", "atomic_write", "atomic_write_bytes", "output_target",
            "format_value", "key_of"]
 
@@ -93,6 +93,38 @@ def file_in_the_way(path):
     directory would have to be: nothing can be written below it), else None."""
     above = next((p for p in Path(path).parents if p.exists()), None)
     return above if above is not None and not above.is_dir() else None
+
+
+def check_output_file(out, option="--out") -> None:
+    """One error line, before any work, for an output file ``out`` that cannot be
+    written (``option``: how the command names it). Checked where :func:`atomic_write`
+    puts the data (:func:`output_target`): not a directory; a device or FIFO writable in
+    place; else an existing directory to hold it (not one below a file,
+    :func:`file_in_the_way`), writable, that takes a new file: a temporary file is
+    created there and removed, as the write will (``/proc`` passes the permission check
+    and takes none)."""
+    path, in_place = output_target(out)
+    if path.is_dir():
+        raise UserError(f"{option} {out}: is a directory")
+    if in_place:
+        if not os.access(path, os.W_OK):
+            raise UserError(f"{option} {out}: not writable")
+        return
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        above = file_in_the_way(path)
+        if above is not None:
+            raise UserError(f"{option} {out}: {above} is a file, not a directory")
+        raise UserError(f"{option} {out}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"{option} {out}: directory {parent} is not writable")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise UserError(f"{option} {out}: cannot create a file in {parent} "
+                        f"({exc.strerror})") from None
+    os.close(fd)
+    os.unlink(tmp)
 
 
 def atomic_write_bytes(path, data: bytes) -> None:

@@ -159,3 +159,11 @@ def test_out_below_a_file_says_the_file_is_in_the_way(tmp_path, capsys, command,
     code, _, lines = run_cli(command + [str(tmp_path / out)], capsys)
     assert_one_error(code, lines, f"{tmp_path / 'afile'} is a file, not a directory")
     assert (tmp_path / "afile").read_text() == "mine\n"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc")
+def test_out_into_a_directory_that_takes_no_file_fails_before_the_run(capsys):
+    """/proc passes the permission check; the probe file it refuses is caught up front."""
+    code, _, lines = run_cli(["run", "adleak-count", "-v", "flex", "--out", "/proc/x.csv"],
+                             capsys)
+    assert_one_error(code, lines, "--out /proc/x.csv: cannot create a file in /proc")
