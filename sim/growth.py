@@ -64,12 +64,14 @@ A run sampled once per phase at one x (the third kind above) is judged by its
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .compare import TOLERANCE
 from .units import BYTES_PER, METRICS
 
-__all__ = ["Growth", "growth_of_runs", "GROWS_BYTES", "per_unit", "late_rise",
+__all__ = ["Growth", "growth_of_runs", "GROWS_BYTES", "per_unit", "late_rise", "phase_ranks",
+           "run_label", "singular_unit",
            "memory_level", "LEVEL_RATIOS", "MEMORY_RULE", "TIME_RULE", "RSS_METRICS"]
 
 #: rise of the late half's maximum over the early half's above which memory grows (B)
@@ -167,8 +169,7 @@ class Growth:
     @property
     def label(self) -> str:
         """``workload / variant (phase) [params]``, as the report names the row."""
-        return (f"{self.workload} / {self.variant}" + (f" ({self.phase})" if self.phase else "")
-                + (f" [{self.params}]" if self.params else ""))
+        return run_label(self.run)
 
     @property
     def has_figures(self) -> bool:
@@ -197,6 +198,13 @@ class Growth:
         if self.ms_first is None or self.ms_last is None or self.ms_first <= 0:
             return None
         return self.ms_last > self.ms_first * (1 + TOLERANCE["time"])
+
+
+def run_label(run) -> str:
+    """``workload / variant (phase) [params]`` of a :attr:`Growth.run` key."""
+    workload, variant, phase, params = run
+    return (f"{workload} / {variant}" + (f" ({phase})" if phase else "")
+            + (f" [{params}]" if params else ""))
 
 
 def memory_level(g, ref):
@@ -244,7 +252,7 @@ def _growths(key, rows) -> list:
     loops = [phase for phase, samples in series.items() if len(samples) > 1]
     if "" in loops:
         loops = [""]   # the loop's series; one-time phase rows beside it are not the loop
-    loops.sort(key=_phase_order(rows, series))
+    loops.sort(key=phase_ranks(series).get)   # series: phases in recorded order
     if loops:
         growths = [_series_growth(key, phase, series[phase], series) for phase in loops]
     else:
@@ -253,17 +261,29 @@ def _growths(key, rows) -> list:
     return growths
 
 
-def _phase_order(rows, series):
-    """Sort key of a run's phased series: their x unit's first appearance in ``rows``
-    (``train`` in steps before ``generate`` in samples), then their first x, then the
-    phase's name (parallel series, as threads, by name)."""
-    units = list(dict.fromkeys(r["x_unit"] for r in rows))
+def phase_ranks(phases) -> dict:
+    """``phase -> rank`` of the distinct ``phases`` (given in the order a run first
+    recorded them), the order the summary, the report and the figures show a run's
+    phases in: run order, as stages of a run happen (train, then generate;
+    forward, then backward), except that numbered instances of one name (thread-0,
+    thread-1, ..., thread-10) are ranked by their numbers, at the place of the first
+    one recorded: concurrent instances are recorded in whichever order they finish.
 
-    def key(phase):
-        first = min(series[phase])
-        unit = next(iter(series[phase][first].values()))["x_unit"]
-        return (units.index(unit), first, phase)
-    return key
+    >>> phase_ranks(["thread-1", "thread-0", "generate"])
+    {'thread-0': 0, 'thread-1': 1, 'generate': 2}
+    """
+    stems = {}
+    for phase in dict.fromkeys(phases):
+        stems.setdefault(tuple(re.split(r"\d+", phase)), []).append(phase)
+    ranked = [p for members in stems.values() for p in sorted(members, key=_natural_key)]
+    return {p: i for i, p in enumerate(ranked)}
+
+
+def _natural_key(name) -> tuple:
+    """Sort key of ``name`` with its runs of digits compared as numbers (names of one
+    stem only: text and numbers then alternate in the same places)."""
+    return tuple(int(part) if i % 2 else part
+                 for i, part in enumerate(re.split(r"(\d+)", name)))
 
 
 def _attach_panic(growths, panics) -> None:
@@ -311,10 +331,8 @@ def _has(points, metric) -> bool:
 
 
 def _memory_values(points, metric):
-    """``metric`` plus ``gpu_in_use`` (where recorded) at every sample, in bytes; ``None``
-    where some sample lacks ``metric``."""
-    if not _has(points, metric):
-        return None
+    """``metric`` plus ``gpu_in_use`` (where recorded) at every sample, in bytes (every
+    sample has ``metric``: :func:`_measure_memory` chose it so)."""
     gpu = _has(points, "gpu_in_use")
     return [p[metric]["value"] * BYTES_PER[p[metric]["unit"]]
             + (p["gpu_in_use"]["value"] * BYTES_PER[p["gpu_in_use"]["unit"]] if gpu else 0)
@@ -335,7 +353,7 @@ def _measure_time(g, xs, points, scale) -> None:
 
 def _no_memory_note(series, phase) -> str:
     """Why a series has no memory figure: where the run records memory instead."""
-    elsewhere = sorted({(p, x, _singular(metrics[next(iter(metrics))]["x_unit"]))
+    elsewhere = sorted({(p, x, singular_unit(metrics[next(iter(metrics))]["x_unit"]))
                         for p, samples in series.items() if p != phase
                         for x, metrics in samples.items()
                         if any(m in metrics for m in RSS_METRICS + ("heap_bytes",))})
@@ -344,7 +362,7 @@ def _no_memory_note(series, phase) -> str:
                                                    if elsewhere else "")
 
 
-def _singular(x_unit) -> str:
+def singular_unit(x_unit) -> str:
     """``forwards`` -> ``forward``: an x unit as one value of it is named."""
     return x_unit[:-1] if x_unit.endswith("s") else x_unit
 
@@ -372,7 +390,7 @@ def _one_x_growth(key, rows, series) -> Growth:
                 return g
     loop = series.get("", {})
     if len(loop) == 1:
-        g.note = (f"one sample, at {_singular(g.x_unit)} {next(iter(loop)):g}: "
+        g.note = (f"one sample, at {singular_unit(g.x_unit)} {next(iter(loop)):g}: "
                   f"no loop to grow along")
     else:
         g.note = "no series: every phase sampled at one x, with no *_delta memory metric"

@@ -50,6 +50,7 @@ from matplotlib.transforms import blended_transform_factory
 
 from .compare import TOLERANCE
 from .growth import GROWS_BYTES, LEVEL_RATIOS, memory_level
+from .growth import phase_ranks as _phase_order
 from .policies import policy_rank
 from .units import BYTES_PER, METRICS
 
@@ -589,7 +590,7 @@ def _categories(rows):
     recorded them (a train loop's reports, then the generation's; the phases of one
     loop at one x as they happened), not sorted by x: phases with x axes of their own
     (steps, then samples) would interleave. Phases that are series of their own
-    (:func:`_phase_series`) are kept together, in :func:`_phase_order`, and within a
+    (:func:`_phase_series`) are kept together, in :func:`sim.growth.phase_ranks`, and within a
     phase ordered by x (numerically: a grid's runs come in the order asked for,
     ``--set iterations=10000,1000``)."""
     order = {}
@@ -609,30 +610,6 @@ def _phase_series(rows) -> bool:
     for r in rows:
         xs.setdefault(r.get("phase", ""), set()).add(r["x"])
     return bool(xs) and all(len(v) > 1 for v in xs.values())
-
-
-def _phase_order(phases) -> dict:
-    """``phase -> rank`` of the distinct ``phases`` (given in the order a run first
-    recorded them): run order, as stages of a run happen (train, then generate;
-    forward, then backward), except that numbered instances of one name (thread-0,
-    thread-1, ..., thread-10) are ranked by their numbers, at the place of the first
-    one recorded: concurrent instances are recorded in whichever order they finish.
-
-    >>> _phase_order(["thread-1", "thread-0", "generate"])
-    {'thread-0': 0, 'thread-1': 1, 'generate': 2}
-    """
-    stems = {}
-    for phase in dict.fromkeys(phases):
-        stems.setdefault(tuple(re.split(r"\d+", phase)), []).append(phase)
-    ranked = [p for members in stems.values() for p in sorted(members, key=_natural_key)]
-    return {p: i for i, p in enumerate(ranked)}
-
-
-def _natural_key(name) -> tuple:
-    """Sort key of ``name`` with its runs of digits compared as numbers (names of one
-    stem only: text and numbers then alternate in the same places)."""
-    return tuple(int(part) if i % 2 else part
-                 for i, part in enumerate(re.split(r"(\d+)", name)))
 
 
 def _category_label(x, phase, labels):

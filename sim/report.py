@@ -20,6 +20,7 @@ import html
 import math
 
 from .compare import TOLERANCE
+from .growth import run_label, singular_unit
 
 __all__ = ["render"]
 
@@ -187,11 +188,7 @@ def _predicted_text(e, panics, workload_of):
     if panics[key] is None:
         return "no panic"
     x, unit = panics[key]
-    return f"panic at {_singular(unit)} {x:g}"
-
-
-def _singular(x_unit) -> str:
-    return x_unit[:-1] if x_unit.endswith("s") else x_unit
+    return f"panic at {singular_unit(unit)} {x:g}"
 
 
 def _kind(e):
@@ -274,7 +271,7 @@ def _removal(growth):
     rows, skipped = [], []
     for run in runs:
         ref = cells.get(run + (REFERENCE,))
-        label = _label(run)
+        label = run_label(run)
         if ref is None:
             skipped.append(f"{label}: not run under `{REFERENCE}`.")
             continue
@@ -301,13 +298,6 @@ def _removal(growth):
     return blocks
 
 
-def _label(run) -> str:
-    """``workload / variant (phase) [params]`` of a ``Growth.run`` key."""
-    workload, variant, phase, params = run
-    return (f"{workload} / {variant}" + (f" ({phase})" if phase else "")
-            + (f" [{params}]" if params else ""))
-
-
 def _memory_cells(ref, others) -> list:
     """``[reference's memory growth, policies that remove it]``."""
     if ref.memory_grows is None:
@@ -327,7 +317,7 @@ def _time_cells(ref, others) -> list:
 def _panic_cells(ref, others) -> list:
     if ref.panic_x is None:
         return ["none", ""]
-    return [f"at {_singular(ref.x_unit)} {ref.panic_x:g}",
+    return [f"at {singular_unit(ref.x_unit)} {ref.panic_x:g}",
             _names([g for g in others if g.panic_x is None])]
 
 
