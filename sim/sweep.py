@@ -464,7 +464,6 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
     from .policies import get_policy, policy_file
     from .policies.trace import may_share
     from .progress import Progress
-    from .workloads import load_workload
     start = time.perf_counter()
     code = code_version()
     cache = Cache(out_dir, code)
@@ -705,7 +704,7 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
     directory (see :mod:`sim.results`) and returns the run description
     (run.json's content).
     """
-    from .compare import cells_for, measured_files, quick_params
+    from .compare import cells_for, measured_files
     from .profile import load_profile
     chosen = select_workloads(workloads)
     names = select_policies(policies)
@@ -715,14 +714,29 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
     paths = measured_files(list(measured) or [DEFAULT_MEASURED])
     experiments = {e for w in chosen for e in w.measured}
     rows = [r for r in _read_measured(paths, chosen) if r["experiment"] in experiments]
+    quick = _with_quick(grid, chosen, rows)
     extra = cells_for(rows, REFERENCE_POLICY, chosen)
     cells = plan_cells(chosen, names, grid, extra)
     info = {"title": "autodiff-sim sweep", "command": command, "policies": names,
             "policy_files": _policy_files(names),
-            "reference_cells": any(p not in names for _, _, p in extra), "exact": exact}
+            "reference_cells": any(p not in names for _, _, p in extra), "exact": exact,
+            "quick": quick}
     with _output_dir(out) as out_dir:
         return _execute(chosen, cells, [REFERENCE_POLICY], rows, paths, prof, grid,
                         out_dir, jobs, scheduler, force, progress, info, reuse)
+
+
+def _with_quick(grid, workloads, rows) -> dict:
+    """Where the measured ``rows`` of one of ``workloads`` come from ``sim measure
+    --quick``, put its ``QUICK`` parameters under each of its points of ``grid`` (the
+    ``--set`` grid, :func:`parse_grid`; ``--set`` keeps the last word): see
+    :func:`sim.compare.quick_params`. Returns workload name -> those parameters as text,
+    for the report."""
+    from .compare import quick_params
+    quick = quick_params(rows, workloads)
+    for name, params in quick.items():
+        grid[name] = [{**params, **point} for point in grid.get(name, [{}])]
+    return {name: params_text(tuple(params.items())) for name, params in quick.items()}
 
 
 def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max-macos",
@@ -733,9 +747,8 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     Runs only the cells the measured rows need (restricted to ``workloads`` if
     given) and writes the same results directory as :func:`sweep`.
     """
-    from .compare import cells_for, measured_files, quick_params
+    from .compare import cells_for, measured_files
     from .profile import load_profile
-    from .workloads import load_workload
     names = select_policies(policies)
     prof = load_profile(profile)
     construct_file_policies(names, prof)
@@ -757,16 +770,10 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     chosen = [by_name.get(name) or load_workload(name)
               for name in dict.fromkeys(name for name, _, _ in extra)]
     grid = parse_grid(sets, chosen)
-    # rows of `sim measure --quick` are simulated with the probes' cut loop counts (a
-    # workload's QUICK), under what --set gives
-    quick = quick_params(rows, named)
-    for name, params in quick.items():
-        grid[name] = [{**params, **point} for point in grid.get(name, [{}])]
+    quick = _with_quick(grid, chosen, rows)
     cells = plan_cells(chosen, [], grid, extra)
     info = {"title": "autodiff-sim compare", "command": command, "policies": names,
-            "policy_files": _policy_files(names), "reference_cells": False,
-            "quick": {name: params_text(tuple(params.items()))
-                      for name, params in quick.items()}}
+            "policy_files": _policy_files(names), "reference_cells": False, "quick": quick}
     with _output_dir(out) as out_dir:
         return _execute(chosen, cells, names, rows, measured, prof, grid, out_dir, jobs,
                         scheduler, force, progress, info, reuse)
@@ -826,7 +833,6 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
              scheduler, force, progress, info, reuse=True):
     from .results import (forget_report, join_errors, load, previous_figures, render,
                           write_data, write_info)
-    from .workloads import load_workload
     start = time.perf_counter()
     stale = previous_figures(out)
     warm = _FigureWarmUp()

@@ -119,3 +119,16 @@ def test_an_interrupted_comparison_leaves_no_report_of_the_run_before(tmp_path, 
     assert code == 0, err
     assert "Profile: `m2max-macos`" in (out / "report.md").read_text()
     assert "incomplete" not in json.loads((out / "run.json").read_text())
+
+
+def test_a_sweep_with_quick_measurements_runs_their_workload_with_quick(tmp_path, capsys):
+    measured = tmp_path / "quick.csv"
+    measured.write_text(HEADER + QUICK_ROWS)
+    out = tmp_path / "out"
+    code, _, err = run_cli(["sweep", "-w", "adleak-count-fresh", "-p", "burn-0.22.1",
+                            "--measured", str(measured), "--profile", "linux-x86_64",
+                            "--out", str(out)], capsys)
+    assert code == 0, err
+    report = (out / "report.md").read_text()
+    assert "**2 of 2 points within tolerance**" in report
+    assert "`adleak-count-fresh` iterations=1000" in report
