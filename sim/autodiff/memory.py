@@ -317,9 +317,10 @@ class GraphMemoryManagement:
             new_leaves.update(p for p in graph.successors(node_id) if p in useful)
 
         old_leaves_table = None
-        if heap.orders_frees and not runs:
-            # glibc's arena places every block: burn's passes, block by block
-            old_leaves_table = self._passes_block_by_block(leaves, useful)
+        if heap.orders_frees and (members or not runs):
+            # glibc's arena places every block: burn's passes, block by block (a run's
+            # members walked as the leaves they are)
+            old_leaves_table = self._passes_block_by_block(leaves, useful, runs.values())
         else:
             # the unavailable pass inserts every reached id once; the useful pass inserts
             # the ids it pops again (from every leaf on), and an insert into a full table
@@ -369,7 +370,7 @@ class GraphMemoryManagement:
             old_leaves_table.drop()            # mem::swap left the old set to the end
         return visited
 
-    def _passes_block_by_block(self, leaves, useful):
+    def _passes_block_by_block(self, leaves, useful, runs=()):
         """The blocks burn's ``free_unavailable_nodes`` allocates and frees before it
         removes anything, in its order, where the heap places blocks one by one (a glibc
         arena; no run of dead nodes in this graph). The outcome is the caller's (the
@@ -382,6 +383,8 @@ class GraphMemoryManagement:
         in ascending id order here (burn's are its hash order, random per process).
         Sets up the new leaves' table in ``self.leaves_table`` and returns ``(deletables
         Vec, the old leaves' table)``: the caller frees them where burn's function ends.
+        The members of ``runs`` (dead childless leaves of this graph, each with its run's
+        parents) are walked among the leaves in id order, as exact mode walks its nodes.
         The walk's statuses (node id -> 0 unknown, 1 unavailable, 2 useful) go to
         :data:`WALK_OBSERVER` when it is set (tests hold them against the NetworkX
         passes' outcome, ``useful``)."""
@@ -389,6 +392,10 @@ class GraphMemoryManagement:
         heap = sim.heap
         tables = sim.tables
         nodes = self.nodes
+        if runs:
+            members = {member: (_DEAD, run.parents) for run in runs for member in run.ids}
+            nodes = {**nodes, **members}
+            leaves = sorted([*leaves, *members])
         parent_bytes = sim.layout.parent_bytes
         statuses_table = self.statuses_table
         status = {}
@@ -565,6 +572,15 @@ class GraphMemoryManagement:
             and node_id not in useful
             and all(pid not in nodes for pid, _ in parents)
         ]
+
+
+class _DeadHandle:
+    """The ref count of a run's member: no tensor handle left."""
+
+    strong = 1
+
+
+_DEAD = _DeadHandle()
 
 
 def _set_insert(items, table, node_id) -> None:
