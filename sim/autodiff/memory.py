@@ -12,9 +12,10 @@
     scratch map filled by :meth:`free_unavailable_nodes` and cleared after it
     (its table keeps its capacity, as a cleared hashbrown table does).
 
-The three passes of ``free_unavailable_nodes`` are computed with NetworkX over a
-view of this graph (edges child -> parent, absent leaf parents dropped as burn's
-filters drop them). The set formulation below equals burn's worklist algorithm:
+The three passes of ``free_unavailable_nodes`` are computed as reachability sets
+over this graph's edges child -> parent (absent leaf parents dropped as burn's
+filters drop them; each node's kept parents read once per call). The set
+formulation below equals burn's worklist algorithm:
 
 * **unavailable**: reached from a leaf and able to reach, through parents, a
   parent id that is no longer in ``nodes`` (a consumed intermediate);
@@ -31,8 +32,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-
-import networkx as nx
 
 from ..costs.vec import RustVec
 
@@ -258,19 +257,6 @@ class GraphMemoryManagement:
             self.leaves.discard(node_id)
             self._remove(node_id)
 
-    def _view(self):
-        """Graph of this server's nodes, edges child -> parent, burn's leaf filter applied."""
-        graph = nx.DiGraph()
-        nodes = self.nodes
-        graph.add_nodes_from(nodes)
-        graph.add_edges_from(
-            (node_id, pid)
-            for node_id, (_, parents) in nodes.items()
-            for pid, is_leaf in parents
-            if not is_leaf or pid in nodes
-        )
-        return graph
-
     def free_unavailable_nodes(self, on_free, on_free_run=None, on_free_member=None) -> int:
         """Free every node whose backward became impossible or useless; returns nodes visited.
 
@@ -287,23 +273,13 @@ class GraphMemoryManagement:
         followed by ``on_free_member``; elsewhere a run goes after the nodes.
         """
         nodes = self.nodes
-        graph = self._view()
-        leaves = sorted(self.leaves)
-        graph.add_nodes_from(leaves)  # a stale leaf (freed by a sweep) is absent: unavailable
-        runs = {}
-        for run in self.runs:
-            rep = ("run", run.first)
-            runs[rep] = run
-            graph.add_node(rep)
-            graph.add_edges_from((rep, pid) for pid, is_leaf in run.parents
-                                 if not is_leaf or pid in nodes)
+        leaves = sorted(self.leaves)   # a stale leaf (freed by a sweep) is absent: unavailable
+        runs = {("run", run.first): run for run in self.runs}
+        graph = _KeptParents(nodes, runs)
         starts = leaves + list(runs)
         reached = _reachable(graph, starts)
         absent = [n for n in reached if n not in nodes and n not in runs]
-        unavailable = set(absent)
-        for missing in absent:
-            unavailable |= nx.ancestors(graph, missing)
-        unavailable &= reached
+        unavailable = _ancestors(graph, absent, reached) if absent else set()
         seeds = [n for n in reached
                  if n not in unavailable and n not in runs and nodes[n][0].strong > 1]
         useful = _reachable(graph, seeds)
@@ -373,8 +349,7 @@ class GraphMemoryManagement:
     def _passes_block_by_block(self, leaves, useful, runs=()):
         """The blocks burn's ``free_unavailable_nodes`` allocates and frees before it
         removes anything, in its order, where the heap places blocks one by one (a glibc
-        arena; no run of dead nodes in this graph). The outcome is the caller's (the
-        NetworkX passes); this walks burn's code for its blocks: the three clones of
+        arena). The outcome is the caller's (the set passes); this walks burn's code for its blocks: the three clones of
         ``leaves`` (one per pass; hashbrown clones keep the bucket count), each node's
         parents ``Vec`` cloned wherever burn reads it (``unavailable_propagation`` and
         both closures), ``statuses`` inserts (a full table grows even on a present key),
@@ -386,7 +361,7 @@ class GraphMemoryManagement:
         The members of ``runs`` (dead childless leaves of this graph, each with its run's
         parents) are walked among the leaves in id order, as exact mode walks its nodes.
         The walk's statuses (node id -> 0 unknown, 1 unavailable, 2 useful) go to
-        :data:`WALK_OBSERVER` when it is set (tests hold them against the NetworkX
+        :data:`WALK_OBSERVER` when it is set (tests hold them against the set
         passes' outcome, ``useful``)."""
         sim = self.server.sim
         heap = sim.heap
@@ -632,18 +607,59 @@ def _deletion_order(graph, leaves, runs, useful, members):
     return itertools.chain.from_iterable(items for _, items in walks), done
 
 
-def _reachable(graph, sources):
+class _KeptParents:
+    """The graph burn's passes walk, edges child -> parent: a node's parents in their
+    ``Vec`` order, each once, burn's leaf filter applied (a parent that is a leaf is
+    followed only while it is in ``nodes``); a run is one node, its representative in
+    ``runs``; an id in neither (a stale leaf, a removed parent) has no parents."""
+
+    __slots__ = ("nodes", "runs", "_parents")
+
+    def __init__(self, nodes, runs):
+        self.nodes = nodes
+        self.runs = runs
+        self._parents = {}
+
+    def successors(self, node_id) -> list:
+        kept = self._parents.get(node_id)
+        if kept is None:
+            nodes = self.nodes
+            run = self.runs.get(node_id)
+            entry = nodes.get(node_id) if run is None else (None, run.parents)
+            kept = []
+            for pid, is_leaf in (entry[1] if entry is not None else ()):
+                if (not is_leaf or pid in nodes) and pid not in kept:
+                    kept.append(pid)
+            self._parents[node_id] = kept
+        return kept
+
+
+def _reachable(graph, sources) -> set:
     """Sources and everything reachable from them along the graph's edges."""
-    sources = list(sources)
-    if not sources:
-        return set()
-    if len(sources) == 1:
-        found = nx.descendants(graph, sources[0])
-        found.add(sources[0])
-        return found
-    found = set()
-    for layer in nx.bfs_layers(graph, sources):
-        found.update(layer)
+    found = set(sources)
+    stack = list(found)
+    while stack:
+        for parent in graph.successors(stack.pop()):
+            if parent not in found:
+                found.add(parent)
+                stack.append(parent)
+    return found
+
+
+def _ancestors(graph, targets, among) -> set:
+    """``targets`` and the nodes of ``among`` (closed under successors) with a path to one
+    of them."""
+    children = {}
+    for node_id in among:
+        for parent in graph.successors(node_id):
+            children.setdefault(parent, []).append(node_id)
+    found = set(targets)
+    stack = list(found)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
     return found
 
 
