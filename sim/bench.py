@@ -103,6 +103,103 @@ def _ema_step(sim, n):
     return sim.registered - before
 
 
+def _three_untracked_ops(sim, n):
+    """A body of several untracked ops in a row, each output dropped."""
+    dev = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, dev)
+    b = Tensor.from_floats([2.0] * 16, dev)
+    before = sim.registered
+
+    def body():
+        drop((a.clone() + b.clone()).mul_scalar(2.0).exp())
+    sim.repeat(n, body)
+    return sim.registered - before
+
+
+def _backward_every_kth(sim, n, k=10):
+    """A leaf that requires grad: ``k - 1`` dead tracked ops, then a backward through it
+    (the loop is written as nested repeats, as fast-forward needs)."""
+    dev = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, dev).require_grad()
+    b = Tensor.from_floats([2.0] * 16, dev)
+    before = sim.registered
+
+    def round_():
+        sim.repeat(k - 1, lambda: drop(a.clone() * b.clone()))
+        (a.clone() * b.clone()).sum().backward()
+    sim.repeat(max(1, n // k), round_)
+    return sim.registered - before
+
+
+def _training(optimizer, validation_loss=False):
+    """A training step of a 2-layer MLP with ``optimizer``; with ``validation_loss`` also a
+    validation forward whose loss is summed across steps (a tracked chain never
+    backwarded, the classic leak)."""
+    def program(sim, n):
+        from .nn import Mlp
+        from .optim import OPTIMIZERS, GradientsParams
+        dev = sim.device("flex").autodiff()
+        state = {"model": Mlp(32, 32, 32, dev), "total": Tensor.zeros((1,), dev)}
+        x = Tensor.random((8, 32), dev)
+        optim = OPTIMIZERS[optimizer](sim)
+        before = sim.registered
+
+        def body():
+            model = state["model"]
+            loss = model.forward(x.clone()).powi_scalar(2).mean()
+            grads = GradientsParams.from_grads(loss.backward(), model)
+            state["model"] = model = optim.step(1e-3, model, grads)
+            if validation_loss:
+                state["total"] = state["total"] + model.forward(x.clone()).mean()
+        sim.repeat(n, body)
+        return sim.registered - before
+    return program
+
+
+#: the loop kinds fast-forward is asked to cover: name -> (program, iterations; --quick:
+#: the second count); each runs exactly and with fast-forward, timed in CPU seconds
+LOOP_KINDS = {
+    "three untracked ops": (_three_untracked_ops, 50_000, 2_000),
+    "backward every 10th": (_backward_every_kth, 20_000, 1_000),
+    "training step, SGD": (_training("sgd"), 2_000, 100),
+    "training step, Adam": (_training("adam"), 2_000, 100),
+    "inference forward": (_mlp_forward, 5_000, 200),
+    "validation loss summed": (_training("adam", validation_loss=True), 400, 60),
+}
+
+#: how much faster than exact mode fast-forward is asked to run each loop kind
+LOOP_KIND_TARGET_SPEEDUP = 10
+
+
+def _loop_kinds(profile, quick, echo=None):
+    """Each loop kind in exact mode and with fast-forward: CPU seconds of each (the
+    process's, so that a shared machine's other work does not count), the speed-up, and
+    whether the two runs ended in the same state (heap, registered steps, simulated
+    time)."""
+    kinds = []
+    for name, (program, n, n_quick) in LOOP_KINDS.items():
+        n = n_quick if quick else n
+        cpu, ends = {}, {}
+        for mode in ("exact", "fast-forward"):
+            gc.collect()
+            start = time.process_time()
+            ops, _, sim = _run_case(program, n, mode == "fast-forward", profile)
+            cpu[mode] = time.process_time() - start
+            ends[mode] = (sim.heap.live_bytes, sim.heap.live_blocks, sim.registered,
+                          sim.work_ps)
+        speedup = cpu["exact"] / cpu["fast-forward"] if cpu["fast-forward"] > 0 else None
+        kinds.append({"kind": name, "iterations": n, "ops": ops,
+                      "exact_cpu_s": round(cpu["exact"], 3),
+                      "ff_cpu_s": round(cpu["fast-forward"], 3),
+                      "speedup": round(speedup, 2) if speedup else None,
+                      "same_end": ends["exact"] == ends["fast-forward"]})
+        if echo:
+            echo(f"  {name:<24} {n:>7,} iterations  exact {cpu['exact']:7.2f} s  "
+                 f"fast-forward {cpu['fast-forward']:7.2f} s  "
+                 f"x{speedup or float('inf'):.1f}")
+    return kinds
+
+
 #: fast-forward's iterations of an add loop that a glibc arena replays iteration by
 #: iteration instead of applying in closed form
 ARENA_FF_ITERATIONS = 1_000_000
@@ -280,6 +377,7 @@ def run_bench(profile="m2max-macos", quick=False, echo=None):
                 if echo and rate:
                     echo(f"  {name:<24} {'event floor':<13} {ops:>13,} ops         "
                          f"{'':8}    {rate:>14,.0f} ops/s")
+    kinds = _loop_kinds(prof, quick, echo)
     n_nodes = 2_000 if quick else 20_000
     per_node = {name: round(_bytes_per_node(prof, CASES[name][0], n_nodes))
                 for name in ("untracked add loop", "tracked add loop")}
@@ -290,7 +388,7 @@ def run_bench(profile="m2max-macos", quick=False, echo=None):
                       report_every=1_000)]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"profile": prof.name, "arena_replay": replayed, "cases": results,
-            "event_floor": floor,
+            "event_floor": floor, "loop_kinds": kinds,
             "python_bytes_per_live_node": per_node, "scale": scale,
             "peak_rss_bytes": peak}
 
@@ -353,6 +451,19 @@ def format_table(result) -> str:
         if case.get("capped"):
             line += f"; its row is capped at {ARENA_FF_ITERATIONS:,} iterations (--quick: /20)"
         lines.append(line)
+    kinds = result.get("loop_kinds") or ()
+    if kinds:
+        lines.append(f"{'loop kind':<24} {'iterations':>10} {'exact cpu s':>12} "
+                     f"{'ff cpu s':>9} {'speed-up':>9}")
+    for kind in kinds:
+        speedup = kind["speedup"]
+        note = "" if speedup and speedup >= LOOP_KIND_TARGET_SPEEDUP else \
+            f"  under the x{LOOP_KIND_TARGET_SPEEDUP} asked"
+        if not kind["same_end"]:
+            note += "  (fast-forward ended elsewhere than exact mode)"
+        lines.append(f"{kind['kind']:<24} {kind['iterations']:>10,} "
+                     f"{kind['exact_cpu_s']:>12.2f} {kind['ff_cpu_s']:>9.2f} "
+                     f"{'x' + format(speedup, '.1f') if speedup else 'inf':>9}{note}")
     for name, nbytes in result["python_bytes_per_live_node"].items():
         lines.append(f"Python memory per live simulated node ({name}, exact mode): {nbytes} B")
     for run in result.get("scale", ()):

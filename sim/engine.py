@@ -273,6 +273,9 @@ class Simulation:
         #: (iterations done, of how many) while fast-forward works through a long batch
         #: one iteration at a time (the heartbeat shows it), else None
         self.ff_progress = None
+        #: loop body (its code) -> (its calls of ``repeat`` in a row whose probes found no
+        #: repeating iteration, calls still to run without probing): sim.fastforward
+        self.ff_misses = {}
         #: called with the simulation whenever it checks its budgets (sim.progress.Heartbeat)
         self.heartbeat = None
 

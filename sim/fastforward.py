@@ -112,6 +112,12 @@ AGREE = 3
 #: a warm-up longer than the probes (an L2 model's LRU filling with the storages a chain
 #: keeps) does not make the whole loop exact
 MAX_PROBE = 12
+#: a loop body whose ``repeat`` calls found no repeating iteration this many times in a row
+#: runs its next calls without probing: twice as many after each further miss, at most
+#: :data:`MAX_SKIPPED_CALLS` (a nested loop is called once per outer iteration, and a probe
+#: that fails costs more than the iteration it ran)
+MISSES_BEFORE_SKIPPING = 2
+MAX_SKIPPED_CALLS = 64
 #: the longest cycle of allocator placements a loop of iterations that leave nothing
 #: behind may go through and still be fast-forwarded (in iterations)
 MAX_PERIOD = 6
@@ -995,11 +1001,41 @@ def repeat(sim, n, body):
     """Run ``body()`` ``n`` times, fast-forwarding identical iterations (see module doc)."""
     if n <= 0:
         return
-    if not sim.fast_forward or sim.contended or n < AGREE + 2:
+    key = _body_key(body)
+    misses, skip = sim.ff_misses.get(key, (0, 0))
+    if not sim.fast_forward or sim.contended or n < AGREE + 2 or skip:
+        if skip:
+            sim.ff_misses[key] = (misses, skip - 1)
         for i in range(n):
             sim.loop_index = i
             body()
         return
+    found = _repeat(sim, n, body)
+    misses = 0 if found else misses + 1
+    skip = min(MAX_SKIPPED_CALLS, 2 ** (misses - MISSES_BEFORE_SKIPPING)) \
+        if misses >= MISSES_BEFORE_SKIPPING else 0
+    sim.ff_misses[key] = (misses, skip)
+
+
+def _body_key(body) -> tuple:
+    """What tells one loop from another in :func:`repeat`'s record of misses: the body's
+    code and the objects its closure holds (one lambda over another model is another
+    loop)."""
+    code = getattr(body, "__code__", None)
+    if code is None:
+        return (id(body),)
+    held = []
+    for cell in body.__closure__ or ():
+        try:
+            held.append(id(cell.cell_contents))
+        except ValueError:          # a cell not yet filled
+            held.append(None)
+    return (code, *held)
+
+
+def _repeat(sim, n, body) -> bool:
+    """:func:`repeat` with fast-forward on; returns whether some iterations repeated."""
+    found = False
     done = 0
     effects = []
     effect = None
@@ -1023,6 +1059,7 @@ def repeat(sim, n, body):
             if (len(last) == AGREE and last[0] is not None
                     and all(e is not None and e.key() == last[0].key() for e in last)):
                 effect = measured
+                found = True
             elif len(effects) >= probes:
                 stop = min(n, done + wait)
                 for i in range(done, stop):
@@ -1044,3 +1081,4 @@ def repeat(sim, n, body):
         body()
         done += 1
         effect.since += 1
+    return found

@@ -20,6 +20,11 @@ def test_quick_bench_reports_cases_memory_and_the_ema_run(tmp_path):
     assert [f["case"] for f in data["event_floor"]] == ["untracked add loop",
                                                         "tracked add loop"]
     assert all(f["ops_per_s"] > 0 for f in data["event_floor"])
+    # every loop kind fast-forward is asked to cover, run both ways to the same end state
+    from sim.bench import LOOP_KINDS
+    assert [k["kind"] for k in data["loop_kinds"]] == list(LOOP_KINDS)
+    assert all(k["same_end"] and k["ops"] > 0 for k in data["loop_kinds"])
+    assert "validation loss summed" in result.output
     ema, deepening, leak, balanced = data["scale"]
     assert ema["steps"] == 1000 and ema["wall_s"] > 0 and ema["chain_steps"] > 900
     assert "p10-ema detach, 1,000 steps" in result.output
