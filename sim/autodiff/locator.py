@@ -29,7 +29,7 @@ from ..costs.vec import RustVec
 from .runs import NodeRun, graph_blocks, graph_drop_order, node_blocks
 from .server import AutodiffServer
 
-__all__ = ["Graph", "GraphLocator", "GraphMutexClient", "GraphCleaner"]
+__all__ = ["Graph", "GraphLocator", "GraphMutexClient", "GraphCleaner", "OrphanSweep"]
 
 
 class Graph:
@@ -449,6 +449,133 @@ class _Reads:
             self.parts.append((key, value))
 
 
+class OrphanSweep:
+    """One run of ``cleanup_orphaned_entries``: its ``should_remove`` list and what it
+    costs (the clone of the ``graphs`` map, every node read, the time model's records).
+
+    A :class:`~sim.autodiff.runs.NodeRun` of dead single-node graphs is visited entry
+    by entry as burn visits its members; a graph's ``k`` entries are visited ``k`` times
+    with their outcome computed once (graphs are independent within a sweep) and the
+    work charged per entry.
+    """
+
+    def __init__(self, sim, locator, visit_each_entry=True):
+        self.sim = sim
+        self.locator = locator
+        self.heap = heap = sim.heap
+        self.visit_each_entry = visit_each_entry
+        self.entries = locator.entry_count()
+        self.clone = None
+        if visit_each_entry:
+            # the clone of the BTreeMap: one block per node, freed when the sweep ends
+            self.clone = locator.graphs_tree.clone_nodes(heap, empty=not self.entries)
+        self.removals = []
+        self.freed = 0
+        self.visits = 0
+        # should_remove: the freed ids, pushed as free_unused_roots reports them
+        self.should_remove = RustVec(heap, sim.layout.node_id_bytes)
+        # every node read, summed in visit order; its terms are kept while fast-forward
+        # probes an iteration (Timing.log), to recompute the sweep of a longer chain
+        self.reads = _Reads(sim.timing.log is not None)
+
+    def collect(self, item) -> None:
+        """``free_unused_roots``' callback: ``should_remove.push(id)`` (a run: each member)."""
+        self.removals.append(item)
+        n = item.count if type(item) is NodeRun else 1
+        self.freed += n
+        self.should_remove.push_each(n)
+
+    def visit_run(self, run) -> None:
+        """Each entry of a run of dead single-node graphs visited, scanned and its node
+        freed now (``free_unused_roots``: the deletables ``Vec`` of one id around it, the
+        id pushed on ``should_remove``), its graph when the entry is removed."""
+        heap = self.heap
+        id_bytes = self.sim.layout.node_id_bytes
+        if run.nodes_freed:
+            self.collect(run)
+        elif heap.orders_frees:
+            # member by member, as the arena places every block
+            for _ in range(run.count):
+                deletables = RustVec(heap, id_bytes)
+                deletables.push()
+                for nbytes in run.node_order:
+                    heap.free(nbytes)
+                self.should_remove.push_each(1)
+                deletables.drop()
+            run.nodes_freed = True
+            self.removals.append(run)
+            self.freed += run.count
+        else:
+            # a size-class allocator: the members' deletables Vecs (one at a time) as one
+            # block around the run's frees, the ids pushed after them
+            deletables = RustVec(heap, id_bytes)
+            deletables.push()
+            run.free_nodes(heap)
+            self.collect(run)
+            deletables.drop()
+        self.visits += run.count
+        self.reads.add(None, (2 if self.visit_each_entry else 1) * run.count)
+        self.sim.timing.sweep_run(run, self.visit_each_entry)  # the time model's record
+
+    def visit_entries(self, graph) -> None:
+        """burn's visit of each of ``graph``'s entries: lock, ``maybe_useful``, else
+        ``free_unused_roots`` (one more layer each time, until a visit frees nothing)."""
+        timing = self.sim.timing
+        server = graph.server
+        memory = server.memory_management
+        passes = graph.entries
+        self.visits += passes
+        if memory.maybe_useful():
+            self.reads.add(id(memory), passes * memory.scan_length())
+            timing.sweep_live(memory, passes)  # the time model's record
+            return
+        for done in range(1, passes + 1):
+            before = self.freed
+            timing.sweep_dead(memory)  # the time model's record
+            self.reads.add(None, memory.node_count())
+            self.reads.add(None, server.free_unused_roots(self.collect, self.collect))
+            if self.freed == before:
+                self.reads.add(None, (passes - done) * 2 * memory.node_count())
+                timing.sweep_dead(memory, passes - done)  # the time model's record
+                return
+
+    def visit_graph(self, graph) -> None:
+        """``dedup-sweep``: one visit of the graph; if dead, ``free_unused_roots`` until
+        it frees nothing."""
+        server = graph.server
+        memory = server.memory_management
+        self.visits += 1
+        if memory.maybe_useful():
+            return
+        while True:
+            before = self.freed
+            self.sim.timing.sweep_dead(memory, 1, False)  # the time model's record
+            self.reads.add(None, server.free_unused_roots(self.collect, self.collect))
+            if self.freed == before:
+                return
+
+    def remove_entries(self) -> None:
+        """``for node in should_remove { remove_entry }``: the ``Vec`` goes when the loop
+        ends. Approximation: a removed graph goes here, with its entry, where burn drops it
+        with the sweep's clone of the map (which holds its last Arc), leaf by leaf of the
+        clone after the Vec (see docs/burn-notes/heap-order.md)."""
+        locator = self.locator
+        self.should_remove.drop()
+        with locator.removals():
+            for item in self.removals:
+                if type(item) is NodeRun:
+                    locator.remove_run(item)
+                else:
+                    locator.remove_entry(item)
+        entries = self.entries
+        if self.visit_each_entry:
+            locator.graphs_tree.drop_clone(self.heap, self.clone)
+        else:
+            entries = self.visits
+        self.sim.timing.sweep(entries=entries, visits=self.visits, scanned=self.reads.total,
+                              freed=self.freed, parts=self.reads.parts)
+
+
 class GraphCleaner:
     """``NodeCleaner``: removes locator entries of freed ids (``clean``)."""
 
@@ -527,119 +654,25 @@ class GraphMutexClient:
         burn clones ``graphs`` and visits every ENTRY: a graph with ``k`` entries
         is locked and checked ``k`` times (``maybe_useful`` scans its nodes until
         a live handle), and if dead, ``free_unused_roots`` runs on each visit
-        (each frees one more layer of its roots). The result is computed per
-        graph (graphs are independent within a sweep) and the work is charged per
-        entry. ``visit_each_entry=False`` is the ``dedup-sweep`` policy: one visit
-        per graph, liveness from the per-graph count (no scan), and a dead graph
-        freed to the end.
+        (each frees one more layer of its roots); then it removes the entries of
+        the ids ``free_unused_roots`` reported. ``visit_each_entry=False`` is the
+        ``dedup-sweep`` policy: one visit per graph, liveness from the per-graph
+        count (no scan), and a dead graph freed to the end. What the sweep costs
+        (the map's clone, the nodes read, the time) and the runs of dead nodes the
+        simulator keeps compressed are :class:`OrphanSweep`'s.
         """
         locator = self.locator
         if locator is None:
             return 0
-        heap = self.sim.heap
-        entries = locator.entry_count()
-        tree = locator.graphs_tree
-        clone = None
-        if visit_each_entry:
-            # the clone of the BTreeMap: one block per node, freed when the sweep ends
-            clone = tree.clone_nodes(heap, empty=not entries)
-        removals = []
-        counter = [0]
-        # should_remove: the freed ids, pushed as free_unused_roots reports them
-        should_remove = RustVec(heap, self.sim.layout.node_id_bytes)
-
-        def collect(item):
-            removals.append(item)
-            n = item.count if type(item) is NodeRun else 1
-            counter[0] += n
-            should_remove.push_each(n)
-
-        freed = 0
-        # every node read, summed in visit order; its terms are kept while fast-forward
-        # probes an iteration (Timing.log), to recompute the sweep of a longer chain
-        reads = _Reads(self.sim.timing.log is not None)
-        visits = 0
-        for graph in list(locator.live):
+        sweep = OrphanSweep(self.sim, locator, visit_each_entry)  # graphs.clone()
+        for graph in list(locator.live):                          # for graph in graphs.values()
             if type(graph) is NodeRun:
-                # a run of dead single-node graphs: each entry visited, scanned, its node
-                # freed now (free_unused_roots: the deletables Vec of one id around it, the
-                # id pushed on should_remove), its graph when the entry is removed
-                id_bytes = self.sim.layout.node_id_bytes
-                if graph.nodes_freed:
-                    collect(graph)
-                elif heap.orders_frees:
-                    # member by member, as the arena places every block
-                    for _ in range(graph.count):
-                        deletables = RustVec(heap, id_bytes)
-                        deletables.push()
-                        for nbytes in graph.node_order:
-                            heap.free(nbytes)
-                        should_remove.push_each(1)
-                        deletables.drop()
-                    graph.nodes_freed = True
-                    removals.append(graph)
-                    counter[0] += graph.count
-                else:
-                    # a size-class allocator: the members' deletables Vecs (one at a time)
-                    # as one block around the run's frees, the ids pushed after them
-                    deletables = RustVec(heap, id_bytes)
-                    deletables.push()
-                    graph.free_nodes(heap)
-                    collect(graph)
-                    deletables.drop()
-                visits += graph.count
-                reads.add(None, (2 if visit_each_entry else 1) * graph.count)
-                self.sim.timing.sweep_run(graph, visit_each_entry)  # the time model's record
-                freed = counter[0]
-                continue
-            if not graph.entries:
+                sweep.visit_run(graph)           # dead single-node graphs, entry by entry
+            elif not graph.entries:
                 continue   # held by the backward's client only: not in the map the sweep clones
-            server = graph.server
-            memory = server.memory_management
-            if not visit_each_entry:
-                visits += 1
-                if memory.maybe_useful():
-                    continue
-                while True:
-                    before = freed
-                    self.sim.timing.sweep_dead(memory, 1, False)  # the time model's record
-                    reads.add(None, server.free_unused_roots(collect, collect))
-                    freed = counter[0]
-                    if freed == before:
-                        break
-                continue
-            passes = graph.entries
-            visits += passes
-            if memory.maybe_useful():
-                reads.add(id(memory), passes * memory.scan_length())
-                self.sim.timing.sweep_live(memory, passes)  # the time model's record
-                continue
-            for done in range(1, passes + 1):
-                before = freed
-                self.sim.timing.sweep_dead(memory)  # the time model's record
-                reads.add(None, memory.node_count())
-                reads.add(None, server.free_unused_roots(collect, collect))
-                freed = counter[0]
-                if freed == before:
-                    reads.add(None, (passes - done) * 2 * memory.node_count())
-                    self.sim.timing.sweep_dead(memory, passes - done)  # the time model's record
-                    break
-        # for node in should_remove { remove_entry }: the Vec goes when the loop ends.
-        # Approximation: a removed graph goes here, with its entry, where burn drops it
-        # with the sweep's clone of the map (which holds its last Arc), leaf by leaf of
-        # the clone after the Vec (see docs/burn-notes/heap-order.md)
-        should_remove.drop()
-        with locator.removals():
-            for item in removals:
-                if type(item) is NodeRun:
-                    locator.remove_run(item)
-                else:
-                    locator.remove_entry(item)
-        if visit_each_entry:
-            tree.drop_clone(heap, clone)
-            self.sim.timing.sweep(entries=entries, visits=visits, scanned=reads.total,
-                                  freed=freed, parts=reads.parts)
-        else:
-            self.sim.timing.sweep(entries=visits, visits=visits, scanned=reads.total,
-                                  freed=freed, parts=reads.parts)
-        return freed
+            elif visit_each_entry:
+                sweep.visit_entries(graph)       # maybe_useful, else free_unused_roots
+            else:
+                sweep.visit_graph(graph)
+        sweep.remove_entries()                   # for node in should_remove: remove_entry
+        return sweep.freed
