@@ -408,9 +408,10 @@ def _framework_text(g, v, problems) -> str:
 
 
 def _flat(v):
-    """``v`` with memory judged flat (a drift the model adds as a fitted constant)."""
+    """``v`` without a memory verdict (its growth is a drift the model adds as a fitted
+    constant, stated beside it)."""
     from dataclasses import replace
-    return replace(v, memory="flat", peak_bytes=None)
+    return replace(v, memory=None, peak_bytes=None)
 
 
 def _verdicts(growth):
