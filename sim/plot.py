@@ -978,7 +978,7 @@ def summary_figure(growth):
     rise = max(_text_width(n, 8.5) for n in names) * math.sin(math.radians(25))
     fig, grid = _figure_grid(2, 1, slot=(max(0.95 * len(policies), 7.5), 0.27 * len(runs)),
                              space=(0, 2.15 + max(0, rise - 0.8)),
-                             margins=(left, right, 1.55 + max(0, rise - 0.8), 0.95))
+                             margins=(left, right, 1.75 + max(0, rise - 0.8), 0.95))
     height = fig.get_figheight()
     panels = ((f"Memory growth per loop unit (RSS where recorded, else live heap; plus GPU "
                f"in use)\ncolour: against {reference} on the same run\n'peak': the height "
