@@ -103,14 +103,14 @@ def policies_target(readme) -> Path:
 
 
 def policy_table(results_dir) -> str:
-    """The "Which policies remove the growth" table of a sweep's report.md."""
+    """The answer table ("Which fix, and at what price") of a sweep's report.md."""
     report = Path(results_dir) / "report.md"
     if not report.exists():
         raise UserError(f"{report}: no such file (run `sim sweep --out {results_dir}` first)")
     text = report.read_text(encoding="utf-8")
-    match = re.search(r"## Which policies remove the growth\n(.*?)\n## ", text, flags=re.S)
+    match = re.search(r"## Which fix, and at what price\n(.*?)\n## ", text, flags=re.S)
     if not match:
-        raise UserError(f"{report}: no 'Which policies remove the growth' section")
+        raise UserError(f"{report}: no 'Which fix, and at what price' section")
     lines = [line for line in match.group(1).strip().splitlines()
              if line.startswith("|")]
     return "\n".join(lines) + "\n"

@@ -2,7 +2,7 @@
 
 The question a sweep answers per workload is which policies remove the
 growth that burn 0.22.1 shows. The summary figure (``summary.png``) and the
-report's "Which policies remove the growth" table both read the verdicts of
+report's tables ("Which fix, and at what price", "Every run") read the verdicts of
 this module (:attr:`Growth.memory_grows`, :attr:`Growth.time_grows`, and
 :func:`memory_level`, which grades a series against the reference from the same
 verdict): one definition of "grows", stated in :data:`MEMORY_RULE` and
@@ -72,7 +72,8 @@ from .units import BYTES_PER, METRICS
 
 __all__ = ["Growth", "growth_of_runs", "GROWS_BYTES", "per_unit", "late_rise", "phase_ranks",
            "run_label", "singular_unit",
-           "memory_level", "LEVEL_RATIOS", "MEMORY_RULE", "TIME_RULE", "RSS_METRICS"]
+           "memory_level", "LEVEL_RATIOS", "MEMORY_RULE", "TIME_RULE", "RSS_METRICS",
+           "Verdict", "verdict", "time_ratio", "ratio_text", "VERDICT_RULE"]
 
 #: rise of the late half's maximum over the early half's above which memory grows (B)
 GROWS_BYTES = 64 * 1024
@@ -157,6 +158,7 @@ class Growth:
     x_unit: str = ""
     phase: str = ""                  # the series' phase ("": the run's loop)
     memory_metric: str = ""          # what memory is judged by: "rss_bytes + gpu_in_use", ...
+    memory_peak_bytes: float | None = None  # highest sample of the judged metric (B)
     heap_bytes: float | None = None  # live heap (+ GPU) growth per unit, when judged by RSS
     heap_total_bytes: float | None = None  # the live heap's late-half rise (B), idem
     note: str = ""                   # why a figure is missing
@@ -223,6 +225,131 @@ def memory_level(g, ref):
     ratio = g.memory_bytes / ref.memory_bytes
     half, most, same = LEVEL_RATIOS
     return 1 if ratio < half else 2 if ratio < most else 3 if ratio <= same else 4
+
+
+#: how :func:`verdict` judges a policy against the reference on the same run
+VERDICT_RULE = (
+    "Each policy is judged against burn-0.22.1 on the same run (same workload, variant, "
+    "phase and parameters). Memory: *removed* where burn-0.22.1's memory grows and the "
+    "policy's does not; *reduced* where both grow and the policy by under "
+    f"{LEVEL_RATIOS[1] * 100:g} % of burn-0.22.1's growth; *new* where only the policy's "
+    "grows. Where a policy's memory does not grow, its price is the height it plateaus at "
+    "(*peak*: the highest sample of the judged metric). Time: the policy's ms per loop unit "
+    "over the run's last interval over burn-0.22.1's over the same interval, as *x faster* "
+    f"or *x slower* (within {TOLERANCE['time'] * 100:g} %: *same time*); where burn-0.22.1 "
+    "slows down along the run, a policy *removes* the slowdown when its last interval is "
+    f"within {TOLERANCE['time'] * 100:g} % of burn-0.22.1's first, and *reduces* it when it "
+    "is faster than burn-0.22.1's last but not back to that")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A policy's series judged against the reference's series of the same run
+    (:func:`verdict`). ``None``: no figure to judge by.
+
+    ``memory``: ``"removed"``, ``"reduced"`` or ``"kept"`` where the reference's memory
+    grows; ``"new"`` or ``"flat"`` where it does not; ``"grows"``/``"flat"`` without a
+    reference figure. ``peak_bytes``: where the policy's memory does not grow, the height
+    it plateaus at (its highest sample, bytes). ``time``: ``"removed"``, ``"reduced"``,
+    ``"kept"`` or ``"slower"`` where the reference slows down along the run;
+    ``"faster"``, ``"same"`` or ``"slower"`` where it does not. ``ratio``: the policy's
+    ms per loop unit over the reference's, last interval (:func:`time_ratio`).
+    ``panic``: ``"removed"``, ``"kept"``, ``"new"`` or ``"none"``.
+    """
+
+    memory: str | None
+    peak_bytes: float | None
+    time: str | None
+    ratio: float | None
+    panic: str | None
+
+
+def time_ratio(g, ref):
+    """``g``'s simulated ms per loop unit over ``ref``'s, both over the run's last
+    interval (> 1: ``g`` is slower); None where either has no time figure.
+
+    >>> round(time_ratio(Growth("w", "v", "fix", "", ms_last=2.49),
+    ...                  Growth("w", "v", "burn-0.22.1", "", ms_last=81.6)), 4)
+    0.0305
+    """
+    if g is None or ref is None or g.ms_last is None or ref.ms_last is None \
+            or ref.ms_last <= 0:
+        return None
+    return g.ms_last / ref.ms_last
+
+
+def ratio_text(ratio) -> str:
+    """A :func:`time_ratio` as a reader compares it: "32.8x faster", "1350x slower",
+    "same time (1.08x)" within the time tolerance, "—" without one.
+
+    >>> ratio_text(2.49 / 81.6), ratio_text(242_400 / 179), ratio_text(820.7 / 760.7)
+    ('32.8x faster', '1354x slower', 'same time (1.08x)')
+    """
+    if ratio is None:
+        return "—"
+    tol = 1 + TOLERANCE["time"]
+    if ratio < 1 / tol:
+        return f"{_times(1 / ratio)}x faster"
+    if ratio > tol:
+        return f"{_times(ratio)}x slower"
+    return "same time" if round(ratio, 2) == 1 else f"same time ({ratio:.2f}x)"
+
+
+def _times(v) -> str:
+    """A factor with 3 significant digits, never an exponent ("32.8", "1354")."""
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def verdict(g, ref):
+    """:class:`Verdict` of series ``g`` against ``ref``, the reference policy's series of
+    the same run (or None), by :data:`VERDICT_RULE`.
+
+    >>> ref = Growth("w", "v", "burn-0.22.1", "", memory_total_bytes=10**8,
+    ...              memory_bytes=10**8, ms_first=0.95, ms_last=81.6)
+    >>> fix = Growth("w", "v", "dedup-sweep", "", memory_total_bytes=0, memory_bytes=0,
+    ...              memory_peak_bytes=80_330_752, ms_first=0.95, ms_last=2.49)
+    >>> v = verdict(fix, ref)
+    >>> v.memory, v.peak_bytes, v.time, ratio_text(v.ratio), v.panic
+    ('removed', 80330752, 'reduced', '32.8x faster', 'none')
+    """
+    if g is None:
+        return Verdict(None, None, None, None, None)
+    tol = 1 + TOLERANCE["time"]
+    grows = g.memory_grows
+    ref_grows = ref.memory_grows if ref is not None else None
+    if grows is None:
+        memory = None
+    elif ref_grows is None:
+        memory = "grows" if grows else "flat"
+    elif ref_grows:
+        if not grows:
+            memory = "removed"
+        elif (ref.memory_bytes or 0) > 0 and g.memory_bytes / ref.memory_bytes < LEVEL_RATIOS[1]:
+            memory = "reduced"
+        else:
+            memory = "kept"
+    else:
+        memory = "new" if grows else "flat"
+    ratio = time_ratio(g, ref)
+    if ratio is None:
+        time = None
+    elif ref.time_grows:
+        if g.ms_last <= ref.ms_first * tol:
+            time = "removed"
+        elif ratio < 1 / tol:
+            time = "reduced"
+        else:
+            time = "slower" if ratio > tol else "kept"
+    else:
+        time = "faster" if ratio < 1 / tol else "slower" if ratio > tol else "same"
+    if ref is None:
+        panic = None if g.panic_x is None else "new"
+    elif ref.panic_x is not None:
+        panic = "kept" if g.panic_x is not None else "removed"
+    else:
+        panic = "new" if g.panic_x is not None else "none"
+    return Verdict(memory, g.memory_peak_bytes if grows is False else None, time, ratio,
+                   panic)
 
 
 def growth_of_runs(rows, workload_of) -> list:
@@ -319,8 +446,10 @@ def _measure_memory(g, xs, points, scale) -> None:
     if metric is None:
         return
     g.memory_metric = metric + (" + gpu_in_use" if _has(points, "gpu_in_use") else "")
-    g.memory_total_bytes, span = late_rise(xs, _memory_values(points, metric))
+    values = _memory_values(points, metric)
+    g.memory_total_bytes, span = late_rise(xs, values)
     g.memory_bytes = g.memory_total_bytes / span * scale
+    g.memory_peak_bytes = max(values)
     if metric in RSS_METRICS and _has(points, "heap_bytes"):
         g.heap_total_bytes, span = late_rise(xs, _memory_values(points, "heap_bytes"))
         g.heap_bytes = g.heap_total_bytes / span * scale

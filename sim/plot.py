@@ -23,9 +23,10 @@ vertical lines (predicted) and an ``X`` (measured). The title is wrapped to the
 figure's width, and the legend takes as many columns as fit it.
 
 :func:`summary_figure` draws two heat maps, runs (workload / variant) by
-policy: memory growth; time per loop unit at the end of the run, with panics
-(see :mod:`sim.growth`). Cells are coloured by severity classes, and each
-heat map's legend lists exactly the classes its cells use.
+policy: memory growth (with the height a fix's bounded memory plateaus at);
+time per loop unit at the end of the run against burn-0.22.1's on the same
+run, with panics (see :mod:`sim.growth`). Cells are coloured by classes, and
+each heat map's legend lists exactly the classes its cells use.
 
 Figures are :class:`matplotlib.figure.Figure` objects (no pyplot state); the
 caller saves them.
@@ -49,12 +50,12 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, ScalarForm
 from matplotlib.transforms import blended_transform_factory
 
 from .compare import TOLERANCE
-from .growth import GROWS_BYTES, LEVEL_RATIOS, memory_level
+from .growth import GROWS_BYTES, LEVEL_RATIOS, memory_level, ratio_text, verdict
 from .growth import phase_ranks as _phase_order
 from .policies import policy_rank
 from .units import BYTES_PER, METRICS
 
-__all__ = ["workload_figure", "summary_figure", "policy_color", "policy_colors",
+__all__ = ["workload_figure", "summary_figure", "policy_color", "policy_colors", "interval_rates",
            "use_policy_colors", "OBSERVABLES"]
 
 #: bookkeeping observables every sample carries (``Simulation.observables``):
@@ -68,6 +69,12 @@ _PARAM_MARKERS = ["o", "^", "s", "v"]
 #: marker size (points) of a curve's samples: a dot when one parameter point is drawn,
 #: a shape a reader can tell apart when the markers name grid points
 _SAMPLE_MS, _GRID_MS = 3.5, 6.5
+
+#: metrics that are a running mean from a base x (the seed's ``rss_growth_per_step``:
+#: (RSS now - RSS after step 1) / (steps - 1)) -> that base. Such a mean keeps falling
+#: after a warm-up while the memory still rises, so its panels also draw the growth per
+#: loop unit over each interval between samples (:func:`interval_rates`), dotted.
+RUNNING_MEANS = {"rss_growth_per_step": 1.0}
 _MEASURED_MARKERS = ["o", "s", "D", "^", "v", "P"]
 #: residual strips are clipped to +-this many percent
 _RESIDUAL_CAP = 100.0
@@ -154,9 +161,13 @@ def workload_figure(name, description, predicted, errors, profile=""):
     if per_variant == 1:   # one metric per variant: wrap the variants into rows of three
         ncols = max(1, min(3, len(slots)))
         positions = [(i // ncols, i % ncols) for i in range(len(slots))]
-    else:                  # a row per variant, a column per metric
-        ncols = per_variant
-        positions = [(r, c) for r, (_, ms) in enumerate(panels) for c in range(len(ms))]
+    else:                  # a row per variant, a column per metric, at most three: a
+        # variant with more metrics takes as many rows as that needs (four: 2 x 2), so
+        # that the figure, shown at a page's width, keeps its fonts legible
+        rows_each = math.ceil(per_variant / _MOST_COLUMNS)
+        ncols = math.ceil(per_variant / rows_each)
+        positions = [(r * rows_each + c // ncols, c % ncols)
+                     for r, (_, ms) in enumerate(panels) for c in range(len(ms))]
     nrows = max(1, max((r for r, _ in positions), default=0) + 1)
 
     drawn = _drawn_errors(slots, errors)
@@ -210,6 +221,10 @@ def _figure_heading(name, measured, description, profile, width) -> str:
                          _TITLE_SIZE)
     return "\n".join(lines + (_wrap_pieces(subtitle, fits, _TITLE_SIZE) or [""]))
 
+
+#: most columns of panels a workload figure has (wider, it is shrunk to a page's width and
+#: its fonts with it)
+_MOST_COLUMNS = 3
 
 #: font size (points) and handle length (font sizes) of a workload figure's legend
 _LEGEND_SIZE, _LEGEND_HANDLE = 8, 2.5
@@ -306,6 +321,12 @@ def _legend_handles(predicted, drawn, policies, params, sources, errors) -> list
     if any(r["metric"] == "panic" for r in predicted):
         handles.append(Line2D([], [], color="0.3", lw=1.4, ls=(0, (2, 2)),
                               label="predicted panic"))
+    means = sorted({r["metric"] for r in predicted} & set(RUNNING_MEANS))
+    if means:
+        handles.append(Line2D([], [], color="0.3", lw=1.6, ls=":",
+                              label=f"dotted: {', '.join(means)} over each interval "
+                                    f"(the line: its mean since step "
+                                    f"{RUNNING_MEANS[means[0]]:g})"))
     if any(e["metric"] == "panic" for e in drawn):
         handles.append(Line2D([], [], ls="", marker="X", ms=10, color="black",
                               label="measured panic"))
@@ -464,6 +485,18 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
                 else:
                     groups.append((p_index, pts, [policy]))
     sample_ms = _GRID_MS if len(params) > 1 else _SAMPLE_MS
+    if metric in RUNNING_MEANS and not categorical:
+        # rates under 0.2 % of the panel's largest mean are the rounding of the means
+        # (6 decimals) times the steps behind them: drawn as 0
+        floor = 2e-3 * max((abs(v) for v in values), default=0)
+        for _, pts, members in groups:
+            rates = [(x, r if abs(r) >= floor else 0.0)
+                     for x, r in interval_rates(pts, RUNNING_MEANS[metric])]
+            if rates:
+                xs, ys = zip(*rates)
+                ax.plot(xs, ys, color=policy_color(members[0]), lw=1.6, ls=":", zorder=1.8)
+                values += list(ys)
+        to_screen = _scale_y(ax, values)
     for p_index, pts, members in groups:
         xs, ys = zip(*pts)
         for i, policy in enumerate(members):
@@ -519,12 +552,36 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
         ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
     ax.tick_params(labelbottom=res is None, labelsize=8)
     # a fixed title position: placing it automatically costs a layout pass per panel
-    ax.set_title(f"{variant}: {metric} ({shown_unit})", fontsize=9, y=1.0, pad=4)
+    mean = (f"\nline: mean since {x_unit[:-1] if x_unit.endswith('s') else x_unit} "
+            f"{RUNNING_MEANS[metric]:g}; dotted: over each interval"
+            if metric in RUNNING_MEANS and not categorical else "")
+    ax.set_title(f"{variant}: {metric} ({shown_unit}){mean}", fontsize=9, y=1.0, pad=4)
     ax.grid(True, alpha=0.3)
     if res is not None:
         _draw_residuals(res, points, xpos, sources)
     elif not points:
         _note_no_measurements(ax, anchor)
+
+
+def interval_rates(points, base):
+    """The growth per x unit over each interval between samples of a running mean from
+    ``base`` (``points``: ``[(x, mean of the growth per x unit from base to x), ...]``,
+    sorted): at each sample after the first, (total at x - total at the previous x) /
+    (x - previous x), where total = mean * (x - base); the first sample's mean is its
+    interval's rate.
+
+    >>> [(x, round(r, 3)) for x, r in interval_rates([(50, 20.0), (100, 12.0), (2000, 3.0)], 1)]
+    [(50, 20.0), (100, 4.16), (2000, 2.531)]
+    """
+    out, last = [], None
+    for x, mean in points:
+        total = mean * (x - base)
+        if last is None:
+            out.append((x, mean))
+        elif x > last[0]:
+            out.append((x, (total - last[1]) / (x - last[0])))
+        last = (x, total)
+    return out
 
 
 def _label_phases(ax, bottom, rows, positions, series, x_unit):
@@ -795,10 +852,15 @@ def _draw_residuals(res, points, xpos, sources):
 
 # -- summary --------------------------------------------------------------------------------------
 
-#: colours of the heat maps' cells by severity class, 0 (none) to 4 (worst)
-_LEVEL_COLORS = ("#c7e9c0", "#fff7bc", "#fdae6b", "#fc9272", "#de2d26")
+#: colours of the memory heat map's cells by class (:func:`sim.growth.memory_level`, 0: none
+#: to 4: worst; 5: a reference framework's RSS drift that is a fitted constant)
+_LEVEL_COLORS = ("#c7e9c0", "#fff7bc", "#fdae6b", "#fc9272", "#de2d26", "#c6dbef")
+#: colours of the time heat map's cells by class (:func:`_time_level`)
+_TIME_COLORS = ("#c7e9c0", "#74c476", "#fdae6b", "#fc9272", "#de2d26")
 #: colour of a cell without a figure (no loop to grow along, or the run is missing)
 _NO_FIGURE = "#e0e0e0"
+#: memory class of a reference framework's fitted RSS drift
+_DRIFT = 5
 
 
 def _memory_levels(reference) -> dict:
@@ -808,43 +870,58 @@ def _memory_levels(reference) -> dict:
             1: f"grows, under {half} % of {reference}'s",
             2: f"grows, {half}-{most} % of {reference}'s",
             3: f"as {reference} (within {same - 100} %)",
-            4: f"more than {reference}, or grows where it does not"}
+            4: f"more than {reference}, or grows where it does not",
+            _DRIFT: "reference framework: RSS drift = a fitted constant, heap flat"}
 
 
-def _time_levels() -> dict:
+def _time_levels(reference="burn-0.22.1") -> dict:
     """Class -> legend text of the time cells (:func:`_time_level`)."""
-    return {0: f"flat: last interval within {TOLERANCE['time']:.0%} of the first",
-            1: "last interval slower, under 2x",
-            2: "2-4x slower",
-            3: "4x slower or more",
+    tol = f"{TOLERANCE['time']:.0%}"
+    return {0: f"flat, and within {tol} of {reference}",
+            1: f"faster than {reference} by more than {tol}",
+            2: f"{reference} slows down along the run, and as slow as it",
+            3: f"slower than {reference} by more than {tol}",
             4: "panic"}
 
 
-def _time_level(g):
-    """Severity class of run ``g``'s simulated time per loop unit, last interval against
-    the first, keys of :func:`_time_levels` (a panic is the worst); None: no figure."""
+def _time_level(g, ref):
+    """Class of run ``g``'s simulated time per loop unit at the end, keys of
+    :func:`_time_levels`, judged against ``ref`` (the reference's series of the same run,
+    :func:`sim.growth.verdict`); the reference's own cell by its slowdown along the run.
+    A panic is the worst; None: no figure."""
     if g is None:
         return None
     if g.panic_x is not None:
         return 4
     if g.ms_last is None:
         return None
-    if not g.time_grows:
-        return 0
-    ratio = g.ms_last / g.ms_first
-    return 1 if ratio < 2 else 2 if ratio < 4 else 3
+    if ref is None or g is ref:
+        return 2 if g.time_grows else 0
+    v = verdict(g, ref)
+    if v.time is None:
+        return 2 if g.time_grows else 0
+    return {"removed": 1, "reduced": 1, "faster": 1, "kept": 2, "same": 0,
+            "slower": 3}[v.time]
 
 
-def _level_color(level) -> str:
-    """The colour of a cell of severity class ``level`` (None: no figure)."""
-    return _NO_FIGURE if level is None else _LEVEL_COLORS[level]
+def _is_drift(g) -> bool:
+    """Whether ``g`` grows only by a reference framework's fitted RSS drift (its live heap
+    flat): the ``pytorch`` policy's ``pytorch.rss_growth_per_step_bytes``."""
+    from .policies import POLICIES
+    return bool(g is not None and g.memory_grows and g.heap_grows is False
+                and getattr(POLICIES.get(g.policy), "fitted_drift", ""))
 
 
-def _level_legend(levels, texts) -> list:
+def _level_color(level, colors=_LEVEL_COLORS) -> str:
+    """The colour of a cell of class ``level`` in ``colors`` (None: no figure)."""
+    return _NO_FIGURE if level is None else colors[level]
+
+
+def _level_legend(levels, texts, colors=_LEVEL_COLORS) -> list:
     """Legend patches for exactly the colours cells of classes ``levels`` (a table of
     them, None: no figure) are drawn in, in class order; ``texts``: class -> text."""
     used = {level for row in levels for level in row}
-    handles = [Patch(color=_level_color(k), label=text) for k, text in texts.items()
+    handles = [Patch(color=_level_color(k, colors), label=text) for k, text in texts.items()
                if k in used]
     if None in used:
         handles.append(Patch(color=_NO_FIGURE, label="no figure (no loop, or not run)"))
@@ -855,10 +932,14 @@ def summary_figure(growth):
     """Runs x policies: memory growth; time per loop unit at the end, and panics.
 
     Memory cells are coloured by the class of their growth against ``burn-0.22.1``'s
-    on the same run (:func:`sim.growth.memory_level`), time cells by how much the last interval
-    is slower than the first, or a panic (:func:`_time_level`); under each heat map a
-    legend explains the colours its cells use. Cell texts are humanly sized: "2.03
-    KiB", "15.1 ms", "3.06 h".
+    on the same run (:func:`sim.growth.memory_level`; a reference framework's fitted RSS
+    drift in a colour of its own), and where ``burn-0.22.1``'s memory grows and a
+    policy's does not, the cell names the height it plateaus at. Time cells are
+    coloured against ``burn-0.22.1`` on the same run, and say how much faster or slower
+    (``burn-0.22.1``'s own cell: by its slowdown along the run), or a panic
+    (:func:`_time_level`); under each heat map a legend explains the colours its cells
+    use. Cell texts are humanly sized: "2.03 KiB", "15.1 ms", "3.06 h". Column labels
+    are never clipped: the right margin leaves room for the last one.
     """
     policies = sorted({g.policy for g in growth}, key=policy_rank)
     # a row per series (workload, variant, phase, params); series with no loop to grow
@@ -866,11 +947,18 @@ def summary_figure(growth):
     runs = list(dict.fromkeys(g.run for g in growth if g.has_figures))
     cell = {g.run + (g.policy,): g for g in growth}
     reference = "burn-0.22.1" if "burn-0.22.1" in policies else policies[0]
-    mem_l = [[memory_level(cell.get(run + (p,)), cell.get(run + (reference,)))
+    ref_of = {run: cell.get(run + (reference,)) for run in runs}
+    from .policies import POLICIES
+    frameworks = {p for p in policies if getattr(POLICIES.get(p), "framework", "burn") != "burn"}
+    mem_l = [[_DRIFT if _is_drift(cell.get(run + (p,)))
+              else memory_level(cell.get(run + (p,)), ref_of[run])
               for p in policies] for run in runs]
-    time_l = [[_time_level(cell.get(run + (p,))) for p in policies] for run in runs]
-    mem_t = [[_memory_cell_text(cell.get(run + (p,))) for p in policies] for run in runs]
-    time_t = [[_time_cell_text(cell.get(run + (p,))) for p in policies] for run in runs]
+    time_l = [[_time_level(cell.get(run + (p,)), ref_of[run]) for p in policies]
+              for run in runs]
+    mem_t = [[_memory_cell_text(cell.get(run + (p,)), ref_of[run]) for p in policies]
+             for run in runs]
+    time_t = [[_time_cell_text(cell.get(run + (p,)), ref_of[run]) for p in policies]
+              for run in runs]
     units = [next((cell[run + (p,)].unit for p in policies
                    if run + (p,) in cell and cell[run + (p,)].unit), "") for run in runs]
     points_of = {}
@@ -880,59 +968,95 @@ def summary_figure(growth):
               (f" [{p}]" if len(points_of[w]) > 1 else "") + (f"  ({u})" if u else "")
               for (w, v, phase, p), u in zip(runs, units)]
     left = 0.3 + 0.062 * max(map(len, labels), default=10)
+    column = max(0.95 * len(policies), 7.5) / max(len(policies), 1)
+    # column labels are rotated 25 degrees from the middle of their column: the last one
+    # runs past the right edge by its length's horizontal extent less half a column
+    names = [p + (" (reference)" if p in frameworks else "") for p in policies]
+    right = max(0.2, _text_width(names[-1], 8.5) * math.cos(math.radians(25))
+                - column / 2 + 0.15)
+    # the titles sit above the labels: the top margin grows with the longest one's height
+    rise = max(_text_width(n, 8.5) for n in names) * math.sin(math.radians(25))
     fig, grid = _figure_grid(2, 1, slot=(max(0.95 * len(policies), 7.5), 0.27 * len(runs)),
-                             space=(0, 2.15), margins=(left, 0.2, 1.55, 0.95))
+                             space=(0, 2.15 + max(0, rise - 0.8)),
+                             margins=(left, right, 1.75 + max(0, rise - 0.8), 0.95))
     height = fig.get_figheight()
     panels = ((f"Memory growth per loop unit (RSS where recorded, else live heap; plus GPU "
-               f"in use)\ncolour: against {reference} on the same run", mem_l, mem_t,
-               _memory_levels(reference)),
-              ("Simulated time per loop unit at the end of the run\ncolour: last interval "
-               "against the first, or a panic", time_l, time_t, _time_levels()))
-    for k, (title, levels, texts, legend) in enumerate(panels):
+               f"in use)\ncolour: against {reference} on the same run\n'peak': the height "
+               f"a bounded memory plateaus at", mem_l, mem_t,
+               _memory_levels(reference), _LEVEL_COLORS),
+              (f"Simulated time per loop unit at the end of the run\ncolour and 'x faster' "
+               f"/ 'x slower': against {reference} on the same run\n({reference}'s own "
+               f"cells: its last interval against its first, {TOLERANCE['time']:.0%} "
+               f"tolerance), or a panic", time_l, time_t,
+               _time_levels(reference), _TIME_COLORS))
+    for k, (title, levels, texts, legend, colors) in enumerate(panels):
         ax = fig.add_subplot(grid[k, 0])
-        _heat_map(ax, levels, texts, policies, labels)
-        ax.set_title(title, fontsize=10, loc="left", y=1.0, pad=58)
+        _heat_map(ax, levels, texts, policies, labels, colors, frameworks)
+        ax.set_title(title, fontsize=10, loc="left", y=1.0,
+                     pad=58 + 72 * max(0, rise - 0.8))
         box = grid[k, 0].get_position(fig)
-        fig.legend(handles=_level_legend(levels, legend), loc="upper left",
-                   bbox_to_anchor=(box.x0, box.y0 - 0.08 / height), ncols=2, fontsize=8.5,
-                   frameon=False)
+        handles = _level_legend(levels, legend, colors)
+        # two columns where the longest text fits half the heat map's width (+ left margin)
+        longest = max((_text_width(h.get_label(), 8.5) for h in handles), default=0)
+        ncols = 2 if 2 * (longest + 0.5) < box.width * fig.get_figwidth() + left else 1
+        fig.legend(handles=handles, loc="upper left",
+                   bbox_to_anchor=(box.x0, box.y0 - 0.08 / height), ncols=ncols,
+                   fontsize=8.5, frameon=False)
     fig.suptitle(f"Policies x runs: growth over the loop (flat: the late half peaks under "
                  f"{GROWS_BYTES // 1024} KiB above the early half)", fontsize=11,
                  y=1 - 0.08 / height, va="top")
     return fig
 
 
-def _heat_map(ax, levels, texts, policies, labels):
-    """Draw a table of cells on ``ax``: rows ``labels``, columns ``policies``, each cell
-    in the colour of its class (``levels``, :func:`_level_color`) with its text."""
-    ax.imshow([[to_rgba(_level_color(level)) for level in row] for row in levels],
+def _heat_map(ax, levels, texts, policies, labels, colors=_LEVEL_COLORS, frameworks=()):
+    """Draw a table of cells on ``ax``: rows ``labels``, columns ``policies`` (those in
+    ``frameworks`` labelled as a reference), each cell in the colour of its class
+    (``levels``, :func:`_level_color`) with its text."""
+    ax.imshow([[to_rgba(_level_color(level, colors)) for level in row] for row in levels],
               aspect="auto")
     ax.xaxis.tick_top()
     ax.set_xticks(range(len(policies)))
-    ax.set_xticklabels(policies, rotation=25, ha="left", fontsize=8.5)
+    ax.set_xticklabels([p + (" (reference)" if p in frameworks else "") for p in policies],
+                       rotation=25, ha="left", fontsize=8.5)
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels, fontsize=8)
     for i, row in enumerate(texts):
         for j, text in enumerate(row):
-            ax.text(j, i, text, ha="center", va="center", fontsize=7.5)
+            ax.text(j, i, text, ha="center", va="center",
+                    fontsize=6.5 if "\n" in text else 7.5, linespacing=1.0)
     ax.set_xticks(np.arange(-0.5, len(policies)), minor=True)
     ax.set_yticks(np.arange(-0.5, len(labels)), minor=True)
     ax.grid(which="minor", color="white", lw=1.5)
     ax.tick_params(which="minor", length=0)
 
 
-def _memory_cell_text(g) -> str:
-    """A memory cell's text: growth per loop unit ("·": the run is missing)."""
+def _memory_cell_text(g, ref=None) -> str:
+    """A memory cell's text: growth per loop unit ("·": the run is missing); where the
+    reference's memory grows and ``g``'s does not, the height it plateaus at; a fitted
+    drift says so."""
     if g is None:
         return "·"
-    return "" if g.memory_bytes is None else _bytes_text(g.memory_bytes)
+    if g.memory_bytes is None:
+        return ""
+    text = _bytes_text(g.memory_bytes)
+    if _is_drift(g):
+        return f"{text}\nfitted drift"
+    if g is not ref and ref is not None and ref.memory_grows and g.memory_grows is False \
+            and g.memory_peak_bytes is not None:
+        return f"{text}\npeak {_bytes_text(g.memory_peak_bytes)}"
+    return text
 
 
-def _time_cell_text(g) -> str:
-    """A time cell's text: time per loop unit at the end, and where the run panicked."""
+def _time_cell_text(g, ref=None) -> str:
+    """A time cell's text: time per loop unit at the end, how much faster or slower than
+    the reference's (where by more than the time tolerance), and where the run panicked."""
     if g is None:
         return "·"
     lines = [] if g.ms_last is None else [_ms_text(g.ms_last)]
+    if g.ms_last is not None and ref is not None and g is not ref:
+        v = verdict(g, ref)
+        if v.time in ("removed", "reduced", "faster", "slower"):
+            lines.append(ratio_text(v.ratio))
     if g.panic_x is not None:
         lines.append(f"panic at {g.panic_x:g}")
     return "\n".join(lines)

@@ -1,13 +1,17 @@
 """The report a person reads first: report.md and report.html from the same blocks.
 
-Sections: what was run; accuracy (points within tolerance per experiment and
-kind, then every point out of tolerance or unpredicted, then every point; a
-panic predicted at another step is a miss, out of tolerance); the figures,
-their legend once; per run (per phase of a phased run), which policies remove
-the memory growth, the time growth and the panic that burn 0.22.1 shows, by
-the verdicts of :mod:`sim.growth` that the summary figure uses too, then the
-rows where RSS and the live heap disagree and the runs without a row; what
-each policy changes.
+Sections: first the answer, "which fix, and at what price": per run where burn
+0.22.1 grows, slows down or panics, the fixes that remove all of it, part of it
+or none, each with its price against burn 0.22.1 on the same run (the height
+its memory plateaus at, its time as x faster / x slower), by
+:func:`sim.growth.verdict`; what the fixes cost on the runs burn handles;
+another framework (``pytorch``) beside them as a reference, its fitted RSS drift
+named as such. Then what was run; accuracy (points within tolerance per
+experiment and kind, then every point out of tolerance or unpredicted, then
+every point; a panic predicted at another step is a miss, out of tolerance);
+the figures, their legend once; every run's growth under burn 0.22.1 and every
+policy's verdict, with the rules, the rows where RSS and the live heap disagree
+and the runs without a row; what each policy changes.
 
 :func:`render` takes the run description (run.json), the error rows
 (errors.csv), the growth of every run (:mod:`sim.growth`) and the figure file
@@ -32,10 +36,11 @@ def render(info, errors, growth, figures, summary):
     from .results import workload_table
     workload_of = workload_table(info)
     blocks = []
+    blocks += _answer(growth)
     blocks += _what_was_run(info)
     blocks += _accuracy(errors, _panics(growth), workload_of)
     blocks += _figures(figures, summary, errors, workload_of)
-    blocks += _removal(growth)
+    blocks += _verdicts(growth)
     blocks += _policies(sorted({g.policy for g in growth} | {e["policy"] for e in errors}),
                         info.get("policy_files", {}))
     title = info.get("title", "autodiff-sim report")
@@ -225,8 +230,8 @@ def _figures(figures, summary, errors, workload_of):
         blocks.append(("p", "Summary: for every run (workload / variant; a phased run per "
                             "phase) and policy, the memory growth per loop unit, the time per "
                             "loop unit at the end and the panics, by the same verdicts as the "
-                            "table \"Which policies remove the growth\" (its rules are stated "
-                            "there)."))
+                            "tables \"Which fix, and at what price\" and \"Every run: growth "
+                            "and verdicts\" (its rules are stated there)."))
         blocks.append(("img", summary, "policy x workload summary"))
     if figures:
         blocks.append(("p", "Workload figures: lines are predictions, one colour per policy "
@@ -248,26 +253,189 @@ def _figures(figures, summary, errors, workload_of):
     return blocks
 
 
-def _removal(growth):
-    """Per run (per phase of a phased run): the growth the reference shows and the
-    policies under which it is gone, by the verdicts of :mod:`sim.growth`."""
-    from .growth import MEMORY_RULE, TIME_RULE
-    blocks = [("h2", "Which policies remove the growth")]
+def _reference_frameworks(policies) -> set:
+    """The policies that model another framework (``framework`` other than burn, e.g.
+    ``pytorch``): shown as a reference beside the fixes, not as a fix."""
+    from .policies import POLICIES
+    return {p for p in policies
+            if getattr(POLICIES.get(p), "framework", "burn") != "burn"}
+
+
+def _fitted_drift(policy) -> str:
+    """The profile parameter of a policy's RSS-only drift that is a fitted constant, or ""."""
+    from .policies import POLICIES
+    return getattr(POLICIES.get(policy), "fitted_drift", "") or ""
+
+
+def _problems(ref) -> list:
+    """What the reference shows on its run: ``memory``, ``time``, ``panic``."""
+    return [name for name, shown in (("memory", ref.memory_grows),
+                                     ("time", ref.time_grows),
+                                     ("panic", ref.panic_x is not None)) if shown]
+
+
+def _reference_text(ref) -> str:
+    """The reference's growth on a run, as the answer table states it."""
+    parts = []
+    if ref.memory_grows:
+        parts.append(f"memory +{_bytes(ref.memory_bytes)} {ref.unit}")
+    if ref.time_grows:
+        parts.append(f"time {_ms(ref.ms_first)} -> {_ms(ref.ms_last)} {ref.unit}")
+    elif ref.ms_last is not None:
+        parts.append(f"time {_ms(ref.ms_last)} {ref.unit}")
+    if ref.panic_x is not None:
+        parts.append(f"panic at {singular_unit(ref.x_unit)} {ref.panic_x:g}")
+    return "; ".join(parts)
+
+
+def _price_text(g, v, problems) -> str:
+    """What policy series ``g`` (verdict ``v`` against the reference) does about the
+    reference's ``problems`` and at what price: its plateau, its time against the
+    reference's, a panic or growth of its own."""
+    from .growth import ratio_text
+    parts = []
+    if v.memory in ("removed", "flat") and ("memory" in problems or v.memory == "removed"):
+        if v.peak_bytes is not None:
+            parts.append(f"peak {_bytes(v.peak_bytes)}")
+        elif g.memory_total_bytes is not None:    # sampled once, after the loop
+            parts.append(f"keeps {_bytes(g.memory_total_bytes)} over the loop")
+    elif v.memory in ("reduced", "kept", "new", "grows"):
+        parts.append(f"grows {_bytes(g.memory_bytes)} {g.unit}")
+    if v.ratio is not None:
+        text = ratio_text(v.ratio)
+        if "time" in problems and v.time in ("removed", "reduced"):
+            text += f", {_ms(g.ms_last)}"
+        parts.append(text)
+    if v.panic in ("kept", "new"):
+        parts.append(f"panics at {singular_unit(g.x_unit)} {g.panic_x:g}")
+    elif v.panic == "removed":
+        parts.append("no panic")
+    return "; ".join(parts)
+
+
+def _fixes(v, problems) -> str:
+    """``"all"``, ``"some"`` or ``"none"``: how many of the reference's ``problems``
+    verdict ``v`` removes (a reduced growth or slowdown counts towards *some*)."""
+    status = {"memory": v.memory, "time": v.time, "panic": v.panic}
+    removed = [p for p in problems if status[p] == "removed"]
+    helped = [p for p in problems if status[p] in ("removed", "reduced")]
+    return "all" if len(removed) == len(problems) else "some" if helped else "none"
+
+
+def _answer(growth):
+    """The first section: per run where the reference grows, slows down or panics, the
+    fixes that remove it and what each costs (:func:`sim.growth.verdict`); then what the
+    fixes cost on the runs the reference handles; reference frameworks beside the fixes."""
+    from .growth import verdict
+    blocks = [("h2", "Which fix, and at what price")]
     cells = {g.run + (g.policy,): g for g in growth}
     runs = list(dict.fromkeys(g.run for g in growth))
     policies = list(dict.fromkeys(g.policy for g in growth))
     if REFERENCE not in policies:
         blocks.append(("p", f"`{REFERENCE}` was not run: nothing to compare with."))
         return blocks
-    blocks.append(("p", f"Per run (a run whose loop is sampled in phases: per phase), the "
-                        f"growth `{REFERENCE}` shows, and the policies under which it is gone. "
-                        f"The rules, which the summary figure uses too: {MEMORY_RULE}; a run "
+    frameworks = _reference_frameworks(policies)
+    fixes = [p for p in policies if p != REFERENCE and p not in frameworks]
+    blocks.append(("p", f"Per run where `{REFERENCE}` grows, slows down or panics: the fixes "
+                        f"that remove all of it, those that remove part of it, and the rest, "
+                        f"each with its price, judged against `{REFERENCE}` on the same run: "
+                        f"*peak* is the height a bounded memory plateaus at, *x faster* / "
+                        f"*x slower* the time per loop unit over the last interval against "
+                        f"`{REFERENCE}`'s. "
+                        + (", ".join(f"`{p}`" for p in sorted(frameworks))
+                           + " is another framework, shown as a reference, not a fix. "
+                           if frameworks else "")
+                        + "Rules, figures and every verdict: further down."))
+    headers = ["run", f"{REFERENCE}", "fixed by (price)", "partly (price)",
+               "not fixed by (price)"] + [f"`{p}` (reference framework)"
+                                          for p in sorted(frameworks)]
+    rows, prices = [], []
+    for run in runs:
+        ref = cells.get(run + (REFERENCE,))
+        if ref is None or not ref.has_figures:
+            continue
+        problems = _problems(ref)
+        judged = [(p, cells[run + (p,)]) for p in fixes if run + (p,) in cells]
+        if not problems:
+            costly = [f"`{p}` ({_price_text(g, v, problems)})" for p, g in judged
+                      for v in [verdict(g, ref)]
+                      if v.time == "slower" or v.memory == "new" or v.panic == "new"]
+            if costly:
+                prices.append(f"{run_label(run)}: " + "; ".join(costly) + ".")
+            continue
+        columns = {"all": {}, "some": {}, "none": {}}
+        for p, g in judged:
+            v = verdict(g, ref)
+            columns[_fixes(v, problems)].setdefault(_price_text(g, v, problems), []).append(p)
+        row = [run_label(run), _reference_text(ref)] + \
+            [_grouped(columns[k]) or ("**none**" if k != "none" else "")
+             for k in ("all", "some", "none")]
+        for p in sorted(frameworks):
+            g = cells.get(run + (p,))
+            row.append(_framework_text(g, verdict(g, ref), problems) if g else "—")
+        rows.append(row)
+    if rows:
+        blocks.append(("table", headers, rows))
+    else:
+        blocks.append(("p", f"`{REFERENCE}` neither grows, slows down nor panics on any run."))
+    if prices:
+        blocks.append(("p", f"Price on the runs `{REFERENCE}` handles (a fix slower than it "
+                            f"by more than {TOLERANCE['time'] * 100:g} %, or growing or "
+                            f"panicking where it does not):"))
+        blocks.append(("list", prices))
+    blocks.append(("p", "No run of real burn with a fix applied has been measured: the fixes' "
+                        "verdicts are predictions (the measured points are compared in "
+                        "\"Accuracy\" below)."))
+    return blocks
+
+
+def _grouped(prices) -> str:
+    """``{price text: [policy, ...]}`` as "`a`, `b` (price); `c` (price)"."""
+    return "; ".join(", ".join(f"`{p}`" for p in names) + (f" ({price})" if price else "")
+                     for price, names in prices.items())
+
+
+def _framework_text(g, v, problems) -> str:
+    """A reference framework's cell: its verdict, its RSS-only drift named as the
+    fitted constant it is."""
+    drift = _fitted_drift(g.policy)
+    if drift and g.memory_grows and g.heap_grows is False:
+        memory = (f"RSS drift {_bytes(g.memory_bytes)} {g.unit} (fitted constant "
+                  f"`{drift}`), live heap flat")
+        text = _price_text(g, _flat(v), problems)
+        return memory + (f"; {text}" if text else "")
+    return _price_text(g, v, problems)
+
+
+def _flat(v):
+    """``v`` without a memory verdict (its growth is a drift the model adds as a fitted
+    constant, stated beside it)."""
+    from dataclasses import replace
+    return replace(v, memory=None, peak_bytes=None)
+
+
+def _verdicts(growth):
+    """Every run under the reference and every policy's verdict against it, with the
+    rules: the detail behind the answer."""
+    from .growth import MEMORY_RULE, TIME_RULE, VERDICT_RULE, verdict, ratio_text
+    blocks = [("h2", "Every run: growth and verdicts")]
+    cells = {g.run + (g.policy,): g for g in growth}
+    runs = list(dict.fromkeys(g.run for g in growth))
+    policies = list(dict.fromkeys(g.policy for g in growth))
+    if REFERENCE not in policies:
+        blocks.append(("p", f"`{REFERENCE}` was not run: nothing to compare with."))
+        return blocks
+    blocks.append(("p", f"Per run (a run whose loop is sampled in phases: per phase), what "
+                        f"`{REFERENCE}` shows, and every other policy's verdict against it. "
+                        f"Growth, which the summary figure uses too: {MEMORY_RULE}; a run "
                         f"sampled only once, after its loop, by its `*_delta` memory metric "
-                        f"from the loop's start (growth over the loop); {TIME_RULE}; panic: "
-                        f"none. *judged by*: the memory metric of the row; memory growth is "
-                        f"per loop unit (*unit*), over the late half of the run."))
-    headers = ["run", "unit", "judged by", f"{REFERENCE}: memory growth", "removed by",
-               f"{REFERENCE}: time first -> last", "removed by", "panic", "removed by"]
+                        f"from the loop's start (growth over the loop); {TIME_RULE} (for "
+                        f"`{REFERENCE}`'s own slowdown); panic: none. {VERDICT_RULE}. "
+                        f"*judged by*: the memory metric of the row; memory growth is per "
+                        f"loop unit (*unit*), over the late half of the run."))
+    others = [p for p in policies if p != REFERENCE]
+    headers = ["run", "unit", "judged by", f"{REFERENCE}: memory growth",
+               f"{REFERENCE}: time first -> last", "panic"] + [f"`{p}`" for p in others]
     rows, skipped = [], []
     for run in runs:
         ref = cells.get(run + (REFERENCE,))
@@ -278,9 +446,12 @@ def _removal(growth):
         if not ref.has_figures:
             skipped.append(f"{label}: {ref.note or 'no figure'}.")
             continue
-        others = [cells[run + (p,)] for p in policies if p != REFERENCE and run + (p,) in cells]
-        rows.append([label, ref.unit, ref.memory_metric or "—"] + _memory_cells(ref, others)
-                    + _time_cells(ref, others) + _panic_cells(ref, others))
+        row = [label, ref.unit, ref.memory_metric or "—", _memory_cell(ref),
+               _time_cell(ref), _panic_cell(ref)]
+        for p in others:
+            g = cells.get(run + (p,))
+            row.append(_verdict_cell(g, verdict(g, ref), ratio_text) if g else "—")
+        rows.append(row)
     blocks.append(("table", headers, rows))
     disagree = _heap_rss_disagreements(growth)
     if disagree:
@@ -289,8 +460,9 @@ def _removal(growth):
                             "memory freed between samples and reused (a sawtooth the samples "
                             "alias), bounded. RSS rising with a flat live heap: memory the "
                             "model keeps outside the live heap (allocator pages; the `pytorch` "
-                            "policy's per-backward allocator drift, the profile's "
-                            "`pytorch.rss_growth_per_step_bytes`, is in RSS only)."))
+                            "policy's per-backward allocator drift, the fitted constant "
+                            "`pytorch.rss_growth_per_step_bytes` of the profile, is in RSS "
+                            "only)."))
         blocks.append(("list", disagree))
     if skipped:
         blocks.append(("p", "Runs without a row (no loop to grow along, or no reference):"))
@@ -298,27 +470,49 @@ def _removal(growth):
     return blocks
 
 
-def _memory_cells(ref, others) -> list:
-    """``[reference's memory growth, policies that remove it]``."""
+def _memory_cell(ref) -> str:
     if ref.memory_grows is None:
-        return [f"— ({ref.note})" if ref.note else "—", ""]
-    if not ref.memory_grows:
-        return ["flat", ""]
-    return [_bytes(ref.memory_bytes), _names([g for g in others if g.memory_grows is False])]
+        return f"— ({ref.note})" if ref.note else "—"
+    return _bytes(ref.memory_bytes) if ref.memory_grows else "flat"
 
 
-def _time_cells(ref, others) -> list:
+def _time_cell(ref) -> str:
     if ref.time_grows:
-        return [f"{_ms(ref.ms_first)} -> {_ms(ref.ms_last)}",
-                _names([g for g in others if g.time_grows is False])]
-    return ["flat" if ref.time_grows is False else "—", ""]
+        return f"{_ms(ref.ms_first)} -> {_ms(ref.ms_last)}"
+    if ref.time_grows is False:
+        return f"flat, {_ms(ref.ms_last)}"
+    return "—"
 
 
-def _panic_cells(ref, others) -> list:
+def _panic_cell(ref) -> str:
     if ref.panic_x is None:
-        return ["none", ""]
-    return [f"at {singular_unit(ref.x_unit)} {ref.panic_x:g}",
-            _names([g for g in others if g.panic_x is None])]
+        return "none"
+    return f"at {singular_unit(ref.x_unit)} {ref.panic_x:g}"
+
+
+def _verdict_cell(g, v, ratio_text) -> str:
+    """One policy's verdict on a run, briefly: memory, time against the reference, panic."""
+    parts = []
+    if v.memory is not None:
+        memory = {"removed": "memory removed", "reduced": "memory reduced",
+                  "kept": "memory grows", "new": "memory grows", "grows": "memory grows",
+                  "flat": "flat"}[v.memory]
+        if v.memory in ("reduced", "kept", "new", "grows"):
+            memory += f" {_bytes(g.memory_bytes)}"
+            if _fitted_drift(g.policy) and g.heap_grows is False:
+                memory = (f"RSS drift {_bytes(g.memory_bytes)} (fitted constant "
+                          f"`{_fitted_drift(g.policy)}`), live heap flat")
+        if v.peak_bytes is not None:
+            memory += f" (peak {_bytes(v.peak_bytes)})"
+        parts.append(memory)
+    if v.ratio is not None:
+        parts.append(ratio_text(v.ratio) + (f" (slowdown {v.time})"
+                                            if v.time in ("removed", "reduced") else ""))
+    if v.panic == "removed":
+        parts.append("no panic")
+    elif v.panic in ("kept", "new"):
+        parts.append(f"panic at {singular_unit(g.x_unit)} {g.panic_x:g}")
+    return "; ".join(parts) or "—"
 
 
 def _heap_rss_disagreements(growth) -> list:
@@ -333,10 +527,6 @@ def _heap_rss_disagreements(growth) -> list:
             text = f"{g.label}: RSS flat, live heap {_bytes(g.heap_bytes)} {g.unit}"
         by_policy.setdefault(g.policy, []).append(text)
     return [f"`{p}`: " + "; ".join(texts) + "." for p, texts in by_policy.items()]
-
-
-def _names(growths):
-    return ", ".join(f"`{g.policy}`" for g in growths) or "**none**"
 
 
 def _bytes(n):
@@ -405,12 +595,24 @@ def _md_blocks(blocks) -> list:
 
 
 def _inline(text) -> str:
-    """Escape, then the two inline marks the blocks use: `code` and **bold** / *italic*."""
+    """Escape, then the two inline marks the blocks use: `code` and **bold** / *italic*.
+
+    Code spans are set aside first, so that a ``*`` inside one (`*_delta`) is not an
+    emphasis mark and an emphasis around one nests it: ``<i>a <code>b</code></i>``.
+
+    >>> _inline("by its `*_delta` metric; *judged by*: **x**")
+    'by its <code>*_delta</code> metric; <i>judged by</i>: <b>x</b>'
+    """
     import re
-    text = html.escape(str(text))
-    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    spans = []
+
+    def keep(match):
+        spans.append(f"<code>{match.group(1)}</code>")
+        return f"\x00{len(spans) - 1}\x00"
+    text = re.sub(r"`([^`]+)`", keep, html.escape(str(text)))
     text = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", text)
-    return re.sub(r"\*([^*]+)\*", r"<i>\1</i>", text)
+    text = re.sub(r"\*([^*]+)\*", r"<i>\1</i>", text)
+    return re.sub("\x00(\\d+)\x00", lambda m: spans[int(m.group(1))], text)
 
 
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;

@@ -60,10 +60,12 @@ def test_bounded_sawtooth_is_not_growth_a_leak_is():
 
 def test_the_table_lists_the_sawtooth_as_removing_the_growth():
     md, html = report.render({}, [], _growth(_sawtooth_and_leak()), [], None)
-    line = next(line for line in md.splitlines() if line.startswith("| w / v |"))
-    cells = [c.strip() for c in line.strip("|").split("|")]
-    assert cells[2] == "rss_bytes"                  # the metric the row is judged by
-    assert cells[4] == "`sweep-often`"              # removed by
+    answer, details = [[c.strip() for c in line.strip("|").split("|")]
+                       for line in md.splitlines() if line.startswith("| w / v |")]
+    # the answer: fixed by sweep-often, at the price of the height its RSS plateaus at
+    assert answer[2] == f"`sweep-often` (peak {FLAT_RSS[-1] / 2**20:.3g} MiB)"
+    assert details[2] == "rss_bytes"                # the metric the row is judged by
+    assert details[6] == "memory removed (peak 3.55 MiB)"
     assert "`sweep-often`: w / v: RSS flat, live heap" in md
     assert "late half" in md and "64 KiB" in md     # the rule is stated
 
@@ -120,7 +122,11 @@ def test_a_phased_run_gets_a_row_per_phase():
     assert train.run != generate.run and generate.label == "w / v (generate)"
     md, _ = report.render({}, [], _growth(_phased() + _phased("fix", 0)), [], None)
     assert "| w / v (train) | per step | heap_bytes | flat |" in md
-    assert "| w / v (generate) | per sample | heap_bytes | 5.86 KiB | `fix` |" in md
+    assert ("| w / v (generate) | per sample | heap_bytes | 5.86 KiB | flat, 16 µs | none | "
+            "memory removed (peak 4.59 MiB); same time |") in md
+    # the answer lists only the phase that grows, and the fix's plateau
+    assert ("| w / v (generate) | memory +5.86 KiB per sample; time 16 µs per sample | "
+            "`fix` (peak 4.59 MiB; same time) | **none** |  |") in md
 
 
 def test_parallel_phases_without_memory_get_time_rows_and_a_reason():

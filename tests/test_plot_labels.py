@@ -159,9 +159,10 @@ def test_the_summary_legends_explain_exactly_the_colours_their_cells_use():
 
 
 def test_every_class_has_its_own_colour_and_a_legend_text():
-    for texts_of in (plot._memory_levels("burn-0.22.1"), plot._time_levels()):
-        assert set(texts_of) == set(range(len(plot._LEVEL_COLORS)))
-    assert len(set(plot._LEVEL_COLORS) | {plot._NO_FIGURE}) == len(plot._LEVEL_COLORS) + 1
+    for texts_of, colors in ((plot._memory_levels("burn-0.22.1"), plot._LEVEL_COLORS),
+                             (plot._time_levels(), plot._TIME_COLORS)):
+        assert set(texts_of) == set(range(len(colors)))
+        assert len(set(colors) | {plot._NO_FIGURE}) == len(colors) + 1
 
 
 def test_summary_cells_show_durations_humanly():

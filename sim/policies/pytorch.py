@@ -23,6 +23,9 @@ class PyTorch(DropRelease):
     # Python frees a temporary when the expression that made it is done, not inside the op
     moves_operands = False
     framework = "pytorch"
+    #: the profile parameter of the RSS-only drift per backward: a fitted constant, which
+    #: the report names as such (not a growth the mechanism produces)
+    fitted_drift = "pytorch.rss_growth_per_step_bytes"
 
     def __init__(self, sim):
         super().__init__(sim)
