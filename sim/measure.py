@@ -134,6 +134,110 @@ def _build_failure(code, tail) -> str:
     return f"cargo build of the probes failed (exit {code}): {first}"
 
 
+#: where ``--patch`` builds: patched crate copies, per-patch workspaces, one shared target
+#: dir (the dependencies build once; per patch only burn-autodiff and its dependents) and
+#: each patch's binary
+PATCHED_DIR = PROBES_DIR / "target-patched"
+
+
+def _workspace_toml(crate_dir) -> str:
+    """The probes' Cargo.toml with burn-autodiff replaced by the patched copy."""
+    text = (PROBES_DIR / "Cargo.toml").read_text(encoding="utf-8")
+    path = str(crate_dir).replace("\\", "/")
+    return (text.rstrip("\n") + "\n\n# sim measure --patch: burn-autodiff from a patched copy\n"
+            f"[patch.crates-io]\nburn-autodiff = {{ path = \"{path}\" }}\n")
+
+
+def prepare_patched(patches, root=None, crate=None) -> tuple:
+    """Copy burn-autodiff 0.22.1 from cargo's registry, apply ``patches`` (a ``--patch``
+    value) and write a workspace that builds the probes against it; returns ``(label,
+    workspace dir)``. A patch that does not apply is a :class:`UserError` naming the hunk,
+    raised before anything in the build dir changes."""
+    from .patches import apply_all, copy_crate, patch_label, registry_crate, resolve
+    paths = resolve(patches)
+    label = patch_label(paths)
+    root = Path(root) if root is not None else PATCHED_DIR
+    source = Path(crate) if crate is not None else registry_crate()
+    if source is None:
+        raise UserError("burn-autodiff 0.22.1 is not in cargo's registry yet: run `sim measure` "
+                        "once (or `cargo fetch` in experiments/probes)")
+    slug = label.split("+", 1)[1]
+    staging = root / "src" / f".{slug}.tmp"
+    copy_crate(source, staging)
+    try:
+        apply_all(staging, paths)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    crate_dir = root / "src" / slug / source.name
+    if crate_dir.parent.exists():
+        shutil.rmtree(crate_dir.parent)
+    crate_dir.parent.mkdir(parents=True)
+    os.replace(staging, crate_dir)
+    ws = root / "ws" / slug
+    ws.mkdir(parents=True, exist_ok=True)
+    for member in ("burn-probes", "cache-bw"):
+        link = ws / member
+        if not link.exists():
+            link.symlink_to(PROBES_DIR / member, target_is_directory=True)
+    (ws / "Cargo.toml").write_text(_workspace_toml(crate_dir.resolve()), encoding="utf-8")
+    shutil.copyfile(PROBES_DIR / "Cargo.lock", ws / "Cargo.lock")
+    return label, ws
+
+
+def build_patched(patches, echo=_echo) -> tuple:
+    """Build the probes against patched burn-autodiff; returns ``(label, binary)``."""
+    cargo = _cargo()
+    from .patches import registry_crate
+    if registry_crate() is None:
+        echo("burn-autodiff 0.22.1 not in cargo's registry: cargo fetch")
+        subprocess.run([cargo, "fetch", "--locked"], cwd=PROBES_DIR, check=False)
+    label, ws = prepare_patched(patches)
+    target = PATCHED_DIR / "target"
+    echo(f"building the probes against burn-autodiff {label} (workspace {ws}, target "
+         f"{target}; only burn-autodiff and its dependents rebuild once the first build "
+         f"is done)")
+    t0 = time.perf_counter()
+    tail = []
+    env = dict(os.environ, CARGO_TARGET_DIR=str(target))
+    proc = subprocess.Popen([cargo, "build", "--release", "-p", "burn-probes"], cwd=ws,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, errors="replace")
+    for line in proc.stderr:
+        line = line.rstrip()
+        if line:
+            print(f"  {line}", file=sys.stderr, flush=True)
+            tail.append(line)
+            del tail[:-40]
+    code = proc.wait()
+    if code != 0:
+        raise UserError(_build_failure(code, tail).replace("the probes", f"the probes ({label})"))
+    built = target / "release" / ("burn-probes.exe" if os.name == "nt" else "burn-probes")
+    binary = PATCHED_DIR / "bin" / f"burn-probes-{label}"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(built, binary)
+    echo(f"build done in {time.perf_counter() - t0:.1f} s -> {binary}")
+    return label, binary
+
+
+def retag(path, burn_version) -> None:
+    """Set every row's ``burn_version`` in the probe CSV ``path`` (atomically)."""
+    from .data import atomic_write
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        header = reader.fieldnames
+        rows = list(reader)
+    if not header or "burn_version" not in header:
+        return
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=header, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        row["burn_version"] = burn_version
+        writer.writerow(row)
+    atomic_write(path, out.getvalue())
+
+
 def parse_probe_csv(path, known=True) -> list:
     """Rows of a probe CSV, validated against the measured schema (and workload names)."""
     from .data import read_measured
@@ -269,18 +373,33 @@ def _run_repeated(binary, probe, quick, out_dir, repeat, echo) -> tuple:
     return path, code, time.perf_counter() - t0
 
 
-def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1) -> dict:
+def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None) -> dict:
     """Build and run the probes (each ``repeat`` times, merged by :func:`merge_repeats`);
-    returns the summary written to ``OUT/measure-info.json``."""
+    returns the summary written to ``OUT/measure-info.json``. ``patch``: a ``--patch``
+    value (``NAME``, ``FILE.patch``, ``a+b``): the probes are built against burn-autodiff
+    0.22.1 with those patches and every row's ``burn_version`` reads ``0.22.1+NAME``."""
     if out is None:
         raise UserError("--out DIR is required")
     chosen = _select(probes)
+    label = None
+    if patch:
+        from .patches import patch_label, resolve
+        label = patch_label(resolve(patch))   # an unknown patch: an error before any work
     _cargo()
     out_dir = prepare_out(out)
     t0 = time.perf_counter()
-    binary = build(echo)
+    if patch:
+        label, binary = build_patched(patch, echo)
+    else:
+        binary = build(echo)
     summary = {"quick": bool(quick), "repeat": int(repeat), "probes": {},
                "machine": _machine(), "binary": str(binary)}
+    if label:
+        from .patches import resolve
+        summary["burn_version"] = label
+        summary["patches"] = [str(p.relative_to(PROBES_DIR.parent.parent))
+                              if p.is_relative_to(PROBES_DIR.parent.parent) else str(p)
+                              for p in resolve(patch)]
     failures = []
     for probe in chosen:
         if repeat > 1:
@@ -292,6 +411,8 @@ def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1) -> dict:
             failures.append(f"{probe} wrote no CSV (exit {code})")
             summary["probes"][probe] = entry
             continue
+        if label:
+            retag(path, label)
         rows = parse_probe_csv(path)
         entry["rows"] = len(rows)
         extra = TRACE_FILES.get(probe)
