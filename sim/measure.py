@@ -193,7 +193,8 @@ def build_patched(patches, echo=_echo) -> tuple:
         echo("burn-autodiff 0.22.1 not in cargo's registry: cargo fetch")
         subprocess.run([cargo, "fetch", "--locked"], cwd=PROBES_DIR, check=False)
     label, ws = prepare_patched(patches)
-    target = PATCHED_DIR / "target"
+    env_target = os.environ.get("CARGO_TARGET_DIR")
+    target = Path(env_target) if env_target else PATCHED_DIR / "target"
     echo(f"building the probes against burn-autodiff {label} (workspace {ws}, target "
          f"{target}; only burn-autodiff and its dependents rebuild once the first build "
          f"is done)")
@@ -386,7 +387,8 @@ def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None
         from .patches import patch_label, resolve
         label = patch_label(resolve(patch))   # an unknown patch: an error before any work
     _cargo()
-    out_dir = prepare_out(out)
+    # absolute: the probes run in experiments/probes, where a relative --out would land
+    out_dir = prepare_out(out).resolve()
     t0 = time.perf_counter()
     if patch:
         label, binary = build_patched(patch, echo)
