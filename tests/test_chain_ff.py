@@ -109,13 +109,11 @@ def test_a_running_value_with_an_outside_parent(policy, monkeypatch):
     assert sum(applied) > 250 and sim.chain_applied == sum(applied)
     exact, _ = _running_value(False, policy=policy)
     assert fast == exact
-    # the sweep scans the chain once per entry: the time per step grows, but for
-    # dedup-sweep's one visit per graph
+    # the sweep scans the chain once per entry: the time per step grows; dedup-sweep's one
+    # visit per graph still scans it once (maybe_useful up to the first live handle: burn
+    # keeps no count of live handles), so its time per step grows too, linearly
     t = [r["value"] for r in fast if r["metric"] == "sim_time_ms" and not r["phase"]]
-    if policy == "dedup-sweep":
-        assert t[3] - t[2] == pytest.approx(t[1] - t[0], rel=1e-6)
-    else:
-        assert t[3] - t[2] > 1.01 * (t[1] - t[0])
+    assert t[3] - t[2] > 1.01 * (t[1] - t[0])
     # ``c`` is alive and in the chain's graph: burn's sweep keeps the whole graph, while
     # drop-release frees the chain from its children counts when the value drops
     nodes = [r["value"] for r in fast if r["metric"] == "live_nodes"]

@@ -514,8 +514,10 @@ class OrphanSweep:
             self.collect(run)
             deletables.drop()
         self.visits += run.count
-        self.reads.add(None, (2 if self.visit_each_entry else 1) * run.count)
-        self.sim.timing.sweep_run(run, self.visit_each_entry)  # the time model's record
+        # maybe_useful's read and free_unused_roots' (dedup-sweep too: its one visit scans
+        # the node once, as burn's does)
+        self.reads.add(None, 2 * run.count)
+        self.sim.timing.sweep_run(run)  # the time model's record
 
     def visit_entries(self, graph) -> None:
         """burn's visit of each of ``graph``'s entries: lock, ``maybe_useful``, else
@@ -540,16 +542,25 @@ class OrphanSweep:
                 return
 
     def visit_graph(self, graph) -> None:
-        """``dedup-sweep``: one visit of the graph; if dead, ``free_unused_roots`` until
-        it frees nothing."""
+        """``dedup-sweep``: one visit of the graph; ``maybe_useful`` still scans its nodes
+        up to the first live handle (burn keeps no count of them: a handle's clone and drop
+        tell it nothing), once instead of once per entry; if dead, ``free_unused_roots``
+        until it frees nothing."""
         server = graph.server
         memory = server.memory_management
         self.visits += 1
         if memory.maybe_useful():
+            self.reads.add(id(memory), memory.scan_length())
+            self.sim.timing.sweep_live(memory, 1)  # the time model's record
             return
+        first = True
         while True:
             before = self.freed
-            self.sim.timing.sweep_dead(memory, 1, False)  # the time model's record
+            # the time model's record: the first pass reads the nodes for maybe_useful too
+            self.sim.timing.sweep_dead(memory, 1, first)
+            if first:
+                self.reads.add(None, memory.node_count())
+                first = False
             self.reads.add(None, server.free_unused_roots(self.collect, self.collect))
             if self.freed == before:
                 return
@@ -567,11 +578,9 @@ class OrphanSweep:
                     locator.remove_run(item)
                 else:
                     locator.remove_entry(item)
-        entries = self.entries
+        entries = self.entries   # dedup-sweep walks every entry to find the distinct graphs
         if self.visit_each_entry:
             locator.graphs_tree.drop_clone(self.heap, self.clone)
-        else:
-            entries = self.visits
         self.sim.timing.sweep(entries=entries, visits=self.visits, scanned=self.reads.total,
                               freed=self.freed, parts=self.reads.parts)
 

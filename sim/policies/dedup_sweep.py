@@ -9,12 +9,16 @@ __all__ = ["DedupSweep"]
 
 class DedupSweep(Policy):
     name = "dedup-sweep"
-    changes = ("GraphCleaner::cleanup_orphaned_entries iterates the distinct graphs (not a clone "
-               "of every locator entry) and GraphMemoryManagement keeps a count of nodes whose "
-               "Arc<NodeId> strong count is > 1, so maybe_useful is O(1); a dead graph's "
-               "free_unused_roots is repeated until nothing more is freed.")
-    expected = ("Sweep cost O(graphs) instead of O(entries x nodes scanned): flat ms/step for "
-                "the EMA chain (whose memory still grows, the chain is reachable).")
+    changes = ("GraphCleaner::cleanup_orphaned_entries walks the locator's entries once to "
+               "collect the distinct graphs (no clone of the map) and visits each graph once: "
+               "one maybe_useful scan up to the first live handle, and a dead graph's "
+               "free_unused_roots repeated until nothing more is freed "
+               "(experiments/patches/dedup-sweep.patch). A per-graph count of live handles, "
+               "which would make maybe_useful O(1), needs burn to hear of every handle's "
+               "clone and drop (AutodiffTensor has no Drop): not part of this fix.")
+    expected = ("Sweep cost O(entries + nodes scanned once) instead of O(entries x nodes "
+                "scanned): near-flat ms/step for the EMA chain (whose memory still grows, the "
+                "chain is reachable).")
 
     def after_backward(self, client) -> None:
         client.cleanup_orphaned_entries(visit_each_entry=False)
