@@ -503,6 +503,37 @@ def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs
     _sweep_done(info, out)
 
 
+@cli.command("fixes")
+@click.option("--measured", "measured", default=None, metavar="DIR",
+              type=click.Path(file_okay=False),
+              help="directory of NAME/ subdirectories measured with sim measure --patch NAME  "
+                   "[default: experiments/measured/linux-x86_64/patched]")
+@click.option("--profile", default="linux-x86_64", show_default=True,
+              help="profile name in models/ or a path to a .toml (the machine measured)")
+@click.option("--results", default="results/fixes", show_default=True,
+              type=click.Path(file_okay=False), help="where each fix's comparison goes")
+@click.option("--out", default="docs/fixes.md", show_default=True, type=click.Path(dir_okay=False),
+              help="the markdown page")
+@_jobs_option
+def fixes_cmd(measured, profile, results, out, jobs):
+    """Grade every fix measured on patched burn against its policy's predictions.
+
+    For each NAME/ under --measured: sim compare --measured NAME/ -p NAME; then one page
+    (--out) with the points within tolerance per fix and experiment, the hosts and the
+    largest misses.
+    """
+    from .fixes import PATCHED_MEASURED, fixes_report
+    from .sweep import default_jobs
+    _check_out_file(out)
+    grades = fixes_report(measured or PATCHED_MEASURED, profile, results, out,
+                          jobs or default_jobs(), echo=lambda line: click.echo(line, err=True),
+                          command=_command_line())
+    for name, g in grades.items():
+        ok, n = g["total"]
+        click.echo(f"{name}: {ok} of {n} points within tolerance")
+    click.echo(f"-> {out}")
+
+
 @cli.command("plot")
 @click.argument("results_dir", type=click.Path(file_okay=False))
 @_jobs_option
