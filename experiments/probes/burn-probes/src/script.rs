@@ -40,6 +40,11 @@
 //! (only under `malloc-log`'s LD_PRELOAD library, which takes these calls for marks and
 //! does not pass them on to glibc) a `malloc` of `MARK_BASE + I` before statement I and
 //! of `MARK_BASE + len` after the last one marks the statements in the log.
+//! With `PROBE_SCRIPT_VALUES=1` the lines that follow are `V INDEX val SLOT GRAD BITS`
+//! after every statement for every filled slot (whether it requires grad, and its values'
+//! f32 bits in hex) and `V INDEX grad SLOT BITS` for every slot that a `bw`/`bwk`
+//! statement gave a gradient: what a fix must leave bit for bit unchanged (the reads
+//! allocate, so the heap columns are not comparable in this mode).
 
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
@@ -171,6 +176,11 @@ fn unary(op: u8, a: Tensor<2>) -> Tensor<2> {
     }
 }
 
+fn bits(data: TensorData) -> String {
+    let values: Vec<f32> = data.try_to_vec().expect("f32 data");
+    values.iter().map(|v| format!("{:08x}", v.to_bits())).collect::<Vec<_>>().join(",")
+}
+
 fn take(slots: &mut [Option<Tensor<2>>], i: usize, moved: bool) -> Tensor<2> {
     let t = if moved { slots[i].take() } else { slots[i].clone() };
     t.unwrap_or_else(|| panic!("script: slot {i} is empty"))
@@ -196,6 +206,8 @@ pub fn run(path: &str) {
     let traced: Option<usize> =
         std::env::var("PROBE_SCRIPT_TRACE").ok().and_then(|v| v.parse().ok());
     let marks = std::env::var("PROBE_SCRIPT_MARKS").is_ok();
+    let values = std::env::var("PROBE_SCRIPT_VALUES").is_ok();
+    let mut value_lines: Vec<String> = Vec::new();
     let before: Snapshot = alloc::snapshot();
     for (index, stmt) in prog.iter().copied().enumerate() {
         mark(marks, index);
@@ -226,6 +238,13 @@ pub fn run(path: &str) {
                 let loss = take(&mut slots, i, false).sum();
                 let g = loss.backward();
                 drop(loss);
+                if values {
+                    for (j, slot) in slots.iter().enumerate() {
+                        if let Some(grad) = slot.as_ref().and_then(|t| t.grad(&g)) {
+                            value_lines.push(format!("V {index} grad {j} {}", bits(grad.into_data())));
+                        }
+                    }
+                }
                 if keep {
                     grads = Some(g);
                 } else {
@@ -277,6 +296,14 @@ pub fn run(path: &str) {
         }
         let now = alloc::snapshot();
         out.push((now.bytes_since(&before), now.blocks_since(&before), res.is_err()));
+        if values && res.is_ok() {
+            for (j, slot) in slots.iter().enumerate() {
+                if let Some(t) = slot {
+                    let grad = u8::from(t.is_require_grad());
+                    value_lines.push(format!("V {index} val {j} {grad} {}", bits(t.to_data())));
+                }
+            }
+        }
         if res.is_err() {
             break;
         }
@@ -288,5 +315,8 @@ pub fn run(path: &str) {
         } else {
             println!("{i} {bytes} {blocks}");
         }
+    }
+    for line in value_lines {
+        println!("{line}");
     }
 }
