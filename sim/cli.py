@@ -514,8 +514,10 @@ def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs
               type=click.Path(file_okay=False), help="where each fix's comparison goes")
 @click.option("--out", default="docs/fixes.md", show_default=True, type=click.Path(dir_okay=False),
               help="the markdown page")
+@click.option("--figures", is_flag=True,
+              help="also draw each comparison's figures and report (minutes per fix)")
 @_jobs_option
-def fixes_cmd(measured, profile, results, out, jobs):
+def fixes_cmd(measured, profile, results, out, jobs, figures):
     """Grade every fix measured on patched burn against its policy's predictions.
 
     For each NAME/ under --measured: sim compare --measured NAME/ -p NAME; then one page
@@ -527,7 +529,7 @@ def fixes_cmd(measured, profile, results, out, jobs):
     _check_out_file(out)
     grades = fixes_report(measured or PATCHED_MEASURED, profile, results, out,
                           jobs or default_jobs(), echo=lambda line: click.echo(line, err=True),
-                          command=_command_line())
+                          command=_command_line(), figures=figures)
     for name, g in grades.items():
         ok, n = g["total"]
         click.echo(f"{name}: {ok} of {n} points within tolerance")

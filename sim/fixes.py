@@ -57,16 +57,21 @@ def _fmt(value) -> str:
 
 def grade(errors) -> dict:
     """Points and points within tolerance: in all, by experiment and by metric."""
+    from .units import METRICS
     total = [0, 0]
     by_exp = defaultdict(lambda: [0, 0])
     by_metric = defaultdict(lambda: [0, 0])
+    by_kind = {"memory": [0, 0], "time": [0, 0], "event": [0, 0], "state": [0, 0]}
     for e in errors:
         if e["status"] == "unpredicted":
             continue
-        for counter in (total, by_exp[e["experiment"]], by_metric[e["metric"]]):
+        metric = METRICS.get(e["metric"])
+        kind = by_kind.setdefault(metric.kind if metric else "other", [0, 0])
+        for counter in (total, by_exp[e["experiment"]], by_metric[e["metric"]], kind):
             counter[0] += bool(e["ok"])
             counter[1] += 1
     return {"total": total, "experiments": dict(by_exp), "metrics": dict(by_metric),
+            "kinds": by_kind,
             "unpredicted": sum(e["status"] == "unpredicted" for e in errors)}
 
 
@@ -80,7 +85,8 @@ def _misses(errors):
 
 
 def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="results/fixes",
-                 out="docs/fixes.md", jobs=1, echo=print, command="sim fixes") -> dict:
+                 out="docs/fixes.md", jobs=1, echo=print, command="sim fixes",
+                 figures=False) -> dict:
     """Compare every fix's measurements with its predictions; write the page ``out``.
     Returns ``{fix: grade}``."""
     from .data import atomic_write
@@ -98,7 +104,7 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
         echo(f"fixes: {name}: sim compare --measured {fix_dir} -p {name} --profile {profile}")
         compare([str(fix_dir)], (), (name,), profile, str(res), jobs, progress=False,
                 command=f"sim compare --measured {fix_dir} -p {name} --profile {profile} "
-                        f"--out {res}")
+                        f"--out {res}", figures=figures)
         _, errors, _ = load(res)
         g = grade(errors)
         grades[name] = g
@@ -110,12 +116,15 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
              f"predictions (profile `{profile}`) with `sim compare`'s tolerances (memory 5 % "
              f"or a small absolute slack, block counts exact, times 15 %, panics at the same "
              f"step). Unpredicted points (no prediction at that x) are counted apart.", "",
-             "| fix | points | within tolerance | share | unpredicted |",
-             "|---|---:|---:|---:|---:|"]
+             "| fix | points | within tolerance | share | memory | time | events | "
+             "unpredicted |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, g in grades.items():
         ok, n = g["total"]
         share = f"{100 * ok / n:.0f} %" if n else "-"
-        lines.append(f"| {name} | {n} | {ok} | {share} | {g['unpredicted']} |")
+        kinds = " | ".join(f"{k[0]} of {k[1]}" for k in
+                           (g["kinds"]["memory"], g["kinds"]["time"], g["kinds"]["event"]))
+        lines.append(f"| {name} | {n} | {ok} | {share} | {kinds} | {g['unpredicted']} |")
     lines.append("")
     for section in sections:
         lines.extend(section)

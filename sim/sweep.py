@@ -741,11 +741,12 @@ def _with_quick(grid, workloads, rows) -> dict:
 
 def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max-macos",
             out="results/compare", jobs=1, scheduler=None, force=False, sets=(),
-            progress=True, command="", reuse=True):
+            progress=True, command="", reuse=True, figures=True):
     """``sim compare``: a user's measurements against the predictions of ``policies``.
 
     Runs only the cells the measured rows need (restricted to ``workloads`` if
-    given) and writes the same results directory as :func:`sweep`.
+    given) and writes the same results directory as :func:`sweep` (without figures
+    and report if ``figures`` is false: the CSVs only, as ``sim fixes`` needs).
     """
     from .compare import cells_for, measured_files
     from .profile import load_profile
@@ -774,6 +775,8 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     cells = plan_cells(chosen, [], grid, extra)
     info = {"title": "autodiff-sim compare", "command": command, "policies": names,
             "policy_files": _policy_files(names), "reference_cells": False, "quick": quick}
+    if not figures:
+        info["no_figures"] = True
     with _output_dir(out) as out_dir:
         return _execute(chosen, cells, names, rows, measured, prof, grid, out_dir, jobs,
                         scheduler, force, progress, info, reuse)
@@ -875,6 +878,11 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
     # and comes back after the figures (an interrupted run leaves none that contradicts
     # the data; ``sim plot`` draws it from the data and this run.json)
     forget_report(out, {**info, "figures": stale, "incomplete": True})
+    if info.pop("no_figures", False):
+        info["figures"] = []
+        info["wall_s"] = round(time.perf_counter() - start, 3)
+        write_info(out, info)
+        return info
     predicted, errors, _ = load(out)   # draw from the files, exactly as `sim plot` does
     info["figures"] = render(out, predicted, errors, info, stale, jobs=jobs)
     info["wall_s"] = round(time.perf_counter() - start, 3)
