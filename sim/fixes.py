@@ -22,6 +22,8 @@ __all__ = ["fixes_report", "PATCHED_MEASURED"]
 PATCHED_MEASURED = (Path(__file__).resolve().parent.parent / "experiments" / "measured"
                     / "linux-x86_64" / "patched")
 
+PATCHES = Path(__file__).resolve().parent.parent / "experiments" / "patches"
+
 #: misses listed per fix
 WORST = 12
 
@@ -46,7 +48,8 @@ def _host(fix_dir) -> str:
     bits = [machine.get("cpu", "?"), f"{machine.get('cpus', '?')} CPUs",
             machine.get("rustc", "")]
     quick = "quick loop counts" if info.get("quick") else "full loop counts"
-    return f"{', '.join(b for b in bits if b)}; {quick}; burn {info.get('burn_version', '?')}"
+    return (f"{', '.join(b for b in bits if b)}; {quick}; burn "
+            f"{info.get('burn_version', '0.22.1')}")
 
 
 def _fmt(value) -> str:
@@ -152,8 +155,11 @@ def _section(name, fix_dir, g, errors, profile):
     from .policies import get_policy
     cls = get_policy(name)
     ok, n = g["total"]
+    patch = (f"Patch `experiments/patches/{name}.patch`" if (PATCHES / f"{name}.patch").is_file()
+             else "No patch: the reference, burn-autodiff 0.22.1 as released, measured the "
+                  "same way")
     lines = [f"## {name}", "",
-             f"Patch `experiments/patches/{name}.patch`; policy: {cls.changes}", "",
+             f"{patch}; policy: {cls.changes}", "",
              f"Measured on: {_host(fix_dir)}.", "",
              f"**{ok} of {n} points within tolerance**"
              + (f" ({g['unpredicted']} unpredicted)" if g["unpredicted"] else "") + ".", "",
