@@ -129,6 +129,13 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
                            (g["kinds"]["memory"], g["kinds"]["time"], g["kinds"]["event"]))
         lines.append(f"| {name} | {n} | {ok} | {share} | {kinds} | {g['unpredicted']} |")
     lines.append("")
+    lines.extend(_semantics(Path(measured) / "semantics.json"))
+    notes = PATCHES / "README.md"
+    if notes.is_file():
+        text = notes.read_text(encoding="utf-8")
+        at = text.find("## What writing the Rust showed")
+        if at >= 0:
+            lines += [text[at:].rstrip("\n") + f" (from `{_rel(notes)}`)", ""]
     for section in sections:
         lines.extend(section)
     lines += ["## Reproduce", "",
@@ -140,6 +147,33 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
               "```", ""]
     atomic_write(out, "\n".join(lines))
     return grades
+
+
+def _semantics(path) -> list:
+    """The semantic check's summary (``experiments/probes/semantics.py --out``), if run."""
+    if not path.is_file():
+        return []
+    result = json.loads(path.read_text(encoding="utf-8"))
+    lines = ["## Semantics", "",
+             f"`experiments/probes/semantics.py --count {result['count']} --seed "
+             f"{result['seed']} --length {result['length']}`: random tensor programs on "
+             f"unpatched and patched burn, every value, gradient, require-grad flag and panic "
+             f"compared bit for bit ({len(result.get('nondeterministic', []))} programs whose "
+             f"two unpatched runs differ are left out). Host: {result['host'].get('cpu', '?')}.",
+             "", "| fix | programs | identical | differ (first difference) |",
+             "|---|---:|---:|---|"]
+    for fix, r in result["fixes"].items():
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(r["kinds"].items())) or "-"
+        lines.append(f"| {fix} | {r['checked']} | {r['agree']} | {kinds} |")
+    lines.append("")
+    for fix, r in result["fixes"].items():
+        for d in r["differences"][:3]:
+            lines.append(f"- {fix}, program {d['program']}: {d['kind']} at statement "
+                         f"{d.get('statement', '?')} (`{d.get('line', '?')}`): unpatched "
+                         f"`{d.get('unpatched', d.get('only_in', ''))}`, patched "
+                         f"`{d.get('patched', d.get('what', ''))}`")
+    lines.append("")
+    return lines
 
 
 def _rel(path) -> str:
