@@ -170,10 +170,15 @@ def prepare_patched(patches, root=None, crate=None) -> tuple:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     crate_dir = root / "src" / slug / source.name
-    if crate_dir.parent.exists():
-        shutil.rmtree(crate_dir.parent)
-    crate_dir.parent.mkdir(parents=True)
-    os.replace(staging, crate_dir)
+    if crate_dir.is_dir() and _same_tree(staging, crate_dir):
+        # the copy cargo built last time is kept as it is: a fresh copy's new mtimes would
+        # rebuild burn-autodiff and every crate above it (minutes) for nothing
+        shutil.rmtree(staging)
+    else:
+        if crate_dir.parent.exists():
+            shutil.rmtree(crate_dir.parent)
+        crate_dir.parent.mkdir(parents=True)
+        os.replace(staging, crate_dir)
     ws = root / "ws" / slug
     ws.mkdir(parents=True, exist_ok=True)
     for member in ("burn-probes", "cache-bw"):
@@ -183,6 +188,16 @@ def prepare_patched(patches, root=None, crate=None) -> tuple:
     (ws / "Cargo.toml").write_text(_workspace_toml(crate_dir.resolve()), encoding="utf-8")
     shutil.copyfile(PROBES_DIR / "Cargo.lock", ws / "Cargo.lock")
     return label, ws
+
+
+def _same_tree(a, b) -> bool:
+    """Whether directories ``a`` and ``b`` hold the same files with the same bytes."""
+    a, b = Path(a), Path(b)
+    files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    files_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    if files_a != files_b:
+        return False
+    return all((a / rel).read_bytes() == (b / rel).read_bytes() for rel in files_a)
 
 
 def build_patched(patches, echo=_echo) -> tuple:

@@ -131,6 +131,14 @@ def test_prepare_patched_stages_the_copy_and_points_cargo_at_it(tmp_path):
     assert str(applied.parent.parent.resolve()) in toml
     assert (ws / "Cargo.lock").read_text() == (measure.PROBES_DIR / "Cargo.lock").read_text()
     assert (ws / "burn-probes").resolve() == (measure.PROBES_DIR / "burn-probes").resolve()
+    # the same patch again keeps the copy cargo built (its mtimes), a changed one replaces it
+    stamp = applied.stat().st_mtime_ns
+    os.utime(applied, ns=(stamp - 10**9, stamp - 10**9))
+    measure.prepare_patched(str(patch), root=build, crate=crate)
+    assert applied.stat().st_mtime_ns == stamp - 10**9
+    patch.write_text(PATCH_A.replace("one_and_a_half", "one_and_three_quarters"))
+    measure.prepare_patched(str(patch), root=build, crate=crate)
+    assert "one_and_three_quarters" in applied.read_text()
     # a patch that does not apply leaves the earlier build dir as it was
     bad = _patch(tmp_path, "mine2", PATCH_B.replace("three", "nine"))
     with pytest.raises(UserError, match="hunk 1 of src/lib.rs"):
