@@ -104,6 +104,8 @@ def main(argv=None):
     ap.add_argument("--length", type=int, default=30)
     ap.add_argument("--fix", action="append", help="only these fixes (repeatable)")
     ap.add_argument("--out", help="write the result here (JSON)")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the other fixes' results of an --out file of the same programs")
     args = ap.parse_args(argv)
     from sim.measure import binary_path
     base_bin = binary_path()
@@ -148,7 +150,13 @@ def main(argv=None):
         print(f"{fix}: {checked - len(diffs)} of {checked} programs identical"
               + (f"; differ: {kinds}" if kinds else ""))
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        out = Path(args.out)
+        if args.merge and out.is_file():
+            old = json.loads(out.read_text())
+            same = all(old.get(k) == result[k] for k in ("seed", "count", "length"))
+            if same:
+                result["fixes"] = {**old["fixes"], **result["fixes"]}
+        out.write_text(json.dumps(result, indent=1) + "\n")
     return result
 
 
