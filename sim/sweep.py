@@ -48,7 +48,8 @@ REFERENCE_POLICY = "burn-0.22.1"
 
 #: modules that only present results; editing them does not invalidate cached cells
 PRESENTATION_MODULES = {"cli.py", "plot.py", "report.py", "results.py", "progress.py",
-                        "growth.py", "accuracy.py", "calibrate.py"}
+                        "growth.py", "accuracy.py", "calibrate.py", "fixes.py", "measure.py",
+                        "patches.py"}
 
 CACHE_DIR = ".cache"
 
