@@ -144,14 +144,15 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
              "The last column counts a fix's misses at points where the unpatched run of the "
              "same day (`burn-0.22.1`, no patch) is within tolerance of burn-0.22.1's "
              "prediction: the misses that the host and the load do not explain.", "",
-             "| fix | points | within tolerance | share | memory | time | events | "
-             "unpredicted | misses where unpatched is within |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| fix | points | within tolerance | share | memory | counts and state | time "
+             "| events | unpredicted | misses where unpatched is within |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, g in grades.items():
         ok, n = g["total"]
         share = f"{100 * ok / n:.0f} %" if n else "-"
         kinds = " | ".join(f"{k[0]} of {k[1]}" for k in
-                           (g["kinds"]["memory"], g["kinds"]["time"], g["kinds"]["event"]))
+                           (g["kinds"]["memory"], g["kinds"]["state"], g["kinds"]["time"],
+                            g["kinds"]["event"]))
         own = len(g["own_misses"]) if "own_misses" in g else "-"
         lines.append(f"| {name} | {n} | {ok} | {share} | {kinds} | {g['unpredicted']} "
                      f"| {own} |")
@@ -195,6 +196,11 @@ def _semantics(path) -> list:
     lines.append("")
     for fix, r in result["fixes"].items():
         for d in r["differences"][:3]:
+            if d["kind"] == "panic":
+                lines.append(f"- {fix}, program {d['program']}: the panic moved: unpatched at "
+                             f"statement {d['unpatched']}, patched at {d['patched']} (None: "
+                             f"no panic)")
+                continue
             lines.append(f"- {fix}, program {d['program']}: {d['kind']} at statement "
                          f"{d.get('statement', '?')} (`{d.get('line', '?')}`): unpatched "
                          f"`{d.get('unpatched', d.get('only_in', ''))}`, patched "
