@@ -55,8 +55,11 @@ def test_ema_chain_sweep_cost_is_quadratic_per_step():
     assert 6.5 < ratio < 9.5, ratio
     dedup = run_cell("p10-ema", "detach", "dedup-sweep",
                      sets={"steps": 2000, "report_at": "500,1000,2000"})
-    cleanup = {r["x"]: r["value"] for r in dedup if r["metric"] == "cleanup_ms"}
-    assert cleanup[2000] / cleanup[1000] < 2.5  # linear in steps: O(graphs) per sweep
+    dedup_cleanup = {r["x"]: r["value"] for r in dedup if r["metric"] == "cleanup_ms"}
+    # one visit per graph, but maybe_useful still scans the chain once per sweep (burn
+    # keeps no count of live handles): linear per step, so the sum grows like s^2
+    assert 3.5 < dedup_cleanup[2000] / dedup_cleanup[1000] < 4.5
+    assert dedup_cleanup[2000] < cleanup[2000] / 20
 
 
 def test_flat_where_the_program_is_flat():
