@@ -442,11 +442,13 @@ class _TrackedSet:
     """A ``HashSet<NodeId>`` of burn's passes: the ids (popped in ascending order here,
     burn's hash order being random per process) and its table's blocks."""
 
-    __slots__ = ("items", "table")
+    __slots__ = ("items", "table", "_order")
 
     def __init__(self, table, items=()):
         self.items = set(items)
         self.table = table
+        self._order = list(self.items)       # a heap of the ids, for pop's ascending order
+        heapq.heapify(self._order)
 
     def __contains__(self, node_id) -> bool:
         return node_id in self.items
@@ -455,10 +457,16 @@ class _TrackedSet:
         return bool(self.items)
 
     def insert(self, node_id) -> None:
+        if node_id not in self.items:
+            heapq.heappush(self._order, node_id)
         _set_insert(self.items, self.table, node_id)
 
     def pop(self):
-        node_id = min(self.items)
+        """The smallest id (the set is not empty)."""
+        order = self._order
+        node_id = heapq.heappop(order)
+        while node_id not in self.items:      # popped before, inserted again since
+            node_id = heapq.heappop(order)
         self.items.discard(node_id)
         return node_id
 
