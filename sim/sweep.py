@@ -26,7 +26,6 @@ import hashlib
 import itertools
 import json
 import os
-import signal
 import threading
 import time
 from contextlib import contextmanager
@@ -395,7 +394,13 @@ class _FigureWarmUp:
     afterwards, start with the fonts and the math-text parser loaded (about 1 s of this
     process's time, and some of each figure process's, off the end of a sweep). Started
     only once the cells' workers exist (a fork while a thread imports would copy a held
-    import lock)."""
+    import lock).
+
+    Joined however the cells end: a failed cell's error used to end the process while
+    the thread still imported or drew, and the interpreter's teardown then met a thread
+    inside matplotlib's C code and aborted, about one run in 20 (``Fatal Python error:
+    PyThreadState_Get``, exit 134). An interrupt does not wait for it: the ``sim``
+    command then exits without the teardown (:func:`sim.interrupts.exit_now`)."""
 
     def __init__(self):
         self.thread = None
@@ -565,36 +570,32 @@ def _call(cell, spec):
         raise UserError(f"{cell.label}: {exc}") from None
 
 
-def _ignore_sigint():
-    """Workers leave Ctrl-C to the parent, which stops them (no traceback per worker)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _on_processes(specs, jobs, deps=None, started=None):
     """Yield ``(cell, result)`` as local worker processes finish them (``deps``: cell ->
     the cell it waits for, submitted once that one is done unless :func:`_shared` gives
-    its result from it)."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    its result from it). Workers ignore Ctrl-C; an interrupted or failed sweep (or one
+    whose consumer stops early) terminates them and joins them within a deadline
+    (:mod:`sim.workers`) instead of waiting for the cells they run."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from .workers import local_pool
     deps = deps or {}
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(specs)), initializer=_ignore_sigint)
-    futures, submitted, waiting = {}, {}, {}
+    with local_pool(min(jobs, len(specs))) as pool:
+        futures, submitted, waiting = {}, {}, {}
 
-    def submit(cell):
-        future = pool.submit(compute_cell, specs[cell])
-        futures[future] = cell
-        submitted[future] = len(submitted)
-        return future
+        def submit(cell):
+            future = pool.submit(compute_cell, specs[cell])
+            futures[future] = cell
+            submitted[future] = len(submitted)
+            return future
 
-    for cell in specs:
-        if cell in deps:
-            waiting.setdefault(deps[cell], []).append(cell)
-        else:
-            submit(cell)
-    if started is not None:
-        started()     # a fork-started pool has spawned all its workers at its first submit
-    pending = set(futures)
-    finished = False
-    try:
+        for cell in specs:
+            if cell in deps:
+                waiting.setdefault(deps[cell], []).append(cell)
+            else:
+                submit(cell)
+        if started is not None:
+            started()   # a fork-started pool has spawned all its workers at its first submit
+        pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in sorted(done, key=submitted.get):
@@ -607,15 +608,6 @@ def _on_processes(specs, jobs, deps=None, started=None):
                         pending.add(submit(dependent))
                     else:
                         yield dependent, reused
-        finished = True
-    finally:
-        if finished:
-            pool.shutdown(wait=True)
-        else:   # interrupted or failed: stop the cells still running, do not wait for them
-            workers = list((getattr(pool, "_processes", None) or {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for process in workers:
-                process.terminate()
 
 
 def _result(cell, future):
@@ -831,13 +823,18 @@ def _read_measured(paths, workloads=()) -> list:
 
 def _execute(workloads, cells, error_policies, measured, paths, profile, grid, out, jobs,
              scheduler, force, progress, info, reuse=True):
-    from .results import (forget_report, join_errors, load, previous_figures, render,
-                          write_data, write_info)
+    from .results import join_errors, previous_figures, publish
     start = time.perf_counter()
     stale = previous_figures(out)
     warm = _FigureWarmUp()
-    run = run_cells(cells, profile, out, jobs, scheduler, force, progress, reuse,
-                    started=warm.start, exact=info.get("exact", False))
+    try:
+        run = run_cells(cells, profile, out, jobs, scheduler, force, progress, reuse,
+                        started=warm.start, exact=info.get("exact", False))
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        warm.join()
+        raise
     warm.join()
     with_params = any(cell.params for cell in cells)
     runs, produces = [], {}
@@ -850,7 +847,6 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
                 pairs.append([row["experiment"], row["variant"]])
     fitted = profile.data.get("calibration", {}).get("points", [])
     errors = join_errors(measured, runs, error_policies, profile.name, fitted)
-    write_data(out, run.ordered_rows(with_params), errors, with_params)
     values = {}
     for points in grid.values():
         for point in points:
@@ -871,12 +867,11 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
         "cells_wall_s": round(run.wall_s, 3),
         "cell_seconds": {cell.label: round(s, 3) for cell, s in run.seconds.items()},
     })
-    # the report of an earlier run into ``out`` no longer describes its data: it goes now
-    # and comes back after the figures (an interrupted run leaves none that contradicts
-    # the data; ``sim plot`` draws it from the data and this run.json)
-    forget_report(out, {**info, "figures": stale, "incomplete": True})
-    predicted, errors, _ = load(out)   # draw from the files, exactly as `sim plot` does
-    info["figures"] = render(out, predicted, errors, info, stale, jobs=jobs)
-    info["wall_s"] = round(time.perf_counter() - start, 3)
-    write_info(out, info)
+    # the data, figures, report and run.json replace the earlier run's together, at the end
+    # (an interrupt before then leaves that run's files as they were)
+
+    def finish(info):
+        info["wall_s"] = round(time.perf_counter() - start, 3)
+    publish(out, info, stale, jobs=jobs, finish=finish,
+            data=(run.ordered_rows(with_params), errors, with_params))
     return info
