@@ -342,6 +342,8 @@ def compute_cell(spec) -> dict:
     sample a thread it did not start the task in.
     """
     start = time.perf_counter()
+    if _sink is not None and spec.get("label"):
+        _sink(spec["label"], "starting")
     if spec.get("remote"):
         outcome = {}
 
@@ -373,9 +375,13 @@ def _simulate(spec):
         get_policy(spec["policy_file"])   # a fresh worker process registers the file's policy
     name, path, data = spec["profile"]
     reads = set() if spec.get("trace") else None
+    beat = None
+    if _sink is not None and spec.get("label"):
+        from .progress import CellBeat
+        beat = CellBeat(spec["label"], _sink)
     rows = run_cell(spec["workload"], spec["variant"], spec["policy"],
                     Profile(name, path, copy.deepcopy(data)), dict(spec["params"]),
-                    policy_reads=reads, fast_forward=not spec.get("exact"))
+                    policy_reads=reads, fast_forward=not spec.get("exact"), heartbeat=beat)
     return [_plain(row) for row in rows], reads
 
 
@@ -501,15 +507,23 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
                     "policy_file": policy_file(cell.policy),
                     "profile": (profile.name, str(profile.path), profile.data),
                     "params": dict(cell.params), "trace": cell in reps,
-                    "remote": scheduler is not None, "exact": exact} for cell in todo}
+                    "remote": scheduler is not None, "exact": exact, "label": cell.label}
+             for cell in todo}
+    bar = Progress(len(cells), run.cached) if progress else None
+
+    def beat(label, where):
+        if label is None:
+            bar.tick()
+        else:
+            bar.running(label, where)
+    global _sink
     if scheduler is not None and todo:
         results = _on_dask(specs, _dask_client(scheduler))
     elif jobs > 1 and len(todo) > 1:
-        results = _on_processes(specs, jobs, deps, started)
+        results = _on_processes(specs, jobs, deps, started, beat if bar else None)
     else:
         results = _in_process(specs, deps)
-    workers = None if scheduler is not None else jobs if jobs > 1 and len(todo) > 1 else 1
-    bar = Progress(len(cells), run.cached, workers=workers) if progress else None
+        _sink = beat if bar else None
     try:
         for cell, result in results:
             if result.get("code") not in (None, code):
@@ -526,6 +540,7 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
             if bar:
                 bar.advance(cell.label)
     finally:
+        _sink = None
         results.close()   # stops the workers of an interrupted or failed sweep
         if bar:
             bar.close()
@@ -570,16 +585,38 @@ def _call(cell, spec):
         raise UserError(f"{cell.label}: {exc}") from None
 
 
-def _on_processes(specs, jobs, deps=None, started=None):
+#: where :func:`compute_cell` reports where its cell is, ``sink(label, where)``: the
+#: progress bar when cells run in this process, a queue to it in a worker (None: nowhere)
+_sink = None
+
+
+def _report_to(queue) -> None:
+    """A worker's initializer: its cells report where they are on ``queue``."""
+    global _sink
+    _sink = lambda label, where: queue.put((label, where))   # noqa: E731
+
+
+def _on_processes(specs, jobs, deps=None, started=None, beat=None):
     """Yield ``(cell, result)`` as local worker processes finish them (``deps``: cell ->
     the cell it waits for, submitted once that one is done unless :func:`_shared` gives
     its result from it). Workers ignore Ctrl-C; an interrupted or failed sweep (or one
     whose consumer stops early) terminates them and joins them within a deadline
-    (:mod:`sim.workers`) instead of waiting for the cells they run."""
+    (:mod:`sim.workers`) instead of waiting for the cells they run.
+
+    ``beat(label, where)``: called with what the running cells report (:class:`sim.progress.CellBeat`),
+    and ``beat(None, None)`` at least every half second while they run."""
+    import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, wait
     from .workers import local_pool
     deps = deps or {}
-    with local_pool(min(jobs, len(specs))) as pool:
+    queue = multiprocessing.SimpleQueue() if beat is not None else None
+
+    def drain():
+        while not queue.empty():
+            beat(*queue.get())
+        beat(None, None)
+
+    with local_pool(min(jobs, len(specs)), *((_report_to, (queue,)) if queue else ())) as pool:
         futures, submitted, waiting = {}, {}, {}
 
         def submit(cell):
@@ -597,7 +634,10 @@ def _on_processes(specs, jobs, deps=None, started=None):
             started()   # a fork-started pool has spawned all its workers at its first submit
         pending = set(futures)
         while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            done, pending = wait(pending, timeout=0.5 if queue else None,
+                                 return_when=FIRST_COMPLETED)
+            if queue:
+                drain()     # before the results: a cell's last report precedes its result
             for future in sorted(done, key=submitted.get):
                 cell = futures[future]
                 result = _result(cell, future)

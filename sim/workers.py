@@ -28,14 +28,21 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _init(initializer, initargs) -> None:
+    ignore_sigint()
+    if initializer is not None:
+        initializer(*initargs)
+
+
 @contextmanager
-def local_pool(workers: int):
+def local_pool(workers: int, initializer=None, initargs=()):
     """A :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes that
-    ignore SIGINT, for the block. A block that ends normally waits for the pool's
-    tasks; one that raises (an interrupt, a failed task) stops the workers at once
-    (:func:`stop`)."""
+    ignore SIGINT (then run ``initializer(*initargs)``), for the block. A block that
+    ends normally waits for the pool's tasks; one that raises (an interrupt, a failed
+    task) stops the workers at once (:func:`stop`)."""
     from concurrent.futures import ProcessPoolExecutor
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=ignore_sigint)
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init,
+                               initargs=(initializer, initargs))
     _LIVE.append(pool)
     try:
         yield pool
