@@ -438,6 +438,9 @@ _reuse_option = click.option(
     "--no-reuse", "no_reuse", is_flag=True,
     help="simulate every cell, also one whose policy the run of another policy's cell "
          "proves cannot change (by default such a cell gets that cell's rows)")
+_max_elements_option = click.option(
+    "--max-elements", type=click.IntRange(min=1), default=None,
+    help="refuse a tensor with more elements than this  [default: 2^32]")
 _grid_option = click.option(
     "--set", "sets", multiple=True, metavar="KEY=V1,V2,...",
     help="sweep a workload parameter over values (repeatable: a grid); applies to the "
@@ -478,11 +481,12 @@ def _sweep_done(info, out):
 @_force_option
 @_reuse_option
 @_grid_option
+@_max_elements_option
 @click.option("--exact", is_flag=True,
               help="simulate every loop iteration (no fast-forward): the same rows, slower; "
                    "to check fast-forward on your grid")
 def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force, no_reuse, sets,
-              exact):
+              max_elements, exact):
     """Run workloads x variants x policies (x --set grid) and compare with measurements.
 
     Writes OUT/predicted.csv, OUT/errors.csv, one figure per workload,
@@ -492,7 +496,8 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
     """
     from .sweep import default_jobs, sweep
     info = sweep(workloads, policy, profile, measured, out, jobs or default_jobs(), scheduler,
-                 force, sets, command=_command_line(), reuse=not no_reuse, exact=exact)
+                 force, sets, command=_command_line(), reuse=not no_reuse, exact=exact,
+                 max_elements=max_elements)
     _sweep_done(info, out)
 
 
@@ -514,8 +519,9 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
 @_force_option
 @_reuse_option
 @_grid_option
+@_max_elements_option
 def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs, scheduler,
-                force, no_reuse, sets):
+                force, no_reuse, sets, max_elements):
     """Plot your own measurements (CSV in the schema) against predictions, with errors.
 
     Runs only the cells the CSV needs and writes the same files as `sim sweep`.
@@ -527,7 +533,8 @@ def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs
     if not measured:
         raise UserError("compare needs --measured CSV|DIR (measurements in the schema)")
     info = compare(measured, workloads, policies, profile, out, jobs or default_jobs(),
-                   scheduler, force, sets, command=_command_line(), reuse=not no_reuse)
+                   scheduler, force, sets, command=_command_line(), reuse=not no_reuse,
+                   max_elements=max_elements)
     _sweep_done(info, out)
 
 

@@ -381,8 +381,17 @@ def _simulate(spec):
         beat = CellBeat(spec["label"], _sink)
     rows = run_cell(spec["workload"], spec["variant"], spec["policy"],
                     Profile(name, path, copy.deepcopy(data)), dict(spec["params"]),
-                    policy_reads=reads, fast_forward=not spec.get("exact"), heartbeat=beat)
+                    policy_reads=reads, fast_forward=not spec.get("exact"), heartbeat=beat,
+                    limits=_limits(spec))
     return [_plain(row) for row in rows], reads
+
+
+def _limits(spec):
+    """The budgets of a cell: the defaults, with ``max_elements`` if the sweep set it."""
+    from .engine import Limits
+    if spec.get("max_elements") is None:
+        return None
+    return Limits(max_tensor_elements=spec["max_elements"])
 
 
 def _plain(row) -> dict:
@@ -436,7 +445,7 @@ class _FigureWarmUp:
 
 
 def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, progress=True,
-              reuse=True, started=None, exact=False):
+              reuse=True, started=None, exact=False, max_elements=None):
     """Run ``cells`` (reading finished ones from the cache); returns a :class:`SweepRun`.
 
     Parameters
@@ -464,6 +473,10 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
     exact : bool
         Simulate every loop iteration (no fast-forward; cached apart from the
         fast-forwarded cells, to compare the two).
+    max_elements : int, optional
+        Elements of one tensor at most (``--max-elements``; default:
+        ``Limits.MAX_TENSOR_ELEMENTS``). A limit changes no row, only which cells
+        are refused: it is not part of the cells' keys.
 
     Raises
     ------
@@ -507,7 +520,8 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
                     "policy_file": policy_file(cell.policy),
                     "profile": (profile.name, str(profile.path), profile.data),
                     "params": dict(cell.params), "trace": cell in reps,
-                    "remote": scheduler is not None, "exact": exact, "label": cell.label}
+                    "remote": scheduler is not None, "exact": exact, "label": cell.label,
+                    "max_elements": max_elements}
              for cell in todo}
     bar = Progress(len(cells), run.cached) if progress else None
 
@@ -727,7 +741,7 @@ DEFAULT_MEASURED = ROOT / "experiments" / "measured" / "seeds-m2max.csv"
 
 def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured=(),
           out="results", jobs=1, scheduler=None, force=False, sets=(), progress=True,
-          command="", reuse=True, exact=False):
+          command="", reuse=True, exact=False, max_elements=None):
     """``sim sweep``: workloads x variants x policies x grid, compared with the measurements.
 
     Every measured point of the selected workloads is compared with the
@@ -752,6 +766,7 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
     info = {"title": "autodiff-sim sweep", "command": command, "policies": names,
             "policy_files": _policy_files(names),
             "reference_cells": any(p not in names for _, _, p in extra), "exact": exact,
+            "max_elements": max_elements,
             "quick": quick}
     with _output_dir(out) as out_dir:
         return _execute(chosen, cells, [REFERENCE_POLICY], rows, paths, prof, grid,
@@ -773,7 +788,7 @@ def _with_quick(grid, workloads, rows) -> dict:
 
 def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max-macos",
             out="results/compare", jobs=1, scheduler=None, force=False, sets=(),
-            progress=True, command="", reuse=True):
+            progress=True, command="", reuse=True, max_elements=None):
     """``sim compare``: a user's measurements against the predictions of ``policies``.
 
     Runs only the cells the measured rows need (restricted to ``workloads`` if
@@ -805,7 +820,8 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     quick = _with_quick(grid, chosen, rows)
     cells = plan_cells(chosen, [], grid, extra)
     info = {"title": "autodiff-sim compare", "command": command, "policies": names,
-            "policy_files": _policy_files(names), "reference_cells": False, "quick": quick}
+            "policy_files": _policy_files(names), "reference_cells": False, "quick": quick,
+            "max_elements": max_elements}
     with _output_dir(out) as out_dir:
         return _execute(chosen, cells, names, rows, measured, prof, grid, out_dir, jobs,
                         scheduler, force, progress, info, reuse)
@@ -869,7 +885,8 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
     warm = _FigureWarmUp()
     try:
         run = run_cells(cells, profile, out, jobs, scheduler, force, progress, reuse,
-                        started=warm.start, exact=info.get("exact", False))
+                        started=warm.start, exact=info.get("exact", False),
+                        max_elements=info.get("max_elements"))
     except KeyboardInterrupt:
         raise
     except BaseException:

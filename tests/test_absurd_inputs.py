@@ -109,3 +109,19 @@ def test_use_of_a_dropped_tensor(tmp_path, capsys):
     code, _, lines = run_cli(["run", str(path)], capsys)
     assert_one_error(code, lines, f"{path}:5: use of a dropped tensor: the [4, 8] tensor was "
                      f"dropped (drop()) at {path}:4")
+
+
+def test_a_sweep_takes_the_limit_too(tmp_path, capsys):
+    path = workload(tmp_path, "wide", "EXPERIMENT = 'wide'\n"
+                    "from sim.tensor import Tensor\n"
+                    "def run(sim, variant):\n"
+                    "    t = Tensor.zeros([1000, 1000], sim.device('flex'))\n"
+                    "    yield sim.sample(1, 'step', rss=sim.rss_bytes() / 1e6)\n")
+    args = ["sweep", "-w", str(path), "-p", "burn-0.22.1", "--jobs", "1",
+            "--out", str(tmp_path / "out")]
+    code, _, lines = run_cli(args + ["--max-elements", "999999"], capsys)
+    assert_one_error(code, [line for line in lines if not line.startswith("[")],
+                     "wide/default/burn-0.22.1", "tensor shape [1000, 1000]",
+                     "limit of 999,999")
+    code, _, lines = run_cli(args, capsys)
+    assert code == 0, lines
