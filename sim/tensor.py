@@ -23,6 +23,7 @@ simulator keeps no element values):
 from __future__ import annotations
 
 import math
+import sys
 
 from .autodiff.node import GRAD, NONE, Node, NodeRefCount
 from .autodiff.ops import OPS, float_op, register_root
@@ -92,7 +93,6 @@ def _taker(how):
     ``"dropped"``): API is the outermost function of the ``sim`` package on the stack
     (the program's call that took the handle, ``Mlp.forward``; empty when the program
     called ``move``/``drop`` itself), path and line the program's line that called it."""
-    import sys
     frame, api = sys._getframe(2), ""
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         api = frame.f_code.co_qualname
