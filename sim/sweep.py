@@ -523,7 +523,7 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
                     "remote": scheduler is not None, "exact": exact, "label": cell.label,
                     "max_elements": max_elements}
              for cell in todo}
-    bar = Progress(len(cells), run.cached) if progress else None
+    bar = None
 
     def beat(label, where):
         if label is None:
@@ -534,10 +534,11 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
     if scheduler is not None and todo:
         results = _on_dask(specs, _dask_client(scheduler))
     elif jobs > 1 and len(todo) > 1:
-        results = _on_processes(specs, jobs, deps, started, beat if bar else None)
+        results = _on_processes(specs, jobs, deps, started, beat if progress else None)
     else:
         results = _in_process(specs, deps)
-        _sink = beat if bar else None
+        _sink = beat if progress else None
+    bar = Progress(len(cells), run.cached) if progress else None   # once the cells can run
     try:
         for cell, result in results:
             if result.get("code") not in (None, code):
