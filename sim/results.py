@@ -323,9 +323,11 @@ def publish(out, info, stale=(), jobs=1, data=None, finish=None) -> None:
             finish(info)
         write_info(staging, info)
         with held_interrupt():
-            names = [name for name in ("predicted.csv", "errors.csv")
-                     if (staging / name).exists()]
-            names += info["figures"] + ["report.md", "report.html", "run.json"]
+            # every file the run wrote (data, figures, report, whatever render adds), run.json
+            # last: it names the figures of a complete run
+            names = sorted(p.name for p in staging.iterdir()
+                           if p.is_file() and not p.name.startswith(".") and p.name != "run.json")
+            names.append("run.json")
             for name in names:
                 if (out / name).is_symlink():   # its target is written, the link stays
                     atomic_write_bytes(out / name, (staging / name).read_bytes())
