@@ -72,8 +72,8 @@ def run_cells(cells, profile, jobs=1):
         for workload, variant, policy in cells:
             rows.extend(run_cell(workload, variant, policy, profile, observables=False))
         return rows
-    from concurrent.futures import ProcessPoolExecutor
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    from .workers import local_pool
+    with local_pool(jobs) as pool:      # workers leave Ctrl-C to this process
         futures = [pool.submit(_run_one, w, v, p, profile.path, profile.data)
                    for w, v, p in cells]
         rows = []

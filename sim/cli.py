@@ -23,22 +23,44 @@ def _fail(message: str, code: int = 2):
 
 
 def main(argv=None):
-    """Entry point of the ``sim`` console script."""
+    """Entry point of the ``sim`` console script (``argv``: None, the process's own
+    arguments; a list: called in-process, as the tests do).
+
+    Ctrl-C ends the command with one line, ``sim: error: interrupted``, and status 130.
+    As the console script (``argv`` None) the process is the command's own: SIGINT is
+    handled by :func:`sim.interrupts.install` (an interrupt is never lost in a
+    finalizer; a watchdog ends the process should it hang), and the exit skips the
+    interpreter's teardown (:func:`sim.interrupts.exit_now`); worker processes are
+    stopped in either case.
+    """
+    from . import interrupts
+    own = argv is None
+    if own:
+        interrupts.install()
     try:
         cli.main(args=argv, prog_name="sim", standalone_mode=False)
         sys.stdout.flush()          # a reader that went away (`| head`) fails here
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        _fail("interrupted", 130)
+        _interrupted(own)
     except click.ClickException as exc:
         _fail(exc.format_message().replace("\n", " "))
     except UserError as exc:
         _fail(str(exc).replace("\n", " "))
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
+    except (KeyboardInterrupt, _Interrupted):
+        _interrupted(own)
     except BrokenPipeError:
         _reader_gone()
+
+
+def _interrupted(own):
+    from .interrupts import exit_now
+    from .workers import stop_all
+    if own:
+        exit_now(130)
+    stop_all()
+    _fail("interrupted", 130)
 
 
 def _reader_gone():
@@ -51,6 +73,10 @@ def _reader_gone():
     sys.exit(0)
 
 
+class _Interrupted(Exception):
+    """Ctrl-C while a command ran, past click (which would print a blank line for it)."""
+
+
 class _SimGroup(click.Group):
     """The command group; a reader of stdout that goes away while a command prints
     (``sim policies | head``) ends the command with status 0, where click's own handler
@@ -61,6 +87,8 @@ class _SimGroup(click.Group):
             return super().invoke(ctx)
         except BrokenPipeError:
             _reader_gone()
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
 
 
 @click.group(cls=_SimGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -174,11 +202,13 @@ def policies_cmd(files):
 @click.option("--max-nodes", type=click.IntRange(min=1), default=5_000_000, show_default=True,
               help="stop if more simulated nodes than this are held individually (memory; "
                    "each chunk of a glibc arena counts as a quarter node)")
+@click.option("--max-elements", type=click.IntRange(min=1), default=None,
+              help="refuse a tensor with more elements than this  [default: 2^32]")
 @click.option("--exact", is_flag=True,
               help="simulate every loop iteration (no fast-forward); dead single-node graphs "
                    "are kept as run records, so memory stays ~100 B per dropped untracked op")
 def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout, max_nodes,
-            exact):
+            max_elements, exact):
     """Simulate one workload (a built-in name or a path to a .py file).
 
     Prints the observations in the measured schema (the seed program's metrics,
@@ -206,7 +236,9 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
         try:
             rows.extend(run_cell(w, v, policy, prof, set_values,
                                  limits=Limits(max_ops=max_ops, max_wall_s=timeout,
-                                               max_live_nodes=max_nodes),
+                                               max_live_nodes=max_nodes,
+                                               max_tensor_elements=max_elements or
+                                               Limits.MAX_TENSOR_ELEMENTS),
                                  fast_forward=not exact, heartbeat=beat))
         finally:
             beat.close()
@@ -410,6 +442,9 @@ _reuse_option = click.option(
     "--no-reuse", "no_reuse", is_flag=True,
     help="simulate every cell, also one whose policy the run of another policy's cell "
          "proves cannot change (by default such a cell gets that cell's rows)")
+_max_elements_option = click.option(
+    "--max-elements", type=click.IntRange(min=1), default=None,
+    help="refuse a tensor with more elements than this  [default: 2^32]")
 _grid_option = click.option(
     "--set", "sets", multiple=True, metavar="KEY=V1,V2,...",
     help="sweep a workload parameter over values (repeatable: a grid); applies to the "
@@ -450,11 +485,12 @@ def _sweep_done(info, out):
 @_force_option
 @_reuse_option
 @_grid_option
+@_max_elements_option
 @click.option("--exact", is_flag=True,
               help="simulate every loop iteration (no fast-forward): the same rows, slower; "
                    "to check fast-forward on your grid")
 def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force, no_reuse, sets,
-              exact):
+              max_elements, exact):
     """Run workloads x variants x policies (x --set grid) and compare with measurements.
 
     Writes OUT/predicted.csv, OUT/errors.csv, one figure per workload,
@@ -464,7 +500,8 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
     """
     from .sweep import default_jobs, sweep
     info = sweep(workloads, policy, profile, measured, out, jobs or default_jobs(), scheduler,
-                 force, sets, command=_command_line(), reuse=not no_reuse, exact=exact)
+                 force, sets, command=_command_line(), reuse=not no_reuse, exact=exact,
+                 max_elements=max_elements)
     _sweep_done(info, out)
 
 
@@ -486,8 +523,9 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
 @_force_option
 @_reuse_option
 @_grid_option
+@_max_elements_option
 def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs, scheduler,
-                force, no_reuse, sets):
+                force, no_reuse, sets, max_elements):
     """Plot your own measurements (CSV in the schema) against predictions, with errors.
 
     Runs only the cells the CSV needs and writes the same files as `sim sweep`.
@@ -499,7 +537,8 @@ def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs
     if not measured:
         raise UserError("compare needs --measured CSV|DIR (measurements in the schema)")
     info = compare(measured, workloads, policies, profile, out, jobs or default_jobs(),
-                   scheduler, force, sets, command=_command_line(), reuse=not no_reuse)
+                   scheduler, force, sets, command=_command_line(), reuse=not no_reuse,
+                   max_elements=max_elements)
     _sweep_done(info, out)
 
 
@@ -541,13 +580,11 @@ def fixes_cmd(measured, profile, results, out, jobs, figures):
 @_jobs_option
 def plot_cmd(results_dir, jobs):
     """Redraw the figures and the report of RESULTS_DIR from its CSVs (no simulation)."""
-    from .results import load, render, write_info
+    from .results import load, publish
     from .sweep import default_jobs
-    predicted, errors, info = load(results_dir)
-    info.pop("incomplete", None)    # an interrupted run's: its figures and report come now
-    info["figures"] = render(results_dir, predicted, errors, info, info.get("figures", []),
-                             jobs=jobs or default_jobs())
-    write_info(results_dir, info)
+    _, _, info = load(results_dir)
+    info.pop("incomplete", None)    # written by earlier versions for an interrupted run
+    publish(results_dir, info, info.get("figures", []), jobs=jobs or default_jobs())
     click.echo(_figures(info, results_dir))
 
 

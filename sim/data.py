@@ -241,6 +241,10 @@ def read_measured(path, known=None) -> list:
         if metric is not None and metric.kind == "time" and row["value"] < 0:
             raise DataError(f"{path}:{lineno}: {row['metric']} {shown(row['value'])} is "
                             f"negative: a time is never below 0")
+        if metric is not None and not metric.signed and row["value"] < 0:
+            raise DataError(f"{path}:{lineno}: {row['metric']} {shown(row['value'])} is "
+                            f"negative: a {metric.kind} figure in {metric.unit} that is not a "
+                            f"change is never below 0")
         if known is not None:
             problem = known(row["experiment"], row["variant"], row["phase"], row["x_unit"])
             if problem:

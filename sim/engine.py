@@ -34,16 +34,12 @@ from .costs.timing import Timing
 from .profile import mallopt
 from .autodiff.locator import GraphMutexClient
 from .autodiff.runs import NodeRun
-from .errors import UserError, shown
+from .errors import LimitExceeded, UserError, shown
 from .tensor import Device, BurnPanic
 from .autodiff.traversal import TapeConsumed
 from .units import METRICS
 
 __all__ = ["Simulation", "Limits", "LimitExceeded", "HostThread"]
-
-
-class LimitExceeded(UserError):
-    """A run went over its op, memory or time budget."""
 
 
 class Limits:
@@ -54,16 +50,23 @@ class Limits:
     the dead single-node graphs exact mode keeps as run records do
     not count; a glibc arena's chunks, each placed and kept on its own at about 200 B,
     count as ``1 / ARENA_CHUNKS_PER_NODE`` node each), ``max_wall_s`` seconds of real
-    time (checked every 4096 registrations and at every yield).
+    time (checked every 4096 registrations and at every yield, and by an alarm in the
+    main thread), and ``max_tensor_elements`` elements in one tensor (checked where a
+    shape is made: creation, broadcasting, matmul).
     """
+
+    #: elements of one tensor at most, by default: 2^32 (16 GiB of f32)
+    MAX_TENSOR_ELEMENTS = 2 ** 32
 
     #: glibc-arena chunks that count as one live node against ``max_live_nodes``
     ARENA_CHUNKS_PER_NODE = 4
 
-    def __init__(self, max_ops=50_000_000, max_live_nodes=5_000_000, max_wall_s=None):
+    def __init__(self, max_ops=50_000_000, max_live_nodes=5_000_000, max_wall_s=None,
+                 max_tensor_elements=MAX_TENSOR_ELEMENTS):
         self.max_ops = max_ops
         self.max_live_nodes = max_live_nodes
         self.max_wall_s = max_wall_s
+        self.max_tensor_elements = max_tensor_elements
 
     def arena_chunks(self):
         """The most glibc-arena chunks a run may hold (None: no memory budget)."""
@@ -400,15 +403,23 @@ class Simulation:
             try:
                 event = generator.send(value)
             except StopIteration:
+                self._check_limits()
                 break
             except (BurnPanic, TapeConsumed) as exc:
                 self.panic = exc
                 self.on_panic(exc)
-                break
-            finally:
                 self._check_limits()
+                break
+            # not on another exception: a budget check would replace an interrupt (or the
+            # workload's own error) with its own message
+            self._check_limits()
             yield from self._flush(thread)
-            value = None if event is _FLUSH or event is None else (yield event)
+            if event is _FLUSH or event is None:
+                value = None
+            elif isinstance(event, simpy.Event):
+                value = yield event
+            else:
+                raise UserError(_bad_yield(generator, event))
         yield from self._flush(thread)
 
     def _flush(self, thread):
@@ -439,17 +450,26 @@ class Simulation:
         return self._policy_name
 
     def run(self, workload, params):
-        """Run a workload (``workload.run(sim, **params)``) to completion; returns the rows."""
+        """Run a workload (``workload.run(sim, **params)``) to completion; returns the rows.
+
+        A time budget (``Limits.max_wall_s``) is kept by the checks at every yield and
+        every few thousand registrations and, in the main thread, by an alarm
+        (:class:`_WallBudget`) that also stops a workload looping in its own Python code.
+        """
         gc_was_enabled = gc.isenabled()
         gc.disable()
         import time
         self._wall0 = time.perf_counter()
+        self._over_time = False
+        budget = _WallBudget(self)
         try:
+            budget.arm()
             result = workload(self, **params)
             if result is not None:
                 self.spawn(result)
                 self.env.run()
         finally:
+            budget.disarm()
             # what Python collects from here on is not the program freeing its heap
             self.heap.close()
             if gc_was_enabled:
@@ -535,6 +555,13 @@ class Simulation:
         return (self.profile.process.baseline_rss_bytes + self.rss_extra_bytes
                 + self.allocator.resident_bytes() + self.touched.resident_bytes())
 
+    _over_time = False
+
+    def over_time(self) -> "LimitExceeded":
+        """The error of a run past its time budget."""
+        return LimitExceeded(f"time budget exceeded: more than {self.limits.max_wall_s:g} s of "
+                             f"wall time (raise --timeout)")
+
     def _check_limits(self) -> None:
         limits = self.limits
         locator = self.client.locator
@@ -554,11 +581,92 @@ class Simulation:
                                 f"(raise --max-ops)")
         if limits.max_wall_s is not None:
             import time
-            if time.perf_counter() - self._wall0 > limits.max_wall_s:
-                raise LimitExceeded(f"time budget exceeded: more than {limits.max_wall_s} s "
-                                    f"of wall time (raise --timeout)")
+            if self._over_time or time.perf_counter() - self._wall0 > limits.max_wall_s:
+                raise self.over_time()
         if self.heartbeat is not None:
             self.heartbeat(self)
+
+
+def _bad_yield(generator, event) -> str:
+    """The error of a program that yielded something the simulation cannot wait for,
+    at the line of the yield (in the innermost generator a ``yield from`` reached)."""
+    while getattr(generator, "gi_yieldfrom", None) is not None \
+            and getattr(generator.gi_yieldfrom, "gi_frame", None) is not None:
+        generator = generator.gi_yieldfrom
+    frame = getattr(generator, "gi_frame", None)
+    where = f"{frame.f_code.co_filename}:{frame.f_lineno}: " if frame is not None else ""
+    return (f"{where}the program yielded {shown(event)} ({type(event).__name__}): a workload "
+            f"yields what sim.sample(...) or sim.tick() returns (where the real program would "
+            f"print or sync), or an event of sim.env (a SimPy event)")
+
+
+class _WallBudget:
+    """The time budget of a run in the main thread, as an alarm (SIGALRM) at its end.
+
+    The budget checks of :meth:`Simulation._check_limits` run at every yield and every
+    4096 registrations; a workload that loops in its own Python code reaches neither.
+    The alarm raises the budget's error where the workload's code runs (a frame the
+    simulation's driver called directly), so that no bookkeeping of the simulator is
+    left half-done; anywhere else it marks the run over time (the next check raises)
+    and rings again 50 ms later, raising wherever it lands, a finalizer aside (an
+    error raised in a ``__del__`` is lost), once the run is :data:`GRACE_S` past its
+    budget. No alarm outside the main thread, or if one is set already; there the
+    checks alone keep the budget.
+    """
+
+    GRACE_S = 0.5
+    RETRY_S = 0.05
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.previous = None
+
+    def arm(self) -> None:
+        import signal
+        import threading
+        budget = self.sim.limits.max_wall_s
+        if (budget is None or not hasattr(signal, "setitimer")
+                or threading.current_thread() is not threading.main_thread()
+                or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+            return
+        self.previous = signal.signal(signal.SIGALRM, self._ring)
+        signal.setitimer(signal.ITIMER_REAL, budget)
+
+    def disarm(self) -> None:
+        import signal
+        if self.previous is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+            self.previous = None
+
+    def _ring(self, signum, frame) -> None:
+        import signal
+        import time
+        from .interrupts import _in_finalizer
+        sim = self.sim
+        sim._over_time = True
+        late = time.perf_counter() - sim._wall0 - sim.limits.max_wall_s
+        if _in_finalizer(frame) or (late < self.GRACE_S and not _in_workload(frame)):
+            signal.setitimer(signal.ITIMER_REAL, self.RETRY_S)
+            return
+        raise sim.over_time()
+
+
+_DRIVERS = frozenset({"_drive", "run"})
+
+
+def _in_workload(frame) -> bool:
+    """Whether ``frame``'s innermost frame of the ``sim`` package is the driver of the
+    workload (:meth:`Simulation._drive`, :meth:`Simulation.run`): the frames above it
+    are the workload's own code (or the standard library's, called by it)."""
+    import os
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(package):
+            return (frame.f_code.co_filename == __file__
+                    and frame.f_code.co_name in _DRIVERS)
+        frame = frame.f_back
+    return False
 
 
 class _Flush:

@@ -2,11 +2,16 @@
 
 import reprlib
 
-__all__ = ["UserError", "shown"]
+__all__ = ["UserError", "LimitExceeded", "shown"]
 
 
 class UserError(Exception):
     """Bad input: unknown name, malformed file, impossible parameter."""
+
+
+class LimitExceeded(UserError):
+    """A run went over its op, memory or time budget, or asked for a tensor larger than
+    its limit (:class:`sim.engine.Limits`)."""
 
 
 def shown(value) -> str:

@@ -1,8 +1,9 @@
 """A plain-text progress bar for a batch of cells, written to stderr.
 
-On a terminal the bar is one line rewritten in place (``\\r``); when stderr is
-a file or a pipe (CI logs, tests), a full line is written at each tenth of
-the work instead, so logs stay short. Nothing is written to stdout.
+On a terminal the bar is one line rewritten in place (``\\r``), at least every
+second while cells run; when stderr is a file or a pipe (CI logs, tests), a full
+line is written at each tenth of the work and every 10 s while cells run, so logs
+stay short. Nothing is written to stdout.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ import shutil
 import sys
 import time
 
-__all__ = ["Progress", "Heartbeat"]
+__all__ = ["Progress", "Heartbeat", "CellBeat", "position"]
 
 
 class Progress:
-    """Counts finished cells and estimates the time left.
+    """Counts finished cells, names the running ones and where each is.
 
     Parameters
     ----------
@@ -28,13 +29,19 @@ class Progress:
     unit : str
         What is counted, as the bar names it (``total`` may grow while it runs).
     workers : int, optional
-        How many cells run at once (local worker processes; None: unknown).
+        How many cells run at once (unused: kept for callers that pass it).
+    every : float, optional
+        Seconds between redraws while cells run (:meth:`tick`); default 1 s on a
+        terminal, 10 s in a log.
+    clock : callable, optional
+        The clock (seconds), ``time.perf_counter`` by default.
 
-    The estimate of the time left is the mean wall time of the cells computed
-    so far times the cells left: cells of a sweep differ in cost, so it firms
-    up as the batch runs. Once no more cells are left than ``workers`` (every one
-    left is running), the mean says nothing about them (the slow cells are often
-    the last): the bar then says how many are still running instead.
+    No estimate of the time left: the cells of a sweep differ in cost by orders of
+    magnitude (a 40-s cell among 0.1-s ones), and a mean of the finished ones said
+    "ETA 14 s" before six minutes of one cell. Instead the bar names the cells that
+    are running and the loop position each last reported (:meth:`running`, from
+    :class:`CellBeat`), and is redrawn at least every ``every`` seconds while they run
+    (:meth:`tick`), so a long cell shows that it moves.
 
     Examples
     --------
@@ -44,16 +51,17 @@ class Progress:
     >>> p.advance("a"); p.advance("b"); p.close()
     >>> out.getvalue().splitlines()[-1].split("]")[1].split(" cells")[0].strip()
     '4/4'
-    >>> p = Progress(5, stream=out, workers=2)
-    >>> for label in "abc": p.advance(label)
-    >>> out.getvalue().splitlines()[-1].endswith("last 2 running  c")
-    True
+    >>> now = [0.0]
+    >>> p = Progress(5, stream=out, every=2, clock=lambda: now[0])
+    >>> p.running("c", "step 1,200"); now[0] = 2.5; p.tick()
+    >>> out.getvalue().splitlines()[-1].split("  ", 2)[2]
+    'running: c (step 1,200)'
     """
 
     WIDTH = 24
 
     def __init__(self, total: int, cached: int = 0, stream=None, unit: str = "cells",
-                 workers=None):
+                 workers=None, every=None, clock=None):
         self.total = total
         self.workers = workers
         self.unit = unit
@@ -61,16 +69,33 @@ class Progress:
         self.cached = cached
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.start = time.perf_counter()
+        self.clock = clock or time.perf_counter
+        self.every = every if every is not None else 1.0 if self.tty else 10.0
+        self.start = self.clock()
+        self.shown_at = self.start
         self._last_tenth = -1
         self._label = ""
+        #: running cell -> where it last said it is
+        self.cells = {}
         self._show()
 
     def advance(self, label: str = "") -> None:
-        """One more cell finished (``label`` names it on the bar)."""
+        """One more cell finished (``label`` names it on the bar until one is running)."""
         self.done += 1
         self._label = label
+        self.cells.pop(label, None)
         self._show()
+
+    def running(self, label: str, where: str = "starting") -> None:
+        """Cell ``label`` runs, at ``where`` (its loop position); redrawn by :meth:`tick`."""
+        self.cells[label] = where
+        self.tick()
+
+    def tick(self) -> None:
+        """Redraw if ``every`` seconds passed since the last time (the elapsed time, the
+        running cells' positions)."""
+        if self.clock() - self.shown_at >= self.every:
+            self._show(force=True)
 
     def close(self) -> None:
         """End the bar's line (on a terminal)."""
@@ -82,32 +107,60 @@ class Progress:
         total = max(self.total, 1)
         filled = int(self.WIDTH * self.done / total)
         bar = "#" * filled + "-" * (self.WIDTH - filled)
-        elapsed = time.perf_counter() - self.start
-        computed = self.done - self.cached
-        left = self.total - self.done
-        if left == 0:
-            eta = "done"
-        elif self.workers and left <= self.workers:
-            eta = f"last {left} running"
-        elif computed > 0:
-            eta = f"ETA {elapsed / computed * left:.0f} s"
-        else:
-            eta = "ETA ?"
+        elapsed = self.clock() - self.start
         cached = f", {self.cached} cached" if self.cached else ""
-        return (f"[{bar}] {self.done}/{self.total} {self.unit}{cached}  {elapsed:.1f} s  {eta}"
-                f"  {self._label}")
+        if self.done >= self.total:
+            state = "done"
+        elif self.cells:
+            state = "running: " + ", ".join(f"{label} ({where})"
+                                            for label, where in self.cells.items())
+        else:
+            state = self._label
+        return f"[{bar}] {self.done}/{self.total} {self.unit}{cached}  {elapsed:.1f} s  {state}"
 
-    def _show(self) -> None:
+    def _show(self, force=False) -> None:
+        self.shown_at = self.clock()
         if self.tty:
             width = shutil.get_terminal_size().columns - 1
             self.stream.write("\r\x1b[K" + self._line()[:width])
             self.stream.flush()
             return
         tenth = 10 * self.done // max(self.total, 1)
-        if tenth != self._last_tenth:
+        if tenth != self._last_tenth or force:
             self._last_tenth = tenth
             self.stream.write(self._line().rstrip() + "\n")
             self.stream.flush()
+
+
+def position(sim) -> str:
+    """Where a simulation is: the loop position the workload last set (``sim.at``) and,
+    while fast-forward works through a long batch iteration by iteration, how far."""
+    x = sim.last_x
+    where = (f"{sim.last_x_unit} {x:,}" if sim.last_x_unit and isinstance(x, (int, float))
+             else "starting")
+    batch = getattr(sim, "ff_progress", None)
+    if batch:
+        where += f", fast-forwarding {batch[0]:,} of {batch[1]:,} iterations"
+    return where
+
+
+class CellBeat:
+    """A sweep cell's heartbeat: ``report(label, where)`` with its position
+    (:func:`position`) at most every ``every`` seconds, called by the simulation as it
+    checks its budgets (as :class:`Heartbeat`)."""
+
+    def __init__(self, label, report, every=1.0):
+        self.label = label
+        self.report = report
+        self.every = every
+        self.next = time.perf_counter() + every
+
+    def __call__(self, sim) -> None:
+        now = time.perf_counter()
+        if now < self.next:
+            return
+        self.next = now + self.every
+        self.report(self.label, position(sim))
 
 
 class Heartbeat:
@@ -147,12 +200,7 @@ class Heartbeat:
         if now < self.next:
             return
         self.next = now + self.every
-        x = sim.last_x
-        where = (f"{sim.last_x_unit} {x:,}" if sim.last_x_unit and isinstance(x, (int, float))
-                 else "starting")
-        batch = getattr(sim, "ff_progress", None)
-        if batch:
-            where += f", fast-forwarding {batch[0]:,} of {batch[1]:,} iterations"
+        where = position(sim)
         line = (f"{self.label}: {where}  {sim.registered:,} steps registered  "
                 f"{now - self.start:.0f} s")
         if self.tty:

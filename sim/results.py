@@ -18,7 +18,10 @@ Files in ``DIR``:
 ``<workload>.png``  one figure per workload, ``summary.png`` (see :mod:`sim.plot`).
 ``report.md``, ``report.html``   the report (see :mod:`sim.report`).
 
-Every file is written to a temporary name and renamed.
+Every file is written to a temporary name and renamed. A run's files are written
+together into ``DIR/.staging`` first and renamed into ``DIR`` at the end
+(:func:`publish`): an interrupted run leaves the files of the run before it as they
+were.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import io
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 
 from .compare import TOLERANCE, join
@@ -35,13 +39,16 @@ from .data import (PREDICTED_COLUMNS, atomic_write, atomic_write_bytes, file_in_
                    format_value, rows_to_csv)
 from .errors import UserError
 
-__all__ = ["ERROR_COLUMNS", "join_errors", "write_data", "write_info", "forget_report",
-           "previous_figures", "load",
-           "render", "prepare_out", "workload_table"]
+__all__ = ["ERROR_COLUMNS", "join_errors", "write_data", "write_info", "previous_figures",
+           "load", "render", "publish", "prepare_out", "workload_table", "STAGING"]
 
 ERROR_COLUMNS = ["experiment", "variant", "phase", "x", "x_unit", "metric", "unit", "measured",
                  "predicted", "abs_error", "rel_error", "tolerance", "ok", "status", "policy",
                  "profile", "source", "note"]
+
+
+#: where :func:`publish` writes a run's files before it renames them into the directory
+STAGING = ".staging"
 
 
 def prepare_out(out) -> Path:
@@ -61,6 +68,7 @@ def prepare_out(out) -> Path:
     # temporary files of a run that was killed before it could rename them
     for stale in path.glob(".*.tmp"):
         stale.unlink(missing_ok=True)
+    shutil.rmtree(path / STAGING, ignore_errors=True)
     return path
 
 
@@ -149,16 +157,6 @@ def write_data(out, predicted, errors, with_params=False) -> None:
 def write_info(out, info) -> None:
     """Write run.json (what was run, how long it took, which figures) into ``out``."""
     atomic_write(Path(out) / "run.json", json.dumps(info, indent=1, sort_keys=True) + "\n")
-
-
-def forget_report(out, info) -> None:
-    """Remove the report of an earlier run into ``out`` (report.md, report.html) once new
-    data replaced its data, and write ``info`` as run.json: the new run's, whose
-    ``figures`` are still the earlier run's (what the next run into ``out`` replaces)."""
-    out = Path(out)
-    for name in ("report.md", "report.html"):
-        (out / name).unlink(missing_ok=True)
-    write_info(out, info)
 
 
 def previous_figures(out) -> list:
@@ -272,13 +270,13 @@ def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
     if summary:
         tasks.append((summary, "summary_figure", (growth,), colors))
     if jobs > 1 and len(tasks) > 1:
-        from concurrent.futures import ProcessPoolExecutor
+        from .workers import local_pool
         # the biggest figures first (drawing time grows with the rows plotted), so that no
         # process is left drawing a big one alone at the end
         weight = [len(t[2][2]) if t[1] == "workload_figure" else len(predicted) / len(tasks)
                   for t in tasks]
         order = sorted(range(len(tasks)), key=lambda i: -weight[i])
-        with ProcessPoolExecutor(min(jobs, len(tasks))) as pool:
+        with local_pool(min(jobs, len(tasks))) as pool:
             drawn = dict(zip(order, pool.map(_draw, [tasks[i] for i in order])))
         images = [drawn[i] for i in range(len(tasks))]
     else:
@@ -295,6 +293,59 @@ def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
     atomic_write(out / "report.md", md)
     atomic_write(out / "report.html", html)
     return written
+
+
+def publish(out, info, stale=(), jobs=1, data=None, finish=None, figures=True) -> None:
+    """Replace the results in ``out`` with a run's, all at the end.
+
+    ``data``: ``(predicted rows, error rows, with_params)`` for new predicted.csv and
+    errors.csv (None: draw from the ones in ``out``, as ``sim plot`` does). The data,
+    the figures and report drawn from them (:func:`render`) and run.json (``info``, its
+    ``figures`` set here, none drawn without ``figures``; ``finish(info)`` is called just
+    before it is written) go to
+    ``out/.staging`` first, then are renamed into ``out`` with Ctrl-C held back
+    (:func:`sim.interrupts.held_interrupt`), run.json last, and the earlier run's figures
+    (``stale``) that this run did not draw are removed. An interrupt or error before
+    that leaves ``out`` as the earlier run left it (the sweep's cell cache aside).
+    """
+    from .interrupts import held_interrupt
+    out = Path(out)
+    staging = out / STAGING
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        if data is not None:
+            write_data(staging, *data)
+            predicted, errors, _ = load(staging)   # drawn from the files, as `sim plot` does
+        else:
+            predicted, errors, _ = load(out)
+        info["figures"] = render(staging, predicted, errors, info, (), jobs=jobs) \
+            if figures else []
+        if finish is not None:
+            finish(info)
+        write_info(staging, info)
+        with held_interrupt():
+            # every file the run wrote (data, figures, report, whatever render adds), run.json
+            # last: it names the figures of a complete run
+            names = sorted(p.name for p in staging.iterdir()
+                           if p.is_file() and not p.name.startswith(".") and p.name != "run.json")
+            names.append("run.json")
+            for name in names:
+                if (out / name).is_symlink():   # its target is written, the link stays
+                    atomic_write_bytes(out / name, (staging / name).read_bytes())
+                else:
+                    os.replace(staging / name, out / name)
+            if not figures:
+                # no report drawn: an earlier run's no longer describes the data
+                for name in ("report.md", "report.html"):
+                    if (out / name).is_file():
+                        (out / name).unlink()
+            for name in stale:
+                if name not in info["figures"] and name.endswith(".png") and "/" not in name \
+                        and (out / name).is_file():
+                    (out / name).unlink()
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _draw(task) -> bytes:

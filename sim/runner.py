@@ -44,7 +44,7 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
         where = _where(exc, workload, sim.policy)
         if where is None or str(exc).startswith(where[0].rsplit(":", 1)[0]):
             raise
-        raise UserError(f"{where[0]}: {exc}") from None
+        raise _same_kind(exc, f"{where[0]}: {exc}") from None
     except Exception as exc:  # an error in the workload's (or policy's) code: its file and line
         raise UserError(_describe(exc, workload, sim.policy)) from None
     workload.check_x_units(rows)
@@ -52,6 +52,14 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
         row["policy"] = sim.policy_class.name     # the label: not a read of the run's
         row["profile"] = profile.name
     return rows
+
+
+def _same_kind(exc, message):
+    """``exc``'s class with ``message`` (a budget's error stays a ``LimitExceeded``)."""
+    try:
+        return type(exc)(message)
+    except Exception:   # a subclass that takes other arguments
+        return UserError(message)
 
 
 def _program(workload, sim, variant, params):

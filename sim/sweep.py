@@ -26,7 +26,6 @@ import hashlib
 import itertools
 import json
 import os
-import signal
 import threading
 import time
 from contextlib import contextmanager
@@ -344,6 +343,8 @@ def compute_cell(spec) -> dict:
     sample a thread it did not start the task in.
     """
     start = time.perf_counter()
+    if _sink is not None and spec.get("label"):
+        _sink(spec["label"], "starting")
     if spec.get("remote"):
         outcome = {}
 
@@ -375,10 +376,23 @@ def _simulate(spec):
         get_policy(spec["policy_file"])   # a fresh worker process registers the file's policy
     name, path, data = spec["profile"]
     reads = set() if spec.get("trace") else None
+    beat = None
+    if _sink is not None and spec.get("label"):
+        from .progress import CellBeat
+        beat = CellBeat(spec["label"], _sink)
     rows = run_cell(spec["workload"], spec["variant"], spec["policy"],
                     Profile(name, path, copy.deepcopy(data)), dict(spec["params"]),
-                    policy_reads=reads, fast_forward=not spec.get("exact"))
+                    policy_reads=reads, fast_forward=not spec.get("exact"), heartbeat=beat,
+                    limits=_limits(spec))
     return [_plain(row) for row in rows], reads
+
+
+def _limits(spec):
+    """The budgets of a cell: the defaults, with ``max_elements`` if the sweep set it."""
+    from .engine import Limits
+    if spec.get("max_elements") is None:
+        return None
+    return Limits(max_tensor_elements=spec["max_elements"])
 
 
 def _plain(row) -> dict:
@@ -396,7 +410,13 @@ class _FigureWarmUp:
     afterwards, start with the fonts and the math-text parser loaded (about 1 s of this
     process's time, and some of each figure process's, off the end of a sweep). Started
     only once the cells' workers exist (a fork while a thread imports would copy a held
-    import lock)."""
+    import lock).
+
+    Joined however the cells end: a failed cell's error used to end the process while
+    the thread still imported or drew, and the interpreter's teardown then met a thread
+    inside matplotlib's C code and aborted, about one run in 20 (``Fatal Python error:
+    PyThreadState_Get``, exit 134). An interrupt does not wait for it: the ``sim``
+    command then exits without the teardown (:func:`sim.interrupts.exit_now`)."""
 
     def __init__(self):
         self.thread = None
@@ -426,7 +446,7 @@ class _FigureWarmUp:
 
 
 def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, progress=True,
-              reuse=True, started=None, exact=False):
+              reuse=True, started=None, exact=False, max_elements=None):
     """Run ``cells`` (reading finished ones from the cache); returns a :class:`SweepRun`.
 
     Parameters
@@ -454,6 +474,10 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
     exact : bool
         Simulate every loop iteration (no fast-forward; cached apart from the
         fast-forwarded cells, to compare the two).
+    max_elements : int, optional
+        Elements of one tensor at most (``--max-elements``; default:
+        ``Limits.MAX_TENSOR_ELEMENTS``). A limit changes no row, only which cells
+        are refused: it is not part of the cells' keys.
 
     Raises
     ------
@@ -497,15 +521,25 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
                     "policy_file": policy_file(cell.policy),
                     "profile": (profile.name, str(profile.path), profile.data),
                     "params": dict(cell.params), "trace": cell in reps,
-                    "remote": scheduler is not None, "exact": exact} for cell in todo}
+                    "remote": scheduler is not None, "exact": exact, "label": cell.label,
+                    "max_elements": max_elements}
+             for cell in todo}
+    bar = None
+
+    def beat(label, where):
+        if label is None:
+            bar.tick()
+        else:
+            bar.running(label, where)
+    global _sink
     if scheduler is not None and todo:
         results = _on_dask(specs, _dask_client(scheduler))
     elif jobs > 1 and len(todo) > 1:
-        results = _on_processes(specs, jobs, deps, started)
+        results = _on_processes(specs, jobs, deps, started, beat if progress else None)
     else:
         results = _in_process(specs, deps)
-    workers = None if scheduler is not None else jobs if jobs > 1 and len(todo) > 1 else 1
-    bar = Progress(len(cells), run.cached, workers=workers) if progress else None
+        _sink = beat if progress else None
+    bar = Progress(len(cells), run.cached) if progress else None   # once the cells can run
     try:
         for cell, result in results:
             if result.get("code") not in (None, code):
@@ -522,6 +556,7 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
             if bar:
                 bar.advance(cell.label)
     finally:
+        _sink = None
         results.close()   # stops the workers of an interrupted or failed sweep
         if bar:
             bar.close()
@@ -566,38 +601,59 @@ def _call(cell, spec):
         raise UserError(f"{cell.label}: {exc}") from None
 
 
-def _ignore_sigint():
-    """Workers leave Ctrl-C to the parent, which stops them (no traceback per worker)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+#: where :func:`compute_cell` reports where its cell is, ``sink(label, where)``: the
+#: progress bar when cells run in this process, a queue to it in a worker (None: nowhere)
+_sink = None
 
 
-def _on_processes(specs, jobs, deps=None, started=None):
+def _report_to(queue) -> None:
+    """A worker's initializer: its cells report where they are on ``queue``."""
+    global _sink
+    _sink = lambda label, where: queue.put((label, where))   # noqa: E731
+
+
+def _on_processes(specs, jobs, deps=None, started=None, beat=None):
     """Yield ``(cell, result)`` as local worker processes finish them (``deps``: cell ->
     the cell it waits for, submitted once that one is done unless :func:`_shared` gives
-    its result from it)."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    its result from it). Workers ignore Ctrl-C; an interrupted or failed sweep (or one
+    whose consumer stops early) terminates them and joins them within a deadline
+    (:mod:`sim.workers`) instead of waiting for the cells they run.
+
+    ``beat(label, where)``: called with what the running cells report (:class:`sim.progress.CellBeat`),
+    and ``beat(None, None)`` at least every half second while they run."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from .workers import local_pool
     deps = deps or {}
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(specs)), initializer=_ignore_sigint)
-    futures, submitted, waiting = {}, {}, {}
+    queue = multiprocessing.SimpleQueue() if beat is not None else None
 
-    def submit(cell):
-        future = pool.submit(compute_cell, specs[cell])
-        futures[future] = cell
-        submitted[future] = len(submitted)
-        return future
+    def drain():
+        while not queue.empty():
+            beat(*queue.get())
+        beat(None, None)
 
-    for cell in specs:
-        if cell in deps:
-            waiting.setdefault(deps[cell], []).append(cell)
-        else:
-            submit(cell)
-    if started is not None:
-        started()     # a fork-started pool has spawned all its workers at its first submit
-    pending = set(futures)
-    finished = False
-    try:
+    with local_pool(min(jobs, len(specs)), *((_report_to, (queue,)) if queue else ())) as pool:
+        futures, submitted, waiting = {}, {}, {}
+
+        def submit(cell):
+            future = pool.submit(compute_cell, specs[cell])
+            futures[future] = cell
+            submitted[future] = len(submitted)
+            return future
+
+        for cell in specs:
+            if cell in deps:
+                waiting.setdefault(deps[cell], []).append(cell)
+            else:
+                submit(cell)
+        if started is not None:
+            started()   # a fork-started pool has spawned all its workers at its first submit
+        pending = set(futures)
         while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            done, pending = wait(pending, timeout=0.5 if queue else None,
+                                 return_when=FIRST_COMPLETED)
+            if queue:
+                drain()     # before the results: a cell's last report precedes its result
             for future in sorted(done, key=submitted.get):
                 cell = futures[future]
                 result = _result(cell, future)
@@ -608,15 +664,6 @@ def _on_processes(specs, jobs, deps=None, started=None):
                         pending.add(submit(dependent))
                     else:
                         yield dependent, reused
-        finished = True
-    finally:
-        if finished:
-            pool.shutdown(wait=True)
-        else:   # interrupted or failed: stop the cells still running, do not wait for them
-            workers = list((getattr(pool, "_processes", None) or {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for process in workers:
-                process.terminate()
 
 
 def _result(cell, future):
@@ -696,7 +743,7 @@ DEFAULT_MEASURED = ROOT / "experiments" / "measured" / "seeds-m2max.csv"
 
 def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured=(),
           out="results", jobs=1, scheduler=None, force=False, sets=(), progress=True,
-          command="", reuse=True, exact=False):
+          command="", reuse=True, exact=False, max_elements=None):
     """``sim sweep``: workloads x variants x policies x grid, compared with the measurements.
 
     Every measured point of the selected workloads is compared with the
@@ -721,6 +768,7 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
     info = {"title": "autodiff-sim sweep", "command": command, "policies": names,
             "policy_files": _policy_files(names),
             "reference_cells": any(p not in names for _, _, p in extra), "exact": exact,
+            "max_elements": max_elements,
             "quick": quick}
     with _output_dir(out) as out_dir:
         return _execute(chosen, cells, [REFERENCE_POLICY], rows, paths, prof, grid,
@@ -742,7 +790,7 @@ def _with_quick(grid, workloads, rows) -> dict:
 
 def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max-macos",
             out="results/compare", jobs=1, scheduler=None, force=False, sets=(),
-            progress=True, command="", reuse=True, figures=True):
+            progress=True, command="", reuse=True, figures=True, max_elements=None):
     """``sim compare``: a user's measurements against the predictions of ``policies``.
 
     Runs only the cells the measured rows need (restricted to ``workloads`` if
@@ -775,7 +823,8 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     quick = _with_quick(grid, chosen, rows)
     cells = plan_cells(chosen, [], grid, extra)
     info = {"title": "autodiff-sim compare", "command": command, "policies": names,
-            "policy_files": _policy_files(names), "reference_cells": False, "quick": quick}
+            "policy_files": _policy_files(names), "reference_cells": False, "quick": quick,
+            "max_elements": max_elements}
     if not figures:
         info["no_figures"] = True
     with _output_dir(out) as out_dir:
@@ -835,13 +884,19 @@ def _read_measured(paths, workloads=()) -> list:
 
 def _execute(workloads, cells, error_policies, measured, paths, profile, grid, out, jobs,
              scheduler, force, progress, info, reuse=True):
-    from .results import (forget_report, join_errors, load, previous_figures, render,
-                          write_data, write_info)
+    from .results import join_errors, previous_figures, publish
     start = time.perf_counter()
     stale = previous_figures(out)
     warm = _FigureWarmUp()
-    run = run_cells(cells, profile, out, jobs, scheduler, force, progress, reuse,
-                    started=warm.start, exact=info.get("exact", False))
+    try:
+        run = run_cells(cells, profile, out, jobs, scheduler, force, progress, reuse,
+                        started=warm.start, exact=info.get("exact", False),
+                        max_elements=info.get("max_elements"))
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        warm.join()
+        raise
     warm.join()
     with_params = any(cell.params for cell in cells)
     runs, produces = [], {}
@@ -854,7 +909,6 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
                 pairs.append([row["experiment"], row["variant"]])
     fitted = profile.data.get("calibration", {}).get("points", [])
     errors = join_errors(measured, runs, error_policies, profile.name, fitted)
-    write_data(out, run.ordered_rows(with_params), errors, with_params)
     values = {}
     for points in grid.values():
         for point in points:
@@ -875,17 +929,12 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
         "cells_wall_s": round(run.wall_s, 3),
         "cell_seconds": {cell.label: round(s, 3) for cell, s in run.seconds.items()},
     })
-    # the report of an earlier run into ``out`` no longer describes its data: it goes now
-    # and comes back after the figures (an interrupted run leaves none that contradicts
-    # the data; ``sim plot`` draws it from the data and this run.json)
-    forget_report(out, {**info, "figures": stale, "incomplete": True})
-    if info.pop("no_figures", False):
-        info["figures"] = []
+    # the data, figures, report and run.json replace the earlier run's together, at the end
+    # (an interrupt before then leaves that run's files as they were)
+
+    def finish(info):
         info["wall_s"] = round(time.perf_counter() - start, 3)
-        write_info(out, info)
-        return info
-    predicted, errors, _ = load(out)   # draw from the files, exactly as `sim plot` does
-    info["figures"] = render(out, predicted, errors, info, stale, jobs=jobs)
-    info["wall_s"] = round(time.perf_counter() - start, 3)
-    write_info(out, info)
+    publish(out, info, stale, jobs=jobs, finish=finish,
+            figures=not info.pop("no_figures", False),
+            data=(run.ordered_rows(with_params), errors, with_params))
     return info

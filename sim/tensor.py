@@ -23,11 +23,12 @@ simulator keeps no element values):
 from __future__ import annotations
 
 import math
+import sys
 
 from .autodiff.node import GRAD, NONE, Node, NodeRefCount
 from .autodiff.ops import OPS, float_op, register_root
 from .autodiff.checkpoint import DISABLED, STRATEGIES
-from .errors import UserError
+from .errors import LimitExceeded, UserError
 
 __all__ = ["Device", "Tensor", "Gradients", "drop", "BurnPanic"]
 
@@ -79,7 +80,26 @@ class Device:
 
 def drop(tensor) -> None:
     """Drop a tensor handle now (Rust's ``drop(t)``); the object becomes unusable."""
+    if tensor.prim is not None:
+        tensor.taken = _taker("dropped")
     tensor._release()
+
+
+_PACKAGE = __file__.rsplit("/", 1)[0] + "/"
+
+
+def _taker(how):
+    """``(how, API, path, line)`` of a handle taken now (``how``: ``"moved"`` or
+    ``"dropped"``): API is the outermost function of the ``sim`` package on the stack
+    (the program's call that took the handle, ``Mlp.forward``; empty when the program
+    called ``move``/``drop`` itself), path and line the program's line that called it."""
+    frame, api = sys._getframe(2), ""
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        api = frame.f_code.co_qualname
+        frame = frame.f_back
+    if frame is None:
+        return how, api, "", 0
+    return how, api, frame.f_code.co_filename, frame.f_lineno
 
 
 def _shape_of(values):
@@ -94,7 +114,7 @@ class Tensor:
     """One tensor handle: shape, buffer, and (on autodiff devices) node and ref count."""
 
     __slots__ = ("device", "shape", "prim", "node", "rc", "_box", "_strides", "holds",
-                 "_box_block", "_strides_block", "moved")
+                 "_box_block", "_strides_block", "moved", "taken")
 
     def __init__(self, device, shape, prim, node=None, rc=None, boxed=True):
         self.device = device
@@ -162,6 +182,7 @@ class Tensor:
         self._alive()
         if self.device.sim.policy.moves_operands:
             self.moved = True
+            self.taken = _taker("moved")
         return self
 
     def _release_inner(self) -> None:
@@ -210,13 +231,35 @@ class Tensor:
             self._box = 0
             self._box_block = None
 
-    # a handle Python drops (``del``, end of scope) is released as by ``drop`` (idempotent)
-    __del__ = _release
+    def __del__(self) -> None:
+        """A handle Python drops (``del``, end of scope) is released as by ``drop``
+        (idempotent). A handle whose constructor did not finish (an interrupt, a budget's
+        alarm) holds only what it got to: its slots set so far."""
+        try:
+            self._release()
+        except AttributeError:
+            if all(hasattr(self, name) for name in Tensor.__slots__):
+                raise
 
     def _alive(self):
         if self.prim is None:
-            raise UserError("use of a dropped tensor")
+            raise UserError(self._dropped_text())
         return self
+
+    def _dropped_text(self) -> str:
+        """The error of a use of this handle once dropped: which tensor, and what took it."""
+        taken = getattr(self, "taken", None)
+        what = f"use of a dropped tensor: the {list(self.shape)} tensor"
+        if taken is None:
+            return what + " was dropped before"
+        how, api, path, line = taken
+        where = f" at {path}:{line}" if path else ""
+        if api:
+            return (f"{what} was taken by {api}{where}, which consumed it (burn takes it by "
+                    f"value: pass a .clone() to keep this handle)")
+        if how == "moved":
+            return f"{what} was moved (.move()) into an op{where}"
+        return f"{what} was dropped (drop()){where}"
 
     # -- creation ----------------------------------------------------------------------
     @classmethod
@@ -229,6 +272,7 @@ class Tensor:
         shape = tuple(int(d) for d in shape)
         if any(d <= 0 for d in shape):
             raise UserError(f"invalid tensor shape {list(shape)}")
+        _check_size(shape, device.sim)
         device.sim.timing.elementwise(math.prod(shape), device.backend)
         if device.backend.pool is None:
             device.sim.touched.touch_code("creation")   # from_data / random fill on the CPU
@@ -410,6 +454,8 @@ class Tensor:
                       "div": "div_scalar"}[name]
             return self._op(scalar, (), self.shape)
         shape = _broadcast(self.shape, other.shape)
+        if shape != self.shape and shape != other.shape:   # both broadcast: a new size
+            _check_size(shape, self.device.sim)
         _check_devices(self, other)
         return self._op(name, (other,), shape)
 
@@ -454,6 +500,7 @@ class Tensor:
         if len(self.shape) < 2 or len(other.shape) < 2 or self.shape[-1] != other.shape[-2]:
             raise UserError(f"matmul shapes {list(self.shape)} x {list(other.shape)} do not match")
         batch = _broadcast(self.shape[:-2], other.shape[:-2])
+        _check_size(batch + (self.shape[-2], other.shape[-1]), self.device.sim)
         _check_devices(self, other)   # TensorCheck::matmul reads both devices
         return self._op("matmul", (other,), batch + (self.shape[-2], other.shape[-1]))
 
@@ -531,6 +578,17 @@ def _check_devices(*tensors) -> None:
         blocks = [heap.alloc(nbytes) for _ in boxes]
         for block in reversed(blocks):
             heap.free(nbytes, block)
+
+
+def _check_size(shape, sim) -> None:
+    """A tensor of ``shape`` is refused if it has more elements than the run's limit
+    (``Limits.max_tensor_elements``, ``--max-elements``): a mistyped shape would
+    otherwise be simulated, and predict terabytes."""
+    limit = sim.limits.max_tensor_elements
+    count = math.prod(shape)
+    if limit is not None and count > limit:
+        raise LimitExceeded(f"tensor shape {list(shape)} has {count:.3g} elements, more than "
+                            f"the limit of {limit:,} (raise --max-elements)")
 
 
 def _broadcast(a, b):

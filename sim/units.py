@@ -22,23 +22,26 @@ def bytes_to(nbytes: float, unit: str) -> float:
 
 @dataclass(frozen=True)
 class Metric:
-    """A metric name, its unit, what it means, and whether it is a memory, time or event figure."""
+    """A metric name, its unit, what it means, whether it is a memory, time or event
+    figure, and whether it may be negative (``signed``: a change since a reference point;
+    a size, a count or a time is not)."""
 
     name: str
     unit: str
     kind: str
     doc: str
+    signed: bool = False
 
 
 METRICS = {m.name: m for m in (
     Metric("gpu_in_use", "MiB", "memory", "GPU memory-pool bytes in use (after sync)"),
     Metric("gpu_reserved", "MiB", "memory", "GPU memory-pool bytes reserved (pages)"),
-    Metric("host_heap_delta", "KiB", "memory", "live host-heap bytes since a reference point"),
+    Metric("host_heap_delta", "KiB", "memory", "live host-heap bytes since a reference point", signed=True),
     Metric("rss", "MB", "memory", "process resident set size"),
-    Metric("rss_delta", "MiB", "memory", "RSS growth since a reference point"),
-    Metric("rss_growth_per_step", "KB", "memory", "mean RSS growth per step"),
-    Metric("heap_bytes_delta", "B", "memory", "live heap bytes (counting allocator) since a reference point"),
-    Metric("heap_blocks_delta", "blocks", "memory", "live heap blocks since a reference point"),
+    Metric("rss_delta", "MiB", "memory", "RSS growth since a reference point", signed=True),
+    Metric("rss_growth_per_step", "KB", "memory", "mean RSS growth per step", signed=True),
+    Metric("heap_bytes_delta", "B", "memory", "live heap bytes (counting allocator) since a reference point", signed=True),
+    Metric("heap_blocks_delta", "blocks", "memory", "live heap blocks since a reference point", signed=True),
     Metric("ms_per_step", "ms", "time", "mean time per step since the previous row"),
     Metric("cleanup_ms_per_step", "ms", "time", "mean orphan-sweep time per step since the previous row"),
     Metric("panic", "event", "event", "the program panicked at this step"),
@@ -53,8 +56,8 @@ METRICS = {m.name: m for m in (
     # extra metrics of the Rust probes (experiments/probes, issue 6)
     Metric("rss_bytes", "B", "memory", "process resident set size in bytes (probes: /proc/self/statm)"),
     Metric("text_rss_delta", "KiB", "memory", "resident text of the program binary since the "
-           "program's start (probes: /proc/self/smaps Rss of its executable mappings)"),
-    Metric("heap_growth_per_step", "B", "memory", "mean live-heap growth per step since step 1"),
+           "program's start (probes: /proc/self/smaps Rss of its executable mappings)", signed=True),
+    Metric("heap_growth_per_step", "B", "memory", "mean live-heap growth per step since step 1", signed=True),
     Metric("ns_per_op", "ns", "time", "mean wall time per loop iteration"),
     Metric("backward_ms", "ms", "time", "duration of one backward() including its orphan sweep"),
     Metric("alloc_calls_delta", "calls", "state", "allocation calls during a phase (counting allocator)"),

@@ -215,6 +215,12 @@ def _load(path: Path) -> Workload:
     params = _params(path, module)
     name = _constant(path, module, "EXPERIMENT", path.stem.replace("_", "-"), _is_name,
                      "a non-empty string")
+    if path.parent != EXPERIMENTS_DIR and name in builtin_names():
+        # its rows would carry the built-in's name: labelled as the built-in's in a run,
+        # checked against the built-in's measured data in a sweep
+        given = "EXPERIMENT" if hasattr(module, "EXPERIMENT") else "its file name"
+        raise UserError(f"{path}: the experiment name '{name}' ({given}) is the built-in "
+                        f"workload {name}'s: give the file an EXPERIMENT of its own")
     workload = Workload(
         name=name,
         path=path,

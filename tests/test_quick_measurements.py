@@ -89,9 +89,8 @@ def test_mixed_quick_and_full_rows_of_one_workload(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_an_interrupted_comparison_leaves_no_report_of_the_run_before(tmp_path, capsys,
-                                                                      monkeypatch):
-    import json
+def test_an_interrupted_comparison_leaves_the_run_before_as_it_was(tmp_path, capsys,
+                                                                   monkeypatch):
     import sim.results
     measured = tmp_path / "quick.csv"
     measured.write_text(HEADER + QUICK_ROWS)
@@ -99,26 +98,22 @@ def test_an_interrupted_comparison_leaves_no_report_of_the_run_before(tmp_path, 
     code, _, err = run_cli(["compare", "--measured", str(measured), "--out", str(out),
                             "--profile", "linux-x86_64"], capsys)
     assert code == 0, err
-    figures = json.loads((out / "run.json").read_text())["figures"]
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert {"predicted.csv", "errors.csv", "run.json", "report.md", "report.html"} <= set(before)
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
     monkeypatch.setattr(sim.results, "render", interrupted)
-    code, _, _ = run_cli(["compare", "--measured", str(measured), "--out", str(out)], capsys)
-    assert code != 0
-    # the new data, a run.json that says so, no report of the linux-x86_64 run; the old
-    # figures are listed for the next run to replace
-    assert "m2max-macos" in (out / "predicted.csv").read_text()
-    info = json.loads((out / "run.json").read_text())
-    assert info["profile"] == "m2max-macos" and info["incomplete"]
-    assert info["figures"] == figures
-    assert not (out / "report.md").exists() and not (out / "report.html").exists()
-    # `sim plot` draws them from the data: the report of the run that was interrupted
+    code, _, err = run_cli(["compare", "--measured", str(measured), "--out", str(out)], capsys)
+    assert code == 130 and err[-1] == "sim: error: interrupted", err
+    # the new run's data, figures, report and run.json were written aside: the files of
+    # the linux-x86_64 run are as it left them, nothing else is there
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [".cache"]
     monkeypatch.undo()
-    code, _, err = run_cli(["plot", str(out)], capsys)
+    code, _, err = run_cli(["compare", "--measured", str(measured), "--out", str(out)], capsys)
     assert code == 0, err
     assert "Profile: `m2max-macos`" in (out / "report.md").read_text()
-    assert "incomplete" not in json.loads((out / "run.json").read_text())
 
 
 def test_a_sweep_with_quick_measurements_runs_their_workload_with_quick(tmp_path, capsys):
