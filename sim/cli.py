@@ -362,7 +362,11 @@ def bench_cmd(profile, quick, json_out):
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
               help="run each probe N times and merge: a value that varies between runs "
                    "becomes their mean, its note listing every run")
-def measure_cmd(probes, quick, out, repeat):
+@click.option("--gpu", is_flag=True,
+              help="run the GPU probes instead (experiments/probes/gpu-probes: burn's wgpu "
+                   "backend on a Vulkan device; --probe pit-infer, adleak, train-step, "
+                   "large-forward, cleanup); needs libvulkan1 and mesa-vulkan-drivers")
+def measure_cmd(probes, quick, out, repeat, gpu):
     """Measure real burn: build the Rust probes (cargo) and run them, CSVs into --out.
 
     Builds experiments/probes (burn 0.22.1 from crates.io, release, cached target
@@ -372,7 +376,7 @@ def measure_cmd(probes, quick, out, repeat):
     sizeof-alloc.csv: they are not measured points).
     """
     from .measure import measure
-    measure(list(probes), quick, out, repeat=repeat)
+    measure(list(probes), quick, out, repeat=repeat, gpu=gpu)
 
 
 def _check_out_file(out, option="--out"):

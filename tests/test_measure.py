@@ -178,3 +178,33 @@ def test_repeat_refuses_runs_with_other_rows(tmp_path):
     with pytest.raises(UserError, match="params: run 2 gave other observations than run 1"):
         measure._run_repeated(_fake(tmp_path, odd=2), "params", False, out, 3, lambda *_: None)
     assert list(out.iterdir()) == []
+
+
+def test_vulkan_missing_names_the_packages(tmp_path, monkeypatch):
+    import ctypes.util
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    assert measure.vulkan_missing(icd_dirs=(str(tmp_path),)) == ["libvulkan1",
+                                                                  "mesa-vulkan-drivers"]
+    (tmp_path / "lvp_icd.x86_64.json").write_text("{}")
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libvulkan.so.1")
+    assert measure.vulkan_missing(icd_dirs=(str(tmp_path),)) == []
+
+
+def test_measure_gpu_without_vulkan_fails_before_building(tmp_path, monkeypatch):
+    monkeypatch.setattr(measure, "vulkan_missing", lambda: ["mesa-vulkan-drivers"])
+    monkeypatch.setattr(measure, "_cargo", lambda: "cargo")
+    monkeypatch.setattr(measure, "build", lambda *a, **k: pytest.fail("built"))
+    out = tmp_path / "out"
+    with pytest.raises(UserError) as info:
+        measure.measure(out=str(out), gpu=True)
+    assert str(info.value) == ("no Vulkan device for the GPU probes: install "
+                               "mesa-vulkan-drivers (apt-get install mesa-vulkan-drivers)")
+    assert not out.exists()
+
+
+def test_measure_gpu_probe_selection_and_quick():
+    assert measure._select(None, measure.GPU_PROBES) == list(measure.GPU_PROBES)
+    with pytest.raises(UserError, match="unknown probe"):
+        measure._select(["p10-ema"], measure.GPU_PROBES)
+    with pytest.raises(UserError, match="--quick does not apply to --gpu"):
+        measure.measure(quick=True, out="unused", gpu=True)

@@ -97,50 +97,54 @@ impl Sink {
         // routing order (cubecl-server dynamic/adaptive.rs report): the small pool,
         // the arena's current pool, then the pools a growth left behind
         let mut sliced = 0u64;
+        let (mut outdated_pages, mut outdated_bytes) = (0u64, 0u64);
         for (i, pool) in report.iter().enumerate() {
             sliced += pool.pages * pool.page_size;
-            let name = match i {
-                0 => "small".to_string(),
-                1 => "arena".to_string(),
-                n => format!("outdated{}", n - 1),
-            };
-            r(&format!("gpu_pages_{name}"), pool.pages.to_string(), "pages");
-            r(&format!("gpu_page_bytes_{name}"), pool.page_size.to_string(), "B");
+            match i {
+                0 | 1 => {
+                    let name = if i == 0 { "small" } else { "arena" };
+                    r(&format!("gpu_pages_{name}"), pool.pages.to_string(), "pages");
+                    r(&format!("gpu_page_bytes_{name}"), pool.page_size.to_string(), "B");
+                }
+                _ => {
+                    outdated_pages += pool.pages;
+                    outdated_bytes += pool.pages * pool.page_size;
+                }
+            }
         }
-        // the persistent pool, the zero-size pool and the stream's staging and
-        // uniform memories: what the sliced pools' pages leave of the total
-        r("gpu_other_reserved_bytes", (usage.bytes_reserved - sliced).to_string(), "B");
+        r("gpu_pages_outdated", outdated_pages.to_string(), "pages");
+        r("gpu_outdated_reserved_bytes", outdated_bytes.to_string(), "B");
+        r("gpu_other_reserved_bytes", (usage.bytes_reserved as i64 - sliced as i64).to_string(), "B");
+    }
+}
+
+/// The seed's pit-infer (seeds/000 `mem`): groups A, B, C in one process, each with its
+/// own input made at the group's start and dropped at its end; `model.valid()` taken
+/// after A (its parameters initialised by then).
+fn infer(model: &Mlp, input_device: &Device, group: &str, device: &Device, sink: &mut Sink) {
+    let e = "gpu-pit-infer";
+    let x = Tensor::<2>::random([256, 512], Distribution::Default, input_device);
+    sink.pool(device, e, group, "start", 0, "forwards");
+    for i in 1..=100u64 {
+        let y = model.forward(x.clone());
+        let _: f32 = y.sum().into_scalar();
+        if i <= 3 || i % 50 == 0 {
+            sink.pool(device, e, group, "after-forward", i, "forwards");
+        }
     }
 }
 
 fn pit_infer(device: &Device, sink: &mut Sink) {
-    let e = "gpu-pit-infer";
     let ad = device.clone().autodiff();
     let model = Mlp::new(512, &ad);
-    sink.pool(device, e, "build", "after-build", 0, "forwards");
-    let groups: [(&str, bool, bool); 3] = [
-        ("A-model-and-input-autodiff", false, true),
-        ("B-valid-model-input-autodiff", true, true),
-        ("C-valid-model-input-plain", true, false),
-    ];
+    sink.pool(device, "gpu-pit-infer", "build", "after-build", 0, "forwards");
+    infer(&model, &ad, "A-model-and-input-autodiff", device, sink);
     let valid = model.valid();
-    let mut kept = Vec::new();
-    for (group, use_valid, input_ad) in groups {
-        let input_device = if input_ad { &ad } else { device };
-        let x = Tensor::<2>::random([256, 512], Distribution::Default, input_device);
-        sink.pool(device, e, group, "start", 0, "forwards");
-        for i in 1..=100u64 {
-            let y = if use_valid { valid.forward(x.clone()) } else { model.forward(x.clone()) };
-            let _: f32 = y.sum().into_scalar();
-            if i <= 3 || i % 50 == 0 {
-                sink.pool(device, e, group, "after-forward", i, "forwards");
-            }
-        }
-        kept.push(x);
-    }
-    drop(kept);
+    infer(&valid, &ad, "B-valid-model-input-autodiff", device, sink);
+    infer(&valid, device, "C-valid-model-input-plain", device, sink);
     device.memory_cleanup();
-    sink.pool(device, e, "cleanup", "after-memory-cleanup", 300, "forwards");
+    sink.pool(device, "gpu-pit-infer", "C-valid-model-input-plain", "after-memory-cleanup", 100,
+              "forwards");
 }
 
 fn adleak(device: &Device, sink: &mut Sink) {
@@ -233,15 +237,18 @@ fn main() {
     let page = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
     let align = limits.min_uniform_buffer_offset_alignment
         .max(limits.min_storage_buffer_offset_alignment) as u64;
-    for (metric, value) in [
+    let limit_rows = [
         ("max_storage_buffer_binding_size", limits.max_storage_buffer_binding_size),
         ("max_buffer_size", limits.max_buffer_size),
         ("min_uniform_buffer_offset_alignment", limits.min_uniform_buffer_offset_alignment as u64),
         ("min_storage_buffer_offset_alignment", limits.min_storage_buffer_offset_alignment as u64),
         ("max_page_size", page),
         ("alignment", align),
-    ] {
-        sink.row("gpu-adapter", "limits", "init", 0, "none", metric, value.to_string(), "B");
+    ];
+    if probe == "adapter" || probe == "all" {
+        for (metric, value) in limit_rows {
+            sink.row("gpu-adapter", "limits", "init", 0, "none", metric, value.to_string(), "B");
+        }
     }
     let run = |name: &str| probe == "all" || probe == name;
     if run("pit-infer") { pit_infer(&device, &mut sink); }
