@@ -372,8 +372,10 @@ class ExclusiveMemoryPool:
                 sum(p[1] for p in self.pages))
 
     def state(self):
-        return (self.cur_avg_size, self.last_dealloc_check,
-                tuple((p[0].key(), p[1], p[2]) for p in self.pages))
+        return (self.cur_avg_size, self.last_dealloc_check, self.layout())
+
+    def layout(self):
+        return tuple((p[0].key(), p[1], p[2]) for p in self.pages)
 
 
 def bucket_sizes(max_size, alignment):
@@ -427,6 +429,9 @@ class ExclusivePools:
     def state(self):
         return tuple(pool.state() for pool in self.buckets)
 
+    def layout(self):
+        return tuple(pool.layout() for pool in self.buckets)
+
 
 class AdaptiveMemory:
     """The ``Adaptive`` layout (``dynamic/adaptive.rs``): zero-byte, small, arena."""
@@ -461,6 +466,9 @@ class AdaptiveMemory:
 
     def state(self):
         return (self.tiny.state(), self.small.state(), self.arena.state())
+
+    def layout(self):
+        return (self.tiny.layout(), self.small.state(), self.arena.state())
 
 
 class PersistentPool:
@@ -530,6 +538,10 @@ class MemoryManagement:
 
     def state(self):
         return (self.alloc_reserve_count, self.persistent.state(), self.pools.state())
+
+    def layout(self):
+        """:meth:`state` without the counters and running means."""
+        return (self.persistent.state(), self.pools.layout())
 
 
 class MemoryPool:
@@ -605,9 +617,16 @@ class MemoryPool:
         return self.main.pools.report()
 
     def state(self) -> tuple:
-        """Everything :meth:`alloc`, :meth:`free` and :meth:`read` change (fast-forward
-        compares it between iterations)."""
-        return (self.main.state(), self.staging.state(), self.persistent_window)
+        """What :meth:`alloc`, :meth:`free` and :meth:`read` change that a later
+        allocation's place depends on (fast-forward compares it between iterations):
+        every page, slice and buffer, live or free, and each staging buffer's free count.
+
+        Left out, so that a loop reading one scalar per iteration repeats: the
+        reservation counters and the staging buckets' running means. A skipped iteration
+        does not advance them, which changes nothing a loop that reuses its buffers can
+        see: the running mean sizes only a staging buffer made later, and the counters
+        time the staging memory's periodic release of buffers five checks unused."""
+        return (self.main.layout(), self.staging.layout(), self.persistent_window)
 
 
 def _sum_usage(usages):
