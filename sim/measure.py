@@ -214,6 +214,8 @@ def _run_probe(binary, probe, quick, out_dir, echo, gpu=False) -> tuple:
     for line in proc.stderr:
         # the probe echoes every row; pass on its progress lines and failures only
         stripped = line.strip()
+        if "XDG_RUNTIME_DIR" in stripped:
+            continue    # the Vulkan loader's window-system probe, harmless without a display
         if stripped.startswith("[") or "FAILED" in stripped or "error" in stripped.lower() \
                 or stripped.startswith("gpu-probes:"):
             print(f"  {stripped}", file=sys.stderr, flush=True)
