@@ -208,3 +208,32 @@ def test_measure_gpu_probe_selection_and_quick():
         measure._select(["p10-ema"], measure.GPU_PROBES)
     with pytest.raises(UserError, match="--quick does not apply to --gpu"):
         measure.measure(quick=True, out="unused", gpu=True)
+
+
+GPU = LINUX / "gpu"
+
+
+@pytest.mark.parametrize("name", ["adleak", "cleanup", "large-forward", "pit-infer",
+                                  "train-step"])
+def test_committed_gpu_csvs_load_and_map_to_workloads(name):
+    rows = measure.parse_probe_csv(GPU / f"gpu-{name}.csv")
+    assert rows and all("llvmpipe" in r["note"] for r in rows)
+
+
+def test_linux_profile_predicts_the_lavapipe_pool_pages_and_cleaned_pools_exactly():
+    """experiments/measured/linux-x86_64/gpu: every page count and page size, and after
+    memory_cleanup (which also empties cubecl-wgpu's metadata uniforms, not modelled)
+    every byte, as measured on lavapipe."""
+    from sim.compare import join
+    from sim.runner import run_cell
+    measured = [r for name in ("cleanup", "large-forward")
+                for r in measure.parse_probe_csv(GPU / f"gpu-{name}.csv")]
+    predicted = []
+    for workload, variant in (("gpu-cleanup", "plain"),
+                              ("gpu-large-forward", "mlp-2048-batch-1024")):
+        predicted += run_cell(workload, variant, profile="linux-x86_64")
+    joined = join(measured, predicted)
+    pages = [e for e in joined if e["metric"].startswith(("gpu_pages", "gpu_page_bytes"))]
+    cleaned = [e for e in joined if "cleanup" in e["phase"]]
+    assert len(pages) == 5 * 10 and len(cleaned) == 13 * 4
+    assert all(e["ok"] and e["predicted"] == e["measured"] for e in pages + cleaned)
