@@ -38,6 +38,28 @@ def tiny_backward(device, probe=False):
         heap.free(nbytes, box)
 
 
+MiB = 1024 * 1024
+
+
+def gpu_pool_metrics(gpu) -> dict:
+    """The GPU probes' pool rows (gpu-probes ``Sink::pool``): burn's ``memory_pool_usage``
+    and ``memory_pool_report`` of ``gpu`` as metrics, bytes and pages."""
+    (allocs, in_use, pad, reserved), report = gpu.memory_pool_details()
+    sliced = sum(size * pages for size, pages in report)
+    (small_size, small_pages), (arena_size, arena_pages) = report[:2]
+    outdated = report[2:]
+    return {
+        "gpu_in_use": in_use / MiB, "gpu_reserved": reserved / MiB,
+        "gpu_in_use_bytes": in_use, "gpu_reserved_bytes": reserved,
+        "gpu_padding_bytes": pad, "gpu_allocs": allocs,
+        "gpu_pages_small": small_pages, "gpu_page_bytes_small": small_size,
+        "gpu_pages_arena": arena_pages, "gpu_page_bytes_arena": arena_size,
+        "gpu_pages_outdated": sum(p for _, p in outdated),
+        "gpu_outdated_reserved_bytes": sum(s * p for s, p in outdated),
+        "gpu_other_reserved_bytes": reserved - sliced,
+    }
+
+
 def rss_bytes_paged(sim):
     """Process RSS in bytes as the OS reports it: whole pages of the platform allocator's
     page size (the probes' `rss_bytes` rows: /proc/self/statm pages x page size)."""

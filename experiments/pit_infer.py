@@ -48,8 +48,10 @@ def run(sim, variant, forwards, report_every, batch, features, device="metal", s
         if group == variant:
             metrics = {"host_heap_delta": round((sim.heap.live_bytes - since) / 1024, 3)}
             if device == "metal":
-                in_use, _ = gpu.memory_pool_usage()
+                in_use, reserved = gpu.memory_pool_usage()
                 metrics["gpu_in_use"] = round(in_use / MiB, 4)
+                # not printed by the seed: what the pool model predicts it holds
+                metrics["gpu_reserved"] = round(reserved / MiB, 4)
             else:
                 metrics["heap_blocks_delta"] = sim.heap.live_blocks - (
                     blocks0 if since_blocks is None else since_blocks)

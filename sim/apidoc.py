@@ -43,6 +43,8 @@ CONSUMES = {
     "Device.autodiff": "nothing (a new device value)",
     "Device.inner": "nothing|The inner (non-autodiff) device of this device.",
     "Device.memory_pool_usage": "nothing",
+    "Device.memory_pool_details": "nothing",
+    "Device.memory_cleanup": "nothing (free pages go back to the device)",
     "Tensor.from_floats": "nothing",
     "Tensor.zeros": "nothing|``Tensor::zeros``: a leaf of ``shape`` on ``device`` (its buffer "
                     "written).",

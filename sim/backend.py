@@ -338,7 +338,8 @@ class Backend:
         self.option_primitive_bytes = self.primitive_bytes if flex else 0
         if kind == "metal":
             from .costs.pool import MemoryPool
-            self.pool = MemoryPool(alignment=int(spec.get("alignment", 256)))
+            self.pool = MemoryPool(alignment=int(spec.get("alignment", 256)),
+                                   max_page_size=int(spec.get("max_page_size", 256 * 2 ** 20)))
         # the CPU core's L2 (sim.costs.cache): which buffers an op finds resident
         self.cache = None
         l2 = int(sim.profile.process.l2_bytes)
@@ -668,7 +669,7 @@ class Backend:
             buf._token = (size, block, box_block, _TAKEN)
 
     def _free_gpu(self, token) -> None:
-        self.pool.free(*token)
+        self.pool.free(token)
         if self.handle_bytes:
             self.sim.heap.free(self.handle_bytes)
 

@@ -398,7 +398,11 @@ def bench_cmd(profile, quick, json_out):
               help="build the probes against burn-autodiff 0.22.1 with this patch "
                    "(experiments/patches/NAME.patch or a file; a+b applies both); rows "
                    "are tagged burn_version 0.22.1+NAME")
-def measure_cmd(probes, quick, out, repeat, patch):
+@click.option("--gpu", is_flag=True,
+              help="run the GPU probes instead (experiments/probes/gpu-probes: burn's wgpu "
+                   "backend on a Vulkan device; --probe pit-infer, adleak, train-step, "
+                   "large-forward, cleanup); needs libvulkan1 and mesa-vulkan-drivers")
+def measure_cmd(probes, quick, out, repeat, patch, gpu):
     """Measure real burn: build the Rust probes (cargo) and run them, CSVs into --out.
 
     Builds experiments/probes (burn 0.22.1 from crates.io, release, cached target
@@ -408,7 +412,7 @@ def measure_cmd(probes, quick, out, repeat, patch):
     sizeof-alloc.csv: they are not measured points).
     """
     from .measure import measure
-    measure(list(probes), quick, out, repeat=repeat, patch=patch)
+    measure(list(probes), quick, out, repeat=repeat, patch=patch, gpu=gpu)
 
 
 def _check_out_file(out, option="--out"):

@@ -21,6 +21,12 @@ is kept, one that varies (times; anything that depends on the process's random h
 seeds or on the allocator's state) becomes the runs' mean, and its note lists every
 run's value. Raw traces are the first run's.
 
+With ``gpu`` the GPU probes run instead (``experiments/probes/gpu-probes``, its own
+Cargo workspace: burn 0.22.1 with ``std, wgpu, autodiff``), each in a fresh process
+(a wgpu runtime is initialised once per process), on the Vulkan device Mesa's lavapipe
+provides; their CSVs are ``DIR/gpu-<probe>.csv``. Without a Vulkan loader or driver
+the run stops before building, naming the packages to install.
+
 Progress lines go to stderr; failures raise :class:`~sim.errors.UserError`
 (one line, exit 2 from the CLI).
 """
@@ -41,7 +47,7 @@ from pathlib import Path
 from .errors import UserError
 from .results import prepare_out
 
-__all__ = ["PROBES", "PROBES_DIR", "measure", "build", "parse_probe_csv", "binary_path",
+__all__ = ["PROBES", "PROBES_DIR", "GPU_PROBES", "GPU_DIR", "vulkan_missing", "measure", "build", "parse_probe_csv", "binary_path",
            "merge_repeats", "measured_quick", "QUICK_NOTE"]
 
 PROBES_DIR = Path(__file__).resolve().parent.parent / "experiments" / "probes"
@@ -50,8 +56,17 @@ PROBES_DIR = Path(__file__).resolve().parent.parent / "experiments" / "probes"
 PROBES = ("adleak-rss", "adleak-count", "pit-infer", "p10-ema", "p10-ema-adam", "sizeof",
           "alloc-trace", "params", "train-validate", "op-cost", "backward-cost")
 
+#: subcommands of gpu-probes (experiments/probes/gpu-probes), one process each
+GPU_PROBES = ("pit-infer", "adleak", "train-step", "large-forward", "cleanup")
+GPU_DIR = PROBES_DIR / "gpu-probes"
+#: what the GPU probes need from the system (Debian/Ubuntu package names)
+VULKAN_PACKAGES = ("libvulkan1", "mesa-vulkan-drivers")
+#: gpu-probes' exit code when wgpu finds no adapter
+NO_DEVICE_EXIT = 3
+
 #: files the probes write besides DIR/<probe>.csv (raw traces, not measured points)
-TRACE_FILES = {"alloc-trace": "alloc-trace-events.csv", "sizeof": "sizeof-alloc.csv"}
+TRACE_FILES = {"alloc-trace": "alloc-trace-events.csv", "sizeof": "sizeof-alloc.csv",
+               "adapter": "gpu-adapter.csv"}
 
 #: what a probe's ``--quick`` run adds to every row's note (burn-probes csv.rs Sink::row)
 QUICK_NOTE = "quick mode: loop counts cut ~10x"
@@ -81,8 +96,29 @@ def target_dir() -> Path:
     return Path(env) if env else PROBES_DIR / "target"
 
 
-def binary_path() -> Path:
-    return target_dir() / "release" / ("burn-probes.exe" if os.name == "nt" else "burn-probes")
+def binary_path(gpu=False) -> Path:
+    name = "gpu-probes" if gpu else "burn-probes"
+    root = GPU_DIR / "target" if gpu else target_dir()
+    return root / "release" / (name + ".exe" if os.name == "nt" else name)
+
+
+def vulkan_missing(icd_dirs=("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d")) -> list:
+    """The packages of :data:`VULKAN_PACKAGES` whose files are absent: the Vulkan loader
+    (``libvulkan.so.1``) and an installable client driver (a JSON manifest in the ICD
+    directories; mesa-vulkan-drivers installs lavapipe's)."""
+    import ctypes.util
+    missing = []
+    if ctypes.util.find_library("vulkan") is None:
+        missing.append("libvulkan1")
+    if not any(Path(d).is_dir() and any(Path(d).glob("*.json")) for d in icd_dirs):
+        missing.append("mesa-vulkan-drivers")
+    return missing
+
+
+def _no_vulkan(missing) -> UserError:
+    names = " ".join(missing or VULKAN_PACKAGES)
+    return UserError(f"no Vulkan device for the GPU probes: install {names} "
+                     f"(apt-get install {names})")
 
 
 def _cargo() -> str:
@@ -93,17 +129,20 @@ def _cargo() -> str:
     return cargo
 
 
-def build(echo=_echo) -> Path:
-    """``cargo build --release`` of the probes; returns the binary's path."""
+def build(echo=_echo, gpu=False) -> Path:
+    """``cargo build --release`` of the probes (``gpu``: of gpu-probes, whose cold build
+    takes ~20 min on 2 cores); returns the binary's path."""
     cargo = _cargo()
-    if not (PROBES_DIR / "Cargo.toml").is_file():
-        raise UserError(f"{PROBES_DIR}/Cargo.toml: the probes workspace is missing")
-    echo(f"building the probes (cargo build --release in {PROBES_DIR}, "
-         f"target {target_dir()}; the first build takes a few minutes)")
+    where = GPU_DIR if gpu else PROBES_DIR
+    if not (where / "Cargo.toml").is_file():
+        raise UserError(f"{where}/Cargo.toml: the probes workspace is missing")
+    echo(f"building the probes (cargo build --release in {where}, "
+         f"target {binary_path(gpu).parent.parent}; the first build takes "
+         f"{'~20' if gpu else 'a few'} minutes)")
     t0 = time.perf_counter()
     tail = []
     try:
-        proc = subprocess.Popen([cargo, "build", "--release", "--locked"], cwd=PROBES_DIR,
+        proc = subprocess.Popen([cargo, "build", "--release", "--locked"], cwd=where,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 errors="replace")
     except OSError as exc:
@@ -117,7 +156,7 @@ def build(echo=_echo) -> Path:
     code = proc.wait()
     if code != 0:
         raise UserError(_build_failure(code, tail))
-    binary = binary_path()
+    binary = binary_path(gpu)
     if not binary.is_file():
         raise UserError(f"cargo build succeeded but {binary} is missing")
     echo(f"build done in {time.perf_counter() - t0:.1f} s")
@@ -264,35 +303,45 @@ def parse_probe_csv(path, known=True) -> list:
     return read_measured(path, checker)
 
 
-def _select(probes) -> list:
+def _select(probes, known=PROBES) -> list:
     chosen = []
     for name in probes or ("all",):
         if name == "all":
-            chosen.extend(p for p in PROBES if p not in chosen)
-        elif name in PROBES:
+            chosen.extend(p for p in known if p not in chosen)
+        elif name in known:
             if name not in chosen:
                 chosen.append(name)
         else:
-            raise UserError(f"--probe {name}: unknown probe (valid: {', '.join(PROBES)}, all)")
+            raise UserError(f"--probe {name}: unknown probe (valid: {', '.join(known)}, all)")
     return chosen
 
 
-def _run_probe(binary, probe, quick, out_dir, echo) -> tuple:
-    path = out_dir / f"{probe}.csv"
+def _csv_name(probe, gpu=False) -> str:
+    return f"gpu-{probe}.csv" if gpu else f"{probe}.csv"
+
+
+def _run_probe(binary, probe, quick, out_dir, echo, gpu=False) -> tuple:
+    path = out_dir / _csv_name(probe, gpu)
     cmd = [str(binary), probe, "--out", str(path)] + (["--quick"] if quick else [])
-    echo(f"running {probe}{' --quick' if quick else ''}")
+    echo(f"running {'gpu-probes ' if gpu else ''}{probe}{' --quick' if quick else ''}")
     t0 = time.perf_counter()
     try:
-        proc = subprocess.Popen(cmd, cwd=PROBES_DIR, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, errors="replace")
+        proc = subprocess.Popen(cmd, cwd=GPU_DIR if gpu else PROBES_DIR,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                errors="replace")
     except OSError as exc:
         raise UserError(f"cannot run {binary} ({exc.strerror})") from None
     for line in proc.stderr:
         # the probe echoes every row; pass on its progress lines and failures only
         stripped = line.strip()
-        if stripped.startswith("[") or "FAILED" in stripped or "error" in stripped.lower():
+        if "XDG_RUNTIME_DIR" in stripped:
+            continue    # the Vulkan loader's window-system probe, harmless without a display
+        if stripped.startswith("[") or "FAILED" in stripped or "error" in stripped.lower() \
+                or stripped.startswith("gpu-probes:"):
             print(f"  {stripped}", file=sys.stderr, flush=True)
     code = proc.wait()
+    if gpu and code == NO_DEVICE_EXIT:
+        raise _no_vulkan(vulkan_missing())
     return path, code, time.perf_counter() - t0
 
 
@@ -362,7 +411,13 @@ def merge_repeats(texts, label="probe") -> str:
     return out.getvalue()
 
 
-def _run_repeated(binary, probe, quick, out_dir, repeat, echo) -> tuple:
+def _adapter_name(path) -> str:
+    rows = list(csv.DictReader(io.StringIO(Path(path).read_text(encoding="utf-8"))))
+    note = rows[0]["note"] if rows else ""
+    return note.split("adapter: ", 1)[-1]
+
+
+def _run_repeated(binary, probe, quick, out_dir, repeat, echo, gpu=False) -> tuple:
     """Run ``probe`` ``repeat`` times in scratch directories; merge into ``out_dir``."""
     from .data import atomic_write
     scratch = [out_dir / f".repeat-{probe}-{i}" for i in range(1, repeat + 1)]
@@ -373,12 +428,12 @@ def _run_repeated(binary, probe, quick, out_dir, repeat, echo) -> tuple:
         for i, where in enumerate(scratch, 1):
             where.mkdir(exist_ok=True)
             echo(f"{probe}: run {i} of {repeat}")
-            path, run_code, _ = _run_probe(binary, probe, quick, where, echo)
+            path, run_code, _ = _run_probe(binary, probe, quick, where, echo, gpu)
             code = code or run_code
             if not path.is_file():
-                return out_dir / f"{probe}.csv", run_code or 1, time.perf_counter() - t0
+                return out_dir / _csv_name(probe, gpu), run_code or 1, time.perf_counter() - t0
             texts.append(path.read_text(encoding="utf-8"))
-        path = out_dir / f"{probe}.csv"
+        path = out_dir / _csv_name(probe, gpu)
         atomic_write(path, merge_repeats(texts, probe))
         extra = TRACE_FILES.get(probe)
         if extra and (scratch[0] / extra).is_file():
@@ -389,26 +444,37 @@ def _run_repeated(binary, probe, quick, out_dir, repeat, echo) -> tuple:
     return path, code, time.perf_counter() - t0
 
 
-def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None) -> dict:
+def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None,
+            gpu=False) -> dict:
     """Build and run the probes (each ``repeat`` times, merged by :func:`merge_repeats`);
     returns the summary written to ``OUT/measure-info.json``. ``patch``: a ``--patch``
     value (``NAME``, ``FILE.patch``, ``a+b``): the probes are built against burn-autodiff
-    0.22.1 with those patches and every row's ``burn_version`` reads ``0.22.1+NAME``."""
+    0.22.1 with those patches and every row's ``burn_version`` reads ``0.22.1+NAME``.
+    ``gpu``: the GPU probes instead."""
     if out is None:
         raise UserError("--out DIR is required")
-    chosen = _select(probes)
+    if gpu and quick:
+        raise UserError("--quick does not apply to --gpu (the GPU probes are short)")
+    if gpu and patch:
+        raise UserError("--patch does not apply to --gpu (the GPU probes build burn's "
+                        "released crates)")
+    chosen = _select(probes, GPU_PROBES if gpu else PROBES)
     label = None
     if patch:
         from .patches import patch_label, resolve
         label = patch_label(resolve(patch))   # an unknown patch: an error before any work
     _cargo()
+    if gpu:
+        missing = vulkan_missing()
+        if missing:
+            raise _no_vulkan(missing)
     # absolute: the probes run in experiments/probes, where a relative --out would land
     out_dir = prepare_out(out).resolve()
     t0 = time.perf_counter()
     if patch:
         label, binary = build_patched(patch, echo)
     else:
-        binary = build(echo)
+        binary = build(echo, gpu)
     summary = {"quick": bool(quick), "repeat": int(repeat), "probes": {},
                "machine": _machine(), "binary": str(binary)}
     if label:
@@ -418,11 +484,20 @@ def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None
                               if p.is_relative_to(PROBES_DIR.parent.parent) else str(p)
                               for p in resolve(patch)]
     failures = []
+    if gpu:
+        # the adapter and the limits cubecl sizes its pool from (not measured points)
+        path, code, _ = _run_probe(binary, "adapter", False, out_dir, echo, gpu=True)
+        if code != 0 or not path.is_file():
+            raise UserError(f"gpu-probes adapter failed (exit {code})")
+        summary["adapter"] = {row["metric"]: row["value"] for row in
+                              csv.DictReader(io.StringIO(path.read_text(encoding="utf-8")))}
+        summary["adapter"]["name"] = _adapter_name(path)
     for probe in chosen:
         if repeat > 1:
-            path, code, seconds = _run_repeated(binary, probe, quick, out_dir, repeat, echo)
+            path, code, seconds = _run_repeated(binary, probe, quick, out_dir, repeat, echo,
+                                                gpu)
         else:
-            path, code, seconds = _run_probe(binary, probe, quick, out_dir, echo)
+            path, code, seconds = _run_probe(binary, probe, quick, out_dir, echo, gpu)
         entry = {"file": path.name, "seconds": round(seconds, 2), "exit": code}
         if not path.is_file():
             failures.append(f"{probe} wrote no CSV (exit {code})")

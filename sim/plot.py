@@ -407,18 +407,24 @@ def _measured_face(experiment, errors):
     return "white"
 
 
+#: predicted metrics drawn beside a measured one (the seed printed the pool's bytes in use;
+#: the reserved bytes the pool model predicts go next to them)
+COMPANIONS = {"gpu_in_use": ("gpu_reserved",)}
+
+
 def _panels(predicted, errors):
     """``[(variant, [metric, ...]), ...]``: the panels, a row of metrics per variant.
 
     When the workload has measurements, the metrics measured on any of its
     variants (so a variant whose measurement is withheld still shows its
-    prediction); otherwise every metric the workload records itself.
+    prediction) and their :data:`COMPANIONS`; otherwise every metric the workload records itself.
     Observables and events are never panels (predicted.csv has them).
     """
     def drawable(metric):
         return metric not in OBSERVABLES and _kind(metric) != "event"
 
     measured = {e["metric"] for e in errors if drawable(e["metric"])}
+    measured |= {c for m in measured for c in COMPANIONS.get(m, ())}
     metrics = {}
     for row in errors + predicted:
         metric = row["metric"]

@@ -160,6 +160,7 @@ SCHEMA = {
         "primitive_bytes": INT,
         "handle_bytes": INT,
         "alignment": INT,
+        "max_page_size": INT,
         "gflops": FLOAT,
         "gbps": FLOAT,
         "op_overhead_ns": FLOAT,
@@ -403,6 +404,10 @@ def _check_rules(data, path) -> None:
         for key in ("gflops", "gbps"):
             if table[key] <= 0:
                 raise ProfileError(f"{path}: {section}.{key} must be positive")
+    metal = data["backend"]["metal"]
+    if metal["alignment"] <= 0 or metal["max_page_size"] < metal["alignment"]:
+        raise ProfileError(f"{path}: backend.metal.alignment must be positive and "
+                           f"max_page_size at least the alignment")
     if data["process"]["l2_bytes"] > 0 and data["backend"]["flex"]["gbps_miss"] <= 0:
         raise ProfileError(f"{path}: backend.flex.gbps_miss must be positive when "
                            f"process.l2_bytes > 0")

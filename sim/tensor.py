@@ -69,12 +69,27 @@ class Device:
     def __repr__(self):
         return f"Device({self.kind}{'.autodiff' if self.is_autodiff else ''})"
 
-    def memory_pool_usage(self):
-        """``(bytes_in_use, bytes_reserved)`` of the GPU pool (metal only)."""
+    def _pool(self):
         pool = self.backend.pool
         if pool is None:
             raise UserError(f"{self.kind} has no memory pool")
+        return pool
+
+    def memory_pool_usage(self):
+        """``(bytes_in_use, bytes_reserved)`` of the GPU pool (metal only)."""
+        pool = self._pool()
         return pool.bytes_in_use, pool.bytes_reserved
+
+    def memory_pool_details(self):
+        """``(allocations, bytes in use, padding, reserved)`` and ``(page size, pages)``
+        of each page-carving pool (burn's ``memory_pool_usage`` and
+        ``memory_pool_report``)."""
+        pool = self._pool()
+        return pool.usage(), pool.report()
+
+    def memory_cleanup(self) -> None:
+        """``Device::memory_cleanup``: the GPU pool gives back what it can."""
+        self._pool().memory_cleanup()
 
 
 
@@ -423,6 +438,9 @@ class Tensor:
         device = self.device
         device.sim.sync(device)
         data = self.prim
+        pool = device.backend.pool
+        if pool is not None:
+            pool.read(data.nbytes)   # the read's staging buffer (cubecl-wgpu read_resources)
         if (device.backend.handle_stride_bytes and self.holds and data.holders == 1
                 and device.backend.pool is None):
             device.backend.take_bytes(data)

@@ -36,7 +36,21 @@ class Metric:
 METRICS = {m.name: m for m in (
     Metric("gpu_in_use", "MiB", "memory", "GPU memory-pool bytes in use (after sync)"),
     Metric("gpu_reserved", "MiB", "memory", "GPU memory-pool bytes reserved (pages)"),
-    Metric("host_heap_delta", "KiB", "memory", "live host-heap bytes since a reference point", signed=True),
+    # the GPU probes' pool figures (experiments/probes/gpu-probes): burn's
+    # memory_pool_usage and memory_pool_report after a sync, in bytes and pages
+    Metric("gpu_in_use_bytes", "B", "memory", "GPU pool bytes in use, all memories (requested bytes)"),
+    Metric("gpu_reserved_bytes", "B", "memory", "GPU pool bytes reserved, all memories"),
+    Metric("gpu_padding_bytes", "B", "memory", "GPU pool padding inside live allocations"),
+    Metric("gpu_allocs", "allocs", "state", "live GPU pool allocations, all memories"),
+    Metric("gpu_pages_small", "pages", "state", "pages of the small pool (8 MiB, up to 64 KiB slices)"),
+    Metric("gpu_page_bytes_small", "B", "state", "page size of the small pool"),
+    Metric("gpu_pages_arena", "pages", "state", "pages of the arena's current pool"),
+    Metric("gpu_page_bytes_arena", "B", "state", "page size of the arena's current pool"),
+    Metric("gpu_pages_outdated", "pages", "state", "pages the arena's outdated pools still hold"),
+    Metric("gpu_outdated_reserved_bytes", "B", "memory", "bytes of the outdated pools' pages"),
+    Metric("gpu_other_reserved_bytes", "B", "memory", "reserved bytes besides the sliced "
+           "pools' pages: persistent pool, zero-byte pool, staging and uniform memories"),
+        Metric("host_heap_delta", "KiB", "memory", "live host-heap bytes since a reference point", signed=True),
     Metric("rss", "MB", "memory", "process resident set size"),
     Metric("rss_delta", "MiB", "memory", "RSS growth since a reference point", signed=True),
     Metric("rss_growth_per_step", "KB", "memory", "mean RSS growth per step", signed=True),

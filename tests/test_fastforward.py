@@ -206,7 +206,9 @@ def test_a_loop_that_keeps_gpu_buffers_only_runs_exactly(profile):
 
     fast = run(True)
     assert fast == run(False)
-    assert fast[0] == 300 and fast[1][0] == 300 * 20224 + 2 * 20224
+    # 5000 floats rounded to the adapter's alignment: 256 B on Metal, 32 B on lavapipe
+    buffer = {"m2max-macos": 20224, "linux-x86_64": 20000}[profile]
+    assert fast[0] == 300 and fast[1][0] == 300 * buffer + 2 * buffer
 
 
 def test_periodic_sweep_counts_the_registrations_of_steady_loops():

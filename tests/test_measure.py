@@ -178,3 +178,62 @@ def test_repeat_refuses_runs_with_other_rows(tmp_path):
     with pytest.raises(UserError, match="params: run 2 gave other observations than run 1"):
         measure._run_repeated(_fake(tmp_path, odd=2), "params", False, out, 3, lambda *_: None)
     assert list(out.iterdir()) == []
+
+
+def test_vulkan_missing_names_the_packages(tmp_path, monkeypatch):
+    import ctypes.util
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    assert measure.vulkan_missing(icd_dirs=(str(tmp_path),)) == ["libvulkan1",
+                                                                  "mesa-vulkan-drivers"]
+    (tmp_path / "lvp_icd.x86_64.json").write_text("{}")
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libvulkan.so.1")
+    assert measure.vulkan_missing(icd_dirs=(str(tmp_path),)) == []
+
+
+def test_measure_gpu_without_vulkan_fails_before_building(tmp_path, monkeypatch):
+    monkeypatch.setattr(measure, "vulkan_missing", lambda: ["mesa-vulkan-drivers"])
+    monkeypatch.setattr(measure, "_cargo", lambda: "cargo")
+    monkeypatch.setattr(measure, "build", lambda *a, **k: pytest.fail("built"))
+    out = tmp_path / "out"
+    with pytest.raises(UserError) as info:
+        measure.measure(out=str(out), gpu=True)
+    assert str(info.value) == ("no Vulkan device for the GPU probes: install "
+                               "mesa-vulkan-drivers (apt-get install mesa-vulkan-drivers)")
+    assert not out.exists()
+
+
+def test_measure_gpu_probe_selection_and_quick():
+    assert measure._select(None, measure.GPU_PROBES) == list(measure.GPU_PROBES)
+    with pytest.raises(UserError, match="unknown probe"):
+        measure._select(["p10-ema"], measure.GPU_PROBES)
+    with pytest.raises(UserError, match="--quick does not apply to --gpu"):
+        measure.measure(quick=True, out="unused", gpu=True)
+
+
+GPU = LINUX / "gpu"
+
+
+@pytest.mark.parametrize("name", ["adleak", "cleanup", "large-forward", "pit-infer",
+                                  "train-step"])
+def test_committed_gpu_csvs_load_and_map_to_workloads(name):
+    rows = measure.parse_probe_csv(GPU / f"gpu-{name}.csv")
+    assert rows and all("llvmpipe" in r["note"] for r in rows)
+
+
+def test_linux_profile_predicts_the_lavapipe_pool_pages_and_cleaned_pools_exactly():
+    """experiments/measured/linux-x86_64/gpu: every page count and page size, and after
+    memory_cleanup (which also empties cubecl-wgpu's metadata uniforms, not modelled)
+    every byte, as measured on lavapipe."""
+    from sim.compare import join
+    from sim.runner import run_cell
+    measured = [r for name in ("cleanup", "large-forward")
+                for r in measure.parse_probe_csv(GPU / f"gpu-{name}.csv")]
+    predicted = []
+    for workload, variant in (("gpu-cleanup", "plain"),
+                              ("gpu-large-forward", "mlp-2048-batch-1024")):
+        predicted += run_cell(workload, variant, profile="linux-x86_64")
+    joined = join(measured, predicted)
+    pages = [e for e in joined if e["metric"].startswith(("gpu_pages", "gpu_page_bytes"))]
+    cleaned = [e for e in joined if "cleanup" in e["phase"]]
+    assert len(pages) == 5 * 10 and len(cleaned) == 13 * 4
+    assert all(e["ok"] and e["predicted"] == e["measured"] for e in pages + cleaned)

@@ -1,91 +1,642 @@
-"""GPU memory pool (cubecl 0.11.3 memory management, as burn 0.22.1 uses it on
-wgpu/Metal; see docs/burn-notes/gpu-pool.md).
+"""GPU memory pool: cubecl 0.11.3's memory management, as burn 0.22.1 uses it through
+wgpu (Metal on macOS, Vulkan here); see docs/burn-notes/gpu-pool.md.
 
-* Every tensor buffer is rounded up to the device alignment (256 B on Metal)
-  before it reaches the pool; ``bytes_in_use`` is the sum of live rounded sizes.
-* Requests up to 64 KiB are sliced out of 8 MiB pages (the small pool); larger
-  ones out of the arena, whose pages start at 2 MiB and, when a request does not
-  fit, grow to ``roundup(size + 1 MiB, 1 MiB)``.
-* Allocations made while a persistent window is open (lazily initialised
-  parameters) go to the persistent pool: one exact-size buffer each.
-* A buffer is free the moment its last handle drops; ``bytes_reserved`` (whole
-  pages) never shrinks without an explicit cleanup.
+Mirrored from the released crates (paraphrased; class and method names are cubecl's):
 
-Reserved bytes are modelled as pages needed for the high-water mark of each
-pool's live bytes (first-fit slicing with coalescing is approximated by perfect
-packing within a page size). Units: bytes.
+* cubecl-wgpu ``runtime.rs`` (``create_server``): the device's memory properties are
+  ``max_page_size = min(max_storage_buffer_binding_size, max_buffer_size)`` and
+  ``alignment = max(min_uniform_buffer_offset_alignment,
+  min_storage_buffer_offset_alignment)``; burn-cubecl's allocations go through
+  cubecl-server ``allocator.rs`` (``ContiguousMemoryLayoutPolicy``), which asks the pool
+  for the tensor's bytes rounded up to that alignment.
+* cubecl-wgpu ``compute/mem_manager.rs``: a stream has a main memory (the ``Adaptive``
+  layout) and two auxiliary ones, staging (buffers a read maps) and uniforms (launch
+  metadata), both ``ExclusivePages``. A device's usage is the sum over all three.
+* cubecl-server ``memory_management/memory_manage.rs`` (:class:`MemoryManagement`):
+  every reservation first runs a periodic cleanup, then goes to the persistent pool
+  while a persistent window is open (lazily initialised parameters), else to the
+  dynamic pools; ``memory_cleanup`` is an explicit cleanup.
+* ``dynamic/adaptive.rs`` (:class:`AdaptiveMemory`): zero-byte allocations have a pool
+  of their own; up to 64 KiB are sliced out of 8 MiB pages (the small pool, which
+  never takes a larger allocation); everything else goes to the arena.
+* ``dynamic/arena.rs`` (:class:`PoolArena`, :class:`PageSizing`): the arena carves
+  pages of one size, starting at 2 MiB; an allocation that does not fit one (padded)
+  makes a new pool of ``roundup(size + 1 MiB, 1 MiB)`` pages the current one, and the
+  old pool is outdated: it serves nothing new and gives each page back at the first
+  reservation or cleanup after it empties.
+* ``memory_pool/sliced_pool.rs``, ``memory_page.rs`` (:class:`SlicedPool`,
+  :class:`MemoryPage`): first fit over the pages in order and, within a page, over its
+  slices in address order; each page is coalesced (runs of two or more free slices
+  merged) right before it is searched. A free slice keeps the size of the last
+  allocation it held (its padding is not reusable until it is merged), and a reused
+  slice's old padding is dropped from the page's accounting.
+* ``memory_pool/persistent_pool.rs`` (:class:`PersistentPool`): one buffer per
+  allocation, reused only for an allocation of the same padded size.
+* ``dynamic/exclusive.rs``, ``memory_pool/exclusive_pool.rs`` (:class:`ExclusivePools`,
+  :class:`ExclusiveMemoryPool`): one buffer per allocation in 24 log-spaced size
+  buckets; a new buffer is the larger of the request and a running mean of the sizes
+  the bucket was asked for; free buffers go back after sitting out five periodic
+  checks, or at an explicit cleanup.
+
+``bytes_in_use`` is the sum of live allocations' requested bytes (padding apart), and
+``bytes_reserved`` the sum of every slice's size plus padding over all pools: a page's
+bytes, less the padding a reuse dropped. Not modelled: relocation (cubecl moves live
+slices off outdated pages only under memory pressure, when the device states its
+capacity, which WebGPU does not, or when the arena's 64 slots fill), guarded pages
+(graph capture), lazy page mapping (dry runs), and which launches stage metadata
+uniforms (burn-cubecl's kernels: their sizes are the caller's). Units: bytes.
 """
 
 from __future__ import annotations
 
-__all__ = ["MemoryPool"]
+import math
+
+__all__ = ["MemoryPool", "MemoryManagement", "MemoryDeviceProperties", "AdaptiveMemory",
+           "PoolArena", "PageSizing", "SlicedPool", "MemoryPage", "Slice", "PersistentPool",
+           "ExclusivePools", "ExclusiveMemoryPool", "padding"]
 
 MiB = 1024 * 1024
 
+# dynamic/adaptive.rs
+SMALL_PAGE = 8 * MiB
+SMALL_SLICE = 64 * 1024
+MIN_PAGE = 2 * MiB
+# dynamic/arena.rs
+ARENA_SLOTS = 64
+PAGE_SLACK = MiB
+PAGE_GRANULE = MiB
+# dynamic/exclusive.rs
+MIN_BUCKET_SIZE = 32 * 1024
+MAX_BUCKETS = 24
+BASE_DEALLOC_PERIOD = 5000
+DEALLOC_SCALE = 1024 ** 3
+# memory_pool/exclusive_pool.rs
+SIZE_AVG_DECAY = 0.01
+ALLOC_AFTER_FREE = 5
+# wgpu::COPY_BUFFER_ALIGNMENT: a read's staging copy is a multiple of 4 bytes
+COPY_BUFFER_ALIGNMENT = 4
+
+
+def padding(size: int, alignment: int) -> int:
+    """``calculate_padding``: bytes that round ``size`` up to a multiple of ``alignment``."""
+    return -size % alignment
+
+
+def next_multiple_of(size: int, unit: int) -> int:
+    return -(-size // unit) * unit
+
+
+class MemoryDeviceProperties:
+    """What cubecl reads of an adapter: the largest page and the alignment (cubecl-ir
+    ``MemoryDeviceProperties``, filled by cubecl-wgpu ``runtime.rs`` from the limits)."""
+
+    def __init__(self, max_page_size: int, alignment: int):
+        if max_page_size <= 0 or alignment <= 0:
+            raise ValueError("max_page_size and alignment must be positive")
+        self.max_page_size = int(max_page_size)
+        self.alignment = int(alignment)
+
+    @classmethod
+    def from_limits(cls, max_storage_buffer_binding_size, max_buffer_size,
+                    min_uniform_buffer_offset_alignment, min_storage_buffer_offset_alignment):
+        """cubecl-wgpu ``runtime.rs``: the page is the smaller of the two buffer limits, the
+        alignment the larger of the two offset alignments."""
+        return cls(min(int(max_storage_buffer_binding_size), int(max_buffer_size)),
+                   max(int(min_uniform_buffer_offset_alignment),
+                       int(min_storage_buffer_offset_alignment)))
+
+
+class Slice:
+    """A range of a page (or a whole buffer): ``size`` requested bytes, then ``padding``.
+    ``live`` while a handle to it is held (cubecl: the handle is not free)."""
+
+    __slots__ = ("offset", "size", "padding", "live")
+
+    def __init__(self, offset, size, padding=0):
+        self.offset = offset
+        self.size = size
+        self.padding = padding
+        self.live = False
+
+    @property
+    def effective_size(self) -> int:
+        return self.size + self.padding
+
+    def key(self):
+        return (self.offset, self.size, self.padding, self.live)
+
+
+class MemoryPage:
+    """One page of a :class:`SlicedPool` (``memory_page.rs``): slices in address order,
+    starting as one free slice of the whole page."""
+
+    __slots__ = ("size", "alignment", "slices")
+
+    def __init__(self, size, alignment):
+        self.size = size
+        self.alignment = alignment
+        self.slices = [Slice(0, size)]
+
+    def is_empty(self) -> bool:
+        return not any(s.live for s in self.slices)
+
+    def try_reserve(self, size):
+        """First free slice whose (last-held) size holds ``size`` padded: it becomes the
+        allocation, the rest of it a new free slice right after (its old padding is
+        dropped)."""
+        pad = padding(size, self.alignment)
+        effective = size + pad
+        for index, slice_ in enumerate(self.slices):
+            if slice_.live or slice_.size < effective:
+                continue
+            rest = slice_.size - effective
+            slice_.size, slice_.padding, slice_.live = size, pad, True
+            if rest > 0:
+                self.slices.insert(index + 1, Slice(slice_.offset + effective, rest))
+            return slice_
+        return None
+
+    def coalesce(self) -> None:
+        """Merge every run of two or more adjacent free slices into one free slice of
+        their summed sizes and paddings (``MemoryPage::coalesce``)."""
+        merged, run = [], []
+        for slice_ in self.slices + [None]:
+            if slice_ is not None and not slice_.live:
+                run.append(slice_)
+                continue
+            if len(run) >= 2:
+                merged.append(Slice(run[0].offset, sum(s.effective_size for s in run)))
+            else:
+                merged.extend(run)
+            run = []
+            if slice_ is not None:
+                merged.append(slice_)
+        self.slices = merged
+
+    def usage(self):
+        """``(allocations, bytes in use, padding, reserved)``: reserved is the slices' sum."""
+        live = [s for s in self.slices if s.live]
+        return (len(live), sum(s.size for s in live), sum(s.padding for s in live),
+                sum(s.effective_size for s in self.slices))
+
+    def state(self):
+        return tuple(s.key() for s in self.slices)
+
+
+class SlicedPool:
+    """Pages of one size carved into slices (``sliced_pool.rs``)."""
+
+    def __init__(self, page_size, max_slice_size, alignment, near_page_size=True):
+        self.page_size = page_size
+        self.max_slice_size = min(max_slice_size, page_size)
+        self.near_page_size = near_page_size
+        self.alignment = alignment
+        self.pages = []
+        self.pages_peak = 0
+
+    def accept(self, size) -> bool:
+        """Up to the largest slice, or (unless :meth:`up_to_max_slice`) within 20 % of a
+        page."""
+        if self.max_slice_size >= size:
+            return True
+        return self.near_page_size and size <= self.page_size and \
+            (self.page_size - size) * 5 < self.page_size
+
+    def try_reserve(self, size):
+        """``reserve_free``: coalesce each page, then first fit, page by page."""
+        for page in self.pages:
+            page.coalesce()
+            slice_ = page.try_reserve(size)
+            if slice_ is not None:
+                return slice_
+        return None
+
+    def alloc(self, size):
+        """A new page, the allocation at its start."""
+        page = MemoryPage(self.page_size, self.alignment)
+        self.pages.append(page)
+        self.pages_peak = max(self.pages_peak, len(self.pages))
+        return page.try_reserve(size)
+
+    def reserve(self, size):
+        slice_ = self.try_reserve(size)
+        return slice_ if slice_ is not None else self.alloc(size)
+
+    def release_empty(self) -> None:
+        """Coalesce every page and give the empty ones back."""
+        kept = []
+        for page in self.pages:
+            page.coalesce()
+            if not page.is_empty():
+                kept.append(page)
+        self.pages = kept
+
+    def cleanup(self, explicit) -> None:
+        if explicit:
+            self.release_empty()
+
+    def usage(self):
+        return _sum_usage(page.usage() for page in self.pages)
+
+    def state(self):
+        return (self.page_size, tuple(page.state() for page in self.pages))
+
+
+class PageSizing:
+    """How the arena's pages are sized (``arena.rs``): from ``min_page_size`` up to the
+    device's largest page, alignment-rounded down."""
+
+    def __init__(self, min_page_size, properties: MemoryDeviceProperties):
+        a = properties.alignment
+        self.alignment = a
+        self.max_page_size = max(properties.max_page_size // a * a, a)
+        self.min_page_size = min(next_multiple_of(max(min_page_size, a), a), self.max_page_size)
+
+    def fit(self, size, page_size):
+        """``None`` when a page of ``page_size`` holds ``size`` padded, else the size of
+        the pages to grow to; :class:`ValueError` when no page the device allocates
+        does (cubecl: ``BufferTooBig``)."""
+        needed = size + padding(size, self.alignment)
+        if needed <= page_size:
+            return None
+        if needed > self.max_page_size:
+            raise ValueError(f"allocation of {size} B exceeds the device's largest page "
+                             f"({self.max_page_size} B)")
+        grown = next_multiple_of(next_multiple_of(size + PAGE_SLACK, PAGE_GRANULE),
+                                 self.alignment)
+        return min(max(grown, self.min_page_size), self.max_page_size)
+
+    def pool(self, page_size) -> SlicedPool:
+        return SlicedPool(page_size, page_size, self.alignment)
+
+
+class PoolArena:
+    """The pools the arena grew through (``arena.rs``): the current one carves, the
+    outdated ones only drain."""
+
+    def __init__(self, sizing: PageSizing):
+        self.sizing = sizing
+        self.current = sizing.pool(sizing.min_page_size)
+        self.outdated = []
+
+    def reserve(self, size):
+        grow = self.sizing.fit(size, self.current.page_size)
+        if grow is None:
+            return self.current.reserve(size)
+        if len(self.outdated) + 1 >= ARENA_SLOTS:
+            raise ValueError("the arena has no slot left for another page size")
+        pool = self.sizing.pool(grow)
+        slice_ = pool.alloc(size)
+        self.outdated.append(self.current)
+        self.current = pool
+        return slice_
+
+    def cleanup(self, explicit) -> None:
+        self.current.cleanup(explicit)
+        self.drain()
+
+    def drain(self) -> None:
+        """Outdated pools give back every empty page; a pool with none left goes."""
+        kept = []
+        for pool in self.outdated:
+            pool.release_empty()
+            if pool.pages:
+                kept.append(pool)
+        self.outdated = kept
+
+    def usage(self):
+        return _sum_usage([self.current.usage()] + [p.usage() for p in self.outdated])
+
+    def report(self):
+        return [(self.current.page_size, len(self.current.pages))] + [
+            (p.page_size, len(p.pages)) for p in self.outdated]
+
+    def state(self):
+        return (self.current.state(), tuple(p.state() for p in self.outdated))
+
+
+class ExclusiveMemoryPool:
+    """One buffer per allocation (``exclusive_pool.rs``), for sizes up to
+    ``max_alloc_size``."""
+
+    def __init__(self, max_alloc_size, alignment, dealloc_period):
+        self.max_alloc_size = max_alloc_size
+        self.alignment = alignment
+        self.dealloc_period = dealloc_period
+        self.last_dealloc_check = 0
+        self.cur_avg_size = max_alloc_size / 2.0
+        self.pages = []          # [slice, alloc_size, free_count]
+        self.pages_peak = 0
+
+    def accept(self, size) -> bool:
+        return self.max_alloc_size >= size
+
+    def try_reserve(self, size):
+        """Every ask moves the running mean; a free buffer large enough, the one with the
+        fewest free counts first, is reused."""
+        self.cur_avg_size = self.cur_avg_size * (1.0 - SIZE_AVG_DECAY) + size * SIZE_AVG_DECAY
+        free = [p for p in self.pages if p[1] >= size and not p[0].live]
+        if not free:
+            return None
+        page = min(free, key=lambda p: p[2])    # min_by_key: the first of the least
+        slice_ = page[0]
+        slice_.size, slice_.padding, slice_.live = size, padding(size, self.alignment), True
+        page[2] = max(page[2] - 1, 0)
+        return slice_
+
+    def alloc(self, size):
+        alloc_size = next_multiple_of(max(int(self.cur_avg_size), size), self.alignment)
+        slice_ = Slice(0, size, padding(size, self.alignment))
+        slice_.live = True
+        self.pages.append([slice_, alloc_size, ALLOC_AFTER_FREE - 1])
+        self.pages_peak = max(self.pages_peak, len(self.pages))
+        return slice_
+
+    def cleanup(self, alloc_nr, explicit) -> None:
+        check_period = self.dealloc_period // ALLOC_AFTER_FREE
+        if not explicit and alloc_nr - self.last_dealloc_check < check_period:
+            return
+        self.last_dealloc_check = alloc_nr
+        kept = []
+        for page in self.pages:
+            if not page[0].live:
+                page[2] += 1
+                if page[2] >= ALLOC_AFTER_FREE or explicit:
+                    continue
+            kept.append(page)
+        self.pages = kept
+
+    def usage(self):
+        live = [p[0] for p in self.pages if p[0].live]
+        return (len(live), sum(s.size for s in live), sum(s.padding for s in live),
+                sum(p[1] for p in self.pages))
+
+    def state(self):
+        return (self.cur_avg_size, self.last_dealloc_check, self.layout())
+
+    def layout(self):
+        return tuple((p[0].key(), p[1], p[2]) for p in self.pages)
+
+
+def bucket_sizes(max_size, alignment):
+    """``dynamic/exclusive.rs``: 24 sizes log-spaced from 32 KiB to ``max_size``, each
+    rounded up to the alignment, repeats dropped."""
+    log_min = math.log(MIN_BUCKET_SIZE)
+    log_range = math.log(max_size) - log_min
+    sizes = []
+    for index in range(MAX_BUCKETS):
+        position = index / (MAX_BUCKETS - 1)
+        size = next_multiple_of(int(math.exp(log_min + log_range * position)), alignment)
+        if not sizes or sizes[-1] != size:
+            sizes.append(size)
+    return sizes
+
+
+class ExclusivePools:
+    """The ``ExclusivePages`` layout: a bucket per size, each an
+    :class:`ExclusiveMemoryPool` (``dynamic/exclusive.rs``)."""
+
+    def __init__(self, properties: MemoryDeviceProperties):
+        self.buckets = []
+        for size in bucket_sizes(properties.max_page_size, properties.alignment):
+            period = int(BASE_DEALLOC_PERIOD * _round_half_away(1.0 + size / DEALLOC_SCALE))
+            self.buckets.append(ExclusiveMemoryPool(size, properties.alignment, period))
+
+    def try_reserve(self, size):
+        for pool in self.buckets:
+            if pool.accept(size):
+                slice_ = pool.try_reserve(size)
+                if slice_ is not None:
+                    return slice_
+        return None
+
+    def reserve(self, size):
+        slice_ = self.try_reserve(size)
+        if slice_ is not None:
+            return slice_
+        for pool in self.buckets:
+            if pool.accept(size):
+                return pool.alloc(size)
+        raise ValueError(f"allocation of {size} B exceeds the device's largest page")
+
+    def cleanup(self, alloc_nr, explicit) -> None:
+        for pool in self.buckets:
+            pool.cleanup(alloc_nr, explicit)
+
+    def usage(self):
+        return _sum_usage(pool.usage() for pool in self.buckets)
+
+    def state(self):
+        return tuple(pool.state() for pool in self.buckets)
+
+    def layout(self):
+        return tuple(pool.layout() for pool in self.buckets)
+
+
+class AdaptiveMemory:
+    """The ``Adaptive`` layout (``dynamic/adaptive.rs``): zero-byte, small, arena."""
+
+    def __init__(self, properties: MemoryDeviceProperties):
+        a = properties.alignment
+        self.tiny = ExclusiveMemoryPool(0, a, 2 ** 64 - 1)
+        self.small = SlicedPool(next_multiple_of(SMALL_PAGE, a), next_multiple_of(SMALL_SLICE, a),
+                                a, near_page_size=False)
+        self.arena = PoolArena(PageSizing(min(MIN_PAGE, properties.max_page_size), properties))
+
+    def reserve(self, size):
+        if self.tiny.accept(size):
+            slice_ = self.tiny.try_reserve(size)
+            return slice_ if slice_ is not None else self.tiny.alloc(size)
+        if self.small.accept(size):
+            return self.small.reserve(size)
+        return self.arena.reserve(size)
+
+    def cleanup(self, alloc_nr, explicit) -> None:
+        self.tiny.cleanup(alloc_nr, explicit)
+        self.small.cleanup(explicit)
+        self.arena.cleanup(explicit)
+
+    def usage(self):
+        return _sum_usage([self.tiny.usage(), self.small.usage(), self.arena.usage()])
+
+    def report(self):
+        """``(page size, pages)`` of each page-carving pool in routing order: small, the
+        arena's current pool, the outdated ones (burn's ``memory_pool_report``)."""
+        return [(self.small.page_size, len(self.small.pages))] + self.arena.report()
+
+    def state(self):
+        return (self.tiny.state(), self.small.state(), self.arena.state())
+
+    def layout(self):
+        return (self.tiny.layout(), self.small.state(), self.arena.state())
+
+
+class PersistentPool:
+    """Buffers of exactly one allocation each (``persistent_pool.rs``), indexed by the
+    padded size they were made for; a reuse takes the first free one of that size and
+    keeps its padding as it was (only the requested bytes change)."""
+
+    def __init__(self, alignment):
+        self.alignment = alignment
+        self.slices = []          # [slice, padded size it is indexed by]
+
+    def try_reserve(self, size):
+        effective = size + padding(size, self.alignment)
+        for slice_, key in self.slices:
+            if key == effective and not slice_.live:
+                slice_.size, slice_.live = size, True
+                return slice_
+        return None
+
+    def alloc(self, size):
+        slice_ = Slice(0, size, padding(size, self.alignment))
+        slice_.live = True
+        self.slices.append([slice_, slice_.effective_size])
+        return slice_
+
+    def cleanup(self, explicit) -> None:
+        """An explicit cleanup frees the free buffers and re-indexes the rest by their
+        present size and padding."""
+        if explicit:
+            self.slices = [[s, s.effective_size] for s, _ in self.slices if s.live]
+
+    def usage(self):
+        live = [s for s, _ in self.slices if s.live]
+        return (len(live), sum(s.size for s in live), sum(s.padding for s in live),
+                sum(s.effective_size for s, _ in self.slices))
+
+    def state(self):
+        return tuple((s.key(), key) for s, key in self.slices)
+
+
+class MemoryManagement:
+    """One memory of a stream (``memory_manage.rs``): the persistent pool and the dynamic
+    pools (``adaptive`` or exclusive pages)."""
+
+    def __init__(self, properties: MemoryDeviceProperties, adaptive=True):
+        self.persistent = PersistentPool(properties.alignment)
+        self.pools = AdaptiveMemory(properties) if adaptive else ExclusivePools(properties)
+        self.alloc_reserve_count = 0
+
+    def cleanup(self, explicit) -> None:
+        self.persistent.cleanup(explicit)
+        self.pools.cleanup(self.alloc_reserve_count, explicit)
+
+    def reserve(self, size, persistent=False):
+        """``reserve`` with ``PageUpdate::Allow``: a periodic cleanup, then the
+        persistent pool (same-size reuse first) in a persistent window, else the
+        dynamic pools."""
+        self.cleanup(False)
+        self.alloc_reserve_count += 1
+        if persistent:
+            slice_ = self.persistent.try_reserve(size)
+            return slice_ if slice_ is not None else self.persistent.alloc(size)
+        return self.pools.reserve(size)
+
+    def usage(self):
+        return _sum_usage([self.persistent.usage(), self.pools.usage()])
+
+    def state(self):
+        return (self.alloc_reserve_count, self.persistent.state(), self.pools.state())
+
+    def layout(self):
+        """:meth:`state` without the counters and running means."""
+        return (self.persistent.state(), self.pools.layout())
+
 
 class MemoryPool:
-    """Live and reserved bytes of one device's pools.
+    """A wgpu device's memories as burn sees them (cubecl-wgpu ``mem_manager.rs``): the
+    main memory every tensor lives in and the staging memory reads map; the uniform
+    memory is not modelled (see the module docstring).
+
+    ``persistent_window`` > 0 while burn initialises parameters lazily
+    (``memory_persistent_allocations``): their buffers go to the persistent pool.
 
     Examples
     --------
-    >>> pool = MemoryPool(alignment=256)
+    >>> pool = MemoryPool(alignment=256, max_page_size=256 * MiB)
     >>> a = pool.alloc(524_288); b = pool.alloc(4)
-    >>> pool.bytes_in_use
-    524544
-    >>> pool.free(*a); pool.bytes_in_use
+    >>> pool.bytes_in_use, pool.bytes_reserved
+    (524544, 10485760)
+    >>> pool.free(a); pool.bytes_in_use
     256
     """
 
-    def __init__(self, alignment=256, small_max=64 * 1024, small_page=8 * MiB, arena_page=2 * MiB):
-        self.alignment = int(alignment)
-        self.small_max = int(small_max)
-        self.small_page = int(small_page)
-        self.arena_page = int(arena_page)
-        self.live = {"small": 0, "arena": 0, "persistent": 0}
-        self.high = {"small": 0, "arena": 0, "persistent": 0}
+    def __init__(self, alignment=256, max_page_size=256 * MiB):
+        self.properties = MemoryDeviceProperties(max_page_size, alignment)
+        self.alignment = self.properties.alignment
+        self.main = MemoryManagement(self.properties)
+        self.staging = MemoryManagement(self.properties, adaptive=False)
         self.persistent_window = 0
-        self.count = 0
 
     def rounded(self, nbytes: int) -> int:
-        a = self.alignment
-        return max(a, -(-nbytes // a) * a)
+        """The bytes ``ContiguousMemoryLayoutPolicy`` asks for: a multiple of the alignment."""
+        return next_multiple_of(int(nbytes), self.alignment)
 
     def alloc(self, nbytes: int):
-        """Reserve a buffer; returns ``(pool name, rounded bytes)`` for :meth:`free`."""
-        size = self.rounded(nbytes)
-        if self.persistent_window:
-            name = "persistent"
-        elif size <= self.small_max:
-            name = "small"
-        else:
-            name = "arena"
-            while size + self.alignment > self.arena_page:
-                self.arena_page = -(-(size + MiB) // MiB) * MiB
-        live = self.live[name] + size
-        self.live[name] = live
-        if live > self.high[name]:
-            self.high[name] = live
-        self.count += 1
-        return name, size
+        """Reserve a tensor buffer of ``nbytes``; returns the handle :meth:`free` takes."""
+        return self.main.reserve(self.rounded(nbytes), persistent=self.persistent_window > 0)
 
-    def free(self, name: str, size: int) -> None:
-        self.live[name] -= size
-        self.count -= 1
+    def free(self, handle) -> None:
+        """The buffer's last handle dropped: its slice is free at once."""
+        handle.live = False
 
-    def state(self) -> tuple:
-        """Everything :meth:`alloc` and :meth:`free` change (fast-forward compares it
-        between iterations)."""
-        return (tuple(self.live.values()), tuple(self.high.values()), self.count,
-                self.arena_page, self.persistent_window)
+    def read(self, nbytes: int) -> None:
+        """A read back to the host (``into_scalar``, ``into_data``): a staging buffer of the
+        bytes rounded to 4 is reserved, mapped and dropped (cubecl-wgpu ``stream.rs``
+        ``read_resources``)."""
+        if nbytes > 0:
+            self.free(self.staging.reserve(next_multiple_of(int(nbytes), COPY_BUFFER_ALIGNMENT)))
+
+    def memory_cleanup(self) -> None:
+        """``Device::memory_cleanup``: an explicit cleanup of the main memory (the staging
+        memory is left to its periodic checks, as cubecl-wgpu's ``cleanup_memory``
+        does)."""
+        self.main.cleanup(True)
+
+    def usage(self):
+        """``(allocations, bytes in use, padding, reserved)`` over the memories."""
+        return _sum_usage([self.main.usage(), self.staging.usage()])
 
     @property
     def bytes_in_use(self) -> int:
-        """Sum of the live buffers' (rounded) sizes, all pools."""
-        return sum(self.live.values())
+        """Live allocations' bytes (as requested: a multiple of the alignment)."""
+        return self.usage()[1]
 
     @property
     def bytes_reserved(self) -> int:
-        """Pages held by the pools (a high-water mark)."""
-        small = -(-self.high["small"] // self.small_page) * self.small_page
-        arena = -(-self.high["arena"] // self.arena_page) * self.arena_page
-        return small + arena + self.high["persistent"]
+        """Every pool's slices, free ones included, and the staging buffers."""
+        return self.usage()[3]
+
+    @property
+    def bytes_padding(self) -> int:
+        return self.usage()[2]
+
+    def report(self):
+        """``(page size, pages)`` per page-carving pool, as ``memory_pool_report``."""
+        return self.main.pools.report()
+
+    def state(self) -> tuple:
+        """What :meth:`alloc`, :meth:`free` and :meth:`read` change that a later
+        allocation's place depends on (fast-forward compares it between iterations):
+        every page, slice and buffer, live or free, and each staging buffer's free count.
+
+        Left out, so that a loop reading one scalar per iteration repeats: the
+        reservation counters and the staging buckets' running means. A skipped iteration
+        does not advance them, which changes nothing a loop that reuses its buffers can
+        see: the running mean sizes only a staging buffer made later, and the counters
+        time the staging memory's periodic release of buffers five checks unused."""
+        return (self.main.layout(), self.staging.layout(), self.persistent_window)
+
+
+def _sum_usage(usages):
+    total = [0, 0, 0, 0]
+    for usage in usages:
+        for i in range(4):
+            total[i] += usage[i]
+    return tuple(total)
+
+
+def _round_half_away(x: float) -> float:
+    """Rust's ``f64::round``: halves away from zero (Python's ``round`` goes to even)."""
+    return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)

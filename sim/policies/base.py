@@ -50,7 +50,7 @@ class Policy:
     def in_place(self, kind) -> bool:
         """Whether ops on inner backend ``kind`` write into uniquely owned operands
         (burn-flex does; see :mod:`sim.backend`)."""
-        return kind == "flex"
+        return kind in ("flex", "metal")
 
     def sgd_update(self, backend, inner, grad, shape):
         """The updated parameter's buffer: burn-optim ``sgd.rs``, ``delta = grad * lr``
