@@ -1,0 +1,340 @@
+"""``sim host-profile``: a Linux profile for the machine ``sim`` runs on.
+
+1. Reads the host's facts (:mod:`sim.host`): CPU model, cache sizes and ways per level
+   (``/sys/devices/system/cpu/cpu0/cache``), page size, glibc version, cores; and the
+   shape of ``/sys/devices/system/cpu`` as gemm-common reads it (``[sysfs]``).
+2. Puts them into a copy of the base profile (``linux-x86_64``): the ``[host]`` table,
+   ``process.l2_bytes``/``l2_ways`` (the L2 model), ``backend.flex.matmul_workspace_bytes``
+   (gemm's first-call buffer is the L2's size), gemm's blocking ``gemm_kc_max`` /
+   ``gemm_mc_max`` (:func:`gemm_blocking`, from the L1d and L2) and the ``[sysfs]`` lists.
+3. Runs the quick probes (``sim measure --quick`` machinery) into a directory it keeps.
+4. Fits the time parameters of :data:`FIT_PLAN` (each on the quick points that isolate
+   it) with ``sim calibrate``'s least squares; every other parameter keeps the base's
+   value (the struct layouts, the allocator, the resident text of the code paths, the
+   time parameters no quick point isolates).
+5. Writes the profile atomically, with a header saying what came from where.
+
+A progress line on stderr throughout (``host-profile: [k/5] ...``); errors are one line
+(:class:`~sim.errors.UserError`); an interrupt leaves an existing ``--out`` untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from .errors import UserError
+
+__all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "fit_points"]
+
+#: the time parameters ``sim host-profile`` fits and the quick-probe points that isolate
+#: each (selectors of ``sim calibrate --points``; x values are the probes' ``--quick``
+#: loop counts). The split follows experiments/calibration/linux-x86_64.sh, stage 2.
+FIT_PLAN = (
+    ("backend.flex.op_overhead_ns", (
+        "op-cost/plain/add//2000/ms_per_step", "op-cost/plain/mul_scalar//2000/ms_per_step",
+        "op-cost/plain/relu//2000/ms_per_step", "op-cost/plain/reshape//2000/ms_per_step",
+        "op-cost/plain/sum//2000/ms_per_step")),
+    ("backend.flex.gemm_call_ns", ("op-cost/plain/matmul//2000/ms_per_step",)),
+    ("backend.flex.reduce_add_ns", ()),
+    ("backend.flex.clone_ns", ("op-cost/chain/mul_scalar//2000/ms_per_step",
+                               "op-cost/chain/add//2000/ms_per_step")),
+    ("backend.flex.buffer_ns", ()),
+    ("time.operand_node_ns", ()),
+    ("time.register_ns", (
+        "op-cost/tracked/add//2000/ms_per_step", "op-cost/tracked/mul_scalar//2000/ms_per_step",
+        "op-cost/tracked/relu//2000/ms_per_step", "op-cost/tracked/reshape//2000/ms_per_step",
+        "op-cost/tracked/sum//2000/ms_per_step")),
+    ("time.autodiff_clone_ns", ("backward-cost/mul_scalar/forward/3/ms_per_step",)),
+    ("time.checkpoint_ns", ("backward-cost/relu/forward/3/ms_per_step",)),
+    ("time.backward_step_ns", ("backward-cost/mul_scalar/backward/3/ms_per_step",)),
+    ("time.checkpoint_retrieve_ns", ("backward-cost/relu/backward/3/ms_per_step",)),
+)
+
+
+def fit_points(plan=FIT_PLAN) -> list:
+    """Every point selector of ``plan``, in order, once."""
+    return list(dict.fromkeys(p for _, points in plan for p in points))
+
+
+def _echo(message) -> None:
+    print(f"host-profile: {message}", file=sys.stderr, flush=True)
+
+
+# -- gemm's blocking from the caches ------------------------------------------------------
+
+def _next_power_of_two(n) -> int:
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+def gemm_blocking(host, mr=16, nr=6, sizeof=4) -> tuple:
+    """``(gemm_kc_max, gemm_mc_max)`` of gemm-common 0.19's f32 blocking on ``host``
+    (cache.rs ``kernel_params``, paraphrased): kc is the L1d's ``line x sets`` over the
+    lhs micropanel's bytes, times the L1d ways left for it rounded up to a power of two,
+    at least 512; mc the lhs rows a share of the L2 ways holds at that kc, a multiple of
+    ``mr``, at most ``8 mr``. ``mr``/``nr``: the FMA (AVX2) kernel gemm builds without
+    its ``x86-v4`` feature (burn-flex enables none).
+
+    >>> gemm_blocking({"l1d_bytes": 49152, "l1d_ways": 12, "line_bytes": 64,
+    ...                "l2_bytes": 2 << 20, "l2_ways": 16})       # the Xeon
+    (1024, 128)
+    >>> gemm_blocking({"l1d_bytes": 32768, "l1d_ways": 8, "line_bytes": 64,
+    ...                "l2_bytes": 1 << 20, "l2_ways": 8})        # AMD EPYC (Zen 4)
+    (512, 128)
+    """
+    from math import gcd
+    l1 = max(int(host["l1d_bytes"]), 32 * 1024)
+    line = max(int(host["line_bytes"]), 64)
+    l1_ways = max(int(host["l1d_ways"]), 2)
+    l2, l2_ways = int(host["l2_bytes"]), max(int(host["l2_ways"]), 2)
+    sets = l1 // (line * l1_ways)
+    g = gcd(mr * sizeof, line * sets)
+    kc_0 = line * sets // g
+    c_lhs = mr * sizeof // g
+    c_rhs = nr * kc_0 * sizeof // (line * sets)
+    kc = max(kc_0 * _next_power_of_two(l1_ways // (c_lhs + c_rhs)), 512)
+    rhs_ways = -(-(nr * kc * sizeof) // (l2 // l2_ways))
+    lhs_ways = max(l2_ways - 1 - rhs_ways, 1)
+    mc = (lhs_ways * l2) // (l2_ways * sizeof * kc) // mr * mr
+    return kc, min(mc, 8 * mr)
+
+
+# -- the profile text ---------------------------------------------------------------------
+
+_TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*$")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_]+)\s*=")
+
+
+def _toml(value) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return str(value)
+
+
+def _key_span(lines, section, key):
+    """``(start, stop)`` of the lines of ``key = ...`` in table ``[section]`` (a multi-line
+    array to its closing bracket), or None."""
+    current = None
+    for i, line in enumerate(lines):
+        table = _TABLE.match(line)
+        if table:
+            current = table.group(1).strip()
+            continue
+        found = _KEY.match(line)
+        if current == section and found and found.group(1) == key:
+            stop = i + 1
+            value = line.split("=", 1)[1].split("#", 1)[0].strip()
+            if value.startswith("[") and value.count("[") > value.count("]"):
+                while stop < len(lines) and "]" not in lines[stop - 1].split("#", 1)[0]:
+                    stop += 1
+            return i, stop
+    return None
+
+
+def _set(lines, section, key, value, note) -> None:
+    span = _key_span(lines, section, key)
+    if span is None:
+        raise UserError(f"the base profile has no {section}.{key}")
+    start, stop = span
+    lines[start:stop] = [f"{key} = {_toml(value)}  # [measured] this host: {note}"]
+
+
+def _table_span(lines, name):
+    """``(start, stop)`` of table ``[name]`` (header line to the next table), or None."""
+    start = None
+    for i, line in enumerate(lines):
+        table = _TABLE.match(line)
+        if table and start is not None:
+            stop = i
+            while stop > start and not lines[stop - 1].strip():
+                stop -= 1
+            return start, stop
+        if table and table.group(1).strip() == name:
+            start = i
+    return (start, len(lines)) if start is not None else None
+
+
+def host_table(host) -> list:
+    """The lines of a ``[host]`` table for ``host``, each value with where it was read."""
+    from .host import HOST_KEYS, SOURCES
+    lines = ["[host]",
+             "# The machine this profile describes, read by `sim host-profile` (sim.host);",
+             "# `sim run/sweep/compare` warn when the host they run on differs from it."]
+    for key in HOST_KEYS:
+        lines.append(f"{key} = {_toml(host[key])}  # {SOURCES[key]}")
+    return lines
+
+
+def host_text(base_text, host, sysfs=None) -> str:
+    """``base_text`` (a Linux profile) with ``host``'s facts: the ``[host]`` table (replaced,
+    or added after ``[meta]``), the L2 model, gemm's buffer and blocking, and with
+    ``sysfs`` (:func:`sim.host.read_sysfs_shape`) the ``[sysfs]`` lists. Every value set
+    carries a ``# [measured] this host: ...`` comment naming its source."""
+    lines = base_text.rstrip("\n").split("\n")
+    kc, mc = gemm_blocking(host)
+    l2_dir = "/sys/devices/system/cpu/cpu0/cache (the level-2 index)"
+    _set(lines, "process", "l2_bytes", host["l2_bytes"], f"size of {l2_dir}")
+    _set(lines, "process", "l2_ways", host["l2_ways"], f"ways_of_associativity of {l2_dir}")
+    _set(lines, "backend.flex", "matmul_workspace_bytes", host["l2_bytes"],
+         "the L2 size (gemm-common's L2_SLAB is a buffer of the core's L2)")
+    _set(lines, "backend.flex", "gemm_kc_max", kc,
+         f"gemm-common's kc from the L1d ({host['l1d_bytes'] >> 10} KiB, "
+         f"{host['l1d_ways']}-way, {host['line_bytes']}-B lines; sim.hostprofile.gemm_blocking)")
+    _set(lines, "backend.flex", "gemm_mc_max", mc,
+         f"gemm-common's mc from the L2 ({host['l2_bytes'] >> 10} KiB, {host['l2_ways']}-way)")
+    if sysfs:
+        for key in ("cpu_entries", "cache_entries", "index_files", "instruction_indexes"):
+            _set(lines, "sysfs", key, list(sysfs[key]), "read off /sys/devices/system/cpu "
+                 "in readdir order" if key != "instruction_indexes" else "indexN/type")
+    table = host_table(host)
+    span = _table_span(lines, "host")
+    if span is None:
+        meta = _table_span(lines, "meta")
+        if meta is None:
+            raise UserError("the base profile has no [meta] table")
+        lines[meta[1]:meta[1]] = [""] + table
+    else:
+        lines[span[0]:span[1]] = table
+    return "\n".join(lines) + "\n"
+
+
+def _header(name, base, host, measured_dir, params, n_points, seconds) -> list:
+    from .host import describe
+    text = (f"# Profile {name}: written by `sim host-profile` for {describe(host)}, from base "
+            f"profile {base}. Host facts ([host], the L2 model, gemm's buffer and blocking, "
+            f"[sysfs]) are read from this machine (values marked `[measured] this host`); "
+            f"the time parameters {', '.join(params)} are fitted on {n_points} point(s) of "
+            f"the quick probes in {measured_dir} (the [calibration] table lists them); "
+            f"every other value, and the comments above the values, are the base "
+            f"profile's (its host is in its own header below). Probes and fit took "
+            f"{seconds:.0f} s.")
+    return textwrap.wrap(text, 90, subsequent_indent="#   ", break_long_words=False,
+                         break_on_hyphens=False)
+
+
+def _with_header(text, header) -> str:
+    from .calibrate import _with_header as replace
+    return "\n".join(replace(text.split("\n"), header))
+
+
+# -- the command ------------------------------------------------------------------------
+
+def check_out(out, force) -> None:
+    """Refuse, before any work, an ``out`` that exists (unless ``force``) or cannot be
+    written."""
+    from .data import check_output_file, output_target
+    target, in_place = output_target(out)
+    if not in_place and target.is_file() and not force:
+        raise UserError(f"--out {out}: the file exists: give --force to overwrite it")
+    if Path(out).suffix != ".toml":
+        raise UserError(f"--out {out}: a profile is a .toml file (models/NAME.toml)")
+    check_output_file(out)
+
+
+def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=1,
+                 echo=_echo, reuse_measured=False, log=None) -> dict:
+    """Make a profile for this machine (module docstring); returns a summary dict
+    (host, parameters before/after, points, seconds, measured dir)."""
+    from .calibrate import calibrate, select_points
+    from .compare import known_checker, measured_files
+    from .data import atomic_write, read_measured
+    from .host import describe, read_host, read_sysfs_shape
+    from .measure import measure
+    from .profile import load_profile, validate
+    import tomllib
+
+    t0 = time.perf_counter()
+    check_out(out, force)
+    base_profile = load_profile(base)
+    if not str(base_profile.data["meta"]["platform"]).startswith("linux"):
+        raise UserError(f"--base {base}: not a Linux profile "
+                        f"(platform {base_profile.data['meta']['platform']})")
+    measured_dir = Path(measured_dir or f"results/host-profile-{Path(out).stem}")
+    echo(f"[1/5] reading the host's facts (/proc/cpuinfo, /sys/devices/system/cpu, "
+         f"sysconf, confstr)")
+    try:
+        host = read_host()
+        sysfs = read_sysfs_shape()
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read this host's facts: {exc}") from None
+    echo(f"      {describe(host)}; L1d {host['l1d_bytes'] >> 10} KiB {host['l1d_ways']}-way, "
+         f"L2 {host['l2_ways']}-way, L3 {host['l3_bytes'] >> 20} MiB, page "
+         f"{host['page_bytes']} B; gemm kc/mc {gemm_blocking(host)}")
+    text = host_text(Path(base_profile.path).read_text(encoding="utf-8"), host, sysfs)
+    validate(tomllib.loads(text), out)
+
+    scratch = Path(tempfile.mkdtemp(prefix=".host-profile-", dir=Path(out).parent or "."))
+    try:
+        step1 = scratch / f"{Path(out).stem}.toml"
+        step1.write_text(text, encoding="utf-8")
+        if reuse_measured and measured_dir.is_dir():
+            echo(f"[2/5] quick probes: reusing {measured_dir}")
+        else:
+            echo(f"[2/5] building and running the quick probes (sim measure --quick "
+                 f"--out {measured_dir}; the first build takes minutes)")
+            measure(None, True, measured_dir,
+                    echo=lambda m: print(f"host-profile:       {m}", file=sys.stderr,
+                                         flush=True))
+        echo("[3/5] selecting the fitted points")
+        rows = []
+        known = known_checker()
+        for path in measured_files([str(measured_dir)]):
+            rows.extend(read_measured(path, known))
+        plan = []
+        selectors = []
+        for param, points in FIT_PLAN:
+            ok = [p for p in points if _matches(rows, p)]
+            plan.append(param)
+            selectors.extend(ok)
+        fit_rows = select_points(rows, selectors)
+        if not fit_rows:
+            raise UserError(f"{measured_dir}: none of the quick points the fit needs "
+                            f"(op-cost, backward-cost) was measured")
+        params = [p for p in plan]
+        echo(f"      {len(params)} time parameters on {len(fit_rows)} points")
+        echo(f"[4/5] fitting ({len(params)} parameters; each iteration simulates the "
+             f"fitted cells once per parameter)")
+        step2 = scratch / f"{Path(out).stem}.fitted.toml"
+        sink = open(log, "w", encoding="utf-8") if log else None
+        try:
+            new, table = calibrate(
+                fit_rows, str(step1), params, selectors, out=str(step2), jobs=jobs,
+                echo=(lambda line: print(line, file=sink)) if sink else (lambda line: None),
+                fresh=True, max_iterations=4, progress=True, force=True,
+                sources=[str(measured_dir)], warn=lambda line: None)
+        finally:
+            if sink:
+                sink.close()
+        before = {p: float(load_profile(str(step1)).get(p)) for p in params}
+        after = {p: float(new.get(p)) for p in params}
+        seconds = time.perf_counter() - t0
+        echo(f"[5/5] writing {out}")
+        final = _with_header(step2.read_text(encoding="utf-8"),
+                             _header(Path(out).stem, base, host, measured_dir, params,
+                                     len(fit_rows), seconds))
+        validate(tomllib.loads(final), out)
+        atomic_write(out, final)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    for p in params:
+        echo(f"      {p}: {before[p]:.6g} -> {after[p]:.6g}")
+    echo(f"done in {seconds:.0f} s: {out} (compare with `sim compare --measured "
+         f"{measured_dir} --profile {out}`)")
+    return {"host": host, "before": before, "after": after, "points": len(fit_rows),
+            "seconds": seconds, "measured": str(measured_dir)}
+
+
+def _matches(rows, selector) -> bool:
+    from .calibrate import select_points
+    try:
+        return bool(select_points(rows, [selector]))
+    except UserError:
+        return False
