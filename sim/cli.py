@@ -390,8 +390,9 @@ def measure_cmd(probes, quick, out, repeat):
 @click.option("--force", is_flag=True, help="overwrite an existing --out")
 @click.option("--log", type=click.Path(dir_okay=False), default=None,
               help="also write the fit's table of points (sim calibrate's output) here")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
-              help="local worker processes for the fit's simulations")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="local worker processes for the fit's simulations  [default: the CPUs "
+                   "available]")
 def host_profile_cmd(out, base, measured_out, reuse_measured, force, log, jobs):
     """Make a profile for this machine: host facts, quick probes, a fit of the time
     parameters.
@@ -405,7 +406,9 @@ def host_profile_cmd(out, base, measured_out, reuse_measured, force, log, jobs):
     from .hostprofile import host_profile
     if log is not None:
         _check_out_file(log, "--log")
-    host_profile(out, base, measured_out, force, jobs, reuse_measured=reuse_measured, log=log)
+    from .sweep import default_jobs
+    host_profile(out, base, measured_out, force, jobs or default_jobs(),
+                 reuse_measured=reuse_measured, log=log)
 
 
 def _check_out_file(out, option="--out"):

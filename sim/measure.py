@@ -280,7 +280,9 @@ def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1) -> dict:
         raise UserError("--out DIR is required")
     chosen = _select(probes)
     _cargo()
-    out_dir = prepare_out(out)
+    # absolute: the probes run in the probes' workspace (cwd PROBES_DIR), so a relative
+    # --out would be that directory's, and the probe could not create its CSV there
+    out_dir = prepare_out(out).resolve()
     t0 = time.perf_counter()
     binary = build(echo)
     summary = {"quick": bool(quick), "repeat": int(repeat), "probes": {},
