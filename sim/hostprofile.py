@@ -283,8 +283,8 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                  echo=_echo, reuse_measured=False, log=None) -> dict:
     """Make a profile for this machine (module docstring); returns a summary dict
     (host, parameters before/after, points, seconds, measured dir)."""
-    from .calibrate import select_points
-    from .compare import known_checker, measured_files
+    from .calibrate import select_points, write_profile
+    from .compare import known_checker, measured_files, point_id
     from .data import atomic_write, read_measured
     from .host import describe, read_host, read_sysfs_shape
     from .measure import measure
@@ -347,19 +347,33 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
              f"stages")
         sink = open(log, "w", encoding="utf-8") if log else None
         current = step1
+        reasons = {}
+        used = []       # the points of every stage that moved a parameter
         try:
             for i, stage in enumerate(stages, 1):
                 names = [p for p, _ in stage]
                 echo(f"[4/5] fitting stage {i}/{len(stages)} ({time.perf_counter() - t0:.0f} s "
                      f"so far): {', '.join(names)}")
+                before_stage = Path(current).read_text(encoding="utf-8")
                 current = _fit_stage(rows, current, stage, scratch / f"stage{i}.toml",
                                      fresh=(i == 1), jobs=jobs, sink=sink, echo=echo,
-                                     sources=[str(measured_dir)])
+                                     sources=[str(measured_dir)], reasons=reasons)
+                if Path(current).read_text(encoding="utf-8") != before_stage:
+                    used.extend(q for _, pts in stage for q in pts)
         finally:
             if sink:
                 sink.close()
         new = load_profile(str(current))
         fitted = new.fitted
+        # every point a stage that moved a parameter was fitted on is recorded as fitted
+        # (a later stage's move of it, which sim calibrate's staged record drops, does not
+        # make it a held-out point), so comparisons grade only the others as predicted
+        points = [point_id(m) for m in select_points(rows, used)] if used else []
+        new.data["calibration"] = {"fitted": fitted, "points": points}
+        recorded = scratch / "recorded.toml"
+        write_profile(current, new, {}, recorded)
+        current = recorded
+        n_points = len(points)
         before = {p: float(load_profile(str(step1)).get(p)) for p in params}
         after = {p: float(new.get(p)) for p in params}
         seconds = time.perf_counter() - t0
@@ -372,12 +386,13 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for p in params:
+        why = reasons.get(p, "the points do not ask for another value")
         echo(f"      {p}: {before[p]:.6g} -> {after[p]:.6g}"
-             f"{'' if p in fitted else ' (kept: the points do not ask for another value)'}")
+             f"{'' if p in fitted else f' (kept: {why})'}")
     echo(f"done in {seconds:.0f} s: {out} (compare with `sim compare --measured "
          f"{measured_dir} --profile {out}`)")
     return {"host": host, "before": before, "after": after, "points": n_points,
-            "fitted": fitted, "seconds": seconds, "measured": str(measured_dir)}
+            "fitted": fitted, "kept": reasons, "seconds": seconds, "measured": str(measured_dir)}
 
 
 def plan_stages(rows, plan=FIT_PLAN):
@@ -409,7 +424,8 @@ def _plausible(old, new) -> bool:
     return 1 / MAX_MOVE <= new / old <= MAX_MOVE
 
 
-def _fit_stage(rows, base_path, stage, out_path, fresh, jobs, sink, echo, sources):
+def _fit_stage(rows, base_path, stage, out_path, fresh, jobs, sink, echo, sources,
+               reasons=None):
     """Fit one stage's parameters (:func:`sim.calibrate.calibrate`) on their points, from
     the profile at ``base_path``; write the result to ``out_path`` with only the parameters
     the fit moved substituted and recorded (a parameter refused by the fit, or kept where
@@ -431,6 +447,8 @@ def _fit_stage(rows, base_path, stage, out_path, fresh, jobs, sink, echo, source
             if refused is None:
                 raise
             echo(f"      not fitted: {str(exc)[len('--fit '):]}")
+            if reasons is not None:
+                reasons[refused] = "refused by the fit: " + str(exc).split(": ", 1)[1]
             params.remove(refused)
             continue
         wild = [p for p in params if not _plausible(base.get(p), new.get(p))]
@@ -440,6 +458,8 @@ def _fit_stage(rows, base_path, stage, out_path, fresh, jobs, sink, echo, source
             echo(f"      not fitted: {p} (the points ask for {new.get(p):.6g}, more than "
                  f"{MAX_MOVE:g}x from {base.get(p):.6g}: they ask for time the model puts "
                  f"elsewhere; kept, and the stage fitted again without it)")
+            if reasons is not None:
+                reasons[p] = f"the fit asked for {new.get(p):.6g}, more than {MAX_MOVE:g}x away"
             params.remove(p)
     if not params:
         out_path.write_text(_base_text(base), encoding="utf-8")

@@ -215,3 +215,20 @@ def test_host_profile_refuses_a_bad_out_before_any_work(tmp_path, capsys):
                             "m2max-macos"], capsys)
     assert code == 2 and len(err) == 1 and "not a Linux profile" in err[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.toml"]
+
+
+def test_a_linux_profile_under_another_name_predicts_the_same(tmp_path):
+    # the probe workloads' sink (experiments/common.py) follows the profile's platform, not
+    # its name: a profile sim host-profile names after its host keeps the probe's rows
+    from sim.runner import run_cell
+    copy = tmp_path / "my-host.toml"
+    copy.write_text((MODELS_DIR / "linux-x86_64.toml").read_text())
+    quick = {"forwards": 10, "report_every": 5}
+
+    def blocks(profile):
+        rows = run_cell("pit-infer-flex", "C-valid-model-input-plain", "burn-0.22.1", profile,
+                        quick, observables=False)
+        return [(r["x"], r["value"]) for r in rows if r["metric"] == "heap_blocks_delta"]
+
+    assert blocks(load_profile(str(copy))) == blocks(load_profile("linux-x86_64")) \
+        == [(5, 0), (10, 3)]
