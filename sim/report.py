@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import html
 import math
+from pathlib import Path
 
 from .compare import TOLERANCE
 from .growth import run_label, singular_unit
@@ -67,7 +68,10 @@ def _hosts_line(hosts):
     profile = hosts.get("profile") or "not recorded (no [host] table)"
     by_host = {}
     for path, host in hosts.get("measured", {}).items():
-        by_host.setdefault(host or "not recorded", []).append(f"`{_shown(path)}`")
+        where = by_host.setdefault(host or "not recorded", [])
+        folder = f"`{_shown(str(Path(path).parent))}/`"     # a run's CSVs share a folder
+        if folder not in where:
+            where.append(folder)
     measured = "; ".join(f"{host} ({', '.join(paths)})" for host, paths in by_host.items())
     return f"Host of the profile: {profile}. Host of the measurements: {measured or 'none'}."
 
