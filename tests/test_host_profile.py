@@ -232,3 +232,27 @@ def test_a_linux_profile_under_another_name_predicts_the_same(tmp_path):
 
     assert blocks(load_profile(str(copy))) == blocks(load_profile("linux-x86_64")) \
         == [(5, 0), (10, 3)]
+
+
+def test_the_fit_plan_on_a_run_with_some_probes_only():
+    from sim.compare import known_checker
+    from sim.data import read_measured
+    from sim.hostprofile import FIT_PLAN, _plausible, fit_points, plan_stages
+    quick = Path(__file__).resolve().parents[1] / "experiments" / "measured" / \
+        "amd-epyc-zen4-quick"
+    rows = read_measured(quick / "op-cost.csv", known_checker())
+    stages, skipped = plan_stages(rows)
+    assert [p for p, _ in stages[0]] == [p for p, _ in FIT_PLAN[0]] and len(stages) == 1
+    assert "time.sweep_free_ns" in skipped and "backend.flex.gflops" in skipped
+    # every selector of the plan names a point of a full quick run
+    every = []
+    for name in ("op-cost", "backward-cost", "params", "p10-ema"):
+        every += read_measured(quick / f"{name}.csv", known_checker())
+    stages, skipped = plan_stages(every)
+    used = [q for stage in stages for _, pts in stage for q in pts]
+    assert set(used) == set(fit_points()) - {
+        "adleak-count-params/chain-dead/size=16/after-unrelated-backward/300/backward_ms"}
+    assert list(skipped) == ["time.root_check_node_ns"]
+    # a fit may move a time parameter at most 4x from the base host's value
+    assert _plausible(100.0, 399.0) and _plausible(100.0, 26.0)
+    assert not _plausible(100.0, 401.0) and not _plausible(100.0, 24.0)
