@@ -101,9 +101,12 @@ class ProbeSink:
     @classmethod
     def for_run(cls, sim, sink, experiment, variant, note_suffix=""):
         """The sink a workload's ``sink`` parameter asks for, or None (``print``): ``auto``
-        is ``probe`` on a Linux profile, the platform the probes measured on."""
+        is ``probe`` on a Linux profile (its ``[meta] platform``, whatever the profile's
+        name: one ``sim host-profile`` wrote is named after its host), the platform the
+        probes measured on."""
         if sink == "auto":
-            sink = "probe" if sim.profile.name.startswith("linux") else "print"
+            platform = str(sim.profile.data["meta"]["platform"])
+            sink = "probe" if platform.startswith("linux") else "print"
         return cls(sim, experiment, variant, note_suffix) if sink == "probe" else None
 
     def phase(self, step, name) -> None:

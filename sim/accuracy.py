@@ -26,8 +26,10 @@ END = "<!-- accuracy:end -->"
 
 def accuracy_rows(measured, profile, jobs=1, policy="burn-0.22.1"):
     """Joined measured/predicted points under ``profile``."""
+    from .compare import quick_params
     fitted = profile.data.get("calibration", {}).get("points", [])
-    predicted = run_cells(cells_for(measured, policy), profile, jobs)
+    # rows of `sim measure --quick` run with the probes' quick loop counts, as in compare
+    predicted = run_cells(cells_for(measured, policy), profile, jobs, quick_params(measured))
     return join(measured, predicted, fitted, policy)
 
 

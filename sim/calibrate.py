@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import lsq_linear
 
-from .compare import SLACK, cells_for, join, point_id
+from .compare import SLACK, cells_for, join, point_id, quick_params
 from .data import atomic_write, check_output_file, output_target
 from .errors import UserError
 from .profile import Profile, load_profile, validate
@@ -64,17 +64,21 @@ LABEL = re.compile(r"\[(guess|source|derived|fitted|layout|measured|n/a)\]")
 HEADER = re.compile(r"^# Profile .+?: written by `sim calibrate`")
 
 
-def run_cells(cells, profile, jobs=1):
-    """Predicted rows of every ``(workload, variant, policy)`` cell (sorted, deterministic)."""
+def run_cells(cells, profile, jobs=1, quick=None):
+    """Predicted rows of every ``(workload, variant, policy)`` cell (sorted, deterministic).
+    ``quick``: workload name -> the parameters its cells run with (the ``QUICK`` loop
+    counts of measured rows from ``sim measure --quick``, :func:`sim.compare.quick_params`)."""
     from .runner import run_cell
+    quick = quick or {}
     if jobs <= 1 or len(cells) <= 1:
         rows = []
         for workload, variant, policy in cells:
-            rows.extend(run_cell(workload, variant, policy, profile, observables=False))
+            rows.extend(run_cell(workload, variant, policy, profile, quick.get(workload),
+                                 observables=False))
         return rows
     from .workers import local_pool
     with local_pool(jobs) as pool:      # workers leave Ctrl-C to this process
-        futures = [pool.submit(_run_one, w, v, p, profile.path, profile.data)
+        futures = [pool.submit(_run_one, w, v, p, profile.path, profile.data, quick.get(w))
                    for w, v, p in cells]
         rows = []
         for future in futures:
@@ -82,10 +86,10 @@ def run_cells(cells, profile, jobs=1):
     return rows
 
 
-def _run_one(workload, variant, policy, path, data):
+def _run_one(workload, variant, policy, path, data, sets=None):
     from .runner import run_cell
     profile = Profile(Path(path).stem, path, data)
-    return run_cell(workload, variant, policy, profile, observables=False)
+    return run_cell(workload, variant, policy, profile, sets, observables=False)
 
 
 def select_points(measured, selectors):
@@ -222,6 +226,8 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
         check_out(out, profile.path, force)
     fit_rows = select_points(measured, points)
     fit_cells = cells_for(fit_rows)
+    # rows of `sim measure --quick` run with the probes' quick loop counts, as in compare
+    quick = quick_params(measured)
     if not fit_cells:
         raise UserError("no fitted point belongs to a known workload")
     x0 = {name: float(profile.get(name)) for name in params}
@@ -234,7 +240,8 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     def evaluate(values, label="step"):
         if bar is not None and bar.done == bar.total:
             bar.total += 1          # the line search, or a parameter probed again
-        residuals = _residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs))
+        residuals = _residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs,
+                                                   quick))
         if bar is not None:
             bar.advance(label)
         return residuals
@@ -331,8 +338,8 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     fit_ids = [point_id(m) for m in fit_rows]
     earlier = [p for p in previous.get("points", []) if p not in set(fit_ids)]
     cells = sorted(set(cells_for(measured)) | set(cells_for(_rows_of(earlier))))
-    predicted_before = run_cells(cells, profile, jobs)
-    predicted_after = run_cells(cells, new_profile, jobs)
+    predicted_before = run_cells(cells, profile, jobs, quick)
+    predicted_after = run_cells(cells, new_profile, jobs, quick)
     dropped = _moved(earlier, predicted_before, predicted_after)
     new_profile.data["calibration"] = _record(previous, params, fit_ids,
                                               {pid for pid, _, _ in dropped})

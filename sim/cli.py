@@ -223,6 +223,8 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
     w = load_workload(workload)
     policy = get_policy(policy).name
     prof = load_profile(profile)
+    from .sweep import warn_host
+    warn_host(prof)
     set_values = parse_sets(sets)
     variants = [variant] if variant else list(w.variants)
     for v in variants:
@@ -413,6 +415,40 @@ def measure_cmd(probes, quick, out, repeat, patch, gpu):
     """
     from .measure import measure
     measure(list(probes), quick, out, repeat=repeat, patch=patch, gpu=gpu)
+
+
+@cli.command("host-profile")
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="the profile to write, e.g. models/NAME.toml (then --profile NAME)")
+@click.option("--base", default="linux-x86_64", show_default=True,
+              help="the Linux profile whose structure, layouts and untouched values it keeps")
+@click.option("--measured-out", "measured_out", type=click.Path(file_okay=False), default=None,
+              help="where the quick probes' CSVs go (kept, to compare with)  "
+                   "[default: results/host-profile-NAME]")
+@click.option("--reuse-measured", is_flag=True,
+              help="fit on the CSVs already in --measured-out instead of running the probes")
+@click.option("--force", is_flag=True, help="overwrite an existing --out")
+@click.option("--log", type=click.Path(dir_okay=False), default=None,
+              help="also write the fit's table of points (sim calibrate's output) here")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="local worker processes for the fit's simulations  [default: the CPUs "
+                   "available]")
+def host_profile_cmd(out, base, measured_out, reuse_measured, force, log, jobs):
+    """Make a profile for this machine: host facts, quick probes, a fit of the time
+    parameters.
+
+    Reads the CPU model, caches (sizes, ways), page size, glibc version and cores from
+    the system, runs the quick probes (`sim measure --quick`: builds them with cargo
+    the first time) and fits the time parameters listed in docs/calibrate.md ("A
+    profile for your machine") on their op-cost and backward-cost points; writes
+    --out atomically with a [host] table saying where each value came from.
+    """
+    from .hostprofile import host_profile
+    if log is not None:
+        _check_out_file(log, "--log")
+    from .sweep import default_jobs
+    host_profile(out, base, measured_out, force, jobs or default_jobs(),
+                 reuse_measured=reuse_measured, log=log)
 
 
 def _check_out_file(out, option="--out"):

@@ -356,6 +356,10 @@ def _machine() -> dict:
     except OSError:
         pass
     info["cpus"] = os.cpu_count()
+    from .host import running_host
+    host = running_host()
+    if host:
+        info["host"] = host     # sim.host's facts: what `sim compare`'s report names
     for tool in ("rustc", "cargo"):
         exe = shutil.which(tool)
         if exe:

@@ -15,8 +15,9 @@ taken from burn/cubecl source, or fitted by ``sim calibrate``):
                 (``sim.gemm_cache``); empty lists where it is not read.
 
 Two more tables describe the profile rather than the platform (:data:`RECORDS`; they
-are no parameters): ``[meta]`` (required: ``platform``, ``burn_version``) and
-``[calibration]`` (optional, written by ``sim calibrate``: ``fitted``, ``points``).
+are no parameters): ``[meta]`` (required: ``platform``, ``burn_version``),
+``[calibration]`` (optional, written by ``sim calibrate``: ``fitted``, ``points``) and
+``[host]`` (optional: the machine the profile describes, :mod:`sim.host`).
 
 :func:`load_profile` validates everything and raises :class:`ProfileError`
 naming the file and the bad key: a missing or unknown table or key, a value of the
@@ -31,6 +32,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from .errors import UserError, shown
+from .host import HOST_KEYS
 
 __all__ = ["Profile", "ProfileError", "load_profile", "profile_names", "MODELS_DIR", "SCHEMA",
            "RECORDS"]
@@ -207,6 +209,9 @@ RECORDS = {
         "fitted": STRS,              # the parameters fitted, section.key
         "points": STRS,              # the measured points they were fitted on
     }),
+    # the machine a Linux profile describes (sim.host: CPU model, caches, page size, glibc,
+    # cores), written by `sim host-profile`; run/sweep/compare warn when it is not this one
+    "host": (False, {key: {"str": STR, "int": INT}[kind] for key, kind in HOST_KEYS.items()}),
 }
 
 #: [process] keys passed to the glibc arena as mallopt settings
@@ -238,6 +243,7 @@ class Profile:
         self.pytorch = dict(data["pytorch"])
         self.sysfs = SimpleNamespace(**data["sysfs"])
         self.fitted = list(data.get("calibration", {}).get("fitted", []))
+        self.host = dict(data.get("host", {}))
 
     def get(self, dotted):
         """Value of ``section.key`` (``backend.flex.gflops`` style)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import html
 import math
+from pathlib import Path
 
 from .compare import TOLERANCE
 from .growth import run_label, singular_unit
@@ -58,6 +59,23 @@ def _shown(path) -> str:
         return Path(path).name
 
 
+def _hosts_line(hosts):
+    """The hosts of the profile and of the measurements (``info["hosts"]``, written where
+    either is recorded: a profile's ``[host]`` table, ``sim measure``'s measure-info.json),
+    or None."""
+    if not hosts:
+        return None
+    profile = hosts.get("profile") or "not recorded (no [host] table)"
+    by_host = {}
+    for path, host in hosts.get("measured", {}).items():
+        where = by_host.setdefault(host or "not recorded", [])
+        folder = f"`{_shown(str(Path(path).parent))}/`"     # a run's CSVs share a folder
+        if folder not in where:
+            where.append(folder)
+    measured = "; ".join(f"{host} ({', '.join(paths)})" for host, paths in by_host.items())
+    return f"Host of the profile: {profile}. Host of the measurements: {measured or 'none'}."
+
+
 def _what_was_run(info):
     blocks = [("h2", "What was run")]
     workloads = info.get("workloads", [])
@@ -76,6 +94,7 @@ def _what_was_run(info):
                                                   for k, v in info["grid"].items()) + ".")
         if info.get("grid") else "Workload parameters: defaults.",
         f"Measured: {', '.join(f'`{_shown(m)}`' for m in info.get('measured', [])) or 'none'}.",
+        _hosts_line(info.get("hosts")),
         ("Rows of `sim measure --quick` (loop counts cut ~10x), simulated with the probes' "
          "quick parameters: " + "; ".join(f"`{name}` {params}" for name, params
                                           in info["quick"].items()) + ".")

@@ -26,6 +26,7 @@ import hashlib
 import itertools
 import json
 import os
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -757,6 +758,7 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
     chosen = select_workloads(workloads)
     names = select_policies(policies)
     prof = load_profile(profile)
+    warn_host(prof)
     construct_file_policies(names, prof)
     grid = parse_grid(sets, chosen)
     paths = measured_files(list(measured) or [DEFAULT_MEASURED])
@@ -801,6 +803,7 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     from .profile import load_profile
     names = select_policies(policies)
     prof = load_profile(profile)
+    warn_host(prof)
     construct_file_policies(names, prof)
     measured = measured_files(measured)
     named = select_workloads(workloads) if workloads else []
@@ -830,6 +833,39 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     with _output_dir(out) as out_dir:
         return _execute(chosen, cells, names, rows, measured, prof, grid, out_dir, jobs,
                         scheduler, force, progress, info, reuse)
+
+
+def warn_host(profile, stream=None) -> None:
+    """One warning line on stderr when ``profile`` (a Linux profile with a ``[host]``
+    table) describes another host than this one (:func:`sim.host.mismatch_warning`)."""
+    from .host import mismatch_warning
+    line = mismatch_warning(profile)
+    if line:
+        print(line, file=stream or sys.stderr, flush=True)
+
+
+def _hosts(profile, paths) -> dict:
+    """The hosts the report states: the profile's (its ``[host]`` table) and the
+    measurements' (``measure-info.json`` beside each measured file, as ``sim measure``
+    writes it), where recorded; {} when neither is (no line in the report)."""
+    from .host import describe
+    measured = {}
+    for path in paths:
+        info = Path(path).parent / "measure-info.json"
+        host = None
+        if info.is_file():
+            try:
+                machine = json.loads(info.read_text(encoding="utf-8")).get("machine", {})
+            except (OSError, ValueError, AttributeError):
+                machine = {}
+            host = machine.get("host") or ({"cpu_model": machine["cpu"],
+                                            "cores": machine.get("cpus")}
+                                           if machine.get("cpu") else None)
+        measured[str(path)] = describe(host) if host else None
+    if not profile.host and not any(measured.values()):
+        return {}
+    return {"profile": describe(profile.host) if profile.host else None,
+            "measured": measured}
 
 
 @contextmanager
@@ -916,6 +952,9 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
                 texts = values.setdefault(key, [])
                 if _value_text(value) not in texts:
                     texts.append(_value_text(value))
+    hosts = _hosts(profile, paths)
+    if hosts:
+        info["hosts"] = hosts
     info.update({
         "profile": profile.name, "code_version": run.code,
         "workloads": [{"name": w.name, "description": w.description,
