@@ -600,6 +600,12 @@ def _provenance(name, base_label, sources, params, n_points) -> list:
             f"fitting {', '.join(params)} on {n_points} point(s) of the measured file(s) "
             f"{', '.join(sources)} (paths as given to the command). The [calibration] table at "
             f"the end lists every parameter fitted and every point fitted on.")
+    return header_lines(text)
+
+
+def header_lines(text) -> list:
+    """A profile's header comment ``text`` wrapped at 90 columns, continuation lines
+    starting with ``#   `` (:func:`_with_header` finds them)."""
     return textwrap.wrap(text, 90, subsequent_indent="#   ", break_long_words=False,
                          break_on_hyphens=False)
 

@@ -20,12 +20,10 @@ A progress line on stderr throughout (``host-profile: [k/5] ...``); errors are o
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -256,8 +254,8 @@ def _header(name, base, host, measured_dir, params, n_points, seconds) -> list:
             f"every other value, and the comments above the values, are the base "
             f"profile's (its host is in its own header below). Probes and fit took "
             f"{seconds:.0f} s.")
-    return textwrap.wrap(text, 90, subsequent_indent="#   ", break_long_words=False,
-                         break_on_hyphens=False)
+    from .calibrate import header_lines
+    return header_lines(text)
 
 
 def _with_header(text, header) -> str:
@@ -298,8 +296,8 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         raise UserError(f"--base {base}: not a Linux profile "
                         f"(platform {base_profile.data['meta']['platform']})")
     measured_dir = Path(measured_dir or f"results/host-profile-{Path(out).stem}")
-    echo(f"[1/5] reading the host's facts (/proc/cpuinfo, /sys/devices/system/cpu, "
-         f"sysconf, confstr)")
+    echo("[1/5] reading the host's facts (/proc/cpuinfo, /sys/devices/system/cpu, "
+         "sysconf, confstr)")
     try:
         host = read_host()
         sysfs = read_sysfs_shape()

@@ -140,11 +140,21 @@ def build(echo=_echo, gpu=False) -> Path:
          f"target {binary_path(gpu).parent.parent}; the first build takes "
          f"{'~20' if gpu else 'a few'} minutes)")
     t0 = time.perf_counter()
+    _cargo_build([cargo, "build", "--release", "--locked"], where)
+    binary = binary_path(gpu)
+    if not binary.is_file():
+        raise UserError(f"cargo build succeeded but {binary} is missing")
+    echo(f"build done in {time.perf_counter() - t0:.1f} s")
+    return binary
+
+
+def _cargo_build(command, cwd, env=None, what="the probes") -> None:
+    """Run a cargo build, its messages echoed on stderr; a failure is one error line (its
+    first ``error`` line, or what the registry said) naming ``what`` was built."""
     tail = []
     try:
-        proc = subprocess.Popen([cargo, "build", "--release", "--locked"], cwd=where,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                errors="replace")
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, errors="replace")
     except OSError as exc:
         raise UserError(f"cannot run cargo ({exc.strerror})") from None
     for line in proc.stderr:
@@ -155,12 +165,7 @@ def build(echo=_echo, gpu=False) -> Path:
             del tail[:-40]
     code = proc.wait()
     if code != 0:
-        raise UserError(_build_failure(code, tail))
-    binary = binary_path(gpu)
-    if not binary.is_file():
-        raise UserError(f"cargo build succeeded but {binary} is missing")
-    echo(f"build done in {time.perf_counter() - t0:.1f} s")
-    return binary
+        raise UserError(_build_failure(code, tail).replace("the probes", what))
 
 
 def _build_failure(code, tail) -> str:
@@ -253,20 +258,9 @@ def build_patched(patches, echo=_echo) -> tuple:
          f"{target}; only burn-autodiff and its dependents rebuild once the first build "
          f"is done)")
     t0 = time.perf_counter()
-    tail = []
     env = dict(os.environ, CARGO_TARGET_DIR=str(target))
-    proc = subprocess.Popen([cargo, "build", "--release", "-p", "burn-probes"], cwd=ws,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, errors="replace")
-    for line in proc.stderr:
-        line = line.rstrip()
-        if line:
-            print(f"  {line}", file=sys.stderr, flush=True)
-            tail.append(line)
-            del tail[:-40]
-    code = proc.wait()
-    if code != 0:
-        raise UserError(_build_failure(code, tail).replace("the probes", f"the probes ({label})"))
+    _cargo_build([cargo, "build", "--release", "-p", "burn-probes"], ws, env,
+                 f"the probes ({label})")
     built = target / "release" / ("burn-probes.exe" if os.name == "nt" else "burn-probes")
     binary = PATCHED_DIR / "bin" / f"burn-probes-{label}"
     binary.parent.mkdir(parents=True, exist_ok=True)

@@ -341,17 +341,27 @@ def _fixes(v, problems) -> str:
     return "all" if len(removed) == len(problems) else "some" if helped else "none"
 
 
-def _answer(growth):
-    """The first section: per run where the reference grows, slows down or panics, the
-    fixes that remove it and what each costs (:func:`sim.growth.verdict`); then what the
-    fixes cost on the runs the reference handles; reference frameworks beside the fixes."""
-    from .growth import verdict
-    blocks = [("h2", "Which fix, and at what price")]
+def _against_reference(growth, title):
+    """A section's heading, and the growth rows by (run..., policy), the runs and the
+    policies in their order; the cells are None (and the section says so) where the
+    reference policy was not run."""
+    blocks = [("h2", title)]
     cells = {g.run + (g.policy,): g for g in growth}
     runs = list(dict.fromkeys(g.run for g in growth))
     policies = list(dict.fromkeys(g.policy for g in growth))
     if REFERENCE not in policies:
         blocks.append(("p", f"`{REFERENCE}` was not run: nothing to compare with."))
+        return blocks, None, runs, policies
+    return blocks, cells, runs, policies
+
+
+def _answer(growth):
+    """The first section: per run where the reference grows, slows down or panics, the
+    fixes that remove it and what each costs (:func:`sim.growth.verdict`); then what the
+    fixes cost on the runs the reference handles; reference frameworks beside the fixes."""
+    from .growth import verdict
+    blocks, cells, runs, policies = _against_reference(growth, "Which fix, and at what price")
+    if cells is None:
         return blocks
     frameworks = _reference_frameworks(policies)
     fixes = [p for p in policies if p != REFERENCE and p not in frameworks]
@@ -437,12 +447,8 @@ def _verdicts(growth):
     """Every run under the reference and every policy's verdict against it, with the
     rules: the detail behind the answer."""
     from .growth import MEMORY_RULE, TIME_RULE, VERDICT_RULE, verdict, ratio_text
-    blocks = [("h2", "Every run: growth and verdicts")]
-    cells = {g.run + (g.policy,): g for g in growth}
-    runs = list(dict.fromkeys(g.run for g in growth))
-    policies = list(dict.fromkeys(g.policy for g in growth))
-    if REFERENCE not in policies:
-        blocks.append(("p", f"`{REFERENCE}` was not run: nothing to compare with."))
+    blocks, cells, runs, policies = _against_reference(growth, "Every run: growth and verdicts")
+    if cells is None:
         return blocks
     blocks.append(("p", f"Per run (a run whose loop is sampled in phases: per phase), what "
                         f"`{REFERENCE}` shows, and every other policy's verdict against it. "
