@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .errors import UserError
 
-__all__ = ["fixes_report", "PATCHED_MEASURED"]
+__all__ = ["fixes_report", "measured_growth", "PATCHED_MEASURED"]
 
 PATCHED_MEASURED = (Path(__file__).resolve().parent.parent / "experiments" / "measured"
                     / "linux-x86_64" / "patched")
@@ -39,6 +39,33 @@ def _fix_dirs(root):
     if not found:
         raise UserError(f"--measured {root}: no NAME/ directory with measured CSVs "
                         f"(sim measure --patch NAME --out {root}/NAME)")
+    return found
+
+
+#: the measured files whose runs the report's growth verdicts are checked on
+VERDICT_FILES = ("adleak-rss.csv", "pit-infer.csv", "p10-ema.csv", "train-validate.csv")
+
+
+def measured_growth(root=PATCHED_MEASURED) -> dict:
+    """``fix -> {(experiment, variant, phase): Growth}`` of the committed measurements of
+    patched burn (:data:`VERDICT_FILES` of each ``NAME/`` directory; ``burn-0.22.1/``: the
+    unpatched reference measured the same way), each judged by
+    :func:`sim.growth.growth_of_runs`, the rule of the predicted verdicts. Empty where
+    nothing was measured."""
+    from .data import DataError, read_measured
+    from .growth import growth_of_runs
+    root = Path(root)
+    found = {}
+    for fix_dir in sorted(d for d in root.iterdir() if d.is_dir()) if root.is_dir() else ():
+        rows = []
+        for name in VERDICT_FILES:
+            try:
+                file_rows = read_measured(fix_dir / name)
+            except DataError:
+                continue          # not measured under this fix
+            rows += [dict(r, policy=fix_dir.name) for r in file_rows]
+        growths = growth_of_runs(rows, lambda row: row["experiment"])
+        found[fix_dir.name] = {g.run[:3]: g for g in growths if g.has_figures}
     return found
 
 

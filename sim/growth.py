@@ -162,6 +162,7 @@ class Growth:
     heap_bytes: float | None = None  # live heap (+ GPU) growth per unit, when judged by RSS
     heap_total_bytes: float | None = None  # the live heap's late-half rise (B), idem
     note: str = ""                   # why a figure is missing
+    x_last: float | None = None      # the series' last sample (in ``x_unit``)
 
     @property
     def run(self) -> tuple:
@@ -432,6 +433,7 @@ def _series_growth(key, phase, samples, series) -> Growth:
     xs = sorted(samples)
     points = [samples[x] for x in xs]
     g.x_unit = next(iter(points[0].values()))["x_unit"]
+    g.x_last = xs[-1]
     scale, g.unit = per_unit(g.x_unit)
     _measure_memory(g, xs, points, scale)
     if g.memory_total_bytes is None:

@@ -412,10 +412,48 @@ def _answer(growth):
                             f"by more than {TOLERANCE['time'] * 100:g} %, or growing or "
                             f"panicking where it does not):"))
         blocks.append(("list", prices))
-    blocks.append(("p", "No run of real burn with a fix applied has been measured: the fixes' "
-                        "verdicts are predictions (the measured points are compared in "
-                        "\"Accuracy\" below)."))
+    blocks += _confirmed(cells, runs, fixes)
     return blocks
+
+
+def _confirmed(cells, runs, fixes):
+    """Where real burn was measured with a fix (:func:`sim.fixes.measured_growth`): on each
+    run where unpatched real burn and the prediction both grow or panic, whether the fix's
+    measured run removes the growth or the panic as its predicted run does."""
+    from .fixes import PATCHED_MEASURED, measured_growth
+    measured = measured_growth()
+    reference = measured.get(REFERENCE, {})
+    lines = []
+    for run in runs:
+        ref = cells.get(run + (REFERENCE,))
+        real = reference.get(run[:3])
+        if ref is None or real is None or run[3]:
+            continue
+        for what, shown in (("growth", lambda g: bool(g.memory_grows)),
+                            ("panic", lambda g: g.panic_x is not None)):
+            if not (shown(ref) and shown(real)):
+                continue
+            for fix in fixes:
+                predicted, got = cells.get(run + (fix,)), measured.get(fix, {}).get(run[:3])
+                if predicted is None or got is None:
+                    continue
+                said = "keeps" if shown(predicted) else "removes"
+                seen = "keeps" if shown(got) else "removes"
+                verdict = "confirmed" if said == seen else "**not confirmed**"
+                if got.x_last is not None and got.x_last != predicted.x_last:
+                    verdict += (f" (real burn ran to {got.x_last:g} {got.x_unit}, the "
+                                f"prediction to {predicted.x_last:g})")
+                lines.append(f"{run_label(run)}: `{fix}` {said} the {what} in the "
+                             f"prediction; on patched real burn it {seen} it: {verdict}.")
+    if not lines:
+        return [("p", "No run of real burn with a fix applied has been measured where it "
+                      "would confirm a verdict above: the fixes' verdicts are predictions.")]
+    where = PATCHED_MEASURED.relative_to(PATCHED_MEASURED.parents[3])
+    return [("p", f"Confirmed on real burn: burn-autodiff 0.22.1 patched with each fix "
+                  f"(`sim measure --patch NAME`, quick loop counts, Linux; `{where}/`, "
+                  f"docs/fixes.md), judged by the same rule as the predictions, on the runs "
+                  f"where unpatched real burn shows the problem too:"),
+            ("list", lines)]
 
 
 def _grouped(prices) -> str:

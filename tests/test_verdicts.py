@@ -138,3 +138,36 @@ def test_pytorch_is_a_reference_framework_and_its_drift_a_fitted_constant():
                            "`pytorch.rss_growth_per_step_bytes`), live heap flat; "
                            "3.39x faster; no panic |")
     assert "reference, not a fix" in md
+
+
+def test_patched_real_burn_confirms_the_verdicts_it_can():
+    """The committed measurements of patched burn (quick runs) judged by the predictions'
+    rule: skip-untracked and drop-release remove adleak-rss flex.autodiff's growth that
+    unpatched real burn shows; only drop-release removes a-tracked's; detach-constant
+    alone removes the target panic, which unpatched burn has at step 3."""
+    from sim.fixes import measured_growth
+    m = measured_growth()
+    run = ("adleak-rss", "flex.autodiff", "")
+    assert m["burn-0.22.1"][run].memory_grows
+    assert [f for f in sorted(m) if m[f][run].memory_grows is False] == [
+        "drop-release", "skip-untracked"]
+    tracked = ("adleak-rss", "a-tracked", "")
+    assert [f for f in sorted(m) if m[f][tracked].memory_grows is False] == ["drop-release"]
+    target = ("p10-ema", "target", "")
+    assert m["burn-0.22.1"][target].panic_x == 3
+    assert [f for f in sorted(m) if m[f][target].panic_x is None] == ["detach-constant"]
+
+
+def test_the_report_says_which_verdicts_real_burn_confirmed(tmp_path):
+    from sim.report import _confirmed
+    from sim.growth import Growth
+    ref = Growth("adleak-rss", "flex.autodiff", "burn-0.22.1", "", memory_total_bytes=9e7,
+                 x_unit="k_iterations", x_last=400)
+    fix = Growth("adleak-rss", "flex.autodiff", "skip-untracked", "", memory_total_bytes=0,
+                 x_unit="k_iterations", x_last=400)
+    cells = {ref.run + (ref.policy,): ref, fix.run + (fix.policy,): fix}
+    (intro, lines), = [_confirmed(cells, [ref.run], ["skip-untracked"])]
+    assert lines[0] == "list"
+    assert lines[1] == ["adleak-rss / flex.autodiff: `skip-untracked` removes the growth in "
+                        "the prediction; on patched real burn it removes it: confirmed (real "
+                        "burn ran to 40 k_iterations, the prediction to 400)."]
