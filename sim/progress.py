@@ -2,8 +2,8 @@
 
 On a terminal the bar is one line rewritten in place (``\\r``), at least every
 second while cells run; when stderr is a file or a pipe (CI logs, tests), a full
-line is written at each tenth of the work and every 10 s while cells run, so logs
-stay short. Nothing is written to stdout.
+line is written at each tenth of the work and every 2 s while cells run (the running
+cells and their loop positions). Nothing is written to stdout.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Progress:
         How many cells run at once (unused: kept for callers that pass it).
     every : float, optional
         Seconds between redraws while cells run (:meth:`tick`); default 1 s on a
-        terminal, 10 s in a log.
+        terminal, 2 s in a log.
     clock : callable, optional
         The clock (seconds), ``time.perf_counter`` by default.
 
@@ -70,7 +70,7 @@ class Progress:
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.clock = clock or time.perf_counter
-        self.every = every if every is not None else 1.0 if self.tty else 10.0
+        self.every = every if every is not None else 1.0 if self.tty else 2.0
         self.start = self.clock()
         self.shown_at = self.start
         self._last_tenth = -1
