@@ -41,6 +41,23 @@ def tiny_backward(device, probe=False):
 MiB = 1024 * 1024
 
 
+def pit_groups(infer, model, autodiff, plain, variant):
+    """The seed's pit-infer groups in sequence, up to ``variant``'s: A (``model`` and the
+    input on ``autodiff``), B (``model.valid()``, the input still on ``autodiff``), C (the
+    valid model, the input on ``plain``); ``infer(group, net, input_device)`` is the
+    generator of one group. Returns the valid model after C (for what follows the groups
+    while it lives), else None."""
+    yield from infer("A-model-and-input-autodiff", model, autodiff)
+    if variant == "A-model-and-input-autodiff":
+        return
+    valid = model.valid()
+    yield from infer("B-valid-model-input-autodiff", valid, autodiff)
+    if variant == "B-valid-model-input-autodiff":
+        return
+    yield from infer("C-valid-model-input-plain", valid, plain)
+    return valid
+
+
 def gpu_pool_metrics(gpu) -> dict:
     """The GPU probes' pool rows (gpu-probes ``Sink::pool``): burn's ``memory_pool_usage``
     and ``memory_pool_report`` of ``gpu`` as metrics, bytes and pages."""

@@ -11,7 +11,7 @@ after group C, a ``memory_cleanup``.
 from sim.nn import Mlp
 from sim.tensor import Tensor
 
-from common import gpu_pool_metrics
+from common import gpu_pool_metrics, pit_groups
 
 EXPERIMENT = "gpu-pit-infer"
 SWEEP = False
@@ -45,14 +45,9 @@ def run(sim, variant, forwards, batch, features):
         del x
         yield sim.tick()
 
-    yield from infer("A-model-and-input-autodiff", model, ad)
-    if variant == "A-model-and-input-autodiff":
+    valid = yield from pit_groups(infer, model, ad, gpu, variant)
+    if valid is None:
         return
-    valid = model.valid()
-    yield from infer("B-valid-model-input-autodiff", valid, ad)
-    if variant == "B-valid-model-input-autodiff":
-        return
-    yield from infer("C-valid-model-input-plain", valid, gpu)
-    gpu.memory_cleanup()
+    gpu.memory_cleanup()   # the valid model still alive, as in the probe
     sim.sample(forwards, "forwards", phase="after-memory-cleanup", **gpu_pool_metrics(gpu))
     yield sim.tick()

@@ -11,7 +11,7 @@ forwards: GPU pool bytes in use and host heap growth since the group's start.
 from sim.nn import Mlp
 from sim.tensor import Tensor
 
-from common import ProbeSink, rss_bytes_paged
+from common import ProbeSink, pit_groups, rss_bytes_paged
 
 EXPERIMENT = "pit-infer"
 X_UNITS = {"pit-infer": "forwards"}
@@ -114,11 +114,4 @@ def run(sim, variant, forwards, report_every, batch, features, device="metal", s
                 t0, last = sim.now_ns, i
         yield sim.tick()
 
-    yield from infer("A-model-and-input-autodiff", model, ad)
-    if variant == "A-model-and-input-autodiff":
-        return
-    valid = model.valid()
-    yield from infer("B-valid-model-input-autodiff", valid, ad)
-    if variant == "B-valid-model-input-autodiff":
-        return
-    yield from infer("C-valid-model-input-plain", valid, gpu)
+    yield from pit_groups(infer, model, ad, gpu, variant)
