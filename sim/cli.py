@@ -615,6 +615,68 @@ def fixes_cmd(measured, profile, results, out, jobs, figures):
     click.echo(f"-> {out}")
 
 
+@cli.command("equivalence")
+@click.option("--workload", "-w", "workloads", multiple=True, default=("all",), show_default=True,
+              help="workload name; repeatable, or 'all' (every built-in workload)")
+@_policy_option(multiple=True)
+@click.option("--profile", "profiles", multiple=True,
+              default=("m2max-macos", "linux-x86_64"), show_default=True,
+              help="profile name in models/ or a path to a .toml; repeatable, or 'all'")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="also write every cell's comparison here (CSV)")
+@_jobs_option
+def equivalence_cmd(workloads, policy, profiles, out, jobs):
+    """Check that fast-forward gives exact mode's rows, byte for byte, on every workload x
+    variant x policy x profile (each workload at its quick parameters).
+
+    Every cell runs twice, once in exact mode: minutes. Prints the cells that differ and
+    a count per result; exits 1 if any cell differs.
+    """
+    from .data import atomic_write, format_value, rows_to_csv
+    from .equivalence import COLUMNS, cells, check
+    from .profile import load_profile, profile_names
+    from .progress import Progress
+    from .sweep import default_jobs, select_policies
+    from .workloads import builtin_names, load_workload
+    if out is not None:
+        _check_out_file(out)
+    names = []
+    for name in workloads:
+        for one in (builtin_names() if name == "all" else [name]):
+            if one not in names:
+                load_workload(one)          # an unknown name is an error before any cell
+                names.append(one)
+    chosen = []
+    for name in profiles:
+        for one in (profile_names() if name == "all" else [name]):
+            if one not in chosen:
+                load_profile(one)
+                chosen.append(one)
+    todo = cells(names, select_policies(policy), chosen)
+    progress = Progress(len(todo))
+    try:
+        results = check(todo, jobs or default_jobs(), progress)
+    finally:
+        progress.close()
+    counts = {}
+    for row in results:
+        counts[row["result"]] = counts.get(row["result"], 0) + 1
+        if row["result"] in ("differs", "refused-differently"):
+            click.echo(f"{row['workload']} {row['variant']} -p {row['policy']} "
+                       f"--profile {row['profile']}: {row['result']}: {row['difference']}")
+    exact = sum(r["exact_cpu_s"] for r in results)
+    fast = sum(r["ff_cpu_s"] for r in results)
+    click.echo(f"{len(results)} cells: " + ", ".join(f"{counts[k]} {k}" for k in
+                                                   ("same", "refused", "differs",
+                                                    "refused-differently") if k in counts)
+               + f" (CPU: exact {exact:.1f} s, fast-forward {fast:.1f} s)")
+    if out is not None:
+        atomic_write(out, rows_to_csv(results, COLUMNS, format_value))
+        click.echo(f"-> {out}")
+    if counts.get("differs") or counts.get("refused-differently"):
+        sys.exit(1)
+
+
 @cli.command("plot")
 @click.argument("results_dir", type=click.Path(file_okay=False))
 @_jobs_option
