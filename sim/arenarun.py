@@ -45,10 +45,19 @@ from collections import Counter
 from .costs.btree import append_counts
 from .costs.ptmalloc import MINSIZE, chunk_size
 
-__all__ = ["ALLOC", "FREE", "ALLOC_MANY", "FREE_MANY", "INSERT", "Pattern", "trace", "advance"]
+__all__ = ["ALLOC", "FREE", "ALLOC_MANY", "FREE_MANY", "INSERT", "REALLOC", "handle_key",
+           "Pattern", "trace", "advance"]
 
 #: events of a replay template (see ``sim.fastforward._Recorder``)
 ALLOC, FREE, ALLOC_MANY, FREE_MANY, INSERT = range(5)
+#: a realloc in a probe's trace of heap events (sim.fastforward), after the kinds above
+REALLOC = INSERT + 1
+
+
+def handle_key(block):
+    """What names a heap block in a probe's trace: an arena block is its address (an int);
+    an mmapped one a tuple, told apart by identity."""
+    return block if type(block) is int else ("id", id(block))
 
 
 def _positions(arena) -> dict:

@@ -56,10 +56,12 @@ from __future__ import annotations
 import itertools
 from typing import NamedTuple
 
-from .autodiff.node import Node, NodeRefCount
 from .autodiff.runs import node_blocks, unexplained_blocks
-from .autodiff.step import Step
 from .costs.btree import BTreeNodes
+from .ffreplay import relabel_rotating, relative_tree_ops, replay_tree_ops, rotating_graph
+from .keptchain import (build_members, build_replayed, compare_before, kept_chain,
+                        kept_slots, l2_ready, old_nodes, repoint_members)
+from .leakrun import _Refuse, _resident, actions_template, hand_over, swap_tip
 
 __all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog"]
 
@@ -283,17 +285,6 @@ def _scan_length(n, r):
     return n if r == 0 else (n + 1) / (r + 1)
 
 
-def rotating_graph(locator, g, ids) -> bool:
-    """Whether ``g``, created in the iteration with its node ids ``ids``, is one node's
-    graph of nothing but its RootStep (a new parameter's): the closed forms keep its
-    objects and give it the newest iteration's id (:func:`_relabel_rotating`)."""
-    mem = g.server.memory_management
-    return (ids == [g.origin] and g.entries == 1 and len(mem.nodes) == 1 and not mem.runs
-            and len(g.server.steps) == 1 and locator.keys.get(g.origin) == set()
-            and g.origin not in locator.key_tables and g.origin not in locator.key_runs
-            and g.server.steps[g.origin].actions is None)
-
-
 def _explained(locator, snap, events, blocks) -> bool:
     """Whether the iteration's net heap change (``events``, blocks by size) is the
     members' ``blocks``, the BTreeMaps' new nodes and table resizes (each one block of a
@@ -311,7 +302,6 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     ``record``: its heap events in order, live nodes' orders and kept blocks, and
     ``allocs`` its allocations counted without an event, for a chain whose members keep
     storages or whose iteration moves LARGE blocks: its events are replayed)."""
-    from .keptchain import kept_chain
     locator = sim.client.locator
     if (locator is None or not trees.valid or not sim.allocator.bulk_exact()
             or sim.rss_extra_bytes != snap.rss_extra or locator.run_entries
@@ -375,7 +365,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     effect = ChainEffect(stride, sim.registered - snap.registered,
                          sim.backwards - snap.backwards, times,
                          (0, 0 if replay else sim.fault_mapped - fm), graph.origin, members,
-                         rotating, _relative_ops(trees.ops, w0, w0 - stride),
+                         rotating, relative_tree_ops(trees.ops, w0, w0 - stride),
                          templates, growth, state, tip_id, graph, w0)
     effect.leaf_growth = leaf_growth
     if replay:
@@ -446,8 +436,6 @@ def _collect_members(sim, locator, graph, in_map, w0, stride, replayable):
     ``w0 + stride - 1``), or None where one is not something :func:`apply_chain` builds:
     a step that is not its node's, extra references, more than one handle, a parent it
     cannot name again, or kept storages without a replayable trace."""
-    from .keptchain import compare_before, old_nodes
-    from .leakrun import _Refuse, actions_template
     server = graph.server
     memory = server.memory_management
     member_ids = set(in_map)
@@ -580,19 +568,6 @@ def _sweep_template(record, gkey, before):
                          nodes, referenced, deltas)
 
 
-def _relative_ops(ops, w0, prev_lo):
-    """The BTreeMap operations with keys relative to the iteration's first id (None where
-    a key is older than the iteration before: not a shift of the same operation)."""
-    out = []
-    for tree, kind, key in ops:
-        keys = key if kind == "remove_many" else (key,)
-        if any(k < prev_lo for k in keys):
-            return None
-        rel = tuple(k - w0 for k in keys)
-        out.append((tree, kind, rel if kind == "remove_many" else rel[0]))
-    return tuple(out)
-
-
 # -- applying it --------------------------------------------------------------------------
 
 def chain_horizon(sim, effect) -> int:
@@ -641,7 +616,7 @@ def chain_horizon(sim, effect) -> int:
 
 def _leaves_peak(effect, memory) -> int:
     """The most leaves ``G`` holds while one iteration's members are registered one by one
-    (:func:`_build`): each takes its parents out of the leaves (the chain's node of the
+    (:func:`sim.keptchain.build_members`): each takes its parents out of the leaves (the chain's node of the
     iteration before is one; a parent from before the loop counts as none, which can only
     overestimate) and goes in itself."""
     count = len(memory.leaves) + memory.run_nodes
@@ -664,8 +639,6 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     :func:`sim.fastforward._replay_drift`, for a chain whose events are replayed (its
     members keep storages), which places an iteration's heap events and returns the kept
     blocks by position."""
-    from .keptchain import build_replayed, kept_slots, l2_ready, repoint_members
-    from .leakrun import _resident, hand_over, swap_tip
     locator = sim.client.locator
     graph = effect.graph
     stride = effect.stride
@@ -710,7 +683,7 @@ def apply_chain(sim, effect, count, replay=None) -> int:
                                   children_of_tip if i == 1 else None, tip_node, built,
                                   replay, clones, slots[0])
         else:
-            prev = _build(sim, effect, graph, start, prev, via_offset,
+            prev = build_members(sim, effect, graph, start, prev, via_offset,
                           children_of_tip if i == 1 else None, tip_node, built)
         replay_tree_ops(trees, effect.tree_ops, start)
         sim.current.pending_ps += work_ps
@@ -733,7 +706,7 @@ def apply_chain(sim, effect, count, replay=None) -> int:
             held, newest_kept = slots[0][tips[0]], clones[-1][tips[0]]
             swap_tip(held, newest_kept, repoint)
             held.chunk, newest_kept.chunk = newest_kept.chunk, held.chunk
-    renamed = _relabel_rotating(locator, effect, last, last + count * stride)
+    renamed = relabel_rotating(locator, effect, last, last + count * stride)
     swapped = {}
     if tip_node is not None:
         newest = prev[tip_offset]
@@ -753,19 +726,6 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     return count
 
 
-def replay_tree_ops(trees, ops, start) -> None:
-    """The BTreeMap operations of an iteration (:func:`_relative_ops`) again, for the
-    iteration whose first id is ``start``: the maps' nodes split and merge as in exact
-    mode."""
-    for tree, kind, key in ops:
-        if kind == "insert":
-            trees[tree].insert(start + key)
-        elif kind == "remove":
-            trees[tree].remove(start + key)
-        else:
-            trees[tree].remove_many([start + k for k in key])
-
-
 def _rotating_ok(sim, effect, last) -> bool:
     """The iteration just run left the same one-node graphs as the probed one."""
     locator = sim.client.locator
@@ -775,70 +735,6 @@ def _rotating_ok(sim, effect, last) -> bool:
                 or len(g.server.memory_management.nodes) != 1):
             return False
     return True
-
-
-def _node(ref, start, stride, cur, prev, locator):
-    """The id and the node a member's parent reference names."""
-    kind, value = ref
-    if kind == "cur":
-        return start + value, cur[value]
-    if kind == "prev":
-        return start - stride + value, prev[value]
-    return value, locator.graphs[value].server.steps[value].node
-
-
-def _build(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node, built,
-           buffers=None):
-    """Register the members of the iteration whose first id is ``start`` in ``G`` as that
-    iteration did (``prev``: the members of the one before, by offset): their nodes, ref
-    counts and boxed steps, ``G``'s maps and tables, the locator's entries and ``G``'s key
-    set (the BTreeMaps are left to the replayed operations). Returns the new members by
-    offset; ``children_of_tip`` (a list, or None) collects the steps that have
-    ``tip_node`` as a parent, ``built`` every step; ``buffers``: the storages the
-    members' actions keep (:func:`sim.keptchain.build_replayed`)."""
-    from .autodiff.ops import _Retro
-    from .leakrun import _actions
-    locator = sim.client.locator
-    server = graph.server
-    heap = sim.heap
-    stride = effect.stride
-    cur = {}
-    origin = graph.origin
-    for member in effect.members:
-        node_id = start + member.offset
-        parents = []
-        for ref, _ in member.parents:
-            pid, pnode = _node(ref, start, stride, cur, prev, locator)
-            parents.append((pid, pnode.order == 0))
-        step_parents = tuple(None if ref is None else
-                             _node(ref, start, stride, cur, prev, locator)[1]
-                             for ref in member.step_parents)
-        kind, value = member.order
-        order = value if kind == "const" else prev[via_offset].order + value
-        node = Node(sim, node_id, tuple(parents), order, member.requirement,
-                    member.memory_bound)
-        rc = NodeRefCount(sim, node_id)
-        actions = None
-        if member.actions is not None:
-            actions = _actions(sim, member.actions, start, buffers)
-        if member.retro:
-            node.retro = _Retro(sim)
-        step = Step(member.kind, member.op, node, step_parents, member.nbytes, actions,
-                    member.shapes)
-        if children_of_tip is not None and any(p is tip_node for p in step_parents):
-            children_of_tip.append(step)
-        heap.alloc(member.nbytes)          # the boxed step (GraphMutexClient::register)
-        node._block = None
-        server.register(rc, step)
-        built.append(step)
-        locator.graphs[node_id] = graph
-        graph.entries += 1
-        if member.keyed:
-            ids = locator.keys[origin]
-            ids.add(node_id)
-            locator.key_tables[origin].fit(len(ids) + locator.key_runs.get(origin, 0))
-        cur[member.offset] = node
-    return cur
 
 
 def _sweep(sim, template, j, graph) -> None:
@@ -865,31 +761,6 @@ def _sweep(sim, template, j, graph) -> None:
     ns = timing.sweep_ns(entries, visits, scanned, template.freed, list(sets))
     timing.cleanup_ns += ns
     sim.charge(ns)
-
-
-def _relabel_rotating(locator, effect, last, newest) -> dict:
-    """The one-node graphs the last run iteration left take the ids the last skipped
-    iteration gave its own (the BTreeMaps have them already: the replayed operations).
-    Returns old id -> new id."""
-    renamed = {}
-    for offset in effect.rotating:
-        old_id, new_id = last + offset, newest + offset
-        g = locator.graphs.pop(old_id)
-        locator.graphs[new_id] = g
-        locator.keys[new_id] = locator.keys.pop(old_id)
-        g.origin = new_id
-        server = g.server
-        memory = server.memory_management
-        step = server.steps.pop(old_id)
-        server.steps[new_id] = step
-        rc, parents = memory.nodes.pop(old_id)
-        memory.nodes[new_id] = (rc, parents)
-        memory.leaves.discard(old_id)
-        memory.leaves.add(new_id)
-        step.node.id = new_id
-        rc.id = new_id
-        renamed[old_id] = new_id
-    return renamed
 
 
 _NODE_FIELDS = ("id", "parents", "order", "requirement", "memory_bound", "retro", "_nbytes",

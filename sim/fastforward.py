@@ -91,7 +91,8 @@ from __future__ import annotations
 from collections import Counter
 
 from .arenarun import ALLOC as _ALLOC, ALLOC_MANY as _ALLOC_MANY, FREE as _FREE
-from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, advance, trace, window
+from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, REALLOC as _REALLOC
+from .arenarun import advance, handle_key as _handle_key, trace, window
 from .autodiff.runs import (NodeRun, graph_blocks, graph_drop_order, node_blocks,
                             tree_counts, unexplained_blocks)
 from .chainrun import LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
@@ -100,9 +101,6 @@ from .costs.btree import CAPACITY, BTreeNodes, append_counts
 from .costs.heap import ExcludedHeap, Heap
 
 __all__ = ["repeat", "Effect"]
-
-#: a realloc in :attr:`_Recorder.trace` (after arenarun's kinds)
-_REALLOC = max(_ALLOC, _FREE, _ALLOC_MANY, _FREE_MANY, _INSERT) + 1
 
 #: consecutive identical iterations needed before fast-forwarding
 AGREE = 3
@@ -236,11 +234,6 @@ class _Recorder(Heap):
             if _Recorder.seq is not None and not _Recorder.muted:
                 _Recorder.seq.append((_FREE_MANY, nbytes, count))
         Heap.free_many(self, nbytes, count)
-
-
-def _handle_key(block):
-    # arena blocks are addresses (ints); mmapped ones are tuples, told apart by identity
-    return block if type(block) is int else ("id", id(block))
 
 
 class _RecordingTree(BTreeNodes):

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .chainrun import _build
+from .autodiff.node import Node, NodeRefCount
+from .autodiff.ops import _Retro
+from .autodiff.step import Step
 from .costs.cache import Chunk
 from .costs.heap import Heap
 from .leakrun import (_buffer, _Counting, _Refuse, _strip, builder_blocks, kept_storages,
-                      l2_contents, l2_signature, replace_storage)
+                      l2_contents, l2_signature, member_actions, replace_storage)
 
 __all__ = ["kept_chain", "l2_growth", "build_replayed", "kept_slots", "repoint_members",
            "l2_ready", "old_nodes", "compare_before", "MAX_KEPT"]
@@ -185,7 +187,7 @@ def l2_growth(sim, snap, kept, prev_chunks=None):
 
 def build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node,
                    built, replay, clones, first):
-    """:func:`_build` for a chain whose events are replayed: the iteration's heap events
+    """:func:`build_members` for a chain whose events are replayed: the iteration's heap events
     placed (``replay``), then its members built on a heap that only counts (their blocks
     came with the events), their actions holding new storages of the replayed blocks
     (appended to ``clones``; ``first``: the kept storages of the last exact iteration).
@@ -198,7 +200,7 @@ def build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip,
     try:
         buffers = [k[1] if type(k) is tuple else _buffer(k, b, handles)
                    for k, b in zip(effect.kept, effect.backends)]
-        cur = _build(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node,
+        cur = build_members(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node,
                      built, buffers)
     finally:
         heap.__class__ = Heap
@@ -311,3 +313,65 @@ def repoint_members(effect, server, base, old, new) -> None:
     for m in effect.members:
         if m.actions is not None:
             replace_storage(server.steps[base + m.offset].actions, old, new)
+
+
+def _node(ref, start, stride, cur, prev, locator):
+    """The id and the node a member's parent reference names."""
+    kind, value = ref
+    if kind == "cur":
+        return start + value, cur[value]
+    if kind == "prev":
+        return start - stride + value, prev[value]
+    return value, locator.graphs[value].server.steps[value].node
+
+
+def build_members(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node, built,
+           buffers=None):
+    """Register the members of the iteration whose first id is ``start`` in ``G`` as that
+    iteration did (``prev``: the members of the one before, by offset): their nodes, ref
+    counts and boxed steps, ``G``'s maps and tables, the locator's entries and ``G``'s key
+    set (the BTreeMaps are left to the replayed operations). Returns the new members by
+    offset; ``children_of_tip`` (a list, or None) collects the steps that have
+    ``tip_node`` as a parent, ``built`` every step; ``buffers``: the storages the
+    members' actions keep (:func:`build_replayed`)."""
+    locator = sim.client.locator
+    server = graph.server
+    heap = sim.heap
+    stride = effect.stride
+    cur = {}
+    origin = graph.origin
+    for member in effect.members:
+        node_id = start + member.offset
+        parents = []
+        for ref, _ in member.parents:
+            pid, pnode = _node(ref, start, stride, cur, prev, locator)
+            parents.append((pid, pnode.order == 0))
+        step_parents = tuple(None if ref is None else
+                             _node(ref, start, stride, cur, prev, locator)[1]
+                             for ref in member.step_parents)
+        kind, value = member.order
+        order = value if kind == "const" else prev[via_offset].order + value
+        node = Node(sim, node_id, tuple(parents), order, member.requirement,
+                    member.memory_bound)
+        rc = NodeRefCount(sim, node_id)
+        actions = None
+        if member.actions is not None:
+            actions = member_actions(sim, member.actions, start, buffers)
+        if member.retro:
+            node.retro = _Retro(sim)
+        step = Step(member.kind, member.op, node, step_parents, member.nbytes, actions,
+                    member.shapes)
+        if children_of_tip is not None and any(p is tip_node for p in step_parents):
+            children_of_tip.append(step)
+        heap.alloc(member.nbytes)          # the boxed step (GraphMutexClient::register)
+        node._block = None
+        server.register(rc, step)
+        built.append(step)
+        locator.graphs[node_id] = graph
+        graph.entries += 1
+        if member.keyed:
+            ids = locator.keys[origin]
+            ids.add(node_id)
+            locator.key_tables[origin].fit(len(ids) + locator.key_runs.get(origin, 0))
+        cur[member.offset] = node
+    return cur

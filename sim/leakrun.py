@@ -46,15 +46,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple
 
-from .arenarun import ALLOC, ALLOC_MANY, FREE, FREE_MANY
+from .arenarun import ALLOC, ALLOC_MANY, FREE, FREE_MANY, REALLOC, handle_key
 from .autodiff.checkpoint import CheckpointerBuilder
 from .autodiff.locator import Graph
 from .autodiff.node import Node, NodeRefCount
+from .autodiff.runs import graph_blocks, node_blocks
 from .autodiff.step import Step
 from .backend import _TAKEN, Backend, Buffer
-from .chainrun import replay_tree_ops, rotating_graph
 from .costs.cache import Chunk
 from .costs.heap import Heap
+from .ffreplay import relabel_rotating, relative_tree_ops, replay_tree_ops, rotating_graph
 
 __all__ = ["LeakEffect", "leak_effect", "apply_leak", "l2_signature", "l2_contents"]
 
@@ -252,8 +253,7 @@ def kept_storages(tensors, refs, kept_pos, small_tip=False) -> tuple:
         size, block, _, arc = token
         position = None
         if kept_pos is not None and block is not None:
-            from .fastforward import _handle_key
-            position = kept_pos.get(_handle_key(block))
+            position = kept_pos.get(handle_key(block))
             if position is None:
                 raise _Refuse      # a block from before the iteration
         tip = prim.holders > refs[at]
@@ -331,7 +331,6 @@ def _strip(trace, spans, kept):
         inside.update(range(start, end))
     new_at = {}
     out = []
-    from .fastforward import _REALLOC
     for i, event in enumerate(trace):
         if i in inside:
             continue
@@ -340,7 +339,7 @@ def _strip(trace, spans, kept):
             if arg not in new_at:
                 return None
             event = (kind, nbytes, new_at[arg], unfaulted)
-        elif kind == _REALLOC:
+        elif kind == REALLOC:
             old, at = arg
             if at >= 0:
                 if at not in new_at:
@@ -363,7 +362,6 @@ def leak_effect(sim, snap, trees, record, times, allocs):
     kept blocks; ``times``: its work without page faults and its time split, as
     :func:`sim.fastforward._measure` measured them; ``allocs``: its allocations counted
     without an event (the BTreeMaps' own come with their replayed operations))."""
-    from .chainrun import _relative_ops
     locator = sim.client.locator
     trace, _, kept_at = record
     if (locator is None or trace is None or kept_at is None or not trees.valid
@@ -406,7 +404,7 @@ def leak_effect(sim, snap, trees, record, times, allocs):
         return None
     if sum(k.tip for spec in specs for k in spec.kept) > 1:
         return None
-    tree_ops = _relative_ops(trees.ops, w0, w0 - stride)
+    tree_ops = relative_tree_ops(trees.ops, w0, w0 - stride)
     if tree_ops is None:
         return None
     # the blocks the iteration kept, less its tensors' own (they come with the replayed
@@ -459,7 +457,6 @@ def _graph_blocks(sim, graph, locator) -> Counter:
     (``Arc<Graph>``, its tables, the origin's key set), each node's (ref count, parents,
     ``Arc<Node>``, boxed step) and each step's checkpoint actions (their blocks, their
     two Vecs)."""
-    from .autodiff.runs import graph_blocks, node_blocks
     layout = sim.layout
     server = graph.server
     out = Counter(graph_blocks(layout, server))
@@ -540,7 +537,7 @@ def _buffer(kept, backend, handles):
     return Buffer(kept.nbytes, backend._free_cpu, token, chunk, kept.strides, None)
 
 
-def _actions(sim, template, start, buffers):
+def member_actions(sim, template, start, buffers):
     """A step's checkpoint actions as the template has them (their blocks allocated): a
     node ``offset`` is relative to ``start``, or ``("old", id)`` for a node from before
     the loop."""
@@ -580,7 +577,7 @@ def _build(sim, spec, backends, start, handles, built):
         node = Node(sim, node_id, tuple((start + o, leaf) for o, leaf in m.parents), m.order,
                     m.requirement, m.memory_bound)
         rc = NodeRefCount(sim, node_id)
-        actions = None if m.actions is None else _actions(sim, m.actions, start, buffers)
+        actions = None if m.actions is None else member_actions(sim, m.actions, start, buffers)
         step_parents = tuple(None if o is None else nodes[start + o] for o in m.step_parents)
         step = Step(m.kind, m.op, node, step_parents, m.nbytes, actions, m.shapes)
         sim.heap.alloc(m.nbytes)           # the boxed step (GraphMutexClient::register)
@@ -777,8 +774,7 @@ def _relabel(locator, effect, last, newest_first, newest) -> dict:
     """The one-node graphs the last exact iteration left take the ids of the newest
     iteration's, and their place among the live graphs: the iteration's creation order
     (``effect.order``) against the newest leaked graphs."""
-    from .chainrun import _relabel_rotating
-    renamed = _relabel_rotating(locator, effect, last, newest_first)
+    renamed = relabel_rotating(locator, effect, last, newest_first)
     live = locator.live
     tail = [newest[value] if kind == "L" else locator.graphs[newest_first + value]
             for kind, value in effect.order]
