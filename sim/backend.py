@@ -528,8 +528,11 @@ class Backend:
     def launch_forward(self, op_name, in_shapes, out_shape, alias) -> None:
         """The launches burn-cubecl 0.22.1 makes for ``op_name`` (``alias``: the input the
         output overwrites, or None): ``relu`` is a ``lower_equal_elem`` mask and a
-        ``mask_fill``; a full ``sum`` fills its output with zeros and runs the shared sum;
-        other ops one elementwise kernel (scalar ops' values are not simulated: 0)."""
+        ``mask_fill``; a full ``sum`` fills its output with zeros and runs the shared sum
+        (burn-cubecl ``kernel/reduce/base.rs`` ``sum``, one-shot where atomics add; a
+        ``mean`` is taken as the same two launches, not traced); other ops one
+        elementwise kernel (scalar ops' values are not simulated: 0, so two scalar ops of
+        one shape share a uniform here where different values would not)."""
         if op_name == "matmul":
             self.launch(kernels.matmul(*in_shapes))
         elif op_name == "relu":

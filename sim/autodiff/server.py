@@ -206,6 +206,9 @@ class Gradients:
             summed = backend.writable_operand("add", (value, old), shape)
             if summed is None:
                 summed = backend.alloc(shape)
+            if backend.pool is not None:
+                alias = 0 if summed is value.prim else 1 if summed is old.prim else None
+                backend.launch(kernels.elementwise([shape, shape], shape, alias=alias))
             total = _tensor.Tensor(value.device, shape, summed)
             value._release()
             old._release()

@@ -175,17 +175,23 @@ def shared_sum(in_shape):
 
 
 def reduce_dim(in_shape, dim):
-    """cubek-reduce ``ReduceKernel`` (``TensorArgs``): input and output tensors and the
-    reduced axis."""
+    """cubek-reduce 0.3.1 ``launch/base.rs`` ``reduce_kernel`` (``TensorArgs``): input and
+    output tensors, the reduced axis and the output's vectorised axis (both ``usize``;
+    the latter's value, a function of the shapes, is taken as the last axis here)."""
     out_shape = tuple(1 if d == dim else n for d, n in enumerate(in_shape))
-    return LaunchInfo().tensor(in_shape).tensor(out_shape).scalar("index", dim)
+    return LaunchInfo().tensor(in_shape).tensor(out_shape).scalar("index", dim).scalar(
+        "index", len(in_shape) - 1)
 
 
 def matmul(lhs, rhs, lhs_strides=None, rhs_strides=None):
-    """cubek-matmul 0.3.1 ``TensorArgs`` (``multi_level/args.rs``): lhs, rhs and output
-    views, each with a ``GlobalLayout`` (rows and cols as u32, row and col strides as
-    index scalars: ``memory/layout.rs`` ``from_handle``) and an empty batch layout for 2-d
-    operands; the launch's cube mapping adds two u32 words."""
+    """cubek-matmul 0.3.1 ``matmul_entry`` with ``TensorArgs`` (``multi_level/args.rs``):
+    lhs, rhs and output views, each with a ``GlobalLayout`` (rows and cols as u32, row
+    and col strides as index scalars: ``components/global/memory/layout.rs``
+    ``from_handle``) and a batch layout with no dims for 2-d operands; then the
+    ``CubeMapping`` (cubek-std ``cube_count/hypercube/cube_mapping.rs``): the unit
+    matmul's selector takes the ``Flattened`` plan on a device that reports no SM count
+    (``routines/selector/unit.rs``), whose mapping holds the cube counts along m and n,
+    two u32 (here the output's rows and cols stand for them: a function of the shapes)."""
     out = tuple(lhs[:-1]) + (rhs[-1],)
     info = LaunchInfo()
     for shape, strides in ((lhs, lhs_strides), (rhs, rhs_strides), (out, None)):

@@ -745,7 +745,9 @@ class MemoryPool:
         reservation counters and the staging buckets' running means. A skipped iteration
         does not advance them, which changes nothing a loop that reuses its buffers can
         see: the running mean sizes only a staging buffer made later, and the counters
-        time the staging memory's periodic release of buffers five checks unused."""
+        time the staging memory's periodic release of buffers five checks unused. The
+        info cache enters by its keys, not its clock: recency decides only which entry
+        goes when 512 are held, and a loop whose launches all hit adds none."""
         return (self.main.layout(), self.staging.layout(), self.uniforms.layout(),
                 self.info_cache.state(), self.persistent_window)
 
