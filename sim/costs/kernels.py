@@ -31,7 +31,8 @@ import itertools
 import math
 import struct
 
-__all__ = ["LaunchInfo", "KERNELS", "INFO_WORD_BYTES"]
+__all__ = ["LaunchInfo", "prng_uniform", "full", "elementwise", "mask_fill", "shared_sum",
+           "reduce_dim", "matmul", "INFO_WORD_BYTES"]
 
 INFO_WORD_BYTES = 8
 
@@ -201,7 +202,3 @@ def matmul(lhs, rhs, lhs_strides=None, rhs_strides=None):
         info.scalar("index", strides[-2]).scalar("index", strides[-1])
     return info.scalar("u32", out[-2]).scalar("u32", out[-1])
 
-
-KERNELS = {"prng_uniform": prng_uniform, "full": full, "elementwise": elementwise,
-           "mask_fill": mask_fill, "shared_sum": shared_sum, "reduce_dim": reduce_dim,
-           "matmul": matmul}

@@ -65,7 +65,7 @@ import math
 
 __all__ = ["MemoryPool", "MemoryManagement", "MemoryDeviceProperties", "AdaptiveMemory",
            "PoolArena", "PageSizing", "SlicedPool", "MemoryPage", "Slice", "PersistentPool",
-           "ExclusivePools", "ExclusiveMemoryPool", "padding"]
+           "ExclusivePools", "ExclusiveMemoryPool", "MetadataInfoCache", "padding"]
 
 MiB = 1024 * 1024
 
