@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from operator import attrgetter
 
+from .costs import kernels
 from .costs.ptmalloc import ZEROED
 from .gemm_cache import read_cache_info
 
@@ -312,6 +313,7 @@ class Backend:
         # (thread, forward shapes) of matmul backwards already run: their slab extent is known
         self.backward_seen = set()
         self.pool = None
+        self.prng_draws = 0
         self.kernel_bytes = int(spec.get("kernel_bytes", 0))
         self.first_op_bytes = int(spec.get("first_op_bytes", 0))
         self.compiled = set()
@@ -501,12 +503,80 @@ class Backend:
                 self.gemm_call(n, m, k, math.prod(out_shape[:-2]))
         for nbytes, block in reversed(views):
             self.sim.heap.free(nbytes, block)   # the borrowed operands' views go with the op
+        if self.pool is not None and op_name not in VIEW_OPS:
+            alias = next((i for i, t in enumerate(inputs) if t.prim is out), None)
+            self.launch_forward(op_name, [t.shape for t in inputs], out_shape, alias)
         if cache is not None and op_name not in VIEW_OPS:
             chunks.append(out.chunk)
             missed = cache.touch(chunks)
             if missed:
                 self.sim.timing.l2_missed(missed, self)
         return out
+
+    def launch(self, *infos) -> None:
+        """Kernel launches with these infos (:mod:`sim.costs.kernels`) on the GPU: their
+        metadata uniforms (:meth:`sim.costs.pool.MemoryPool.launch`)."""
+        for info in infos:
+            self.pool.launch(info.words())
+
+    def launch_random(self, shape) -> None:
+        """``Tensor::random`` on the GPU: a prng launch, seeded anew each time."""
+        if self.pool is not None:
+            self.prng_draws += 1
+            self.launch(kernels.prng_uniform(shape, (self.prng_draws, 0, 0, 0)))
+
+    def launch_forward(self, op_name, in_shapes, out_shape, alias) -> None:
+        """The launches burn-cubecl 0.22.1 makes for ``op_name`` (``alias``: the input the
+        output overwrites, or None): ``relu`` is a ``lower_equal_elem`` mask and a
+        ``mask_fill``; a full ``sum`` fills its output with zeros and runs the shared sum
+        (burn-cubecl ``kernel/reduce/base.rs`` ``sum``, one-shot where atomics add; a
+        ``mean`` is taken as the same two launches, not traced); other ops one
+        elementwise kernel (scalar ops' values are not simulated: 0, so two scalar ops of
+        one shape share a uniform here where different values would not)."""
+        if op_name == "matmul":
+            self.launch(kernels.matmul(*in_shapes))
+        elif op_name == "relu":
+            self.launch(kernels.elementwise(in_shapes, out_shape, scalars=(0.0,)),
+                        kernels.mask_fill(out_shape, 0.0, alias is not None))
+        elif op_name in ("sum", "mean"):
+            self.launch(kernels.full((1,), 0.0), kernels.shared_sum(in_shapes[0]))
+        else:
+            scalars = (0.0,) if op_name.endswith("_scalar") else ()
+            self.launch(kernels.elementwise(in_shapes, out_shape, scalars=scalars, alias=alias))
+
+    def launch_gradient(self, op_name, index, shapes, target, in_place) -> None:
+        """The launches of one parent's gradient (``index``) of ``op_name`` (forward
+        ``shapes``), computed into a buffer of ``target``'s shape (``in_place``: the
+        incoming gradient's): a matmul's is a matmul with the other operand transposed (a
+        view: its strides swapped); a full sum's is ones of the input's shape times the
+        gradient broadcast (in place into the ones); relu's the mask of its output and an
+        in-place ``mask_fill``; a broadcast operand's gradient is summed (``sum_dim``) over
+        each dim it had as 1; other ops one elementwise kernel."""
+        if self.pool is None:
+            return
+        out_shape, in_shapes = shapes
+        if op_name == "matmul":
+            lhs, rhs = in_shapes
+            if index == 0:
+                self.launch(kernels.matmul(out_shape, rhs[:-2] + (rhs[-1], rhs[-2]),
+                                           rhs_strides=(1, rhs[-1])))
+            else:
+                self.launch(kernels.matmul(lhs[:-2] + (lhs[-1], lhs[-2]), out_shape,
+                                           lhs_strides=(1, lhs[-1])))
+        elif op_name in ("sum", "mean"):
+            self.launch(kernels.full(target, 1.0),
+                        kernels.elementwise([target, (1,) * len(target)], target, alias=0))
+        elif op_name == "relu":
+            self.launch(kernels.elementwise([target], target, scalars=(0.0,)),
+                        kernels.mask_fill(target, 0.0, in_place))
+        elif target != out_shape and len(target) == len(out_shape):
+            shape = out_shape
+            for dim, (kept, full) in enumerate(zip(target, out_shape)):
+                if kept == 1 and full != 1:
+                    self.launch(kernels.reduce_dim(shape, dim))
+                    shape = shape[:dim] + (1,) + shape[dim + 1:]
+        else:
+            self.launch(kernels.elementwise([out_shape], target, alias=0 if in_place else None))
 
     def shape_vec(self, op_name, out_shape) -> None:
         """The output dims ``op_name`` builds in a ``Vec<usize>`` before creating its output

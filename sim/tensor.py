@@ -312,7 +312,9 @@ class Tensor:
         """``Tensor::random``: as :meth:`zeros`, but burn-tensor resolves the creation
         options (the device's clone, its default dtype) before the backend makes the data,
         where ``from_data`` has built its ``TensorData`` first."""
-        return cls.zeros(shape, device, options_first=True)
+        tensor = cls.zeros(shape, device, options_first=True)
+        device.backend.launch_random(tensor.shape)
+        return tensor
 
     @classmethod
     def from_inner(cls, tensor, device) -> "Tensor":

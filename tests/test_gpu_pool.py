@@ -175,3 +175,79 @@ def test_pit_infer_forward_on_lavapipe_layout():
     assert pool.report() == [(8 * MiB, 1), (2 * MiB, 1)]
     assert pool.bytes_reserved == 2 * MiB + 4096 + 8 * MiB + 2 * MiB + 16_224
     assert all(p.live for p in params) and x.live
+
+
+# -- launch-metadata uniforms and memory_cleanup's relocation -------------------------
+
+def test_kernel_info_sizes_are_those_cubecls_log_shows():
+    """Sizes of the info words (sim.costs.kernels) for the probes' launches, as cubecl's
+    memory log printed each uniform on lavapipe."""
+    from sim.costs import kernels as k
+    sizes = {
+        "prng": k.prng_uniform((256, 512), (1, 2, 3, 4)),
+        "matmul": k.matmul((256, 512), (512, 512)),
+        "bias add in place": k.elementwise([(256, 512), (512,)], (256, 512), alias=0),
+        "add into a new buffer": k.elementwise([(16,), (16,)], (16,)),
+        "relu mask": k.elementwise([(256, 512)], (256, 512), scalars=(0.0,)),
+        "mask fill": k.mask_fill((256, 512), 0.0, False),
+        "mask fill in place": k.mask_fill((256, 512), 0.0, True),
+        "full": k.full((1,), 0.0),
+        "shared sum": k.shared_sum((256, 512)),
+        "reduce dim": k.reduce_dim((64, 512), 0),
+    }
+    assert {name: 8 * len(info.words()) for name, info in sizes.items()} == {
+        "prng": 48, "matmul": 72, "bias add in place": 56, "add into a new buffer": 32,
+        "relu mask": 24, "mask fill": 40, "mask fill in place": 32, "full": 24,
+        "shared sum": 40, "reduce dim": 80}
+
+
+def test_equal_launch_info_shares_one_uniform_until_memory_cleanup():
+    from sim.costs import kernels as k
+    pool = MemoryPool(alignment=32, max_page_size=128 * MiB)
+    words = k.full((1,), 0.0).words()
+    pool.launch(words)
+    pool.launch(words)
+    assert pool.usage()[:3] == (1, 24, 8)
+    assert pool.bytes_reserved == 16224        # the bucket's running mean, 32 B aligned
+    pool.launch(k.full((1,), 1.0).words())     # another value: another uniform
+    assert pool.usage()[0] == 2
+    pool.memory_cleanup()
+    assert pool.usage() == (0, 0, 0, 0)
+
+
+def test_info_cache_evicts_the_least_recently_used_entry():
+    from sim.costs.pool import MetadataInfoCache, Slice
+    cache = MetadataInfoCache(max_entries=2)
+    slices = [Slice(0, 8) for _ in range(3)]
+    for s in slices:
+        s.live = True
+    cache.get((1,)); cache.insert((1,), slices[0])
+    cache.get((2,)); cache.insert((2,), slices[1])
+    assert cache.get((1,)) is slices[0]        # (2,) is now the least recently used
+    cache.get((3,)); cache.insert((3,), slices[2])
+    assert set(cache.entries) == {(1,), (3,)} and not slices[1].live
+
+
+def test_memory_cleanup_relocates_live_slices_off_outdated_pages():
+    """A live 512 KiB slice left on the outdated 2 MiB pool moves into the free room of
+    the current 9 MiB page; the outdated page goes; the handle follows the allocation."""
+    pool = MemoryPool(alignment=32, max_page_size=128 * MiB)
+    kept = pool.alloc(512 * 1024)
+    big = pool.alloc(8 * MiB)                  # grows the arena to 9 MiB pages
+    assert [pages for _, pages in pool.report()[1:]] == [1, 1]
+    pool.memory_cleanup()
+    assert pool.report()[1:] == [(9 * MiB, 1)]
+    assert pool.bytes_in_use == 8 * MiB + 512 * 1024 and kept.live and kept.offset == 8 * MiB
+    pool.free(big)
+    pool.free(kept)
+    pool.memory_cleanup()
+    assert pool.bytes_reserved == 0
+
+
+def test_relocation_moves_nothing_from_a_page_that_does_not_fit_whole():
+    pool = MemoryPool(alignment=32, max_page_size=128 * MiB)
+    a, b = pool.alloc(1024 * 1024), pool.alloc(1024 * 1024)    # one 2 MiB page, full
+    pool.alloc(8 * MiB)                                         # 9 MiB page: 1 MiB free
+    pool.memory_cleanup()
+    assert [pages for _, pages in pool.report()[1:]] == [1, 1]  # neither slice moved
+    assert a.live and b.live and a.offset == 0

@@ -16,6 +16,7 @@ import math
 
 from ..backend import BROADCAST_OPS, _take
 from ..costs.ptmalloc import ZEROED
+from ..costs import kernels
 from ..costs.vec import RustVec
 from .checkpoint import CheckpointerBuilder
 from .memory import GraphMemoryManagement
@@ -205,6 +206,9 @@ class Gradients:
             summed = backend.writable_operand("add", (value, old), shape)
             if summed is None:
                 summed = backend.alloc(shape)
+            if backend.pool is not None:
+                alias = 0 if summed is value.prim else 1 if summed is old.prim else None
+                backend.launch(kernels.elementwise([shape, shape], shape, alias=alias))
             total = _tensor.Tensor(value.device, shape, summed)
             value._release()
             old._release()
@@ -418,6 +422,8 @@ class AutodiffServer:
         # Gradients::new: the root's gradient is ones of its shape; the root primitive it
         # was given drops once that is registered (its strides; the loss keeps the storage)
         grads.register(root.node.id, Tensor(device, root.shape, backend.alloc(root.shape)))
+        if backend.pool is not None:
+            backend.launch(kernels.full(root.shape, 1.0))
         _take(root)
         by_depth = {}
         for step in tape.steps:
@@ -508,6 +514,7 @@ class AutodiffServer:
                 if name in IN_PLACE_GRADIENT and target == out_shape:
                     # any elementwise op's rule (sim.backend.IN_PLACE_OPS): "mul" stands for it
                     buf = backend.writable_operand("mul", (value,), target)
+                backend.launch_gradient(name, i, step.shapes, target, buf is not None)
                 if buf is None:
                     # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend
                     packed = ((in_shapes[0][-2], shape[-1])

@@ -40,11 +40,23 @@ Mirrored from the released crates (paraphrased; class and method names are cubec
 
 ``bytes_in_use`` is the sum of live allocations' requested bytes (padding apart), and
 ``bytes_reserved`` the sum of every slice's size plus padding over all pools: a page's
-bytes, less the padding a reuse dropped. Not modelled: relocation (cubecl moves live
-slices off outdated pages only under memory pressure, when the device states its
-capacity, which WebGPU does not, or when the arena's 64 slots fill), guarded pages
-(graph capture), lazy page mapping (dry runs), and which launches stage metadata
-uniforms (burn-cubecl's kernels: their sizes are the caller's). Units: bytes.
+bytes, less the padding a reuse dropped.
+
+* cubecl-wgpu ``compute/stream.rs`` (``info_uniform``), cubecl-server
+  ``metadata_cache.rs`` (:class:`MetadataInfoCache`): each launch's metadata words go in
+  a uniform buffer of the uniform memory, cached by the words (512 entries, least
+  recently used evicted, infos over 2048 B not cached); ``memory_cleanup`` clears the
+  cache and cleans the uniform memory explicitly (``server.rs`` ``memory_cleanup``,
+  ``mem_manager.rs`` ``cleanup_uniforms``). Which words a launch stages:
+  :mod:`sim.costs.kernels`.
+* cubecl-server ``relocation/streams.rs`` (``reclaim``), ``dynamic/arena.rs`` (``plan``,
+  ``commit``): ``memory_cleanup`` first relocates live slices off outdated pages into
+  the current pool's free room (:meth:`PoolArena.relocate`).
+
+Not modelled: relocation for other reasons (memory pressure, which needs a device that
+states its capacity, which WebGPU does not; the arena's 64 slots filling: the model
+stops with an error there instead; graph capture), guarded pages, lazy page mapping
+(dry runs), pinned cache entries (graph capture). Units: bytes.
 """
 
 from __future__ import annotations
@@ -53,7 +65,7 @@ import math
 
 __all__ = ["MemoryPool", "MemoryManagement", "MemoryDeviceProperties", "AdaptiveMemory",
            "PoolArena", "PageSizing", "SlicedPool", "MemoryPage", "Slice", "PersistentPool",
-           "ExclusivePools", "ExclusiveMemoryPool", "padding"]
+           "ExclusivePools", "ExclusiveMemoryPool", "MetadataInfoCache", "padding"]
 
 MiB = 1024 * 1024
 
@@ -295,6 +307,35 @@ class PoolArena:
         self.current.cleanup(explicit)
         self.drain()
 
+    def relocate(self) -> None:
+        """An explicit relocation (``arena.rs`` ``plan``, ``plan_move``, ``commit``;
+        ``relocation/analysis.rs``): the outdated pages holding live slices, fewest live
+        bytes first, each emptied into the current pool's free room (``TargetRoom::Held``:
+        no new page) only if every slice on it finds a target; a page that cannot be
+        emptied gives its targets back. Each moved allocation keeps its handle (the
+        tensor's) at its new place; the emptied pages go at the drain that follows."""
+        pages = [page for pool in self.outdated for page in pool.pages
+                 if not page.is_empty()]
+        pages.sort(key=lambda page: sum(s.size for s in page.slices if s.live))
+        moves = []
+        for page in pages:
+            planned = []
+            for slice_ in [s for s in page.slices if s.live]:
+                target = self.current.try_reserve(slice_.size)
+                if target is None:
+                    break
+                planned.append((page, slice_, target))
+            else:
+                moves.extend(planned)
+                continue
+            for _, _, target in planned:
+                target.live = False
+        if not moves:
+            return
+        for page, source, target in moves:
+            _hand_over(page, source, self.current, target)
+        self.drain()
+
     def drain(self) -> None:
         """Outdated pools give back every empty page; a pool with none left goes."""
         kept = []
@@ -522,6 +563,12 @@ class MemoryManagement:
         self.persistent.cleanup(explicit)
         self.pools.cleanup(self.alloc_reserve_count, explicit)
 
+    def relocate(self) -> None:
+        """``relocate`` with ``RelocationReason::Explicit`` (``memory_manage.rs``): only the
+        adaptive layout has outdated pages to empty."""
+        if isinstance(self.pools, AdaptiveMemory):
+            self.pools.arena.relocate()
+
     def reserve(self, size, persistent=False):
         """``reserve`` with ``PageUpdate::Allow``: a periodic cleanup, then the
         persistent pool (same-size reuse first) in a persistent window, else the
@@ -544,10 +591,58 @@ class MemoryManagement:
         return (self.persistent.state(), self.pools.layout())
 
 
+#: cubecl-wgpu ``compute/stream.rs``: each stream's info cache is
+#: ``MetadataCachePolicy::new(512, 2048)``
+INFO_CACHE_ENTRIES = 512
+INFO_CACHE_MAX_BYTES = 2048
+
+
+class MetadataInfoCache:
+    """A stream's cache of launch-metadata uniforms (cubecl-server ``metadata_cache.rs``,
+    outside graph capture): keyed by the info words alone (two launches of different
+    kernels with equal words share a buffer); an info of more than ``max_bytes`` is not
+    cached; a store into a full cache first evicts the least recently used entry, whose
+    buffer goes back to the uniform memory."""
+
+    def __init__(self, max_entries=INFO_CACHE_ENTRIES, max_bytes=INFO_CACHE_MAX_BYTES):
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.entries = {}        # words -> [slice, last use]
+        self.clock = 0
+
+    def should_cache(self, nbytes) -> bool:
+        return self.max_entries > 0 and nbytes <= self.max_bytes
+
+    def get(self, words):
+        """``get``: the entry's buffer (its last use now), or None; every call ticks."""
+        self.clock += 1
+        entry = self.entries.get(words)
+        if entry is None:
+            return None
+        entry[1] = self.clock
+        return entry[0]
+
+    def insert(self, words, slice_) -> None:
+        if len(self.entries) >= self.max_entries:
+            victim = min(self.entries, key=lambda k: self.entries[k][1])
+            self.entries.pop(victim)[0].live = False
+        self.entries[words] = [slice_, self.clock]
+
+    def clear_unpinned(self) -> None:
+        """Explicit cleanup: no entry is pinned (no captured graph), so all go."""
+        for slice_, _ in self.entries.values():
+            slice_.live = False
+        self.entries = {}
+
+    def state(self):
+        return frozenset(self.entries)
+
+
 class MemoryPool:
     """A wgpu device's memories as burn sees them (cubecl-wgpu ``mem_manager.rs``): the
-    main memory every tensor lives in and the staging memory reads map; the uniform
-    memory is not modelled (see the module docstring).
+    main memory every tensor lives in, the staging memory reads map, and the uniform
+    memory holding each launch's metadata (through the stream's
+    :class:`MetadataInfoCache`).
 
     ``persistent_window`` > 0 while burn initialises parameters lazily
     (``memory_persistent_allocations``): their buffers go to the persistent pool.
@@ -567,6 +662,8 @@ class MemoryPool:
         self.alignment = self.properties.alignment
         self.main = MemoryManagement(self.properties)
         self.staging = MemoryManagement(self.properties, adaptive=False)
+        self.uniforms = MemoryManagement(self.properties, adaptive=False)
+        self.info_cache = MetadataInfoCache()
         self.persistent_window = 0
 
     def rounded(self, nbytes: int) -> int:
@@ -588,15 +685,38 @@ class MemoryPool:
         if nbytes > 0:
             self.free(self.staging.reserve(next_multiple_of(int(nbytes), COPY_BUFFER_ALIGNMENT)))
 
+    def launch(self, words) -> None:
+        """A kernel launch whose metadata is ``words`` (u64s; :mod:`sim.costs.kernels`):
+        cubecl-wgpu ``stream.rs`` ``info_uniform``. No info, no uniform; a cached info
+        reuses its buffer; a miss reserves one of ``8 * len(words)`` bytes in the uniform
+        memory and keeps it in the cache; an info too large to cache gets a uniform
+        (``create_uniform``) that the next submit releases, before any snapshot."""
+        if not words:
+            return
+        nbytes = 8 * len(words)
+        cache = self.info_cache
+        if not cache.should_cache(nbytes):
+            self.free(self.uniforms.reserve(nbytes))
+            return
+        if cache.get(words) is not None:
+            return
+        cache.insert(words, self.uniforms.reserve(nbytes))
+
     def memory_cleanup(self) -> None:
-        """``Device::memory_cleanup``: an explicit cleanup of the main memory (the staging
-        memory is left to its periodic checks, as cubecl-wgpu's ``cleanup_memory``
-        does)."""
+        """``Device::memory_cleanup`` (cubecl-wgpu ``server.rs`` ``memory_cleanup``): the
+        info cache drops every entry, then cubecl-server ``relocation/streams.rs``
+        ``reclaim``: a relocation off the outdated arena pages into room already held
+        (:meth:`PoolArena.relocate`), then the stream's ``cleanup_memory``, an explicit
+        cleanup of the main memory and of the uniform memory (the staging memory is left
+        to its periodic checks)."""
+        self.info_cache.clear_unpinned()
+        self.main.relocate()
         self.main.cleanup(True)
+        self.uniforms.cleanup(True)
 
     def usage(self):
         """``(allocations, bytes in use, padding, reserved)`` over the memories."""
-        return _sum_usage([self.main.usage(), self.staging.usage()])
+        return _sum_usage([self.main.usage(), self.staging.usage(), self.uniforms.usage()])
 
     @property
     def bytes_in_use(self) -> int:
@@ -605,7 +725,7 @@ class MemoryPool:
 
     @property
     def bytes_reserved(self) -> int:
-        """Every pool's slices, free ones included, and the staging buffers."""
+        """Every pool's slices, free ones included, the staging and uniform buffers."""
         return self.usage()[3]
 
     @property
@@ -625,8 +745,25 @@ class MemoryPool:
         reservation counters and the staging buckets' running means. A skipped iteration
         does not advance them, which changes nothing a loop that reuses its buffers can
         see: the running mean sizes only a staging buffer made later, and the counters
-        time the staging memory's periodic release of buffers five checks unused."""
-        return (self.main.layout(), self.staging.layout(), self.persistent_window)
+        time the staging memory's periodic release of buffers five checks unused. The
+        info cache enters by its keys, not its clock: recency decides only which entry
+        goes when 512 are held, and a loop whose launches all hit adds none."""
+        return (self.main.layout(), self.staging.layout(), self.uniforms.layout(),
+                self.info_cache.state(), self.persistent_window)
+
+
+def _hand_over(page, source, pool, target) -> None:
+    """``hand_over``: the live ``source`` object (the handle its owner holds) takes
+    ``target``'s place in ``pool``; a free slice of its size and padding stays on ``page``
+    where it was."""
+    index = page.slices.index(source)
+    page.slices[index] = Slice(source.offset, source.size, source.padding)
+    for candidate in pool.pages:
+        if target in candidate.slices:
+            at = candidate.slices.index(target)
+            source.offset, source.padding = target.offset, target.padding
+            candidate.slices[at] = source
+            return
 
 
 def _sum_usage(usages):
