@@ -165,10 +165,10 @@ def hierarchy_read_ns(nbytes, levels) -> float:
     Examples
     --------
     >>> levels = ((32 << 10, 8, 0.1), (1 << 20, 8, 1.5), (32 << 20, 16, 12.0))
-    >>> round(hierarchy_read_ns(16 << 10, levels), 3)        # in the L1d
+    >>> round(hierarchy_read_ns(8 << 10, levels), 3)         # in the L1d
     0.0
-    >>> round(hierarchy_read_ns(512 << 10, levels), 3)       # L2 hits only
-    0.1
+    >>> round(hierarchy_read_ns(512 << 10, levels), 3)       # L2 hits, a few L3
+    0.177
     >>> round(hierarchy_read_ns(4 << 20, levels), 3)         # L3 hits
     1.6
     >>> round(hierarchy_read_ns(256 << 20, levels), 3)       # DRAM
