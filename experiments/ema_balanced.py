@@ -24,7 +24,10 @@ CHOICES = {"checkpointing": (BALANCED, DISABLED)}
 MiB = 1024 * 1024
 
 
-def run(sim, variant, steps, report_every, batch, features, checkpointing):
+def run(sim, variant, steps, report_every, batch, features, checkpointing, report_steps=None):
+    """``report_steps``: the steps to report at, ascending, the last one ``steps`` (default:
+    every ``report_every`` steps and the last; experiments/ema_balanced_params.py passes the
+    Linux probe's schedule)."""
     device = sim.device("flex").autodiff(checkpointing=checkpointing)
     rss0 = sim.rss_bytes()
     heap0 = sim.heap.live_bytes
@@ -47,7 +50,9 @@ def run(sim, variant, steps, report_every, batch, features, checkpointing):
         state["ema"] = state["ema"] * 0.99 + snapshot() * 0.01
 
     last_t, last_step = sim.now_ns, 0
-    for step in sorted(set(range(report_every, steps + 1, report_every)) | {steps}):
+    if report_steps is None:
+        report_steps = sorted(set(range(report_every, steps + 1, report_every)) | {steps})
+    for step in report_steps:
         state["base"] = last_step
         sim.repeat(step - last_step, train_step)
         ms = (sim.now_ns - last_t) / (step - last_step) / 1e6

@@ -3,9 +3,10 @@
 Protocol of `burn-probes params` (`ema/<steps>` points, src/adleak.rs and
 src/ema.rs): the p10-ema program (experiments/p10_ema.py) in `detach` mode, one
 fresh process per run length, `ms_per_step` at steps 1, 50, 100, 200, 500, 1000,
-2000, 3000, 4000 (those <= the run length) and at the last step. Variants encode
-the run length, `detach/steps=N`: N = 200, 1000, 4000 (the probe's full run) and
-20, 100, 400 (its `--quick` run).
+2000, 3000, 4000, 6000, 8000 (those <= the run length) and at the last step. Variants
+encode the run length, `detach/steps=N`: N = 200, 1000, 4000 (the probe's full run),
+20, 100, 400 (its `--quick` run) and 8000 (`--variant ema/8000`, run on its own: the
+long run of experiments/measured/linux-x86_64/long-runs/).
 """
 
 import p10_ema
@@ -15,9 +16,10 @@ SWEEP = False  # a replica of a Linux probe: run when named, not in the default 
 MEASURED = ("p10-ema-params",)
 X_UNITS = {"p10-ema-params": "step"}
 VARIANTS = ("detach/steps=200", "detach/steps=1000", "detach/steps=4000",
-            "detach/steps=20", "detach/steps=100", "detach/steps=400")
+            "detach/steps=20", "detach/steps=100", "detach/steps=400", "detach/steps=500",
+            "detach/steps=8000")
 PARAMS = {"batch": 64, "features": 512, "lr": 1e-3,
-          "report_at": "1,50,100,200,500,1000,2000,3000,4000"}
+          "report_at": "1,50,100,200,500,1000,2000,3000,4000,6000,8000"}
 POSITIVE = ("batch", "features", "lr")
 
 

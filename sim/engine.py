@@ -210,8 +210,7 @@ class Simulation:
         # text of code paths and written buffer pages, resident from their first use
         self.touched = TouchedPages(profile.code)
         self.tables = TableFactory(self.layout, self.heap)
-        self.timing = Timing(self, profile.time, profile.process.l2_bytes,
-                             profile.process.l2_ways)
+        self.timing = Timing(self, profile.time, Timing.caches(profile.process))
         self.env = simpy.Environment()
         self.locator_mutex = simpy.Resource(self.env, capacity=1)
         self.client = GraphMutexClient(self)

@@ -85,13 +85,16 @@ NOT_FITTED = {
     "time.new_graph_ns": "~0 on the Xeon fit (an untracked op costs no more than a tracked "
                          "one beyond its graph's allocations); kept",
     "time.process_warmup_ns": "~0 on the Xeon fit; kept",
-    "time.sweep_miss_ns": "needs p10-ema-params at 4,000 steps (no quick point); kept",
+    "time.sweep_l2_read_ns": "the sweep-scan probe's (experiments/calibration/"
+                             "sweep-levels.py), not a quick point; kept",
+    "time.sweep_l3_read_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
+    "time.sweep_dram_read_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
     "time.merge_ns": "[guess], no probe isolates it yet",
     "time.tape_step_ns": "[guess], no probe isolates it yet",
     "time.drop_release_node_ns": "[guess], only the drop-release and pytorch policies use it",
-    "time.sweep_fixed_ns": "[guess], no probe isolates it yet",
-    "time.sweep_copy_entry_ns": "[guess], no probe isolates it yet",
-    "time.sweep_visit_ns": "[guess], no probe isolates it yet",
+    "time.sweep_fixed_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
+    "time.sweep_copy_entry_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
+    "time.sweep_visit_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
     "backend.flex.operand_ns": "~0 on the Xeon fit; kept",
 }
 
@@ -221,6 +224,11 @@ def host_text(base_text, host, sysfs=None) -> str:
     l2_dir = "/sys/devices/system/cpu/cpu0/cache (the level-2 index)"
     _set(lines, "process", "l2_bytes", host["l2_bytes"], f"size of {l2_dir}")
     _set(lines, "process", "l2_ways", host["l2_ways"], f"ways_of_associativity of {l2_dir}")
+    for level, name in (("l1d", "level-1 Data"), ("l3", "level-3")):
+        where = f"/sys/devices/system/cpu/cpu0/cache (the {name} index)"
+        _set(lines, "process", f"{level}_bytes", host[f"{level}_bytes"], f"size of {where}")
+        _set(lines, "process", f"{level}_ways", host[f"{level}_ways"],
+             f"ways_of_associativity of {where}")
     _set(lines, "backend.flex", "matmul_workspace_bytes", host["l2_bytes"],
          "the L2 size (gemm-common's L2_SLAB is a buffer of the core's L2)")
     _set(lines, "backend.flex", "gemm_kc_max", kc,

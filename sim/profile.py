@@ -48,8 +48,12 @@ SCHEMA = {
         "baseline_rss_bytes": INT,   # RSS of the process before the workload
         "first_backward_bytes": INT,   # lazy global state created by the first backward
         "first_backward_blocks": INT,
+        "l1d_bytes": INT,            # the host core's L1d: size in B (the sweep's cache model,
+        "l1d_ways": INT,             #   sim.costs.timing; 0 = not modelled), associativity
         "l2_bytes": INT,             # the host core's L2 (sim.costs.cache): size in B, 0 = not
         "l2_ways": INT,              #   modelled; its associativity
+        "l3_bytes": INT,             # the L3 (or system level cache) the core reads through:
+        "l3_ways": INT,              #   size in B, 0 = not modelled; associativity
         "malloc_trim_threshold_bytes": INT,   # glibc-arena's mallopt settings (0: glibc's
         "malloc_mmap_threshold_bytes": INT,   #   default, with the dynamic thresholds);
         "malloc_top_pad_bytes": INT,          #   must be 0 for the other allocators
@@ -129,7 +133,9 @@ SCHEMA = {
         "scan_node_ns": FLOAT,
         "sweep_free_ns": FLOAT,
         "root_check_node_ns": FLOAT,   # per node read by free_unused_roots (no live handle)
-        "sweep_miss_ns": FLOAT,        #   and ns per node read that misses it
+        "sweep_l2_read_ns": FLOAT,     # ns more per sweep read that misses the L1d (an L2 hit),
+        "sweep_l3_read_ns": FLOAT,     #   the L2 (an L3 hit)
+        "sweep_dram_read_ns": FLOAT,   #   and the L3 (DRAM)
         "pop_scan_group_ns": FLOAT,    # PopNodeSet::pop's scan for the first full bucket
         "process_warmup_ns": FLOAT,
         "page_fault_ns": FLOAT,        # per page (platform page size) made resident

@@ -48,13 +48,17 @@ class _Sim:
 
 PARAMS = {"sweep_fixed_ns": 0.0, "sweep_copy_entry_ns": 0.0, "sweep_visit_ns": 0.0,
           "scan_node_ns": 1.0, "root_check_node_ns": 10.0, "sweep_free_ns": 0.0,
-          "sweep_miss_ns": 5.0}
+          "sweep_l2_read_ns": 0.0, "sweep_l3_read_ns": 5.0, "sweep_dram_read_ns": 0.0}
 L2 = (2 * MiB, 16)   # the host core's L2 (profile [process] l2_bytes, l2_ways)
+
+
+def _caches(l2=L2, l1d=(48 << 10, 12), l3=(0, 0)):
+    return (l1d, l2, l3)
 
 
 def _live_sweep_ns(n, buckets, params=PARAMS, l2=L2):
     sim = _Sim()
-    t = Timing(sim, params, *l2)
+    t = Timing(sim, params, _caches(l2))
     memory = _Memory(n, 1, buckets)
     scanned = n * (n + 1) / 2                     # n entries x mean prefix (n + 1) / 2
     t.sweep_live(memory, n)
@@ -76,13 +80,13 @@ def test_cache_term_is_zero_below_and_full_above_the_l2():
 
 def test_dead_graph_reads_are_root_checks_and_deterministic():
     sim = _Sim()
-    t = Timing(sim, PARAMS, *L2)
+    t = Timing(sim, PARAMS, _caches())
     memory = _Memory(1000, 0, 2048)
     t.sweep_dead(memory)                           # maybe_useful + free_unused_roots: 2 x 1000
     t.sweep(entries=1, visits=1, scanned=2000, freed=1)
     assert sim.charged == pytest.approx(1000 * 1.0 + 1000 * 10.0)
     again = _Sim()
-    t2 = Timing(again, PARAMS, *L2)
+    t2 = Timing(again, PARAMS, _caches())
     t2.sweep_dead(memory)
     t2.sweep(entries=1, visits=1, scanned=2000, freed=1)
     assert again.charged == sim.charged
@@ -98,7 +102,7 @@ def test_tracked_sweep_stays_quadratic_and_per_read_cost_grows_past_the_l2():
          if r["metric"] == "backward_ms" and r["phase"] == "after-unrelated-backward"}
     assert 3.6 < t[4000] / t[2000] < 4.4 and 3.6 < t[8000] / t[4000] < 4.4
     per_read = {n: t[n] / (n * n / 2) for n in t}
-    assert per_read[64000] > 1.5 * per_read[8000]              # past 2 MiB of prefix
+    assert per_read[64000] > 1.2 * per_read[8000]              # past 2 MiB of prefix
     assert per_read[128000] >= per_read[64000] * 0.99          # never cheaper with size
     assert 3.6 < t[128000] / t[64000] < 5.0                     # still ~n^2 at the top
 

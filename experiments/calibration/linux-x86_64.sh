@@ -10,11 +10,12 @@
 # text of the other p10-ema modes is held out) and the CPU's times. backend.flex.gbps is
 # the L2-resident elementwise rate (adleak's 256-KiB tensors), gbps_miss the rate of
 # operands the L2 model (sim/costs/cache.py, process.l2_bytes = 2 MiB [source]) finds evicted.
-# The orphan sweep: scan_node_ns (maybe_useful's read, L2-resident EMA graph at step 1000),
+# The orphan sweep: scan_node_ns (maybe_useful's read of a key in the L1d) on p10-ema detach
+# at steps 200 and 500 (no point past step 500: the long run, steps 1000-4000, is predicted
+# from the cache hierarchy: the misses of each level, sim.costs.cache.hierarchy_read_ns, cost
+# the [measured] time.sweep_*_read_ns of the sweep-scan probe, not fitted here), and
 # root_check_node_ns (free_unused_roots' read of a graph with no live handle: the
-# deterministic chain-dead probe at 3000 ops, sweep-scan.csv) and sweep_miss_ns (a sweep
-# read that misses the 2-MiB L2, sim.costs.cache.set_miss_fraction: p10-ema detach at
-# 4000 steps, whose EMA graph's scan prefix outgrows the L2 after step ~3600).
+# deterministic chain-dead probe at 3000 ops, sweep-scan.csv).
 # gflops: the step-50 means of the four training modes (p10-ema.csv is a mean of 5 fresh
 # runs; a mode's runs differ by up to 50 % at step 50, e.g. without 1.31-1.98 ms, so no
 # single mode anchors the gemm rate).
@@ -95,9 +96,9 @@ measured=(--measured "$d/adleak-rss.csv" --measured "$d/p10-ema.csv" --measured 
     --points 'p10-ema/log-no-ema//50/ms_per_step' \
   --fit time.page_fault_ns              --points 'p10-ema/without//1/ms_per_step' \
   --fit time.process_warmup_ns          --points 'adleak-count-params/untracked/size=16/after-unrelated-backward/1000/backward_ms' \
-  --fit time.scan_node_ns               --points 'p10-ema/detach//1000/ms_per_step' \
+  --fit time.scan_node_ns               --points 'p10-ema/detach//200/ms_per_step' \
+    --points 'p10-ema/detach//500/ms_per_step' \
   --fit time.root_check_node_ns         --points 'adleak-count-params/chain-dead/size=16/after-unrelated-backward/3000/backward_ms' \
-  --fit time.sweep_miss_ns              --points 'p10-ema-params/detach/steps=4000//4000/ms_per_step' \
   --fit time.sweep_free_ns              --points 'adleak-count-params/untracked/size=16/after-unrelated-backward/10000/backward_ms' \
   --fit time.free_unavailable_node_ns   --points 'adleak-count-params/tracked/size=16/after-backward-through-a/1000/backward_ms' \
   --fit time.pop_scan_group_ns          --points 'adleak-count-params/tracked/size=16/after-backward-through-a/100000/backward_ms' \

@@ -281,8 +281,8 @@ class AtenTiming(Timing):
     ``(backwards so far, "forward" | "backward" | "optimizer", op name)``.
     """
 
-    def __init__(self, sim, params, rates, l2_bytes=0, l2_ways=0):
-        super().__init__(sim, params, l2_bytes, l2_ways)
+    def __init__(self, sim, params, rates, caches=()):
+        super().__init__(sim, params, caches)
         self.r = rates
         self.trace = None
         self._group = None       # [name, next role, bias] of the fused call being issued

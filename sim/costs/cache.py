@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 
-__all__ = ["Chunk", "L2Cache", "set_miss_fraction"]
+__all__ = ["Chunk", "L2Cache", "set_miss_fraction", "hierarchy_read_ns"]
 
 
 class Chunk:
@@ -151,3 +151,28 @@ def set_miss_fraction(nbytes, capacity, ways) -> float:
         term *= lam / j
         below += term
     return min(1.0, max(0.0, 1.0 - below))
+
+
+def hierarchy_read_ns(nbytes, levels) -> float:
+    """ns more per read of a repeatedly read working set of ``nbytes`` B than if it stayed
+    in the innermost cache: ``levels`` lists each cache level, innermost first, as
+    ``(capacity B, ways, ns)``, ``ns`` being what a read that misses that level costs more
+    (served by the next level out); the misses of each level are
+    :func:`set_miss_fraction` of the working set against it (the orphan sweep's model,
+    :meth:`sim.costs.timing.Timing.sweep`). A level of capacity 0 or 0 ways is not
+    modelled (0 ns).
+
+    Examples
+    --------
+    >>> levels = ((32 << 10, 8, 0.1), (1 << 20, 8, 1.5), (32 << 20, 16, 12.0))
+    >>> round(hierarchy_read_ns(8 << 10, levels), 3)         # in the L1d
+    0.0
+    >>> round(hierarchy_read_ns(512 << 10, levels), 3)       # L2 hits, a few L3
+    0.177
+    >>> round(hierarchy_read_ns(4 << 20, levels), 3)         # L3 hits
+    1.6
+    >>> round(hierarchy_read_ns(256 << 20, levels), 3)       # DRAM
+    13.6
+    """
+    return sum(ns * set_miss_fraction(nbytes, capacity, ways)
+               for capacity, ways, ns in levels if ns)

@@ -21,11 +21,10 @@ time, charged to the host thread that did it. Costs come from the profile's
   ``free_unavailable_nodes``;
 * the orphan sweep (``cleanup_orphaned_entries``): per locator entry copied,
   per entry visited (lock + call), per node key read by ``maybe_useful``
-  (``scan_node_ns``), per node read by ``free_unused_roots`` of a graph with no
-  live handle (``root_check_node_ns``: its ``clear_unused_roots`` looks every
-  node's parents up in ``nodes``), per node freed; plus, per node read, the
-  cost of the reads that miss the L2 (``sweep_miss_ns`` x the miss fraction of
-  the sweep's working set, below).
+  (``scan_node_ns``, the read of a line in the L1d), per node read by
+  ``free_unused_roots`` of a graph with no live handle (``root_check_node_ns``: its
+  ``clear_unused_roots`` looks every node's parents up in ``nodes``), per node freed;
+  plus, per node read, what the reads that miss each cache level cost more (below).
 
 The sweep's cache model. Every locator entry of a graph re-reads that graph's
 structures, so a sweep re-reads the same bytes over and over: each node read
@@ -35,14 +34,20 @@ heap) and walks the ``nodes`` table's slots and control bytes. The working set
 interleaved, in id order): the lines of the keys read per visit plus the part of
 the ``nodes`` table block they span (a graph with a live handle: the scan prefix;
 a graph without: all its nodes and its whole table; a run of dead single-node
-graphs: every block its members hold). A read misses with
-:func:`sim.costs.cache.set_miss_fraction` of ``W`` against the L2
-(``[process] l2_bytes``, ``l2_ways``, from the CPU: no fitted parameter) and
-then costs ``sweep_miss_ns`` more (fitted). A graph whose first live key sits at a
+graphs: every block its members hold). A read misses each level of the cache
+hierarchy with :func:`sim.costs.cache.set_miss_fraction` of ``W`` against that
+level (``[process] l1d_bytes``/``l1d_ways``, ``l2_bytes``/``l2_ways``,
+``l3_bytes``/``l3_ways``: the CPU's, nothing fitted) and then costs what the next
+level out adds per read (``[time] sweep_l2_read_ns``, ``sweep_l3_read_ns``,
+``sweep_dram_read_ns``: measured on the host with the ``sweep-scan`` probe, which
+runs ``maybe_useful``'s loop over tables of the same shape, or from the CPU's published
+latencies; :func:`sim.costs.cache.hierarchy_read_ns`). The key reads are independent
+loads, so the core overlaps many misses: a miss costs a fraction of the level's
+latency. A graph whose first live key sits at a
 random place in hash order (RandomState) has a random prefix: the expected cost
 is integrated over the prefix length's distribution (the first of ``r`` live keys
 among ``n``: ``n * (1 - (1 - u) ** (1 / r))`` for ``u`` uniform), so the predicted
-mean includes the long, missing scans. ``l2_bytes = 0`` turns the term off.
+mean includes the long, missing scans. A level of size 0 is not modelled.
 
 Three accumulators let observables split a step's time: ``compute_ns``,
 ``bookkeeping_ns`` and ``cleanup_ns`` (the sweep alone).
@@ -55,7 +60,7 @@ from contextlib import nullcontext
 from typing import NamedTuple
 
 from ..backend import VIEW_OPS
-from .cache import set_miss_fraction
+from .cache import hierarchy_read_ns
 
 __all__ = ["Timing", "SweepRecord", "flops_and_bytes", "REDUCE_OPS"]
 
@@ -119,11 +124,16 @@ class Timing:
         The profile's ``[time]`` table (nanoseconds unless the key says otherwise).
     """
 
-    def __init__(self, sim, params, l2_bytes=0, l2_ways=0):
+    def __init__(self, sim, params, caches=()):
         self.sim = sim
         self.p = dict(params)
-        # the host core's L2 (profile [process]): the sweep's cache term; 0 B: off
-        self.l2_bytes, self.l2_ways = int(l2_bytes), int(l2_ways)
+        # the sweep's cache hierarchy: (capacity B, ways, ns more per read that misses it)
+        # of the L1d, L2 and L3 (:meth:`levels`); a level of 0 B is off
+        p = self.p
+        self.levels = tuple(
+            (int(capacity), int(ways), float(p.get(key, 0.0)))
+            for (capacity, ways), key in zip(caches, self.MISS_KEYS)
+            if capacity and ways and p.get(key, 0.0))
         self.compute_ns = 0.0
         self.bookkeeping_ns = 0.0
         self.cleanup_ns = 0.0
@@ -288,6 +298,15 @@ class Timing:
     # -- the orphan sweep --------------------------------------------------------------
     #: B per line a node read dereferences (the key's Arc<NodeId>), x86_64 and arm64
     LINE_BYTES = 64
+    #: the [time] cost of a read that misses each level of ``caches`` (L1d, L2, L3)
+    MISS_KEYS = ("sweep_l2_read_ns", "sweep_l3_read_ns", "sweep_dram_read_ns")
+
+    @staticmethod
+    def caches(process):
+        """The ``caches`` argument from a profile's ``[process]`` table: ``(bytes, ways)`` of
+        the L1d, L2 and L3."""
+        return ((process.l1d_bytes, process.l1d_ways), (process.l2_bytes, process.l2_ways),
+                (process.l3_bytes, process.l3_ways))
     #: points of the integral over a random scan prefix (quantiles of its distribution)
     PREFIX_POINTS = 16
 
@@ -328,17 +347,14 @@ class Timing:
         return sets
 
     def _sweep_reads(self, sets):
-        """(node reads by free_unused_roots, extra ns of the reads that miss the L2)."""
-        p = self.p
+        """(node reads by free_unused_roots, extra ns of the reads that miss a cache level)."""
         cleared = 0.0
         for kind, passes, n, _, _, _, _ in sets:
             if kind:
                 cleared += passes * n
-        miss_ns = p.get("sweep_miss_ns", 0.0)
-        capacity = self.l2_bytes
-        if not (miss_ns and capacity and sets):
+        levels = self.levels
+        if not (levels and sets):
             return cleared, 0.0
-        ways = self.l2_ways
         line = self.LINE_BYTES
 
         def footprint(kind, k, n, table):
@@ -361,27 +377,24 @@ class Timing:
         for (kind, passes, n, r, table, key, per_node), fp in zip(sets, mean_fp):
             others = total - graph_fp[key]
             if kind == 0:
-                if set_miss_fraction(others + footprint(0, n, n, table), capacity,
-                                     ways) < 1e-12:
+                if hierarchy_read_ns(others + footprint(0, n, n, table), levels) < 1e-12:
                     continue               # resident even when the whole graph is read
-                # expected reads x miss fraction over the random prefix length
+                # expected reads x ns more per read over the random prefix length
                 acc = 0.0
                 for i in range(q):
                     u = (i + 0.5) / q
                     k = n * (1.0 - (1.0 - u) ** (1.0 / r))
-                    acc += k * set_miss_fraction(others + footprint(0, k, n, table),
-                                                 capacity, ways)
+                    acc += k * hierarchy_read_ns(others + footprint(0, k, n, table), levels)
                 extra += passes * acc / q
             else:
-                extra += (per_node * passes * n
-                          * set_miss_fraction(others + fp, capacity, ways))
-        return cleared, extra * miss_ns
+                extra += per_node * passes * n * hierarchy_read_ns(others + fp, levels)
+        return cleared, extra
 
     def sweep(self, entries, visits, scanned, freed, parts=()) -> None:
         """One ``cleanup_orphaned_entries`` (``scanned``: every node read, by
         ``maybe_useful`` and by ``free_unused_roots``; the graphs recorded by
         :meth:`sweep_live`, :meth:`sweep_dead` and :meth:`sweep_run` since the last sweep
-        tell which reads were ``free_unused_roots``' and how many missed the L2).
+        tell which reads were ``free_unused_roots``' and how many missed each cache level).
 
         ``parts``: the terms ``scanned`` was summed from, in order, as ``(key, reads)``
         (``key``: the ``id`` of the graph's memory management, or None); only

@@ -356,11 +356,15 @@ pub fn param_point(variant: &str, opts: &Opts, sink: &mut Sink) {
                 }
             }
         }
-        ["ema", steps] => {
+        [kind @ ("ema" | "ema-balanced"), steps] => {
+            // ema-balanced/<steps>: the same detach run on a device with Balanced gradient
+            // checkpointing (experiment ema-balanced-params; not in the default point list)
             let steps: usize = steps.parse().expect("steps");
             let o = Opts { steps: Some(steps), ..opts.clone() };
             let mut tmp = Sink::new(&sink.probe, false);
-            ema::run_mode("p10-ema-params", "detach", ema::Optim::Sgd, &o, &mut tmp, false);
+            let (experiment, balanced) =
+                if *kind == "ema" { ("p10-ema-params", false) } else { ("ema-balanced-params", true) };
+            ema::run_mode(experiment, "detach", ema::Optim::Sgd, &o, &mut tmp, false, balanced);
             for mut r in tmp.rows {
                 r.variant = format!("detach/steps={steps}");
                 sink.row(&r.experiment, &r.variant, &r.phase, &r.x, &r.x_unit, &r.metric, &r.value, &r.unit, &r.note);

@@ -52,7 +52,9 @@ impl Optim {
     }
 }
 
-const POINTS: &[usize] = &[1, 50, 100, 200, 500, 1000, 2000, 3000, 4000];
+/// Printed steps (those <= the run's length, and its last step); 6000 and 8000 only in a
+/// run of that length or longer (the params probe's `ema/8000`, `ema-balanced/8000`)
+const POINTS: &[usize] = &[1, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 6000, 8000];
 
 static PANIC_MSG: Mutex<Option<String>> = Mutex::new(None);
 
@@ -91,7 +93,11 @@ fn mode_note(mode: &str) -> &'static str {
     }
 }
 
-pub fn run_mode(experiment: &str, mode: &str, opt: Optim, opts: &Opts, sink: &mut Sink, with_rss: bool) {
+/// `balanced`: the autodiff device uses burn's Balanced gradient checkpointing
+/// (`Device::flex().autodiff().gradient_checkpointing()`: memory-bound ops keep a
+/// retro-forward and back up their tracked parents), as the simulator's ema-balanced.
+pub fn run_mode(experiment: &str, mode: &str, opt: Optim, opts: &Opts, sink: &mut Sink, with_rss: bool,
+    balanced: bool) {
     install_panic_capture();
     let steps = opts.steps.unwrap_or(if opts.quick { 200 } else { 2000 });
     let mut points: Vec<usize> = POINTS.iter().copied().filter(|&p| p <= steps).collect();
@@ -141,7 +147,7 @@ pub fn run_mode(experiment: &str, mode: &str, opt: Optim, opts: &Opts, sink: &mu
         }
     };
     ph("start");
-    let ad = Device::flex().autodiff();
+    let ad = if balanced { Device::flex().autodiff().gradient_checkpointing() } else { Device::flex().autodiff() };
     ph("device");
     if text_on { text_rows.push(("device", 0, text_kib())); }
     let mut model: Option<Linear> = Some(LinearConfig::new(512, 512).init(&ad));
@@ -183,7 +189,12 @@ pub fn run_mode(experiment: &str, mode: &str, opt: Optim, opts: &Opts, sink: &mu
         Some((a.parse().ok()?, b.parse().ok()?))
     });
     let mut trace_marks: Vec<(usize, usize)> = Vec::with_capacity(if trace_range.is_some() { 64 } else { 0 });
+    // PROBE_CPU_TIME=1: ms_per_step is the thread's CPU time (rss::thread_cpu_secs) instead
+    // of wall time, each row's note giving the wall time too: on a machine shared with other
+    // jobs a step's wall time includes the time it waited for a CPU
+    let cpu_time = std::env::var("PROBE_CPU_TIME").is_ok();
     let mut t0 = Instant::now();
+    let mut c0 = burn_probes::rss::thread_cpu_secs();
     text_secs.set(0.0);
     let mut prev_step = 0usize;
     let mut rss_step1 = 0u64;
@@ -248,19 +259,31 @@ pub fn run_mode(experiment: &str, mode: &str, opt: Optim, opts: &Opts, sink: &mu
         }
         if points.contains(&step) {
             let el = t0.elapsed().as_secs_f64() - text_secs.get();
-            let ms = el * 1e3 / (step - prev_step) as f64;
+            let wall_ms = el * 1e3 / (step - prev_step) as f64;
+            let ms = if cpu_time {
+                (burn_probes::rss::thread_cpu_secs() - c0 - text_secs.get()) * 1e3 / (step - prev_step) as f64
+            } else {
+                wall_ms
+            };
             let rss = rss_bytes();
             let heap = alloc::snapshot();
             let note = if first_row {
                 let e = ema.as_ref();
                 format!(
-                    "burn Flex+autodiff (no simd/rayon); fresh process per mode; ms_per_step = mean over the steps since the previous row; rss_delta = RSS now minus RSS at mode start (MiB = 2^20 B); {}; ema.is_tracked={} is_require_grad={}",
+                    "burn Flex+autodiff{} (no simd/rayon); fresh process per mode; ms_per_step = mean over the steps since the previous row; rss_delta = RSS now minus RSS at mode start (MiB = 2^20 B); {}; ema.is_tracked={} is_require_grad={}",
+                    if balanced { " with Balanced gradient checkpointing" } else { "" },
                     mode_note(mode),
                     e.map(|t| t.is_tracked()).unwrap_or(false),
                     e.map(|t| t.is_require_grad()).unwrap_or(false)
                 )
             } else {
                 String::new()
+            };
+            let note = if cpu_time {
+                alloc::exclude(|| format!("{note}{}ms_per_step = the thread's CPU time (PROBE_CPU_TIME); wall {wall_ms:.4} ms",
+                    if note.is_empty() { "" } else { "; " }))
+            } else {
+                note
             };
             sink.row(experiment, mode, "", step, "step", "ms_per_step", f(ms, 4), "ms", &opt.note(&note));
             if with_rss {
@@ -288,6 +311,7 @@ pub fn run_mode(experiment: &str, mode: &str, opt: Optim, opts: &Opts, sink: &mu
             first_row = false;
             prev_step = step;
             t0 = Instant::now();
+            c0 = burn_probes::rss::thread_cpu_secs();
             text_secs.set(0.0);
         }
     }

@@ -80,8 +80,8 @@ fn run_variant(probe: &str, variant: &str, opts: &Opts, sink: &mut Sink) {
     match probe {
         "adleak-rss" => adleak::rss_variant(variant, opts, sink),
         "adleak-count" => adleak::count_variant(variant, opts, sink),
-        "p10-ema" => ema::run_mode("p10-ema", variant, ema::Optim::Sgd, opts, sink, true),
-        "p10-ema-adam" => ema::run_mode("p10-ema-adam", variant, ema::Optim::Adam, opts, sink, true),
+        "p10-ema" => ema::run_mode("p10-ema", variant, ema::Optim::Sgd, opts, sink, true, false),
+        "p10-ema-adam" => ema::run_mode("p10-ema-adam", variant, ema::Optim::Adam, opts, sink, true, false),
         "alloc-trace" => trace::run_case(variant, opts, sink),
         "params" => adleak::param_point(variant, opts, sink),
         "train-validate" => tv::run_variant(variant, opts, sink),

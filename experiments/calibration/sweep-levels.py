@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""The orphan sweep's read cost at each cache level, read off the sweep-scan probe.
+
+Usage (from the repo root):
+
+    .venv/bin/python experiments/calibration/sweep-levels.py \\
+        experiments/measured/linux-x86_64/sweep-levels/sweep-scan.csv --profile amd-epyc-zen4
+
+The probe (experiments/probes/cache-bw, binary ``sweep-scan``) runs burn-autodiff's
+``maybe_useful`` loop over ``nodes`` tables of n keys, one 64-B line per key, and times
+the reads (ns per key). The working set of a scan of n keys is what the simulator counts
+(sim.costs.timing, ``Timing._sweep_reads``): n lines plus the table's block (the profile's
+``nodes_slot_bytes`` and ``group_width``, hashbrown's bucket count for n items). Each
+level's cost is a difference of plateaus (medians of the probe's points whose working set
+sits well inside one level: at most 3/4 of the L1d; 2x the L1d to half the L2; 2x the L2
+to a quarter of the L3; over 4x the L3):
+
+    sweep_l2_read_ns   = L2 plateau   - L1d plateau   (a read that misses the L1d)
+    sweep_l3_read_ns   = L3 plateau   - L2 plateau    (... that misses the L2)
+    sweep_dram_read_ns = DRAM plateau - L3 plateau    (... that misses the L3)
+
+No fit: three subtractions. It prints them, the probe's per-entry costs (``copy``, ``visit``:
+``sweep_copy_entry_ns``, ``sweep_visit_ns``), the fixed cost per call (``call`` at n = 1
+less one entry's copy and visit: ``sweep_fixed_ns``), and the model's ns per read against
+the probe's at every size (the L1d plateau plus sim.costs.cache.hierarchy_read_ns).
+"""
+
+import argparse
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from sim.costs.cache import hierarchy_read_ns, set_miss_fraction  # noqa: E402
+from sim.costs.tables import TableLayout, buckets_for  # noqa: E402
+from sim.profile import load_profile  # noqa: E402
+
+LINE = 64
+
+
+def working_set(n, layout) -> int:
+    """B a full scan of n keys reads: n key lines and the nodes table's block."""
+    return n * LINE + layout.block_bytes(buckets_for(n))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("csv", help="the sweep-scan probe's CSV (pattern,n,ns)")
+    parser.add_argument("--profile", default="amd-epyc-zen4",
+                        help="profile whose [process] caches and [layout] are the host's")
+    args = parser.parse_args(argv)
+    profile = load_profile(args.profile)
+    proc, lay = profile.process, profile.layout
+    layout = TableLayout(lay.nodes_slot_bytes, 8, lay.group_width)
+    rows = {}
+    with open(args.csv, newline="") as f:
+        for r in csv.DictReader(f):
+            rows.setdefault(r["pattern"], {})[int(r["n"])] = float(r["ns"])
+    scan = {n: ns for n, ns in rows["scan"].items() if n >= 64}
+    l1, l2, l3 = proc.l1d_bytes, proc.l2_bytes, proc.l3_bytes
+
+    def plateau(lo, hi):
+        values = [ns for n, ns in scan.items() if lo <= working_set(n, layout) <= hi]
+        return statistics.median(values) if values else float("nan"), len(values)
+
+    p1, k1 = plateau(0, 0.75 * l1)
+    p2, k2 = plateau(2 * l1, l2 / 2)
+    p3, k3 = plateau(2 * l2, l3 / 4)
+    p4, k4 = plateau(4 * l3, float("inf"))
+    costs = (p2 - p1, p3 - p2, p4 - p3)
+    print(f"host profile {args.profile}: L1d {l1} B {proc.l1d_ways}-way, L2 {l2} B "
+          f"{proc.l2_ways}-way, L3 {l3} B {proc.l3_ways}-way")
+    print(f"plateaus (ns per key read, median of n points): L1d {p1:.3f} ({k1}), "
+          f"L2 {p2:.3f} ({k2}), L3 {p3:.3f} ({k3}), DRAM {p4:.3f} ({k4})")
+    for key, value in zip(("sweep_l2_read_ns", "sweep_l3_read_ns", "sweep_dram_read_ns"),
+                          costs):
+        print(f"{key} = {value:.3f}")
+    per_entry = {}
+    for pattern in ("copy", "visit"):
+        values = [ns for n, ns in rows.get(pattern, {}).items() if n >= 1024]
+        if values:
+            per_entry[pattern] = statistics.median(values)
+    if per_entry:
+        print(f"sweep_copy_entry_ns = {per_entry.get('copy', float('nan')):.3f}  "
+              f"(median of copy, n >= 1024)")
+        print(f"sweep_visit_ns = {per_entry.get('visit', float('nan')):.3f}  "
+              f"(median of visit, n >= 1024)")
+    if 1 in rows.get("call", {}) and len(per_entry) == 2:
+        fixed = rows["call"][1] - per_entry["copy"] - per_entry["visit"]
+        print(f"sweep_fixed_ns = {fixed:.3f}  (call at n = 1: {rows['call'][1]:.3f}, less one "
+              f"entry's copy and visit)")
+    levels = ((l1, proc.l1d_ways, costs[0]), (l2, proc.l2_ways, costs[1]),
+              (l3, proc.l3_ways, costs[2]))
+    print()
+    print("| keys | working set (KiB) | L2 miss fraction | probe ns/read | model ns/read | "
+          "chase ns/hop |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for n in sorted(scan):
+        w = working_set(n, layout)
+        model = p1 + hierarchy_read_ns(w, levels)
+        chase = rows.get("chase", {}).get(n)
+        print(f"| {n} | {w / 1024:.0f} | {set_miss_fraction(w, l2, proc.l2_ways):.2f} | "
+              f"{scan[n]:.2f} | {model:.2f} | {'' if chase is None else f'{chase:.1f}'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
