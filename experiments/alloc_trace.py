@@ -76,6 +76,11 @@ class _Tracing(Heap):
             _Tracing.log.append((-1, nbytes, count, None))
         Heap.free_many(self, nbytes, count)
 
+    def transient(self, nbytes, count):
+        if nbytes > 0 and count > 0:
+            _Tracing.log += [(1, nbytes, count, None), (-1, nbytes, count, None)]
+        Heap.transient(self, nbytes, count)
+
 
 class Window(NamedTuple):
     """What one traced op did, as the probe's summary rows count it."""

@@ -350,7 +350,7 @@ class Effect:
         return (self.shape, self.stride, self.registered, self.times[0], self.node_order,
                 self.graph_order, self.drop_order, self.offset,
                 self.parents, id(self.graph), self.backwards, self.rss_drift, self.faults,
-                self.template, self.period, self.masked, self.deltas)
+                self.template, self.period, self.masked, self.deltas, self.allocs)
 
 
 def _measure(sim, snap, events, template=None, chain=None, record=None, before=None):
@@ -486,9 +486,16 @@ def _node_runs(sim, snap, events, template, locator, entries, period, faults, ti
         drop_order = None
     if _unexplained(net, Counter(node_order + own), locator, snap):
         return None
-    return Effect(shape, stride, registered, times, node_order,
-                  node_id - snap.next_id, tuple(parents), graph if shape == "nodes" else None,
-                  graph_order=own, faults=faults, template=template, drop_order=drop_order)
+    effect = Effect(shape, stride, registered, times, node_order,
+                    node_id - snap.next_id, tuple(parents), graph if shape == "nodes" else None,
+                    graph_order=own, faults=faults, template=template, drop_order=drop_order)
+    if template is None:
+        # the allocations the closed form does not make: the iteration's less the node's
+        # (and its graph's) blocks and the BTreeMaps' new nodes, which the run and the
+        # trees allocate (transients: operands, outputs and shapes freed in the iteration)
+        grown = sum(after - before for after, before in zip(tree_counts(locator), snap.trees))
+        effect.allocs = sim.heap.allocs - snap.allocs - len(node_order) - len(own) - grown
+    return effect
 
 
 def _drift(before, trace):
@@ -717,8 +724,9 @@ def _apply(sim, effect, count):
     timing.cleanup_ns += cleanup * count
     sim.current.pending_ps += work_ps * count
     sim.work_ps += work_ps * count
-    if effect.shape in ("none", "steady"):
-        # the allocations of iterations that leave nothing behind (the heap's counter)
+    if effect.shape in ("none", "steady") or (run is not None and effect.template is None):
+        # the allocations of iterations that leave nothing behind, or the transients of
+        # those that leave a run's member (the heap's counter)
         sim.heap.allocs += effect.allocs * count
     grown, mapped = effect.faults
     if grown:

@@ -512,7 +512,9 @@ class OrphanSweep:
             deletables.push()
             run.free_nodes(heap)
             self.collect(run)
+            nbytes = deletables.capacity * id_bytes
             deletables.drop()
+            heap.transient(nbytes, run.count - 1)   # the other members' Vecs
         self.visits += run.count
         # maybe_useful's read and free_unused_roots' (dedup-sweep too: its one visit scans
         # the node once, as burn's does)
