@@ -27,7 +27,7 @@ from pathlib import Path
 from .compare import TOLERANCE
 from .growth import run_label, singular_unit
 
-__all__ = ["render"]
+__all__ = ["render", "smallest_combination"]
 
 REFERENCE = "burn-0.22.1"
 
@@ -275,9 +275,9 @@ def _figures(figures, summary, errors, workload_of):
 def _reference_frameworks(policies) -> set:
     """The policies that model another framework (``framework`` other than burn, e.g.
     ``pytorch``): shown as a reference beside the fixes, not as a fix."""
-    from .policies import POLICIES
+    from .policies import known_policy
     return {p for p in policies
-            if getattr(POLICIES.get(p), "framework", "burn") != "burn"}
+            if getattr(known_policy(p), "framework", "burn") != "burn"}
 
 
 def _fitted_drift(policy) -> str:
@@ -412,8 +412,108 @@ def _answer(growth):
                             f"by more than {TOLERANCE['time'] * 100:g} %, or growing or "
                             f"panicking where it does not):"))
         blocks.append(("list", prices))
+    blocks += _combination(cells, runs, fixes)
     blocks += _confirmed(cells, runs, fixes)
     return blocks
+
+
+def _removed(cells, runs, fix) -> set:
+    """The ``(run, problem)`` pairs of the reference that ``fix`` removes."""
+    from .growth import verdict
+    out = set()
+    for run in runs:
+        ref, g = cells.get(run + (REFERENCE,)), cells.get(run + (fix,))
+        if ref is None or g is None or not ref.has_figures:
+            continue
+        v = verdict(g, ref)
+        status = {"memory": v.memory, "time": v.time, "panic": v.panic}
+        out.update((run, p) for p in _problems(ref) if status[p] == "removed")
+    return out
+
+
+def smallest_combination(removes, candidates) -> tuple:
+    """``(fixes, covered)``: the fewest of ``candidates`` (names, in order) whose removals
+    together (``removes``: name -> set of problems it removes) cover every problem any
+    of them removes; the first such set in ``candidates``' order.
+
+    >>> smallest_combination({"a": {1}, "b": {1, 2}, "c": {3}}, ["a", "b", "c"])
+    (('b', 'c'), {1, 2, 3})
+    """
+    import itertools
+    target = set().union(*(removes[f] for f in candidates)) if candidates else set()
+    for size in range(1, len(candidates) + 1):
+        for combo in itertools.combinations(candidates, size):
+            if set().union(*(removes[f] for f in combo)) == target:
+                return combo, target
+    return (), target
+
+
+def _combination(cells, runs, fixes):
+    """The smallest combination of fixes that removes every growth, slowdown and panic
+    that some fix removes, from the single fixes' verdicts; without a semantic change,
+    then with one where that removes more; and, where the combination was swept as one
+    policy (``-p a+b``), whether its own run removes them, at what price."""
+    from .growth import verdict
+    from .policies import known_policy
+    problems = {(run, p) for run in runs
+                for ref in [cells.get(run + (REFERENCE,))] if ref is not None and ref.has_figures
+                for p in _problems(ref)}
+    if not problems:
+        return []
+    singles = [f for f in fixes if "+" not in f and known_policy(f) is not None
+               and not known_policy(f).history]
+    removes = {f: _removed(cells, runs, f) for f in singles + [f for f in fixes if "+" in f]}
+    lines = []
+    plain = [f for f in singles if not known_policy(f).semantic_change]
+    best, covered = smallest_combination(removes, plain)
+    choices = [("without a semantic change", best, covered)]
+    wider, more = smallest_combination(removes, singles)
+    if more > covered:
+        choices.append(("allowing a semantic change", wider, more))
+    for what, combo, got in choices:
+        if not combo:
+            continue
+        name = "+".join(combo)
+        lines.append(f"{what}: `{name}` removes {len(got)} of the {len(problems)} problems "
+                     f"(growth, slowdown, panic) `{REFERENCE}` shows, judged by each fix's "
+                     f"own runs" + (f"; none removes {_problem_list(problems - got)}"
+                                    if problems - got else "") + ".")
+        swept = next((f for f in fixes if "+" in f and set(f.split("+")) == set(combo)), None)
+        if len(combo) == 1:
+            continue
+        if swept is None:
+            lines.append(f"`{name}` was not swept as one policy: `sim sweep -p all -p {name}` "
+                         f"predicts the composition itself.")
+            continue
+        lost = got - removes[swept]
+        prices = []
+        for run in runs:
+            ref, g = cells.get(run + (REFERENCE,)), cells.get(run + (swept,))
+            if ref is None or g is None or not ref.has_figures:
+                continue
+            v, shown = verdict(g, ref), _problems(ref)
+            if shown or v.time == "slower" or "new" in (v.memory, v.panic):
+                price = _price_text(g, v, shown)
+                if price:
+                    prices.append(f"{run_label(run)}: {price}")
+        lines.append(f"swept as `{swept}`: " + (
+            f"its own run removes all {len(got)}" if not lost else
+            f"its own run does **not** remove {_problem_list(lost)} (the fixes interact)")
+            + ("; its price against `" + REFERENCE + "` where that has a problem or the "
+               "composition costs more: " + "; ".join(prices) if prices else "")
+            + ".")
+    if not lines:
+        return []
+    return [("p", "The smallest combination of fixes (`-p a+b` composes policies):"),
+            ("list", lines)]
+
+
+def _problem_list(pairs) -> str:
+    """``(run, problem)`` pairs as "run (memory, time); run (panic)"."""
+    by_run = {}
+    for run, problem in sorted(pairs):
+        by_run.setdefault(run, []).append(problem)
+    return "; ".join(f"{run_label(run)} ({', '.join(ps)})" for run, ps in by_run.items())
 
 
 def _confirmed(cells, runs, fixes):
@@ -604,11 +704,11 @@ def _ms(ms):
 
 def _policies(names, files):
     """The policies of the run; ``files``: run.json's ``policy_files`` (policies from files)."""
-    from .policies import POLICIES, policy_rank
+    from .policies import known_policy, policy_rank
     blocks = [("h2", "Policies")]
     items = []
     for name in sorted(names, key=policy_rank):
-        cls = POLICIES.get(name)
+        cls = known_policy(name)
         if cls is not None:
             text = dict(changes=cls.changes, expected=cls.expected,
                         semantic_change=cls.semantic_change, where="")

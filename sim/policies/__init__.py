@@ -4,26 +4,28 @@ A policy is a small, named variation of the simulated bookkeeping. The mirror
 of burn (``sim.autodiff``) calls the policy at the few seams where a fix would
 change burn's code, and the default of each seam is burn 0.22.1's behaviour:
 
-========================  ====================================================
-seam                      where it is in burn 0.22.1
-========================  ====================================================
-``register_untracked``    ``ops/base.rs`` UnTracked ``finish``: register an
-                          ``UntrackedOpsStep`` (``GraphMutexClient::register``)
-``after_backward``        ``GraphMutexClient::backward``: then
-                          ``GraphCleaner::cleanup_orphaned_entries``
-``detach``                ``ops/tensor.rs`` ``float_detach``: a new leaf that
-                          keeps ``require_grad``
-``on_last_handle``        nothing (``AutodiffTensor`` has no ``Drop``)
-``on_register``           nothing (no sweep outside backward)
-``rates``                 the inner backend's compute rates
-``in_place``              burn-flex ``binary_op_typed``/``scalar_op_typed``:
-                          write into a uniquely owned operand
-``sgd_update``            burn-optim ``sgd.rs``: ``tensor - grad * lr``
-``adam_update``           burn-optim ``adam.rs``: moments, bias correction,
-                          ``tensor - lr * m1 / (sqrt(m2) + eps)``
-``may_compact``           (simulator only) exact mode may keep dead
-                          single-node graphs as run records
-========================  ====================================================
+==============================  ====================================================
+seam                            where it is in burn 0.22.1
+==============================  ====================================================
+``register_untracked``          ``ops/base.rs`` UnTracked ``finish``: register an
+                                ``UntrackedOpsStep`` (``GraphMutexClient::register``)
+``after_backward``              ``GraphMutexClient::backward``: then
+                                ``GraphCleaner::cleanup_orphaned_entries``
+``cleanup_orphaned_entries``    ``runtime/graph.rs`` ``GraphCleaner``: clone the
+                                locator's map, visit every entry (``maybe_useful``)
+``detach``                      ``ops/tensor.rs`` ``float_detach``: a new leaf that
+                                keeps ``require_grad``
+``on_last_handle``              nothing (``AutodiffTensor`` has no ``Drop``)
+``on_register``                 nothing (no sweep outside backward)
+``rates``                       the inner backend's compute rates
+``in_place``                    burn-flex ``binary_op_typed``/``scalar_op_typed``:
+                                write into a uniquely owned operand
+``sgd_update``                  burn-optim ``sgd.rs``: ``tensor - grad * lr``
+``adam_update``                 burn-optim ``adam.rs``: moments, bias correction,
+                                ``tensor - lr * m1 / (sqrt(m2) + eps)``
+``may_compact``                 (simulator only) exact mode may keep dead
+                                single-node graphs as run records
+==============================  ====================================================
 
 Each policy lives in its own module and overrides only its seam(s).
 
@@ -36,6 +38,10 @@ is simulated. A policy that defines it and keeps counters updates them in
 ``ff_apply``, which fast-forward calls for every batch of iterations it applies; a loop
 that grows a chain (:mod:`sim.chainrun`) is fast-forwarded under it only if it also
 defines ``ff_chain`` (the members built and the node ids moved).
+
+Policies compose: ``a+b`` (any number of them) is the policy that applies every one
+of them, seam by seam (:mod:`sim.policies.compose`), or one error naming the seam two of
+them both replace.
 
 Two mistakes that would otherwise make a fix silently do nothing are errors: a public
 method whose name is a near miss of a seam's or hook's (``after_backwards``: nothing
@@ -65,7 +71,7 @@ from .periodic_sweep import PeriodicSweep
 from .pytorch import PyTorch
 
 __all__ = ["Policy", "POLICIES", "SEAMS", "HOOKS", "get_policy", "policy_names",
-           "load_policy_file", "policy_file", "policy_rank", "fast_forwards"]
+           "load_policy_file", "policy_file", "policy_rank", "fast_forwards", "known_policy"]
 
 #: the seams a policy overrides, each with where it is in burn 0.22.1 (the table above,
 #: one line each; `sim policies` prints it)
@@ -73,6 +79,8 @@ SEAMS = {
     "register_untracked": "ops/base.rs UnTracked finish: register an UntrackedOpsStep "
                           "(GraphMutexClient::register)",
     "after_backward": "GraphMutexClient::backward: then GraphCleaner::cleanup_orphaned_entries",
+    "cleanup_orphaned_entries": "runtime/graph.rs GraphCleaner::cleanup_orphaned_entries: "
+                                "clone the locator's map, visit every entry (maybe_useful)",
     "detach": "ops/tensor.rs float_detach: a new leaf that keeps require_grad",
     "on_last_handle": "nothing (AutodiffTensor has no Drop)",
     "on_register": "nothing (no sweep outside backward)",
@@ -107,6 +115,9 @@ POLICIES = {cls.name: cls for cls in (
 #: policies loaded from files in this process: name -> (class, resolved path)
 _FILES = {}
 
+#: policies composed in this process (``a+b``): name -> (class, the spec that makes it)
+_COMPOSED = {}
+
 #: what a policy name may contain (it names rows, cache entries and figure legends)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
@@ -122,33 +133,76 @@ def policy_names():
 
 
 def get_policy(name):
-    """The policy class called ``name``, or the one defined in the ``.py`` file ``name``."""
+    """The policy class called ``name``, the one defined in the ``.py`` file ``name``, or
+    the composition ``a+b`` of policies named either way (:mod:`sim.policies.compose`)."""
     text = str(name)
     cls = POLICIES.get(text)
     if cls is None and text in _FILES:
         cls = _FILES[text][0]
-    if cls is None and text.endswith(".py"):
+    if cls is None and text in _COMPOSED:
+        cls = _COMPOSED[text][0]
+    if cls is None and text.endswith(".py") and ("+" not in text or Path(text).is_file()):
         cls = load_policy_file(text)
+    if cls is None and "+" in text:
+        cls = _composed(text)
     if cls is None:
         raise UserError(f"unknown policy '{text}' (valid: {', '.join(POLICIES)}, "
-                        f"or a path to a .py file defining one)")
+                        f"a path to a .py file defining one, or several joined by '+')")
     return cls
 
 
+def _composed(text):
+    """The composition of the policies ``text`` names, joined by ``+``; registered under
+    its members' names joined the same way."""
+    from .compose import compose
+    parts = text.split("+")
+    if not all(parts):
+        raise UserError(f"policy '{text}': an empty name between '+'")
+    classes = [get_policy(part) for part in parts]
+    name = "+".join(cls.name for cls in classes)
+    if name not in _COMPOSED:
+        spec = "+".join(policy_file(cls.name) or cls.name for cls in classes)
+        _COMPOSED[name] = (compose(classes), spec)
+    return _COMPOSED[name][0]
+
+
+def known_policy(name):
+    """The class of a built-in policy or of a composition of built-ins named ``name``
+    (composed on demand), or None (a file policy, or a name no policy has)."""
+    if name in POLICIES:
+        return POLICIES[name]
+    if "+" in name and all(part in POLICIES for part in name.split("+")):
+        try:
+            return get_policy(name)
+        except UserError:
+            return None
+    return None
+
+
 def policy_file(name):
-    """The file a policy loaded from a file came from (a ``str``), or None for a built-in."""
+    """The file a policy loaded from a file came from (a ``str``), or None for a built-in.
+    For a composition with a file policy among its members, the spec that makes it again
+    in a fresh process (its members' files and names joined by ``+``)."""
     entry = _FILES.get(name)
-    return entry[1] if entry else None
+    if entry:
+        return entry[1]
+    entry = _COMPOSED.get(name)
+    if entry and any(policy_file(part) for part in entry[0].members):
+        return entry[1]
+    return None
 
 
 def policy_rank(name) -> tuple:
     """Sort key of a policy name: the built-ins in registry order, then file policies in
-    the order they were loaded, then any other name (e.g. read back from old results)."""
+    the order they were loaded, then compositions in the order they were made, then any
+    other name (e.g. read back from old results)."""
     if name in POLICIES:
         return (list(POLICIES).index(name), "")
     if name in _FILES:
         return (len(POLICIES) + list(_FILES).index(name), "")
-    return (len(POLICIES) + len(_FILES), name)
+    if name in _COMPOSED:
+        return (len(POLICIES) + len(_FILES) + list(_COMPOSED).index(name), "")
+    return (len(POLICIES) + len(_FILES) + len(_COMPOSED), name)
 
 
 def load_policy_file(path):
@@ -345,6 +399,7 @@ def _reporting_init(init, path, name):
             raise
         except Exception as exc:  # the user's constructor (or a seam it calls) raised
             raise UserError(describe_raise(exc, path, f"policy {name}")) from None
+    __init__.__wrapped__ = init
     return __init__
 
 

@@ -18,6 +18,8 @@ class Policy:
                "require_grad.")
     expected = "Reference behaviour: the seeds' growth (untracked records, EMA chain, target panic)."
     semantic_change = False
+    #: a past version of burn's bookkeeping, not a candidate fix
+    history = False
     #: whether a tensor handed to an op by value (``Tensor.move``) is dropped inside the op,
     #: as Rust's ownership does; a Python framework frees it when the interpreter drops its
     #: last reference, after the call
@@ -35,7 +37,11 @@ class Policy:
         client.register(rc, step)
 
     def after_backward(self, client) -> None:
-        """After a backward: burn's orphan sweep over every locator entry."""
+        """After a backward: burn's orphan sweep (:meth:`cleanup_orphaned_entries`)."""
+        self.cleanup_orphaned_entries(client)
+
+    def cleanup_orphaned_entries(self, client) -> None:
+        """The orphan sweep: burn clones the locator's map and visits every entry."""
         client.cleanup_orphaned_entries()
 
     def detach(self, tensor):

@@ -17,6 +17,7 @@ __all__ = ["Burn020Pre1"]
 
 class Burn020Pre1(Policy):
     name = "burn-0.20-pre.1"
+    history = True
     changes = ("GraphMutexClient::register_untracked registers the step and adds its id to a "
                "GraphLocator.untracked_nodes HashSet; the end of each backward removes every id "
                "in it from the locator (remove_entry) instead of running "
@@ -52,6 +53,7 @@ class Burn020Pre1(Policy):
         return max(0, self.table.cap - self.ids)
 
     def ff_apply(self, effect, count, run) -> None:
+        super().ff_apply(effect, count, run)
         if run is None or not run.new_graph:
             return
         self.untracked_nodes.append(run)

@@ -20,5 +20,5 @@ class DedupSweep(Policy):
                 "scanned): near-flat ms/step for the EMA chain (whose memory still grows, the "
                 "chain is reachable).")
 
-    def after_backward(self, client) -> None:
+    def cleanup_orphaned_entries(self, client) -> None:
         client.cleanup_orphaned_entries(visit_each_entry=False)

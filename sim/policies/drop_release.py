@@ -34,8 +34,9 @@ class DropRelease(Policy):
     def ff_chain(self, client, built, replaced, renamed) -> None:
         """A chain's members built in closed form: counted as their registrations would
         have been, with the ids that moved (:mod:`sim.chainrun`)."""
+        super().ff_chain(client, built, replaced, renamed)
         for rc, step in built:
-            self.on_register(client, rc, step)
+            self._count_children(rc, step)
         for node_id, rc in replaced.items():
             self.rcs[node_id] = rc
         for old, new in renamed.items():
@@ -45,6 +46,11 @@ class DropRelease(Policy):
                 self.children[new] = self.children.pop(old)
 
     def on_register(self, client, rc, step) -> None:
+        super().on_register(client, rc, step)
+        self._count_children(rc, step)
+
+    def _count_children(self, rc, step) -> None:
+        """Index a registered node and count it as a child of each of its parents."""
         self.rcs[rc.id] = rc
         children = self.children
         for pid, _ in step.node.parents:
@@ -56,6 +62,7 @@ class DropRelease(Policy):
         return rc.owner if rc is not None else None
 
     def on_node_removed(self, memory, node_id, parents) -> None:
+        super().on_node_removed(memory, node_id, parents)
         children = self.children
         rc = self.rcs.get(node_id)
         if rc is None or rc.owner is None:  # no other graph still holds it

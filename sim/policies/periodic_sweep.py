@@ -29,11 +29,13 @@ class PeriodicSweep(Policy):
         return max(0, (SWEEP_EVERY - 1 - self.count) // effect.registered)
 
     def ff_apply(self, effect, count, run) -> None:
+        super().ff_apply(effect, count, run)
         # every registration counts, those of loops that leave nothing behind too
         self.count += effect.registered * count
 
     def on_register(self, client, rc, step) -> None:
+        super().on_register(client, rc, step)
         self.count += 1
         if self.count >= SWEEP_EVERY:
             self.count = 0
-            client.cleanup_orphaned_entries()
+            self.cleanup_orphaned_entries(client)

@@ -23,7 +23,7 @@ Examples
 >>> base, dedup = POLICIES["burn-0.22.1"], POLICIES["dedup-sweep"]
 >>> same_behaviour({"register_untracked", "on_register"}, base, dedup)
 True
->>> same_behaviour({"after_backward"}, base, dedup)     # dedup-sweep's seam was called
+>>> same_behaviour({"after_backward", "cleanup_orphaned_entries"}, base, dedup)  # its seam
 False
 """
 
