@@ -404,7 +404,11 @@ def bench_cmd(profile, quick, json_out):
               help="run the GPU probes instead (experiments/probes/gpu-probes: burn's wgpu "
                    "backend on a Vulkan device; --probe pit-infer, adleak, train-step, "
                    "large-forward, cleanup); needs libvulkan1 and mesa-vulkan-drivers")
-def measure_cmd(probes, quick, out, repeat, patch, gpu):
+@click.option("--burn", "burn", metavar="VERSION",
+              help="build the probes against this release of burn from crates.io instead "
+                   "of 0.22.1 (e.g. 0.23.0-pre.1); a build that fails names where its API "
+                   "differs; rows are tagged burn_version VERSION")
+def measure_cmd(probes, quick, out, repeat, patch, gpu, burn):
     """Measure real burn: build the Rust probes (cargo) and run them, CSVs into --out.
 
     Builds experiments/probes (burn 0.22.1 from crates.io, release, cached target
@@ -414,7 +418,7 @@ def measure_cmd(probes, quick, out, repeat, patch, gpu):
     sizeof-alloc.csv: they are not measured points).
     """
     from .measure import measure
-    measure(list(probes), quick, out, repeat=repeat, patch=patch, gpu=gpu)
+    measure(list(probes), quick, out, repeat=repeat, patch=patch, gpu=gpu, burn=burn)
 
 
 @cli.command("host-profile")

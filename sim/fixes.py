@@ -185,6 +185,7 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
                      f"| {own} |")
     lines.append("")
     lines.extend(_semantics(Path(measured) / "semantics.json"))
+    lines.extend(_burn_tests(Path(measured) / "burn-tests.json"))
     notes = PATCHES / "README.md"
     if notes.is_file():
         text = notes.read_text(encoding="utf-8")
@@ -236,6 +237,39 @@ def _semantics(path) -> list:
     return lines
 
 
+def _burn_tests(path) -> list:
+    """burn's own autodiff tests per patch (``experiments/probes/burn_tests.py --out``)."""
+    if not path.is_file():
+        return []
+    result = json.loads(path.read_text(encoding="utf-8"))
+    host = result.get("host", {})
+    lines = ["## burn's autodiff tests", "",
+             f"`experiments/probes/burn_tests.py`: burn's own tests, "
+             f"{result['tests']}, taken from burn's repository at commit "
+             f"`{result['tests_commit'][:10]}` (version {result.get('tests_version', '?')}), "
+             f"built against {result['against']}. Host: {host.get('cpu', '?')}, "
+             f"{host.get('rustc', '')}.", "",
+             "| patch | built | passed | failed | ignored | failing tests |",
+             "|---|---|---:|---:|---:|---|"]
+    base = set(result["patches"].get("none", {}).get("failures", []))
+    for patch, r in result["patches"].items():
+        if not r.get("built"):
+            first = (r.get("errors") or ["?"])[0]
+            lines.append(f"| {patch} | no: {first} | - | - | - | - |")
+            continue
+        failing = r.get("failures", [])
+        new = [f for f in failing if f not in base] if patch != "none" else failing
+        shown = ", ".join(f"`{f}`" for f in new[:6]) + (f" and {len(new) - 6} more"
+                                                       if len(new) > 6 else "")
+        if patch != "none":
+            shown = (f"as unpatched, plus {shown}" if new and base
+                     else shown if new else "as unpatched" if failing else "-")
+        lines.append(f"| {patch} | yes | {r['passed']} | {r['failed']} | {r['ignored']} | "
+                     f"{shown or '-'} |")
+    lines.append("")
+    return lines
+
+
 def _rel(path) -> str:
     path = Path(path).resolve()
     root = Path(__file__).resolve().parent.parent
@@ -249,9 +283,16 @@ def _section(name, fix_dir, g, errors, profile):
     from .policies import get_policy
     cls = get_policy(name)
     ok, n = g["total"]
-    patch = (f"Patch `experiments/patches/{name}.patch`" if (PATCHES / f"{name}.patch").is_file()
-             else "No patch: the reference, burn-autodiff 0.22.1 as released, measured the "
-                  "same way")
+    parts = name.split("+")
+    if all((PATCHES / f"{part}.patch").is_file() for part in parts):
+        patch = ("Patch" if len(parts) == 1 else "Patches") + " " + ", then ".join(
+            f"`experiments/patches/{part}.patch`" for part in parts)
+        if len(parts) > 1:
+            patch += (f" (`--patch {name}`), graded against the composed policy `{name}` "
+                      f"(`-p {name}`)")
+    else:
+        patch = ("No patch: the reference, burn-autodiff 0.22.1 as released, measured the "
+                 "same way")
     lines = [f"## {name}", "",
              f"{patch}; policy: {cls.changes}", "",
              f"Measured on: {_host(fix_dir)}.", "",

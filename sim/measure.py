@@ -40,6 +40,7 @@ import os
 import platform
 import shutil
 import subprocess
+import re
 import sys
 import time
 from pathlib import Path
@@ -148,9 +149,10 @@ def build(echo=_echo, gpu=False) -> Path:
     return binary
 
 
-def _cargo_build(command, cwd, env=None, what="the probes") -> None:
+def _cargo_build(command, cwd, env=None, what="the probes", keep=None) -> None:
     """Run a cargo build, its messages echoed on stderr; a failure is one error line (its
-    first ``error`` line, or what the registry said) naming ``what`` was built."""
+    first ``error`` line, or what the registry said) naming ``what`` was built. ``keep``: a
+    list that receives every line cargo wrote."""
     tail = []
     try:
         proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
@@ -163,6 +165,8 @@ def _cargo_build(command, cwd, env=None, what="the probes") -> None:
             print(f"  {line}", file=sys.stderr, flush=True)
             tail.append(line)
             del tail[:-40]
+            if keep is not None:
+                keep.append(line)
     code = proc.wait()
     if code != 0:
         raise UserError(_build_failure(code, tail).replace("the probes", what))
@@ -267,6 +271,82 @@ def build_patched(patches, echo=_echo) -> tuple:
     shutil.copy2(built, binary)
     echo(f"build done in {time.perf_counter() - t0:.1f} s -> {binary}")
     return label, binary
+
+
+#: the burn the probes are written against (experiments/probes/Cargo.toml pins it)
+PROBES_BURN = "0.22.1"
+
+_VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?")
+
+
+def prepare_release(version, root=None) -> Path:
+    """A workspace (``ROOT/ws/burn-VERSION``) that builds the probes against burn
+    ``version`` from crates.io (burn and burn-autodiff pinned to it) instead of 0.22.1;
+    cargo resolves the rest (no lock file: the probes' Cargo.lock pins 0.22.1's crates)."""
+    if not _VERSION.fullmatch(str(version)):
+        raise UserError(f"--burn {version!r}: not a version (e.g. 0.23.0-pre.1)")
+    root = Path(root) if root is not None else PATCHED_DIR
+    text = (PROBES_DIR / "Cargo.toml").read_text(encoding="utf-8")
+    pin = f'version = "={PROBES_BURN}"'
+    if text.count(pin) != 2:
+        raise UserError(f"{PROBES_DIR / 'Cargo.toml'}: expected burn and burn-autodiff pinned "
+                        f"as {pin}")
+    ws = root / "ws" / f"burn-{version}"
+    ws.mkdir(parents=True, exist_ok=True)
+    for member in ("burn-probes", "cache-bw"):
+        link = ws / member
+        if not link.exists():
+            link.symlink_to(PROBES_DIR / member, target_is_directory=True)
+    toml = text.replace(pin, f'version = "={version}"')
+    toml += f"\n# sim measure --burn {version}: the probes against that release\n"
+    (ws / "Cargo.toml").write_text(toml, encoding="utf-8")
+    return ws
+
+
+def api_differences(tail) -> list:
+    """``file:line: message`` of each compile error in cargo's output ``tail`` that is in
+    the probes' own source: where burn's API differs from 0.22.1's as the probes use it."""
+    found, message = [], None
+    for line in tail:
+        text = line.strip()
+        if text.startswith("error"):
+            message = text
+        elif text.startswith("-->") and message is not None:
+            where = text[3:].strip()
+            if "burn-probes/" in where or where.startswith("src/"):
+                found.append(f"{where.split('burn-probes/')[-1]}: {message}")
+            message = None
+    return list(dict.fromkeys(found))
+
+
+def build_release(version, echo=_echo) -> Path:
+    """Build the probes against burn ``version`` (:func:`prepare_release`); returns the
+    binary. A build that fails on the probes' source is one error listing where burn's
+    API differs (:func:`api_differences`)."""
+    cargo = _cargo()
+    ws = prepare_release(version)
+    target = PATCHED_DIR / "target-release"
+    echo(f"building the probes against burn {version} (workspace {ws}, target {target}; "
+         f"every burn crate builds once: minutes)")
+    t0 = time.perf_counter()
+    env = dict(os.environ, CARGO_TARGET_DIR=str(target))
+    tail = []
+    try:
+        _cargo_build([cargo, "build", "--release", "-p", "burn-probes"], ws, env,
+                     f"the probes (burn {version})", keep=tail)
+    except UserError as exc:
+        differ = api_differences(tail)
+        if differ:
+            raise UserError(f"the probes do not build against burn {version}: its API differs "
+                            f"from {PROBES_BURN}'s at " + "; ".join(differ[:8])
+                            + (f" (and {len(differ) - 8} more)" if len(differ) > 8 else ""))
+        raise exc
+    built = target / "release" / ("burn-probes.exe" if os.name == "nt" else "burn-probes")
+    binary = PATCHED_DIR / "bin" / f"burn-probes-{version}"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(built, binary)
+    echo(f"build done in {time.perf_counter() - t0:.1f} s -> {binary}")
+    return binary
 
 
 def retag(path, burn_version) -> None:
@@ -443,12 +523,13 @@ def _run_repeated(binary, probe, quick, out_dir, repeat, echo, gpu=False) -> tup
 
 
 def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None,
-            gpu=False) -> dict:
+            gpu=False, burn=None) -> dict:
     """Build and run the probes (each ``repeat`` times, merged by :func:`merge_repeats`);
     returns the summary written to ``OUT/measure-info.json``. ``patch``: a ``--patch``
     value (``NAME``, ``FILE.patch``, ``a+b``): the probes are built against burn-autodiff
     0.22.1 with those patches and every row's ``burn_version`` reads ``0.22.1+NAME``.
-    ``gpu``: the GPU probes instead."""
+    ``gpu``: the GPU probes instead. ``burn``: a release of burn from crates.io to build
+    the probes against instead of 0.22.1 (rows tagged with it)."""
     if out is None:
         raise UserError("--out DIR is required")
     if gpu and quick:
@@ -456,6 +537,9 @@ def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None
     if gpu and patch:
         raise UserError("--patch does not apply to --gpu (the GPU probes build burn's "
                         "released crates)")
+    if burn and (patch or gpu):
+        raise UserError("--burn takes neither --patch (the patches are written against "
+                        "burn-autodiff 0.22.1) nor --gpu")
     chosen = _select(probes, GPU_PROBES if gpu else PROBES)
     label = None
     if patch:
@@ -471,13 +555,16 @@ def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None
     t0 = time.perf_counter()
     if patch:
         label, binary = build_patched(patch, echo)
+    elif burn:
+        label, binary = str(burn), build_release(burn, echo)
     else:
         binary = build(echo, gpu)
     summary = {"quick": bool(quick), "repeat": int(repeat), "probes": {},
                "machine": _machine(), "binary": str(binary)}
     if label:
-        from .patches import resolve
         summary["burn_version"] = label
+    if patch:
+        from .patches import resolve
         summary["patches"] = [str(p.relative_to(PROBES_DIR.parent.parent))
                               if p.is_relative_to(PROBES_DIR.parent.parent) else str(p)
                               for p in resolve(patch)]
