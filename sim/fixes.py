@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .errors import UserError
 
-__all__ = ["fixes_report", "measured_growth", "PATCHED_MEASURED"]
+__all__ = ["fixes_report", "measured_growth", "verdict_table", "PATCHED_MEASURED"]
 
 PATCHED_MEASURED = (Path(__file__).resolve().parent.parent / "experiments" / "measured"
                     / "linux-x86_64" / "patched")
@@ -184,6 +184,7 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
         lines.append(f"| {name} | {n} | {ok} | {share} | {kinds} | {g['unpredicted']} "
                      f"| {own} |")
     lines.append("")
+    lines.extend(verdict_table(all_errors))
     lines.extend(_semantics(Path(measured) / "semantics.json"))
     lines.extend(_burn_tests(Path(measured) / "burn-tests.json"))
     notes = PATCHES / "README.md"
@@ -235,6 +236,82 @@ def _semantics(path) -> list:
                          f"`{d.get('patched', d.get('what', ''))}`")
     lines.append("")
     return lines
+
+
+def _growths_of(errors, side, policy) -> dict:
+    """``(experiment, variant, phase) -> Growth`` of one side (``measured`` or
+    ``predicted``) of a comparison's points in :data:`VERDICT_FILES`: both sides judged at
+    the same points (the measured run's loop counts) by the predictions' rule."""
+    from .growth import growth_of_runs
+    rows = []
+    for e in errors:
+        if e.get("source") not in VERDICT_FILES:
+            continue
+        try:
+            value = float(e[side])
+        except (TypeError, ValueError):
+            continue
+        if value != value:
+            continue
+        rows.append({"experiment": e["experiment"], "variant": e["variant"],
+                     "phase": e.get("phase") or "", "x": float(e["x"]),
+                     "x_unit": e["x_unit"], "metric": e["metric"], "value": value,
+                     "unit": e["unit"], "policy": policy, "params": ""})
+    return {g.run[:3]: g for g in growth_of_runs(rows, lambda row: row["experiment"])
+            if g.has_figures}
+
+
+def verdict_table(all_errors) -> list:
+    """Per run where unpatched real burn grows or panics, each fix's verdict (removes /
+    keeps) predicted and measured at the same points: the page's verdict table."""
+    reference = all_errors.get(REFERENCE)
+    if reference is None:
+        return []
+    real = _growths_of(reference, "measured", REFERENCE)
+    model = _growths_of(reference, "predicted", REFERENCE)
+
+    def shows(g, what):
+        return g is not None and bool(g.memory_grows if what == "growth"
+                                      else g.panic_x is not None)
+    problems = [(key, what) for key, g in real.items() for what in ("growth", "panic")
+                if shows(g, what) and shows(model.get(key), what)]
+    fixes = [name for name in all_errors if name != REFERENCE]
+    if not problems or not fixes:
+        return []
+    sides = {name: (_growths_of(all_errors[name], "predicted", name),
+                    _growths_of(all_errors[name], "measured", name)) for name in fixes}
+    agree = dict.fromkeys(fixes, 0)
+    judged = dict.fromkeys(fixes, 0)
+    rows = []
+    for key, what in problems:
+        cells = []
+        for name in fixes:
+            predicted, measured = (side.get(key) for side in sides[name])
+            if predicted is None or measured is None:
+                cells.append("-")
+                continue
+
+            def said(g):
+                shown = g.memory_grows if what == "growth" else g.panic_x is not None
+                return "keeps" if shown else "removes"
+            p, m = said(predicted), said(measured)
+            judged[name] += 1
+            agree[name] += p == m
+            cells.append(f"{p}" if p == m else f"**predicted {p}, measured {m}**")
+        experiment, variant, phase = key
+        rows.append(f"| {experiment} / {variant}{f' ({phase})' if phase else ''} | {what} | "
+                    + " | ".join(cells) + " |")
+    return ["## Growth verdicts on real burn", "",
+            "Per run where unpatched real burn (`burn-0.22.1/`) and burn-0.22.1's prediction "
+            "both grow or panic: what each fix does to it, predicted and measured at the same "
+            "points (the measured run's "
+            "loop counts, judged by the predictions' rule, `sim.growth`); one word where "
+            "both sides agree.", "",
+            "| run | problem | " + " | ".join(f"`{n}`" for n in fixes) + " |",
+            "|---|---|" + "---|" * len(fixes),
+            *rows,
+            "| **equal verdicts** | | " + " | ".join(f"{agree[n]} of {judged[n]}"
+                                                    for n in fixes) + " |", ""]
 
 
 def _burn_tests(path) -> list:

@@ -335,6 +335,10 @@ def build_release(version, echo=_echo) -> Path:
         _cargo_build([cargo, "build", "--release", "-p", "burn-probes"], ws, env,
                      f"the probes (burn {version})", keep=tail)
     except UserError as exc:
+        missing = [line.strip() for line in tail if "does not have that feature" in line]
+        if missing:
+            raise UserError(f"the probes do not build against burn {version}: "
+                            f"{missing[0]}") from None
         differ = api_differences(tail)
         if differ:
             raise UserError(f"the probes do not build against burn {version}: its API differs "

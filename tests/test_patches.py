@@ -245,3 +245,21 @@ def test_fixes_page_names_a_composed_patch_and_burn_tests(tmp_path):
     assert "| none | yes | 9 | 1 | 0 | `x` |" in page
     assert "| drop-release | yes | 8 | 2 | 0 | as unpatched, plus `y` |" in page
     assert "| dedup-sweep | no: error: no | - | - | - | - |" in page
+
+
+def test_verdict_table_compares_each_fix_predicted_and_measured_at_the_same_points():
+    from sim.fixes import verdict_table
+
+    def run(measured, predicted):
+        return [{"source": "adleak-rss.csv", "experiment": "adleak-rss",
+                 "variant": "flex.autodiff", "phase": "", "x": str(x),
+                 "x_unit": "k_iterations", "metric": "rss", "unit": "MB",
+                 "measured": str(m), "predicted": str(p)}
+                for x, m, p in zip((0, 10, 20, 30, 40), measured, predicted)]
+    grows, flat = (4, 16, 28, 40, 52), (4, 4.1, 4.0, 4.1, 4.0)
+    page = "\n".join(verdict_table({"burn-0.22.1": run(grows, grows),
+                                    "skip-untracked": run(flat, flat),
+                                    "periodic-sweep": run(grows, flat)}))
+    assert "| adleak-rss / flex.autodiff | growth | removes | **predicted removes, " \
+           "measured keeps** |" in page
+    assert "| **equal verdicts** | | 1 of 1 | 0 of 1 |" in page
