@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..costs.vec import RustVec
 from .base import Policy
 
 __all__ = ["DropRelease"]
@@ -26,6 +27,8 @@ class DropRelease(Policy):
         # not a recursion (a 1000-deep chain overflowed Python's stack)
         self._cascade = []
         self._draining = False
+        # the heap vectors of the release running for a dropped handle (None outside one)
+        self._vectors = None
         # registered id -> its Arc<NodeId>, whose ``owner`` is the graph holding the node: a
         # parent may sit in another graph than its child (an op on a tensor whose entry a
         # backward removed starts a new graph), so it is not looked up in the child's graph
@@ -68,12 +71,14 @@ class DropRelease(Policy):
         if rc is None or rc.owner is None:  # no other graph still holds it
             self.rcs.pop(node_id, None)
             children.pop(node_id, None)
+        childless = 0
         for pid, _ in parents:
             left = children.get(pid, 0) - 1
             if left > 0:
                 children[pid] = left
                 continue
             children.pop(pid, None)
+            childless += pid in memory.nodes
             holder = memory if pid in memory.nodes else self._memory_of(pid)
             entry = holder.nodes.get(pid) if holder is not None else None
             if entry is not None:
@@ -84,6 +89,8 @@ class DropRelease(Policy):
                         self.deferred.append(pid)
                     else:
                         self._release(holder, pid)
+        if self._vectors is not None and childless:
+            self._vectors.childless(childless)
 
     def after_backward(self, client) -> None:
         self.release_deferred()
@@ -103,8 +110,22 @@ class DropRelease(Policy):
     def on_last_handle(self, server, rc) -> None:
         if self.sim.in_backward:
             self.deferred.append(rc.id)
-        elif self.children.get(rc.id, 0) == 0:
-            self._release(server.memory_management, rc.id)
+            return
+        # GraphMutexClient::release finds the node's graph in the locator (a node whose
+        # entry a backward removed: nothing more), then AutodiffServer::release, whose
+        # vectors live on the heap until it returns, whether or not the node can go
+        locator = self.sim.client.locator
+        if locator is None or rc.id not in locator.graphs:
+            if self.children.get(rc.id, 0) == 0:
+                self._release(server.memory_management, rc.id)
+            return
+        self._vectors = _ReleaseVectors(self.sim.heap)
+        try:
+            if self.children.get(rc.id, 0) == 0:
+                self._release(server.memory_management, rc.id)
+        finally:
+            self._vectors.drop()
+            self._vectors = None
 
     def _release(self, memory, node_id) -> None:
         cascade = self._cascade
@@ -123,6 +144,8 @@ class DropRelease(Policy):
         if node_id not in memory.nodes:
             return
         sim = self.sim
+        if self._vectors is not None:
+            self._vectors.released.push()
         memory.server.remove_step(node_id)
         memory.leaves.discard(node_id)
         memory._remove(node_id)
@@ -130,3 +153,34 @@ class DropRelease(Policy):
         if locator is not None:
             locator.remove_entry(node_id)
         sim.timing.handle_drop(1)
+
+
+class _ReleaseVectors:
+    """The vectors one ``AutodiffServer::release`` call keeps on the heap (the patch's
+    ``server.rs``/``memory_management.rs``): its worklist ``candidates``
+    (``vec![node]``, then every parent a release leaves without children), the ids it
+    ``released``, and per released node with such parents a ``childless`` list; all
+    freed when the call returns. Two allocations per dropped output that goes without
+    parents (an untracked op's), three with one tracked parent, one where the node
+    cannot go (it has children)."""
+
+    __slots__ = ("heap", "candidates", "released")
+
+    def __init__(self, heap):
+        self.heap = heap
+        self.candidates = RustVec(heap, 8, capacity=1)    # vec![node]
+        self.released = RustVec(heap, 8)
+
+    def childless(self, count) -> None:
+        """A released node left ``count`` parents of its graph without children: each
+        pushed on a ``childless`` vector (dropped at once), then on the worklist (whose
+        popped node made room for one)."""
+        vec = RustVec(self.heap, 8)
+        vec.push_each(count)
+        vec.drop()
+        self.candidates.len -= 1
+        self.candidates.push_each(count)
+
+    def drop(self) -> None:
+        self.released.drop()
+        self.candidates.drop()
