@@ -127,6 +127,7 @@ CONSUMES = {
     # -- sim.policies.Policy (a policy file's base class) ----------------------------------
     "Policy.register_untracked": "seam",
     "Policy.after_backward": "seam",
+    "Policy.cleanup_orphaned_entries": "seam",
     "Policy.detach": "seam",
     "Policy.on_last_handle": "seam",
     "Policy.on_register": "seam",

@@ -37,7 +37,7 @@ class Policy:
         client.register(rc, step)
 
     def after_backward(self, client) -> None:
-        """After a backward: burn's orphan sweep (:meth:`cleanup_orphaned_entries`)."""
+        """After a backward: burn's orphan sweep (the seam ``cleanup_orphaned_entries``)."""
         self.cleanup_orphaned_entries(client)
 
     def cleanup_orphaned_entries(self, client) -> None:
