@@ -78,11 +78,11 @@ def _where(exc, workload, policy):
     """``(PATH:LINE, what)`` of the innermost frame of ``exc``'s traceback in a policy
     file loaded with ``--policy FILE.py`` (``what``: ``policy NAME``) or in the workload's
     file (``workload NAME``); None if it passes through neither."""
-    from .policies import policy_file
-    source = policy_file(policy.name)
+    from .policies import policy_sources
+    sources = policy_sources(policy.name)
     for frame in reversed(exception_frames(exc)):
-        if source and frame.filename == source:
-            return f"{source}:{frame.lineno}", f"policy {policy.name}"
+        if frame.filename in sources:
+            return f"{frame.filename}:{frame.lineno}", f"policy {policy.name}"
         if frame.filename == str(workload.path):
             return f"{workload.path}:{frame.lineno}", f"workload {workload.name}"
     return None

@@ -304,15 +304,15 @@ class Cache:
 
 
 def _cell_key(cell, workload, profile, code, exact=False) -> str:
-    from .policies import policy_file
-    source = policy_file(cell.policy)
+    from .policies import policy_sources
+    sources = policy_sources(cell.policy)
     identity = {
         "code": code,
         "workload": workload.name,
         "workload_file": _file_hash(workload.path),
         "variant": cell.variant,
         "policy": cell.policy,
-        "policy_file": _file_hash(source) if source else "",
+        "policy_file": "+".join(_file_hash(path) for path in sources),
         "profile": profile.name,
         "profile_data": profile.data,
         "params": workload.resolve(cell.variant, dict(cell.params)),

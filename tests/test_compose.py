@@ -109,3 +109,23 @@ def test_smallest_combination_prefers_fewer_fixes_then_the_order_given():
     removes = {"a": {1, 2}, "b": {2, 3}, "c": {1, 3}, "d": {4}}
     assert smallest_combination(removes, ["a", "b", "c", "d"]) == (("a", "b", "d"), {1, 2, 3, 4})
     assert smallest_combination({}, []) == ((), set())
+
+
+def test_sweep_with_a_composition_and_a_file_member_in_workers(tmp_path):
+    import json
+    from pathlib import Path
+    from sim.sweep import sweep
+    example = Path(__file__).resolve().parent.parent / "experiments" / "policies" / "sweep_every_4.py"
+    name = f"skip-untracked+{example}"
+    out = tmp_path / "out"
+    info = sweep(["adleak-count"], ["burn-0.22.1", "skip-untracked+drop-release", name],
+                 out=out, jobs=2, progress=False)
+    assert info["policies"] == ["burn-0.22.1", "skip-untracked+drop-release",
+                                "skip-untracked+sweep-every-4"]
+    text = (out / "predicted.csv").read_text()
+    assert ",skip-untracked+drop-release,m2max-macos" in text
+    assert ",skip-untracked+sweep-every-4,m2max-macos" in text     # its file, in a worker
+    report = (out / "report.md").read_text()
+    assert "`skip-untracked+drop-release`" in report
+    run = json.loads((out / "run.json").read_text())
+    assert run["policies"][-1] == "skip-untracked+sweep-every-4"

@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -144,11 +145,14 @@ def main(argv=None) -> int:
                                text=True).stdout
     version = re.search(r'^version = "([^"]+)"', described, re.M)
     pkg = SCRATCH / "pkg"
-    if pkg.exists():
-        import shutil
-        shutil.rmtree(pkg)
-    pkg.mkdir(parents=True)
-    extract(args.burn_git, commit, pkg)
+    marker = pkg / ".commit"
+    if not (marker.is_file() and marker.read_text().strip() == commit):
+        # a fresh extraction (new mtimes) rebuilds the test crate: only for another commit
+        if pkg.exists():
+            shutil.rmtree(pkg)
+        pkg.mkdir(parents=True)
+        extract(args.burn_git, commit, pkg)
+        marker.write_text(commit + "\n")
     out_path = Path(args.out)
     result = {"tests_commit": commit,
               "tests_version": version.group(1) if version else None,

@@ -71,7 +71,7 @@ from .periodic_sweep import PeriodicSweep
 from .pytorch import PyTorch
 
 __all__ = ["Policy", "POLICIES", "SEAMS", "HOOKS", "get_policy", "policy_names",
-           "load_policy_file", "policy_file", "policy_rank", "fast_forwards", "known_policy"]
+           "load_policy_file", "policy_file", "policy_sources", "policy_rank", "fast_forwards", "known_policy"]
 
 #: the seams a policy overrides, each with where it is in burn 0.22.1 (the table above,
 #: one line each; `sim policies` prints it)
@@ -190,6 +190,18 @@ def policy_file(name):
     if entry and any(policy_file(part) for part in entry[0].members):
         return entry[1]
     return None
+
+
+def policy_sources(name) -> list:
+    """The files the policy ``name`` is defined in: its own, or its members' (a
+    composition); empty for built-ins."""
+    entry = _FILES.get(name)
+    if entry:
+        return [entry[1]]
+    entry = _COMPOSED.get(name)
+    if entry:
+        return [path for part in entry[0].members for path in policy_sources(part)]
+    return []
 
 
 def policy_rank(name) -> tuple:
