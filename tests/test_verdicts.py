@@ -142,17 +142,19 @@ def test_pytorch_is_a_reference_framework_and_its_drift_a_fitted_constant():
 
 def test_patched_real_burn_confirms_the_verdicts_it_can():
     """The committed measurements of patched burn (quick runs) judged by the predictions'
-    rule: skip-untracked and drop-release remove adleak-rss flex.autodiff's growth that
-    unpatched real burn shows; only drop-release removes a-tracked's; detach-constant
-    alone removes the target panic, which unpatched burn has at step 3."""
+    rule: skip-untracked and drop-release (alone and with dedup-sweep) remove adleak-rss
+    flex.autodiff's growth that unpatched real burn shows; only drop-release removes
+    a-tracked's; detach-constant alone removes the target panic, which unpatched burn has
+    at step 3."""
     from sim.fixes import measured_growth
     m = measured_growth()
     run = ("adleak-rss", "flex.autodiff", "")
     assert m["burn-0.22.1"][run].memory_grows
     assert [f for f in sorted(m) if m[f][run].memory_grows is False] == [
-        "drop-release", "skip-untracked"]
+        "drop-release", "drop-release+dedup-sweep", "skip-untracked"]
     tracked = ("adleak-rss", "a-tracked", "")
-    assert [f for f in sorted(m) if m[f][tracked].memory_grows is False] == ["drop-release"]
+    assert [f for f in sorted(m) if m[f][tracked].memory_grows is False] == [
+        "drop-release", "drop-release+dedup-sweep"]
     target = ("p10-ema", "target", "")
     assert m["burn-0.22.1"][target].panic_x == 3
     assert [f for f in sorted(m) if m[f][target].panic_x is None] == ["detach-constant"]

@@ -118,11 +118,37 @@ def run(patch, pkg, target, threads) -> dict:
     if match is None:
         errors = [line for line in out.splitlines() if line.startswith("error")]
         return {"built": False, "exit": proc.returncode, "seconds": seconds,
-                "errors": errors[:10]}
+                "errors": errors[:10], "modules": failing_modules(out)}
     passed, failed, ignored = (int(g) for g in match.groups())
     failures = sorted(m.group(1) for m in map(_FAILED.match, out.splitlines()) if m)
     return {"built": True, "exit": proc.returncode, "seconds": seconds, "passed": passed,
             "failed": failed, "ignored": ignored, "failures": failures}
+
+
+def failing_modules(out) -> list:
+    """The test modules (``tests/autodiff/NAME.rs``) in which cargo reported a compile
+    error: where the tests' commit uses an API burn 0.22.1 does not have."""
+    found, pending = [], False
+    for line in out.splitlines():
+        text = line.strip()
+        if text.startswith("error[") or (text.startswith("error:") and "could not" not in text):
+            pending = True
+        elif pending and text.startswith("-->"):
+            name = re.search(r"autodiff/(\w+)\.rs:", text)
+            if name and name.group(1) != "mod":
+                found.append(name.group(1))
+            pending = False
+    return sorted(set(found))
+
+
+def exclude(pkg, modules) -> None:
+    """Leave ``modules`` out of the scratch copy's ``tests/autodiff/mod.rs``."""
+    path = pkg / "tests" / "autodiff" / "mod.rs"
+    text = path.read_text(encoding="utf-8")
+    for name in modules:
+        text = re.sub(rf"^mod {name};$", f"// left out: API differs from 0.22.1\n// mod {name};",
+                      text, flags=re.M)
+    path.write_text(text, encoding="utf-8")
 
 
 def main(argv=None) -> int:
@@ -164,9 +190,17 @@ def main(argv=None) -> int:
         previous = json.loads(out_path.read_text(encoding="utf-8"))
         if previous.get("tests_commit") == commit:
             result["patches"] = previous.get("patches", {})
+    result["excluded"] = result.get("excluded", [])
     for patch in patches:
         print(f"burn tests: {patch} ...", file=sys.stderr, flush=True)
-        result["patches"][patch] = entry = run(patch, pkg, SCRATCH / "cargo-target", args.threads)
+        entry = run(patch, pkg, SCRATCH / "cargo-target", args.threads)
+        if not entry["built"] and entry["modules"] and patch == "none":
+            # the tests' commit is newer than 0.22.1: leave out the modules that use an API
+            # 0.22.1 lacks (listed in the result), then build again
+            exclude(pkg, entry["modules"])
+            result["excluded"] = sorted(set(result["excluded"]) | set(entry["modules"]))
+            entry = run(patch, pkg, SCRATCH / "cargo-target", args.threads)
+        result["patches"][patch] = entry
         print(f"burn tests: {patch}: {entry}", file=sys.stderr, flush=True)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = out_path.with_suffix(".tmp")
