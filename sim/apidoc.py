@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import inspect
 import sys
-from pathlib import Path
+
+from .paths import DOCS
 
 __all__ = ["render", "SECTIONS", "CONSUMES", "EXAMPLE", "DOC", "public_members"]
 
 #: the generated page, relative to the repository
-DOC = Path(__file__).resolve().parent.parent / "docs" / "api.md"
+DOC = DOCS / "api.md"
 
 BORROWS = "borrows its operands (they drop when Python lets them go)"
 

@@ -45,6 +45,7 @@ from .costs.rss import Allocator
 from .engine import Limits, Simulation
 from .profile import load_profile
 from .tensor import Tensor, drop
+from .paths import PACKAGE_PREFIX
 
 __all__ = ["CASES", "run_bench", "format_table"]
 
@@ -271,11 +272,10 @@ def _constructors_per_op(program, profile, n=200):
     exact iterations of ``program``, less its set-up (counted on a run of 1)."""
     def count(iterations):
         calls = [0]
-        package = __file__.rsplit("/", 1)[0]
 
         def hook(frame, event, arg):
             if event == "call" and frame.f_code.co_name == "__init__" and \
-                    frame.f_code.co_filename.startswith(package):
+                    frame.f_code.co_filename.startswith(PACKAGE_PREFIX):
                 calls[0] += 1
         sim = Simulation(profile, fast_forward=False, limits=Limits(max_ops=10 ** 12))
         sys.setprofile(hook)

@@ -13,6 +13,7 @@ import click
 
 from . import __version__
 from .errors import UserError
+from .paths import EXPERIMENTS
 
 __all__ = ["main", "cli"]
 
@@ -361,7 +362,7 @@ def accuracy_cmd(measured_paths, profile, readme, policies_from, jobs):
 
 
 def _default_measured():
-    return Path(__file__).resolve().parent.parent / "experiments" / "measured" / "seeds-m2max.csv"
+    return EXPERIMENTS / "measured" / "seeds-m2max.csv"
 
 
 @cli.command("bench")

@@ -38,6 +38,7 @@ from .errors import LimitExceeded, UserError, shown
 from .tensor import Device, BurnPanic
 from .autodiff.traversal import TapeConsumed
 from .units import METRICS
+from .paths import PACKAGE_PREFIX
 
 __all__ = ["Simulation", "Limits", "LimitExceeded", "HostThread"]
 
@@ -658,10 +659,8 @@ def _in_workload(frame) -> bool:
     """Whether ``frame``'s innermost frame of the ``sim`` package is the driver of the
     workload (:meth:`Simulation._drive`, :meth:`Simulation.run`): the frames above it
     are the workload's own code (or the standard library's, called by it)."""
-    import os
-    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
     while frame is not None:
-        if frame.f_code.co_filename.startswith(package):
+        if frame.f_code.co_filename.startswith(PACKAGE_PREFIX):
             return (frame.f_code.co_filename == __file__
                     and frame.f_code.co_name in _DRIVERS)
         frame = frame.f_back

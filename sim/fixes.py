@@ -16,13 +16,13 @@ from collections import defaultdict
 from pathlib import Path
 
 from .errors import UserError
+from .paths import EXPERIMENTS, ROOT
 
 __all__ = ["fixes_report", "measured_growth", "PATCHED_MEASURED"]
 
-PATCHED_MEASURED = (Path(__file__).resolve().parent.parent / "experiments" / "measured"
-                    / "linux-x86_64" / "patched")
+PATCHED_MEASURED = EXPERIMENTS / "measured" / "linux-x86_64" / "patched"
 
-PATCHES = Path(__file__).resolve().parent.parent / "experiments" / "patches"
+PATCHES = EXPERIMENTS / "patches"
 
 #: the directory of unpatched burn measured the same way, graded against burn-0.22.1
 REFERENCE = "burn-0.22.1"
@@ -238,9 +238,8 @@ def _semantics(path) -> list:
 
 def _rel(path) -> str:
     path = Path(path).resolve()
-    root = Path(__file__).resolve().parent.parent
     try:
-        return str(path.relative_to(root))
+        return str(path.relative_to(ROOT))
     except ValueError:
         return str(path)
 

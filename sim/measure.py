@@ -46,11 +46,12 @@ from pathlib import Path
 
 from .errors import UserError
 from .results import prepare_out
+from .paths import EXPERIMENTS
 
 __all__ = ["PROBES", "PROBES_DIR", "GPU_PROBES", "GPU_DIR", "vulkan_missing", "measure", "build", "parse_probe_csv", "binary_path",
            "merge_repeats", "measured_quick", "QUICK_NOTE"]
 
-PROBES_DIR = Path(__file__).resolve().parent.parent / "experiments" / "probes"
+PROBES_DIR = EXPERIMENTS / "probes"
 
 #: subcommands of burn-probes, in the order `all` runs them
 PROBES = ("adleak-rss", "adleak-count", "pit-infer", "p10-ema", "p10-ema-adam", "sizeof",

@@ -33,11 +33,12 @@ from types import SimpleNamespace
 
 from .errors import UserError, shown
 from .host import HOST_KEYS
+from .paths import MODELS
 
 __all__ = ["Profile", "ProfileError", "load_profile", "profile_names", "MODELS_DIR", "SCHEMA",
            "RECORDS"]
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+MODELS_DIR = MODELS
 
 INT, FLOAT, STR, STRS = "int", "float", "str", "list of strings"
 

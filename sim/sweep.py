@@ -36,11 +36,11 @@ from pathlib import Path
 from .data import atomic_write, format_value
 from .errors import UserError
 from .workloads import load_workload
+from .paths import ROOT
 
 __all__ = ["Cell", "SweepRun", "code_version", "select_workloads", "select_policies",
            "parse_grid", "plan_cells", "run_cells", "compute_cell", "REFERENCE_POLICY"]
 
-ROOT = Path(__file__).resolve().parent.parent
 
 #: the policy the measured programs ran under (burn 0.22.1): measured points are
 #: compared with its predictions (``*-pytorch`` experiments with ``pytorch``'s)

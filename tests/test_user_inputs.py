@@ -4,15 +4,15 @@ the colours of their policies, and the lines the commands print."""
 
 import csv
 import time
-from pathlib import Path
 
 import pytest
 
 from clirun import assert_one_error, run_cli
+from sim import paths
 from sim import plot
 from sim.policies import HOOKS, POLICIES, SEAMS, Policy
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 HEADER = "experiment,variant,phase,x,x_unit,metric,value,unit,note\n"
 
 # a user's loop that declares the experiment its measurements name
