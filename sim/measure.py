@@ -44,12 +44,13 @@ import sys
 import time
 from pathlib import Path
 
+from .data import TRACE_FILES
 from .errors import UserError
 from .results import prepare_out
 from .paths import EXPERIMENTS
 
 __all__ = ["PROBES", "PROBES_DIR", "GPU_PROBES", "GPU_DIR", "vulkan_missing", "measure", "build", "parse_probe_csv", "binary_path",
-           "merge_repeats", "measured_quick", "QUICK_NOTE"]
+           "merge_repeats"]
 
 PROBES_DIR = EXPERIMENTS / "probes"
 
@@ -64,21 +65,6 @@ GPU_DIR = PROBES_DIR / "gpu-probes"
 VULKAN_PACKAGES = ("libvulkan1", "mesa-vulkan-drivers")
 #: gpu-probes' exit code when wgpu finds no adapter
 NO_DEVICE_EXIT = 3
-
-#: files the probes write besides DIR/<probe>.csv (raw traces, not measured points)
-TRACE_FILES = {"alloc-trace": "alloc-trace-events.csv", "sizeof": "sizeof-alloc.csv",
-               "adapter": "gpu-adapter.csv"}
-
-#: what a probe's ``--quick`` run adds to every row's note (burn-probes csv.rs Sink::row)
-QUICK_NOTE = "quick mode: loop counts cut ~10x"
-
-
-def measured_quick(row) -> bool:
-    """Whether a measured row comes from a probe's ``--quick`` run (loop counts cut ~10x):
-    its ``probe`` column is the probe's command with ``--quick``, or its note carries the
-    mark every quick row's note ends with."""
-    return (str(row.get("probe") or "").endswith("--quick")
-            or QUICK_NOTE in str(row.get("note") or ""))
 
 #: phrases of cargo's output that mean the crates could not be fetched
 _REGISTRY_HINTS = ("failed to get", "failed to download", "failed to load source",

@@ -31,7 +31,7 @@ def run(sim, variant, iterations):
 """
 LEAK2_ROW = "leak2,default,,1000,iterations,rss,4.0,MB,\n"
 
-# what `sim measure` writes besides the measured CSVs (sim.measure.TRACE_FILES)
+# what `sim measure` writes besides the measured CSVs (sim.data.TRACE_FILES)
 TRACES = {
     "sizeof-alloc.csv": "sizeof-alloc,std HashMap,,1,len,alloc_bytes,24,B,\n",
     "alloc-trace-events.csv": "alloc-trace-events,first,op1,0,event,alloc_bytes,64,B,\n",
