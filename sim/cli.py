@@ -604,7 +604,8 @@ def fixes_cmd(measured, profile, results, out, jobs, figures):
     (--out) with the points within tolerance per fix and experiment, the hosts and the
     largest misses.
     """
-    from .fixes import PATCHED_MEASURED, fixes_report
+    from .fix_grades import PATCHED_MEASURED
+    from .fixes import fixes_report
     from .sweep import default_jobs
     _check_out_file(out)
     grades = fixes_report(measured or PATCHED_MEASURED, profile, results, out,

@@ -26,15 +26,35 @@ from pathlib import Path
 
 from .compare import TOLERANCE
 from .growth import run_label, singular_unit
+from .workloads import builtin_names, load_workload
 
-__all__ = ["render"]
+__all__ = ["render", "workload_table"]
 
 REFERENCE = "burn-0.22.1"
 
 
+def workload_table(info):
+    """``row -> workload name``: by the (experiment, variant) pairs each workload of the
+    run produced, else by the experiments the workloads measure, else the experiment."""
+    by_experiment, by_pair = {}, {}
+    for name in builtin_names():
+        for experiment in load_workload(name).measured:
+            by_experiment[experiment] = name
+    for w in info.get("workloads", []):
+        for experiment in w.get("experiments", []):
+            by_experiment[experiment] = w["name"]
+        for experiment, variant in w.get("produces", []):
+            by_pair[experiment, variant] = w["name"]
+
+    def workload_of(row):
+        experiment = row["experiment"]
+        return by_pair.get((experiment, row["variant"]),
+                           by_experiment.get(experiment, experiment))
+    return workload_of
+
+
 def render(info, errors, growth, figures, summary):
     """``(markdown text, html text)`` of the report."""
-    from .results import workload_table
     workload_of = workload_table(info)
     blocks = []
     blocks += _answer(growth)
@@ -417,10 +437,10 @@ def _answer(growth):
 
 
 def _confirmed(cells, runs, fixes):
-    """Where real burn was measured with a fix (:func:`sim.fixes.measured_growth`): on each
+    """Where real burn was measured with a fix (:func:`sim.fix_grades.measured_growth`): on each
     run where unpatched real burn and the prediction both grow or panic, whether the fix's
     measured run removes the growth or the panic as its predicted run does."""
-    from .fixes import PATCHED_MEASURED, measured_growth
+    from .fix_grades import PATCHED_MEASURED, measured_growth
     measured = measured_growth()
     reference = measured.get(REFERENCE, {})
     lines = []

@@ -34,13 +34,14 @@ import os
 import shutil
 from pathlib import Path
 
+from . import report
 from .compare import TOLERANCE, join
 from .data import (PREDICTED_COLUMNS, atomic_write, atomic_write_bytes, file_in_the_way,
                    format_value, rows_to_csv)
 from .errors import UserError
 
 __all__ = ["ERROR_COLUMNS", "join_errors", "write_data", "write_info", "previous_figures",
-           "load", "render", "publish", "prepare_out", "workload_table", "STAGING"]
+           "load", "render", "publish", "prepare_out", "STAGING"]
 
 ERROR_COLUMNS = ["experiment", "variant", "phase", "x", "x_unit", "metric", "unit", "measured",
                  "predicted", "abs_error", "rel_error", "tolerance", "ok", "status", "policy",
@@ -217,37 +218,16 @@ def _read_csv(path, numeric):
 
 # -- figures and report -----------------------------------------------------------------------------
 
-def workload_table(info):
-    """``row -> workload name``: by the (experiment, variant) pairs each workload of the
-    run produced, else by the experiments the workloads measure, else the experiment."""
-    from .workloads import builtin_names, load_workload
-    by_experiment, by_pair = {}, {}
-    for name in builtin_names():
-        for experiment in load_workload(name).measured:
-            by_experiment[experiment] = name
-    for w in info.get("workloads", []):
-        for experiment in w.get("experiments", []):
-            by_experiment[experiment] = w["name"]
-        for experiment, variant in w.get("produces", []):
-            by_pair[experiment, variant] = w["name"]
-
-    def workload_of(row):
-        experiment = row["experiment"]
-        return by_pair.get((experiment, row["variant"]),
-                           by_experiment.get(experiment, experiment))
-    return workload_of
-
-
 def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
     """Draw every figure and write the report; returns the figures' file names.
 
     ``stale``: figures of an earlier run into ``out``; those not drawn again are
     removed. ``jobs`` > 1 draws the figures in that many processes.
     """
-    from . import plot, report  # noqa: F401  (imported once here, before any fork)
+    from . import plot  # noqa: F401  (matplotlib: imported once here, before any fork)
     from .growth import growth_of_runs
     out = Path(out)
-    workload_of = workload_table(info)
+    workload_of = report.workload_table(info)
     names = [w["name"] for w in info.get("workloads", [])]
     for row in predicted + errors:
         name = workload_of(row)

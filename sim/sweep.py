@@ -46,10 +46,11 @@ __all__ = ["Cell", "SweepRun", "code_version", "select_workloads", "select_polic
 #: compared with its predictions (``*-pytorch`` experiments with ``pytorch``'s)
 REFERENCE_POLICY = "burn-0.22.1"
 
-#: modules that only present results; editing them does not invalidate cached cells
-PRESENTATION_MODULES = {"cli.py", "plot.py", "report.py", "results.py", "progress.py",
-                        "growth.py", "accuracy.py", "calibrate.py", "fixes.py", "measure.py",
-                        "patches.py"}
+#: modules that only present results (paths in the repository); editing them does not
+#: invalidate cached cells
+PRESENTATION_MODULES = {"sim/cli.py", "sim/plot.py", "sim/report.py", "sim/results.py",
+                        "sim/progress.py", "sim/growth.py", "sim/accuracy.py", "sim/calibrate.py",
+                        "sim/fixes.py", "sim/fix_grades.py", "sim/measure.py", "sim/patches.py"}
 
 CACHE_DIR = ".cache"
 
@@ -261,7 +262,7 @@ def code_version() -> str:
     paths = sorted((ROOT / "sim").rglob("*.py")) + sorted((ROOT / "experiments").glob("*.py"))
     for path in paths:
         rel = path.relative_to(ROOT)
-        if rel.parts[0] == "sim" and len(rel.parts) == 2 and path.name in PRESENTATION_MODULES:
+        if rel.as_posix() in PRESENTATION_MODULES:
             continue
         digest.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
