@@ -31,7 +31,7 @@ class PyTorch(DropRelease):
         super().__init__(sim)
         # PyTorch's costs replace burn's: ATen ops, autograd nodes, Python calls
         sim.timing = AtenTiming(sim, sim.profile.time, sim.profile.pytorch,
-                                AtenTiming.caches(sim.profile.process))
+                                AtenTiming.caches(sim.profile.process), sim.timing.view_ops)
 
     def detach(self, tensor):
         """``Tensor.detach``: an alias that does not require grad (one view call)."""
