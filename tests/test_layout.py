@@ -19,7 +19,10 @@ LAYERS = ["platform", "burn", "policies", "engine", "analysis", "output", "comma
 BASE = {"sim", "sim.errors", "sim.units", "sim.paths", "sim.userfile"}
 #: fast-forward's shape modules import each other's private names (issue 39, Deliver 1
 #: replaces them with one mechanism); a cycle among these modules only is tolerated
-KNOWN_CYCLE = {"sim.fastforward", "sim.chainrun", "sim.keptchain", "sim.leakrun"}
+KNOWN_CYCLE = {"sim.fastforward",
+               "sim.chainrun",
+               "sim.keptchain",
+               "sim.leakrun"}
 
 
 def _modules():
