@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from .data import key_of
+from .data import key_of, DataError, TRACE_FILES, measured_quick
 from .units import METRICS
 from .workloads import builtin_names, load_workload
 
@@ -73,7 +73,6 @@ def measured_files(paths) -> list:
     directory, the CSVs a sweep or comparison writes (:data:`RESULT_FILES`: a comparison
     written into its measurements' directory must not read its own output next time)."""
     from pathlib import Path
-    from .data import DataError, TRACE_FILES
     traces = set(TRACE_FILES.values())
     out = []
     for text in paths:
@@ -128,7 +127,6 @@ def quick_params(measured_rows, workloads=()) -> dict:
     ``QUICK`` (the probe's cut loop counts). A workload whose rows mix quick and full runs
     is an error (one run per workload is compared: its points would meet the other run's
     x); one without ``QUICK`` is left out (its rows stay unpredicted where x differs)."""
-    from .data import DataError, measured_quick
     table = _experiments(workloads)
     seen = {}
     for row in measured_rows:
@@ -214,7 +212,6 @@ def check_x_units(measured_rows, predicted_rows) -> None:
     """A measured row whose ``x_unit`` is not the one the workload samples that
     experiment, variant and phase in is an error naming its file and line (its ``x``
     would be matched against another scale); rows nothing predicts are not checked."""
-    from .data import DataError
     units = {}
     for row in predicted_rows:
         key = (row["experiment"], row["variant"], row.get("phase", "") or "")

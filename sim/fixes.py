@@ -14,9 +14,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .data import atomic_write
 from .errors import UserError
 from .fix_grades import PATCHED_MEASURED, grade, largest_misses, own_misses
 from .paths import EXPERIMENTS, ROOT
+from .policies import get_policy
+from .results import load
+from .sweep import compare
 
 __all__ = ["fixes_report"]
 
@@ -64,10 +68,6 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
                  figures=False) -> dict:
     """Compare every fix's measurements with its predictions; write the page ``out``.
     Returns ``{fix: grade}``."""
-    from .data import atomic_write
-    from .policies import get_policy
-    from .results import load
-    from .sweep import compare
     dirs = _fix_dirs(measured)
     for fix_dir in dirs:
         get_policy(fix_dir.name)    # a directory no policy is named after: an error up front
@@ -176,7 +176,6 @@ def _rel(path) -> str:
 
 
 def _section(name, fix_dir, g, errors, profile):
-    from .policies import get_policy
     cls = get_policy(name)
     ok, n = g["total"]
     patch = (f"Patch `experiments/patches/{name}.patch`" if (PATCHES / f"{name}.patch").is_file()

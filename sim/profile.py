@@ -31,6 +31,7 @@ import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
+from .costs.rss import ALLOCATOR_CLASSES
 from .errors import UserError, shown
 from .host import HOST_KEYS
 from .paths import MODELS
@@ -402,7 +403,6 @@ def _finite(number) -> bool:
 def _check_rules(data, path) -> None:
     """The rules between keys: a known allocator, mallopt settings only for glibc-arena,
     positive rates, an L2 miss rate where an L2 is modelled, a hash-table group width."""
-    from .costs.rss import ALLOCATOR_CLASSES
     allocator = data["process"]["allocator"]
     if allocator not in ALLOCATOR_CLASSES:
         raise ProfileError(f"{path}: process.allocator must be one of "

@@ -25,7 +25,11 @@ import math
 from pathlib import Path
 
 from .compare import TOLERANCE
-from .growth import run_label, singular_unit
+from .fix_grades import PATCHED_MEASURED, measured_growth
+from .growth import (run_label, singular_unit, ratio_text, verdict, MEMORY_RULE, TIME_RULE,
+                     VERDICT_RULE)
+from .policies import POLICIES, policy_rank
+from .units import METRICS
 from .workloads import builtin_names, load_workload
 
 __all__ = ["render", "workload_table"]
@@ -236,7 +240,6 @@ def _predicted_text(e, panics, workload_of):
 
 
 def _kind(e):
-    from .units import METRICS
     m = METRICS.get(e["metric"])
     return m.kind if m else "memory"
 
@@ -295,14 +298,12 @@ def _figures(figures, summary, errors, workload_of):
 def _reference_frameworks(policies) -> set:
     """The policies that model another framework (``framework`` other than burn, e.g.
     ``pytorch``): shown as a reference beside the fixes, not as a fix."""
-    from .policies import POLICIES
     return {p for p in policies
             if getattr(POLICIES.get(p), "framework", "burn") != "burn"}
 
 
 def _fitted_drift(policy) -> str:
     """The profile parameter of a policy's RSS-only drift that is a fitted constant, or ""."""
-    from .policies import POLICIES
     return getattr(POLICIES.get(policy), "fitted_drift", "") or ""
 
 
@@ -331,7 +332,6 @@ def _price_text(g, v, problems) -> str:
     """What policy series ``g`` (verdict ``v`` against the reference) does about the
     reference's ``problems`` and at what price: its plateau, its time against the
     reference's, a panic or growth of its own."""
-    from .growth import ratio_text
     parts = []
     if v.memory in ("removed", "flat") and ("memory" in problems or v.memory == "removed"):
         if v.peak_bytes is not None:
@@ -379,7 +379,6 @@ def _answer(growth):
     """The first section: per run where the reference grows, slows down or panics, the
     fixes that remove it and what each costs (:func:`sim.growth.verdict`); then what the
     fixes cost on the runs the reference handles; reference frameworks beside the fixes."""
-    from .growth import verdict
     blocks, cells, runs, policies = _against_reference(growth, "Which fix, and at what price")
     if cells is None:
         return blocks
@@ -440,7 +439,6 @@ def _confirmed(cells, runs, fixes):
     """Where real burn was measured with a fix (:func:`sim.fix_grades.measured_growth`): on each
     run where unpatched real burn and the prediction both grow or panic, whether the fix's
     measured run removes the growth or the panic as its predicted run does."""
-    from .fix_grades import PATCHED_MEASURED, measured_growth
     measured = measured_growth()
     reference = measured.get(REFERENCE, {})
     lines = []
@@ -504,7 +502,6 @@ def _flat(v):
 def _verdicts(growth):
     """Every run under the reference and every policy's verdict against it, with the
     rules: the detail behind the answer."""
-    from .growth import MEMORY_RULE, TIME_RULE, VERDICT_RULE, verdict, ratio_text
     blocks, cells, runs, policies = _against_reference(growth, "Every run: growth and verdicts")
     if cells is None:
         return blocks
@@ -624,7 +621,6 @@ def _ms(ms):
 
 def _policies(names, files):
     """The policies of the run; ``files``: run.json's ``policy_files`` (policies from files)."""
-    from .policies import POLICIES, policy_rank
     blocks = [("h2", "Policies")]
     items = []
     for name in sorted(names, key=policy_rank):

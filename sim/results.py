@@ -39,6 +39,9 @@ from .compare import TOLERANCE, join
 from .data import (PREDICTED_COLUMNS, atomic_write, atomic_write_bytes, file_in_the_way,
                    format_value, rows_to_csv)
 from .errors import UserError
+from .growth import growth_of_runs
+from .interrupts import held_interrupt
+from .workers import local_pool
 
 __all__ = ["ERROR_COLUMNS", "join_errors", "write_data", "write_info", "previous_figures",
            "load", "render", "publish", "prepare_out", "STAGING"]
@@ -225,7 +228,6 @@ def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
     removed. ``jobs`` > 1 draws the figures in that many processes.
     """
     from . import plot  # noqa: F401  (matplotlib: imported once here, before any fork)
-    from .growth import growth_of_runs
     out = Path(out)
     workload_of = report.workload_table(info)
     names = [w["name"] for w in info.get("workloads", [])]
@@ -250,7 +252,6 @@ def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
     if summary:
         tasks.append((summary, "summary_figure", (growth,), colors))
     if jobs > 1 and len(tasks) > 1:
-        from .workers import local_pool
         # the biggest figures first (drawing time grows with the rows plotted), so that no
         # process is left drawing a big one alone at the end
         weight = [len(t[2][2]) if t[1] == "workload_figure" else len(predicted) / len(tasks)
@@ -288,7 +289,6 @@ def publish(out, info, stale=(), jobs=1, data=None, finish=None, figures=True) -
     (``stale``) that this run did not draw are removed. An interrupt or error before
     that leaves ``out`` as the earlier run left it (the sweep's cell cache aside).
     """
-    from .interrupts import held_interrupt
     out = Path(out)
     staging = out / STAGING
     shutil.rmtree(staging, ignore_errors=True)

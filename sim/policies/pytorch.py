@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..costs.aten import AtenTiming
+from ..optim import torch_adam
 from .drop_release import DropRelease
 from .detach_constant import DetachConstant
 
@@ -54,7 +55,6 @@ class PyTorch(DropRelease):
     def adam_update(self, adam, tensor, grad, state, lr):
         """``torch.optim.Adam`` on CPU (:func:`sim.optim.torch_adam`): moments and
         parameter updated in place, two temporaries per step."""
-        from ..optim import torch_adam
         return torch_adam(adam, tensor, grad, state, lr)
 
     def register_untracked(self, client, rc, step, device) -> None:
