@@ -17,12 +17,6 @@ SIM = Path(__file__).resolve().parent.parent / "sim"
 LAYERS = ["platform", "burn", "policies", "engine", "analysis", "output", "commands"]
 #: the modules below every layer, importable from all of them
 BASE = {"sim", "sim.errors", "sim.units", "sim.paths", "sim.userfile"}
-#: fast-forward's shape modules import each other's private names (issue 39, Deliver 1
-#: replaces them with one mechanism); a cycle among these modules only is tolerated
-KNOWN_CYCLE = {"sim.fastforward",
-               "sim.chainrun",
-               "sim.keptchain",
-               "sim.leakrun"}
 
 
 def _modules():
@@ -81,11 +75,11 @@ def layer_of(module):
 
 def test_no_import_cycle():
     graph = import_graph()
-    cycles = [sorted(c) for c in nx.strongly_connected_components(graph)
-              if len(c) > 1 and not c <= KNOWN_CYCLE]
-    assert not cycles, "import cycles (an edge of each: module:line -> module):\n" + "\n".join(
-        ", ".join(f"{a}:{graph.edges[a, b]['line']} -> {b}"
-                  for a, b in graph.subgraph(c).edges) for c in cycles)
+    cycles = [nx.find_cycle(graph.subgraph(c)) for c in nx.strongly_connected_components(graph)
+              if len(c) > 1]
+    assert not cycles, "import cycles (module:line -> module):\n" + "\n".join(
+        ", ".join(f"{a}:{graph.edges[a, b]['line']} -> {b}" for a, b in cycle)
+        for cycle in cycles)
 
 
 def test_layers_import_downwards():
