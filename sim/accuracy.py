@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from .calibrate import run_cells
-from .compare import cells_for, join, summarize
+from .compare import cells_for, join, summarize, quick_params
 from .data import atomic_write
 from .errors import UserError
 
@@ -26,7 +26,6 @@ END = "<!-- accuracy:end -->"
 
 def accuracy_rows(measured, profile, jobs=1, policy="burn-0.22.1"):
     """Joined measured/predicted points under ``profile``."""
-    from .compare import quick_params
     fitted = profile.data.get("calibration", {}).get("points", [])
     # rows of `sim measure --quick` run with the probes' quick loop counts, as in compare
     predicted = run_cells(cells_for(measured, policy), profile, jobs, quick_params(measured))

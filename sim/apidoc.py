@@ -14,12 +14,18 @@ from __future__ import annotations
 
 import inspect
 import sys
-from pathlib import Path
+
+from .engine import Simulation
+from .nn import Linear, Mlp, Param, Relu
+from .optim import Adam, GradientsParams, ModuleOptimizer, Sgd
+from .paths import DOCS
+from .policies import Policy
+from .tensor import BurnPanic, Device, Gradients, Tensor, drop
 
 __all__ = ["render", "SECTIONS", "CONSUMES", "EXAMPLE", "DOC", "public_members"]
 
 #: the generated page, relative to the repository
-DOC = Path(__file__).resolve().parent.parent / "docs" / "api.md"
+DOC = DOCS / "api.md"
 
 BORROWS = "borrows its operands (they drop when Python lets them go)"
 
@@ -152,11 +158,6 @@ INTERNAL = {"Tensor.box", "Tensor.unbox", "Tensor.rewrap",
 
 
 def _sections():
-    from .engine import Simulation
-    from .nn import Linear, Mlp, Param, Relu
-    from .optim import Adam, GradientsParams, ModuleOptimizer, Sgd
-    from .policies import Policy
-    from .tensor import BurnPanic, Device, Gradients, Tensor, drop
     return [
         ("The simulation (`sim`, the first argument of `run`)", "sim.engine", [
             (Simulation, ["device", "repeat", "sample", "tick", "spawn", "rss_bytes",

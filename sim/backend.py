@@ -33,6 +33,8 @@ import math
 from operator import attrgetter
 
 from .costs import kernels
+from .costs.cache import L2Cache
+from .costs.pool import MemoryPool
 from .costs.ptmalloc import ZEROED
 from .gemm_cache import read_cache_info
 
@@ -339,14 +341,12 @@ class Backend:
         self.grad_entry_bytes = int(spec.get("grad_entry_bytes", 0)) if flex else 0
         self.option_primitive_bytes = self.primitive_bytes if flex else 0
         if kind == "metal":
-            from .costs.pool import MemoryPool
             self.pool = MemoryPool(alignment=int(spec.get("alignment", 256)),
                                    max_page_size=int(spec.get("max_page_size", 256 * 2 ** 20)))
         # the CPU core's L2 (sim.costs.cache): which buffers an op finds resident
         self.cache = None
         l2 = int(sim.profile.process.l2_bytes)
         if l2 > 0 and self.pool is None:
-            from .costs.cache import L2Cache
             self.cache = L2Cache(l2)
 
     def first_run(self, op_name, shapes) -> bool:

@@ -43,8 +43,12 @@ import tracemalloc
 
 from .costs.rss import Allocator
 from .engine import Limits, Simulation
+from .nn import Mlp, Linear
+from .optim import GradientsParams, Sgd, OPTIMIZERS
 from .profile import load_profile
 from .tensor import Tensor, drop
+from .paths import PACKAGE_PREFIX
+from .runner import run_cell
 
 __all__ = ["CASES", "run_bench", "format_table"]
 
@@ -72,7 +76,6 @@ def _tracked(sim, n):
 
 
 def _mlp_forward(sim, n):
-    from .nn import Mlp
     dev = sim.device("flex").autodiff()
     model = Mlp(64, 64, 64, dev)
     x = Tensor.random((8, 64), dev)
@@ -85,8 +88,6 @@ def _mlp_forward(sim, n):
 
 
 def _ema_step(sim, n):
-    from .nn import Linear
-    from .optim import GradientsParams, Sgd
     dev = sim.device("flex").autodiff()
     model = Linear(64, 64, dev)
     x = Tensor.random((8, 64), dev)
@@ -136,8 +137,6 @@ def _training(optimizer, validation_loss=False):
     validation forward whose loss is summed across steps (a tracked chain never
     backwarded, the classic leak)."""
     def program(sim, n):
-        from .nn import Mlp
-        from .optim import OPTIMIZERS, GradientsParams
         dev = sim.device("flex").autodiff()
         state = {"model": Mlp(32, 32, 32, dev), "total": Tensor.zeros((1,), dev)}
         x = Tensor.random((8, 32), dev)
@@ -271,11 +270,10 @@ def _constructors_per_op(program, profile, n=200):
     exact iterations of ``program``, less its set-up (counted on a run of 1)."""
     def count(iterations):
         calls = [0]
-        package = __file__.rsplit("/", 1)[0]
 
         def hook(frame, event, arg):
             if event == "call" and frame.f_code.co_name == "__init__" and \
-                    frame.f_code.co_filename.startswith(package):
+                    frame.f_code.co_filename.startswith(PACKAGE_PREFIX):
                 calls[0] += 1
         sim = Simulation(profile, fast_forward=False, limits=Limits(max_ops=10 ** 12))
         sys.setprofile(hook)
@@ -403,7 +401,6 @@ def _ema_run(profile, steps, echo=None, variant="detach", policy="burn-0.22.1",
     others ran exactly (the first of each report interval, the probes, the steps that
     resize the chain's tables); ``log`` under burn-0.20-pre.1 leaks a graph every step,
     whose skipped steps are built again (:mod:`sim.leakrun`)."""
-    from .runner import run_cell
     gc.collect()
     kept = []
     start = time.perf_counter()

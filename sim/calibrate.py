@@ -41,6 +41,9 @@ from .compare import SLACK, cells_for, join, point_id, quick_params
 from .data import atomic_write, check_output_file, output_target
 from .errors import UserError
 from .profile import Profile, load_profile, validate
+from .progress import Progress
+from .runner import run_cell
+from .workers import local_pool
 
 __all__ = ["calibrate", "select_points", "run_cells", "check_out"]
 
@@ -68,7 +71,6 @@ def run_cells(cells, profile, jobs=1, quick=None):
     """Predicted rows of every ``(workload, variant, policy)`` cell (sorted, deterministic).
     ``quick``: workload name -> the parameters its cells run with (the ``QUICK`` loop
     counts of measured rows from ``sim measure --quick``, :func:`sim.compare.quick_params`)."""
-    from .runner import run_cell
     quick = quick or {}
     if jobs <= 1 or len(cells) <= 1:
         rows = []
@@ -76,7 +78,6 @@ def run_cells(cells, profile, jobs=1, quick=None):
             rows.extend(run_cell(workload, variant, policy, profile, quick.get(workload),
                                  observables=False))
         return rows
-    from .workers import local_pool
     with local_pool(jobs) as pool:      # workers leave Ctrl-C to this process
         futures = [pool.submit(_run_one, w, v, p, profile.path, profile.data, quick.get(w))
                    for w, v, p in cells]
@@ -87,7 +88,6 @@ def run_cells(cells, profile, jobs=1, quick=None):
 
 
 def _run_one(workload, variant, policy, path, data, sets=None):
-    from .runner import run_cell
     profile = Profile(Path(path).stem, path, data)
     return run_cell(workload, variant, policy, profile, sets, observables=False)
 
@@ -254,7 +254,6 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
         echo(text)
 
     if progress:
-        from .progress import Progress
         bar = Progress(1, unit="simulations of the fitted cells (initial point)")
     r0 = evaluate(current, "initial point")
     try:

@@ -13,6 +13,7 @@ import click
 
 from . import __version__
 from .errors import UserError
+from .paths import EXPERIMENTS
 
 __all__ = ["main", "cli"]
 
@@ -361,7 +362,7 @@ def accuracy_cmd(measured_paths, profile, readme, policies_from, jobs):
 
 
 def _default_measured():
-    return Path(__file__).resolve().parent.parent / "experiments" / "measured" / "seeds-m2max.csv"
+    return EXPERIMENTS / "measured" / "seeds-m2max.csv"
 
 
 @cli.command("bench")
@@ -607,7 +608,8 @@ def fixes_cmd(measured, profile, results, out, jobs, figures):
     (--out) with the points within tolerance per fix and experiment, the hosts and the
     largest misses.
     """
-    from .fixes import PATCHED_MEASURED, fixes_report
+    from .fix_grades import PATCHED_MEASURED
+    from .fixes import fixes_report
     from .sweep import default_jobs
     _check_out_file(out)
     grades = fixes_report(measured or PATCHED_MEASURED, profile, results, out,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from .data import key_of
+from .data import key_of, DataError, TRACE_FILES, measured_quick
 from .units import METRICS
 from .workloads import builtin_names, load_workload
 
@@ -68,13 +68,11 @@ def _experiments(workloads=()):
 def measured_files(paths) -> list:
     """The measured CSV files ``paths`` name: a file as given, a directory (``sim measure
     --out DIR``) as its ``*.csv`` files in name order. The raw allocation traces ``sim
-    measure`` writes next to its CSVs (:data:`sim.measure.TRACE_FILES`, not measured points)
+    measure`` writes next to its CSVs (:data:`sim.data.TRACE_FILES`, not measured points)
     are left out, also when named one by one (``--measured DIR/*.csv``); so are, in a
     directory, the CSVs a sweep or comparison writes (:data:`RESULT_FILES`: a comparison
     written into its measurements' directory must not read its own output next time)."""
     from pathlib import Path
-    from .data import DataError
-    from .measure import TRACE_FILES
     traces = set(TRACE_FILES.values())
     out = []
     for text in paths:
@@ -125,12 +123,10 @@ def _wrong_x_unit(x_unit, experiment, variant, phase, expected) -> str:
 
 def quick_params(measured_rows, workloads=()) -> dict:
     """Workload name -> the parameters to simulate its measured rows with where they come
-    from a probe's ``--quick`` run (:func:`sim.measure.measured_quick`): the workload's
+    from a probe's ``--quick`` run (:func:`sim.data.measured_quick`): the workload's
     ``QUICK`` (the probe's cut loop counts). A workload whose rows mix quick and full runs
     is an error (one run per workload is compared: its points would meet the other run's
     x); one without ``QUICK`` is left out (its rows stay unpredicted where x differs)."""
-    from .data import DataError
-    from .measure import measured_quick
     table = _experiments(workloads)
     seen = {}
     for row in measured_rows:
@@ -216,7 +212,6 @@ def check_x_units(measured_rows, predicted_rows) -> None:
     """A measured row whose ``x_unit`` is not the one the workload samples that
     experiment, variant and phase in is an error naming its file and line (its ``x``
     would be matched against another scale); rows nothing predicts are not checked."""
-    from .data import DataError
     units = {}
     for row in predicted_rows:
         key = (row["experiment"], row["variant"], row.get("phase", "") or "")

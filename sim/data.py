@@ -29,7 +29,7 @@ from .units import METRICS
 
 __all__ = ["file_in_the_way", "check_output_file", "COLUMNS", "PREDICTED_COLUMNS", "OPTIONAL_COLUMNS", "DataError", "read_measured",
            "rows_to_csv", "atomic_write", "atomic_write_bytes", "output_target",
-           "format_value", "key_of"]
+           "format_value", "key_of", "TRACE_FILES", "QUICK_NOTE", "measured_quick"]
 
 COLUMNS = ["experiment", "variant", "phase", "x", "x_unit", "metric", "value", "unit", "note"]
 PREDICTED_COLUMNS = COLUMNS + ["policy", "profile"]
@@ -42,6 +42,22 @@ MAX_ABS_VALUE = 1e15
 
 class DataError(UserError):
     """A measured CSV is malformed."""
+
+
+#: files the probes write besides DIR/<probe>.csv (raw traces, not measured points)
+TRACE_FILES = {"alloc-trace": "alloc-trace-events.csv", "sizeof": "sizeof-alloc.csv",
+               "adapter": "gpu-adapter.csv"}
+
+#: what a probe's ``--quick`` run adds to every row's note (burn-probes csv.rs Sink::row)
+QUICK_NOTE = "quick mode: loop counts cut ~10x"
+
+
+def measured_quick(row) -> bool:
+    """Whether a measured row comes from a probe's ``--quick`` run (loop counts cut ~10x):
+    its ``probe`` column is the probe's command with ``--quick``, or its note carries the
+    mark every quick row's note ends with."""
+    return (str(row.get("probe") or "").endswith("--quick")
+            or QUICK_NOTE in str(row.get("note") or ""))
 
 
 def format_value(value) -> str:

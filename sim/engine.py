@@ -26,7 +26,7 @@ import weakref
 
 import simpy
 
-from .backend import Backend, DeviceSettingsRegistry
+from .backend import VIEW_OPS, Backend, DeviceSettingsRegistry
 from .costs.heap import Heap
 from .costs.rss import Allocator, TouchedPages
 from .costs.tables import RawTable, TableLayout
@@ -37,7 +37,12 @@ from .autodiff.runs import NodeRun
 from .errors import LimitExceeded, UserError, shown
 from .tensor import Device, BurnPanic
 from .autodiff.traversal import TapeConsumed
+from .fastforward import repeat
+from .interrupts import _in_finalizer
 from .units import METRICS
+from .paths import PACKAGE_PREFIX
+from .policies import get_policy
+from .policies.trace import traced, NAME_READ
 
 __all__ = ["Simulation", "Limits", "LimitExceeded", "HostThread"]
 
@@ -196,8 +201,6 @@ class Simulation:
 
     def __init__(self, profile, policy="burn-0.22.1", experiment="", variant="", limits=None,
                  fast_forward=True, compact=None, policy_reads=None):
-        from .policies import get_policy
-        from .policies.trace import traced
         self.profile = profile
         self.layout = profile.layout
         self.allocator = Allocator.from_classes(profile.process.allocator,
@@ -210,7 +213,7 @@ class Simulation:
         # text of code paths and written buffer pages, resident from their first use
         self.touched = TouchedPages(profile.code)
         self.tables = TableFactory(self.layout, self.heap)
-        self.timing = Timing(self, profile.time, Timing.caches(profile.process))
+        self.timing = Timing(self, profile.time, Timing.caches(profile.process), VIEW_OPS)
         self.env = simpy.Environment()
         self.locator_mutex = simpy.Resource(self.env, capacity=1)
         self.client = GraphMutexClient(self)
@@ -377,7 +380,6 @@ class Simulation:
         ``sim.loop_index`` is the index of the iteration being run (for labels: fast-forward
         sees the simulated state, not the body's Python state, so a body must do the same
         thing every iteration; nest ``repeat`` calls for a loop with a periodic branch)."""
-        from .fastforward import repeat
         repeat(self, n, body)
 
     def tick(self):
@@ -444,7 +446,6 @@ class Simulation:
         """The policy as it was named (a run that reads it may depend on which policy it
         is: :data:`sim.policies.trace.NAME_READ`)."""
         if self._policy_reads is not None:
-            from .policies.trace import NAME_READ
             self._policy_reads.add(NAME_READ)
         return self._policy_name
 
@@ -641,7 +642,6 @@ class _WallBudget:
     def _ring(self, signum, frame) -> None:
         import signal
         import time
-        from .interrupts import _in_finalizer
         sim = self.sim
         sim._over_time = True
         late = time.perf_counter() - sim._wall0 - sim.limits.max_wall_s
@@ -658,10 +658,8 @@ def _in_workload(frame) -> bool:
     """Whether ``frame``'s innermost frame of the ``sim`` package is the driver of the
     workload (:meth:`Simulation._drive`, :meth:`Simulation.run`): the frames above it
     are the workload's own code (or the standard library's, called by it)."""
-    import os
-    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
     while frame is not None:
-        if frame.f_code.co_filename.startswith(package):
+        if frame.f_code.co_filename.startswith(PACKAGE_PREFIX):
             return (frame.f_code.co_filename == __file__
                     and frame.f_code.co_name in _DRIVERS)
         frame = frame.f_back

@@ -23,7 +23,11 @@ from __future__ import annotations
 
 import time
 
+from . import runner
 from .errors import UserError
+from .policies import POLICIES
+from .workers import local_pool
+from .workloads import builtin_names, load_workload
 
 __all__ = ["cells", "check_cell", "check", "COLUMNS", "RESULTS"]
 
@@ -38,8 +42,6 @@ COLUMNS = ("workload", "variant", "policy", "profile", "result", "rows", "differ
 def cells(workloads=None, policies=None, profiles=None) -> list:
     """``(workload, variant, policy, profile, sets)`` for every combination asked (None:
     every built-in workload, every policy, the two shipped platform profiles)."""
-    from .policies import POLICIES
-    from .workloads import builtin_names, load_workload
     names = list(workloads) if workloads else builtin_names()
     policies = list(policies) if policies else list(POLICIES)
     profiles = list(profiles) if profiles else ["m2max-macos", "linux-x86_64"]
@@ -55,11 +57,10 @@ def cells(workloads=None, policies=None, profiles=None) -> list:
 
 
 def _run(cell, fast_forward):
-    from .runner import run_cell
     workload, variant, policy, profile, sets = cell
     start = time.process_time()
     try:
-        rows = run_cell(workload, variant, policy, profile, sets=dict(sets),
+        rows = runner.run_cell(workload, variant, policy, profile, sets=dict(sets),
                         fast_forward=fast_forward)
     except UserError as exc:
         return None, str(exc), time.process_time() - start
@@ -112,7 +113,6 @@ def check(cells_, jobs=1, progress=None) -> list:
                 progress.advance(label)
         return out
     from concurrent.futures import wait, FIRST_COMPLETED
-    from .workers import local_pool
     results = [None] * len(cells_)
     with local_pool(jobs) as pool:
         pending = {pool.submit(check_cell, cell): i for i, cell in enumerate(cells_)}

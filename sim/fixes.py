@@ -12,17 +12,20 @@ model's predictions.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
 
+from .data import atomic_write
 from .errors import UserError
+from .fix_grades import PATCHED_MEASURED, VERDICT_FILES, grade, largest_misses, own_misses
+from .growth import growth_of_runs
+from .paths import EXPERIMENTS, ROOT
+from .policies import get_policy
+from .results import load
+from .sweep import compare
 
-__all__ = ["fixes_report", "measured_growth", "verdict_table", "PATCHED_MEASURED"]
+__all__ = ["fixes_report", "verdict_table"]
 
-PATCHED_MEASURED = (Path(__file__).resolve().parent.parent / "experiments" / "measured"
-                    / "linux-x86_64" / "patched")
-
-PATCHES = Path(__file__).resolve().parent.parent / "experiments" / "patches"
+PATCHES = EXPERIMENTS / "patches"
 
 #: the directory of unpatched burn measured the same way, graded against burn-0.22.1
 REFERENCE = "burn-0.22.1"
@@ -39,33 +42,6 @@ def _fix_dirs(root):
     if not found:
         raise UserError(f"--measured {root}: no NAME/ directory with measured CSVs "
                         f"(sim measure --patch NAME --out {root}/NAME)")
-    return found
-
-
-#: the measured files whose runs the report's growth verdicts are checked on
-VERDICT_FILES = ("adleak-rss.csv", "pit-infer.csv", "p10-ema.csv", "train-validate.csv")
-
-
-def measured_growth(root=PATCHED_MEASURED) -> dict:
-    """``fix -> {(experiment, variant, phase): Growth}`` of the committed measurements of
-    patched burn (:data:`VERDICT_FILES` of each ``NAME/`` directory; ``burn-0.22.1/``: the
-    unpatched reference measured the same way), each judged by
-    :func:`sim.growth.growth_of_runs`, the rule of the predicted verdicts. Empty where
-    nothing was measured."""
-    from .data import DataError, read_measured
-    from .growth import growth_of_runs
-    root = Path(root)
-    found = {}
-    for fix_dir in sorted(d for d in root.iterdir() if d.is_dir()) if root.is_dir() else ():
-        rows = []
-        for name in VERDICT_FILES:
-            try:
-                file_rows = read_measured(fix_dir / name)
-            except DataError:
-                continue          # not measured under this fix
-            rows += [dict(r, policy=fix_dir.name) for r in file_rows]
-        growths = growth_of_runs(rows, lambda row: row["experiment"])
-        found[fix_dir.name] = {g.run[:3]: g for g in growths if g.has_figures}
     return found
 
 
@@ -88,55 +64,11 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def grade(errors) -> dict:
-    """Points and points within tolerance: in all, by experiment and by metric."""
-    from .units import METRICS
-    total = [0, 0]
-    by_exp = defaultdict(lambda: [0, 0])
-    by_metric = defaultdict(lambda: [0, 0])
-    by_kind = {"memory": [0, 0], "time": [0, 0], "event": [0, 0], "state": [0, 0]}
-    for e in errors:
-        if e["status"] == "unpredicted":
-            continue
-        metric = METRICS.get(e["metric"])
-        kind = by_kind.setdefault(metric.kind if metric else "other", [0, 0])
-        for counter in (total, by_exp[e["experiment"]], by_metric[e["metric"]], kind):
-            counter[0] += bool(e["ok"])
-            counter[1] += 1
-    return {"total": total, "experiments": dict(by_exp), "metrics": dict(by_metric),
-            "kinds": by_kind,
-            "unpredicted": sum(e["status"] == "unpredicted" for e in errors)}
-
-
-def _point(e):
-    return (e["experiment"], e["variant"], e["phase"], e["x"], e["metric"])
-
-
-def own_misses(errors, reference) -> list:
-    """The fix's misses at points where the unpatched run of the same day is within
-    tolerance of burn-0.22.1's prediction: what the machine and the load do not explain."""
-    ok_there = {_point(e) for e in reference if e["ok"]}
-    return [e for e in _misses(errors) if _point(e) in ok_there]
-
-
-def _misses(errors):
-    bad = [e for e in errors if not e["ok"] and e["status"] != "unpredicted"]
-
-    def size(e):
-        rel = e.get("rel_error")
-        return rel if isinstance(rel, float) and rel == rel else float("inf")
-    return sorted(bad, key=size, reverse=True)
-
-
 def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="results/fixes",
                  out="docs/fixes.md", jobs=1, echo=print, command="sim fixes",
                  figures=False) -> dict:
     """Compare every fix's measurements with its predictions; write the page ``out``.
     Returns ``{fix: grade}``."""
-    from .data import atomic_write
-    from .policies import get_policy
-    from .results import load
-    from .sweep import compare
     dirs = _fix_dirs(measured)
     for fix_dir in dirs:
         get_policy(fix_dir.name)    # a directory no policy is named after: an error up front
@@ -242,7 +174,6 @@ def _growths_of(errors, side, policy) -> dict:
     """``(experiment, variant, phase) -> Growth`` of one side (``measured`` or
     ``predicted``) of a comparison's points in :data:`VERDICT_FILES`: both sides judged at
     the same points (the measured run's loop counts) by the predictions' rule."""
-    from .growth import growth_of_runs
     rows = []
     for e in errors:
         if e.get("source") not in VERDICT_FILES:
@@ -349,15 +280,13 @@ def _burn_tests(path) -> list:
 
 def _rel(path) -> str:
     path = Path(path).resolve()
-    root = Path(__file__).resolve().parent.parent
     try:
-        return str(path.relative_to(root))
+        return str(path.relative_to(ROOT))
     except ValueError:
         return str(path)
 
 
 def _section(name, fix_dir, g, errors, profile):
-    from .policies import get_policy
     cls = get_policy(name)
     ok, n = g["total"]
     parts = name.split("+")
@@ -387,7 +316,7 @@ def _section(name, fix_dir, g, errors, profile):
                   "|---|---|---|---:|---|---:|---:|---:|"]
         lines += [_miss_row(e) for e in own[:WORST]]
         lines.append("")
-    misses = _misses(errors)
+    misses = largest_misses(errors)
     if misses:
         lines += [f"Largest misses ({min(WORST, len(misses))} of {len(misses)}):", "",
                   "| experiment | variant | phase | x | metric | measured | predicted | error |",

@@ -27,7 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from .compare import known_checker, measured_files, point_id
+from .data import check_output_file, output_target, atomic_write, read_measured
 from .errors import UserError
+from .host import HOST_KEYS, SOURCES, describe, read_host, read_sysfs_shape
+from .measure import measure
+from .profile import load_profile, validate
 
 __all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "fit_points"]
 
@@ -205,7 +210,6 @@ def _table_span(lines, name):
 
 def host_table(host) -> list:
     """The lines of a ``[host]`` table for ``host``, each value with where it was read."""
-    from .host import HOST_KEYS, SOURCES
     lines = ["[host]",
              "# The machine this profile describes, read by `sim host-profile` (sim.host);",
              "# `sim run/sweep/compare` warn when the host they run on differs from it."]
@@ -253,7 +257,6 @@ def host_text(base_text, host, sysfs=None) -> str:
 
 
 def _header(name, base, host, measured_dir, params, n_points, seconds) -> list:
-    from .host import describe
     text = (f"# Profile {name}: written by `sim host-profile` for {describe(host)}, from base "
             f"profile {base}. Host facts ([host], the L2 model, gemm's buffer and blocking, "
             f"[sysfs]) are read from this machine (values marked `[measured] this host`); "
@@ -276,7 +279,6 @@ def _with_header(text, header) -> str:
 def check_out(out, force) -> None:
     """Refuse, before any work, an ``out`` that exists (unless ``force``) or cannot be
     written."""
-    from .data import check_output_file, output_target
     target, in_place = output_target(out)
     if not in_place and target.is_file() and not force:
         raise UserError(f"--out {out}: the file exists: give --force to overwrite it")
@@ -290,11 +292,6 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
     """Make a profile for this machine (module docstring); returns a summary dict
     (host, parameters before/after, points, seconds, measured dir)."""
     from .calibrate import select_points, write_profile
-    from .compare import known_checker, measured_files, point_id
-    from .data import atomic_write, read_measured
-    from .host import describe, read_host, read_sysfs_shape
-    from .measure import measure
-    from .profile import load_profile, validate
     import tomllib
 
     t0 = time.perf_counter()
@@ -437,7 +434,6 @@ def _fit_stage(rows, base_path, stage, out_path, fresh, jobs, sink, echo, source
     the fit moved substituted and recorded (a parameter refused by the fit, or kept where
     it is, stays the base's, with its base label). Returns ``out_path``."""
     from .calibrate import _base_text, calibrate, select_points, write_profile
-    from .profile import load_profile
     params = [p for p, _ in stage]
     selectors = [q for _, pts in stage for q in pts]
     stage_rows = select_points(rows, selectors)

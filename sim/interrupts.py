@@ -20,6 +20,8 @@ import sys
 import threading
 from contextlib import contextmanager
 
+from .workers import stop_all
+
 __all__ = ["install", "exit_now", "held_interrupt", "DEADLINE_S", "MESSAGE"]
 
 #: seconds from the first Ctrl-C to the watchdog's exit
@@ -73,7 +75,6 @@ def exit_now(code: int = 130, message: str = MESSAGE) -> None:
     """Print ``message`` (once, whichever thread comes first), stop this process's
     worker pools (:func:`sim.workers.stop_all`) and end the process with ``code`` at
     once, without the interpreter's teardown."""
-    from .workers import stop_all
     if not _said.acquire(blocking=False):
         return      # the other thread is exiting already
     try:

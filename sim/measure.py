@@ -45,13 +45,18 @@ import sys
 import time
 from pathlib import Path
 
+from .compare import known_checker
+from .data import TRACE_FILES, atomic_write, read_measured
 from .errors import UserError
+from .host import running_host
+from .patches import apply_all, copy_crate, patch_label, registry_crate, resolve
 from .results import prepare_out
+from .paths import EXPERIMENTS
 
 __all__ = ["PROBES", "PROBES_DIR", "GPU_PROBES", "GPU_DIR", "vulkan_missing", "measure", "build", "parse_probe_csv", "binary_path",
-           "merge_repeats", "measured_quick", "QUICK_NOTE"]
+           "merge_repeats"]
 
-PROBES_DIR = Path(__file__).resolve().parent.parent / "experiments" / "probes"
+PROBES_DIR = EXPERIMENTS / "probes"
 
 #: subcommands of burn-probes, in the order `all` runs them
 PROBES = ("adleak-rss", "adleak-count", "pit-infer", "p10-ema", "p10-ema-adam", "sizeof",
@@ -64,21 +69,6 @@ GPU_DIR = PROBES_DIR / "gpu-probes"
 VULKAN_PACKAGES = ("libvulkan1", "mesa-vulkan-drivers")
 #: gpu-probes' exit code when wgpu finds no adapter
 NO_DEVICE_EXIT = 3
-
-#: files the probes write besides DIR/<probe>.csv (raw traces, not measured points)
-TRACE_FILES = {"alloc-trace": "alloc-trace-events.csv", "sizeof": "sizeof-alloc.csv",
-               "adapter": "gpu-adapter.csv"}
-
-#: what a probe's ``--quick`` run adds to every row's note (burn-probes csv.rs Sink::row)
-QUICK_NOTE = "quick mode: loop counts cut ~10x"
-
-
-def measured_quick(row) -> bool:
-    """Whether a measured row comes from a probe's ``--quick`` run (loop counts cut ~10x):
-    its ``probe`` column is the probe's command with ``--quick``, or its note carries the
-    mark every quick row's note ends with."""
-    return (str(row.get("probe") or "").endswith("--quick")
-            or QUICK_NOTE in str(row.get("note") or ""))
 
 #: phrases of cargo's output that mean the crates could not be fetched
 _REGISTRY_HINTS = ("failed to get", "failed to download", "failed to load source",
@@ -201,7 +191,6 @@ def prepare_patched(patches, root=None, crate=None) -> tuple:
     value) and write a workspace that builds the probes against it; returns ``(label,
     workspace dir)``. A patch that does not apply is a :class:`UserError` naming the hunk,
     raised before anything in the build dir changes."""
-    from .patches import apply_all, copy_crate, patch_label, registry_crate, resolve
     paths = resolve(patches)
     label = patch_label(paths)
     root = Path(root) if root is not None else PATCHED_DIR
@@ -251,7 +240,6 @@ def _same_tree(a, b) -> bool:
 def build_patched(patches, echo=_echo) -> tuple:
     """Build the probes against patched burn-autodiff; returns ``(label, binary)``."""
     cargo = _cargo()
-    from .patches import registry_crate
     if registry_crate() is None:
         echo("burn-autodiff 0.22.1 not in cargo's registry: cargo fetch")
         subprocess.run([cargo, "fetch", "--locked"], cwd=PROBES_DIR, check=False)
@@ -355,7 +343,6 @@ def build_release(version, echo=_echo) -> Path:
 
 def retag(path, burn_version) -> None:
     """Set every row's ``burn_version`` in the probe CSV ``path`` (atomically)."""
-    from .data import atomic_write
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         header = reader.fieldnames
@@ -373,10 +360,8 @@ def retag(path, burn_version) -> None:
 
 def parse_probe_csv(path, known=True) -> list:
     """Rows of a probe CSV, validated against the measured schema (and workload names)."""
-    from .data import read_measured
     checker = None
     if known:
-        from .compare import known_checker
         checker = known_checker()
     return read_measured(path, checker)
 
@@ -434,7 +419,6 @@ def _machine() -> dict:
     except OSError:
         pass
     info["cpus"] = os.cpu_count()
-    from .host import running_host
     host = running_host()
     if host:
         info["host"] = host     # sim.host's facts: what `sim compare`'s report names
@@ -501,7 +485,6 @@ def _adapter_name(path) -> str:
 
 def _run_repeated(binary, probe, quick, out_dir, repeat, echo, gpu=False) -> tuple:
     """Run ``probe`` ``repeat`` times in scratch directories; merge into ``out_dir``."""
-    from .data import atomic_write
     scratch = [out_dir / f".repeat-{probe}-{i}" for i in range(1, repeat + 1)]
     t0 = time.perf_counter()
     code = 0
@@ -547,7 +530,6 @@ def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None
     chosen = _select(probes, GPU_PROBES if gpu else PROBES)
     label = None
     if patch:
-        from .patches import patch_label, resolve
         label = patch_label(resolve(patch))   # an unknown patch: an error before any work
     _cargo()
     if gpu:
@@ -605,7 +587,6 @@ def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None
         if code != 0:
             failures.append(f"{probe} exited with {code} (its CSV has the variants that ran)")
     summary["seconds"] = round(time.perf_counter() - t0, 1)
-    from .data import atomic_write
     atomic_write(out_dir / "measure-info.json", json.dumps(summary, indent=1) + "\n")
     echo(f"done in {summary['seconds']:.1f} s: {len(chosen)} probe(s) -> {out_dir}")
     if failures:

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
+from .paths import EXPERIMENTS
 
 __all__ = ["PATCHES_DIR", "BURN_AUTODIFF", "Hunk", "FilePatch", "parse_diff", "resolve",
            "apply_patch", "apply_all", "patch_label", "registry_crate", "copy_crate"]
 
-PATCHES_DIR = Path(__file__).resolve().parent.parent / "experiments" / "patches"
+PATCHES_DIR = EXPERIMENTS / "patches"
 
 #: the crate the patches are written against
 BURN_AUTODIFF = ("burn-autodiff", "0.22.1")

@@ -52,7 +52,7 @@ from matplotlib.transforms import blended_transform_factory
 from .compare import TOLERANCE
 from .growth import GROWS_BYTES, LEVEL_RATIOS, memory_level, ratio_text, verdict
 from .growth import phase_ranks as _phase_order
-from .policies import policy_rank
+from .policies import policy_rank, POLICIES
 from .units import BYTES_PER, METRICS
 
 __all__ = ["workload_figure", "summary_figure", "policy_color", "policy_colors", "interval_rates",
@@ -97,7 +97,6 @@ _OTHER_COLORS = {}
 
 def _other_palette() -> list:
     """Colours no built-in policy uses, for the policies outside the registry."""
-    from .policies import POLICIES
     builtin = {_PALETTE[i % len(_PALETTE)] for i in range(len(POLICIES))}
     # grey is left out: the legends draw what is not a policy (grid points, the
     # measured curve) in greys
@@ -109,7 +108,6 @@ def policy_colors(names) -> dict:
     """Colours of the policies ``names`` that are not built-ins (a user's files, or names
     read back from results): none a built-in uses, distinct from each other while the
     palette lasts, given in name order (the same names get the same colours)."""
-    from .policies import POLICIES
     palette = _other_palette()
     others = sorted({n for n in names if n not in POLICIES})
     return {name: palette[i % len(palette)] for i, name in enumerate(others)}
@@ -127,7 +125,6 @@ def policy_color(policy: str) -> str:
     policy's as :func:`use_policy_colors` set it, else one no built-in uses chosen by a
     (stable) hash of its name."""
     import zlib
-    from .policies import POLICIES
     names = list(POLICIES)
     if policy in names:
         return _PALETTE[names.index(policy) % len(_PALETTE)]
@@ -913,7 +910,6 @@ def _time_level(g, ref):
 def _is_drift(g) -> bool:
     """Whether ``g`` grows only by a reference framework's fitted RSS drift (its live heap
     flat): the ``pytorch`` policy's ``pytorch.rss_growth_per_step_bytes``."""
-    from .policies import POLICIES
     return bool(g is not None and g.memory_grows and g.heap_grows is False
                 and getattr(POLICIES.get(g.policy), "fitted_drift", ""))
 
@@ -954,7 +950,6 @@ def summary_figure(growth):
     cell = {g.run + (g.policy,): g for g in growth}
     reference = "burn-0.22.1" if "burn-0.22.1" in policies else policies[0]
     ref_of = {run: cell.get(run + (reference,)) for run in runs}
-    from .policies import POLICIES
     frameworks = {p for p in policies if getattr(POLICIES.get(p), "framework", "burn") != "burn"}
     mem_l = [[_DRIFT if _is_drift(cell.get(run + (p,)))
               else memory_level(cell.get(run + (p,)), ref_of[run])

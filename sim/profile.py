@@ -31,13 +31,15 @@ import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
+from .costs.rss import ALLOCATOR_CLASSES
 from .errors import UserError, shown
 from .host import HOST_KEYS
+from .paths import MODELS
 
 __all__ = ["Profile", "ProfileError", "load_profile", "profile_names", "MODELS_DIR", "SCHEMA",
            "RECORDS"]
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+MODELS_DIR = MODELS
 
 INT, FLOAT, STR, STRS = "int", "float", "str", "list of strings"
 
@@ -401,7 +403,6 @@ def _finite(number) -> bool:
 def _check_rules(data, path) -> None:
     """The rules between keys: a known allocator, mallopt settings only for glibc-arena,
     positive rates, an L2 miss rate where an L2 is modelled, a hash-table group width."""
-    from .costs.rss import ALLOCATOR_CLASSES
     allocator = data["process"]["allocator"]
     if allocator not in ALLOCATOR_CLASSES:
         raise ProfileError(f"{path}: process.allocator must be one of "

@@ -25,16 +25,40 @@ import math
 from pathlib import Path
 
 from .compare import TOLERANCE
-from .growth import run_label, singular_unit
+from .fix_grades import PATCHED_MEASURED, measured_growth
+from .growth import (run_label, singular_unit, ratio_text, verdict, MEMORY_RULE, TIME_RULE,
+                     VERDICT_RULE)
+from .policies import POLICIES, known_policy, policy_rank
+from .units import METRICS
+from .workloads import builtin_names, load_workload
 
-__all__ = ["render", "smallest_combination"]
+__all__ = ["render", "smallest_combination", "workload_table"]
 
 REFERENCE = "burn-0.22.1"
 
 
+def workload_table(info):
+    """``row -> workload name``: by the (experiment, variant) pairs each workload of the
+    run produced, else by the experiments the workloads measure, else the experiment."""
+    by_experiment, by_pair = {}, {}
+    for name in builtin_names():
+        for experiment in load_workload(name).measured:
+            by_experiment[experiment] = name
+    for w in info.get("workloads", []):
+        for experiment in w.get("experiments", []):
+            by_experiment[experiment] = w["name"]
+        for experiment, variant in w.get("produces", []):
+            by_pair[experiment, variant] = w["name"]
+
+    def workload_of(row):
+        experiment = row["experiment"]
+        return by_pair.get((experiment, row["variant"]),
+                           by_experiment.get(experiment, experiment))
+    return workload_of
+
+
 def render(info, errors, growth, figures, summary):
     """``(markdown text, html text)`` of the report."""
-    from .results import workload_table
     workload_of = workload_table(info)
     blocks = []
     blocks += _answer(growth)
@@ -216,7 +240,6 @@ def _predicted_text(e, panics, workload_of):
 
 
 def _kind(e):
-    from .units import METRICS
     m = METRICS.get(e["metric"])
     return m.kind if m else "memory"
 
@@ -275,14 +298,12 @@ def _figures(figures, summary, errors, workload_of):
 def _reference_frameworks(policies) -> set:
     """The policies that model another framework (``framework`` other than burn, e.g.
     ``pytorch``): shown as a reference beside the fixes, not as a fix."""
-    from .policies import known_policy
     return {p for p in policies
             if getattr(known_policy(p), "framework", "burn") != "burn"}
 
 
 def _fitted_drift(policy) -> str:
     """The profile parameter of a policy's RSS-only drift that is a fitted constant, or ""."""
-    from .policies import POLICIES
     return getattr(POLICIES.get(policy), "fitted_drift", "") or ""
 
 
@@ -311,7 +332,6 @@ def _price_text(g, v, problems) -> str:
     """What policy series ``g`` (verdict ``v`` against the reference) does about the
     reference's ``problems`` and at what price: its plateau, its time against the
     reference's, a panic or growth of its own."""
-    from .growth import ratio_text
     parts = []
     if v.memory in ("removed", "flat") and ("memory" in problems or v.memory == "removed"):
         if v.peak_bytes is not None:
@@ -359,7 +379,6 @@ def _answer(growth):
     """The first section: per run where the reference grows, slows down or panics, the
     fixes that remove it and what each costs (:func:`sim.growth.verdict`); then what the
     fixes cost on the runs the reference handles; reference frameworks beside the fixes."""
-    from .growth import verdict
     blocks, cells, runs, policies = _against_reference(growth, "Which fix, and at what price")
     if cells is None:
         return blocks
@@ -517,10 +536,9 @@ def _problem_list(pairs) -> str:
 
 
 def _confirmed(cells, runs, fixes):
-    """Where real burn was measured with a fix (:func:`sim.fixes.measured_growth`): on each
+    """Where real burn was measured with a fix (:func:`sim.fix_grades.measured_growth`): on each
     run where unpatched real burn and the prediction both grow or panic, whether the fix's
     measured run removes the growth or the panic as its predicted run does."""
-    from .fixes import PATCHED_MEASURED, measured_growth
     measured = measured_growth()
     reference = measured.get(REFERENCE, {})
     lines = []
@@ -584,7 +602,6 @@ def _flat(v):
 def _verdicts(growth):
     """Every run under the reference and every policy's verdict against it, with the
     rules: the detail behind the answer."""
-    from .growth import MEMORY_RULE, TIME_RULE, VERDICT_RULE, verdict, ratio_text
     blocks, cells, runs, policies = _against_reference(growth, "Every run: growth and verdicts")
     if cells is None:
         return blocks
@@ -704,7 +721,6 @@ def _ms(ms):
 
 def _policies(names, files):
     """The policies of the run; ``files``: run.json's ``policy_files`` (policies from files)."""
-    from .policies import known_policy, policy_rank
     blocks = [("h2", "Policies")]
     items = []
     for name in sorted(names, key=policy_rank):

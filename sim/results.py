@@ -34,13 +34,17 @@ import os
 import shutil
 from pathlib import Path
 
+from . import report
 from .compare import TOLERANCE, join
 from .data import (PREDICTED_COLUMNS, atomic_write, atomic_write_bytes, file_in_the_way,
                    format_value, rows_to_csv)
 from .errors import UserError
+from .growth import growth_of_runs
+from .interrupts import held_interrupt
+from .workers import local_pool
 
 __all__ = ["ERROR_COLUMNS", "join_errors", "write_data", "write_info", "previous_figures",
-           "load", "render", "publish", "prepare_out", "workload_table", "STAGING"]
+           "load", "render", "publish", "prepare_out", "STAGING"]
 
 ERROR_COLUMNS = ["experiment", "variant", "phase", "x", "x_unit", "metric", "unit", "measured",
                  "predicted", "abs_error", "rel_error", "tolerance", "ok", "status", "policy",
@@ -217,37 +221,15 @@ def _read_csv(path, numeric):
 
 # -- figures and report -----------------------------------------------------------------------------
 
-def workload_table(info):
-    """``row -> workload name``: by the (experiment, variant) pairs each workload of the
-    run produced, else by the experiments the workloads measure, else the experiment."""
-    from .workloads import builtin_names, load_workload
-    by_experiment, by_pair = {}, {}
-    for name in builtin_names():
-        for experiment in load_workload(name).measured:
-            by_experiment[experiment] = name
-    for w in info.get("workloads", []):
-        for experiment in w.get("experiments", []):
-            by_experiment[experiment] = w["name"]
-        for experiment, variant in w.get("produces", []):
-            by_pair[experiment, variant] = w["name"]
-
-    def workload_of(row):
-        experiment = row["experiment"]
-        return by_pair.get((experiment, row["variant"]),
-                           by_experiment.get(experiment, experiment))
-    return workload_of
-
-
 def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
     """Draw every figure and write the report; returns the figures' file names.
 
     ``stale``: figures of an earlier run into ``out``; those not drawn again are
     removed. ``jobs`` > 1 draws the figures in that many processes.
     """
-    from . import plot, report  # noqa: F401  (imported once here, before any fork)
-    from .growth import growth_of_runs
+    from . import plot  # noqa: F401  (matplotlib: imported once here, before any fork)
     out = Path(out)
-    workload_of = workload_table(info)
+    workload_of = report.workload_table(info)
     names = [w["name"] for w in info.get("workloads", [])]
     for row in predicted + errors:
         name = workload_of(row)
@@ -270,7 +252,6 @@ def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
     if summary:
         tasks.append((summary, "summary_figure", (growth,), colors))
     if jobs > 1 and len(tasks) > 1:
-        from .workers import local_pool
         # the biggest figures first (drawing time grows with the rows plotted), so that no
         # process is left drawing a big one alone at the end
         weight = [len(t[2][2]) if t[1] == "workload_figure" else len(predicted) / len(tasks)
@@ -308,7 +289,6 @@ def publish(out, info, stale=(), jobs=1, data=None, finish=None, figures=True) -
     (``stale``) that this run did not draw are removed. An interrupt or error before
     that leaves ``out`` as the earlier run left it (the sweep's cell cache aside).
     """
-    from .interrupts import held_interrupt
     out = Path(out)
     staging = out / STAGING
     shutil.rmtree(staging, ignore_errors=True)

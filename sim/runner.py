@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .engine import Limits, Simulation
 from .errors import UserError
+from .policies import policy_sources
 from .profile import load_profile
 from .userfile import exception_frames, message_text, raised_text
 from .workloads import load_workload
@@ -78,7 +79,6 @@ def _where(exc, workload, policy):
     """``(PATH:LINE, what)`` of the innermost frame of ``exc``'s traceback in a policy
     file loaded with ``--policy FILE.py`` (``what``: ``policy NAME``) or in the workload's
     file (``workload NAME``); None if it passes through neither."""
-    from .policies import policy_sources
     sources = policy_sources(policy.name)
     for frame in reversed(exception_frames(exc)):
         if frame.filename in sources:

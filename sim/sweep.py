@@ -33,23 +33,34 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .data import atomic_write, format_value
+from .compare import cells_for, measured_files, quick_params, known_checker
+from .data import atomic_write, format_value, PREDICTED_COLUMNS, read_measured
+from .engine import Simulation, Limits
 from .errors import UserError
-from .workloads import load_workload
+from .host import mismatch_warning, describe
+from .paths import ROOT
+from .policies import POLICIES, get_policy, policy_file, policy_rank, policy_sources
+from .policies.trace import may_share, same_behaviour
+from .profile import Profile, load_profile
+from .progress import Progress, CellBeat
+from .results import prepare_out, join_errors, previous_figures, publish
+from .runner import run_cell  # forked workers inherit the simulator loaded with it
+from .workloads import load_workload, builtin_names, parse_sets, EXPERIMENTS_DIR
+from .workers import local_pool
 
 __all__ = ["Cell", "SweepRun", "code_version", "select_workloads", "select_policies",
            "parse_grid", "plan_cells", "run_cells", "compute_cell", "REFERENCE_POLICY"]
 
-ROOT = Path(__file__).resolve().parent.parent
 
 #: the policy the measured programs ran under (burn 0.22.1): measured points are
 #: compared with its predictions (``*-pytorch`` experiments with ``pytorch``'s)
 REFERENCE_POLICY = "burn-0.22.1"
 
-#: modules that only present results; editing them does not invalidate cached cells
-PRESENTATION_MODULES = {"cli.py", "plot.py", "report.py", "results.py", "progress.py",
-                        "growth.py", "accuracy.py", "calibrate.py", "fixes.py", "measure.py",
-                        "patches.py"}
+#: modules that only present results (paths in the repository); editing them does not
+#: invalidate cached cells
+PRESENTATION_MODULES = {"sim/cli.py", "sim/plot.py", "sim/report.py", "sim/results.py",
+                        "sim/progress.py", "sim/growth.py", "sim/accuracy.py", "sim/calibrate.py",
+                        "sim/fixes.py", "sim/fix_grades.py", "sim/measure.py", "sim/patches.py"}
 
 CACHE_DIR = ".cache"
 
@@ -128,7 +139,6 @@ def select_workloads(names) -> list:
     ``all`` is the default set: the built-in workloads except those that declare
     ``SWEEP = False`` (the replicas of the Linux probes), which run when named.
     """
-    from .workloads import builtin_names
     chosen = []
     for name in names or ("all",):
         for one in (builtin_names() if name == "all" else [name]):
@@ -143,7 +153,6 @@ def select_workloads(names) -> list:
 def select_policies(names) -> list:
     """Policy names (``all``: every built-in policy; a ``.py`` path: the policy that file
     defines, loaded and registered), validated, built-ins first in the registry's order."""
-    from .policies import POLICIES, get_policy, policy_rank
     wanted = set()
     for name in names or ("all",):
         if name == "all":
@@ -158,8 +167,6 @@ def construct_file_policies(names, profile) -> None:
     its own under ``profile``, before any cell runs: a constructor that raises is its one
     error line now, not after the cells of other policies have run. (A seam that raises
     can only show when a run reaches it.)"""
-    from .engine import Simulation
-    from .policies import policy_file
     for name in names:
         if policy_file(name):
             Simulation(profile, policy=name).heap.close()
@@ -181,7 +188,6 @@ def parse_grid(items, workloads) -> dict:
     >>> [sorted(p.items()) for p in grid["p10-ema"]]
     [[('report_at', '1,50'), ('steps', 60)], [('report_at', '1,50'), ('steps', 120)]]
     """
-    from .workloads import parse_sets
     raw = {}
     for item in items or ():
         (key, text), = parse_sets([item]).items()
@@ -222,7 +228,6 @@ def plan_cells(workloads, policies, grid, extra=()) -> list:
     ``(workload name, variant, policy)`` cells (the ones measured points need)
     run at every grid point of their workload.
     """
-    from .policies import policy_rank
     cells, rank = set(), {}
     for i, w in enumerate(workloads):
         wanted = {(v, p) for v in w.variants for p in policies}
@@ -243,7 +248,6 @@ def plan_cells(workloads, policies, grid, extra=()) -> list:
 
 def _ref(workload) -> str:
     """How a worker finds the workload again: a built-in name, or its file's path."""
-    from .workloads import EXPERIMENTS_DIR
     if workload.path.parent == EXPERIMENTS_DIR:
         return workload.name
     return str(workload.path)
@@ -261,7 +265,7 @@ def code_version() -> str:
     paths = sorted((ROOT / "sim").rglob("*.py")) + sorted((ROOT / "experiments").glob("*.py"))
     for path in paths:
         rel = path.relative_to(ROOT)
-        if rel.parts[0] == "sim" and len(rel.parts) == 2 and path.name in PRESENTATION_MODULES:
+        if rel.as_posix() in PRESENTATION_MODULES:
             continue
         digest.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
@@ -304,7 +308,6 @@ class Cache:
 
 
 def _cell_key(cell, workload, profile, code, exact=False) -> str:
-    from .policies import policy_sources
     sources = policy_sources(cell.policy)
     identity = {
         "code": code,
@@ -370,16 +373,12 @@ def compute_cell(spec) -> dict:
 def _simulate(spec):
     """``(rows as plain values, the policy's attributes read or None)``."""
     import copy
-    from .profile import Profile
-    from .policies import get_policy
-    from .runner import run_cell
     if spec.get("policy_file"):
         get_policy(spec["policy_file"])   # a fresh worker process registers the file's policy
     name, path, data = spec["profile"]
     reads = set() if spec.get("trace") else None
     beat = None
     if _sink is not None and spec.get("label"):
-        from .progress import CellBeat
         beat = CellBeat(spec["label"], _sink)
     rows = run_cell(spec["workload"], spec["variant"], spec["policy"],
                     Profile(name, path, copy.deepcopy(data)), dict(spec["params"]),
@@ -390,14 +389,12 @@ def _simulate(spec):
 
 def _limits(spec):
     """The budgets of a cell: the defaults, with ``max_elements`` if the sweep set it."""
-    from .engine import Limits
     if spec.get("max_elements") is None:
         return None
     return Limits(max_tensor_elements=spec["max_elements"])
 
 
 def _plain(row) -> dict:
-    from .data import PREDICTED_COLUMNS
     out = {}
     for column in PREDICTED_COLUMNS:
         value = row.get(column, "")
@@ -431,7 +428,7 @@ class _FigureWarmUp:
         try:
             import io
             from matplotlib.figure import Figure
-            from . import plot, report  # noqa: F401
+            from . import plot  # noqa: F401
             fig = Figure(figsize=(2, 1.5))
             ax = fig.add_subplot()
             ax.plot([1, 10, 100], [1, 100, 10000])
@@ -486,10 +483,6 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
         A cell failed on bad input (a budget exceeded, impossible parameters):
         the message names the cell. Finished cells stay cached.
     """
-    from . import runner  # noqa: F401  (forked workers inherit the simulator loaded now)
-    from .policies import get_policy, policy_file
-    from .policies.trace import may_share
-    from .progress import Progress
     start = time.perf_counter()
     code = code_version()
     cache = Cache(out_dir, code)
@@ -569,8 +562,6 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
 def _shared(cell, rep, result):
     """The result of ``cell`` taken from its family's first cell ``rep`` (simulated, with
     ``result``), or None when ``cell``'s policy may act differently in that run."""
-    from .policies import get_policy
-    from .policies.trace import same_behaviour
     reads = result.get("reads")
     if reads is None:
         return None
@@ -624,7 +615,6 @@ def _on_processes(specs, jobs, deps=None, started=None, beat=None):
     and ``beat(None, None)`` at least every half second while they run."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, wait
-    from .workers import local_pool
     deps = deps or {}
     queue = multiprocessing.SimpleQueue() if beat is not None else None
 
@@ -753,8 +743,6 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
     directory (see :mod:`sim.results`) and returns the run description
     (run.json's content).
     """
-    from .compare import cells_for, measured_files
-    from .profile import load_profile
     chosen = select_workloads(workloads)
     names = select_policies(policies)
     prof = load_profile(profile)
@@ -783,7 +771,6 @@ def _with_quick(grid, workloads, rows) -> dict:
     ``--set`` grid, :func:`parse_grid`; ``--set`` keeps the last word): see
     :func:`sim.compare.quick_params`. Returns workload name -> those parameters as text,
     for the report."""
-    from .compare import quick_params
     quick = quick_params(rows, workloads)
     for name, params in quick.items():
         grid[name] = [{**params, **point} for point in grid.get(name, [{}])]
@@ -799,8 +786,6 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     given) and writes the same results directory as :func:`sweep` (without figures
     and report if ``figures`` is false: the CSVs only, as ``sim fixes`` needs).
     """
-    from .compare import cells_for, measured_files
-    from .profile import load_profile
     names = select_policies(policies)
     prof = load_profile(profile)
     warn_host(prof)
@@ -838,7 +823,6 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
 def warn_host(profile, stream=None) -> None:
     """One warning line on stderr when ``profile`` (a Linux profile with a ``[host]``
     table) describes another host than this one (:func:`sim.host.mismatch_warning`)."""
-    from .host import mismatch_warning
     line = mismatch_warning(profile)
     if line:
         print(line, file=stream or sys.stderr, flush=True)
@@ -848,7 +832,6 @@ def _hosts(profile, paths) -> dict:
     """The hosts the report states: the profile's (its ``[host]`` table) and the
     measurements' (``measure-info.json`` beside each measured file, as ``sim measure``
     writes it), where recorded; {} when neither is (no line in the report)."""
-    from .host import describe
     measured = {}
     for path in paths:
         info = Path(path).parent / "measure-info.json"
@@ -874,7 +857,6 @@ def _output_dir(out):
     block; if the block fails, the directories it created are removed again if they are
     still empty (a sweep that failed before any cell finished leaves nothing behind; one
     that cached cells keeps them for the next run to resume from)."""
-    from .results import prepare_out
     path = Path(out).absolute()
     created = []
     while not path.exists() and path.parent != path:
@@ -895,7 +877,6 @@ def _output_dir(out):
 def _policy_files(names) -> dict:
     """For run.json: each file policy's file and description (the report names them after
     the process that loaded them is gone)."""
-    from .policies import get_policy, policy_file
     out = {}
     for name in names:
         path = policy_file(name)
@@ -909,8 +890,6 @@ def _policy_files(names) -> dict:
 def _read_measured(paths, workloads=()) -> list:
     """The rows of the measured CSVs ``paths``, checked against the experiments of the
     built-in workloads and of ``workloads`` (the ones selected, a user's files among them)."""
-    from .compare import known_checker
-    from .data import read_measured
     known = known_checker(workloads)
     rows = []
     for path in paths:
@@ -920,7 +899,6 @@ def _read_measured(paths, workloads=()) -> list:
 
 def _execute(workloads, cells, error_policies, measured, paths, profile, grid, out, jobs,
              scheduler, force, progress, info, reuse=True):
-    from .results import join_errors, previous_figures, publish
     start = time.perf_counter()
     stale = previous_figures(out)
     warm = _FigureWarmUp()

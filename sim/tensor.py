@@ -29,6 +29,7 @@ from .autodiff.node import GRAD, NONE, Node, NodeRefCount
 from .autodiff.ops import OPS, float_op, register_root
 from .autodiff.checkpoint import DISABLED, STRATEGIES
 from .errors import LimitExceeded, UserError
+from .paths import PACKAGE_PREFIX
 
 __all__ = ["Device", "Tensor", "Gradients", "drop", "BurnPanic"]
 
@@ -100,7 +101,6 @@ def drop(tensor) -> None:
     tensor._release()
 
 
-_PACKAGE = __file__.rsplit("/", 1)[0] + "/"
 
 
 def _taker(how):
@@ -109,7 +109,7 @@ def _taker(how):
     (the program's call that took the handle, ``Mlp.forward``; empty when the program
     called ``move``/``drop`` itself), path and line the program's line that called it."""
     frame, api = sys._getframe(2), ""
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_PREFIX):
         api = frame.f_code.co_qualname
         frame = frame.f_back
     if frame is None:

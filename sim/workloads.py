@@ -45,10 +45,11 @@ from pathlib import Path
 
 from .errors import UserError, shown
 from .userfile import exec_user_file
+from .paths import EXPERIMENTS
 
 __all__ = ["Workload", "load_workload", "builtin_names", "EXPERIMENTS_DIR", "parse_sets"]
 
-EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
+EXPERIMENTS_DIR = EXPERIMENTS
 
 
 @dataclass

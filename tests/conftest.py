@@ -1,13 +1,13 @@
 import sys
-from pathlib import Path
 
 import pytest
 
+from sim import paths
 from sim.engine import Simulation
 from sim.profile import load_profile
 
 # the seed workloads' helpers (experiments/common.py) are importable as ``common``
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+sys.path.insert(0, str(paths.ROOT / "experiments"))
 
 
 @pytest.fixture(scope="session")

@@ -5,11 +5,12 @@ names a block made before the op's window is pre-existing, as the probe sees it.
 
 import csv
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from sim import paths
+
+ROOT = paths.ROOT
 sys.path.insert(0, str(ROOT / "experiments"))
 
 import alloc_trace  # noqa: E402

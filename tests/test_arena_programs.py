@@ -12,11 +12,12 @@ the simulator's events out of burn's order lowers them."""
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from sim import paths
+
+ROOT = paths.ROOT
 sys.path.insert(0, str(ROOT / "experiments" / "probes"))
 
 import arena_programs as A  # noqa: E402

@@ -6,11 +6,12 @@ of their main thread with the address glibc returned and the program break after
 the break (the heap's growth and every trim) must follow glibc's."""
 
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from sim import paths
+
+ROOT = paths.ROOT
 sys.path.insert(0, str(ROOT / "experiments" / "probes"))
 
 from arena_replay import read_log, replay  # noqa: E402

@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 
 from clirun import assert_one_error, run_cli
+from sim import paths
 
-ROOT = Path(__file__).resolve().parent.parent
+
+ROOT = paths.ROOT
 PROFILE = (ROOT / "models" / "m2max-macos.toml").read_text()
 META = '[meta]\nplatform = "macos-aarch64"\nburn_version = "0.22.1"\n'
 HEADER = "experiment,variant,phase,x,x_unit,metric,value,unit,note\n"

@@ -6,13 +6,14 @@ useful is one the NetworkX passes found useful, and the other way round."""
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
 import sim.autodiff.memory as memory
 
-ROOT = Path(__file__).resolve().parents[1]
+from sim import paths
+
+ROOT = paths.ROOT
 sys.path.insert(0, str(ROOT / "experiments" / "probes"))
 
 from programs import simulate  # noqa: E402

@@ -1,14 +1,14 @@
 """`sim calibrate` fits what it is asked to, including a parameter sitting near zero."""
 
 import csv
-from pathlib import Path
 
+from sim import paths
 from sim.calibrate import _with, calibrate
 from sim.data import read_measured
 from sim.profile import load_profile
 from sim.runner import run_cell
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = paths.ROOT
 
 
 def _step1_ms(tmp_path, value):

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from clirun import assert_one_error, run_cli
+from sim import paths
 from sim.calibrate import _mark_fitted, calibrate, select_points
 from sim.data import read_measured
 from sim.errors import UserError
 from sim.profile import load_profile
 from sim.runner import run_cell
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = paths.ROOT
 BASE = ROOT / "models" / "m2max-macos.toml"
 QUIET = dict(echo=lambda *_: None, warn=lambda *_: None)
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from clirun import assert_one_error, run_cli
+from sim import paths
 from sim.workloads import load_workload
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 HEADER = "experiment,variant,phase,x,x_unit,metric,value,unit,note\n"
 
 

@@ -2,15 +2,15 @@
 events against a real process's malloc log, and where they are not made."""
 
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
+from sim import paths
 from sim.costs.heap import Heap
 from sim.costs.rss import Allocator
 from sim.gemm_cache import read_cache_info
 from sim.profile import load_profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "probes"))
+sys.path.insert(0, str(paths.ROOT / "experiments" / "probes"))
 
 import step_order  # noqa: E402
 

@@ -4,11 +4,11 @@ running one, and the profile text `sim host-profile` writes (no cargo, no probe 
 
 import json
 import tomllib
-from pathlib import Path
 
 import pytest
 
 import sim.host
+from sim import paths
 from sim.host import (describe, differences, mismatch_warning, parse_cpuinfo, parse_size,
                       read_caches, read_host, read_sysfs_shape)
 from sim.hostprofile import gemm_blocking, host_text
@@ -238,7 +238,7 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     from sim.compare import known_checker
     from sim.data import read_measured
     from sim.hostprofile import FIT_PLAN, _plausible, fit_points, plan_stages
-    quick = Path(__file__).resolve().parents[1] / "experiments" / "measured" / \
+    quick = paths.ROOT / "experiments" / "measured" / \
         "amd-epyc-zen4-quick"
     rows = read_measured(quick / "op-cost.csv", known_checker())
     stages, skipped = plan_stages(rows)

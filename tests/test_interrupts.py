@@ -18,7 +18,9 @@ import pytest
 
 from clirun import HEARTBEAT, assert_one_error, run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
+from sim import paths
+
+ROOT = paths.ROOT
 
 #: the issue's bound: an interrupted command exits within this many seconds
 EXIT_WITHIN_S = 2.0

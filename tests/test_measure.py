@@ -8,15 +8,15 @@ and that the Linux profile predicts the structural probe points exactly.
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from sim import paths
 from sim import measure
 from sim.data import DataError, read_measured
 from sim.errors import UserError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 LINUX = ROOT / "experiments" / "measured" / "linux-x86_64"
 SAMPLE = LINUX / "diagnostics" / "sample.csv"
 

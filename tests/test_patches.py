@@ -9,14 +9,14 @@ import csv
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from sim import paths
 from sim import measure, patches
 from sim.errors import UserError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 NAMES = ("skip-untracked", "drop-release", "detach-constant", "dedup-sweep", "periodic-sweep")
 
 ORIGINAL = "fn a() {\n    one();\n    two();\n}\n\nfn b() {\n    three();\n}\n"

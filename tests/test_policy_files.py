@@ -2,16 +2,16 @@
 swept, cached and reported like a built-in policy."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 import sim.policies as policies
 from clirun import assert_one_error, run_cli
+from sim import paths
 from sim.runner import run_cell
 from sim.sweep import sweep
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 EXAMPLE = ROOT / "experiments" / "policies" / "sweep_every_4.py"
 
 # burn-0.22.1 with the checkpointing test of skip-untracked left out: the adleak loop's

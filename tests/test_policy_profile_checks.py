@@ -1,17 +1,17 @@
 """Mistakes in a policy file or a profile that used to pass silently: each is one error
 line naming the file and what is wrong, exit 2, and no output file."""
 
-from pathlib import Path
 
 import pytest
 
 import sim.policies as policies
 from clirun import assert_one_error, run_cli
 from test_policy_files import TINY_WORKLOAD
+from sim import paths
 from sim.policies import POLICIES
 from sim.profile import load_profile, profile_names
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 EXAMPLE = ROOT / "experiments" / "policies" / "sweep_every_4.py"
 PROFILE = (ROOT / "models" / "m2max-macos.toml").read_text()
 

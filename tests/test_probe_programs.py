@@ -5,11 +5,12 @@ answer varied between runs (hash iteration order), the simulator's must be one o
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from sim import paths
+
+ROOT = paths.ROOT
 sys.path.insert(0, str(ROOT / "experiments" / "probes"))
 
 from programs import agrees, first_difference, simulate  # noqa: E402

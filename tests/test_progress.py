@@ -7,6 +7,7 @@ import os
 import pytest
 
 import sim.progress
+import sim.sweep
 from sim.progress import CellBeat, Progress
 
 
@@ -90,8 +91,8 @@ def test_a_sweep_names_its_running_cells_and_their_position(tmp_path, capsys, mo
     class EagerBeat(CellBeat):
         def __init__(self, label, report, every=1.0):
             super().__init__(label, report, every=0.0)
-    monkeypatch.setattr(sim.progress, "Progress", Eager)
-    monkeypatch.setattr(sim.progress, "CellBeat", EagerBeat)   # workers fork with it
+    monkeypatch.setattr(sim.sweep, "Progress", Eager)
+    monkeypatch.setattr(sim.sweep, "CellBeat", EagerBeat)   # workers fork with it
     cells = [Cell("p10-ema", "detach", "burn-0.22.1", (("steps", 60),)),
              Cell("p10-ema", "without", "burn-0.22.1", (("steps", 60),))]
     run_cells(cells, load_profile("m2max-macos"), tmp_path, jobs=jobs, reuse=False)

@@ -6,8 +6,7 @@ import pytest
 
 from clirun import assert_one_error, run_cli
 from sim.compare import quick_params
-from sim.data import DataError
-from sim.measure import QUICK_NOTE, measured_quick
+from sim.data import QUICK_NOTE, DataError, measured_quick
 from sim.workloads import builtin_names, load_workload
 
 HEADER = "experiment,variant,phase,x,x_unit,metric,value,unit,note,platform,burn_version,probe\n"

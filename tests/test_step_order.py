@@ -5,11 +5,12 @@ this recording's; a change that puts a step's events out of burn's order lowers 
 (1.0: every event of the step, in order; log-no-ema's step has two frees swapped.)"""
 
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "probes"))
+from sim import paths
+
+sys.path.insert(0, str(paths.ROOT / "experiments" / "probes"))
 
 import step_order  # noqa: E402
 

@@ -7,13 +7,13 @@ import csv
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from sim import paths
 from sim.sweep import compare, sweep
 
-SEED = Path(__file__).resolve().parent.parent / "experiments" / "measured" / "seeds-m2max.csv"
+SEED = paths.ROOT / "experiments" / "measured" / "seeds-m2max.csv"
 SMALL = dict(workloads=("adleak-rss", "p10-ema"), policies=("burn-0.22.1", "drop-release"),
              sets=("iterations=2000", "steps=60", "report_at=1,50,60"), progress=False)
 

@@ -6,9 +6,10 @@ shows how differently fresh runs trim."""
 
 import csv
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from sim import paths
+
+ROOT = paths.ROOT
 sys.path.insert(0, str(ROOT / "experiments" / "probes"))
 
 import trims  # noqa: E402

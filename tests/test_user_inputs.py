@@ -4,15 +4,15 @@ the colours of their policies, and the lines the commands print."""
 
 import csv
 import time
-from pathlib import Path
 
 import pytest
 
 from clirun import assert_one_error, run_cli
+from sim import paths
 from sim import plot
 from sim.policies import HOOKS, POLICIES, SEAMS, Policy
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 HEADER = "experiment,variant,phase,x,x_unit,metric,value,unit,note\n"
 
 # a user's loop that declares the experiment its measurements name
@@ -31,7 +31,7 @@ def run(sim, variant, iterations):
 """
 LEAK2_ROW = "leak2,default,,1000,iterations,rss,4.0,MB,\n"
 
-# what `sim measure` writes besides the measured CSVs (sim.measure.TRACE_FILES)
+# what `sim measure` writes besides the measured CSVs (sim.data.TRACE_FILES)
 TRACES = {
     "sizeof-alloc.csv": "sizeof-alloc,std HashMap,,1,len,alloc_bytes,24,B,\n",
     "alloc-trace-events.csv": "alloc-trace-events,first,op1,0,event,alloc_bytes,64,B,\n",

@@ -146,7 +146,7 @@ def test_patched_real_burn_confirms_the_verdicts_it_can():
     flex.autodiff's growth that unpatched real burn shows; only drop-release removes
     a-tracked's; detach-constant alone removes the target panic, which unpatched burn has
     at step 3."""
-    from sim.fixes import measured_growth
+    from sim.fix_grades import measured_growth
     m = measured_growth()
     run = ("adleak-rss", "flex.autodiff", "")
     assert m["burn-0.22.1"][run].memory_grows

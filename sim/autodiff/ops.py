@@ -106,7 +106,7 @@ def step_bytes(op, layout, tracked: bool) -> int:
 
 def float_op(op, inputs, out_shape, device):
     """Run ``op`` on ``inputs`` (tensors) producing a tensor of ``out_shape`` on ``device``."""
-    Tensor = _tensor.Tensor
+    Tensor = type(inputs[0])  # the API's Tensor, which sits above this module
     sim = device.sim
     backend = device.backend
     shapes = (out_shape, tuple(map(_SHAPE, inputs)))
@@ -263,7 +263,3 @@ def register_root(tensor) -> None:
         old = tensor._box_block
         tensor.box()
         sim.heap.free(sim.layout.dispatch_box_bytes, old)
-
-
-# the API's Tensor (sim.tensor imports this module first: bound here, read at call time)
-from .. import tensor as _tensor  # noqa: E402

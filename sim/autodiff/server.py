@@ -8,6 +8,8 @@ it by removing every reached step (``consume_node`` on each; the tape's
 ``n_required`` table of parent ids), run the steps by decreasing depth into a
 :class:`Gradients` container, then ``free_unavailable_nodes`` and remove the
 consumed ids' locator entries. Simulated work is reported to the timing model.
+Gradients are built with the class of the tensors at hand (``type(root)``): the
+mirror sits below the tensor API (:mod:`sim.tensor`) and does not import it.
 """
 
 from __future__ import annotations
@@ -209,7 +211,7 @@ class Gradients:
             if backend.pool is not None:
                 alias = 0 if summed is value.prim else 1 if summed is old.prim else None
                 backend.launch(kernels.elementwise([shape, shape], shape, alias=alias))
-            total = _tensor.Tensor(value.device, shape, summed)
+            total = type(value)(value.device, shape, summed)
             value._release()
             old._release()
             value = total
@@ -241,7 +243,7 @@ class Gradients:
         vec = backend.option_primitive_bytes * len(parents)
         heap.alloc(vec)
         clones = [None if parent is None else
-                  _tensor.Tensor(grad.device, grad.shape, grad.prim) for parent in parents]
+                  type(grad)(grad.device, grad.shape, grad.prim) for parent in parents]
         heap.free(vec)
         grad._release()
         return clones
@@ -415,7 +417,7 @@ class AutodiffServer:
         sim = self.sim
         device = root.device.inner()
         backend = device.backend
-        Tensor = _tensor.Tensor
+        Tensor = type(root)
         # the tape builder and the steps' backward code: resident from the first backward
         sim.touched.touch_code("backward")
         grads = Gradients(sim, tape.n_required, backend.grad_entry_bytes)
@@ -456,7 +458,6 @@ class AutodiffServer:
         written into the incoming one's storage where :data:`IN_PLACE_GRADIENT` allows."""
         sim = self.sim
         backend = device.backend
-        Tensor = _tensor.Tensor
         actions = step.actions
         saved = []
         if actions is None:
@@ -476,6 +477,7 @@ class AutodiffServer:
                     saved.append((index, got))
         sim.timing.backward_op(step.op, step.shapes, step.cost, len(step.parents), retrieved)
         grad = grads.remove(step.node.id)
+        Tensor = type(grad)
         parents = step.parent_nodes
         incoming = grads.duplicate(grad, parents) if len(parents) == 2 else [grad]
         del grad
@@ -593,7 +595,7 @@ class AutodiffServer:
         out_shape = grad.shape[:dim] + (1,) + grad.shape[dim + 1:]
         buf = backend.alloc(out_shape, layout_first=True, zeroed=True,
                             free_after_box=(out_dims, dims))
-        out = _tensor.Tensor(device, out_shape, buf)
+        out = type(grad)(device, out_shape, buf)
         heap.free(strides, clone)
         grad._release()
         return out
@@ -609,7 +611,7 @@ class AutodiffServer:
         ones (uniquely held); the view goes with the op (the gradient's storage, its
         strides). Returns the new gradient (the ones' storage)."""
         heap = self.sim.heap
-        Tensor = _tensor.Tensor
+        Tensor = type(grad)
         backend = device.backend
         ones = Tensor(device, shape, backend.alloc(shape))
         rank = len(shape)
@@ -652,7 +654,3 @@ class AutodiffServer:
         n = len(self.steps) + self.memory_management.run_nodes
         self.steps_table.grow_to(n)
         self.actions_table.grow_to(n)
-
-
-# the API's Tensor (sim.tensor imports this package first: bound here, read at call time)
-from .. import tensor as _tensor  # noqa: E402

@@ -281,8 +281,8 @@ class AtenTiming(Timing):
     ``(backwards so far, "forward" | "backward" | "optimizer", op name)``.
     """
 
-    def __init__(self, sim, params, rates, caches=()):
-        super().__init__(sim, params, caches)
+    def __init__(self, sim, params, rates, caches=(), view_ops=frozenset()):
+        super().__init__(sim, params, caches, view_ops)
         self.r = rates
         self.trace = None
         self._group = None       # [name, next role, bias] of the fused call being issued

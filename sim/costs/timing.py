@@ -59,7 +59,6 @@ import math
 from contextlib import nullcontext
 from typing import NamedTuple
 
-from ..backend import VIEW_OPS
 from .cache import hierarchy_read_ns
 
 __all__ = ["Timing", "SweepRecord", "flops_and_bytes", "REDUCE_OPS"]
@@ -86,13 +85,14 @@ class SweepRecord(NamedTuple):
     ps: int
 
 
-def flops_and_bytes(op, shapes):
+def flops_and_bytes(op, shapes, view_ops=()):
     """(floating-point operations, bytes moved) of one forward op on f32 tensors.
 
-    ``shapes`` is ``(output shape, (input shapes...))``. A view (``reshape`` of a
-    contiguous tensor: a new layout on the same storage) moves and computes nothing.
+    ``shapes`` is ``(output shape, (input shapes...))``. A view (an op in ``view_ops``,
+    the backend's: ``reshape`` of a contiguous tensor, a new layout on the same storage)
+    moves and computes nothing.
     """
-    if op.name in VIEW_OPS:
+    if op.name in view_ops:
         return 0.0, 0
     out, ins = shapes
     n_out = math.prod(out)
@@ -122,10 +122,16 @@ class Timing:
     sim : sim.engine.Simulation
     params : dict
         The profile's ``[time]`` table (nanoseconds unless the key says otherwise).
+    caches : sequence of (bytes, ways)
+        The host core's L1d, L2 and L3 (:meth:`caches`: the sweep's cache terms).
+    view_ops : frozenset of str
+        The ops that return a view of their operand's storage on the inner backend
+        (:data:`sim.backend.VIEW_OPS`): they move and compute nothing.
     """
 
-    def __init__(self, sim, params, caches=()):
+    def __init__(self, sim, params, caches=(), view_ops=frozenset()):
         self.sim = sim
+        self.view_ops = view_ops
         self.p = dict(params)
         # the sweep's cache hierarchy: (capacity B, ways, ns more per read that misses it)
         # of the L1d, L2 and L3 (:meth:`levels`); a level of 0 B is off
@@ -158,7 +164,7 @@ class Timing:
         key = (op.name, shapes, backend)
         ns = self._op_cache.get(key)
         if ns is None:
-            flops, moved = flops_and_bytes(op, shapes)
+            flops, moved = flops_and_bytes(op, shapes, self.view_ops)
             rates = self.sim.backend_rates(backend)
             ns = _kernel_ns(rates, flops, moved, op.name == "matmul",
                             len(shapes[1]) * rates["operand_ns"])
@@ -179,7 +185,7 @@ class Timing:
         gradient consumed, its parents' registered; the step's dispatch) and
         ``checkpoint_retrieve_ns`` per retrieved tensor.
         """
-        flops, moved = flops_and_bytes(op, shapes)
+        flops, moved = flops_and_bytes(op, shapes, self.view_ops)
         n = op.arity if tracked is None else tracked
         # the backward of a binary op computes one gradient per tracked input (matmul: a
         # gemm call each); backward_factor counts the inner work of all of them

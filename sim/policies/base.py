@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from ..autodiff.node import GRAD
+from ..optim import burn_adam
+from ..tensor import Tensor
 
 __all__ = ["Policy"]
 
@@ -61,7 +63,6 @@ class Policy:
     def sgd_update(self, backend, inner, grad, shape):
         """The updated parameter's buffer: burn-optim ``sgd.rs``, ``delta = grad * lr``
         then ``tensor - delta``, each an elementwise op that writes in place where it can."""
-        from ..tensor import Tensor
         delta = Tensor(inner.device, shape, backend.output("mul_scalar", (grad,), shape))
         grad._release()      # moved into mul_scalar: nothing of the handle is left
         out = backend.output("sub", (inner, delta), shape)
@@ -71,7 +72,6 @@ class Policy:
     def adam_update(self, adam, tensor, grad, state, lr):
         """One parameter's Adam update: ``(updated tensor, state)``; burn-optim
         ``adam.rs`` op by op on the inner backend (:func:`sim.optim.burn_adam`)."""
-        from ..optim import burn_adam
         return burn_adam(adam, tensor, grad, state, lr)
 
     def may_compact(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..costs.aten import AtenTiming
+from ..optim import torch_adam
 from .drop_release import DropRelease
 from .detach_constant import DetachConstant
 
@@ -31,7 +32,7 @@ class PyTorch(DropRelease):
         super().__init__(sim)
         # PyTorch's costs replace burn's: ATen ops, autograd nodes, Python calls
         sim.timing = AtenTiming(sim, sim.profile.time, sim.profile.pytorch,
-                                AtenTiming.caches(sim.profile.process))
+                                AtenTiming.caches(sim.profile.process), sim.timing.view_ops)
 
     def detach(self, tensor):
         """``Tensor.detach``: an alias that does not require grad (one view call)."""
@@ -54,7 +55,6 @@ class PyTorch(DropRelease):
     def adam_update(self, adam, tensor, grad, state, lr):
         """``torch.optim.Adam`` on CPU (:func:`sim.optim.torch_adam`): moments and
         parameter updated in place, two temporaries per step."""
-        from ..optim import torch_adam
         return torch_adam(adam, tensor, grad, state, lr)
 
     def register_untracked(self, client, rc, step, device) -> None:
