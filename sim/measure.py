@@ -550,7 +550,6 @@ def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None
     if label:
         summary["burn_version"] = label
     if patch:
-        from .patches import resolve
         summary["patches"] = [str(p.relative_to(PROBES_DIR.parent.parent))
                               if p.is_relative_to(PROBES_DIR.parent.parent) else str(p)
                               for p in resolve(patch)]

@@ -5,7 +5,8 @@ import pytest
 
 from clirun import run_cli
 from sim.errors import UserError
-from sim.policies import POLICIES, get_policy, known_policy, policy_file, policy_rank
+from sim.policies import (HOOKS, POLICIES, SEAMS, get_policy, known_policy, policy_file,
+                          policy_rank)
 from sim.policies.compose import extends, overrides
 from sim.report import smallest_combination
 from sim.runner import run_cell
@@ -46,7 +47,7 @@ def test_an_extending_override_runs_before_the_one_that_replaces_the_seam():
             client.cleanup_orphaned_entries()
     # an extending override is ordered before the replacing one, whatever the names' order
     from sim.policies.compose import compose
-    mro = compose([Replaces, drop]).__mro__
+    mro = compose([Replaces, drop], [*SEAMS, *HOOKS]).__mro__
     assert mro.index(drop) < mro.index(Replaces)
     assert extends(POLICIES["drop-release"], "after_backward")
     assert overrides(POLICIES["dedup-sweep"], "cleanup_orphaned_entries")

@@ -162,7 +162,7 @@ def _composed(text):
     name = "+".join(cls.name for cls in classes)
     if name not in _COMPOSED:
         spec = "+".join(policy_file(cls.name) or cls.name for cls in classes)
-        _COMPOSED[name] = (compose(classes), spec)
+        _COMPOSED[name] = (compose(classes, [*SEAMS, *HOOKS]), spec)
     return _COMPOSED[name][0]
 
 

@@ -94,11 +94,6 @@ def extends(cls, name) -> bool:
     return code is not None and "super" in code.co_names
 
 
-def _seams():
-    from . import HOOKS, SEAMS
-    return ["__init__"] + list(SEAMS) + list(HOOKS)
-
-
 def _conflict(order, seams):
     """``(seam, a, b)``: the first seam that bases in ``order`` cannot share (two
     overrides that replace it, or one that replaces it before one that extends it),
@@ -140,9 +135,10 @@ def _bypassed(order, seams):
     return None
 
 
-def compose(classes):
+def compose(classes, seams):
     """The policy class made of the policy classes ``classes`` (at least two), named
-    ``a+b``; a :class:`~sim.errors.UserError` where they cannot be composed."""
+    ``a+b``; ``seams``: the names of the methods a policy may override (the registry's
+    seams and hooks); a :class:`~sim.errors.UserError` where they cannot be composed."""
     names = [cls.name for cls in classes]
     label = "+".join(names)
     if len(set(names)) != len(names):
@@ -154,7 +150,7 @@ def compose(classes):
         if getattr(cls, "framework", "burn") != "burn":
             raise UserError(f"policy {label}: {cls.name} models {cls.framework}, not a fix "
                             f"of burn; it composes with nothing")
-    seams = _seams()
+    seams = ["__init__", *seams]
     order, first = None, None
     for candidate in itertools.permutations(classes):
         problem = _conflict(candidate, seams)
