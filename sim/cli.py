@@ -389,7 +389,7 @@ def bench_cmd(profile, quick, json_out):
 @click.option("--probe", "probes", multiple=True, metavar="NAME",
               help="probe to run (repeatable; default all): adleak-rss, adleak-count, "
                    "pit-infer, p10-ema, p10-ema-adam, sizeof, alloc-trace, params, "
-                   "train-validate, op-cost, backward-cost")
+                   "train-validate, op-cost, backward-cost, mechanism-cost")
 @click.option("--quick", is_flag=True, help="loop counts cut ~10x (all probes in seconds)")
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="directory for the CSVs (created if missing)")
