@@ -414,8 +414,11 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                 echo(f"[4/5] fitting stage {i}/{len(stages)} ({time.perf_counter() - t0:.0f} s "
                      f"so far): {', '.join(names)}")
                 before_stage = Path(current).read_text(encoding="utf-8")
+                # the calibration record starts afresh with the first stage that moves a
+                # parameter (a staged fit on the base's record would re-simulate every point
+                # the base host was fitted on, which the new host's probes do not replace)
                 current = _fit_stage(rows, current, stage, scratch / f"stage{i}.toml",
-                                     fresh=(i == 1), jobs=jobs, sink=sink, echo=echo,
+                                     fresh=not used, jobs=jobs, sink=sink, echo=echo,
                                      sources=[str(measured_dir)], reasons=reasons)
                 if Path(current).read_text(encoding="utf-8") != before_stage:
                     used.extend(q for _, pts in stage for q in pts)
