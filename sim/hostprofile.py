@@ -30,7 +30,7 @@ from pathlib import Path
 from .errors import UserError
 
 __all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "DERIVED", "TAPE_SHARE",
-           "derive_text", "fit_points"]
+           "fold_text", "derive_text", "fit_points"]
 
 #: the time parameters ``sim host-profile`` fits, in stages, each parameter on the quick-probe
 #: points that isolate it (selectors of ``sim calibrate --points``; x values are the
@@ -128,6 +128,20 @@ NOT_FITTED = {
     "time.sweep_visit_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
     "backend.flex.operand_ns": "~0 on the Xeon fit; kept",
 }
+
+
+def fold_text(text) -> str:
+    """``text`` (a profile) with ``tape_step_ns`` folded into ``backward_step_ns`` (their
+    sum there, 0 in ``tape_step_ns``): both are charged per backward step, so a fit can
+    only move their sum; :func:`derive_text` splits it again by :data:`TAPE_SHARE`."""
+    import tomllib
+    from .calibrate import _find_key, _substitute
+    values = tomllib.loads(text)["time"]
+    total = values["tape_step_ns"] + values["backward_step_ns"]
+    lines = text.split("\n")
+    for key, value in (("tape_step_ns", 0.0), ("backward_step_ns", total)):
+        _substitute(lines, _find_key(lines, "time", key), key, round(value, 6))
+    return "\n".join(lines)
 
 
 def derive_text(text, get) -> str:
@@ -373,7 +387,7 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
     scratch = Path(tempfile.mkdtemp(prefix=".host-profile-", dir=Path(out).parent or "."))
     try:
         step1 = scratch / f"{Path(out).stem}.toml"
-        step1.write_text(text, encoding="utf-8")
+        step1.write_text(fold_text(text), encoding="utf-8")
         if reuse_measured and measured_dir.is_dir():
             echo(f"[2/5] quick probes: reusing {measured_dir}")
         else:

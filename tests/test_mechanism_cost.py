@@ -115,3 +115,18 @@ def test_rss_rows_carry_the_share_of_the_binarys_text():
     sim.record(1, "step", "rss_bytes", sim.rss_bytes())
     sim.record(1, "step", "heap_bytes", 0)
     assert 0 < sim.rows[0]["text_share"] <= 1.0 and "text_share" not in sim.rows[1]
+
+
+def test_a_fit_moves_a_backward_steps_sum_which_is_split_again():
+    from sim.hostprofile import fold_text
+    import tomllib
+    profile = load_profile("linux-x86_64")
+    text = open(profile.path, encoding="utf-8").read()
+    folded = tomllib.loads(fold_text(text))["time"]
+    total = profile.get("time.tape_step_ns") + profile.get("time.backward_step_ns")
+    assert folded["tape_step_ns"] == 0.0
+    assert folded["backward_step_ns"] == pytest.approx(total, rel=1e-6)
+    split = tomllib.loads(derive_text(fold_text(text), lambda name: (
+        folded[name.split(".")[1]] if name.startswith("time.") and name.split(".")[1] in folded
+        else profile.get(name))))["time"]
+    assert split["tape_step_ns"] == pytest.approx(profile.get("time.tape_step_ns"), rel=1e-5)
