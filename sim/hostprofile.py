@@ -428,11 +428,11 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                 echo(f"[4/5] fitting stage {i}/{len(stages)} ({time.perf_counter() - t0:.0f} s "
                      f"so far): {', '.join(names)}")
                 before_stage = Path(current).read_text(encoding="utf-8")
-                # the calibration record starts afresh with the first stage that moves a
-                # parameter (a staged fit on the base's record would re-simulate every point
-                # the base host was fitted on, which the new host's probes do not replace)
+                # each stage is fitted as a fresh calibration (a staged one would re-simulate
+                # every point fitted before it, the base host's included); the record is
+                # made below from what the stages moved
                 current = _fit_stage(rows, current, stage, scratch / f"stage{i}.toml",
-                                     fresh=not used, jobs=jobs, sink=sink, echo=echo,
+                                     fresh=True, jobs=jobs, sink=sink, echo=echo,
                                      sources=[str(measured_dir)], reasons=reasons)
                 if Path(current).read_text(encoding="utf-8") != before_stage:
                     used.extend(q for _, pts in stage for q in pts)
@@ -440,7 +440,8 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
             if sink:
                 sink.close()
         new = load_profile(str(current))
-        fitted = new.fitted
+        folded = load_profile(str(step1))
+        fitted = [p for p in params if new.get(p) != folded.get(p)]
         # every point a stage that moved a parameter was fitted on is recorded as fitted
         # (a later stage's move of it, which sim calibrate's staged record drops, does not
         # make it a held-out point), so comparisons grade only the others as predicted

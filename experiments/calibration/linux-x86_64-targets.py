@@ -30,7 +30,8 @@ from sim.profile import load_profile  # noqa: E402
 
 DATA = ROOT / "experiments" / "measured" / "linux-x86_64"
 FILES = ("adleak-rss", "adleak-count", "pit-infer", "p10-ema", "p10-ema-adam", "train-validate",
-         "params", "sizeof", "alloc-trace", "text-rss", "sweep-scan", "op-cost", "backward-cost")
+         "params", "sizeof", "alloc-trace", "text-rss", "sweep-scan", "op-cost", "backward-cost",
+         "mechanism-cost")
 EXACT = {"heap_blocks_delta", "kept_blocks", "size_of", "panic", "alloc_calls", "free_calls"}
 RSS = {"rss", "rss_bytes", "rss_delta", "rss_growth_per_step"}
 #: absolute slack for values near zero (same as sim.compare.SLACK for heap figures)
