@@ -426,7 +426,7 @@ class Backend:
         heap = self.sim.heap
         if not self.cache_info_read:
             self.cache_info_read = True
-            read_cache_info(heap, self.sim.profile.sysfs)
+            self.sim.timing.sysfs_reads(read_cache_info(heap, self.sim.profile.sysfs))
         thread = self.sim.current.name
         slab = (self.workspace_bytes and thread not in self.workspace_threads
                 and gemm_takes_slab(m, n, k, mr, kc_max, mc_max, self.workspace_bytes,

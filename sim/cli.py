@@ -390,7 +390,7 @@ def bench_cmd(profile, quick, json_out):
 @click.option("--probe", "probes", multiple=True, metavar="NAME",
               help="probe to run (repeatable; default all): adleak-rss, adleak-count, "
                    "pit-infer, p10-ema, p10-ema-adam, sizeof, alloc-trace, params, "
-                   "train-validate, op-cost, backward-cost")
+                   "train-validate, op-cost, backward-cost, mechanism-cost")
 @click.option("--quick", is_flag=True, help="loop counts cut ~10x (all probes in seconds)")
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="directory for the CSVs (created if missing)")
@@ -444,9 +444,11 @@ def host_profile_cmd(out, base, measured_out, reuse_measured, force, log, jobs):
 
     Reads the CPU model, caches (sizes, ways), page size, glibc version and cores from
     the system, runs the quick probes (`sim measure --quick`: builds them with cargo
-    the first time) and fits the time parameters listed in docs/calibrate.md ("A
-    profile for your machine") on their op-cost and backward-cost points; writes
-    --out atomically with a [host] table saying where each value came from.
+    the first time) and fits the time parameters listed in the README ("A profile for
+    your machine") on the quick points that isolate them (mechanism-cost, op-cost,
+    backward-cost, params, p10-ema), derives tape_step_ns, backward_step_ns and
+    drop_release_node_ns from others; writes --out atomically with a [host] table
+    saying where each value came from.
     """
     from .hostprofile import host_profile
     if log is not None:

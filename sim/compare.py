@@ -18,6 +18,7 @@ A measured point the simulator cannot predict is returned with status
 from __future__ import annotations
 
 import math
+import re
 
 from .data import key_of, DataError, TRACE_FILES, measured_quick
 from .units import METRICS
@@ -204,8 +205,54 @@ def join(measured_rows, predicted_rows, fitted_points=(), policy="burn-0.22.1"):
         if m["metric"] in EXACT:
             ok = pv == mv
         entry.update(predicted=pv, abs_error=abs_err, rel_error=rel, ok=ok, note="")
+        share = p.get("text_share", 0.0)
+        if share > TEXT_DOMINATED and m.get("probe"):
+            _text_dominated(entry, m, share, tol, slack)
         out.append(entry)
     return out
+
+
+#: the share of the binary's resident text in what a program added to its RSS (the model's,
+#: :meth:`sim.engine.Simulation.text_share`) above which an RSS row is text-dominated
+TEXT_DOMINATED = 0.5
+
+_RUNS = re.compile(r"mean of (\d+) fresh runs \(([^)]*)\)")
+
+
+def run_range(note):
+    """``(low, high, runs)`` of a measured row whose note says ``mean of N fresh runs (v1,
+    v2, ... unit)`` (:func:`sim.measure.merge_repeats`), else None.
+
+    >>> run_range("x; mean of 3 fresh runs (4.1, 3.9, 4.6 MB)")
+    (3.9, 4.6, 3)
+    """
+    found = _RUNS.search(note or "")
+    if not found:
+        return None
+    try:
+        values = [float(v.split()[0]) for v in found.group(2).split(",") if v.strip()]
+    except (ValueError, IndexError):
+        return None
+    return (min(values), max(values), int(found.group(1))) if values else None
+
+
+def _text_dominated(entry, m, share, tol, slack) -> None:
+    """An RSS row whose prediction the binary's text pages dominate (their residency varies
+    with the run and the binary's layout): graded against the measured run-to-run range
+    (widened by the tolerance) where the measured row has one, its range in the note;
+    with one run, the note says its spread is unmeasured."""
+    spread = run_range(m.get("note", ""))
+    if spread is None:
+        entry["note"] = (f"text pages are {share:.0%} of the program's RSS in the model; one "
+                         f"run: its run-to-run spread is unmeasured")
+        return
+    low, high, runs = spread
+    pv = entry["predicted"]
+    entry["range"] = (low, high)
+    entry["ok"] = (low - tol * abs(low) - slack - 1e-12 <= pv
+                   <= high + tol * abs(high) + slack + 1e-12)
+    entry["note"] = (f"text pages are {share:.0%} of the program's RSS in the model: graded "
+                     f"against the run-to-run range {low:g}..{high:g} ({runs} runs)")
 
 
 def check_x_units(measured_rows, predicted_rows) -> None:

@@ -165,6 +165,10 @@ class HostThread:
         self.segments = []
 
 
+#: the RSS metrics whose predicted rows carry ``text_share`` (:meth:`Simulation.text_share`)
+TEXT_SHARE_METRICS = frozenset({"rss", "rss_bytes", "rss_delta"})
+
+
 class Simulation:
     """Everything one simulated program run needs.
 
@@ -341,7 +345,8 @@ class Simulation:
                 "gflops": spec["gflops"], "gbps": spec["gbps"],
                 "op_overhead_ns": spec["op_overhead_ns"],
                 **{key: spec.get(key, 0.0) for key in (
-                    "gemm_call_ns", "operand_ns", "reduce_add_ns", "clone_ns", "buffer_ns")}}
+                    "gemm_call_ns", "operand_ns", "reduce_add_ns", "clone_ns", "buffer_ns",
+                    "random_element_ns")}}
         return rates
 
     # -- time --------------------------------------------------------------------------------
@@ -494,12 +499,26 @@ class Simulation:
             raise UserError(f"unknown metric {shown(metric)} (valid: {', '.join(METRICS)}; "
                             f"sim/units.py declares each with its unit)")
         unit = known.unit
-        self.rows.append({
+        row = {
             "experiment": experiment or self.experiment,
             "variant": variant if variant is not None else self.variant,
             "phase": phase, "x": x, "x_unit": x_unit, "metric": metric,
             "value": value, "unit": unit, "note": note,
-        })
+        }
+        if metric in TEXT_SHARE_METRICS:
+            # not a column: what a comparison needs to tell a row the binary's text pages
+            # dominate (sim.compare.join)
+            row["text_share"] = self.text_share()
+        self.rows.append(row)
+
+    def text_share(self) -> float:
+        """The share of the binary's resident text (code paths run so far) in what the
+        program added to its RSS beyond the process's baseline, now (0 with no text)."""
+        text = self.touched.text_bytes()
+        if not text:
+            return 0.0
+        added = self.rss_bytes() - self.profile.process.baseline_rss_bytes
+        return text / added if added > 0 else 1.0
 
     def at(self, x, x_unit):
         """Set the x of the next panic row (the loop position)."""

@@ -60,6 +60,8 @@ class _Walk:
     def __init__(self, heap, sysfs):
         self.heap = heap
         self.sysfs = sysfs
+        #: directories listed and files read (each a few system calls into sysfs)
+        self.reads = 0
 
     def join(self, length, name) -> tuple:
         """``path.join(name)`` of a path of ``length`` bytes: ``(its capacity, block)``."""
@@ -71,6 +73,7 @@ class _Walk:
     def open_dir(self, root_length) -> tuple:
         """``fs::read_dir`` of a path of ``root_length`` bytes: its blocks."""
         heap = self.heap
+        self.reads += 1
         dir_block = heap.libc_alloc(self.sysfs.opendir_bytes)
         root = heap.alloc(root_length)
         arc = heap.alloc(READ_DIR_ARC_BYTES)
@@ -132,6 +135,7 @@ class _Walk:
         instruction = index_name in sysfs.instruction_indexes
         for name in sysfs.index_files:
             file_capacity, path = self.entry_path(length, name)
+            self.reads += 1
             contents = heap.alloc(sysfs.file_size_bytes)
             heap.free(sysfs.file_size_bytes, contents)
             heap.free(file_capacity, path)
@@ -140,9 +144,13 @@ class _Walk:
         self.close_dir(length, blocks)
 
 
-def read_cache_info(heap, sysfs) -> None:
+def read_cache_info(heap, sysfs) -> int:
     """The heap events of gemm-common's ``cache_info`` on Linux over the host ``sysfs``
     (a profile's ``[sysfs]`` table) on ``heap``; nothing where the profile lists no
-    entries. Every block is freed before it returns."""
-    if sysfs.cpu_entries:
-        _Walk(heap, sysfs).read()
+    entries. Every block is freed before it returns. Returns how many directories it
+    listed and files it read (the time model charges each: ``Timing.sysfs_reads``)."""
+    if not sysfs.cpu_entries:
+        return 0
+    walk = _Walk(heap, sysfs)
+    walk.read()
+    return walk.reads

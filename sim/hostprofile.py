@@ -34,7 +34,8 @@ from .host import HOST_KEYS, SOURCES, describe, read_host, read_sysfs_shape
 from .measure import measure
 from .profile import load_profile, validate
 
-__all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "fit_points"]
+__all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "DERIVED", "TAPE_SHARE",
+           "fold_text", "derive_text", "fit_points"]
 
 #: the time parameters ``sim host-profile`` fits, in stages, each parameter on the quick-probe
 #: points that isolate it (selectors of ``sim calibrate --points``; x values are the
@@ -43,7 +44,10 @@ __all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "fit_points
 #: stages' values fixed. The split follows experiments/calibration/linux-x86_64.sh, stage 2.
 _OPS = ("add", "mul_scalar", "relu", "reshape", "sum")
 _ACP = "adleak-count-params"
+_MECH = "mechanism-cost"
 FIT_PLAN = (
+    # first-touch page faults: a fresh mapped block written one byte per page (no burn code)
+    (("time.page_fault_ns", [f"{_MECH}/page-fault/first-touch/4096/ns_per_op"]),),
     # a small op's cost on plain Flex and through burn-autodiff (op-cost, [1,128] tensors)
     (("backend.flex.op_overhead_ns", [f"op-cost/plain/{op}//2000/ms_per_step" for op in _OPS]),
      ("backend.flex.gemm_call_ns", ["op-cost/plain/matmul//2000/ms_per_step"]),
@@ -58,9 +62,17 @@ FIT_PLAN = (
      ("time.checkpoint_ns", ["backward-cost/relu/forward/3/ms_per_step"]),
      ("time.backward_step_ns", ["backward-cost/mul_scalar/backward/3/ms_per_step"]),
      ("time.checkpoint_retrieve_ns", ["backward-cost/relu/backward/3/ms_per_step"])),
-    # the sweep freeing N dead single-node graphs at the first backward, for several N
-    (("time.sweep_free_ns", [f"{_ACP}/untracked/size=16/after-unrelated-backward/{n}/backward_ms"
-                             for n in (1000, 3000, 10000)]),),
+    # a random fill's cost per element (a Linear(512, 512)'s weight init, calls after the
+    # first two, whose blocks are fresh pages)
+    (("backend.flex.random_element_ns", [f"{_MECH}/param-init/call/{k}/ms_per_step"
+                                         for k in (3, 5)]),),
+    # the first gemm of a process: gemm-common's cache info read from sysfs
+    (("time.sysfs_read_ns", [f"{_MECH}/first-gemm/call/1/ms_per_step"]),),
+    # the sweep freeing N dead single-node graphs beyond visiting N live ones, N within the L2
+    (("time.sweep_free_ns", [f"{_MECH}/sweep-free/dead-minus-live/{n}/ns_per_op"
+                             for n in (100, 300, 1000)]),),
+    # a graph merged into another (two fresh leaves added, against a twin without the merge)
+    (("time.merge_ns", [f"{_MECH}/merge/merge-minus-twin/250/ns_per_op"]),),
     # free_unavailable_nodes over a backward's chain of N nodes, and PopNodeSet's scan
     (("time.free_unavailable_node_ns", [
         f"{_ACP}/tracked/size=16/after-backward-through-a/{n}/backward_ms" for n in (1000, 3000)]),
@@ -77,13 +89,35 @@ FIT_PLAN = (
     (("backend.flex.gflops", [f"p10-ema/{mode}//50/ms_per_step"
                               for mode in ("without", "detach", "target-without",
                                            "log-no-ema")]),),
-    # a fresh process's first step: pages made resident (heap, text, gemm's slab)
-    (("time.page_fault_ns", ["p10-ema/without//1/ms_per_step"]),),
     # elementwise traffic the L2 model finds evicted (EMA updates of ema-only)
     (("backend.flex.gbps_miss", ["p10-ema/ema-only//100/ms_per_step"]),),
     # the orphan sweep's reads of the EMA graph's keys (detach at step 200)
     (("time.scan_node_ns", ["p10-ema/detach//200/ms_per_step"]),),
 )
+
+#: the share of a backward step's bookkeeping (``tape_step_ns + backward_step_ns``) that
+#: building the tape takes: instructions counted by ``valgrind --tool=callgrind`` in
+#: ``burn-probes backward-cost --variant mul_scalar`` (3 chains of 2,000 ops, 6,003 steps;
+#: experiments/measured/amd-epyc-zen4-mechanism/backward-instructions.txt):
+#: ``AutodiffServer::build_tape`` 16,495,029 against ``execute_steps`` 16,135,766, less the
+#: backend's ``float_mul_scalar`` it calls (2,886,000; the model charges the inner op apart):
+#: 16,495,029 / (16,495,029 + 13,249,766). The same binary on any x86_64 host.
+TAPE_SHARE = 16_495_029 / (16_495_029 + 13_249_766)
+
+#: derived time parameters: name -> (its value from the profile's values, the note)
+DERIVED = {
+    "time.tape_step_ns": (
+        lambda get: TAPE_SHARE * (get("time.tape_step_ns") + get("time.backward_step_ns")),
+        f"{TAPE_SHARE:.4f} of tape_step_ns + backward_step_ns (callgrind: build_tape's share "
+        f"of a backward step's instructions; sim.hostprofile.TAPE_SHARE)"),
+    "time.backward_step_ns": (
+        lambda get: (1 - TAPE_SHARE) * (get("time.tape_step_ns") + get("time.backward_step_ns")),
+        f"the rest, {1 - TAPE_SHARE:.4f}, of tape_step_ns + backward_step_ns"),
+    "time.drop_release_node_ns": (
+        lambda get: get("time.sweep_free_ns"),
+        "= sweep_free_ns: a node released on drop goes through the removals the sweep "
+        "makes for a dead node (its nodes entry, its locator entries, its graph)"),
+}
 
 #: the base's time parameters host-profile does not fit, and why (the README's list)
 NOT_FITTED = {
@@ -94,14 +128,47 @@ NOT_FITTED = {
                              "sweep-levels.py), not a quick point; kept",
     "time.sweep_l3_read_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
     "time.sweep_dram_read_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
-    "time.merge_ns": "[guess], no probe isolates it yet",
-    "time.tape_step_ns": "[guess], no probe isolates it yet",
-    "time.drop_release_node_ns": "[guess], only the drop-release and pytorch policies use it",
     "time.sweep_fixed_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
     "time.sweep_copy_entry_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
     "time.sweep_visit_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
     "backend.flex.operand_ns": "~0 on the Xeon fit; kept",
 }
+
+
+def fold_text(text) -> str:
+    """``text`` (a profile) with ``tape_step_ns`` folded into ``backward_step_ns`` (their
+    sum there, 0 in ``tape_step_ns``): both are charged per backward step, so a fit can
+    only move their sum; :func:`derive_text` splits it again by :data:`TAPE_SHARE`."""
+    import tomllib
+    from .calibrate import _find_key, _substitute
+    values = tomllib.loads(text)["time"]
+    total = values["tape_step_ns"] + values["backward_step_ns"]
+    lines = text.split("\n")
+    for key, value in (("tape_step_ns", 0.0), ("backward_step_ns", total)):
+        _substitute(lines, _find_key(lines, "time", key), key, round(value, 6))
+    return "\n".join(lines)
+
+
+def derive_text(text, get) -> str:
+    """``text`` (a profile) with the :data:`DERIVED` parameters computed from ``get``
+    (name -> value: the profile's values before any is derived) and written in place, each
+    documented ``[derived]`` with its rule (the source labels of a comment block only it
+    has become ``[derived]``)."""
+    from .calibrate import LABEL, _comment_block, _find_key, _substitute
+    values = {name: rule(get) for name, (rule, _) in DERIVED.items()}
+    lines = text.split("\n")
+    for name, value in values.items():
+        section, key = name.rsplit(".", 1)
+        i = _find_key(lines, section, key)
+        if i is None:
+            raise UserError(f"the profile has no {name}")
+        lines[i] = lines[i].partition("#")[0].rstrip()
+        _substitute(lines, i, key, round(value, 6))
+        lines[i] += f"  # [derived] {DERIVED[name][1]}"
+        start, stop, shared = _comment_block(lines, i)
+        if not shared:
+            lines[start:stop] = [LABEL.sub("[derived]", line) for line in lines[start:stop]]
+    return "\n".join(lines)
 
 
 def fit_points(plan=FIT_PLAN) -> list:
@@ -317,7 +384,7 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
     scratch = Path(tempfile.mkdtemp(prefix=".host-profile-", dir=Path(out).parent or "."))
     try:
         step1 = scratch / f"{Path(out).stem}.toml"
-        step1.write_text(text, encoding="utf-8")
+        step1.write_text(fold_text(text), encoding="utf-8")
         if reuse_measured and measured_dir.is_dir():
             echo(f"[2/5] quick probes: reusing {measured_dir}")
         else:
@@ -358,8 +425,11 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                 echo(f"[4/5] fitting stage {i}/{len(stages)} ({time.perf_counter() - t0:.0f} s "
                      f"so far): {', '.join(names)}")
                 before_stage = Path(current).read_text(encoding="utf-8")
+                # each stage is fitted as a fresh calibration (a staged one would re-simulate
+                # every point fitted before it, the base host's included); the record is
+                # made below from what the stages moved
                 current = _fit_stage(rows, current, stage, scratch / f"stage{i}.toml",
-                                     fresh=(i == 1), jobs=jobs, sink=sink, echo=echo,
+                                     fresh=True, jobs=jobs, sink=sink, echo=echo,
                                      sources=[str(measured_dir)], reasons=reasons)
                 if Path(current).read_text(encoding="utf-8") != before_stage:
                     used.extend(q for _, pts in stage for q in pts)
@@ -367,7 +437,8 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
             if sink:
                 sink.close()
         new = load_profile(str(current))
-        fitted = new.fitted
+        folded = load_profile(str(step1))
+        fitted = [p for p in params if new.get(p) != folded.get(p)]
         # every point a stage that moved a parameter was fitted on is recorded as fitted
         # (a later stage's move of it, which sim calibrate's staged record drops, does not
         # make it a held-out point), so comparisons grade only the others as predicted
@@ -375,6 +446,10 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         new.data["calibration"] = {"fitted": fitted, "points": points}
         recorded = scratch / "recorded.toml"
         write_profile(current, new, {}, recorded)
+        derived = derive_text(recorded.read_text(encoding="utf-8"), new.get)
+        recorded.write_text(derived, encoding="utf-8")
+        for name, (_, note) in DERIVED.items():
+            echo(f"      derived: {name} = {load_profile(str(recorded)).get(name):.6g} ({note})")
         current = recorded
         n_points = len(points)
         before = {p: float(load_profile(str(step1)).get(p)) for p in params}

@@ -60,7 +60,8 @@ PROBES_DIR = EXPERIMENTS / "probes"
 
 #: subcommands of burn-probes, in the order `all` runs them
 PROBES = ("adleak-rss", "adleak-count", "pit-infer", "p10-ema", "p10-ema-adam", "sizeof",
-          "alloc-trace", "params", "train-validate", "op-cost", "backward-cost")
+          "alloc-trace", "params", "train-validate", "op-cost", "backward-cost",
+          "mechanism-cost")
 
 #: subcommands of gpu-probes (experiments/probes/gpu-probes), one process each
 GPU_PROBES = ("pit-infer", "adleak", "train-step", "large-forward", "cleanup")

@@ -95,6 +95,18 @@ _MORE_COLORS = ["#393b79", "#e7ba52", "#637939", "#7b4173", "#9c9ede", "#00676b"
 _OTHER_COLORS = {}
 
 
+_BAND = re.compile(r"run-to-run range ([-+0-9.eE]+)\.\.([-+0-9.eE]+)")
+
+
+def measured_band(entry):
+    """``(low, high)`` of a measured point graded against its run-to-run range
+    (:func:`sim.compare.join`: its ``range``, or read back from its note), else None."""
+    if entry.get("range"):
+        return entry["range"]
+    found = _BAND.search(entry.get("note") or "")
+    return (float(found.group(1)), float(found.group(2))) if found else None
+
+
 def _other_palette() -> list:
     """Colours no built-in policy uses, for the policies outside the registry."""
     builtin = {_PALETTE[i % len(_PALETTE)] for i in range(len(POLICIES))}
@@ -519,6 +531,11 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
         index = sources.index((e["source"], e["experiment"]))
         marks.setdefault((index, policy_color(e["policy"])), []).append(
             (xpos(e), e["measured"] * scale))
+        band = measured_band(e)
+        if band is not None:
+            # a row graded against its run-to-run range (text pages dominate it): the range
+            ax.vlines(xpos(e), band[0] * scale, band[1] * scale, color=policy_color(e["policy"]),
+                      lw=7, alpha=0.35, zorder=9)
     for (index, color), xy in marks.items():
         xs, ys = zip(*xy)
         ax.plot(xs, ys, ls="", marker=_MEASURED_MARKERS[index % 6], ms=9, mfc=color,

@@ -311,9 +311,11 @@ class Tensor:
     def random(cls, shape, device) -> "Tensor":
         """``Tensor::random``: as :meth:`zeros`, but burn-tensor resolves the creation
         options (the device's clone, its default dtype) before the backend makes the data,
-        where ``from_data`` has built its ``TensorData`` first."""
+        where ``from_data`` has built its ``TensorData`` first; every element is drawn
+        from the backend's generator (``Timing.random_fill``)."""
         tensor = cls.zeros(shape, device, options_first=True)
         device.backend.launch_random(tensor.shape)
+        device.sim.timing.random_fill(math.prod(tensor.shape), device.backend)
         return tensor
 
     @classmethod

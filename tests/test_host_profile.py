@@ -242,11 +242,12 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
         "amd-epyc-zen4-quick"
     rows = read_measured(quick / "op-cost.csv", known_checker())
     stages, skipped = plan_stages(rows)
-    assert [p for p, _ in stages[0]] == [p for p, _ in FIT_PLAN[0]] and len(stages) == 1
+    assert [p for p, _ in stages[0]] == [p for p, _ in FIT_PLAN[1]] and len(stages) == 1
     assert "time.sweep_free_ns" in skipped and "backend.flex.gflops" in skipped
+    assert "time.page_fault_ns" in skipped
     # every selector of the plan names a point of a full quick run
     every = []
-    for name in ("op-cost", "backward-cost", "params", "p10-ema"):
+    for name in ("op-cost", "backward-cost", "params", "p10-ema", "mechanism-cost"):
         every += read_measured(quick / f"{name}.csv", known_checker())
     stages, skipped = plan_stages(every)
     used = [q for stage in stages for _, pts in stage for q in pts]

@@ -88,7 +88,8 @@ def test_measure_unknown_probe_fails_with_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "sim: error: --probe nope: unknown probe (valid: adleak-rss, adleak-count, pit-infer, "
-        "p10-ema, p10-ema-adam, sizeof, alloc-trace, params, train-validate, op-cost, backward-cost, all)"]
+        "p10-ema, p10-ema-adam, sizeof, alloc-trace, params, train-validate, op-cost, backward-cost, "
+        "mechanism-cost, all)"]
 
 
 def test_build_failure_messages_are_one_line():

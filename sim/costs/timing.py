@@ -197,6 +197,22 @@ class Timing:
         if ns:
             self._book(ns)
 
+    def random_fill(self, n_elements, backend) -> None:
+        """A random fill of ``n_elements`` (``Tensor::random``: burn-flex draws every
+        element from its seeded ``StdRng`` through the distribution, ``TensorData::random``,
+        before the buffer is built): ``random_element_ns`` per element."""
+        ns = self.sim.backend_rates(backend)["random_element_ns"]
+        if ns:
+            self._work(ns * n_elements)
+
+    def sysfs_reads(self, count) -> None:
+        """``count`` sysfs directories listed or files read (gemm-common's ``cache_info``,
+        once per process: :func:`sim.gemm_cache.read_cache_info`): ``sysfs_read_ns``
+        each (the open, read or getdents and close system calls)."""
+        ns = self.p.get("sysfs_read_ns", 0.0)
+        if ns and count:
+            self._work(ns * count)
+
     def elementwise(self, n_elements, backend, n_ops=1) -> None:
         """Plain elementwise work off autodiff (e.g. an optimizer update)."""
         self._compute(n_elements * n_ops, 12.0 * n_elements * n_ops, backend)

@@ -11,6 +11,7 @@
 mod adleak;
 mod bwcost;
 mod ema;
+mod mech;
 mod mlp;
 mod opcost;
 mod pit;
@@ -49,6 +50,7 @@ const PROBES: &[&str] = &[
     "train-validate",
     "op-cost",
     "backward-cost",
+    "mechanism-cost",
 ];
 
 fn usage() -> ! {
@@ -72,6 +74,7 @@ fn process_variants(probe: &str, opts: &Opts) -> Option<Vec<String>> {
         "train-validate" => v(tv::VARIANTS),
         "op-cost" => Some(opcost::variants()),
         "backward-cost" => v(bwcost::OPS),
+        "mechanism-cost" => v(mech::VARIANTS),
         _ => None,
     }
 }
@@ -87,6 +90,7 @@ fn run_variant(probe: &str, variant: &str, opts: &Opts, sink: &mut Sink) {
         "train-validate" => tv::run_variant(variant, opts, sink),
         "op-cost" => opcost::run_variant(variant, opts, sink),
         "backward-cost" => bwcost::run_variant(variant, opts, sink),
+        "mechanism-cost" => mech::run_variant(variant, opts, sink),
         _ => usage(),
     }
 }

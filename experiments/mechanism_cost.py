@@ -1,0 +1,166 @@
+"""mechanism-cost: one mechanism's time at a time, each against a twin (Linux probe `mechanism-cost`).
+
+The programs of `burn-probes mechanism-cost` (experiments/probes, src/mech.rs), one
+fresh process per variant:
+
+``page-fault``  a fresh 16-MiB block (glibc maps it), one byte written per 4-KiB page:
+                ``ns_per_op`` per page made resident
+``first-gemm``  plain Flex, lhs [64, 512] and rhs [512, 512] made first, then
+                ``drop(lhs.clone().matmul(rhs.clone()))`` five times, each timed
+                (``ms_per_step``, x = call): call 1 is the thread's first gemm
+``param-init``  on flex.autodiff, ``Tensor::random([512, 512], Uniform)`` (a Linear(512,
+                512)'s lazy weight init) five times, each timed and dropped
+``sweep-free``  for N in 100 ... 10,000: N untracked adds c = a + b, then an unrelated
+                backward, with the N outputs kept (``live``: the sweep visits N graphs
+                with a live handle) or each dropped (``dead``: it also reads each node
+                again and frees it); ``reps`` pairs; ``backward_ms`` of each (median)
+                and ``ns_per_op`` at phase ``dead-minus-live`` (median of the pairs'
+                difference / N): what freeing a dead node costs beyond visiting it
+``merge``       blocks of ``merge_ops`` iterations x = a.detach().require_grad(), y
+                likewise (two new graphs), ``merge``: c = x + y (y's graph merged into
+                x's), ``twin``: drop(y), c = x.clone() + x; an unrelated backward after
+                each block; ``ns_per_op`` of each (median) and ``merge-minus-twin``
+
+The probe reports first-gemm's and param-init's rows as medians over 9 fresh processes
+(a first call happens once per process); the simulation is one process.
+"""
+
+from sim.tensor import Tensor, drop
+
+from common import tiny_backward
+
+EXPERIMENT = "mechanism-cost"
+X_UNITS = {"mechanism-cost": {"first-touch": "pages", "call": "call", "live": "nodes",
+                              "dead": "nodes", "dead-minus-live": "nodes",
+                              "merge": "iterations", "twin": "iterations",
+                              "merge-minus-twin": "iterations"}}
+SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
+VARIANTS = ("page-fault", "first-gemm", "param-init", "sweep-free", "merge")
+PARAMS = {"reps": 5, "calls": 5, "nodes": "100,300,1000,3000,10000", "merge_ops": 250,
+          "merge_reps": 41}
+#: the probe's loops are the same under `--quick` (about two seconds), but a quick
+#: comparison (and `sim host-profile`'s fit) simulates sweep-free up to N = 3,000 only:
+#: N = 10,000 comes last in its process, so the others do not change, and it takes
+#: minutes to simulate; its quick rows stay unpredicted
+QUICK = {"nodes": "100,300,1000,3000"}
+POSITIVE = ("reps", "calls", "merge_ops", "merge_reps")
+
+#: bytes of page-fault's block and the page it writes one byte of
+FAULT_BYTES = 16 << 20
+PAGE = 4096
+
+
+def median(values):
+    """The median (the mean of the two middle values of an even count), as the probe."""
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps):
+    if variant == "page-fault":
+        heap = sim.heap
+        per_page = []
+        for _ in range(reps):
+            start = sim.now_ns
+            block = heap.alloc(FAULT_BYTES, PAGE)
+            per_page.append((sim.now_ns - start) / (FAULT_BYTES // PAGE))
+            heap.free(FAULT_BYTES, block)
+        sim.record(FAULT_BYTES // PAGE, "pages", "ns_per_op", round(median(per_page), 3),
+                   phase="first-touch")
+        yield sim.tick()
+    elif variant in ("first-gemm", "param-init"):
+        yield from _calls(sim, variant, calls)
+    elif variant == "sweep-free":
+        yield from _sweep_free(sim, reps, [int(n) for n in str(nodes).split(",")])
+    elif variant == "merge":
+        yield from _merge(sim, merge_ops, merge_reps)
+    else:
+        raise ValueError(variant)
+
+
+def _calls(sim, variant, calls):
+    flex = sim.device("flex")
+    if variant == "first-gemm":
+        lhs = Tensor.random((64, 512), flex)
+        rhs = Tensor.random((512, 512), flex)
+
+        def call():
+            drop(lhs.clone().matmul(rhs.clone()))
+    else:
+        device = flex.autodiff()
+
+        def call():
+            drop(Tensor.random((512, 512), device))
+    for k in range(1, calls + 1):
+        start = sim.now_ns
+        call()
+        sim.record(k, "call", "ms_per_step", round((sim.now_ns - start) / 1e6, 9),
+                   phase="call")
+        yield sim.tick()
+
+
+def _pair(sim):
+    device = sim.device("flex").autodiff()
+    return device, Tensor.from_floats([1.0] * 16, device), Tensor.from_floats([2.0] * 16, device)
+
+
+def _timed_backward(sim, device) -> float:
+    start = sim.now_ns
+    tiny_backward(device, probe=True)
+    return (sim.now_ns - start) / 1e6
+
+
+def _sweep_free(sim, reps, counts):
+    device, a, b = _pair(sim)
+    tiny_backward(device, probe=True)
+    for n in counts:
+        live, dead, diff = [], [], []
+        for _ in range(reps):
+            kept = [a.clone() + b.clone() for _ in range(n)]
+            ms_live = _timed_backward(sim, device)
+            del kept
+            tiny_backward(device, probe=True)
+            sim.repeat(n, lambda: drop(a.clone() + b.clone()))
+            ms_dead = _timed_backward(sim, device)
+            live.append(ms_live)
+            dead.append(ms_dead)
+            diff.append((ms_dead - ms_live) * 1e6 / n)
+        sim.record(n, "nodes", "backward_ms", round(median(live), 6), phase="live")
+        sim.record(n, "nodes", "backward_ms", round(median(dead), 6), phase="dead")
+        sim.record(n, "nodes", "ns_per_op", round(median(diff), 3), phase="dead-minus-live")
+        yield sim.tick()
+
+
+def _merge(sim, merge_ops, merge_reps):
+    device, a, b = _pair(sim)
+    tiny_backward(device, probe=True)
+
+    def merging():
+        x = a.clone().detach().require_grad()
+        y = b.clone().detach().require_grad()
+        drop(x + y)
+
+    def twin():
+        x = a.clone().detach().require_grad()
+        y = b.clone().detach().require_grad()
+        drop(y)
+        drop(x.clone() + x)
+
+    def block(body) -> float:
+        start = sim.now_ns
+        sim.repeat(merge_ops, body)
+        ns = (sim.now_ns - start) / merge_ops
+        tiny_backward(device, probe=True)
+        return ns
+
+    merged, twins, diff = [], [], []
+    for _ in range(merge_reps):
+        m = block(merging)
+        t = block(twin)
+        merged.append(m)
+        twins.append(t)
+        diff.append(m - t)
+    for phase, values in (("merge", merged), ("twin", twins), ("merge-minus-twin", diff)):
+        sim.record(merge_ops, "iterations", "ns_per_op", round(median(values), 3), phase=phase)
+    yield sim.tick()

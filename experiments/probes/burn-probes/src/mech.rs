@@ -1,0 +1,268 @@
+//! mechanism-cost: the time of one mechanism at a time, each against a twin that differs
+//! from it by that mechanism only.
+//!
+//! Every variant runs in a fresh process (the first-call costs are per process); the
+//! first-call variants `first-gemm` and `param-init` run their program (`VARIANT/once`)
+//! in `FRESH` fresh processes and write each row's median over them, with the runs'
+//! values in the note. The simulator's workload `experiments/mechanism_cost.py` runs
+//! the same programs.
+//!
+//! - `page-fault`: a fresh 16-MiB block (glibc maps it: above the mmap threshold), one
+//!   byte written per 4-KiB page; `ns_per_op` = ns per page made resident (median of
+//!   `REPS` fresh blocks). No burn code runs.
+//! - `first-gemm`: plain Flex, lhs [64, 512] and rhs [512, 512] (p10-ema's forward)
+//!   made first; then `drop(lhs.clone().matmul(rhs.clone()))` five times, each timed
+//!   (`ms_per_step`, x = call): the first is the thread's first gemm call.
+//! - `param-init`: on `flex.autodiff()`, `Tensor::random([512, 512], Uniform(-a, a))` (the
+//!   call a Linear(512, 512)'s lazy weight init makes) five times, each timed and dropped
+//!   (`ms_per_step`, x = call): the process's first random fill is call 1.
+//! - `sweep-free`: for N in `SWEEP_NODES`, `REPS` pairs of unrelated backwards (a
+//!   one-element leaf, `(x * 2).sum().backward()`) after N untracked adds on
+//!   `flex.autodiff()`: `live`, the N outputs kept (the sweep visits N single-node graphs
+//!   with a live handle and frees none), and `dead`, each output dropped (the sweep visits
+//!   N dead graphs, reads each node once more and frees it). Rows per N: `backward_ms` of
+//!   each (median) and `ns_per_op` at phase `dead-minus-live` (median of the pairs'
+//!   difference / N): what freeing one dead node costs the sweep beyond visiting it.
+//!   One unrelated backward before the first pair (the first backward's lazy set-up), one
+//!   after each `live` run (untimed: frees the kept outputs once dropped).
+//! - `merge`: blocks of `MERGE_OPS` iterations, `REPS` of each kind, alternated; every
+//!   iteration makes two fresh leaves requiring grad, `x = a.clone().detach().require_grad()`
+//!   and `y` likewise from b (two new graphs): `merge` adds `x + y` (the add's parents are
+//!   in two graphs: y's graph is merged into x's), `twin` adds `x.clone() + x` and drops y
+//!   (one graph; the extra clone is a modelled cost). An untimed unrelated backward after
+//!   each block frees what it left. Rows: `ns_per_op` of each (median) and at phase
+//!   `merge-minus-twin` the median of the block pairs' difference.
+
+use crate::Opts;
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use burn_probes::csv::{Sink, f};
+use std::hint::black_box;
+use std::time::Instant;
+
+use crate::adleak::tiny_backward;
+
+const EXPERIMENT: &str = "mechanism-cost";
+pub const VARIANTS: &[&str] = &["page-fault", "first-gemm", "param-init", "sweep-free", "merge"];
+const REPS: usize = 5;
+/// fresh processes of a first-call variant (its rows are the medians over them)
+const FRESH: usize = 9;
+const MERGE_REPS: usize = 41;
+const FAULT_BYTES: usize = 16 << 20;
+const PAGE: usize = 4096;
+const CALLS: usize = 5;
+pub const SWEEP_NODES: &[usize] = &[100, 300, 1_000, 3_000, 10_000];
+const MERGE_OPS: usize = 250;
+const NOTE: &str = "burn Flex (no simd/rayon); fresh process per variant; src/mech.rs";
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+fn spread(v: &[f64], d: usize) -> String {
+    v.iter().map(|x| f(*x, d)).collect::<Vec<_>>().join(", ")
+}
+
+pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
+    match variant {
+        "page-fault" => page_fault(sink),
+        "first-gemm" | "param-init" => fresh_medians(variant, sink),
+        "first-gemm/once" => first_gemm(sink),
+        "param-init/once" => param_init(sink),
+        "sweep-free" => sweep_free(opts, sink),
+        "merge" => merge(opts, sink),
+        other => panic!("unknown variant {other}"),
+    }
+}
+
+fn page_fault(sink: &mut Sink) {
+    let layout = std::alloc::Layout::from_size_align(FAULT_BYTES, PAGE).unwrap();
+    let pages = FAULT_BYTES / PAGE;
+    let mut per_page = Vec::new();
+    for _ in 0..REPS {
+        unsafe {
+            let p = std::alloc::alloc(layout);
+            assert!(!p.is_null());
+            let t = Instant::now();
+            for i in 0..pages {
+                std::ptr::write_volatile(p.add(i * PAGE), 1u8);
+            }
+            per_page.push(t.elapsed().as_secs_f64() * 1e9 / pages as f64);
+            std::alloc::dealloc(p, layout);
+        }
+    }
+    let note = format!("{NOTE}; a fresh 16-MiB block (mmapped by glibc), one byte written per \
+                        4-KiB page; ns per page, median of {REPS} blocks ({} ns)",
+                       spread(&per_page, 1));
+    sink.row(EXPERIMENT, "page-fault", "first-touch", pages, "pages", "ns_per_op",
+             f(median(per_page), 3), "ns", &note);
+}
+
+/// Runs `VARIANT/once` in `FRESH` fresh processes and writes each row's median over them
+/// (the runs' values in its note): a first call happens once per process, and a single
+/// one on a shared machine is often stretched by a wait for the CPU.
+fn fresh_medians(variant: &str, sink: &mut Sink) {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut keys: Vec<Vec<String>> = Vec::new();
+    let mut values: Vec<Vec<f64>> = Vec::new();
+    for _ in 0..FRESH {
+        let out = std::process::Command::new(&exe)
+            .args(["mechanism-cost", "--variant", &format!("{variant}/once"), "--child"])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .expect("run a fresh child");
+        assert!(out.status.success(), "{variant}/once failed");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        for (i, line) in text.lines().filter(|l| l.starts_with(EXPERIMENT)).enumerate() {
+            // experiment,variant,phase,x,x_unit,metric,value,unit,note... (value: field 6)
+            let fields: Vec<String> = line.splitn(9, ',').map(|s| s.to_string()).collect();
+            if keys.len() <= i {
+                keys.push(fields.clone());
+                values.push(Vec::new());
+            }
+            values[i].push(fields[6].parse().expect("a number"));
+        }
+    }
+    for (i, (k, v)) in keys.iter().zip(values).enumerate() {
+        let note = if i == 0 {
+            format!("{NOTE}; {}; median of {FRESH} fresh processes ({} ms)", describe(variant),
+                    spread(&v, 4))
+        } else {
+            format!("median of {FRESH} fresh processes ({} ms)", spread(&v, 4))
+        };
+        sink.row(EXPERIMENT, variant, &k[2], &k[3], &k[4], &k[5], f(median(v), 6), &k[7],
+                 &note);
+    }
+}
+
+fn describe(variant: &str) -> &'static str {
+    match variant {
+        "first-gemm" => "plain Flex, lhs [64, 512] x rhs [512, 512] made first; \
+                         drop(lhs.clone().matmul(rhs.clone())) timed per call: call 1 is the \
+                         thread's first gemm",
+        _ => "flex.autodiff, Tensor::random([512, 512], Uniform) timed per call and dropped: \
+              a Linear(512, 512)'s lazy weight init; call 1 is the process's first random fill",
+    }
+}
+
+fn first_gemm(sink: &mut Sink) {
+    let device = Device::flex();
+    let lhs = Tensor::<2>::random([64, 512], Distribution::Default, &device);
+    let rhs = Tensor::<2>::random([512, 512], Distribution::Default, &device);
+    for call in 1..=CALLS {
+        let t = Instant::now();
+        drop(black_box(lhs.clone().matmul(rhs.clone())));
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        sink.row(EXPERIMENT, "first-gemm", "call", call, "call", "ms_per_step", f(ms, 6), "ms", "");
+    }
+}
+
+fn param_init(sink: &mut Sink) {
+    let device = Device::flex().autodiff();
+    // KaimingUniform of a Linear(512, 512) weight: bound = sqrt(3) * sqrt(2 / fan_in)... the
+    // bound's value does not change the cost of the draw
+    let bound = 0.1082f64;
+    for call in 1..=CALLS {
+        let t = Instant::now();
+        let w = Tensor::<2>::random([512, 512], Distribution::Uniform(-bound, bound), &device);
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        drop(black_box(w));
+        sink.row(EXPERIMENT, "param-init", "call", call, "call", "ms_per_step", f(ms, 6), "ms", "");
+    }
+}
+
+fn pair(device: &Device) -> (Tensor<1>, Tensor<1>) {
+    let a = Tensor::<1>::from_data(TensorData::new(vec![1.0f32; 16], [16]), device);
+    let b = Tensor::<1>::from_data(TensorData::new(vec![2.0f32; 16], [16]), device);
+    (a, b)
+}
+
+fn timed_backward() -> f64 {
+    let t = Instant::now();
+    tiny_backward();
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn sweep_free(_opts: &Opts, sink: &mut Sink) {
+    let device = Device::flex().autodiff();
+    let (a, b) = pair(&device);
+    tiny_backward();
+    for (i, &n) in SWEEP_NODES.iter().enumerate() {
+        let (mut live, mut dead, mut diff) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..REPS {
+            let mut kept = Vec::with_capacity(n);
+            for _ in 0..n {
+                kept.push(a.clone() + b.clone());
+            }
+            let l = timed_backward();
+            drop(kept);
+            tiny_backward();
+            for _ in 0..n {
+                drop(black_box(a.clone() + b.clone()));
+            }
+            let d = timed_backward();
+            live.push(l);
+            dead.push(d);
+            diff.push((d - l) * 1e6 / n as f64);
+        }
+        let note = if i == 0 {
+            format!("{NOTE}; flex.autodiff, N untracked adds c = a + b (16 elements), then an \
+                     unrelated backward: live = the N outputs kept, dead = each dropped; \
+                     one backward first; medians of {REPS} pairs")
+        } else {
+            String::new()
+        };
+        sink.row(EXPERIMENT, "sweep-free", "live", n, "nodes", "backward_ms",
+                 f(median(live.clone()), 6), "ms", &format!("{note}{}runs: {} ms",
+                 if note.is_empty() { "" } else { "; " }, spread(&live, 4)));
+        sink.row(EXPERIMENT, "sweep-free", "dead", n, "nodes", "backward_ms",
+                 f(median(dead.clone()), 6), "ms", &format!("runs: {} ms", spread(&dead, 4)));
+        sink.row(EXPERIMENT, "sweep-free", "dead-minus-live", n, "nodes", "ns_per_op",
+                 f(median(diff.clone()), 3), "ns",
+                 &format!("(dead - live) / N per pair: {} ns", spread(&diff, 1)));
+    }
+}
+
+fn merge(_opts: &Opts, sink: &mut Sink) {
+    let device = Device::flex().autodiff();
+    let (a, b) = pair(&device);
+    tiny_backward();
+    let block = |merging: bool| -> f64 {
+        let t = Instant::now();
+        for _ in 0..MERGE_OPS {
+            let x = a.clone().detach().require_grad();
+            let y = b.clone().detach().require_grad();
+            let c = if merging {
+                x + y
+            } else {
+                drop(y);
+                x.clone() + x
+            };
+            drop(black_box(c));
+        }
+        let ns = t.elapsed().as_secs_f64() * 1e9 / MERGE_OPS as f64;
+        tiny_backward();
+        ns
+    };
+    let (mut merged, mut twin, mut diff) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..MERGE_REPS {
+        let m = block(true);
+        let t = block(false);
+        merged.push(m);
+        twin.push(t);
+        diff.push(m - t);
+    }
+    let note = format!("{NOTE}; flex.autodiff; blocks of {MERGE_OPS} iterations: x = \
+                        a.clone().detach().require_grad(), y likewise from b (two new graphs); \
+                        merge: c = x + y (y's graph merged into x's); twin: drop(y), c = \
+                        x.clone() + x; an unrelated backward after each block; medians of \
+                        {MERGE_REPS} blocks each");
+    sink.row(EXPERIMENT, "merge", "merge", MERGE_OPS, "iterations", "ns_per_op",
+             f(median(merged.clone()), 3), "ns", &format!("{note}; runs: {} ns", spread(&merged, 1)));
+    sink.row(EXPERIMENT, "merge", "twin", MERGE_OPS, "iterations", "ns_per_op",
+             f(median(twin.clone()), 3), "ns", &format!("runs: {} ns", spread(&twin, 1)));
+    sink.row(EXPERIMENT, "merge", "merge-minus-twin", MERGE_OPS, "iterations", "ns_per_op",
+             f(median(diff.clone()), 3), "ns", &format!("per block pair: {} ns", spread(&diff, 1)));
+}
