@@ -365,24 +365,12 @@ class GraphLocator:
         graph is compacted, so the locator's creation order is kept. Returns
         whether the graph was compacted.
         """
-        graph = self.graphs.get(node_id)
-        if graph is None or graph.origin != node_id or graph.entries != 1:
-            return False
-        live = self.live
-        if next(reversed(live)) is not graph:
+        graph = self._compactable(node_id)
+        if graph is None:
             return False
         server = graph.server
         memory = server.memory_management
-        if (len(memory.nodes) != 1 or memory.runs or memory.referenced
-                or memory.statuses_table is not None):
-            return False
-        rc, parents = memory.nodes[node_id]
-        step = server.steps.get(node_id)
-        if (parents or rc.strong != 1 or rc.extra or step is None or step.actions is not None
-                or step.node.retro is not None or len(server.steps) != 1
-                or self.keys.get(node_id) or node_id in self.key_tables
-                or node_id in self.key_runs):
-            return False
+        step = server.steps[node_id]
         key = (step.nbytes, server.steps_table.buckets, server.actions_table.buckets,
                memory.nodes_table.buckets, memory.leaves_table.buckets)
         cached = self._run_blocks.get(key)
@@ -391,20 +379,48 @@ class GraphLocator:
             cached = self._run_blocks[key] = (node_blocks(layout, step, ()),
                                               graph_blocks(layout, server),
                                               graph_drop_order(layout, step, server))
-        node_order, graph_order, drop_order = cached
         # the run owns the blocks from now on: the objects must not free them; and the
         # objects must go now: break the server <-> memory and ref count -> memory cycles
         # (the collector is off while a simulation runs)
         step.node._nbytes = 0
         graph.entries = 0
-        rc.owner = None
+        memory.nodes[node_id][0].owner = None
         memory.nodes = {}
         server.steps = {}
         memory.server = None
         del self.graphs[node_id]
         del self.keys[node_id]
-        del live[graph]
+        del self.live[graph]
         self.run_entries += 1
+        self._append_dead_graph(node_id, *cached)
+        return True
+
+    def _compactable(self, node_id):
+        """``node_id``'s graph if :meth:`compact` may take it (the newest live graph, its
+        one node parentless, without handle, checkpoint or key), else None."""
+        graph = self.graphs.get(node_id)
+        if graph is None or graph.origin != node_id or graph.entries != 1:
+            return None
+        if next(reversed(self.live)) is not graph:
+            return None
+        server = graph.server
+        memory = server.memory_management
+        if (len(memory.nodes) != 1 or memory.runs or memory.referenced
+                or memory.statuses_table is not None):
+            return None
+        rc, parents = memory.nodes[node_id]
+        step = server.steps.get(node_id)
+        if (parents or rc.strong != 1 or rc.extra or step is None or step.actions is not None
+                or step.node.retro is not None or len(server.steps) != 1
+                or self.keys.get(node_id) or node_id in self.key_tables
+                or node_id in self.key_runs):
+            return None
+        return graph
+
+    def _append_dead_graph(self, node_id, node_order, graph_order, drop_order) -> None:
+        """A compacted graph joins the newest live run of dead single-node graphs where its
+        id continues the run's stride and its blocks are the same, else starts one."""
+        live = self.live
         last = next(reversed(live), None)
         if (last.__class__ is NodeRun and last.new_graph and last.node_order == node_order
                 and last.graph_order == graph_order and not last.nodes_freed):
@@ -413,10 +429,9 @@ class GraphLocator:
                 if last.count == 1:
                     last.stride = node_id - last.first
                 last.count += 1
-                return True
+                return
         live[NodeRun(node_id, 1, 1, (), node_order, new_graph=True,
                      graph_order=graph_order, drop_order=drop_order)] = None
-        return True
 
     def new_graph(self, origin) -> Graph:
         """A new graph whose origin is ``origin``."""

@@ -128,42 +128,44 @@ class GraphMemoryManagement:
         sim.policy.on_node_removed(self, node_id, parents)
 
     def extend(self, other: "GraphMemoryManagement") -> None:
-        """Move every node of ``other`` into this graph (a merge)."""
+        """Move every node of ``other`` into this graph (a merge): its nodes, its leaves,
+        its runs; its statuses map is empty between backwards, its tables go."""
+        self._extend_nodes(other)
+        mine, theirs = len(self.leaves) + self.run_nodes, len(other.leaves) + other.run_nodes
+        self.leaves_table.reserve(mine, _extend_reserve(mine, theirs))
+        for leaf in other.leaves:
+            self.leaves.add(leaf)
+            self.leaves_table.fit(len(self.leaves) + self.run_nodes)
+        for run in other.runs:
+            self.add_run(run, placed=True)
+        other.nodes = {}
+        other.leaves = set()
+        other.referenced = 0
+        other.runs = []
+        other.run_nodes = 0
+        for table in (other.nodes_table, other.leaves_table, other.statuses_table):
+            if table is not None:
+                table.drop()
+
+    def _extend_nodes(self, other) -> None:
+        """``nodes.extend(other.nodes)``: each entry inserted in ``other``'s map order, its
+        runs taking their places among them (serials in this map's order)."""
         mine, theirs = len(self.nodes) + self.run_nodes, len(other.nodes) + other.run_nodes
         self.nodes_table.reserve(mine, _extend_reserve(mine, theirs))
-        dropped = []
         if other.runs and self.serials is None:
             self.serials = {}
-        serials, theirs_at = self.serials, other.serials or {}
-        # other's runs take their places among other's nodes (serials in this map's order)
-        moved = iter(sorted(other.runs, key=lambda r: r.serial))
-        run = next(moved, None)
+        theirs_at = other.serials or {}
+        runs = sorted(other.runs, key=lambda r: r.serial)
+        placed = 0
+        dropped = []
         for node_id, (rc, parents) in other.nodes.items():
-            while run is not None and run.serial < theirs_at.get(node_id, -1):
-                run.serial = self.inserted
-                self.inserted += 1
-                run = next(moved, None)
-            old = self.nodes.get(node_id)
-            if old is not None:
-                # both graphs held this id (a RootStep re-registered after a consumed backward):
-                # HashMap::extend keeps the present key, takes the incoming parents and drops
-                # the incoming Arc<NodeId>
-                if old[1]:
-                    sim = self.server.sim
-                    sim.heap.free(sim.layout.parent_bytes * len(old[1]))
-                self.nodes[node_id] = (old[0], parents)
+            while placed < len(runs) and runs[placed].serial < theirs_at.get(node_id, -1):
+                runs[placed].serial = self._next_serial()
+                placed += 1
+            if not self._insert_moved(other, node_id, rc, parents):
                 dropped.append(rc)
-                continue
-            rc.move(other, self)
-            self.nodes[node_id] = (rc, parents)
-            if serials is not None:
-                serials[node_id] = self.inserted
-                self.inserted += 1
-            self.nodes_table.fit(len(self.nodes) + self.run_nodes)
-        while run is not None:
-            run.serial = self.inserted
-            self.inserted += 1
-            run = next(moved, None)
+        for run in runs[placed:]:
+            run.serial = self._next_serial()
         self.referenced += other.referenced
         for rc in dropped:
             # counted by both graphs while both held it (strong >= 2); the drop is silent
@@ -173,22 +175,30 @@ class GraphMemoryManagement:
             rc.strong -= 1
             if rc.strong == 1:
                 self.referenced -= 1
-        mine, theirs = len(self.leaves) + self.run_nodes, len(other.leaves) + other.run_nodes
-        self.leaves_table.reserve(mine, _extend_reserve(mine, theirs))
-        for leaf in other.leaves:
-            self.leaves.add(leaf)
-            self.leaves_table.fit(len(self.leaves) + self.run_nodes)
-        if other.runs:
-            for run in other.runs:
-                self.add_run(run, placed=True)
-        other.nodes = {}
-        other.leaves = set()
-        other.referenced = 0
-        other.runs = []
-        other.run_nodes = 0
-        for table in (other.nodes_table, other.leaves_table, other.statuses_table):
-            if table is not None:
-                table.drop()
+
+    def _next_serial(self) -> int:
+        serial = self.inserted
+        self.inserted += 1
+        return serial
+
+    def _insert_moved(self, other, node_id, rc, parents) -> bool:
+        """One entry of ``other``'s ``nodes`` inserted here; False where both graphs held
+        the id (a RootStep re-registered after a consumed backward): ``HashMap::extend``
+        keeps the present key, takes the incoming parents and drops the incoming
+        ``Arc<NodeId>`` (the caller's)."""
+        old = self.nodes.get(node_id)
+        if old is not None:
+            if old[1]:
+                sim = self.server.sim
+                sim.heap.free(sim.layout.parent_bytes * len(old[1]))
+            self.nodes[node_id] = (old[0], parents)
+            return False
+        rc.move(other, self)
+        self.nodes[node_id] = (rc, parents)
+        if self.serials is not None:
+            self.serials[node_id] = self._next_serial()
+        self.nodes_table.fit(len(self.nodes) + self.run_nodes)
+        return True
 
     def drop(self) -> None:
         """The graph is dropped: release every node and free the tables."""

@@ -20,8 +20,9 @@ Every float op on an autodiff device goes through :func:`float_op`:
 6. the dispatch layer boxes the output and drops what is left of the moved
    operands (the heap events in burn's order: docs/burn-notes/heap-order.md).
 
-:data:`OPS` is the table of ops: arity, memory-bound or not, the size of the
-state their step keeps, which inputs they checkpoint, backward work.
+:data:`~sim.autodiff.op_facts.OPS` is the table of ops (:mod:`sim.autodiff.op_facts`):
+arity, memory-bound or not, the state their step keeps, which inputs they checkpoint,
+backward work, and what the backends do with them.
 """
 
 from __future__ import annotations
@@ -30,60 +31,13 @@ from operator import attrgetter
 
 from .checkpoint import BALANCED, CheckpointerBuilder
 from .node import GRAD, GRAD_IN_BACKWARD, NONE, Node, NodeRefCount
+from .op_facts import OPS
 from .step import OPS as OPS_STEP
 from .step import UNTRACKED, Step
 
-__all__ = ["OpSpec", "OPS", "float_op", "step_bytes"]
-
-
-class OpSpec:
-    """One autodiff op.
-
-    ``state`` names the parts of the backward state (sizes from the layout);
-    ``saves`` is "cross" (each input saved when the OTHER is tracked: mul,
-    matmul), "div" (the divisor whenever the op is tracked, the dividend when
-    the divisor is tracked), "input" (the input: relu, powf, sqrt) or ""
-    (shapes/scalars only).
-    """
-
-    __slots__ = ("name", "arity", "memory_bound", "state", "saves", "backward_factor")
-
-    def __init__(self, name, arity, memory_bound, state=(), saves="", backward_factor=1.0):
-        self.name = name
-        self.arity = arity
-        self.memory_bound = memory_bound
-        self.state = state
-        self.saves = saves
-        self.backward_factor = backward_factor
-
-    def __repr__(self):
-        return f"OpSpec({self.name})"
-
+__all__ = ["OPS", "OpsPrep", "float_op", "step_bytes"]
 
 _SHAPE = attrgetter("shape")
-
-_BINARY_BROADCAST = ("option_node_id", "option_node_id", "broadcast")
-
-#: name -> spec; states as in burn-autodiff 0.22.1's Backward impls
-OPS = {spec.name: spec for spec in (
-    OpSpec("add", 2, True, ("shape", "shape")),
-    OpSpec("sub", 2, True, ("shape", "shape")),
-    OpSpec("mul", 2, True, _BINARY_BROADCAST, saves="cross", backward_factor=2.0),
-    OpSpec("matmul", 2, False, _BINARY_BROADCAST, saves="cross", backward_factor=2.0),
-    # lhs gradient: recip and mul; rhs gradient: neg, square, div and mul
-    OpSpec("div", 2, True, _BINARY_BROADCAST, saves="div", backward_factor=6.0),
-    OpSpec("mul_scalar", 1, True, ("scalar",)),
-    OpSpec("div_scalar", 1, True, ("scalar",)),
-    OpSpec("add_scalar", 1, True, ()),
-    OpSpec("sum", 1, False, ("shape",)),
-    OpSpec("mean", 1, False, ("shape",)),
-    OpSpec("reshape", 1, True, ("shape", "shape")),
-    OpSpec("relu", 1, True, ("node_id",), saves="input"),
-    OpSpec("powf_scalar", 1, True, ("node_id", "scalar_f64"), saves="input", backward_factor=2.0),
-    OpSpec("exp", 1, True, ("node_id",), saves="input"),
-    OpSpec("log", 1, True, ("node_id",), saves="input"),
-    OpSpec("sqrt", 1, True, ("node_id",), saves="input"),
-)}
 
 
 def _state_bytes(op, layout) -> int:
@@ -106,7 +60,6 @@ def step_bytes(op, layout, tracked: bool) -> int:
 
 def float_op(op, inputs, out_shape, device):
     """Run ``op`` on ``inputs`` (tensors) producing a tensor of ``out_shape`` on ``device``."""
-    Tensor = _tensor.Tensor
     sim = device.sim
     backend = device.backend
     shapes = (out_shape, tuple(map(_SHAPE, inputs)))
@@ -126,93 +79,135 @@ def float_op(op, inputs, out_shape, device):
         # the op took its moved operands by value: they drop as it returns, last one first
         for t in reversed(moved):
             t._release()
-        return Tensor(device, out_shape, out)
+        return _tensor.Tensor(device, out_shape, out)
     if moved and len(inputs) == 2 and inputs[1].moved:
         # burn-dispatch moves the rhs out of its box first (the lhs's box goes at the end:
         # the malloc-log traces)
         inputs[1].unbox()
-
     # burn-autodiff's op preparation and the graph client: their text, on the first op
     sim.touched.touch_code("autodiff")
     sim.timing.prepare(len(inputs))
-    nodes = []
-    parents = []  # from_parents: (id, is_leaf) of the tracked inputs
-    lifted = None  # input index -> the ref count of a plain operand's from_inner handle
-    order = 0
-    for i, t in enumerate(inputs):
-        n = t.node
-        if n is None:
-            n, rc = _lift(sim)
-            if lifted is None:
-                lifted = {}
-            lifted[i] = rc
-        nodes.append(n)
-        if n.requirement != NONE:
-            parents.append((n.id, n.order == 0))
-        if n.order > order:
-            order = n.order
-    n = None
-    parents = tuple(parents)
-    tracked = bool(parents)  # Requirement::from_nodes
-    requirement = GRAD_IN_BACKWARD if tracked else NONE
-    layout = sim.layout
-    actions = None
-    memory_bound = False
-    retro = None
-    if op.memory_bound and device.checkpointing == BALANCED:
-        # BalancedCheckpointing::compute_property allocates the retro-forward Arc;
-        # checkpoint_parents records a backup per tracked parent, or resets on an untracked one
-        if all(n.requirement != NONE for n in nodes):
-            memory_bound = True
-            retro = _Retro(sim)
-            actions = CheckpointerBuilder(sim)
+    prep = OpsPrep(sim, inputs)
+    prep.compute_property(op, device, inputs)
+    if prep.tracked and op.saves:
+        prep.checkpoint_saved(op, inputs)
+    # the inner op, which drops the primitives of its moved operands (last one first)
+    buffer = backend.output(op.name, inputs, out_shape)
+    for t in reversed(moved):
+        t._release_inner()
+    out = prep.finish(op, device, shapes, buffer)
+    prep.drop_operands(inputs, moved)
+    del prep
+    out.box()
+    for t in moved:
+        t.unbox()
+    return out
+
+
+class OpsPrep:
+    """burn's ``OpsPrep`` of one op on an autodiff device: the operands' nodes (a plain
+    operand lifted by ``from_inner``: a fresh node id and node, never registered, a
+    constant for this op), the requirement (``Requirement::from_nodes``: tracked if any
+    input requires grad), the compute property and the checkpoint actions."""
+
+    __slots__ = ("sim", "nodes", "parents", "order", "tracked", "lifted", "actions",
+                 "memory_bound", "retro")
+
+    def __init__(self, sim, inputs):
+        self.sim = sim
+        self.nodes = []
+        parents = []  # from_parents: (id, is_leaf) of the tracked inputs
+        self.lifted = None  # input index -> the ref count of a plain operand's handle
+        order = 0
+        for i, t in enumerate(inputs):
+            n = t.node
+            if n is None:
+                n, rc = _lift(sim)
+                if self.lifted is None:
+                    self.lifted = {}
+                self.lifted[i] = rc
+            self.nodes.append(n)
+            if n.requirement != NONE:
+                parents.append((n.id, n.order == 0))
+            if n.order > order:
+                order = n.order
+        self.parents = tuple(parents)
+        self.order = order
+        self.tracked = bool(parents)
+        self.actions = None
+        self.memory_bound = False
+        self.retro = None
+
+    def compute_property(self, op, device, inputs) -> None:
+        """Under balanced checkpointing a memory-bound op allocates its retro-forward
+        ``Arc`` and records a backup per tracked parent (``checkpoint_parents``); an
+        untracked parent resets it (compute-bound, the ``Arc`` dropped at once)."""
+        if not op.memory_bound or device.checkpointing != BALANCED:
+            return
+        if all(n.requirement != NONE for n in self.nodes):
+            self.memory_bound = True
+            self.retro = _Retro(self.sim)
+            self.actions = CheckpointerBuilder(self.sim)
             for t in inputs:
-                actions.checkpoint(t, backup=True)
+                self.actions.checkpoint(t, backup=True)
         else:
-            sim.heap.alloc(layout.retro_arc_bytes)
-            sim.heap.free(layout.retro_arc_bytes)
-    if tracked and op.saves:
-        # the checkpoints clone the inputs' primitives before the inner op runs
+            layout = self.sim.layout
+            self.sim.heap.alloc(layout.retro_arc_bytes)
+            self.sim.heap.free(layout.retro_arc_bytes)
+
+    def checkpoint_saved(self, op, inputs) -> None:
+        """``checkpoint``: the tracked op's explicit checkpoints of the operands its
+        backward reads (:attr:`~sim.autodiff.op_facts.OpFacts.saves`), cloned before the
+        inner op runs."""
         for i, t in enumerate(inputs):
             saves = op.saves
             if saves == "div":
                 # float_div: the dividend if the divisor is tracked; the divisor always
                 saves = "input" if i == 1 else "cross"
-            other_tracked = saves == "cross" and nodes[1 - i].requirement != NONE
+            other_tracked = saves == "cross" and self.nodes[1 - i].requirement != NONE
             if saves == "input" or other_tracked:
-                if actions is None:
-                    actions = CheckpointerBuilder(sim)
-                actions.checkpoint(t, index=i)
-    # the inner op, which drops the primitives of its moved operands (last one first)
-    buffer = backend.output(op.name, inputs, out_shape)
-    for t in reversed(moved):
-        t._release_inner()
-    # OpsPrep::finish: from_parents builds the output's node and ref count, then the step
-    node = Node(sim, sim.next_node_id(), parents, order + 1, requirement, memory_bound)
-    if retro is not None:
-        node.retro = retro
-    rc = NodeRefCount(sim, node.id)
-    out = Tensor(device, out_shape, buffer, node, rc, boxed=False)
+                if self.actions is None:
+                    self.actions = CheckpointerBuilder(self.sim)
+                self.actions.checkpoint(t, index=i)
 
-    nbytes = sim.step_bytes.get((op, tracked))
-    if nbytes is None:
-        nbytes = sim.step_bytes[(op, tracked)] = step_bytes(op, layout, tracked)
-    if tracked:
-        parent_nodes = tuple([n if n.requirement != NONE else None for n in nodes])
-        sim.client.register(rc, Step(OPS_STEP, op, node, parent_nodes, nbytes, actions, shapes))
-    else:
-        sim.policy.register_untracked(sim.client, rc,
-                                      Step(UNTRACKED, op, node, (), nbytes, actions, shapes),
-                                      device)
-    # the autodiff op returns: what is left of its moved operands (their node and ref
-    # count) drops, last one first; burn-dispatch boxes the output, then drops the boxes
-    # it still holds
-    if lifted is None:
-        for t in reversed(moved):
-            t._release_autodiff()
-    else:
-        # a plain operand came in as from_inner's new handle, moved in too: its node and
-        # ref count drop in its place among the operands'
+    def finish(self, op, device, shapes, buffer):
+        """``finish``: ``from_parents`` builds the output's node (tracked parents only,
+        order = max + 1) and ref count, then the step is registered: an ``OpsStep``, or
+        an ``UntrackedOpsStep`` through the policy seam ``register_untracked`` (with no
+        tracked parent, it starts a new graph). Returns the output tensor."""
+        sim = self.sim
+        tracked = self.tracked
+        node = Node(sim, sim.next_node_id(), self.parents, self.order + 1,
+                    GRAD_IN_BACKWARD if tracked else NONE, self.memory_bound)
+        if self.retro is not None:
+            node.retro = self.retro
+        rc = NodeRefCount(sim, node.id)
+        out = _tensor.Tensor(device, shapes[0], buffer, node, rc, boxed=False)
+        nbytes = sim.step_bytes.get((op, tracked))
+        if nbytes is None:
+            nbytes = sim.step_bytes[(op, tracked)] = step_bytes(op, sim.layout, tracked)
+        if tracked:
+            parent_nodes = tuple([n if n.requirement != NONE else None for n in self.nodes])
+            sim.client.register(rc, Step(OPS_STEP, op, node, parent_nodes, nbytes,
+                                         self.actions, shapes))
+        else:
+            sim.policy.register_untracked(
+                sim.client, rc, Step(UNTRACKED, op, node, (), nbytes, self.actions, shapes),
+                device)
+        return out
+
+    def drop_operands(self, inputs, moved) -> None:
+        """The autodiff op returns: what is left of its moved operands (their node and ref
+        count) drops, last one first; a plain operand came in as ``from_inner``'s new
+        handle, moved in too: its node and ref count drop in its place among them. The
+        operands' nodes go with the preparation (``del``: burn-dispatch then boxes the
+        output and drops the boxes it still holds)."""
+        lifted = self.lifted
+        if lifted is None:
+            for t in reversed(moved):
+                t._release_autodiff()
+            return
+        nodes = self.nodes
         for i in range(len(inputs) - 1, -1, -1):
             rc = lifted.get(i)
             if rc is not None:
@@ -220,11 +215,6 @@ def float_op(op, inputs, out_shape, device):
                 rc.release()
             elif inputs[i].moved:
                 inputs[i]._release_autodiff()
-    del nodes
-    out.box()
-    for t in moved:
-        t.unbox()
-    return out
 
 
 class _Retro:

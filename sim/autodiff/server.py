@@ -72,6 +72,16 @@ def _saved_operand(saves, i):
     return None
 
 
+def _retrieved(actions) -> int:
+    """Tensors a step's backward reads back from the checkpointer (its actions' moved
+    count, else its explicit and backup checkpoints)."""
+    if actions is None:
+        return 0
+    if actions.moved is not None:
+        return actions.moved[1]
+    return len(actions.explicit) + len(actions.backup)
+
+
 class _TapeDepths:
     """The tape's inner ``Vec`` s: one ``Vec::with_capacity(1)`` per depth ``0..=root
     depth``, allocated one after the other, each dropped once its depth's steps ran.
@@ -451,90 +461,102 @@ class AutodiffServer:
     def _step_backward(self, step, grads, device, checkpointer=None) -> None:
         """One tracked op's backward (``ops/backward.rs`` ``unary``/``binary``): its node's
         gradient is removed from ``grads`` (``consume`` of a ``GradInBackward`` node), a
-        binary op's is duplicated for its parents, and each tracked parent's gradient is
-        registered: the incoming one passed on (:data:`PASS_THROUGH`), or a new tensor,
-        written into the incoming one's storage where :data:`IN_PLACE_GRADIENT` allows."""
-        sim = self.sim
-        backend = device.backend
-        Tensor = _tensor.Tensor
-        actions = step.actions
-        saved = []
-        if actions is None:
-            retrieved = 0
-        elif actions.moved is not None:
-            retrieved = actions.moved[1]
-        else:
-            retrieved = len(actions.explicit) + len(actions.backup)
-        if retrieved:
-            # retrieve_node_output logs through log_autodiff, which reads the config
-            sim.burn_config()
-        if checkpointer is not None and actions is not None and actions.moved is not None:
-            # the op's backward first takes what it saved out of the checkpointer
-            for node_id, index in actions.moved[0]:
-                got = checkpointer.retrieve(node_id)
-                if got is not None:
-                    saved.append((index, got))
-        sim.timing.backward_op(step.op, step.shapes, step.cost, len(step.parents), retrieved)
+        binary op's is duplicated for its parents, and each tracked parent's gradient
+        (:meth:`_parent_gradient`) is registered."""
+        saved = self._retrieve_saved(step, checkpointer)
+        self.sim.timing.backward_op(step.op, step.shapes, step.cost, len(step.parents),
+                                    _retrieved(step.actions))
         grad = grads.remove(step.node.id)
         parents = step.parent_nodes
         incoming = grads.duplicate(grad, parents) if len(parents) == 2 else [grad]
         del grad
-        backend.backward_op(step.op.name, step.shapes)
-        name = step.op.name
-        out_shape, in_shapes = step.shapes
-        passes = PASS_THROUGH.get(name, ())
-        # a matmul's gradients are matmuls too (staged outputs on flex: sim.backend)
-        staged = backend.staged(name)
-        for i, (parent, shape) in enumerate(zip(parents, in_shapes)):
+        device.backend.backward_op(step.op.name, step.shapes)
+        for i, parent in enumerate(parents):
             if parent is None:
                 continue
             value = incoming[i]
             incoming[i] = None
-            if name in REDUCE_OPS and backend.handle_stride_bytes:
-                grads.register(parent.id, self._reduce_backward(value, shape, device))
-                continue
-            # an operand broadcast in the forward: its gradient is computed at the output's
-            # shape, then summed over the broadcast dims (BinaryOpsBroadcast::backward_*)
-            broadcast = (name in BROADCAST_OPS and shape != out_shape
-                         and len(shape) == len(out_shape) and backend.handle_stride_bytes)
-            target = out_shape if broadcast else shape
-            if i in passes and (target == out_shape or name == "reshape"):
-                if name == "reshape":
-                    # a view with the parent's shape: new strides, the same storage
-                    view = Tensor(device, shape, value.prim)
-                    value._release()
-                    value = view
-            else:
-                # the saved tensor this gradient reads (a binary op's: the other operand's)
-                used = _saved_operand(step.op.saves, i)
-                got = next((k for k, (index, _) in enumerate(saved) if index == used), None)
-                if name == "matmul" and got is not None:
-                    self._transpose(saved[got][1])
-                buf = None
-                if name in IN_PLACE_GRADIENT and target == out_shape:
-                    # any elementwise op's rule (sim.backend.IN_PLACE_OPS): "mul" stands for it
-                    buf = backend.writable_operand("mul", (value,), target)
-                backend.launch_gradient(name, i, step.shapes, target, buf is not None)
-                if buf is None:
-                    # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend
-                    packed = ((in_shapes[0][-2], shape[-1])
-                              if staged and i == 1 and len(shape) >= 2 else None)
-                    backend.shape_vec(name, target)   # a matmul gradient's vec![m, n]
-                    buf = backend.alloc(target, staged, packed, layout_first=True)
-                    if name == "matmul":
-                        self._gradient_gemm(backend, i, in_shapes)
-                computed = Tensor(device, target, buf)
-                # the gradient's op drops its operands: the incoming gradient, then the
-                # saved tensor it read
-                value._release()
-                value = computed
-                if got is not None:
-                    checkpointer.release(saved.pop(got)[1])
-            if broadcast:
-                value = self._reduce_broadcasted(value, shape, device)
-            grads.register(parent.id, value)
+            grads.register(parent.id, self._parent_gradient(step, i, value, saved, device,
+                                                            checkpointer))
         for _, got in saved:
             checkpointer.release(got)       # the rest go with the op's backward
+
+    def _retrieve_saved(self, step, checkpointer) -> list:
+        """What the op's backward takes out of the checkpointer first (``retrieve_node_output``,
+        which logs through ``log_autodiff``, reading the config): ``[(operand index,
+        [buffer, strides]), ...]``."""
+        actions = step.actions
+        if _retrieved(actions):
+            self.sim.burn_config()
+        saved = []
+        if checkpointer is not None and actions is not None and actions.moved is not None:
+            for node_id, index in actions.moved[0]:
+                got = checkpointer.retrieve(node_id)
+                if got is not None:
+                    saved.append((index, got))
+        return saved
+
+    def _parent_gradient(self, step, i, grad, saved, device, checkpointer):
+        """``func_lhs``/``func_rhs`` of ``binary`` (``func`` of ``unary``): operand ``i``'s
+        gradient from ``grad``, its share of the incoming gradient (moved in): a full
+        reduction's broadcast (:meth:`_reduce_backward`), the incoming one passed on
+        (:attr:`~sim.autodiff.op_facts.OpFacts.pass_through`; a reshape's as a view), or a
+        new tensor (:meth:`_computed_gradient`); a broadcast operand's is then summed back
+        to its shape (``BinaryOpsBroadcast::backward_*``)."""
+        op = step.op
+        out_shape, in_shapes = step.shapes
+        shape = in_shapes[i]
+        strided = device.backend.handle_stride_bytes
+        if op.reduce and strided:
+            return self._reduce_backward(grad, shape, device)
+        broadcast = (op.broadcast and shape != out_shape and len(shape) == len(out_shape)
+                     and strided)
+        target = out_shape if broadcast else shape
+        if i in op.pass_through and (target == out_shape or op.view):
+            if op.view:
+                # a view with the parent's shape: new strides, the same storage
+                view = _tensor.Tensor(device, shape, grad.prim)
+                grad._release()
+                grad = view
+        else:
+            grad = self._computed_gradient(step, i, grad, target, saved, device, checkpointer)
+        if broadcast:
+            grad = self._reduce_broadcasted(grad, shape, device)
+        return grad
+
+    def _computed_gradient(self, step, i, grad, target, saved, device, checkpointer):
+        """Operand ``i``'s gradient as a new tensor of ``target``'s shape: written into the
+        incoming ``grad``'s storage where it is uniquely held and the op's last gradient
+        op is elementwise (:attr:`~sim.autodiff.op_facts.OpFacts.gradient_in_place`),
+        else a new storage (a matmul's: a gemm into a staged output, the saved operand
+        transposed). The gradient's op drops its operands: the incoming gradient, then the
+        saved tensor it read."""
+        op = step.op
+        backend = device.backend
+        out_shape, in_shapes = step.shapes
+        used = _saved_operand(op.saves, i)
+        got = next((k for k, (index, _) in enumerate(saved) if index == used), None)
+        if op.gemm and got is not None:
+            self._transpose(saved[got][1])
+        buf = None
+        if op.gradient_in_place and target == out_shape:
+            # any elementwise op's rule (OpFacts.in_place): "mul" stands for it
+            buf = backend.writable_operand("mul", (grad,), target)
+        backend.launch_gradient(op.name, i, step.shapes, target, buf is not None)
+        if buf is None:
+            # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend
+            staged = backend.staged(op.name)
+            packed = ((in_shapes[0][-2], in_shapes[i][-1])
+                      if staged and i == 1 and len(in_shapes[i]) >= 2 else None)
+            backend.shape_vec(op.name, target)   # a matmul gradient's vec![m, n]
+            buf = backend.alloc(target, staged, packed, layout_first=True)
+            if op.gemm:
+                self._gradient_gemm(backend, i, in_shapes)
+        computed = _tensor.Tensor(device, target, buf)
+        grad._release()
+        if got is not None:
+            checkpointer.release(saved.pop(got)[1])
+        return computed
 
     def _transpose(self, got) -> None:
         """burn-flex's ``float_transpose`` of a retrieved saved tensor (``[buffer,
