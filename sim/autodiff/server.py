@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..backend import BROADCAST_OPS, _take
+from ..backend import _take
 from ..costs.ptmalloc import ZEROED
 from ..costs import kernels
 from ..costs.vec import RustVec
@@ -24,29 +24,7 @@ from .node import GRAD
 from .step import OPS
 from .traversal import collect_steps
 
-__all__ = ["AutodiffServer", "Gradients", "PASS_THROUGH", "IN_PLACE_GRADIENT"]
-
-#: op -> the operands whose gradient is the incoming gradient itself (no new storage) when
-#: the operand has the output's shape (burn-autodiff 0.22.1 ``ops/tensor.rs``): add hands
-#: it to both sides and sub to its lhs through ``broadcast_shape`` (``ops/base.rs``), which
-#: returns it unchanged when nothing was broadcast; add_scalar's backward is the identity;
-#: reshape's is ``float_reshape`` of the gradient, in burn-flex a view of the same storage
-#: with new strides. Every other op's backward computes a new tensor.
-PASS_THROUGH = {"add": (0, 1), "sub": (0,), "add_scalar": (0,), "reshape": (0,)}
-#: ops whose backward computes a parent's gradient of the output's shape with a last
-#: elementwise op on the incoming gradient (``grad * rhs``, ``grad * recip(rhs)``,
-#: ``grad * c``, ``grad * f(input)``, sub's ``neg(grad)``, ``relu_backward(output, grad)``),
-#: which burn-flex writes in place into a uniquely held operand: the model writes it into
-#: the incoming gradient where that is uniquely held, else into a new storage (the saved
-#: operands are not considered; their intermediates, recip, exp..., are not modelled).
-#: matmul's gradients are new (staged) outputs, sum's and mean's new ones multiplied in
-#: place, a broadcast operand's a new reduced one.
-#: full reductions, whose backward broadcasts the incoming gradient onto ones of the input's
-#: shape (:meth:`AutodiffServer._reduce_backward`)
-REDUCE_OPS = frozenset({"sum", "mean"})
-IN_PLACE_GRADIENT = frozenset({"mul", "div", "sub", "mul_scalar", "div_scalar", "exp", "log",
-                               "sqrt", "powf_scalar", "relu"})
-
+__all__ = ["AutodiffServer", "Gradients"]
 
 class _Tape:
     """What ``build_tape`` returns: the steps, the ``n_required`` table, and (where burn's
@@ -149,7 +127,8 @@ class Gradients:
 
     A gradient is a plain tensor of the inner backend (:class:`sim.tensor.Tensor`: a hold
     on its storage and its own strides block); several may share one storage (a gradient
-    ``add`` passes on is a clone of its incoming one: :data:`PASS_THROUGH`).
+    ``add`` passes on is a clone of its incoming one:
+    :attr:`~sim.autodiff.op_facts.OpFacts.pass_through`).
 
     With std, ``AutodiffTensor::backward`` (``tensor.rs``) always runs the backward in
     ``BackwardMode::Distributed``: the server passes the tape's ``GradSyncContext`` (its

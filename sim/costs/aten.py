@@ -74,6 +74,7 @@ import math
 from contextlib import contextmanager
 from typing import NamedTuple
 
+from ..autodiff.op_facts import OPS
 from .timing import Timing
 
 __all__ = ["Op", "GEMM", "KERNEL", "VIEW", "forward_ops", "backward_ops", "fused_forward_ops",
@@ -114,28 +115,27 @@ def _matmul_flops(out, ins):
     return 2.0 * _n(out) * ins[0][-1]
 
 
+def _facts(name):
+    facts = OPS.get(name)
+    if facts is None or not facts.pytorch_forward:
+        raise KeyError(f"no ATen mapping for op {name!r}")
+    return facts
+
+
 def forward_ops(name, out, ins):
-    """ATen ops of the PyTorch call standing for burn op ``name``."""
+    """ATen ops of the PyTorch call standing for burn op ``name`` (its
+    :attr:`~sim.autodiff.op_facts.OpFacts.pytorch_forward`): the first moves the output
+    and the operands, any further one (mean's ``div_``) the output."""
+    facts = _facts(name)
     n_out = _n(out)
-    if name == "matmul":
+    if facts.gemm:
         # torch.matmul of 2-D (or batched) operands -> mm / bmm (Accelerate sgemm)
         return [_gemm("mm" if len(out) == 2 else "bmm", _matmul_flops(out, ins))]
-    if name in ("add", "sub", "mul", "div"):
-        return [_kernel(name, n_out, _n(ins[0]), _n(ins[1]))]
-    if name in ("mul_scalar", "div_scalar", "add_scalar"):
-        return [_kernel(name.split("_")[0], n_out, _n(ins[0]))]
-    if name == "powf_scalar":
-        return [_kernel("pow", n_out, _n(ins[0]))]
-    if name == "sum":
-        return [_kernel("sum", _n(ins[0]), n_out)]
-    if name == "mean":
-        # ReduceOps.cpp mean_out, CPU: sum_out(...).div_(numel)
-        return [_kernel("sum", _n(ins[0]), n_out), _kernel("div_", n_out, n_out)]
-    if name == "reshape":
-        return [_view("view")]
-    if name in ("relu", "exp", "log", "sqrt"):
-        return [_kernel(name, n_out, _n(ins[0]))]
-    raise KeyError(f"no ATen mapping for op {name!r}")
+    first, *rest = facts.pytorch_forward
+    if facts.view:
+        return [_view(first)]
+    return ([_kernel(first, n_out, *map(_n, ins))]
+            + [_kernel(aten, n_out, n_out) for aten in rest])
 
 
 def _sum_to(out, shape):
@@ -150,9 +150,10 @@ def backward_ops(name, out, ins, needs):
 
     ``needs[i]`` says whether input ``i`` requires grad.
     """
+    facts = _facts(name)
     n_out = _n(out)
     ops = []
-    if name == "matmul":
+    if facts.gemm:
         # each input's gradient is one gemm of the forward's size
         flops = _matmul_flops(out, ins)
         if needs[0]:   # mm_mat1_backward: grad.mm(mat2.t())
@@ -180,15 +181,6 @@ def backward_ops(name, out, ins, needs):
                     _kernel("mul", n_out, n_out, n_out), _kernel("neg", n_out, n_out)]
             ops += _sum_to(out, ins[1])
         return ops, 1
-    if name == "sqrt":
-        # derivatives.yaml: grad / (2 * result)
-        return [_kernel("mul", n_out, n_out), _kernel("div", n_out, n_out, n_out)], 1
-    if name in ("mul_scalar", "div_scalar"):
-        return [_kernel(name.split("_")[0], n_out, n_out)], 1
-    if name == "add_scalar":
-        return [], 1
-    if name == "powf_scalar":
-        return _pow_backward(n_out), 1
     if name == "sum":
         return [_view("expand")], 1
     if name == "mean":
@@ -196,15 +188,14 @@ def backward_ops(name, out, ins, needs):
         return [_view("expand"), _kernel("div", _n(ins[0]), 1)], 1
     if name == "reshape":
         return [_view("view")], 1
-    if name in ("relu", "exp", "log"):
-        return [_kernel({"relu": "threshold_backward", "exp": "mul", "log": "div"}[name],
-                        n_out, n_out, n_out)], 1
-    raise KeyError(f"no ATen mapping for op {name!r}")
+    # a unary op: the derivative's kernels (OpFacts.pytorch_backward), each moving
+    # tensors of the output's size
+    return [_kernel(aten, *(n_out,) * moved) for aten, moved in facts.pytorch_backward], 1
 
 
 def _pow_backward(n):
-    # pow_backward: grad * (exponent * self.pow(exponent - 1))
-    return [_kernel("pow", n, n), _kernel("mul", n, n), _kernel("mul", n, n, n)]
+    """``pow_backward`` (OpFacts.pytorch_backward of ``powf_scalar``) on ``n`` elements."""
+    return [_kernel(aten, *(n,) * moved) for aten, moved in OPS["powf_scalar"].pytorch_backward]
 
 
 # -- fused calls: several burn ops standing for one PyTorch call ------------------------------

@@ -59,17 +59,9 @@ import math
 from contextlib import nullcontext
 from typing import NamedTuple
 
-from ..backend import VIEW_OPS
 from .cache import hierarchy_read_ns
 
-__all__ = ["Timing", "SweepRecord", "flops_and_bytes", "REDUCE_OPS"]
-
-#: Ops that reduce a whole tensor to one value. burn-flex 0.22.1 without its ``simd``
-#: feature sums an f32 slice with ``iter().sum()`` (``ops/reduce.rs`` ``sum_f32_contiguous``;
-#: ``mean`` is that sum, then a division): one chain of dependent adds, which the
-#: compiler may not reorder, so it runs at the add's latency (``reduce_add_ns`` per
-#: element), not at the memory bandwidth.
-REDUCE_OPS = frozenset({"sum", "mean"})
+__all__ = ["Timing", "SweepRecord", "flops_and_bytes"]
 
 
 class SweepRecord(NamedTuple):
@@ -92,12 +84,12 @@ def flops_and_bytes(op, shapes):
     ``shapes`` is ``(output shape, (input shapes...))``. A view (``reshape`` of a
     contiguous tensor: a new layout on the same storage) moves and computes nothing.
     """
-    if op.name in VIEW_OPS:
+    if op.view:
         return 0.0, 0
     out, ins = shapes
     n_out = math.prod(out)
     moved = 4 * (n_out + sum(math.prod(s) for s in ins))
-    if op.name == "matmul":
+    if op.gemm:
         lhs, rhs = ins
         k = lhs[-1]
         return 2.0 * n_out * k, moved
@@ -160,10 +152,13 @@ class Timing:
         if ns is None:
             flops, moved = flops_and_bytes(op, shapes)
             rates = self.sim.backend_rates(backend)
-            ns = _kernel_ns(rates, flops, moved, op.name == "matmul",
+            ns = _kernel_ns(rates, flops, moved, op.gemm,
                             len(shapes[1]) * rates["operand_ns"])
-            if op.name in REDUCE_OPS:
-                # a full sum is one chain of f32 adds: each waits for the previous one
+            if op.reduce:
+                # a full reduction (burn-flex 0.22.1 without its ``simd`` feature sums an
+                # f32 slice with ``iter().sum()``, ops/reduce.rs ``sum_f32_contiguous``; mean
+                # divides that sum): one chain of f32 adds, each waiting for the previous
+                # one, at the add's latency (``reduce_add_ns`` per element), not the bandwidth
                 ns += math.prod(shapes[1][0]) * rates["reduce_add_ns"]
             self._op_cache[key] = ns
         self._work(ns)
@@ -185,7 +180,7 @@ class Timing:
         # gemm call each); backward_factor counts the inner work of all of them
         share = op.backward_factor * n / op.arity
         self._compute(flops * share, moved * share, None,
-                      share if op.name == "matmul" else 0)
+                      share if op.gemm else 0)
         p = self.p
         ns = p["backward_step_ns"] + retrieved * p["checkpoint_retrieve_ns"]
         if ns:
