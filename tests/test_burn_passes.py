@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import sim.autodiff.memory as memory
+import sim.autodiff.pass_blocks as pass_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments" / "probes"))
@@ -25,7 +25,7 @@ RECORDINGS = [json.loads((ROOT / "experiments" / "measured" / "linux-x86_64" / n
 @pytest.fixture
 def walks(monkeypatch):
     seen = []
-    monkeypatch.setattr(memory, "WALK_OBSERVER", lambda status, useful: seen.append(
+    monkeypatch.setattr(pass_blocks, "WALK_OBSERVER", lambda status, useful: seen.append(
         (status, set(useful))))
     return seen
 

@@ -22,7 +22,7 @@ tables are freed when the last entry goes.
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 
 from ..costs.btree import BTreeNodes
 from ..costs.vec import RustVec
@@ -105,12 +105,10 @@ class GraphLocator:
             tree.remove(item)
 
     def counted_removals(self):
-        """:meth:`removals` where the allocator keeps counts per size (the order of the
-        maps' node frees cannot matter there); elsewhere (a glibc arena, which places by
-        the order of every free) one removal at a time, as burn makes them."""
-        if self.sim.allocator.bulk_exact():
-            return self.removals()
-        return nullcontext()
+        """:meth:`removals` where the order of the maps' node frees cannot matter to the
+        allocator (:meth:`~sim.costs.heap.Heap.unordered`); elsewhere one removal at a
+        time, as burn makes them."""
+        return self.sim.heap.unordered(self.removals())
 
     @contextmanager
     def removals(self):
@@ -314,18 +312,10 @@ class GraphLocator:
         tree = self.graphs_tree
         span = (run.first, run.stride, run.count)
         if run.new_graph:
-            heap = self.sim.heap
-            if heap.orders_frees and not run.nodes_freed:
-                # each member's graph goes as remove_entry drops a single-node graph: its
-                # keys, then its blocks (the order of frees places later blocks)
-                for node_id in run.ids:
-                    self._untree(tree, node_id)
-                    self._untree(self.keys_tree, node_id)
-                    heap.free_each(run.drop_order, 1)
-            else:
-                self._untree(tree, span)
-                self._untree(self.keys_tree, span)
-                run.free(heap)
+            # each member's single-node graph goes as remove_entry drops it: its keys, then
+            # its blocks (NodeRun.drop_graphs)
+            run.drop_graphs(self.sim.heap, lambda key: (self._untree(tree, key),
+                                                        self._untree(self.keys_tree, key)))
             self.live.pop(run, None)
             return
         self._untree(tree, span)
@@ -504,32 +494,9 @@ class OrphanSweep:
         """Each entry of a run of dead single-node graphs visited, scanned and its node
         freed now (``free_unused_roots``: the deletables ``Vec`` of one id around it, the
         id pushed on ``should_remove``), its graph when the entry is removed."""
-        heap = self.heap
-        id_bytes = self.sim.layout.node_id_bytes
-        if run.nodes_freed:
-            self.collect(run)
-        elif heap.orders_frees:
-            # member by member, as the arena places every block
-            for _ in range(run.count):
-                deletables = RustVec(heap, id_bytes)
-                deletables.push()
-                for nbytes in run.node_order:
-                    heap.free(nbytes)
-                self.should_remove.push_each(1)
-                deletables.drop()
-            run.nodes_freed = True
-            self.removals.append(run)
-            self.freed += run.count
-        else:
-            # a size-class allocator: the members' deletables Vecs (one at a time) as one
-            # block around the run's frees, the ids pushed after them
-            deletables = RustVec(heap, id_bytes)
-            deletables.push()
-            run.free_nodes(heap)
-            self.collect(run)
-            nbytes = deletables.capacity * id_bytes
-            deletables.drop()
-            heap.transient(nbytes, run.count - 1)   # the other members' Vecs
+        run.free_visited(self.heap, self.sim.layout.node_id_bytes, self.should_remove)
+        self.removals.append(run)
+        self.freed += run.count
         self.visits += run.count
         # maybe_useful's read and free_unused_roots' (dedup-sweep too: its one visit scans
         # the node once, as burn's does)
