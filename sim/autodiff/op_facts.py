@@ -54,9 +54,14 @@ column                meaning
 ``pytorch_forward``   the ATen ops PyTorch runs for the call (matmul: ``mm``, or
                       ``bmm`` when batched); each moves the output and its operands,
                       the ones after the first the output only
-``pytorch_backward``  the ATen ops of a unary op's derivative (``derivatives.yaml``)
-                      as ``(op, tensors moved)``; binary ops, reductions and views
-                      have rules of their own in :func:`sim.costs.aten.backward_ops`
+``pytorch_backward``  the ATen ops of its derivative (``derivatives.yaml``), per
+                      operand (run when the operand requires grad): ``(op,
+                      tensors...)``, each tensor the element count it moves
+                      (``out``, ``in``: the operand, ``lhs``, ``rhs``, ``other``:
+                      the other operand, or a number); an op without tensors is a
+                      view. A broadcast operand's gradient is then reduced
+                      (``sum_to``); a matmul's are gemms, in
+                      :func:`sim.costs.aten.backward_ops`
 ====================  ==========================================================
 
 Examples
@@ -121,41 +126,53 @@ _UNARY = dict(in_place=True, strides_first=True)
 #: name -> facts; states as in burn-autodiff 0.22.1's Backward impls
 OPS = {op.name: op for op in (
     OpFacts("add", 2, True, ("shape", "shape"), pass_through=(0, 1), broadcast=True,
-            scalar_op="add_scalar", pytorch_forward=("add",), **_ELEMENTWISE),
+            scalar_op="add_scalar", pytorch_forward=("add",), pytorch_backward=((), ()),
+            **_ELEMENTWISE),
     OpFacts("sub", 2, True, ("shape", "shape"), pass_through=(0,), gradient_in_place=True,
-            broadcast=True, scalar_op="add_scalar", pytorch_forward=("sub",), **_ELEMENTWISE),
+            broadcast=True, scalar_op="add_scalar", pytorch_forward=("sub",),
+            pytorch_backward=((), (("neg", "out", "out"),)), **_ELEMENTWISE),
     OpFacts("mul", 2, True, _BINARY_BROADCAST, "cross", 2.0, gradient_in_place=True,
-            broadcast=True, scalar_op="mul_scalar", pytorch_forward=("mul",), **_ELEMENTWISE),
+            broadcast=True, scalar_op="mul_scalar", pytorch_forward=("mul",),
+            pytorch_backward=((("mul", "out", "out", "other"),),) * 2, **_ELEMENTWISE),
     OpFacts("matmul", 2, False, _BINARY_BROADCAST, "cross", 2.0, gemm=True, staged=True,
             shape_vec=True, code_path="matmul", pytorch_forward=("mm",)),
-    # lhs gradient: recip and mul; rhs gradient: neg, square, div and mul
+    # burn: lhs gradient recip and mul; rhs gradient neg, square, div and mul. PyTorch:
+    # self: grad / other; other: -grad * ((self / other) / other)
     OpFacts("div", 2, True, _BINARY_BROADCAST, "div", 6.0, gradient_in_place=True,
-            broadcast=True, scalar_op="div_scalar", pytorch_forward=("div",), **_ELEMENTWISE),
-    OpFacts("mul_scalar", 1, True, ("scalar",), gradient_in_place=True,
-            pytorch_forward=("mul",), pytorch_backward=(("mul", 2),), **_ELEMENTWISE),
-    OpFacts("div_scalar", 1, True, ("scalar",), gradient_in_place=True,
-            pytorch_forward=("div",), pytorch_backward=(("div", 2),), **_ELEMENTWISE),
-    OpFacts("add_scalar", 1, True, (), pass_through=(0,), pytorch_forward=("add",),
+            broadcast=True, scalar_op="div_scalar", pytorch_forward=("div",),
+            pytorch_backward=((("div", "out", "out", "rhs"),),
+                              (("div", "out", "lhs", "rhs"), ("div", "out", "out", "rhs"),
+                               ("mul", "out", "out", "out"), ("neg", "out", "out"))),
             **_ELEMENTWISE),
+    OpFacts("mul_scalar", 1, True, ("scalar",), gradient_in_place=True,
+            pytorch_forward=("mul",), pytorch_backward=((("mul", "out", "out"),),), **_ELEMENTWISE),
+    OpFacts("div_scalar", 1, True, ("scalar",), gradient_in_place=True,
+            pytorch_forward=("div",), pytorch_backward=((("div", "out", "out"),),), **_ELEMENTWISE),
+    OpFacts("add_scalar", 1, True, (), pass_through=(0,), pytorch_forward=("add",),
+            pytorch_backward=((),), **_ELEMENTWISE),
     OpFacts("sum", 1, False, ("shape",), reduce=True, shape_temp_bytes=4, code_path="reduce",
-            pytorch_forward=("sum",)),
-    # ReduceOps.cpp mean_out on CPU: sum_out(...).div_(numel)
+            pytorch_forward=("sum",), pytorch_backward=((("expand",),),)),
+    # ReduceOps.cpp mean_out on CPU: sum_out(...).div_(numel); mean_backward:
+    # grad.expand(sizes) / numel
     OpFacts("mean", 1, False, ("shape",), reduce=True, shape_temp_bytes=4,
-            code_path="reduce", pytorch_forward=("sum", "div_")),
+            code_path="reduce", pytorch_forward=("sum", "div_"),
+            pytorch_backward=((("expand",), ("div", "in", 1)),)),
     OpFacts("reshape", 1, True, ("shape", "shape"), pass_through=(0,), view=True,
-            pytorch_forward=("view",)),
+            pytorch_forward=("view",), pytorch_backward=((("view",),),)),
     OpFacts("relu", 1, True, ("node_id",), "input", gradient_in_place=True,
-            pytorch_forward=("relu",), pytorch_backward=(("threshold_backward", 3),),
+            pytorch_forward=("relu",), pytorch_backward=((("threshold_backward", "out", "out", "out"),),),
             **_UNARY),
     # pow_backward: grad * (exponent * self.pow(exponent - 1))
     OpFacts("powf_scalar", 1, True, ("node_id", "scalar_f64"), "input", 2.0,
             gradient_in_place=True, pytorch_forward=("pow",),
-            pytorch_backward=(("pow", 2), ("mul", 2), ("mul", 3)), **_ELEMENTWISE),
+            pytorch_backward=((("pow", "out", "out"), ("mul", "out", "out"),
+                               ("mul", "out", "out", "out")),), **_ELEMENTWISE),
     OpFacts("exp", 1, True, ("node_id",), "input", gradient_in_place=True,
-            pytorch_forward=("exp",), pytorch_backward=(("mul", 3),), **_UNARY),
+            pytorch_forward=("exp",), pytorch_backward=((("mul", "out", "out", "out"),),), **_UNARY),
     OpFacts("log", 1, True, ("node_id",), "input", gradient_in_place=True,
-            pytorch_forward=("log",), pytorch_backward=(("div", 3),), **_UNARY),
+            pytorch_forward=("log",), pytorch_backward=((("div", "out", "out", "out"),),), **_UNARY),
     # derivatives.yaml: grad / (2 * result)
     OpFacts("sqrt", 1, True, ("node_id",), "input", gradient_in_place=True,
-            pytorch_forward=("sqrt",), pytorch_backward=(("mul", 2), ("div", 3)), **_UNARY),
+            pytorch_forward=("sqrt",),
+            pytorch_backward=((("mul", "out", "out"), ("div", "out", "out", "out")),), **_UNARY),
 )}

@@ -60,10 +60,6 @@ def _retrieved(actions) -> int:
     return len(actions.explicit) + len(actions.backup)
 
 
-#: the tape's inner ``Vec`` s, one ``Vec::with_capacity(1)`` per depth ``0..=root depth``
-_TapeDepths = CapacityOneVecs
-
-
 class Gradients:
     """burn-autodiff 0.22.1's ``Gradients`` (``grads.rs``): node id -> gradient, and the
     heap blocks the container owns.
@@ -311,7 +307,7 @@ class AutodiffServer:
         root_depth = self.steps[ids[0]].depth
         if traced:
             tape.outer = RustVec(heap, 24, capacity=root_depth + 1)
-            tape.inner = _TapeDepths(heap, root_depth + 1)
+            tape.inner = CapacityOneVecs(heap, root_depth + 1)   # one per depth
             tape.tree = sim.tables.tape_tree()
             builder, parents_of = CheckpointerBuilder(sim), {}
         required = set()

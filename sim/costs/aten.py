@@ -148,10 +148,11 @@ def _sum_to(out, shape):
 def backward_ops(name, out, ins, needs):
     """ATen ops of the backward node of burn op ``name`` (derivatives.yaml): (ops, nodes).
 
-    ``needs[i]`` says whether input ``i`` requires grad.
+    ``needs[i]`` says whether input ``i`` requires grad. Each needed operand's ops are its
+    row's :attr:`~sim.autodiff.op_facts.OpFacts.pytorch_backward`, then for a broadcast
+    operand the engine's ``sum_to``; a matmul's gradients are gemms.
     """
     facts = _facts(name)
-    n_out = _n(out)
     ops = []
     if facts.gemm:
         # each input's gradient is one gemm of the forward's size
@@ -161,41 +162,27 @@ def backward_ops(name, out, ins, needs):
         if needs[1]:   # mm_mat2_backward: mat1.t().mm(grad)
             ops += [_view("t"), _gemm("mm", flops)]
         return ops, 1
-    if name in ("add", "sub", "mul"):
-        for i, shape in enumerate(ins):
-            if not needs[i]:
-                continue
-            if name == "sub" and i == 1:
-                ops.append(_kernel("neg", n_out, n_out))
-            elif name == "mul":
-                ops.append(_kernel("mul", n_out, n_out, _n(ins[1 - i])))
-            ops += _sum_to(out, shape)
-        return ops, 1
-    if name == "div":
-        # derivatives.yaml: self: grad / other; other: -grad * ((self / other) / other)
-        if needs[0]:
-            ops += [_kernel("div", n_out, n_out, _n(ins[1]))] + _sum_to(out, ins[0])
-        if needs[1]:
-            ops += [_kernel("div", n_out, _n(ins[0]), _n(ins[1])),
-                    _kernel("div", n_out, n_out, _n(ins[1])),
-                    _kernel("mul", n_out, n_out, n_out), _kernel("neg", n_out, n_out)]
-            ops += _sum_to(out, ins[1])
-        return ops, 1
-    if name == "sum":
-        return [_view("expand")], 1
-    if name == "mean":
-        # mean_backward: grad.expand(sizes) / numel
-        return [_view("expand"), _kernel("div", _n(ins[0]), 1)], 1
-    if name == "reshape":
-        return [_view("view")], 1
-    # a unary op: the derivative's kernels (OpFacts.pytorch_backward), each moving
-    # tensors of the output's size
-    return [_kernel(aten, *(n_out,) * moved) for aten, moved in facts.pytorch_backward], 1
+    for i, derivative in enumerate(facts.pytorch_backward):
+        if not needs[i]:
+            continue
+        ops += _derivative_ops(derivative, out, ins, i)
+        if facts.broadcast:
+            ops += _sum_to(out, ins[i])
+    return ops, 1
+
+
+def _derivative_ops(derivative, out, ins, i):
+    """The ATen ops of one operand's derivative (``(op, tensors...)`` items, a view where
+    no tensor is named), for operand ``i`` of an op with output ``out`` and inputs ``ins``."""
+    counts = {"out": _n(out), "in": _n(ins[i]), "lhs": _n(ins[0]), "rhs": _n(ins[-1]),
+              "other": _n(ins[len(ins) - 1 - i])}
+    return [_kernel(aten, *(counts.get(t, t) for t in tensors)) if tensors else _view(aten)
+            for aten, *tensors in derivative]
 
 
 def _pow_backward(n):
-    """``pow_backward`` (OpFacts.pytorch_backward of ``powf_scalar``) on ``n`` elements."""
-    return [_kernel(aten, *(n,) * moved) for aten, moved in OPS["powf_scalar"].pytorch_backward]
+    """``pow_backward`` (the ``powf_scalar`` row's derivative) on ``n`` elements."""
+    return _derivative_ops(OPS["powf_scalar"].pytorch_backward[0], (n,), ((n,),), 0)
 
 
 # -- fused calls: several burn ops standing for one PyTorch call ------------------------------
