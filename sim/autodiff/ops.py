@@ -35,7 +35,7 @@ from .op_facts import OPS
 from .step import OPS as OPS_STEP
 from .step import UNTRACKED, Step
 
-__all__ = ["OPS", "OpsPrep", "float_op", "step_bytes"]
+__all__ = ["OPS", "float_op", "step_bytes"]
 
 _SHAPE = attrgetter("shape")
 
@@ -87,134 +87,127 @@ def float_op(op, inputs, out_shape, device):
     # burn-autodiff's op preparation and the graph client: their text, on the first op
     sim.touched.touch_code("autodiff")
     sim.timing.prepare(len(inputs))
-    prep = OpsPrep(sim, inputs)
-    prep.compute_property(op, device, inputs)
-    if prep.tracked and op.saves:
-        prep.checkpoint_saved(op, inputs)
+    nodes, parents, order, lifted = prepare(sim, inputs)
+    tracked = bool(parents)  # Requirement::from_nodes
+    actions, memory_bound, retro = compute_property(sim, op, device, inputs, nodes)
+    if tracked and op.saves:
+        actions = checkpoint_saved(sim, op, inputs, nodes, actions)
     # the inner op, which drops the primitives of its moved operands (last one first)
     buffer = backend.output(op.name, inputs, out_shape)
     for t in reversed(moved):
         t._release_inner()
-    out = prep.finish(op, device, shapes, buffer)
-    prep.drop_operands(inputs, moved)
-    del prep
+    # OpsPrep::finish: from_parents builds the output's node (tracked parents only, order =
+    # max + 1), then its ref count and the step
+    node = Node(sim, sim.next_node_id(), parents, order + 1,
+                GRAD_IN_BACKWARD if tracked else NONE, memory_bound)
+    if retro is not None:
+        node.retro = retro
+    out = finish(op, device, shapes, buffer, node, nodes, actions)
+    drop_operands(inputs, moved, nodes, lifted)
+    del nodes   # the operands' nodes go with the preparation
     out.box()
     for t in moved:
         t.unbox()
     return out
 
 
-class OpsPrep:
-    """burn's ``OpsPrep`` of one op on an autodiff device: the operands' nodes (a plain
+def prepare(sim, inputs) -> tuple:
+    """burn's ``OpsPrep`` of an op on an autodiff device: the operands' nodes (a plain
     operand lifted by ``from_inner``: a fresh node id and node, never registered, a
-    constant for this op), the requirement (``Requirement::from_nodes``: tracked if any
-    input requires grad), the compute property and the checkpoint actions."""
+    constant for this op), the tracked parents ``(id, is_leaf)`` (``from_parents``), the
+    highest order and, by input index, the lifted handles' ref counts (None if none):
+    ``(nodes, parents, order, lifted)``."""
+    nodes = []
+    parents = []
+    lifted = None
+    order = 0
+    for i, t in enumerate(inputs):
+        n = t.node
+        if n is None:
+            n, rc = _lift(sim)
+            if lifted is None:
+                lifted = {}
+            lifted[i] = rc
+        nodes.append(n)
+        if n.requirement != NONE:
+            parents.append((n.id, n.order == 0))
+        if n.order > order:
+            order = n.order
+    return nodes, tuple(parents), order, lifted
 
-    __slots__ = ("sim", "nodes", "parents", "order", "tracked", "lifted", "actions",
-                 "memory_bound", "retro")
 
-    def __init__(self, sim, inputs):
-        self.sim = sim
-        self.nodes = []
-        parents = []  # from_parents: (id, is_leaf) of the tracked inputs
-        self.lifted = None  # input index -> the ref count of a plain operand's handle
-        order = 0
-        for i, t in enumerate(inputs):
-            n = t.node
-            if n is None:
-                n, rc = _lift(sim)
-                if self.lifted is None:
-                    self.lifted = {}
-                self.lifted[i] = rc
-            self.nodes.append(n)
-            if n.requirement != NONE:
-                parents.append((n.id, n.order == 0))
-            if n.order > order:
-                order = n.order
-        self.parents = tuple(parents)
-        self.order = order
-        self.tracked = bool(parents)
-        self.actions = None
-        self.memory_bound = False
-        self.retro = None
+def compute_property(sim, op, device, inputs, nodes) -> tuple:
+    """Under balanced checkpointing a memory-bound op allocates its retro-forward ``Arc``
+    and records a backup per tracked parent (``checkpoint_parents``); an untracked parent
+    resets it (compute-bound, the ``Arc`` dropped at once). Returns ``(checkpoint
+    actions or None, memory bound, retro-forward or None)``."""
+    if not op.memory_bound or device.checkpointing != BALANCED:
+        return None, False, None
+    if all(n.requirement != NONE for n in nodes):
+        retro = _Retro(sim)
+        actions = CheckpointerBuilder(sim)
+        for t in inputs:
+            actions.checkpoint(t, backup=True)
+        return actions, True, retro
+    sim.heap.alloc(sim.layout.retro_arc_bytes)
+    sim.heap.free(sim.layout.retro_arc_bytes)
+    return None, False, None
 
-    def compute_property(self, op, device, inputs) -> None:
-        """Under balanced checkpointing a memory-bound op allocates its retro-forward
-        ``Arc`` and records a backup per tracked parent (``checkpoint_parents``); an
-        untracked parent resets it (compute-bound, the ``Arc`` dropped at once)."""
-        if not op.memory_bound or device.checkpointing != BALANCED:
-            return
-        if all(n.requirement != NONE for n in self.nodes):
-            self.memory_bound = True
-            self.retro = _Retro(self.sim)
-            self.actions = CheckpointerBuilder(self.sim)
-            for t in inputs:
-                self.actions.checkpoint(t, backup=True)
-        else:
-            layout = self.sim.layout
-            self.sim.heap.alloc(layout.retro_arc_bytes)
-            self.sim.heap.free(layout.retro_arc_bytes)
 
-    def checkpoint_saved(self, op, inputs) -> None:
-        """``checkpoint``: the tracked op's explicit checkpoints of the operands its
-        backward reads (:attr:`~sim.autodiff.op_facts.OpFacts.saves`), cloned before the
-        inner op runs."""
-        for i, t in enumerate(inputs):
-            saves = op.saves
-            if saves == "div":
-                # float_div: the dividend if the divisor is tracked; the divisor always
-                saves = "input" if i == 1 else "cross"
-            other_tracked = saves == "cross" and self.nodes[1 - i].requirement != NONE
-            if saves == "input" or other_tracked:
-                if self.actions is None:
-                    self.actions = CheckpointerBuilder(self.sim)
-                self.actions.checkpoint(t, index=i)
+def checkpoint_saved(sim, op, inputs, nodes, actions):
+    """``checkpoint``: the tracked op's explicit checkpoints of the operands its backward
+    reads (:attr:`~sim.autodiff.op_facts.OpFacts.saves`), cloned before the inner op runs.
+    Returns the actions (``actions``, or new ones)."""
+    for i, t in enumerate(inputs):
+        saves = op.saves
+        if saves == "div":
+            # float_div: the dividend if the divisor is tracked; the divisor always
+            saves = "input" if i == 1 else "cross"
+        other_tracked = saves == "cross" and nodes[1 - i].requirement != NONE
+        if saves == "input" or other_tracked:
+            if actions is None:
+                actions = CheckpointerBuilder(sim)
+            actions.checkpoint(t, index=i)
+    return actions
 
-    def finish(self, op, device, shapes, buffer):
-        """``finish``: ``from_parents`` builds the output's node (tracked parents only,
-        order = max + 1) and ref count, then the step is registered: an ``OpsStep``, or
-        an ``UntrackedOpsStep`` through the policy seam ``register_untracked`` (with no
-        tracked parent, it starts a new graph). Returns the output tensor."""
-        sim = self.sim
-        tracked = self.tracked
-        node = Node(sim, sim.next_node_id(), self.parents, self.order + 1,
-                    GRAD_IN_BACKWARD if tracked else NONE, self.memory_bound)
-        if self.retro is not None:
-            node.retro = self.retro
-        rc = NodeRefCount(sim, node.id)
-        out = _tensor.Tensor(device, shapes[0], buffer, node, rc, boxed=False)
-        nbytes = sim.step_bytes.get((op, tracked))
-        if nbytes is None:
-            nbytes = sim.step_bytes[(op, tracked)] = step_bytes(op, sim.layout, tracked)
-        if tracked:
-            parent_nodes = tuple([n if n.requirement != NONE else None for n in self.nodes])
-            sim.client.register(rc, Step(OPS_STEP, op, node, parent_nodes, nbytes,
-                                         self.actions, shapes))
-        else:
-            sim.policy.register_untracked(
-                sim.client, rc, Step(UNTRACKED, op, node, (), nbytes, self.actions, shapes),
-                device)
-        return out
 
-    def drop_operands(self, inputs, moved) -> None:
-        """The autodiff op returns: what is left of its moved operands (their node and ref
-        count) drops, last one first; a plain operand came in as ``from_inner``'s new
-        handle, moved in too: its node and ref count drop in its place among them. The
-        operands' nodes go with the preparation (``del``: burn-dispatch then boxes the
-        output and drops the boxes it still holds)."""
-        lifted = self.lifted
-        if lifted is None:
-            for t in reversed(moved):
-                t._release_autodiff()
-            return
-        nodes = self.nodes
-        for i in range(len(inputs) - 1, -1, -1):
-            rc = lifted.get(i)
-            if rc is not None:
-                nodes[i] = None
-                rc.release()
-            elif inputs[i].moved:
-                inputs[i]._release_autodiff()
+def finish(op, device, shapes, buffer, node, nodes, actions):
+    """``finish`` once ``from_parents`` built ``node``: its ref count and the output tensor,
+    then the step registered: an ``OpsStep``, or an ``UntrackedOpsStep`` through the policy
+    seam ``register_untracked`` (with no tracked parent, it starts a new graph). Returns
+    the output tensor."""
+    sim = device.sim
+    rc = NodeRefCount(sim, node.id)
+    out = _tensor.Tensor(device, shapes[0], buffer, node, rc, boxed=False)
+    tracked = bool(node.parents)
+    nbytes = sim.step_bytes.get((op, tracked))
+    if nbytes is None:
+        nbytes = sim.step_bytes[(op, tracked)] = step_bytes(op, sim.layout, tracked)
+    if tracked:
+        parent_nodes = tuple([n if n.requirement != NONE else None for n in nodes])
+        sim.client.register(rc, Step(OPS_STEP, op, node, parent_nodes, nbytes, actions, shapes))
+    else:
+        sim.policy.register_untracked(sim.client, rc,
+                                      Step(UNTRACKED, op, node, (), nbytes, actions, shapes),
+                                      device)
+    return out
+
+
+def drop_operands(inputs, moved, nodes, lifted) -> None:
+    """The autodiff op returns: what is left of its moved operands (their node and ref
+    count) drops, last one first; a plain operand came in as ``from_inner``'s new handle,
+    moved in too: its node and ref count drop in its place among them."""
+    if lifted is None:
+        for t in reversed(moved):
+            t._release_autodiff()
+        return
+    for i in range(len(inputs) - 1, -1, -1):
+        rc = lifted.get(i)
+        if rc is not None:
+            nodes[i] = None
+            rc.release()
+        elif inputs[i].moved:
+            inputs[i]._release_autodiff()
 
 
 class _Retro:

@@ -81,6 +81,9 @@ class _NoBlocks:
         return None
 
 
+_NO_BLOCKS = _NoBlocks()
+
+
 def collect_steps(root_id, steps, sim=None) -> list:
     """Ids of every step the backward from ``root_id`` runs, in burn's order: the root,
     then each step as ``GraphTraversal::collect_steps`` reaches it, popping the last
@@ -112,7 +115,7 @@ def collect_steps(root_id, steps, sim=None) -> list:
     nodes = [root_id]
     visited = {root_id}
     parents = list(root.parents)
-    blocks = _NoBlocks() if sim is None else _WalkBlocks(sim, len(parents))
+    blocks = _NO_BLOCKS if sim is None else _WalkBlocks(sim, len(parents))
     while parents:
         pid, is_leaf = parents.pop()
         new = pid not in visited
