@@ -26,8 +26,14 @@ column                meaning
                       it unchanged; add_scalar's backward is the identity;
                       reshape's a view of it)
 ``gradient_in_place`` the backward computes an operand's gradient of the output's
-                      shape with one last elementwise op on the incoming gradient,
-                      which burn-flex writes into it where uniquely held
+                      shape with one last elementwise op on the incoming gradient
+                      (``grad * rhs``, ``grad * recip(rhs)``, ``grad * c``, sub's
+                      ``neg(grad)``, ``relu_backward``), which burn-flex writes
+                      into it where uniquely held, else into a new storage (the
+                      saved operands are not considered; their intermediates,
+                      recip, exp..., are not modelled); matmul's gradients are
+                      new staged outputs, a reduction's new ones multiplied in
+                      place, a broadcast operand's a new reduced one
 ``reduce``            a full reduction: its backward broadcasts the incoming
                       gradient onto ones of the input's shape; its forward is one
                       chain of dependent adds on burn-flex (``sum_f32``)

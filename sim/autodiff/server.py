@@ -26,6 +26,7 @@ from .traversal import collect_steps
 
 __all__ = ["AutodiffServer", "Gradients"]
 
+
 class _Tape:
     """What ``build_tape`` returns: the steps, the ``n_required`` table, and (where burn's
     own blocks are modelled) the tape's ``Vec`` s and its ``tree`` map."""
