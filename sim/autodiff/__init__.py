@@ -13,7 +13,7 @@ module                    burn-autodiff 0.22.1
                           ``tensor.rs`` (Node, NodeRefCount)
 ``step``                  ``graph/base.rs``, ``ops/base.rs`` (steps)
 ``ops``                   ``ops/base.rs``, ``ops/tensor.rs``,
-                          ``ops/activation.rs`` (OpsPrep, finish)
+                          ``ops/activation.rs`` (float_op: prepare, finish)
 ``checkpoint``            ``checkpoint/strategy.rs``, ``checkpoint/builder.rs``
 ``op_facts``              one table of per-op facts (burn-autodiff's Backward
                           impls, burn-flex, PyTorch's ATen ops): every user
