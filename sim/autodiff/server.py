@@ -390,13 +390,17 @@ class AutodiffServer:
         incoming = grads.duplicate(grad, parents) if len(parents) == 2 else [grad]
         del grad
         device.backend.backward_op(step.op.name, step.shapes)
+        # the storage of the last gradient computed stays held until the step's backward
+        # returns, even where the gradient was summed away before (on a glibc arena the
+        # order of that free places later blocks)
+        held = [None]
         for i, parent in enumerate(parents):
             if parent is None:
                 continue
             value = incoming[i]
             incoming[i] = None
             grads.register(parent.id, self._parent_gradient(step, i, value, saved, device,
-                                                            checkpointer))
+                                                            checkpointer, held))
         for _, got in saved:
             checkpointer.release(got)       # the rest go with the op's backward
 
@@ -415,7 +419,7 @@ class AutodiffServer:
                     saved.append((index, got))
         return saved
 
-    def _parent_gradient(self, step, i, grad, saved, device, checkpointer):
+    def _parent_gradient(self, step, i, grad, saved, device, checkpointer, held):
         """``func_lhs``/``func_rhs`` of ``binary`` (``func`` of ``unary``): operand ``i``'s
         gradient from ``grad``, its share of the incoming gradient (moved in): a full
         reduction's broadcast (:meth:`_reduce_backward`), the incoming one passed on
@@ -438,18 +442,19 @@ class AutodiffServer:
                 grad._release()
                 grad = view
         else:
-            grad = self._computed_gradient(step, i, grad, target, saved, device, checkpointer)
+            grad = self._computed_gradient(step, i, grad, target, saved, device, checkpointer,
+                                           held)
         if broadcast:
             grad = self._reduce_broadcasted(grad, shape, device)
         return grad
 
-    def _computed_gradient(self, step, i, grad, target, saved, device, checkpointer):
+    def _computed_gradient(self, step, i, grad, target, saved, device, checkpointer, held):
         """Operand ``i``'s gradient as a new tensor of ``target``'s shape: written into the
         incoming ``grad``'s storage where it is uniquely held and the op's last gradient
         op is elementwise (:attr:`~sim.autodiff.op_facts.OpFacts.gradient_in_place`),
         else a new storage (a matmul's: a gemm into a staged output, the saved operand
         transposed). The gradient's op drops its operands: the incoming gradient, then the
-        saved tensor it read."""
+        saved tensor it read. ``held[0]``: the new storage (see :meth:`_step_backward`)."""
         op = step.op
         backend = device.backend
         out_shape, in_shapes = step.shapes
@@ -457,7 +462,7 @@ class AutodiffServer:
         got = next((k for k, (index, _) in enumerate(saved) if index == used), None)
         if op.gemm and got is not None:
             self._transpose(saved[got][1])
-        buf = None
+        held[0] = buf = None
         if op.gradient_in_place and target == out_shape:
             # any elementwise op's rule (OpFacts.in_place): "mul" stands for it
             buf = backend.writable_operand("mul", (grad,), target)
@@ -471,6 +476,7 @@ class AutodiffServer:
             buf = backend.alloc(target, staged, packed, layout_first=True)
             if op.gemm:
                 self._gradient_gemm(backend, i, in_shapes)
+        held[0] = buf
         computed = _tensor.Tensor(device, target, buf)
         grad._release()
         if got is not None:
