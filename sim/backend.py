@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from operator import attrgetter
 
+from .autodiff.op_facts import OPS
 from .costs import kernels
 from .costs.cache import L2Cache
 from .costs.pool import MemoryPool
@@ -45,30 +46,6 @@ ELEMENT_BYTES = 4
 #: a tensor's buffer's memory in the L2 model
 _CHUNK = attrgetter("prim.chunk")
 
-#: ops burn-flex runs in place on a uniquely owned operand of the output's shape
-IN_PLACE_OPS = frozenset({"add", "sub", "mul", "div", "mul_scalar", "add_scalar",
-                          "div_scalar", "relu", "exp", "log", "sqrt", "powf_scalar"})
-#: ops whose output's Layout (its strides) burn-flex builds before computing its data (the
-#: unary float ops; the binary and scalar ops build it after the data's Bytes): the
-#: malloc-log traces of the probe programs
-STRIDES_FIRST_OPS = frozenset({"relu", "exp", "log", "sqrt"})
-#: ops whose output shape burn-flex builds from a temporary Vec, and its bytes: a full sum
-#: (``sum_f32``; a mean is that sum divided in place) makes ``Shape::from(vec![1])``, an
-#: i32 Vec of one element, freed once the Shape holds it (ops/reduce.rs)
-SHAPE_TEMP_OPS = {"sum": 4, "mean": 4}
-#: ops whose output shape burn-flex builds from a Vec<usize> of its dims before allocating
-#: the output (ops/matmul.rs)
-SHAPE_VEC_OPS = frozenset({"matmul"})
-#: ops burn-flex runs through ``binary_op``, which broadcasts operands of different shapes
-#: (``broadcast_binary``: :meth:`Backend._broadcast_binary`)
-BROADCAST_OPS = frozenset({"add", "sub", "mul", "div"})
-#: ops that return a view of their operand's storage
-VIEW_OPS = frozenset({"reshape"})
-#: ops whose output burn-flex creates with ``FlexTensor::empty`` (tensor.rs): a zeroed
-#: ``Vec<u8>`` that ``Bytes::from_bytes_vec`` (cubecl-environment bytes/base.rs) copies into
-#: a MAX_ALIGN block and frees, so the output is allocated twice for a moment (the Linux
-#: alloc-trace probe's train-step events: align-1 block, align-16 block, free of the first)
-STAGED_OPS = frozenset({"matmul"})
 #: gemm-common 0.19 (gemm.rs ``gemm_basic_generic``): a gemm whose rhs is not column-contiguous
 #: and whose m exceeds the packing threshold packs the rhs into a per-call
 #: ``dyn_stack::MemBuffer`` of ``kc * nc`` f32 (rounded to the 128-B SIMD alignment) that it
@@ -84,8 +61,6 @@ PACK_ALIGN = 128
 #: cubecl-environment 0.11.3 bytes/default_controller.rs MAX_ALIGN (align_of::<u128>()): a
 #: copy into an aligned allocation (alloc_with_data) rounds its capacity up to a multiple
 MAX_ALIGN = 16
-#: the backend's code path (sim.costs.rss.CODE_PATHS) of each op; every other op is elementwise
-OP_CODE_PATH = {"matmul": "matmul", "sum": "reduce", "mean": "reduce"}
 #: byte offset of the L2 slab's data in its first page: glibc serves the 2 MiB MemBuffer
 #: (align 128) from an mmapped chunk whose 16-B header pushes the data to the next 128 B
 SLAB_OFFSET = 128
@@ -359,7 +334,7 @@ class Backend:
     def on_op(self, key) -> None:
         """An op runs on this backend: first-execution residency, then per-kernel caches.
 
-        On the CPU backend the op's code path (``OP_CODE_PATH``) faults in its text the
+        On the CPU backend the op's code path (``OpFacts.code_path``) faults in its text the
         first time (``sim.touched``), and a matmul writes its packed lhs into gemm's L2
         slab (:meth:`gemm_ran`); a GPU backend's first op allocates ``first_op_bytes`` on
         the host, and each new kernel (op, shapes, autodiff context) keeps a compiled
@@ -369,12 +344,12 @@ class Backend:
         thread = self.sim.current.name
         self.seen.setdefault(thread, {}).setdefault(name, set()).add((out_shape, in_shapes))
         if self.pool is None:
-            self.sim.touched.touch_code(OP_CODE_PATH.get(name, "elementwise"))
+            self.sim.touched.touch_code(OPS[name].code_path)
         if not self.used:
             self.used = True
             if self.pool is not None and self.first_op_bytes:
                 self.sim.heap.alloc(self.first_op_bytes)
-        if name == "matmul" and self.pool is None:
+        if OPS[name].gemm and self.pool is None:
             (*_, m, k), (*_, n) = in_shapes[0], in_shapes[1]
             self.gemm_ran(n, m, k)   # a row-major destination: gemm sees the transpose
         if self.kernel_bytes and key not in self.compiled:
@@ -462,7 +437,7 @@ class Backend:
         """The backward of ``op_name`` (forward ``shapes``: (out, inputs)) runs on this
         backend: a matmul's gradients are two gemms, ``grad @ rhs^T`` (gemm sees
         ``(K, M, N)``, its lhs is ``rhs`` read strided) and ``lhs^T @ grad`` (``(N, K, M)``)."""
-        if op_name == "matmul" and self.pool is None:
+        if OPS[op_name].gemm and self.pool is None:
             key = (self.sim.current.name, shapes)
             if key in self.backward_seen:
                 return   # the same gemms wrote the same slab prefix on this thread before
@@ -479,7 +454,8 @@ class Backend:
             # what the op reads, before an in-place op consumes its operand: whole buffers
             # (a tensor's buffer holds exactly its shape's elements; a view keeps the count)
             chunks = list(map(_CHUNK, inputs))
-        if self.in_place and op_name in VIEW_OPS:
+        op = OPS[op_name]
+        if self.in_place and op.view:
             # FlexTensor::reshape: a new Layout for the output (its strides), then the
             # operand's is dropped; the storage is shared
             strides = self.handle_stride_bytes * len(out_shape)
@@ -489,24 +465,24 @@ class Backend:
                 buf.strides, buf.strides_block = strides, block
             return buf
         views = ()
-        if (op_name in BROADCAST_OPS and self.handle_stride_bytes and len(inputs) == 2
+        if (op.broadcast and self.handle_stride_bytes and len(inputs) == 2
                 and inputs[0].shape != inputs[1].shape):
             views = self._broadcast_binary(inputs, out_shape)
         out = self.writable_operand(op_name, inputs, out_shape)
         if out is None:
             self.shape_vec(op_name, out_shape)
             out = self.alloc(out_shape, self.staged(op_name), layout_first=True,
-                             strides_first=op_name in STRIDES_FIRST_OPS,
-                             shape_temp=SHAPE_TEMP_OPS.get(op_name, 0))
-            if op_name == "matmul":
+                             strides_first=op.strides_first,
+                             shape_temp=op.shape_temp_bytes)
+            if op.gemm:
                 (*_, m, k), (*_, n) = inputs[0].shape, inputs[1].shape
                 self.gemm_call(n, m, k, math.prod(out_shape[:-2]))
         for nbytes, block in reversed(views):
             self.sim.heap.free(nbytes, block)   # the borrowed operands' views go with the op
-        if self.pool is not None and op_name not in VIEW_OPS:
+        if self.pool is not None and not op.view:
             alias = next((i for i, t in enumerate(inputs) if t.prim is out), None)
             self.launch_forward(op_name, [t.shape for t in inputs], out_shape, alias)
-        if cache is not None and op_name not in VIEW_OPS:
+        if cache is not None and not op.view:
             chunks.append(out.chunk)
             missed = cache.touch(chunks)
             if missed:
@@ -580,9 +556,9 @@ class Backend:
 
     def shape_vec(self, op_name, out_shape) -> None:
         """The output dims ``op_name`` builds in a ``Vec<usize>`` before creating its output
-        (:data:`SHAPE_VEC_OPS`: matmul_2d_strided's ``Shape::from(vec![m, n])``), freed
+        (``OpFacts.shape_vec``: matmul_2d_strided's ``Shape::from(vec![m, n])``), freed
         once the Shape holds them."""
-        if op_name in SHAPE_VEC_OPS and self.handle_stride_bytes:
+        if OPS[op_name].shape_vec and self.handle_stride_bytes:
             nbytes = 8 * len(out_shape)
             self.sim.heap.free(nbytes, self.sim.heap.alloc(nbytes))
 
@@ -622,7 +598,7 @@ class Backend:
         """The storage of the operand ``op_name`` writes its output into on this backend (the
         first of ``inputs`` that is uniquely held, contiguous, of the output's shape and not
         also another operand; the operand is consumed: :func:`_take`), or None."""
-        if self.in_place and op_name in IN_PLACE_OPS:
+        if self.in_place and OPS[op_name].in_place:
             for t in inputs:
                 buf = t.prim
                 if (buf.holders == 1 and t.holds and t.shape == out_shape
@@ -632,7 +608,7 @@ class Backend:
 
     def staged(self, op_name) -> bool:
         """Whether this backend creates ``op_name``'s output (and a gradient of it) staged."""
-        return self.in_place and op_name in STAGED_OPS
+        return self.in_place and OPS[op_name].staged
 
     def alloc(self, shape, staged=False, packed=None, created=False, device_box=0,
               layout_first=False, strides_first=False, shape_temp=0, zeroed=False,

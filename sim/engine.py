@@ -26,7 +26,7 @@ import weakref
 
 import simpy
 
-from .backend import VIEW_OPS, Backend, DeviceSettingsRegistry
+from .backend import Backend, DeviceSettingsRegistry
 from .costs.heap import Heap
 from .costs.rss import Allocator, TouchedPages
 from .costs.tables import RawTable, TableLayout
@@ -217,7 +217,7 @@ class Simulation:
         # text of code paths and written buffer pages, resident from their first use
         self.touched = TouchedPages(profile.code)
         self.tables = TableFactory(self.layout, self.heap)
-        self.timing = Timing(self, profile.time, Timing.caches(profile.process), VIEW_OPS)
+        self.timing = Timing(self, profile.time, Timing.caches(profile.process))
         self.env = simpy.Environment()
         self.locator_mutex = simpy.Resource(self.env, capacity=1)
         self.client = GraphMutexClient(self)

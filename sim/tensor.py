@@ -472,9 +472,7 @@ class Tensor:
 
     def _binary(self, name, other):
         if isinstance(other, (int, float)):
-            scalar = {"add": "add_scalar", "mul": "mul_scalar", "sub": "add_scalar",
-                      "div": "div_scalar"}[name]
-            return self._op(scalar, (), self.shape)
+            return self._op(OPS[name].scalar_op, (), self.shape)
         shape = _broadcast(self.shape, other.shape)
         if shape != self.shape and shape != other.shape:   # both broadcast: a new size
             _check_size(shape, self.device.sim)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-import sim.autodiff.memory as memory
+import sim.autodiff.pass_blocks as pass_blocks
 
 from sim import paths
 
@@ -26,7 +26,7 @@ RECORDINGS = [json.loads((ROOT / "experiments" / "measured" / "linux-x86_64" / n
 @pytest.fixture
 def walks(monkeypatch):
     seen = []
-    monkeypatch.setattr(memory, "WALK_OBSERVER", lambda status, useful: seen.append(
+    monkeypatch.setattr(pass_blocks, "WALK_OBSERVER", lambda status, useful: seen.append(
         (status, set(useful))))
     return seen
 

@@ -193,7 +193,7 @@ def test_batched_tape_depths_leave_the_allocator_as_single_vecs_do(monkeypatch):
     runs. Its state after the run equals one block per ``Vec``, each dropped in turn."""
     from sim.autodiff import server
     from sim.runner import run_cell
-    original = server._TapeDepths
+    original = server.CapacityOneVecs
 
     def state(batched):
         made = []
@@ -205,7 +205,7 @@ def test_batched_tape_depths_leave_the_allocator_as_single_vecs_do(monkeypatch):
                 super().__init__(heap, count, batched=batched)
                 made.append(count)
 
-        monkeypatch.setattr(server, "_TapeDepths", Depths)
+        monkeypatch.setattr(server, "CapacityOneVecs", Depths)
         rows = run_cell("p10-ema", "target", policy="detach-constant", fast_forward=False,
                         sets={"steps": 60, "batch": 4, "features": 8,
                               "report_at": ",".join(map(str, range(1, 61)))})

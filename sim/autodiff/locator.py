@@ -22,7 +22,7 @@ tables are freed when the last entry goes.
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 
 from ..costs.btree import BTreeNodes
 from ..costs.vec import RustVec
@@ -105,12 +105,10 @@ class GraphLocator:
             tree.remove(item)
 
     def counted_removals(self):
-        """:meth:`removals` where the allocator keeps counts per size (the order of the
-        maps' node frees cannot matter there); elsewhere (a glibc arena, which places by
-        the order of every free) one removal at a time, as burn makes them."""
-        if self.sim.allocator.bulk_exact():
-            return self.removals()
-        return nullcontext()
+        """:meth:`removals` where the order of the maps' node frees cannot matter to the
+        allocator (:meth:`~sim.costs.heap.Heap.unordered`); elsewhere one removal at a
+        time, as burn makes them."""
+        return self.sim.heap.unordered(self.removals())
 
     @contextmanager
     def removals(self):
@@ -314,18 +312,10 @@ class GraphLocator:
         tree = self.graphs_tree
         span = (run.first, run.stride, run.count)
         if run.new_graph:
-            heap = self.sim.heap
-            if heap.orders_frees and not run.nodes_freed:
-                # each member's graph goes as remove_entry drops a single-node graph: its
-                # keys, then its blocks (the order of frees places later blocks)
-                for node_id in run.ids:
-                    self._untree(tree, node_id)
-                    self._untree(self.keys_tree, node_id)
-                    heap.free_each(run.drop_order, 1)
-            else:
-                self._untree(tree, span)
-                self._untree(self.keys_tree, span)
-                run.free(heap)
+            # each member's single-node graph goes as remove_entry drops it: its keys, then
+            # its blocks (NodeRun.drop_graphs)
+            run.drop_graphs(self.sim.heap, lambda key: (self._untree(tree, key),
+                                                        self._untree(self.keys_tree, key)))
             self.live.pop(run, None)
             return
         self._untree(tree, span)
@@ -365,24 +355,12 @@ class GraphLocator:
         graph is compacted, so the locator's creation order is kept. Returns
         whether the graph was compacted.
         """
-        graph = self.graphs.get(node_id)
-        if graph is None or graph.origin != node_id or graph.entries != 1:
-            return False
-        live = self.live
-        if next(reversed(live)) is not graph:
+        graph = self._compactable(node_id)
+        if graph is None:
             return False
         server = graph.server
         memory = server.memory_management
-        if (len(memory.nodes) != 1 or memory.runs or memory.referenced
-                or memory.statuses_table is not None):
-            return False
-        rc, parents = memory.nodes[node_id]
-        step = server.steps.get(node_id)
-        if (parents or rc.strong != 1 or rc.extra or step is None or step.actions is not None
-                or step.node.retro is not None or len(server.steps) != 1
-                or self.keys.get(node_id) or node_id in self.key_tables
-                or node_id in self.key_runs):
-            return False
+        step = server.steps[node_id]
         key = (step.nbytes, server.steps_table.buckets, server.actions_table.buckets,
                memory.nodes_table.buckets, memory.leaves_table.buckets)
         cached = self._run_blocks.get(key)
@@ -391,20 +369,48 @@ class GraphLocator:
             cached = self._run_blocks[key] = (node_blocks(layout, step, ()),
                                               graph_blocks(layout, server),
                                               graph_drop_order(layout, step, server))
-        node_order, graph_order, drop_order = cached
         # the run owns the blocks from now on: the objects must not free them; and the
         # objects must go now: break the server <-> memory and ref count -> memory cycles
         # (the collector is off while a simulation runs)
         step.node._nbytes = 0
         graph.entries = 0
-        rc.owner = None
+        memory.nodes[node_id][0].owner = None
         memory.nodes = {}
         server.steps = {}
         memory.server = None
         del self.graphs[node_id]
         del self.keys[node_id]
-        del live[graph]
+        del self.live[graph]
         self.run_entries += 1
+        self._append_dead_graph(node_id, *cached)
+        return True
+
+    def _compactable(self, node_id):
+        """``node_id``'s graph if :meth:`compact` may take it (the newest live graph, its
+        one node parentless, without handle, checkpoint or key), else None."""
+        graph = self.graphs.get(node_id)
+        if graph is None or graph.origin != node_id or graph.entries != 1:
+            return None
+        if next(reversed(self.live)) is not graph:
+            return None
+        server = graph.server
+        memory = server.memory_management
+        if (len(memory.nodes) != 1 or memory.runs or memory.referenced
+                or memory.statuses_table is not None):
+            return None
+        rc, parents = memory.nodes[node_id]
+        step = server.steps.get(node_id)
+        if (parents or rc.strong != 1 or rc.extra or step is None or step.actions is not None
+                or step.node.retro is not None or len(server.steps) != 1
+                or self.keys.get(node_id) or node_id in self.key_tables
+                or node_id in self.key_runs):
+            return None
+        return graph
+
+    def _append_dead_graph(self, node_id, node_order, graph_order, drop_order) -> None:
+        """A compacted graph joins the newest live run of dead single-node graphs where its
+        id continues the run's stride and its blocks are the same, else starts one."""
+        live = self.live
         last = next(reversed(live), None)
         if (last.__class__ is NodeRun and last.new_graph and last.node_order == node_order
                 and last.graph_order == graph_order and not last.nodes_freed):
@@ -413,10 +419,9 @@ class GraphLocator:
                 if last.count == 1:
                     last.stride = node_id - last.first
                 last.count += 1
-                return True
+                return
         live[NodeRun(node_id, 1, 1, (), node_order, new_graph=True,
                      graph_order=graph_order, drop_order=drop_order)] = None
-        return True
 
     def new_graph(self, origin) -> Graph:
         """A new graph whose origin is ``origin``."""
@@ -489,32 +494,9 @@ class OrphanSweep:
         """Each entry of a run of dead single-node graphs visited, scanned and its node
         freed now (``free_unused_roots``: the deletables ``Vec`` of one id around it, the
         id pushed on ``should_remove``), its graph when the entry is removed."""
-        heap = self.heap
-        id_bytes = self.sim.layout.node_id_bytes
-        if run.nodes_freed:
-            self.collect(run)
-        elif heap.orders_frees:
-            # member by member, as the arena places every block
-            for _ in range(run.count):
-                deletables = RustVec(heap, id_bytes)
-                deletables.push()
-                for nbytes in run.node_order:
-                    heap.free(nbytes)
-                self.should_remove.push_each(1)
-                deletables.drop()
-            run.nodes_freed = True
-            self.removals.append(run)
-            self.freed += run.count
-        else:
-            # a size-class allocator: the members' deletables Vecs (one at a time) as one
-            # block around the run's frees, the ids pushed after them
-            deletables = RustVec(heap, id_bytes)
-            deletables.push()
-            run.free_nodes(heap)
-            self.collect(run)
-            nbytes = deletables.capacity * id_bytes
-            deletables.drop()
-            heap.transient(nbytes, run.count - 1)   # the other members' Vecs
+        run.free_visited(self.heap, self.sim.layout.node_id_bytes, self.should_remove)
+        self.removals.append(run)
+        self.freed += run.count
         self.visits += run.count
         # maybe_useful's read and free_unused_roots' (dedup-sweep too: its one visit scans
         # the node once, as burn's does)

@@ -34,10 +34,7 @@ import heapq
 import itertools
 
 from ..costs.vec import RustVec
-
-#: called as ``WALK_OBSERVER(statuses, useful)`` after each block-by-block walk of burn's
-#: passes (:meth:`GraphMemoryManagement._passes_block_by_block`), when set (tests)
-WALK_OBSERVER = None
+from .pass_blocks import charge_passes, members_in_order
 
 __all__ = ["GraphMemoryManagement"]
 
@@ -128,42 +125,44 @@ class GraphMemoryManagement:
         sim.policy.on_node_removed(self, node_id, parents)
 
     def extend(self, other: "GraphMemoryManagement") -> None:
-        """Move every node of ``other`` into this graph (a merge)."""
+        """Move every node of ``other`` into this graph (a merge): its nodes, its leaves,
+        its runs; its statuses map is empty between backwards, its tables go."""
+        self._extend_nodes(other)
+        mine, theirs = len(self.leaves) + self.run_nodes, len(other.leaves) + other.run_nodes
+        self.leaves_table.reserve(mine, _extend_reserve(mine, theirs))
+        for leaf in other.leaves:
+            self.leaves.add(leaf)
+            self.leaves_table.fit(len(self.leaves) + self.run_nodes)
+        for run in other.runs:
+            self.add_run(run, placed=True)
+        other.nodes = {}
+        other.leaves = set()
+        other.referenced = 0
+        other.runs = []
+        other.run_nodes = 0
+        for table in (other.nodes_table, other.leaves_table, other.statuses_table):
+            if table is not None:
+                table.drop()
+
+    def _extend_nodes(self, other) -> None:
+        """``nodes.extend(other.nodes)``: each entry inserted in ``other``'s map order, its
+        runs taking their places among them (serials in this map's order)."""
         mine, theirs = len(self.nodes) + self.run_nodes, len(other.nodes) + other.run_nodes
         self.nodes_table.reserve(mine, _extend_reserve(mine, theirs))
-        dropped = []
         if other.runs and self.serials is None:
             self.serials = {}
-        serials, theirs_at = self.serials, other.serials or {}
-        # other's runs take their places among other's nodes (serials in this map's order)
-        moved = iter(sorted(other.runs, key=lambda r: r.serial))
-        run = next(moved, None)
+        theirs_at = other.serials or {}
+        runs = sorted(other.runs, key=lambda r: r.serial)
+        placed = 0
+        dropped = []
         for node_id, (rc, parents) in other.nodes.items():
-            while run is not None and run.serial < theirs_at.get(node_id, -1):
-                run.serial = self.inserted
-                self.inserted += 1
-                run = next(moved, None)
-            old = self.nodes.get(node_id)
-            if old is not None:
-                # both graphs held this id (a RootStep re-registered after a consumed backward):
-                # HashMap::extend keeps the present key, takes the incoming parents and drops
-                # the incoming Arc<NodeId>
-                if old[1]:
-                    sim = self.server.sim
-                    sim.heap.free(sim.layout.parent_bytes * len(old[1]))
-                self.nodes[node_id] = (old[0], parents)
+            while placed < len(runs) and runs[placed].serial < theirs_at.get(node_id, -1):
+                runs[placed].serial = self._next_serial()
+                placed += 1
+            if not self._insert_moved(other, node_id, rc, parents):
                 dropped.append(rc)
-                continue
-            rc.move(other, self)
-            self.nodes[node_id] = (rc, parents)
-            if serials is not None:
-                serials[node_id] = self.inserted
-                self.inserted += 1
-            self.nodes_table.fit(len(self.nodes) + self.run_nodes)
-        while run is not None:
-            run.serial = self.inserted
-            self.inserted += 1
-            run = next(moved, None)
+        for run in runs[placed:]:
+            run.serial = self._next_serial()
         self.referenced += other.referenced
         for rc in dropped:
             # counted by both graphs while both held it (strong >= 2); the drop is silent
@@ -173,22 +172,30 @@ class GraphMemoryManagement:
             rc.strong -= 1
             if rc.strong == 1:
                 self.referenced -= 1
-        mine, theirs = len(self.leaves) + self.run_nodes, len(other.leaves) + other.run_nodes
-        self.leaves_table.reserve(mine, _extend_reserve(mine, theirs))
-        for leaf in other.leaves:
-            self.leaves.add(leaf)
-            self.leaves_table.fit(len(self.leaves) + self.run_nodes)
-        if other.runs:
-            for run in other.runs:
-                self.add_run(run, placed=True)
-        other.nodes = {}
-        other.leaves = set()
-        other.referenced = 0
-        other.runs = []
-        other.run_nodes = 0
-        for table in (other.nodes_table, other.leaves_table, other.statuses_table):
-            if table is not None:
-                table.drop()
+
+    def _next_serial(self) -> int:
+        serial = self.inserted
+        self.inserted += 1
+        return serial
+
+    def _insert_moved(self, other, node_id, rc, parents) -> bool:
+        """One entry of ``other``'s ``nodes`` inserted here; False where both graphs held
+        the id (a RootStep re-registered after a consumed backward): ``HashMap::extend``
+        keeps the present key, takes the incoming parents and drops the incoming
+        ``Arc<NodeId>`` (the caller's)."""
+        old = self.nodes.get(node_id)
+        if old is not None:
+            if old[1]:
+                sim = self.server.sim
+                sim.heap.free(sim.layout.parent_bytes * len(old[1]))
+            self.nodes[node_id] = (old[0], parents)
+            return False
+        rc.move(other, self)
+        self.nodes[node_id] = (rc, parents)
+        if self.serials is not None:
+            self.serials[node_id] = self._next_serial()
+        self.nodes_table.fit(len(self.nodes) + self.run_nodes)
+        return True
 
     def drop(self) -> None:
         """The graph is dropped: release every node and free the tables."""
@@ -268,7 +275,7 @@ class GraphMemoryManagement:
         process), each leaf followed by its depth-first walk through non-useful
         parents (:func:`_deletion_order`), then the unused roots. Where the heap's
         placement depends on the order of frees
-        (:attr:`~sim.costs.heap.Heap.orders_frees`) and ``on_free_member(run,
+        (:func:`~sim.autodiff.pass_blocks.members_in_order`) and ``on_free_member(run,
         node_id)`` is given, a run's members go one by one in that order too, each
         followed by ``on_free_member``; elsewhere a run goes after the nodes.
         """
@@ -278,13 +285,13 @@ class GraphMemoryManagement:
         # unavailable_propagation, then useful_propagation, from every leaf
         reached, useful = _statuses(graph, leaves, runs)
         # identify_leaves_and_deletables from every leaf
-        members = bool(runs) and on_free_member is not None and self.server.sim.heap.orders_frees
+        members = members_in_order(self.server.sim.heap, runs, on_free_member)
         ordered, deletables = _deletion_order(graph, leaves, runs, useful, members)
         new_leaves = {leaf for leaf in leaves if leaf in useful}
         for node_id in deletables:
             new_leaves.update(p for p in graph.successors(node_id) if p in useful)
-        scratch = self._charge_passes(leaves, runs, reached, useful, deletables, new_leaves,
-                                      members)
+        scratch = charge_passes(self, leaves, runs, reached, useful, deletables, new_leaves,
+                                members)
         self.leaves = new_leaves                                   # mem::swap
         roots = self._unused_roots(useful)                         # clear_unused_roots
         visited = len(reached) + len(self.nodes) + 2 * self.run_nodes - len(runs)
@@ -296,35 +303,6 @@ class GraphMemoryManagement:
             deletables_vec.drop()
             old_leaves_table.drop()            # mem::swap left the old set to the end
         return visited
-
-    def _charge_passes(self, leaves, runs, reached, useful, deletables, new_leaves, members):
-        """The blocks and table growth of burn's three passes: where glibc's arena places
-        every block, walked block by block (a run's members as the leaves they are;
-        returns the ``deletables`` Vec and the old leaves' table, which burn frees at the
-        end), else counted (returns None)."""
-        if self.statuses_table is None:
-            self.statuses_table = self.server.sim.tables.statuses()
-        heap = self.server.sim.heap
-        if heap.orders_frees and (members or not runs):
-            return self._passes_block_by_block(leaves, useful, runs.values())
-        # the unavailable pass inserts every reached id once; the useful pass inserts the
-        # ids it pops again (from every leaf on), and an insert into a full table grows it
-        statuses = len(reached) - len(runs) + self.run_nodes
-        self.statuses_table.grow_to(statuses)
-        if leaves or runs:
-            self.statuses_table.reinsert(statuses)
-        # the dead leaves (a run's members, the leaves deleted): the three passes walk each
-        # as :meth:`_passes_block_by_block` does, whose transient blocks (made, then freed
-        # before the function returns) are not placed here, only counted: the leaf's
-        # parents Vec cloned once per pass (if it has parents) and its walk's ``to_visit``
-        # stack and ``visited`` set
-        nodes = self.nodes
-        heap.allocs += sum(run.count * (2 + 3 * bool(run.parents)) for run in runs.values())
-        heap.allocs += sum(2 + 3 * bool(nodes[leaf][1]) for leaf in leaves
-                           if leaf in deletables and leaf in nodes)
-        self.leaves_table.drop()
-        self.leaves_table.grow_to(len(new_leaves))
-        return None
 
     def _delete(self, ordered, roots, runs, deletables, members, on_free, on_free_run,
                 on_free_member) -> None:
@@ -352,30 +330,6 @@ class GraphMemoryManagement:
             on_free(node_id)
         for run in freed_runs:
             self._free_run(run, on_free_run)
-
-    def _passes_block_by_block(self, leaves, useful, runs=()):
-        """The blocks burn's ``free_unavailable_nodes`` allocates and frees before it
-        removes anything, in its order, where the heap places blocks one by one (a glibc
-        arena): :class:`_BlockPasses`. Sets up the new leaves' table in
-        ``self.leaves_table`` and returns ``(deletables Vec, the old leaves' table)``: the
-        caller frees them where burn's function ends."""
-        passes = _BlockPasses(self, leaves, useful, runs)
-        first = self.leaves_table.clone()            # let leaves = self.leaves.clone()
-        second = self.leaves_table.clone()           # for leaf in leaves.clone()
-        for leaf in passes.leaves:
-            passes.unavailable_propagation(leaf)
-        second.drop()
-        passes.useful_propagation(self.leaves_table.clone())
-        new_leaves = _TrackedSet(self.server.sim.tables.leaves())
-        deletables = RustVec(passes.heap, self.server.sim.layout.node_id_bytes)
-        for leaf in passes.leaves:
-            passes.identify_leaves_and_deletables(leaf, new_leaves, deletables)
-        first.drop()
-        old = self.leaves_table
-        self.leaves_table = new_leaves.table
-        if WALK_OBSERVER is not None:
-            WALK_OBSERVER(passes.status, useful)
-        return deletables, old
 
     def free_unused_roots(self, on_free, on_free_run=None) -> int:
         """Free nodes with no handle and no parent left (the orphan sweep); returns nodes read."""
@@ -427,203 +381,6 @@ class GraphMemoryManagement:
             and node_id not in useful
             and all(pid not in nodes for pid, _ in parents)
         ]
-
-
-class _DeadHandle:
-    """The ref count of a run's member: no tensor handle left."""
-
-    strong = 1
-
-
-_DEAD = _DeadHandle()
-
-
-class _TrackedSet:
-    """A ``HashSet<NodeId>`` of burn's passes: the ids (popped in ascending order here,
-    burn's hash order being random per process) and its table's blocks."""
-
-    __slots__ = ("items", "table", "_order")
-
-    def __init__(self, table, items=()):
-        self.items = set(items)
-        self.table = table
-        self._order = list(self.items)       # a heap of the ids, for pop's ascending order
-        heapq.heapify(self._order)
-
-    def __contains__(self, node_id) -> bool:
-        return node_id in self.items
-
-    def __bool__(self) -> bool:
-        return bool(self.items)
-
-    def insert(self, node_id) -> None:
-        if node_id not in self.items:
-            heapq.heappush(self._order, node_id)
-        _set_insert(self.items, self.table, node_id)
-
-    def pop(self):
-        """The smallest id (the set is not empty)."""
-        order = self._order
-        node_id = heapq.heappop(order)
-        while node_id not in self.items:      # popped before, inserted again since
-            node_id = heapq.heappop(order)
-        self.items.discard(node_id)
-        return node_id
-
-
-class _BlockPasses:
-    """burn's three passes of ``free_unavailable_nodes`` walked for their blocks, where
-    the heap places blocks one by one (a glibc arena); the outcome is the set passes'
-    (``useful``). Each method is the burn function of its name: ``statuses`` inserts (a
-    full table grows even on a present key), each node's parents ``Vec`` cloned wherever
-    burn reads it (``unavailable_propagation`` and both closures), ``useful_propagation``'s
-    four sets, each walk's ``visited`` set and ``to_visit`` stack, the new leaves' set and
-    the ``deletables`` ``Vec``; the caller makes the three clones of ``leaves`` (hashbrown
-    clones keep the bucket count). The members of ``runs`` (dead childless leaves of this
-    graph, each with its run's parents) are walked among the leaves in id order, as exact
-    mode walks its nodes. ``status`` maps node id -> 0 unknown, 1 unavailable, 2 useful
-    (:data:`WALK_OBSERVER` receives it)."""
-
-    UNKNOWN, UNAVAILABLE, USEFUL = 0, 1, 2
-
-    def __init__(self, memory, leaves, useful, runs=()):
-        sim = memory.server.sim
-        self.heap = sim.heap
-        self.tables = sim.tables
-        self.parent_bytes = sim.layout.parent_bytes
-        self.useful = useful
-        nodes = memory.nodes
-        if runs:
-            members = {member: (_DEAD, run.parents) for run in runs for member in run.ids}
-            nodes = {**nodes, **members}
-            leaves = sorted([*leaves, *members])
-        self.nodes = nodes
-        self.leaves = leaves
-        self.statuses_table = memory.statuses_table
-        self.status = {}
-
-    def set_status(self, node_id, value) -> None:
-        status = self.status
-        if node_id in status:
-            self.statuses_table.reinsert(len(status))
-        else:
-            status[node_id] = value
-            self.statuses_table.fit(len(status))
-        status[node_id] = value
-
-    def cloned_parents(self, node_id):
-        """``nodes.get(id).cloned()``: (the parents, their clone's block)."""
-        entry = self.nodes.get(node_id)
-        parents = entry[1] if entry is not None else ()
-        nbytes = self.parent_bytes * len(parents)
-        return parents, (nbytes, self.heap.alloc(nbytes) if nbytes else None)
-
-    def drop_clone(self, block) -> None:
-        if block[0]:
-            self.heap.free(*block)
-
-    def kept(self, parents) -> list:
-        """The closure's filter: a leaf parent only while it is in ``nodes``."""
-        nodes = self.nodes
-        return [pid for pid, is_leaf in parents if not is_leaf or pid in nodes]
-
-    def _enter(self, node_id, frames):
-        """Enter ``unavailable_propagation(node_id)``: its status if known (an absent
-        node: unavailable), else None with a frame pushed to walk its parents."""
-        if node_id in self.status:
-            return self.status[node_id]
-        if node_id not in self.nodes:
-            self.set_status(node_id, self.UNAVAILABLE)
-            return self.UNAVAILABLE
-        parents, block = self.cloned_parents(node_id)
-        frames.append([node_id, parents, 0, self.UNKNOWN, block])
-        return None
-
-    def unavailable_propagation(self, leaf) -> None:
-        """burn's recursion, with an explicit stack of frames."""
-        nodes = self.nodes
-        frames = []
-        result = self._enter(leaf, frames)
-        while frames:
-            frame = frames[-1]
-            node_id, parents, at, value, block = frame
-            if result == self.UNAVAILABLE:
-                frame[3] = value = self.UNAVAILABLE
-            result = None
-            if at < len(parents):
-                frame[2] = at + 1
-                pid, is_leaf = parents[at]
-                if is_leaf and pid not in nodes:
-                    continue
-                result = self._enter(pid, frames)
-                continue
-            frames.pop()
-            self.drop_clone(block)
-            self.set_status(node_id, value)
-            result = value
-
-    def useful_propagation(self, leaves_clone) -> None:
-        """``to_explore`` is a clone of the leaves set; ``to_tag_useful`` is popped first."""
-        tables = self.tables
-        explored, tagged = _TrackedSet(tables.key_set()), _TrackedSet(tables.key_set())
-        to_tag = _TrackedSet(tables.key_set())
-        to_explore = _TrackedSet(leaves_clone, self.leaves)
-        while True:
-            if to_tag:
-                node_id, value = to_tag.pop(), self.USEFUL
-            elif to_explore:
-                node_id = to_explore.pop()
-                value = self.status[node_id]
-                if value == self.UNKNOWN and self.nodes[node_id][0].strong > 1:
-                    value = self.USEFUL
-            else:
-                break
-            if value == self.USEFUL:
-                seen, queue = tagged, to_tag
-            else:
-                seen, queue = explored, to_explore
-            seen.insert(node_id)
-            parents, block = self.cloned_parents(node_id)
-            for pid in self.kept(parents):
-                if pid not in seen and pid not in queue:
-                    queue.insert(pid)
-            self.drop_clone(block)
-            self.set_status(node_id, value)
-        for pass_set in (to_explore, to_tag, tagged, explored):
-            pass_set.table.drop()
-
-    def identify_leaves_and_deletables(self, leaf, new_leaves, deletables) -> None:
-        """One leaf's walk: stop at a useful node (a new leaf), else list it for deletion
-        and push its parents."""
-        visited = _TrackedSet(self.tables.key_set())
-        to_visit = RustVec(self.heap, deletables.elem, capacity=1)
-        stack = [leaf]
-        while stack:
-            node_id = stack.pop()
-            to_visit.len = len(stack)
-            visited.insert(node_id)
-            if node_id in self.useful:
-                new_leaves.insert(node_id)
-                continue
-            deletables.push()
-            parents, block = self.cloned_parents(node_id)
-            for pid in self.kept(parents):
-                if pid not in visited:
-                    stack.append(pid)
-                    to_visit.push()
-            self.drop_clone(block)
-        to_visit.drop()
-        visited.table.drop()
-
-
-def _set_insert(items, table, node_id) -> None:
-    """``HashSet::insert``: a new id grows a full table; a present one too (the insert
-    reserves a slot before it looks the key up: :meth:`RawTable.reinsert`)."""
-    if node_id in items:
-        table.reinsert(len(items))
-    else:
-        items.add(node_id)
-        table.fit(len(items))
 
 
 def _deletion_order(graph, leaves, runs, useful, members):

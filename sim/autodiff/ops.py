@@ -20,8 +20,9 @@ Every float op on an autodiff device goes through :func:`float_op`:
 6. the dispatch layer boxes the output and drops what is left of the moved
    operands (the heap events in burn's order: docs/burn-notes/heap-order.md).
 
-:data:`OPS` is the table of ops: arity, memory-bound or not, the size of the
-state their step keeps, which inputs they checkpoint, backward work.
+:data:`~sim.autodiff.op_facts.OPS` is the table of ops (:mod:`sim.autodiff.op_facts`):
+arity, memory-bound or not, the state their step keeps, which inputs they checkpoint,
+backward work, and what the backends do with them.
 """
 
 from __future__ import annotations
@@ -30,60 +31,13 @@ from operator import attrgetter
 
 from .checkpoint import BALANCED, CheckpointerBuilder
 from .node import GRAD, GRAD_IN_BACKWARD, NONE, Node, NodeRefCount
+from .op_facts import OPS
 from .step import OPS as OPS_STEP
 from .step import UNTRACKED, Step
 
-__all__ = ["OpSpec", "OPS", "float_op", "step_bytes"]
-
-
-class OpSpec:
-    """One autodiff op.
-
-    ``state`` names the parts of the backward state (sizes from the layout);
-    ``saves`` is "cross" (each input saved when the OTHER is tracked: mul,
-    matmul), "div" (the divisor whenever the op is tracked, the dividend when
-    the divisor is tracked), "input" (the input: relu, powf, sqrt) or ""
-    (shapes/scalars only).
-    """
-
-    __slots__ = ("name", "arity", "memory_bound", "state", "saves", "backward_factor")
-
-    def __init__(self, name, arity, memory_bound, state=(), saves="", backward_factor=1.0):
-        self.name = name
-        self.arity = arity
-        self.memory_bound = memory_bound
-        self.state = state
-        self.saves = saves
-        self.backward_factor = backward_factor
-
-    def __repr__(self):
-        return f"OpSpec({self.name})"
-
+__all__ = ["OPS", "float_op", "step_bytes"]
 
 _SHAPE = attrgetter("shape")
-
-_BINARY_BROADCAST = ("option_node_id", "option_node_id", "broadcast")
-
-#: name -> spec; states as in burn-autodiff 0.22.1's Backward impls
-OPS = {spec.name: spec for spec in (
-    OpSpec("add", 2, True, ("shape", "shape")),
-    OpSpec("sub", 2, True, ("shape", "shape")),
-    OpSpec("mul", 2, True, _BINARY_BROADCAST, saves="cross", backward_factor=2.0),
-    OpSpec("matmul", 2, False, _BINARY_BROADCAST, saves="cross", backward_factor=2.0),
-    # lhs gradient: recip and mul; rhs gradient: neg, square, div and mul
-    OpSpec("div", 2, True, _BINARY_BROADCAST, saves="div", backward_factor=6.0),
-    OpSpec("mul_scalar", 1, True, ("scalar",)),
-    OpSpec("div_scalar", 1, True, ("scalar",)),
-    OpSpec("add_scalar", 1, True, ()),
-    OpSpec("sum", 1, False, ("shape",)),
-    OpSpec("mean", 1, False, ("shape",)),
-    OpSpec("reshape", 1, True, ("shape", "shape")),
-    OpSpec("relu", 1, True, ("node_id",), saves="input"),
-    OpSpec("powf_scalar", 1, True, ("node_id", "scalar_f64"), saves="input", backward_factor=2.0),
-    OpSpec("exp", 1, True, ("node_id",), saves="input"),
-    OpSpec("log", 1, True, ("node_id",), saves="input"),
-    OpSpec("sqrt", 1, True, ("node_id",), saves="input"),
-)}
 
 
 def _state_bytes(op, layout) -> int:
@@ -106,7 +60,6 @@ def step_bytes(op, layout, tracked: bool) -> int:
 
 def float_op(op, inputs, out_shape, device):
     """Run ``op`` on ``inputs`` (tensors) producing a tensor of ``out_shape`` on ``device``."""
-    Tensor = type(inputs[0])  # the API's Tensor, which sits above this module
     sim = device.sim
     backend = device.backend
     shapes = (out_shape, tuple(map(_SHAPE, inputs)))
@@ -126,18 +79,47 @@ def float_op(op, inputs, out_shape, device):
         # the op took its moved operands by value: they drop as it returns, last one first
         for t in reversed(moved):
             t._release()
-        return Tensor(device, out_shape, out)
+        return type(inputs[0])(device, out_shape, out)   # the API's Tensor, above this module
     if moved and len(inputs) == 2 and inputs[1].moved:
         # burn-dispatch moves the rhs out of its box first (the lhs's box goes at the end:
         # the malloc-log traces)
         inputs[1].unbox()
-
     # burn-autodiff's op preparation and the graph client: their text, on the first op
     sim.touched.touch_code("autodiff")
     sim.timing.prepare(len(inputs))
+    nodes, parents, order, lifted = prepare(sim, inputs)
+    tracked = bool(parents)  # Requirement::from_nodes
+    actions, memory_bound, retro = compute_property(sim, op, device, inputs, nodes)
+    if tracked and op.saves:
+        actions = checkpoint_saved(sim, op, inputs, nodes, actions)
+    # the inner op, which drops the primitives of its moved operands (last one first)
+    buffer = backend.output(op.name, inputs, out_shape)
+    for t in reversed(moved):
+        t._release_inner()
+    # OpsPrep::finish: from_parents builds the output's node (tracked parents only, order =
+    # max + 1), then its ref count and the step
+    node = Node(sim, sim.next_node_id(), parents, order + 1,
+                GRAD_IN_BACKWARD if tracked else NONE, memory_bound)
+    if retro is not None:
+        node.retro = retro
+    out = finish(op, device, shapes, buffer, node, nodes, actions, type(inputs[0]))
+    drop_operands(inputs, moved, nodes, lifted)
+    del nodes   # the operands' nodes go with the preparation
+    out.box()
+    for t in moved:
+        t.unbox()
+    return out
+
+
+def prepare(sim, inputs) -> tuple:
+    """burn's ``OpsPrep`` of an op on an autodiff device: the operands' nodes (a plain
+    operand lifted by ``from_inner``: a fresh node id and node, never registered, a
+    constant for this op), the tracked parents ``(id, is_leaf)`` (``from_parents``), the
+    highest order and, by input index, the lifted handles' ref counts (None if none):
+    ``(nodes, parents, order, lifted)``."""
     nodes = []
-    parents = []  # from_parents: (id, is_leaf) of the tracked inputs
-    lifted = None  # input index -> the ref count of a plain operand's from_inner handle
+    parents = []
+    lifted = None
     order = 0
     for i, t in enumerate(inputs):
         n = t.node
@@ -151,52 +133,57 @@ def float_op(op, inputs, out_shape, device):
             parents.append((n.id, n.order == 0))
         if n.order > order:
             order = n.order
-    n = None
-    parents = tuple(parents)
-    tracked = bool(parents)  # Requirement::from_nodes
-    requirement = GRAD_IN_BACKWARD if tracked else NONE
-    layout = sim.layout
-    actions = None
-    memory_bound = False
-    retro = None
-    if op.memory_bound and device.checkpointing == BALANCED:
-        # BalancedCheckpointing::compute_property allocates the retro-forward Arc;
-        # checkpoint_parents records a backup per tracked parent, or resets on an untracked one
-        if all(n.requirement != NONE for n in nodes):
-            memory_bound = True
-            retro = _Retro(sim)
-            actions = CheckpointerBuilder(sim)
-            for t in inputs:
-                actions.checkpoint(t, backup=True)
-        else:
-            sim.heap.alloc(layout.retro_arc_bytes)
-            sim.heap.free(layout.retro_arc_bytes)
-    if tracked and op.saves:
-        # the checkpoints clone the inputs' primitives before the inner op runs
-        for i, t in enumerate(inputs):
-            saves = op.saves
-            if saves == "div":
-                # float_div: the dividend if the divisor is tracked; the divisor always
-                saves = "input" if i == 1 else "cross"
-            other_tracked = saves == "cross" and nodes[1 - i].requirement != NONE
-            if saves == "input" or other_tracked:
-                if actions is None:
-                    actions = CheckpointerBuilder(sim)
-                actions.checkpoint(t, index=i)
-    # the inner op, which drops the primitives of its moved operands (last one first)
-    buffer = backend.output(op.name, inputs, out_shape)
-    for t in reversed(moved):
-        t._release_inner()
-    # OpsPrep::finish: from_parents builds the output's node and ref count, then the step
-    node = Node(sim, sim.next_node_id(), parents, order + 1, requirement, memory_bound)
-    if retro is not None:
-        node.retro = retro
-    rc = NodeRefCount(sim, node.id)
-    out = Tensor(device, out_shape, buffer, node, rc, boxed=False)
+    return nodes, tuple(parents), order, lifted
 
+
+def compute_property(sim, op, device, inputs, nodes) -> tuple:
+    """Under balanced checkpointing a memory-bound op allocates its retro-forward ``Arc``
+    and records a backup per tracked parent (``checkpoint_parents``); an untracked parent
+    resets it (compute-bound, the ``Arc`` dropped at once). Returns ``(checkpoint
+    actions or None, memory bound, retro-forward or None)``."""
+    if not op.memory_bound or device.checkpointing != BALANCED:
+        return None, False, None
+    if all(n.requirement != NONE for n in nodes):
+        retro = _Retro(sim)
+        actions = CheckpointerBuilder(sim)
+        for t in inputs:
+            actions.checkpoint(t, backup=True)
+        return actions, True, retro
+    sim.heap.alloc(sim.layout.retro_arc_bytes)
+    sim.heap.free(sim.layout.retro_arc_bytes)
+    return None, False, None
+
+
+def checkpoint_saved(sim, op, inputs, nodes, actions):
+    """``checkpoint``: the tracked op's explicit checkpoints of the operands its backward
+    reads (:attr:`~sim.autodiff.op_facts.OpFacts.saves`), cloned before the inner op runs.
+    Returns the actions (``actions``, or new ones)."""
+    for i, t in enumerate(inputs):
+        saves = op.saves
+        if saves == "div":
+            # float_div: the dividend if the divisor is tracked; the divisor always
+            saves = "input" if i == 1 else "cross"
+        other_tracked = saves == "cross" and nodes[1 - i].requirement != NONE
+        if saves == "input" or other_tracked:
+            if actions is None:
+                actions = CheckpointerBuilder(sim)
+            actions.checkpoint(t, index=i)
+    return actions
+
+
+def finish(op, device, shapes, buffer, node, nodes, actions, tensor_class):
+    """``finish`` once ``from_parents`` built ``node``: its ref count and the output tensor
+    (a ``tensor_class``: the API's Tensor, which sits above the mirror), then the step
+    registered: an ``OpsStep``, or an ``UntrackedOpsStep`` through the policy seam
+    ``register_untracked`` (with no tracked parent, it starts a new graph). Returns the
+    output tensor."""
+    sim = device.sim
+    rc = NodeRefCount(sim, node.id)
+    out = tensor_class(device, shapes[0], buffer, node, rc, boxed=False)
+    tracked = bool(node.parents)
     nbytes = sim.step_bytes.get((op, tracked))
     if nbytes is None:
-        nbytes = sim.step_bytes[(op, tracked)] = step_bytes(op, layout, tracked)
+        nbytes = sim.step_bytes[(op, tracked)] = step_bytes(op, sim.layout, tracked)
     if tracked:
         parent_nodes = tuple([n if n.requirement != NONE else None for n in nodes])
         sim.client.register(rc, Step(OPS_STEP, op, node, parent_nodes, nbytes, actions, shapes))
@@ -204,27 +191,24 @@ def float_op(op, inputs, out_shape, device):
         sim.policy.register_untracked(sim.client, rc,
                                       Step(UNTRACKED, op, node, (), nbytes, actions, shapes),
                                       device)
-    # the autodiff op returns: what is left of its moved operands (their node and ref
-    # count) drops, last one first; burn-dispatch boxes the output, then drops the boxes
-    # it still holds
+    return out
+
+
+def drop_operands(inputs, moved, nodes, lifted) -> None:
+    """The autodiff op returns: what is left of its moved operands (their node and ref
+    count) drops, last one first; a plain operand came in as ``from_inner``'s new handle,
+    moved in too: its node and ref count drop in its place among them."""
     if lifted is None:
         for t in reversed(moved):
             t._release_autodiff()
-    else:
-        # a plain operand came in as from_inner's new handle, moved in too: its node and
-        # ref count drop in its place among the operands'
-        for i in range(len(inputs) - 1, -1, -1):
-            rc = lifted.get(i)
-            if rc is not None:
-                nodes[i] = None
-                rc.release()
-            elif inputs[i].moved:
-                inputs[i]._release_autodiff()
-    del nodes
-    out.box()
-    for t in moved:
-        t.unbox()
-    return out
+        return
+    for i in range(len(inputs) - 1, -1, -1):
+        rc = lifted.get(i)
+        if rc is not None:
+            nodes[i] = None
+            rc.release()
+        elif inputs[i].moved:
+            inputs[i]._release_autodiff()
 
 
 class _Retro:

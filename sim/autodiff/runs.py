@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..costs.vec import RustVec
+
 __all__ = ["NodeRun", "node_blocks", "graph_blocks", "graph_drop_order", "tree_counts",
            "unexplained_blocks"]
 
@@ -135,6 +137,47 @@ class NodeRun:
             return
         heap.free_each(self.node_order, self.count)
         self.nodes_freed = True
+
+    def drop_graphs(self, heap, untree) -> None:
+        """The members' single-node graphs go, their locator entries removed: ``untree(key)``
+        takes a member's id (or the ``(first, stride, count)`` span of all) out of the
+        locator's maps. Where the allocator places blocks one by one and the members'
+        nodes are still there, member by member (keys, then the graph's blocks in their
+        drop order: the order of frees places later blocks); elsewhere the span at once."""
+        if heap.orders_frees and not self.nodes_freed:
+            for node_id in self.ids:
+                untree(node_id)
+                heap.free_each(self.drop_order, 1)
+            return
+        untree((self.first, self.stride, self.count))
+        self.free(heap)
+
+    def free_visited(self, heap, id_bytes, should_remove) -> None:
+        """A sweep visits every member's entry and frees its node (``free_unused_roots``: a
+        ``deletables`` Vec of one id of ``id_bytes`` around the node's frees, the id pushed
+        on the ``should_remove`` Vec); the graphs' blocks stay until the entries go. Where
+        the allocator places blocks one by one, member by member; elsewhere the members'
+        Vecs as one block around the run's frees, the ids pushed after them."""
+        if self.nodes_freed:
+            should_remove.push_each(self.count)
+            return
+        if heap.orders_frees:
+            for _ in range(self.count):
+                deletables = RustVec(heap, id_bytes)
+                deletables.push()
+                for nbytes in self.node_order:
+                    heap.free(nbytes)
+                should_remove.push_each(1)
+                deletables.drop()
+            self.nodes_freed = True
+            return
+        deletables = RustVec(heap, id_bytes)
+        deletables.push()
+        self.free_nodes(heap)
+        should_remove.push_each(self.count)
+        nbytes = deletables.capacity * id_bytes
+        deletables.drop()
+        heap.transient(nbytes, self.count - 1)   # the other members' Vecs
 
     def __repr__(self):
         kind = "graphs" if self.new_graph else "nodes"

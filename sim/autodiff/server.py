@@ -16,38 +16,17 @@ from __future__ import annotations
 
 import math
 
-from ..backend import BROADCAST_OPS, _take
+from ..backend import _take
 from ..costs.ptmalloc import ZEROED
 from ..costs import kernels
-from ..costs.vec import RustVec
+from ..costs.vec import CapacityOneVecs, RustVec
 from .checkpoint import CheckpointerBuilder
 from .memory import GraphMemoryManagement
 from .node import GRAD
 from .step import OPS
 from .traversal import collect_steps
 
-__all__ = ["AutodiffServer", "Gradients", "PASS_THROUGH", "IN_PLACE_GRADIENT"]
-
-#: op -> the operands whose gradient is the incoming gradient itself (no new storage) when
-#: the operand has the output's shape (burn-autodiff 0.22.1 ``ops/tensor.rs``): add hands
-#: it to both sides and sub to its lhs through ``broadcast_shape`` (``ops/base.rs``), which
-#: returns it unchanged when nothing was broadcast; add_scalar's backward is the identity;
-#: reshape's is ``float_reshape`` of the gradient, in burn-flex a view of the same storage
-#: with new strides. Every other op's backward computes a new tensor.
-PASS_THROUGH = {"add": (0, 1), "sub": (0,), "add_scalar": (0,), "reshape": (0,)}
-#: ops whose backward computes a parent's gradient of the output's shape with a last
-#: elementwise op on the incoming gradient (``grad * rhs``, ``grad * recip(rhs)``,
-#: ``grad * c``, ``grad * f(input)``, sub's ``neg(grad)``, ``relu_backward(output, grad)``),
-#: which burn-flex writes in place into a uniquely held operand: the model writes it into
-#: the incoming gradient where that is uniquely held, else into a new storage (the saved
-#: operands are not considered; their intermediates, recip, exp..., are not modelled).
-#: matmul's gradients are new (staged) outputs, sum's and mean's new ones multiplied in
-#: place, a broadcast operand's a new reduced one.
-#: full reductions, whose backward broadcasts the incoming gradient onto ones of the input's
-#: shape (:meth:`AutodiffServer._reduce_backward`)
-REDUCE_OPS = frozenset({"sum", "mean"})
-IN_PLACE_GRADIENT = frozenset({"mul", "div", "sub", "mul_scalar", "div_scalar", "exp", "log",
-                               "sqrt", "powf_scalar", "relu"})
+__all__ = ["AutodiffServer", "Gradients"]
 
 
 class _Tape:
@@ -74,65 +53,14 @@ def _saved_operand(saves, i):
     return None
 
 
-class _TapeDepths:
-    """The tape's inner ``Vec`` s: one ``Vec::with_capacity(1)`` per depth ``0..=root
-    depth``, allocated one after the other, each dropped once its depth's steps ran.
-
-    A long chain (an EMA) gives a tape of thousands of depths, most without a step. Where
-    the allocator keeps counts per size (not a glibc arena, :attr:`Heap.orders_frees`),
-    the blocks are allocated together and the empty depths' blocks freed in runs
-    (:meth:`Heap.alloc_many`/:meth:`Heap.free_many`: the same events, in O(1)); on an
-    arena each ``Vec`` is its own block, as addresses depend on every event
-    (``batched``: force either way; by default batched where the allocator allows)."""
-
-    __slots__ = ("heap", "each", "pushed", "_next", "_order", "_at")
-
-    #: bytes of one slot: a ``StepBoxed`` (a fat pointer)
-    SLOT_BYTES = 16
-
-    def __init__(self, heap, count: int, batched: bool = None):
-        self.heap = heap
-        self._next = count - 1       # the deepest depth not dropped yet
-        if batched is None:
-            batched = not heap.orders_frees
-        if batched:
-            self.each = None
-            heap.alloc_many(self.SLOT_BYTES, count)
-        else:
-            self.each = [RustVec(heap, self.SLOT_BYTES, capacity=1, length=0)
-                         for _ in range(count)]
-        self.pushed = {}             # depth -> RustVec, for the depths a step went into
-        self._order = None
-        self._at = 0
-
-    def push(self, depth: int) -> None:
-        """A step goes into ``depth``'s ``Vec``."""
-        if self.each is not None:
-            self.each[depth].push()
-            return
-        vec = self.pushed.get(depth)
-        if vec is None:
-            vec = self.pushed[depth] = RustVec.allocated(self.heap, self.SLOT_BYTES, 1)
-        vec.push()
-
-    def drop_to(self, depth: int) -> None:
-        """Drop the ``Vec`` s from the deepest one not dropped yet down to ``depth``."""
-        if self.each is not None:
-            for d in range(self._next, depth - 1, -1):
-                self.each[d].drop()
-        else:
-            if self._order is None:           # the depths with a step, deepest first
-                self._order = sorted(self.pushed, reverse=True)
-            order, i, top = self._order, self._at, self._next
-            while i < len(order) and order[i] >= depth:
-                pushed = order[i]
-                self.heap.free_many(self.SLOT_BYTES, top - pushed)   # the empty ones above
-                self.pushed[pushed].drop()
-                top = pushed - 1
-                i += 1
-            self.heap.free_many(self.SLOT_BYTES, top - depth + 1)
-            self._at = i
-        self._next = depth - 1
+def _retrieved(actions) -> int:
+    """Tensors a step's backward reads back from the checkpointer (its actions' moved
+    count, else its explicit and backup checkpoints)."""
+    if actions is None:
+        return 0
+    if actions.moved is not None:
+        return actions.moved[1]
+    return len(actions.explicit) + len(actions.backup)
 
 
 class Gradients:
@@ -141,7 +69,8 @@ class Gradients:
 
     A gradient is a plain tensor of the inner backend (:class:`sim.tensor.Tensor`: a hold
     on its storage and its own strides block); several may share one storage (a gradient
-    ``add`` passes on is a clone of its incoming one: :data:`PASS_THROUGH`).
+    ``add`` passes on is a clone of its incoming one:
+    :attr:`~sim.autodiff.op_facts.OpFacts.pass_through`).
 
     With std, ``AutodiffTensor::backward`` (``tensor.rs``) always runs the backward in
     ``BackwardMode::Distributed``: the server passes the tape's ``GradSyncContext`` (its
@@ -381,7 +310,7 @@ class AutodiffServer:
         root_depth = self.steps[ids[0]].depth
         if traced:
             tape.outer = RustVec(heap, 24, capacity=root_depth + 1)
-            tape.inner = _TapeDepths(heap, root_depth + 1)
+            tape.inner = CapacityOneVecs(heap, root_depth + 1)   # one per depth
             tape.tree = sim.tables.tape_tree()
             builder, parents_of = CheckpointerBuilder(sim), {}
         required = set()
@@ -453,90 +382,108 @@ class AutodiffServer:
     def _step_backward(self, step, grads, device, checkpointer=None) -> None:
         """One tracked op's backward (``ops/backward.rs`` ``unary``/``binary``): its node's
         gradient is removed from ``grads`` (``consume`` of a ``GradInBackward`` node), a
-        binary op's is duplicated for its parents, and each tracked parent's gradient is
-        registered: the incoming one passed on (:data:`PASS_THROUGH`), or a new tensor,
-        written into the incoming one's storage where :data:`IN_PLACE_GRADIENT` allows."""
-        sim = self.sim
-        backend = device.backend
-        actions = step.actions
-        saved = []
-        if actions is None:
-            retrieved = 0
-        elif actions.moved is not None:
-            retrieved = actions.moved[1]
-        else:
-            retrieved = len(actions.explicit) + len(actions.backup)
-        if retrieved:
-            # retrieve_node_output logs through log_autodiff, which reads the config
-            sim.burn_config()
-        if checkpointer is not None and actions is not None and actions.moved is not None:
-            # the op's backward first takes what it saved out of the checkpointer
-            for node_id, index in actions.moved[0]:
-                got = checkpointer.retrieve(node_id)
-                if got is not None:
-                    saved.append((index, got))
-        sim.timing.backward_op(step.op, step.shapes, step.cost, len(step.parents), retrieved)
+        binary op's is duplicated for its parents, and each tracked parent's gradient
+        (:meth:`_parent_gradient`) is registered."""
+        saved = self._retrieve_saved(step, checkpointer)
+        self.sim.timing.backward_op(step.op, step.shapes, step.cost, len(step.parents),
+                                    _retrieved(step.actions))
         grad = grads.remove(step.node.id)
-        Tensor = type(grad)
         parents = step.parent_nodes
         incoming = grads.duplicate(grad, parents) if len(parents) == 2 else [grad]
         del grad
-        backend.backward_op(step.op.name, step.shapes)
-        name = step.op.name
-        out_shape, in_shapes = step.shapes
-        passes = PASS_THROUGH.get(name, ())
-        # a matmul's gradients are matmuls too (staged outputs on flex: sim.backend)
-        staged = backend.staged(name)
-        for i, (parent, shape) in enumerate(zip(parents, in_shapes)):
+        device.backend.backward_op(step.op.name, step.shapes)
+        # the storage of the last gradient computed stays held until the step's backward
+        # returns, even where the gradient was summed away before (on a glibc arena the
+        # order of that free places later blocks)
+        held = [None]
+        for i, parent in enumerate(parents):
             if parent is None:
                 continue
             value = incoming[i]
             incoming[i] = None
-            if name in REDUCE_OPS and backend.handle_stride_bytes:
-                grads.register(parent.id, self._reduce_backward(value, shape, device))
-                continue
-            # an operand broadcast in the forward: its gradient is computed at the output's
-            # shape, then summed over the broadcast dims (BinaryOpsBroadcast::backward_*)
-            broadcast = (name in BROADCAST_OPS and shape != out_shape
-                         and len(shape) == len(out_shape) and backend.handle_stride_bytes)
-            target = out_shape if broadcast else shape
-            if i in passes and (target == out_shape or name == "reshape"):
-                if name == "reshape":
-                    # a view with the parent's shape: new strides, the same storage
-                    view = Tensor(device, shape, value.prim)
-                    value._release()
-                    value = view
-            else:
-                # the saved tensor this gradient reads (a binary op's: the other operand's)
-                used = _saved_operand(step.op.saves, i)
-                got = next((k for k, (index, _) in enumerate(saved) if index == used), None)
-                if name == "matmul" and got is not None:
-                    self._transpose(saved[got][1])
-                buf = None
-                if name in IN_PLACE_GRADIENT and target == out_shape:
-                    # any elementwise op's rule (sim.backend.IN_PLACE_OPS): "mul" stands for it
-                    buf = backend.writable_operand("mul", (value,), target)
-                backend.launch_gradient(name, i, step.shapes, target, buf is not None)
-                if buf is None:
-                    # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend
-                    packed = ((in_shapes[0][-2], shape[-1])
-                              if staged and i == 1 and len(shape) >= 2 else None)
-                    backend.shape_vec(name, target)   # a matmul gradient's vec![m, n]
-                    buf = backend.alloc(target, staged, packed, layout_first=True)
-                    if name == "matmul":
-                        self._gradient_gemm(backend, i, in_shapes)
-                computed = Tensor(device, target, buf)
-                # the gradient's op drops its operands: the incoming gradient, then the
-                # saved tensor it read
-                value._release()
-                value = computed
-                if got is not None:
-                    checkpointer.release(saved.pop(got)[1])
-            if broadcast:
-                value = self._reduce_broadcasted(value, shape, device)
-            grads.register(parent.id, value)
+            grads.register(parent.id, self._parent_gradient(step, i, value, saved, device,
+                                                            checkpointer, held))
         for _, got in saved:
             checkpointer.release(got)       # the rest go with the op's backward
+
+    def _retrieve_saved(self, step, checkpointer) -> list:
+        """What the op's backward takes out of the checkpointer first (``retrieve_node_output``,
+        which logs through ``log_autodiff``, reading the config): ``[(operand index,
+        [buffer, strides]), ...]``."""
+        actions = step.actions
+        if _retrieved(actions):
+            self.sim.burn_config()
+        saved = []
+        if checkpointer is not None and actions is not None and actions.moved is not None:
+            for node_id, index in actions.moved[0]:
+                got = checkpointer.retrieve(node_id)
+                if got is not None:
+                    saved.append((index, got))
+        return saved
+
+    def _parent_gradient(self, step, i, grad, saved, device, checkpointer, held):
+        """``func_lhs``/``func_rhs`` of ``binary`` (``func`` of ``unary``): operand ``i``'s
+        gradient from ``grad``, its share of the incoming gradient (moved in): a full
+        reduction's broadcast (:meth:`_reduce_backward`), the incoming one passed on
+        (:attr:`~sim.autodiff.op_facts.OpFacts.pass_through`; a reshape's as a view), or a
+        new tensor (:meth:`_computed_gradient`); a broadcast operand's is then summed back
+        to its shape (``BinaryOpsBroadcast::backward_*``)."""
+        op = step.op
+        out_shape, in_shapes = step.shapes
+        shape = in_shapes[i]
+        strided = device.backend.handle_stride_bytes
+        if op.reduce and strided:
+            return self._reduce_backward(grad, shape, device)
+        broadcast = (op.broadcast and shape != out_shape and len(shape) == len(out_shape)
+                     and strided)
+        target = out_shape if broadcast else shape
+        if i in op.pass_through and (target == out_shape or op.view):
+            if op.view:
+                # a view with the parent's shape: new strides, the same storage
+                view = type(grad)(device, shape, grad.prim)
+                grad._release()
+                grad = view
+        else:
+            grad = self._computed_gradient(step, i, grad, target, saved, device, checkpointer,
+                                           held)
+        if broadcast:
+            grad = self._reduce_broadcasted(grad, shape, device)
+        return grad
+
+    def _computed_gradient(self, step, i, grad, target, saved, device, checkpointer, held):
+        """Operand ``i``'s gradient as a new tensor of ``target``'s shape: written into the
+        incoming ``grad``'s storage where it is uniquely held and the op's last gradient
+        op is elementwise (:attr:`~sim.autodiff.op_facts.OpFacts.gradient_in_place`),
+        else a new storage (a matmul's: a gemm into a staged output, the saved operand
+        transposed). The gradient's op drops its operands: the incoming gradient, then the
+        saved tensor it read. ``held[0]``: the new storage (see :meth:`_step_backward`)."""
+        op = step.op
+        backend = device.backend
+        out_shape, in_shapes = step.shapes
+        used = _saved_operand(op.saves, i)
+        got = next((k for k, (index, _) in enumerate(saved) if index == used), None)
+        if op.gemm and got is not None:
+            self._transpose(saved[got][1])
+        held[0] = buf = None
+        if op.gradient_in_place and target == out_shape:
+            # any elementwise op's rule (OpFacts.in_place): "mul" stands for it
+            buf = backend.writable_operand("mul", (grad,), target)
+        backend.launch_gradient(op.name, i, step.shapes, target, buf is not None)
+        if buf is None:
+            # the rhs gradient lhs^T @ grad packs grad (k = lhs rows): sim.backend
+            staged = backend.staged(op.name)
+            packed = ((in_shapes[0][-2], in_shapes[i][-1])
+                      if staged and i == 1 and len(in_shapes[i]) >= 2 else None)
+            backend.shape_vec(op.name, target)   # a matmul gradient's vec![m, n]
+            buf = backend.alloc(target, staged, packed, layout_first=True)
+            if op.gemm:
+                self._gradient_gemm(backend, i, in_shapes)
+        held[0] = buf
+        computed = type(grad)(device, target, buf)
+        grad._release()
+        if got is not None:
+            checkpointer.release(saved.pop(got)[1])
+        return computed
 
     def _transpose(self, got) -> None:
         """burn-flex's ``float_transpose`` of a retrieved saved tensor (``[buffer,

@@ -32,7 +32,7 @@ class Step:
     Parameters
     ----------
     kind : {"root", "untracked", "ops"}
-    op : sim.autodiff.ops.OpSpec or None
+    op : sim.autodiff.op_facts.OpFacts or None
         The op (None for a root step).
     node : Node
         ``ops.node``: the output's node.

@@ -26,26 +26,75 @@ class TapeConsumed(Exception):
         self.node_id = node_id
 
 
+class _WalkBlocks:
+    """The heap blocks of ``collect_steps``' own collections, where burn's blocks are
+    modelled: the ``nodes`` Vec it returns, the ``parents`` stack and the ``visited`` set
+    (hashbrown reserves before it finds a key: a full set grows on a repeated insert)."""
+
+    __slots__ = ("nodes", "stack", "visited")
+
+    def __init__(self, sim, n_parents):
+        layout = sim.layout
+        self.nodes = RustVec(sim.heap, layout.node_id_bytes, capacity=1)
+        self.stack = RustVec(sim.heap, layout.parent_bytes, capacity=n_parents)
+        self.visited = sim.tables.key_set()
+        self.visited.fit(1)
+
+    def insert(self, n_visited, new) -> None:
+        """``visited.insert``: a new id (``new``) or one already there."""
+        if new:
+            self.visited.fit(n_visited)
+        else:
+            self.visited.reinsert(n_visited)
+
+    def push(self, n_stacked, parents) -> None:
+        """A step found: its id pushed on ``nodes``, its ``parents`` on the stack (which
+        holds ``n_stacked`` after)."""
+        self.nodes.push()
+        if parents:
+            self.stack.len = n_stacked - len(parents)
+            self.stack.push(len(parents))
+
+    def drop(self, returned=True):
+        """The walk returns (the ``nodes`` Vec goes to the caller, returned) or panics
+        (``returned=False``: every block freed as it unwinds)."""
+        self.stack.drop()
+        self.visited.drop()
+        if returned:
+            return self.nodes
+        self.nodes.drop()
+        return None
+
+
+class _NoBlocks:
+    """:class:`_WalkBlocks` where burn's blocks are not modelled."""
+
+    __slots__ = ()
+
+    def insert(self, n_visited, new) -> None:
+        pass
+
+    def push(self, n_stacked, parents) -> None:
+        pass
+
+    def drop(self, returned=True):
+        return None
+
+
+_NO_BLOCKS = _NoBlocks()
+
+
 def collect_steps(root_id, steps, sim=None) -> list:
     """Ids of every step the backward from ``root_id`` runs, in burn's order: the root,
     then each step as ``GraphTraversal::collect_steps`` reaches it, popping the last
-    parent pushed first (a stack). The order is burn's, not a graph library's: it is the
-    order the tape runs the steps of one depth in.
+    parent pushed first (a stack), the order the tape runs the steps of one depth in.
 
-    Parameters
-    ----------
-    root_id : int
-    steps : dict
-        node id -> :class:`~sim.autodiff.step.Step` of one graph's server.
-    sim : sim.engine.Simulation, optional
-        Where the walk's own heap blocks go: the ``nodes`` Vec it returns (the caller
-        frees it: returned as the last item of a pair then), the ``parents`` stack and
-        the ``visited`` set, both freed when it returns.
+    ``steps``: node id -> :class:`~sim.autodiff.step.Step` of one graph's server. With
+    ``sim``, the walk's own blocks go on its heap (:class:`_WalkBlocks`) and the result
+    is ``(ids, nodes Vec)``, the caller freeing the Vec.
 
-    Raises
-    ------
-    TapeConsumed
-        The root, or a non-leaf parent on the way, has no step.
+    Raises :class:`TapeConsumed` when the root, or a non-leaf parent on the way, has no
+    step.
 
     Examples
     --------
@@ -60,45 +109,27 @@ def collect_steps(root_id, steps, sim=None) -> list:
     ...
     sim.autodiff.traversal.TapeConsumed: Cannot run backward: graph tape has already been consumed at NodeId(2). Burn does not support retain_graph.
     """
-    if root_id not in steps:
+    root = steps.get(root_id)
+    if root is None:
         raise TapeConsumed(root_id)
     nodes = [root_id]
     visited = {root_id}
-    stack = list(steps[root_id].parents)
-    trace = sim is not None
-    if trace:
-        layout = sim.layout
-        heap = sim.heap
-        nodes_vec = RustVec(heap, layout.node_id_bytes, capacity=1)
-        stack_vec = RustVec(heap, layout.parent_bytes, capacity=len(stack))
-        visited_table = sim.tables.key_set()
-        visited_table.fit(1)
-    while stack:
-        pid, is_leaf = stack.pop()
-        if pid in visited:
-            if trace:      # hashbrown reserves before it finds the key: a full set grows
-                visited_table.reinsert(len(visited))
+    parents = list(root.parents)
+    blocks = _NO_BLOCKS if sim is None else _WalkBlocks(sim, len(parents))
+    while parents:
+        pid, is_leaf = parents.pop()
+        new = pid not in visited
+        blocks.insert(len(visited) + new, new)
+        if not new:
             continue
         visited.add(pid)
-        if trace:
-            visited_table.fit(len(visited))
         step = steps.get(pid)
         if step is not None:
             nodes.append(pid)
-            stack.extend(step.parents)
-            if trace:
-                nodes_vec.push()
-                if step.parents:
-                    stack_vec.len = len(stack) - len(step.parents)
-                    stack_vec.push(len(step.parents))
+            parents.extend(step.parents)
+            blocks.push(len(parents), step.parents)
         elif not is_leaf:
-            if trace:   # the panic unwinds: the walk's blocks are freed
-                stack_vec.drop()
-                visited_table.drop()
-                nodes_vec.drop()
+            blocks.drop(returned=False)
             raise TapeConsumed(pid)
-    if trace:
-        stack_vec.drop()
-        visited_table.drop()
-        return nodes, nodes_vec
-    return nodes
+    nodes_vec = blocks.drop()
+    return nodes if sim is None else (nodes, nodes_vec)

@@ -74,6 +74,7 @@ import math
 from contextlib import contextmanager
 from typing import NamedTuple
 
+from ..autodiff.op_facts import OPS
 from .timing import Timing
 
 __all__ = ["Op", "GEMM", "KERNEL", "VIEW", "forward_ops", "backward_ops", "fused_forward_ops",
@@ -114,28 +115,27 @@ def _matmul_flops(out, ins):
     return 2.0 * _n(out) * ins[0][-1]
 
 
+def _facts(name):
+    facts = OPS.get(name)
+    if facts is None or not facts.pytorch_forward:
+        raise KeyError(f"no ATen mapping for op {name!r}")
+    return facts
+
+
 def forward_ops(name, out, ins):
-    """ATen ops of the PyTorch call standing for burn op ``name``."""
+    """ATen ops of the PyTorch call standing for burn op ``name`` (its
+    :attr:`~sim.autodiff.op_facts.OpFacts.pytorch_forward`): the first moves the output
+    and the operands, any further one (mean's ``div_``) the output."""
+    facts = _facts(name)
     n_out = _n(out)
-    if name == "matmul":
+    if facts.gemm:
         # torch.matmul of 2-D (or batched) operands -> mm / bmm (Accelerate sgemm)
         return [_gemm("mm" if len(out) == 2 else "bmm", _matmul_flops(out, ins))]
-    if name in ("add", "sub", "mul", "div"):
-        return [_kernel(name, n_out, _n(ins[0]), _n(ins[1]))]
-    if name in ("mul_scalar", "div_scalar", "add_scalar"):
-        return [_kernel(name.split("_")[0], n_out, _n(ins[0]))]
-    if name == "powf_scalar":
-        return [_kernel("pow", n_out, _n(ins[0]))]
-    if name == "sum":
-        return [_kernel("sum", _n(ins[0]), n_out)]
-    if name == "mean":
-        # ReduceOps.cpp mean_out, CPU: sum_out(...).div_(numel)
-        return [_kernel("sum", _n(ins[0]), n_out), _kernel("div_", n_out, n_out)]
-    if name == "reshape":
-        return [_view("view")]
-    if name in ("relu", "exp", "log", "sqrt"):
-        return [_kernel(name, n_out, _n(ins[0]))]
-    raise KeyError(f"no ATen mapping for op {name!r}")
+    first, *rest = facts.pytorch_forward
+    if facts.view:
+        return [_view(first)]
+    return ([_kernel(first, n_out, *map(_n, ins))]
+            + [_kernel(aten, n_out, n_out) for aten in rest])
 
 
 def _sum_to(out, shape):
@@ -148,11 +148,13 @@ def _sum_to(out, shape):
 def backward_ops(name, out, ins, needs):
     """ATen ops of the backward node of burn op ``name`` (derivatives.yaml): (ops, nodes).
 
-    ``needs[i]`` says whether input ``i`` requires grad.
+    ``needs[i]`` says whether input ``i`` requires grad. Each needed operand's ops are its
+    row's :attr:`~sim.autodiff.op_facts.OpFacts.pytorch_backward`, then for a broadcast
+    operand the engine's ``sum_to``; a matmul's gradients are gemms.
     """
-    n_out = _n(out)
+    facts = _facts(name)
     ops = []
-    if name == "matmul":
+    if facts.gemm:
         # each input's gradient is one gemm of the forward's size
         flops = _matmul_flops(out, ins)
         if needs[0]:   # mm_mat1_backward: grad.mm(mat2.t())
@@ -160,51 +162,27 @@ def backward_ops(name, out, ins, needs):
         if needs[1]:   # mm_mat2_backward: mat1.t().mm(grad)
             ops += [_view("t"), _gemm("mm", flops)]
         return ops, 1
-    if name in ("add", "sub", "mul"):
-        for i, shape in enumerate(ins):
-            if not needs[i]:
-                continue
-            if name == "sub" and i == 1:
-                ops.append(_kernel("neg", n_out, n_out))
-            elif name == "mul":
-                ops.append(_kernel("mul", n_out, n_out, _n(ins[1 - i])))
-            ops += _sum_to(out, shape)
-        return ops, 1
-    if name == "div":
-        # derivatives.yaml: self: grad / other; other: -grad * ((self / other) / other)
-        if needs[0]:
-            ops += [_kernel("div", n_out, n_out, _n(ins[1]))] + _sum_to(out, ins[0])
-        if needs[1]:
-            ops += [_kernel("div", n_out, _n(ins[0]), _n(ins[1])),
-                    _kernel("div", n_out, n_out, _n(ins[1])),
-                    _kernel("mul", n_out, n_out, n_out), _kernel("neg", n_out, n_out)]
-            ops += _sum_to(out, ins[1])
-        return ops, 1
-    if name == "sqrt":
-        # derivatives.yaml: grad / (2 * result)
-        return [_kernel("mul", n_out, n_out), _kernel("div", n_out, n_out, n_out)], 1
-    if name in ("mul_scalar", "div_scalar"):
-        return [_kernel(name.split("_")[0], n_out, n_out)], 1
-    if name == "add_scalar":
-        return [], 1
-    if name == "powf_scalar":
-        return _pow_backward(n_out), 1
-    if name == "sum":
-        return [_view("expand")], 1
-    if name == "mean":
-        # mean_backward: grad.expand(sizes) / numel
-        return [_view("expand"), _kernel("div", _n(ins[0]), 1)], 1
-    if name == "reshape":
-        return [_view("view")], 1
-    if name in ("relu", "exp", "log"):
-        return [_kernel({"relu": "threshold_backward", "exp": "mul", "log": "div"}[name],
-                        n_out, n_out, n_out)], 1
-    raise KeyError(f"no ATen mapping for op {name!r}")
+    for i, derivative in enumerate(facts.pytorch_backward):
+        if not needs[i]:
+            continue
+        ops += _derivative_ops(derivative, out, ins, i)
+        if facts.broadcast:
+            ops += _sum_to(out, ins[i])
+    return ops, 1
+
+
+def _derivative_ops(derivative, out, ins, i):
+    """The ATen ops of one operand's derivative (``(op, tensors...)`` items, a view where
+    no tensor is named), for operand ``i`` of an op with output ``out`` and inputs ``ins``."""
+    counts = {"out": _n(out), "in": _n(ins[i]), "lhs": _n(ins[0]), "rhs": _n(ins[-1]),
+              "other": _n(ins[len(ins) - 1 - i])}
+    return [_kernel(aten, *(counts.get(t, t) for t in tensors)) if tensors else _view(aten)
+            for aten, *tensors in derivative]
 
 
 def _pow_backward(n):
-    # pow_backward: grad * (exponent * self.pow(exponent - 1))
-    return [_kernel("pow", n, n), _kernel("mul", n, n), _kernel("mul", n, n, n)]
+    """``pow_backward`` (the ``powf_scalar`` row's derivative) on ``n`` elements."""
+    return _derivative_ops(OPS["powf_scalar"].pytorch_backward[0], (n,), ((n,),), 0)
 
 
 # -- fused calls: several burn ops standing for one PyTorch call ------------------------------
@@ -281,8 +259,8 @@ class AtenTiming(Timing):
     ``(backwards so far, "forward" | "backward" | "optimizer", op name)``.
     """
 
-    def __init__(self, sim, params, rates, caches=(), view_ops=frozenset()):
-        super().__init__(sim, params, caches, view_ops)
+    def __init__(self, sim, params, rates, caches=()):
+        super().__init__(sim, params, caches)
         self.r = rates
         self.trace = None
         self._group = None       # [name, next role, bias] of the fused call being issued

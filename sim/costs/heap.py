@@ -14,6 +14,8 @@ Units: bytes and blocks (one block = one successful ``alloc`` call).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from .ptmalloc import ZEROED
 
 __all__ = ["Heap", "ExcludedHeap", "ClosedHeap"]
@@ -181,6 +183,13 @@ class Heap:
         decides later placement (a glibc arena), rather than keeping counts per size."""
         return self._arena is not None
 
+    def unordered(self, batch):
+        """``batch`` (a context that holds many frees back and makes them together) where
+        the allocator keeps counts per size, so that the order of frees cannot matter;
+        elsewhere (a glibc arena, which places by the order of every free) a context that
+        changes nothing: one free at a time."""
+        return nullcontext() if self._arena is not None else batch
+
     def free_each(self, order, count: int) -> None:
         """``count`` objects each freeing blocks of the sizes in ``order``, object after
         object (a run of identical dead nodes, :class:`~sim.autodiff.runs.NodeRun`).
@@ -268,3 +277,6 @@ class ClosedHeap(Heap):
 
     def free_each(self, order, count) -> None:
         pass
+
+    def unordered(self, batch):
+        return batch

@@ -61,14 +61,7 @@ from typing import NamedTuple
 
 from .cache import hierarchy_read_ns
 
-__all__ = ["Timing", "SweepRecord", "flops_and_bytes", "REDUCE_OPS"]
-
-#: Ops that reduce a whole tensor to one value. burn-flex 0.22.1 without its ``simd``
-#: feature sums an f32 slice with ``iter().sum()`` (``ops/reduce.rs`` ``sum_f32_contiguous``;
-#: ``mean`` is that sum, then a division): one chain of dependent adds, which the
-#: compiler may not reorder, so it runs at the add's latency (``reduce_add_ns`` per
-#: element), not at the memory bandwidth.
-REDUCE_OPS = frozenset({"sum", "mean"})
+__all__ = ["Timing", "SweepRecord", "flops_and_bytes"]
 
 
 class SweepRecord(NamedTuple):
@@ -85,19 +78,19 @@ class SweepRecord(NamedTuple):
     ps: int
 
 
-def flops_and_bytes(op, shapes, view_ops=()):
+def flops_and_bytes(op, shapes):
     """(floating-point operations, bytes moved) of one forward op on f32 tensors.
 
-    ``shapes`` is ``(output shape, (input shapes...))``. A view (an op in ``view_ops``,
-    the backend's: ``reshape`` of a contiguous tensor, a new layout on the same storage)
-    moves and computes nothing.
+    ``shapes`` is ``(output shape, (input shapes...))``. A view (an op whose facts say
+    ``view``: ``reshape`` of a contiguous tensor, a new layout on the same storage) moves
+    and computes nothing.
     """
-    if op.name in view_ops:
+    if op.view:
         return 0.0, 0
     out, ins = shapes
     n_out = math.prod(out)
     moved = 4 * (n_out + sum(math.prod(s) for s in ins))
-    if op.name == "matmul":
+    if op.gemm:
         lhs, rhs = ins
         k = lhs[-1]
         return 2.0 * n_out * k, moved
@@ -124,14 +117,10 @@ class Timing:
         The profile's ``[time]`` table (nanoseconds unless the key says otherwise).
     caches : sequence of (bytes, ways)
         The host core's L1d, L2 and L3 (:meth:`caches`: the sweep's cache terms).
-    view_ops : frozenset of str
-        The ops that return a view of their operand's storage on the inner backend
-        (:data:`sim.backend.VIEW_OPS`): they move and compute nothing.
     """
 
-    def __init__(self, sim, params, caches=(), view_ops=frozenset()):
+    def __init__(self, sim, params, caches=()):
         self.sim = sim
-        self.view_ops = view_ops
         self.p = dict(params)
         # the sweep's cache hierarchy: (capacity B, ways, ns more per read that misses it)
         # of the L1d, L2 and L3 (:meth:`levels`); a level of 0 B is off
@@ -164,12 +153,15 @@ class Timing:
         key = (op.name, shapes, backend)
         ns = self._op_cache.get(key)
         if ns is None:
-            flops, moved = flops_and_bytes(op, shapes, self.view_ops)
+            flops, moved = flops_and_bytes(op, shapes)
             rates = self.sim.backend_rates(backend)
-            ns = _kernel_ns(rates, flops, moved, op.name == "matmul",
+            ns = _kernel_ns(rates, flops, moved, op.gemm,
                             len(shapes[1]) * rates["operand_ns"])
-            if op.name in REDUCE_OPS:
-                # a full sum is one chain of f32 adds: each waits for the previous one
+            if op.reduce:
+                # a full reduction (burn-flex 0.22.1 without its ``simd`` feature sums an
+                # f32 slice with ``iter().sum()``, ops/reduce.rs ``sum_f32_contiguous``; mean
+                # divides that sum): one chain of f32 adds, each waiting for the previous
+                # one, at the add's latency (``reduce_add_ns`` per element), not the bandwidth
                 ns += math.prod(shapes[1][0]) * rates["reduce_add_ns"]
             self._op_cache[key] = ns
         self._work(ns)
@@ -185,13 +177,13 @@ class Timing:
         gradient consumed, its parents' registered; the step's dispatch) and
         ``checkpoint_retrieve_ns`` per retrieved tensor.
         """
-        flops, moved = flops_and_bytes(op, shapes, self.view_ops)
+        flops, moved = flops_and_bytes(op, shapes)
         n = op.arity if tracked is None else tracked
         # the backward of a binary op computes one gradient per tracked input (matmul: a
         # gemm call each); backward_factor counts the inner work of all of them
         share = op.backward_factor * n / op.arity
         self._compute(flops * share, moved * share, None,
-                      share if op.name == "matmul" else 0)
+                      share if op.gemm else 0)
         p = self.p
         ns = p["backward_step_ns"] + retrieved * p["checkpoint_retrieve_ns"]
         if ns:

@@ -18,7 +18,7 @@ Units: bytes.
 
 from __future__ import annotations
 
-__all__ = ["RustVec", "min_non_zero_cap"]
+__all__ = ["RustVec", "CapacityOneVecs", "min_non_zero_cap"]
 
 
 def min_non_zero_cap(elem_bytes: int) -> int:
@@ -90,3 +90,65 @@ class RustVec:
             self.heap.free(self.capacity * self.elem, self.block)
         self.capacity = 0
         self.block = None
+
+
+class CapacityOneVecs:
+    """``count`` vectors made by ``Vec::with_capacity(1)`` one after the other (burn's
+    tape: one per depth ``0..=root depth``), pushed to by index, dropped from the last
+    down (each depth's once its steps ran).
+
+    A long chain (an EMA) gives a tape of thousands of depths, most without a step. Where
+    the allocator keeps counts per size (not a glibc arena:
+    :attr:`~sim.costs.heap.Heap.orders_frees`), the blocks are allocated together and the empty depths' blocks freed in runs
+    (:meth:`Heap.alloc_many`/:meth:`Heap.free_many`: the same events, in O(1)); on an
+    arena each ``Vec`` is its own block, as addresses depend on every event
+    (``batched``: force either way; by default batched where the allocator allows)."""
+
+    __slots__ = ("heap", "each", "pushed", "_next", "_order", "_at")
+
+    #: bytes of one slot: a ``StepBoxed`` (a fat pointer)
+    SLOT_BYTES = 16
+
+    def __init__(self, heap, count: int, batched: bool = None):
+        self.heap = heap
+        self._next = count - 1       # the deepest depth not dropped yet
+        if batched is None:
+            batched = not heap.orders_frees
+        if batched:
+            self.each = None
+            heap.alloc_many(self.SLOT_BYTES, count)
+        else:
+            self.each = [RustVec(heap, self.SLOT_BYTES, capacity=1, length=0)
+                         for _ in range(count)]
+        self.pushed = {}             # depth -> RustVec, for the depths a step went into
+        self._order = None
+        self._at = 0
+
+    def push(self, depth: int) -> None:
+        """A step goes into ``depth``'s ``Vec``."""
+        if self.each is not None:
+            self.each[depth].push()
+            return
+        vec = self.pushed.get(depth)
+        if vec is None:
+            vec = self.pushed[depth] = RustVec.allocated(self.heap, self.SLOT_BYTES, 1)
+        vec.push()
+
+    def drop_to(self, depth: int) -> None:
+        """Drop the ``Vec`` s from the deepest one not dropped yet down to ``depth``."""
+        if self.each is not None:
+            for d in range(self._next, depth - 1, -1):
+                self.each[d].drop()
+        else:
+            if self._order is None:           # the depths with a step, deepest first
+                self._order = sorted(self.pushed, reverse=True)
+            order, i, top = self._order, self._at, self._next
+            while i < len(order) and order[i] >= depth:
+                pushed = order[i]
+                self.heap.free_many(self.SLOT_BYTES, top - pushed)   # the empty ones above
+                self.pushed[pushed].drop()
+                top = pushed - 1
+                i += 1
+            self.heap.free_many(self.SLOT_BYTES, top - depth + 1)
+            self._at = i
+        self._next = depth - 1

@@ -32,7 +32,7 @@ class PyTorch(DropRelease):
         super().__init__(sim)
         # PyTorch's costs replace burn's: ATen ops, autograd nodes, Python calls
         sim.timing = AtenTiming(sim, sim.profile.time, sim.profile.pytorch,
-                                AtenTiming.caches(sim.profile.process), sim.timing.view_ops)
+                                AtenTiming.caches(sim.profile.process))
 
     def detach(self, tensor):
         """``Tensor.detach``: an alias that does not require grad (one view call)."""
