@@ -8,7 +8,7 @@ before it too, as the real process did, and records V's rows.
 """
 
 from common import adleak_operands, tiny_backward
-from sim.tensor import drop
+from sim.burn.tensor import drop
 
 EXPERIMENT = "adleak-count"
 X_UNITS = {"adleak-count": "iterations"}

@@ -32,8 +32,8 @@ probe divides every count by 10: ``--set ops=quick``, which ``sim compare`` sets
 rows of ``sim measure --quick``).
 """
 
-from sim.engine import Simulation
-from sim.tensor import Tensor, drop
+from sim.engine.simulation import Simulation
+from sim.burn.tensor import Tensor, drop
 
 from common import tiny_backward
 

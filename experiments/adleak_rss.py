@@ -6,7 +6,7 @@ printed before the first round and after each. Each variant is its own process.
 """
 
 from common import adleak_operands, rss_bytes_paged, tiny_backward
-from sim.tensor import drop
+from sim.burn.tensor import drop
 
 EXPERIMENT = "adleak-rss"
 X_UNITS = {"adleak-rss": "k_iterations"}

@@ -23,8 +23,8 @@ process (flex's lazy state, the device box) included.
 from typing import NamedTuple
 
 from common import tiny_backward
-from sim.costs.heap import Heap
-from sim.tensor import Tensor, drop
+from sim.platform.heap import Heap
+from sim.burn.tensor import Tensor, drop
 
 EXPERIMENT = "alloc-trace"
 X_UNITS = {"alloc-trace": "op"}
@@ -218,8 +218,8 @@ def train_steps(sim, ad, reps, full):
     ``GradientsParams::from_grads``, ``optim.step``; the loss drops as the step returns)
     or only ``optim.step`` (``sgd-step``: the gradients made untraced, the loss dropped
     after the window)."""
-    from sim.nn import Linear
-    from sim.optim import GradientsParams, Sgd
+    from sim.burn.nn import Linear
+    from sim.burn.optim import GradientsParams, Sgd
 
     x = Tensor.random((64, 512), ad)
     state = {"model": Linear(512, 512, ad)}

@@ -8,7 +8,7 @@ at phase `forward` (the chain's build time per op) and `backward` (the backward'
 per chain op: tape build, every step's backward, the orphan sweep after it).
 """
 
-from sim.tensor import Tensor
+from sim.burn.tensor import Tensor
 
 EXPERIMENT = "backward-cost"
 X_UNITS = {"backward-cost": "round"}

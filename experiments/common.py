@@ -1,7 +1,7 @@
 """Helpers shared by the seed workloads (not a workload itself)."""
 
-from sim.costs.vec import RustVec
-from sim.tensor import Tensor
+from sim.platform.vec import RustVec
+from sim.burn.tensor import Tensor
 
 
 def adleak_operands(device, elements=16, tracked=False):
@@ -100,7 +100,7 @@ class ProbeSink:
     ``realloc``), then the formatted value freed. ``note_suffix``: what the probe adds to
     every note (Adam's run appends its config; an empty note becomes the config). The
     probe keeps these blocks out of its counting allocator's snapshots (``alloc::exclude``):
-    they are placed on the heap but not counted (:meth:`sim.costs.heap.Heap.excluded`),
+    they are placed on the heap but not counted (:meth:`sim.platform.heap.Heap.excluded`),
     except the formatted value's allocation (:meth:`row`)."""
 
     ROW_BYTES = 9 * 24

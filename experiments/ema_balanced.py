@@ -8,10 +8,10 @@ default strategy, and the `skip-untracked` policy still registers untracked ops
 (a memory-bound child may need them).
 """
 
-from sim.autodiff.checkpoint import BALANCED, DISABLED
-from sim.nn import Linear
-from sim.optim import GradientsParams, Sgd
-from sim.tensor import Tensor
+from sim.burn.checkpoint import BALANCED, DISABLED
+from sim.burn.nn import Linear
+from sim.burn.optim import GradientsParams, Sgd
+from sim.burn.tensor import Tensor
 
 EXPERIMENT = "ema-balanced"
 X_UNITS = {"ema-balanced": "step"}

@@ -2,7 +2,7 @@
 profile's GPU behind autodiff, nothing requiring grad: the pool after iterations 1, 10,
 500 and 1000. Replica of ``gpu-probes adleak``."""
 
-from sim.tensor import Tensor
+from sim.burn.tensor import Tensor
 
 from common import gpu_pool_metrics
 

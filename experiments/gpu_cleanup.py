@@ -2,7 +2,7 @@
 ``memory_cleanup`` before and after the tensor is dropped. Replica of
 ``gpu-probes cleanup``."""
 
-from sim.tensor import Tensor
+from sim.burn.tensor import Tensor
 
 from common import gpu_pool_metrics
 

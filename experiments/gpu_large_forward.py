@@ -4,8 +4,8 @@ first 2 MiB pages, so its pages grow and the old ones are outdated. Then a
 ``memory_cleanup``, and another once the model and input are dropped. Replica of
 ``gpu-probes large-forward``."""
 
-from sim.nn import Mlp
-from sim.tensor import Tensor
+from sim.burn.nn import Mlp
+from sim.burn.tensor import Tensor
 
 from common import gpu_pool_metrics
 

@@ -8,8 +8,8 @@ bytes in use, reserved, padding and each pool's pages (:func:`common.gpu_pool_me
 after group C, a ``memory_cleanup``.
 """
 
-from sim.nn import Mlp
-from sim.tensor import Tensor
+from sim.burn.nn import Mlp
+from sim.burn.tensor import Tensor
 
 from common import gpu_pool_metrics, pit_groups
 

@@ -3,8 +3,8 @@ pit-infer MLP on a [64,512] input on the profile's GPU behind autodiff: the pool
 autodiff's saved tensors after the forward and the gradients after the backward.
 Replica of ``gpu-probes train-step``."""
 
-from sim.nn import Mlp
-from sim.tensor import Tensor
+from sim.burn.nn import Mlp
+from sim.burn.tensor import Tensor
 
 from common import gpu_pool_metrics
 

@@ -25,7 +25,7 @@ The probe reports first-gemm's and param-init's rows as medians over 9 fresh pro
 (a first call happens once per process); the simulation is one process.
 """
 
-from sim.tensor import Tensor, drop
+from sim.burn.tensor import Tensor, drop
 
 from common import tiny_backward
 

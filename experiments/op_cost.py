@@ -16,7 +16,7 @@ burn-autodiff's bookkeeping.
 """
 
 from sim.errors import UserError
-from sim.tensor import Tensor, drop
+from sim.burn.tensor import Tensor, drop
 
 EXPERIMENT = "op-cost"
 X_UNITS = {"op-cost": "iterations"}

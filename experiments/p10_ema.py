@@ -17,10 +17,10 @@ kept), `probe` (the Linux probe's CSV sink keeps every row in memory:
 common.ProbeSink), `auto` (probe on a Linux profile, the platform the probe measured).
 """
 
-from sim.nn import Linear
-from sim.optim import OPTIMIZERS, GradientsParams
+from sim.burn.nn import Linear
+from sim.burn.optim import OPTIMIZERS, GradientsParams
 from sim.errors import UserError
-from sim.tensor import Tensor
+from sim.burn.tensor import Tensor
 
 from common import ProbeSink, rss_bytes_paged
 

@@ -5,7 +5,7 @@ input [64,512], 2000 steps at lr 1e-3 and its EMA update, with the optimizer
 `AdamConfig::new().init()` (beta 0.9 / 0.999, epsilon 1e-5): two moment tensors
 per parameter kept between steps, six elementwise ops more per parameter and
 step. One fresh process per variant. Measured on Linux only; nothing in the
-simulator's Adam (sim/optim.py) is fitted to it: every point is a prediction.
+simulator's Adam (sim/burn/optim.py) is fitted to it: every point is a prediction.
 """
 
 import p10_ema

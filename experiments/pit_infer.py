@@ -8,8 +8,8 @@ autodiff; C valid model and input on plain metal. Reports after every 50
 forwards: GPU pool bytes in use and host heap growth since the group's start.
 """
 
-from sim.nn import Mlp
-from sim.tensor import Tensor
+from sim.burn.nn import Mlp
+from sim.burn.tensor import Tensor
 
 from common import ProbeSink, pit_groups, rss_bytes_paged
 

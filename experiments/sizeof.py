@@ -37,7 +37,7 @@ def sizes(layout):
         "Parent": layout.parent_bytes,
         "Node": layout.arc_node_bytes - ARC_COUNTS,
         "ArcInner<Node>": layout.arc_node_bytes,
-        # the boxed step of an untracked binary op: 2 x Option<NodeRef> + 8 (sim.autodiff.ops)
+        # the boxed step of an untracked binary op: 2 x Option<NodeRef> + 8 (sim.burn.ops)
         "UntrackedOpsStep<2>": 2 * layout.option_node_ref_bytes + 8,
         "Graph": layout.graph_arc_bytes - ARC_COUNTS,
         "ArcInner<Graph>": layout.graph_arc_bytes,

@@ -11,9 +11,9 @@ steps or samples: host heap growth since the start (bytes and blocks), mean ms p
 step, and the process's RSS (the Linux probe `train-validate` measures the same).
 """
 
-from sim.nn import Mlp
-from sim.optim import GradientsParams, Sgd
-from sim.tensor import Tensor
+from sim.burn.nn import Mlp
+from sim.burn.optim import GradientsParams, Sgd
+from sim.burn.tensor import Tensor
 
 from common import ProbeSink, rss_bytes_paged
 

@@ -7,8 +7,8 @@ thread: mean ms per forward, and time spent waiting for the lock. Under a policy
 that does not register untracked ops, nobody waits.
 """
 
-from sim.nn import Mlp
-from sim.tensor import Tensor
+from sim.burn.nn import Mlp
+from sim.burn.tensor import Tensor
 
 EXPERIMENT = "two-thread-infer"
 X_UNITS = {"two-thread-infer": "forwards"}

@@ -11,7 +11,7 @@ class UserError(Exception):
 
 class LimitExceeded(UserError):
     """A run went over its op, memory or time budget, or asked for a tensor larger than
-    its limit (:class:`sim.engine.Limits`)."""
+    its limit (:class:`sim.engine.simulation.Limits`)."""
 
 
 def shown(value) -> str:

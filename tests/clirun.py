@@ -2,9 +2,9 @@
 
 import re
 
-from sim.cli import main
+from sim.commands.cli import main
 
-#: what `sim run` prints while a run takes more than 2 s (sim.progress.Heartbeat): on a
+#: what `sim run` prints while a run takes more than 2 s (sim.commands.progress.Heartbeat): on a
 #: slow machine a test's run may print it before its error
 HEARTBEAT = re.compile(r".*: .*  [\d,]+ steps registered  \d+ s$")
 

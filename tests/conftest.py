@@ -3,8 +3,8 @@ import sys
 import pytest
 
 from sim import paths
-from sim.engine import Simulation
-from sim.profile import load_profile
+from sim.engine.simulation import Simulation
+from sim.engine.profile import load_profile
 
 # the seed workloads' helpers (experiments/common.py) are importable as ``common``
 sys.path.insert(0, str(paths.ROOT / "experiments"))
@@ -37,7 +37,7 @@ def fresh_policy_registry():
 @pytest.fixture(autouse=True)
 def _no_running_host(monkeypatch):
     """Tests do not depend on the machine they run on: the running host is unknown
-    (sim.host.running_host() is None), so no profile's [host] is compared with it; a
+    (sim.platform.host.running_host() is None), so no profile's [host] is compared with it; a
     test of the host check passes its own host."""
-    import sim.host
-    monkeypatch.setattr(sim.host, "_RUNNING", [None])
+    import sim.platform.host
+    monkeypatch.setattr(sim.platform.host, "_RUNNING", [None])

@@ -11,7 +11,7 @@ Run from the repo root:
 `--measured DIR` grades another run (e.g. the quick probes `sim host-profile` ran, with
 the profile it wrote); ms/step is also graded at 10 %. RSS rows the binary's text pages
 dominate in the model, measured in several runs, are graded apart against the runs' range
-(`sim.compare.join`).
+(`sim.analysis.compare.join`).
 """
 
 import argparse
@@ -23,10 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from sim.accuracy import accuracy_rows  # noqa: E402
-from sim.compare import known_checker  # noqa: E402
-from sim.data import read_measured  # noqa: E402
-from sim.profile import load_profile  # noqa: E402
+from sim.commands.accuracy import accuracy_rows  # noqa: E402
+from sim.analysis.compare import known_checker  # noqa: E402
+from sim.analysis.data import read_measured  # noqa: E402
+from sim.engine.profile import load_profile  # noqa: E402
 
 DATA = ROOT / "experiments" / "measured" / "linux-x86_64"
 FILES = ("adleak-rss", "adleak-count", "pit-infer", "p10-ema", "p10-ema-adam", "train-validate",
@@ -34,7 +34,7 @@ FILES = ("adleak-rss", "adleak-count", "pit-infer", "p10-ema", "p10-ema-adam", "
          "mechanism-cost")
 EXACT = {"heap_blocks_delta", "kept_blocks", "size_of", "panic", "alloc_calls", "free_calls"}
 RSS = {"rss", "rss_bytes", "rss_delta", "rss_growth_per_step"}
-#: absolute slack for values near zero (same as sim.compare.SLACK for heap figures)
+#: absolute slack for values near zero (same as sim.analysis.compare.SLACK for heap figures)
 SLACK = {"heap_bytes_delta": 2048, "host_heap_delta": 2.0, "kept_bytes": 0,
          "heap_growth_per_step": 8.0, "rss_delta": 0.05, "rss": 0.05, "rss_bytes": 50_000,
          "rss_growth_per_step": 0.05, "text_rss_delta": 64.0}
@@ -83,7 +83,7 @@ def main():
         if e["metric"] == "panic":
             ok = bool(e["ok"])
         elif band and cls == "RSS (10 %)":
-            # text pages dominate the row (sim.compare.join): its run-to-run range, +-10 %
+            # text pages dominate the row (sim.analysis.compare.join): its run-to-run range, +-10 %
             cls = "RSS text-dominated (runs' range +-10 %)"
             slack = SLACK.get(e["metric"], 0) + 1e-9
             ok = (band[0] - tol * abs(band[0]) - slack <= e["predicted"]

@@ -9,10 +9,10 @@
 # (on the probes' text_rss_delta rows of adleak-rss and of p10-ema detach / ema-only: the
 # text of the other p10-ema modes is held out) and the CPU's times. backend.flex.gbps is
 # the L2-resident elementwise rate (adleak's 256-KiB tensors), gbps_miss the rate of
-# operands the L2 model (sim/costs/cache.py, process.l2_bytes = 2 MiB [source]) finds evicted.
+# operands the L2 model (sim/platform/l2_cache.py, process.l2_bytes = 2 MiB [source]) finds evicted.
 # The orphan sweep: scan_node_ns (maybe_useful's read of a key in the L1d) on p10-ema detach
 # at steps 200 and 500 (no point past step 500: the long run, steps 1000-4000, is predicted
-# from the cache hierarchy: the misses of each level, sim.costs.cache.hierarchy_read_ns, cost
+# from the cache hierarchy: the misses of each level, sim.platform.l2_cache.hierarchy_read_ns, cost
 # the [measured] time.sweep_*_read_ns of the sweep-scan probe, not fitted here), and
 # root_check_node_ns (free_unused_roots' read of a graph with no live handle: the
 # deterministic chain-dead probe at 3000 ops, sweep-scan.csv).

@@ -21,7 +21,7 @@ sim=${SIM:-.venv/bin/sim}
   --fit time.process_warmup_ns          --points 'p10-ema/without//1/ms_per_step' \
   --points 'p10-ema/without//50/ms_per_step'
 # stage 2, the PyTorch reference rows (its own runtime costs), on top of stage 1.
-# Time: the ATen op model (sim/costs/aten.py) fixes everything but the elementwise
+# Time: the ATen op model (sim/policies/aten.py) fixes everything but the elementwise
 # bandwidth, fitted on the steady state (mean of steps 1001-2000), and the one-time
 # cost of the first step; detach//50 and both target points are predicted.
 "$sim" calibrate --measured "$seeds" --profile "${OUT:-models/m2max-macos.toml}" --jobs "${JOBS:-1}" \

@@ -9,7 +9,7 @@ Usage (from the repo root):
 The probe (experiments/probes/cache-bw, binary ``sweep-scan``) runs burn-autodiff's
 ``maybe_useful`` loop over ``nodes`` tables of n keys, one 64-B line per key, and times
 the reads (ns per key). The working set of a scan of n keys is what the simulator counts
-(sim.costs.timing, ``Timing._sweep_reads``): n lines plus the table's block (the profile's
+(sim.platform.timing, ``Timing._sweep_reads``): n lines plus the table's block (the profile's
 ``nodes_slot_bytes`` and ``group_width``, hashbrown's bucket count for n items). Each
 level's cost is a difference of plateaus (medians of the probe's points whose working set
 sits well inside one level: at most 3/4 of the L1d; 2x the L1d to half the L2; 2x the L2
@@ -22,7 +22,7 @@ to a quarter of the L3; over 4x the L3):
 No fit: three subtractions. It prints them, the probe's per-entry costs (``copy``, ``visit``:
 ``sweep_copy_entry_ns``, ``sweep_visit_ns``), the fixed cost per call (``call`` at n = 1
 less one entry's copy and visit: ``sweep_fixed_ns``), and the model's ns per read against
-the probe's at every size (the L1d plateau plus sim.costs.cache.hierarchy_read_ns).
+the probe's at every size (the L1d plateau plus sim.platform.l2_cache.hierarchy_read_ns).
 """
 
 import argparse
@@ -33,9 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from sim.costs.cache import hierarchy_read_ns, set_miss_fraction  # noqa: E402
-from sim.costs.tables import TableLayout, buckets_for  # noqa: E402
-from sim.profile import load_profile  # noqa: E402
+from sim.platform.l2_cache import hierarchy_read_ns, set_miss_fraction  # noqa: E402
+from sim.platform.hashbrown import TableLayout, buckets_for  # noqa: E402
+from sim.engine.profile import load_profile  # noqa: E402
 
 LINE = 64
 

@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 
 import arena_replay as R  # noqa: E402
 import programs as P  # noqa: E402
-from sim.costs.ptmalloc import ZEROED  # noqa: E402
+from sim.platform.ptmalloc import ZEROED  # noqa: E402
 
 LIBRARY = HERE / "malloc-log" / "malloc_log.c"
 

@@ -2,7 +2,7 @@
 
 ``malloc-log/malloc_log.c`` (an LD_PRELOAD library) records every malloc-family call of
 a process's main thread with the address glibc 2.36 returned. This script feeds the same
-calls, in the same order, to :class:`sim.costs.ptmalloc.PtmallocArena` and reports
+calls, in the same order, to :class:`sim.platform.ptmalloc.PtmallocArena` and reports
 where the model places a chunk elsewhere than glibc did: a check of the arena model on
 its own, with the program's real request stream (every request of the process, burn's
 and the Rust runtime's and libc's own)::
@@ -12,7 +12,7 @@ and the Rust runtime's and libc's own)::
         experiments/probes/target/release/burn-probes script --program P.txt
     .venv/bin/python experiments/probes/arena_replay.py /tmp/log.bin
 
-``malloc-log/record.sh`` records the logs ``tests/test_arena_replay.py`` replays
+``malloc-log/record.sh`` records the logs ``tests/platform/test_arena_replay.py`` replays
 (``experiments/measured/linux-x86_64/malloc-logs``).
 
 The first chunk of the heap is glibc's ``tcache_perthread_struct`` (640 B), allocated by
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sim.costs.ptmalloc import PtmallocArena  # noqa: E402
+from sim.platform.ptmalloc import PtmallocArena  # noqa: E402
 
 MALLOC, FREE, CALLOC, REALLOC, MEMALIGN, BRK, OVERFLOW, MARK = 1, 2, 3, 4, 5, 6, 7, 8
 NAMES = {MALLOC: "malloc", FREE: "free", CALLOC: "calloc", REALLOC: "realloc",

@@ -36,8 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from sim.measure import PATCHED_DIR, _machine, prepare_patched  # noqa: E402
-from sim.patches import PATCHES_DIR, registry_crate  # noqa: E402
+from sim.commands.measure import PATCHED_DIR, _machine, prepare_patched  # noqa: E402
+from sim.commands.patches import PATCHES_DIR, registry_crate  # noqa: E402
 
 SCRATCH = PATCHED_DIR / "burn-tests"
 #: the parts of burn-backend-tests the autodiff tests need: the might_panic macro (its

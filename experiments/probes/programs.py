@@ -18,7 +18,7 @@ disagrees with up to ``--max-runs`` times, and the simulator's answer must be on
 real burn's. ``--modules`` adds Linear modules with an SGD or Adam optimizer each
 (``lin``, ``fwd``, ``val``, ``step``, ``dropm``); ``--keep-grads`` adds statements that
 keep a backward's gradients and read them (``bwk``, ``grad``, ``dropg``: the gradients
-container's own blocks, ``sim.autodiff.server.Gradients``).
+container's own blocks, ``sim.burn.runtime.server.Gradients``).
 
 Run from the repo root (needs the probes built: ``sim measure --probe sizeof --quick``
 or ``cargo build --release`` in experiments/probes)::
@@ -33,7 +33,7 @@ or ``cargo build --release`` in experiments/probes)::
     .venv/bin/python experiments/probes/programs.py --program FILE --trace 3
 
 ``--record`` keeps the programs and real burn's answers (and the machine's L2 size, the
-size of gemm's slab); ``tests/test_probe_programs.py`` replays them on the simulator
+size of gemm's slab); ``tests/burn/test_probe_programs.py`` replays them on the simulator
 without Rust, with the ``regressions`` the record also holds: minimized programs that
 once disagreed.
 """
@@ -54,12 +54,12 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sim.engine import Simulation  # noqa: E402
-from sim.profile import load_profile  # noqa: E402
-from sim.autodiff.traversal import TapeConsumed  # noqa: E402
-from sim.nn import Linear  # noqa: E402
-from sim.optim import Adam, GradientsParams, Sgd  # noqa: E402
-from sim.tensor import BurnPanic, Tensor, drop  # noqa: E402
+from sim.engine.simulation import Simulation  # noqa: E402
+from sim.engine.profile import load_profile  # noqa: E402
+from sim.burn.graph.traversal import TapeConsumed  # noqa: E402
+from sim.burn.nn import Linear  # noqa: E402
+from sim.burn.optim import Adam, GradientsParams, Sgd  # noqa: E402
+from sim.burn.tensor import BurnPanic, Tensor, drop  # noqa: E402
 
 SLOTS = 16
 BINARY = ("add", "sub", "mul", "div", "matmul")
@@ -211,7 +211,7 @@ def simulate(lines, profile="linux-x86_64", trace=None, l2_bytes=None, observe=N
     the counterpart of the probe's ``PROBE_SCRIPT_TRACE``); ``l2_bytes``: the L2 cache of
     the machine the program ran on (gemm's slab; default: the profile's); ``observe``:
     called as ``observe(index, sim, slots)`` after every statement (debugging);
-    ``arena``: a :class:`~sim.costs.ptmalloc.PtmallocArena` the program's heap events
+    ``arena``: a :class:`~sim.platform.ptmalloc.PtmallocArena` the program's heap events
     go to (the state a real process's allocations left: arena_programs.py)."""
     profile = load_profile(profile)
     if l2_bytes is not None:
@@ -367,7 +367,7 @@ def _untrace_heap(heap):
 # -- real burn's side ------------------------------------------------------------------------
 
 def probe_binary() -> Path:
-    from sim.measure import binary_path
+    from sim.commands.measure import binary_path
     path = binary_path()
     if not path.is_file():
         raise SystemExit(f"{path} not found: build the probes first (cargo build --release "

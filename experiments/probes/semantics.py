@@ -107,7 +107,7 @@ def main(argv=None):
     ap.add_argument("--merge", action="store_true",
                     help="keep the other fixes' results of an --out file of the same programs")
     args = ap.parse_args(argv)
-    from sim.measure import binary_path
+    from sim.commands.measure import binary_path
     base_bin = binary_path()
     fixes = args.fix or list(FIXES)
     bins = {f: PATCHED_BIN / f"burn-probes-0.22.1+{f}" for f in fixes}

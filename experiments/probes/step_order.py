@@ -69,9 +69,9 @@ def real_events(log) -> list:
 def simulated_events(workload, variant, optimizer, steps) -> list:
     """The simulator's events for ``steps`` steps of ``workload`` on the Linux profile's
     glibc arena (exact mode), labelled as :func:`real_events` does."""
-    from sim.costs import ptmalloc
-    from sim.costs.ptmalloc import ZEROED
-    from sim.runner import run_cell
+    from sim.platform import ptmalloc
+    from sim.platform.ptmalloc import ZEROED
+    from sim.engine.runner import run_cell
 
     arena = ptmalloc.PtmallocArena
     events = []

@@ -51,8 +51,8 @@ def simulated_steps(variant, steps, optimizer="sgd") -> list:
     """The same for the simulator's run on the Linux profile (its break relative to its
     first step's, plus the logged runs' 0.355 MiB of start-up: ``brk_delta_bytes`` is
     comparable from step 1 on)."""
-    from sim.costs import ptmalloc
-    from sim.runner import run_cell
+    from sim.platform import ptmalloc
+    from sim.engine.runner import run_cell
 
     arena = ptmalloc.PtmallocArena
     alloc, out = arena.alloc, []

@@ -1,7 +1,7 @@
 """Bookkeeping policies: burn's behaviour, its history, and candidate fixes.
 
 A policy is a small, named variation of the simulated bookkeeping. The mirror
-of burn (``sim.autodiff``) calls the policy at the few seams where a fix would
+of burn (``sim.burn``) calls the policy at the few seams where a fix would
 change burn's code, and the default of each seam is burn 0.22.1's behaviour:
 
 ==============================  ====================================================
@@ -36,7 +36,7 @@ that fast-forward stays off for it unless the file defines ``ff_horizon``: the
 simulator cannot see state a policy keeps for itself, so every loop iteration
 is simulated. A policy that defines it and keeps counters updates them in
 ``ff_apply``, which fast-forward calls for every batch of iterations it applies; a loop
-that grows a chain (:mod:`sim.chainrun`) is fast-forwarded under it only if it also
+that grows a chain (:mod:`sim.engine.fastforward.chainrun`) is fast-forwarded under it only if it also
 defines ``ff_chain`` (the members built and the node ids moved).
 
 Policies compose: ``a+b`` (any number of them) is the policy that applies every one
@@ -403,7 +403,7 @@ def _checked_horizon(horizon, where, name):
 def _reporting_init(init, path, name):
     """The constructor of a file policy: ``init`` (its class's own), with an exception it
     raises made one :class:`~sim.errors.UserError` line naming the file and line, as an
-    exception raised in one of its seams is (:func:`sim.runner.run_cell`)."""
+    exception raised in one of its seams is (:func:`sim.engine.runner.run_cell`)."""
     def __init__(self, sim):
         try:
             init(self, sim)

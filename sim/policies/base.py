@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..autodiff.node import GRAD
-from ..optim import burn_adam
-from ..tensor import Tensor
+from ..burn.graph.node import GRAD
+from ..burn.optim import burn_adam
+from ..burn.tensor import Tensor
 
 __all__ = ["Policy"]
 
@@ -57,7 +57,7 @@ class Policy:
 
     def in_place(self, kind) -> bool:
         """Whether ops on inner backend ``kind`` write into uniquely owned operands
-        (burn-flex does; see :mod:`sim.backend`)."""
+        (burn-flex does; see :mod:`sim.burn.backend`)."""
         return kind in ("flex", "metal")
 
     def sgd_update(self, backend, inner, grad, shape):
@@ -71,7 +71,7 @@ class Policy:
 
     def adam_update(self, adam, tensor, grad, state, lr):
         """One parameter's Adam update: ``(updated tensor, state)``; burn-optim
-        ``adam.rs`` op by op on the inner backend (:func:`sim.optim.burn_adam`)."""
+        ``adam.rs`` op by op on the inner backend (:func:`sim.burn.optim.burn_adam`)."""
         return burn_adam(adam, tensor, grad, state, lr)
 
     def may_compact(self) -> bool:
@@ -94,11 +94,11 @@ class Policy:
     def ff_apply(self, effect, count, run) -> None:
         """Fast-forward applied ``count`` iterations of ``effect`` in closed form, each
         registering ``effect.registered`` steps; ``run``: the
-        :class:`~sim.autodiff.runs.NodeRun` of the nodes they left behind, or None (a loop
+        :class:`~sim.burn.graph.runs.NodeRun` of the nodes they left behind, or None (a loop
         that leaves nothing behind). Policies with their own state record it here."""
 
     def ff_chain(self, client, built, replaced, renamed) -> None:
-        """Fast-forward built a chain's members in closed form (:mod:`sim.chainrun`):
+        """Fast-forward built a chain's members in closed form (:mod:`sim.engine.fastforward.chainrun`):
         ``built``, the ``(ref count, step)`` of each member, registered as
         :meth:`on_register` would have seen it; ``replaced``, node id -> the ref count
         object that now stands for that id (the chain's live end moved to the newest

@@ -9,7 +9,7 @@ single-node graph). There was no orphan sweep yet (PR #4039 replaced the set by
 
 from __future__ import annotations
 
-from ..autodiff.runs import NodeRun
+from ..burn.graph.runs import NodeRun
 from .base import Policy
 
 __all__ = ["Burn020Pre1"]
@@ -46,7 +46,7 @@ class Burn020Pre1(Policy):
     def ff_horizon(self, effect) -> float:
         if effect.shape in ("chain", "leak"):
             # the set lists ids, which a chain's or a leak's closed form would shift
-            # (sim.chainrun, sim.leakrun)
+            # (sim.engine.fastforward.chainrun, sim.engine.fastforward.leakrun)
             return 0 if self.untracked_nodes else float("inf")
         if effect.shape != "graphs":
             return float("inf")

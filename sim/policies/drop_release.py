@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..costs.vec import RustVec
+from ..platform.vec import RustVec
 from .base import Policy
 
 __all__ = ["DropRelease"]
@@ -36,7 +36,7 @@ class DropRelease(Policy):
 
     def ff_chain(self, client, built, replaced, renamed) -> None:
         """A chain's members built in closed form: counted as their registrations would
-        have been, with the ids that moved (:mod:`sim.chainrun`)."""
+        have been, with the ids that moved (:mod:`sim.engine.fastforward.chainrun`)."""
         super().ff_chain(client, built, replaced, renamed)
         for rc, step in built:
             self._count_children(rc, step)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..costs.aten import AtenTiming
-from ..optim import torch_adam
+from .aten import AtenTiming
+from ..burn.optim import torch_adam
 from .drop_release import DropRelease
 from .detach_constant import DetachConstant
 
@@ -17,7 +17,7 @@ class PyTorch(DropRelease):
                "freed by reference counting when they drop; detach() gives a constant; "
                "backward frees what it consumed; there is no global locator and no sweep. "
                "Time is charged as the ATen ops eager PyTorch runs for each call (forward, "
-               "autograd backward, torch.optim SGD and Adam; sim/costs/aten.py) at the profile's "
+               "autograd backward, torch.optim SGD and Adam; sim/policies/aten.py) at the profile's "
                "[pytorch] rates.")
     expected = "Flat ms/step for EMA detach and target (the p10-ema-pytorch rows)."
     semantic_change = True
@@ -53,7 +53,7 @@ class PyTorch(DropRelease):
         return inner.prim
 
     def adam_update(self, adam, tensor, grad, state, lr):
-        """``torch.optim.Adam`` on CPU (:func:`sim.optim.torch_adam`): moments and
+        """``torch.optim.Adam`` on CPU (:func:`sim.burn.optim.torch_adam`): moments and
         parameter updated in place, two temporaries per step."""
         return torch_adam(adam, tensor, grad, state, lr)
 

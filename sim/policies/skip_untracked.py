@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..autodiff.checkpoint import DISABLED
+from ..burn.checkpoint import DISABLED
 from .base import Policy
 
 __all__ = ["SkipUntracked"]

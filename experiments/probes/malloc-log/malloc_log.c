@@ -1,7 +1,7 @@
 /* malloc-log: an LD_PRELOAD library that records every malloc-family call of a
  * process's main thread, with the addresses glibc returned, for
  * experiments/probes/arena_replay.py (which replays the calls on the simulator's
- * model of glibc's main arena, sim/costs/ptmalloc.py, and compares addresses).
+ * model of glibc's main arena, sim/platform/ptmalloc.py, and compares addresses).
  *
  *   gcc -O2 -shared -fPIC -o malloc_log.so malloc_log.c
  *   MALLOC_LOG=/tmp/log.bin LD_PRELOAD=./malloc_log.so PROGRAM ...

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Record real glibc placements for tests/test_arena_replay.py: builds malloc_log.so, runs
+# Record real glibc placements for tests/platform/test_arena_replay.py: builds malloc_log.so, runs
 # probe programs and probes under it, keeps each process's malloc-family calls (xz) in
 # experiments/measured/linux-x86_64/malloc-logs/. Needs the probes built
 # (cargo build --release in experiments/probes) and gcc. About 30 s.
@@ -33,7 +33,7 @@ for name, prog in (("basic", first(basic, False)), ("panic", first(basic, True))
                    ("modules", first(modules, False))):
     open(f"{tmp}/{name}.txt", "w").write("\n".join(prog["program"]) + "\n")
 PY
-# the probe programs mark each statement in the log (tests/test_arena_programs.py)
+# the probe programs mark each statement in the log (tests/platform/test_arena_programs.py)
 export PROBE_SCRIPT_MARKS=1
 record script-basic script --program "$tmp/basic.txt"
 record script-panic script --program "$tmp/panic.txt"

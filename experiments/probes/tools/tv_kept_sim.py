@@ -4,12 +4,12 @@
 """Simulated train-validate: blocks allocated and still live from heap0 to the first train report
 (train) or from the last train report to the first generate sample (start), by size (LIFO matching)."""
 import sys, collections
-from sim.costs.heap import Heap
-from sim.engine import Simulation
-from sim.profile import load_profile
-from sim.nn import Mlp
-from sim.optim import GradientsParams, Sgd
-from sim.tensor import Tensor
+from sim.platform.heap import Heap
+from sim.engine.simulation import Simulation
+from sim.engine.profile import load_profile
+from sim.burn.nn import Mlp
+from sim.burn.optim import GradientsParams, Sgd
+from sim.burn.tensor import Tensor
 
 variant, window = sys.argv[1], sys.argv[2]
 log = []

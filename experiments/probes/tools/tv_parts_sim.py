@@ -2,11 +2,11 @@
 Usage: PYTHONPATH=. python experiments/probes/tools/tv_parts_sim.py [autodiff|valid-model|plain]
 (heapres includes the 2 MiB slab MemBuffer, which "extra" takes back out of RSS)."""
 import sys
-from sim.profile import load_profile
-from sim.engine import Simulation
-from sim.nn import Mlp
-from sim.optim import GradientsParams, Sgd
-from sim.tensor import Tensor
+from sim.engine.profile import load_profile
+from sim.engine.simulation import Simulation
+from sim.burn.nn import Mlp
+from sim.burn.optim import GradientsParams, Sgd
+from sim.burn.tensor import Tensor
 variant = sys.argv[1] if len(sys.argv) > 1 else "autodiff"
 prof = load_profile("linux-x86_64")
 sim = Simulation(prof, experiment="train-validate", variant=variant, fast_forward=False)

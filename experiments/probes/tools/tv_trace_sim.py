@@ -4,12 +4,12 @@
 import sys, collections
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2]))
 from alloc_trace import _Tracing
-from sim.costs.heap import Heap
-from sim.engine import Simulation
-from sim.profile import load_profile
-from sim.nn import Mlp
-from sim.optim import GradientsParams, Sgd
-from sim.tensor import Tensor
+from sim.platform.heap import Heap
+from sim.engine.simulation import Simulation
+from sim.engine.profile import load_profile
+from sim.burn.nn import Mlp
+from sim.burn.optim import GradientsParams, Sgd
+from sim.burn.tensor import Tensor
 
 variant = sys.argv[1] if len(sys.argv) > 1 else "autodiff"
 sim = Simulation(load_profile("linux-x86_64"), fast_forward=False)

@@ -1,4 +1,4 @@
-//! The MLP the pit-infer and train-validate probes run: sim/nn.py's `Mlp`,
+//! The MLP the pit-infer and train-validate probes run: sim/burn/nn.py's `Mlp`,
 //! Linear(d, h) -> Relu -> Linear(h, d), both with bias, weights lazily initialised
 //! (burn-nn's `LinearConfig::init`). Its field names are the module paths burn-optim
 //! joins for the parameters (`hidden.weight` ...).

@@ -13,7 +13,7 @@
 //!   `t = w*0.01` (allocating), `ema = ema + t` (in place), `drop(t)` (working set 12n B);
 //! * `add-alloc`: adleak's `c = a.clone() + b.clone(); drop(c)` (working set 12n B).
 //!
-//! Bytes are counted as the simulator counts them (sim/costs/timing.py
+//! Bytes are counted as the simulator counts them (sim/platform/timing.py
 //! `flops_and_bytes`: 4 B per output and per input element), so GB/s here are the
 //! simulator's `gbps`. Output: CSV `pattern,n_elems,tensor_bytes,ns_per_iter,gbps`.
 use std::hint::black_box;

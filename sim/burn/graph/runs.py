@@ -1,0 +1,184 @@
+"""Runs of identical dead nodes, as fast-forward creates them.
+
+When a loop body's iterations are identical (:mod:`sim.engine.fastforward.repeat`), the
+nodes they leave behind are recorded as one :class:`NodeRun` instead of one
+object each: ``count`` nodes with ids ``first, first + stride, ...``, the same
+parents, no tensor handle left, and the same heap blocks each. A run is either
+
+* ``new_graph=True``: each node is an untracked op's own single-node graph
+  (kept by the locator, in its ``live`` graphs, in creation order), or
+* ``new_graph=False``: the nodes sit in one existing graph as childless leaves
+  (kept by that graph's memory management).
+
+Runs are not part of burn; they are the simulator's compressed form of state
+burn would hold node by node, and every bookkeeping pass treats a run exactly as
+it would treat its members one by one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ...platform.vec import RustVec
+
+__all__ = ["NodeRun", "node_blocks", "graph_blocks", "graph_drop_order", "tree_counts",
+           "unexplained_blocks"]
+
+
+def node_blocks(layout, step, parents) -> tuple:
+    """Heap blocks one dead registered node holds, by size, in the order its frees come
+    when the node is freed (``_remove`` then the server's ``remove_step``):
+    ``HashMap::remove`` drops the key, ``Arc<NodeId>``, then the returned value, the
+    ``nodes`` map's copy of the parents; the boxed step drops its fields first,
+    ``Arc<Node>`` (its parents ``Vec``, then the ``ArcInner``), then its box. The order
+    matters where the allocator places blocks one by one (a glibc arena: which free
+    chunks merge, and which is reused first); sizes in bytes."""
+    if not parents:
+        return (layout.arc_node_id_bytes, layout.arc_node_bytes, step.nbytes)
+    return (layout.arc_node_id_bytes, layout.parent_bytes * len(parents),
+            layout.parent_bytes * max(4, len(parents)), layout.arc_node_bytes, step.nbytes)
+
+
+def graph_blocks(layout, server) -> tuple:
+    """Heap blocks of a graph apart from its nodes, in the order a drop of the graph frees
+    them: the server's steps and actions tables, the memory management's nodes and leaves
+    tables, then ``Arc<Graph>``; sizes in bytes."""
+    memory = server.memory_management
+    return tuple(nbytes for nbytes in (
+        server.steps_table.nbytes, server.actions_table.nbytes,
+        memory.nodes_table.nbytes, memory.leaves_table.nbytes, layout.graph_arc_bytes)
+        if nbytes)
+
+
+def graph_drop_order(layout, step, server) -> tuple:
+    """Heap blocks of a dead single-node graph, node and graph, in the order they are freed
+    when the graph goes at once (its last locator entry removed: the server drops its step
+    -- the step's ``Arc<Node>`` first, then its box -- and tables, the memory management
+    its node's ref count and tables, then ``Arc<Graph>``); sizes in bytes."""
+    memory = server.memory_management
+    return tuple(nbytes for nbytes in (
+        layout.arc_node_bytes, step.nbytes, server.steps_table.nbytes,
+        server.actions_table.nbytes, layout.arc_node_id_bytes, memory.nodes_table.nbytes,
+        memory.leaves_table.nbytes, layout.graph_arc_bytes) if nbytes)
+
+
+def tree_counts(locator) -> tuple:
+    """Leaves and internal nodes of the locator's two BTreeMaps (zeros without a locator)."""
+    if locator is None:
+        return (0, 0, 0, 0)
+    g, k = locator.graphs_tree, locator.keys_tree
+    return (g.leaves, g.internals, k.leaves, k.internals)
+
+
+def unexplained_blocks(net, blocks, locator, trees_before) -> dict:
+    """What is left of a heap change ``net`` (request size -> blocks) once ``blocks`` and
+    the BTreeMap nodes the locator's trees gained since ``trees_before``
+    (:func:`tree_counts`) are taken out: size -> blocks, zeros dropped."""
+    rest = Counter(net)
+    rest.subtract(blocks)
+    g, k = locator.graphs_tree, locator.keys_tree
+    sizes = (g.leaf_bytes, g.internal_bytes, k.leaf_bytes, k.internal_bytes)
+    for nbytes, before, after in zip(sizes, trees_before, tree_counts(locator)):
+        rest[nbytes] -= after - before
+    return {size: n for size, n in rest.items() if n}
+
+
+class NodeRun:
+    """``count`` identical dead nodes."""
+
+    __slots__ = ("first", "stride", "count", "parents", "node_order", "graph_order",
+                 "drop_order", "blocks", "new_graph", "graph", "nodes_freed", "serial")
+
+    def __init__(self, first, stride, count, parents, node_order, new_graph, graph=None,
+                 graph_order=(), drop_order=None):
+        self.first = first
+        self.stride = stride
+        self.count = count
+        self.parents = parents
+        #: sizes of the blocks a member's node holds, in the order they are freed
+        self.node_order = node_order
+        #: sizes of the blocks that belong to a member's graph (Arc<Graph>, its tables)
+        #: rather than to its node, in the order they are freed: a sweep frees the node
+        #: part when it visits the entry, the graph part when the entry is removed
+        self.graph_order = graph_order
+        #: a member's blocks, node and graph, in the order they go when a member's
+        #: single-node graph is dropped at once (:func:`graph_drop_order`)
+        self.drop_order = node_order + graph_order if drop_order is None else drop_order
+        #: ((nbytes, blocks per member), ...): every block a member holds
+        self.blocks = tuple(sorted(Counter(node_order + graph_order).items()))
+        self.new_graph = new_graph
+        self.graph = graph
+        self.nodes_freed = False
+        #: where the members sit in their graph's ``nodes`` map (insertion order), among
+        #: the nodes inserted since the graph took its first run (GraphMemoryManagement)
+        self.serial = -1
+
+    @property
+    def ids(self):
+        return range(self.first, self.first + self.stride * self.count, self.stride)
+
+    @property
+    def last(self):
+        return self.first + self.stride * (self.count - 1)
+
+    def alloc(self, heap) -> None:
+        for nbytes, per_node in self.blocks:
+            heap.alloc_many(nbytes, per_node * self.count)
+
+    def free(self, heap) -> None:
+        """Free what the members still hold, member after member."""
+        order = self.graph_order if self.nodes_freed else self.node_order + self.graph_order
+        heap.free_each(order, self.count)
+
+    def free_nodes(self, heap) -> None:
+        """Free the members' node blocks, member after member (their graphs' blocks stay
+        until :meth:`free`)."""
+        if self.nodes_freed:
+            return
+        heap.free_each(self.node_order, self.count)
+        self.nodes_freed = True
+
+    def drop_graphs(self, heap, untree) -> None:
+        """The members' single-node graphs go, their locator entries removed: ``untree(key)``
+        takes a member's id (or the ``(first, stride, count)`` span of all) out of the
+        locator's maps. Where the allocator places blocks one by one and the members'
+        nodes are still there, member by member (keys, then the graph's blocks in their
+        drop order: the order of frees places later blocks); elsewhere the span at once."""
+        if heap.orders_frees and not self.nodes_freed:
+            for node_id in self.ids:
+                untree(node_id)
+                heap.free_each(self.drop_order, 1)
+            return
+        untree((self.first, self.stride, self.count))
+        self.free(heap)
+
+    def free_visited(self, heap, id_bytes, should_remove) -> None:
+        """A sweep visits every member's entry and frees its node (``free_unused_roots``: a
+        ``deletables`` Vec of one id of ``id_bytes`` around the node's frees, the id pushed
+        on the ``should_remove`` Vec); the graphs' blocks stay until the entries go. Where
+        the allocator places blocks one by one, member by member; elsewhere the members'
+        Vecs as one block around the run's frees, the ids pushed after them."""
+        if self.nodes_freed:
+            should_remove.push_each(self.count)
+            return
+        if heap.orders_frees:
+            for _ in range(self.count):
+                deletables = RustVec(heap, id_bytes)
+                deletables.push()
+                for nbytes in self.node_order:
+                    heap.free(nbytes)
+                should_remove.push_each(1)
+                deletables.drop()
+            self.nodes_freed = True
+            return
+        deletables = RustVec(heap, id_bytes)
+        deletables.push()
+        self.free_nodes(heap)
+        should_remove.push_each(self.count)
+        nbytes = deletables.capacity * id_bytes
+        deletables.drop()
+        heap.transient(nbytes, self.count - 1)   # the other members' Vecs
+
+    def __repr__(self):
+        kind = "graphs" if self.new_graph else "nodes"
+        return f"NodeRun({self.count} {kind} from {self.first} step {self.stride})"

@@ -1,0 +1,280 @@
+"""The heap blocks of burn's three passes of ``free_unavailable_nodes`` (the cost of
+:meth:`~sim.burn.runtime.memory_management.GraphMemoryManagement.free_unavailable_nodes`, not its
+outcome, which the set passes of :mod:`sim.burn.runtime.memory_management` decide).
+
+Where the allocator places blocks one by one (a glibc arena:
+:attr:`~sim.platform.heap.Heap.orders_frees`) the passes are walked block by block as burn's
+functions allocate and free them (:class:`_BlockPasses`); elsewhere their blocks are
+counted and the tables grown to what the walk would leave (:func:`charge_passes`).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from ...platform.vec import RustVec
+
+__all__ = ["charge_passes", "members_in_order", "WALK_OBSERVER"]
+
+#: called as ``WALK_OBSERVER(statuses, useful)`` after each block-by-block walk of burn's
+#: passes (:func:`_passes_block_by_block`), when set (tests)
+WALK_OBSERVER = None
+
+
+def members_in_order(heap, runs, on_free_member) -> bool:
+    """Whether ``free_unavailable_nodes`` frees a run's members one by one in burn's
+    order (each followed by ``on_free_member``): where the heap's placement depends on
+    the order of frees; elsewhere a run goes after the nodes."""
+    return bool(runs) and on_free_member is not None and heap.orders_frees
+
+
+def charge_passes(memory, leaves, runs, reached, useful, deletables, new_leaves, members):
+    """The blocks and table growth of burn's three passes: where glibc's arena places
+    every block, walked block by block (a run's members as the leaves they are;
+    returns the ``deletables`` Vec and the old leaves' table, which burn frees at the
+    end), else counted (returns None)."""
+    if memory.statuses_table is None:
+        memory.statuses_table = memory.server.sim.tables.statuses()
+    heap = memory.server.sim.heap
+    if heap.orders_frees and (members or not runs):
+        return _passes_block_by_block(memory, leaves, useful, runs.values())
+    # the unavailable pass inserts every reached id once; the useful pass inserts the
+    # ids it pops again (from every leaf on), and an insert into a full table grows it
+    statuses = len(reached) - len(runs) + memory.run_nodes
+    memory.statuses_table.grow_to(statuses)
+    if leaves or runs:
+        memory.statuses_table.reinsert(statuses)
+    # the dead leaves (a run's members, the leaves deleted): the three passes walk each
+    # as :func:`_passes_block_by_block` does, whose transient blocks (made, then freed
+    # before the function returns) are not placed here, only counted: the leaf's
+    # parents Vec cloned once per pass (if it has parents) and its walk's ``to_visit``
+    # stack and ``visited`` set
+    nodes = memory.nodes
+    heap.allocs += sum(run.count * (2 + 3 * bool(run.parents)) for run in runs.values())
+    heap.allocs += sum(2 + 3 * bool(nodes[leaf][1]) for leaf in leaves
+                       if leaf in deletables and leaf in nodes)
+    memory.leaves_table.drop()
+    memory.leaves_table.grow_to(len(new_leaves))
+    return None
+
+
+def _passes_block_by_block(memory, leaves, useful, runs=()):
+    """The blocks burn's ``free_unavailable_nodes`` allocates and frees before it
+    removes anything, in its order, where the heap places blocks one by one (a glibc
+    arena): :class:`_BlockPasses`. Sets up the new leaves' table in
+    ``memory.leaves_table`` and returns ``(deletables Vec, the old leaves' table)``: the
+    caller frees them where burn's function ends."""
+    passes = _BlockPasses(memory, leaves, useful, runs)
+    first = memory.leaves_table.clone()            # let leaves = self.leaves.clone()
+    second = memory.leaves_table.clone()           # for leaf in leaves.clone()
+    for leaf in passes.leaves:
+        passes.unavailable_propagation(leaf)
+    second.drop()
+    passes.useful_propagation(memory.leaves_table.clone())
+    new_leaves = _TrackedSet(memory.server.sim.tables.leaves())
+    deletables = RustVec(passes.heap, memory.server.sim.layout.node_id_bytes)
+    for leaf in passes.leaves:
+        passes.identify_leaves_and_deletables(leaf, new_leaves, deletables)
+    first.drop()
+    old = memory.leaves_table
+    memory.leaves_table = new_leaves.table
+    if WALK_OBSERVER is not None:
+        WALK_OBSERVER(passes.status, useful)
+    return deletables, old
+
+
+class _DeadHandle:
+    """The ref count of a run's member: no tensor handle left."""
+
+    strong = 1
+
+
+_DEAD = _DeadHandle()
+
+
+class _TrackedSet:
+    """A ``HashSet<NodeId>`` of burn's passes: the ids (popped in ascending order here,
+    burn's hash order being random per process) and its table's blocks."""
+
+    __slots__ = ("items", "table", "_order")
+
+    def __init__(self, table, items=()):
+        self.items = set(items)
+        self.table = table
+        self._order = list(self.items)       # a heap of the ids, for pop's ascending order
+        heapq.heapify(self._order)
+
+    def __contains__(self, node_id) -> bool:
+        return node_id in self.items
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def insert(self, node_id) -> None:
+        if node_id not in self.items:
+            heapq.heappush(self._order, node_id)
+        _set_insert(self.items, self.table, node_id)
+
+    def pop(self):
+        """The smallest id (the set is not empty)."""
+        order = self._order
+        node_id = heapq.heappop(order)
+        while node_id not in self.items:      # popped before, inserted again since
+            node_id = heapq.heappop(order)
+        self.items.discard(node_id)
+        return node_id
+
+
+class _BlockPasses:
+    """burn's three passes of ``free_unavailable_nodes`` walked for their blocks, where
+    the heap places blocks one by one (a glibc arena); the outcome is the set passes'
+    (``useful``). Each method is the burn function of its name: ``statuses`` inserts (a
+    full table grows even on a present key), each node's parents ``Vec`` cloned wherever
+    burn reads it (``unavailable_propagation`` and both closures), ``useful_propagation``'s
+    four sets, each walk's ``visited`` set and ``to_visit`` stack, the new leaves' set and
+    the ``deletables`` ``Vec``; the caller makes the three clones of ``leaves`` (hashbrown
+    clones keep the bucket count). The members of ``runs`` (dead childless leaves of this
+    graph, each with its run's parents) are walked among the leaves in id order, as exact
+    mode walks its nodes. ``status`` maps node id -> 0 unknown, 1 unavailable, 2 useful
+    (:data:`WALK_OBSERVER` receives it)."""
+
+    UNKNOWN, UNAVAILABLE, USEFUL = 0, 1, 2
+
+    def __init__(self, memory, leaves, useful, runs=()):
+        sim = memory.server.sim
+        self.heap = sim.heap
+        self.tables = sim.tables
+        self.parent_bytes = sim.layout.parent_bytes
+        self.useful = useful
+        nodes = memory.nodes
+        if runs:
+            members = {member: (_DEAD, run.parents) for run in runs for member in run.ids}
+            nodes = {**nodes, **members}
+            leaves = sorted([*leaves, *members])
+        self.nodes = nodes
+        self.leaves = leaves
+        self.statuses_table = memory.statuses_table
+        self.status = {}
+
+    def set_status(self, node_id, value) -> None:
+        status = self.status
+        if node_id in status:
+            self.statuses_table.reinsert(len(status))
+        else:
+            status[node_id] = value
+            self.statuses_table.fit(len(status))
+        status[node_id] = value
+
+    def cloned_parents(self, node_id):
+        """``nodes.get(id).cloned()``: (the parents, their clone's block)."""
+        entry = self.nodes.get(node_id)
+        parents = entry[1] if entry is not None else ()
+        nbytes = self.parent_bytes * len(parents)
+        return parents, (nbytes, self.heap.alloc(nbytes) if nbytes else None)
+
+    def drop_clone(self, block) -> None:
+        if block[0]:
+            self.heap.free(*block)
+
+    def kept(self, parents) -> list:
+        """The closure's filter: a leaf parent only while it is in ``nodes``."""
+        nodes = self.nodes
+        return [pid for pid, is_leaf in parents if not is_leaf or pid in nodes]
+
+    def _enter(self, node_id, frames):
+        """Enter ``unavailable_propagation(node_id)``: its status if known (an absent
+        node: unavailable), else None with a frame pushed to walk its parents."""
+        if node_id in self.status:
+            return self.status[node_id]
+        if node_id not in self.nodes:
+            self.set_status(node_id, self.UNAVAILABLE)
+            return self.UNAVAILABLE
+        parents, block = self.cloned_parents(node_id)
+        frames.append([node_id, parents, 0, self.UNKNOWN, block])
+        return None
+
+    def unavailable_propagation(self, leaf) -> None:
+        """burn's recursion, with an explicit stack of frames."""
+        nodes = self.nodes
+        frames = []
+        result = self._enter(leaf, frames)
+        while frames:
+            frame = frames[-1]
+            node_id, parents, at, value, block = frame
+            if result == self.UNAVAILABLE:
+                frame[3] = value = self.UNAVAILABLE
+            result = None
+            if at < len(parents):
+                frame[2] = at + 1
+                pid, is_leaf = parents[at]
+                if is_leaf and pid not in nodes:
+                    continue
+                result = self._enter(pid, frames)
+                continue
+            frames.pop()
+            self.drop_clone(block)
+            self.set_status(node_id, value)
+            result = value
+
+    def useful_propagation(self, leaves_clone) -> None:
+        """``to_explore`` is a clone of the leaves set; ``to_tag_useful`` is popped first."""
+        tables = self.tables
+        explored, tagged = _TrackedSet(tables.key_set()), _TrackedSet(tables.key_set())
+        to_tag = _TrackedSet(tables.key_set())
+        to_explore = _TrackedSet(leaves_clone, self.leaves)
+        while True:
+            if to_tag:
+                node_id, value = to_tag.pop(), self.USEFUL
+            elif to_explore:
+                node_id = to_explore.pop()
+                value = self.status[node_id]
+                if value == self.UNKNOWN and self.nodes[node_id][0].strong > 1:
+                    value = self.USEFUL
+            else:
+                break
+            if value == self.USEFUL:
+                seen, queue = tagged, to_tag
+            else:
+                seen, queue = explored, to_explore
+            seen.insert(node_id)
+            parents, block = self.cloned_parents(node_id)
+            for pid in self.kept(parents):
+                if pid not in seen and pid not in queue:
+                    queue.insert(pid)
+            self.drop_clone(block)
+            self.set_status(node_id, value)
+        for pass_set in (to_explore, to_tag, tagged, explored):
+            pass_set.table.drop()
+
+    def identify_leaves_and_deletables(self, leaf, new_leaves, deletables) -> None:
+        """One leaf's walk: stop at a useful node (a new leaf), else list it for deletion
+        and push its parents."""
+        visited = _TrackedSet(self.tables.key_set())
+        to_visit = RustVec(self.heap, deletables.elem, capacity=1)
+        stack = [leaf]
+        while stack:
+            node_id = stack.pop()
+            to_visit.len = len(stack)
+            visited.insert(node_id)
+            if node_id in self.useful:
+                new_leaves.insert(node_id)
+                continue
+            deletables.push()
+            parents, block = self.cloned_parents(node_id)
+            for pid in self.kept(parents):
+                if pid not in visited:
+                    stack.append(pid)
+                    to_visit.push()
+            self.drop_clone(block)
+        to_visit.drop()
+        visited.table.drop()
+
+
+def _set_insert(items, table, node_id) -> None:
+    """``HashSet::insert``: a new id grows a full table; a present one too (the insert
+    reserves a slot before it looks the key up: :meth:`RawTable.reinsert`)."""
+    if node_id in items:
+        table.reinsert(len(items))
+    else:
+        items.add(node_id)
+        table.fit(len(items))

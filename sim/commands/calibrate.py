@@ -1,0 +1,732 @@
+"""``sim calibrate``: fit a few profile parameters to measured points by least squares.
+
+Only the parameters named with ``--fit`` move; everything else stays as the
+base profile has it. Residuals are relative errors (absolute, in the metric's
+slack, for points measured as zero). The Jacobian is taken by finite
+differences over full simulations of the cells the fitted points need, and the
+step solves a bounded linear least-squares problem (parameters stay >= 0);
+the time and additive memory parameters enter the model linearly, so one or two
+Gauss-Newton steps converge. A parameter that no fitted point depends on is
+refused.
+
+A parameter the fitted points hardly depend on (5 % more moves none of them by
+:data:`MIN_EFFECT` or more) and that already agree with its value is refused too:
+any value would do, so the fit would only move it on noise. When the
+first step would gain less than :data:`MIN_GAIN` in rms relative error, the values
+stay as they are. A ``[layout]`` parameter (derived from burn's struct layouts) is
+never fitted.
+
+The new profile is the base file with the fitted values substituted in place
+(comments kept, each fitted parameter's source label made ``[fitted]``), a header
+naming the new profile, its base and the measured files as given, and a
+``[calibration]`` table listing the fitted parameters and the fitted points. A
+staged calibration (not ``fresh``) keeps the base's record, except the base's
+fitted points this fit moves without fitting them: those are dropped from
+``points`` (they are predicted from now on) and named in a warning.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import lsq_linear
+
+from ..analysis.compare import SLACK, cells_for, join, point_id, quick_params
+from ..analysis.data import atomic_write, check_output_file, output_target
+from ..errors import UserError
+from ..engine.profile import Profile, load_profile, validate
+from .progress import Progress
+from ..engine.runner import run_cell
+from ..engine.workers import local_pool
+
+__all__ = ["calibrate", "select_points", "run_cells", "check_out"]
+
+#: the smallest change of a fitted point's relative error the +5 % probe of a parameter
+#: must cause (somewhere) for the parameter to be fitted: 0.005 %, a parameter that would
+#: have to move 10x to change a point by 0.01 % (the rms resolution the fit reports)
+MIN_EFFECT = 5e-5
+
+#: the least gain in rms relative error the first step must bring for the values to
+#: move at all (the resolution the fit reports at; it stops below it too)
+MIN_GAIN = 1e-4
+
+#: a base profile's fitted point whose prediction moves by more than this (relative) is
+#: no longer at the value it was fitted to
+MOVED = 1e-4
+
+#: the source labels of the profiles' comments (models/*.toml): what a value rests on
+LABEL = re.compile(r"\[(guess|source|derived|fitted|layout|measured|n/a)\]")
+
+#: the first line of a header ``sim calibrate`` wrote (replaced when calibrated again)
+HEADER = re.compile(r"^# Profile .+?: written by `sim calibrate`")
+
+
+def run_cells(cells, profile, jobs=1, quick=None):
+    """Predicted rows of every ``(workload, variant, policy)`` cell (sorted, deterministic).
+    ``quick``: workload name -> the parameters its cells run with (the ``QUICK`` loop
+    counts of measured rows from ``sim measure --quick``, :func:`sim.analysis.compare.quick_params`)."""
+    quick = quick or {}
+    if jobs <= 1 or len(cells) <= 1:
+        rows = []
+        for workload, variant, policy in cells:
+            rows.extend(run_cell(workload, variant, policy, profile, quick.get(workload),
+                                 observables=False))
+        return rows
+    with local_pool(jobs) as pool:      # workers leave Ctrl-C to this process
+        futures = [pool.submit(_run_one, w, v, p, profile.path, profile.data, quick.get(w))
+                   for w, v, p in cells]
+        rows = []
+        for future in futures:
+            rows.extend(future.result())
+    return rows
+
+
+def _run_one(workload, variant, policy, path, data, sets=None):
+    profile = Profile(Path(path).stem, path, data)
+    return run_cell(workload, variant, policy, profile, sets, observables=False)
+
+
+def select_points(measured, selectors):
+    """Measured rows whose point id (``experiment/variant/phase/x/metric``, see
+    :func:`sim.analysis.compare.point_id`; a variant may hold ``/`` itself) matches any selector:
+    the same fields, ``*`` standing for any text (``/`` included). A selector that
+    matches no measured point is an error naming it, the form and a measured point
+    like it."""
+    if not selectors:
+        return list(measured)
+    ids = [point_id(m) for m in measured]
+    chosen = set()
+    for selector in selectors:
+        pattern = re.compile("^" + re.escape(selector).replace(r"\*", ".*") + "$")
+        hits = {i for i, pid in enumerate(ids) if pattern.match(pid)}
+        if not hits:
+            raise UserError(_no_match(selector, ids))
+        chosen |= hits
+    return [m for i, m in enumerate(measured) if i in chosen]
+
+
+def _no_match(selector, ids) -> str:
+    """The error line of a ``--points`` selector that matches no measured point."""
+    fields = selector.split("/")
+    form = ("a selector is experiment/variant/phase/x/metric, 5 fields separated by '/' "
+            "(phase often empty), * for any text")
+    like = _nearest(fields, ids)
+    example = f"; e.g. {like}" if like else ""
+    if len(fields) < 5 and "*" not in selector:
+        return f"--points {selector}: {len(fields)} field(s) given: {form}{example}"
+    return f"--points {selector}: no measured point matches ({form}{example})"
+
+
+def _nearest(fields, ids):
+    """The measured point id sharing most of the selector's literal ``fields`` (the first
+    of equals, so the answer is deterministic), or None when there are no points."""
+    given = {f for f in fields if f and "*" not in f}
+    best, score = None, -1
+    for pid in ids:
+        parts = pid.split("/")
+        s = (parts[0] == fields[0]) * 10 + len(given & set(parts))
+        if s > score:
+            best, score = pid, s
+    return best
+
+
+def _scale(m):
+    value = abs(float(m["value"]))
+    return value if value > 0 else max(SLACK.get(m["metric"], 1.0), 1e-9)
+
+
+def _residuals(fit_rows, predicted):
+    joined = join(fit_rows, predicted)
+    r = []
+    for m, e in zip(fit_rows, joined):
+        if math.isnan(e["predicted"]):
+            raise UserError(f"no prediction for fitted point {point_id(m)}")
+        r.append((e["predicted"] - e["measured"]) / _scale(m))
+    return np.array(r)
+
+
+def _with(profile, values):
+    data = _deepcopy(profile.data)
+    for name, value in values.items():
+        section, key = name.rsplit(".", 1)
+        table = data
+        for part in section.split("."):
+            table = table[part]
+        table[key] = int(round(value)) if isinstance(table[key], int) else float(value)
+    return Profile(profile.name, profile.path, data)
+
+
+def _deepcopy(data):
+    if isinstance(data, dict):
+        return {k: _deepcopy(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_deepcopy(v) for v in data]
+    return data
+
+
+def _coordinate_steps(current, r0, jac, logs, params, evaluate):
+    """One Gauss-Newton step per parameter alone (in turn, from the point the previous
+    accepted ones reached; halved once if it does not help): ``(values, residuals)``,
+    or ``(current, None)`` when no single parameter improves the fit."""
+    best, best_r = dict(current), r0
+    improved = False
+    for i, name in enumerate(params):
+        column = jac[:, i]
+        norm = float(column @ column)
+        if norm <= 0:
+            continue
+        d = -float(column @ best_r) / norm
+        if logs[i]:
+            d = float(np.clip(d, -np.log(10), np.log(10)))
+        for _ in range(2):
+            trial = dict(best)
+            trial[name] = best[name] * float(np.exp(d)) if logs[i] else max(best[name] + d, 0.0)
+            r1 = evaluate(trial)
+            if np.sqrt(np.mean(r1 ** 2)) < np.sqrt(np.mean(best_r ** 2)):
+                best, best_r, improved = trial, r1, True
+                break
+            d /= 2
+    return (best, best_r) if improved else (current, None)
+
+
+def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, fresh=False,
+              max_iterations=8, progress=False, force=False, sources=None, warn=None):
+    """Fit ``params`` of profile ``base`` to the selected ``measured`` points.
+
+    ``progress``: show a bar on stderr over each iteration's simulations of the fitted
+    cells (one per parameter for the Jacobian, then the step and its line search).
+
+    At most ``max_iterations`` Gauss-Newton steps; stopping at that limit while the fit
+    still improves is reported (rerun with more, or from the written profile).
+
+    The written profile's ``[calibration]`` table lists what was fitted, on which points:
+    this call's, plus the base profile's (a calibration in stages), unless ``fresh``. A
+    base point this fit moves (its prediction changes by more than :data:`MOVED`) without
+    fitting it is dropped from the record and named in a warning (``warn``, one line;
+    default: stderr).
+
+    ``out``: where to write the new profile; checked before anything is simulated
+    (:func:`check_out`: an existing file other than the base is refused unless ``force``).
+    ``sources``: the measured files as the command was given them, named in the written
+    header (default: the files the rows were read from). Without ``out`` nothing is
+    written, and the last line says so.
+
+    Returns ``(new profile, table of every point before/after)``.
+    """
+    profile = load_profile(base) if not isinstance(base, Profile) else base
+    base_text = _base_text(profile)
+    _check_params(profile, params, base_text)
+    if out is not None:
+        check_out(out, profile.path, force)
+    fit_rows = select_points(measured, points)
+    fit_cells = cells_for(fit_rows)
+    # rows of `sim measure --quick` run with the probes' quick loop counts, as in compare
+    quick = quick_params(measured)
+    if not fit_cells:
+        raise UserError("no fitted point belongs to a known workload")
+    x0 = {name: float(profile.get(name)) for name in params}
+    echo(f"fitting {len(params)} parameter(s) on {len(fit_rows)} point(s) "
+         f"({len(fit_cells)} simulated cells)")
+
+    current = dict(x0)
+    bar = None
+
+    def evaluate(values, label="step"):
+        if bar is not None and bar.done == bar.total:
+            bar.total += 1          # the line search, or a parameter probed again
+        residuals = _residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs,
+                                                   quick))
+        if bar is not None:
+            bar.advance(label)
+        return residuals
+
+    def say(text):
+        nonlocal bar
+        if bar is not None:     # end the bar's line before the iteration's report
+            bar.close()
+            bar = None
+        echo(text)
+
+    if progress:
+        bar = Progress(1, unit="simulations of the fitted cells (initial point)")
+    r0 = evaluate(current, "initial point")
+    try:
+        for iteration in range(max_iterations):
+            if progress:
+                if bar is not None:
+                    bar.close()
+                bar = Progress(len(params) + 1, unit=f"simulations (iteration {iteration + 1})")
+            # Gauss-Newton with a finite-difference Jacobian; positive parameters move
+            # multiplicatively (rates enter as 1/x), the step is halved until it helps
+            columns, logs = [], []
+            for name in params:
+                value = current[name]
+                log_space = value > 0
+                if log_space:
+                    trial_value = value * 1.05
+                    if isinstance(profile.get(name), int):
+                        trial_value = max(round(trial_value), value + 1)
+                    step = np.log(trial_value / value)
+                else:
+                    step = max(abs(x0[name]) * 0.05, 1.0)
+                    trial_value = value + step
+                trial = dict(current)
+                trial[name] = trial_value
+                column = (evaluate(trial, f"d/d {name}") - r0) / step
+                if log_space and not np.any(np.abs(column) > 1e-12):
+                    # a parameter fitted to (nearly) zero has no multiplicative handle left:
+                    # probe it additively, and move it additively (bounded at zero)
+                    log_space = False
+                    step = max(abs(x0[name]) * 0.05, 1.0)
+                    trial[name] = value + step
+                    column = (evaluate(trial, f"d/d {name}") - r0) / step
+                if iteration == 0:
+                    _check_dependence(name, value, column, r0, log_space)
+                columns.append(column)
+                logs.append(log_space)
+            jac = np.column_stack(columns)
+            lower = np.array([-np.inf if lg else -current[n] for n, lg in zip(params, logs)])
+            delta = lsq_linear(jac, -r0, bounds=(lower, np.inf)).x
+            # trust region: a positive parameter moves at most x10 or /10 per iteration
+            delta = np.where(logs, np.clip(delta, -np.log(10), np.log(10)), delta)
+            rms0 = float(np.sqrt(np.mean(r0 ** 2)))
+            for _ in range(6):
+                trial = {n: (current[n] * float(np.exp(d)) if lg else current[n] + float(d))
+                         for n, d, lg in zip(params, delta, logs)}
+                r1 = evaluate(trial)
+                if np.sqrt(np.mean(r1 ** 2)) < rms0:
+                    break
+                delta = delta / 2
+            else:
+                # the joint step fails (noisy or strongly nonlinear points): move the
+                # parameters one at a time, each by its own Gauss-Newton step, keeping a move
+                # only if it improves the fit (a parameter whose points are independent of the
+                # rest, e.g. a baseline, is not held back by the others)
+                trial, r1 = _coordinate_steps(current, r0, jac, logs, params, evaluate)
+                if r1 is None:
+                    say(f"  iteration {iteration + 1}: no step improves the fit; stopping")
+                    break
+                say(f"  iteration {iteration + 1}: the joint step does not improve the fit; "
+                    f"moved parameters one at a time")
+            if iteration == 0 and rms0 - np.sqrt(np.mean(r1 ** 2)) < MIN_GAIN:
+                say(f"  iteration 1: rms relative error {rms0:.4f} -> "
+                    f"{np.sqrt(np.mean(r1 ** 2)):.4f}, a gain under {MIN_GAIN:g}: the values "
+                    f"are kept (the fitted points do not ask for another)")
+                break
+            moved = max(abs(trial[n] - current[n]) / max(abs(current[n]), 1e-9) for n in params)
+            current, r0 = trial, r1
+            say(f"  iteration {iteration + 1}: rms relative error {rms0:.4f}"
+                f" -> {np.sqrt(np.mean(r0 ** 2)):.4f}")
+            if moved < 1e-3 or rms0 - np.sqrt(np.mean(r0 ** 2)) < MIN_GAIN:
+                break
+        else:   # no break: the limit came first
+            say(f"  stopped at --max-iterations {max_iterations} while the fit still improved: "
+                f"rerun with a higher limit, or from the written profile")
+    finally:
+        if bar is not None:
+            bar.close()
+
+    new_profile = _with(profile, current)
+    previous = {} if fresh else profile.data.get("calibration", {})
+    fit_ids = [point_id(m) for m in fit_rows]
+    earlier = [p for p in previous.get("points", []) if p not in set(fit_ids)]
+    cells = sorted(set(cells_for(measured)) | set(cells_for(_rows_of(earlier))))
+    predicted_before = run_cells(cells, profile, jobs, quick)
+    predicted_after = run_cells(cells, new_profile, jobs, quick)
+    dropped = _moved(earlier, predicted_before, predicted_after)
+    new_profile.data["calibration"] = _record(previous, params, fit_ids,
+                                              {pid for pid, _, _ in dropped})
+    fitted_ids = new_profile.data["calibration"]["points"]
+    before = join(measured, predicted_before, fitted_ids)
+    after = join(measured, predicted_after, fitted_ids)
+    echo("")
+    wide = max(len("parameter"), *map(len, params))
+    echo(f"{'parameter':<{wide}} {'before':>14} {'after':>14}")
+    for name in params:
+        echo(f"{name:<{wide}} {x0[name]:>14.6g} {current[name]:>14.6g}")
+    echo("")
+    for line in _point_table(before, after):
+        echo(line)
+    if dropped:
+        (warn or _stderr)(_dropped_warning(profile.name, dropped))
+    if out is None:
+        echo("\nnot written (no --out): give --out FILE.toml to save the calibrated profile")
+        return new_profile, after
+    header = _provenance(Path(out).stem, _base_label(base, profile), _sources(sources, measured),
+                         params, len(fit_ids))
+    write_profile(profile.path, new_profile, current, out, header=header,
+                  dropped=[pid for pid, _, _ in dropped], base_text=base_text)
+    echo(f"\nwrote {out}")
+    return new_profile, after
+
+
+def _record(previous, params, fit_ids, dropped) -> dict:
+    """The new ``[calibration]`` record: the ``previous`` one (the base's; empty when
+    fresh) with this call's ``params`` and points ``fit_ids`` added, less the ``dropped``
+    base points (moved by this fit without being among its points)."""
+    kept = [p for p in previous.get("points", []) if p not in dropped]
+    return {"fitted": list(dict.fromkeys(list(previous.get("fitted", [])) + list(params))),
+            "points": list(dict.fromkeys(kept + list(fit_ids)))}
+
+
+def _stderr(text) -> None:
+    """Print a warning line on stderr."""
+    print(text, file=sys.stderr)
+
+
+# -- checks made before anything is simulated ----------------------------------------------
+
+def _base_text(profile) -> str:
+    """The text of ``profile``'s file (its comments document each parameter's source), or
+    ``""`` for a profile with no readable file."""
+    try:
+        return Path(profile.path).read_text(encoding="utf-8")
+    except OSError:
+        return ""
+
+
+def _check_params(profile, params, base_text) -> None:
+    """One error line for a ``--fit`` parameter that cannot be fitted: none given, not a
+    profile parameter, not a number, or a ``[layout]`` one (the ``[layout]`` table, or a
+    parameter its comment labels ``[layout]`` alone: a struct size derived from burn's
+    source, never fitted)."""
+    if not params:
+        raise UserError("nothing to fit: give at least one --fit PARAM")
+    known = set(profile.parameters())
+    lines = base_text.split("\n")
+    for name in params:
+        if name not in known:
+            raise UserError(f"--fit {name}: not a profile parameter (see models/*.toml; "
+                            f"e.g. time.scan_node_ns)")
+        if isinstance(profile.get(name), (str, list)):
+            raise UserError(f"--fit {name}: not a numeric parameter")
+        section, key = name.rsplit(".", 1)
+        i = _find_key(lines, section, key)
+        labels = _labels(lines, i) if i is not None else set()
+        if section == "layout" or labels == {"layout"}:
+            raise UserError(f"--fit {name}: a [layout] parameter, derived from burn's struct "
+                            f"layouts, is not fitted (correct it in the profile by hand if "
+                            f"the layout differs)")
+
+
+def check_out(out, base_path, force=False) -> None:
+    """Refuse, before any simulation, an ``out`` the calibrated profile should not or
+    cannot be written to: an existing file that is not the base profile itself (``base_path``)
+    unless ``force``; one :func:`sim.analysis.data.check_output_file` refuses (a directory, a
+    directory that takes no new file, ...)."""
+    target, in_place = output_target(out)
+    if not in_place and target.is_file() and not force and not _same_file(target, base_path):
+        raise UserError(f"--out {out}: the file exists and is not the base profile "
+                        f"({_relative(base_path)}): give --force to overwrite it")
+    check_output_file(out)
+
+
+def _relative(path) -> str:
+    """``path`` relative to the working directory where that is shorter (for messages)."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return relative if len(relative) < len(str(path)) else str(path)
+
+
+def _same_file(a, b) -> bool:
+    """Whether paths ``a`` and ``b`` name the same existing file."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _check_dependence(name, value, column, r0, relative) -> None:
+    """Refuse ``--fit name`` when no fitted point depends on it (``column``: d residual /
+    d parameter, all zero), or, for a parameter moved in log space (``relative``), when
+    the points hardly depend on it at ``value`` (5 % more changes no point's relative
+    error by :data:`MIN_EFFECT` or more) and already agree with it (moving it alone could
+    explain less than :data:`MIN_GAIN` of any point's residual ``r0``, to first order):
+    any value would fit them about as well, so the fit would only move it on noise. (A
+    weak parameter far from what its points need, e.g. a warm-up of 1 us where they ask
+    for 1 ms, is fitted: the residual it explains is large.)"""
+    if not np.any(np.abs(column) > 1e-12):
+        raise UserError(f"--fit {name}: no fitted point depends on it "
+                        f"(choose points it affects with --points)")
+    effect = float(np.max(np.abs(column))) * float(np.log(1.05))
+    explained = float(np.max(np.abs(column * (column @ r0) / (column @ column))))
+    if relative and effect < MIN_EFFECT and explained < MIN_GAIN:
+        raise UserError(f"--fit {name}: the fitted points hardly depend on it (5 % more than "
+                        f"{value:g} moves them by {effect * 100:.4f} % at most, less than "
+                        f"{MIN_EFFECT * 100:g} %) and already agree with it (moving it would gain "
+                        f"{explained * 100:.4f} % of error at most): nothing to fit; "
+                        f"choose points it affects with --points")
+
+
+# -- the base's fitted points this fit moves --------------------------------------------
+
+def _rows_of(ids) -> list:
+    """Stand-in rows (experiment and variant) of point ids, for :func:`cells_for`."""
+    rows = []
+    for pid in ids:
+        parts = pid.split("/")
+        if len(parts) >= 5:
+            rows.append({"experiment": parts[0], "variant": "/".join(parts[1:-3])})
+    return rows
+
+
+def _by_point(predicted, policy="burn-0.22.1") -> dict:
+    """point id -> predicted row, of the rows :func:`sim.analysis.compare.join` compares with."""
+    return {point_id(r): r for r in predicted if r.get("policy", policy) in (policy, "pytorch")}
+
+
+def _moved(ids, before, after) -> list:
+    """``(id, before row, after row)`` of each point id in ``ids`` whose prediction
+    differs between the predicted rows ``before`` and ``after`` by more than
+    :data:`MOVED` (relative), or is predicted in one of them only (a row is None)."""
+    b, a = _by_point(before), _by_point(after)
+    out = []
+    for pid in ids:
+        x, y = b.get(pid), a.get(pid)
+        if x is None and y is None:
+            continue
+        if x is None or y is None:
+            out.append((pid, x, y))
+            continue
+        old, new = float(x["value"]), float(y["value"])
+        if abs(new - old) > MOVED * max(abs(old), 1e-12):
+            out.append((pid, x, y))
+    return out
+
+
+def _dropped_warning(base_name, dropped) -> str:
+    """The warning line naming the base's fitted points this fit moved without fitting
+    them, each with its prediction before and after."""
+    def shown(row):
+        if row is None:
+            return "no prediction"
+        unit = row.get("unit", "")
+        return f"{float(row['value']):.6g}" + (f" {unit}" if unit else "")
+    items = ", ".join(f"{pid} {shown(x)} -> {shown(y)}" for pid, x, y in dropped)
+    return (f"sim: warning: {len(dropped)} point(s) the base profile {base_name} was fitted "
+            f"on move with this fit but are not among its points, so the new record no longer "
+            f"lists them as fitted (they are predicted now; add them with --measured/--points "
+            f"to fit them too): {items}")
+
+
+# -- the table of points ------------------------------------------------------------------
+
+def _point_table(before, after) -> list:
+    """Lines of the before/after table of every measured point, fitted first; a value
+    that is not a number says why (``panic at step 3``, ``no panic``, ``no prediction``)."""
+    rows = [("point", "measured", "before", "after", "error", "status")]
+    for b, a in sorted(zip(before, after), key=lambda t: (t[1]["status"] != "fitted",
+                                                          t[1]["point"])):
+        err = a["rel_error"]
+        if math.isfinite(err):
+            error = f"{err * 100:.2f}%"
+        else:
+            error = "inf" if math.isfinite(a["predicted"]) else "-"
+        status = a["status"]
+        if not a["ok"] and status != "unpredicted":
+            status += "  OUT OF TOLERANCE"
+        rows.append((a["point"], _shown(a, "measured"), _shown(b, "predicted"),
+                     _shown(a, "predicted"), error, status))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    widths[1:4] = [max(w, 11) for w in widths[1:4]]
+    widths[4] = max(widths[4], 8)
+    gap = "  " if any(not _is_number(c) for r in rows[1:] for c in r[1:4]) else " "
+    return [f"{r[0]:<{widths[0]}} " + gap.join(f"{c:>{w}}" for c, w in zip(r[1:5], widths[1:5]))
+            + f"  {r[5]}" for r in rows]
+
+
+def _is_number(text) -> bool:
+    """Whether a table cell is a number (not a phrase like ``no prediction``)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _shown(entry, key) -> str:
+    """Text of ``entry[key]`` (``measured`` or ``predicted``) in the point table: a
+    number, or for a panic point where the panic happens, or ``no prediction``."""
+    value = entry[key]
+    if entry["metric"] == "panic":
+        if key == "measured" or math.isfinite(value):
+            return " ".join(filter(None, ["panic at", entry["x_unit"], _number(entry["x"])]))
+        found = re.match(r"predicted (panic at .+?): ", entry.get("note", "") + ": ")
+        return found.group(1) if found else "no panic"
+    if math.isfinite(value):
+        return f"{value:.6g}"
+    return "no prediction"
+
+
+def _number(x) -> str:
+    """``x`` as a point id writes it (an integer without ``.0``)."""
+    return str(int(x)) if float(x).is_integer() else f"{float(x):g}"
+
+
+# -- the written profile ------------------------------------------------------------------
+
+def _base_label(base, profile) -> str:
+    """The base profile as the command named it: a name with its file under models/, or
+    the path as given."""
+    if isinstance(base, Profile):
+        return _relative(profile.path)
+    text = str(base)
+    if Path(text).suffix == ".toml" or Path(text).exists():
+        return text
+    return f"{text} (models/{text}.toml)"
+
+
+def _sources(sources, measured) -> list:
+    """The measured files as given (``sources``), else those the rows were read from."""
+    if sources:
+        return [str(s) for s in sources]
+    return list(dict.fromkeys(str(m["_file"]) for m in measured if "_file" in m)) or ["(rows)"]
+
+
+def _provenance(name, base_label, sources, params, n_points) -> list:
+    """The header lines of a written profile: its name, its base, what this call fitted
+    and on which measured files (as given; no date, so the same inputs write the same
+    bytes). Continuation lines start with ``#   `` (:func:`_with_header` finds them)."""
+    text = (f"# Profile {name}: written by `sim calibrate` from base profile {base_label}, "
+            f"fitting {', '.join(params)} on {n_points} point(s) of the measured file(s) "
+            f"{', '.join(sources)} (paths as given to the command). The [calibration] table at "
+            f"the end lists every parameter fitted and every point fitted on.")
+    return header_lines(text)
+
+
+def header_lines(text) -> list:
+    """A profile's header comment ``text`` wrapped at 90 columns, continuation lines
+    starting with ``#   `` (:func:`_with_header` finds them)."""
+    return textwrap.wrap(text, 90, subsequent_indent="#   ", break_long_words=False,
+                         break_on_hyphens=False)
+
+
+def _with_header(lines, header) -> list:
+    """``lines`` of the base profile under ``header``: a header an earlier ``sim
+    calibrate`` wrote is replaced (:data:`HEADER` and its ``#   `` continuation lines), and
+    the base's own first line ``# Profile NAME: ...`` becomes ``# Base profile NAME: ...``."""
+    if lines and HEADER.match(lines[0]):
+        end = 1
+        while end < len(lines) and lines[end].startswith("#   "):
+            end += 1
+        lines = lines[end:]
+    if lines and lines[0].startswith("# Profile "):
+        lines = ["# Base profile " + lines[0][len("# Profile "):]] + lines[1:]
+    return list(header) + lines
+
+
+def write_profile(base_path, new_profile, values, out, header=(), dropped=(),
+                  base_text=None) -> None:
+    """The base file with ``values`` substituted in place, each documented as
+    ``[fitted]`` (:func:`_mark_fitted`), ``header`` on top (:func:`_with_header`) and a
+    fresh ``[calibration]`` table (``dropped``: the base's points no longer fitted, listed
+    in a comment). Validated, then written atomically."""
+    text = base_text if base_text else Path(base_path).read_text(encoding="utf-8")
+    text = re.split(r"\n\[calibration\]\n", text)[0].rstrip("\n") + "\n"
+    lines = text.split("\n")
+    for name in values:
+        section, key = name.rsplit(".", 1)
+        i = _find_key(lines, section, key)
+        if i is None:
+            raise UserError(f"cannot find {section}.{key} in the base profile text")
+        _substitute(lines, i, key, new_profile.get(name))
+        _mark_fitted(lines, i)
+    if header:
+        lines = _with_header(lines, header)
+    cal = new_profile.data["calibration"]
+    table = ["", "[calibration]",
+             "# written by `sim calibrate`: the parameters fitted and the measured points used"]
+    if dropped:
+        table.append("# no longer fitted (moved by the last fit without being among its "
+                     "points; predicted now):")
+        table += [f"#   {p}" for p in dropped]
+    table += ["fitted = [" + ", ".join(f'"{p}"' for p in cal["fitted"]) + "]", "points = ["]
+    table += [f'  "{p}",' for p in cal["points"]]
+    table += ["]", ""]
+    text = "\n".join(lines) + "\n".join(table)
+    import tomllib
+    data = tomllib.loads(text)
+    validate(data, out)
+    atomic_write(out, text)
+
+
+_KEY = re.compile(r"^\s*([A-Za-z0-9_]+)\s*=")
+
+
+def _find_key(lines, section, key):
+    """Index of the line ``key = ...`` of table ``[section]``, or None."""
+    current = None
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("[") and stripped.endswith("]") and not stripped.startswith("[["):
+            current = stripped[1:-1].strip()
+            continue
+        found = _KEY.match(line)
+        if current == section and found and found.group(1) == key:
+            return i
+    return None
+
+
+def _substitute(lines, i, key, value) -> None:
+    """Line ``i`` (``key = ...``) with ``value``; its comment after the value, if any, kept."""
+    _, _, comment = lines[i].partition("#")
+    lines[i] = f"{key} = {_toml_number(value)}" + (f"  #{comment}" if comment else "")
+
+
+def _comment_block(lines, i):
+    """``(start, stop, shared)``: ``lines[start:stop]`` are the comment lines documenting
+    the key on line ``i`` (those directly above the run of adjacent key lines that holds
+    it), ``shared`` whether other keys of that run share them."""
+    top = i
+    while top > 0 and _KEY.match(lines[top - 1]):
+        top -= 1
+    bottom = i + 1
+    while bottom < len(lines) and _KEY.match(lines[bottom]):
+        bottom += 1
+    start = top
+    while start > 0 and lines[start - 1].lstrip().startswith("#"):
+        start -= 1
+    return start, top, bottom - top > 1
+
+
+def _labels(lines, i) -> set:
+    """The source labels (:data:`LABEL`) documenting the key on line ``i``: those of its
+    own comment after the value, else those of its comment block."""
+    own = LABEL.findall(lines[i].partition("#")[2])
+    if own:
+        return set(own)
+    start, stop, _ = _comment_block(lines, i)
+    return set(LABEL.findall("\n".join(lines[start:stop])))
+
+
+def _mark_fitted(lines, i) -> None:
+    """Document the key on line ``i`` as ``[fitted]``: the labels of its own comment, or
+    of a comment block only it has, become ``[fitted]``; a key that shares its block with
+    others (or has no label) gets ``# [fitted]`` after its value instead."""
+    head, hash_, own = lines[i].partition("#")
+    if LABEL.search(own):
+        lines[i] = head + hash_ + LABEL.sub("[fitted]", own)
+        return
+    start, stop, shared = _comment_block(lines, i)
+    labels = set(LABEL.findall("\n".join(lines[start:stop])))
+    if labels and not shared:
+        lines[start:stop] = [LABEL.sub("[fitted]", line) for line in lines[start:stop]]
+    elif labels != {"fitted"}:
+        lines[i] = (lines[i] + " [fitted]") if own.strip() else (head.rstrip() + "  # [fitted]")
+
+
+def _toml_number(value):
+    if isinstance(value, int):
+        return str(value)
+    text = f"{value:.6g}"
+    if "e" not in text and "." not in text:
+        text += ".0"
+    return text

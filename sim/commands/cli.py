@@ -1,0 +1,707 @@
+"""Command line: thin wrappers that parse, call, print.
+
+Every user error (unknown name, malformed file, impossible value) is printed as
+one line on stderr, ``sim: error: ...``, with exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .. import __version__
+from ..errors import UserError
+from ..paths import EXPERIMENTS
+
+__all__ = ["main", "cli"]
+
+
+def _fail(message: str, code: int = 2):
+    click.echo(f"sim: error: {message}", err=True)
+    sys.exit(code)
+
+
+def main(argv=None):
+    """Entry point of the ``sim`` console script (``argv``: None, the process's own
+    arguments; a list: called in-process, as the tests do).
+
+    Ctrl-C ends the command with one line, ``sim: error: interrupted``, and status 130.
+    As the console script (``argv`` None) the process is the command's own: SIGINT is
+    handled by :func:`sim.engine.interrupts.install` (an interrupt is never lost in a
+    finalizer; a watchdog ends the process should it hang), and the exit skips the
+    interpreter's teardown (:func:`sim.engine.interrupts.exit_now`); worker processes are
+    stopped in either case.
+    """
+    from ..engine import interrupts
+    own = argv is None
+    if own:
+        interrupts.install()
+    try:
+        cli.main(args=argv, prog_name="sim", standalone_mode=False)
+        sys.stdout.flush()          # a reader that went away (`| head`) fails here
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        _interrupted(own)
+    except click.ClickException as exc:
+        _fail(exc.format_message().replace("\n", " "))
+    except UserError as exc:
+        _fail(str(exc).replace("\n", " "))
+    except (KeyboardInterrupt, _Interrupted):
+        _interrupted(own)
+    except BrokenPipeError:
+        _reader_gone()
+
+
+def _interrupted(own):
+    from ..engine.interrupts import exit_now
+    from ..engine.workers import stop_all
+    if own:
+        exit_now(130)
+    stop_all()
+    _fail("interrupted", 130)
+
+
+def _reader_gone():
+    """The reader of stdout went away (``sim policies | head``): not an error. What is
+    still buffered goes to /dev/null, so the interpreter's own flush at exit does not
+    fail again (and exit 1)."""
+    import os
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
+
+
+class _Interrupted(Exception):
+    """Ctrl-C while a command ran, past click (which would print a blank line for it)."""
+
+
+class _SimGroup(click.Group):
+    """The command group; a reader of stdout that goes away while a command prints
+    (``sim policies | head``) ends the command with status 0, where click's own handler
+    would exit 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _reader_gone()
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
+
+
+@click.group(cls=_SimGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="autodiff-sim")
+def cli():
+    """autodiff-sim: simulate burn's autodiff graph bookkeeping (burn 0.22.1).
+
+    Start with `sim sweep` (every workload under every policy, compared with the
+    seed measurements), then `sim run WORKLOAD` to look at one program.
+    """
+
+
+def _policy_option(multiple=False):
+    return click.option("--policy", "-p", multiple=multiple,
+                        default=("all",) if multiple else "burn-0.22.1", show_default=True,
+                        help="bookkeeping policy (see `sim policies`), or a .py file "
+                             "defining your own" +
+                        ("; repeatable, or 'all'" if multiple else ""))
+
+
+_profile_option = click.option("--profile", default="m2max-macos", show_default=True,
+                               help="profile name in models/ or a path to a .toml")
+
+
+@cli.command("list")
+def list_cmd():
+    """List workloads (with variants and parameters), policies and profiles."""
+    import shutil
+    import textwrap
+    from ..policies import POLICIES
+    from ..engine.profile import profile_names
+    from ..engine.workloads import builtin_names, load_workload
+    width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 120))
+
+    def block(label, text, indent=6):
+        """``text`` wrapped to the terminal, its lines indented below ``label``."""
+        lead = " " * indent + label
+        click.echo(textwrap.fill(text, width, initial_indent=lead,
+                                 subsequent_indent=" " * (indent + len(label))))
+
+    click.echo("workloads:")
+    for name in builtin_names():
+        w = load_workload(name)
+        about = w.description
+        if about.startswith(f"{name}: "):        # the description names its workload
+            about = about[len(name) + 2:]
+        click.echo(f"  {name}")
+        block("", about)
+        block("variants: ", ", ".join(w.variants))
+        params = ", ".join(f"{k}={v}" + (f" ({'|'.join(map(str, w.choices[k]))})"
+                                           if k in w.choices else "")
+                           for k, v in w.params.items())
+        block("params:   ", params)
+    click.echo("policies:  (sim policies: what each changes, and the seams)")
+    for name in POLICIES:
+        click.echo(f"  {name}")
+    click.echo("profiles:")
+    for name in profile_names():
+        click.echo(f"  {name}")
+
+
+@cli.command("policies")
+@click.argument("files", nargs=-1, metavar="[FILE.py]...")
+def policies_cmd(files):
+    """Describe every policy: what it changes in burn, what it should fix; then the
+    seams a policy overrides, each with the burn code it stands for.
+
+    With FILE.py arguments, describe (and check) the policies those files define
+    instead: what `--policy FILE.py` will run.
+    """
+    import textwrap
+    from ..policies import HOOKS, POLICIES, SEAMS, fast_forwards, load_policy_file, policy_file
+    chosen = [load_policy_file(f) for f in files] if files else list(POLICIES.values())
+    for cls in chosen:
+        name = cls.name
+        where = f"  (from {policy_file(name)})" if policy_file(name) else ""
+        fast = ("" if fast_forwards(cls) else
+                "  [exact mode: no ff_horizon, so no fast-forward]")
+        click.echo(name + where + fast +
+                   ("  (intended semantic change)" if cls.semantic_change else ""))
+        for label, text in (("changes", cls.changes), ("expected", cls.expected)):
+            wrapped = textwrap.fill(text, width=88, initial_indent=f"  {label}: ",
+                                    subsequent_indent=" " * (len(label) + 4))
+            click.echo(wrapped)
+        click.echo()
+    if not files:
+        width = max(map(len, list(SEAMS) + list(HOOKS)))
+        for title, table in (("seams (methods of sim.policies.Policy a fix overrides; "
+                              "where each is in burn 0.22.1):", SEAMS),
+                             ("also overridable:", HOOKS)):
+            click.echo(title)
+            for seam, text in table.items():
+                click.echo(f"  {seam:<{width}}  {text}")
+
+
+@cli.command("run")
+@click.argument("workload")
+@click.option("--variant", "-v", default=None, help="variant (default: all of the workload's)")
+@_policy_option()
+@_profile_option
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="override a workload parameter (repeatable)")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default=None,
+              help="output format  [default: from --out's suffix (.csv, .json), else table]")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="write to this file instead of stdout")
+@click.option("--max-ops", type=click.IntRange(min=1), default=50_000_000, show_default=True,
+              help="stop if more steps than this are registered")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="stop after this many seconds of wall time")
+@click.option("--max-nodes", type=click.IntRange(min=1), default=5_000_000, show_default=True,
+              help="stop if more simulated nodes than this are held individually (memory; "
+                   "each chunk of a glibc arena counts as a quarter node)")
+@click.option("--max-elements", type=click.IntRange(min=1), default=None,
+              help="refuse a tensor with more elements than this  [default: 2^32]")
+@click.option("--exact", is_flag=True,
+              help="simulate every loop iteration (no fast-forward); dead single-node graphs "
+                   "are kept as run records, so memory stays ~100 B per dropped untracked op")
+def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout, max_nodes,
+            max_elements, exact):
+    """Simulate one workload (a built-in name or a path to a .py file).
+
+    Prints the observations in the measured schema (the seed program's metrics,
+    plus the bookkeeping observables at each sample).
+    """
+    from ..analysis.data import PREDICTED_COLUMNS, atomic_write, dump_json, rows_to_csv
+    from ..engine.simulation import Limits
+    from ..policies import get_policy
+    from ..engine.profile import load_profile
+    from ..engine.runner import run_cell
+    from ..engine.workloads import load_workload, parse_sets
+    w = load_workload(workload)
+    policy = get_policy(policy).name
+    prof = load_profile(profile)
+    from .sweep import warn_host
+    warn_host(prof)
+    set_values = parse_sets(sets)
+    variants = [variant] if variant else list(w.variants)
+    for v in variants:
+        w.resolve(v, set_values)
+    if out is not None:
+        _check_out_file(out)
+    from .progress import Heartbeat
+    rows = []
+    for v in variants:
+        beat = Heartbeat(f"{w.name}/{v}")
+        try:
+            rows.extend(run_cell(w, v, policy, prof, set_values,
+                                 limits=Limits(max_ops=max_ops, max_wall_s=timeout,
+                                               max_live_nodes=max_nodes,
+                                               max_tensor_elements=max_elements or
+                                               Limits.MAX_TENSOR_ELEMENTS),
+                                 fast_forward=not exact, heartbeat=beat))
+        finally:
+            beat.close()
+    if fmt is None:
+        suffix = Path(out).suffix.lower() if out else ""
+        fmt = {".csv": "csv", ".json": "json"}.get(suffix, "table")
+    if fmt == "csv":
+        text = rows_to_csv(rows, PREDICTED_COLUMNS)
+    elif fmt == "json":
+        text = dump_json(rows)
+    else:
+        text = _table(rows)
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        atomic_write(out, text)
+        click.echo(f"wrote {len(rows)} rows to {out}", err=True)
+
+
+@cli.command("calibrate")
+@click.option("--measured", "measured_paths", multiple=True, required=True,
+              metavar="CSV|DIR",
+              help="measured data in the schema: a CSV or a directory of them (repeatable)")
+@click.option("--profile", "base", default="m2max-macos", show_default=True,
+              help="base profile (name or .toml path)")
+@click.option("--fit", "params", multiple=True, required=True, metavar="PARAM",
+              help="profile parameter to fit, e.g. time.scan_node_ns (repeatable; not a "
+                   "[layout] one)")
+@click.option("--points", multiple=True, metavar="SELECTOR",
+              help="fit only these points: experiment/variant/phase/x/metric (5 fields, "
+                   "phase often empty: p10-ema/detach//500/ms_per_step), * wildcards "
+                   "(repeatable; each must match a measured point; default: every "
+                   "measured point)")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="write the calibrated profile here (e.g. models/NEW.toml); without it "
+                   "nothing is written")
+@click.option("--force", is_flag=True,
+              help="let --out overwrite an existing file other than the base profile")
+@click.option("--fresh", is_flag=True,
+              help="start a new calibration record: forget the base profile's list of "
+                   "fitted parameters and points (default: a staged calibration adds to it, "
+                   "less the base's points this fit moves without fitting them)")
+@click.option("--max-iterations", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Gauss-Newton iterations at most (each simulates the fitted cells once "
+                   "per parameter, plus the line search)")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+              help="local worker processes for the cells")
+def calibrate_cmd(measured_paths, base, params, points, out, force, fresh, max_iterations, jobs):
+    """Fit --fit parameters of a profile to measured points (least squares).
+
+    Prints every point's measured value, the prediction before and after, the
+    error, and whether the point was fitted or predicted. --out is checked
+    before the fit (an existing file other than the base needs --force; the
+    directory must take a new file). Details: docs/calibrate.md.
+    """
+    from .calibrate import calibrate
+    from ..analysis.compare import known_checker, measured_files
+    from ..analysis.data import read_measured
+    measured = []
+    known = known_checker()
+    for path in measured_files(measured_paths):
+        measured.extend(read_measured(path, known))
+    if out is not None:
+        _check_out_file(out)
+    calibrate(measured, base, list(params), list(points), out, jobs, echo=click.echo,
+              fresh=fresh, max_iterations=max_iterations, progress=True, force=force,
+              sources=list(measured_paths), warn=lambda line: click.echo(line, err=True))
+
+
+@cli.command("accuracy")
+@click.option("--measured", "measured_paths", multiple=True, metavar="CSV|DIR",
+              help="measured data, a CSV or a directory of them (default: the seed "
+                   "measurements)")
+@_profile_option
+@click.option("--readme", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="write the table into this README between the accuracy markers")
+@click.option("--policies-from", "policies_from",
+              type=click.Path(file_okay=False, exists=True), default=None,
+              help="with --readme: also copy the policy table of this sweep's report.md "
+                   "between the policy markers of the README, or of docs/policies.md "
+                   "beside it")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+              help="local worker processes for the cells")
+def accuracy_cmd(measured_paths, profile, readme, policies_from, jobs):
+    """Measured vs predicted for every measured point, as a markdown table."""
+    from .accuracy import (POLICIES_BEGIN, POLICIES_END, accuracy_rows, check_markers,
+                           markdown_table, policies_target, policy_table, update_readme)
+    from ..analysis.compare import known_checker, measured_files
+    from ..analysis.data import read_measured
+    from ..engine.profile import load_profile
+    if policies_from and not readme:
+        raise UserError("--policies-from needs --readme (the file whose markers it fills)")
+    # every file the command will write, checked before the cells run
+    if readme:
+        check_markers(readme)
+    if policies_from:
+        policies = policy_table(policies_from)
+        target = policies_target(readme)
+        check_markers(target, POLICIES_BEGIN, POLICIES_END)
+    prof = load_profile(profile)
+    paths = measured_files(measured_paths or [str(_default_measured())])
+    measured = []
+    known = known_checker()
+    for path in paths:
+        measured.extend(read_measured(path, known))
+    joined = accuracy_rows(measured, prof, jobs)
+    title = f"Profile `{prof.name}`, measured: {', '.join(Path(p).name for p in paths)}."
+    text = markdown_table(joined, title)
+    if readme:
+        if policies_from:
+            update_readme(target, policies, POLICIES_BEGIN, POLICIES_END)
+            if target != Path(readme):
+                click.echo(f"updated {target}", err=True)
+        update_readme(readme, text)
+        click.echo(f"updated {readme}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+def _default_measured():
+    return EXPERIMENTS / "measured" / "seeds-m2max.csv"
+
+
+@cli.command("bench")
+@_profile_option
+@click.option("--quick", is_flag=True, help="20x fewer iterations")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
+              help="also write the results as JSON here")
+def bench_cmd(profile, quick, json_out):
+    """Measure simulated ops/s (exact and fast-forward), the event floor of the add
+    loops (their heap events and objects alone), memory per live node and long runs."""
+    from .bench import format_table, run_bench, to_json
+    from ..analysis.data import atomic_write
+    from ..engine.profile import load_profile
+    if json_out is not None:
+        _check_out_file(json_out, "--json")
+    load_profile(profile)     # a bad profile is an error before any case runs
+    click.echo("running benchmark cases...", err=True)
+    result = run_bench(profile, quick, echo=lambda line: click.echo(line, err=True))
+    click.echo(format_table(result), nl=False)
+    if json_out:
+        atomic_write(json_out, to_json(result))
+
+
+@cli.command("measure")
+@click.option("--probe", "probes", multiple=True, metavar="NAME",
+              help="probe to run (repeatable; default all): adleak-rss, adleak-count, "
+                   "pit-infer, p10-ema, p10-ema-adam, sizeof, alloc-trace, params, "
+                   "train-validate, op-cost, backward-cost, mechanism-cost")
+@click.option("--quick", is_flag=True, help="loop counts cut ~10x (all probes in seconds)")
+@click.option("--out", required=True, type=click.Path(file_okay=False),
+              help="directory for the CSVs (created if missing)")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="run each probe N times and merge: a value that varies between runs "
+                   "becomes their mean, its note listing every run")
+@click.option("--patch", "patch", metavar="NAME|FILE.patch",
+              help="build the probes against burn-autodiff 0.22.1 with this patch "
+                   "(experiments/patches/NAME.patch or a file; a+b applies both); rows "
+                   "are tagged burn_version 0.22.1+NAME")
+@click.option("--gpu", is_flag=True,
+              help="run the GPU probes instead (experiments/probes/gpu-probes: burn's wgpu "
+                   "backend on a Vulkan device; --probe pit-infer, adleak, train-step, "
+                   "large-forward, cleanup); needs libvulkan1 and mesa-vulkan-drivers")
+@click.option("--burn", "burn", metavar="VERSION",
+              help="build the probes against this release of burn from crates.io instead "
+                   "of 0.22.1 (e.g. 0.23.0-pre.1); a build that fails names where its API "
+                   "differs; rows are tagged burn_version VERSION")
+def measure_cmd(probes, quick, out, repeat, patch, gpu, burn):
+    """Measure real burn: build the Rust probes (cargo) and run them, CSVs into --out.
+
+    Builds experiments/probes (burn 0.22.1 from crates.io, release, cached target
+    dir: minutes the first time), runs each probe and checks its CSV against the
+    measured schema. Compare the result with `sim compare --measured OUT --profile
+    linux-x86_64` (it skips the raw allocation traces, alloc-trace-events.csv and
+    sizeof-alloc.csv: they are not measured points).
+    """
+    from .measure import measure
+    measure(list(probes), quick, out, repeat=repeat, patch=patch, gpu=gpu, burn=burn)
+
+
+@cli.command("host-profile")
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="the profile to write, e.g. models/NAME.toml (then --profile NAME)")
+@click.option("--base", default="linux-x86_64", show_default=True,
+              help="the Linux profile whose structure, layouts and untouched values it keeps")
+@click.option("--measured-out", "measured_out", type=click.Path(file_okay=False), default=None,
+              help="where the quick probes' CSVs go (kept, to compare with)  "
+                   "[default: results/host-profile-NAME]")
+@click.option("--reuse-measured", is_flag=True,
+              help="fit on the CSVs already in --measured-out instead of running the probes")
+@click.option("--force", is_flag=True, help="overwrite an existing --out")
+@click.option("--log", type=click.Path(dir_okay=False), default=None,
+              help="also write the fit's table of points (sim calibrate's output) here")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="local worker processes for the fit's simulations  [default: the CPUs "
+                   "available]")
+def host_profile_cmd(out, base, measured_out, reuse_measured, force, log, jobs):
+    """Make a profile for this machine: host facts, quick probes, a fit of the time
+    parameters.
+
+    Reads the CPU model, caches (sizes, ways), page size, glibc version and cores from
+    the system, runs the quick probes (`sim measure --quick`: builds them with cargo
+    the first time) and fits the time parameters listed in the README ("A profile for
+    your machine") on the quick points that isolate them (mechanism-cost, op-cost,
+    backward-cost, params, p10-ema), derives tape_step_ns, backward_step_ns and
+    drop_release_node_ns from others; writes --out atomically with a [host] table
+    saying where each value came from.
+    """
+    from .host_profile import host_profile
+    if log is not None:
+        _check_out_file(log, "--log")
+    from .sweep import default_jobs
+    host_profile(out, base, measured_out, force, jobs or default_jobs(),
+                 reuse_measured=reuse_measured, log=log)
+
+
+def _check_out_file(out, option="--out"):
+    """One error line, before any work, for an output file that cannot be written
+    (:func:`sim.analysis.data.check_output_file`)."""
+    from ..analysis.data import check_output_file
+    check_output_file(out, option)
+
+
+def _table(rows) -> str:
+    from ..analysis.data import format_value
+    headers = ["experiment", "variant", "phase", "x", "x_unit", "metric", "value", "unit"]
+    body = [[format_value(r.get(h, "")) for h in headers] for r in rows]
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
+              for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    for b in body:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(b, widths)))
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+_jobs_option = click.option(
+    "--jobs", "-j", type=click.IntRange(min=1), default=None,
+    help="local worker processes  [default: the CPUs available]")
+_scheduler_option = click.option(
+    "--scheduler", metavar="ADDRESS", default=None,
+    help="run the cells on this dask distributed scheduler (needs the 'dask' extra)")
+_force_option = click.option("--force", is_flag=True,
+                             help="simulate every cell again instead of reusing finished ones")
+_reuse_option = click.option(
+    "--no-reuse", "no_reuse", is_flag=True,
+    help="simulate every cell, also one whose policy the run of another policy's cell "
+         "proves cannot change (by default such a cell gets that cell's rows)")
+_max_elements_option = click.option(
+    "--max-elements", type=click.IntRange(min=1), default=None,
+    help="refuse a tensor with more elements than this  [default: 2^32]")
+_grid_option = click.option(
+    "--set", "sets", multiple=True, metavar="KEY=V1,V2,...",
+    help="sweep a workload parameter over values (repeatable: a grid); applies to the "
+         "workloads that have KEY; a string parameter takes its value whole")
+
+
+def _figures(info, out) -> str:
+    """``"N figures -> OUT/report.html"`` (one figure; no doubled slash after OUT)."""
+    count = len(info["figures"])
+    return f"{_plural(count, 'figure')} -> {Path(out) / 'report.html'}"
+
+
+def _plural(count, noun) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _sweep_done(info, out):
+    reused = len(info.get("reused", ()))
+    click.echo(f"{_plural(info['cells'], 'cell')} ({info['computed']} simulated, "
+               f"{reused} from an equivalent policy's run, {info['cached']} cached), "
+               f"{_figures(info, out)}")
+    click.echo(f"wall time {info['wall_s']:.1f} s")
+
+
+@cli.command("sweep")
+@click.option("--workload", "-w", "workloads", multiple=True, default=("all",),
+              show_default=True, help="workload name or .py file; repeatable, or 'all'")
+@_policy_option(multiple=True)
+@_profile_option
+@click.option("--measured", "measured", multiple=True, metavar="CSV|DIR",
+              help="measured data to compare with: a CSV, or a directory of them (e.g. "
+                   "`sim measure --out DIR`); repeatable  "
+                   "[default: experiments/measured/seeds-m2max.csv]")
+@click.option("--out", default="results", show_default=True, type=click.Path(file_okay=False),
+              help="results directory")
+@_jobs_option
+@_scheduler_option
+@_force_option
+@_reuse_option
+@_grid_option
+@_max_elements_option
+@click.option("--exact", is_flag=True,
+              help="simulate every loop iteration (no fast-forward): the same rows, slower; "
+                   "to check fast-forward on your grid")
+def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force, no_reuse, sets,
+              max_elements, exact):
+    """Run workloads x variants x policies (x --set grid) and compare with measurements.
+
+    Writes OUT/predicted.csv, OUT/errors.csv, one figure per workload,
+    OUT/summary.png, OUT/report.html and OUT/report.md. Finished cells are
+    cached in OUT/.cache and reused by the next run (unless --force), so an
+    interrupted sweep resumes where it stopped.
+    """
+    from .sweep import default_jobs, sweep
+    info = sweep(workloads, policy, profile, measured, out, jobs or default_jobs(), scheduler,
+                 force, sets, command=_command_line(), reuse=not no_reuse, exact=exact,
+                 max_elements=max_elements)
+    _sweep_done(info, out)
+
+
+@cli.command("compare")
+@click.argument("more_measured", nargs=-1, metavar="[CSV|DIR]...")
+@click.option("--measured", "measured", multiple=True, metavar="CSV|DIR",
+              help="measurements in the schema: a CSV, or a directory of them (e.g. "
+                   "`sim measure --out DIR`); repeatable, and further CSVs may follow "
+                   "as arguments")
+@click.option("--workload", "-w", "workloads", multiple=True,
+              help="only the rows of this workload (repeatable; default: every row)")
+@click.option("--policy", "-p", "policies", multiple=True, default=("burn-0.22.1",),
+              show_default=True, help="policy whose predictions to compare with (repeatable)")
+@_profile_option
+@click.option("--out", default="results/compare", show_default=True,
+              type=click.Path(file_okay=False), help="results directory")
+@_jobs_option
+@_scheduler_option
+@_force_option
+@_reuse_option
+@_grid_option
+@_max_elements_option
+def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs, scheduler,
+                force, no_reuse, sets, max_elements):
+    """Plot your own measurements (CSV in the schema) against predictions, with errors.
+
+    Runs only the cells the CSV needs and writes the same files as `sim sweep`.
+    `--measured DIR` reads every measured CSV of a `sim measure --out DIR`
+    directory (its allocation traces are skipped), as does `--measured DIR/*.csv`.
+    """
+    from .sweep import compare, default_jobs
+    measured = list(measured) + list(more_measured)
+    if not measured:
+        raise UserError("compare needs --measured CSV|DIR (measurements in the schema)")
+    info = compare(measured, workloads, policies, profile, out, jobs or default_jobs(),
+                   scheduler, force, sets, command=_command_line(), reuse=not no_reuse,
+                   max_elements=max_elements)
+    _sweep_done(info, out)
+
+
+@cli.command("fixes")
+@click.option("--measured", "measured", default=None, metavar="DIR",
+              type=click.Path(file_okay=False),
+              help="directory of NAME/ subdirectories measured with sim measure --patch NAME  "
+                   "[default: experiments/measured/linux-x86_64/patched]")
+@click.option("--profile", default="linux-x86_64", show_default=True,
+              help="profile name in models/ or a path to a .toml (the machine measured)")
+@click.option("--results", default="results/fixes", show_default=True,
+              type=click.Path(file_okay=False), help="where each fix's comparison goes")
+@click.option("--out", default="docs/fixes.md", show_default=True, type=click.Path(dir_okay=False),
+              help="the markdown page")
+@click.option("--figures", is_flag=True,
+              help="also draw each comparison's figures and report (minutes per fix)")
+@_jobs_option
+def fixes_cmd(measured, profile, results, out, jobs, figures):
+    """Grade every fix measured on patched burn against its policy's predictions.
+
+    For each NAME/ under --measured: sim compare --measured NAME/ -p NAME; then one page
+    (--out) with the points within tolerance per fix and experiment, the hosts and the
+    largest misses.
+    """
+    from ..analysis.fixes import PATCHED_MEASURED
+    from .fixes import fixes_report
+    from .sweep import default_jobs
+    _check_out_file(out)
+    grades = fixes_report(measured or PATCHED_MEASURED, profile, results, out,
+                          jobs or default_jobs(), echo=lambda line: click.echo(line, err=True),
+                          command=_command_line(), figures=figures)
+    for name, g in grades.items():
+        ok, n = g["total"]
+        click.echo(f"{name}: {ok} of {n} points within tolerance")
+    click.echo(f"-> {out}")
+
+
+@cli.command("equivalence")
+@click.option("--workload", "-w", "workloads", multiple=True, default=("all",), show_default=True,
+              help="workload name; repeatable, or 'all' (every built-in workload)")
+@_policy_option(multiple=True)
+@click.option("--profile", "profiles", multiple=True,
+              default=("m2max-macos", "linux-x86_64"), show_default=True,
+              help="profile name in models/ or a path to a .toml; repeatable, or 'all'")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="also write every cell's comparison here (CSV)")
+@_jobs_option
+def equivalence_cmd(workloads, policy, profiles, out, jobs):
+    """Check that fast-forward gives exact mode's rows, byte for byte, on every workload x
+    variant x policy x profile (each workload at its quick parameters).
+
+    Every cell runs twice, once in exact mode: minutes. Prints the cells that differ and
+    a count per result; exits 1 if any cell differs.
+    """
+    from ..analysis.data import atomic_write, format_value, rows_to_csv
+    from .equivalence import COLUMNS, cells, check
+    from ..engine.profile import load_profile, profile_names
+    from .progress import Progress
+    from .sweep import default_jobs, select_policies
+    from ..engine.workloads import builtin_names, load_workload
+    if out is not None:
+        _check_out_file(out)
+    names = []
+    for name in workloads:
+        for one in (builtin_names() if name == "all" else [name]):
+            if one not in names:
+                load_workload(one)          # an unknown name is an error before any cell
+                names.append(one)
+    chosen = []
+    for name in profiles:
+        for one in (profile_names() if name == "all" else [name]):
+            if one not in chosen:
+                load_profile(one)
+                chosen.append(one)
+    todo = cells(names, select_policies(policy), chosen)
+    progress = Progress(len(todo))
+    try:
+        results = check(todo, jobs or default_jobs(), progress)
+    finally:
+        progress.close()
+    counts = {}
+    for row in results:
+        counts[row["result"]] = counts.get(row["result"], 0) + 1
+        if row["result"] in ("differs", "refused-differently"):
+            click.echo(f"{row['workload']} {row['variant']} -p {row['policy']} "
+                       f"--profile {row['profile']}: {row['result']}: {row['difference']}")
+    exact = sum(r["exact_cpu_s"] for r in results)
+    fast = sum(r["ff_cpu_s"] for r in results)
+    click.echo(f"{len(results)} cells: " + ", ".join(f"{counts[k]} {k}" for k in
+                                                   ("same", "refused", "differs",
+                                                    "refused-differently") if k in counts)
+               + f" (CPU: exact {exact:.1f} s, fast-forward {fast:.1f} s)")
+    if out is not None:
+        atomic_write(out, rows_to_csv(results, COLUMNS, format_value))
+        click.echo(f"-> {out}")
+    if counts.get("differs") or counts.get("refused-differently"):
+        sys.exit(1)
+
+
+@cli.command("plot")
+@click.argument("results_dir", type=click.Path(file_okay=False))
+@_jobs_option
+def plot_cmd(results_dir, jobs):
+    """Redraw the figures and the report of RESULTS_DIR from its CSVs (no simulation)."""
+    from ..output.results import load, publish
+    from .sweep import default_jobs
+    _, _, info = load(results_dir)
+    info.pop("incomplete", None)    # written by earlier versions for an interrupted run
+    publish(results_dir, info, info.get("figures", []), jobs=jobs or default_jobs())
+    click.echo(_figures(info, results_dir))
+
+
+def _command_line() -> str:
+    import shlex
+    return "sim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()

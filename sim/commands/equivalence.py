@@ -1,0 +1,128 @@
+"""Fast-forward against exact mode over every workload x variant x policy x profile.
+
+Fast-forward promises the rows exact mode gives, byte for byte (:mod:`sim.engine.fastforward.repeat`).
+The test suite checks that promise on chosen cells; ``sim equivalence`` checks all of
+them: each built-in workload (its ``QUICK`` parameters where it has them, the probe's
+quick run, else its defaults), each of its variants, under every policy and profile
+asked, once with fast-forward and once with ``--exact``. A cell is
+
+``same``
+    both runs gave equal rows;
+``differs``
+    both ran and the rows differ (the first differing row is named);
+``refused``
+    both runs refused the cell with the same message (a GPU workload on a profile
+    without a GPU, a policy that cannot run the program);
+``refused-differently``
+    one run refused and the other did not, or with another message.
+
+It takes minutes (every cell runs in exact mode), so it is a command, not a test.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..engine import runner
+from ..errors import UserError
+from ..policies import POLICIES
+from ..engine.workers import local_pool
+from ..engine.workloads import builtin_names, load_workload
+
+__all__ = ["cells", "check_cell", "check", "COLUMNS", "RESULTS"]
+
+#: what a cell's comparison can find (see the module doc)
+RESULTS = ("same", "differs", "refused", "refused-differently")
+
+#: the columns of ``--out``
+COLUMNS = ("workload", "variant", "policy", "profile", "result", "rows", "difference",
+           "exact_cpu_s", "ff_cpu_s")
+
+
+def cells(workloads=None, policies=None, profiles=None) -> list:
+    """``(workload, variant, policy, profile, sets)`` for every combination asked (None:
+    every built-in workload, every policy, the two shipped platform profiles)."""
+    names = list(workloads) if workloads else builtin_names()
+    policies = list(policies) if policies else list(POLICIES)
+    profiles = list(profiles) if profiles else ["m2max-macos", "linux-x86_64"]
+    out = []
+    for name in names:
+        workload = load_workload(name)
+        sets = dict(workload.quick)
+        for variant in workload.variants:
+            for policy in policies:
+                for profile in profiles:
+                    out.append((name, variant, policy, profile, sets))
+    return out
+
+
+def _run(cell, fast_forward):
+    workload, variant, policy, profile, sets = cell
+    start = time.process_time()
+    try:
+        rows = runner.run_cell(workload, variant, policy, profile, sets=dict(sets),
+                        fast_forward=fast_forward)
+    except UserError as exc:
+        return None, str(exc), time.process_time() - start
+    return rows, None, time.process_time() - start
+
+
+def check_cell(cell) -> dict:
+    """Run ``cell`` with fast-forward and exactly; the comparison as a row of
+    :data:`COLUMNS`."""
+    fast, fast_error, ff_cpu = _run(cell, True)
+    exact, exact_error, exact_cpu = _run(cell, False)
+    workload, variant, policy, profile, _ = cell
+    row = {"workload": workload, "variant": variant, "policy": policy, "profile": profile,
+           "rows": 0 if exact is None else len(exact), "difference": "",
+           "exact_cpu_s": round(exact_cpu, 3), "ff_cpu_s": round(ff_cpu, 3)}
+    if fast_error is not None or exact_error is not None:
+        same = fast_error == exact_error
+        row["result"] = "refused" if same else "refused-differently"
+        row["difference"] = exact_error if same else \
+            f"fast-forward: {fast_error or 'ran'}; exact: {exact_error or 'ran'}"
+        return row
+    row["result"] = "same" if fast == exact else "differs"
+    if fast != exact:
+        row["difference"] = _first_difference(fast, exact)
+    return row
+
+
+def _first_difference(fast, exact) -> str:
+    """Where two runs' rows part: the first row that differs, by its metric and x."""
+    for i, (a, b) in enumerate(zip(fast, exact)):
+        if a != b:
+            keys = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+            what = ", ".join(f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in keys[:3])
+            return (f"row {i} ({b.get('phase', '')} {b.get('metric', '')} at "
+                    f"{b.get('x', '')}): {what} (fast-forward vs exact)")
+    return f"{len(fast)} rows with fast-forward, {len(exact)} exactly"
+
+
+def check(cells_, jobs=1, progress=None) -> list:
+    """Every cell's comparison (:func:`check_cell`), in the order of ``cells_``; ``jobs``
+    local processes; ``progress``: a :class:`sim.commands.progress.Progress`."""
+    labels = [" ".join(c[:4]) for c in cells_]
+    if jobs <= 1:
+        out = []
+        for cell, label in zip(cells_, labels):
+            if progress is not None:
+                progress.running(label)
+            out.append(check_cell(cell))
+            if progress is not None:
+                progress.advance(label)
+        return out
+    from concurrent.futures import wait, FIRST_COMPLETED
+    results = [None] * len(cells_)
+    with local_pool(jobs) as pool:
+        pending = {pool.submit(check_cell, cell): i for i, cell in enumerate(cells_)}
+        while pending:
+            done, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            for future in done:
+                i = pending.pop(future)
+                results[i] = future.result()
+                if progress is not None:
+                    progress.advance(labels[i])
+            if progress is not None:
+                progress.tick()
+    return results

@@ -1,0 +1,556 @@
+"""``sim host-profile``: a Linux profile for the machine ``sim`` runs on.
+
+1. Reads the host's facts (:mod:`sim.platform.host`): CPU model, cache sizes and ways per level
+   (``/sys/devices/system/cpu/cpu0/cache``), page size, glibc version, cores; and the
+   shape of ``/sys/devices/system/cpu`` as gemm-common reads it (``[sysfs]``).
+2. Puts them into a copy of the base profile (``linux-x86_64``): the ``[host]`` table,
+   ``process.l2_bytes``/``l2_ways`` (the L2 model), ``backend.flex.matmul_workspace_bytes``
+   (gemm's first-call buffer is the L2's size), gemm's blocking ``gemm_kc_max`` /
+   ``gemm_mc_max`` (:func:`gemm_blocking`, from the L1d and L2) and the ``[sysfs]`` lists.
+3. Runs the quick probes (``sim measure --quick`` machinery) into a directory it keeps.
+4. Fits the time parameters of :data:`FIT_PLAN` (each on the quick points that isolate
+   it) with ``sim calibrate``'s least squares; every other parameter keeps the base's
+   value (the struct layouts, the allocator, the resident text of the code paths, the
+   time parameters no quick point isolates).
+5. Writes the profile atomically, with a header saying what came from where.
+
+A progress line on stderr throughout (``host-profile: [k/5] ...``); errors are one line
+(:class:`~sim.errors.UserError`); an interrupt leaves an existing ``--out`` untouched.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..analysis.compare import known_checker, measured_files, point_id
+from ..analysis.data import check_output_file, output_target, atomic_write, read_measured
+from ..errors import UserError
+from ..platform.host import HOST_KEYS, SOURCES, describe, read_host, read_sysfs_shape
+from .measure import measure
+from ..engine.profile import load_profile, validate
+
+__all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "DERIVED", "TAPE_SHARE",
+           "fold_text", "derive_text", "fit_points"]
+
+#: the time parameters ``sim host-profile`` fits, in stages, each parameter on the quick-probe
+#: points that isolate it (selectors of ``sim calibrate --points``; x values are the
+#: probes' ``--quick`` loop counts: op-cost 2,000 iterations, backward-cost chains of 200,
+#: adleak's op counts / 10, p10-ema 200 steps). A stage is fitted jointly with the earlier
+#: stages' values fixed. The split follows experiments/calibration/linux-x86_64.sh, stage 2.
+_OPS = ("add", "mul_scalar", "relu", "reshape", "sum")
+_ACP = "adleak-count-params"
+_MECH = "mechanism-cost"
+FIT_PLAN = (
+    # first-touch page faults: a fresh mapped block written one byte per page (no burn code)
+    (("time.page_fault_ns", [f"{_MECH}/page-fault/first-touch/4096/ns_per_op"]),),
+    # a small op's cost on plain Flex and through burn-autodiff (op-cost, [1,128] tensors)
+    (("backend.flex.op_overhead_ns", [f"op-cost/plain/{op}//2000/ms_per_step" for op in _OPS]),
+     ("backend.flex.gemm_call_ns", ["op-cost/plain/matmul//2000/ms_per_step"]),
+     ("backend.flex.reduce_add_ns", []),
+     ("backend.flex.clone_ns", ["op-cost/chain/mul_scalar//2000/ms_per_step",
+                                "op-cost/chain/add//2000/ms_per_step"]),
+     ("backend.flex.buffer_ns", []),
+     ("time.operand_node_ns", []),
+     ("time.register_ns", [f"op-cost/tracked/{op}//2000/ms_per_step" for op in _OPS])),
+    # a backward's cost per step and per saved tensor (backward-cost, chains of 200 ops)
+    (("time.autodiff_clone_ns", ["backward-cost/mul_scalar/forward/3/ms_per_step"]),
+     ("time.checkpoint_ns", ["backward-cost/relu/forward/3/ms_per_step"]),
+     ("time.backward_step_ns", ["backward-cost/mul_scalar/backward/3/ms_per_step"]),
+     ("time.checkpoint_retrieve_ns", ["backward-cost/relu/backward/3/ms_per_step"])),
+    # a random fill's cost per element (a Linear(512, 512)'s weight init, calls after the
+    # first two, whose blocks are fresh pages)
+    (("backend.flex.random_element_ns", [f"{_MECH}/param-init/call/{k}/ms_per_step"
+                                         for k in (3, 5)]),),
+    # the first gemm of a process: gemm-common's cache info read from sysfs
+    (("time.sysfs_read_ns", [f"{_MECH}/first-gemm/call/1/ms_per_step"]),),
+    # the sweep freeing N dead single-node graphs beyond visiting N live ones, N within the L2
+    (("time.sweep_free_ns", [f"{_MECH}/sweep-free/dead-minus-live/{n}/ns_per_op"
+                             for n in (100, 300, 1000)]),),
+    # a graph merged into another (two fresh leaves added, against a twin without the merge)
+    (("time.merge_ns", [f"{_MECH}/merge/merge-minus-twin/250/ns_per_op"]),),
+    # free_unavailable_nodes over a backward's chain of N nodes, and PopNodeSet's scan
+    (("time.free_unavailable_node_ns", [
+        f"{_ACP}/tracked/size=16/after-backward-through-a/{n}/backward_ms" for n in (1000, 3000)]),
+     ("time.pop_scan_group_ns", [
+         f"{_ACP}/tracked/size=16/after-backward-through-a/10000/backward_ms"])),
+    # a registration's lookups of tracked parents in other graphs (merge-persistent)
+    (("time.register_parent_ns", [f"{_ACP}/merge-persistent/size=16/after-loop/10000/ns_per_op"]),),
+    # free_unused_roots' reads of a dead chain (chain-dead at 300 ops)
+    (("time.root_check_node_ns", [f"{_ACP}/chain-dead/size=16/after-unrelated-backward/300/"
+                                  f"backward_ms"]),),
+    # elementwise bandwidth of L2-resident 256-KiB tensors
+    (("backend.flex.gbps", [f"{_ACP}/untracked/size=65536/after-loop/1000/ns_per_op"]),),
+    # the gemm rate: step 50 of the four training modes
+    (("backend.flex.gflops", [f"p10-ema/{mode}//50/ms_per_step"
+                              for mode in ("without", "detach", "target-without",
+                                           "log-no-ema")]),),
+    # elementwise traffic the L2 model finds evicted (EMA updates of ema-only)
+    (("backend.flex.gbps_miss", ["p10-ema/ema-only//100/ms_per_step"]),),
+    # the orphan sweep's reads of the EMA graph's keys (detach at step 200)
+    (("time.scan_node_ns", ["p10-ema/detach//200/ms_per_step"]),),
+)
+
+#: the share of a backward step's bookkeeping (``tape_step_ns + backward_step_ns``) that
+#: building the tape takes: instructions counted by ``valgrind --tool=callgrind`` in
+#: ``burn-probes backward-cost --variant mul_scalar`` (3 chains of 2,000 ops, 6,003 steps;
+#: experiments/measured/amd-epyc-zen4-mechanism/backward-instructions.txt):
+#: ``AutodiffServer::build_tape`` 16,495,029 against ``execute_steps`` 16,135,766, less the
+#: backend's ``float_mul_scalar`` it calls (2,886,000; the model charges the inner op apart):
+#: 16,495,029 / (16,495,029 + 13,249,766). The same binary on any x86_64 host.
+TAPE_SHARE = 16_495_029 / (16_495_029 + 13_249_766)
+
+#: derived time parameters: name -> (its value from the profile's values, the note)
+DERIVED = {
+    "time.tape_step_ns": (
+        lambda get: TAPE_SHARE * (get("time.tape_step_ns") + get("time.backward_step_ns")),
+        f"{TAPE_SHARE:.4f} of tape_step_ns + backward_step_ns (callgrind: build_tape's share "
+        f"of a backward step's instructions; sim.commands.host_profile.TAPE_SHARE)"),
+    "time.backward_step_ns": (
+        lambda get: (1 - TAPE_SHARE) * (get("time.tape_step_ns") + get("time.backward_step_ns")),
+        f"the rest, {1 - TAPE_SHARE:.4f}, of tape_step_ns + backward_step_ns"),
+    "time.drop_release_node_ns": (
+        lambda get: get("time.sweep_free_ns"),
+        "= sweep_free_ns: a node released on drop goes through the removals the sweep "
+        "makes for a dead node (its nodes entry, its locator entries, its graph)"),
+}
+
+#: the base's time parameters host-profile does not fit, and why (the README's list)
+NOT_FITTED = {
+    "time.new_graph_ns": "~0 on the Xeon fit (an untracked op costs no more than a tracked "
+                         "one beyond its graph's allocations); kept",
+    "time.process_warmup_ns": "~0 on the Xeon fit; kept",
+    "time.sweep_l2_read_ns": "the sweep-scan probe's (experiments/calibration/"
+                             "sweep-levels.py), not a quick point; kept",
+    "time.sweep_l3_read_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
+    "time.sweep_dram_read_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
+    "time.sweep_fixed_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
+    "time.sweep_copy_entry_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
+    "time.sweep_visit_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
+    "backend.flex.operand_ns": "~0 on the Xeon fit; kept",
+}
+
+
+def fold_text(text) -> str:
+    """``text`` (a profile) with ``tape_step_ns`` folded into ``backward_step_ns`` (their
+    sum there, 0 in ``tape_step_ns``): both are charged per backward step, so a fit can
+    only move their sum; :func:`derive_text` splits it again by :data:`TAPE_SHARE`."""
+    import tomllib
+    from .calibrate import _find_key, _substitute
+    values = tomllib.loads(text)["time"]
+    total = values["tape_step_ns"] + values["backward_step_ns"]
+    lines = text.split("\n")
+    for key, value in (("tape_step_ns", 0.0), ("backward_step_ns", total)):
+        _substitute(lines, _find_key(lines, "time", key), key, round(value, 6))
+    return "\n".join(lines)
+
+
+def derive_text(text, get) -> str:
+    """``text`` (a profile) with the :data:`DERIVED` parameters computed from ``get``
+    (name -> value: the profile's values before any is derived) and written in place, each
+    documented ``[derived]`` with its rule (the source labels of a comment block only it
+    has become ``[derived]``)."""
+    from .calibrate import LABEL, _comment_block, _find_key, _substitute
+    values = {name: rule(get) for name, (rule, _) in DERIVED.items()}
+    lines = text.split("\n")
+    for name, value in values.items():
+        section, key = name.rsplit(".", 1)
+        i = _find_key(lines, section, key)
+        if i is None:
+            raise UserError(f"the profile has no {name}")
+        lines[i] = lines[i].partition("#")[0].rstrip()
+        _substitute(lines, i, key, round(value, 6))
+        lines[i] += f"  # [derived] {DERIVED[name][1]}"
+        start, stop, shared = _comment_block(lines, i)
+        if not shared:
+            lines[start:stop] = [LABEL.sub("[derived]", line) for line in lines[start:stop]]
+    return "\n".join(lines)
+
+
+def fit_points(plan=FIT_PLAN) -> list:
+    """Every point selector of ``plan``, in order, once."""
+    return list(dict.fromkeys(p for stage in plan for _, points in stage for p in points))
+
+
+def _echo(message) -> None:
+    print(f"host-profile: {message}", file=sys.stderr, flush=True)
+
+
+# -- gemm's blocking from the caches ------------------------------------------------------
+
+def _next_power_of_two(n) -> int:
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+def gemm_blocking(host, mr=16, nr=6, sizeof=4) -> tuple:
+    """``(gemm_kc_max, gemm_mc_max)`` of gemm-common 0.19's f32 blocking on ``host``
+    (cache.rs ``kernel_params``, paraphrased): kc is the L1d's ``line x sets`` over the
+    lhs micropanel's bytes, times the L1d ways left for it rounded up to a power of two,
+    at least 512; mc the lhs rows a share of the L2 ways holds at that kc, a multiple of
+    ``mr``, at most ``8 mr``. ``mr``/``nr``: the FMA (AVX2) kernel gemm builds without
+    its ``x86-v4`` feature (burn-flex enables none).
+
+    >>> gemm_blocking({"l1d_bytes": 49152, "l1d_ways": 12, "line_bytes": 64,
+    ...                "l2_bytes": 2 << 20, "l2_ways": 16})       # the Xeon
+    (1024, 128)
+    >>> gemm_blocking({"l1d_bytes": 32768, "l1d_ways": 8, "line_bytes": 64,
+    ...                "l2_bytes": 1 << 20, "l2_ways": 8})        # AMD EPYC (Zen 4)
+    (512, 128)
+    """
+    from math import gcd
+    l1 = max(int(host["l1d_bytes"]), 32 * 1024)
+    line = max(int(host["line_bytes"]), 64)
+    l1_ways = max(int(host["l1d_ways"]), 2)
+    l2, l2_ways = int(host["l2_bytes"]), max(int(host["l2_ways"]), 2)
+    sets = l1 // (line * l1_ways)
+    g = gcd(mr * sizeof, line * sets)
+    kc_0 = line * sets // g
+    c_lhs = mr * sizeof // g
+    c_rhs = nr * kc_0 * sizeof // (line * sets)
+    kc = max(kc_0 * _next_power_of_two(l1_ways // (c_lhs + c_rhs)), 512)
+    rhs_ways = -(-(nr * kc * sizeof) // (l2 // l2_ways))
+    lhs_ways = max(l2_ways - 1 - rhs_ways, 1)
+    mc = (lhs_ways * l2) // (l2_ways * sizeof * kc) // mr * mr
+    return kc, min(mc, 8 * mr)
+
+
+# -- the profile text ---------------------------------------------------------------------
+
+_TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*$")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_]+)\s*=")
+
+
+def _toml(value) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return str(value)
+
+
+def _key_span(lines, section, key):
+    """``(start, stop)`` of the lines of ``key = ...`` in table ``[section]`` (a multi-line
+    array to its closing bracket), or None."""
+    current = None
+    for i, line in enumerate(lines):
+        table = _TABLE.match(line)
+        if table:
+            current = table.group(1).strip()
+            continue
+        found = _KEY.match(line)
+        if current == section and found and found.group(1) == key:
+            stop = i + 1
+            value = line.split("=", 1)[1].split("#", 1)[0].strip()
+            if value.startswith("[") and value.count("[") > value.count("]"):
+                while stop < len(lines) and "]" not in lines[stop - 1].split("#", 1)[0]:
+                    stop += 1
+            return i, stop
+    return None
+
+
+def _set(lines, section, key, value, note) -> None:
+    span = _key_span(lines, section, key)
+    if span is None:
+        raise UserError(f"the base profile has no {section}.{key}")
+    start, stop = span
+    lines[start:stop] = [f"{key} = {_toml(value)}  # [measured] this host: {note}"]
+
+
+def _table_span(lines, name):
+    """``(start, stop)`` of table ``[name]`` (header line to the next table), or None."""
+    start = None
+    for i, line in enumerate(lines):
+        table = _TABLE.match(line)
+        if table and start is not None:
+            stop = i
+            while stop > start and not lines[stop - 1].strip():
+                stop -= 1
+            return start, stop
+        if table and table.group(1).strip() == name:
+            start = i
+    return (start, len(lines)) if start is not None else None
+
+
+def host_table(host) -> list:
+    """The lines of a ``[host]`` table for ``host``, each value with where it was read."""
+    lines = ["[host]",
+             "# The machine this profile describes, read by `sim host-profile` (sim.platform.host);",
+             "# `sim run/sweep/compare` warn when the host they run on differs from it."]
+    for key in HOST_KEYS:
+        lines.append(f"{key} = {_toml(host[key])}  # {SOURCES[key]}")
+    return lines
+
+
+def host_text(base_text, host, sysfs=None) -> str:
+    """``base_text`` (a Linux profile) with ``host``'s facts: the ``[host]`` table (replaced,
+    or added after ``[meta]``), the L2 model, gemm's buffer and blocking, and with
+    ``sysfs`` (:func:`sim.platform.host.read_sysfs_shape`) the ``[sysfs]`` lists. Every value set
+    carries a ``# [measured] this host: ...`` comment naming its source."""
+    lines = base_text.rstrip("\n").split("\n")
+    kc, mc = gemm_blocking(host)
+    l2_dir = "/sys/devices/system/cpu/cpu0/cache (the level-2 index)"
+    _set(lines, "process", "l2_bytes", host["l2_bytes"], f"size of {l2_dir}")
+    _set(lines, "process", "l2_ways", host["l2_ways"], f"ways_of_associativity of {l2_dir}")
+    for level, name in (("l1d", "level-1 Data"), ("l3", "level-3")):
+        where = f"/sys/devices/system/cpu/cpu0/cache (the {name} index)"
+        _set(lines, "process", f"{level}_bytes", host[f"{level}_bytes"], f"size of {where}")
+        _set(lines, "process", f"{level}_ways", host[f"{level}_ways"],
+             f"ways_of_associativity of {where}")
+    _set(lines, "backend.flex", "matmul_workspace_bytes", host["l2_bytes"],
+         "the L2 size (gemm-common's L2_SLAB is a buffer of the core's L2)")
+    _set(lines, "backend.flex", "gemm_kc_max", kc,
+         f"gemm-common's kc from the L1d ({host['l1d_bytes'] >> 10} KiB, "
+         f"{host['l1d_ways']}-way, {host['line_bytes']}-B lines; sim.commands.host_profile.gemm_blocking)")
+    _set(lines, "backend.flex", "gemm_mc_max", mc,
+         f"gemm-common's mc from the L2 ({host['l2_bytes'] >> 10} KiB, {host['l2_ways']}-way)")
+    if sysfs:
+        for key in ("cpu_entries", "cache_entries", "index_files", "instruction_indexes"):
+            _set(lines, "sysfs", key, list(sysfs[key]), "read off /sys/devices/system/cpu "
+                 "in readdir order" if key != "instruction_indexes" else "indexN/type")
+    table = host_table(host)
+    span = _table_span(lines, "host")
+    if span is None:
+        meta = _table_span(lines, "meta")
+        if meta is None:
+            raise UserError("the base profile has no [meta] table")
+        lines[meta[1]:meta[1]] = [""] + table
+    else:
+        lines[span[0]:span[1]] = table
+    return "\n".join(lines) + "\n"
+
+
+def _header(name, base, host, measured_dir, params, n_points, seconds) -> list:
+    text = (f"# Profile {name}: written by `sim host-profile` for {describe(host)}, from base "
+            f"profile {base}. Host facts ([host], the L2 model, gemm's buffer and blocking, "
+            f"[sysfs]) are read from this machine (values marked `[measured] this host`); "
+            f"the time parameters {', '.join(params)} are fitted on {n_points} point(s) of "
+            f"the quick probes in {measured_dir} (the [calibration] table lists them); "
+            f"every other value, and the comments above the values, are the base "
+            f"profile's (its host is in its own header below). Probes and fit took "
+            f"{seconds:.0f} s.")
+    from .calibrate import header_lines
+    return header_lines(text)
+
+
+def _with_header(text, header) -> str:
+    from .calibrate import _with_header as replace
+    return "\n".join(replace(text.split("\n"), header))
+
+
+# -- the command ------------------------------------------------------------------------
+
+def check_out(out, force) -> None:
+    """Refuse, before any work, an ``out`` that exists (unless ``force``) or cannot be
+    written."""
+    target, in_place = output_target(out)
+    if not in_place and target.is_file() and not force:
+        raise UserError(f"--out {out}: the file exists: give --force to overwrite it")
+    if Path(out).suffix != ".toml":
+        raise UserError(f"--out {out}: a profile is a .toml file (models/NAME.toml)")
+    check_output_file(out)
+
+
+def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=1,
+                 echo=_echo, reuse_measured=False, log=None) -> dict:
+    """Make a profile for this machine (module docstring); returns a summary dict
+    (host, parameters before/after, points, seconds, measured dir)."""
+    from .calibrate import select_points, write_profile
+    import tomllib
+
+    t0 = time.perf_counter()
+    check_out(out, force)
+    base_profile = load_profile(base)
+    if not str(base_profile.data["meta"]["platform"]).startswith("linux"):
+        raise UserError(f"--base {base}: not a Linux profile "
+                        f"(platform {base_profile.data['meta']['platform']})")
+    measured_dir = Path(measured_dir or f"results/host-profile-{Path(out).stem}")
+    echo("[1/5] reading the host's facts (/proc/cpuinfo, /sys/devices/system/cpu, "
+         "sysconf, confstr)")
+    try:
+        host = read_host()
+        sysfs = read_sysfs_shape()
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read this host's facts: {exc}") from None
+    echo(f"      {describe(host)}; L1d {host['l1d_bytes'] >> 10} KiB {host['l1d_ways']}-way, "
+         f"L2 {host['l2_ways']}-way, L3 {host['l3_bytes'] >> 20} MiB, page "
+         f"{host['page_bytes']} B; gemm kc/mc {gemm_blocking(host)}")
+    text = host_text(Path(base_profile.path).read_text(encoding="utf-8"), host, sysfs)
+    validate(tomllib.loads(text), out)
+
+    scratch = Path(tempfile.mkdtemp(prefix=".host-profile-", dir=Path(out).parent or "."))
+    try:
+        step1 = scratch / f"{Path(out).stem}.toml"
+        step1.write_text(fold_text(text), encoding="utf-8")
+        if reuse_measured and measured_dir.is_dir():
+            echo(f"[2/5] quick probes: reusing {measured_dir}")
+        else:
+            echo(f"[2/5] building and running the quick probes (sim measure --quick "
+                 f"--out {measured_dir}; the first build takes minutes)")
+            try:
+                measure(None, True, measured_dir,
+                        echo=lambda m: print(f"host-profile:       {m}", file=sys.stderr,
+                                             flush=True))
+            except UserError as exc:
+                # a probe that failed after the others wrote their CSVs: fit on what there is
+                if not (measured_dir / "op-cost.csv").is_file():
+                    raise
+                echo(f"      warning: {exc}; fitting on the probes that ran")
+        echo("[3/5] selecting the fitted points")
+        rows = []
+        known = known_checker()
+        for path in measured_files([str(measured_dir)]):
+            rows.extend(read_measured(path, known))
+        stages, skipped = plan_stages(rows)
+        params = [p for stage in stages for p, _ in stage]
+        n_points = len(select_points(rows, [q for stage in stages for _, pts in stage
+                                            for q in pts])) if params else 0
+        if not params:
+            raise UserError(f"{measured_dir}: none of the quick points the fit needs "
+                            f"(op-cost, backward-cost, params, p10-ema) was measured")
+        for name, why in skipped.items():
+            echo(f"      not fitted: {name} ({why})")
+        echo(f"      {len(params)} time parameters on {n_points} points, in {len(stages)} "
+             f"stages")
+        sink = open(log, "w", encoding="utf-8") if log else None
+        current = step1
+        reasons = {}
+        used = []       # the points of every stage that moved a parameter
+        try:
+            for i, stage in enumerate(stages, 1):
+                names = [p for p, _ in stage]
+                echo(f"[4/5] fitting stage {i}/{len(stages)} ({time.perf_counter() - t0:.0f} s "
+                     f"so far): {', '.join(names)}")
+                before_stage = Path(current).read_text(encoding="utf-8")
+                # each stage is fitted as a fresh calibration (a staged one would re-simulate
+                # every point fitted before it, the base host's included); the record is
+                # made below from what the stages moved
+                current = _fit_stage(rows, current, stage, scratch / f"stage{i}.toml",
+                                     fresh=True, jobs=jobs, sink=sink, echo=echo,
+                                     sources=[str(measured_dir)], reasons=reasons)
+                if Path(current).read_text(encoding="utf-8") != before_stage:
+                    used.extend(q for _, pts in stage for q in pts)
+        finally:
+            if sink:
+                sink.close()
+        new = load_profile(str(current))
+        folded = load_profile(str(step1))
+        fitted = [p for p in params if new.get(p) != folded.get(p)]
+        # every point a stage that moved a parameter was fitted on is recorded as fitted
+        # (a later stage's move of it, which sim calibrate's staged record drops, does not
+        # make it a held-out point), so comparisons grade only the others as predicted
+        points = [point_id(m) for m in select_points(rows, used)] if used else []
+        new.data["calibration"] = {"fitted": fitted, "points": points}
+        recorded = scratch / "recorded.toml"
+        write_profile(current, new, {}, recorded)
+        derived = derive_text(recorded.read_text(encoding="utf-8"), new.get)
+        recorded.write_text(derived, encoding="utf-8")
+        for name, (_, note) in DERIVED.items():
+            echo(f"      derived: {name} = {load_profile(str(recorded)).get(name):.6g} ({note})")
+        current = recorded
+        n_points = len(points)
+        before = {p: float(load_profile(str(step1)).get(p)) for p in params}
+        after = {p: float(new.get(p)) for p in params}
+        seconds = time.perf_counter() - t0
+        echo(f"[5/5] writing {out}")
+        final = _with_header(Path(current).read_text(encoding="utf-8"),
+                             _header(Path(out).stem, base, host, measured_dir, fitted,
+                                     n_points, seconds))
+        validate(tomllib.loads(final), out)
+        atomic_write(out, final)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    for p in params:
+        why = reasons.get(p, "the points do not ask for another value")
+        echo(f"      {p}: {before[p]:.6g} -> {after[p]:.6g}"
+             f"{'' if p in fitted else f' (kept: {why})'}")
+    echo(f"done in {seconds:.0f} s: {out} (compare with `sim compare --measured "
+         f"{measured_dir} --profile {out}`)")
+    return {"host": host, "before": before, "after": after, "points": n_points,
+            "fitted": fitted, "kept": reasons, "seconds": seconds, "measured": str(measured_dir)}
+
+
+def plan_stages(rows, plan=FIT_PLAN):
+    """The stages of ``plan`` whose points ``rows`` has: ``(stages, skipped)``, each stage
+    a list of ``(parameter, selectors)`` (selectors with no measured point left out; a
+    parameter with no points of its own is fitted on its stage's points); ``skipped``:
+    parameter -> why not fitted (none of its stage's points measured)."""
+    stages, skipped = [], {}
+    for stage in plan:
+        kept = [(param, [p for p in points if _matches(rows, p)]) for param, points in stage]
+        if not any(points for _, points in kept):
+            for param, _ in stage:
+                skipped[param] = "none of its points measured"
+            continue
+        stages.append(kept)
+    return stages, skipped
+
+
+#: the most a fit may move a time parameter from the base host's value (a ratio): another
+#: x86_64 host runs the same code within a few times its speed; a fit that wants more is
+#: making up for time the model puts elsewhere, so the parameter keeps its value
+MAX_MOVE = 4.0
+
+
+def _plausible(old, new) -> bool:
+    """Whether a fitted value ``new`` is within :data:`MAX_MOVE` of ``old``."""
+    if old <= 0 or new <= 0:
+        return old == new == 0 or old <= 0
+    return 1 / MAX_MOVE <= new / old <= MAX_MOVE
+
+
+def _fit_stage(rows, base_path, stage, out_path, fresh, jobs, sink, echo, sources,
+               reasons=None):
+    """Fit one stage's parameters (:func:`sim.commands.calibrate.calibrate`) on their points, from
+    the profile at ``base_path``; write the result to ``out_path`` with only the parameters
+    the fit moved substituted and recorded (a parameter refused by the fit, or kept where
+    it is, stays the base's, with its base label). Returns ``out_path``."""
+    from .calibrate import _base_text, calibrate, select_points, write_profile
+    params = [p for p, _ in stage]
+    selectors = [q for _, pts in stage for q in pts]
+    stage_rows = select_points(rows, selectors)
+    base = load_profile(str(base_path))
+    say = (lambda line: print(line, file=sink, flush=True)) if sink else (lambda line: None)
+    while params:
+        try:
+            new, _ = calibrate(stage_rows, base, params, selectors, out=None, jobs=jobs,
+                               echo=say, fresh=fresh, max_iterations=4, progress=True,
+                               sources=sources, warn=say)
+        except UserError as exc:
+            refused = next((p for p in params if str(exc).startswith(f"--fit {p}:")), None)
+            if refused is None:
+                raise
+            echo(f"      not fitted: {str(exc)[len('--fit '):]}")
+            if reasons is not None:
+                reasons[refused] = "refused by the fit: " + str(exc).split(": ", 1)[1]
+            params.remove(refused)
+            continue
+        wild = [p for p in params if not _plausible(base.get(p), new.get(p))]
+        if not wild:
+            break
+        for p in wild:
+            echo(f"      not fitted: {p} (the points ask for {new.get(p):.6g}, more than "
+                 f"{MAX_MOVE:g}x from {base.get(p):.6g}: they ask for time the model puts "
+                 f"elsewhere; kept, and the stage fitted again without it)")
+            if reasons is not None:
+                reasons[p] = f"the fit asked for {new.get(p):.6g}, more than {MAX_MOVE:g}x away"
+            params.remove(p)
+    if not params:
+        out_path.write_text(_base_text(base), encoding="utf-8")
+        return out_path
+    moved = {p: new.get(p) for p in params if new.get(p) != base.get(p)}
+    record = new.data["calibration"]
+    record["fitted"] = [p for p in record["fitted"] if p not in set(params) - set(moved)]
+    write_profile(base.path, new, moved, out_path, base_text=_base_text(base))
+    return out_path
+
+
+def _matches(rows, selector) -> bool:
+    from .calibrate import select_points
+    try:
+        return bool(select_points(rows, [selector]))
+    except UserError:
+        return False

@@ -1,0 +1,787 @@
+"""Fast-forward of a loop that grows a chain: an EMA, a running sum, any value kept
+across iterations and updated from tracked tensors.
+
+``ema = ema * 0.99 + w.detach() * 0.01`` after every training step adds the same few
+nodes to one graph each iteration (burn keeps them all: the kept ``ema`` reaches them),
+while the training step itself leaves the bookkeeping as it found it. No iteration is
+identical to the one before: the chain is longer, the orphan sweep after each backward
+visits every one of its locator entries and scans the graph up to its live node, so the
+sweep costs more every step (the quadratic growth of p10-ema ``detach``). What does
+repeat is the iteration's *structure*. :func:`chain_effect` proves that from three
+consecutive iterations (:mod:`sim.engine.fastforward.repeat`), and :func:`apply_chain` then applies
+``count`` more in a fraction of the time:
+
+* the members (the nodes each iteration leaves in the chain's graph ``G``) are built as
+  the iteration built them -- ``Arc<Node>``, ``Arc<NodeId>``, the boxed step, their
+  ``nodes`` / ``steps`` / ``leaves`` / key-set entries and table growth, each heap block
+  through the heap -- with the ids, parents and orders the skipped iterations would have
+  given them;
+* the locator's two BTreeMaps get the iteration's own sequence of inserts and removals
+  (the training step's new parameters, the transient graph ``detach`` starts, the
+  members), with the ids shifted: the maps' nodes split and merge exactly as in exact mode;
+* what the iteration keeps besides the chain -- the graphs of the new parameters, one
+  node each -- keeps its objects (the module's tensors hold them) and takes the ids of
+  the last skipped iteration; the chain's live node (held by the ``ema`` tensor) swaps
+  places with the last member built, so the tensor holds the newest member;
+* time: the iteration's work minus its sweeps is the same every time (checked to the
+  picosecond); each sweep is recomputed by :meth:`Timing.sweep_ns` from the iteration's
+  recorded sweep with ``G``'s entries, nodes and scan replaced by their values at that
+  iteration (checked: the recorded terms are the model's own).
+
+A chain whose members keep storages in their checkpoint actions, or have retro-forwards
+(Balanced checkpointing: ema-balanced ``detach`` keeps each step's detached weight, a
+LARGE block, so every step moves the LARGE placement), is applied as :mod:`sim.engine.fastforward.leakrun`
+applies a leak: the iteration's heap events, recorded in order without the BTreeMaps'
+own and the orphan sweeps' clones of the map (whose size grows with the chain), are
+replayed through the heap; the members are built on a heap that only counts, their
+actions holding new storages of the replayed blocks; the storage a module holds and the
+L2 model's chunks go to the members exact mode has them in (:func:`sim.engine.fastforward.leakrun.hand_over`).
+The same builder takes members that hang off older nodes only, which no tensor holds and
+whose actions keep tensors (a validation forward of a model that requires grad adds
+eight such nodes to the parameters' graph every batch): their storages' chunks join the
+L2 model's LRU every iteration, which :func:`sim.engine.fastforward.keptchain.l2_growth` describes and each
+skipped iteration applies, up to where the LRU would evict.
+
+Only on allocators that keep counts per size class (not a glibc arena, whose chunk
+placement depends on every event: there such loops run exactly), under policies whose
+``ff_horizon`` allows it (a policy that indexes node ids updates its index in
+``Policy.ff_chain``), and only up to the next resize of one of ``G``'s tables (the
+iteration that resizes runs exactly). Transient peaks inside the skipped iterations are
+re-reached by the next exact one (everything they hold grows), so high-water marks, RSS
+and page faults end where exact mode puts them; tests compare the CSVs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import NamedTuple
+
+from ...burn.graph.runs import node_blocks, unexplained_blocks
+from ...platform.btree import BTreeNodes
+from .replay import relabel_rotating, relative_tree_ops, replay_tree_ops, rotating_graph
+from .keptchain import (build_members, build_replayed, compare_before, kept_chain,
+                        kept_slots, l2_ready, old_nodes, repoint_members)
+from .leakrun import _Refuse, _resident, actions_template, hand_over, swap_tip
+
+__all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog"]
+
+
+# -- what a probe records -----------------------------------------------------------------
+
+class TreeLog:
+    """The inserts and removals of the locator's two BTreeMaps during one probed iteration
+    (``ops``: ``(tree index, kind, key or keys)``); ``valid`` is False once an operation
+    that cannot be replayed by shifting ids happened (a removal of a fast-forwarded run)."""
+
+    current = None
+
+    def __init__(self, trees, trace=None):
+        self.trees = trees
+        self.ops = []
+        self.valid = True
+        #: the probe's heap-event trace (a list, or None) and the ``(start, end)``
+        #: positions in it of the events each operation made (its nodes' allocations and
+        #: frees): fast-forward of a leak (:mod:`sim.engine.fastforward.leakrun`) leaves them to the
+        #: replayed operations
+        self.trace = trace
+        self.spans = []
+        #: the same for the clones of the map an orphan sweep makes and drops: their
+        #: number of nodes grows with a chain, so a chain that replays its iteration's
+        #: events (:func:`apply_chain` with a trace) leaves them out
+        self.clones = []
+
+
+class LoggingTree(BTreeNodes):
+    """A locator BTreeMap that logs its operations in :attr:`TreeLog.current` (probing)."""
+
+    __slots__ = ()
+
+    def _log(self, kind, key, call, arg):
+        log = TreeLog.current
+        if log is None:
+            return call(self, arg)
+        log.ops.append((log.trees.index(self), kind, key))
+        trace = log.trace
+        start = len(trace) if trace is not None else 0
+        result = call(self, arg)
+        if trace is not None and len(trace) > start:
+            log.spans.append((start, len(trace)))
+        return result
+
+    def _span(self, call, *args):
+        log = TreeLog.current
+        trace = None if log is None else log.trace
+        if trace is None:
+            return call(self, *args)
+        start = len(trace)
+        result = call(self, *args)
+        if len(trace) > start:
+            log.clones.append((start, len(trace)))
+        return result
+
+    def clone_nodes(self, heap, empty=False):
+        return self._span(BTreeNodes.clone_nodes, heap, empty)
+
+    def drop_clone(self, heap, clone):
+        return self._span(BTreeNodes.drop_clone, heap, clone)
+
+    def insert(self, key):
+        return self._log("insert", key, BTreeNodes.insert, key)
+
+    def remove(self, key):
+        return self._log("remove", key, BTreeNodes.remove, key)
+
+    def remove_many(self, items):
+        items = list(items)
+        if any(type(item) is tuple for item in items) and TreeLog.current is not None:
+            TreeLog.current.valid = False
+        return self._log("remove_many", tuple(items), BTreeNodes.remove_many, items)
+
+    def remove_run(self, first, stride, count):
+        if TreeLog.current is not None:
+            TreeLog.current.valid = False
+        return BTreeNodes.remove_run(self, first, stride, count)
+
+    def append_run(self, first, stride, count, alloc=True):
+        if TreeLog.current is not None:
+            TreeLog.current.valid = False
+        return BTreeNodes.append_run(self, first, stride, count, alloc)
+
+
+# -- the effect ---------------------------------------------------------------------------
+
+class Member(NamedTuple):
+    """One node an iteration leaves in the chain's graph, relative to its iteration.
+
+    ``offset``: id minus the iteration's first id. ``parents``: the node's ``(id,
+    is_leaf)`` parents as ``(ref, is_leaf)`` and ``step_parents`` the step's parent
+    nodes (None: an untracked input), each ``ref`` ``("cur", offset)``, ``("prev",
+    offset)`` (the iteration before) or ``("old", id)`` (a node from before the loop).
+    ``order``: ``("const", order)``, or ``("chain", order - the order of the previous
+    iteration's member the chain goes through)``. ``keyed``: in the key set of ``G``'s
+    origin. ``tip``: held by one tensor handle (the chain's live end)."""
+
+    offset: int
+    kind: str
+    op: object
+    nbytes: int
+    shapes: tuple
+    requirement: int
+    memory_bound: bool
+    parents: tuple
+    step_parents: tuple
+    order: tuple
+    keyed: bool
+    tip: bool
+    #: a chain that replays its iteration's events: the step's checkpoint actions
+    #: (:class:`sim.engine.fastforward.leakrun.ActionsTemplate`, node offsets relative to the iteration's
+    #: first id, storages by index into the iteration's kept ones) and whether the node
+    #: has a retro-forward (Balanced checkpointing)
+    actions: object = None
+    retro: bool = False
+
+
+class GraphState(NamedTuple):
+    """``G``'s locator entries, nodes and leaves at the end of an iteration."""
+    entries: int
+    nodes: int
+    leaves: int = 0
+
+
+class SweepTemplate(NamedTuple):
+    """One orphan sweep of the iteration: the graphs it read (``sets``) and the terms of
+    its node reads (``parts``) with ``G``'s marked :data:`G_KEY`, its counts as this
+    iteration had them, and how each count changes from one iteration to the next
+    (``d_*``: against the iteration before; None where that one was not probed).
+    ``passes``, ``nodes``, ``referenced``: ``G``'s record (0 where the sweep did not
+    scan ``G``: a graph with a live handle under ``dedup-sweep``)."""
+    sets: tuple
+    parts: tuple
+    entries: int
+    visits: int
+    freed: int
+    passes: int
+    nodes: int
+    referenced: int
+    deltas: object        # (d_entries, d_visits, d_passes, d_nodes) or None
+
+    def shape(self):
+        """What every iteration's sweep shares (compared between iterations)."""
+        return (self.sets, self.parts, self.freed, self.referenced, self.deltas)
+
+
+G_KEY = "G"
+
+
+class ChainEffect:
+    """What one chain-growing iteration did (see the module doc)."""
+
+    shape = "chain"
+    period = 1
+    since = 0
+    rss_drift = 0
+    template = None
+    node_order = ()
+    graph_order = ()
+    drop_order = None
+    parents = ()
+    offset = 0
+    #: a chain whose members keep storages or whose iteration moves LARGE blocks: its heap
+    #: events without the BTreeMaps' (``trace``, replayed as
+    #: :func:`sim.engine.fastforward.repeat._replay_drift` replays a drift's), the storages each
+    #: iteration keeps (:class:`sim.engine.fastforward.leakrun.Kept`) and their backends, the small blocks the
+    #: members' builder must count, and the allocations counted without an event
+    trace = None
+    plan = None
+    deltas = ()
+    kept = ()
+    backends = ()
+    blocks = ()
+    allocs = 0
+    checked = False
+    #: the L2 models' LRUs: ``()`` as the iteration found them, else how they grow
+    #: (:func:`sim.engine.fastforward.keptchain.l2_growth`); and how many leaves ``G`` gains an iteration
+    #: (None: unknown)
+    l2 = ()
+    leaf_growth = 0
+
+    def __init__(self, stride, registered, backwards, times, faults, origin, members,
+                 rotating, tree_ops, sweeps, growth, state, tip_id, graph, first_id):
+        #: the first id of the probed iteration: sweeps of later iterations are
+        #: extrapolated from it (:func:`_sweep`)
+        self.first_id = first_id
+        self.stride = stride
+        self.registered = registered
+        self.backwards = backwards
+        #: (steady work ps, compute ns, bookkeeping ns, cleanup ns): the iteration's work
+        #: without its sweeps (and without page faults, replayed from the bytes)
+        self.times = times
+        self.faults = faults
+        self.origin = origin
+        self.members = members
+        self.rotating = rotating
+        self.tree_ops = tree_ops
+        self.sweeps = sweeps
+        #: (entries, nodes) ``G`` gained against the iteration before (None: not known)
+        self.growth = growth
+        self.state = state
+        self.tip_id = tip_id
+        self.graph = graph
+        #: offset of the member a tensor holds, and the reference through which the chain
+        #: goes back to the iteration before (``("prev", offset)``)
+        self.tip_offset = next((m.offset for m in members if m.tip), None)
+        self.via = next((r for m in members for r, _ in m.parents if r[0] == "prev"), None)
+
+    def key(self):
+        return ("chain", self.stride, self.registered, self.backwards, self.times[0],
+                self.faults, self.origin, self.members, self.rotating, self.tree_ops,
+                tuple(t.shape() for t in self.sweeps), self.growth, self.trace, self.kept,
+                self.blocks, self.allocs, self.l2, self.leaf_growth)
+
+
+def _scan_length(n, r):
+    """:meth:`GraphMemoryManagement.scan_length` of a graph of ``n`` nodes, ``r`` of them
+    referenced."""
+    return n if r == 0 else (n + 1) / (r + 1)
+
+
+def _explained(locator, snap, events, blocks) -> bool:
+    """Whether the iteration's net heap change (``events``, blocks by size) is the
+    members' ``blocks``, the BTreeMaps' new nodes and table resizes (each one block of a
+    new size for one of an old size; several tables may resize in one iteration), and
+    nothing else."""
+    left = unexplained_blocks(events, blocks, locator, snap.trees).values()
+    return sum(left) == 0 and all(abs(n) == 1 for n in left)
+
+
+def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs=0):
+    """The :class:`ChainEffect` of the iteration just probed, or None when it does not
+    grow one chain (``snap``: the state before it; ``events``: its net heap blocks by
+    size; ``sweeps``: its :class:`~sim.platform.timing.SweepRecord` s; ``trees``: its
+    :class:`TreeLog`; ``previous``: the effect of the iteration before, if probed;
+    ``record``: its heap events in order, live nodes' orders and kept blocks, and
+    ``allocs`` its allocations counted without an event, for a chain whose members keep
+    storages or whose iteration moves LARGE blocks: its events are replayed)."""
+    locator = sim.client.locator
+    if (locator is None or not trees.valid or not sim.allocator.bulk_exact()
+            or sim.rss_extra_bytes != snap.rss_extra or locator.run_entries
+            or len(locator.live) != snap.live_graphs):
+        return None
+    trace, _, kept_at = record if record is not None else (None, None, None)
+    # the iteration's events can be replayed in order (placement, LARGE slices, high-water
+    # marks as exact mode has them) where they were recorded and the thread's cluster is
+    # the one the iteration began on (the L2 model's LRU: checked below)
+    replayable = (trace is not None and kept_at is not None and trees.trace is not None
+                  and sim.allocator.cluster() == snap.cluster)
+    replay = sim.allocator.placement() != snap.placement
+    if replay and not replayable:
+        return None
+    w0, w1 = snap.next_id, sim._next_id
+    stride = w1 - w0
+    found = _chain_graph(locator, w0, w1, snap.entries)
+    if found is None:
+        return None
+    graph, in_map, rotating = found
+    collected = _collect_members(sim, locator, graph, in_map, w0, stride, replayable)
+    if collected is None:
+        return None
+    # members that keep storages or have retro-forwards are built with the replayed
+    # events (leakrun's builder), not block by block
+    replay = replay or any(m.actions is not None or m.retro for m in collected.members)
+    ends = _chain_ends(locator, collected, graph, replay)
+    if ends is None:
+        return None
+    tip_id, via, via_order = ends
+    members = tuple(m._replace(order=("chain", m.order - via_order)
+                               if m.offset + w0 in collected.chain_dep
+                               else ("const", m.order))
+                    for m in collected.members)
+    if replay:
+        kept = kept_chain(sim, snap, trees, trace, kept_at, members, collected.tensors,
+                          collected.blocks, collected.shared, collected.prev_chunks)
+        if kept is None:
+            return None
+    elif not _explained(locator, snap, events, collected.blocks):
+        return None
+    memory = graph.server.memory_management
+    state = GraphState(graph.entries, memory.node_count(),
+                       len(memory.leaves) + memory.run_nodes)
+    before = previous if (isinstance(previous, ChainEffect) and previous.graph is graph
+                          and previous.tip_id == via
+                          and len(previous.sweeps) == len(sweeps)) else None
+    templates = _sweep_templates(sweeps, id(memory), before)
+    if templates is None:
+        return None
+    growth = leaf_growth = None
+    if before is not None:
+        growth = (state.entries - before.state.entries, state.nodes - before.state.nodes)
+        leaf_growth = state.leaves - before.state.leaves
+    timing = sim.timing
+    _, fm, fps = snap.faults
+    work = (sim.work_ps - snap.work - (sim.fault_ps - fps)
+            - sum(record.ps for record in sweeps))
+    times = (work, timing.compute_ns - snap.timing[0], timing.bookkeeping_ns - snap.timing[1],
+             0.0)
+    effect = ChainEffect(stride, sim.registered - snap.registered,
+                         sim.backwards - snap.backwards, times,
+                         (0, 0 if replay else sim.fault_mapped - fm), graph.origin, members,
+                         rotating, relative_tree_ops(trees.ops, w0, w0 - stride),
+                         templates, growth, state, tip_id, graph, w0)
+    effect.leaf_growth = leaf_growth
+    if replay:
+        effect.trace, effect.kept, effect.blocks, effect.l2 = kept
+        effect.backends = tuple(None if type(k) is tuple else prim._free.__self__
+                                for k, prim in zip(effect.kept, collected.tensors))
+        effect.allocs = allocs
+    return effect
+
+
+def _chain_graph(locator, w0, w1, entries_before):
+    """``(G, members' ids in G's map order, rotating graphs' offsets)`` of an iteration
+    that made the node ids ``w0 .. w1 - 1``, or None: exactly one graph from before the
+    iteration gained nodes (its members, the last nodes of its map, one locator entry
+    each), and every other new entry is a graph of one node made in the iteration (a new
+    parameter's RootStep, replacing the one the iteration before made)."""
+    by_graph = {}
+    for i in range(w0, w1):
+        g = locator.graphs.get(i)
+        if g is not None:
+            by_graph.setdefault(g, []).append(i)
+    old = [g for g in by_graph if g.origin < w0]
+    if len(old) != 1:
+        return None
+    graph = old[0]
+    memory = graph.server.memory_management
+    if memory.runs or memory.serials is not None:
+        return None
+    member_ids = by_graph[graph]
+    m = len(member_ids)
+    if locator.entry_count() - entries_before != m:
+        return None
+    rotating = []
+    for g, ids in by_graph.items():
+        if g is graph:
+            continue
+        if not rotating_graph(locator, g, ids):
+            return None
+        rotating.append(g.origin - w0)
+    in_map = list(itertools.islice(reversed(memory.nodes), m))[::-1]
+    if sorted(in_map) != member_ids:
+        return None
+    return graph, in_map, tuple(rotating)
+
+
+class _Members(NamedTuple):
+    """What :func:`_collect_members` read off an iteration's members."""
+
+    #: each member's :class:`Member`, its order still absolute
+    members: list
+    #: heap block sizes the members account for
+    blocks: list
+    #: ids of the members a tensor holds
+    tips: list
+    #: ids of the members that depend on the iteration before's chain
+    chain_dep: set
+    #: the ids of the iteration before that members name
+    via: list
+    #: the storages the members' actions keep; of them, the ones from before the
+    #: iteration; the L2 chunks of the iteration before's, by its storage
+    tensors: list
+    shared: set
+    prev_chunks: dict
+
+
+def _collect_members(sim, locator, graph, in_map, w0, stride, replayable):
+    """The :class:`_Members` of the iteration's members ``in_map`` (ids ``w0`` ..
+    ``w0 + stride - 1``), or None where one is not something :func:`apply_chain` builds:
+    a step that is not its node's, extra references, more than one handle, a parent it
+    cannot name again, or kept storages without a replayable trace."""
+    server = graph.server
+    memory = server.memory_management
+    member_ids = set(in_map)
+    w1, prev_lo = w0 + stride, w0 - stride
+    keys = locator.keys.get(graph.origin, ())
+    out = _Members([], [], [], set(), [], [], set(), {})
+    index = {}
+
+    def ref(pid):
+        if w0 <= pid < w1:
+            return ("cur", pid - w0) if pid in member_ids else None
+        if prev_lo <= pid < w0:
+            out.via.append(pid)
+            return ("prev", pid - prev_lo)
+        # a node from before the loop, found again through its graph's steps
+        g = locator.graphs.get(pid)
+        return ("old", pid) if g is not None and pid in g.server.steps else None
+
+    for node_id in in_map:
+        rc, parents = memory.nodes[node_id]
+        step = server.steps.get(node_id)
+        if step is None or step.node.id != node_id or rc.extra:
+            return None
+        node = step.node
+        actions = None
+        if step.actions is not None or node.retro is not None:
+            # kept storages and retro-forwards: built from the replayed events
+            if not replayable or step.cost is not None:
+                return None
+            if step.actions is not None:
+                try:
+                    # a node the actions name: G's, or one from before the iteration
+                    # before (a model input's, which need not be registered anywhere)
+                    actions = actions_template(
+                        step.actions, w0, lambda i: i in memory.nodes or i < prev_lo,
+                        out.tensors, index)
+                except _Refuse:
+                    return None
+                actions = old_nodes(actions, w0, prev_lo)
+                compare_before(step, server.steps.get(node_id - stride), index, out.shared,
+                               out.prev_chunks)
+        if rc.strong == 2:
+            out.tips.append(node_id)
+        elif rc.strong != 1:
+            return None
+        refs = tuple((ref(pid), is_leaf) for pid, is_leaf in parents)
+        step_refs = tuple(None if p is None else ref(p.id) for p in step.parent_nodes)
+        if any(r is None for r, _ in refs) or any(
+                r is None or (r[0] == "old" and locator.graphs[r[1]].server.steps[r[1]].node
+                              is not p)
+                for r, p in zip(step_refs, step.parent_nodes) if p is not None):
+            return None
+        if any(r[0] == "prev" or (r[0] == "cur" and r[1] + w0 in out.chain_dep)
+               for r, _ in refs):
+            out.chain_dep.add(node_id)
+        out.members.append(Member(node_id - w0, step.kind, step.op, step.nbytes, step.shapes,
+                                  node.requirement, node.memory_bound, refs, step_refs,
+                                  node.order, node_id in keys, rc.strong == 2, actions,
+                                  node.retro is not None))
+        blocks = out.blocks
+        blocks.extend(node_blocks(sim.layout, step, parents))
+        if node.retro is not None:
+            blocks.append(sim.layout.retro_arc_bytes)
+        if actions is not None:
+            for _, _, sizes in actions.explicit + actions.backup:
+                blocks.extend(sizes)
+            blocks.extend(cap * vec.elem for (_, cap), vec in zip(actions.vecs,
+                                                                  step.actions._vecs) if cap)
+    return out
+
+
+def _chain_ends(locator, collected, graph, replay):
+    """``(tip id, via id, via's order)``: the chain goes through one node of the
+    iteration before, which no handle holds now, and ends in one node a tensor holds; or
+    ``(None, None, None)``: the members hang off nodes from before the loop only and
+    nothing holds them (a validation forward of a model that requires grad: its graph
+    keeps them until a backward), which only the replayed form builds. None otherwise
+    (nodes without kept storages and no chain: the node runs of :mod:`sim.engine.fastforward.repeat`)."""
+    tips, via = collected.tips, collected.via
+    if not tips and not via:
+        return (None, None, None) if replay else None
+    if len(tips) != 1 or len(set(via)) != 1:
+        return None
+    via = via[0]
+    memory = graph.server.memory_management
+    entry = memory.nodes.get(via)
+    if locator.graphs.get(via) is not graph or entry is None or entry[0].strong != 1:
+        return None
+    return tips[0], via, graph.server.steps[via].node.order
+
+
+def _sweep_templates(sweeps, gkey, before):
+    """The iteration's sweeps as :class:`SweepTemplate` s (``before``: the iteration
+    before's effect, if it grew the same chain), or None if one is not ``G``'s sweep."""
+    templates = []
+    for i, record in enumerate(sweeps):
+        template = _sweep_template(record, gkey, before.sweeps[i] if before else None)
+        if template is None:
+            return None
+        templates.append(template)
+    return tuple(templates)
+
+
+def _sweep_template(record, gkey, before):
+    """The :class:`SweepTemplate` of one recorded sweep (``gkey``: ``id`` of ``G``'s memory
+    management; ``before``: the same sweep's template one iteration earlier, or None);
+    None when ``G``'s part is not the model's one live record and scan."""
+    canon = {}
+
+    def canonical(key):
+        return canon.setdefault(key, len(canon))
+    g_sets = [x for x in record.sets if x[5] == gkey]
+    g_parts = [x for x in record.parts if x[0] == gkey]
+    sets = tuple(G_KEY if x[5] == gkey else (x[0], x[1], x[2], x[3], x[4], canonical(x[5]), x[6])
+                 for x in record.sets)
+    parts = tuple(G_KEY if x[0] == gkey else (None, x[1]) for x in record.parts)
+    passes = nodes = referenced = 0
+    if g_sets or g_parts:
+        if len(g_sets) != 1 or len(g_parts) != 1:
+            return None
+        kind, passes, nodes, referenced, _, _, per_node = g_sets[0]
+        if (kind != 0 or per_node != 1 or referenced < 1
+                or g_parts[0][1] != passes * _scan_length(nodes, referenced)):
+            return None
+    deltas = None
+    if before is not None:
+        deltas = (record.entries - before.entries, record.visits - before.visits,
+                  passes - before.passes, nodes - before.nodes)
+    return SweepTemplate(sets, parts, record.entries, record.visits, record.freed, passes,
+                         nodes, referenced, deltas)
+
+
+# -- applying it --------------------------------------------------------------------------
+
+def chain_horizon(sim, effect) -> int:
+    """Iterations of ``effect`` that can be built before one of ``G``'s tables (steps,
+    actions, nodes, the origin's key set) would resize, with a margin of one iteration
+    (the merge of an iteration reserves before it inserts); 0 when the probes did not
+    show how the iteration's sweeps change from one to the next. Members that hang off
+    older nodes only add leaves every iteration (``G``'s leaves table must not resize
+    either), and kept storages whose chunks join an L2 model's LRU must not make it
+    evict."""
+    m = len(effect.members)
+    if (effect.growth != (m, m) or effect.tree_ops is None or effect.leaf_growth is None
+            or any(t.deltas is None for t in effect.sweeps)):
+        return 0
+    locator = sim.client.locator
+    graph = effect.graph
+    last = sim._next_id - effect.stride
+    tip = effect.tip_offset
+    if locator is None or (tip is not None and (
+            locator.graphs.get(last + tip) is not graph
+            or last + tip not in graph.server.memory_management.leaves)):
+        return 0
+    server = graph.server
+    memory = server.memory_management
+    keyed = sum(member.keyed for member in effect.members)
+    steps = len(server.steps) + memory.run_nodes
+    slack = [(server.steps_table.cap - steps) // m - 1,
+             (server.actions_table.cap - steps) // m - 1,
+             (memory.nodes_table.cap - memory.node_count()) // m - 1]
+    if keyed:
+        table = locator.key_tables.get(graph.origin)
+        if table is None:
+            return 0
+        slack.append((table.cap - locator._key_count(graph.origin)) // keyed - 1)
+    peak = _leaves_peak(effect, memory)
+    if peak > memory.leaves_table.cap:
+        return 0
+    if effect.leaf_growth:
+        slack.append((memory.leaves_table.cap - peak) // effect.leaf_growth)
+    for kind, _, _, _, nbytes, _ in effect.l2:
+        if nbytes:
+            cache = sim._backends[kind].cache
+            slack.append((cache.capacity - cache.resident) // nbytes - 1)
+    return max(0, min(slack))
+
+
+def _leaves_peak(effect, memory) -> int:
+    """The most leaves ``G`` holds while one iteration's members are registered one by one
+    (:func:`sim.engine.fastforward.keptchain.build_members`): each takes its parents out of the leaves (the chain's node of the
+    iteration before is one; a parent from before the loop counts as none, which can only
+    overestimate) and goes in itself."""
+    count = len(memory.leaves) + memory.run_nodes
+    leaves = {effect.via}
+    peak = count
+    for member in effect.members:
+        for ref, _ in member.parents:
+            if ref in leaves:
+                leaves.discard(ref)
+                count -= 1
+        leaves.add(("cur", member.offset))
+        count += 1
+        peak = max(peak, count)
+    return peak
+
+
+def apply_chain(sim, effect, count, replay=None) -> int:
+    """``count`` iterations of ``effect``, right after an iteration like it; returns the
+    iterations applied (0 when the state no longer matches the effect). ``replay``:
+    :func:`sim.engine.fastforward.repeat._replay_drift`, for a chain whose events are replayed (its
+    members keep storages), which places an iteration's heap events and returns the kept
+    blocks by position."""
+    locator = sim.client.locator
+    graph = effect.graph
+    stride = effect.stride
+    last = sim._next_id - stride          # the first id of the iteration just run
+    tip_offset = effect.tip_offset
+    if count <= 0 or not _rotating_ok(sim, effect, last):
+        return 0
+    server = graph.server
+    memory = server.memory_management
+    replayed = effect.trace is not None
+    if replayed:
+        slots = kept_slots(effect, graph, last)
+        if not slots:
+            return 0
+        if effect.l2:
+            # the LRUs grow by the kept chunks: nothing is evicted, nothing rotates
+            if not l2_ready(sim, effect):
+                return 0
+            depth = -1
+        else:
+            depth = max((j for j, b in enumerate(slots) if _resident(b)), default=-1)
+            if depth >= len(slots) - 1:
+                return 0    # an older member's storages may still be in the L2 model's LRU
+        tips = [i for i, k in enumerate(effect.kept) if type(k) is not tuple and k.tip]
+        if tips and slots[0][tips[0]].holders <= effect.kept[tips[0]].refs:
+            return 0
+        clones = []
+    trees = (locator.graphs_tree, locator.keys_tree)
+    timing = sim.timing
+    prev = {m.offset: server.steps[last + m.offset].node for m in effect.members}
+    tip_node = None if tip_offset is None else prev[tip_offset]
+    via_offset = None if effect.via is None else effect.via[1]
+    children_of_tip = []
+    built = []
+    work_ps, compute, book, _ = effect.times
+    for i in range(1, count + 1):
+        start = last + i * stride
+        for template in effect.sweeps:
+            _sweep(sim, template, (start - effect.first_id) // stride, graph)
+        if replayed:
+            prev = build_replayed(sim, effect, graph, start, prev, via_offset,
+                                  children_of_tip if i == 1 else None, tip_node, built,
+                                  replay, clones, slots[0])
+        else:
+            prev = build_members(sim, effect, graph, start, prev, via_offset,
+                          children_of_tip if i == 1 else None, tip_node, built)
+        replay_tree_ops(trees, effect.tree_ops, start)
+        sim.current.pending_ps += work_ps
+        sim.work_ps += work_ps
+        if not i & 1023:
+            sim.ff_progress = (i, count)
+            sim._check_limits()      # a long batch builds many nodes: the budget holds
+    sim.ff_progress = None
+    timing.compute_ns += compute * count
+    timing.bookkeeping_ns += book * count
+    if replayed:
+        def repoint(old, new, newest):
+            base = last + count * stride if newest else last
+            repoint_members(effect, server, base, old, new)
+        if not effect.l2:
+            hand_over(slots, clones, depth, tips[0] if tips else None, repoint)
+        elif tips:
+            # the storage a module holds is the newest iteration's: its object takes the
+            # newest block and chunk (each skipped iteration gave its own storage its chunk)
+            held, newest_kept = slots[0][tips[0]], clones[-1][tips[0]]
+            swap_tip(held, newest_kept, repoint)
+            held.chunk, newest_kept.chunk = newest_kept.chunk, held.chunk
+    renamed = relabel_rotating(locator, effect, last, last + count * stride)
+    swapped = {}
+    if tip_node is not None:
+        newest = prev[tip_offset]
+        old_id, new_id = tip_node.id, newest.id
+        _swap(server, memory, tip_node, newest, children_of_tip)
+        swapped = {old_id: memory.nodes[old_id][0], new_id: memory.nodes[new_id][0]}
+    sim.policy.ff_chain(sim.client, [(memory.nodes[step.node.id][0], step) for step in built],
+                        swapped, renamed)
+    sim._next_id += stride * count
+    sim.registered += effect.registered * count
+    sim.backwards += effect.backwards * count
+    if effect.faults[1]:
+        sim.page_fault(effect.faults[1] * count, True)
+    sim.chain_applied += count
+    sim.policy.ff_apply(effect, count, None)
+    sim._check_limits()
+    return count
+
+
+def _rotating_ok(sim, effect, last) -> bool:
+    """The iteration just run left the same one-node graphs as the probed one."""
+    locator = sim.client.locator
+    for offset in effect.rotating:
+        g = locator.graphs.get(last + offset)
+        if (g is None or g.origin != last + offset or g.entries != 1
+                or len(g.server.memory_management.nodes) != 1):
+            return False
+    return True
+
+
+def _sweep(sim, template, j, graph) -> None:
+    """Charge one sweep of the iteration ``j`` iterations after the probed one: the
+    template's counts advanced by ``j`` times their change per iteration, ``G``'s record
+    and scan at its passes and nodes then, its ``nodes`` table as it is now."""
+    timing = sim.timing
+    d_entries, d_visits, d_passes, d_nodes = template.deltas
+    entries = template.entries + j * d_entries
+    visits = template.visits + j * d_visits
+    sets, parts = template.sets, template.parts
+    if template.referenced:
+        passes = template.passes + j * d_passes
+        n = template.nodes + j * d_nodes
+        r = template.referenced
+        table = graph.server.memory_management.nodes_table
+        table_bytes = table.layout.block_bytes(table.buckets) if table.buckets else 0
+        g_set = (0, passes, n, r, table_bytes, G_KEY, 1)
+        sets = [g_set if x == G_KEY else x for x in sets]
+        parts = [(G_KEY, passes * _scan_length(n, r)) if x == G_KEY else x for x in parts]
+    scanned = 0.0
+    for _, value in parts:
+        scanned += value
+    ns = timing.sweep_ns(entries, visits, scanned, template.freed, list(sets))
+    timing.cleanup_ns += ns
+    sim.charge(ns)
+
+
+_NODE_FIELDS = ("id", "parents", "order", "requirement", "memory_bound", "retro", "_nbytes",
+                "_block")
+
+
+def _swap(server, memory, tip, newest, children_of_tip) -> None:
+    """The chain's live node (``tip``, held by the tensor) becomes the newest member, and
+    the object built for the newest member takes the tip's old place in the chain."""
+    old_id, new_id = tip.id, newest.id
+    for field in _NODE_FIELDS:
+        a, b = getattr(tip, field), getattr(newest, field)
+        setattr(tip, field, b)
+        setattr(newest, field, a)
+    old_rc, old_parents = memory.nodes[old_id]
+    new_rc, new_parents = memory.nodes[new_id]
+    old_rc.id, new_rc.id = new_id, old_id
+    memory.nodes[old_id] = (new_rc, old_parents)
+    memory.nodes[new_id] = (old_rc, new_parents)
+    server.steps[old_id].node = newest
+    server.steps[new_id].node = tip
+    for step in children_of_tip:
+        step.parent_nodes = tuple(newest if p is tip else p for p in step.parent_nodes)
+

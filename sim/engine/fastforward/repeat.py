@@ -1,0 +1,1085 @@
+"""Fast-forward: loops of identical iterations applied in closed form.
+
+``sim.repeat(n, body)`` runs ``body()`` ``n`` times. With fast-forward on
+(the default), the first iterations run exactly while the engine records what
+each one changed. Once three consecutive iterations had the same effect, and
+that effect is one of the shapes below, the remaining iterations are applied in
+closed form; iterations where something could differ (a hash table reaching its
+capacity, a policy event, the last iteration) still run exactly, so transient
+peaks and resize steps are the real ones. Anything else runs exactly.
+
+Effect shapes:
+
+``none``
+    nothing persistent: no node stays registered and the heap returns to where
+    it was (plain backends, ``without_autodiff``, policies that free on drop).
+    Only time and counters advance.
+``graphs``
+    one node per iteration, dead, alone in a new graph (an untracked op whose
+    output was dropped): a :class:`~sim.burn.graph.runs.NodeRun` of single-node
+    graphs; the locator's BTreeMaps take the ids in closed form.
+``steady``
+    the iteration registers and frees (a training step: forward, backward, optimizer,
+    sweep) and leaves the bookkeeping exactly as it found it: same heap bytes and
+    blocks, same allocator state, same BTreeMap nodes and locator entries. Node
+    ids and counters advance; nothing else can tell the iterations apart.
+``drift``
+    like ``steady``, but the allocator does not end where it began: a transient grows
+    by the same bytes every iteration (the tape of a chain whose nodes' orders grow,
+    one level per step; a bulk count of blocks with it), or the LARGE placement moves.
+    The iteration's heap events, recorded in order, must be those of the iteration
+    before but for sizes and counts that grew by a constant step, each balanced within
+    the iteration. The skipped iterations replay those events through the heap at the
+    sizes they reach (placement, high-water marks and page faults as exact mode gives
+    them, at a fraction of an iteration's cost), and the orders of the nodes the last
+    iteration left move on by as many steps.
+``nodes``
+    one node per iteration, dead, a childless leaf in a graph that existed before
+    the loop, with parents that existed before the loop (a tracked op on a live
+    tensor whose output was dropped): a run inside that graph; its tables grow
+    by one item per iteration, so a segment ends before any of them must resize.
+``chain``
+    the iteration adds the same few nodes to one graph that existed before the loop,
+    through one node of the iteration before, and a tensor holds the newest (an EMA
+    kept across training steps): :mod:`sim.engine.fastforward.chainrun` builds the skipped iterations'
+    members, replays their BTreeMap operations and recomputes their sweeps, whose cost
+    grows with the chain. Where the members keep storages in their checkpoint actions or
+    have retro-forwards (Balanced checkpointing: ema-balanced ``detach`` keeps each
+    step's detached weight, a LARGE block), the iteration's heap events are replayed in
+    order as a ``leak``'s are and the members built on them; so are members that hang off
+    older nodes only and that nothing holds, whose actions keep tensors (a validation
+    forward of a model that requires grad), their L2 chunks joining the LRU. Where the
+    allocator keeps counts per size only.
+``leak``
+    the iteration leaves the bookkeeping as it found it but for new graphs that nothing
+    reaches, whose steps may keep tensors (a norm read from a detached weight that still
+    requires grad, never backpropagated, under burn-0.20-pre.1; the six dead graphs of a
+    forward of ``model.valid()`` on autodiff inputs): :mod:`sim.engine.fastforward.leakrun` replays the
+    skipped iterations' heap events in order, builds their graphs and the storages they
+    keep, and replays their BTreeMap operations. Tried after the shapes above. Where the
+    allocator keeps counts per size only.
+
+The effect is proven, not assumed: the heap bytes and blocks an iteration left
+behind must equal the blocks of the node (and of its new graph) read off the
+live objects, plus the BTreeMap nodes and table resizes the iteration caused.
+Tests check that fast-forward and exact mode produce the same CSV.
+
+A glibc arena (``glibc-arena``, the Linux profile) places each block where the
+requests before it left room, so the ``graphs`` and ``nodes`` shapes cannot hand
+it their blocks size by size. There the probe also records the iteration's heap
+events in order (a template: allocations, the frees naming which of them they
+free, the appends to the locator's BTreeMaps), and the templates of the agreeing
+iterations must be equal too. :func:`_apply` replays the template once and traces
+that iteration (:mod:`sim.engine.fastforward.arenarun`): when it carved its kept chunks from the top
+(or from one bin chunk, the best fit of its requests) and left the bins otherwise
+alone, the rest (as far as the chunk goes) is one carve run in closed form, its
+chunks entered one by one only if a free reaches them. A loop appending to one BTreeMap
+(a tracked op on a live graph) is traced by periods of 7 iterations instead, from
+the one that splits the map's leaf: the split leaf takes the chunk ``analyse``'s
+temporary leaf parks in the tcache, and the next iteration carves a new one.
+Otherwise (the bins serve some requests: after a table resize freed the old table,
+or a backward freed nodes into the bins) the template is replayed once per iteration, each BTreeMap append allocating the nodes its
+splits make at their place, at the arena's cost per event (16-19 us per adleak
+iteration), and traced again after 16, 32, 64, ... replayed iterations, so that
+a loop whose requests the bins stop serving returns to closed form. Either way the locator's nodes and keys are recorded in closed form,
+and every chunk lands where exact mode puts it (tests compare the arena chunk by
+chunk).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .arenarun import ALLOC as _ALLOC, ALLOC_MANY as _ALLOC_MANY, FREE as _FREE
+from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, REALLOC as _REALLOC
+from .arenarun import advance, handle_key as _handle_key, trace, window
+from ...burn.graph.runs import (NodeRun, graph_blocks, graph_drop_order, node_blocks,
+                            tree_counts, unexplained_blocks)
+from .chainrun import LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
+from .leakrun import apply_leak, l2_contents, l2_signature, leak_effect
+from ...platform.btree import CAPACITY, BTreeNodes, append_counts
+from ...platform.heap import ExcludedHeap, Heap
+
+__all__ = ["repeat", "Effect"]
+
+#: consecutive identical iterations needed before fast-forwarding
+AGREE = 3
+#: iterations tried before giving up and running iterations exactly; after ``wait`` of
+#: them (:data:`MAX_PROBE` at first, twice as many each time) the loop is probed again,
+#: :data:`AGREE` + 3 times (a first probe has no iteration before it to compare with), so
+#: a warm-up longer than the probes (an L2 model's LRU filling with the storages a chain
+#: keeps) does not make the whole loop exact
+MAX_PROBE = 12
+#: a loop body whose ``repeat`` calls found no repeating iteration this many times in a row
+#: runs its next calls without probing: twice as many after each further miss, at most
+#: :data:`MAX_SKIPPED_CALLS` (a nested loop is called once per outer iteration, and a probe
+#: that fails costs more than the iteration it ran)
+MISSES_BEFORE_SKIPPING = 2
+MAX_SKIPPED_CALLS = 64
+#: the longest cycle of allocator placements a loop of iterations that leave nothing
+#: behind may go through and still be fast-forwarded (in iterations)
+MAX_PERIOD = 6
+
+
+class _Recorder(Heap):
+    """A heap that also records every event (only while probing an iteration).
+
+    ``events`` counts the net blocks by size. Where the allocator places blocks one
+    request at a time (a glibc arena), ``seq`` also keeps the iteration's events in
+    order, as a template fast-forward can replay: an alloc, a free naming the alloc of
+    this iteration it frees (or none: the newest block of that size), and each append
+    to one of the locator's BTreeMaps (whose node allocations depend on the tree, not
+    on the iteration, and are left out). A free of a block from before the iteration,
+    or any other change to a tree, makes the iteration unreplayable (``seq = None``).
+    """
+
+    __slots__ = ()
+    events = None
+    seq = None
+    handles = None      # block -> index of its alloc in this iteration
+    nalloc = 0
+    trees = ()
+    muted = 0           # > 0 inside a tree's insert: its node allocations are not replayed
+    #: every event of the iteration in order, tree nodes included, where the allocator
+    #: keeps counts per size (:func:`_drift`): ``(kind, nbytes, arg, unfaulted)``; a
+    #: free names the position of the alloc it frees (or -1), a realloc ``(old size,
+    #: that position)``; ``unfaulted``: made while the allocator's page faults were off;
+    #: None once an event cannot be replayed (a free of an earlier iteration's block, an
+    #: event the counting allocator does not see)
+    trace = None
+    trace_at = None     # block -> position of its alloc in ``trace``
+
+    @staticmethod
+    def _trace():
+        """The trace to add an event to, or None (given up at an uncounted event)."""
+        if _Recorder.trace is not None and ExcludedHeap.active:
+            _Recorder.trace = None
+        return _Recorder.trace
+
+    def alloc(self, nbytes, align=0):
+        if nbytes > 0:
+            _Recorder.events[nbytes] += 1
+        block = Heap.alloc(self, nbytes, align)
+        trace = _Recorder._trace()
+        if trace is not None and nbytes > 0:
+            if block is not None:
+                _Recorder.trace_at[_handle_key(block)] = len(trace)
+            trace.append((_ALLOC, nbytes, align, self.allocator.fault is None))
+        seq = _Recorder.seq
+        if seq is not None and nbytes > 0 and not _Recorder.muted:
+            seq.append((_ALLOC, nbytes, align))
+            if block is not None:
+                _Recorder.handles[_handle_key(block)] = _Recorder.nalloc
+            _Recorder.nalloc += 1
+        return block
+
+    def free(self, nbytes, block=None):
+        if nbytes > 0:
+            _Recorder.events[nbytes] -= 1
+            trace = _Recorder._trace()
+            if trace is not None:
+                at = -1 if block is None else _Recorder.trace_at.pop(_handle_key(block), None)
+                if at is None:
+                    _Recorder.trace = None     # a block from an earlier iteration
+                else:
+                    trace.append((_FREE, nbytes, at, False))
+            if _Recorder.seq is not None and not _Recorder.muted:
+                if block is None:
+                    _Recorder.seq.append((_FREE, nbytes, -1))
+                else:
+                    index = _Recorder.handles.pop(_handle_key(block), None)
+                    if index is None:
+                        _Recorder.seq = None   # a block from an earlier iteration
+                    else:
+                        _Recorder.seq.append((_FREE, nbytes, index))
+        Heap.free(self, nbytes, block)
+
+    def realloc(self, old_nbytes, nbytes, block=None):
+        # one block of a new size (a Vec growing): counted, but not replayable in order
+        # on a glibc arena; where the allocator keeps counts, traced as one event
+        if old_nbytes > 0 and nbytes > 0:
+            _Recorder.events[old_nbytes] -= 1
+            _Recorder.events[nbytes] += 1
+            _Recorder.seq = None
+            trace = _Recorder._trace()
+            if trace is not None:
+                at = -1 if block is None else _Recorder.trace_at.pop(_handle_key(block), None)
+                if at is None:
+                    _Recorder.trace = trace = None     # a block from an earlier iteration
+            handle = Heap.realloc(self, old_nbytes, nbytes, block)
+            if trace is not None:
+                if handle is not None:
+                    _Recorder.trace_at[_handle_key(handle)] = len(trace)
+                trace.append((_REALLOC, nbytes, (old_nbytes, at), False))
+            return handle
+        return Heap.realloc(self, old_nbytes, nbytes, block)
+
+    def alloc_many(self, nbytes, count):
+        if count == 1:
+            self.alloc(nbytes)      # what Heap.alloc_many does; counted there
+            return
+        if nbytes > 0 and count > 0:
+            _Recorder.events[nbytes] += count
+            if _Recorder.trace is not None:
+                _Recorder.trace.append((_ALLOC_MANY, nbytes, count, False))
+            if _Recorder.seq is not None and not _Recorder.muted:
+                _Recorder.seq.append((_ALLOC_MANY, nbytes, count))
+        Heap.alloc_many(self, nbytes, count)
+
+    def free_many(self, nbytes, count):
+        if nbytes > 0 and count > 0:
+            _Recorder.events[nbytes] -= count
+            if _Recorder.trace is not None:
+                _Recorder.trace.append((_FREE_MANY, nbytes, count, False))
+            if _Recorder.seq is not None and not _Recorder.muted:
+                _Recorder.seq.append((_FREE_MANY, nbytes, count))
+        Heap.free_many(self, nbytes, count)
+
+
+class _RecordingTree(BTreeNodes):
+    """A locator BTreeMap that marks its appends in the replay template (probing only)."""
+
+    __slots__ = ()
+
+    def insert(self, key):
+        seq = _Recorder.seq
+        if seq is not None and not _Recorder.muted:
+            top = self.max_key()
+            if top is None or key <= top:
+                _Recorder.seq = None      # not an append: where it lands depends on the keys
+            else:
+                seq.append((_INSERT, _Recorder.trees.index(self), 0))
+        _Recorder.muted += 1
+        try:
+            return BTreeNodes.insert(self, key)
+        finally:
+            _Recorder.muted -= 1
+
+    def remove(self, key):
+        _Recorder.seq = None
+        return BTreeNodes.remove(self, key)
+
+    def remove_many(self, items):
+        _Recorder.seq = None
+        return BTreeNodes.remove_many(self, items)
+
+    def remove_run(self, first, stride, count):
+        _Recorder.seq = None
+        return BTreeNodes.remove_run(self, first, stride, count)
+
+
+class _Snapshot:
+    def __init__(self, sim):
+        timing = sim.timing
+        locator = sim.client.locator
+        self.next_id = sim._next_id
+        self.registered = sim.registered
+        self.backwards = sim.backwards
+        self.work = sim.work_ps
+        self.timing = (timing.compute_ns, timing.bookkeeping_ns, timing.cleanup_ns)
+        self.heap = (sim.heap.live_bytes, sim.heap.live_blocks)
+        self.allocs = sim.heap.allocs
+        self.entries = 0 if locator is None else locator.entry_count()
+        self.trees = tree_counts(locator)
+        self.live_graphs = 0 if locator is None else len(locator.live)
+        self.rss_extra = sim.rss_extra_bytes
+        self.touched = sim.touched.state()
+        self.pools = sim.pool_state()
+        self.allocator = sim.allocator.state()
+        self.placement = sim.allocator.placement()
+        # the allocator's states at the start of the iterations probed right before this
+        # one, the latest first
+        self.earlier = ()
+        self.faults = (sim.fault_bytes, sim.fault_mapped, sim.fault_ps)
+        # the L2 models' LRUs (a leaking iteration must leave them as it found them)
+        self.l2 = l2_signature(sim)
+        # and their chunks in LRU order and free lists, for a chain whose kept storages
+        # join the LRU every iteration (sim.engine.fastforward.keptchain.l2_growth)
+        self.lru = l2_contents(sim)
+        self.cluster = sim.allocator.cluster()
+
+
+class Effect:
+    """What one iteration changed, in a form that can be compared and replayed."""
+
+    def __init__(self, shape, stride, registered, times, node_order=(), offset=0, parents=(),
+                 graph=None, backwards=0, rss_drift=0, graph_order=(), faults=(0, 0),
+                 template=None, drop_order=None, period=1):
+        # the new node's blocks and its new graph's, in free order (sim.burn.graph.runs)
+        self.node_order = node_order
+        self.graph_order = graph_order
+        self.drop_order = drop_order
+        # iterations after which the allocator's placement repeats ("none" and "steady":
+        # more than 1 where blocks of one size rotate through the tcache)
+        self.period = period
+        # the iteration's heap events in order (a glibc arena: see _Recorder), replayed
+        # iteration by iteration in _apply; its allocator then faults and maps by itself
+        self.template = template
+        if template is not None:
+            faults = (0, 0)
+        # (bytes made resident by growth, bytes of blocks mapped) per iteration: their
+        # time is not in ``times``; _apply faults them again (growth of a run's blocks
+        # happens by itself when the run allocates them)
+        self.faults = faults if shape in ("none", "steady") else (0, faults[1])
+        self.backwards = backwards
+        self.rss_drift = rss_drift
+        self.shape = shape
+        self.stride = stride
+        self.registered = registered
+        self.times = times
+        self.offset = offset
+        self.parents = parents
+        self.graph = graph
+        #: ``drift``: the iteration's heap events (:attr:`_Recorder.trace`) and the
+        #: ``(position, bytes)`` each size there grows by per iteration
+        self.trace = None
+        self.deltas = ()
+        self.masked = None
+        self.since = 0
+        #: ``drift``: allocations counted without an event (transients the passes only
+        #: count; ``none`` and ``steady``: all of the iteration's), and ``(offset,
+        #: step)`` of the live nodes whose order grows
+        self.allocs = 0
+        self.grows = ()
+        #: ``drift``: (page faults on, the replay's steps) (:func:`_drift_plan`), made on
+        #: first use
+        self.plan = None
+
+    def key(self):
+        # exact work in ps; the float accumulators only split it and are not compared
+        return (self.shape, self.stride, self.registered, self.times[0], self.node_order,
+                self.graph_order, self.drop_order, self.offset,
+                self.parents, id(self.graph), self.backwards, self.rss_drift, self.faults,
+                self.template, self.period, self.masked, self.deltas, self.allocs)
+
+
+def _measure(sim, snap, events, template=None, chain=None, record=None, before=None):
+    """The effect of the iteration since ``snap``, or None when it is not batchable
+    (``template``: its heap events in order, where the allocator needs them replayed;
+    ``chain``: ``(its sweeps, its BTreeMap operations, the effect of the iteration
+    before)`` where the allocator keeps counts, for :func:`sim.engine.fastforward.chainrun.chain_effect`;
+    ``record`` and ``before``: ``(heap events in order, live nodes' orders)`` of it and of
+    the iteration before, for :func:`_drift`)."""
+    locator = sim.client.locator
+    timing = sim.timing
+    stride = sim._next_id - snap.next_id
+    registered = sim.registered - snap.registered
+    fb, fm, fps = snap.faults
+    mapped = sim.fault_mapped - fm
+    faults = (sim.fault_bytes - fb - mapped, mapped)
+    # page-fault time is replayed from the bytes (Simulation.page_fault), not copied
+    times = (sim.work_ps - snap.work - (sim.fault_ps - fps),) + tuple(
+        a - b for a, b in zip((timing.compute_ns, timing.bookkeeping_ns, timing.cleanup_ns),
+                              snap.timing))
+    trace, orders = record[:2] if record is not None else (None, ())
+    before_trace, before_orders = before[:2] if before is not None else (None, None)
+    grows = _order_steps(before_orders, orders)
+    if sim.touched.state() != snap.touched:
+        return None   # first execution of a code path or gemm shape: not a repeatable iteration
+    if sim.pool_state() != snap.pools:
+        # GPU buffers kept (or a pool's high water raised): the closed forms count host
+        # blocks only, and a buffer need not have one (a plain device's output)
+        return None
+    entries = 0 if locator is None else locator.entry_count()
+    # the placement repeats after this iteration (period 1), or after this one and the
+    # ones before (on a glibc arena, chunks of one size can rotate through the tcache)
+    state = sim.allocator.state()
+    period = 1 if state == snap.allocator else next(
+        (p for p, old in enumerate(snap.earlier, 2) if old == state), None)
+    # the bookkeeping as the iteration found it
+    unchanged = (registered and entries == snap.entries
+                 and (sim.heap.live_bytes, sim.heap.live_blocks) == snap.heap
+                 and tree_counts(locator) == snap.trees)
+    if unchanged and period and (grows is None or not any(step for _, step in grows)):
+        effect = Effect("steady", stride, registered, times,
+                        backwards=sim.backwards - snap.backwards,
+                        rss_drift=sim.rss_extra_bytes - snap.rss_extra, faults=faults,
+                        period=period)
+        effect.allocs = sim.heap.allocs - snap.allocs
+        return effect
+    if unchanged and trace is not None and before_trace is not None and grows is not None:
+        # the bookkeeping as it was, the allocator not: where the placement moved (LARGE
+        # slices) or a high-water mark rose (a transient that grows with the iteration,
+        # as the tape of a chain whose nodes' orders grow)
+        drift = _drift(before_trace, trace)
+        if drift is not None:
+            effect = Effect("drift", stride, registered, times,
+                            backwards=sim.backwards - snap.backwards,
+                            rss_drift=sim.rss_extra_bytes - snap.rss_extra)
+            effect.trace = trace
+            effect.allocs = _uncounted_allocs(sim, snap, trace)
+            effect.deltas, masked = drift
+            effect.masked = (masked, effect.allocs, grows)
+            effect.grows = tuple((o, step) for o, step in grows if step)
+            return effect
+    if chain is not None and registered:
+        sweeps, trees, previous = chain
+        effect = chain_effect(sim, snap, events, sweeps, trees, previous, record,
+                              0 if trace is None else _uncounted_allocs(sim, snap, trace))
+        if effect is not None:
+            return effect
+    effect = _node_runs(sim, snap, events, template, locator, entries, period, faults, times,
+                        stride, registered)
+    if (effect is None and chain is not None and registered and not unchanged
+            and trace is not None):
+        # a graph of several nodes left behind, or one the node runs do not take
+        effect = leak_effect(sim, snap, chain[1], record, times,
+                             _uncounted_allocs(sim, snap, trace))
+    return effect
+
+
+def _uncounted_allocs(sim, snap, trace) -> int:
+    """Allocations the iteration since ``snap`` counted without a traced event (transients
+    the passes only count): the heap's count less the allocs of ``trace``."""
+    implied = sum(1 if e[0] == _ALLOC else e[2] if e[0] == _ALLOC_MANY else 0 for e in trace)
+    return sim.heap.allocs - snap.allocs - implied
+
+
+def _node_runs(sim, snap, events, template, locator, entries, period, faults, times, stride,
+               registered):
+    """The ``none``, ``graphs`` or ``nodes`` effect of the iteration, or None (the rest of
+    :func:`_measure`)."""
+    if sim.backwards != snap.backwards or sim.rss_extra_bytes != snap.rss_extra:
+        return None
+    new = [] if locator is None else [
+        i for i in range(snap.next_id, sim._next_id) if i in locator.graphs]
+    if entries - snap.entries != len(new):
+        return None  # something older was removed
+    if sim.allocator.placement() != snap.placement:
+        # a node-leaving iteration is applied as counts of blocks: where its blocks sit
+        # (LARGE slices, the cluster the thread runs on) must not move
+        return None
+    net = {size: n for size, n in events.items() if n}
+    if not new:
+        # nothing left behind; on a glibc arena the same blocks may still have changed
+        # places: the iterations repeat only as often as the placement does
+        if net or tree_counts(locator) != snap.trees or not period:
+            return None
+        effect = Effect("none", stride, registered, times, faults=faults, period=period)
+        effect.allocs = sim.heap.allocs - snap.allocs
+        return effect
+    if len(new) != 1:
+        return None
+    node_id = new[0]
+    graph = locator.graphs[node_id]
+    memory = graph.server.memory_management
+    entry = memory.nodes.get(node_id)
+    step = graph.server.steps.get(node_id)
+    if entry is None or step is None or entry[0].strong != 1 or step.actions is not None:
+        return None
+    rc, parents = entry
+    if node_id in memory.leaves and any(p[0] >= snap.next_id for p in parents):
+        return None
+    layout = sim.layout
+    node_order = node_blocks(layout, step, parents)
+    if graph.origin == node_id:
+        if parents or len(memory.nodes) != 1 or memory.runs or graph.entries != 1:
+            return None
+        own = graph_blocks(layout, graph.server)
+        drop_order = graph_drop_order(layout, step, graph.server)
+        shape = "graphs"
+    else:
+        if graph.origin >= snap.next_id or node_id not in memory.leaves:
+            return None
+        shape = "nodes"
+        own = ()
+        drop_order = None
+    if _unexplained(net, Counter(node_order + own), locator, snap):
+        return None
+    effect = Effect(shape, stride, registered, times, node_order,
+                    node_id - snap.next_id, tuple(parents), graph if shape == "nodes" else None,
+                    graph_order=own, faults=faults, template=template, drop_order=drop_order)
+    if template is None:
+        # the allocations the closed form does not make: the iteration's less the node's
+        # (and its graph's) blocks and the BTreeMaps' new nodes, which the run and the
+        # trees allocate (transients: operands, outputs and shapes freed in the iteration)
+        grown = sum(after - before for after, before in zip(tree_counts(locator), snap.trees))
+        effect.allocs = sim.heap.allocs - snap.allocs - len(node_order) - len(own) - grown
+    return effect
+
+
+def _drift(before, trace):
+    """``(deltas, masked trace)`` when ``trace`` (an iteration's heap events) is ``before``
+    (the iteration before's) but for numbers that grew, so that the iteration ``k`` later
+    makes the same events with each of them ``k`` steps further: ``deltas`` holds
+    ``(position, field, step)``, field 1 the size of a block allocated and freed within
+    the iteration, field 2 the count of a bulk alloc or free of one size (a tape one level
+    deeper: one more Vec per level); both balance, so the heap ends each iteration as it
+    began. None otherwise (another difference, or one that would leave blocks behind)."""
+    if len(before) != len(trace):
+        return None
+    deltas = []
+    growing = {}              # (size, step) -> growing allocs not yet freed
+    bulk = {}                 # size -> allocs minus frees the bulk counts add per iteration
+    for i, (a, b) in enumerate(zip(before, trace)):
+        if a == b:
+            continue
+        kind = b[0]
+        if a[0] != kind or a[3] != b[3]:
+            return None
+        if kind in (_ALLOC_MANY, _FREE_MANY):
+            if a[1] != b[1]:
+                return None
+            d = b[2] - a[2]
+            deltas.append((i, 2, d))
+            bulk[b[1]] = bulk.get(b[1], 0) + (d if kind == _ALLOC_MANY else -d)
+            continue
+        if kind not in (_ALLOC, _FREE) or a[2] != b[2]:
+            return None
+        d = b[1] - a[1]
+        deltas.append((i, 1, d))
+        if kind == _ALLOC:
+            growing[b[1], d] = growing.get((b[1], d), 0) + 1
+            continue
+        if not growing.get((b[1], d)) or (b[2] >= 0 and (b[2], 1, d) not in deltas):
+            return None       # a free grows only with a growing alloc of the iteration's
+        growing[b[1], d] -= 1
+    if any(growing.values()) or any(bulk.values()):
+        return None           # blocks a later iteration would keep: the heap would grow
+    at = {i: field for i, field, _ in deltas}
+    masked = tuple(e[:at[i]] + (None,) + e[at[i] + 1:] if i in at else e
+                   for i, e in enumerate(trace))
+    return tuple(deltas), masked
+
+
+def _replay_drift(sim, effect, k) -> None:
+    """The heap events of the iteration ``k`` after ``effect``'s (a ``drift``), through
+    the heap and its allocator: placement, high-water marks and page faults as exact mode
+    gives them.
+
+    Runs of events that repeat unchanged and stay in size classes the allocator keeps
+    counts for are applied as one step each (:func:`_drift_plan`): their net change of
+    live bytes, blocks and each zone's bytes, with the highest point each reached inside
+    the run, which is all a counting zone's high-water mark and its page faults depend on
+    (fault time is charged on cumulative bytes, so one fault for the run's top costs what
+    the faults on the way up did). Growing events, blocks placed one by one (LARGE) and
+    reallocs go through the heap one at a time. Returns the blocks the iteration keeps,
+    by the position of their alloc."""
+    heap = sim.heap
+    allocator = heap.allocator
+    trace = effect.trace
+    faults = allocator.fault is not None
+    if effect.plan is None or effect.plan[0] != faults:
+        effect.plan = (faults, _drift_plan(heap, effect, faults))
+    plan = effect.plan[1]
+    grown = {i: (field, trace[i][field] + k * d) for i, field, d in effect.deltas}
+    handles = {}
+    alloc, free = Heap.alloc, Heap.free
+    zone_live, zone_high, zone_mark = allocator.live, allocator.high, allocator.mark
+    for step in plan:
+        if type(step) is tuple:
+            nbytes, nblocks, nallocs, top, zones = step
+            live = heap.live_bytes
+            if live + top > heap.peak_bytes:
+                heap.peak_bytes = live + top
+            heap.live_bytes = live + nbytes
+            heap.live_blocks += nblocks
+            heap.allocs += nallocs
+            for zi, delta, zone_top in zones:
+                base = zone_live[zi]
+                high = base + zone_top
+                if high > zone_high[zi]:
+                    zone_high[zi] = high
+                    if high > zone_mark[zi]:
+                        allocator.fault_to(zi, high)
+                zone_live[zi] = base + delta
+            continue
+        i = step
+        kind, nbytes, arg, unfaulted = trace[i]
+        if i in grown:
+            field, value = grown[i]
+            if field == 1:
+                nbytes = value
+            else:
+                arg = value
+        if kind == _ALLOC:
+            if unfaulted and faults:
+                fault, allocator.fault = allocator.fault, None
+                handles[i] = alloc(heap, nbytes, arg)
+                allocator.fault = fault
+            else:
+                handles[i] = alloc(heap, nbytes, arg)
+        elif kind == _FREE:
+            free(heap, nbytes, None if arg < 0 else handles.pop(arg))
+        elif kind == _ALLOC_MANY:
+            Heap.alloc_many(heap, nbytes, arg)
+        elif kind == _FREE_MANY:
+            Heap.free_many(heap, nbytes, arg)
+        else:
+            old, at = arg
+            handles[i] = Heap.realloc(heap, old, nbytes, None if at < 0 else handles.pop(at))
+    return handles
+
+
+def _drift_plan(heap, effect, faults) -> tuple:
+    """:func:`_replay_drift`'s steps for ``effect``'s trace: the position of each event
+    replayed on its own, and for each run of the others ``(live bytes, live blocks,
+    allocations, highest live bytes reached above the start, ((zone, its bytes' change,
+    its highest point above the start), ...))``. An event joins a run when its size and
+    count do not grow, it was not made with page faults off while they are on now
+    (``faults``), and its size is one the heap hands straight to a counting zone (so it
+    has no handle a later event names)."""
+    small = heap._small
+    growing = {i for i, _, _ in effect.deltas}
+    plan = []
+    run = None
+
+    def close():
+        if run is not None and run[3]:
+            zones = tuple((zi, z[0], z[1]) for zi, z in sorted(run[4].items()))
+            plan.append((run[0], run[1], run[2], run[5], zones))
+
+    for i, (kind, nbytes, arg, unfaulted) in enumerate(effect.trace):
+        hit = small.get(nbytes)
+        count = 1 if kind in (_ALLOC, _FREE) else arg if kind in (_ALLOC_MANY, _FREE_MANY) else 0
+        if (hit is None or i in growing or (unfaulted and faults) or not count
+                or kind not in (_ALLOC, _FREE, _ALLOC_MANY, _FREE_MANY)):
+            close()
+            run = None
+            plan.append(i)
+            continue
+        if run is None:
+            # bytes, blocks, allocations, events, zones {zi: [bytes, top]}, top, running
+            run = [0, 0, 0, 0, {}, 0, 0]
+        zi, size = hit
+        zone = run[4].setdefault(zi, [0, 0])
+        run[3] += 1
+        if kind in (_ALLOC, _ALLOC_MANY):
+            run[0] += nbytes * count
+            run[1] += count
+            run[2] += count
+            zone[0] += size * count
+            zone[1] = max(zone[1], zone[0])
+            run[5] = max(run[5], run[0])
+        else:
+            run[0] -= nbytes * count
+            run[1] -= count
+            zone[0] -= size * count
+    close()
+    return tuple(plan)
+
+
+def _unexplained(net, blocks, locator, snap):
+    """Whether the heap change is more than the node's blocks, BTreeMap nodes and resizes."""
+    left = unexplained_blocks(net, blocks, locator, snap.trees)
+    # what is left may only be hash-table resizes: one new block replacing one old
+    return sum(left.values()) != 0 or len(left) > 2
+
+
+def _horizon(sim, effect):
+    """Iterations that can be applied in closed form before anything could differ."""
+    limit = sim.policy.ff_horizon(effect)
+    if effect.shape == "chain":
+        return min(limit, chain_horizon(sim, effect))
+    if effect.node_order and not sim.allocator.bulk_exact():
+        if effect.template is None:
+            return 0   # a glibc arena, and an iteration whose events cannot be replayed
+    if effect.shape != "nodes":
+        return limit
+    graph = effect.graph
+    server = graph.server
+    memory = server.memory_management
+    locator = sim.client.locator
+    steps = len(server.steps) + memory.run_nodes
+    slack = [server.steps_table.cap - steps, server.actions_table.cap - steps,
+             memory.nodes_table.cap - (len(memory.nodes) + memory.run_nodes),
+             memory.leaves_table.cap - (len(memory.leaves) + memory.run_nodes)]
+    table = locator.key_tables.get(graph.origin)
+    if table is not None:
+        slack.append(table.cap - locator._key_count(graph.origin))
+    return min(limit, min(slack))
+
+
+def _apply(sim, effect, count):
+    """``count`` iterations of ``effect`` in closed form (a glibc arena's replay may stop
+    earlier, at the memory budget); returns the iterations applied."""
+    if effect.shape == "chain":
+        return apply_chain(sim, effect, count, _replay_drift)
+    if effect.shape == "leak":
+        return apply_leak(sim, effect, count, _replay_drift)
+    last = sim._next_id - effect.stride      # the first id of the iteration just run
+    timing = sim.timing
+    first = sim._next_id + effect.offset
+    run = None
+    if effect.shape not in ("none", "steady", "drift"):
+        locator = sim.client.locator
+        if effect.template is not None:
+            count, check = _place_on_arena(sim, effect, count)
+        run = NodeRun(first, effect.stride, count, effect.parents, effect.node_order,
+                      new_graph=effect.shape == "graphs", graph=effect.graph,
+                      graph_order=effect.graph_order, drop_order=effect.drop_order)
+        if effect.template is None:
+            locator.add_run(run)
+        else:
+            locator.add_run(run, replayed=True)
+            check()
+    sim.policy.ff_apply(effect, count, run)
+    sim._next_id += effect.stride * count
+    sim.registered += effect.registered * count
+    sim.backwards += effect.backwards * count
+    sim.rss_extra_bytes += effect.rss_drift * count
+    work_ps, compute, book, cleanup = effect.times
+    timing.compute_ns += compute * count
+    timing.bookkeeping_ns += book * count
+    timing.cleanup_ns += cleanup * count
+    sim.current.pending_ps += work_ps * count
+    sim.work_ps += work_ps * count
+    if effect.shape in ("none", "steady") or (run is not None and effect.template is None):
+        # the allocations of iterations that leave nothing behind, or the transients of
+        # those that leave a run's member (the heap's counter)
+        sim.heap.allocs += effect.allocs * count
+    grown, mapped = effect.faults
+    if grown:
+        sim.page_fault(grown * count)
+    if mapped:
+        sim.page_fault(mapped * count, True)
+    if effect.shape == "drift":
+        # the heap events again, iteration by iteration (their faults come with them);
+        # ``since``: the iterations run since the probed one (repeat counts the exact ones)
+        for k in range(effect.since + 1, effect.since + count + 1):
+            _replay_drift(sim, effect, k)
+            sim.heap.allocs += effect.allocs
+            if not k & 1023:
+                sim.ff_progress = (k - effect.since, count)
+                sim._check_limits()
+        sim.ff_progress = None
+        effect.since += count
+        sim.drift_applied += count
+        # the nodes the last iteration left take the orders the skipped ones reached
+        graphs = sim.client.locator.graphs
+        for offset, step in effect.grows:
+            node_id = last + offset
+            graphs[node_id].server.steps[node_id].node.order += step * count
+    sim._check_limits()
+    return count
+
+
+#: iterations replayed after a trace that did not qualify, before the next trace (doubling)
+RETRACE_AFTER = 16
+
+
+def _place_on_arena(sim, effect, count):
+    """The heap events of ``count`` iterations of a node-leaving loop on a glibc arena.
+
+    An iteration is replayed and traced (:func:`sim.engine.fastforward.arenarun.trace`). When it qualifies,
+    the rest are applied in closed form (:func:`sim.engine.fastforward.arenarun.advance`). Otherwise
+    iterations are replayed one by one -- :data:`RETRACE_AFTER` of them, then twice as
+    many after each trace that fails again (the bins may serve a loop's requests for a
+    while: a freed hash table, the holes a backward left) -- up to the memory budget.
+    Returns the iterations placed and a function that checks, once the locator's
+    closed-form append has counted the BTreeMap nodes, that the arena got the same."""
+    heap = sim.heap
+    locator = sim.client.locator
+    trees = (locator.graphs_tree, locator.keys_tree)
+    template = effect.template
+    fills = [tree.fills() for tree in trees]
+    counts = [(tree.leaves, tree.internals) for tree in trees]
+    arena = sim.allocator.arena
+    chunks = arena.chunk_budget  # the memory budget (Limits.arena_chunks), set by Simulation
+    nodes = Counter()            # BTreeMap nodes placed, by request size
+    placed, batch = 0, RETRACE_AFTER
+    # the one tree a loop appends to once per iteration, if so: its leaves split every
+    # LEAF_PERIOD iterations, a period of iterations may qualify where one does not
+    appended = [i for i in range(len(trees)) if (_INSERT, i, 0) in template]
+    periodic = (len(appended) == 1 and
+                sum(1 for e in template if e[0] == _INSERT) == 1 and
+                len(fills[appended[0]]) > 1)
+    while placed < count:
+        pattern, made = trace(heap, arena, template, fills, trees)
+        nodes.update(made)
+        placed += 1
+        rest = count - placed
+        n = _carve(sim, pattern, trees, fills, nodes, rest) if rest else 0
+        if n:
+            placed += n
+            batch = RETRACE_AFTER
+            continue            # (a bin chunk may end before the loop: trace again)
+        sim.arena_replayed += 1
+        if periodic and count - placed > 3 * LEAF_PERIOD:
+            placed += _by_periods(sim, template, trees, count - placed, fills, nodes,
+                                  appended[0])
+            rest = count - placed
+            if not rest:
+                break
+        k = min(batch, rest)
+        if chunks is not None:
+            # the replay keeps every chunk: stop where the memory budget would be passed
+            # (the next exact iterations then report it)
+            k = min(k, max(0, (chunks - len(arena.inuse)) // (1 + len(template))))
+            if not k:
+                break
+        _replay(heap, template, k, trees, fills, nodes)
+        sim.arena_replayed += k
+        placed += k
+        batch *= 2
+    return placed, lambda: _check_nodes(trees, counts, nodes, fills)
+
+
+#: appends between the leaf splits of a BTreeMap growing at its right end
+LEAF_PERIOD = 7
+
+
+def _by_periods(sim, template, trees, count, fills, nodes, t):
+    """Up to ``count`` iterations of a loop appending once per iteration to tree ``t``,
+    by periods of :data:`LEAF_PERIOD` iterations starting with the one whose append
+    splits the leaf: iterations are replayed up to such a start, one period is traced
+    (:func:`sim.engine.fastforward.arenarun.trace` with ``leaves=True``: the split leaf may take a chunk an
+    earlier allocation of the iteration parked in the tcache, which the next iteration
+    then carves again) and, when it qualifies, the remaining whole periods are applied in
+    closed form. Returns the iterations placed (``fills`` and ``nodes`` updated)."""
+    heap = sim.heap
+    placed = 0
+    while fills[t][0] != CAPACITY and placed < LEAF_PERIOD:
+        _replay(heap, template, 1, trees, fills, nodes)
+        placed += 1
+    if fills[t][0] != CAPACITY:
+        sim.arena_replayed += placed
+        return placed
+    pattern, made = trace(heap, sim.allocator.arena, window(template, LEAF_PERIOD), fills,
+                          trees, leaves=True)
+    nodes.update(made)
+    placed += LEAF_PERIOD
+    sim.arena_replayed += placed
+    periods = (count - placed) // LEAF_PERIOD
+    return placed + (_carve(sim, pattern, trees, fills, nodes, periods, LEAF_PERIOD)
+                     if periods else 0)
+
+
+def _carve(sim, pattern, trees, fills, nodes, n, period=1):
+    """Up to ``n`` repetitions of ``pattern`` (one iteration, or ``period`` of them) in
+    closed form (:func:`sim.engine.fastforward.arenarun.advance`), right after the one :func:`trace`
+    took it from: the heap's counters, the trees' ``fills`` and the BTreeMap ``nodes``
+    placed follow. Returns the iterations applied (0: none, the pattern does not
+    qualify or its wiring does not resolve)."""
+    if pattern is None or not pattern.carves:
+        return 0
+    done = advance(sim.allocator.arena, pattern, trees, fills, n)
+    if done is None:
+        return 0
+    n, run_nodes = done
+    _count(sim.heap, pattern, run_nodes, n)
+    nodes.update(run_nodes)
+    # the leaves a period's own allocations split off (trace with leaves=True)
+    nodes.update({s: k * n for s, k in Counter(pattern.leaves).items()})
+    for f, m in zip(fills, pattern.inserts):
+        append_counts(f, n * m)
+    sim.arena_carved += n * period
+    return n * period
+
+
+def _count(heap, pattern, nodes, n):
+    """The heap's counters after ``n`` iterations of ``pattern`` in closed form, whose
+    appends made the BTreeMap nodes ``nodes`` (request size -> count)."""
+    node_bytes = sum(s * k for s, k in nodes.items())
+    node_blocks = sum(nodes.values())
+    heap.live_bytes += n * pattern.kept_bytes + node_bytes
+    heap.live_blocks += n * pattern.kept_blocks + node_blocks
+    heap.allocs += n * pattern.allocs + node_blocks
+    if heap.live_bytes > heap.peak_bytes:
+        # below the next exact iteration's own peak: each iteration leaves its kept
+        # bytes behind, so none of these reached higher than that one will
+        heap.peak_bytes = heap.live_bytes
+
+
+def _check_nodes(trees, counts, nodes, fills):
+    """The BTreeMap nodes the arena got (``nodes``, request size -> count) and the trees'
+    rightmost fills after them (``fills``) must be what the trees' closed-form append
+    counted (``counts``: their node counts before it)."""
+    expected = Counter()
+    for tree, (leaves, internals) in zip(trees, counts):
+        expected[tree.leaf_bytes] += tree.leaves - leaves
+        expected[tree.internal_bytes] += tree.internals - internals
+    if +expected != +nodes or fills != [tree.fills() for tree in trees]:
+        raise AssertionError("the BTreeMap nodes placed on the arena differ from the "
+                             "closed-form append's")
+
+
+def _replay(heap, template, count, trees, fills, nodes):
+    """The heap events of ``count`` iterations, one iteration after the other, in the
+    order ``template`` recorded them: a glibc arena places each request where the
+    previous ones left room, as in exact mode. Each append to a BTreeMap allocates the
+    nodes its splits make (:meth:`~sim.platform.btree.BTreeNodes.append_allocs`); the
+    bookkeeping of the nodes and keys is then recorded in closed form by the caller.
+    ``fills``: the trees' rightmost fills, updated in place; ``nodes`` (a Counter)
+    counts the nodes' request sizes."""
+    alloc, free = heap.alloc, heap.free
+    for _ in range(count):
+        blocks = []
+        for kind, nbytes, arg in template:
+            if kind == _ALLOC:
+                blocks.append(alloc(nbytes, arg))
+            elif kind == _FREE:
+                free(nbytes, blocks[arg] if arg >= 0 else None)
+            elif kind == _INSERT:
+                nodes.update(trees[nbytes].append_allocs(fills[nbytes], alloc))
+            elif kind == _ALLOC_MANY:
+                heap.alloc_many(nbytes, arg)
+            else:
+                heap.free_many(nbytes, arg)
+
+
+def _probe(sim, body, snap, replay, previous=None, before=None):
+    """Run one iteration exactly, recording its heap events; returns its effect and its
+    record (its heap events in order and its live nodes' orders; ``previous``: the effect
+    of the iteration before, if it was probed; ``before``: its record)."""
+    heap = sim.heap
+    _Recorder.events = Counter()
+    # a probe inside a probed iteration (a loop in the loop) leaves the outer one
+    # without a trace
+    _Recorder.trace = [] if sim.allocator.bulk_exact() else None
+    _Recorder.trace_at = {}
+    trees = ()
+    locator = sim.client.locator
+    log = None
+    if replay:
+        trees = _Recorder.trees = (locator.graphs_tree, locator.keys_tree)
+        _Recorder.seq, _Recorder.handles, _Recorder.nalloc = [], {}, 0
+        for tree in trees:
+            tree.__class__ = _RecordingTree
+    outer = TreeLog.current, sim.timing.log
+    if outer[0] is not None:
+        # a loop inside a probed iteration: the outer iteration is no chain of its own
+        # (what this loop applies in closed form is not in its records)
+        outer[0].valid = False
+    if not replay and locator is not None:
+        # a chain may grow (sim.engine.fastforward.chainrun): its sweeps and BTreeMap operations are recorded
+        trees = (locator.graphs_tree, locator.keys_tree)
+        log = TreeLog(trees, _Recorder.trace)
+        TreeLog.current = log
+        sim.timing.log = []
+        for tree in trees:
+            tree.__class__ = LoggingTree
+    heap.__class__ = _Recorder
+    try:
+        body()
+    finally:
+        heap.__class__ = Heap
+        for tree in trees:
+            tree.__class__ = LoggingTree if outer[0] is not None else BTreeNodes
+        sweeps = sim.timing.log
+        TreeLog.current, sim.timing.log = outer
+    template = None
+    if replay and _Recorder.seq is not None:
+        template = tuple(_Recorder.seq)
+    _Recorder.seq = _Recorder.handles = None
+    _Recorder.trees = ()
+    trace = None if _Recorder.trace is None else tuple(_Recorder.trace)
+    # the blocks the iteration allocated and kept, by handle: position of the alloc
+    kept = _Recorder.trace_at if trace is not None else None
+    _Recorder.trace = _Recorder.trace_at = None
+    record = (trace, _orders(sim, snap), kept)
+    chain = None if log is None else (sweeps, log, previous)
+    return _measure(sim, snap, _Recorder.events, template, chain, record, before), record
+
+
+def _orders(sim, snap) -> tuple:
+    """``(offset, order)`` of the nodes the iteration registered that are still there (ids
+    relative to its first): a live node's order is state the next iteration builds on
+    (a chain kept across iterations deepens the tape every time)."""
+    locator = sim.client.locator
+    if locator is None:
+        return ()
+    out = []
+    graphs = locator.graphs
+    for i in range(snap.next_id, sim._next_id):
+        graph = graphs.get(i)
+        if graph is not None:
+            step = graph.server.steps.get(i)
+            if step is not None:
+                out.append((i - snap.next_id, step.node.order))
+    return tuple(out)
+
+
+def _order_steps(before, orders):
+    """How much each live node's order grows from one iteration to the next
+    (``(offset, step)``), or None when the two iterations left different nodes."""
+    if before is None or [o for o, _ in before] != [o for o, _ in orders]:
+        return None
+    return tuple((o, b - a) for (o, a), (_, b) in zip(before, orders))
+
+
+def repeat(sim, n, body):
+    """Run ``body()`` ``n`` times, fast-forwarding identical iterations (see module doc)."""
+    if n <= 0:
+        return
+    key = _body_key(body)
+    misses, skip = sim.ff_misses.get(key, (0, 0))
+    if not sim.fast_forward or sim.contended or n < AGREE + 2 or skip:
+        if skip:
+            sim.ff_misses[key] = (misses, skip - 1)
+        for i in range(n):
+            sim.loop_index = i
+            body()
+        return
+    found = _repeat(sim, n, body)
+    misses = 0 if found else misses + 1
+    skip = min(MAX_SKIPPED_CALLS, 2 ** (misses - MISSES_BEFORE_SKIPPING)) \
+        if misses >= MISSES_BEFORE_SKIPPING else 0
+    sim.ff_misses[key] = (misses, skip)
+
+
+def _body_key(body) -> tuple:
+    """What tells one loop from another in :func:`repeat`'s record of misses: the body's
+    code and the objects its closure holds (one lambda over another model is another
+    loop)."""
+    code = getattr(body, "__code__", None)
+    if code is None:
+        return (id(body),)
+    held = []
+    for cell in body.__closure__ or ():
+        try:
+            held.append(id(cell.cell_contents))
+        except ValueError:          # a cell not yet filled
+            held.append(None)
+    return (code, *held)
+
+
+def _repeat(sim, n, body) -> bool:
+    """:func:`repeat` with fast-forward on; returns whether some iterations repeated."""
+    found = False
+    done = 0
+    effects = []
+    effect = None
+    # a glibc arena: the heap events of a node-leaving iteration are replayed in order
+    replay = not sim.allocator.bulk_exact()
+    earlier = ()
+    record = None
+    probes, wait = MAX_PROBE, MAX_PROBE
+    while done < n:
+        if effect is None:
+            snap = _Snapshot(sim)
+            snap.earlier = earlier
+            earlier = ((snap.allocator,) + earlier)[:MAX_PERIOD - 1]
+            sim.loop_index = done
+            measured, record = _probe(sim, body, snap,
+                                      replay and sim.client.locator is not None,
+                                      effects[-1] if effects else None, record)
+            done += 1
+            effects.append(measured)
+            last = effects[-AGREE:]
+            if (len(last) == AGREE and last[0] is not None
+                    and all(e is not None and e.key() == last[0].key() for e in last)):
+                effect = measured
+                found = True
+            elif len(effects) >= probes:
+                stop = min(n, done + wait)
+                for i in range(done, stop):
+                    sim.loop_index = i
+                    body()
+                done = stop
+                # probed afresh: the effects and records of the probes before do not
+                # describe the iterations just before the next one
+                effects, earlier, record = [], (), None
+                probes, wait = AGREE + 3, 2 * wait
+            continue
+        count = min(n - done - 1, _horizon(sim, effect))
+        count -= count % effect.period
+        if sim.limits.max_ops is not None and effect.registered:
+            count = min(count, max(0, (sim.limits.max_ops - sim.registered) // effect.registered))
+        if count > 0:
+            done += _apply(sim, effect, count)
+        sim.loop_index = done
+        body()
+        done += 1
+        effect.since += 1
+    return found

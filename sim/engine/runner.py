@@ -1,0 +1,98 @@
+"""Run one cell: a workload variant under a policy with a profile, to rows of the schema."""
+
+from __future__ import annotations
+
+from .simulation import Limits, Simulation
+from ..errors import UserError
+from ..policies import policy_sources
+from .profile import load_profile
+from ..userfile import exception_frames, message_text, raised_text
+from .workloads import load_workload
+
+__all__ = ["run_cell"]
+
+
+def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", sets=None,
+             limits=None, observables=True, fast_forward=True, keep=None, heartbeat=None,
+             policy_reads=None):
+    """Simulate ``workload``'s ``variant``; returns the rows (dicts), ``policy``/``profile`` added.
+
+    ``workload`` and ``profile`` may be names or loaded objects; ``sets`` maps
+    parameter names to values (strings are converted to the parameter's type);
+    ``keep``: a list that receives the :class:`~sim.engine.simulation.Simulation` (its counters,
+    for ``sim bench``); ``heartbeat``: called with it as the run goes
+    (:class:`sim.commands.progress.Heartbeat`); ``policy_reads``: a set that receives the names of
+    the policy's attributes the run read (:mod:`sim.policies.trace`).
+    """
+    if isinstance(workload, str):
+        workload = load_workload(workload)
+    if isinstance(profile, str):
+        profile = load_profile(profile)
+    params = workload.resolve(variant, sets)
+    sim = Simulation(profile, policy=policy, experiment=workload.name, variant=variant,
+                     limits=limits or Limits(), fast_forward=fast_forward,
+                     policy_reads=policy_reads)
+    if not observables:
+        sim.observables = lambda: {}
+    if keep is not None:
+        keep.append(sim)
+    sim.heartbeat = heartbeat
+    try:
+        rows = sim.run(lambda s, **p: _program(workload, s, variant, p), params)
+    except UserError as exc:
+        # the simulator refused what the workload (or policy) asked (a device it does not
+        # have, shapes that do not match): the line that asked, where the message lacks it
+        where = _where(exc, workload, sim.policy)
+        if where is None or str(exc).startswith(where[0].rsplit(":", 1)[0]):
+            raise
+        raise _same_kind(exc, f"{where[0]}: {exc}") from None
+    except Exception as exc:  # an error in the workload's (or policy's) code: its file and line
+        raise UserError(_describe(exc, workload, sim.policy)) from None
+    workload.check_x_units(rows)
+    for row in rows:
+        row["policy"] = sim.policy_class.name     # the label: not a read of the run's
+        row["profile"] = profile.name
+    return rows
+
+
+def _same_kind(exc, message):
+    """``exc``'s class with ``message`` (a budget's error stays a ``LimitExceeded``)."""
+    try:
+        return type(exc)(message)
+    except Exception:   # a subclass that takes other arguments
+        return UserError(message)
+
+
+def _program(workload, sim, variant, params):
+    """The generator ``workload.run(sim, variant, **params)`` returns: the program the
+    simulation runs; anything else is one error line naming the workload's file."""
+    import inspect
+    program = workload.run(sim, variant, **params)
+    if not inspect.isgenerator(program):
+        raise UserError(f"{workload.path}: run() must be a generator (it returned "
+                        f"{type(program).__name__}): yield sim.sample(...) or sim.tick() "
+                        f"where the program would print or sync")
+    return program
+
+
+def _where(exc, workload, policy):
+    """``(PATH:LINE, what)`` of the innermost frame of ``exc``'s traceback in a policy
+    file loaded with ``--policy FILE.py`` (``what``: ``policy NAME``) or in the workload's
+    file (``workload NAME``); None if it passes through neither."""
+    sources = policy_sources(policy.name)
+    for frame in reversed(exception_frames(exc)):
+        if frame.filename in sources:
+            return f"{frame.filename}:{frame.lineno}", f"policy {policy.name}"
+        if frame.filename == str(workload.path):
+            return f"{workload.path}:{frame.lineno}", f"workload {workload.name}"
+    return None
+
+
+def _describe(exc, workload, policy) -> str:
+    """One line naming the user's file and line where ``exc`` was raised: the innermost
+    frame in a policy file loaded with ``--policy FILE.py``, else in the workload's file."""
+    raised = raised_text(exc) + message_text(exc)
+    where = _where(exc, workload, policy)
+    if where is None:
+        return f"{workload.path}: workload {workload.name} {raised}"
+    return f"{where[0]}: {where[1]} {raised}"

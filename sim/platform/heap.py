@@ -1,0 +1,282 @@
+"""Host heap: a counting allocator plus the platform allocator's residency.
+
+Every allocation and free that the simulated bookkeeping makes goes through
+:class:`Heap`, the simulated counterpart of the counting ``#[global_allocator]``
+used by the seed programs: it keeps **live bytes** and **live blocks** exactly
+as that allocator would report them (requested sizes, not rounded ones).
+
+Residency (what RSS sees) is delegated to an :class:`~sim.platform.rss.Allocator`
+model, which rounds each request to the platform allocator's size classes and
+keeps freed small blocks for reuse.
+
+Units: bytes and blocks (one block = one successful ``alloc`` call).
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+from .ptmalloc import ZEROED
+
+__all__ = ["Heap", "ExcludedHeap", "ClosedHeap"]
+
+
+class Heap:
+    """Live bytes and blocks of the host heap, and its resident footprint.
+
+    Parameters
+    ----------
+    allocator : sim.platform.rss.Allocator
+        Size-class model of the platform allocator; receives every event.
+
+    Examples
+    --------
+    >>> from sim.platform.rss import Allocator
+    >>> heap = Heap(Allocator.from_classes("glibc"))
+    >>> heap.alloc(24); heap.alloc(100); heap.free(24)
+    >>> heap.live_bytes, heap.live_blocks
+    (100, 1)
+    """
+
+    __slots__ = ("live_bytes", "live_blocks", "peak_bytes", "allocs", "allocator", "_small",
+                 "_live", "_high", "_mark", "_arena")
+
+    def __init__(self, allocator):
+        self.live_bytes = 0
+        self.live_blocks = 0
+        self.peak_bytes = 0
+        self.allocs = 0
+        self.allocator = allocator
+        # size -> (zone, rounded) for small sizes, shared with the allocator (hot path)
+        self._small = allocator._lookup
+        self._live = allocator.live
+        self._high = allocator.high
+        self._mark = allocator.mark
+        # a glibc arena places every block itself (hot path: called directly)
+        self._arena = allocator.arena
+
+    def alloc(self, nbytes: int, align: int = 0):
+        """Allocate one block of ``nbytes`` (zero-sized requests allocate nothing);
+        ``align``: the alignment asked for, where it is more than malloc's 16 B, or
+        :data:`~sim.platform.ptmalloc.ZEROED` for zeroed memory (``calloc``).
+
+        Returns the allocator's handle of the block where it places blocks
+        individually (macOS LARGE blocks, the glibc arena), else None; pass it back
+        to :meth:`free`.
+        """
+        hit = self._small.get(nbytes)  # a small size already seen (never one <= 0)
+        if hit is None and nbytes <= 0:
+            return
+        live = self.live_bytes = self.live_bytes + nbytes
+        self.live_blocks += 1
+        self.allocs += 1
+        if live > self.peak_bytes:
+            self.peak_bytes = live
+        if hit is None:
+            if self._arena is not None:
+                return self._arena.alloc(nbytes, align)
+            return self.allocator.alloc(nbytes, 1, align)
+        zone, size = hit
+        zl = self._live
+        zone_live = zl[zone] = zl[zone] + size
+        if zone_live > self._high[zone]:
+            self._high[zone] = zone_live
+            if zone_live > self._mark[zone]:
+                # the high-water mark entered a new page: it becomes resident (a fault)
+                self.allocator.fault_to(zone, zone_live)
+
+    def free(self, nbytes: int, block=None) -> None:
+        """Free one block previously allocated with the same ``nbytes`` (``block``: its handle)."""
+        hit = self._small.get(nbytes)
+        if hit is None and nbytes <= 0:
+            return
+        self.live_bytes -= nbytes
+        self.live_blocks -= 1
+        if hit is None:
+            if self._arena is not None:
+                self._arena.free(block, nbytes)
+                return
+            self.allocator.free(nbytes, 1, block)
+            return
+        self._live[hit[0]] -= hit[1]
+
+    def realloc(self, old_nbytes: int, nbytes: int, block=None):
+        """Rust's ``realloc`` of a block of ``old_nbytes`` (``block``: its handle) to
+        ``nbytes`` (a ``Vec`` growing): still one block, of the new size. A glibc arena
+        grows it in place where it can (``_int_realloc``); elsewhere it is a new block and
+        the old one freed. Returns the block's handle."""
+        if old_nbytes <= 0:
+            return self.alloc(nbytes)      # a first block: an alloc
+        if self._arena is None:
+            # Heap's own alloc and free (not a subclass's: a recording heap's realloc
+            # records the resize once)
+            handle = Heap.alloc(self, nbytes)
+            Heap.free(self, old_nbytes, block)
+            self.allocs -= 1       # one block all along: not a new allocation
+            return handle
+        live = self.live_bytes = self.live_bytes + nbytes - old_nbytes
+        if live > self.peak_bytes:
+            self.peak_bytes = live
+        return self._arena.realloc(block, old_nbytes, nbytes)
+
+    def libc_alloc(self, nbytes: int, zeroed: bool = False):
+        """An allocation libc makes for itself (not through Rust's global allocator: a
+        counting allocator does not see it, so live bytes and blocks do not change). Only
+        a glibc arena places it (it decides where later chunks land). Returns the arena's
+        handle (None elsewhere): a block libc frees again (an ``opendir``'s ``DIR``) goes
+        back through :meth:`libc_free`; most live as long as the process."""
+        if self._arena is not None and nbytes > 0:
+            return self._arena.alloc(nbytes, ZEROED if zeroed else 0)
+        return None
+
+    def libc_free(self, nbytes: int, block=None) -> None:
+        """libc frees a block of its own (:meth:`libc_alloc`'s ``block``)."""
+        if self._arena is not None and nbytes > 0:
+            self._arena.free(block, nbytes)
+
+    def excluded(self) -> "ExcludedHeap":
+        """A view of this heap whose events the counting allocator does not see (a
+        measuring program's own blocks, kept out of its snapshots: the probes'
+        ``alloc::exclude``): the allocator places and frees them, live bytes and blocks
+        stay as they are."""
+        return ExcludedHeap(self)
+
+    def close(self) -> None:
+        """The program ended: later events change nothing (see :class:`ClosedHeap`)."""
+        self.__class__ = ClosedHeap
+
+    def alloc_many(self, nbytes: int, count: int) -> None:
+        """``count`` allocations of ``nbytes`` each, in O(1) (fast-forward)."""
+        if nbytes <= 0 or count <= 0:
+            return
+        if count == 1:
+            self.alloc(nbytes)
+            return
+        live = self.live_bytes = self.live_bytes + nbytes * count
+        self.live_blocks += count
+        self.allocs += count
+        if live > self.peak_bytes:
+            self.peak_bytes = live
+        self.allocator.alloc(nbytes, count)
+
+    def transient(self, nbytes: int, count: int) -> None:
+        """``count`` blocks of ``nbytes``, each allocated and freed before the next (a
+        ``Vec`` made and dropped per member of a run), in O(1): the allocator sees one
+        block come and go, the counter every allocation call."""
+        if nbytes <= 0 or count <= 0:
+            return
+        self.alloc(nbytes)
+        self.free(nbytes)
+        self.allocs += count - 1
+
+    def free_many(self, nbytes: int, count: int) -> None:
+        """``count`` frees of blocks of ``nbytes``, in O(1)."""
+        if nbytes <= 0 or count <= 0:
+            return
+        self.live_bytes -= nbytes * count
+        self.live_blocks -= count
+        self.allocator.free(nbytes, count)
+
+    @property
+    def orders_frees(self) -> bool:
+        """Whether the allocator places blocks one by one, so that the order of frees
+        decides later placement (a glibc arena), rather than keeping counts per size."""
+        return self._arena is not None
+
+    def unordered(self, batch):
+        """``batch`` (a context that holds many frees back and makes them together) where
+        the allocator keeps counts per size, so that the order of frees cannot matter;
+        elsewhere (a glibc arena, which places by the order of every free) a context that
+        changes nothing: one free at a time."""
+        return nullcontext() if self._arena is not None else batch
+
+    def free_each(self, order, count: int) -> None:
+        """``count`` objects each freeing blocks of the sizes in ``order``, object after
+        object (a run of identical dead nodes, :class:`~sim.burn.graph.runs.NodeRun`).
+
+        A size-class allocator keeps counts only, so the frees are taken size by size in
+        O(sizes); a glibc arena places blocks one by one, and the order of frees decides
+        which free chunks merge and which is reused first, so there they are done in
+        order (O(count x len(order)))."""
+        if count <= 0:
+            return
+        if self._arena is None or len(set(order)) <= 1:
+            for nbytes in sorted(set(order)):
+                self.free_many(nbytes, order.count(nbytes) * count)
+            return
+        free = self.free
+        for _ in range(count):
+            for nbytes in order:
+                free(nbytes)
+
+
+class ExcludedHeap:
+    """:meth:`Heap.excluded`: ``alloc``, ``free`` and ``realloc`` on the heap, its counts
+    (live bytes and blocks, allocations, peak) left unchanged."""
+
+    __slots__ = ("heap",)
+
+    #: > 0 while an uncounted event runs (fast-forward's recorder leaves such iterations
+    #: to exact mode: its replay counts every event)
+    active = 0
+
+    def __init__(self, heap):
+        self.heap = heap
+
+    def _uncounted(self, call, *args):
+        heap = self.heap
+        counts = (heap.live_bytes, heap.live_blocks, heap.allocs, heap.peak_bytes)
+        ExcludedHeap.active += 1
+        try:
+            return call(*args)
+        finally:
+            ExcludedHeap.active -= 1
+            heap.live_bytes, heap.live_blocks, heap.allocs, heap.peak_bytes = counts
+
+    def alloc(self, nbytes: int, align: int = 0):
+        return self._uncounted(self.heap.alloc, nbytes, align)
+
+    def free(self, nbytes: int, block=None) -> None:
+        self._uncounted(self.heap.free, nbytes, block)
+
+    def realloc(self, old_nbytes: int, nbytes: int, block=None):
+        return self._uncounted(self.heap.realloc, old_nbytes, nbytes, block)
+
+
+class ClosedHeap(Heap):
+    """A heap whose program has ended (:meth:`Heap.close`): the frees of the simulated
+    objects Python collects afterwards change nothing (a real process does not free its
+    heap at exit, and a glibc arena would otherwise enter every chunk of its carve runs
+    one by one just to free them)."""
+
+    __slots__ = ()
+
+    def alloc(self, nbytes, align=0):
+        return None
+
+    def libc_alloc(self, nbytes, zeroed=False) -> None:
+        return None
+
+    def libc_free(self, nbytes, block=None) -> None:
+        pass
+
+    def realloc(self, old_nbytes, nbytes, block=None):
+        return None
+
+    def free(self, nbytes, block=None) -> None:
+        pass
+
+    def alloc_many(self, nbytes, count) -> None:
+        pass
+
+    def free_many(self, nbytes, count) -> None:
+        pass
+
+    def transient(self, nbytes, count) -> None:
+        pass
+
+    def free_each(self, order, count) -> None:
+        pass
+
+    def unordered(self, batch):
+        return batch

@@ -1,0 +1,178 @@
+"""Which tensor buffers sit in the core's L2 cache: an LRU of buffer memory.
+
+The time model charges an elementwise op ``bytes / gbps`` at one bandwidth
+(``[backend.<kind>] gbps``, the L2-resident rate). A CPU streaming kernel is
+that fast only while its operands are in the core's L2; an operand whose lines
+were evicted since it was last touched streams from L3/DRAM at ``gbps_miss``.
+Which one depends on what the ops in between touched: p10-ema's ``ema-only``
+loop touches three 1-MiB buffers per step (``ema``, ``w``, the temporary
+``w * 0.01``), 3 MiB > a 2-MiB L2, so under LRU every operand has been evicted
+by the time it is read again; adleak's 256-KiB ``a + b`` stays resident.
+
+Model (:class:`L2Cache`):
+
+* the unit is a **chunk**: the memory of one tensor buffer
+  (:class:`sim.burn.backend.Buffer`), ``nbytes`` bytes, resident or not as a whole;
+* an LRU list of chunks with a capacity in bytes (the L2 size): an op *touches*
+  its input buffers, then its output buffer (most recently used last), and the
+  least recently used chunks are evicted until the resident bytes fit;
+* a chunk's bytes are charged at the miss rate when it is not resident at the
+  op's start; an in-place output is its input's chunk, so it shares its fate
+  (the write hits the lines the read brought in, the write-back is the cost);
+* **allocator reuse**: a freed buffer's chunk stays in the LRU (its lines are
+  still cached) and goes on a free list by size; a new buffer of the same size
+  takes the most recently freed chunk (LIFO, as glibc's bins and top chunk and
+  libmalloc hand back the block just freed), inheriting its residency. A new
+  buffer of a size with no freed chunk gets a fresh chunk, not resident
+  (a write-allocate miss).
+
+Only the elementwise ops that go through :meth:`sim.burn.backend.Backend.output`
+(forward ops and the optimizer's update) touch the LRU; the backward's gradient
+buffers are not modelled. Deterministic: no randomness, no addresses; the state
+depends only on the sequence of ops and frees.
+
+Units: bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+__all__ = ["Chunk", "L2Cache", "set_miss_fraction", "hierarchy_read_ns"]
+
+
+class Chunk:
+    """The memory of one buffer (``nbytes`` B); identity is the LRU key."""
+
+    __slots__ = ("nbytes", "cache", "__weakref__")
+
+    def __init__(self, nbytes, cache):
+        self.nbytes = nbytes
+        self.cache = cache
+
+    def release(self) -> None:
+        """The buffer holding this chunk was freed: the allocator keeps the memory."""
+        self.cache.free.setdefault(self.nbytes, []).append(self)
+
+
+class L2Cache:
+    """LRU residency of buffer chunks in an L2 of ``capacity`` bytes.
+
+    Examples
+    --------
+    >>> c = L2Cache(2 << 20)
+    >>> a, b, t = c.claim(1 << 20), c.claim(1 << 20), c.claim(1 << 20)
+    >>> c.touch((a,)), c.touch((b,)), c.touch((t,))      # fresh chunks miss
+    (1048576, 1048576, 1048576)
+    >>> c.touch((a,))                                   # evicted by t (3 MiB > 2 MiB)
+    1048576
+    >>> c.touch((t,))                                   # still resident
+    0
+    """
+
+    __slots__ = ("capacity", "lru", "resident", "free", "hits", "misses")
+
+    def __init__(self, capacity):
+        if capacity <= 0:
+            raise ValueError(f"L2 capacity must be positive, got {capacity}")
+        self.capacity = int(capacity)
+        self.lru = OrderedDict()   # chunk -> None, least recently used first
+        self.resident = 0          # bytes of the chunks in ``lru``
+        self.free = {}             # nbytes -> freed chunks, most recent last
+        self.hits = 0              # bytes charged at the L2 rate
+        self.misses = 0            # bytes charged at the miss rate
+
+    def claim(self, nbytes) -> Chunk:
+        """The chunk a new buffer of ``nbytes`` gets: the last one freed at that size, or
+        a fresh one."""
+        stack = self.free.get(nbytes)
+        if stack:
+            return stack.pop()
+        return Chunk(nbytes, self)
+
+    def touch(self, chunks) -> int:
+        """An op reads/writes ``chunks`` (in order; a chunk listed twice, as an in-place
+        op's input and output, is charged twice but held once): returns the bytes
+        not resident at the op's start, then makes them the most recently used."""
+        lru = self.lru
+        missed = 0
+        for c in chunks:
+            if c in lru:
+                self.hits += c.nbytes
+            else:
+                missed += c.nbytes
+        self.misses += missed
+        for c in chunks:
+            if c in lru:
+                lru.move_to_end(c)
+            else:
+                lru[c] = None
+                self.resident += c.nbytes
+        while self.resident > self.capacity and lru:
+            old, _ = lru.popitem(last=False)
+            self.resident -= old.nbytes
+        return missed
+
+
+def set_miss_fraction(nbytes, capacity, ways) -> float:
+    """Fraction of the reads of a repeatedly read working set of ``nbytes`` B that miss a
+    ``ways``-way set-associative cache of ``capacity`` B (the orphan sweep's model,
+    :meth:`sim.platform.timing.Timing.sweep`).
+
+    The sweep re-reads the same structures over and over (every locator entry of a
+    graph re-reads the graph's scan prefix), a cyclic access pattern. Under LRU within
+    a set, a set that holds at most ``ways`` of the working set's lines always hits and
+    a set that gets more misses on every read of all of them. Lines land in sets by
+    physical address, i.e. by 4-KiB page placed anywhere, so the number of lines in a
+    set is taken as Poisson with mean ``lam = ways * nbytes / capacity``; the fraction
+    of reads that go to overfull sets is ``E[X; X > ways] / E[X] = P(Poisson(lam) >=
+    ways)``. No fitted parameter: ``capacity`` and ``ways`` come from the CPU
+    (sysfs ``cache/index2/size``, ``ways_of_associativity``). With 16 ways the fraction
+    is 0.008 at half the capacity, 0.16 at 3/4, 0.53 at the capacity and 0.97 at 1.5x.
+
+    Examples
+    --------
+    >>> round(set_miss_fraction(1 << 20, 2 << 20, 16), 3)
+    0.008
+    >>> round(set_miss_fraction(2 << 20, 2 << 20, 16), 3)
+    0.533
+    >>> set_miss_fraction(0, 2 << 20, 16), set_miss_fraction(1 << 20, 0, 16)
+    (0.0, 0.0)
+    """
+    if nbytes <= 0 or capacity <= 0 or ways <= 0:
+        return 0.0
+    lam = ways * nbytes / capacity
+    if lam > 50.0 * ways:
+        return 1.0
+    term = math.exp(-lam)
+    below = term
+    for j in range(1, int(ways)):
+        term *= lam / j
+        below += term
+    return min(1.0, max(0.0, 1.0 - below))
+
+
+def hierarchy_read_ns(nbytes, levels) -> float:
+    """ns more per read of a repeatedly read working set of ``nbytes`` B than if it stayed
+    in the innermost cache: ``levels`` lists each cache level, innermost first, as
+    ``(capacity B, ways, ns)``, ``ns`` being what a read that misses that level costs more
+    (served by the next level out); the misses of each level are
+    :func:`set_miss_fraction` of the working set against it (the orphan sweep's model,
+    :meth:`sim.platform.timing.Timing.sweep`). A level of capacity 0 or 0 ways is not
+    modelled (0 ns).
+
+    Examples
+    --------
+    >>> levels = ((32 << 10, 8, 0.1), (1 << 20, 8, 1.5), (32 << 20, 16, 12.0))
+    >>> round(hierarchy_read_ns(8 << 10, levels), 3)         # in the L1d
+    0.0
+    >>> round(hierarchy_read_ns(512 << 10, levels), 3)       # L2 hits, a few L3
+    0.177
+    >>> round(hierarchy_read_ns(4 << 20, levels), 3)         # L3 hits
+    1.6
+    >>> round(hierarchy_read_ns(256 << 20, levels), 3)       # DRAM
+    13.6
+    """
+    return sum(ns * set_miss_fraction(nbytes, capacity, ways)
+               for capacity, ways, ns in levels if ns)

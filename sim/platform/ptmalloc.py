@@ -1,0 +1,928 @@
+"""glibc's malloc (ptmalloc2) main arena, address by address.
+
+The high-water model of :mod:`sim.platform.rss` packs the live bytes perfectly and
+never gives memory back. glibc's main arena does neither: chunks sit at
+addresses in one brk heap, a freed chunk can only be reused by requests it fits,
+and the **top** chunk (the free space at the end of the heap) is given back to
+the kernel when a free leaves it above the trim threshold -- the next request
+that needs it faults the pages in again. This module follows that placement for
+glibc 2.36 on x86_64 (``malloc/malloc.c``), request by request:
+
+* a request of ``n`` bytes is a chunk of ``n + 8`` rounded up to 16, at least 32
+  (``request2size``);
+* **tcache**: up to 7 freed chunks per size up to 1040 B, reused last-in first-out,
+  before anything else (``tcache_put`` / ``tcache_get``);
+* **fastbins**: freed chunks up to 128 B once their tcache bin is full; neither is
+  coalesced with its neighbours until ``malloc_consolidate`` (a request of 1024 B or
+  more, or a free that leaves a chunk of 64 KiB or more, while fastbins hold chunks);
+* every other freed chunk is merged with free neighbours at once and, when it
+  borders the top chunk, joins the top; otherwise it enters the front of the
+  **unsorted bin**;
+* a request no tcache or fastbin serves goes through ``_int_malloc`` in glibc's
+  order: the small bin of its size (oldest chunk first); the unsorted bin from its
+  oldest chunk, where a small request splits the **last remainder** (the rest of the
+  last chunk a small request split) when that is the only unsorted chunk, an exact
+  fit is taken or parked in the tcache, and every other chunk is sorted into its
+  **small bin** (one size each, below 1024 B) or **large bin** (size ranges, sorted);
+  then a large request's own bin (smallest fit), the next non-empty bin up (split,
+  the rest back into the unsorted bin), and finally the top. ``calloc``, ``realloc``
+  and ``posix_memalign`` skip the tcache (glibc 2.36); ``realloc`` grows in place into
+  the top or a free neighbour when it can;
+* when the top is too small, a request of at least the mmap threshold is mmapped
+  on its own (page-rounded, with a 16-B header); otherwise the heap grows by
+  ``sbrk`` to leave the top pad (128 KiB) after the request (``sysmalloc``);
+* freeing an mmapped chunk larger than the threshold raises the mmap threshold to
+  its size and the trim threshold to twice that (up to 32 MiB; ``free``);
+* a free whose merged chunk is at least 64 KiB trims the top down to the top pad
+  when the top reaches the trim threshold (``_int_free`` -> ``systrim``);
+* ``posix_memalign`` (an alignment above 16 B) takes a chunk of ``nb + align + 32``
+  bytes and frees its misaligned head and its spare tail as chunks of their own
+  (``_int_memalign``): small ones park in the tcache right next to the block.
+
+Residency: a chunk carved from the top is written by its owner, so the heap is
+resident up to the highest byte ever carved (``resident_end``); a trim drops the
+pages above the new break. mmapped chunks are resident while mapped.
+
+Frees that do not name their block take the newest live block of that request size
+(the heap's other callers free by size). Addresses are byte offsets from the
+start of the heap. All sizes are bytes.
+
+**Carve runs.** A loop that leaves chunks behind, once an iteration is shown to
+carve from the top one chunk after the other, to leave the bins alone and the tcache
+and fastbins as full as it found them (:mod:`sim.engine.fastforward.arenarun`), may hand the arena the
+rest of the loop as one :meth:`PtmallocArena.carve_run`: the top, the break and the
+resident end move in closed form, and the run's chunks are entered one by one only
+when a free reaches one of them (``materialize``), at the addresses single requests
+would have given them.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from collections import OrderedDict
+
+from ..errors import UserError
+
+__all__ = ["PtmallocArena", "CarveRun", "ArenaBudgetExceeded", "ZEROED"]
+
+SIZE_SZ = 8
+#: the ``align`` of a request made with ``calloc`` (Rust's ``alloc_zeroed``: ``vec![0; n]``)
+ZEROED = -1
+MINSIZE = 32
+#: largest chunk the tcache holds (64 bins of 16 B from 32 B), and chunks per bin
+TCACHE_MAX_CHUNK = 1040
+TCACHE_COUNT = 7
+#: largest fastbin chunk (DEFAULT_MXFAST 128 on 64-bit)
+MAX_FAST = 128
+#: smallest chunk of the large bins: requests from here on consolidate the fastbins
+MIN_LARGE = 1024
+#: a free that leaves a chunk of this size consolidates and may trim
+CONSOLIDATION_THRESHOLD = 65536
+#: mallopt(3) defaults
+TOP_PAD = 128 * 1024
+MMAP_THRESHOLD = 128 * 1024
+TRIM_THRESHOLD = 128 * 1024
+MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
+#: frees by size a carve run serves from its end before it is entered chunk by chunk
+TAIL_FREES = 16
+
+
+#: bins below this index are small bins, one chunk size each (``NSMALLBINS``)
+NSMALLBINS = 64
+
+
+def bin_index(size: int) -> int:
+    """glibc's bin index of a chunk size: ``smallbin_index`` below ``MIN_LARGE``,
+    ``largebin_index_64`` from there on (bins 64-126, ever wider size ranges)."""
+    if size < MIN_LARGE:
+        return size >> 4
+    if size >> 6 <= 48:
+        return 48 + (size >> 6)
+    if size >> 9 <= 20:
+        return 91 + (size >> 9)
+    if size >> 12 <= 10:
+        return 110 + (size >> 12)
+    if size >> 15 <= 4:
+        return 119 + (size >> 15)
+    if size >> 18 <= 2:
+        return 124 + (size >> 18)
+    return 126
+
+
+def chunk_size(nbytes: int) -> int:
+    """glibc's ``request2size``: the chunk that serves a request of ``nbytes``."""
+    size = (nbytes + SIZE_SZ + 15) & ~15
+    return size if size > MINSIZE else MINSIZE
+
+
+class ArenaBudgetExceeded(UserError):
+    """Entering a carve run's chunks one by one would pass the arena's chunk budget."""
+
+
+class CarveRun:
+    """Chunks carved from the top in a row, ``start`` to ``end`` (bytes), not yet entered
+    in the arena one by one. ``contents()`` returns them: ``(address, chunk size)`` pairs
+    in address order and, by request size, the live blocks among them in allocation
+    order. ``pinned`` (address -> chunk size) were entered on their own: chunks the
+    tcache or a fastbin holds at the run's end, and blocks frees took from the run's
+    end (``tail(nbytes, j)`` names the ``j``-th newest live block of ``nbytes``: its
+    ``(address, chunk size)``, None when the run made fewer, False when it cannot tell
+    without entering the run; ``taken`` counts those frees by size). The run stands
+    in the live lists of the request sizes in ``sizes`` where its blocks would be (see
+    :meth:`PtmallocArena.carve_run`)."""
+
+    __slots__ = ("start", "end", "contents", "sizes", "pinned", "tail", "taken", "chunks")
+
+    def __init__(self, start, end, contents, sizes, pinned, tail=None, chunks=0):
+        #: how many chunks it holds
+        self.chunks = chunks
+        self.start = start
+        self.end = end
+        self.contents = contents
+        self.sizes = sizes
+        self.pinned = pinned
+        self.tail = tail
+        self.taken = {}
+
+
+def _remove_newest(live, block) -> bool:
+    """Remove ``block`` from the live list ``live`` (allocation order), searching from its
+    newest end (a named free is mostly of a recent block; the list may hold millions);
+    returns whether it was there."""
+    n = len(live)
+    for i in range(n - 1, max(-1, n - 65), -1):
+        if live[i] == block:
+            del live[i]
+            return True
+    try:
+        del live[live.index(block, 0, max(0, n - 64))]
+    except ValueError:
+        return False
+    return True
+
+
+class PtmallocArena:
+    """The main arena plus its mmapped chunks; see the module docstring.
+
+    A block is the chunk's address (an ``int``), or ``("mmap", size)`` for an
+    mmapped chunk. ``fault`` (optional) is called with ``(bytes, mapped)`` when
+    pages become resident: heap growth (``mapped=False``) or a new mapping
+    (``mapped=True``).
+
+    Examples
+    --------
+    >>> a = PtmallocArena()
+    >>> x = a.alloc(1 << 20)             # above the initial mmap threshold: mmapped
+    >>> a.free(x)                         # the threshold rises to its size
+    >>> y = a.alloc(1 << 20); z = a.alloc(100)
+    >>> isinstance(y, int), a.resident_bytes() // 1024
+    (True, 1028)
+    >>> a.free(y)                         # z sits between y and the top: no trim
+    >>> a.brk // 1024, a.resident_bytes() // 1024
+    (1156, 1028)
+    >>> a.free(z); a.free(a.alloc(1 << 20))  # z parks in the tcache, y's chunk is reused
+    >>> b = [a.alloc(1 << 20) for _ in range(3)]
+    >>> a.resident_bytes() // 1024, a.trims
+    (3076, 0)
+    >>> for x in b: a.free(x)
+    >>> a.trims, a.brk // 1024, a.resident_bytes() // 1024   # the top reached 2056 KiB
+    (1, 1156, 1156)
+    """
+
+    def __init__(self, page_bytes: int = 4096, trim_threshold: int = 0, mmap_threshold: int = 0,
+                 top_pad: int = 0):
+        self.page = int(page_bytes)
+        # mallopt(3) / MALLOC_*_ environment: 0 keeps glibc's default; setting any of the
+        # three turns the dynamic mmap threshold off (mp_.no_dyn_threshold)
+        self.dynamic = not (trim_threshold or mmap_threshold or top_pad)
+        self.top_pad = int(top_pad) or TOP_PAD
+        self.brk = 0
+        self.top = 0
+        self.resident_end = 0
+        self.mapped = 0
+        self.mmap_threshold = int(mmap_threshold) or MMAP_THRESHOLD
+        self.trim_threshold = int(trim_threshold) or TRIM_THRESHOLD
+        self.trims = 0
+        self.trimmed_bytes = 0
+        self.fault = None
+        # in-use chunks (allocated, or parked in tcache / fastbins): address -> size
+        self.inuse = {}
+        # free chunks (unsorted or binned): address -> size, end -> address, how many of
+        # each size, and their sizes ascending
+        self.free_at = {}
+        self.free_end = {}
+        self.by_size = {}
+        self.sizes = []
+        # the unsorted bin, back (oldest) first: {address: None} (an OrderedDict: its
+        # oldest key is found in O(1) however many were removed before it, a dict's is not)
+        self.unsorted = OrderedDict()
+        # bin index -> its chunks: a small bin {address: None} back first, a large bin
+        # [(size, address)] front (largest) first; and the non-empty bins' indices
+        self.bins = {}
+        self.binmap = []
+        # where the last split of a small request left its remainder (a bare address,
+        # as glibc keeps it: never cleared)
+        self.last_remainder = None
+        self.tcache = {}
+        self.fast = {}
+        self.nfast = 0
+        # live blocks by request size, newest last (frees that name no block); a CarveRun
+        # stands where its blocks are until it is materialized
+        self.live = {}
+        # carve runs not yet materialized, by start address (ascending), and their starts
+        self.runs = []
+        self._run_starts = []
+        # chunks entered into or taken from the bins or the top by a free (fast-forward
+        # checks that an iteration left them alone)
+        self.bin_changes = 0
+        # the most chunks a carve run may bring the arena to when it is entered (None: no
+        # limit; the simulation sets its memory budget)
+        self.chunk_budget = None
+
+    # -- bins ------------------------------------------------------------------------
+    def _bin_insert(self, addr, size) -> None:
+        """A free chunk enters the front of the unsorted bin (a free, a consolidation, a
+        split's remainder)."""
+        self.bin_changes += 1
+        self.free_at[addr] = size
+        self.free_end[addr + size] = addr
+        by_size = self.by_size
+        if size in by_size:
+            by_size[size] += 1
+        else:
+            by_size[size] = 1
+            insort(self.sizes, size)
+        self.unsorted[addr] = None
+
+    def _bin_remove(self, addr) -> int:
+        """Unlink a free chunk from the unsorted bin or its bin; its size."""
+        self.bin_changes += 1
+        size = self.free_at.pop(addr)
+        del self.free_end[addr + size]
+        by_size = self.by_size
+        if by_size[size] == 1:
+            del by_size[size]
+            del self.sizes[bisect_left(self.sizes, size)]
+        else:
+            by_size[size] -= 1
+        if self.unsorted.pop(addr, 0) is None:   # it was in the unsorted bin
+            return size
+        idx = bin_index(size)
+        chunks = self.bins[idx]
+        if idx < NSMALLBINS:
+            del chunks[addr]
+        else:
+            chunks.remove((size, addr))
+        if not chunks:
+            del self.bins[idx]
+            del self.binmap[bisect_left(self.binmap, idx)]
+        return size
+
+    def _bin_place(self, addr, size) -> None:
+        """Move a chunk taken off the unsorted bin into its small bin (at the front) or
+        large bin (sorted by size, largest first; a chunk of a size the bin holds goes
+        right after the first chunk of that size)."""
+        self.bin_changes += 1
+        del self.unsorted[addr]
+        idx = bin_index(size)
+        chunks = self.bins.get(idx)
+        if chunks is None:
+            chunks = self.bins[idx] = OrderedDict() if idx < NSMALLBINS else []
+            insort(self.binmap, idx)
+        if idx < NSMALLBINS:
+            chunks[addr] = None          # small bins: back (oldest) first, front last
+            return
+        i = 0                            # large bins: front (largest) first
+        while i < len(chunks) and chunks[i][0] > size:
+            i += 1
+        if i < len(chunks) and chunks[i][0] == size:
+            i += 1
+        chunks.insert(i, (size, addr))
+
+    def _split(self, addr, size, nb, remainder_is_last) -> int:
+        """Serve ``nb`` from the free chunk at ``addr`` (already unlinked): the whole chunk
+        when less than ``MINSIZE`` would be left, else its start, the rest entering the
+        unsorted bin (and becoming the last remainder for a small request)."""
+        if size - nb < MINSIZE:
+            self.inuse[addr] = size
+            return addr
+        self._bin_insert(addr + nb, size - nb)
+        if remainder_is_last:
+            self.last_remainder = addr + nb
+        self.inuse[addr] = nb
+        return addr
+
+    def _merge(self, addr, size) -> int:
+        """Free a chunk into the unsorted bin or the top, merged with free neighbours; its
+        size."""
+        self.bin_changes += 1
+        prev = self.free_end.get(addr)
+        if prev is not None:
+            size += self._bin_remove(prev)
+            addr = prev
+        end = addr + size
+        if end == self.top:
+            self.top = addr
+            return self.brk - addr
+        if end in self.free_at:
+            size += self._bin_remove(end)
+        self._bin_insert(addr, size)
+        return size
+
+    def _consolidate(self) -> None:
+        """``malloc_consolidate``: every fastbin chunk merged into the unsorted bin or the
+        top, the bins by size, each from its newest chunk."""
+        for size in sorted(self.fast):
+            for addr in reversed(self.fast[size]):
+                del self.inuse[addr]
+                self._merge(addr, size)
+        self.fast.clear()
+        self.nfast = 0
+
+    def _touch(self, end) -> None:
+        if end > self.resident_end:
+            page = self.page
+            old = -(-self.resident_end // page) * page
+            self.resident_end = end
+            new = -(-end // page) * page
+            if new > old and self.fault is not None:
+                self.fault(new - old, False)
+
+    def _grow(self, nb) -> None:
+        """``sysmalloc``: grow the heap so that the top keeps its pad after a request of
+        ``nb`` (called when the top is too small for it)."""
+        need = nb + self.top_pad + MINSIZE - (self.brk - self.top)
+        self.brk += -(-need // self.page) * self.page
+
+    def _from_top(self, nb) -> int:
+        if self.brk - self.top < nb + MINSIZE:
+            self._grow(nb)
+        addr = self.top
+        self.top = addr + nb
+        self._touch(self.top + 2 * SIZE_SZ)   # the chunk, and the new top's header
+        return addr
+
+    def _systrim(self) -> None:
+        area = self.brk - self.top - MINSIZE - 1
+        if area <= self.top_pad:
+            return
+        extra = (area - self.top_pad) // self.page * self.page
+        if extra:
+            self.brk -= extra
+            self.trims += 1
+            self.trimmed_bytes += extra
+            if self.resident_end > self.brk:
+                self.resident_end = self.brk
+
+    # -- malloc / free -----------------------------------------------------------------
+    def _malloc(self, nb):
+        if nb <= TCACHE_MAX_CHUNK:
+            cached = self.tcache.get(nb)
+            if cached:
+                return cached.pop()
+        return self._int_malloc(nb)
+
+    def _int_malloc(self, nb):
+        """``_int_malloc``: what a request gets past the tcache (``calloc``, ``realloc``
+        and ``posix_memalign`` come here directly, without looking into the tcache).
+
+        In glibc's order: the fastbin (its other chunks move into the tcache); the small
+        bin of that size, oldest chunk first (likewise); a large request consolidates
+        the fastbins. Then the unsorted bin, oldest first: a small request splits the
+        last remainder when it is the only chunk there, an exact fit is taken (or, while
+        the tcache has room, parked there and taken at the end), every other chunk goes
+        to its bin. Then a large request's own bin (the smallest chunk that fits), the
+        next non-empty bin up (its oldest, or smallest, chunk; split, the rest to the
+        unsorted bin), the top, and when the top is too small: consolidation and another
+        pass, an mmap, or heap growth."""
+        if nb <= MAX_FAST:
+            fast = self.fast.get(nb)
+            if fast:
+                addr = fast.pop()
+                self.nfast -= 1
+                # the rest of that fastbin moves into the tcache
+                cache = self.tcache.setdefault(nb, [])
+                while fast and len(cache) < TCACHE_COUNT:
+                    cache.append(fast.pop())
+                    self.nfast -= 1
+                return addr
+        small = nb < MIN_LARGE
+        if small:
+            chunks = self.bins.get(nb >> 4)
+            if chunks:
+                addr = next(iter(chunks))
+                self._bin_remove(addr)
+                self.inuse[addr] = nb
+                if nb <= TCACHE_MAX_CHUNK:
+                    cache = self.tcache.setdefault(nb, [])
+                    while len(cache) < TCACHE_COUNT and nb >> 4 in self.bins:
+                        other = next(iter(self.bins[nb >> 4]))
+                        self._bin_remove(other)
+                        self.inuse[other] = nb
+                        cache.append(other)
+                return addr
+        elif self.nfast:
+            self._consolidate()
+        unsorted = self.unsorted
+        while True:
+            cached = False
+            while unsorted:
+                addr = next(iter(unsorted))
+                size = self.free_at[addr]
+                if (small and size > nb + MINSIZE and addr == self.last_remainder
+                        and len(unsorted) == 1):
+                    self._bin_remove(addr)
+                    return self._split(addr, size, nb, True)
+                if size == nb:
+                    self._bin_remove(addr)
+                    self.inuse[addr] = nb
+                    if nb <= TCACHE_MAX_CHUNK:
+                        cache = self.tcache.setdefault(nb, [])
+                        if len(cache) < TCACHE_COUNT:
+                            cache.append(addr)
+                            cached = True
+                            continue
+                    return addr
+                self._bin_place(addr, size)
+            if cached:
+                return self.tcache[nb].pop()
+            if not small:
+                addr = self._large_fit(nb)
+                if addr is not None:
+                    return addr
+            idx = bin_index(nb)
+            i = bisect_right(self.binmap, idx)
+            if i < len(self.binmap):
+                chunks = self.bins[self.binmap[i]]
+                addr = next(iter(chunks)) if type(chunks) is OrderedDict else chunks[-1][1]
+                return self._split(addr, self._bin_remove(addr), nb, small)
+            if self.brk - self.top >= nb + MINSIZE:
+                break
+            if not self.nfast:
+                if nb >= self.mmap_threshold:
+                    size = self._mapped_size(nb)
+                    self.mapped += size
+                    if self.fault is not None:
+                        self.fault(size, True)
+                    return ("mmap", size)
+                break
+            self._consolidate()
+        addr = self._from_top(nb)
+        self.inuse[addr] = nb
+        return addr
+
+    def _mapped_size(self, nb) -> int:
+        """Bytes of an mmapped chunk for chunk size ``nb``: its header word and the chunk,
+        whole pages (``sysmalloc``'s ``sysmalloc_mmap``, ``mremap_chunk``)."""
+        return -(-(nb + SIZE_SZ) // self.page) * self.page
+
+    def _large_fit(self, nb):
+        """A large request from its own bin: the smallest chunk that fits (the second one
+        of that size when there are several, which keeps the size's first chunk in
+        place), split; None when none fits."""
+        chunks = self.bins.get(bin_index(nb))
+        if not chunks or chunks[0][0] < nb:
+            return None
+        i = len(chunks) - 1
+        while chunks[i][0] < nb:
+            i -= 1
+        while i > 0 and chunks[i - 1][0] == chunks[i][0]:
+            i -= 1                       # the first chunk of that size
+        if i + 1 < len(chunks) and chunks[i + 1][0] == chunks[i][0]:
+            i += 1
+        addr = chunks[i][1]
+        return self._split(addr, self._bin_remove(addr), nb, False)
+
+    def alloc(self, nbytes: int, align: int = 0):
+        """Place one request of ``nbytes`` (``align``: posix_memalign's alignment, when more
+        than malloc's 16 B; :data:`ZEROED`: a ``calloc``); returns its block."""
+        nb = chunk_size(nbytes)
+        if align:
+            if align == ZEROED:
+                return self.calloc(nbytes)
+            block = self._memalign(nb, align) if align > 2 * SIZE_SZ else self._malloc(nb)
+        else:
+            cached = self.tcache.get(nb)     # the tcache first (hot path, inlined)
+            block = cached.pop() if cached else self._malloc(nb)
+        live = self.live.get(nbytes)
+        if live is None:
+            self.live[nbytes] = [block]
+        else:
+            live.append(block)
+        return block
+
+    def calloc(self, nbytes: int):
+        """``calloc``: placed by ``_int_malloc`` without the tcache (glibc 2.36's
+        ``__libc_calloc`` only initialises it); returns its block."""
+        block = self._int_malloc(chunk_size(nbytes))
+        self.live.setdefault(nbytes, []).append(block)
+        return block
+
+    def realloc(self, block, old_nbytes: int, nbytes: int):
+        """``realloc`` of ``block`` (a request of ``old_nbytes``) to ``nbytes``, as glibc's
+        ``_int_realloc`` does it: shrink in place, grow into the top or into a free bin
+        chunk right after it, else a new chunk from ``_int_malloc`` (no tcache) and a free
+        of the old one; a chunk left with 32 B or more to spare frees the spare tail. An
+        mmapped chunk is remapped to its new page-rounded size. Returns the new block."""
+        if self.runs:
+            self._settle(block, old_nbytes)   # a block inside a carve run enters it first
+        live = self.live[old_nbytes]
+        if not _remove_newest(live, block):
+            # an anonymous free of that size took this block already (as in free): this
+            # realloc takes the block that free really meant, the newest one left
+            taken = self._settle(None, old_nbytes) if self.runs else None
+            block = taken if taken is not None else live.pop()
+        nb = chunk_size(nbytes)
+        if type(block) is tuple:
+            size = self._mapped_size(nb)
+            if size > block[1] and self.fault is not None:
+                self.fault(size - block[1], True)
+            self.mapped += size - block[1]
+            new = ("mmap", size)
+        else:
+            new = block
+            size = self.inuse[block]
+            after = block + size
+            if size >= nb:
+                pass
+            elif after == self.top and size + self.brk - self.top >= nb + MINSIZE:
+                self.top = block + nb
+                self._touch(self.top + 2 * SIZE_SZ)
+                size = nb
+            elif after in self.free_at and size + self.free_at[after] >= nb:
+                size += self._bin_remove(after)
+            else:
+                new = self._int_malloc(nb)
+                if new == after:
+                    # the chunk right after it (a consolidation freed it): no copy
+                    size += self.inuse.pop(after)
+                    new = block
+                else:
+                    self._free_chunk(block)
+                    size = None
+            if size is not None:
+                self.inuse[block] = size
+                if size - nb >= MINSIZE:
+                    self.inuse[block] = nb
+                    self.inuse[block + nb] = size - nb
+                    self._free_chunk(block + nb)
+        self.live.setdefault(nbytes, []).append(new)
+        return new
+
+    def _memalign(self, nb, align):
+        """``_int_memalign``: a chunk of ``nb + align + MINSIZE`` bytes, its misaligned head and
+        its tail beyond ``nb`` split off and freed (small ones park in the tcache, next to
+        the block: they keep it from merging with its neighbours when it is freed)."""
+        addr = self._int_malloc(chunk_size(nb + align + MINSIZE))
+        if type(addr) is tuple:
+            return addr
+        size = self.inuse[addr]
+        user = addr + 2 * SIZE_SZ          # the heap starts page-aligned
+        if user % align:
+            start = -(-user // align) * align - 2 * SIZE_SZ
+            if start - addr < MINSIZE:
+                start += align
+            self.inuse[addr] = start - addr
+            self._free_chunk(addr)
+            size -= start - addr
+            addr = start
+        if size > nb + MINSIZE:
+            self.inuse[addr + nb] = size - nb
+            self._free_chunk(addr + nb)
+            size = nb
+        self.inuse[addr] = size
+        return addr
+
+    def alloc_many(self, nbytes: int, count: int) -> None:
+        """``count`` requests of ``nbytes`` in a row, placed as ``count`` single requests
+        would be, in few steps where glibc's choice repeats: pieces of the top as far as
+        it reaches (nothing else can serve the request) and pieces of the last
+        remainder (a small request it serves); otherwise one at a time (a caller that
+        batches several sizes, such as a B-tree clone of leaves and internal nodes,
+        places them size by size rather than interleaved)."""
+        nb = chunk_size(nbytes)
+        live = self.live.setdefault(nbytes, [])
+        inuse = self.inuse
+        small = nb < MIN_LARGE
+        while count:
+            if (nb >= self.mmap_threshold or self.tcache.get(nb) or self.fast.get(nb)
+                    or (nb >= MIN_LARGE and self.nfast) or (small and nb >> 4 in self.bins)):
+                live.append(self._malloc(nb))      # one at a time, as _malloc decides
+                count -= 1
+                continue
+            if self.unsorted:
+                last = self.last_remainder
+                if not (small and len(self.unsorted) == 1 and last in self.unsorted
+                        and self.free_at[last] > nb + MINSIZE):
+                    live.append(self._malloc(nb))  # sorts the unsorted bin first
+                    count -= 1
+                    continue
+                # pieces of the last remainder while more than nb + MINSIZE is left
+                size = self.free_at[last]
+                k = min(count, (size - MINSIZE - 1) // nb)
+                self._bin_remove(last)
+                for at in range(last, last + k * nb, nb):
+                    inuse[at] = nb
+                live.extend(range(last, last + k * nb, nb))
+                self._bin_insert(last + k * nb, size - k * nb)
+                self.last_remainder = last + k * nb
+                self.bin_changes += 2 * (k - 1)
+                count -= k
+                continue
+            if self.sizes and self.sizes[-1] >= nb:
+                live.append(self._malloc(nb))      # from a bin
+                count -= 1
+                continue
+            fit = (self.brk - self.top - MINSIZE) // nb
+            if fit <= 0:
+                live.append(self._malloc(nb))      # consolidates, or grows the heap
+                count -= 1
+                continue
+            k = min(fit, count)
+            start = self.top
+            self.top = start + k * nb
+            self._touch(self.top + 2 * SIZE_SZ)
+            for addr in range(start, self.top, nb):
+                inuse[addr] = nb
+            live.extend(range(start, self.top, nb))
+            count -= k
+
+    def free(self, block=None, nbytes=None) -> None:
+        """Free ``block`` (or, with ``block=None``, the newest live block of ``nbytes``)."""
+        if self.runs:
+            taken = self._settle(block, nbytes)
+            if taken is not None:
+                self._free_chunk(taken)
+                return
+        if block is None:
+            block = self.live[nbytes].pop()
+        elif nbytes is not None:
+            live = self.live[nbytes]
+            if live[-1] == block:
+                live.pop()
+            else:
+                if not _remove_newest(live, block):
+                    # an anonymous free of that size took this block already: this one
+                    # frees the block that free really meant (the newest one left)
+                    taken = self._settle(None, nbytes) if self.runs else None
+                    if taken is not None:
+                        self._free_chunk(taken)
+                        return
+                    block = live.pop()
+        if type(block) is tuple:
+            size = block[1]
+            self.mapped -= size
+            if self.dynamic and self.mmap_threshold < size <= MMAP_THRESHOLD_MAX:
+                self.mmap_threshold = size
+                self.trim_threshold = 2 * size
+            return
+        self._free_chunk(block)
+
+    def _free_chunk(self, addr) -> None:
+        """``_int_free`` of an arena chunk: the tcache, a fastbin, or merged into the bins or
+        the top (then maybe ``malloc_consolidate`` and ``systrim``)."""
+        size = self.inuse[addr]
+        if size <= TCACHE_MAX_CHUNK:
+            cached = self.tcache.setdefault(size, [])
+            if len(cached) < TCACHE_COUNT:
+                cached.append(addr)
+                return
+            if size <= MAX_FAST:
+                self.fast.setdefault(size, []).append(addr)
+                self.nfast += 1
+                return
+        del self.inuse[addr]
+        merged = self._merge(addr, size)
+        if merged >= CONSOLIDATION_THRESHOLD:
+            if self.nfast:
+                self._consolidate()
+            if self.brk - self.top >= self.trim_threshold:
+                self._systrim()
+
+    def free_many(self, nbytes: int, count: int) -> None:
+        """``count`` frees by size (the newest live blocks of ``nbytes``, newest first), as
+        single frees would do them; blocks that lie each right below the one freed before
+        them and would merge into the bins one after the other are merged in one step
+        (:meth:`_merge_many`)."""
+        live = self.live.get(nbytes)
+        while count:
+            n = 0 if self.runs else self._merge_many(live, count)
+            if not n:
+                self.free(None, nbytes)
+                n = 1
+            count -= n
+
+    def _merges(self, block) -> bool:
+        """Whether a free of ``block`` now would merge it into the bins (not the tcache, a
+        fastbin or the top, not an mmapped chunk)."""
+        if type(block) is not int:
+            return False
+        size = self.inuse[block]
+        if size <= MAX_FAST or (size <= TCACHE_MAX_CHUNK and
+                                len(self.tcache.get(size, ())) < TCACHE_COUNT):
+            return False
+        return block + size != self.top
+
+    def _merge_many(self, live, count) -> int:
+        """Free the newest blocks of ``live`` (up to ``count``) that lie each right below the
+        one before and would each merge into the bins, in one step; returns how many (0:
+        none). Single frees would merge each into the chunk the previous one left, so the
+        bins end with one chunk spanning them, merged with the free chunks right above
+        and below. A free whose merged chunk reaches 64 KiB may consolidate the fastbins
+        or trim the top: unless neither can happen (no fastbin chunk, the top below the
+        trim threshold), the step stops before such a free, which is then done alone."""
+        if not live or not self._merges(live[-1]):
+            return 0
+        inuse, free_at = self.inuse, self.free_at
+        high = live[-1]
+        end = high + inuse[high]
+        above = free_at.get(end, 0)
+        bounded = self.nfast or self.brk - self.top >= self.trim_threshold
+        merged = above
+        low, n = high, 0
+        while n < count and n < len(live):
+            block = live[-1 - n]
+            if n and (type(block) is not int or block + inuse[block] != low
+                      or not self._merges(block)):
+                break
+            size = inuse[block]
+            below = self.free_end.get(block)
+            # this free's merged chunk: the ones before, this block, and (if free) the chunk
+            # right below it, which only the last block of the step can have
+            if bounded and merged + size + (free_at[below] if below is not None else 0) \
+                    >= CONSOLIDATION_THRESHOLD:
+                break
+            merged += size
+            low, n = block, n + 1
+        if not n:
+            return 0
+        for _ in range(n):
+            del inuse[live.pop()]
+        self.bin_changes += n
+        start = low
+        prev = self.free_end.get(low)
+        if prev is not None:
+            self._bin_remove(prev)
+            start = prev
+        if above:
+            self._bin_remove(end)
+            end += above
+        self._bin_insert(start, end - start)
+        return n
+
+    # -- carve runs ---------------------------------------------------------------------
+    def carves(self, nbytes: int, chunk=None) -> bool:
+        """Whether a request of ``nbytes`` now would be carved from the top (no tcache,
+        fastbin or bin chunk serves it, the unsorted bin is empty, no consolidation runs
+        first, it is not mmapped), assuming the top may grow; or, with ``chunk`` (the
+        address of a free chunk), split off the start of that chunk as the last
+        remainder: a small request, ``chunk`` the only unsorted chunk and more than
+        ``nb + MINSIZE`` long."""
+        nb = chunk_size(nbytes)
+        if nb <= TCACHE_MAX_CHUNK and self.tcache.get(nb):
+            return False
+        if nb <= MAX_FAST and self.fast.get(nb):
+            return False
+        if nb >= MIN_LARGE and self.nfast:
+            return False
+        if nb < MIN_LARGE and nb >> 4 in self.bins:
+            return False
+        if chunk is not None:
+            return (nb < MIN_LARGE and chunk == self.last_remainder
+                    and len(self.unsorted) == 1 and chunk in self.unsorted
+                    and self.free_at[chunk] > nb + MINSIZE)
+        if self.unsorted or (self.sizes and self.sizes[-1] >= nb):
+            return False
+        return nb <= self.page and nbytes < self.mmap_threshold
+
+    def carve_run(self, total: int, sizes, contents, pinned=None, tail=None,
+                  chunk=None, chunks=0) -> CarveRun:
+        """Carve ``total`` bytes of chunks from the top in a row, as single requests would be,
+        each of them carved (see :meth:`carves`) and none larger than a page. ``sizes``:
+        the request sizes of the live blocks among them; ``contents``, ``pinned``: see
+        :class:`CarveRun` (the caller sets the tcache and fastbins).
+
+        In closed form: the heap grows as ``sysmalloc`` would at each request that no
+        longer fits the top -- each growth leaves the break at the first page boundary
+        at least ``top_pad`` past that request, which (with a page-multiple ``top_pad``
+        and chunks of at most a page) is always ``top_pad`` plus one page past the
+        previous break -- and the resident end follows the new top. The other chunks
+        enter ``inuse`` and the live lists only when a free reaches one of them.
+
+        With ``chunk`` (the last remainder, the only unsorted chunk, at least ``total +
+        MINSIZE`` long, and every request small: see :meth:`carves`) they are split off
+        that chunk instead; what is left stays the last remainder."""
+        if chunk is not None:
+            size = self.free_at[chunk]
+            if size - total < MINSIZE:
+                raise ValueError("carve_run: the chunk is too small")
+            self._bin_remove(chunk)
+            self._bin_insert(chunk + total, size - total)
+            self.last_remainder = chunk + total
+            start, end = chunk, chunk + total
+        else:
+            if self.top_pad % self.page or self.brk - self.top < MINSIZE:
+                raise ValueError("carve_run needs a page-multiple top pad and a top chunk")
+            start = self.top
+            end = start + total
+            over = end + MINSIZE - self.brk
+            if over > 0:
+                step = self.top_pad + self.page
+                self.brk += -(-over // step) * step
+            self.top = end
+            self._touch(end + 2 * SIZE_SZ)
+        run = CarveRun(start, end, contents, tuple(sizes), dict(pinned or {}), tail, chunks)
+        self.inuse.update(run.pinned)
+        for nbytes in run.sizes:
+            live = self.live.get(nbytes)
+            if live is None:
+                self.live[nbytes] = [run]
+            else:
+                live.append(run)
+        i = bisect_right(self._run_starts, start)
+        self._run_starts.insert(i, start)
+        self.runs.insert(i, run)
+        return run
+
+    def _settle(self, block, nbytes):
+        """Make the carve runs ready for a free of ``block`` (or of the newest ``nbytes``):
+        a free by size whose newest block is in a run takes it from the run's end
+        (returned, pinned: the caller frees that chunk); a free of a chunk still inside
+        a run enters the run's chunks first."""
+        if block is None:
+            live = self.live.get(nbytes)
+            while live and type(live[-1]) is CarveRun:
+                run = live[-1]
+                taken = run.taken.get(nbytes, 0)
+                # a few frees take blocks from the run's end; more enter the whole run
+                got = None if run.tail is None or taken >= TAIL_FREES else run.tail(nbytes, taken)
+                if got:
+                    addr, nb = got
+                    run.taken[nbytes] = taken + 1
+                    run.pinned[addr] = nb
+                    self.inuse[addr] = nb
+                    return addr
+                if got is None and run.tail is not None and taken < TAIL_FREES:
+                    live.pop()          # every block of that size left the run already
+                else:
+                    self._materialize(run)
+        elif type(block) is int and block not in self.inuse:
+            i = bisect_right(self._run_starts, block) - 1
+            if i >= 0 and block < self.runs[i].end:
+                self._materialize(self.runs[i])
+        return None
+
+    def _materialize(self, run) -> None:
+        budget = self.chunk_budget
+        if budget is not None and len(self.inuse) + run.chunks > budget:
+            raise ArenaBudgetExceeded(
+                f"memory budget exceeded: a free reached a block of a fast-forwarded loop, "
+                f"and entering its {run.chunks} chunks one by one would hold more than "
+                f"{budget} glibc arena chunks (raise --max-nodes)")
+        i = self.runs.index(run)
+        del self.runs[i], self._run_starts[i]
+        chunks, placed = run.contents()
+        inuse, pinned = self.inuse, run.pinned
+        addr = run.start
+        for at, nb in chunks:
+            if at != addr:
+                raise AssertionError("a carve run's chunks do not follow one another")
+            if at not in pinned:
+                inuse[at] = nb
+            addr += nb
+        if addr != run.end or set(placed) - set(run.sizes):
+            raise AssertionError("a carve run's chunks do not fill its range")
+        for nbytes in run.sizes:
+            blocks = placed.get(nbytes, [])
+            taken = run.taken.get(nbytes, 0)
+            if taken:
+                if blocks[-taken:] != [a for a in blocks[-taken:] if a in pinned]:
+                    raise AssertionError("a carve run's taken blocks are not its newest")
+                blocks = blocks[:-taken]
+            live = self.live[nbytes]
+            j = len(live) - 1
+            while j >= 0 and live[j] is not run:
+                j -= 1
+            if j < 0:
+                if blocks:
+                    raise AssertionError("a carve run left a live list with blocks")
+                continue
+            live[j:j + 1] = blocks
+
+    def materialize(self) -> None:
+        """Enter every carve run's chunks one by one (tests compare arenas chunk by chunk)."""
+        while self.runs:
+            self._materialize(self.runs[-1])
+
+    # -- what the rest of the simulator reads ---------------------------------------------
+    def resident_bytes(self) -> int:
+        page = self.page
+        return -(-self.resident_end // page) * page + self.mapped
+
+    def state(self) -> tuple:
+        """The whole placement, for fast-forward's comparison of iterations."""
+        return (self.brk, self.top, self.resident_end, self.mapped, self.mmap_threshold,
+                self.nfast, hash(tuple(self.free_at.items())), self.last_remainder,
+                tuple(self.unsorted), hash(tuple((i, tuple(c)) for i, c in sorted(self.bins.items()))),
+                hash(tuple((s, tuple(v)) for s, v in self.tcache.items() if v)),
+                hash(tuple((s, tuple(v)) for s, v in self.fast.items() if v)))

@@ -1,0 +1,435 @@
+"""Time model: what each piece of real work costs, in nanoseconds.
+
+The bookkeeping and the backend report the work they do (an op of a given
+kind and shape, a registration, a merge, a backward's tape and passes, an
+orphan sweep's entries and node scans) and this model turns it into simulated
+time, charged to the host thread that did it. Costs come from the profile's
+``[time]`` table:
+
+* compute: ``flops / (gflops * 1e9) + bytes / (gbps * 1e9) + op_overhead`` per
+  op on the inner backend (per-backend ``[backend.<kind>]`` rates); ``gbps`` is the
+  L2-resident rate, and on a backend with an L2 model (``[process] l2_bytes``,
+  :mod:`sim.platform.l2_cache`) the bytes of operands not resident at the op's start cost
+  ``1 / gbps_miss`` instead (:meth:`Timing.l2_missed` charges the difference);
+* handles and buffers: ``clone_ns`` per tensor handle cloned (its drop included;
+  ``autodiff_clone_ns`` more for an autodiff handle's node and ref-count Arcs)
+  and ``buffer_ns`` per result buffer malloc'd instead of written in place (its free
+  included), so a chain ``y = op(y)`` on a uniquely owned tensor pays neither;
+* bookkeeping: a fixed cost per tensor saved for the backward (``checkpoint_ns``),
+  per registration, per tracked parent, per new
+  graph, per merged graph, per tape step, per node visited by
+  ``free_unavailable_nodes``;
+* the orphan sweep (``cleanup_orphaned_entries``): per locator entry copied,
+  per entry visited (lock + call), per node key read by ``maybe_useful``
+  (``scan_node_ns``, the read of a line in the L1d), per node read by
+  ``free_unused_roots`` of a graph with no live handle (``root_check_node_ns``: its
+  ``clear_unused_roots`` looks every node's parents up in ``nodes``), per node freed;
+  plus, per node read, what the reads that miss each cache level cost more (below).
+
+The sweep's cache model. Every locator entry of a graph re-reads that graph's
+structures, so a sweep re-reads the same bytes over and over: each node read
+dereferences the key's ``Arc<NodeId>`` (one 64-B line of its own, anywhere in the
+heap) and walks the ``nodes`` table's slots and control bytes. The working set
+``W`` is, summed over the graphs of the sweep (their entries are visited
+interleaved, in id order): the lines of the keys read per visit plus the part of
+the ``nodes`` table block they span (a graph with a live handle: the scan prefix;
+a graph without: all its nodes and its whole table; a run of dead single-node
+graphs: every block its members hold). A read misses each level of the cache
+hierarchy with :func:`sim.platform.l2_cache.set_miss_fraction` of ``W`` against that
+level (``[process] l1d_bytes``/``l1d_ways``, ``l2_bytes``/``l2_ways``,
+``l3_bytes``/``l3_ways``: the CPU's, nothing fitted) and then costs what the next
+level out adds per read (``[time] sweep_l2_read_ns``, ``sweep_l3_read_ns``,
+``sweep_dram_read_ns``: measured on the host with the ``sweep-scan`` probe, which
+runs ``maybe_useful``'s loop over tables of the same shape, or from the CPU's published
+latencies; :func:`sim.platform.l2_cache.hierarchy_read_ns`). The key reads are independent
+loads, so the core overlaps many misses: a miss costs a fraction of the level's
+latency. A graph whose first live key sits at a
+random place in hash order (RandomState) has a random prefix: the expected cost
+is integrated over the prefix length's distribution (the first of ``r`` live keys
+among ``n``: ``n * (1 - (1 - u) ** (1 / r))`` for ``u`` uniform), so the predicted
+mean includes the long, missing scans. A level of size 0 is not modelled.
+
+Three accumulators let observables split a step's time: ``compute_ns``,
+``bookkeeping_ns`` and ``cleanup_ns`` (the sweep alone).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from typing import NamedTuple
+
+from .l2_cache import hierarchy_read_ns
+
+__all__ = ["Timing", "SweepRecord", "flops_and_bytes"]
+
+
+class SweepRecord(NamedTuple):
+    """One orphan sweep as :meth:`Timing.sweep` computed it: its counts, the graph
+    records it read (``sets``), the terms of ``scanned`` in summation order
+    (``parts``), its ns and the ps charged."""
+    entries: int
+    visits: int
+    scanned: float
+    freed: int
+    sets: tuple
+    parts: tuple
+    ns: float
+    ps: int
+
+
+def flops_and_bytes(op, shapes):
+    """(floating-point operations, bytes moved) of one forward op on f32 tensors.
+
+    ``shapes`` is ``(output shape, (input shapes...))``. A view (an op whose facts say
+    ``view``: ``reshape`` of a contiguous tensor, a new layout on the same storage) moves
+    and computes nothing.
+    """
+    if op.view:
+        return 0.0, 0
+    out, ins = shapes
+    n_out = math.prod(out)
+    moved = 4 * (n_out + sum(math.prod(s) for s in ins))
+    if op.gemm:
+        lhs, rhs = ins
+        k = lhs[-1]
+        return 2.0 * n_out * k, moved
+    return float(max(n_out, max((math.prod(s) for s in ins), default=0))), moved
+
+
+def _kernel_ns(rates, flops, moved, gemm_calls=0, operands_ns=0.0) -> float:
+    """ns of one kernel on the inner backend: its flops and bytes at the backend's
+    ``rates``, the fixed cost per op, ``operands_ns`` for its tensor operands and
+    ``gemm_calls`` times the fixed cost of a gemm call."""
+    ns = flops / rates["gflops"] + moved / rates["gbps"] + rates["op_overhead_ns"] + operands_ns
+    if gemm_calls:
+        ns += gemm_calls * rates["gemm_call_ns"]
+    return ns
+
+
+class Timing:
+    """Charges modelled costs to the current host thread.
+
+    Parameters
+    ----------
+    sim : sim.engine.simulation.Simulation
+    params : dict
+        The profile's ``[time]`` table (nanoseconds unless the key says otherwise).
+    caches : sequence of (bytes, ways)
+        The host core's L1d, L2 and L3 (:meth:`caches`: the sweep's cache terms).
+    """
+
+    def __init__(self, sim, params, caches=()):
+        self.sim = sim
+        self.p = dict(params)
+        # the sweep's cache hierarchy: (capacity B, ways, ns more per read that misses it)
+        # of the L1d, L2 and L3 (:meth:`levels`); a level of 0 B is off
+        p = self.p
+        self.levels = tuple(
+            (int(capacity), int(ways), float(p.get(key, 0.0)))
+            for (capacity, ways), key in zip(caches, self.MISS_KEYS)
+            if capacity and ways and p.get(key, 0.0))
+        self.compute_ns = 0.0
+        self.bookkeeping_ns = 0.0
+        self.cleanup_ns = 0.0
+        self._op_cache = {}
+        # the graphs the current sweep read (sweep_live / sweep_dead / sweep_run), consumed
+        # by sweep()
+        self._sweep_sets = []
+        #: a list that receives a :class:`SweepRecord` per sweep while fast-forward probes
+        #: an iteration (None otherwise)
+        self.log = None
+
+    def _book(self, ns) -> None:
+        self.bookkeeping_ns += ns
+        self.sim.charge(ns)
+
+    def _work(self, ns) -> None:
+        self.compute_ns += ns
+        self.sim.charge(ns)
+
+    # -- compute -------------------------------------------------------------------
+    def forward_op(self, op, shapes, backend) -> None:
+        key = (op.name, shapes, backend)
+        ns = self._op_cache.get(key)
+        if ns is None:
+            flops, moved = flops_and_bytes(op, shapes)
+            rates = self.sim.backend_rates(backend)
+            ns = _kernel_ns(rates, flops, moved, op.gemm,
+                            len(shapes[1]) * rates["operand_ns"])
+            if op.reduce:
+                # a full reduction (burn-flex 0.22.1 without its ``simd`` feature sums an
+                # f32 slice with ``iter().sum()``, ops/reduce.rs ``sum_f32_contiguous``; mean
+                # divides that sum): one chain of f32 adds, each waiting for the previous
+                # one, at the add's latency (``reduce_add_ns`` per element), not the bandwidth
+                ns += math.prod(shapes[1][0]) * rates["reduce_add_ns"]
+            self._op_cache[key] = ns
+        self._work(ns)
+
+    def backward_op(self, op, shapes, cost=None, tracked=None, retrieved=0) -> None:
+        """The backward of one step (``cost``: what :meth:`annotate` attached, unused here).
+
+        ``tracked``: how many of its parents are tracked (None: all); burn computes a
+        gradient for those only (``binary``'s closures run per tracked parent), so a
+        matmul by a constant makes one gemm call, not two. ``retrieved``: tensors the step
+        reads back from the checkpointer (``retrieve_node_output``). Besides the inner
+        ops, every step costs ``backward_step_ns`` (the gradients container: the node's
+        gradient consumed, its parents' registered; the step's dispatch) and
+        ``checkpoint_retrieve_ns`` per retrieved tensor.
+        """
+        flops, moved = flops_and_bytes(op, shapes)
+        n = op.arity if tracked is None else tracked
+        # the backward of a binary op computes one gradient per tracked input (matmul: a
+        # gemm call each); backward_factor counts the inner work of all of them
+        share = op.backward_factor * n / op.arity
+        self._compute(flops * share, moved * share, None,
+                      share if op.gemm else 0)
+        p = self.p
+        ns = p["backward_step_ns"] + retrieved * p["checkpoint_retrieve_ns"]
+        if ns:
+            self._book(ns)
+
+    def random_fill(self, n_elements, backend) -> None:
+        """A random fill of ``n_elements`` (``Tensor::random``: burn-flex draws every
+        element from its seeded ``StdRng`` through the distribution, ``TensorData::random``,
+        before the buffer is built): ``random_element_ns`` per element."""
+        ns = self.sim.backend_rates(backend)["random_element_ns"]
+        if ns:
+            self._work(ns * n_elements)
+
+    def sysfs_reads(self, count) -> None:
+        """``count`` sysfs directories listed or files read (gemm-common's ``cache_info``,
+        once per process: :func:`sim.platform.gemm_cache.read_cache_info`): ``sysfs_read_ns``
+        each (the open, read or getdents and close system calls)."""
+        ns = self.p.get("sysfs_read_ns", 0.0)
+        if ns and count:
+            self._work(ns * count)
+
+    def elementwise(self, n_elements, backend, n_ops=1) -> None:
+        """Plain elementwise work off autodiff (e.g. an optimizer update)."""
+        self._compute(n_elements * n_ops, 12.0 * n_elements * n_ops, backend)
+
+    def optimizer_update(self, n_elements, backend) -> None:
+        """One parameter's SGD update off autodiff (burn: ``grad * lr``, then a subtraction)."""
+        self.elementwise(n_elements, backend, n_ops=2)
+
+    # -- seams of the API for the ``pytorch`` policy's ATen model (sim/policies/aten.py);
+    #    burn has nothing there: they cost nothing ------------------------------------
+    def fused(self, name, bias=False):
+        """The burn ops issued inside stand for one PyTorch call ``name``."""
+        return nullcontext()
+
+    def module_call(self) -> None:
+        """A module's forward was called."""
+
+    def python_view(self) -> None:
+        """A view called from Python (``detach`` under PyTorch semantics)."""
+
+    def optimizer_step(self, n_params) -> None:
+        """One optimizer step over ``n_params`` parameters (before their updates)."""
+
+    def annotate(self, step) -> None:
+        """A step was registered (after :meth:`register`)."""
+
+    def end_backward(self) -> None:
+        """A backward's tape has run."""
+
+    def l2_missed(self, nbytes, backend) -> None:
+        """``nbytes`` (B) of an op's operands were not in the L2 (sim.platform.l2_cache): they
+        stream at ``gbps_miss`` (GB/s = B/ns) instead of ``gbps``; charges the extra ns."""
+        rates = self.sim.policy.rates(self.sim, backend)
+        miss = rates.get("gbps_miss")
+        if miss:
+            self._work(nbytes * (1.0 / miss - 1.0 / rates["gbps"]))
+
+    def handle_clone(self, backend, autodiff=False) -> None:
+        """A tensor handle was cloned (``Tensor::clone``: the dispatch and backend
+        wrappers' copies, their Arc increments and the Layout's strides) on a device of
+        ``backend``: ``clone_ns``, which also pays for the extra handle's drop later; on an
+        autodiff device ``autodiff_clone_ns`` more (the node's and the ref count's Arcs,
+        cloned now and dropped with the handle). A chain ``y = op(y)`` moves its operand
+        and pays nothing here."""
+        ns = self.sim.backend_rates(backend)["clone_ns"]
+        if ns:
+            self._work(ns)
+        if autodiff and self.p["autodiff_clone_ns"]:
+            self._book(self.p["autodiff_clone_ns"])
+
+    def checkpoint_save(self) -> None:
+        """A forward op saved a tensor for its backward (``CheckpointerBuilder::checkpoint``:
+        the primitive's clone and the action pushed): ``checkpoint_ns``."""
+        if self.p["checkpoint_ns"]:
+            self._book(self.p["checkpoint_ns"])
+
+    def fresh_buffers(self, backend, count=1) -> None:
+        """``count`` buffers were allocated on the heap for a result (the data, its Bytes
+        controller, FlexTensor's Arc) rather than written in place into a uniquely owned
+        operand: ``buffer_ns`` each, their frees at the last handle's drop included."""
+        ns = self.sim.backend_rates(backend)["buffer_ns"]
+        if ns:
+            self._work(ns * count)
+
+    def _compute(self, flops, moved, backend, gemm_calls=0) -> None:
+        self._work(_kernel_ns(self.sim.backend_rates(backend), flops, moved, gemm_calls))
+
+    # -- bookkeeping -----------------------------------------------------------------
+    def prepare(self, n_inputs) -> None:
+        """burn-autodiff's preparation of an op with ``n_inputs`` tensor operands (their
+        nodes read and cloned into the op's node array, the requirement computed), before
+        the inner backend runs it."""
+        ns = n_inputs * self.p["operand_node_ns"]
+        if ns:   # 0 where a profile does not separate it (m2max-macos): skip the call
+            self.bookkeeping_ns += ns
+            self.sim.charge(ns)
+
+    def register(self, n_parents) -> None:
+        p = self.p
+        ns = p["register_ns"] + n_parents * p["register_parent_ns"]
+        self.bookkeeping_ns += ns
+        self.sim.charge(ns, True)
+
+    def new_graph(self) -> None:
+        ns = self.p["new_graph_ns"]
+        self.bookkeeping_ns += ns
+        self.sim.charge(ns, True)
+
+    def merge(self, n_graphs) -> None:
+        self._book(n_graphs * self.p["merge_ns"])
+
+    def tape(self, n_steps) -> None:
+        self._book(n_steps * self.p["tape_step_ns"])
+
+    def free_unavailable(self, visited, pop_groups=0.0) -> None:
+        """``free_unavailable_nodes``: per node visited, plus ``pop_groups`` control-group
+        reads of PopNodeSet::pop (quadratic in the number of leaves)."""
+        self._book(visited * self.p["free_unavailable_node_ns"]
+                   + pop_groups * self.p["pop_scan_group_ns"])
+
+    def handle_drop(self, n_nodes) -> None:
+        """Work of a drop-time release (policies that free on drop)."""
+        self._book(n_nodes * self.p["drop_release_node_ns"])
+
+    # -- the orphan sweep --------------------------------------------------------------
+    #: B per line a node read dereferences (the key's Arc<NodeId>), x86_64 and arm64
+    LINE_BYTES = 64
+    #: the [time] cost of a read that misses each level of ``caches`` (L1d, L2, L3)
+    MISS_KEYS = ("sweep_l2_read_ns", "sweep_l3_read_ns", "sweep_dram_read_ns")
+
+    @staticmethod
+    def caches(process):
+        """The ``caches`` argument from a profile's ``[process]`` table: ``(bytes, ways)`` of
+        the L1d, L2 and L3."""
+        return ((process.l1d_bytes, process.l1d_ways), (process.l2_bytes, process.l2_ways),
+                (process.l3_bytes, process.l3_ways))
+    #: points of the integral over a random scan prefix (quantiles of its distribution)
+    PREFIX_POINTS = 16
+
+    def sweep_live(self, memory, passes) -> None:
+        """The sweep visits a graph with a live handle ``passes`` times: each visit reads
+        its nodes in hash order up to the first live key (``memory``: the graph's
+        :class:`~sim.burn.runtime.memory_management.GraphMemoryManagement`)."""
+        n = memory.node_count()
+        if n:
+            self._sweep_sets.append((0, passes, n, memory.referenced, self._table_bytes(memory),
+                                     id(memory), 1))
+
+    def sweep_dead(self, memory, passes=1, maybe_useful=True) -> None:
+        """``passes`` visits of a graph with no live handle (``maybe_useful`` reads every
+        node, unless ``maybe_useful`` is false, then ``free_unused_roots`` reads every
+        node again); call before the pass frees anything."""
+        n = memory.node_count()
+        if n:
+            self._sweep_sets.append((1, passes, n, 0, self._table_bytes(memory), id(memory),
+                                     2 if maybe_useful else 1))
+
+    def sweep_run(self, run, maybe_useful=True) -> None:
+        """A run of ``run.count`` dead single-node graphs, each visited once (one read by
+        ``maybe_useful`` unless ``maybe_useful`` is false, one by ``free_unused_roots``):
+        as :meth:`sweep_dead` of each
+        (a one-node ``nodes`` table of 4 buckets), so that a fast-forwarded run costs
+        what the same graphs cost one by one."""
+        self._sweep_sets.append((2, 1, run.count, 0, self.sim.tables.nodes_block_bytes(4),
+                                 id(run), 2 if maybe_useful else 1))
+
+    @staticmethod
+    def _table_bytes(memory) -> int:
+        table = memory.nodes_table
+        return table.layout.block_bytes(table.buckets) if table.buckets else 0
+
+    def _take_sweep_sets(self):
+        sets, self._sweep_sets = self._sweep_sets, []
+        return sets
+
+    def _sweep_reads(self, sets):
+        """(node reads by free_unused_roots, extra ns of the reads that miss a cache level)."""
+        cleared = 0.0
+        for kind, passes, n, _, _, _, _ in sets:
+            if kind:
+                cleared += passes * n
+        levels = self.levels
+        if not (levels and sets):
+            return cleared, 0.0
+        line = self.LINE_BYTES
+
+        def footprint(kind, k, n, table):
+            if kind == 2:
+                return k * (line + table)  # k single-node graphs, ``table`` B tables
+            return k * line + (k / n) * table
+
+        # each graph counts once in W, at its first record (a graph without a live handle
+        # is recorded per pass, its first pass reading the most)
+        mean_fp = []
+        graph_fp = {}
+        for kind, passes, n, r, table, key, _ in sets:
+            k = (n + 1) / (r + 1) if kind == 0 else n
+            fp = footprint(kind, min(k, n), n, table)
+            mean_fp.append(fp)
+            graph_fp.setdefault(key, fp)
+        total = sum(graph_fp.values())
+        extra = 0.0
+        q = self.PREFIX_POINTS
+        for (kind, passes, n, r, table, key, per_node), fp in zip(sets, mean_fp):
+            others = total - graph_fp[key]
+            if kind == 0:
+                if hierarchy_read_ns(others + footprint(0, n, n, table), levels) < 1e-12:
+                    continue               # resident even when the whole graph is read
+                # expected reads x ns more per read over the random prefix length
+                acc = 0.0
+                for i in range(q):
+                    u = (i + 0.5) / q
+                    k = n * (1.0 - (1.0 - u) ** (1.0 / r))
+                    acc += k * hierarchy_read_ns(others + footprint(0, k, n, table), levels)
+                extra += passes * acc / q
+            else:
+                extra += per_node * passes * n * hierarchy_read_ns(others + fp, levels)
+        return cleared, extra
+
+    def sweep(self, entries, visits, scanned, freed, parts=()) -> None:
+        """One ``cleanup_orphaned_entries`` (``scanned``: every node read, by
+        ``maybe_useful`` and by ``free_unused_roots``; the graphs recorded by
+        :meth:`sweep_live`, :meth:`sweep_dead` and :meth:`sweep_run` since the last sweep
+        tell which reads were ``free_unused_roots``' and how many missed each cache level).
+
+        ``parts``: the terms ``scanned`` was summed from, in order, as ``(key, reads)``
+        (``key``: the ``id`` of the graph's memory management, or None); only
+        :attr:`log` keeps them (fast-forward recomputes a sweep from them,
+        :mod:`sim.engine.fastforward.chainrun`)."""
+        sets = self._take_sweep_sets()
+        ns = self.sweep_ns(entries, visits, scanned, freed, sets)
+        self.cleanup_ns += ns
+        self.sim.charge(ns)
+        if self.log is not None:
+            # the ps charge() adds (rounded once per call)
+            self.log.append(SweepRecord(entries, visits, scanned, freed, tuple(sets),
+                                        tuple(parts), ns, round(ns * 1000)))
+
+    def sweep_ns(self, entries, visits, scanned, freed, sets) -> float:
+        """ns of one sweep from its counts and the graphs it read (``sets``: the records
+        of :meth:`sweep_live`, :meth:`sweep_dead` and :meth:`sweep_run`); pure."""
+        p = self.p
+        cleared, missed_ns = self._sweep_reads(sets)
+        cleared = min(cleared, scanned)
+        return (p["sweep_fixed_ns"] + entries * p["sweep_copy_entry_ns"]
+                + visits * p["sweep_visit_ns"] + (scanned - cleared) * p["scan_node_ns"]
+                + cleared * p.get("root_check_node_ns", p["scan_node_ns"])
+                + freed * p["sweep_free_ns"] + missed_ns)

@@ -1,0 +1,65 @@
+"""`sim equivalence`: fast-forward against exact mode over workload x variant x policy x
+profile, each cell run both ways and its rows compared."""
+
+import csv
+
+from clirun import assert_one_error, run_cli
+from sim.commands import equivalence
+
+
+def test_every_variant_policy_and_profile_is_a_cell():
+    todo = equivalence.cells(["adleak-count"], ["burn-0.22.1", "skip-untracked"],
+                             ["m2max-macos", "linux-x86_64"])
+    assert len(todo) == 3 * 2 * 2
+    # each workload at the probe's quick loop counts
+    assert {cell[4]["iterations"] for cell in todo} == {1_000}
+
+
+def test_a_cell_that_runs_the_same_both_ways(tmp_path, capsys):
+    out = tmp_path / "eq.csv"
+    code, stdout, _ = run_cli(["equivalence", "-w", "adleak-count", "-p", "burn-0.22.1",
+                               "--profile", "linux-x86_64", "-j", "1", "--out", str(out)],
+                              capsys)
+    assert code == 0
+    assert "3 cells: 3 same" in stdout
+    rows = list(csv.DictReader(out.open()))
+    assert [r["variant"] for r in rows] == ["flex", "flex.autodiff", "a-tracked"]
+    assert {r["result"] for r in rows} == {"same"}
+    assert all(int(r["rows"]) > 0 for r in rows)
+
+
+def test_a_difference_names_its_first_row_and_fails(monkeypatch, capsys):
+    from sim.engine import runner
+
+    real = runner.run_cell
+
+    def skewed(*args, fast_forward=True, **kw):
+        rows = real(*args, fast_forward=fast_forward, **kw)
+        if fast_forward:
+            rows[-1] = {**rows[-1], "value": rows[-1]["value"] + 1}
+        return rows
+    monkeypatch.setattr(runner, "run_cell", skewed)
+    row = equivalence.check_cell(("adleak-count", "flex", "burn-0.22.1", "m2max-macos",
+                                  {"iterations": 100}))
+    assert row["result"] == "differs"
+    assert row["difference"].startswith(f"row {row['rows'] - 1} (")
+    code, stdout, _ = run_cli(["equivalence", "-w", "adleak-count", "-p", "burn-0.22.1",
+                               "--profile", "m2max-macos", "-j", "1"], capsys)
+    assert code == 1
+    assert "adleak-count flex -p burn-0.22.1 --profile m2max-macos: differs: row" in stdout
+
+
+def test_a_cell_both_runs_refuse_is_refused_not_a_difference(monkeypatch):
+    from sim.engine import runner
+    from sim.errors import UserError
+
+    def refuse(*args, **kw):
+        raise UserError("no such device")
+    monkeypatch.setattr(runner, "run_cell", refuse)
+    row = equivalence.check_cell(("adleak-count", "flex", "burn-0.22.1", "m2max-macos", {}))
+    assert (row["result"], row["difference"]) == ("refused", "no such device")
+
+
+def test_an_unknown_workload_is_one_error_line(capsys):
+    code, _, lines = run_cli(["equivalence", "-w", "no-such-workload"], capsys)
+    assert_one_error(code, lines, "no-such-workload")

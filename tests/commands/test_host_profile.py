@@ -1,0 +1,259 @@
+"""A profile knows its host: host facts read from a fake /sys and /proc (sim.platform.host), the
+[host] table of a profile, the one warning line when a Linux profile's host is not the
+running one, and the profile text `sim host-profile` writes (no cargo, no probe run)."""
+
+import json
+import tomllib
+
+import pytest
+
+import sim.platform.host
+from sim import paths
+from sim.platform.host import (describe, differences, mismatch_warning, parse_cpuinfo, parse_size,
+                      read_caches, read_host, read_sysfs_shape)
+from sim.commands.host_profile import gemm_blocking, host_text
+from sim.engine.profile import MODELS_DIR, ProfileError, load_profile, validate
+
+from clirun import run_cli
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC
+cache size\t: 1024 KB
+
+processor\t: 1
+model name\t: Other CPU
+"""
+
+#: the AMD EPYC (Zen 4) KVM guest's cpu0/cache: index -> (level, type, size, ways, line)
+AMD_CACHES = {"index0": (1, "Data", "32K", 8, 64), "index1": (1, "Instruction", "32K", 8, 64),
+              "index2": (2, "Unified", "1024K", 8, 64), "index3": (3, "Unified", "32768K", 16, 64)}
+
+AMD = {"cpu_model": "AMD EPYC", "cores": 2, "page_bytes": 4096, "glibc": "2.36",
+       "l1d_bytes": 32768, "l1d_ways": 8, "l2_bytes": 1 << 20, "l2_ways": 8,
+       "l3_bytes": 32 << 20, "l3_ways": 16, "line_bytes": 64}
+
+
+def fake_sys(root, caches=AMD_CACHES, cpuinfo=CPUINFO):
+    cpu = root / "sys" / "cpu"
+    for name, (level, kind, size, ways, line) in caches.items():
+        d = cpu / "cpu0" / "cache" / name
+        d.mkdir(parents=True)
+        for file, value in (("level", level), ("type", kind), ("size", size),
+                            ("ways_of_associativity", ways), ("coherency_line_size", line)):
+            (d / file).write_text(f"{value}\n")
+    (cpu / "cpu1").mkdir()
+    (root / "cpuinfo").write_text(cpuinfo)
+    return cpu, root / "cpuinfo"
+
+
+def test_parse_size_and_cpuinfo():
+    assert parse_size("32K") == 32768
+    assert parse_size("1024K\n") == 1 << 20
+    assert parse_size("32768K") == 32 << 20
+    assert parse_size("2M") == 2 << 20
+    with pytest.raises(ValueError):
+        parse_size("lots")
+    info = parse_cpuinfo(CPUINFO)
+    # the first processor's block only
+    assert info == {"cpu family": "25", "model": "17", "model name": "AMD EPYC"}
+
+
+def test_host_facts_from_a_fake_sys(tmp_path):
+    cpu, cpuinfo = fake_sys(tmp_path)
+    caches = read_caches(cpu / "cpu0" / "cache")
+    assert [(c["level"], c["type"], c["size"]) for c in caches] == [
+        (1, "Data", 32768), (1, "Instruction", 32768), (2, "Unified", 1 << 20),
+        (3, "Unified", 32 << 20)]
+    host = read_host(cpu, cpuinfo, page_bytes=4096, glibc="2.36", cores=2)
+    assert host == AMD
+    assert set(host) == set(sim.platform.host.HOST_KEYS)
+    shape = read_sysfs_shape(cpu)
+    assert sorted(shape["cache_entries"]) == ["index0", "index1", "index2", "index3"]
+    assert shape["instruction_indexes"] == ["index1"]
+    assert sorted(shape["index_files"]) == sorted(
+        ["level", "type", "size", "ways_of_associativity", "coherency_line_size"])
+    assert sorted(shape["cpu_entries"]) == ["cpu0", "cpu1"]
+
+
+def test_a_host_without_l2_or_l3(tmp_path):
+    no_l3 = {k: v for k, v in AMD_CACHES.items() if k != "index3"}
+    cpu, cpuinfo = fake_sys(tmp_path / "a", no_l3, cpuinfo="")
+    host = read_host(cpu, cpuinfo, page_bytes=16384, glibc="", cores=4)
+    assert (host["l3_bytes"], host["l3_ways"], host["page_bytes"]) == (0, 0, 16384)
+    assert host["cpu_model"]            # something, even without a model name
+    no_l2 = {k: v for k, v in AMD_CACHES.items() if k in ("index0", "index1")}
+    cpu, cpuinfo = fake_sys(tmp_path / "b", no_l2)
+    with pytest.raises(ValueError, match="no level-2 cache"):
+        read_host(cpu, cpuinfo, page_bytes=4096, glibc="2.36", cores=2)
+
+
+def test_gemm_blocking_of_both_hosts():
+    xeon = load_profile("linux-x86_64")
+    # the Xeon's [host] gives the profile's own kc/mc (read from gemm's source by hand)
+    assert gemm_blocking(xeon.host) == (xeon.backends["flex"]["gemm_kc_max"],
+                                         xeon.backends["flex"]["gemm_mc_max"]) == (1024, 128)
+    assert gemm_blocking(AMD) == (512, 128)
+
+
+def test_the_linux_profile_records_its_host():
+    profile = load_profile("linux-x86_64")
+    assert profile.host["l2_bytes"] == profile.process.l2_bytes == 2 << 20
+    assert profile.host["l2_bytes"] == profile.backends["flex"]["matmul_workspace_bytes"]
+    assert profile.host["cpu_model"].startswith("Intel(R) Xeon(R)")
+    assert load_profile("m2max-macos").host == {}
+
+
+def test_a_host_table_is_validated(tmp_path):
+    data = tomllib.loads((MODELS_DIR / "linux-x86_64.toml").read_text())
+    data["host"]["l2_bytes"] = "1 MiB"
+    with pytest.raises(ProfileError, match="host.l2_bytes must be a number"):
+        validate(data, "p.toml")
+    data = tomllib.loads((MODELS_DIR / "linux-x86_64.toml").read_text())
+    del data["host"]["glibc"]
+    with pytest.raises(ProfileError, match="missing key host.glibc"):
+        validate(data, "p.toml")
+    data = tomllib.loads((MODELS_DIR / "linux-x86_64.toml").read_text())
+    data["host"]["bogomips"] = 5192
+    with pytest.raises(ProfileError, match="unknown key host.bogomips"):
+        validate(data, "p.toml")
+
+
+def test_differences_name_what_matters_l2_first():
+    xeon = load_profile("linux-x86_64").host
+    diffs = differences(xeon, AMD)
+    assert [d[0] for d in diffs] == ["L2", "CPU", "L1d"]
+    assert diffs[0] == ("L2", "2 MiB", "1 MiB")
+    assert differences(xeon, dict(xeon, cores=64, l3_bytes=0)) == []   # not what matters
+    assert differences(AMD, {"l2_bytes": 1 << 20}) == []   # a fact one side lacks
+
+
+def test_mismatch_warning_is_one_line_naming_l2_and_cpu():
+    profile = load_profile("linux-x86_64")
+    line = mismatch_warning(profile, AMD)
+    assert line.startswith("sim: warning: profile linux-x86_64 describes another host")
+    assert "\n" not in line
+    assert "L2 2 MiB in the profile, 1 MiB here" in line
+    assert "'AMD EPYC' here" in line and "sim host-profile" in line
+    assert mismatch_warning(profile, dict(profile.host)) is None     # the same host
+    assert mismatch_warning(profile, None) is None                    # host unknown
+    assert mismatch_warning(load_profile("m2max-macos"), AMD) is None  # no [host]
+
+
+def test_run_warns_once_on_another_host_and_not_on_its_own(capsys, monkeypatch):
+    args = ["run", "adleak-rss", "--variant", "flex", "--set", "iterations=10",
+            "--profile", "linux-x86_64", "--format", "csv"]
+    monkeypatch.setattr(sim.platform.host, "_RUNNING", [AMD])
+    code, out, err = run_cli(args, capsys)
+    assert code == 0
+    assert len(err) == 1 and err[0].startswith("sim: warning: profile linux-x86_64"), err
+    monkeypatch.setattr(sim.platform.host, "_RUNNING", [dict(load_profile("linux-x86_64").host)])
+    code, out2, err = run_cli(args, capsys)
+    assert code == 0 and err == [] and out2 == out
+
+
+def test_compare_reports_both_hosts(tmp_path, capsys, monkeypatch):
+    measured = tmp_path / "m"
+    measured.mkdir()
+    (measured / "adleak-rss.csv").write_text(
+        "experiment,variant,phase,x,x_unit,metric,value,unit,note\n"
+        "adleak-rss,flex,,0,k_iterations,rss,3.9,MB,\n")
+    (measured / "measure-info.json").write_text(json.dumps({"machine": {"host": AMD}}))
+    monkeypatch.setattr(sim.platform.host, "_RUNNING", [AMD])
+    code, _, err = run_cli(["compare", "--measured", str(measured), "--profile",
+                            "linux-x86_64", "--out", str(tmp_path / "out"), "-j", "1"],
+                           capsys)
+    assert code == 0, err
+    assert sum(line.startswith("sim: warning: profile linux-x86_64") for line in err) == 1
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert ("Host of the profile: Intel(R) Xeon(R) Processor, L2 2 MiB, 2 cores, glibc 2.36. "
+            "Host of the measurements: AMD EPYC, L2 1 MiB, 2 cores, glibc 2.36") in report
+
+
+def test_host_text_puts_this_host_into_the_profile(tmp_path):
+    base = (MODELS_DIR / "linux-x86_64.toml").read_text()
+    shape = {"cpu_entries": ["cpu0", "cpu1"], "cache_entries": ["index0", "index2", "index1"],
+             "index_files": ["size", "type"], "instruction_indexes": ["index1"]}
+    text = host_text(base, AMD, shape)
+    data = tomllib.loads(text)
+    validate(data, "new.toml")
+    assert data["host"] == AMD
+    assert data["process"]["l2_bytes"] == data["backend"]["flex"]["matmul_workspace_bytes"] \
+        == 1 << 20
+    assert data["process"]["l2_ways"] == 8
+    assert (data["backend"]["flex"]["gemm_kc_max"], data["backend"]["flex"]["gemm_mc_max"]) \
+        == (512, 128)
+    assert data["sysfs"]["cache_entries"] == shape["cache_entries"]
+    # every other value is the base's
+    old = tomllib.loads(base)
+    assert data["time"] == old["time"] and data["layout"] == old["layout"]
+    # each value set says where it came from; the [host] keys too
+    host_lines = text.split("[host]\n", 1)[1].split("\n[", 1)[0].splitlines()
+    rest = text.split("\n[process]\n", 1)[1]
+    for key in ("l2_bytes", "l2_ways", "matmul_workspace_bytes", "gemm_kc_max", "gemm_mc_max",
+                "cache_entries"):
+        line = next(line for line in rest.splitlines() if line.startswith(f"{key} ="))
+        assert "# [measured] this host:" in line, line
+    assert all("#" in line for line in host_lines if "=" in line)
+    # a base without [host] gets one after [meta]
+    bare = base.replace(base[base.index("[host]"):base.index("[process]")], "")
+    assert tomllib.loads(host_text(bare, AMD))["host"] == AMD
+
+
+def test_host_profile_refuses_a_bad_out_before_any_work(tmp_path, capsys):
+    existing = tmp_path / "mine.toml"
+    existing.write_text("x = 1\n")
+    code, _, err = run_cli(["host-profile", "--out", str(existing)], capsys)
+    assert code == 2 and len(err) == 1 and "exists" in err[0] and "--force" in err[0]
+    code, _, err = run_cli(["host-profile", "--out", str(tmp_path / "mine.txt")], capsys)
+    assert code == 2 and len(err) == 1 and ".toml" in err[0]
+    code, _, err = run_cli(["host-profile", "--out", str(tmp_path / "no" / "p.toml")], capsys)
+    assert code == 2 and len(err) == 1 and "does not exist" in err[0]
+    code, _, err = run_cli(["host-profile", "--out", str(tmp_path / "p.toml"), "--base",
+                            "m2max-macos"], capsys)
+    assert code == 2 and len(err) == 1 and "not a Linux profile" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.toml"]
+
+
+def test_a_linux_profile_under_another_name_predicts_the_same(tmp_path):
+    # the probe workloads' sink (experiments/common.py) follows the profile's platform, not
+    # its name: a profile sim host-profile names after its host keeps the probe's rows
+    from sim.engine.runner import run_cell
+    copy = tmp_path / "my-host.toml"
+    copy.write_text((MODELS_DIR / "linux-x86_64.toml").read_text())
+    quick = {"forwards": 10, "report_every": 5}
+
+    def blocks(profile):
+        rows = run_cell("pit-infer-flex", "C-valid-model-input-plain", "burn-0.22.1", profile,
+                        quick, observables=False)
+        return [(r["x"], r["value"]) for r in rows if r["metric"] == "heap_blocks_delta"]
+
+    assert blocks(load_profile(str(copy))) == blocks(load_profile("linux-x86_64")) \
+        == [(5, 0), (10, 3)]
+
+
+def test_the_fit_plan_on_a_run_with_some_probes_only():
+    from sim.analysis.compare import known_checker
+    from sim.analysis.data import read_measured
+    from sim.commands.host_profile import FIT_PLAN, _plausible, fit_points, plan_stages
+    quick = paths.ROOT / "experiments" / "measured" / \
+        "amd-epyc-zen4-quick"
+    rows = read_measured(quick / "op-cost.csv", known_checker())
+    stages, skipped = plan_stages(rows)
+    assert [p for p, _ in stages[0]] == [p for p, _ in FIT_PLAN[1]] and len(stages) == 1
+    assert "time.sweep_free_ns" in skipped and "backend.flex.gflops" in skipped
+    assert "time.page_fault_ns" in skipped
+    # every selector of the plan names a point of a full quick run
+    every = []
+    for name in ("op-cost", "backward-cost", "params", "p10-ema", "mechanism-cost"):
+        every += read_measured(quick / f"{name}.csv", known_checker())
+    stages, skipped = plan_stages(every)
+    used = [q for stage in stages for _, pts in stage for q in pts]
+    assert set(used) == set(fit_points()) - {
+        "adleak-count-params/chain-dead/size=16/after-unrelated-backward/300/backward_ms"}
+    assert list(skipped) == ["time.root_check_node_ns"]
+    # a fit may move a time parameter at most 4x from the base host's value
+    assert _plausible(100.0, 399.0) and _plausible(100.0, 26.0)
+    assert not _plausible(100.0, 401.0) and not _plausible(100.0, 24.0)

@@ -1,0 +1,132 @@
+"""Time from mechanism (experiments/mechanism_cost.py, the probe `mechanism-cost`): each
+variant moves with the one parameter it isolates, and with that parameter only where it
+differs from its twin; the parameters derived from others (sim.commands.host_profile.DERIVED); the
+RSS rows the binary's text pages dominate, graded against their run-to-run range."""
+
+import math
+
+import pytest
+
+from sim.commands.calibrate import _with
+from sim.analysis.compare import join, run_range
+from sim.engine.simulation import Simulation
+from sim.commands.host_profile import DERIVED, TAPE_SHARE, derive_text
+from sim.engine.profile import load_profile
+from sim.engine.runner import run_cell
+
+
+def _rows(variant, profile, **sets):
+    rows = run_cell("mechanism-cost", variant, "burn-0.22.1", profile,
+                    {k: str(v) for k, v in sets.items()}, observables=False)
+    return {(r["phase"], float(r["x"])): r["value"] for r in rows}
+
+
+def test_the_page_fault_probe_costs_page_fault_ns_per_page():
+    rows = _rows("page-fault", _with(load_profile("linux-x86_64"), {"time.page_fault_ns": 1000.0}),
+                 reps=1)
+    assert rows[("first-touch", 4096.0)] == pytest.approx(1000.0, rel=1e-3)
+
+
+def test_a_random_fill_costs_random_element_ns_per_element():
+    base = load_profile("linux-x86_64")
+    slow = _with(base, {"backend.flex.random_element_ns": 5.0})
+    a, b = _rows("param-init", base, calls=3), _rows("param-init", slow, calls=3)
+    for k in (1.0, 2.0, 3.0):
+        assert b[("call", k)] - a[("call", k)] == pytest.approx(512 * 512 * 5.0 / 1e6)
+
+
+def test_the_first_gemm_reads_sysfs_once_per_process():
+    base = _with(load_profile("linux-x86_64"), {"time.sysfs_read_ns": 0.0})
+    slow = _with(base, {"time.sysfs_read_ns": 1000.0})
+    a, b = _rows("first-gemm", base, calls=2), _rows("first-gemm", slow, calls=2)
+    extra = b[("call", 1.0)] - a[("call", 1.0)]
+    # the directories listed and files read of the profile's [sysfs] walk, 1 us each
+    reads = extra * 1e3
+    assert reads >= 1 and abs(reads - round(reads)) < 1e-6
+    assert b[("call", 2.0)] == a[("call", 2.0)]
+
+
+def test_sweep_free_isolates_the_cost_of_freeing_a_dead_node():
+    base = load_profile("linux-x86_64")
+    more = _with(base, {"time.sweep_free_ns": base.get("time.sweep_free_ns") + 100.0})
+    a = _rows("sweep-free", base, nodes=100, reps=1)
+    b = _rows("sweep-free", more, nodes=100, reps=1)
+    assert b[("dead-minus-live", 100.0)] - a[("dead-minus-live", 100.0)] == \
+        pytest.approx(100.0, abs=1e-3)
+    assert b[("live", 100.0)] == a[("live", 100.0)]
+
+
+def test_merge_minus_twin_isolates_one_merge():
+    base = load_profile("linux-x86_64")
+    more = _with(base, {"time.merge_ns": base.get("time.merge_ns") + 100.0})
+    a = _rows("merge", base, merge_ops=20, merge_reps=1)
+    b = _rows("merge", more, merge_ops=20, merge_reps=1)
+    assert b[("merge-minus-twin", 20.0)] - a[("merge-minus-twin", 20.0)] == \
+        pytest.approx(100.0, abs=1e-3)
+    assert b[("twin", 20.0)] == a[("twin", 20.0)]
+
+
+def test_derived_parameters_keep_a_backward_steps_sum_and_say_their_rule(tmp_path):
+    profile = load_profile("linux-x86_64")
+    text = open(profile.path, encoding="utf-8").read()
+    out = tmp_path / "derived.toml"
+    out.write_text(derive_text(text, profile.get), encoding="utf-8")
+    derived = load_profile(str(out))
+    total = profile.get("time.tape_step_ns") + profile.get("time.backward_step_ns")
+    assert derived.get("time.tape_step_ns") == pytest.approx(TAPE_SHARE * total, rel=1e-5)
+    assert derived.get("time.tape_step_ns") + derived.get("time.backward_step_ns") == \
+        pytest.approx(total, rel=1e-5)
+    assert derived.get("time.drop_release_node_ns") == profile.get("time.sweep_free_ns")
+    for name in DERIVED:
+        key = name.rsplit(".", 1)[1]
+        line = next(l for l in out.read_text().splitlines() if l.startswith(f"{key} ="))
+        assert "[derived]" in line
+    # derived again from its own values: the same text
+    again = derive_text(out.read_text(encoding="utf-8"), derived.get)
+    assert again == out.read_text(encoding="utf-8")
+
+
+def _rss_point(note, probe="p --quick"):
+    return {"experiment": "adleak-rss", "variant": "flex", "phase": "", "x": "10000",
+            "x_unit": "iterations", "metric": "rss", "value": "4.0", "unit": "MB",
+            "note": note, "probe": probe}
+
+
+def test_a_text_dominated_rss_row_is_graded_against_its_runs_range():
+    predicted = {"experiment": "adleak-rss", "variant": "flex", "phase": "", "x": 10000,
+                 "x_unit": "iterations",
+                 "metric": "rss", "value": 4.5, "unit": "MB", "text_share": 0.8}
+    spread = _rss_point("mean of 3 fresh runs (3.6, 4.0, 4.4 MB)")
+    (e,) = join([spread], [predicted])
+    assert e["ok"] and e["range"] == (3.6, 4.4) and "run-to-run range 3.6..4.4" in e["note"]
+    (e,) = join([_rss_point("one run")], [predicted])
+    assert not e["ok"] and "spread is unmeasured" in e["note"]
+    # not text-dominated, or not a probe's row (the seeds'): graded as a point, no note
+    (e,) = join([spread], [dict(predicted, text_share=0.3)])
+    assert not e["ok"] and e["note"] == ""
+    (e,) = join([_rss_point("mean of 3 fresh runs (3.6, 4.0, 4.4 MB)", probe="")], [predicted])
+    assert e["note"] == ""
+    assert run_range("mean of 2 fresh runs (1.5, 2.5 ms)") == (1.5, 2.5, 2)
+
+
+def test_rss_rows_carry_the_share_of_the_binarys_text():
+    sim = Simulation(load_profile("linux-x86_64"))
+    sim.touched.touch_code("elementwise")
+    sim.record(1, "step", "rss_bytes", sim.rss_bytes())
+    sim.record(1, "step", "heap_bytes", 0)
+    assert 0 < sim.rows[0]["text_share"] <= 1.0 and "text_share" not in sim.rows[1]
+
+
+def test_a_fit_moves_a_backward_steps_sum_which_is_split_again():
+    from sim.commands.host_profile import fold_text
+    import tomllib
+    profile = load_profile("linux-x86_64")
+    text = open(profile.path, encoding="utf-8").read()
+    folded = tomllib.loads(fold_text(text))["time"]
+    total = profile.get("time.tape_step_ns") + profile.get("time.backward_step_ns")
+    assert folded["tape_step_ns"] == 0.0
+    assert folded["backward_step_ns"] == pytest.approx(total, rel=1e-6)
+    split = tomllib.loads(derive_text(fold_text(text), lambda name: (
+        folded[name.split(".")[1]] if name.startswith("time.") and name.split(".")[1] in folded
+        else profile.get(name))))["time"]
+    assert split["tape_step_ns"] == pytest.approx(profile.get("time.tape_step_ns"), rel=1e-5)

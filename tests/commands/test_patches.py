@@ -1,0 +1,265 @@
+"""The fix patches and `sim measure --patch`, without cargo (CI stays fast).
+
+Applying a unified diff, its one-line errors, combinations, the build directory that
+`--patch` prepares, and the rows' burn_version tag. Where cargo's registry holds
+burn-autodiff 0.22.1, every committed patch must apply to it.
+"""
+
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sim import paths
+from sim.commands import measure, patches
+from sim.errors import UserError
+
+ROOT = paths.ROOT
+NAMES = ("skip-untracked", "drop-release", "detach-constant", "dedup-sweep", "periodic-sweep")
+
+ORIGINAL = "fn a() {\n    one();\n    two();\n}\n\nfn b() {\n    three();\n}\n"
+
+PATCH_A = """--- a/src/lib.rs
++++ b/src/lib.rs
+@@ -1,4 +1,5 @@
+ fn a() {
+     one();
++    one_and_a_half();
+     two();
+ }
+"""
+
+PATCH_B = """--- a/src/lib.rs
++++ b/src/lib.rs
+@@ -6,3 +6,3 @@
+ fn b() {
+-    three();
++    four();
+ }
+"""
+
+# changes the line PATCH_A's context needs
+PATCH_C = """--- a/src/lib.rs
++++ b/src/lib.rs
+@@ -1,3 +1,3 @@
+ fn a() {
+-    one();
++    uno();
+     two();
+"""
+
+
+def _crate(tmp_path):
+    root = tmp_path / "crate"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "lib.rs").write_text(ORIGINAL)
+    return root
+
+
+def _patch(tmp_path, name, text):
+    path = tmp_path / f"{name}.patch"
+    path.write_text(text)
+    return path
+
+
+def test_a_patch_applies_and_b_after_it_finds_its_shifted_context(tmp_path):
+    root = _crate(tmp_path)
+    patches.apply_all(root, [_patch(tmp_path, "a", PATCH_A), _patch(tmp_path, "b", PATCH_B)])
+    assert (root / "src" / "lib.rs").read_text() == (
+        "fn a() {\n    one();\n    one_and_a_half();\n    two();\n}\n\nfn b() {\n    four();\n}\n")
+
+
+def test_a_hunk_that_does_not_apply_is_one_error_naming_it_and_writes_nothing(tmp_path):
+    root = _crate(tmp_path)
+    (root / "src" / "lib.rs").write_text(ORIGINAL.replace("three", "THREE"))
+    before = (root / "src" / "lib.rs").read_text()
+    with pytest.raises(UserError) as err:
+        patches.apply_all(root, [_patch(tmp_path, "a", PATCH_A), _patch(tmp_path, "b", PATCH_B)])
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("b.patch: hunk 1 of src/lib.rs (@@ -6,3 +6,3 @@) does not apply")
+    assert "after a: the two patches change the same lines" in message
+    # a applied, b not: the half-patched copy is the caller's to throw away (prepare_patched
+    # stages it); b itself wrote nothing
+    assert "THREE" in (root / "src" / "lib.rs").read_text()
+    assert (root / "src" / "lib.rs").read_text() != before
+
+
+def test_conflicting_patches_are_one_error_naming_both(tmp_path):
+    root = _crate(tmp_path)
+    with pytest.raises(UserError, match=r"^a\.patch: hunk 1 of src/lib\.rs .* \(after c: "):
+        patches.apply_all(root, [_patch(tmp_path, "c", PATCH_C), _patch(tmp_path, "a", PATCH_A)])
+
+
+def test_not_a_diff_and_unknown_patch_names():
+    with pytest.raises(UserError, match="no hunks: not a unified diff"):
+        patches.parse_diff("hello\n", "x.patch")
+    with pytest.raises(UserError, match=r"^--patch nosuch: no such patch \(known: .*dedup-sweep"):
+        patches.resolve("nosuch")
+    with pytest.raises(UserError, match=r"^--patch nosuch: "):
+        patches.resolve("skip-untracked+nosuch")
+
+
+def test_labels_name_every_patch():
+    assert patches.patch_label(patches.resolve("skip-untracked")) == "0.22.1+skip-untracked"
+    assert (patches.patch_label(patches.resolve("skip-untracked+dedup-sweep"))
+            == "0.22.1+skip-untracked+dedup-sweep")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_fix_has_a_patch_of_burn_autodiff_sources(name):
+    files = patches.parse_diff(patches.resolve(name)[0].read_text(), name)
+    assert files and all(f.path.startswith("src/") and f.hunks for f in files)
+
+
+def test_prepare_patched_stages_the_copy_and_points_cargo_at_it(tmp_path):
+    crate = tmp_path / "burn-autodiff-0.22.1"
+    (crate / "src").mkdir(parents=True)
+    (crate / "src" / "lib.rs").write_text(ORIGINAL)
+    build = tmp_path / "build"
+    patch = _patch(tmp_path, "mine", PATCH_A)
+    label, ws = measure.prepare_patched(str(patch), root=build, crate=crate)
+    assert label == "0.22.1+mine"
+    applied = build / "src" / "mine" / "burn-autodiff-0.22.1" / "src" / "lib.rs"
+    assert "one_and_a_half" in applied.read_text()
+    assert ORIGINAL == (crate / "src" / "lib.rs").read_text()     # the registry untouched
+    toml = (ws / "Cargo.toml").read_text()
+    assert toml.startswith((measure.PROBES_DIR / "Cargo.toml").read_text().rstrip("\n"))
+    assert "[patch.crates-io]\nburn-autodiff = { path = \"" in toml
+    assert str(applied.parent.parent.resolve()) in toml
+    assert (ws / "Cargo.lock").read_text() == (measure.PROBES_DIR / "Cargo.lock").read_text()
+    assert (ws / "burn-probes").resolve() == (measure.PROBES_DIR / "burn-probes").resolve()
+    # the same patch again keeps the copy cargo built (its mtimes), a changed one replaces it
+    stamp = applied.stat().st_mtime_ns
+    os.utime(applied, ns=(stamp - 10**9, stamp - 10**9))
+    measure.prepare_patched(str(patch), root=build, crate=crate)
+    assert applied.stat().st_mtime_ns == stamp - 10**9
+    patch.write_text(PATCH_A.replace("one_and_a_half", "one_and_three_quarters"))
+    measure.prepare_patched(str(patch), root=build, crate=crate)
+    assert "one_and_three_quarters" in applied.read_text()
+    # a patch that does not apply leaves the earlier build dir as it was
+    bad = _patch(tmp_path, "mine2", PATCH_B.replace("three", "nine"))
+    with pytest.raises(UserError, match="hunk 1 of src/lib.rs"):
+        measure.prepare_patched(str(bad), root=build, crate=crate)
+    assert not (build / "src" / "mine2").exists()
+    assert not list((build / "src").glob(".*.tmp"))
+
+
+def test_retag_sets_burn_version_of_every_row(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text("experiment,variant,phase,x,x_unit,metric,value,unit,note,platform,"
+                    "burn_version,probe\nadleak-rss,flex,,0,k_iterations,rss,1.0,MB,\"a, b\","
+                    "linux-x86_64,0.22.1,adleak-rss\n")
+    measure.retag(path, "0.22.1+dedup-sweep")
+    rows = list(csv.DictReader(path.open()))
+    assert [r["burn_version"] for r in rows] == ["0.22.1+dedup-sweep"]
+    assert rows[0]["note"] == "a, b"
+
+
+def test_measure_with_an_unknown_patch_fails_with_one_line_before_any_work(tmp_path):
+    out = tmp_path / "out"
+    env = dict(os.environ, PATH=str(tmp_path))   # no cargo either: the patch is checked first
+    result = subprocess.run([sys.executable, "-m", "sim.commands.cli", "measure", "--patch", "nosuch",
+                             "--out", str(out)], capture_output=True, text=True, env=env,
+                            cwd=ROOT)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sim: error: --patch nosuch: no such patch")
+    assert not out.exists()
+
+
+@pytest.mark.skipif(patches.registry_crate() is None,
+                    reason="burn-autodiff 0.22.1 not in cargo's registry")
+@pytest.mark.parametrize("name", NAMES + ("skip-untracked+dedup-sweep",
+                                          "skip-untracked+drop-release+periodic-sweep"))
+def test_every_patch_applies_to_the_released_crate(tmp_path, name):
+    root = patches.copy_crate(patches.registry_crate(), tmp_path / "c")
+    patches.apply_all(root, patches.resolve(name))
+
+
+def test_fixes_grades_each_fix_directory_and_writes_one_page(tmp_path):
+    from sim.commands.fixes import fixes_report
+    source = ROOT / "experiments" / "measured" / "linux-x86_64" / "patched" / "burn-0.22.1"
+    if not (source / "adleak-count.csv").is_file():
+        pytest.skip("no committed quick measurement of unpatched burn")
+    lines = (source / "adleak-count.csv").read_text().splitlines()
+    picked = [lines[0]] + [l for l in lines[1:] if l.startswith("adleak-count-fresh,flex.autodiff,")]
+    fix = tmp_path / "m" / "burn-0.22.1"
+    fix.mkdir(parents=True)
+    (fix / "adleak-count.csv").write_text("\n".join(picked) + "\n")
+    out = tmp_path / "fixes.md"
+    grades = fixes_report(tmp_path / "m", "linux-x86_64", tmp_path / "res", out, jobs=1,
+                          echo=lambda line: None, command="sim fixes --measured m")
+    ok, n = grades["burn-0.22.1"]["total"]
+    assert n == len(picked) - 1 and ok == n    # the counting allocator's figures, exactly
+    page = out.read_text()
+    assert f"| burn-0.22.1 | {n} | {ok} | 100 % | {n} of {n} | 0 of 0 | 0 of 0 | 0 of 0 | 0 | - |" in page
+    assert "Generated by `sim fixes --measured m`" in page
+    with pytest.raises(UserError, match="no NAME/ directory with measured CSVs"):
+        fixes_report(tmp_path / "res" / "burn-0.22.1" / ".cache", out=out, echo=lambda l: None)
+
+
+def test_release_workspace_pins_burn_and_burn_autodiff_to_the_version(tmp_path):
+    ws = measure.prepare_release("0.23.0-pre.1", root=tmp_path)
+    text = (ws / "Cargo.toml").read_text()
+    assert text.count('version = "=0.23.0-pre.1"') == 2 and '"=0.22.1"' not in text
+    assert (ws / "burn-probes").resolve() == (ROOT / "experiments" / "probes" / "burn-probes")
+    assert not (ws / "Cargo.lock").exists()     # 0.22.1's lock would pin the old crates
+    with pytest.raises(UserError, match="not a version"):
+        measure.prepare_release("latest", root=tmp_path)
+
+
+def test_api_differences_name_the_probes_lines_that_do_not_build():
+    tail = ["   Compiling burn-probes v0.1.0",
+            "error[E0425]: cannot find function `foo` in module `burn::tensor`",
+            "  --> burn-probes/src/ema.rs:12:5",
+            "error[E0599]: no method named `bar` found",
+            "   --> /root/.cargo/registry/src/x/burn-core-0.23.0/src/lib.rs:3:1",
+            "error: could not compile `burn-probes` (bin \"burn-probes\") due to 1 error"]
+    assert measure.api_differences(tail) == [
+        "src/ema.rs:12:5: error[E0425]: cannot find function `foo` in module `burn::tensor`"]
+
+
+def test_measure_burn_refuses_patch_and_gpu(tmp_path):
+    with pytest.raises(UserError, match="--burn takes neither"):
+        measure.measure(out=tmp_path / "o", burn="0.23.0-pre.1", patch="dedup-sweep")
+
+
+def test_fixes_page_names_a_composed_patch_and_burn_tests(tmp_path):
+    from sim.commands.fixes import _burn_tests, _section
+    lines = _section("skip-untracked+drop-release", tmp_path, {
+        "total": [0, 0], "experiments": {}, "unpredicted": 0}, [], "linux-x86_64")
+    assert ("Patches `experiments/patches/skip-untracked.patch`, then "
+            "`experiments/patches/drop-release.patch`") in lines[2]
+    path = tmp_path / "burn-tests.json"
+    path.write_text('{"tests": "t", "tests_commit": "0123456789ab", "against": "a", '
+                    '"host": {"cpu": "c"}, "patches": {'
+                    '"none": {"built": true, "passed": 9, "failed": 1, "ignored": 0, '
+                    '"failures": ["x"]}, '
+                    '"drop-release": {"built": true, "passed": 8, "failed": 2, "ignored": 0, '
+                    '"failures": ["x", "y"]}, '
+                    '"dedup-sweep": {"built": false, "errors": ["error: no"]}}}')
+    page = "\n".join(_burn_tests(path))
+    assert "| none | yes | 9 | 1 | 0 | `x` |" in page
+    assert "| drop-release | yes | 8 | 2 | 0 | as unpatched, plus `y` |" in page
+    assert "| dedup-sweep | no: error: no | - | - | - | - |" in page
+
+
+def test_verdict_table_compares_each_fix_predicted_and_measured_at_the_same_points():
+    from sim.commands.fixes import verdict_table
+
+    def run(measured, predicted):
+        return [{"source": "adleak-rss.csv", "experiment": "adleak-rss",
+                 "variant": "flex.autodiff", "phase": "", "x": str(x),
+                 "x_unit": "k_iterations", "metric": "rss", "unit": "MB",
+                 "measured": str(m), "predicted": str(p)}
+                for x, m, p in zip((0, 10, 20, 30, 40), measured, predicted)]
+    grows, flat = (4, 16, 28, 40, 52), (4, 4.1, 4.0, 4.1, 4.0)
+    page = "\n".join(verdict_table({"burn-0.22.1": run(grows, grows),
+                                    "skip-untracked": run(flat, flat),
+                                    "periodic-sweep": run(grows, flat)}))
+    assert "| adleak-rss / flex.autodiff | growth | removes | **predicted removes, " \
+           "measured keeps** |" in page
+    assert "| **equal verdicts** | | 1 of 1 | 0 of 1 |" in page

@@ -1,0 +1,92 @@
+"""Fast-forward equals exact mode on generated loop programs (issue 39).
+
+Hypothesis writes a workload file: two 16-element tensors (either may require grad), a
+running value kept across iterations, and a ``sim.repeat`` over a body of random
+statements (clones into ops whose output is dropped, detach, require_grad on a fresh
+tensor, a kept running value, a backward), optionally a nested ``repeat`` and a backward
+every k-th iteration written as nested loops; it samples after the loop and again after
+a tiny unrelated backward. Each program runs on both profiles (the size-class allocator
+of m2max-macos and glibc's arena of linux-x86_64) with fast-forward and ``--exact``; the
+rows must be equal, every observable included.
+"""
+
+import itertools
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sim.engine.runner import run_cell
+from sim.engine.workloads import load_workload
+
+#: statement -> the line it adds to a body (``a``, ``b``: the two tensors; ``u``: one that
+#: never requires grad; ``state["kept"]``: a value kept across iterations)
+STATEMENTS = {
+    "add": "drop(a.clone() + b.clone())",
+    "mul": "drop(a.clone() * b.clone())",
+    "untracked": "drop(u.clone() + u.clone())",
+    "exp": "drop(a.clone().exp())",
+    "scalar": "drop(b.clone().mul_scalar(0.5))",
+    "detach": "drop(a.clone().detach() + b.clone())",
+    "require_grad": "drop(Tensor.from_floats([0.5] * 16, ad).require_grad() * u.clone())",
+    "keep": "state['kept'] = state['kept'] * 0.9 + a.clone() * 0.1",
+    "backward": "(a.clone() * b.clone()).sum().backward()",
+}
+
+statements = st.lists(st.sampled_from(sorted(STATEMENTS)), min_size=1, max_size=4)
+
+
+@st.composite
+def loop_programs(draw):
+    """The source of a workload file: its loop's body, counts and nesting."""
+    body = draw(statements)
+    a_grad = draw(st.booleans())
+    b_grad = draw(st.booleans())
+    outer = draw(st.integers(6, 40))
+    nested = draw(st.none() | st.tuples(st.integers(5, 12), statements))
+    every_kth = draw(st.booleans())
+    lines = [
+        "from sim.burn.tensor import Tensor, drop",
+        "def run(sim, variant):",
+        "    ad = sim.device('flex').autodiff()",
+        "    a = Tensor.from_floats([1.0] * 16, ad)" + (".require_grad()" if a_grad else ""),
+        "    b = Tensor.from_floats([2.0] * 16, ad)" + (".require_grad()" if b_grad else ""),
+        "    u = Tensor.from_floats([3.0] * 16, ad)",
+        "    state = {'kept': Tensor.from_floats([0.0] * 16, ad)}",
+    ]
+    if nested:
+        count, inner = nested
+        lines.append("    def inner():")
+        lines += [f"        {STATEMENTS[s]}" for s in inner]
+    lines.append("    def body():")
+    lines += [f"        {STATEMENTS[s]}" for s in body]
+    if nested:
+        lines.append(f"        sim.repeat({count}, inner)")
+    if every_kth:
+        lines.append("    def round_():")
+        lines.append("        sim.repeat(4, body)")
+        lines.append(f"        {STATEMENTS['backward']}")
+        lines.append(f"    sim.repeat({outer}, round_)")
+    else:
+        lines.append(f"    sim.repeat({outer}, body)")
+    lines += [
+        "    yield sim.sample(1, 'iterations', rss=sim.rss_bytes() / 1e6)",
+        "    t = Tensor.from_floats([1.0], ad).require_grad()",
+        "    (t.clone() * t.clone()).sum().backward()",
+        "    yield sim.sample(2, 'iterations', rss=sim.rss_bytes() / 1e6)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+_files = itertools.count()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(source=loop_programs())
+def test_fast_forward_equals_exact_on_generated_loops(tmp_path_factory, source):
+    path = tmp_path_factory.mktemp("loops") / f"loop_{next(_files)}.py"
+    path.write_text(source)
+    workload = load_workload(str(path))
+    for profile in ("m2max-macos", "linux-x86_64"):
+        fast = run_cell(workload, "default", profile=profile)
+        exact = run_cell(workload, "default", profile=profile, fast_forward=False)
+        assert fast == exact, (profile, source)

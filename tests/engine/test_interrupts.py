@@ -1,0 +1,312 @@
+"""Ctrl-C and budgets of the ``sim`` command, in real processes (issue 42, items 1-4).
+
+Each interrupted command runs as its own process group, as at a terminal, where Ctrl-C
+signals the command and its worker processes alike. The command is made to wait at a
+known point (a patched function writes a file, then sleeps) before the test sends
+SIGINT, so that where the interrupt lands is not left to timing.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from clirun import HEARTBEAT, assert_one_error, run_cli
+
+from sim import paths
+
+ROOT = paths.ROOT
+
+#: the issue's bound: an interrupted command exits within this many seconds
+EXIT_WITHIN_S = 2.0
+
+
+def start(args, patch, ready, tmp_path):
+    """``sim ARGS`` in a process group of its own, with ``patch`` (Python source) run
+    before the command; returns the process once ``ready`` exists (the patch writes it)."""
+    code = textwrap.dedent("""
+        import os, sys, time
+        sys.argv = ["sim"] + sys.argv[1:]
+        READY = os.environ["SIM_TEST_READY"]
+
+        def ready_then_wait(*args, **kwargs):
+            open(READY, "w").close()
+            time.sleep(120)
+        """) + textwrap.dedent(patch) + "\nfrom sim.commands.cli import main\nmain()\n"
+    env = dict(os.environ, SIM_TEST_READY=str(ready), PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    end = time.monotonic() + 120
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > end:
+            out, err = proc.communicate(timeout=10) if proc.poll() is not None else ("", "")
+            os.killpg(proc.pid, signal.SIGKILL) if proc.poll() is None else None
+            pytest.fail(f"never got to the point to interrupt: {err[-2000:]}")
+        time.sleep(0.02)
+    return proc
+
+
+def interrupt(proc):
+    """Ctrl-C to the process group; returns (exit code, seconds to exit, stderr lines
+    but the progress bar's and heartbeat's). Fails if a process of the group is left."""
+    sent = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("hung after Ctrl-C")
+    took = time.monotonic() - sent
+    end = time.monotonic() + 5
+    while True:     # the workers are terminated and joined: none of the group is left
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        if time.monotonic() > end:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail("a worker process outlived the interrupted command")
+        time.sleep(0.05)
+    lines = [line for line in err.splitlines()
+             if line.strip() and not line.startswith("[") and not HEARTBEAT.match(line)]
+    return proc.returncode, took, lines, err
+
+
+def assert_interrupted(code, took, lines, err):
+    assert code == 130, err
+    assert lines == ["sim: error: interrupted"], err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert took < EXIT_WITHIN_S, (took, err)
+
+
+def snapshot(out):
+    return {p.name: p.read_bytes() for p in Path(out).iterdir() if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """A complete small sweep (one workload, two policies, two figures)."""
+    out = tmp_path_factory.mktemp("sweep") / "out"
+    proc = subprocess.run([sys.executable, "-m", "sim.commands.cli", "sweep", "-w", "adleak-count",
+                           "-p", "burn-0.22.1", "-p", "skip-untracked", "--jobs", "2",
+                           "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+FIGURE_WAITS = """
+import sim.output.plot
+sim.output.plot.workload_figure = sim.output.plot.summary_figure = ready_then_wait
+"""
+
+
+def test_ctrl_c_while_a_sweep_draws_its_figures(results, tmp_path):
+    before = snapshot(results)
+    assert {"report.md", "report.html", "run.json", "predicted.csv"} <= set(before)
+    # every cell is cached: the sweep goes straight to its figures, drawn by 2 processes
+    proc = start(["sweep", "-w", "adleak-count", "-p", "burn-0.22.1", "-p", "skip-untracked",
+                  "--jobs", "2", "--out", str(results)], FIGURE_WAITS, tmp_path / "ready",
+                 tmp_path)
+    assert_interrupted(*interrupt(proc))
+    assert snapshot(results) == before          # the complete results before it, intact
+    assert not (results / ".staging").exists()
+
+
+def test_ctrl_c_while_plot_draws(results, tmp_path):
+    before = snapshot(results)
+    proc = start(["plot", str(results), "--jobs", "1"], FIGURE_WAITS, tmp_path / "ready",
+                 tmp_path)
+    assert_interrupted(*interrupt(proc))
+    assert snapshot(results) == before
+
+
+def test_ctrl_c_while_a_sweep_runs_its_cells(results, tmp_path):
+    before = snapshot(results)
+    cells = sorted(p.name for p in (results / ".cache").rglob("*.json"))
+    proc = start(["sweep", "-w", "adleak-count", "-p", "burn-0.22.1", "-p", "skip-untracked",
+                  "--jobs", "2", "--force", "--out", str(results)],
+                 "import sim.engine.runner\nsim.engine.runner.run_cell = ready_then_wait\n",
+                 tmp_path / "ready", tmp_path)
+    assert_interrupted(*interrupt(proc))
+    assert snapshot(results) == before
+    assert sorted(p.name for p in (results / ".cache").rglob("*.json")) == cells
+
+
+OP_LOOP = """
+import os
+from sim.burn.tensor import Tensor
+
+def run(sim, variant):
+    ad = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, ad)
+    b = Tensor.from_floats([2.0] * 16, ad)
+    n = 0
+    while True:                     # ops, each output dropped at once (Tensor.__del__)
+        c = a.clone() + b.clone()
+        del c
+        n += 1
+        if n == 3000:
+            open(os.environ["SIM_TEST_READY"], "w").close()
+        if n % 50_000 == 0:
+            yield sim.tick()
+"""
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_ctrl_c_during_a_long_run_of_ops(tmp_path, attempt):
+    # where in an op the interrupt lands varies: a tensor's drop (__del__) or its
+    # constructor used to swallow it, or print "Exception ignored ... _strides"
+    path = tmp_path / "ops.py"
+    path.write_text(OP_LOOP)
+    out = tmp_path / "rows.csv"
+    proc = start(["run", str(path), "--out", str(out), "--max-nodes", "100000000"], "",
+                 tmp_path / "ready", tmp_path)
+    time.sleep(0.1 * attempt)
+    assert_interrupted(*interrupt(proc))
+    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+PURE_PYTHON = """
+from sim.burn.tensor import Tensor
+
+def run(sim, variant):
+    a = Tensor.from_floats([1.0], sim.device("flex").autodiff())
+    yield sim.tick()
+    while True:
+        pass
+"""
+
+
+def test_timeout_stops_a_workload_looping_in_pure_python(tmp_path, capsys):
+    path = tmp_path / "spin.py"
+    path.write_text(PURE_PYTHON)
+    start_s = time.monotonic()
+    code, _, lines = run_cli(["run", str(path), "--timeout", "0.5"], capsys)
+    took = time.monotonic() - start_s
+    assert_one_error(code, lines, "time budget exceeded: more than 0.5 s of wall time "
+                                  "(raise --timeout)")
+    assert f"{path}:7:" in lines[0] or f"{path}:8:" in lines[0], lines   # the loop's line
+    assert took < 30     # it stops (the bound of 1 s past the budget is the alarm's design)
+
+
+def test_timeout_stops_a_loop_of_ops_with_its_own_message(tmp_path):
+    # a subprocess: the run is the command's own, as a user's is
+    path = tmp_path / "ops.py"
+    path.write_text(OP_LOOP)
+    env = dict(os.environ, SIM_TEST_READY=str(tmp_path / "ready"))
+    proc = subprocess.run([sys.executable, "-m", "sim.commands.cli", "run", str(path), "--timeout", "1",
+                           "--max-nodes", "100000000"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env=env)
+    lines = [line for line in proc.stderr.splitlines() if not HEARTBEAT.match(line)]
+    assert_one_error(proc.returncode, lines, "time budget exceeded", "raise --timeout")
+    assert "interrupted" not in proc.stderr
+
+
+def test_an_interrupt_past_the_budget_is_reported_as_an_interrupt():
+    """The budget is checked as the workload yields; an interrupt raised in the workload
+    once the budget had passed used to be replaced by the budget's error."""
+    import threading
+    from sim.engine.simulation import Limits
+    from sim.engine.runner import run_cell
+    from sim.engine.workloads import load_workload
+
+    class Late:
+        name = "late"
+        variants = ("v",)
+        path = Path("late.py")
+
+        def resolve(self, variant, sets):
+            return {}
+
+        def run(self, sim, variant):
+            yield sim.tick()
+            time.sleep(0.1)
+            raise KeyboardInterrupt
+
+        def check_x_units(self, rows):
+            pass
+
+    caught = []
+
+    def target():     # not the main thread: no alarm, only the checks keep the budget
+        try:
+            run_cell(Late(), "v", limits=Limits(max_wall_s=0.01))
+        except BaseException as exc:
+            caught.append(exc)
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    assert load_workload("adleak-count")      # the module loads; the check is below
+    assert len(caught) == 1 and isinstance(caught[0], KeyboardInterrupt), caught
+
+
+def test_a_tensor_whose_constructor_was_interrupted_drops_quietly():
+    """An interrupt inside ``Tensor.__init__`` drops the half-built handle: its drop
+    used to print "Exception ignored in ... Tensor._release ... AttributeError"."""
+    import gc
+    from sim.engine.simulation import Simulation
+    from sim.engine.profile import load_profile
+    from sim.burn.tensor import Tensor
+    sim = Simulation(load_profile("m2max-macos"))
+    device = sim.device("flex").autodiff()
+    unraisable = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        for built in range(1, 4):    # the slots a constructor set before it was stopped
+            half = Tensor.__new__(Tensor)
+            for name, value in [("device", device), ("shape", (1,)), ("prim", None)][:built]:
+                setattr(half, name, value)
+            del half
+            gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert unraisable == []
+
+
+def test_a_failed_cell_waits_for_the_figure_warm_up(tmp_path, monkeypatch, capsys):
+    """Issue 42, item 4: a failed cell ended the process while the thread that warms up
+    matplotlib was still importing it; at the C exit, after the interpreter's teardown,
+    ft2font's static table of Python objects (its enum types) dropped the last reference
+    to one of them without a thread state, and the process aborted (exit 134, "Fatal
+    Python error: PyThreadState_Get", gdb: tupledealloc from ~unordered_map in
+    ft2font.so under __run_exit_handlers), about one run in 60. The sweep now joins that
+    thread on every way out but an interrupt (whose exit skips the C exit handlers)."""
+    import threading
+    import sim.commands.sweep
+    joined = []
+
+    class Recorded(sim.commands.sweep._FigureWarmUp):
+        def start(self):
+            self.thread = threading.Thread(target=time.sleep, args=(0.3,))
+            self.thread.start()
+
+        def join(self):
+            super().join()
+            joined.append(not self.thread.is_alive())
+    monkeypatch.setattr(sim.commands.sweep, "_FigureWarmUp", Recorded)
+    code, _, lines = run_cli(["sweep", "-w", "adleak-rss", "-p", "burn-0.22.1", "--set",
+                              "iterations=" + "1" + "0" * 30, "--jobs", "2",
+                              "--out", str(tmp_path / "out")], capsys)
+    assert_one_error(code, [line for line in lines if not line.startswith("[")],
+                     "op budget exceeded")
+    assert joined == [True]
+
+
+def test_the_failing_sweep_of_item_4_exits_2(tmp_path):
+    """The command of item 4 in a process of its own: one line, exit 2 (it aborted with
+    134 about once in 60 runs; `sim` runs of it are in the report of the fix)."""
+    proc = subprocess.run([sys.executable, "-m", "sim.commands.cli", "sweep", "-w", "adleak-rss", "-p",
+                           "burn-0.22.1", "--set", "iterations=" + "1" + "0" * 30,
+                           "--out", str(tmp_path / "out")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("[")]
+    assert_one_error(proc.returncode, lines, "op budget exceeded")
+    assert "Fatal Python error" not in proc.stderr

@@ -1,0 +1,189 @@
+"""A workload file's constants and a run's ``--set`` values are checked before anything
+runs: each mistake is one error line naming the file and constant (or the key), exit 2,
+never a traceback."""
+
+import pytest
+
+from clirun import assert_one_error, run_cli
+from sim.engine.workloads import builtin_names
+
+RUN = 'def run(sim, variant):\n    yield sim.sample(0, "iterations", rss=1)\n'
+RUN_K = 'def run(sim, variant, k):\n    yield sim.sample(0, "iterations", rss=1)\n'
+
+# -- badly typed constants (item 1) ---------------------------------------------------------
+
+CONSTANT_CASES = {
+    "variants-int": ("VARIANTS = 5\n" + RUN, "VARIANTS must be", "not int 5"),
+    "variants-string": ("VARIANTS = 'abc'\n" + RUN, "VARIANTS must be",
+                        "not the string 'abc'"),
+    "variants-empty": ("VARIANTS = ()\n" + RUN, "VARIANTS must be a non-empty"),
+    "variants-repeated": ("VARIANTS = ('a', 'b', 'a')\n" + RUN, "VARIANTS names 'a' more"),
+    "variants-empty-name": ("VARIANTS = ('a', '')\n" + RUN, "VARIANTS must be"),
+    "params-int": ("PARAMS = 5\n" + RUN, "PARAMS must be a dict", "not int 5"),
+    "params-list-default": ("PARAMS = {'k': [1, 2]}\n" + RUN_K, "PARAMS['k'] must be",
+                            "int, float, bool or str"),
+    "params-non-str-key": ("PARAMS = {1: 2}\n" + RUN, "PARAMS: parameter names"),
+    "choices-int": ("PARAMS = {'k': 1}\nCHOICES = {'k': 5}\n" + RUN_K, "CHOICES names 'k'",
+                    "with int 5"),
+    "choices-not-a-dict": ("CHOICES = ('k',)\n" + RUN, "CHOICES must be a dict"),
+    "choices-no-such-param": ("PARAMS = {'k': 1}\nCHOICES = {'j': (1,)}\n" + RUN_K,
+                              "CHOICES names 'j', which is not a parameter"),
+    "choices-default-outside": ("PARAMS = {'k': 1}\nCHOICES = {'k': (2, 3)}\n" + RUN_K,
+                                "CHOICES names 'k'", "default 1 is not one of its choices"),
+    "positive-no-such-param": ("POSITIVE = ('nosuch',)\n" + RUN, "POSITIVE names 'nosuch'",
+                               "not a numeric parameter"),
+    "positive-string-param": ("PARAMS = {'k': 'a'}\nPOSITIVE = ('k',)\n" + RUN_K,
+                              "POSITIVE names 'k'"),
+    "positive-bare-string": ("PARAMS = {'k': 1}\nPOSITIVE = 'k'\n" + RUN_K,
+                             "POSITIVE must be", "not the string 'k'"),
+    "experiment-empty": ("EXPERIMENT = ''\n" + RUN, "EXPERIMENT must be a non-empty string"),
+    "experiment-int": ("EXPERIMENT = 7\n" + RUN, "EXPERIMENT must be", "not int 7"),
+    "measured-string": ("MEASURED = 'x'\n" + RUN, "MEASURED must be", "not the string 'x'"),
+    "measured-ints": ("MEASURED = (1, 2)\n" + RUN, "MEASURED must be"),
+    "description-int": ("DESCRIPTION = 1\n" + RUN, "DESCRIPTION must be a string"),
+    "sweep-string": ("SWEEP = 'no'\n" + RUN, "SWEEP must be True or False", "not str 'no'"),
+    # run() must take what PARAMS declares (and need nothing else)
+    "run-lacks-a-param": ("PARAMS = {'k': 1, 'j': 2}\n" + RUN_K,
+                          "run(sim, variant, k) cannot be called",
+                          "no parameter 'j', which PARAMS declares"),
+    "run-needs-an-undeclared-param": ("PARAMS = {}\n" + RUN_K, "run(sim, variant, k)",
+                                      "requires 'k', which PARAMS does not declare"),
+}
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+@pytest.mark.parametrize("case", sorted(CONSTANT_CASES))
+def test_badly_typed_constant(case, command, tmp_path, capsys):
+    source, *fragments = CONSTANT_CASES[case]
+    path = tmp_path / f"{case.replace('-', '_')}.py"
+    path.write_text(source)
+    out = tmp_path / "out"
+    args = ([command, str(path), "--out", str(out)] if command == "run" else
+            [command, "-w", str(path), "-p", "burn-0.22.1", "--out", str(out)])
+    code, _, lines = run_cli(args, capsys)
+    assert_one_error(code, lines, f"{path}: ", *fragments)
+    assert not out.exists()
+
+
+def test_good_constants_still_load(tmp_path, capsys):
+    """Lists are as good as tuples; run() may take **params or defaults of its own."""
+    path = tmp_path / "fine.py"
+    path.write_text("EXPERIMENT = 'fine'\nVARIANTS = ['a', 'b']\nDESCRIPTION = 'fine'\n"
+                    "PARAMS = {'k': 1, 'lr': 0.5, 'on': True, 'mode': 'x'}\n"
+                    "POSITIVE = ['k', 'lr']\nCHOICES = {'mode': ['x', 'y']}\n"
+                    "MEASURED = []\nSWEEP = False\n"
+                    "def run(sim, variant, k, extra=3, **rest):\n"
+                    "    yield sim.sample(k, 'iterations', rss=1)\n")
+    code, out, lines = run_cli(["run", str(path), "-v", "b", "--set", "mode=y",
+                                "--format", "csv"], capsys)
+    assert code == 0, lines
+    assert "fine,b," in out
+
+
+def test_every_builtin_workload_loads(capsys):
+    names = builtin_names()
+    assert "p10-ema" in names and "pit-infer-flex" in names
+    code, out, lines = run_cli(["list"], capsys)
+    assert code == 0, lines
+    assert all(name in out for name in names)
+
+
+# -- --set values (item 2) -------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN", "1e999"])
+def test_non_finite_float_is_rejected(value, capsys):
+    code, _, lines = run_cli(["run", "p10-ema", "-v", "without", "--set", "steps=2",
+                              "--set", f"lr={value}"], capsys)
+    assert_one_error(code, lines, f"--set lr={value}: not a finite number")
+
+
+def test_non_finite_float_is_rejected_by_sweep(tmp_path, capsys):
+    out = tmp_path / "out"
+    code, _, lines = run_cli(["sweep", "-w", "p10-ema", "-p", "burn-0.22.1", "--set",
+                              "lr=1e-3,nan", "--out", str(out)], capsys)
+    assert_one_error(code, lines, "--set lr=nan: not a finite number")
+    assert not out.exists()
+
+
+def test_repeated_set_key_is_an_error(tmp_path, capsys):
+    out = tmp_path / "rows.csv"
+    code, _, lines = run_cli(["run", "p10-ema", "-v", "without", "--set", "steps=1",
+                              "--set", "steps=2", "--out", str(out)], capsys)
+    assert_one_error(code, lines, "--set steps=2", "parameter 'steps' is already set",
+                     "--set steps=1")
+    assert not out.exists()
+
+
+def test_sweep_still_adds_values_of_a_repeated_key():
+    from sim.commands.sweep import parse_grid
+    from sim.engine.workloads import load_workload
+    grid = parse_grid(["steps=5", "steps=7,5"], [load_workload("p10-ema")])
+    assert grid["p10-ema"] == [{"steps": 5}, {"steps": 7}]
+
+
+REPORT_AT_CASES = {
+    "": "expected at least one step number in 1..60",
+    " , ": "expected at least one step number in 1..60",
+    "0": "step 0 is outside 1..60",
+    "1,-5": "step -5 is outside 1..60",
+    "1,50,61": "step 61 is outside 1..60",
+    "1,x": "expected comma-separated step numbers in 1..60",
+}
+
+
+@pytest.mark.parametrize("workload", ["p10-ema", "p10-ema-adam"])
+@pytest.mark.parametrize("value", sorted(REPORT_AT_CASES))
+def test_bad_report_at(workload, value, tmp_path, capsys):
+    out = tmp_path / "rows.csv"
+    code, _, lines = run_cli(["run", workload, "-v", "without", "--set", "steps=60",
+                              "--set", f"report_at={value}", "--out", str(out)], capsys)
+    assert_one_error(code, lines, f"--set report_at={value.strip()}:",
+                     REPORT_AT_CASES[value])
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value, fragment", [("0,50", "step 0 is outside 1..20"),
+                                             ("", "expected at least one step number"),
+                                             ("1,x", "expected comma-separated step numbers")])
+def test_bad_report_at_of_p10_ema_params(value, fragment, capsys):
+    code, _, lines = run_cli(["run", "p10-ema-params", "-v", "detach/steps=20",
+                              "--set", f"report_at={value}"], capsys)
+    assert_one_error(code, lines, f"--set report_at={value}:", fragment)
+
+
+def _steps(workload, variant, *sets):
+    from sim.engine.runner import run_cell
+    rows = run_cell(workload, variant, sets=dict(s.split("=", 1) for s in sets),
+                    observables=False)
+    return sorted({int(r["x"]) for r in rows if r["metric"] == "ms_per_step"})
+
+
+def test_report_at_in_range_and_default_schedule():
+    """Explicit steps in 1..steps are reported, plus the last; the default schedule (the
+    probe's, for 2000 steps) is cut at a shorter run; p10-ema-params cuts its own."""
+    assert _steps("p10-ema", "without", "steps=60", "report_at=1,50") == [1, 50, 60]
+    assert _steps("p10-ema", "without", "steps=60", "report_at=60") == [60]
+    assert _steps("p10-ema", "without", "steps=120") == [1, 50, 100, 120]
+    assert _steps("p10-ema-adam", "without", "steps=60", "features=8",
+                  "batch=4") == [1, 50, 60]
+    assert _steps("p10-ema-params", "detach/steps=20", "features=8", "batch=4") == [1, 20]
+    assert _steps("p10-ema-params", "detach/steps=20", "features=8", "batch=4",
+                  "report_at=5,5000") == [5, 20]
+
+
+def test_sweep_checks_every_cells_report_steps_before_any_runs(tmp_path, capsys):
+    """A workload's ``check``: the grid point steps=20 cannot report at step 30, so the
+    sweep stops before its first cell (no progress bar, no results directory)."""
+    out = tmp_path / "out"
+    code, _, lines = run_cli(["sweep", "-w", "p10-ema", "-p", "burn-0.22.1", "--set",
+                              "steps=40,20", "--set", "report_at=1,30", "--out", str(out)],
+                             capsys)
+    assert_one_error(code, lines, "--set report_at=1,30: step 30 is outside 1..20")
+    assert not out.exists()
+
+
+def test_check_must_be_a_function(tmp_path, capsys):
+    path = tmp_path / "w.py"
+    path.write_text("check = 5\n" + RUN)
+    code, _, lines = run_cli(["run", str(path)], capsys)
+    assert_one_error(code, lines, str(path), "check must be a function")

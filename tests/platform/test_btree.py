@@ -1,0 +1,208 @@
+"""The BTreeMap node model: closed-form appends and batched removals equal one-at-a-time."""
+
+import random
+
+import pytest
+
+from sim.platform.btree import BTreeNodes
+from sim.platform.heap import Heap
+from sim.platform.rss import Allocator
+
+
+def shape(node):
+    return (len(node.keys), None if node.edges is None else tuple(shape(c) for c in node.edges))
+
+
+def check_invariants(tree):
+    """Every non-root node holds 5..11 keys; keys are sorted."""
+    def walk(node, is_root):
+        assert len(node.keys) <= 11
+        if not is_root:
+            assert len(node.keys) >= 5
+        if node.edges is not None:
+            assert len(node.edges) == len(node.keys) + 1
+            for child in node.edges:
+                walk(child, False)
+    if tree.root is not None:
+        walk(tree.root, True)
+    keys = tree.keys_in_order()
+    assert keys == sorted(keys)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fast_paths_match_one_key_at_a_time(seed):
+    rnd = random.Random(seed)
+    h1, h2 = Heap(Allocator.from_classes("glibc")), Heap(Allocator.from_classes("glibc"))
+    a, b = BTreeNodes(h1, 192, 288), BTreeNodes(h2, 192, 288)
+    nxt = 0
+    for _ in range(30):
+        r = rnd.random()
+        if r < 0.5:
+            n = rnd.choice([1, 2, 5, 11, 12, 13, 50, 200, 3000])
+            stride = rnd.choice([1, 3])
+            for k in range(nxt, nxt + stride * n, stride):
+                a.insert(k)
+            b.append_run(nxt, stride, n)
+            nxt += stride * n
+        elif r < 0.65 and nxt:
+            k = rnd.randrange(nxt)
+            a.remove(k)
+            b.remove(k)
+        elif r < 0.85:
+            keys = a.keys_in_order()
+            keep = set(rnd.sample(keys, min(len(keys), rnd.randrange(0, 30))))
+            batch = [k for k in keys if k not in keep]
+            for k in batch:
+                a.remove(k)
+            b.remove_many(batch)
+        else:
+            a.insert(nxt)
+            b.insert(nxt)
+            nxt += 1
+        assert (a.leaves, a.internals, a.length) == (b.leaves, b.internals, b.length)
+        assert (h1.live_bytes, h1.live_blocks) == (h2.live_bytes, h2.live_blocks)
+    check_invariants(a)
+    check_invariants(b)
+    assert a.keys_in_order() == b.keys_in_order()
+    if a.root is not None:
+        assert shape(a.root) == shape(b.root)
+
+
+def test_ascending_ids_give_one_node_per_six_keys():
+    heap = Heap(Allocator.from_classes("glibc"))
+    tree = BTreeNodes(heap, 192, 288)
+    tree.append_run(0, 1, 6 * 10 ** 6)
+    assert abs(tree.leaves + tree.internals - 10 ** 6) <= 2
+    assert tree.leaves == 6 * 10 ** 6 // 7 + 1 or abs(tree.leaves - 6 * 10 ** 6 / 7) < 2
+
+
+class _Log:
+    """A heap that only logs the sizes allocated, in order."""
+
+    def __init__(self):
+        self.sizes = []
+
+    def alloc(self, nbytes, align=0):
+        self.sizes.append(nbytes)
+
+    def free(self, nbytes, block=None):
+        self.sizes.append(-nbytes)
+
+
+@pytest.mark.parametrize("start", [0, 1, 11, 12, 77, 500, 1330])
+def test_append_allocs_replays_the_splits_of_inserts_in_order(start):
+    """Fast-forward's replay of an append (a glibc arena needs each node's allocation at its
+    place in the iteration) makes the same allocations, in the same order, as insert."""
+    real, log = BTreeNodes(_Log(), 192, 288), _Log()
+    for k in range(start):
+        real.insert(k)
+    fills = real.fills()
+    real.heap.sizes.clear()
+    per_key_real, per_key_replay = [], []
+    for k in range(start, start + 3000):
+        before = len(real.heap.sizes)
+        real.insert(k)
+        per_key_real.append(real.heap.sizes[before:])
+        before = len(log.sizes)
+        real.append_allocs(fills, log.alloc)
+        per_key_replay.append(log.sizes[before:])
+    assert per_key_replay == per_key_real
+    assert fills == real.fills()
+    assert any(len(sizes) == 2 for sizes in per_key_real)   # a leaf and an internal node split
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_batched_removals_take_the_leaf_of_the_last_one_as_a_search_would(seed):
+    """remove_many goes to the leaf of the previous removal while no node changed since
+    (a sweep removes ids in ascending order); the nodes, their keys and the heap are the
+    ones removing the keys one at a time gives, in any order, absent keys included."""
+    rnd = random.Random(seed)
+    h1, h2 = Heap(Allocator.from_classes("macos")), Heap(Allocator.from_classes("macos"))
+    a, b = BTreeNodes(h1, 192, 288), BTreeNodes(h2, 192, 288)
+    n = rnd.choice([12, 100, 700, 4000])
+    keys = list(range(n)) if seed % 2 else rnd.sample(range(5 * n), n)
+    for k in keys:
+        a.insert(k)
+        b.insert(k)
+    gone = rnd.sample(keys, rnd.randint(min(n // 2, n - 11), n - 11))
+    if seed % 3 == 0:
+        gone.sort()                       # ascending: mostly within the last leaf
+    elif seed % 3 == 1:
+        gone.sort(reverse=True)
+    gone += [-1, 10 * n]                  # absent keys change nothing
+    for k in gone:
+        a.remove(k)
+    b.remove_many(gone)
+    assert (a.leaves, a.internals, a.length) == (b.leaves, b.internals, b.length)
+    assert (h1.live_bytes, h1.live_blocks) == (h2.live_bytes, h2.live_blocks)
+    check_invariants(b)
+    assert a.keys_in_order() == b.keys_in_order()
+    assert shape(a.root) == shape(b.root)
+
+
+def _remove_near_the_end(seed):
+    """A removal of one of the last keys appended in closed form (a backward freeing the
+    nodes of the graph it ran, right after a fast-forwarded loop) leaves the runs
+    unmaterialized where no node changes; the nodes, keys and heap, after more appends,
+    removals and a materialization, are the ones inserting and removing one key at a
+    time gives. Returns how many removals kept the runs."""
+    rnd = random.Random(seed)
+    h1, h2 = Heap(Allocator.from_classes("macos")), Heap(Allocator.from_classes("macos"))
+    a, b = BTreeNodes(h1, 192, 288), BTreeNodes(h2, 192, 288)
+    nxt = 0
+    if seed % 2:
+        for k in range(rnd.randrange(1, 40)):   # a real tree under the runs
+            a.insert(k)
+            b.insert(k)
+            nxt += 1
+    kept_closed = 0
+    for _ in range(25):
+        r = rnd.random()
+        if r < 0.45:
+            n = rnd.choice([1, 2, 3, 5, 7, 12, 40, 500])
+            stride = rnd.choice([1, 2])
+            for k in range(nxt, nxt + stride * n, stride):
+                a.insert(k)
+            b.append_run(nxt, stride, n)
+            nxt += stride * n
+        elif r < 0.9 and a.length:
+            # one of the last dozen keys (present or not)
+            k = nxt - 1 - rnd.randrange(12)
+            runs = bool(b._runs)
+            assert a.remove(k) == b.remove(k)
+            kept_closed += runs and bool(b._runs)
+        elif b._runs:
+            b.materialize()
+        assert (a.leaves, a.internals, a.length) == (b.leaves, b.internals, b.length)
+        assert (h1.live_bytes, h1.live_blocks) == (h2.live_bytes, h2.live_blocks)
+        assert a.fills() == b.fills()
+        assert a.max_key() == b.max_key()
+    check_invariants(b)           # materializes b: the replay must give a's nodes
+    assert a.keys_in_order() == b.keys_in_order()
+    if a.root is not None:
+        assert shape(a.root) == shape(b.root)
+    return kept_closed
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_removing_a_key_of_the_rightmost_leaf_keeps_the_closed_form_runs(seed):
+    _remove_near_the_end(seed)
+
+
+def test_the_closed_form_removal_is_taken():
+    assert sum(_remove_near_the_end(seed) for seed in range(40)) > 40
+
+
+def test_a_backward_after_a_fast_forwarded_loop_leaves_its_run_closed_form():
+    """The two removals of the adleak backward-each-round pattern (the max key of a tree
+    whose rightmost leaf keeps enough keys) do not materialize the 100,000-key run."""
+    heap = Heap(Allocator.from_classes("macos"))
+    tree = BTreeNodes(heap, 192, 288)
+    tree.append_run(0, 1, 100_000)
+    for k in range(100_000, 100_004):
+        tree.insert(k)
+    fills = tree.fills()
+    assert fills[0] > 5
+    assert tree.remove(100_003)
+    assert tree._runs and tree.fills()[0] == fills[0] - 1 and tree.length == 100_003
+    assert tree.max_key() == 100_002

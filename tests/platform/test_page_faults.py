@@ -1,0 +1,94 @@
+"""Page faults: memory that becomes resident costs ``time.page_fault_ns`` per page."""
+
+import pytest
+
+from sim.commands.calibrate import _with
+from sim.platform.rss import Allocator, TouchedPages
+from sim.engine.simulation import Simulation
+from sim.policies import POLICIES
+from sim.engine.profile import load_profile
+from sim.engine.runner import run_cell
+
+MIB = 1 << 20
+
+
+def test_a_fresh_mebibyte_faults_256_pages_and_retained_memory_none():
+    profile = load_profile("linux-x86_64")
+    pf = profile.time["page_fault_ns"]
+    assert pf > 0 and Allocator.from_classes("glibc-arena").page_bytes == 4096
+    sim = Simulation(profile)
+    heap = sim.heap
+    n = MIB - 24                       # an mmapped chunk of exactly 1 MiB: glibc maps the
+    #                                    16-B-rounded chunk (n + 8) plus 8 B, page-rounded
+    t0 = sim.work_ps
+    block = heap.alloc(n)              # above the mmap threshold: fresh mapped pages
+    assert sim.work_ps - t0 == round(256 * pf * 1000)
+    heap.free(n, block)                # unmapped; glibc raises its mmap threshold
+    t1 = sim.work_ps
+    block = heap.alloc(n)              # now from the arena, which grows by 1 MiB
+    assert sim.work_ps - t1 == round(256 * pf * 1000)
+    heap.free(n, block)                # the arena keeps it resident
+    t2 = sim.work_ps
+    for _ in range(3):
+        heap.free(n, heap.alloc(n))    # reuse of retained memory: no fault
+    assert sim.work_ps == t2
+
+
+def test_mapped_blocks_fault_again_after_every_unmap():
+    faults = []
+    a = Allocator.from_classes("macos")      # HUGE blocks (> 2 MiB): mapped, unmapped
+    a.fault = lambda nbytes, mapped=False: faults.append((nbytes, mapped))
+    for _ in range(2):
+        a.free(4 * MIB, 1, a.alloc(4 * MIB))
+    assert faults == [(4 * MIB, True)] * 2
+    faults.clear()
+    block = a.alloc(MIB)                     # LARGE: slices written once stay resident
+    a.free(MIB, 1, block)
+    a.alloc(MIB)
+    assert faults == [(MIB, False)]
+
+
+def test_touched_pages_fault_once():
+    faults = []
+    t = TouchedPages({"matmul": 65536})
+    t.fault = faults.append
+    t.touch_code("matmul"); t.touch_code("matmul")
+    t.touch_buffer("slab", 8192); t.touch_buffer("slab", 4096); t.touch_buffer("slab", 12288)
+    assert faults == [65536, 8192, 4096]
+
+
+def test_off_when_zero():
+    profile = _with(load_profile("linux-x86_64"), {"time.page_fault_ns": 0.0})
+    sim = Simulation(profile)
+    t0 = sim.work_ps
+    sim.heap.alloc(MIB)
+    assert sim.work_ps == t0 and sim.allocator.fault is None
+
+
+SMALL = {
+    "adleak-rss": {"iterations": 3000},
+    "adleak-count": {"iterations": 3000},
+    "pit-infer": {"forwards": 10, "report_every": 5},
+    "p10-ema": {"steps": 30, "report_at": "1,10,30"},
+}
+CASES = [("adleak-rss", v) for v in ("flex", "flex.autodiff", "a-tracked",
+                                     "autodiff-backward-each-round", "without_autodiff")] + \
+    [("adleak-count", "flex.autodiff"), ("pit-infer", "A-model-and-input-autodiff"),
+     ("p10-ema", "detach"), ("p10-ema", "ema-only"), ("p10-ema", "without")]
+
+
+@pytest.mark.parametrize("workload,variant", CASES)
+def test_fast_forward_equals_exact_with_page_faults(workload, variant):
+    sets = SMALL[workload]
+    fast = run_cell(workload, variant, profile="linux-x86_64", sets=sets)
+    exact = run_cell(workload, variant, profile="linux-x86_64", sets=sets, fast_forward=False)
+    assert fast == exact
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_fast_forward_equals_exact_with_page_faults_under_every_policy(policy):
+    sets = {"iterations": 2500, "rounds": 2}
+    for variant in ("flex.autodiff", "a-tracked"):
+        assert run_cell("adleak-rss", variant, policy, "linux-x86_64", sets=sets) == \
+            run_cell("adleak-rss", variant, policy, "linux-x86_64", sets=sets,
+                     fast_forward=False)

@@ -1,0 +1,125 @@
+"""The orphan sweep's cache model (sim.platform.l2_cache.set_miss_fraction, Timing.sweep)."""
+
+import pytest
+
+from sim.platform.l2_cache import set_miss_fraction
+from sim.platform.hashbrown import TableLayout
+from sim.platform.timing import Timing
+from sim.engine.runner import run_cell
+
+MiB = 1 << 20
+
+
+def test_miss_fraction_switches_at_the_cache_size():
+    c, w = 2 * MiB, 16
+    fractions = [set_miss_fraction(f * c, c, w) for f in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 8.0)]
+    assert fractions == sorted(fractions)                       # monotone in the working set
+    assert fractions[0] < 1e-4 and fractions[1] < 0.01          # resident well below the size
+    assert 0.45 < fractions[3] < 0.6                            # about half at the size
+    assert fractions[4] > 0.95 and fractions[-1] == pytest.approx(1.0)
+    # the switch scales with the capacity: same fractions at 16 MiB for 8x the bytes
+    assert set_miss_fraction(8 * 0.75 * c, 8 * c, w) == pytest.approx(fractions[2])
+    assert set_miss_fraction(MiB, 0, w) == 0.0                  # capacity 0: not modelled
+
+
+class _Table:
+    def __init__(self, buckets):
+        self.layout = TableLayout(32, 8, 16)
+        self.buckets = buckets
+
+
+class _Memory:
+    """What Timing.sweep_live/sweep_dead read of a graph."""
+
+    def __init__(self, n, referenced, buckets):
+        self.n, self.referenced, self.nodes_table = n, referenced, _Table(buckets)
+
+    def node_count(self):
+        return self.n
+
+
+class _Sim:
+    def __init__(self):
+        self.charged = 0.0
+
+    def charge(self, ns, *args):
+        self.charged += ns
+
+
+PARAMS = {"sweep_fixed_ns": 0.0, "sweep_copy_entry_ns": 0.0, "sweep_visit_ns": 0.0,
+          "scan_node_ns": 1.0, "root_check_node_ns": 10.0, "sweep_free_ns": 0.0,
+          "sweep_l2_read_ns": 0.0, "sweep_l3_read_ns": 5.0, "sweep_dram_read_ns": 0.0}
+L2 = (2 * MiB, 16)   # the host core's L2 (profile [process] l2_bytes, l2_ways)
+
+
+def _caches(l2=L2, l1d=(48 << 10, 12), l3=(0, 0)):
+    return (l1d, l2, l3)
+
+
+def _live_sweep_ns(n, buckets, params=PARAMS, l2=L2):
+    sim = _Sim()
+    t = Timing(sim, params, _caches(l2))
+    memory = _Memory(n, 1, buckets)
+    scanned = n * (n + 1) / 2                     # n entries x mean prefix (n + 1) / 2
+    t.sweep_live(memory, n)
+    t.sweep(entries=n, visits=n, scanned=scanned, freed=0)
+    return sim.charged, scanned
+
+
+def test_cache_term_is_zero_below_and_full_above_the_l2():
+    # 4k keys (256 KiB of lines + a 4096-bucket table): resident, only scan_node_ns
+    ns, scanned = _live_sweep_ns(4000, 4096)
+    assert ns == pytest.approx(scanned * 1.0, rel=1e-3)
+    # 200k keys (12.8 MB of lines): nearly every read of the prefix misses
+    ns, scanned = _live_sweep_ns(200_000, 262_144)
+    assert ns / scanned > 1.0 + 5.0 * 0.95
+    # off when the profile has no L2 size
+    ns, scanned = _live_sweep_ns(200_000, 262_144, l2=(0, 16))
+    assert ns == pytest.approx(scanned)
+
+
+def test_dead_graph_reads_are_root_checks_and_deterministic():
+    sim = _Sim()
+    t = Timing(sim, PARAMS, _caches())
+    memory = _Memory(1000, 0, 2048)
+    t.sweep_dead(memory)                           # maybe_useful + free_unused_roots: 2 x 1000
+    t.sweep(entries=1, visits=1, scanned=2000, freed=1)
+    assert sim.charged == pytest.approx(1000 * 1.0 + 1000 * 10.0)
+    again = _Sim()
+    t2 = Timing(again, PARAMS, _caches())
+    t2.sweep_dead(memory)
+    t2.sweep(entries=1, visits=1, scanned=2000, freed=1)
+    assert again.charged == sim.charged
+    assert t._sweep_sets == []                     # records are consumed by the sweep
+
+
+def test_tracked_sweep_stays_quadratic_and_per_read_cost_grows_past_the_l2():
+    """The unrelated backward after n tracked ops: sweep work ~n^2 (n entries x n/2 keys);
+    per key read constant while the graph fits the L2, higher once it does not."""
+    rows = run_cell("adleak-count-params", "tracked/size=16", profile="linux-x86_64",
+                    sets={"ops": "2000,4000,8000,64000,128000"})
+    t = {r["x"]: r["value"] for r in rows
+         if r["metric"] == "backward_ms" and r["phase"] == "after-unrelated-backward"}
+    assert 3.6 < t[4000] / t[2000] < 4.4 and 3.6 < t[8000] / t[4000] < 4.4
+    per_read = {n: t[n] / (n * n / 2) for n in t}
+    assert per_read[64000] > 1.2 * per_read[8000]              # past 2 MiB of prefix
+    assert per_read[128000] >= per_read[64000] * 0.99          # never cheaper with size
+    assert 3.6 < t[128000] / t[64000] < 5.0                     # still ~n^2 at the top
+
+
+def test_fast_forward_equals_exact_with_the_cache_term_active():
+    sets = {"ops": "40000"}
+    fast = run_cell("adleak-count-params", "interleaved/size=16", profile="linux-x86_64",
+                    sets=sets)
+    exact = run_cell("adleak-count-params", "interleaved/size=16", profile="linux-x86_64",
+                     sets=sets, fast_forward=False)
+    assert fast == exact
+
+
+def test_sweep_time_is_deterministic():
+    sets = {"ops": "30000"}
+    a = run_cell("adleak-count-params", "merge-persistent/size=16", profile="linux-x86_64",
+                 sets=sets)
+    b = run_cell("adleak-count-params", "merge-persistent/size=16", profile="linux-x86_64",
+                 sets=sets)
+    assert a == b
