@@ -5,6 +5,7 @@ import pytest
 
 from clirun import run_cli
 from sim.errors import UserError
+from sim.paths import EXPERIMENTS
 from sim.policies import (HOOKS, POLICIES, SEAMS, get_policy, known_policy, policy_file,
                           policy_rank)
 from sim.policies.compose import extends, overrides
@@ -114,9 +115,8 @@ def test_smallest_combination_prefers_fewer_fixes_then_the_order_given():
 
 def test_sweep_with_a_composition_and_a_file_member_in_workers(tmp_path):
     import json
-    from pathlib import Path
     from sim.commands.sweep import sweep
-    example = Path(__file__).resolve().parent.parent / "experiments" / "policies" / "sweep_every_4.py"
+    example = EXPERIMENTS / "policies" / "sweep_every_4.py"
     name = f"skip-untracked+{example}"
     out = tmp_path / "out"
     info = sweep(["adleak-count"], ["burn-0.22.1", "skip-untracked+drop-release", name],
