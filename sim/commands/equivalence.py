@@ -14,7 +14,10 @@ asked, once with fast-forward and once with ``--exact``. A cell is
     both runs refused the cell with the same message (a GPU workload on a profile
     without a GPU, a policy that cannot run the program);
 ``refused-differently``
-    one run refused and the other did not, or with another message.
+    one run refused and the other did not, or with another message;
+``too-slow``
+    a run went over the time budget (``timeout`` seconds of wall time per run): not
+    compared (exact mode of a long chain is quadratic, as burn is).
 
 It takes minutes (every cell runs in exact mode), so it is a command, not a test.
 """
@@ -24,7 +27,8 @@ from __future__ import annotations
 import time
 
 from ..engine import runner
-from ..errors import UserError
+from ..engine.simulation import Limits
+from ..errors import LimitExceeded, UserError
 from ..policies import POLICIES
 from ..engine.workers import local_pool
 from ..engine.workloads import builtin_names, load_workload
@@ -32,7 +36,7 @@ from ..engine.workloads import builtin_names, load_workload
 __all__ = ["cells", "check_cell", "check", "COLUMNS", "RESULTS"]
 
 #: what a cell's comparison can find (see the module doc)
-RESULTS = ("same", "differs", "refused", "refused-differently")
+RESULTS = ("same", "differs", "refused", "refused-differently", "too-slow")
 
 #: the columns of ``--out``
 COLUMNS = ("workload", "variant", "policy", "profile", "result", "rows", "difference",
@@ -56,26 +60,40 @@ def cells(workloads=None, policies=None, profiles=None) -> list:
     return out
 
 
-def _run(cell, fast_forward):
+#: the start of the message of a run stopped by its time budget
+_TIME_BUDGET = "time budget exceeded"
+
+
+def _run(cell, fast_forward, timeout):
     workload, variant, policy, profile, sets = cell
     start = time.process_time()
     try:
         rows = runner.run_cell(workload, variant, policy, profile, sets=dict(sets),
-                        fast_forward=fast_forward)
+                               fast_forward=fast_forward, limits=Limits(max_wall_s=timeout))
+    except LimitExceeded as exc:
+        if str(exc).startswith(_TIME_BUDGET):
+            return None, _TIME_BUDGET, time.process_time() - start
+        return None, str(exc), time.process_time() - start
     except UserError as exc:
         return None, str(exc), time.process_time() - start
     return rows, None, time.process_time() - start
 
 
-def check_cell(cell) -> dict:
-    """Run ``cell`` with fast-forward and exactly; the comparison as a row of
-    :data:`COLUMNS`."""
-    fast, fast_error, ff_cpu = _run(cell, True)
-    exact, exact_error, exact_cpu = _run(cell, False)
+def check_cell(cell, timeout=None) -> dict:
+    """Run ``cell`` with fast-forward and exactly (each within ``timeout`` seconds of wall
+    time, None: no budget); the comparison as a row of :data:`COLUMNS`."""
+    fast, fast_error, ff_cpu = _run(cell, True, timeout)
+    exact, exact_error, exact_cpu = _run(cell, False, timeout)
     workload, variant, policy, profile, _ = cell
     row = {"workload": workload, "variant": variant, "policy": policy, "profile": profile,
            "rows": 0 if exact is None else len(exact), "difference": "",
            "exact_cpu_s": round(exact_cpu, 3), "ff_cpu_s": round(ff_cpu, 3)}
+    if _TIME_BUDGET in (fast_error, exact_error):
+        slow = [name for name, error in (("fast-forward", fast_error), ("exact", exact_error))
+                if error == _TIME_BUDGET]
+        row["result"] = "too-slow"
+        row["difference"] = f"{' and '.join(slow)} over {timeout:g} s"
+        return row
     if fast_error is not None or exact_error is not None:
         same = fast_error == exact_error
         row["result"] = "refused" if same else "refused-differently"
@@ -99,28 +117,34 @@ def _first_difference(fast, exact) -> str:
     return f"{len(fast)} rows with fast-forward, {len(exact)} exactly"
 
 
-def check(cells_, jobs=1, progress=None) -> list:
-    """Every cell's comparison (:func:`check_cell`), in the order of ``cells_``; ``jobs``
-    local processes; ``progress``: a :class:`sim.commands.progress.Progress`."""
+def check(cells_, jobs=1, progress=None, timeout=None, on_result=None) -> list:
+    """Every cell's comparison (:func:`check_cell`, each run within ``timeout`` s), in the
+    order of ``cells_``; ``jobs`` local processes; ``progress``: a
+    :class:`sim.commands.progress.Progress`; ``on_result(row)`` as each cell finishes (a
+    long check shows what it found before it ends)."""
     labels = [" ".join(c[:4]) for c in cells_]
     if jobs <= 1:
         out = []
         for cell, label in zip(cells_, labels):
             if progress is not None:
                 progress.running(label)
-            out.append(check_cell(cell))
+            out.append(check_cell(cell, timeout))
+            if on_result is not None:
+                on_result(out[-1])
             if progress is not None:
                 progress.advance(label)
         return out
     from concurrent.futures import wait, FIRST_COMPLETED
     results = [None] * len(cells_)
     with local_pool(jobs) as pool:
-        pending = {pool.submit(check_cell, cell): i for i, cell in enumerate(cells_)}
+        pending = {pool.submit(check_cell, cell, timeout): i for i, cell in enumerate(cells_)}
         while pending:
             done, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
             for future in done:
                 i = pending.pop(future)
                 results[i] = future.result()
+                if on_result is not None:
+                    on_result(results[i])
                 if progress is not None:
                     progress.advance(labels[i])
             if progress is not None:

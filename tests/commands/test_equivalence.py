@@ -63,3 +63,26 @@ def test_a_cell_both_runs_refuse_is_refused_not_a_difference(monkeypatch):
 def test_an_unknown_workload_is_one_error_line(capsys):
     code, _, lines = run_cli(["equivalence", "-w", "no-such-workload"], capsys)
     assert_one_error(code, lines, "no-such-workload")
+
+
+def test_a_run_over_its_time_budget_is_too_slow_not_a_difference(monkeypatch):
+    from sim.engine import runner
+    from sim.errors import LimitExceeded
+
+    real = runner.run_cell
+
+    def slow_exact(*args, fast_forward=True, **kw):
+        if not fast_forward:
+            raise LimitExceeded("time budget exceeded: more than 1 s of wall time")
+        return real(*args, fast_forward=fast_forward, **kw)
+    monkeypatch.setattr(runner, "run_cell", slow_exact)
+    row = equivalence.check_cell(("adleak-count", "flex", "burn-0.22.1", "m2max-macos",
+                                  {"iterations": 100}), timeout=1.0)
+    assert (row["result"], row["difference"]) == ("too-slow", "exact over 1 s")
+
+
+def test_each_difference_is_reported_as_it_is_found(monkeypatch):
+    seen = []
+    todo = equivalence.cells(["adleak-count"], ["burn-0.22.1"], ["m2max-macos"])
+    rows = equivalence.check(todo, jobs=1, on_result=seen.append)
+    assert seen == rows and len(rows) == 3
