@@ -71,7 +71,8 @@ def _run(cell, fast_forward, timeout):
         rows = runner.run_cell(workload, variant, policy, profile, sets=dict(sets),
                                fast_forward=fast_forward, limits=Limits(max_wall_s=timeout))
     except LimitExceeded as exc:
-        if str(exc).startswith(_TIME_BUDGET):
+        # the runner prefixes the workload's line that was running (PATH:LINE: ...)
+        if _TIME_BUDGET in str(exc):
             return None, _TIME_BUDGET, time.process_time() - start
         return None, str(exc), time.process_time() - start
     except UserError as exc:

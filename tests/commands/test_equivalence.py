@@ -73,7 +73,8 @@ def test_a_run_over_its_time_budget_is_too_slow_not_a_difference(monkeypatch):
 
     def slow_exact(*args, fast_forward=True, **kw):
         if not fast_forward:
-            raise LimitExceeded("time budget exceeded: more than 1 s of wall time")
+            raise LimitExceeded("workload.py:33: time budget exceeded: more than 1 s of wall "
+                                "time (raise --timeout)")
         return real(*args, fast_forward=fast_forward, **kw)
     monkeypatch.setattr(runner, "run_cell", slow_exact)
     row = equivalence.check_cell(("adleak-count", "flex", "burn-0.22.1", "m2max-macos",
