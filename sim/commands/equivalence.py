@@ -70,13 +70,13 @@ def _run(cell, fast_forward, timeout):
     try:
         rows = runner.run_cell(workload, variant, policy, profile, sets=dict(sets),
                                fast_forward=fast_forward, limits=Limits(max_wall_s=timeout))
-    except LimitExceeded as exc:
-        # the runner prefixes the workload's line that was running (PATH:LINE: ...)
-        if _TIME_BUDGET in str(exc):
-            return None, _TIME_BUDGET, time.process_time() - start
-        return None, str(exc), time.process_time() - start
     except UserError as exc:
-        return None, str(exc), time.process_time() - start
+        # a time budget's message, prefixed by the runner with the workload's line that
+        # was running (PATH:LINE: ...), is told apart from every other refusal
+        message = str(exc)
+        if isinstance(exc, LimitExceeded) and _TIME_BUDGET in message:
+            message = _TIME_BUDGET
+        return None, message, time.process_time() - start
     return rows, None, time.process_time() - start
 
 
