@@ -161,7 +161,8 @@ def policies_cmd(files):
     instead: what `--policy FILE.py` will run.
     """
     import textwrap
-    from ..policies import HOOKS, POLICIES, SEAMS, fast_forwards, load_policy_file, policy_file
+    from ..policies import (HOOKS, MIRROR, POLICIES, SEAMS, fast_forwards, load_policy_file,
+                            policy_file, replaced)
     chosen = [load_policy_file(f) for f in files] if files else list(POLICIES.values())
     for cls in chosen:
         name = cls.name
@@ -174,6 +175,13 @@ def policies_cmd(files):
             wrapped = textwrap.fill(text, width=88, initial_indent=f"  {label}: ",
                                     subsequent_indent=" " * (len(label) + 4))
             click.echo(wrapped)
+        for label, burns in (("replaces", True), ("adds", False)):
+            methods = [f"{attr}.{m}" for attr, names in replaced(cls).items() for m in names
+                       if hasattr(MIRROR[attr][0], m) == burns]
+            if methods:
+                click.echo(textwrap.fill(", ".join(methods), width=88,
+                                         initial_indent=f"  {label}: ",
+                                         subsequent_indent=" " * (len(label) + 4)))
         click.echo()
     if not files:
         width = max(map(len, list(SEAMS) + list(HOOKS)))
@@ -183,6 +191,11 @@ def policies_cmd(files):
             click.echo(title)
             for seam, text in table.items():
                 click.echo(f"  {seam:<{width}}  {text}")
+        click.echo("mirror classes (a fix replaces one with a subclass whose method is the "
+                   "patched one):")
+        width = max(map(len, MIRROR))
+        for attr, (_, text) in MIRROR.items():
+            click.echo(f"  {attr:<{width}}  {text}")
 
 
 @cli.command("run")

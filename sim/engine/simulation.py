@@ -32,7 +32,6 @@ from ..platform.rss import Allocator, TouchedPages
 from ..platform.hashbrown import RawTable, TableLayout
 from ..platform.timing import Timing
 from .profile import mallopt
-from ..burn.runtime.graph import GraphMutexClient
 from ..burn.graph.runs import NodeRun
 from ..errors import LimitExceeded, UserError, shown
 from ..burn.tensor import Device, BurnPanic
@@ -220,13 +219,14 @@ class Simulation:
         self.timing = Timing(self, profile.time, Timing.caches(profile.process))
         self.env = simpy.Environment()
         self.locator_mutex = simpy.Resource(self.env, capacity=1)
-        self.client = GraphMutexClient(self)
         #: the policy's class (the policy object's may be a subclass recording its reads)
         self.policy_class = get_policy(policy)
         self._policy_reads = policy_reads
         self._policy_name = policy
         self.policy = (self.policy_class if policy_reads is None
                        else traced(self.policy_class, policy_reads))(self)
+        # the autodiff client of the policy's mirror classes (sim.policies.mirror)
+        self.client = self.policy.GraphMutexClient(self)
         self.experiment = experiment
         self.variant = variant
         self.limits = limits or Limits()

@@ -29,6 +29,17 @@ seam                            where it is in burn 0.22.1
 
 Each policy lives in its own module and overrides only its seam(s).
 
+A fix that changes what one of burn's methods does is written as the PR would write it:
+a subclass of the mirror class (``GraphMutexClient``, ``GraphLocator``, ``GraphCleaner``,
+``AutodiffServer``, ``GraphMemoryManagement``) whose overriding method is the patched
+method, named by the policy (``GraphCleaner = DedupCleaner``); the simulation builds its
+burn objects from the policy's classes (:mod:`sim.policies.mirror`). ``dedup-sweep``
+(``GraphCleaner.cleanup_orphaned_entries``), ``periodic-sweep``
+(``GraphMutexClient.register``) and ``drop-release`` (``GraphMutexClient.release``,
+``GraphMemoryManagement.on_last_handle`` and ``_remove``) are written so;
+``skip-untracked`` (a ``CheckpointStrategy`` method in its PR: the mirror keeps the
+strategy as a name), ``detach-constant`` and ``burn-0.20-pre.1`` change seams.
+
 A user's fix is a policy too: a ``.py`` file defining one subclass of
 :class:`Policy` with its own ``name`` (``--policy path/to/fix.py`` wherever a
 policy is named; :func:`load_policy_file`). Its class is used as written, except
@@ -40,8 +51,8 @@ that grows a chain (:mod:`sim.engine.fastforward.chainrun`) is fast-forwarded un
 defines ``ff_chain`` (the members built and the node ids moved).
 
 Policies compose: ``a+b`` (any number of them) is the policy that applies every one
-of them, seam by seam (:mod:`sim.policies.compose`), or one error naming the seam two of
-them both replace.
+of them, seam by seam and mirror method by mirror method (:mod:`sim.policies.compose`),
+or one error naming the seam or the method two of them both replace.
 
 Two mistakes that would otherwise make a fix silently do nothing are errors: a public
 method whose name is a near miss of a seam's or hook's (``after_backwards``: nothing
@@ -62,6 +73,7 @@ from pathlib import Path
 from ..errors import UserError, shown
 from ..userfile import describe_raise, exec_user_file
 from .base import Policy
+from .mirror import MIRROR, replaced
 from .burn_0_20_pre1 import Burn020Pre1
 from .skip_untracked import SkipUntracked
 from .drop_release import DropRelease
@@ -70,8 +82,9 @@ from .dedup_sweep import DedupSweep
 from .periodic_sweep import PeriodicSweep
 from .pytorch import PyTorch
 
-__all__ = ["Policy", "POLICIES", "SEAMS", "HOOKS", "get_policy", "policy_names",
-           "load_policy_file", "policy_file", "policy_sources", "policy_rank", "fast_forwards", "known_policy"]
+__all__ = ["Policy", "POLICIES", "SEAMS", "HOOKS", "MIRROR", "replaced", "get_policy", "policy_names",
+           "load_policy_file", "policy_file", "policy_sources", "policy_rank", "fast_forwards", "known_policy",
+           "reference_label", "policy_label", "is_fix"]
 
 #: the seams a policy overrides, each with where it is in burn 0.22.1 (the table above,
 #: one line each; `sim policies` prints it)
@@ -179,6 +192,34 @@ def known_policy(name):
     return None
 
 
+def reference_label(name):
+    """How tables and figures label policy ``name`` if it models another framework
+    (``"reference (PyTorch)"``), else None: such a policy is shown apart from the fixes,
+    as a reference, never as a fix candidate.
+
+    >>> reference_label("pytorch"), reference_label("dedup-sweep")
+    ('reference (PyTorch)', None)
+    """
+    cls = known_policy(name) or (_FILES.get(name) or (None,))[0]
+    return getattr(cls, "reference", None) if cls is not None else None
+
+
+def policy_label(name) -> str:
+    """The name tables and figures give policy ``name``: its :func:`reference_label`, or
+    its name.
+
+    >>> policy_label("pytorch"), policy_label("dedup-sweep")
+    ('reference (PyTorch)', 'dedup-sweep')
+    """
+    return reference_label(name) or name
+
+
+def is_fix(name, reference="burn-0.22.1") -> bool:
+    """Whether policy ``name`` is a candidate fix: neither the ``reference`` every fix
+    changes nor a reference framework (:func:`reference_label`)."""
+    return name != reference and reference_label(name) is None
+
+
 def policy_file(name):
     """The file a policy loaded from a file came from (a ``str``), or None for a built-in.
     For a composition with a file policy among its members, the spec that makes it again
@@ -261,6 +302,7 @@ def load_policy_file(path):
     if name in _FILES:
         raise UserError(f"{path}: policy name '{name}' is already taken by {_FILES[name][1]}")
     _check_seam_names(cls, own, path)
+    _check_mirror_classes(cls, path)
     _check_seam_signatures(own, path)
     extra = {"__module__": module_name}
     if not any("changes" in vars(c) for c in own):
@@ -318,6 +360,25 @@ def _check_seam_names(cls, own, path) -> None:
                 raise UserError(f"{_where_defined(klass, attr, path)}: {klass.__name__}.{attr} "
                                 f"is no seam or hook of sim.policies.Policy, so nothing calls "
                                 f"it: did you mean {near[0]}? (start a helper's name with '_')")
+
+
+def _check_mirror_classes(cls, path) -> None:
+    """Raise :class:`~sim.errors.UserError` if policy ``cls`` (from the file ``path``) gives
+    a mirror class attribute (:data:`MIRROR`) that is not a subclass of burn's class: the
+    simulation builds its objects from it and calls burn's methods on them.
+
+    >>> class Fix(Policy):
+    ...     GraphCleaner = object
+    >>> _check_mirror_classes(Fix, "fix.py")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    sim.errors.UserError: fix.py: GraphCleaner = object must be a subclass of ...GraphCleaner ...
+    """
+    for attr, (base, _) in MIRROR.items():
+        value = getattr(cls, attr, base)
+        if not (isinstance(value, type) and issubclass(value, base)):
+            raise UserError(f"{path}: {attr} = {getattr(value, '__name__', shown(value))} must be "
+                            f"a subclass of {base.__module__}.{base.__name__} (the mirror class it "
+                            f"replaces)")
 
 
 def _check_seam_signatures(own, path) -> None:

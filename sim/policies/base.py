@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from ..burn.graph.node import GRAD
 from ..burn.optim import burn_adam
+from ..burn.runtime.graph import GraphCleaner, GraphLocator, GraphMutexClient
+from ..burn.runtime.memory_management import GraphMemoryManagement
+from ..burn.runtime.server import AutodiffServer
 from ..burn.tensor import Tensor
 
 __all__ = ["Policy"]
 
 
 class Policy:
-    """burn 0.22.1; every seam does what burn does. Subclasses override one seam each."""
+    """burn 0.22.1; every seam does what burn does, every mirror class is burn's.
+    Subclasses override a seam, or replace a mirror class (:mod:`sim.policies.mirror`)
+    with a subclass whose method is the patched one."""
 
     name = "burn-0.22.1"
     changes = ("Nothing: untracked ops register an UntrackedOpsStep and start a new graph; "
@@ -29,6 +34,16 @@ class Policy:
     #: the framework whose program the run simulates: a workload that records another
     #: experiment for PyTorch (p10-ema-pytorch) asks this, not the policy's name
     framework = "burn"
+    #: how tables and figures label a policy that models another framework (a reference
+    #: beside the fixes, never a fix candidate); None for burn's bookkeeping and its fixes
+    reference = None
+
+    # -- mirror classes the simulation builds (sim.policies.mirror) ----------------------
+    GraphMutexClient = GraphMutexClient
+    GraphLocator = GraphLocator
+    GraphCleaner = GraphCleaner
+    AutodiffServer = AutodiffServer
+    GraphMemoryManagement = GraphMemoryManagement
 
     def __init__(self, sim):
         self.sim = sim

@@ -10,7 +10,8 @@ seam resolves along Python's method order as a patched burn's code would run:
   its deferred nodes and then runs the sweep): the bases are ordered so that those come
   first and the one that replaces the seam last (``dedup-sweep``'s
   ``cleanup_orphaned_entries`` then serves ``periodic-sweep``'s periodic sweep and
-  the backward's alike, as the two patches applied together do);
+  the backward's alike, as the two patches applied together do: it is
+  ``dedup-sweep``'s ``GraphCleaner`` that both reach);
 - ``ff_horizon`` is the smallest of the members' horizons, ``may_compact`` holds when
   it holds for every member;
 - a member that replaces a seam whose burn body calls another seam (``after_backward``
@@ -19,7 +20,16 @@ seam resolves along Python's method order as a patched burn's code would run:
   change would never run;
 - two members that both replace a seam (``skip-untracked`` and ``burn-0.20-pre.1`` both
   rewrite ``register_untracked``) conflict: one :class:`~sim.errors.UserError` naming
-  the seam and both policies, never a silent choice of one.
+  the seam and both policies, never a silent choice of one;
+- mirror classes (:mod:`sim.policies.mirror`) compose the same way, method by method: a
+  class only one member replaces is that member's; several members' subclasses of the
+  same class become one subclass of them all (``periodic-sweep``'s and
+  ``drop-release``'s ``GraphMutexClient``, whose ``register`` each extends with
+  ``super()``), and two that both replace one method without ``super()`` conflict: one
+  error naming the class and the method. A member that changes a mirror method reached
+  only through a seam (``dedup-sweep``'s ``GraphCleaner.cleanup_orphaned_entries``) beside
+  one whose seam no longer reaches it (``burn-0.20-pre.1``'s ``after_backward``) conflicts
+  as a bypassed seam does.
 
 The reference (``burn-0.22.1``, every seam burn's) and a policy of another framework
 (``pytorch``) are not fixes of burn and take no part in a composition.
@@ -33,6 +43,8 @@ Examples
 >>> get_policy("skip-untracked+burn-0.20-pre.1")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 sim.errors.UserError: policies skip-untracked and burn-0.20-pre.1 both replace the seam register_untracked ...
+>>> get_policy("periodic-sweep+drop-release").GraphMutexClient.__mro__[1:3]
+(<class 'sim.policies.drop_release.DropReleaseClient'>, <class 'sim.policies.periodic_sweep.PeriodicSweepClient'>)
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ import itertools
 
 from ..errors import UserError
 from .base import Policy
+from .mirror import MIRROR, overridden, replaced
 
 __all__ = ["compose", "overrides", "extends"]
 
@@ -71,9 +84,9 @@ def overrides(cls, name) -> bool:
     """Whether policy class ``cls`` changes seam or hook ``name`` from burn 0.22.1's.
 
     >>> from sim.policies import POLICIES
-    >>> overrides(POLICIES["dedup-sweep"], "cleanup_orphaned_entries")
+    >>> overrides(POLICIES["skip-untracked"], "register_untracked")
     True
-    >>> overrides(POLICIES["dedup-sweep"], "after_backward")
+    >>> overrides(POLICIES["skip-untracked"], "after_backward")
     False
     """
     return _resolved(cls, name) is not None
@@ -86,12 +99,24 @@ def extends(cls, name) -> bool:
     >>> from sim.policies import POLICIES
     >>> extends(POLICIES["drop-release"], "after_backward")
     True
-    >>> extends(POLICIES["dedup-sweep"], "cleanup_orphaned_entries")
+    >>> extends(POLICIES["skip-untracked"], "register_untracked")
     False
     """
     func = _resolved(cls, name)
     code = getattr(func, "__code__", None)
     return code is not None and "super" in code.co_names
+
+
+def changes(cls, name) -> bool:
+    """Whether policy class ``cls`` changes what seam ``name`` does: it overrides the seam,
+    or replaces the mirror method of that name which burn's seam reaches
+    (``dedup-sweep``'s ``GraphCleaner.cleanup_orphaned_entries``).
+
+    >>> from sim.policies import POLICIES
+    >>> changes(POLICIES["dedup-sweep"], "cleanup_orphaned_entries")
+    True
+    """
+    return overrides(cls, name) or any(name in methods for methods in replaced(cls).values())
 
 
 def _conflict(order, seams):
@@ -130,7 +155,7 @@ def _bypassed(order, seams):
                 if seam in getattr(func, "__code__", inner).co_names:
                     continue
                 for a in order:
-                    if a is not b and overrides(a, seam):
+                    if a is not b and changes(a, seam):
                         return f"{seam} (its {outer} no longer calls it)", a, b
     return None
 
@@ -182,7 +207,62 @@ def compose(classes, seams):
     compacting = [cls for cls in order if overrides(cls, "may_compact")]
     if len(compacting) > 1:
         body["may_compact"] = lambda self: all(cls.may_compact(self) for cls in compacting)
+    for attr in MIRROR:
+        mirror = _mirror_class(attr, classes, label)
+        if mirror is not None:
+            body[attr] = mirror
     try:
         return type("Composed", tuple(order), body)
     except TypeError as exc:       # e.g. one member subclasses another
         raise UserError(f"policy {label}: its policies cannot be combined ({exc})") from None
+
+
+def _mirror_class(attr, classes, label):
+    """The mirror class ``attr`` of the composition of policy classes ``classes``: the one
+    member replacement, or a subclass of several members' whose bases are ordered as
+    their overrides allow (extending ones first); None where no member replaces it."""
+    base = MIRROR[attr][0]
+    mine = []
+    for cls in classes:
+        mirror = getattr(cls, attr, base)
+        if mirror is not base and mirror not in mine:
+            mine.append(mirror)
+    if len(mine) < 2:
+        return mine[0] if mine else None
+    owner = {mirror: next(cls for cls in classes if getattr(cls, attr) is mirror)
+             for mirror in mine}
+    methods = {name for mirror in mine for name in overridden(mirror, attr)}
+    first = None
+    for candidate in itertools.permutations(mine):
+        problem = _method_conflict(candidate, methods, attr)
+        if problem is None:
+            try:
+                return type(base.__name__, candidate, {
+                    "__module__": __name__, "__slots__": (),
+                    "__doc__": f"{base.__name__} of the policies {label}."})
+            except TypeError as exc:
+                raise UserError(f"policy {label}: its {attr} classes cannot be combined "
+                                f"({exc})") from None
+        first = first or problem
+    method, a, b = first
+    raise UserError(f"policies {owner[a].name} and {owner[b].name} both replace the method "
+                    f"{attr}.{method} (neither adds to it with super()): {label} cannot apply "
+                    f"both")
+
+
+def _method_conflict(order, methods, attr):
+    """``(method, a, b)``: the first of ``methods`` that the mirror classes in ``order``
+    cannot share (two that replace it, or one that replaces it before one that extends
+    it), or None."""
+    for method in sorted(methods):
+        last = None
+        for mirror in order:
+            if method not in overridden(mirror, attr):
+                continue
+            if last is not None:
+                return method, last, mirror
+            func = getattr(mirror, method)
+            code = getattr(getattr(func, "__func__", func), "__code__", None)
+            if code is None or "super" not in code.co_names:
+                last = mirror
+    return None

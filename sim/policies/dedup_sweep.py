@@ -2,9 +2,56 @@
 
 from __future__ import annotations
 
+from ..burn.graph.runs import NodeRun
+from ..burn.runtime.graph import GraphCleaner, OrphanSweep
 from .base import Policy
 
-__all__ = ["DedupSweep"]
+__all__ = ["DedupSweep", "DedupCleaner"]
+
+
+class DedupCleaner(GraphCleaner):
+    """``GraphCleaner`` of ``experiments/patches/dedup-sweep.patch``."""
+
+    __slots__ = ()
+
+    def cleanup_orphaned_entries(self) -> int:
+        """Each distinct graph once (no clone of the map); a dead graph's
+        ``free_unused_roots`` repeated until it frees nothing."""
+        locator = self.locator
+        sweep = OrphanSweep(locator.sim, locator, clone=False)    # state.distinct_graphs()
+        for graph in list(locator.live):                          # for graph in graphs.iter()
+            if type(graph) is NodeRun:
+                sweep.visit_run(graph)           # dead single-node graphs, entry by entry
+            elif graph.entries:
+                self._visit_once(sweep, graph)
+        sweep.remove_entries()                   # for node in should_remove: remove_entry
+        return sweep.freed
+
+    @staticmethod
+    def _visit_once(sweep, graph) -> None:
+        """One visit of ``graph``: ``maybe_useful`` still scans its nodes up to the first
+        live handle (burn keeps no count of them: a handle's clone and drop tell it
+        nothing), once instead of once per entry; if dead, ``free_unused_roots`` until it
+        frees nothing (``loop { ..; if should_remove.len() == before { break } }``)."""
+        server = graph.server
+        memory = server.memory_management
+        timing = sweep.sim.timing
+        sweep.visits += 1
+        if memory.maybe_useful():
+            sweep.reads.add(id(memory), memory.scan_length())
+            timing.sweep_live(memory, 1)  # the time model's record
+            return
+        first = True
+        while True:
+            before = sweep.freed
+            # the time model's record: the first pass reads the nodes for maybe_useful too
+            timing.sweep_dead(memory, 1, first)
+            if first:
+                sweep.reads.add(None, memory.node_count())
+                first = False
+            sweep.reads.add(None, server.free_unused_roots(sweep.collect, sweep.collect))
+            if sweep.freed == before:
+                return
 
 
 class DedupSweep(Policy):
@@ -20,5 +67,4 @@ class DedupSweep(Policy):
                 "scanned): near-flat ms/step for the EMA chain (whose memory still grows, the "
                 "chain is reachable).")
 
-    def cleanup_orphaned_entries(self, client) -> None:
-        client.cleanup_orphaned_entries(visit_each_entry=False)
+    GraphCleaner = DedupCleaner

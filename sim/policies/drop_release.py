@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
+from ..burn.runtime.graph import GraphMutexClient
+from ..burn.runtime.memory_management import GraphMemoryManagement
 from ..platform.vec import RustVec
 from .base import Policy
 
-__all__ = ["DropRelease"]
+__all__ = ["DropRelease", "DropReleaseClient", "DropReleaseMemory"]
 
 
-class DropRelease(Policy):
-    name = "drop-release"
-    changes = ("Give AutodiffTensor a Drop: when a node's Arc<NodeId> strong count falls to the "
-               "graph's own reference and no registered node lists it as a parent, remove it "
-               "(steps, actions_builder, nodes, leaves, locator entry), then do the same for "
-               "each of its parents that this leaves without children and without handles. "
-               "Requires a children count per node (kept here) and costs work on every drop.")
-    expected = ("Untracked records and abandoned tracked branches vanish as their tensors drop "
-                "(flat adleak flex.autodiff, flat pit-infer A/B host growth and A's GPU growth); "
-                "a chain still reachable from a live tensor (EMA) is kept, as it must be.")
+class DropReleaseClient(GraphMutexClient):
+    """``GraphMutexClient`` of ``experiments/patches/drop-release.patch``: ``release`` of a
+    node whose last handle dropped, and each node's count of registered children (the
+    patch's ``GraphMemoryManagement.children``; kept here for the whole process, keyed by
+    node id, so that a parent in another graph than its child is found: an op on a tensor
+    whose entry a backward removed starts a new graph)."""
 
     def __init__(self, sim):
         super().__init__(sim)
         self.children = {}
+        #: nodes whose last child or handle went while a backward ran: released after it
         self.deferred = []
         # worklist of (memory, node id) releases: a cascade up a long chain is a loop,
         # not a recursion (a 1000-deep chain overflowed Python's stack)
@@ -29,17 +28,26 @@ class DropRelease(Policy):
         self._draining = False
         # the heap vectors of the release running for a dropped handle (None outside one)
         self._vectors = None
-        # registered id -> its Arc<NodeId>, whose ``owner`` is the graph holding the node: a
-        # parent may sit in another graph than its child (an op on a tensor whose entry a
-        # backward removed starts a new graph), so it is not looked up in the child's graph
+        # registered id -> its Arc<NodeId>, whose ``owner`` is the graph holding the node
         self.rcs = {}
 
-    def ff_chain(self, client, built, replaced, renamed) -> None:
-        """A chain's members built in closed form: counted as their registrations would
-        have been, with the ids that moved (:mod:`sim.engine.fastforward.chainrun`)."""
-        super().ff_chain(client, built, replaced, renamed)
+    def register(self, rc, step) -> None:
+        super().register(rc, step)
+        self.count_children(rc, step)
+
+    def count_children(self, rc, step) -> None:
+        """Index a registered node and count it as a child of each of its parents."""
+        self.rcs[rc.id] = rc
+        children = self.children
+        for pid, _ in step.node.parents:
+            children[pid] = children.get(pid, 0) + 1
+
+    def reindex(self, built, replaced, renamed) -> None:
+        """Fast-forward built a chain's members in closed form
+        (:meth:`~sim.policies.base.Policy.ff_chain`): count them as their registrations
+        would have been, and follow the ids that moved."""
         for rc, step in built:
-            self._count_children(rc, step)
+            self.count_children(rc, step)
         for node_id, rc in replaced.items():
             self.rcs[node_id] = rc
         for old, new in renamed.items():
@@ -48,24 +56,46 @@ class DropRelease(Policy):
             if old in self.children:
                 self.children[new] = self.children.pop(old)
 
-    def on_register(self, client, rc, step) -> None:
-        super().on_register(client, rc, step)
-        self._count_children(rc, step)
-
-    def _count_children(self, rc, step) -> None:
-        """Index a registered node and count it as a child of each of its parents."""
-        self.rcs[rc.id] = rc
-        children = self.children
-        for pid, _ in step.node.parents:
-            children[pid] = children.get(pid, 0) + 1
-
-    def _memory_of(self, node_id):
+    def memory_of(self, node_id):
         """The memory management whose ``nodes`` holds ``node_id`` (None if no graph does)."""
         rc = self.rcs.get(node_id)
         return rc.owner if rc is not None else None
 
-    def on_node_removed(self, memory, node_id, parents) -> None:
-        super().on_node_removed(memory, node_id, parents)
+    def release(self, server, rc) -> None:
+        """``GraphMutexClient::release``: the last handle of ``rc`` dropped. The node's
+        graph is found in the locator (a node whose entry a backward removed: nothing
+        more), then ``AutodiffServer::release``, whose vectors live on the heap until it
+        returns, whether or not the node can go."""
+        if self.sim.in_backward:
+            self.deferred.append(rc.id)
+            return
+        locator = self.locator
+        if locator is None or rc.id not in locator.graphs:
+            if self.children.get(rc.id, 0) == 0:
+                self._release(server.memory_management, rc.id)
+            return
+        self._vectors = _ReleaseVectors(self.sim.heap)
+        try:
+            if self.children.get(rc.id, 0) == 0:
+                self._release(server.memory_management, rc.id)
+        finally:
+            self._vectors.drop()
+            self._vectors = None
+
+    def release_deferred(self) -> None:
+        """Release nodes whose last child went while a backward was running."""
+        deferred, self.deferred = self.deferred, []
+        for node_id in deferred:
+            memory = self.memory_of(node_id)  # consumed nodes have no locator entry left
+            if memory is None:
+                continue
+            entry = memory.nodes.get(node_id)
+            if entry is not None and entry[0].strong == 1 and not self.children.get(node_id):
+                self._release(memory, node_id)
+
+    def node_removed(self, memory, node_id, parents) -> None:
+        """``remove_node``: ``node_id`` left ``memory``'s nodes; each parent it leaves
+        without children becomes a leaf, and goes too if no handle holds it."""
         children = self.children
         rc = self.rcs.get(node_id)
         if rc is None or rc.owner is None:  # no other graph still holds it
@@ -79,7 +109,7 @@ class DropRelease(Policy):
                 continue
             children.pop(pid, None)
             childless += pid in memory.nodes
-            holder = memory if pid in memory.nodes else self._memory_of(pid)
+            holder = memory if pid in memory.nodes else self.memory_of(pid)
             entry = holder.nodes.get(pid) if holder is not None else None
             if entry is not None:
                 holder.leaves.add(pid)
@@ -91,41 +121,6 @@ class DropRelease(Policy):
                         self._release(holder, pid)
         if self._vectors is not None and childless:
             self._vectors.childless(childless)
-
-    def after_backward(self, client) -> None:
-        self.release_deferred()
-        super().after_backward(client)
-
-    def release_deferred(self) -> None:
-        """Release nodes whose last child went while a backward was running."""
-        deferred, self.deferred = self.deferred, []
-        for node_id in deferred:
-            memory = self._memory_of(node_id)  # consumed nodes have no locator entry left
-            if memory is None:
-                continue
-            entry = memory.nodes.get(node_id)
-            if entry is not None and entry[0].strong == 1 and not self.children.get(node_id):
-                self._release(memory, node_id)
-
-    def on_last_handle(self, server, rc) -> None:
-        if self.sim.in_backward:
-            self.deferred.append(rc.id)
-            return
-        # GraphMutexClient::release finds the node's graph in the locator (a node whose
-        # entry a backward removed: nothing more), then AutodiffServer::release, whose
-        # vectors live on the heap until it returns, whether or not the node can go
-        locator = self.sim.client.locator
-        if locator is None or rc.id not in locator.graphs:
-            if self.children.get(rc.id, 0) == 0:
-                self._release(server.memory_management, rc.id)
-            return
-        self._vectors = _ReleaseVectors(self.sim.heap)
-        try:
-            if self.children.get(rc.id, 0) == 0:
-                self._release(server.memory_management, rc.id)
-        finally:
-            self._vectors.drop()
-            self._vectors = None
 
     def _release(self, memory, node_id) -> None:
         cascade = self._cascade
@@ -143,16 +138,56 @@ class DropRelease(Policy):
     def _release_one(self, memory, node_id) -> None:
         if node_id not in memory.nodes:
             return
-        sim = self.sim
         if self._vectors is not None:
             self._vectors.released.push()
         memory.server.remove_step(node_id)
         memory.leaves.discard(node_id)
         memory._remove(node_id)
-        locator = sim.client.locator
-        if locator is not None:
-            locator.remove_entry(node_id)
-        sim.timing.handle_drop(1)
+        if self.locator is not None:
+            self.locator.remove_entry(node_id)
+        self.sim.timing.handle_drop(1)
+
+
+class DropReleaseMemory(GraphMemoryManagement):
+    """``GraphMemoryManagement`` of the patch: a node's last handle dropping releases it
+    (``AutodiffTensor``'s ``Drop``), and removing a node updates its parents' children."""
+
+    __slots__ = ()
+
+    def on_last_handle(self, rc) -> None:
+        self.server.sim.client.release(self.server, rc)
+        super().on_last_handle(rc)
+
+    def _remove(self, node_id) -> None:
+        entry = self.nodes.get(node_id)
+        super()._remove(node_id)
+        if entry is not None:
+            self.server.sim.client.node_removed(self, node_id, entry[1])
+
+
+class DropRelease(Policy):
+    name = "drop-release"
+    changes = ("Give AutodiffTensor a Drop: when a node's Arc<NodeId> strong count falls to the "
+               "graph's own reference and no registered node lists it as a parent, remove it "
+               "(steps, actions_builder, nodes, leaves, locator entry), then do the same for "
+               "each of its parents that this leaves without children and without handles. "
+               "Requires a children count per node (kept here) and costs work on every drop.")
+    expected = ("Untracked records and abandoned tracked branches vanish as their tensors drop "
+                "(flat adleak flex.autodiff, flat pit-infer A/B host growth and A's GPU growth); "
+                "a chain still reachable from a live tensor (EMA) is kept, as it must be.")
+
+    GraphMutexClient = DropReleaseClient
+    GraphMemoryManagement = DropReleaseMemory
+
+    def after_backward(self, client) -> None:
+        client.release_deferred()
+        super().after_backward(client)
+
+    def ff_chain(self, client, built, replaced, renamed) -> None:
+        """A chain's members built in closed form: counted as their registrations would
+        have been, with the ids that moved (:mod:`sim.engine.fastforward.chainrun`)."""
+        super().ff_chain(client, built, replaced, renamed)
+        client.reindex(built, replaced, renamed)
 
 
 class _ReleaseVectors:

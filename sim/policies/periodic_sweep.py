@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+from ..burn.runtime.graph import GraphMutexClient
 from .base import Policy
 
-__all__ = ["PeriodicSweep"]
+__all__ = ["PeriodicSweep", "PeriodicSweepClient"]
 
-#: registrations between sweeps
+#: registrations between sweeps (``SWEEP_EVERY`` of experiments/patches/periodic-sweep.patch)
 SWEEP_EVERY = 65536
+
+
+class PeriodicSweepClient(GraphMutexClient):
+    """``GraphMutexClient`` of ``experiments/patches/periodic-sweep.patch``."""
+
+    def __init__(self, sim):
+        super().__init__(sim)
+        #: registrations since the last sweep outside backward (``static REGISTERED``)
+        self.registered_since_sweep = 0
+
+    def register(self, rc, step) -> None:
+        """Register as burn does; every ``SWEEP_EVERY`` registrations, the orphan sweep a
+        backward runs (the policy's seam ``cleanup_orphaned_entries``)."""
+        super().register(rc, step)
+        self.registered_since_sweep += 1
+        if self.registered_since_sweep >= SWEEP_EVERY:
+            self.registered_since_sweep = 0
+            self.sim.policy.cleanup_orphaned_entries(self)
 
 
 class PeriodicSweep(Policy):
@@ -19,23 +38,15 @@ class PeriodicSweep(Policy):
                 "validation) at the price of a periodic O(entries) sweep; does not help a "
                 "reachable chain (EMA).")
 
-    def __init__(self, sim):
-        super().__init__(sim)
-        self.count = 0
+    GraphMutexClient = PeriodicSweepClient
 
     def ff_horizon(self, effect) -> float:
         if not effect.registered:
             return float("inf")
-        return max(0, (SWEEP_EVERY - 1 - self.count) // effect.registered)
+        return max(0, (SWEEP_EVERY - 1 - self.sim.client.registered_since_sweep)
+                   // effect.registered)
 
     def ff_apply(self, effect, count, run) -> None:
         super().ff_apply(effect, count, run)
         # every registration counts, those of loops that leave nothing behind too
-        self.count += effect.registered * count
-
-    def on_register(self, client, rc, step) -> None:
-        super().on_register(client, rc, step)
-        self.count += 1
-        if self.count >= SWEEP_EVERY:
-            self.count = 0
-            self.cleanup_orphaned_entries(client)
+        self.sim.client.registered_since_sweep += effect.registered * count

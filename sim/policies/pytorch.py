@@ -24,6 +24,7 @@ class PyTorch(DropRelease):
     # Python frees a temporary when the expression that made it is done, not inside the op
     moves_operands = False
     framework = "pytorch"
+    reference = "reference (PyTorch)"
     #: the profile parameter of the RSS-only drift per backward: a fitted constant, which
     #: the report names as such (not a growth the mechanism produces)
     fitted_drift = "pytorch.rss_growth_per_step_bytes"
@@ -67,7 +68,7 @@ class PyTorch(DropRelease):
         (``pytorch.rss_growth_per_step_bytes``, fitted on the PyTorch rows).
         """
         self.sim.timing.end_backward()
-        self.release_deferred()
+        client.release_deferred()
         self.sim.rss_extra_bytes += self.sim.profile.pytorch["rss_growth_per_step_bytes"]
 
     def first_backward(self) -> None:

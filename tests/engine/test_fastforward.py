@@ -236,7 +236,7 @@ def test_periodic_sweep_counts_the_registrations_of_steady_loops():
             grads = GradientsParams.from_grads(loss.backward(), model["m"])
             model["m"] = optim.step(1e-3, model["m"], grads)
         sim.repeat(200, step)
-        state = (sim.policy.count, sim.registered, sim.work_ps, sim.heap.live_bytes)
+        state = (sim.client.registered_since_sweep, sim.registered, sim.work_ps, sim.heap.live_bytes)
         sim.heap.close()
         return state
 

@@ -8,7 +8,7 @@ from sim.errors import UserError
 from sim.paths import EXPERIMENTS
 from sim.policies import (HOOKS, POLICIES, SEAMS, get_policy, known_policy, policy_file,
                           policy_rank)
-from sim.policies.compose import extends, overrides
+from sim.policies.compose import changes, extends, overrides
 from sim.output.report import smallest_combination
 from sim.engine.runner import run_cell
 
@@ -51,7 +51,8 @@ def test_an_extending_override_runs_before_the_one_that_replaces_the_seam():
     mro = compose([Replaces, drop], [*SEAMS, *HOOKS]).__mro__
     assert mro.index(drop) < mro.index(Replaces)
     assert extends(POLICIES["drop-release"], "after_backward")
-    assert overrides(POLICIES["dedup-sweep"], "cleanup_orphaned_entries")
+    assert changes(POLICIES["dedup-sweep"], "cleanup_orphaned_entries")
+    assert not overrides(POLICIES["dedup-sweep"], "cleanup_orphaned_entries")  # not the seam
     assert not overrides(POLICIES["dedup-sweep"], "after_backward")
 
 

@@ -11,9 +11,13 @@ the lowest origin.
 :class:`GraphMutexClient` is the ``AutodiffClient``: ``register`` takes the
 locator mutex to select the graph, then the graph's mutex to register the step;
 ``backward`` runs the graph's backward, then (through the policy seam)
-``cleanup_orphaned_entries``: clone the whole ``graphs`` map and, for every
-entry, lock its graph and, if ``maybe_useful()`` finds no live handle, call
+:meth:`GraphCleaner.cleanup_orphaned_entries`: clone the whole ``graphs`` map and,
+for every entry, lock its graph and, if ``maybe_useful()`` finds no live handle, call
 ``free_unused_roots``; finally remove the freed ids' entries.
+
+The client, locator, cleaner, servers and memory managements are built from the
+policy's classes (``sim.policy.GraphLocator``: :mod:`sim.policies.mirror`), so a fix
+may replace one of them with a subclass whose method is the patched one.
 
 Each :class:`Graph` is an ``Arc<Graph>`` whose strong count is the number of
 locator entries pointing at it: the graph (272 B with its server) and its
@@ -27,7 +31,6 @@ from contextlib import contextmanager
 from ...platform.btree import BTreeNodes
 from ...platform.vec import RustVec
 from ..graph.runs import NodeRun, graph_blocks, graph_drop_order, node_blocks
-from .server import AutodiffServer
 
 __all__ = ["Graph", "GraphLocator", "GraphMutexClient", "GraphCleaner", "OrphanSweep"]
 
@@ -41,7 +44,7 @@ class Graph:
         self.origin = origin
         self._sim = sim
         sim.heap.alloc(sim.layout.graph_arc_bytes)
-        self.server = AutodiffServer(sim)
+        self.server = sim.policy.AutodiffServer(sim)
         self.entries = 0
         # strong counts held outside the locator: the client's own Arc<Graph> while a
         # backward and its orphan sweep run
@@ -464,14 +467,13 @@ class OrphanSweep:
     work charged per entry.
     """
 
-    def __init__(self, sim, locator, visit_each_entry=True):
+    def __init__(self, sim, locator, clone=True):
         self.sim = sim
         self.locator = locator
         self.heap = heap = sim.heap
-        self.visit_each_entry = visit_each_entry
         self.entries = locator.entry_count()
         self.clone = None
-        if visit_each_entry:
+        if clone:
             # the clone of the BTreeMap: one block per node, freed when the sweep ends
             self.clone = locator.graphs_tree.clone_nodes(heap, empty=not self.entries)
         self.removals = []
@@ -525,30 +527,6 @@ class OrphanSweep:
                 timing.sweep_dead(memory, passes - done)  # the time model's record
                 return
 
-    def visit_graph(self, graph) -> None:
-        """``dedup-sweep``: one visit of the graph; ``maybe_useful`` still scans its nodes
-        up to the first live handle (burn keeps no count of them: a handle's clone and drop
-        tell it nothing), once instead of once per entry; if dead, ``free_unused_roots``
-        until it frees nothing."""
-        server = graph.server
-        memory = server.memory_management
-        self.visits += 1
-        if memory.maybe_useful():
-            self.reads.add(id(memory), memory.scan_length())
-            self.sim.timing.sweep_live(memory, 1)  # the time model's record
-            return
-        first = True
-        while True:
-            before = self.freed
-            # the time model's record: the first pass reads the nodes for maybe_useful too
-            self.sim.timing.sweep_dead(memory, 1, first)
-            if first:
-                self.reads.add(None, memory.node_count())
-                first = False
-            self.reads.add(None, server.free_unused_roots(self.collect, self.collect))
-            if self.freed == before:
-                return
-
     def remove_entries(self) -> None:
         """``for node in should_remove { remove_entry }``: the ``Vec`` goes when the loop
         ends. Approximation: a removed graph goes here, with its entry, where burn drops it
@@ -563,14 +541,15 @@ class OrphanSweep:
                 else:
                     locator.remove_entry(item)
         entries = self.entries   # dedup-sweep walks every entry to find the distinct graphs
-        if self.visit_each_entry:
+        if self.clone is not None:
             locator.graphs_tree.drop_clone(self.heap, self.clone)
         self.sim.timing.sweep(entries=entries, visits=self.visits, scanned=self.reads.total,
                               freed=self.freed, parts=self.reads.parts)
 
 
 class GraphCleaner:
-    """``NodeCleaner``: removes locator entries of freed ids (``clean``)."""
+    """``GraphCleaner``: the ``NodeCleaner`` a backward gets (``clean``: remove a freed
+    id's locator entry) and the orphan sweep (:meth:`cleanup_orphaned_entries`)."""
 
     __slots__ = ("locator",)
 
@@ -585,6 +564,27 @@ class GraphCleaner:
 
     def clean_member(self, run, node_id) -> None:
         self.locator.remove_run_member(run, node_id)
+
+    def cleanup_orphaned_entries(self) -> int:
+        """The orphan sweep; returns the number of freed node ids.
+
+        burn clones ``graphs`` and visits every ENTRY: a graph with ``k`` entries
+        is locked and checked ``k`` times (``maybe_useful`` scans its nodes until
+        a live handle), and if dead, ``free_unused_roots`` runs on each visit
+        (each frees one more layer of its roots); then it removes the entries of
+        the ids ``free_unused_roots`` reported. What the sweep costs (the map's
+        clone, the nodes read, the time) and the runs of dead nodes the simulator
+        keeps compressed are :class:`OrphanSweep`'s.
+        """
+        locator = self.locator
+        sweep = OrphanSweep(locator.sim, locator)                 # graphs.clone()
+        for graph in list(locator.live):                          # for graph in graphs.values()
+            if type(graph) is NodeRun:
+                sweep.visit_run(graph)           # dead single-node graphs, entry by entry
+            elif graph.entries:                  # (one held by the backward only: not in the map)
+                sweep.visit_entries(graph)       # maybe_useful, else free_unused_roots
+        sweep.remove_entries()                   # for node in should_remove: remove_entry
+        return sweep.freed
 
 
 class GraphMutexClient:
@@ -601,7 +601,7 @@ class GraphMutexClient:
     def graph(self, node_id, parents) -> Graph:
         locator = self.locator
         if locator is None:
-            locator = self.locator = GraphLocator(self.sim)
+            locator = self.locator = self.sim.policy.GraphLocator(self.sim)
         return locator.select(node_id, parents)
 
     def register(self, rc, step) -> None:
@@ -632,7 +632,7 @@ class GraphMutexClient:
         try:
             sim.in_backward = True
             try:
-                grads = graph.server.backward(root, GraphCleaner(self.locator))
+                grads = graph.server.backward(root, sim.policy.GraphCleaner(self.locator))
             finally:
                 sim.in_backward = False
             sim.backwards += 1
@@ -641,31 +641,9 @@ class GraphMutexClient:
             graph.unhold()
         return grads
 
-    def cleanup_orphaned_entries(self, visit_each_entry=True) -> int:
-        """The orphan sweep; returns the number of freed node ids.
-
-        burn clones ``graphs`` and visits every ENTRY: a graph with ``k`` entries
-        is locked and checked ``k`` times (``maybe_useful`` scans its nodes until
-        a live handle), and if dead, ``free_unused_roots`` runs on each visit
-        (each frees one more layer of its roots); then it removes the entries of
-        the ids ``free_unused_roots`` reported. ``visit_each_entry=False`` is the
-        ``dedup-sweep`` policy: one visit per graph, liveness from the per-graph
-        count (no scan), and a dead graph freed to the end. What the sweep costs
-        (the map's clone, the nodes read, the time) and the runs of dead nodes the
-        simulator keeps compressed are :class:`OrphanSweep`'s.
-        """
-        locator = self.locator
-        if locator is None:
+    def cleanup_orphaned_entries(self) -> int:
+        """``GraphCleaner::cleanup_orphaned_entries`` (the policy's
+        :class:`GraphCleaner`); returns the number of freed node ids."""
+        if self.locator is None:
             return 0
-        sweep = OrphanSweep(self.sim, locator, visit_each_entry)  # graphs.clone()
-        for graph in list(locator.live):                          # for graph in graphs.values()
-            if type(graph) is NodeRun:
-                sweep.visit_run(graph)           # dead single-node graphs, entry by entry
-            elif not graph.entries:
-                continue   # held by the backward's client only: not in the map the sweep clones
-            elif visit_each_entry:
-                sweep.visit_entries(graph)       # maybe_useful, else free_unused_roots
-            else:
-                sweep.visit_graph(graph)
-        sweep.remove_entries()                   # for node in should_remove: remove_entry
-        return sweep.freed
+        return self.sim.policy.GraphCleaner(self.locator).cleanup_orphaned_entries()

@@ -248,8 +248,8 @@ class GraphMemoryManagement:
         return n if r == 0 else (n + 1) / (r + 1)
 
     def on_last_handle(self, rc) -> None:
-        """A registered node lost its last tensor handle (seam for ``drop-release``);
-        in exact mode a dead single-node graph is then kept as a record
+        """A registered node lost its last tensor handle: burn is not told (the policy's
+        seam ``on_last_handle``; ``drop-release`` overrides this method); in exact mode a dead single-node graph is then kept as a record
         (:meth:`~sim.burn.runtime.graph.GraphLocator.compact`)."""
         sim = self.server.sim
         sim.policy.on_last_handle(self.server, rc)

@@ -21,7 +21,6 @@ from ...platform.ptmalloc import ZEROED
 from ...platform import kernels
 from ...platform.vec import CapacityOneVecs, RustVec
 from ..checkpoint import CheckpointerBuilder
-from .memory_management import GraphMemoryManagement
 from ..graph.node import GRAD
 from ..graph.step import OPS
 from ..graph.traversal import collect_steps
@@ -195,7 +194,7 @@ class AutodiffServer:
         tables = sim.tables
         self.steps_table = tables.steps()
         self.actions_table = tables.actions_builder()
-        self.memory_management = GraphMemoryManagement(self)
+        self.memory_management = sim.policy.GraphMemoryManagement(self)
 
     # -- registration ------------------------------------------------------------
     def register(self, rc, step) -> None:
