@@ -52,7 +52,7 @@ from matplotlib.transforms import blended_transform_factory
 from ..analysis.compare import TOLERANCE
 from ..analysis.growth import GROWS_BYTES, LEVEL_RATIOS, memory_level, ratio_text, verdict
 from ..analysis.growth import phase_ranks as _phase_order
-from ..policies import policy_rank, POLICIES
+from ..policies import POLICIES, policy_label, policy_rank, reference_label
 from ..units import BYTES_PER, METRICS
 
 __all__ = ["workload_figure", "summary_figure", "policy_color", "policy_colors", "interval_rates",
@@ -162,7 +162,7 @@ def workload_figure(name, description, predicted, errors, profile=""):
         Shown in the title.
     """
     panels = _panels(predicted, errors)
-    policies = sorted({r["policy"] for r in predicted}, key=policy_rank)
+    policies = _shown_order({r["policy"] for r in predicted})
     params = list(dict.fromkeys(r.get("params", "") for r in predicted))
     sources = list(dict.fromkeys((e["source"], e["experiment"]) for e in errors))
     per_variant = max((len(ms) for _, ms in panels), default=1)
@@ -317,7 +317,8 @@ def _legend_handles(predicted, drawn, policies, params, sources, errors) -> list
     policy, a marker per grid point (``params``, when more than one), a marker per
     measured source, the coinciding-curve stripes, panics, and the kinds of marks in
     the residual strips (``drawn``: the measured rows drawn, :func:`_drawn_errors`)."""
-    handles = [Line2D([], [], color=policy_color(p), lw=3, label=p) for p in policies]
+    handles = [Line2D([], [], color=policy_color(p), lw=3, label=policy_label(p))
+               for p in policies]
     if len(params) > 1:
         handles += [Line2D([], [], color="0.3", lw=1, marker=_PARAM_MARKERS[i % 4],
                            ms=_GRID_MS, label=p or "defaults") for i, p in enumerate(params)]
@@ -960,14 +961,14 @@ def summary_figure(growth):
     use. Cell texts are humanly sized: "2.03 KiB", "15.1 ms", "3.06 h". Column labels
     are never clipped: the right margin leaves room for the last one.
     """
-    policies = sorted({g.policy for g in growth}, key=policy_rank)
+    policies = _shown_order({g.policy for g in growth})
     # a row per series (workload, variant, phase, params); series with no loop to grow
     # along (one sample, e.g. size_of tables) have none
     runs = list(dict.fromkeys(g.run for g in growth if g.has_figures))
     cell = {g.run + (g.policy,): g for g in growth}
     reference = "burn-0.22.1" if "burn-0.22.1" in policies else policies[0]
     ref_of = {run: cell.get(run + (reference,)) for run in runs}
-    frameworks = {p for p in policies if getattr(POLICIES.get(p), "framework", "burn") != "burn"}
+    frameworks = {p for p in policies if reference_label(p)}
     mem_l = [[_DRIFT if _is_drift(cell.get(run + (p,)))
               else memory_level(cell.get(run + (p,)), ref_of[run])
               for p in policies] for run in runs]
@@ -989,7 +990,7 @@ def summary_figure(growth):
     column = max(0.95 * len(policies), 7.5) / max(len(policies), 1)
     # column labels are rotated 25 degrees from the middle of their column: the last one
     # runs past the right edge by its length's horizontal extent less half a column
-    names = [p + (" (reference)" if p in frameworks else "") for p in policies]
+    names = [policy_label(p) for p in policies]
     right = max(0.2, _text_width(names[-1], 8.5) * math.cos(math.radians(25))
                 - column / 2 + 0.15)
     # the titles sit above the labels: the top margin grows with the longest one's height
@@ -1026,16 +1027,25 @@ def summary_figure(growth):
     return fig
 
 
+def _shown_order(policies) -> list:
+    """``policies`` in the order figures show them: burn's, its history and the fixes in
+    registry order, then the reference frameworks (``pytorch``), apart."""
+    return sorted(policies, key=lambda p: (reference_label(p) is not None, policy_rank(p)))
+
+
 def _heat_map(ax, levels, texts, policies, labels, colors=_LEVEL_COLORS, frameworks=()):
     """Draw a table of cells on ``ax``: rows ``labels``, columns ``policies`` (those in
-    ``frameworks`` labelled as a reference), each cell in the colour of its class
+    ``frameworks``, the last columns, labelled as a reference right of a rule), each cell in the colour of its class
     (``levels``, :func:`_level_color`) with its text."""
     ax.imshow([[to_rgba(_level_color(level, colors)) for level in row] for row in levels],
               aspect="auto")
     ax.xaxis.tick_top()
     ax.set_xticks(range(len(policies)))
-    ax.set_xticklabels([p + (" (reference)" if p in frameworks else "") for p in policies],
-                       rotation=25, ha="left", fontsize=8.5)
+    ax.set_xticklabels([policy_label(p) for p in policies], rotation=25, ha="left",
+                       fontsize=8.5)
+    if frameworks:
+        # the reference frameworks stand apart, right of a rule: not fix candidates
+        ax.axvline(len(policies) - len(frameworks) - 0.5, color="black", lw=2.5, zorder=3)
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels, fontsize=8)
     for i, row in enumerate(texts):

@@ -28,7 +28,7 @@ from ..analysis.compare import TOLERANCE
 from ..analysis.fixes import PATCHED_MEASURED, measured_growth
 from ..analysis.growth import (run_label, singular_unit, ratio_text, verdict, MEMORY_RULE, TIME_RULE,
                      VERDICT_RULE)
-from ..policies import POLICIES, known_policy, policy_rank
+from ..policies import POLICIES, known_policy, policy_label, policy_rank, reference_label
 from ..units import METRICS
 from ..engine.workloads import builtin_names, load_workload
 
@@ -298,8 +298,7 @@ def _figures(figures, summary, errors, workload_of):
 def _reference_frameworks(policies) -> set:
     """The policies that model another framework (``framework`` other than burn, e.g.
     ``pytorch``): shown as a reference beside the fixes, not as a fix."""
-    return {p for p in policies
-            if getattr(known_policy(p), "framework", "burn") != "burn"}
+    return {p for p in policies if reference_label(p)}
 
 
 def _fitted_drift(policy) -> str:
@@ -390,13 +389,13 @@ def _answer(growth):
                         f"*peak* is the height a bounded memory plateaus at, *x faster* / "
                         f"*x slower* the time per loop unit over the last interval against "
                         f"`{REFERENCE}`'s. "
-                        + (", ".join(f"`{p}`" for p in sorted(frameworks))
-                           + " is another framework, shown as a reference, not a fix. "
+                        + ("; ".join(f"*{policy_label(p)}*: `{p}` models another "
+                                     f"framework, shown apart as a reference, never as a fix"
+                                     for p in sorted(frameworks)) + ". "
                            if frameworks else "")
                         + "Rules, figures and every verdict: further down."))
     headers = ["run", f"{REFERENCE}", "fixed by (price)", "partly (price)",
-               "not fixed by (price)"] + [f"`{p}` (reference framework)"
-                                          for p in sorted(frameworks)]
+               "not fixed by (price)"] + [policy_label(p) for p in sorted(frameworks)]
     rows, prices = [], []
     for run in runs:
         ref = cells.get(run + (REFERENCE,))
@@ -613,9 +612,12 @@ def _verdicts(growth):
                         f"`{REFERENCE}`'s own slowdown); panic: none. {VERDICT_RULE}. "
                         f"*judged by*: the memory metric of the row; memory growth is per "
                         f"loop unit (*unit*), over the late half of the run."))
-    others = [p for p in policies if p != REFERENCE]
+    frameworks = _reference_frameworks(policies)
+    others = ([p for p in policies if p != REFERENCE and p not in frameworks]
+              + sorted(frameworks))          # the fixes, then the reference frameworks apart
     headers = ["run", "unit", "judged by", f"{REFERENCE}: memory growth",
-               f"{REFERENCE}: time first -> last", "panic"] + [f"`{p}`" for p in others]
+               f"{REFERENCE}: time first -> last", "panic"] + [
+                   policy_label(p) if p in frameworks else f"`{p}`" for p in others]
     rows, skipped = [], []
     for run in runs:
         ref = cells.get(run + (REFERENCE,))
@@ -706,7 +708,8 @@ def _heap_rss_disagreements(growth) -> list:
         else:
             text = f"{g.label}: RSS flat, live heap {_bytes(g.heap_bytes)} {g.unit}"
         by_policy.setdefault(g.policy, []).append(text)
-    return [f"`{p}`: " + "; ".join(texts) + "." for p, texts in by_policy.items()]
+    return [f"`{p}`" + (f" ({reference_label(p)})" if reference_label(p) else "") + ": "
+            + "; ".join(texts) + "." for p, texts in by_policy.items()]
 
 
 def _bytes(n):
@@ -734,6 +737,8 @@ def _policies(names, files):
             items.append(f"`{name}`: not in this checkout's policy registry.")
             continue
         flag = " *(intended semantic change)*" if text["semantic_change"] else ""
+        if reference_label(name):
+            flag = f" *({reference_label(name)}: another framework, not a fix)*"
         items.append(f"`{name}`{text['where']}{flag}: {text['changes']} "
                      f"*Expected:* {text['expected']}")
     blocks.append(("list", items))

@@ -128,7 +128,7 @@ def _pytorch_rows():
 def test_pytorch_is_a_reference_framework_and_its_drift_a_fitted_constant():
     md, _ = report.render({}, [], _pytorch_rows(), [], None)
     header = next(line for line in md.splitlines() if line.startswith("| run | burn"))
-    assert header.endswith("| `pytorch` (reference framework) |")
+    assert header.endswith("| not fixed by (price) | reference (PyTorch) |")
     row = next(line for line in md.splitlines() if line.startswith("| w / v | time"))
     assert row.endswith("| RSS drift 2.71 KiB per step (fitted constant "
                         "`pytorch.rss_growth_per_step_bytes`), live heap flat; "
@@ -137,7 +137,12 @@ def test_pytorch_is_a_reference_framework_and_its_drift_a_fitted_constant():
     assert detail.endswith("| RSS drift 2.71 KiB (fitted constant "
                            "`pytorch.rss_growth_per_step_bytes`), live heap flat; "
                            "3.39x faster; no panic |")
-    assert "reference, not a fix" in md
+    assert "*reference (PyTorch)*: `pytorch` models another framework, shown apart as a " \
+           "reference, never as a fix" in md
+    # the table of every run: the fixes' columns, then the reference apart, labelled
+    every = next(line for line in md.splitlines() if line.startswith("| run | unit"))
+    assert every.endswith("| panic | reference (PyTorch) |")
+    assert "- `pytorch` *(reference (PyTorch): another framework, not a fix)*:" in md
 
 
 def test_patched_real_burn_confirms_the_verdicts_it_can():

@@ -60,7 +60,7 @@ def test_memory_cells_show_a_fix_plateau_and_pytorch_drift_is_not_red():
     assert texts[(0, 2)] == "0 B\npeak 76.6 MiB"
     assert texts[(0, 3)] == "2.71 KiB\nfitted drift"
     labels = [t.get_text() for t in memory.get_xticklabels()]
-    assert labels[-1] == "pytorch (reference)"
+    assert labels[-1] == "reference (PyTorch)"
 
 
 def test_column_labels_stay_inside_the_figure_with_nine_policies():
