@@ -28,7 +28,8 @@ from ..analysis.compare import TOLERANCE
 from ..analysis.fixes import PATCHED_MEASURED, measured_growth
 from ..analysis.growth import (run_label, singular_unit, ratio_text, verdict, MEMORY_RULE, TIME_RULE,
                      VERDICT_RULE)
-from ..policies import POLICIES, known_policy, policy_label, policy_rank, reference_label
+from ..policies import (POLICIES, is_fix, known_policy, policy_label, policy_rank,
+                        reference_label)
 from ..units import METRICS
 from ..engine.workloads import builtin_names, load_workload
 
@@ -382,7 +383,7 @@ def _answer(growth):
     if cells is None:
         return blocks
     frameworks = _reference_frameworks(policies)
-    fixes = [p for p in policies if p != REFERENCE and p not in frameworks]
+    fixes = [p for p in policies if is_fix(p, REFERENCE)]
     blocks.append(("p", f"Per run where `{REFERENCE}` grows, slows down or panics: the fixes "
                         f"that remove all of it, those that remove part of it, and the rest, "
                         f"each with its price, judged against `{REFERENCE}` on the same run: "
