@@ -15,7 +15,8 @@ Files in ``DIR``:
                     policy and profile predicting it, the measured file.
 ``run.json``        what was run and how (cells, cached, wall time, jobs): the
                     only file with machine-dependent content.
-``<workload>.png``  one figure per workload, ``summary.png`` (see :mod:`sim.output.plot`).
+``<workload>.png``  one figure per workload, ``summary.png`` (the registry of figures,
+                    :mod:`sim.output.figures`; drawn by :mod:`sim.output.plot`).
 ``report.md``, ``report.html``   the report (see :mod:`sim.output.report`).
 
 Every file is written to a temporary name and renamed. A run's files are written
@@ -227,7 +228,7 @@ def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
     ``stale``: figures of an earlier run into ``out``; those not drawn again are
     removed. ``jobs`` > 1 draws the figures in that many processes.
     """
-    from . import plot  # noqa: F401  (matplotlib: imported once here, before any fork)
+    from . import figures, plot  # noqa: F401  (matplotlib: imported once here, before any fork)
     out = Path(out)
     workload_of = report.workload_table(info)
     names = [w["name"] for w in info.get("workloads", [])]
@@ -245,16 +246,16 @@ def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
         rows = [r for r in predicted if workload_of(r) == name]
         points = [e for e in errors if workload_of(e) == name]
         if rows or points:
-            tasks.append((f"{_safe(name)}.png", "workload_figure",
+            tasks.append((f"{_safe(name)}.png", "workload",
                           (name, descriptions.get(name, ""), rows, points,
                            info.get("profile", "")), colors))
     summary = "summary.png" if any(g.has_figures for g in growth) else None
     if summary:
-        tasks.append((summary, "summary_figure", (growth,), colors))
+        tasks.append((summary, "summary", (growth,), colors))
     if jobs > 1 and len(tasks) > 1:
         # the biggest figures first (drawing time grows with the rows plotted), so that no
         # process is left drawing a big one alone at the end
-        weight = [len(t[2][2]) if t[1] == "workload_figure" else len(predicted) / len(tasks)
+        weight = [len(t[2][2]) if t[1] == "workload" else len(predicted) / len(tasks)
                   for t in tasks]
         order = sorted(range(len(tasks)), key=lambda i: -weight[i])
         with local_pool(min(jobs, len(tasks))) as pool:
@@ -269,7 +270,7 @@ def render(out, predicted, errors, info, stale=(), jobs=1) -> list:
         if name not in written and name.endswith(".png") and "/" not in name \
                 and (out / name).is_file():
             (out / name).unlink()
-    figures = [(task[2][0], task[0]) for task in tasks if task[1] == "workload_figure"]
+    figures = [(task[2][0], task[0]) for task in tasks if task[1] == "workload"]
     md, html = report.render(info, errors, growth, figures, summary)
     atomic_write(out / "report.md", md)
     atomic_write(out / "report.html", html)
@@ -329,14 +330,15 @@ def publish(out, info, stale=(), jobs=1, data=None, finish=None, figures=True) -
 
 
 def _draw(task) -> bytes:
-    """PNG bytes of one figure: ``(file name, sim.output.plot function name, arguments, colours
-    of the policies outside the registry)``."""
-    from . import plot
-    _, function, args, colors = task
+    """PNG bytes of one figure: ``(file name, the figure's name in the registry
+    (:mod:`sim.output.figures`), arguments, colours of the policies outside the
+    registry of policies)``."""
+    from . import figures, plot
+    _, name, args, colors = task
     plot.use_policy_colors(colors)   # a worker process draws with the run's colours
     buf = io.BytesIO()
-    getattr(plot, function)(*args).savefig(buf, format="png", dpi=100,
-                                           metadata={"Software": None})
+    figures.draw(name, *args).savefig(buf, format="png", dpi=100,
+                                      metadata={"Software": None})
     return buf.getvalue()
 
 
