@@ -10,11 +10,14 @@ Gauss-Newton steps converge. A parameter that no fitted point depends on is
 refused.
 
 A parameter the fitted points hardly depend on (5 % more moves none of them by
-:data:`MIN_EFFECT` or more) and that already agree with its value is refused too:
-any value would do, so the fit would only move it on noise. When the
-first step would gain less than :data:`MIN_GAIN` in rms relative error, the values
-stay as they are. A ``[layout]`` parameter (derived from burn's struct layouts) is
+:data:`~sim.analysis.fit.MIN_EFFECT` or more) and that already agree with its value is
+refused too: any value would do, so the fit would only move it on noise. When the first
+step would gain less than :data:`~sim.analysis.fit.MIN_GAIN` in rms relative error, the
+values stay as they are. A ``[layout]`` parameter (derived from burn's struct layouts) is
 never fitted.
+
+The fit itself (residuals, Gauss-Newton steps) is :mod:`sim.analysis.fit`'s; this
+command selects the points, runs the cells, prints and writes the profile.
 
 The new profile is the base file with the fitted values substituted in place
 (comments kept, each fitted parameter's source label made ``[fitted]``), a header
@@ -34,10 +37,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
-from scipy.optimize import lsq_linear
-
-from ..analysis.compare import SLACK, cells_for, join, point_id, quick_params
+from ..analysis.compare import cells_for, join, point_id, quick_params
+from ..analysis.fit import gauss_newton, residuals
 from ..analysis.data import atomic_write, check_output_file, output_target
 from ..errors import UserError
 from ..engine.profile import Profile, load_profile, validate
@@ -46,15 +47,6 @@ from ..engine.runner import run_cell
 from ..engine.workers import local_pool
 
 __all__ = ["calibrate", "select_points", "run_cells", "check_out"]
-
-#: the smallest change of a fitted point's relative error the +5 % probe of a parameter
-#: must cause (somewhere) for the parameter to be fitted: 0.005 %, a parameter that would
-#: have to move 10x to change a point by 0.01 % (the rms resolution the fit reports)
-MIN_EFFECT = 5e-5
-
-#: the least gain in rms relative error the first step must bring for the values to
-#: move at all (the resolution the fit reports at; it stops below it too)
-MIN_GAIN = 1e-4
 
 #: a base profile's fitted point whose prediction moves by more than this (relative) is
 #: no longer at the value it was fitted to
@@ -136,21 +128,6 @@ def _nearest(fields, ids):
     return best
 
 
-def _scale(m):
-    value = abs(float(m["value"]))
-    return value if value > 0 else max(SLACK.get(m["metric"], 1.0), 1e-9)
-
-
-def _residuals(fit_rows, predicted):
-    joined = join(fit_rows, predicted)
-    r = []
-    for m, e in zip(fit_rows, joined):
-        if math.isnan(e["predicted"]):
-            raise UserError(f"no prediction for fitted point {point_id(m)}")
-        r.append((e["predicted"] - e["measured"]) / _scale(m))
-    return np.array(r)
-
-
 def _with(profile, values):
     data = _deepcopy(profile.data)
     for name, value in values.items():
@@ -168,31 +145,6 @@ def _deepcopy(data):
     if isinstance(data, list):
         return [_deepcopy(v) for v in data]
     return data
-
-
-def _coordinate_steps(current, r0, jac, logs, params, evaluate):
-    """One Gauss-Newton step per parameter alone (in turn, from the point the previous
-    accepted ones reached; halved once if it does not help): ``(values, residuals)``,
-    or ``(current, None)`` when no single parameter improves the fit."""
-    best, best_r = dict(current), r0
-    improved = False
-    for i, name in enumerate(params):
-        column = jac[:, i]
-        norm = float(column @ column)
-        if norm <= 0:
-            continue
-        d = -float(column @ best_r) / norm
-        if logs[i]:
-            d = float(np.clip(d, -np.log(10), np.log(10)))
-        for _ in range(2):
-            trial = dict(best)
-            trial[name] = best[name] * float(np.exp(d)) if logs[i] else max(best[name] + d, 0.0)
-            r1 = evaluate(trial)
-            if np.sqrt(np.mean(r1 ** 2)) < np.sqrt(np.mean(best_r ** 2)):
-                best, best_r, improved = trial, r1, True
-                break
-            d /= 2
-    return (best, best_r) if improved else (current, None)
 
 
 def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, fresh=False,
@@ -234,17 +186,15 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     echo(f"fitting {len(params)} parameter(s) on {len(fit_rows)} point(s) "
          f"({len(fit_cells)} simulated cells)")
 
-    current = dict(x0)
     bar = None
 
     def evaluate(values, label="step"):
         if bar is not None and bar.done == bar.total:
             bar.total += 1          # the line search, or a parameter probed again
-        residuals = _residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs,
-                                                   quick))
+        r = residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs, quick))
         if bar is not None:
             bar.advance(label)
-        return residuals
+        return r
 
     def say(text):
         nonlocal bar
@@ -253,81 +203,19 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
             bar = None
         echo(text)
 
+    def on_iteration(iteration):
+        nonlocal bar
+        if progress:
+            if bar is not None:
+                bar.close()
+            bar = Progress(len(params) + 1, unit=f"simulations (iteration {iteration + 1})")
+
     if progress:
         bar = Progress(1, unit="simulations of the fitted cells (initial point)")
-    r0 = evaluate(current, "initial point")
+    r0 = evaluate(x0, "initial point")
+    integer = {name for name in params if isinstance(profile.get(name), int)}
     try:
-        for iteration in range(max_iterations):
-            if progress:
-                if bar is not None:
-                    bar.close()
-                bar = Progress(len(params) + 1, unit=f"simulations (iteration {iteration + 1})")
-            # Gauss-Newton with a finite-difference Jacobian; positive parameters move
-            # multiplicatively (rates enter as 1/x), the step is halved until it helps
-            columns, logs = [], []
-            for name in params:
-                value = current[name]
-                log_space = value > 0
-                if log_space:
-                    trial_value = value * 1.05
-                    if isinstance(profile.get(name), int):
-                        trial_value = max(round(trial_value), value + 1)
-                    step = np.log(trial_value / value)
-                else:
-                    step = max(abs(x0[name]) * 0.05, 1.0)
-                    trial_value = value + step
-                trial = dict(current)
-                trial[name] = trial_value
-                column = (evaluate(trial, f"d/d {name}") - r0) / step
-                if log_space and not np.any(np.abs(column) > 1e-12):
-                    # a parameter fitted to (nearly) zero has no multiplicative handle left:
-                    # probe it additively, and move it additively (bounded at zero)
-                    log_space = False
-                    step = max(abs(x0[name]) * 0.05, 1.0)
-                    trial[name] = value + step
-                    column = (evaluate(trial, f"d/d {name}") - r0) / step
-                if iteration == 0:
-                    _check_dependence(name, value, column, r0, log_space)
-                columns.append(column)
-                logs.append(log_space)
-            jac = np.column_stack(columns)
-            lower = np.array([-np.inf if lg else -current[n] for n, lg in zip(params, logs)])
-            delta = lsq_linear(jac, -r0, bounds=(lower, np.inf)).x
-            # trust region: a positive parameter moves at most x10 or /10 per iteration
-            delta = np.where(logs, np.clip(delta, -np.log(10), np.log(10)), delta)
-            rms0 = float(np.sqrt(np.mean(r0 ** 2)))
-            for _ in range(6):
-                trial = {n: (current[n] * float(np.exp(d)) if lg else current[n] + float(d))
-                         for n, d, lg in zip(params, delta, logs)}
-                r1 = evaluate(trial)
-                if np.sqrt(np.mean(r1 ** 2)) < rms0:
-                    break
-                delta = delta / 2
-            else:
-                # the joint step fails (noisy or strongly nonlinear points): move the
-                # parameters one at a time, each by its own Gauss-Newton step, keeping a move
-                # only if it improves the fit (a parameter whose points are independent of the
-                # rest, e.g. a baseline, is not held back by the others)
-                trial, r1 = _coordinate_steps(current, r0, jac, logs, params, evaluate)
-                if r1 is None:
-                    say(f"  iteration {iteration + 1}: no step improves the fit; stopping")
-                    break
-                say(f"  iteration {iteration + 1}: the joint step does not improve the fit; "
-                    f"moved parameters one at a time")
-            if iteration == 0 and rms0 - np.sqrt(np.mean(r1 ** 2)) < MIN_GAIN:
-                say(f"  iteration 1: rms relative error {rms0:.4f} -> "
-                    f"{np.sqrt(np.mean(r1 ** 2)):.4f}, a gain under {MIN_GAIN:g}: the values "
-                    f"are kept (the fitted points do not ask for another)")
-                break
-            moved = max(abs(trial[n] - current[n]) / max(abs(current[n]), 1e-9) for n in params)
-            current, r0 = trial, r1
-            say(f"  iteration {iteration + 1}: rms relative error {rms0:.4f}"
-                f" -> {np.sqrt(np.mean(r0 ** 2)):.4f}")
-            if moved < 1e-3 or rms0 - np.sqrt(np.mean(r0 ** 2)) < MIN_GAIN:
-                break
-        else:   # no break: the limit came first
-            say(f"  stopped at --max-iterations {max_iterations} while the fit still improved: "
-                f"rerun with a higher limit, or from the written profile")
+        current, _ = gauss_newton(x0, evaluate, r0, integer, max_iterations, say, on_iteration)
     finally:
         if bar is not None:
             bar.close()
@@ -442,28 +330,6 @@ def _same_file(a, b) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
-
-
-def _check_dependence(name, value, column, r0, relative) -> None:
-    """Refuse ``--fit name`` when no fitted point depends on it (``column``: d residual /
-    d parameter, all zero), or, for a parameter moved in log space (``relative``), when
-    the points hardly depend on it at ``value`` (5 % more changes no point's relative
-    error by :data:`MIN_EFFECT` or more) and already agree with it (moving it alone could
-    explain less than :data:`MIN_GAIN` of any point's residual ``r0``, to first order):
-    any value would fit them about as well, so the fit would only move it on noise. (A
-    weak parameter far from what its points need, e.g. a warm-up of 1 us where they ask
-    for 1 ms, is fitted: the residual it explains is large.)"""
-    if not np.any(np.abs(column) > 1e-12):
-        raise UserError(f"--fit {name}: no fitted point depends on it "
-                        f"(choose points it affects with --points)")
-    effect = float(np.max(np.abs(column))) * float(np.log(1.05))
-    explained = float(np.max(np.abs(column * (column @ r0) / (column @ column))))
-    if relative and effect < MIN_EFFECT and explained < MIN_GAIN:
-        raise UserError(f"--fit {name}: the fitted points hardly depend on it (5 % more than "
-                        f"{value:g} moves them by {effect * 100:.4f} % at most, less than "
-                        f"{MIN_EFFECT * 100:g} %) and already agree with it (moving it would gain "
-                        f"{explained * 100:.4f} % of error at most): nothing to fit; "
-                        f"choose points it affects with --points")
 
 
 # -- the base's fitted points this fit moves --------------------------------------------

@@ -82,7 +82,7 @@ def test_coordinate_steps_move_an_independent_parameter_when_the_joint_step_fail
     # a baseline-like parameter whose point depends on it alone: its own Gauss-Newton
     # step (in log space) lands on the measured value; a parameter with no handle stays
     import numpy as np
-    from sim.commands.calibrate import _coordinate_steps
+    from sim.analysis.fit import coordinate_steps as _coordinate_steps
 
     def evaluate(v):
         return np.array([np.log(v["base"] / 2.0), 0.3])
