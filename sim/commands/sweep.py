@@ -38,7 +38,7 @@ from ..analysis.data import atomic_write, format_value, PREDICTED_COLUMNS, read_
 from ..engine.simulation import Simulation, Limits
 from ..errors import UserError
 from ..platform.host import mismatch_warning, describe
-from ..paths import ROOT
+from ..paths import PACKAGE_DIR, ROOT
 from ..policies import POLICIES, get_policy, policy_file, policy_rank, policy_sources
 from ..policies.trace import may_share, same_behaviour
 from ..engine.profile import Profile, load_profile
@@ -60,7 +60,8 @@ REFERENCE_POLICY = "burn-0.22.1"
 #: invalidate cached cells
 PRESENTATION_MODULES = {"sim/commands/cli.py", "sim/output/plot.py", "sim/output/report.py", "sim/output/results.py",
                         "sim/commands/progress.py", "sim/analysis/growth.py", "sim/commands/accuracy.py", "sim/commands/calibrate.py",
-                        "sim/commands/fixes.py", "sim/analysis/fixes.py", "sim/commands/measure.py", "sim/commands/patches.py"}
+                        "sim/commands/fixes.py", "sim/analysis/fixes.py", "sim/commands/measure.py", "sim/commands/patches.py",
+                        "sim/output/figures.py", "sim/analysis/fit.py"}
 
 CACHE_DIR = ".cache"
 
@@ -262,7 +263,7 @@ def code_version() -> str:
     out: a change to a figure does not make finished cells stale.
     """
     digest = hashlib.sha256()
-    paths = sorted((ROOT / "sim").rglob("*.py")) + sorted((ROOT / "experiments").glob("*.py"))
+    paths = sorted(PACKAGE_DIR.rglob("*.py")) + sorted(EXPERIMENTS_DIR.glob("*.py"))
     for path in paths:
         rel = path.relative_to(ROOT)
         if rel.as_posix() in PRESENTATION_MODULES:
@@ -729,7 +730,7 @@ def default_jobs() -> int:
 
 # -- the commands ----------------------------------------------------------------------------
 
-DEFAULT_MEASURED = ROOT / "experiments" / "measured" / "seeds-m2max.csv"
+DEFAULT_MEASURED = EXPERIMENTS_DIR / "measured" / "seeds-m2max.csv"
 
 
 def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured=(),
