@@ -31,6 +31,10 @@ BORROWS = "borrows its operands (they drop when Python lets them go)"
 
 #: "Class.member" or "module.function" -> what the call consumes, for every listed
 #: member; a summary for members without a docstring is after "|"
+#: what a policy's mirror class attribute is (sim.policies.mirror)
+MIRROR_CLASS = ("mirror class (a fix replaces it with a subclass whose method is the patched "
+                "one: sim.policies.mirror)")
+
 CONSUMES = {
     # -- sim.engine.simulation.Simulation: the `sim` argument of run() ---------------------------------
     "Simulation.device": "nothing",
@@ -131,6 +135,11 @@ CONSUMES = {
     "ModuleOptimizer.step": "`grads` (dropped at the end of the step); the module's "
                             "parameters are replaced",
     # -- sim.policies.Policy (a policy file's base class) ----------------------------------
+    "Policy.GraphMutexClient": MIRROR_CLASS,
+    "Policy.GraphLocator": MIRROR_CLASS,
+    "Policy.GraphCleaner": MIRROR_CLASS,
+    "Policy.AutodiffServer": MIRROR_CLASS,
+    "Policy.GraphMemoryManagement": MIRROR_CLASS,
     "Policy.register_untracked": "seam",
     "Policy.after_backward": "seam",
     "Policy.cleanup_orphaned_entries": "seam",
