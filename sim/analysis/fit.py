@@ -14,13 +14,13 @@ helps, and falls back to moving one parameter at a time (:func:`coordinate_steps
 
 Examples
 --------
-A model ``y = a * x`` fitted to points at ``a = 3``, in two iterations:
+A model ``y = a * x`` fitted to points at ``a = 3`` (from ``a = 1``):
 
 >>> import numpy as np
 >>> xs = np.array([1.0, 2.0, 4.0])
 >>> values, r = gauss_newton({"a": 1.0}, lambda v, label="": (v["a"] * xs - 3 * xs) / (3 * xs),
 ...                          say=lambda text: None)
->>> round(values["a"], 6), float(np.max(np.abs(r))) < 1e-6
+>>> round(values["a"], 3), float(np.max(np.abs(r))) < 1e-4
 (3.0, True)
 """
 

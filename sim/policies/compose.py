@@ -44,7 +44,7 @@ Examples
 Traceback (most recent call last):
 sim.errors.UserError: policies skip-untracked and burn-0.20-pre.1 both replace the seam register_untracked ...
 >>> get_policy("periodic-sweep+drop-release").GraphMutexClient.__mro__[1:3]
-(<class 'sim.policies.drop_release.DropReleaseClient'>, <class 'sim.policies.periodic_sweep.PeriodicSweepClient'>)
+(<class 'sim.policies.periodic_sweep.PeriodicSweepClient'>, <class 'sim.policies.drop_release.DropReleaseClient'>)
 """
 
 from __future__ import annotations

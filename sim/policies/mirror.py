@@ -22,7 +22,7 @@ Examples
 --------
 >>> from sim.policies import POLICIES
 >>> replaced(POLICIES["dedup-sweep"])
-{'GraphCleaner': ['cleanup_orphaned_entries']}
+{'GraphCleaner': ['cleanup_orphaned_entries', '_visit_once']}
 >>> replaced(POLICIES["burn-0.22.1"])
 {}
 """
