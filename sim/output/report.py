@@ -709,8 +709,7 @@ def _heap_rss_disagreements(growth) -> list:
         else:
             text = f"{g.label}: RSS flat, live heap {_bytes(g.heap_bytes)} {g.unit}"
         by_policy.setdefault(g.policy, []).append(text)
-    return [f"`{p}`" + (f" ({reference_label(p)})" if reference_label(p) else "") + ": "
-            + "; ".join(texts) + "." for p, texts in by_policy.items()]
+    return [f"`{p}`: " + "; ".join(texts) + "." for p, texts in by_policy.items()]
 
 
 def _bytes(n):
