@@ -34,6 +34,7 @@ import heapq
 import itertools
 
 from ...platform.vec import RustVec
+from ..graph.settled import SettledNodes, ancestors, reachable
 from .pass_blocks import charge_passes, members_in_order
 
 __all__ = ["GraphMemoryManagement"]
@@ -43,7 +44,7 @@ class GraphMemoryManagement:
     """``nodes``, ``leaves`` and ``statuses`` of one graph, with their tables' heap."""
 
     __slots__ = ("server", "nodes", "leaves", "nodes_table", "leaves_table", "statuses_table",
-                 "referenced", "runs", "run_nodes", "serials", "inserted")
+                 "referenced", "runs", "run_nodes", "serials", "inserted", "settled")
 
     def __init__(self, server):
         sim = server.sim
@@ -64,6 +65,9 @@ class GraphMemoryManagement:
         # a serial were inserted before any run)
         self.serials = None
         self.inserted = 0
+        # the nodes the last backward found useful, if it was not this graph's first
+        # (sim.burn.graph.settled): the next backward walks only the others
+        self.settled = None
 
     # -- registration -----------------------------------------------------------
     def register(self, rc, parents) -> None:
@@ -92,6 +96,8 @@ class GraphMemoryManagement:
             if old[1]:
                 sim.heap.free(sim.layout.parent_bytes * len(old[1]))
             nodes[rc.id] = (old[0], parents)
+            if self.settled is not None and not self.settled.replaced(rc.id):
+                self.settled = None
             return
         if parents:
             # parents.to_vec(): an exact-size Vec<Parent>, built before the insert
@@ -101,6 +107,8 @@ class GraphMemoryManagement:
         if rc.strong > 1:
             self.referenced += 1
         nodes[rc.id] = (rc, parents)
+        if self.settled is not None and not self.settled.inserted(rc.id):
+            self.settled = None
         if self.serials is not None:
             self.serials[rc.id] = self.inserted
             self.inserted += 1
@@ -112,6 +120,8 @@ class GraphMemoryManagement:
             return
         if self.serials:
             self.serials.pop(node_id, None)
+        if self.settled is not None and not self.settled.removed(node_id):
+            self.settled = None
         rc, parents = entry
         sim = self.server.sim
         # HashMap::remove drops the key (the Arc<NodeId>) and returns the value (the
@@ -140,6 +150,7 @@ class GraphMemoryManagement:
         other.referenced = 0
         other.runs = []
         other.run_nodes = 0
+        other.settled = None
         for table in (other.nodes_table, other.leaves_table, other.statuses_table):
             if table is not None:
                 table.drop()
@@ -189,9 +200,13 @@ class GraphMemoryManagement:
                 sim = self.server.sim
                 sim.heap.free(sim.layout.parent_bytes * len(old[1]))
             self.nodes[node_id] = (old[0], parents)
+            if self.settled is not None and not self.settled.replaced(node_id):
+                self.settled = None
             return False
         rc.move(other, self)
         self.nodes[node_id] = (rc, parents)
+        if self.settled is not None and not self.settled.inserted(node_id):
+            self.settled = None
         if self.serials is not None:
             self.serials[node_id] = self._next_serial()
         self.nodes_table.fit(len(self.nodes) + self.run_nodes)
@@ -207,6 +222,7 @@ class GraphMemoryManagement:
                 run.free(heap)
         self.runs = []
         self.run_nodes = 0
+        self.settled = None
         for table in (self.nodes_table, self.leaves_table, self.statuses_table):
             if table is not None:
                 table.drop()
@@ -283,7 +299,7 @@ class GraphMemoryManagement:
         graph = _KeptParents(self.nodes, runs)
         leaves = sorted(self.leaves)   # a stale leaf (freed by a sweep) is absent: unavailable
         # unavailable_propagation, then useful_propagation, from every leaf
-        reached, useful = _statuses(graph, leaves, runs)
+        reached, useful, settled = self._statuses(graph, leaves, runs)
         # identify_leaves_and_deletables from every leaf
         members = members_in_order(self.server.sim.heap, runs, on_free_member)
         ordered, deletables = _deletion_order(graph, leaves, runs, useful, members)
@@ -293,7 +309,7 @@ class GraphMemoryManagement:
         scratch = charge_passes(self, leaves, runs, reached, useful, deletables, new_leaves,
                                 members)
         self.leaves = new_leaves                                   # mem::swap
-        roots = self._unused_roots(useful)                         # clear_unused_roots
+        roots = self._unused_roots(useful, settled)                # clear_unused_roots
         visited = len(reached) + len(self.nodes) + 2 * self.run_nodes - len(runs)
         self._delete(ordered, roots, runs, deletables, members,
                      on_free, on_free_run, on_free_member)
@@ -372,11 +388,30 @@ class GraphMemoryManagement:
         if on_free_run is not None:
             on_free_run(run)
 
-    def _unused_roots(self, useful):
+    def _statuses(self, graph, leaves, runs) -> tuple:
+        """:func:`_statuses`, walking only the nodes that are not settled where an index
+        of them holds (:mod:`sim.burn.graph.settled`), else every node, and then building
+        the index if this is not the graph's first backward; ``(reached, useful, the
+        index used)``, whose nodes are all useful, or None."""
+        if runs:
+            return (*_statuses(graph, leaves, runs), None)
+        found = self.settled.statuses(graph, leaves) if self.settled is not None else None
+        if found is not None:
+            return (*found, self.settled)
+        reached, useful = _statuses(graph, leaves, runs)
+        # statuses_table: made by the first backward on this graph
+        self.settled = (SettledNodes(self.nodes, useful, graph)
+                        if self.statuses_table is not None else None)
+        return reached, useful, self.settled
+
+    def _unused_roots(self, useful, settled=None):
+        """The nodes ``clear_unused_roots`` frees: no handle, not ``useful``, no parent
+        left; a ``settled`` node is useful, so only the others are read."""
         nodes = self.nodes
+        items = nodes.items() if settled is None else ((n, nodes[n]) for n in settled.outside)
         return [
             node_id
-            for node_id, (rc, parents) in nodes.items()
+            for node_id, (rc, parents) in items
             if rc.strong == 1
             and node_id not in useful
             and all(pid not in nodes for pid, _ in parents)
@@ -428,11 +463,12 @@ class _KeptParents:
     followed only while it is in ``nodes``); a run is one node, its representative in
     ``runs``; an id in neither (a stale leaf, a removed parent) has no parents."""
 
-    __slots__ = ("nodes", "runs", "_parents")
+    __slots__ = ("nodes", "runs", "filtered", "_parents")
 
     def __init__(self, nodes, runs):
         self.nodes = nodes
         self.runs = runs
+        self.filtered = set()    # the leaf parents the filter dropped
         self._parents = {}
 
     def successors(self, node_id) -> list:
@@ -443,7 +479,9 @@ class _KeptParents:
             entry = nodes.get(node_id) if run is None else (None, run.parents)
             kept = []
             for pid, is_leaf in (entry[1] if entry is not None else ()):
-                if (not is_leaf or pid in nodes) and pid not in kept:
+                if is_leaf and pid not in nodes:
+                    self.filtered.add(pid)
+                elif pid not in kept:
                     kept.append(pid)
             self._parents[node_id] = kept
         return kept
@@ -455,41 +493,12 @@ def _statuses(graph, leaves, runs) -> tuple:
     no longer in ``nodes``; useful: an available node that a tensor still holds, and
     every node reachable from one."""
     nodes = graph.nodes
-    reached = _reachable(graph, leaves + list(runs))
+    reached = reachable(graph, leaves + list(runs))[0]
     absent = [n for n in reached if n not in nodes and n not in runs]
-    unavailable = _ancestors(graph, absent, reached) if absent else set()
+    unavailable = ancestors(graph, absent, reached) if absent else set()
     seeds = [n for n in reached
              if n not in unavailable and n not in runs and nodes[n][0].strong > 1]
-    return reached, _reachable(graph, seeds)
-
-
-def _reachable(graph, sources) -> set:
-    """Sources and everything reachable from them along the graph's edges."""
-    found = set(sources)
-    stack = list(found)
-    while stack:
-        for parent in graph.successors(stack.pop()):
-            if parent not in found:
-                found.add(parent)
-                stack.append(parent)
-    return found
-
-
-def _ancestors(graph, targets, among) -> set:
-    """``targets`` and the nodes of ``among`` (closed under successors) with a path to one
-    of them."""
-    children = {}
-    for node_id in among:
-        for parent in graph.successors(node_id):
-            children.setdefault(parent, []).append(node_id)
-    found = set(targets)
-    stack = list(found)
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    return found
+    return reached, reachable(graph, seeds)[0]
 
 
 def _extend_reserve(existing, incoming) -> int:

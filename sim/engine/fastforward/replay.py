@@ -66,6 +66,7 @@ def relabel_rotating(locator, effect, last, newest) -> dict:
         server.steps[new_id] = step
         rc, parents = memory.nodes.pop(old_id)
         memory.nodes[new_id] = (rc, parents)
+        memory.settled = None      # an index of node ids (sim.burn.graph.settled)
         memory.leaves.discard(old_id)
         memory.leaves.add(new_id)
         step.node.id = new_id
