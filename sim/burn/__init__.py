@@ -13,6 +13,8 @@ module                          burn 0.22.1
 ``graph.step``                  ``graph/base.rs``, ``ops/base.rs`` (steps)
 ``graph.traversal``             ``graph/traversal.rs`` (collect_steps)
 ``graph.runs``                  runs of identical dead nodes (fast-forward's compression)
+``graph.settled``               the nodes a graph's last backward found useful (an index
+                                that spares the next backward's passes the walk)
 ``ops``                         ``ops/base.rs``, ``ops/tensor.rs``, ``ops/activation.rs``
                                 (OpsPrep, finish)
 ``checkpoint``                  ``checkpoint/strategy.rs``, ``checkpoint/builder.rs``

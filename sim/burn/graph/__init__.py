@@ -1,2 +1,3 @@
 """burn-autodiff ``graph/``: nodes and their ref counts (``node``), steps (``step``), tape
-validation (``traversal``), and runs of identical dead nodes (``runs``)."""
+validation (``traversal``), runs of identical dead nodes (``runs``) and the nodes a graph's
+last backward found useful (``settled``)."""
