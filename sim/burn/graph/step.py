@@ -46,13 +46,10 @@ class Step:
         ``(output shape, input shapes)``.
 
     ``cost`` is free for the time model to attach what the step's backward will
-    cost (the ``pytorch`` policy's ATen model does); None otherwise. ``block`` is the
-    allocator's handle of the box (``register`` sets it; None where the box was made by
-    a fast-forward replay, whose frees go by size).
+    cost (the ``pytorch`` policy's ATen model does); None otherwise.
     """
 
-    __slots__ = ("kind", "op", "node", "parent_nodes", "nbytes", "actions", "shapes", "cost",
-                 "block")
+    __slots__ = ("kind", "op", "node", "parent_nodes", "nbytes", "actions", "shapes", "cost")
 
     def __init__(self, kind, op, node, parent_nodes, nbytes, actions=None, shapes=()):
         self.kind = kind
@@ -63,7 +60,6 @@ class Step:
         self.actions = actions
         self.shapes = shapes
         self.cost = None
-        self.block = None
 
     @property
     def parents(self):
