@@ -422,7 +422,10 @@ def bench_cmd(profile, quick, json_out):
               help="build the probes against this release of burn from crates.io instead "
                    "of 0.22.1 (e.g. 0.23.0-pre.1); a build that fails names where its API "
                    "differs; rows are tagged burn_version VERSION")
-def measure_cmd(probes, quick, out, repeat, patch, gpu, burn):
+@click.option("--cpu-time", "cpu_time", is_flag=True,
+              help="time with each probe thread's CPU clock instead of wall time (leaves out "
+                   "the time a probe waited for a CPU other jobs held: a shared machine)")
+def measure_cmd(probes, quick, out, repeat, patch, gpu, burn, cpu_time):
     """Measure real burn: build the Rust probes (cargo) and run them, CSVs into --out.
 
     Builds experiments/probes (burn 0.22.1 from crates.io, release, cached target
@@ -432,7 +435,8 @@ def measure_cmd(probes, quick, out, repeat, patch, gpu, burn):
     sizeof-alloc.csv: they are not measured points).
     """
     from .measure import measure
-    measure(list(probes), quick, out, repeat=repeat, patch=patch, gpu=gpu, burn=burn)
+    measure(list(probes), quick, out, repeat=repeat, patch=patch, gpu=gpu, burn=burn,
+            cpu_time=cpu_time)
 
 
 @cli.command("host-profile")
@@ -451,7 +455,10 @@ def measure_cmd(probes, quick, out, repeat, patch, gpu, burn):
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="local worker processes for the fit's simulations  [default: the CPUs "
                    "available]")
-def host_profile_cmd(out, base, measured_out, reuse_measured, force, log, jobs):
+@click.option("--cpu-time", "cpu_time", is_flag=True,
+              help="the probes time with their thread's CPU clock (sim measure --cpu-time): "
+                   "on a machine other jobs share")
+def host_profile_cmd(out, base, measured_out, reuse_measured, force, log, jobs, cpu_time):
     """Make a profile for this machine: host facts, quick probes, a fit of the time
     parameters.
 
@@ -468,7 +475,7 @@ def host_profile_cmd(out, base, measured_out, reuse_measured, force, log, jobs):
         _check_out_file(log, "--log")
     from .sweep import default_jobs
     host_profile(out, base, measured_out, force, jobs or default_jobs(),
-                 reuse_measured=reuse_measured, log=log)
+                 reuse_measured=reuse_measured, log=log, cpu_time=cpu_time)
 
 
 def _check_out_file(out, option="--out"):

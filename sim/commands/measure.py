@@ -511,13 +511,15 @@ def _run_repeated(binary, probe, quick, out_dir, repeat, echo, gpu=False) -> tup
 
 
 def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None,
-            gpu=False, burn=None) -> dict:
+            gpu=False, burn=None, cpu_time=False) -> dict:
     """Build and run the probes (each ``repeat`` times, merged by :func:`merge_repeats`);
     returns the summary written to ``OUT/measure-info.json``. ``patch``: a ``--patch``
     value (``NAME``, ``FILE.patch``, ``a+b``): the probes are built against burn-autodiff
     0.22.1 with those patches and every row's ``burn_version`` reads ``0.22.1+NAME``.
     ``gpu``: the GPU probes instead. ``burn``: a release of burn from crates.io to build
-    the probes against instead of 0.22.1 (rows tagged with it)."""
+    the probes against instead of 0.22.1 (rows tagged with it). ``cpu_time``: the probes
+    time with the thread's CPU clock (``PROBE_CPU_TIME``, burn-probes src/clock.rs), which
+    leaves out the time a probe waited for a CPU another job held."""
     if out is None:
         raise UserError("--out DIR is required")
     if gpu and quick:
@@ -547,7 +549,8 @@ def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None
     else:
         binary = build(echo, gpu)
     summary = {"quick": bool(quick), "repeat": int(repeat), "probes": {},
-               "machine": _machine(), "binary": str(binary)}
+               "machine": _machine(), "binary": str(binary),
+               "clock": "thread CPU time (PROBE_CPU_TIME)" if cpu_time else "wall time"}
     if label:
         summary["burn_version"] = label
     if patch:
@@ -563,6 +566,28 @@ def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None
         summary["adapter"] = {row["metric"]: row["value"] for row in
                               csv.DictReader(io.StringIO(path.read_text(encoding="utf-8")))}
         summary["adapter"]["name"] = _adapter_name(path)
+    previous = os.environ.get("PROBE_CPU_TIME")
+    if cpu_time:
+        os.environ["PROBE_CPU_TIME"] = "1"
+    else:
+        os.environ.pop("PROBE_CPU_TIME", None)
+    try:
+        _run_all(chosen, binary, quick, out_dir, repeat, echo, gpu, label, summary, failures)
+    finally:
+        if previous is None:
+            os.environ.pop("PROBE_CPU_TIME", None)
+        else:
+            os.environ["PROBE_CPU_TIME"] = previous
+    summary["seconds"] = round(time.perf_counter() - t0, 1)
+    atomic_write(out_dir / "measure-info.json", json.dumps(summary, indent=1) + "\n")
+    echo(f"done in {summary['seconds']:.1f} s: {len(chosen)} probe(s) -> {out_dir}")
+    if failures:
+        raise UserError("; ".join(failures))
+    return summary
+
+
+def _run_all(chosen, binary, quick, out_dir, repeat, echo, gpu, label, summary, failures):
+    """Run each probe of ``chosen`` (``repeat`` times), its entry into ``summary``."""
     for probe in chosen:
         if repeat > 1:
             path, code, seconds = _run_repeated(binary, probe, quick, out_dir, repeat, echo,
@@ -586,9 +611,3 @@ def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None
              f"{', exit ' + str(code) if code else ''})")
         if code != 0:
             failures.append(f"{probe} exited with {code} (its CSV has the variants that ran)")
-    summary["seconds"] = round(time.perf_counter() - t0, 1)
-    atomic_write(out_dir / "measure-info.json", json.dumps(summary, indent=1) + "\n")
-    echo(f"done in {summary['seconds']:.1f} s: {len(chosen)} probe(s) -> {out_dir}")
-    if failures:
-        raise UserError("; ".join(failures))
-    return summary

@@ -7,7 +7,7 @@ use burn_probes::alloc::{self, Snapshot};
 use burn_probes::csv::{Sink, f};
 use burn_probes::rss::{page_size, rss_bytes};
 use std::hint::black_box;
-use std::time::Instant;
+use burn_probes::clock::Instant;
 
 pub const RSS_VARIANTS: &[&str] = &[
     "flex",

@@ -14,7 +14,7 @@ use burn::tensor::Distribution;
 use burn::tensor::activation::relu;
 use burn_probes::csv::{Sink, f};
 use std::hint::black_box;
-use std::time::Instant;
+use burn_probes::clock::Instant;
 
 const EXPERIMENT: &str = "backward-cost";
 pub const OPS: &[&str] = &["add", "mul_scalar", "relu", "matmul"];

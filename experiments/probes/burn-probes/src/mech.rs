@@ -38,7 +38,7 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn_probes::csv::{Sink, f};
 use std::hint::black_box;
-use std::time::Instant;
+use burn_probes::clock::Instant;
 
 use crate::adleak::tiny_backward;
 

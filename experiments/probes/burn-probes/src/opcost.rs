@@ -20,7 +20,7 @@ use burn::tensor::Distribution;
 use burn::tensor::activation::relu;
 use burn_probes::csv::{Sink, f};
 use std::hint::black_box;
-use std::time::Instant;
+use burn_probes::clock::Instant;
 
 const EXPERIMENT: &str = "op-cost";
 pub const MODES: &[&str] = &["plain", "untracked", "tracked", "chain"];

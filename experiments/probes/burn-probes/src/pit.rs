@@ -8,7 +8,7 @@ use burn::tensor::Distribution;
 use burn_probes::alloc;
 use burn_probes::csv::{Sink, f};
 use burn_probes::rss::rss_bytes;
-use std::time::Instant;
+use burn_probes::clock::Instant;
 
 /// The seed's `pit-infer` ran on Metal (GPU pool); this one runs on Flex (host heap),
 /// so its rows carry their own experiment name.

@@ -25,7 +25,7 @@ use burn::tensor::Distribution;
 use burn_probes::alloc;
 use burn_probes::csv::{Sink, f};
 use burn_probes::rss::rss_bytes;
-use std::time::Instant;
+use burn_probes::clock::Instant;
 
 const EXPERIMENT: &str = "train-validate";
 pub const VARIANTS: &[&str] = &["autodiff", "valid-model", "plain"];
