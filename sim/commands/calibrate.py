@@ -147,8 +147,30 @@ def _deepcopy(data):
     return data
 
 
+def _with_sets(quick, cells, sets) -> dict:
+    """``quick`` (workload name -> the parameters its cells run with) with ``sets`` (key ->
+    value, as ``sim run --set``) added for every workload of ``cells`` that has the key;
+    a key no such workload has is an error naming the keys they have."""
+    if not sets:
+        return quick
+    from ..engine.workloads import load_workload
+    workloads = {name: load_workload(name) for name in sorted({c[0] for c in cells})}
+    for key in sets:
+        if not any(key in w.params for w in workloads.values()):
+            known = sorted({k for w in workloads.values() for k in w.params})
+            raise UserError(f"--set {key}: no simulated workload has this parameter "
+                            f"(they have: {', '.join(known)})")
+    out = {name: dict(values) for name, values in quick.items()}
+    for name, w in workloads.items():
+        for key, value in sets.items():
+            if key in w.params:
+                out.setdefault(name, {})[key] = value
+    return out
+
+
 def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, fresh=False,
-              max_iterations=8, progress=False, force=False, sources=None, warn=None):
+              max_iterations=8, progress=False, force=False, sources=None, warn=None,
+              sets=None):
     """Fit ``params`` of profile ``base`` to the selected ``measured`` points.
 
     ``progress``: show a bar on stderr over each iteration's simulations of the fitted
@@ -169,6 +191,14 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     header (default: the files the rows were read from). Without ``out`` nothing is
     written, and the last line says so.
 
+    ``sets``: workload parameters (key -> value, ``sim run --set``) the fitted cells run
+    with during the fit where their workload has the key, e.g. ``{"steps": "500"}``: a
+    p10-ema cell whose fitted points are at steps <= 500 runs 500 steps instead of 2,000
+    in each of the fit's simulations (a run's rows up to a step do not depend on its
+    length; a fitted point past it has no prediction, an error). The table of every point
+    and the check of the base's fitted points run the cells as measured, once before and
+    once after.
+
     Returns ``(new profile, table of every point before/after)``.
     """
     profile = load_profile(base) if not isinstance(base, Profile) else base
@@ -182,6 +212,7 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     quick = quick_params(measured)
     if not fit_cells:
         raise UserError("no fitted point belongs to a known workload")
+    fit_quick = _with_sets(quick, fit_cells, sets)
     x0 = {name: float(profile.get(name)) for name in params}
     echo(f"fitting {len(params)} parameter(s) on {len(fit_rows)} point(s) "
          f"({len(fit_cells)} simulated cells)")
@@ -191,7 +222,7 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     def evaluate(values, label="step"):
         if bar is not None and bar.done == bar.total:
             bar.total += 1          # the line search, or a parameter probed again
-        r = residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs, quick))
+        r = residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs, fit_quick))
         if bar is not None:
             bar.advance(label)
         return r
@@ -247,7 +278,7 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
         echo("\nnot written (no --out): give --out FILE.toml to save the calibrated profile")
         return new_profile, after
     header = _provenance(Path(out).stem, _base_label(base, profile), _sources(sources, measured),
-                         params, len(fit_ids))
+                         params, len(fit_ids), sets)
     write_profile(profile.path, new_profile, current, out, header=header,
                   dropped=[pid for pid, _, _ in dropped], base_text=base_text)
     echo(f"\nwrote {out}")
@@ -257,10 +288,25 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
 def _record(previous, params, fit_ids, dropped) -> dict:
     """The new ``[calibration]`` record: the ``previous`` one (the base's; empty when
     fresh) with this call's ``params`` and points ``fit_ids`` added, less the ``dropped``
-    base points (moved by this fit without being among its points)."""
-    kept = [p for p in previous.get("points", []) if p not in dropped]
-    return {"fitted": list(dict.fromkeys(list(previous.get("fitted", [])) + list(params))),
-            "points": list(dict.fromkeys(kept + list(fit_ids)))}
+    base points (moved by this fit without being among its points).
+
+    ``fitted_on`` maps each parameter to the points of the call that last fitted it (all
+    of that call's points: its parameters are fitted jointly); a refitted parameter's
+    entry is replaced. A base point that only refitted parameters were fitted on, and
+    that this call does not fit on, leaves ``points`` too, when every parameter the base
+    lists has an entry (a base written before ``fitted_on`` cannot tell; its moved points
+    leave through ``dropped``)."""
+    fitted = list(dict.fromkeys(list(previous.get("fitted", [])) + list(params)))
+    fitted_on = {name: list(ids) for name, ids in previous.get("fitted_on", {}).items()}
+    old = set()
+    if all(name in fitted_on for name in previous.get("fitted", [])):
+        still = {p for name, ids in fitted_on.items() if name not in params for p in ids}
+        old = {p for name in params for p in fitted_on.get(name, []) if p not in still}
+    for name in params:
+        fitted_on[name] = list(fit_ids)
+    kept = [p for p in previous.get("points", []) if p not in dropped and p not in old]
+    return {"fitted": fitted, "points": list(dict.fromkeys(kept + list(fit_ids))),
+            "fitted_on": {name: fitted_on[name] for name in fitted if name in fitted_on}}
 
 
 def _stderr(text) -> None:
@@ -457,13 +503,16 @@ def _sources(sources, measured) -> list:
     return list(dict.fromkeys(str(m["_file"]) for m in measured if "_file" in m)) or ["(rows)"]
 
 
-def _provenance(name, base_label, sources, params, n_points) -> list:
+def _provenance(name, base_label, sources, params, n_points, sets=None) -> list:
     """The header lines of a written profile: its name, its base, what this call fitted
     and on which measured files (as given; no date, so the same inputs write the same
     bytes). Continuation lines start with ``#   `` (:func:`_with_header` finds them)."""
     text = (f"# Profile {name}: written by `sim calibrate` from base profile {base_label}, "
             f"fitting {', '.join(params)} on {n_points} point(s) of the measured file(s) "
-            f"{', '.join(sources)} (paths as given to the command). The [calibration] table at "
+            f"{', '.join(sources)} (paths as given to the command)"
+            + (f", the fitted cells run with {', '.join(f'{k}={v}' for k, v in sets.items())}"
+               if sets else "")
+            + f". The [calibration] table at "
             f"the end lists every parameter fitted and every point fitted on.")
     return header_lines(text)
 
@@ -517,6 +566,12 @@ def write_profile(base_path, new_profile, values, out, header=(), dropped=(),
     table += ["fitted = [" + ", ".join(f'"{p}"' for p in cal["fitted"]) + "]", "points = ["]
     table += [f'  "{p}",' for p in cal["points"]]
     table += ["]", ""]
+    if cal.get("fitted_on"):
+        table += ["[calibration.fitted_on]",
+                  "# each parameter: the points of the `sim calibrate` call that last fitted it"]
+        for name, ids in cal["fitted_on"].items():
+            table += [f'"{name}" = ['] + [f'  "{p}",' for p in ids] + ["]"]
+        table += [""]
     text = "\n".join(lines) + "\n".join(table)
     import tomllib
     data = tomllib.loads(text)

@@ -302,7 +302,13 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
                    "per parameter, plus the line search)")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="local worker processes for the cells")
-def calibrate_cmd(measured_paths, base, params, points, out, force, fresh, max_iterations, jobs):
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="run the fitted cells with this workload parameter during the fit "
+                   "where their workload has it, e.g. steps=500 when the fitted points are "
+                   "at steps <= 500 (the table and the check of the base's points run the "
+                   "cells as measured; repeatable)")
+def calibrate_cmd(measured_paths, base, params, points, out, force, fresh, max_iterations, jobs,
+                  sets):
     """Fit --fit parameters of a profile to measured points (least squares).
 
     Prints every point's measured value, the prediction before and after, the
@@ -319,9 +325,16 @@ def calibrate_cmd(measured_paths, base, params, points, out, force, fresh, max_i
         measured.extend(read_measured(path, known))
     if out is not None:
         _check_out_file(out)
+    overrides = {}
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--set {item}: expected KEY=VALUE")
+        overrides[key] = value
     calibrate(measured, base, list(params), list(points), out, jobs, echo=click.echo,
               fresh=fresh, max_iterations=max_iterations, progress=True, force=force,
-              sources=list(measured_paths), warn=lambda line: click.echo(line, err=True))
+              sources=list(measured_paths), warn=lambda line: click.echo(line, err=True),
+              sets=overrides)
 
 
 @cli.command("accuracy")

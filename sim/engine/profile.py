@@ -16,7 +16,8 @@ taken from burn/cubecl source, or fitted by ``sim calibrate``):
 
 Two more tables describe the profile rather than the platform (:data:`RECORDS`; they
 are no parameters): ``[meta]`` (required: ``platform``, ``burn_version``),
-``[calibration]`` (optional, written by ``sim calibrate``: ``fitted``, ``points``) and
+``[calibration]`` (optional, written by ``sim calibrate``: ``fitted``, ``points`` and
+``fitted_on``, the points each parameter's last fit used) and
 ``[host]`` (optional: the machine the profile describes, :mod:`sim.platform.host`).
 
 :func:`load_profile` validates everything and raises :class:`ProfileError`
@@ -42,6 +43,8 @@ __all__ = ["Profile", "ProfileError", "load_profile", "profile_names", "MODELS_D
 MODELS_DIR = MODELS
 
 INT, FLOAT, STR, STRS = "int", "float", "str", "list of strings"
+#: a table whose every value is a list of strings (optional: a profile may lack the key)
+STRS_BY_KEY = "table of lists of strings"
 
 #: section -> key -> type. Every key is required; no other key is allowed.
 SCHEMA = {
@@ -218,6 +221,9 @@ RECORDS = {
     "calibration": (False, {         # written by `sim calibrate` (sim.commands.calibrate.write_profile)
         "fitted": STRS,              # the parameters fitted, section.key
         "points": STRS,              # the measured points they were fitted on
+        # parameter -> the points the `sim calibrate` call that last fitted it was fitted on
+        # (optional: profiles calibrated before it was recorded lack it, or some parameters)
+        "fitted_on": STRS_BY_KEY,
     }),
     # the machine a Linux profile describes (sim.platform.host: CPU model, caches, page size, glibc,
     # cores), written by `sim host-profile`; run/sweep/compare warn when it is not this one
@@ -361,6 +367,8 @@ def _check_keys(table, section, keys, path) -> None:
         if key not in keys:
             raise ProfileError(f"{path}: unknown key {section}.{key}")
     for key, kind in keys.items():
+        if key not in table and kind == STRS_BY_KEY:
+            continue
         if key not in table:
             raise ProfileError(f"{path}: missing key {section}.{key}")
         table[key] = _checked_value(table[key], kind, f"{section}.{key}", path)
@@ -382,6 +390,10 @@ def _checked_value(value, kind, name, path):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ProfileError(f"{path}: {name} must be a list of strings, got {shown(value)}")
         return value
+    if kind == STRS_BY_KEY:
+        if not isinstance(value, dict):
+            raise ProfileError(f"{path}: {name} must be a table, got {shown(value)}")
+        return {key: _checked_value(v, STRS, f"{name}.{key}", path) for key, v in value.items()}
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ProfileError(f"{path}: {name} must be a number, got {shown(value)}")
     if not _finite(value):

@@ -58,8 +58,29 @@ def test_fresh_forgets_the_base_profiles_calibration_record(tmp_path):
     fresh, _ = calibrate(measured, profile, ["time.process_warmup_ns"], fresh=True, **quiet)
     old = profile.data["calibration"]
     assert set(staged.data["calibration"]["fitted"]) == set(old["fitted"])
-    assert fresh.data["calibration"] == {"fitted": ["time.process_warmup_ns"],
-                                         "points": ["p10-ema/without//1/ms_per_step"]}
+    assert fresh.data["calibration"] == {
+        "fitted": ["time.process_warmup_ns"], "points": ["p10-ema/without//1/ms_per_step"],
+        "fitted_on": {"time.process_warmup_ns": ["p10-ema/without//1/ms_per_step"]}}
+    assert staged.data["calibration"]["fitted_on"] == fresh.data["calibration"]["fitted_on"]
+
+
+def test_the_record_says_which_points_each_parameter_was_fitted_on():
+    """``fitted_on``: each parameter with the points of the call that last fitted it; a
+    refit replaces its entry, and a point only it was fitted on leaves ``points`` (when
+    every listed parameter has an entry; an older record keeps such points)."""
+    from sim.commands.calibrate import _record
+    first = _record({}, ["a.x", "a.y"], ["p1", "p2"], set())
+    assert first["fitted_on"] == {"a.x": ["p1", "p2"], "a.y": ["p1", "p2"]}
+    second = _record(first, ["a.z"], ["p3"], set())
+    assert second["points"] == ["p1", "p2", "p3"]
+    refit = _record(_record(second, ["a.x"], ["p4"], set()), ["a.z"], ["p5"], set())
+    assert refit["fitted"] == ["a.x", "a.y", "a.z"]
+    assert refit["fitted_on"] == {"a.x": ["p4"], "a.y": ["p1", "p2"], "a.z": ["p5"]}
+    assert refit["points"] == ["p1", "p2", "p4", "p5"]       # p3: only a.z's, refitted
+    legacy = _record({"fitted": ["a.x", "a.y"], "points": ["p1", "p2"]}, ["a.x"], ["p4"],
+                     {"p2"})
+    assert legacy["points"] == ["p1", "p4"]                  # p2 moved: dropped
+    assert legacy["fitted_on"] == {"a.x": ["p4"]}
 
 
 def test_iteration_limit_is_reported(tmp_path):
@@ -113,3 +134,19 @@ def test_the_cli_shows_each_iterations_progress_on_stderr(tmp_path):
     assert "simulations (iteration 1)" in err and "d/d time.process_warmup_ns" in err
     assert "iteration 1: rms relative error" in result.stdout
     assert "simulations" not in result.stdout and out.exists()
+
+
+def test_set_gives_the_fitted_cells_a_workload_parameter():
+    """``--set steps=500``: the workloads that have the key run with it, the others as
+    they are; a key no simulated workload has is one error line."""
+    import pytest
+    from sim.commands.calibrate import _with_sets
+    from sim.errors import UserError
+    cells = [("p10-ema", "detach", "burn-0.22.1"), ("op-cost", "plain/add", "burn-0.22.1")]
+    quick = {"op-cost": {"iterations": "10"}}
+    got = _with_sets(quick, cells, {"steps": "500"})
+    assert got == {"op-cost": {"iterations": "10"}, "p10-ema": {"steps": "500"}}
+    assert quick == {"op-cost": {"iterations": "10"}}            # not changed in place
+    assert _with_sets(quick, cells, {}) is quick
+    with pytest.raises(UserError, match="--set no_such_key: no simulated workload"):
+        _with_sets(quick, cells, {"no_such_key": "1"})
