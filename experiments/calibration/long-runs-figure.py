@@ -33,6 +33,8 @@ def main(argv=None) -> int:
     parser.add_argument("results")
     parser.add_argument("--macos", help="sim run CSV of p10-ema detach on m2max-macos")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--unsimulated", help="measured CSV of points no simulated cell "
+                        "predicts (drawn as crosses: measured, not predicted)")
     args = parser.parse_args(argv)
     rows = [r for r in csv.DictReader(open(Path(args.results) / "errors.csv"))
             if r["metric"] == "ms_per_step"]
@@ -44,9 +46,14 @@ def main(argv=None) -> int:
                         for r in rows if r["experiment"] == experiment and float(r["x"]) > 1)
         if not points:
             continue
-        xs = [p[0] for p in points]
-        ax.plot(xs, [p[2] for p in points], "-", color=color, lw=1.2,
-                label=f"{label}: simulated")
+        # the simulated curve: solid over the fitted stretch (steps <= 500), dashed where
+        # it is a prediction
+        short = [p for p in points if p[0] <= 500]
+        long = [p for p in points if p[0] >= 500]
+        ax.plot([p[0] for p in short], [p[2] for p in short], "-", color=color, lw=1.2,
+                label=f"{label}: simulated, fitted stretch")
+        ax.plot([p[0] for p in long], [p[2] for p in long], "--", color=color, lw=1.2,
+                label=f"{label}: simulated, predicted stretch")
         fitted = [p for p in points if p[3] == "fitted"]
         held = [p for p in points if p[3] != "fitted"]
         ax.plot([p[0] for p in fitted], [p[1] for p in fitted], "o", color=color, ms=6,
@@ -56,12 +63,22 @@ def main(argv=None) -> int:
         for x, m, p, _ in held:
             ax.annotate(f"{(p - m) / m:+.0%}", (x, m), textcoords="offset points",
                         xytext=(6, -12 if color == "C0" else 6), fontsize=7, color=color)
+    if args.unsimulated:
+        for experiment, label, color in SERIES:
+            extra = sorted((float(r["x"]), float(r["value"]))
+                           for r in csv.DictReader(open(args.unsimulated))
+                           if r["experiment"] == experiment and r["metric"] == "ms_per_step")
+            if extra:
+                ax.plot([e[0] for e in extra], [e[1] for e in extra], "x", color=color,
+                        ms=8, mew=1.5, label=f"{label}: measured, not simulated")
+    ax.set_yscale("log")
     ax.axvspan(0, 500, color="0.92", zorder=0)
-    ax.text(250, ax.get_ylim()[1] * 0.9 if ax.get_yscale() == "linear" else 1, "fitted",
-            ha="center", fontsize=8, color="0.4")
+    ax.text(250, ax.get_ylim()[1] * 0.6, "fitted\n(<= 500)", ha="center", va="top",
+            fontsize=8, color="0.4")
     ax.set_xlabel("step")
-    ax.set_ylabel("ms per step (mean since the previous point)")
-    ax.set_title("Linux, AMD EPYC (L2 1 MiB), profile amd-epyc-zen4", fontsize=9)
+    ax.set_ylabel("ms per step (CPU time, mean since the previous point)")
+    ax.set_title("Linux, AMD EPYC 25/17 (KVM; L2 1 MiB, L3 32 MiB), profile amd-epyc-zen4",
+                 fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     if args.macos:
         ax2 = axes[0][1]
