@@ -30,13 +30,14 @@ SERIES = (("p10-ema-params", "p10-ema detach", "C0"),
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results")
+    parser.add_argument("results", nargs="+", help="sim compare output directories")
     parser.add_argument("--macos", help="sim run CSV of p10-ema detach on m2max-macos")
     parser.add_argument("--out", required=True)
     parser.add_argument("--unsimulated", help="measured CSV of points no simulated cell "
                         "predicts (drawn as crosses: measured, not predicted)")
     args = parser.parse_args(argv)
-    rows = [r for r in csv.DictReader(open(Path(args.results) / "errors.csv"))
+    rows = [r for results in args.results
+            for r in csv.DictReader(open(Path(results) / "errors.csv"))
             if r["metric"] == "ms_per_step"]
     panels = 2 if args.macos else 1
     fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.6), squeeze=False)
@@ -79,7 +80,7 @@ def main(argv=None) -> int:
     ax.set_ylabel("ms per step (CPU time, mean since the previous point)")
     ax.set_title("Linux, AMD EPYC 25/17 (KVM; L2 1 MiB, L3 32 MiB), profile amd-epyc-zen4",
                  fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="lower right")
     if args.macos:
         ax2 = axes[0][1]
         mac = sorted((float(r["x"]), float(r["value"])) for r in csv.DictReader(open(args.macos))

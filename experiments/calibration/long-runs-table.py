@@ -4,7 +4,9 @@ errors.csv: every ms_per_step point of p10-ema detach and ema-balanced detach, m
 predicted, signed error, within issue 43's 15 %, and whether the profile was fitted on it
 (`fitted`) or predicts it (`predicted`). Nothing is computed here but the error in %.
 
-    .venv/bin/python experiments/calibration/long-runs-table.py RESULTS_DIR
+    .venv/bin/python experiments/calibration/long-runs-table.py RESULTS_DIR [RESULTS_DIR ...]
+
+Several results directories (compares of different measured files) are listed together.
 """
 
 import csv
@@ -14,8 +16,8 @@ from pathlib import Path
 EXPERIMENTS = ("p10-ema-params", "ema-balanced-params")
 
 
-def main(results) -> int:
-    rows = [r for r in csv.DictReader(open(Path(results) / "errors.csv"))
+def main(*dirs) -> int:
+    rows = [r for results in dirs for r in csv.DictReader(open(Path(results) / "errors.csv"))
             if r["metric"] == "ms_per_step" and r["experiment"] in EXPERIMENTS]
     rows.sort(key=lambda r: (EXPERIMENTS.index(r["experiment"]), float(r["x"])))
     print("| experiment | run | step | measured ms | predicted ms | error | within 15 % "
@@ -32,4 +34,4 @@ def main(results) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:]))
