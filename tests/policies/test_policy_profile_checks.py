@@ -267,8 +267,11 @@ def test_shipped_profiles_load_with_their_records():
     for name in profile_names():
         profile = load_profile(name)
         assert set(profile.data["meta"]) == {"platform", "burn_version"}
-        assert set(profile.data["calibration"]) == {"fitted", "points"}
+        record = profile.data["calibration"]
+        assert {"fitted", "points"} <= set(record) <= {"fitted", "points", "fitted_on"}
         assert profile.fitted
+        # fitted_on (written by sim calibrate since issue 43): fitted parameters only
+        assert set(record.get("fitted_on", {})) <= set(record["fitted"])
 
 
 def test_a_profile_without_calibration_record_loads(tmp_path):
