@@ -78,7 +78,7 @@ def main(argv=None) -> int:
             fontsize=8, color="0.4")
     ax.set_xlabel("step")
     ax.set_ylabel("ms per step (CPU time, mean since the previous point)")
-    ax.set_title("Linux, AMD EPYC 25/17 (KVM; L2 1 MiB, L3 32 MiB), profile amd-epyc-zen4",
+    ax.set_title("Linux, AMD EPYC 25/17 (KVM; L2 1 MiB, L3 32 MiB), profile amd-epyc-zen4-long",
                  fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     if args.macos:
