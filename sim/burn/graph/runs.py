@@ -3,7 +3,9 @@
 When a loop body's iterations are identical (:mod:`sim.engine.fastforward.repeat`), the
 nodes they leave behind are recorded as one :class:`NodeRun` instead of one
 object each: ``count`` nodes with ids ``first, first + stride, ...``, the same
-parents, no tensor handle left, and the same heap blocks each. A run is either
+parents, no tensor handle left, and heap blocks that repeat from one iteration to
+the next (an iteration may leave several members, each with its own blocks). A run
+is either
 
 * ``new_graph=True``: each node is an untracked op's own single-node graph
   (kept by the locator, in its ``live`` graphs, in creation order), or

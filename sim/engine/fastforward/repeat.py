@@ -15,9 +15,11 @@ Effect shapes:
     it was (plain backends, ``without_autodiff``, policies that free on drop).
     Only time and counters advance.
 ``graphs``
-    one node per iteration, dead, alone in a new graph (an untracked op whose
-    output was dropped): a :class:`~sim.burn.graph.runs.NodeRun` of single-node
-    graphs; the locator's BTreeMaps take the ids in closed form.
+    one or several nodes per iteration, each dead and alone in a new graph (untracked
+    ops whose outputs were dropped: an add, or an add, a scale and an exp in a row): a
+    :class:`~sim.burn.graph.runs.NodeRun` of single-node graphs whose members' blocks
+    repeat with a period of the iteration's graphs; the locator's BTreeMaps take the
+    ids in closed form.
 ``steady``
     the iteration registers and frees (a training step: forward, backward, optimizer,
     sweep) and leaves the bookkeeping exactly as it found it: same heap bytes and
