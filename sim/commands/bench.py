@@ -186,6 +186,8 @@ def _loop_kinds(profile, quick, echo=None):
             cpu[mode] = time.process_time() - start
             ends[mode] = (sim.heap.live_bytes, sim.heap.live_blocks, sim.registered,
                           sim.work_ps)
+            # the next run's timed gc.collect() must not walk this run's live objects
+            sim = None
         speedup = cpu["exact"] / cpu["fast-forward"] if cpu["fast-forward"] > 0 else None
         kinds.append({"kind": name, "iterations": n, "ops": ops,
                       "exact_cpu_s": round(cpu["exact"], 3),

@@ -168,6 +168,15 @@ class HostThread:
 TEXT_SHARE_METRICS = frozenset({"rss", "rss_bytes", "rss_delta"})
 
 
+def _weak_method(method):
+    """``method`` (a bound method), called through a weak reference to its object."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args):
+        return ref()(*args)
+    return call
+
+
 class Simulation:
     """Everything one simulated program run needs.
 
@@ -263,8 +272,11 @@ class Simulation:
         self._fault_ps_per_byte = (1000.0 * float(profile.time.get("page_fault_ns", 0.0))
                                    / self.allocator.page_bytes)
         if self._fault_ps_per_byte:
-            self.allocator.fault = self.page_fault
-            self.touched.fault = self.page_fault
+            # weakly: the heap's finalizer (above) holds the heap, and the heap's allocator
+            # holding this simulation's method would keep the simulation alive to the end
+            # of the process (every simulation with page faults did, before 2026-12-06)
+            fault = self.allocator.fault = _weak_method(self.page_fault)
+            self.touched.fault = fault
         # index of the current iteration of the innermost sim.repeat (0-based)
         self.loop_index = 0
         if self.allocator.arena is not None:

@@ -50,7 +50,7 @@ class Burn020Pre1(Policy):
             return 0 if self.untracked_nodes else float("inf")
         if effect.shape != "graphs":
             return float("inf")
-        return max(0, self.table.cap - self.ids)
+        return max(0, (self.table.cap - self.ids) // effect.nodes_left)
 
     def ff_apply(self, effect, count, run) -> None:
         super().ff_apply(effect, count, run)

@@ -519,3 +519,89 @@ def test_allocation_calls_are_the_same_with_fast_forward(workload, variant):
         after = {r["x"]: r["value"] for r in exact if r["phase"] == "after-unrelated-backward"
                  and r["metric"] == "alloc_calls_delta"}
         assert all(v > x for x, v in after.items()), after
+
+
+def _multi_op_state(fast_forward, profile, policy, body_kind, n=400):
+    """State after three rounds of ``n`` iterations of a body of several untracked ops
+    (each round ended by an unrelated backward, whose sweep frees the dead graphs), and
+    the runs of dead graphs fast-forward left after the last round's loop."""
+    from sim.burn.graph.runs import NodeRun
+    from sim.engine.simulation import Simulation
+    from sim.engine.profile import load_profile
+    from sim.burn.tensor import drop
+    sim = Simulation(load_profile(profile), policy=policy, fast_forward=fast_forward)
+    dev = sim.device("flex").autodiff()
+    a, b = adleak_operands(dev)
+
+    def three_ops():
+        drop((a.clone() + b.clone()).mul_scalar(2.0).exp())
+
+    def named():
+        c = a.clone() + b.clone()
+        d = c * b.clone()
+        e = d.exp()
+        drop(e)
+        del c, d
+    body = three_ops if body_kind == "chained" else named
+    states = []
+    periods = []
+    def locator_state():
+        locator = sim.client.locator
+        if locator is None:
+            return ()
+        return (locator.entry_count(), sim.live_graphs(), locator.graphs_tree.leaves,
+                locator.keys_tree.leaves)
+
+    for _ in range(3):
+        sim.repeat(n, body)
+        if sim.client.locator is not None:
+            periods = [len(g.layouts) for g in sim.client.locator.live if type(g) is NodeRun]
+        for _ in range(2):
+            states.append((sim.heap.live_bytes, sim.heap.live_blocks, sim.heap.peak_bytes,
+                           sim.heap.allocs, sim.allocator.state(), sim.work_ps,
+                           locator_state()))
+            tiny_backward(dev)
+    sim.heap.close()
+    return states, periods
+
+
+@pytest.mark.parametrize("profile", ["m2max-macos", "linux-x86_64"])
+@pytest.mark.parametrize("policy", list(POLICIES))
+@pytest.mark.parametrize("body_kind", ["chained", "named"])
+def test_several_dead_graphs_an_iteration_are_one_run(profile, policy, body_kind):
+    """A body of three untracked ops leaves three dead single-node graphs an iteration;
+    fast-forward keeps them as one run whose members' blocks repeat with a period of three
+    (issue 39): the heap, the allocator's state (glibc's arena chunk by chunk), time and
+    the locator are those of exact mode after the loop and after the sweep that frees
+    them."""
+    fast, periods = _multi_op_state(True, profile, policy, body_kind)
+    exact, _ = _multi_op_state(False, profile, policy, body_kind)
+    assert fast == exact
+    if policy in ("burn-0.22.1", "burn-0.20-pre.1"):
+        assert 3 in periods
+
+
+@pytest.mark.parametrize("profile", ["m2max-macos", "linux-x86_64"])
+def test_the_three_op_loop_gives_the_rows_of_exact_mode(profile):
+    from sim.engine.workloads import load_workload
+    import pathlib
+    import tempfile
+    source = '''
+from sim.burn.tensor import Tensor, drop
+PARAMS = {"iterations": 3000}
+def run(sim, variant, iterations):
+    ad = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, ad); b = Tensor.from_floats([2.0] * 16, ad)
+    sim.repeat(iterations, lambda: drop((a.clone() + b.clone()).mul_scalar(2.0).exp()))
+    yield sim.sample(iterations, "iterations", rss=sim.rss_bytes() / 1e6)
+    t = Tensor.from_floats([1.0], ad).require_grad()
+    (t.clone() * t.clone()).sum().backward()
+    yield sim.sample(iterations + 1, "iterations", rss=sim.rss_bytes() / 1e6)
+'''
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "three_ops.py"
+        path.write_text(source)
+        workload = load_workload(str(path))
+        fast = run_cell(workload, "default", profile=profile)
+        exact = run_cell(workload, "default", profile=profile, fast_forward=False)
+    assert fast == exact

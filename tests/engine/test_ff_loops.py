@@ -2,12 +2,12 @@
 
 Hypothesis writes a workload file: two 16-element tensors (either may require grad), a
 running value kept across iterations, and a ``sim.repeat`` over a body of random
-statements (clones into ops whose output is dropped, detach, require_grad on a fresh
-tensor, a kept running value, a backward), optionally a nested ``repeat`` and a backward
-every k-th iteration written as nested loops; it samples after the loop and again after
-a tiny unrelated backward. Each program runs on both profiles (the size-class allocator
-of m2max-macos and glibc's arena of linux-x86_64) with fast-forward and ``--exact``; the
-rows must be equal, every observable included.
+statements (clones into ops whose output is dropped, several ops in a row, detach,
+require_grad on a fresh tensor, a kept running value, a backward), optionally a nested
+``repeat`` and a backward every k-th iteration written as nested loops; it samples after
+the loop and again after a tiny unrelated backward. Each program runs on both profiles
+(the size-class allocator of m2max-macos and glibc's arena of linux-x86_64) with
+fast-forward and ``--exact``; the rows must be equal, every observable included.
 """
 
 import itertools
@@ -30,6 +30,10 @@ STATEMENTS = {
     "require_grad": "drop(Tensor.from_floats([0.5] * 16, ad).require_grad() * u.clone())",
     "keep": "state['kept'] = state['kept'] * 0.9 + a.clone() * 0.1",
     "backward": "(a.clone() * b.clone()).sum().backward()",
+    # several ops in a row, the intermediate outputs dropped as the next op takes them
+    "chained": "drop((a.clone() + b.clone()).mul_scalar(2.0).exp())",
+    "chained_untracked": "drop((u.clone() * u.clone()).exp().mul_scalar(0.5))",
+    "named": "c = u.clone() + b.clone(); d = c * b.clone(); drop(d.exp()); del c, d",
 }
 
 statements = st.lists(st.sampled_from(sorted(STATEMENTS)), min_size=1, max_size=4)

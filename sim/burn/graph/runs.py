@@ -3,7 +3,9 @@
 When a loop body's iterations are identical (:mod:`sim.engine.fastforward.repeat`), the
 nodes they leave behind are recorded as one :class:`NodeRun` instead of one
 object each: ``count`` nodes with ids ``first, first + stride, ...``, the same
-parents, no tensor handle left, and the same heap blocks each. A run is either
+parents, no tensor handle left, and heap blocks that repeat from one iteration to
+the next (an iteration may leave several members, each with its own blocks). A run
+is either
 
 * ``new_graph=True``: each node is an untracked op's own single-node graph
   (kept by the locator, in its ``live`` graphs, in creation order), or
@@ -84,34 +86,48 @@ def unexplained_blocks(net, blocks, locator, trees_before) -> dict:
 
 
 class NodeRun:
-    """``count`` identical dead nodes."""
+    """``count`` dead nodes with the same parents, ids ``first, first + stride, ...``.
 
-    __slots__ = ("first", "stride", "count", "parents", "node_order", "graph_order",
-                 "drop_order", "blocks", "new_graph", "graph", "nodes_freed", "serial")
+    Their blocks repeat with a period of ``len(layouts)`` members: member ``m`` holds the
+    blocks of ``layouts[m % len(layouts)]`` (one loop iteration that leaves several dead
+    single-node graphs, an add, a scale and an exp, is one period; the run's first member
+    is the first of a period)."""
+
+    __slots__ = ("first", "stride", "count", "parents", "layouts", "blocks", "new_graph",
+                 "graph", "nodes_freed", "serial")
 
     def __init__(self, first, stride, count, parents, node_order, new_graph, graph=None,
-                 graph_order=(), drop_order=None):
+                 graph_order=(), drop_order=None, layouts=()):
         self.first = first
         self.stride = stride
         self.count = count
         self.parents = parents
-        #: sizes of the blocks a member's node holds, in the order they are freed
-        self.node_order = node_order
-        #: sizes of the blocks that belong to a member's graph (Arc<Graph>, its tables)
-        #: rather than to its node, in the order they are freed: a sweep frees the node
-        #: part when it visits the entry, the graph part when the entry is removed
-        self.graph_order = graph_order
-        #: a member's blocks, node and graph, in the order they go when a member's
-        #: single-node graph is dropped at once (:func:`graph_drop_order`)
-        self.drop_order = node_order + graph_order if drop_order is None else drop_order
-        #: ((nbytes, blocks per member), ...): every block a member holds
-        self.blocks = tuple(sorted(Counter(node_order + graph_order).items()))
+        #: per member of a period, ``(node_order, graph_order, drop_order)``: the sizes of
+        #: the blocks its node holds, in the order they are freed; of the blocks that
+        #: belong to its graph (Arc<Graph>, its tables) rather than to its node, in the
+        #: order they are freed (a sweep frees the node part when it visits the entry, the
+        #: graph part when the entry is removed); and of all its blocks in the order they
+        #: go when its single-node graph is dropped at once (:func:`graph_drop_order`).
+        #: ``node_order``, ``graph_order`` and ``drop_order`` give a period of one.
+        self.layouts = tuple(layouts) or ((node_order, graph_order, node_order + graph_order
+                                           if drop_order is None else drop_order),)
+        #: ((nbytes, blocks per period), ...): every block a period of members holds
+        self.blocks = tuple(sorted(Counter(
+            b for node, graph, _ in self.layouts for b in node + graph).items()))
         self.new_graph = new_graph
         self.graph = graph
         self.nodes_freed = False
         #: where the members sit in their graph's ``nodes`` map (insertion order), among
         #: the nodes inserted since the graph took its first run (GraphMemoryManagement)
         self.serial = -1
+
+    @property
+    def node_order(self) -> tuple:
+        return self.layouts[0][0]
+
+    @property
+    def graph_order(self) -> tuple:
+        return self.layouts[0][1]
 
     @property
     def ids(self):
@@ -122,20 +138,30 @@ class NodeRun:
         return self.first + self.stride * (self.count - 1)
 
     def alloc(self, heap) -> None:
-        for nbytes, per_node in self.blocks:
-            heap.alloc_many(nbytes, per_node * self.count)
+        periods, rest = divmod(self.count, len(self.layouts))
+        extra = Counter(b for node, graph, _ in self.layouts[:rest] for b in node + graph)
+        for nbytes, per_period in self.blocks:
+            heap.alloc_many(nbytes, per_period * periods + extra[nbytes])
+
+    def _free_each(self, heap, orders) -> None:
+        """Free the blocks of ``orders`` (one order per member of a period), member after
+        member."""
+        periods, rest = divmod(self.count, len(orders))
+        heap.free_each(sum(orders, ()), periods)
+        for order in orders[:rest]:
+            heap.free_each(order, 1)
 
     def free(self, heap) -> None:
         """Free what the members still hold, member after member."""
-        order = self.graph_order if self.nodes_freed else self.node_order + self.graph_order
-        heap.free_each(order, self.count)
+        self._free_each(heap, tuple(graph if self.nodes_freed else node + graph
+                                    for node, graph, _ in self.layouts))
 
     def free_nodes(self, heap) -> None:
         """Free the members' node blocks, member after member (their graphs' blocks stay
         until :meth:`free`)."""
         if self.nodes_freed:
             return
-        heap.free_each(self.node_order, self.count)
+        self._free_each(heap, tuple(node for node, _, _ in self.layouts))
         self.nodes_freed = True
 
     def drop_graphs(self, heap, untree) -> None:
@@ -145,9 +171,10 @@ class NodeRun:
         nodes are still there, member by member (keys, then the graph's blocks in their
         drop order: the order of frees places later blocks); elsewhere the span at once."""
         if heap.orders_frees and not self.nodes_freed:
-            for node_id in self.ids:
+            layouts, period = self.layouts, len(self.layouts)
+            for m, node_id in enumerate(self.ids):
                 untree(node_id)
-                heap.free_each(self.drop_order, 1)
+                heap.free_each(layouts[m % period][2], 1)
             return
         untree((self.first, self.stride, self.count))
         self.free(heap)
@@ -162,10 +189,11 @@ class NodeRun:
             should_remove.push_each(self.count)
             return
         if heap.orders_frees:
-            for _ in range(self.count):
+            layouts, period = self.layouts, len(self.layouts)
+            for m in range(self.count):
                 deletables = RustVec(heap, id_bytes)
                 deletables.push()
-                for nbytes in self.node_order:
+                for nbytes in layouts[m % period][0]:
                     heap.free(nbytes)
                 should_remove.push_each(1)
                 deletables.drop()
@@ -181,4 +209,5 @@ class NodeRun:
 
     def __repr__(self):
         kind = "graphs" if self.new_graph else "nodes"
-        return f"NodeRun({self.count} {kind} from {self.first} step {self.stride})"
+        period = f", period {len(self.layouts)}" if len(self.layouts) > 1 else ""
+        return f"NodeRun({self.count} {kind} from {self.first} step {self.stride}{period})"

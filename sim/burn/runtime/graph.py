@@ -415,8 +415,9 @@ class GraphLocator:
         id continues the run's stride and its blocks are the same, else starts one."""
         live = self.live
         last = next(reversed(live), None)
-        if (last.__class__ is NodeRun and last.new_graph and last.node_order == node_order
-                and last.graph_order == graph_order and not last.nodes_freed):
+        if (last.__class__ is NodeRun and last.new_graph and len(last.layouts) == 1
+                and last.node_order == node_order and last.graph_order == graph_order
+                and not last.nodes_freed):
             end = last.last
             if node_id > end and (last.count == 1 or node_id == end + last.stride):
                 if last.count == 1:

@@ -15,9 +15,11 @@ Effect shapes:
     it was (plain backends, ``without_autodiff``, policies that free on drop).
     Only time and counters advance.
 ``graphs``
-    one node per iteration, dead, alone in a new graph (an untracked op whose
-    output was dropped): a :class:`~sim.burn.graph.runs.NodeRun` of single-node
-    graphs; the locator's BTreeMaps take the ids in closed form.
+    one or several nodes per iteration, each dead and alone in a new graph (untracked
+    ops whose outputs were dropped: an add, or an add, a scale and an exp in a row): a
+    :class:`~sim.burn.graph.runs.NodeRun` of single-node graphs whose members' blocks
+    repeat with a period of the iteration's graphs; the locator's BTreeMaps take the
+    ids in closed form.
 ``steady``
     the iteration registers and frees (a training step: forward, backward, optimizer,
     sweep) and leaves the bookkeeping exactly as it found it: same heap bytes and
@@ -304,11 +306,16 @@ class Effect:
 
     def __init__(self, shape, stride, registered, times, node_order=(), offset=0, parents=(),
                  graph=None, backwards=0, rss_drift=0, graph_order=(), faults=(0, 0),
-                 template=None, drop_order=None, period=1):
+                 template=None, drop_order=None, period=1, layouts=(), member_stride=None):
         # the new node's blocks and its new graph's, in free order (sim.burn.graph.runs)
         self.node_order = node_order
         self.graph_order = graph_order
         self.drop_order = drop_order
+        # ``graphs`` of several dead graphs an iteration: each one's (node_order,
+        # graph_order, drop_order), in id order (NodeRun.layouts), and the step between
+        # their ids (``offset``: the first's, relative to the iteration)
+        self.layouts = layouts
+        self.member_stride = stride if member_stride is None else member_stride
         # iterations after which the allocator's placement repeats ("none" and "steady":
         # more than 1 where blocks of one size rotate through the tcache)
         self.period = period
@@ -350,7 +357,13 @@ class Effect:
         return (self.shape, self.stride, self.registered, self.times[0], self.node_order,
                 self.graph_order, self.drop_order, self.offset,
                 self.parents, id(self.graph), self.backwards, self.rss_drift, self.faults,
-                self.template, self.period, self.masked, self.deltas, self.allocs)
+                self.template, self.period, self.masked, self.deltas, self.allocs,
+                self.layouts, self.member_stride)
+
+    @property
+    def nodes_left(self) -> int:
+        """Dead nodes an iteration of ``graphs`` or ``nodes`` leaves behind."""
+        return len(self.layouts) or 1
 
 
 def _measure(sim, snap, events, template=None, chain=None, record=None, before=None):
@@ -459,7 +472,8 @@ def _node_runs(sim, snap, events, template, locator, entries, period, faults, ti
         effect.allocs = sim.heap.allocs - snap.allocs
         return effect
     if len(new) != 1:
-        return None
+        return _dead_graphs(sim, snap, net, template, locator, new, faults, times, stride,
+                            registered)
     node_id = new[0]
     graph = locator.graphs[node_id]
     memory = graph.server.memory_management
@@ -489,12 +503,61 @@ def _node_runs(sim, snap, events, template, locator, entries, period, faults, ti
     effect = Effect(shape, stride, registered, times, node_order,
                     node_id - snap.next_id, tuple(parents), graph if shape == "nodes" else None,
                     graph_order=own, faults=faults, template=template, drop_order=drop_order)
-    if template is None:
-        # the allocations the closed form does not make: the iteration's less the node's
-        # (and its graph's) blocks and the BTreeMaps' new nodes, which the run and the
-        # trees allocate (transients: operands, outputs and shapes freed in the iteration)
-        grown = sum(after - before for after, before in zip(tree_counts(locator), snap.trees))
-        effect.allocs = sim.heap.allocs - snap.allocs - len(node_order) - len(own) - grown
+    _transient_allocs(sim, snap, effect, len(node_order) + len(own))
+    return effect
+
+
+def _transient_allocs(sim, snap, effect, kept) -> None:
+    """``effect.allocs`` of a ``graphs`` or ``nodes`` iteration whose run members hold
+    ``kept`` blocks, where the allocator keeps counts: the iteration's allocations less
+    those and the BTreeMaps' new nodes, which the run and the trees allocate (transients:
+    operands, outputs and shapes freed in the iteration)."""
+    if effect.template is None:
+        grown = sum(after - before for after, before in
+                    zip(tree_counts(sim.client.locator), snap.trees))
+        effect.allocs = sim.heap.allocs - snap.allocs - kept - grown
+
+
+def _dead_graph(sim, locator, node_id):
+    """``(node_order, graph_order, drop_order)`` of ``node_id``'s graph if it is a dead
+    single-node graph of its own (an untracked op whose output is gone), else None."""
+    graph = locator.graphs[node_id]
+    if graph.origin != node_id or graph.entries != 1:
+        return None
+    server = graph.server
+    memory = server.memory_management
+    entry = memory.nodes.get(node_id)
+    step = server.steps.get(node_id)
+    if (entry is None or step is None or entry[0].strong != 1 or step.actions is not None
+            or entry[1] or len(memory.nodes) != 1 or memory.runs):
+        return None
+    layout = sim.layout
+    return (node_blocks(layout, step, ()), graph_blocks(layout, server),
+            graph_drop_order(layout, step, server))
+
+
+def _dead_graphs(sim, snap, net, template, locator, new, faults, times, stride, registered):
+    """The ``graphs`` effect of an iteration that left several dead single-node graphs
+    (``new``: their ids), or None: their ids must step evenly and the next iteration's
+    continue the step (a run of members whose blocks repeat with a period of
+    ``len(new)``), and the heap change must be their blocks."""
+    member_stride = new[1] - new[0]
+    if (any(b - a != member_stride for a, b in zip(new, new[1:]))
+            or member_stride * len(new) != stride):
+        return None
+    layouts = []
+    for node_id in new:
+        found = _dead_graph(sim, locator, node_id)
+        if found is None:
+            return None
+        layouts.append(found)
+    kept = [b for node, graph, _ in layouts for b in node + graph]
+    if _unexplained(net, Counter(kept), locator, snap):
+        return None
+    effect = Effect("graphs", stride, registered, times, tuple(kept), new[0] - snap.next_id,
+                    faults=faults, template=template, layouts=tuple(layouts),
+                    member_stride=member_stride)
+    _transient_allocs(sim, snap, effect, len(kept))
     return effect
 
 
@@ -705,9 +768,10 @@ def _apply(sim, effect, count):
         locator = sim.client.locator
         if effect.template is not None:
             count, check = _place_on_arena(sim, effect, count)
-        run = NodeRun(first, effect.stride, count, effect.parents, effect.node_order,
-                      new_graph=effect.shape == "graphs", graph=effect.graph,
-                      graph_order=effect.graph_order, drop_order=effect.drop_order)
+        run = NodeRun(first, effect.member_stride, count * effect.nodes_left,
+                      effect.parents, effect.node_order, new_graph=effect.shape == "graphs",
+                      graph=effect.graph, graph_order=effect.graph_order,
+                      drop_order=effect.drop_order, layouts=effect.layouts)
         if effect.template is None:
             locator.add_run(run)
         else:
