@@ -119,6 +119,16 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
     lines.extend(verdict_table(all_errors))
     lines.extend(_semantics(Path(measured) / "semantics.json"))
     lines.extend(_burn_tests(Path(measured) / "burn-tests.json"))
+    for release_dir in _release_dirs(measured):
+        name = release_dir.name
+        res = Path(results) / f"release-{name}"
+        echo(f"fixes: {name}: sim compare --measured {release_dir} -p {REFERENCE} "
+             f"--profile {profile}")
+        compare([str(release_dir)], (), (REFERENCE,), profile, str(res), jobs,
+                progress=False, figures=figures,
+                command=f"sim compare --measured {release_dir} -p {REFERENCE} --profile "
+                        f"{profile} --out {res}")
+        lines.extend(_release(release_dir, load(res)[1], reference, profile))
     notes = PATCHES / "README.md"
     if notes.is_file():
         text = notes.read_text(encoding="utf-8")
@@ -243,6 +253,90 @@ def verdict_table(all_errors) -> list:
             *rows,
             "| **equal verdicts** | | " + " | ".join(f"{agree[n]} of {judged[n]}"
                                                     for n in fixes) + " |", ""]
+
+
+def _release_dirs(measured) -> list:
+    """``releases/burn-VERSION/`` beside ``measured`` (``sim measure --burn VERSION``)."""
+    root = Path(measured).parent / "releases"
+    if not root.is_dir():
+        return []
+    return sorted(d for d in root.iterdir() if d.is_dir() and any(d.glob("*.csv")))
+
+
+def _release(release_dir, errors, reference, profile) -> list:
+    """Another release of burn measured by the probes, graded against burn-0.22.1's
+    predictions: its points by experiment beside unpatched 0.22.1's of the same kind of run,
+    and the growth verdicts of the runs where 0.22.1 grows or panics."""
+    try:
+        info = json.loads((release_dir / "measure-info.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info = {}
+    version = info.get("burn_version", release_dir.name.removeprefix("burn-"))
+    equal = next((v for k, v in info.items() if k.startswith("runtime_equal_to_")), {})
+    g = grade(errors)
+    ok, n = g["total"]
+    ref = grade(reference) if reference is not None else None
+    lines = [f"## burn {version}, graded against burn-0.22.1's predictions", "",
+             f"`sim measure --burn {version} --quick --out {_rel(release_dir)}`: the probes "
+             f"built against burn {version} from crates.io (no patch), graded with "
+             f"`sim compare --measured {_rel(release_dir)} -p {REFERENCE} --profile "
+             f"{profile}`. Measured on: {_host(release_dir)}.", ""]
+    if equal:
+        same = [f"`{f.removeprefix('src/')}`" for f, e in equal.items() if e]
+        differ = [f"`{f.removeprefix('src/')}`" for f, e in equal.items() if not e]
+        lines += [f"burn-autodiff {version}'s " + ", ".join(same)
+                  + (" are" if len(same) > 1 else " is")
+                  + " byte for byte 0.22.1's (compared in cargo's registry when measured)"
+                  + (f"; {', '.join(differ)} differ" if differ else "")
+                  + ": burn-0.22.1's bookkeeping model applies unchanged.", ""]
+    lines += [f"**{ok} of {n} points within tolerance**"
+              + (f" ({g['unpredicted']} unpredicted)" if g["unpredicted"] else "")
+              + (f"; unpatched 0.22.1 measured the same way: {ref['total'][0]} of "
+                 f"{ref['total'][1]}" if ref else "") + ".", ""]
+    if reference is not None:
+        own = own_misses(errors, reference)
+        lines += [f"Misses where unpatched 0.22.1 is within tolerance: {len(own)}.", ""]
+    lines += ["| experiment | points | within tolerance | 0.22.1: within tolerance |",
+              "|---|---:|---:|---:|"]
+    for exp, (eok, en) in sorted(g["experiments"].items()):
+        there = ref["experiments"].get(exp) if ref else None
+        lines.append(f"| {exp} | {en} | {eok} | "
+                     f"{f'{there[0]} of {there[1]}' if there else '-'} |")
+    lines.append("")
+    if reference is not None:
+        real = _growths_of(reference, "measured", REFERENCE)
+        model = _growths_of(errors, "predicted", REFERENCE)
+        measured = _growths_of(errors, "measured", version)
+        rows = []
+        for key, g0 in sorted(real.items()):
+            for what in ("growth", "panic"):
+                def said(x):
+                    if x is None:
+                        return None
+                    return "grows" if what == "growth" and x.memory_grows else \
+                        "panics" if what == "panic" and x.panic_x is not None else "flat"
+                if said(g0) == "flat":
+                    continue
+                p, m = said(model.get(key)), said(measured.get(key))
+                if p is None or m is None:
+                    continue
+                experiment, variant, phase = key
+                cell = p if p == m else f"**predicted {p}, measured {m}**"
+                rows.append(f"| {experiment} / {variant}{f' ({phase})' if phase else ''} "
+                            f"| {what} | {cell} |")
+        if rows:
+            lines += [f"Runs where unpatched 0.22.1 grows or panics, on burn {version} "
+                      f"(burn-0.22.1's prediction and the measurement, judged at the same "
+                      f"points):", "", "| run | problem | verdict |", "|---|---|---|",
+                      *rows, ""]
+    misses = largest_misses(errors)
+    if misses:
+        lines += [f"Largest misses ({min(WORST, len(misses))} of {len(misses)}):", "",
+                  "| experiment | variant | phase | x | metric | measured | predicted | error |",
+                  "|---|---|---|---:|---|---:|---:|---:|"]
+        lines += [_miss_row(e) for e in misses[:WORST]]
+        lines.append("")
+    return lines
 
 
 def _burn_tests(path) -> list:

@@ -292,6 +292,24 @@ def prepare_release(version, root=None) -> Path:
     return ws
 
 
+#: burn-autodiff's files the simulator mirrors (sim/burn/runtime)
+RUNTIME_FILES = ("src/runtime/graph.rs", "src/runtime/memory_management.rs",
+                 "src/runtime/server.rs")
+
+
+def runtime_equal(version) -> dict:
+    """``file -> True/False`` for each of :data:`RUNTIME_FILES`: whether burn-autodiff
+    ``version``'s copy in cargo's registry is byte for byte burn-autodiff 0.22.1's (the
+    mirror's); empty where either crate is not in the registry."""
+    theirs, ours = registry_crate("burn-autodiff", version), registry_crate("burn-autodiff",
+                                                                           PROBES_BURN)
+    if theirs is None or ours is None:
+        return {}
+    return {name: (theirs / name).is_file() and (ours / name).is_file()
+            and (theirs / name).read_bytes() == (ours / name).read_bytes()
+            for name in RUNTIME_FILES}
+
+
 def api_differences(tail) -> list:
     """``file:line: message`` of each compile error in cargo's output ``tail`` that is in
     the probes' own source: where burn's API differs from 0.22.1's as the probes use it."""
@@ -553,6 +571,9 @@ def measure(probes=None, quick=False, out=None, echo=_echo, repeat=1, patch=None
                "clock": "thread CPU time (PROBE_CPU_TIME)" if cpu_time else "wall time"}
     if label:
         summary["burn_version"] = label
+    if burn:
+        # the mirrored files against 0.22.1's: where equal, burn-0.22.1's model applies
+        summary["runtime_equal_to_" + PROBES_BURN] = runtime_equal(burn)
     if patch:
         summary["patches"] = [str(p.relative_to(PROBES_DIR.parent.parent))
                               if p.is_relative_to(PROBES_DIR.parent.parent) else str(p)

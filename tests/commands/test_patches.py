@@ -263,3 +263,42 @@ def test_verdict_table_compares_each_fix_predicted_and_measured_at_the_same_poin
     assert "| adleak-rss / flex.autodiff | growth | removes | **predicted removes, " \
            "measured keeps** |" in page
     assert "| **equal verdicts** | | 1 of 1 | 0 of 1 |" in page
+
+
+def test_runtime_equal_compares_the_mirrored_files_with_0_22_1s(tmp_path, monkeypatch):
+    home = tmp_path / "cargo"
+    for version, text in (("0.22.1", "same"), ("9.9.9", "same")):
+        runtime = home / "registry" / "src" / "index" / f"burn-autodiff-{version}" / "src" / "runtime"
+        runtime.mkdir(parents=True)
+        for name in ("graph.rs", "memory_management.rs"):
+            (runtime / name).write_text(text)
+        (runtime / "server.rs").write_text(version)
+    monkeypatch.setenv("CARGO_HOME", str(home))
+    assert measure.runtime_equal("9.9.9") == {"src/runtime/graph.rs": True,
+                                             "src/runtime/memory_management.rs": True,
+                                             "src/runtime/server.rs": False}
+    assert measure.runtime_equal("1.0.0") == {}
+
+
+def test_fixes_page_grades_a_release_beside_unpatched_burn(tmp_path):
+    from sim.commands.fixes import _release
+    release = tmp_path / "burn-9.9.9"
+    release.mkdir()
+    (release / "measure-info.json").write_text(
+        '{"burn_version": "9.9.9", "quick": true, "machine": {"cpu": "c", "cpus": 2}, '
+        '"runtime_equal_to_0.22.1": {"src/runtime/graph.rs": true, '
+        '"src/runtime/server.rs": true}}')
+
+    def point(ok, measured=1.0):
+        return {"source": "adleak-count.csv", "experiment": "adleak-count-fresh",
+                "variant": "flex.autodiff", "phase": "after-loop", "x": "1000",
+                "x_unit": "iterations", "metric": "heap_blocks_delta", "unit": "blocks",
+                "measured": str(measured), "predicted": "1", "ok": ok,
+                "status": "predicted", "rel_error": 0.0 if ok else 1.0}
+    page = "\n".join(_release(release, [point(False, 2.0)], [point(True)], "linux-x86_64"))
+    assert "## burn 9.9.9, graded against burn-0.22.1's predictions" in page
+    assert "`runtime/graph.rs`, `runtime/server.rs` are byte for byte 0.22.1's" in page
+    assert "**0 of 1 points within tolerance**; unpatched 0.22.1 measured the same way: " \
+           "1 of 1." in page
+    assert "Misses where unpatched 0.22.1 is within tolerance: 1." in page
+    assert "| adleak-count-fresh | 1 | 0 | 1 of 1 |" in page
