@@ -139,6 +139,10 @@ class Timing:
         #: a list that receives a :class:`SweepRecord` per sweep while fast-forward probes
         #: an iteration (None otherwise)
         self.log = None
+        #: whether the sweep walks the locator's entries instead of cloning them (set once
+        #: a ``dedup-sweep`` sweep ran: ``distinct_graphs`` reads each entry's graph origin
+        #: through its Arc and inserts it into a set, with no copy of the map)
+        self.sweep_walks_entries = False
 
     def _book(self, ns) -> None:
         self.bookkeeping_ns += ns
@@ -309,6 +313,20 @@ class Timing:
         """Work of a drop-time release (policies that free on drop)."""
         self._book(n_nodes * self.p["drop_release_node_ns"])
 
+    def lookup_ns(self) -> float:
+        """ns of one lookup of a small key in a hash table, derived: a node read by
+        ``free_unused_roots`` (``root_check_node_ns``) is maybe_useful's read
+        (``scan_node_ns``) plus two such lookups (``statuses`` and ``nodes``)."""
+        p = self.p
+        return max(0.0, p.get("root_check_node_ns", p["scan_node_ns"]) - p["scan_node_ns"]) / 2
+
+    def lookups(self, n, locked=False) -> None:
+        """``n`` hash-table lookups (or inserts, or entry updates) of a fix's own tables
+        (``locked``: under a graph's lock)."""
+        ns = n * self.lookup_ns()
+        self.bookkeeping_ns += ns
+        self.sim.charge(ns, locked)
+
     # -- the orphan sweep --------------------------------------------------------------
     #: B per line a node read dereferences (the key's Arc<NodeId>), x86_64 and arm64
     LINE_BYTES = 64
@@ -429,7 +447,13 @@ class Timing:
         p = self.p
         cleared, missed_ns = self._sweep_reads(sets)
         cleared = min(cleared, scanned)
-        return (p["sweep_fixed_ns"] + entries * p["sweep_copy_entry_ns"]
+        if self.sweep_walks_entries:
+            # the origin read through the entry's Arc (as maybe_useful reads a key through
+            # its Arc) and one set insert
+            entry_ns = p["scan_node_ns"] + self.lookup_ns()
+        else:
+            entry_ns = p["sweep_copy_entry_ns"]
+        return (p["sweep_fixed_ns"] + entries * entry_ns
                 + visits * p["sweep_visit_ns"] + (scanned - cleared) * p["scan_node_ns"]
                 + cleared * p.get("root_check_node_ns", p["scan_node_ns"])
                 + freed * p["sweep_free_ns"] + missed_ns)

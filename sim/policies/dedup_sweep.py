@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..burn.graph.runs import NodeRun
 from ..burn.runtime.graph import GraphCleaner, OrphanSweep
+from ..platform.vec import RustVec
 from .base import Policy
 
 __all__ = ["DedupSweep", "DedupCleaner"]
@@ -18,13 +19,16 @@ class DedupCleaner(GraphCleaner):
         """Each distinct graph once (no clone of the map); a dead graph's
         ``free_unused_roots`` repeated until it frees nothing."""
         locator = self.locator
-        sweep = OrphanSweep(locator.sim, locator, clone=False)    # state.distinct_graphs()
+        sim = locator.sim
+        sweep = OrphanSweep(sim, locator, clone=False)
+        graphs = distinct_graphs(sim, locator)                    # state.distinct_graphs()
         for graph in list(locator.live):                          # for graph in graphs.iter()
             if type(graph) is NodeRun:
                 sweep.visit_run(graph)           # dead single-node graphs, entry by entry
             elif graph.entries:
                 self._visit_once(sweep, graph)
         sweep.remove_entries()                   # for node in should_remove: remove_entry
+        graphs.drop()                            # the Vec goes when the sweep returns
         return sweep.freed
 
     @staticmethod
@@ -54,10 +58,49 @@ class DedupCleaner(GraphCleaner):
                 return
 
 
+#: B of an ``Arc<Graph>`` (a pointer: every profile is a 64-bit target)
+ARC_BYTES = 8
+
+
+def distinct_graphs(sim, locator) -> RustVec:
+    """``GraphLocator::distinct_graphs`` of the patch: every entry's graph origin inserted
+    into a ``HashSet<NodeId>`` (``seen``), each graph seen first pushed on the
+    ``Vec<Arc<Graph>>`` it returns (a ``collect`` of a ``filter``: a run of pushes);
+    ``seen`` is dropped when it returns. Both grow as the distinct graphs come, each by its
+    own rule, their growths taken in the order the inserts make them (in O(log n)). The
+    walk's time is the sweep's: each entry's origin read through its Arc and one set
+    insert instead of the clone's copy (:attr:`~sim.platform.timing.Timing.sweep_walks_entries`;
+    a run's sweeps are all of one kind, so fast-forward's recomputed sweeps see the same)."""
+    sim.timing.sweep_walks_entries = True
+    n = 0
+    for graph in locator.live:
+        if type(graph) is NodeRun:
+            n += graph.count     # dead single-node graphs: a graph per member
+        elif graph.entries:
+            n += 1               # held by a backward only: not in the map
+    seen = sim.tables.key_set()
+    graphs = RustVec(sim.heap, ARC_BYTES)
+    while True:
+        grow_set, grow_vec = seen.cap + 1, graphs.capacity + 1
+        at = min(grow_set, grow_vec)
+        if at > n:
+            break
+        if grow_set == at:
+            seen.fit(at)         # seen.insert(origin) of the at-th distinct graph
+        if grow_vec == at:
+            graphs.len = at - 1
+            graphs.push()        # then its Arc pushed
+    graphs.len = n
+    seen.drop()
+    return graphs
+
+
 class DedupSweep(Policy):
     name = "dedup-sweep"
     changes = ("GraphCleaner::cleanup_orphaned_entries walks the locator's entries once to "
-               "collect the distinct graphs (no clone of the map) and visits each graph once: "
+               "collect the distinct graphs (no clone of the map; a HashSet of the origins seen "
+               "and a Vec of the graphs, both grown as they fill, one set insert per entry) "
+               "and visits each graph once: "
                "one maybe_useful scan up to the first live handle, and a dead graph's "
                "free_unused_roots repeated until nothing more is freed "
                "(experiments/patches/dedup-sweep.patch). A per-graph count of live handles, "

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from ..burn.runtime.graph import GraphMutexClient
 from ..burn.runtime.memory_management import GraphMemoryManagement
+from ..platform.hashbrown import RawTable, TableLayout
 from ..platform.vec import RustVec
 from .base import Policy
 
-__all__ = ["DropRelease", "DropReleaseClient", "DropReleaseMemory"]
+__all__ = ["DropRelease", "DropReleaseClient", "DropReleaseMemory", "ReleaseOnDropMemory"]
 
 
 class DropReleaseClient(GraphMutexClient):
@@ -148,9 +149,10 @@ class DropReleaseClient(GraphMutexClient):
         self.sim.timing.handle_drop(1)
 
 
-class DropReleaseMemory(GraphMemoryManagement):
-    """``GraphMemoryManagement`` of the patch: a node's last handle dropping releases it
-    (``AutodiffTensor``'s ``Drop``), and removing a node updates its parents' children."""
+class ReleaseOnDropMemory(GraphMemoryManagement):
+    """A ``GraphMemoryManagement`` whose node goes when its last handle drops
+    (``AutodiffTensor``'s ``Drop``), removing a node updating its parents' children (the
+    client's counts); the pytorch policy's, and the patch's below."""
 
     __slots__ = ()
 
@@ -165,13 +167,88 @@ class DropReleaseMemory(GraphMemoryManagement):
             self.server.sim.client.node_removed(self, node_id, entry[1])
 
 
+class DropReleaseMemory(ReleaseOnDropMemory):
+    """``GraphMemoryManagement`` of the patch, with its field ``children:
+    HashMap<NodeId, usize>``: how many of this graph's registered nodes list each id as a
+    parent. Its one heap block (slots of a ``NodeId`` and a ``usize``, as a backward's
+    ``n_required``) is allocated by the first parent registered, grows as hashbrown's
+    tables do and never shrinks; ``extend`` (a merge) inserts the other graph's entries one
+    by one and the other's block goes after; it goes with the graph. Each entry update
+    (``+= 1`` per parent in ``register``, ``get_mut`` and ``-= 1`` per parent in every
+    ``remove_node``) is one hash lookup (:meth:`~sim.platform.timing.Timing.lookups`).
+
+    Approximations, of the order of blocks on the heap only: the entries are added after
+    ``leaves`` and ``nodes`` grew (the patch updates ``children`` in the parents loop,
+    before), and a dropped graph's table is freed before its nodes (Rust drops the field
+    last); a node removed by the graph's drop updates no entry (Rust's drop looks nothing
+    up)."""
+
+    __slots__ = ("child_counts", "children_table")
+
+    def __init__(self, server):
+        super().__init__(server)
+        self.child_counts = {}
+        sim = server.sim
+        self.children_table = RawTable(
+            TableLayout(sim.layout.n_required_slot_bytes, 8, sim.layout.group_width), sim.heap)
+
+    def register(self, rc, parents) -> None:
+        super().register(rc, parents)
+        if parents:
+            counts, table = self.child_counts, self.children_table
+            for pid, _ in parents:
+                n = counts.get(pid, 0)
+                counts[pid] = n + 1
+                if not n:
+                    table.fit(len(counts))
+            self.server.sim.timing.lookups(len(parents), locked=True)
+
+    def _remove(self, node_id) -> None:
+        entry = self.nodes.get(node_id)
+        super()._remove(node_id)
+        counts = self.child_counts
+        if entry is None or counts is None or not entry[1]:
+            return      # not here, or the graph is being dropped
+        for pid, _ in entry[1]:
+            n = counts.get(pid)
+            if n is None:
+                continue
+            if n > 1:
+                counts[pid] = n - 1
+            else:
+                del counts[pid]
+        self.server.sim.timing.lookups(len(entry[1]), locked=True)
+
+    def extend(self, other) -> None:
+        super().extend(other)
+        theirs = other.child_counts
+        if theirs:
+            counts, table = self.child_counts, self.children_table
+            for pid, n in theirs.items():
+                had = counts.get(pid, 0)
+                counts[pid] = had + n
+                if not had:
+                    table.fit(len(counts))
+            self.server.sim.timing.lookups(len(theirs), locked=True)
+        other.child_counts = {}
+        other.children_table.drop()
+
+    def drop(self) -> None:
+        self.child_counts = None
+        self.children_table.drop()
+        super().drop()
+
+
 class DropRelease(Policy):
     name = "drop-release"
     changes = ("Give AutodiffTensor a Drop: when a node's Arc<NodeId> strong count falls to the "
                "graph's own reference and no registered node lists it as a parent, remove it "
                "(steps, actions_builder, nodes, leaves, locator entry), then do the same for "
                "each of its parents that this leaves without children and without handles. "
-               "Requires a children count per node (kept here) and costs work on every drop.")
+               "Requires a children count per node (each graph's memory management keeps a "
+               "HashMap<NodeId, usize> of them: its heap block, grown as parents are added, "
+               "merged with the graph, freed with it; one entry update per parent at "
+               "registration and at removal) and costs work on every drop.")
     expected = ("Untracked records and abandoned tracked branches vanish as their tensors drop "
                 "(flat adleak flex.autodiff, flat pit-infer A/B host growth and A's GPU growth); "
                 "a chain still reachable from a live tensor (EMA) is kept, as it must be.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .aten import AtenTiming
 from ..burn.optim import torch_adam
-from .drop_release import DropRelease
+from .drop_release import DropRelease, ReleaseOnDropMemory
 from .detach_constant import DetachConstant
 
 __all__ = ["PyTorch"]
@@ -28,6 +28,8 @@ class PyTorch(DropRelease):
     #: the profile parameter of the RSS-only drift per backward: a fitted constant, which
     #: the report names as such (not a growth the mechanism produces)
     fitted_drift = "pytorch.rss_growth_per_step_bytes"
+    # the release without the burn patch's children tables
+    GraphMemoryManagement = ReleaseOnDropMemory
 
     def __init__(self, sim):
         super().__init__(sim)

@@ -825,8 +825,26 @@ def test_drop_release_frees_a_long_chain_without_recursion(policy):
     assert sim.live_nodes() == 3001
     drop(y)
     assert sim.live_nodes() == 1 and len(sim.client.locator.graphs) == 1
-    # every node block is freed; x's graph tables keep their grown capacity (no shrink)
-    assert sim.heap.live_blocks == before[1]
+    # every node block is freed; x's graph tables keep their grown capacity (no shrink),
+    # under drop-release its children table too (one block the first child allocated)
+    assert sim.heap.live_blocks == before[1] + (policy == "drop-release")
+
+
+def test_drop_release_children_table_is_one_block_per_graph_with_a_parent():
+    """The patch's ``children: HashMap<NodeId, usize>`` per graph: allocated by the first
+    registered parent, one block however many children, merged with its graph."""
+    blocks = {}
+    for policy in ("burn-0.22.1", "drop-release"):
+        sim, dev = _sim(policy)
+        x = Tensor.zeros(SHAPE, dev).require_grad()
+        w = Tensor.zeros(SHAPE, dev).require_grad()
+        base = sim.heap.live_blocks
+        kept = [x.clone() * 2.0 for _ in range(3)]     # x's graph: one parent, three children
+        one = sim.heap.live_blocks - base
+        kept.append(x.clone() * w.clone())             # merges w's graph into x's
+        blocks[policy] = (one, sim.heap.live_blocks - base)
+    assert blocks["drop-release"][0] == blocks["burn-0.22.1"][0] + 1
+    assert blocks["drop-release"][1] == blocks["burn-0.22.1"][1] + 1
 
 
 @pytest.mark.parametrize("policy", POLICIES)
