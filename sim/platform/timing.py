@@ -320,13 +320,6 @@ class Timing:
         p = self.p
         return max(0.0, p.get("root_check_node_ns", p["scan_node_ns"]) - p["scan_node_ns"]) / 2
 
-    def lookups(self, n, locked=False) -> None:
-        """``n`` hash-table lookups (or inserts, or entry updates) of a fix's own tables
-        (``locked``: under a graph's lock)."""
-        ns = n * self.lookup_ns()
-        self.bookkeeping_ns += ns
-        self.sim.charge(ns, locked)
-
     # -- the orphan sweep --------------------------------------------------------------
     #: B per line a node read dereferences (the key's Arc<NodeId>), x86_64 and arm64
     LINE_BYTES = 64
