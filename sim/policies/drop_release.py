@@ -49,6 +49,9 @@ class DropReleaseClient(GraphMutexClient):
         would have been, and follow the ids that moved."""
         for rc, step in built:
             self.count_children(rc, step)
+            memory = rc.owner
+            if getattr(memory, "child_counts", None) is not None:
+                memory.count_parents(step.node.parents)
         for node_id, rc in replaced.items():
             self.rcs[node_id] = rc
         for old, new in renamed.items():
@@ -196,6 +199,11 @@ class DropReleaseMemory(ReleaseOnDropMemory):
 
     def register(self, rc, parents) -> None:
         super().register(rc, parents)
+        self.count_parents(parents)
+
+    def count_parents(self, parents) -> None:
+        """One more child of each of ``parents`` (a registration, or a chain member that
+        fast-forward built in closed form)."""
         if parents:
             counts, table = self.child_counts, self.children_table
             for pid, _ in parents:

@@ -597,6 +597,9 @@ def chain_horizon(sim, effect) -> int:
     slack = [(server.steps_table.cap - steps) // m - 1,
              (server.actions_table.cap - steps) // m - 1,
              (memory.nodes_table.cap - memory.node_count()) // m - 1]
+    counts = getattr(memory, "child_counts", None)     # drop-release's children table
+    if counts is not None:
+        slack.append((memory.children_table.cap - len(counts)) // m - 1)
     if keyed:
         table = locator.key_tables.get(graph.origin)
         if table is None:
