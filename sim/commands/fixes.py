@@ -340,11 +340,8 @@ def _release(release_dir, errors, reference, profile) -> list:
                       *rows, ""]
     misses = largest_misses(errors)
     if misses:
-        lines += [f"Largest misses ({min(WORST, len(misses))} of {len(misses)}):", "",
-                  "| experiment | variant | phase | x | metric | measured | predicted | error |",
-                  "|---|---|---|---:|---|---:|---:|---:|"]
-        lines += [_miss_row(e) for e in misses[:WORST]]
-        lines.append("")
+        lines += _miss_table(f"Largest misses ({min(WORST, len(misses))} of {len(misses)}):",
+                             misses)
     return lines
 
 
@@ -413,20 +410,21 @@ def _section(name, fix_dir, g, errors, profile):
     lines.append("")
     if g.get("own_misses"):
         own = g["own_misses"]
-        lines += [f"Misses where the unpatched run is within tolerance ({len(own)}; "
-                  f"{min(WORST, len(own))} largest):", "",
-                  "| experiment | variant | phase | x | metric | measured | predicted | error |",
-                  "|---|---|---|---:|---|---:|---:|---:|"]
-        lines += [_miss_row(e) for e in own[:WORST]]
-        lines.append("")
+        lines += _miss_table(f"Misses where the unpatched run is within tolerance ({len(own)}; "
+                             f"{min(WORST, len(own))} largest):", own)
     misses = largest_misses(errors)
     if misses:
-        lines += [f"Largest misses ({min(WORST, len(misses))} of {len(misses)}):", "",
-                  "| experiment | variant | phase | x | metric | measured | predicted | error |",
-                  "|---|---|---|---:|---|---:|---:|---:|"]
-        lines += [_miss_row(e) for e in misses[:WORST]]
-        lines.append("")
+        lines += _miss_table(f"Largest misses ({min(WORST, len(misses))} of {len(misses)}):",
+                             misses)
     return lines
+
+
+def _miss_table(title, misses) -> list:
+    """A titled table of the first ``WORST`` of ``misses`` (errors.csv rows)."""
+    return [title, "",
+            "| experiment | variant | phase | x | metric | measured | predicted | error |",
+            "|---|---|---|---:|---|---:|---:|---:|",
+            *(_miss_row(e) for e in misses[:WORST]), ""]
 
 
 def _miss_row(e) -> str:
