@@ -107,7 +107,8 @@ def _policy_option(multiple=False):
                         default=("all",) if multiple else "burn-0.22.1", show_default=True,
                         help="bookkeeping policy (see `sim policies`), or a .py file "
                              "defining your own" +
-                        ("; repeatable, or 'all'" if multiple else ""))
+                        ("; repeatable, or 'all'" if multiple else
+                         "; 'all' runs every built-in policy in turn"))
 
 
 _profile_option = click.option("--profile", default="m2max-macos", show_default=True,
@@ -230,12 +231,13 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
     """
     from ..analysis.data import PREDICTED_COLUMNS, atomic_write, dump_json, rows_to_csv
     from ..engine.simulation import Limits
-    from ..policies import get_policy
+    from ..policies import POLICIES, get_policy
     from ..engine.profile import load_profile
     from ..engine.runner import run_cell
     from ..engine.workloads import load_workload, parse_sets
     w = load_workload(workload)
-    policy = get_policy(policy).name
+    # `-p all`: every built-in policy in turn, the rows told apart by their policy column
+    policies = list(POLICIES) if policy == "all" else [get_policy(policy).name]
     prof = load_profile(profile)
     from .sweep import warn_host
     warn_host(prof)
@@ -247,8 +249,8 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
         _check_out_file(out)
     from .progress import Heartbeat
     rows = []
-    for v in variants:
-        beat = Heartbeat(f"{w.name}/{v}")
+    for v, policy in ((v, p) for v in variants for p in policies):
+        beat = Heartbeat(f"{w.name}/{v}" + (f" {policy}" if len(policies) > 1 else ""))
         try:
             rows.extend(run_cell(w, v, policy, prof, set_values,
                                  limits=Limits(max_ops=max_ops, max_wall_s=timeout,

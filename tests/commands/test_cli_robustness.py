@@ -168,3 +168,21 @@ def test_out_into_a_directory_that_takes_no_file_fails_before_the_run(capsys):
     code, _, lines = run_cli(["run", "adleak-count", "-v", "flex", "--out", "/proc/x.csv"],
                              capsys)
     assert_one_error(code, lines, "--out /proc/x.csv: cannot create a file in /proc")
+
+
+def test_run_with_policy_all_runs_every_builtin_policy(capsys):
+    """`sim run -p all`: each built-in policy in turn, its rows tagged in the policy column;
+    burn-0.22.1's rows are those of a run under that policy alone."""
+    import csv
+    import io
+    from sim.policies import POLICIES
+    loop = str(paths.ROOT / "experiments" / "loops" / "vloss.py")
+    args = ["run", loop, "--set", "steps=3", "--format", "csv"]
+    code, out_all, _ = run_cli(args + ["-p", "all"], capsys)
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out_all)))
+    assert [r["policy"] for r in rows[::len(rows) // len(POLICIES)]] == list(POLICIES)
+    code, out_one, _ = run_cli(args + ["-p", "burn-0.22.1"], capsys)
+    assert code == 0
+    assert [r for r in rows if r["policy"] == "burn-0.22.1"] == \
+        list(csv.DictReader(io.StringIO(out_one)))
