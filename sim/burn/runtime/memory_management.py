@@ -148,12 +148,7 @@ class GraphMemoryManagement:
         other.nodes = {}
         other.leaves = set()
         other.referenced = 0
-        other.runs = []
-        other.run_nodes = 0
-        other.settled = None
-        for table in (other.nodes_table, other.leaves_table, other.statuses_table):
-            if table is not None:
-                table.drop()
+        other._drop_runs_and_tables()
 
     def _extend_nodes(self, other) -> None:
         """``nodes.extend(other.nodes)``: each entry inserted in ``other``'s map order, its
@@ -220,6 +215,10 @@ class GraphMemoryManagement:
                 self._remove(node_id)
             else:
                 run.free(heap)
+        self._drop_runs_and_tables()
+
+    def _drop_runs_and_tables(self) -> None:
+        """The graph holds no run and no index any more; its three tables' heap is freed."""
         self.runs = []
         self.run_nodes = 0
         self.settled = None
