@@ -208,6 +208,16 @@ def _growths_of(errors, side, policy) -> dict:
             if g.has_figures}
 
 
+#: what a run that shows each problem is said to do
+PROBLEM_WORD = {"growth": "grows", "panic": "panics"}
+
+
+def _shows(g, what) -> bool:
+    """Whether the Growth ``g`` (None: no figures) shows ``what``: ``growth`` or ``panic``."""
+    return g is not None and bool(g.memory_grows if what == "growth"
+                                  else g.panic_x is not None)
+
+
 def verdict_table(all_errors) -> list:
     """Per run where unpatched real burn grows or panics, each fix's verdict (removes /
     keeps) predicted and measured at the same points: the page's verdict table."""
@@ -216,12 +226,8 @@ def verdict_table(all_errors) -> list:
         return []
     real = _growths_of(reference, "measured", REFERENCE)
     model = _growths_of(reference, "predicted", REFERENCE)
-
-    def shows(g, what):
-        return g is not None and bool(g.memory_grows if what == "growth"
-                                      else g.panic_x is not None)
     problems = [(key, what) for key, g in real.items() for what in ("growth", "panic")
-                if shows(g, what) and shows(model.get(key), what)]
+                if _shows(g, what) and _shows(model.get(key), what)]
     fixes = [name for name in all_errors if name != REFERENCE]
     if not problems or not fixes:
         return []
@@ -237,11 +243,7 @@ def verdict_table(all_errors) -> list:
             if predicted is None or measured is None:
                 cells.append("-")
                 continue
-
-            def said(g):
-                shown = g.memory_grows if what == "growth" else g.panic_x is not None
-                return "keeps" if shown else "removes"
-            p, m = said(predicted), said(measured)
+            p, m = ("keeps" if _shows(g, what) else "removes" for g in (predicted, measured))
             judged[name] += 1
             agree[name] += p == m
             cells.append(f"{p}" if p == m else f"**predicted {p}, measured {m}**")
@@ -320,8 +322,7 @@ def _release(release_dir, errors, reference, profile) -> list:
                 def said(x):
                     if x is None:
                         return None
-                    return "grows" if what == "growth" and x.memory_grows else \
-                        "panics" if what == "panic" and x.panic_x is not None else "flat"
+                    return PROBLEM_WORD[what] if _shows(x, what) else "flat"
                 # the runs of the fixes' verdict table: real 0.22.1 and its prediction
                 # both show the problem
                 if said(g0) == "flat" or said(expected.get(key)) in (None, "flat"):
