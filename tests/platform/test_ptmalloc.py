@@ -378,3 +378,35 @@ def test_bulk_requests_and_frees_place_chunks_as_single_ones_do(ops):
             for _ in range(k):
                 single.free(None, nbytes)
         assert _arena_state(bulk) == _arena_state(single)
+
+
+def test_state_compares_placement_not_the_order_dicts_were_filled():
+    """Fast-forward compares arena states between iterations (PtmallocArena.state): two
+    arenas whose chunks, bins, tcache and live lists are the same compare equal however
+    their free chunks were entered; a tcache bin in another order (the next request would
+    get another chunk) does not."""
+    sizes = (1100, 50, 1300, 50, 1500, 50)
+
+    def arena(order):
+        a = PtmallocArena()
+        blocks = [a.alloc(n) for n in sizes]
+        a.alloc(50)                           # keeps the last large chunk off the top
+        for i in order:
+            a.free(blocks[i], sizes[i])      # three free chunks, none adjacent
+        return a, blocks
+    one, blocks = arena((0, 2, 4))
+    two, _ = arena((4, 0, 2))
+    assert list(one.free_at) != list(two.free_at) and one.free_at == two.free_at
+    # the unsorted bin keeps the order: sort it, each chunk into a large bin of its own
+    one.alloc(3000)
+    two.alloc(3000)
+    assert one.state() == two.state()
+    three, _ = arena((0, 2, 4))
+    three.alloc(3000)
+    three.free(blocks[1], 50)
+    three.free(blocks[3], 50)
+    four, _ = arena((0, 2, 4))
+    four.alloc(3000)
+    four.free(blocks[3], 50)
+    four.free(blocks[1], 50)
+    assert three.state() != four.state()      # the tcache hands out another chunk first
