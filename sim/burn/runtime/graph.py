@@ -612,8 +612,7 @@ class GraphMutexClient:
         if not registered & 4095:
             sim._check_limits()
         # the op boxed its step (Box<dyn Step>) before calling register
-        sim.heap.alloc(step.nbytes)
-        step.node._block = None
+        step.block = sim.heap.alloc(step.nbytes)
         parents = step.node.parents
         sim.timing.register(len(parents))
         self.graph(rc.id, parents).server.register(rc, step)
