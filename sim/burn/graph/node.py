@@ -49,7 +49,7 @@ class Node:
             nbytes = (nbytes, vec, heap.alloc(vec))
         # the block's handle: a node freed as a node (its last Arc dropped) frees the block
         # it was given; one compacted into a run of dead nodes leaves the free to the run,
-        # which frees by size (sim.burn.graph.runs)
+        # which frees the same block (sim.burn.graph.runs)
         self._block = heap.alloc(layout.arc_node_bytes)
         self._heap = heap
         self._nbytes = nbytes
