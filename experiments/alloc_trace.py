@@ -100,33 +100,37 @@ def traced(sim, op):
     finally:
         sim.heap.__class__ = Heap
     open_allocs = {}    # size -> unmatched allocations in the window without a handle
-    open_handles = {}   # handle -> size of an unmatched allocation in the window
+    open_handles = {}   # handle -> sizes of the unmatched allocations in the window, oldest
+    #                     first (a glibc arena's carve run may hand out a position again
+    #                     while its earlier block lives on: sim.platform.ptmalloc)
     made = set()        # (handle, size) of every allocation in the window
     pre = 0
     for sign, size, count, handle in _Tracing.log:
         if sign > 0:
             if handle is not None:
-                open_handles[handle] = size
+                open_handles.setdefault(handle, []).append(size)
                 made.add((handle, size))
             else:
                 open_allocs[size] = open_allocs.get(size, 0) + count
         elif handle is not None and (handle, size) not in made:
             pre += size         # a named block made before the window
-        elif handle is not None and open_handles.get(handle) == size:
-            del open_handles[handle]
+        elif handle is not None and size in open_handles.get(handle, ()):
+            sizes = open_handles[handle]
+            del sizes[len(sizes) - 1 - sizes[::-1].index(size)]
         else:
             # by size (a free naming a window block that an anonymous free of its size
             # took already frees another, as the arena does): the newest unmatched
             matched = min(count, open_allocs.get(size, 0))
             open_allocs[size] = open_allocs.get(size, 0) - matched
             rest = count - matched
-            for h in [h for h, s in reversed(open_handles.items()) if s == size][:rest]:
-                del open_handles[h]
+            for h in [h for h, s in reversed(open_handles.items()) if size in s][:rest]:
+                s = open_handles[h]
+                del s[len(s) - 1 - s[::-1].index(size)]
                 rest -= 1
             pre += rest * size
     kept = (sum(size * n for size, n in open_allocs.items())
-            + sum(open_handles.values()))
-    blocks = sum(open_allocs.values()) + len(open_handles)
+            + sum(sum(s) for s in open_handles.values()))
+    blocks = sum(open_allocs.values()) + sum(len(s) for s in open_handles.values())
     allocs = sum(count for sign, _, count, _ in _Tracing.log if sign > 0)
     return result, Window(kept, blocks, pre, allocs, sum(c for _, _, c, _ in _Tracing.log) - allocs)
 

@@ -107,50 +107,50 @@ class TableFactory:
         return self._nodes.block_bytes(buckets)
 
     def steps(self):
-        return RawTable(self._steps, self.heap)
+        return RawTable(self._steps, self.heap, named=True)
 
     def actions_builder(self):
-        return RawTable(self._actions, self.heap)
+        return RawTable(self._actions, self.heap, named=True)
 
     def nodes(self):
-        return RawTable(self._nodes, self.heap)
+        return RawTable(self._nodes, self.heap, named=True)
 
     def leaves(self):
-        return RawTable(self._leaves, self.heap)
+        return RawTable(self._leaves, self.heap, named=True)
 
     def statuses(self):
-        return RawTable(self._statuses, self.heap)
+        return RawTable(self._statuses, self.heap, named=True)
 
     def key_set(self):
-        return RawTable(self._key_set, self.heap)
+        return RawTable(self._key_set, self.heap, named=True)
 
     def device_settings(self):
         """burn-backend's device settings ``REGISTRY`` (``sim.burn.backend``)."""
-        return RawTable(self._device_settings, self.heap)
+        return RawTable(self._device_settings, self.heap, named=True)
 
     def device_settings_cache(self):
         """A thread's ``LOCAL_CACHE`` of device settings."""
-        return RawTable(self._device_settings_cache, self.heap)
+        return RawTable(self._device_settings_cache, self.heap, named=True)
 
     def n_required(self):
         """A backward's ``n_required`` map, parent id -> uses (``sim.burn.runtime.server``)."""
-        return RawTable(self._n_required, self.heap)
+        return RawTable(self._n_required, self.heap, named=True)
 
     def gradients(self):
         """A ``Gradients`` container's table, node id -> boxed gradient."""
-        return RawTable(self._gradients, self.heap)
+        return RawTable(self._gradients, self.heap, named=True)
 
     def tape_tree(self):
         """A backward's tape ``tree``, node id -> its parents' ids (``sim.burn.runtime.server``)."""
-        return RawTable(self._tape_tree, self.heap)
+        return RawTable(self._tape_tree, self.heap, named=True)
 
     def backward_states(self):
         """A backward's checkpointer states, node id -> saved state (``sim.burn.checkpoint``)."""
-        return RawTable(self._backward_states, self.heap)
+        return RawTable(self._backward_states, self.heap, named=True)
 
     def retro_forwards(self):
         """A backward's checkpointer retro-forwards, node id -> its ``Arc``."""
-        return RawTable(self._retro_forwards, self.heap)
+        return RawTable(self._retro_forwards, self.heap, named=True)
 
 
 class HostThread:

@@ -100,8 +100,8 @@ class RawTable:
         self.cap = 0
         #: bytes of the table's block (0 when it owns none)
         self.nbytes = 0
-        #: whether frees name the block (the allocator's handle, :attr:`block`); a graph's
-        #: tables free by size, as a run of dead graphs does (:mod:`sim.burn.graph.runs`)
+        #: whether frees name the block (the allocator's handle, :attr:`block`; a run of
+        #: dead graphs frees its members' tables' blocks by these: :mod:`sim.burn.graph.runs`)
         self.named = named
         self.block = None
 

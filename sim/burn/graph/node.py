@@ -46,11 +46,10 @@ class Node:
             # before Arc::new(Node { parents, .. })
             n = len(parents)
             vec = layout.parent_bytes * (n if n > 4 else 4)
-            heap.alloc(vec)
-            nbytes = (nbytes, vec)
-        # the block's handle, kept while no graph holds the node (a leaf's, a constant's):
-        # a registered node's blocks may end in a run of dead nodes, whose frees name no
-        # block (sim.burn.graph.runs), so it frees by size as the run would
+            nbytes = (nbytes, vec, heap.alloc(vec))
+        # the block's handle: a node freed as a node (its last Arc dropped) frees the block
+        # it was given; one compacted into a run of dead nodes leaves the free to the run,
+        # which frees the same block (sim.burn.graph.runs)
         self._block = heap.alloc(layout.arc_node_bytes)
         self._heap = heap
         self._nbytes = nbytes
@@ -63,8 +62,8 @@ class Node:
         nbytes = self._nbytes
         if type(nbytes) is tuple:
             # Arc::drop: the Node (its parents Vec) first, then the ArcInner
-            self._heap.free(nbytes[1])
-            self._heap.free(nbytes[0])
+            self._heap.free(nbytes[1], nbytes[2])
+            self._heap.free(nbytes[0], self._block)
         elif nbytes:  # 0: a compacted node, whose run owns its block
             self._heap.free(nbytes, self._block)
 
@@ -84,7 +83,7 @@ class NodeRefCount:
     cannot fall to 1.
     """
 
-    __slots__ = ("id", "strong", "owner", "extra", "_heap", "_nbytes")
+    __slots__ = ("id", "strong", "owner", "extra", "_heap", "_nbytes", "_block")
 
     def __init__(self, sim, node_id):
         self.id = node_id
@@ -93,7 +92,7 @@ class NodeRefCount:
         self.extra = ()
         self._heap = sim.heap
         self._nbytes = sim.layout.arc_node_id_bytes
-        self._heap.alloc(self._nbytes)
+        self._block = self._heap.alloc(self._nbytes)
 
     def acquire(self) -> None:
         strong = self.strong = self.strong + 1
@@ -130,7 +129,7 @@ class NodeRefCount:
                 self.owner.referenced -= 1
                 self.owner.on_last_handle(self)
         elif strong == 0:
-            self._heap.free(self._nbytes)
+            self._heap.free(self._nbytes, self._block)
 
     def __repr__(self):
         return f"NodeRefCount({self.id}, strong={self.strong})"

@@ -14,7 +14,10 @@ is either
 
 Runs are not part of burn; they are the simulator's compressed form of state
 burn would hold node by node, and every bookkeeping pass treats a run exactly as
-it would treat its members one by one.
+it would treat its members one by one. Where the allocator places blocks one by one
+(a glibc arena), a run also knows where each member's blocks are (``handles``: from the
+objects it replaced, or from where fast-forward's replay put them) and its frees name
+them, as the members' own frees would.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from collections import Counter
 
 from ...platform.vec import RustVec
 
-__all__ = ["NodeRun", "node_blocks", "graph_blocks", "graph_drop_order", "tree_counts",
-           "unexplained_blocks"]
+__all__ = ["NodeRun", "node_blocks", "graph_blocks", "graph_drop_order", "node_handles",
+           "dead_graph_handles", "member_handles", "tree_counts", "unexplained_blocks"]
 
 
 def node_blocks(layout, step, parents) -> tuple:
@@ -64,6 +67,47 @@ def graph_drop_order(layout, step, server) -> tuple:
         memory.leaves_table.nbytes, layout.graph_arc_bytes) if nbytes)
 
 
+def node_handles(step, rc, parents) -> tuple:
+    """The allocator's handles of :func:`node_blocks`' blocks, in its order (None: a block
+    burn's free of which the model makes by size, the ``nodes`` map's copy of the
+    parents); read from the objects before a run takes them over."""
+    node = step.node
+    if not parents:
+        return (rc._block, node._block, step.block)
+    return (rc._block, None, node._nbytes[2], node._block, step.block)
+
+
+def dead_graph_handles(layout, step, rc, server) -> tuple:
+    """``(handles, drop_index)`` of a dead single-node graph: the allocator's handles of
+    its blocks in the order of :func:`node_blocks` then :func:`graph_blocks` (None where
+    the model frees by size: ``Arc<Graph>``), and where each block of
+    :func:`graph_drop_order` sits in that order."""
+    memory = server.memory_management
+    tables = [(name, table) for name, table in (
+        ("steps", server.steps_table), ("actions", server.actions_table),
+        ("nodes", memory.nodes_table), ("leaves", memory.leaves_table)) if table.nbytes]
+    held = ["id", "node", "step"] + [name for name, _ in tables]
+    handles = node_handles(step, rc, ()) + tuple(table.block for _, table in tables)
+    if layout.graph_arc_bytes:
+        held.append("graph")
+        handles += (None,)
+    sizes = {"id": layout.arc_node_id_bytes, "node": layout.arc_node_bytes, "step": step.nbytes,
+             "graph": layout.graph_arc_bytes}
+    sizes.update((name, table.nbytes) for name, table in tables)
+    dropped = [name for name in ("node", "step", "steps", "actions", "id", "nodes", "leaves",
+                                 "graph") if name in held and sizes[name]]
+    return handles, tuple(held.index(name) for name in dropped)
+
+
+def member_handles(heap, layout, step, rc, server):
+    """The handles a run keeps of a dead single-node graph it takes over
+    (:func:`dead_graph_handles`), where ``heap``'s allocator places blocks one by one;
+    elsewhere None (its frees go by size)."""
+    if not heap.orders_frees:
+        return None
+    return dead_graph_handles(layout, step, rc, server)[0]
+
+
 def tree_counts(locator) -> tuple:
     """Leaves and internal nodes of the locator's two BTreeMaps (zeros without a locator)."""
     if locator is None:
@@ -91,13 +135,20 @@ class NodeRun:
     Their blocks repeat with a period of ``len(layouts)`` members: member ``m`` holds the
     blocks of ``layouts[m % len(layouts)]`` (one loop iteration that leaves several dead
     single-node graphs, an add, a scale and an exp, is one period; the run's first member
-    is the first of a period)."""
+    is the first of a period).
+
+    Where the allocator places blocks one by one (a glibc arena), ``handles[m]`` are
+    member ``m``'s blocks' handles in the order ``node_order + graph_order`` (None: a
+    block freed by size), and a member's frees name its own blocks as the objects' would
+    (burn frees that node's blocks, not the newest of their sizes); ``drop_indices``: per
+    member of a period, where each block of its ``drop_order`` sits in that order
+    (:func:`dead_graph_handles`). Without ``handles`` the run frees by size."""
 
     __slots__ = ("first", "stride", "count", "parents", "layouts", "blocks", "new_graph",
-                 "graph", "nodes_freed", "serial")
+                 "graph", "nodes_freed", "serial", "handles", "drop_indices")
 
     def __init__(self, first, stride, count, parents, node_order, new_graph, graph=None,
-                 graph_order=(), drop_order=None, layouts=()):
+                 graph_order=(), drop_order=None, layouts=(), handles=None, drop_indices=()):
         self.first = first
         self.stride = stride
         self.count = count
@@ -120,6 +171,8 @@ class NodeRun:
         #: where the members sit in their graph's ``nodes`` map (insertion order), among
         #: the nodes inserted since the graph took its first run (GraphMemoryManagement)
         self.serial = -1
+        self.handles = handles
+        self.drop_indices = tuple(drop_indices)
 
     @property
     def node_order(self) -> tuple:
@@ -143,6 +196,28 @@ class NodeRun:
         for nbytes, per_period in self.blocks:
             heap.alloc_many(nbytes, per_period * periods + extra[nbytes])
 
+    def _free_member(self, heap, m, part) -> None:
+        """Free member ``m``'s blocks of ``part``: "node", "graph", "all" (node then graph)
+        or "drop" (:func:`graph_drop_order`), each naming its handle (``handles``)."""
+        node, graph, drop = self.layouts[m % len(self.layouts)]
+        handles = self.handles[m]
+        if part == "node":
+            sizes, named = node, handles[:len(node)]
+        elif part == "graph":
+            sizes, named = graph, handles[len(node):]
+        elif part == "all":
+            sizes, named = node + graph, handles
+        else:
+            sizes = drop
+            named = [handles[i] for i in self.drop_indices[m % len(self.layouts)]]
+        free = heap.free
+        for nbytes, block in zip(sizes, named):
+            free(nbytes, block)
+
+    def _named(self, heap) -> bool:
+        """Whether the members' frees name their blocks (see the class doc)."""
+        return self.handles is not None and heap.orders_frees
+
     def _free_each(self, heap, orders) -> None:
         """Free the blocks of ``orders`` (one order per member of a period), member after
         member."""
@@ -153,6 +228,11 @@ class NodeRun:
 
     def free(self, heap) -> None:
         """Free what the members still hold, member after member."""
+        if self._named(heap):
+            part = "graph" if self.nodes_freed else "all"
+            for m in range(self.count):
+                self._free_member(heap, m, part)
+            return
         self._free_each(heap, tuple(graph if self.nodes_freed else node + graph
                                     for node, graph, _ in self.layouts))
 
@@ -161,8 +241,21 @@ class NodeRun:
         until :meth:`free`)."""
         if self.nodes_freed:
             return
-        self._free_each(heap, tuple(node for node, _, _ in self.layouts))
+        if self._named(heap):
+            for m in range(self.count):
+                self._free_member(heap, m, "node")
+        else:
+            self._free_each(heap, tuple(node for node, _, _ in self.layouts))
         self.nodes_freed = True
+
+    def free_member(self, heap, node_id) -> None:
+        """Free one member's node blocks on its own (a pass that frees the members one by
+        one, where the allocator places blocks one by one)."""
+        m = (node_id - self.first) // self.stride
+        if self._named(heap):
+            self._free_member(heap, m, "node")
+        else:
+            heap.free_each(self.layouts[m % len(self.layouts)][0], 1)
 
     def drop_graphs(self, heap, untree) -> None:
         """The members' single-node graphs go, their locator entries removed: ``untree(key)``
@@ -172,9 +265,13 @@ class NodeRun:
         drop order: the order of frees places later blocks); elsewhere the span at once."""
         if heap.orders_frees and not self.nodes_freed:
             layouts, period = self.layouts, len(self.layouts)
+            named = self.handles is not None
             for m, node_id in enumerate(self.ids):
                 untree(node_id)
-                heap.free_each(layouts[m % period][2], 1)
+                if named:
+                    self._free_member(heap, m, "drop")
+                else:
+                    heap.free_each(layouts[m % period][2], 1)
             return
         untree((self.first, self.stride, self.count))
         self.free(heap)
@@ -190,11 +287,15 @@ class NodeRun:
             return
         if heap.orders_frees:
             layouts, period = self.layouts, len(self.layouts)
+            named = self.handles is not None
             for m in range(self.count):
                 deletables = RustVec(heap, id_bytes)
                 deletables.push()
-                for nbytes in layouts[m % period][0]:
-                    heap.free(nbytes)
+                if named:
+                    self._free_member(heap, m, "node")
+                else:
+                    for nbytes in layouts[m % period][0]:
+                        heap.free(nbytes)
                 should_remove.push_each(1)
                 deletables.drop()
             self.nodes_freed = True

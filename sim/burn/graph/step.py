@@ -46,10 +46,13 @@ class Step:
         ``(output shape, input shapes)``.
 
     ``cost`` is free for the time model to attach what the step's backward will
-    cost (the ``pytorch`` policy's ATen model does); None otherwise.
+    cost (the ``pytorch`` policy's ATen model does); None otherwise. ``block`` is the
+    allocator's handle of the box (``register`` sets it; None where the box was made by
+    a fast-forward replay, whose frees go by size).
     """
 
-    __slots__ = ("kind", "op", "node", "parent_nodes", "nbytes", "actions", "shapes", "cost")
+    __slots__ = ("kind", "op", "node", "parent_nodes", "nbytes", "actions", "shapes", "cost",
+                 "block")
 
     def __init__(self, kind, op, node, parent_nodes, nbytes, actions=None, shapes=()):
         self.kind = kind
@@ -60,6 +63,7 @@ class Step:
         self.actions = actions
         self.shapes = shapes
         self.cost = None
+        self.block = None
 
     @property
     def parents(self):

@@ -30,7 +30,8 @@ from contextlib import contextmanager
 
 from ...platform.btree import BTreeNodes
 from ...platform.vec import RustVec
-from ..graph.runs import NodeRun, graph_blocks, graph_drop_order, node_blocks
+from ..graph.runs import (NodeRun, dead_graph_handles, graph_blocks, graph_drop_order,
+                          member_handles, node_blocks)
 
 __all__ = ["Graph", "GraphLocator", "GraphMutexClient", "GraphCleaner", "OrphanSweep"]
 
@@ -367,17 +368,21 @@ class GraphLocator:
         key = (step.nbytes, server.steps_table.buckets, server.actions_table.buckets,
                memory.nodes_table.buckets, memory.leaves_table.buckets)
         cached = self._run_blocks.get(key)
+        rc = memory.nodes[node_id][0]
+        # the run frees the blocks the graph's objects would (sim.burn.graph.runs)
+        handles = member_handles(self.sim.heap, self.sim.layout, step, rc, server)
         if cached is None:
             layout = self.sim.layout
             cached = self._run_blocks[key] = (node_blocks(layout, step, ()),
                                               graph_blocks(layout, server),
-                                              graph_drop_order(layout, step, server))
+                                              graph_drop_order(layout, step, server),
+                                              dead_graph_handles(layout, step, rc, server)[1])
         # the run owns the blocks from now on: the objects must not free them; and the
         # objects must go now: break the server <-> memory and ref count -> memory cycles
         # (the collector is off while a simulation runs)
         step.node._nbytes = 0
         graph.entries = 0
-        memory.nodes[node_id][0].owner = None
+        rc.owner = None
         memory.nodes = {}
         server.steps = {}
         memory.server = None
@@ -385,7 +390,7 @@ class GraphLocator:
         del self.keys[node_id]
         del self.live[graph]
         self.run_entries += 1
-        self._append_dead_graph(node_id, *cached)
+        self._append_dead_graph(node_id, handles, *cached)
         return True
 
     def _compactable(self, node_id):
@@ -410,22 +415,29 @@ class GraphLocator:
             return None
         return graph
 
-    def _append_dead_graph(self, node_id, node_order, graph_order, drop_order) -> None:
+    def _append_dead_graph(self, node_id, handles, node_order, graph_order, drop_order,
+                           drop_index) -> None:
         """A compacted graph joins the newest live run of dead single-node graphs where its
-        id continues the run's stride and its blocks are the same, else starts one."""
+        id continues the run's stride and its blocks are the same, else starts one
+        (``handles``: its blocks' handles, where the run's frees name them, else None)."""
         live = self.live
         last = next(reversed(live), None)
         if (last.__class__ is NodeRun and last.new_graph and len(last.layouts) == 1
                 and last.node_order == node_order and last.graph_order == graph_order
-                and not last.nodes_freed):
+                and last.drop_indices == (drop_index,) and not last.nodes_freed
+                and (type(last.handles) is list) == (handles is not None)):
             end = last.last
             if node_id > end and (last.count == 1 or node_id == end + last.stride):
                 if last.count == 1:
                     last.stride = node_id - last.first
                 last.count += 1
+                if handles is not None:
+                    last.handles.append(handles)
                 return
         live[NodeRun(node_id, 1, 1, (), node_order, new_graph=True,
-                     graph_order=graph_order, drop_order=drop_order)] = None
+                     graph_order=graph_order, drop_order=drop_order,
+                     handles=None if handles is None else [handles],
+                     drop_indices=(drop_index,))] = None
 
     def new_graph(self, origin) -> Graph:
         """A new graph whose origin is ``origin``."""
@@ -612,8 +624,7 @@ class GraphMutexClient:
         if not registered & 4095:
             sim._check_limits()
         # the op boxed its step (Box<dyn Step>) before calling register
-        sim.heap.alloc(step.nbytes)
-        step.node._block = None
+        step.block = sim.heap.alloc(step.nbytes)
         parents = step.node.parents
         sim.timing.register(len(parents))
         self.graph(rc.id, parents).server.register(rc, step)

@@ -338,7 +338,7 @@ class GraphMemoryManagement:
                 self._remove(node_id)
                 on_free(node_id)
             elif members:
-                heap.free_each(run.node_order, 1)
+                run.free_member(heap, node_id)
                 on_free_member(run, node_id)
         for node_id in roots:
             self._remove(node_id)
@@ -451,9 +451,15 @@ def _deletion_order(graph, leaves, runs, useful, members):
             stack.extend(p for p in graph.successors(node_id) if p not in done)
         walks.append((key, items))
     if members:
-        more = [((m, ((m, run),)) for m in run.ids[1:]) for run in runs.values()]
-        walks = heapq.merge(walks, *more, key=lambda walk: walk[0])
+        walks = heapq.merge(walks, *map(_member_walks, runs.values()),
+                            key=lambda walk: walk[0])
     return itertools.chain.from_iterable(items for _, items in walks), done
+
+
+def _member_walks(run):
+    """The walks of a run's members after its first, one leaf each: ``(member_id,
+    ((member_id, run),))``, lazily."""
+    return ((m, ((m, run),)) for m in run.ids[1:])
 
 
 class _KeptParents:

@@ -240,7 +240,7 @@ class AutodiffServer:
         """Drop a boxed step: its fields first (its ``Arc<Node>`` s: a node no tensor
         holds any more goes with it), then the box; then its checkpoint actions."""
         step.node = step.parent_nodes = None
-        self.sim.heap.free(step.nbytes)
+        self.sim.heap.free(step.nbytes, step.block)
         if step.actions is not None:
             step.actions.drop()
 

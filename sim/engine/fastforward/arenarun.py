@@ -40,12 +40,14 @@ All sizes are bytes; addresses are byte offsets from the heap's start.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 
 from ...platform.btree import append_counts
 from ...platform.ptmalloc import MINSIZE, chunk_size
 
 __all__ = ["ALLOC", "FREE", "ALLOC_MANY", "FREE_MANY", "INSERT", "REALLOC", "handle_key",
+           "RunHandles",
            "Pattern", "trace", "advance"]
 
 #: events of a replay template (see ``sim.engine.fastforward.repeat._Recorder``)
@@ -99,7 +101,7 @@ class Pattern:
         self.allocs = sum(1 for e in events if e[0] == "alloc")
 
 
-def trace(heap, arena, template, fills, trees, leaves=False):
+def trace(heap, arena, template, fills, trees, leaves=False, allocated=None):
     """Replay one iteration of ``template`` on ``heap`` (its arena ``arena``), each append
     allocating the nodes its splits make (``fills``: the trees' rightmost fills, updated).
 
@@ -108,7 +110,8 @@ def trace(heap, arena, template, fills, trees, leaves=False):
     that must be carved: for an iteration spanning one leaf split of a period (see
     :func:`window`). Returns ``(pattern, made)``: the iteration's :class:`Pattern`, or
     None when it does not qualify (module doc), and the request sizes of the BTreeMap
-    nodes it made."""
+    nodes it made. ``allocated`` (an empty list) receives the blocks of the template's
+    allocations, in order, qualifying or not."""
     start = _positions(arena)
     label = {addr: ("p", pos) for pos, addr in start.items()}
     untouched = (arena.mapped, arena.mmap_threshold, arena.trim_threshold, arena.trims,
@@ -123,7 +126,10 @@ def trace(heap, arena, template, fills, trees, leaves=False):
     source = [None, None, None]
     splits = [0]                # pieces split off the bin chunk (two bin changes each)
     ok = arena.brk - arena.top >= MINSIZE and arena.top_pad % arena.page == 0
-    events, carves, made, blocks, rule, leaf_sizes = [], [], [], [], [], []
+    events, carves, made, rule, leaf_sizes = [], [], [], [], []
+    # the template's allocations' blocks, in order (``allocated``: the caller's list)
+    blocks = [] if allocated is None else allocated
+    own = []             # the event of each of them
     first = [False]             # the next node an append makes is its leaf
     allocs = []          # [nbytes, address, event index or None (a node of an append)]
     live_now = {}        # address -> index in allocs of the live block allocated there
@@ -179,6 +185,7 @@ def trace(heap, arena, template, fills, trees, leaves=False):
 
     for kind, nbytes, arg in template:
         if kind == ALLOC:
+            own.append(len(events))
             blocks.append(alloc(nbytes, arg))
         elif kind == FREE:
             block = blocks[arg] if arg >= 0 else None
@@ -239,6 +246,8 @@ def trace(heap, arena, template, fills, trees, leaves=False):
     if set(kept) - set(arena.live):
         return None, made
     pattern = Pattern([tuple(e) for e in events], wiring, carves, inserts, leaf_sizes)
+    #: the event of each of the template's allocations (a leaf of ``leaves`` is none)
+    pattern.own = tuple(own)
     #: the bin chunk the next iteration carves from (what is left of this one's), or
     #: None: the top
     pattern.chunk = source[1] if source[0] == "bin" else None
@@ -386,8 +395,10 @@ class _Closed:
             i -= 1
         return None
 
-    def contents(self):
-        """The run's chunks and live blocks, iteration by iteration (a free reached one)."""
+    def contents(self, wanted=()):
+        """The run's chunks and live blocks, iteration by iteration (a free reached one),
+        the tcache and fastbins it leaves, and per iteration the blocks of the events
+        ``wanted`` (indices into the pattern's events, in that order)."""
         p = self.pattern
         tails = [list(f) for f in self.fills]
         cursor = self.start
@@ -404,10 +415,14 @@ class _Closed:
             _, nbytes, lab, kept, is_carve = ev
             events.append((nbytes, chunk_size(nbytes), is_carve, lab[0] == "c", lab[1],
                            placed.setdefault(nbytes, []).append if kept else None))
+        rows, wanted = [], tuple(wanted)
+        picks = [(e, wanted.index(e)) for e in range(len(events)) if e in wanted]
         wiring = [(pos, lab[0] == "c", lab[1]) for pos, lab in p.wiring.items()]
         now = dict(self.state)
         for _ in range(self.n):
             carved = []
+            row = [None] * len(wanted)
+            at_event = []
             for ev in events:
                 nbytes = ev[0]
                 if nbytes is None:
@@ -419,6 +434,8 @@ class _Closed:
                         add_chunk((cursor, chunk_size(s)))
                         placed.setdefault(s, []).append(cursor)
                         cursor += chunk_size(s)
+                    if picks:
+                        at_event.append(None)
                     continue
                 _, nb, is_carve, is_c, at, keep = ev
                 if is_carve:
@@ -430,8 +447,14 @@ class _Closed:
                     addr = carved[at] if is_c else now[at]
                 if keep is not None:
                     keep(addr)
+                if picks:
+                    at_event.append(addr)
+            if picks:
+                for e, i in picks:
+                    row[i] = at_event[e]
+                rows.append(row)
             now = {pos: carved[at] if is_c else now[at] for pos, is_c, at in wiring}
-        return chunks, placed, now
+        return chunks, placed, now, rows
 
 
 def advance(arena, pattern, trees, fills, n):
@@ -442,9 +465,10 @@ def advance(arena, pattern, trees, fills, n):
     carves the rest as one :class:`~sim.platform.ptmalloc.CarveRun`, from the top or from
     the bin chunk the pattern carves from (as many iterations as leave at least
     ``MINSIZE`` of it; from the top, while fastbins hold chunks, as many as fit before
-    the heap must grow, which would consolidate them). Returns ``(iterations, nodes)``:
-    how many were applied and the request sizes of the BTreeMap nodes their appends made
-    (a Counter), or None, changing nothing (not one iteration fits)."""
+    the heap must grow, which would consolidate them). Returns ``(iterations, nodes,
+    closed)``: how many were applied, the request sizes of the BTreeMap nodes their
+    appends made (a Counter) and the iterations' closed form (``closed.contents``),
+    or None, changing nothing (not one iteration fits)."""
     chunk = pattern.chunk
     start = arena.top if chunk is None else chunk
     closed = _Closed(pattern, trees, fills, start, _positions(arena), n)
@@ -475,7 +499,7 @@ def advance(arena, pattern, trees, fills, n):
             pinned[addr] = pos[1]
 
     def contents():
-        chunks, placed, now = closed.contents()
+        chunks, placed, now, _ = closed.contents()
         if now != final:
             raise AssertionError("a carve run's tcache differs from its closed form")
         return chunks, placed
@@ -488,4 +512,59 @@ def advance(arena, pattern, trees, fills, n):
     run = arena.carve_run(total, sorted(sizes), contents, pinned, closed.tail, chunk,
                           n * per + sum(nodes.values()))
     assert run.end == end
-    return n, nodes
+    return n, nodes, closed
+
+
+class RunHandles:
+    """The blocks of a fast-forwarded run's members on the arena
+    (:class:`~sim.burn.graph.runs.NodeRun` ``handles``), from where each iteration of the
+    loop put its allocations: ``slots``, per member an iteration leaves, the index among
+    the iteration's allocations of each of its blocks (-1: a block freed by size).
+    Iterations are added in order, replayed (their blocks listed: :meth:`replayed`) or
+    in closed form (:meth:`carved`: worked out for all of them when a member's blocks
+    are first asked for)."""
+
+    def __init__(self, slots):
+        self.slots = slots
+        #: the allocations the members' blocks are, by index
+        self.wanted = sorted({a for slot in slots for a in slot if a >= 0})
+        self.iterations = 0
+        self._firsts = []       # first iteration of each segment
+        self._segments = []     # a list of blocks per iteration, or [closed, period, rows]
+
+    def replayed(self, blocks) -> None:
+        """One more iteration, its allocations' ``blocks`` in order."""
+        self._firsts.append(self.iterations)
+        self._segments.append(blocks)
+        self.iterations += 1
+
+    def carved(self, closed, n, period=1) -> None:
+        """``n`` repetitions of ``closed``'s pattern, each ``period`` iterations long."""
+        self._firsts.append(self.iterations)
+        self._segments.append((closed, period, []))
+        self.iterations += n * period
+
+    def _iteration(self, it):
+        """Iteration ``it``'s allocations' blocks, by index (those of ``wanted`` at least)."""
+        k = bisect_right(self._firsts, it) - 1
+        segment = self._segments[k]
+        if type(segment) is list:
+            return segment
+        closed, period, rows = segment
+        own = closed.pattern.own
+        per = len(own) // period
+        if not rows:
+            rows.extend(closed.contents([own[t * per + a] for t in range(period)
+                                         for a in self.wanted])[3])
+        rep, t = divmod(it - self._firsts[k], period)
+        row = rows[rep]
+        blocks = [None] * per
+        w = len(self.wanted)
+        for j, a in enumerate(self.wanted):
+            blocks[a] = row[t * w + j]
+        return blocks
+
+    def __getitem__(self, m):
+        it, k = divmod(m, len(self.slots))
+        blocks = self._iteration(it)
+        return tuple(None if a < 0 else blocks[a] for a in self.slots[k])

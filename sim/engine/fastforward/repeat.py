@@ -94,9 +94,9 @@ from collections import Counter
 
 from .arenarun import ALLOC as _ALLOC, ALLOC_MANY as _ALLOC_MANY, FREE as _FREE
 from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, REALLOC as _REALLOC
-from .arenarun import advance, handle_key as _handle_key, trace, window
-from ...burn.graph.runs import (NodeRun, graph_blocks, graph_drop_order, node_blocks,
-                            tree_counts, unexplained_blocks)
+from .arenarun import RunHandles, advance, handle_key as _handle_key, trace, window
+from ...burn.graph.runs import (NodeRun, dead_graph_handles, graph_blocks, graph_drop_order,
+                                node_blocks, node_handles, tree_counts, unexplained_blocks)
 from .chainrun import LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
 from .leakrun import apply_leak, l2_contents, l2_signature, leak_effect
 from ...platform.btree import CAPACITY, BTreeNodes, append_counts
@@ -351,6 +351,11 @@ class Effect:
         #: ``drift``: (page faults on, the replay's steps) (:func:`_drift_plan`), made on
         #: first use
         self.plan = None
+        #: ``graphs`` and ``nodes`` with a template: per member an iteration leaves, the
+        #: index among the iteration's allocations of each of its blocks (-1: freed by
+        #: size), and where its drop order's blocks sit (NodeRun.handles, drop_indices)
+        self.slots = ()
+        self.drop_indices = ()
 
     def key(self):
         # exact work in ps; the float accumulators only split it and are not compared
@@ -358,7 +363,7 @@ class Effect:
                 self.graph_order, self.drop_order, self.offset,
                 self.parents, id(self.graph), self.backwards, self.rss_drift, self.faults,
                 self.template, self.period, self.masked, self.deltas, self.allocs,
-                self.layouts, self.member_stride)
+                self.layouts, self.member_stride, self.slots, self.drop_indices)
 
     @property
     def nodes_left(self) -> int:
@@ -366,13 +371,15 @@ class Effect:
         return len(self.layouts) or 1
 
 
-def _measure(sim, snap, events, template=None, chain=None, record=None, before=None):
+def _measure(sim, snap, events, template=None, chain=None, record=None, before=None,
+             kept_allocs=None):
     """The effect of the iteration since ``snap``, or None when it is not batchable
     (``template``: its heap events in order, where the allocator needs them replayed;
     ``chain``: ``(its sweeps, its BTreeMap operations, the effect of the iteration
     before)`` where the allocator keeps counts, for :func:`sim.engine.fastforward.chainrun.chain_effect`;
     ``record`` and ``before``: ``(heap events in order, live nodes' orders)`` of it and of
-    the iteration before, for :func:`_drift`)."""
+    the iteration before, for :func:`_drift`; ``kept_allocs``: with ``template``, the
+    handle of each block the iteration allocated and kept -> the index of its alloc)."""
     locator = sim.client.locator
     timing = sim.timing
     stride = sim._next_id - snap.next_id
@@ -432,7 +439,7 @@ def _measure(sim, snap, events, template=None, chain=None, record=None, before=N
         if effect is not None:
             return effect
     effect = _node_runs(sim, snap, events, template, locator, entries, period, faults, times,
-                        stride, registered)
+                        stride, registered, kept_allocs)
     if (effect is None and chain is not None and registered and not unchanged
             and trace is not None):
         # a graph of several nodes left behind, or one the node runs do not take
@@ -449,7 +456,7 @@ def _uncounted_allocs(sim, snap, trace) -> int:
 
 
 def _node_runs(sim, snap, events, template, locator, entries, period, faults, times, stride,
-               registered):
+               registered, kept_allocs=None):
     """The ``none``, ``graphs`` or ``nodes`` effect of the iteration, or None (the rest of
     :func:`_measure`)."""
     if sim.backwards != snap.backwards or sim.rss_extra_bytes != snap.rss_extra:
@@ -473,7 +480,7 @@ def _node_runs(sim, snap, events, template, locator, entries, period, faults, ti
         return effect
     if len(new) != 1:
         return _dead_graphs(sim, snap, net, template, locator, new, faults, times, stride,
-                            registered)
+                            registered, kept_allocs)
     node_id = new[0]
     graph = locator.graphs[node_id]
     memory = graph.server.memory_management
@@ -503,8 +510,23 @@ def _node_runs(sim, snap, events, template, locator, entries, period, faults, ti
     effect = Effect(shape, stride, registered, times, node_order,
                     node_id - snap.next_id, tuple(parents), graph if shape == "nodes" else None,
                     graph_order=own, faults=faults, template=template, drop_order=drop_order)
+    if template is not None:
+        handles, drop_index = (dead_graph_handles(layout, step, rc, graph.server)
+                               if shape == "graphs" else (node_handles(step, rc, parents), ()))
+        slots = _slots(handles, kept_allocs)
+        if slots is None:
+            return None
+        effect.slots, effect.drop_indices = (slots,), (drop_index,)
     _transient_allocs(sim, snap, effect, len(node_order) + len(own))
     return effect
+
+
+def _slots(handles, kept_allocs):
+    """The index of each block's alloc among the iteration's (-1 for None: freed by size),
+    or None when a block was not allocated and kept by the iteration."""
+    slots = tuple(-1 if block is None else kept_allocs.get(_handle_key(block))
+                  for block in handles)
+    return None if None in slots else slots
 
 
 def _transient_allocs(sim, snap, effect, kept) -> None:
@@ -520,7 +542,9 @@ def _transient_allocs(sim, snap, effect, kept) -> None:
 
 def _dead_graph(sim, locator, node_id):
     """``(node_order, graph_order, drop_order)`` of ``node_id``'s graph if it is a dead
-    single-node graph of its own (an untracked op whose output is gone), else None."""
+    single-node graph of its own (an untracked op whose output is gone), and its
+    blocks' handles with its drop order's place among them (:func:`dead_graph_handles`),
+    else None."""
     graph = locator.graphs[node_id]
     if graph.origin != node_id or graph.entries != 1:
         return None
@@ -532,11 +556,13 @@ def _dead_graph(sim, locator, node_id):
             or entry[1] or len(memory.nodes) != 1 or memory.runs):
         return None
     layout = sim.layout
-    return (node_blocks(layout, step, ()), graph_blocks(layout, server),
-            graph_drop_order(layout, step, server))
+    return ((node_blocks(layout, step, ()), graph_blocks(layout, server),
+             graph_drop_order(layout, step, server)),
+            dead_graph_handles(layout, step, entry[0], server))
 
 
-def _dead_graphs(sim, snap, net, template, locator, new, faults, times, stride, registered):
+def _dead_graphs(sim, snap, net, template, locator, new, faults, times, stride, registered,
+                 kept_allocs=None):
     """The ``graphs`` effect of an iteration that left several dead single-node graphs
     (``new``: their ids), or None: their ids must step evenly and the next iteration's
     continue the step (a run of members whose blocks repeat with a period of
@@ -545,18 +571,25 @@ def _dead_graphs(sim, snap, net, template, locator, new, faults, times, stride, 
     if (any(b - a != member_stride for a, b in zip(new, new[1:]))
             or member_stride * len(new) != stride):
         return None
-    layouts = []
+    layouts, handles = [], []
     for node_id in new:
         found = _dead_graph(sim, locator, node_id)
         if found is None:
             return None
-        layouts.append(found)
+        layouts.append(found[0])
+        handles.append(found[1])
     kept = [b for node, graph, _ in layouts for b in node + graph]
     if _unexplained(net, Counter(kept), locator, snap):
         return None
     effect = Effect("graphs", stride, registered, times, tuple(kept), new[0] - snap.next_id,
                     faults=faults, template=template, layouts=tuple(layouts),
                     member_stride=member_stride)
+    if template is not None:
+        slots = tuple(_slots(blocks, kept_allocs) for blocks, _ in handles)
+        if None in slots:
+            return None
+        effect.slots = slots
+        effect.drop_indices = tuple(index for _, index in handles)
     _transient_allocs(sim, snap, effect, len(kept))
     return effect
 
@@ -766,12 +799,16 @@ def _apply(sim, effect, count):
     run = None
     if effect.shape not in ("none", "steady", "drift"):
         locator = sim.client.locator
+        handles = None
         if effect.template is not None:
-            count, check = _place_on_arena(sim, effect, count)
+            # the members' blocks, where the arena put them (their frees name them)
+            handles = RunHandles(effect.slots)
+            count, check = _place_on_arena(sim, effect, count, handles)
         run = NodeRun(first, effect.member_stride, count * effect.nodes_left,
                       effect.parents, effect.node_order, new_graph=effect.shape == "graphs",
                       graph=effect.graph, graph_order=effect.graph_order,
-                      drop_order=effect.drop_order, layouts=effect.layouts)
+                      drop_order=effect.drop_order, layouts=effect.layouts,
+                      handles=handles, drop_indices=effect.drop_indices)
         if effect.template is None:
             locator.add_run(run)
         else:
@@ -822,7 +859,7 @@ def _apply(sim, effect, count):
 RETRACE_AFTER = 16
 
 
-def _place_on_arena(sim, effect, count):
+def _place_on_arena(sim, effect, count, handles):
     """The heap events of ``count`` iterations of a node-leaving loop on a glibc arena.
 
     An iteration is replayed and traced (:func:`sim.engine.fastforward.arenarun.trace`). When it qualifies,
@@ -831,7 +868,9 @@ def _place_on_arena(sim, effect, count):
     many after each trace that fails again (the bins may serve a loop's requests for a
     while: a freed hash table, the holes a backward left) -- up to the memory budget.
     Returns the iterations placed and a function that checks, once the locator's
-    closed-form append has counted the BTreeMap nodes, that the arena got the same."""
+    closed-form append has counted the BTreeMap nodes, that the arena got the same.
+    ``handles`` (:class:`~sim.engine.fastforward.arenarun.RunHandles`) learns where each
+    iteration put its blocks."""
     heap = sim.heap
     locator = sim.client.locator
     trees = (locator.graphs_tree, locator.keys_tree)
@@ -849,11 +888,13 @@ def _place_on_arena(sim, effect, count):
                 sum(1 for e in template if e[0] == _INSERT) == 1 and
                 len(fills[appended[0]]) > 1)
     while placed < count:
-        pattern, made = trace(heap, arena, template, fills, trees)
+        blocks = []
+        pattern, made = trace(heap, arena, template, fills, trees, allocated=blocks)
+        handles.replayed(blocks)
         nodes.update(made)
         placed += 1
         rest = count - placed
-        n = _carve(sim, pattern, trees, fills, nodes, rest) if rest else 0
+        n = _carve(sim, pattern, trees, fills, nodes, rest, handles) if rest else 0
         if n:
             placed += n
             batch = RETRACE_AFTER
@@ -861,7 +902,7 @@ def _place_on_arena(sim, effect, count):
         sim.arena_replayed += 1
         if periodic and count - placed > 3 * LEAF_PERIOD:
             placed += _by_periods(sim, template, trees, count - placed, fills, nodes,
-                                  appended[0])
+                                  appended[0], handles)
             rest = count - placed
             if not rest:
                 break
@@ -872,7 +913,7 @@ def _place_on_arena(sim, effect, count):
             k = min(k, max(0, (chunks - len(arena.inuse)) // (1 + len(template))))
             if not k:
                 break
-        _replay(heap, template, k, trees, fills, nodes)
+        _replay(heap, template, k, trees, fills, nodes, handles)
         sim.arena_replayed += k
         placed += k
         batch *= 2
@@ -883,33 +924,38 @@ def _place_on_arena(sim, effect, count):
 LEAF_PERIOD = 7
 
 
-def _by_periods(sim, template, trees, count, fills, nodes, t):
+def _by_periods(sim, template, trees, count, fills, nodes, t, handles):
     """Up to ``count`` iterations of a loop appending once per iteration to tree ``t``,
     by periods of :data:`LEAF_PERIOD` iterations starting with the one whose append
     splits the leaf: iterations are replayed up to such a start, one period is traced
     (:func:`sim.engine.fastforward.arenarun.trace` with ``leaves=True``: the split leaf may take a chunk an
     earlier allocation of the iteration parked in the tcache, which the next iteration
     then carves again) and, when it qualifies, the remaining whole periods are applied in
-    closed form. Returns the iterations placed (``fills`` and ``nodes`` updated)."""
+    closed form. Returns the iterations placed (``fills``, ``nodes`` and ``handles``
+    updated)."""
     heap = sim.heap
     placed = 0
     while fills[t][0] != CAPACITY and placed < LEAF_PERIOD:
-        _replay(heap, template, 1, trees, fills, nodes)
+        _replay(heap, template, 1, trees, fills, nodes, handles)
         placed += 1
     if fills[t][0] != CAPACITY:
         sim.arena_replayed += placed
         return placed
+    blocks = []
     pattern, made = trace(heap, sim.allocator.arena, window(template, LEAF_PERIOD), fills,
-                          trees, leaves=True)
+                          trees, leaves=True, allocated=blocks)
+    per = len(blocks) // LEAF_PERIOD
+    for i in range(LEAF_PERIOD):
+        handles.replayed(blocks[i * per:(i + 1) * per])
     nodes.update(made)
     placed += LEAF_PERIOD
     sim.arena_replayed += placed
     periods = (count - placed) // LEAF_PERIOD
-    return placed + (_carve(sim, pattern, trees, fills, nodes, periods, LEAF_PERIOD)
+    return placed + (_carve(sim, pattern, trees, fills, nodes, periods, handles, LEAF_PERIOD)
                      if periods else 0)
 
 
-def _carve(sim, pattern, trees, fills, nodes, n, period=1):
+def _carve(sim, pattern, trees, fills, nodes, n, handles, period=1):
     """Up to ``n`` repetitions of ``pattern`` (one iteration, or ``period`` of them) in
     closed form (:func:`sim.engine.fastforward.arenarun.advance`), right after the one :func:`trace`
     took it from: the heap's counters, the trees' ``fills`` and the BTreeMap ``nodes``
@@ -920,7 +966,8 @@ def _carve(sim, pattern, trees, fills, nodes, n, period=1):
     done = advance(sim.allocator.arena, pattern, trees, fills, n)
     if done is None:
         return 0
-    n, run_nodes = done
+    n, run_nodes, closed = done
+    handles.carved(closed, n, period)
     _count(sim.heap, pattern, run_nodes, n)
     nodes.update(run_nodes)
     # the leaves a period's own allocations split off (trace with leaves=True)
@@ -958,17 +1005,18 @@ def _check_nodes(trees, counts, nodes, fills):
                              "closed-form append's")
 
 
-def _replay(heap, template, count, trees, fills, nodes):
+def _replay(heap, template, count, trees, fills, nodes, handles):
     """The heap events of ``count`` iterations, one iteration after the other, in the
     order ``template`` recorded them: a glibc arena places each request where the
     previous ones left room, as in exact mode. Each append to a BTreeMap allocates the
     nodes its splits make (:meth:`~sim.platform.btree.BTreeNodes.append_allocs`); the
     bookkeeping of the nodes and keys is then recorded in closed form by the caller.
     ``fills``: the trees' rightmost fills, updated in place; ``nodes`` (a Counter)
-    counts the nodes' request sizes."""
+    counts the nodes' request sizes; ``handles`` learns each iteration's blocks."""
     alloc, free = heap.alloc, heap.free
     for _ in range(count):
         blocks = []
+        handles.replayed(blocks)
         for kind, nbytes, arg in template:
             if kind == _ALLOC:
                 blocks.append(alloc(nbytes, arg))
@@ -1022,9 +1070,10 @@ def _probe(sim, body, snap, replay, previous=None, before=None):
             tree.__class__ = LoggingTree if outer[0] is not None else BTreeNodes
         sweeps = sim.timing.log
         TreeLog.current, sim.timing.log = outer
-    template = None
+    template = kept_allocs = None
     if replay and _Recorder.seq is not None:
         template = tuple(_Recorder.seq)
+        kept_allocs = _Recorder.handles
     _Recorder.seq = _Recorder.handles = None
     _Recorder.trees = ()
     trace = None if _Recorder.trace is None else tuple(_Recorder.trace)
@@ -1033,7 +1082,8 @@ def _probe(sim, body, snap, replay, previous=None, before=None):
     _Recorder.trace = _Recorder.trace_at = None
     record = (trace, _orders(sim, snap), kept)
     chain = None if log is None else (sweeps, log, previous)
-    return _measure(sim, snap, _Recorder.events, template, chain, record, before), record
+    return (_measure(sim, snap, _Recorder.events, template, chain, record, before, kept_allocs),
+            record)
 
 
 def _orders(sim, snap) -> tuple:
