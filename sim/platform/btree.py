@@ -63,11 +63,14 @@ def append_counts(fills, count) -> list:
 
 
 class _Node:
-    __slots__ = ("keys", "edges")
+    # block: the allocator's handle of the node (None where it was allocated in closed
+    # form or by a replay: its free goes by size)
+    __slots__ = ("keys", "edges", "block")
 
-    def __init__(self, keys, edges=None):
+    def __init__(self, keys, edges=None, block=None):
         self.keys = keys
         self.edges = edges
+        self.block = block
 
 
 def _splitpoint(edge_idx):
@@ -135,14 +138,30 @@ class BTreeNodes:
     def clone_nodes(self, heap, empty=False) -> tuple:
         """``BTreeMap::clone``: one block per node, allocated on ``heap`` (none for an
         ``empty`` map: its root leaf stays with the original). Returns ``(leaves,
-        internals)``, what :meth:`drop_clone` frees."""
+        internals)``, what :meth:`drop_clone` frees; where ``heap``'s allocator places
+        blocks one by one (a glibc arena), also the blocks' handles, so that the drop frees
+        the clone's own nodes (by size it would free the newest blocks of the size, which
+        the map's inserts since the clone may have made)."""
         clone = (0, 0) if empty else (self.leaves, self.internals)
+        if heap.orders_frees and (clone[0] or clone[1]):
+            alloc = heap.alloc
+            return clone + (tuple(alloc(self.leaf_bytes) for _ in range(clone[0])) +
+                            tuple(alloc(self.internal_bytes) for _ in range(clone[1])),)
         heap.alloc_many(self.leaf_bytes, clone[0])
         heap.alloc_many(self.internal_bytes, clone[1])
         return clone
 
     def drop_clone(self, heap, clone) -> None:
-        """Drop of a clone made by :meth:`clone_nodes`: its blocks freed."""
+        """Drop of a clone made by :meth:`clone_nodes`: its blocks freed (leaves first, in
+        the order they were allocated, then the internal nodes)."""
+        if len(clone) == 3:
+            leaves, internals, blocks = clone
+            free = heap.free
+            for block in blocks[:leaves]:
+                free(self.leaf_bytes, block)
+            for block in blocks[leaves:]:
+                free(self.internal_bytes, block)
+            return
         heap.free_many(self.leaf_bytes, clone[0])
         heap.free_many(self.internal_bytes, clone[1])
 
@@ -150,19 +169,17 @@ class BTreeNodes:
     def _new(self, keys, edges=None):
         if edges is None:
             self.leaves += 1
-            self.heap.alloc(self.leaf_bytes)
-        else:
-            self.internals += 1
-            self.heap.alloc(self.internal_bytes)
-        return _Node(keys, edges)
+            return _Node(keys, edges, self.heap.alloc(self.leaf_bytes))
+        self.internals += 1
+        return _Node(keys, edges, self.heap.alloc(self.internal_bytes))
 
     def _free(self, node):
         if node.edges is None:
             self.leaves -= 1
-            self.heap.free(self.leaf_bytes)
+            self.heap.free(self.leaf_bytes, node.block)
         else:
             self.internals -= 1
-            self.heap.free(self.internal_bytes)
+            self.heap.free(self.internal_bytes, node.block)
 
     # -- insert ---------------------------------------------------------------
     def insert(self, key) -> bool:
@@ -644,7 +661,7 @@ class _Muted:
         pass
 
     @staticmethod
-    def free(nbytes):
+    def free(nbytes, block=None):
         pass
 
 

@@ -206,3 +206,22 @@ def test_a_backward_after_a_fast_forwarded_loop_leaves_its_run_closed_form():
     assert tree.remove(100_003)
     assert tree._runs and tree.fills()[0] == fills[0] - 1 and tree.length == 100_003
     assert tree.max_key() == 100_002
+
+
+def test_a_dropped_clone_frees_its_own_nodes_on_glibcs_arena():
+    """``BTreeMap::clone`` then inserts that split the original, then the clone's drop: on
+    a glibc arena the drop frees the clone's blocks, not the newest blocks of the size
+    (the leaf the split just made), so every node of the original stays allocated."""
+    heap = Heap(Allocator.from_classes("glibc-arena"))
+    arena = heap.allocator.arena
+    tree = BTreeNodes(heap, 192, 288)
+    for k in range(8):
+        tree.insert(k)
+    clone = tree.clone_nodes(heap)
+    for k in range(8, 20):
+        tree.insert(k)          # the root leaf splits: a new leaf and an internal node
+    tree.drop_clone(heap, clone)
+    nodes = [tree.root] + list(tree.root.edges)
+    parked = {chunk for bin_ in arena.tcache.values() for chunk in bin_}
+    assert len(parked) == 1 and not parked & {node.block for node in nodes}
+    assert heap.live_blocks == tree.leaves + tree.internals

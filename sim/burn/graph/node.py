@@ -83,10 +83,14 @@ class NodeRefCount:
     cannot fall to 1.
     """
 
-    __slots__ = ("id", "strong", "owner", "extra", "_heap", "_nbytes", "_block")
+    __slots__ = ("id", "strong", "owner", "extra", "_heap", "_nbytes", "_block",
+                 "parents_block")
 
     def __init__(self, sim, node_id):
         self.id = node_id
+        # the handle of the parents Vec the ``nodes`` map holds beside this key (None: none,
+        # or one allocated in closed form, freed by size)
+        self.parents_block = None
         self.strong = 0
         self.owner = None
         self.extra = ()

@@ -68,19 +68,18 @@ def graph_drop_order(layout, step, server) -> tuple:
 
 
 def node_handles(step, rc, parents) -> tuple:
-    """The allocator's handles of :func:`node_blocks`' blocks, in its order (None: a block
-    burn's free of which the model makes by size, the ``nodes`` map's copy of the
-    parents); read from the objects before a run takes them over."""
+    """The allocator's handles of :func:`node_blocks`' blocks, in its order (None: one the
+    model frees by size); read from the objects before a run takes them over."""
     node = step.node
     if not parents:
         return (rc._block, node._block, step.block)
-    return (rc._block, None, node._nbytes[2], node._block, step.block)
+    return (rc._block, rc.parents_block, node._nbytes[2], node._block, step.block)
 
 
-def dead_graph_handles(layout, step, rc, server) -> tuple:
+def dead_graph_handles(layout, step, rc, server, graph_block=None) -> tuple:
     """``(handles, drop_index)`` of a dead single-node graph: the allocator's handles of
-    its blocks in the order of :func:`node_blocks` then :func:`graph_blocks` (None where
-    the model frees by size: ``Arc<Graph>``), and where each block of
+    its blocks in the order of :func:`node_blocks` then :func:`graph_blocks`
+    (``graph_block``: its ``Arc<Graph>``'s; None: freed by size), and where each block of
     :func:`graph_drop_order` sits in that order."""
     memory = server.memory_management
     tables = [(name, table) for name, table in (
@@ -90,7 +89,7 @@ def dead_graph_handles(layout, step, rc, server) -> tuple:
     handles = node_handles(step, rc, ()) + tuple(table.block for _, table in tables)
     if layout.graph_arc_bytes:
         held.append("graph")
-        handles += (None,)
+        handles += (graph_block,)
     sizes = {"id": layout.arc_node_id_bytes, "node": layout.arc_node_bytes, "step": step.nbytes,
              "graph": layout.graph_arc_bytes}
     sizes.update((name, table.nbytes) for name, table in tables)
@@ -99,13 +98,13 @@ def dead_graph_handles(layout, step, rc, server) -> tuple:
     return handles, tuple(held.index(name) for name in dropped)
 
 
-def member_handles(heap, layout, step, rc, server):
+def member_handles(heap, layout, step, rc, server, graph_block=None):
     """The handles a run keeps of a dead single-node graph it takes over
     (:func:`dead_graph_handles`), where ``heap``'s allocator places blocks one by one;
     elsewhere None (its frees go by size)."""
     if not heap.orders_frees:
         return None
-    return dead_graph_handles(layout, step, rc, server)[0]
+    return dead_graph_handles(layout, step, rc, server, graph_block)[0]
 
 
 def tree_counts(locator) -> tuple:

@@ -39,12 +39,14 @@ __all__ = ["Graph", "GraphLocator", "GraphMutexClient", "GraphCleaner", "OrphanS
 class Graph:
     """``Arc<Graph>``: an origin node id and a mutex-protected server."""
 
-    __slots__ = ("origin", "server", "entries", "held", "_sim")
+    __slots__ = ("origin", "server", "entries", "held", "_sim", "_block")
 
     def __init__(self, sim, origin):
         self.origin = origin
         self._sim = sim
-        sim.heap.alloc(sim.layout.graph_arc_bytes)
+        # the ArcInner's handle (a graph taken into a run of dead nodes leaves its free to
+        # the run, which frees it by size)
+        self._block = sim.heap.alloc(sim.layout.graph_arc_bytes)
         self.server = sim.policy.AutodiffServer(sim)
         self.entries = 0
         # strong counts held outside the locator: the client's own Arc<Graph> while a
@@ -70,7 +72,7 @@ class Graph:
 
     def _drop(self) -> None:
         self.server.drop()
-        self._sim.heap.free(self._sim.layout.graph_arc_bytes)
+        self._sim.heap.free(self._sim.layout.graph_arc_bytes, self._block)
         self._sim.client.locator.live.pop(self, None)
 
     def __repr__(self):
@@ -98,6 +100,8 @@ class GraphLocator:
         self._deferred = None
         # compact(): blocks of a dead single-node graph, by step size and table buckets
         self._run_blocks = {}
+        # the handle of the BTreeMap analyse collected several graphs in (select frees it)
+        self._analysed = None
 
     def _untree(self, tree, item) -> None:
         """Remove a key (or a ``(first, stride, count)`` run) from one of the BTreeMaps."""
@@ -208,7 +212,9 @@ class GraphLocator:
                 self.register_key(graph.origin, node_id)
             return graph
         graph = self.merge(node_id, graphs)
-        self.sim.heap.free(self.sim.layout.graphs_leaf_bytes)   # analyse's BTreeMap
+        # analyse's BTreeMap
+        self.sim.heap.free(self.sim.layout.graphs_leaf_bytes, self._analysed)
+        self._analysed = None
         return graph
 
     def analyse(self, node_id, parents) -> list:
@@ -232,10 +238,11 @@ class GraphLocator:
         # graph is taken out of it at once; several are merged out of it, and it goes
         # when the merge is done (select frees it)
         heap = self.sim.heap
-        heap.alloc(self.sim.layout.graphs_leaf_bytes)
+        leaf = heap.alloc(self.sim.layout.graphs_leaf_bytes)
         if len(found) == 1:
-            heap.free(self.sim.layout.graphs_leaf_bytes)
+            heap.free(self.sim.layout.graphs_leaf_bytes, leaf)
             return list(found.values())
+        self._analysed = leaf
         return [found[origin] for origin in sorted(found)]
 
     def merge(self, node_id, graphs) -> Graph:
@@ -370,7 +377,8 @@ class GraphLocator:
         cached = self._run_blocks.get(key)
         rc = memory.nodes[node_id][0]
         # the run frees the blocks the graph's objects would (sim.burn.graph.runs)
-        handles = member_handles(self.sim.heap, self.sim.layout, step, rc, server)
+        handles = member_handles(self.sim.heap, self.sim.layout, step, rc, server,
+                                 graph._block)
         if cached is None:
             layout = self.sim.layout
             cached = self._run_blocks[key] = (node_blocks(layout, step, ()),

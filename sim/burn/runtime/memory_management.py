@@ -90,18 +90,19 @@ class GraphMemoryManagement:
             # (a second RootStep for the same id: require_grad on another handle of the
             # leaf); the insert reserves a slot first, so a full table grows all the same
             sim = self.server.sim
-            if parents:
-                sim.heap.alloc(sim.layout.parent_bytes * len(parents))
+            block = sim.heap.alloc(sim.layout.parent_bytes * len(parents)) if parents else None
             self.nodes_table.reinsert(len(nodes) + self.run_nodes)
             if old[1]:
-                sim.heap.free(sim.layout.parent_bytes * len(old[1]))
+                sim.heap.free(sim.layout.parent_bytes * len(old[1]), old[0].parents_block)
+            old[0].parents_block = block
             nodes[rc.id] = (old[0], parents)
             if self.settled is not None and not self.settled.replaced(rc.id):
                 self.settled = None
             return
         if parents:
             # parents.to_vec(): an exact-size Vec<Parent>, built before the insert
-            self.server.sim.heap.alloc(self.server.sim.layout.parent_bytes * len(parents))
+            rc.parents_block = self.server.sim.heap.alloc(
+                self.server.sim.layout.parent_bytes * len(parents))
         rc.acquire()
         rc.hold(self)
         if rc.strong > 1:
@@ -131,7 +132,8 @@ class GraphMemoryManagement:
         rc.unhold(self)
         rc.release()
         if parents:
-            sim.heap.free(sim.layout.parent_bytes * len(parents))
+            sim.heap.free(sim.layout.parent_bytes * len(parents), rc.parents_block)
+            rc.parents_block = None
         sim.policy.on_node_removed(self, node_id, parents)
 
     def extend(self, other: "GraphMemoryManagement") -> None:
@@ -193,7 +195,8 @@ class GraphMemoryManagement:
         if old is not None:
             if old[1]:
                 sim = self.server.sim
-                sim.heap.free(sim.layout.parent_bytes * len(old[1]))
+                sim.heap.free(sim.layout.parent_bytes * len(old[1]), old[0].parents_block)
+            old[0].parents_block = rc.parents_block if parents else None
             self.nodes[node_id] = (old[0], parents)
             if self.settled is not None and not self.settled.replaced(node_id):
                 self.settled = None

@@ -96,7 +96,8 @@ class Gradients:
     the entries in insertion order, burn in its table's (per-process random) order.
     """
 
-    __slots__ = ("sim", "grads", "table", "required", "entry_bytes", "hook_bytes")
+    __slots__ = ("sim", "grads", "boxes", "table", "required", "entry_bytes", "hook_bytes",
+                 "hook_blocks")
 
     def __init__(self, sim, n_required, entry_bytes):
         """``n_required``: the tape's table (a :class:`~sim.platform.hashbrown.RawTable`), cloned;
@@ -104,25 +105,28 @@ class Gradients:
         self.sim = sim
         #: node id -> gradient (plain tensor), in insertion order
         self.grads = {}
+        #: node id -> the allocator's handle of its entry's box
+        self.boxes = {}
         self.entry_bytes = entry_bytes
         self.required = n_required.clone()
         layout = sim.layout
         self.hook_bytes = (layout.grads_registration_bytes, layout.grads_hook_bytes)
-        for nbytes in self.hook_bytes:
-            sim.heap.alloc(nbytes)
+        self.hook_blocks = tuple(sim.heap.alloc(nbytes) for nbytes in self.hook_bytes)
         self.table = sim.tables.gradients()
 
     def __del__(self):
         heap = self.sim.heap
-        for value in self.grads.values():
+        boxes = self.boxes
+        for node_id, value in self.grads.items():
             value._release()
-            heap.free(self.entry_bytes)
+            heap.free(self.entry_bytes, boxes.get(node_id))
         self.grads = {}
+        self.boxes = {}
         self.table.drop()
         self.required.drop()
-        for nbytes in self.hook_bytes:
-            heap.free(nbytes)
-        self.hook_bytes = ()
+        for nbytes, block in zip(self.hook_bytes, self.hook_blocks):
+            heap.free(nbytes, block)
+        self.hook_bytes = self.hook_blocks = ()
 
     def register(self, node_id, value) -> None:
         """``Gradients::register``: ``value`` (a plain tensor, moved in) becomes ``node_id``'s
@@ -144,7 +148,7 @@ class Gradients:
             old._release()
             value = total
         # Box::new(value) first, then the table's insert (which may grow it)
-        self.sim.heap.alloc(self.entry_bytes)
+        self.boxes[node_id] = self.sim.heap.alloc(self.entry_bytes)
         grads = self.grads
         grads[node_id] = value
         self.table.fit(len(grads))
@@ -154,7 +158,7 @@ class Gradients:
         the tensor moves to the caller), or None."""
         value = self.grads.pop(node_id, None)
         if value is not None:
-            self.sim.heap.free(self.entry_bytes)
+            self.sim.heap.free(self.entry_bytes, self.boxes.pop(node_id, None))
         return value
 
     def get(self, node_id):
@@ -169,10 +173,10 @@ class Gradients:
         heap = self.sim.heap
         backend = grad.device.backend
         vec = backend.option_primitive_bytes * len(parents)
-        heap.alloc(vec)
+        block = heap.alloc(vec)
         clones = [None if parent is None else
                   type(grad)(grad.device, grad.shape, grad.prim) for parent in parents]
-        heap.free(vec)
+        heap.free(vec, block)
         grad._release()
         return clones
 

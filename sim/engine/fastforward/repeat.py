@@ -511,7 +511,7 @@ def _node_runs(sim, snap, events, template, locator, entries, period, faults, ti
                     node_id - snap.next_id, tuple(parents), graph if shape == "nodes" else None,
                     graph_order=own, faults=faults, template=template, drop_order=drop_order)
     if template is not None:
-        handles, drop_index = (dead_graph_handles(layout, step, rc, graph.server)
+        handles, drop_index = (dead_graph_handles(layout, step, rc, graph.server, graph._block)
                                if shape == "graphs" else (node_handles(step, rc, parents), ()))
         slots = _slots(handles, kept_allocs)
         if slots is None:
@@ -558,7 +558,7 @@ def _dead_graph(sim, locator, node_id):
     layout = sim.layout
     return ((node_blocks(layout, step, ()), graph_blocks(layout, server),
              graph_drop_order(layout, step, server)),
-            dead_graph_handles(layout, step, entry[0], server))
+            dead_graph_handles(layout, step, entry[0], server, graph._block))
 
 
 def _dead_graphs(sim, snap, net, template, locator, new, faults, times, stride, registered,
