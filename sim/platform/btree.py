@@ -63,14 +63,11 @@ def append_counts(fills, count) -> list:
 
 
 class _Node:
-    # block: the allocator's handle of the node (None where it was allocated in closed
-    # form or by a replay: its free goes by size)
-    __slots__ = ("keys", "edges", "block")
+    __slots__ = ("keys", "edges")
 
-    def __init__(self, keys, edges=None, block=None):
+    def __init__(self, keys, edges=None):
         self.keys = keys
         self.edges = edges
-        self.block = block
 
 
 def _splitpoint(edge_idx):
@@ -167,19 +164,24 @@ class BTreeNodes:
 
     # -- allocation ---------------------------------------------------------
     def _new(self, keys, edges=None):
+        # a node's free goes by size: fast-forward allocates the nodes of the appends it
+        # applies in closed form or replays without handles (append_allocs), so a free
+        # naming exact mode's nodes would free in another order than fast-forward's
         if edges is None:
             self.leaves += 1
-            return _Node(keys, edges, self.heap.alloc(self.leaf_bytes))
-        self.internals += 1
-        return _Node(keys, edges, self.heap.alloc(self.internal_bytes))
+            self.heap.alloc(self.leaf_bytes)
+        else:
+            self.internals += 1
+            self.heap.alloc(self.internal_bytes)
+        return _Node(keys, edges)
 
     def _free(self, node):
         if node.edges is None:
             self.leaves -= 1
-            self.heap.free(self.leaf_bytes, node.block)
+            self.heap.free(self.leaf_bytes)
         else:
             self.internals -= 1
-            self.heap.free(self.internal_bytes, node.block)
+            self.heap.free(self.internal_bytes)
 
     # -- insert ---------------------------------------------------------------
     def insert(self, key) -> bool:

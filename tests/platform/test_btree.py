@@ -217,11 +217,14 @@ def test_a_dropped_clone_frees_its_own_nodes_on_glibcs_arena():
     tree = BTreeNodes(heap, 192, 288)
     for k in range(8):
         tree.insert(k)
+    root = arena.live[192][-1]
     clone = tree.clone_nodes(heap)
+    copy = arena.live[192][-1]
+    before = set(arena.inuse)
     for k in range(8, 20):
         tree.insert(k)          # the root leaf splits: a new leaf and an internal node
+    made = set(arena.inuse) - before
     tree.drop_clone(heap, clone)
-    nodes = [tree.root] + list(tree.root.edges)
     parked = {chunk for bin_ in arena.tcache.values() for chunk in bin_}
-    assert len(parked) == 1 and not parked & {node.block for node in nodes}
+    assert parked == {copy} and root not in parked and not parked & made
     assert heap.live_blocks == tree.leaves + tree.internals
