@@ -23,6 +23,17 @@ No fit: three subtractions. It prints them, the probe's per-entry costs (``copy`
 ``sweep_copy_entry_ns``, ``sweep_visit_ns``), the fixed cost per call (``call`` at n = 1
 less one entry's copy and visit: ``sweep_fixed_ns``), and the model's ns per read against
 the probe's at every size (the L1d plateau plus sim.platform.l2_cache.hierarchy_read_ns).
+
+On the CSV of ``sweep-scan tlb`` (rows ``pages4k``, ``pages2m``, ``lines4k``) it prints the
+data TLB's cost instead: the same key reads with every key on a 4-KiB page of its own
+(``pages4k``) less the same lines packed 64 to a page (``lines4k``: no TLB miss), median
+over the points whose pages are 2x to 32x the TLB's entries (``[process] dtlb_entries``):
+
+    sweep_tlb_read_ns  = median(pages4k - lines4k)   (a read whose page misses the TLB)
+
+and the model's ns per read at every size: ``lines4k`` plus the TLB's miss fraction
+(sim.platform.l2_cache.page_set_miss_fraction of the pages read, the keys' and the table's,
+against the TLB's reach) times that cost.
 """
 
 import argparse
@@ -33,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from sim.platform.l2_cache import hierarchy_read_ns, set_miss_fraction  # noqa: E402
+from sim.platform.l2_cache import hierarchy_read_ns, page_set_miss_fraction, set_miss_fraction  # noqa: E402
 from sim.platform.hashbrown import TableLayout, buckets_for  # noqa: E402
 from sim.engine.profile import load_profile  # noqa: E402
 
@@ -58,6 +69,8 @@ def main(argv=None) -> int:
     with open(args.csv, newline="") as f:
         for r in csv.DictReader(f):
             rows.setdefault(r["pattern"], {})[int(r["n"])] = float(r["ns"])
+    if "pages4k" in rows:
+        return tlb(rows, proc, args.profile)
     scan = {n: ns for n, ns in rows["scan"].items() if n >= 64}
     l1, l2, l3 = proc.l1d_bytes, proc.l2_bytes, proc.l3_bytes
 
@@ -103,6 +116,35 @@ def main(argv=None) -> int:
         chase = rows.get("chase", {}).get(n)
         print(f"| {n} | {w / 1024:.0f} | {set_miss_fraction(w, l2, proc.l2_ways):.2f} | "
               f"{scan[n]:.2f} | {model:.2f} | {'' if chase is None else f'{chase:.1f}'} |")
+    return 0
+
+
+def tlb(rows, proc, profile) -> int:
+    """The data TLB's cost per read from the ``sweep-scan tlb`` rows, and the model against
+    the probe at every size."""
+    entries, ways = proc.dtlb_entries, proc.dtlb_ways
+    if not (entries and ways):
+        print(f"profile {profile}: no data TLB ([process] dtlb_entries = 0)")
+        return 1
+    pages4k, lines4k = rows["pages4k"], rows.get("lines4k", {})
+    diffs = [pages4k[n] - lines4k[n] for n in sorted(pages4k)
+             if n in lines4k and 2 * entries <= n <= 32 * entries]
+    cost = statistics.median(diffs)
+    print(f"host profile {profile}: data TLB {entries} entries {ways}-way (4-KiB pages)")
+    print(f"sweep_tlb_read_ns = {cost:.3f}  (median of pages4k - lines4k over {len(diffs)} "
+          f"sizes, {2 * entries}-{32 * entries} pages)")
+    print()
+    print("| keys | pages read | TLB miss fraction | pages4k ns/read | model ns/read | "
+          "pages2m ns/read | lines4k ns/read |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    page = 4096
+    for n in sorted(pages4k):
+        # the keys' pages and the table's 32-B slots (``tlb`` mode's table)
+        read = n + n * 32 / page
+        frac = page_set_miss_fraction(read * page, entries * page, ways)
+        base = lines4k.get(n, float("nan"))
+        print(f"| {n} | {read:.0f} | {frac:.2f} | {pages4k[n]:.2f} | {base + frac * cost:.2f} | "
+              f"{rows.get('pages2m', {}).get(n, float('nan')):.2f} | {base:.2f} |")
     return 0
 
 

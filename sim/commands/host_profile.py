@@ -140,6 +140,8 @@ NOT_FITTED = {
     "time.sweep_fixed_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
     "time.sweep_copy_entry_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
     "time.sweep_visit_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
+    "time.sweep_tlb_read_ns": "the sweep-scan probe's `tlb` rows (experiments/calibration/"
+                              "sweep-levels.py on its tlb.csv), not a quick point; kept",
 }
 
 

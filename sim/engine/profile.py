@@ -59,6 +59,8 @@ SCHEMA = {
         "l2_ways": INT,              #   modelled; its associativity
         "l3_bytes": INT,             # the L3 (or system level cache) the core reads through:
         "l3_ways": INT,              #   size in B, 0 = not modelled; associativity
+        "dtlb_entries": INT,         # the core's last-level data TLB: 4-KiB page entries
+        "dtlb_ways": INT,            #   (the sweep's TLB model; 0 = not modelled), ways
         "malloc_trim_threshold_bytes": INT,   # glibc-arena's mallopt settings (0: glibc's
         "malloc_mmap_threshold_bytes": INT,   #   default, with the dynamic thresholds);
         "malloc_top_pad_bytes": INT,          #   must be 0 for the other allocators
@@ -141,6 +143,7 @@ SCHEMA = {
         "sweep_l2_read_ns": FLOAT,     # ns more per sweep read that misses the L1d (an L2 hit),
         "sweep_l3_read_ns": FLOAT,     #   the L2 (an L3 hit)
         "sweep_dram_read_ns": FLOAT,   #   and the L3 (DRAM)
+        "sweep_tlb_read_ns": FLOAT,    # ns more per sweep read whose page misses the data TLB
         "pop_scan_group_ns": FLOAT,    # PopNodeSet::pop's scan for the first full bucket
         "process_warmup_ns": FLOAT,
         "page_fault_ns": FLOAT,        # per page (platform page size) made resident

@@ -91,11 +91,14 @@ class RawTable:
     (8, 1, 88)
     """
 
-    __slots__ = ("layout", "heap", "buckets", "cap", "nbytes", "named", "block")
+    __slots__ = ("layout", "heap", "buckets", "cap", "nbytes", "named", "block", "born")
 
     def __init__(self, layout: TableLayout, heap, named: bool = False):
         self.layout = layout
         self.heap = heap
+        #: ``(heap live bytes, items)`` when a graph's ``nodes`` table was first read by an
+        #: orphan sweep (:meth:`sim.platform.timing.Timing.sweep_live`: the TLB model), else None
+        self.born = None
         self.buckets = 0
         self.cap = 0
         #: bytes of the table's block (0 when it owns none)

@@ -39,13 +39,20 @@ class Heap:
     """
 
     __slots__ = ("live_bytes", "live_blocks", "peak_bytes", "allocs", "allocator", "_small",
-                 "_live", "_high", "_mark", "_arena")
+                 "_live", "_high", "_mark", "_arena", "large_bytes")
+
+    #: B from which a block counts in :attr:`large_bytes`: glibc's default mmap threshold,
+    #: below which a request is always carved among the arena's other small chunks
+    LARGE_BYTES = 128 * 1024
 
     def __init__(self, allocator):
         self.live_bytes = 0
         self.live_blocks = 0
         self.peak_bytes = 0
         self.allocs = 0
+        #: live bytes in blocks of at least :attr:`LARGE_BYTES` (tensor data, big tables):
+        #: ``live_bytes - large_bytes`` is what the small blocks among the graph's keys hold
+        self.large_bytes = 0
         self.allocator = allocator
         # size -> (zone, rounded) for small sizes, shared with the allocator (hot path)
         self._small = allocator._lookup
@@ -73,6 +80,8 @@ class Heap:
         if live > self.peak_bytes:
             self.peak_bytes = live
         if hit is None:
+            if nbytes >= self.LARGE_BYTES:
+                self.large_bytes += nbytes
             if self._arena is not None:
                 return self._arena.alloc(nbytes, align)
             return self.allocator.alloc(nbytes, 1, align)
@@ -93,6 +102,8 @@ class Heap:
         self.live_bytes -= nbytes
         self.live_blocks -= 1
         if hit is None:
+            if nbytes >= self.LARGE_BYTES:
+                self.large_bytes -= nbytes
             if self._arena is not None:
                 self._arena.free(block, nbytes)
                 return
@@ -117,6 +128,8 @@ class Heap:
         live = self.live_bytes = self.live_bytes + nbytes - old_nbytes
         if live > self.peak_bytes:
             self.peak_bytes = live
+        large = self.LARGE_BYTES
+        self.large_bytes += (nbytes if nbytes >= large else 0) - (old_nbytes if old_nbytes >= large else 0)
         return self._arena.realloc(block, old_nbytes, nbytes)
 
     def libc_alloc(self, nbytes: int, zeroed: bool = False):
@@ -153,6 +166,8 @@ class Heap:
             self.alloc(nbytes)
             return
         live = self.live_bytes = self.live_bytes + nbytes * count
+        if nbytes >= self.LARGE_BYTES:
+            self.large_bytes += nbytes * count
         self.live_blocks += count
         self.allocs += count
         if live > self.peak_bytes:
@@ -174,6 +189,8 @@ class Heap:
         if nbytes <= 0 or count <= 0:
             return
         self.live_bytes -= nbytes * count
+        if nbytes >= self.LARGE_BYTES:
+            self.large_bytes -= nbytes * count
         self.live_blocks -= count
         self.allocator.free(nbytes, count)
 

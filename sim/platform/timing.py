@@ -49,6 +49,19 @@ is integrated over the prefix length's distribution (the first of ``r`` live key
 among ``n``: ``n * (1 - (1 - u) ** (1 / r))`` for ``u`` uniform), so the predicted
 mean includes the long, missing scans. A level of size 0 is not modelled.
 
+The sweep's TLB model. The same reads also need their pages in the data TLB
+(``[process] dtlb_entries``/``dtlb_ways``: the core's last-level data TLB for 4-KiB pages,
+from cpuid). A graph's keys are not one to a line of a packed block: each was allocated
+among the small blocks the program kept while the graph grew, so they lie as far apart
+as the heap's small-block bytes (below glibc's mmap threshold) kept per node the graph
+gained since the sweep first read it (``spacing``; real burn's p10-ema and ema-balanced
+detach keep ~9 keys a page). A read of ``k`` of a graph's ``n`` keys (a random subset, in
+hash order) touches that many of the pages they span, plus its share of the ``nodes``
+table's pages; the pages of one heap are consecutive, so they fill the TLB's sets evenly
+(:func:`sim.platform.l2_cache.page_set_miss_fraction`): no miss until they outgrow its
+reach, then a page walk per read (``[time] sweep_tlb_read_ns``, measured with the
+sweep-scan probe's ``tlb`` rows). Off when the profile has no TLB (``dtlb_entries = 0``).
+
 Three accumulators let observables split a step's time: ``compute_ns``,
 ``bookkeeping_ns`` and ``cleanup_ns`` (the sweep alone).
 """
@@ -59,7 +72,7 @@ import math
 from contextlib import nullcontext
 from typing import NamedTuple
 
-from .l2_cache import hierarchy_read_ns
+from .l2_cache import hierarchy_read_ns, tlb_read_ns
 
 __all__ = ["Timing", "SweepRecord", "flops_and_bytes"]
 
@@ -127,8 +140,12 @@ class Timing:
         p = self.p
         self.levels = tuple(
             (int(capacity), int(ways), float(p.get(key, 0.0)))
-            for (capacity, ways), key in zip(caches, self.MISS_KEYS)
+            for (capacity, ways), key in zip(caches[:3], self.MISS_KEYS)
             if capacity and ways and p.get(key, 0.0))
+        # the data TLB as a cache of pages: (reach B, ways, ns more per read that misses it)
+        tlb = caches[3] if len(caches) > 3 else (0, 0)
+        self.tlb = (((int(tlb[0]), int(tlb[1]), float(p.get(self.TLB_KEY, 0.0))),)
+                    if tlb[0] and tlb[1] and p.get(self.TLB_KEY, 0.0) else ())
         self.compute_ns = 0.0
         self.bookkeeping_ns = 0.0
         self.cleanup_ns = 0.0
@@ -325,13 +342,20 @@ class Timing:
     LINE_BYTES = 64
     #: the [time] cost of a read that misses each level of ``caches`` (L1d, L2, L3)
     MISS_KEYS = ("sweep_l2_read_ns", "sweep_l3_read_ns", "sweep_dram_read_ns")
+    #: the [time] cost of a read whose page misses the data TLB (``caches``' fourth entry)
+    TLB_KEY = "sweep_tlb_read_ns"
+    #: B per page of the heap the keys sit in: glibc's brk heap and mmapped chunks are
+    #: base pages (the allocator does not madvise huge pages; THP is ``madvise`` on the
+    #: measured hosts)
+    PAGE_BYTES = 4096
 
     @staticmethod
     def caches(process):
         """The ``caches`` argument from a profile's ``[process]`` table: ``(bytes, ways)`` of
-        the L1d, L2 and L3."""
+        the L1d, L2 and L3, and of the data TLB (its reach: entries x :attr:`PAGE_BYTES`)."""
         return ((process.l1d_bytes, process.l1d_ways), (process.l2_bytes, process.l2_ways),
-                (process.l3_bytes, process.l3_ways))
+                (process.l3_bytes, process.l3_ways),
+                (process.dtlb_entries * Timing.PAGE_BYTES, process.dtlb_ways))
     #: points of the integral over a random scan prefix (quantiles of its distribution)
     PREFIX_POINTS = 16
 
@@ -342,7 +366,7 @@ class Timing:
         n = memory.node_count()
         if n:
             self._sweep_sets.append((0, passes, n, memory.referenced, self._table_bytes(memory),
-                                     id(memory), 1))
+                                     id(memory), 1, self._key_spacing(memory, n)))
 
     def sweep_dead(self, memory, passes=1, maybe_useful=True) -> None:
         """``passes`` visits of a graph with no live handle (``maybe_useful`` reads every
@@ -351,7 +375,7 @@ class Timing:
         n = memory.node_count()
         if n:
             self._sweep_sets.append((1, passes, n, 0, self._table_bytes(memory), id(memory),
-                                     2 if maybe_useful else 1))
+                                     2 if maybe_useful else 1, 0.0))
 
     def sweep_run(self, run, maybe_useful=True) -> None:
         """A run of ``run.count`` dead single-node graphs, each visited once (one read by
@@ -360,7 +384,31 @@ class Timing:
         (a one-node ``nodes`` table of 4 buckets), so that a fast-forwarded run costs
         what the same graphs cost one by one."""
         self._sweep_sets.append((2, 1, run.count, 0, self.sim.tables.nodes_block_bytes(4),
-                                 id(run), 2 if maybe_useful else 1))
+                                 id(run), 2 if maybe_useful else 1, 0.0))
+
+    def _key_spacing(self, memory, n) -> float:
+        """B of heap per key of a graph of ``n`` nodes with a live handle: a node's key is
+        allocated among the blocks the program keeps while the graph grows (the node's own,
+        its step's), freed small chunks are refilled first, and blocks past glibc's mmap
+        threshold (tensor data, big tables) go elsewhere, so consecutive keys lie as far apart
+        as the small-block bytes the heap kept per node the graph gained: the heap's live
+        bytes below :attr:`~sim.platform.heap.Heap.LARGE_BYTES` against the graph's nodes
+        since the sweep first read it (its ``nodes`` table's ``born``); 0 where the TLB is
+        not modelled or the graph has not grown since. (Real burn, PROBE_TRACE of p10-ema
+        detach and ema-balanced detach to step 500-600: 8.7-9.3 keys a 4-KiB page, ~440 B
+        apart, in both: ema-balanced's pinned 1-MiB snapshots do not separate them.)"""
+        if not self.tlb:
+            return 0.0
+        table = memory.nodes_table
+        heap = self.sim.heap
+        live = heap.live_bytes - heap.large_bytes
+        if table.born is None:
+            table.born = (live, n)
+            return 0.0
+        born_live, born_n = table.born
+        if n <= born_n:
+            return 0.0
+        return max(0.0, live - born_live) / (n - born_n)
 
     @staticmethod
     def _table_bytes(memory) -> int:
@@ -372,48 +420,72 @@ class Timing:
         return sets
 
     def _sweep_reads(self, sets):
-        """(node reads by free_unused_roots, extra ns of the reads that miss a cache level)."""
+        """(node reads by free_unused_roots, extra ns of the reads that miss a cache level or
+        the data TLB)."""
         cleared = 0.0
-        for kind, passes, n, _, _, _, _ in sets:
+        for kind, passes, n, _, _, _, _, _ in sets:
             if kind:
                 cleared += passes * n
-        levels = self.levels
-        if not (levels and sets):
+        if not sets:
             return cleared, 0.0
-        line = self.LINE_BYTES
+        line, page = self.LINE_BYTES, self.PAGE_BYTES
 
-        def footprint(kind, k, n, table):
+        def lines(kind, k, n, table, spacing):
             if kind == 2:
                 return k * (line + table)  # k single-node graphs, ``table`` B tables
             return k * line + (k / n) * table
 
+        def pages(kind, k, n, table, spacing):
+            """B of the pages the reads touch (pages x page): the keys' (k of the n keys, in
+            hash order a random subset, spread ``spacing`` B apart, at most one a line)
+            and the table's."""
+            if kind == 2 or spacing <= line:
+                return lines(kind, k, n, table, spacing)
+            span = n * spacing / page            # pages the graph's n keys lie on
+            if span >= n:
+                touched = k
+            else:
+                touched = span * (1.0 - (1.0 - min(k, n) / n) ** (n / span))
+            return touched * page + (k / n) * table
+
+        extra = 0.0
+        if self.levels:
+            extra += self._missed_ns(sets, self.levels, lines, hierarchy_read_ns)
+        if self.tlb:
+            extra += self._missed_ns(sets, self.tlb, pages, tlb_read_ns)
+        return cleared, extra
+
+    def _missed_ns(self, sets, levels, footprint, read_ns) -> float:
+        """ns more of the sweep's reads that miss ``levels`` (each graph's working set:
+        ``footprint(kind, reads, n, table B, key spacing B)``; ``read_ns(working set,
+        levels)``: ns more per read)."""
         # each graph counts once in W, at its first record (a graph without a live handle
         # is recorded per pass, its first pass reading the most)
         mean_fp = []
         graph_fp = {}
-        for kind, passes, n, r, table, key, _ in sets:
+        for kind, passes, n, r, table, key, _, spacing in sets:
             k = (n + 1) / (r + 1) if kind == 0 else n
-            fp = footprint(kind, min(k, n), n, table)
+            fp = footprint(kind, min(k, n), n, table, spacing)
             mean_fp.append(fp)
             graph_fp.setdefault(key, fp)
         total = sum(graph_fp.values())
         extra = 0.0
         q = self.PREFIX_POINTS
-        for (kind, passes, n, r, table, key, per_node), fp in zip(sets, mean_fp):
+        for (kind, passes, n, r, table, key, per_node, spacing), fp in zip(sets, mean_fp):
             others = total - graph_fp[key]
             if kind == 0:
-                if hierarchy_read_ns(others + footprint(0, n, n, table), levels) < 1e-12:
+                if read_ns(others + footprint(0, n, n, table, spacing), levels) < 1e-12:
                     continue               # resident even when the whole graph is read
                 # expected reads x ns more per read over the random prefix length
                 acc = 0.0
                 for i in range(q):
                     u = (i + 0.5) / q
                     k = n * (1.0 - (1.0 - u) ** (1.0 / r))
-                    acc += k * hierarchy_read_ns(others + footprint(0, k, n, table), levels)
+                    acc += k * read_ns(others + footprint(0, k, n, table, spacing), levels)
                 extra += passes * acc / q
             else:
-                extra += per_node * passes * n * hierarchy_read_ns(others + fp, levels)
-        return cleared, extra
+                extra += per_node * passes * n * read_ns(others + fp, levels)
+        return extra
 
     def sweep(self, entries, visits, scanned, freed, parts=()) -> None:
         """One ``cleanup_orphaned_entries`` (``scanned``: every node read, by

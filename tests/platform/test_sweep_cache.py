@@ -123,3 +123,67 @@ def test_sweep_time_is_deterministic():
     b = run_cell("adleak-count-params", "merge-persistent/size=16", profile="linux-x86_64",
                  sets=sets)
     assert a == b
+
+
+# -- the data TLB (Timing's fourth ``caches`` entry) ----------------------------------------
+
+def test_page_miss_fraction_is_zero_within_the_reach_and_one_past_a_set_more():
+    from sim.platform.l2_cache import page_set_miss_fraction
+    reach, ways = 3072 * 4096, 8
+    assert page_set_miss_fraction(3072 * 4096, reach, ways) == 0.0       # consecutive pages
+    assert 0.0 < page_set_miss_fraction(3200 * 4096, reach, ways) < 1.0
+    assert page_set_miss_fraction(3456 * 4096, reach, ways) == 1.0       # ways + 1 a set
+    assert page_set_miss_fraction(1 << 30, 0, ways) == 0.0               # not modelled
+
+
+class _Heap:
+    def __init__(self):
+        self.live_bytes, self.large_bytes = 0, 0
+
+
+class _TlbSim(_Sim):
+    def __init__(self):
+        super().__init__()
+        self.heap = _Heap()
+
+
+class _TlbTable(_Table):
+    def __init__(self, buckets):
+        super().__init__(buckets)
+        self.born = None
+
+
+TLB_PARAMS = dict(PARAMS, sweep_l3_read_ns=0.0, sweep_tlb_read_ns=6.0)
+
+
+def _tlb_sweep_ns(n, spacing_bytes, tlb=(3072 * 4096, 8)):
+    """ns of a sweep over a live graph of ``n`` keys (one live) that grew from 100 keys while
+    the heap kept ``spacing_bytes`` of small blocks per key."""
+    sim = _TlbSim()
+    t = Timing(sim, TLB_PARAMS, _caches(l2=(0, 0), l1d=(0, 0)) + (tlb,))
+    memory = _Memory(100, 1, 128)
+    memory.nodes_table = _TlbTable(128)
+    t.sweep_live(memory, 100)                      # first read: the graph's mark
+    t.sweep(entries=100, visits=100, scanned=0, freed=0)
+    memory.n = n
+    sim.heap.live_bytes += spacing_bytes * (n - 100)
+    sim.heap.large_bytes += 1 << 30                # tensor data elsewhere: not among the keys
+    sim.heap.live_bytes += 1 << 30
+    sim.charged = 0.0
+    scanned = n * (n + 1) / 2
+    t.sweep_live(memory, n)
+    t.sweep(entries=n, visits=n, scanned=scanned, freed=0)
+    return sim.charged, scanned
+
+
+def test_tlb_term_follows_the_pages_the_keys_span():
+    # 20k keys 64 B apart span 313 pages: the TLB holds them, only scan_node_ns
+    ns, scanned = _tlb_sweep_ns(20_000, 64)
+    assert ns == pytest.approx(scanned, rel=1e-6)
+    # 20k keys 4 KiB apart: one page each, 6.5x the TLB's reach; most reads of a prefix
+    # long enough to outgrow it pay the page walk
+    ns, scanned = _tlb_sweep_ns(20_000, 4096)
+    assert 1.0 + 6.0 * 0.5 < ns / scanned < 1.0 + 6.0
+    # off without a TLB in the profile
+    ns, scanned = _tlb_sweep_ns(20_000, 4096, tlb=(0, 0))
+    assert ns == pytest.approx(scanned, rel=1e-6)

@@ -22,6 +22,18 @@
 //! * `call`: the whole sweep over a locator of `n` entries (lock the global state, clone
 //!   its map, release the lock, visit every entry, drop the clone): ns per call. At n = 1,
 //!   less `copy` and `visit` per entry, the sweep's fixed cost per call.
+//! * `pages4k`, `pages2m` (command line `tlb N,...`): `maybe_useful`'s reads with every key
+//!   on a 4-KiB page of its own, as the keys of a long chain spread over a heap that grew
+//!   between them: a table of `n` 32-B slots (hashbrown's bucket of `(Arc<NodeId>,
+//!   Vec<NodeId>)`) in random order, each slot's pointer to a strong count on its own page
+//!   (at a random line of that page, so that the keys spread over the caches' sets as a
+//!   heap's do). The same lines, the same table, the same order in both: `pages4k` maps
+//!   the region with 4-KiB pages (`MADV_NOHUGEPAGE`, as glibc's heap is), `pages2m` with
+//!   2-MiB pages (`MADV_HUGEPAGE`: 512 keys share a TLB entry). Their difference is what the
+//!   data TLB adds per read once the keys' pages outgrow its reach, where the guest's
+//!   huge pages are backed by huge pages. `lines4k`: the same table over `n` keys packed
+//!   one to a 64-B line (64 to a page, in the same random order): the same lines read
+//!   from `n / 64` pages, the control without TLB misses. ns per key read.
 //!
 //! Each value is the minimum over 11 trials of the mean over repeated passes (~2^20 items a
 //! trial), timed with the thread's CPU clock: on a machine shared with other jobs the wall
@@ -198,7 +210,102 @@ fn call(n: usize) -> f64 {
     })
 }
 
+unsafe extern "C" {
+    fn mmap(addr: *mut u8, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> *mut u8;
+    fn munmap(addr: *mut u8, len: usize) -> i32;
+    fn madvise(addr: *mut u8, len: usize, advice: i32) -> i32;
+}
+
+const PAGE: usize = 4096;
+const HUGE: usize = 2 << 20;
+
+/// `maybe_useful`'s reads over `n` keys `per_page` to a 4-KiB page (one to a line), the
+/// region mapped with 4-KiB (`huge` false) or 2-MiB pages: ns per key read.
+fn pages(n: usize, per_page: usize, huge: bool) -> f64 {
+    let len = (n.div_ceil(per_page) * PAGE).div_ceil(HUGE) * HUGE + HUGE;
+    // PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS
+    let raw = unsafe { mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0) };
+    assert!(raw as isize != -1, "mmap failed");
+    let base = ((raw as usize).div_ceil(HUGE) * HUGE) as *mut u8;
+    // MADV_HUGEPAGE = 14, MADV_NOHUGEPAGE = 15, before the first touch
+    unsafe { madvise(base, len - HUGE, if huge { 14 } else { 15 }) };
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut slots: Vec<[usize; 4]> = (0..n)
+        .map(|i| {
+            let (page, line) = if per_page == 1 {
+                (i, (rng.next() % 64) as usize)
+            } else {
+                (i / per_page, i % per_page * (64 / per_page))
+            };
+            let count = unsafe { base.add(page * PAGE + line * 64) } as *mut usize;
+            unsafe { count.write(1) };
+            [count as usize, 0, 0, 0]
+        })
+        .collect();
+    for i in (1..n).rev() {
+        let j = (rng.next() % (i as u64 + 1)) as usize;
+        slots.swap(i, j);
+    }
+    let useful = |slots: &[[usize; 4]]| {
+        slots.iter().any(|slot| unsafe { (slot[0] as *const usize).read() } > 1)
+    };
+    let reps = passes(n);
+    for _ in 0..2 {
+        black_box(useful(black_box(&slots)));
+    }
+    let ns = min_trial(|| {
+        let t = Clock::now();
+        for _ in 0..reps {
+            black_box(useful(black_box(&slots)));
+        }
+        t.per(reps * n)
+    });
+    if huge {
+        eprintln!("pages2m n={n}: AnonHugePages {} KiB of {} KiB mapped", anon_huge_kib(), len / 1024);
+    }
+    unsafe { munmap(raw, len) };
+    ns
+}
+
+/// KiB of the process's anonymous memory the kernel backs with huge pages now.
+fn anon_huge_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/smaps_rollup")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("AnonHugePages:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The L2 data TLB for 4-KiB pages as cpuid reports it (AMD leaf 0x80000006 EBX: entries
+/// in bits 16-27, associativity code in 28-31, 6 = 8 ways), or None off x86_64.
+fn dtlb() -> Option<(u32, u32)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let ebx = unsafe { std::arch::x86_64::__cpuid(0x8000_0006) }.ebx;
+        return Some(((ebx >> 16) & 0xfff, ebx >> 28));
+    }
+    #[allow(unreachable_code)]
+    None
+}
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("tlb") {
+        if let Some((entries, code)) = dtlb() {
+            eprintln!("cpuid 0x80000006: L2 DTLB 4K {entries} entries, associativity code {code}");
+        }
+        let sizes: Vec<usize> = std::env::args()
+            .nth(2)
+            .map(|s| s.split(',').map(|v| v.parse().unwrap()).collect())
+            .unwrap_or_else(|| (8..=17).flat_map(|p| [1usize << p, 3usize << (p - 1)]).collect());
+        println!("pattern,n,ns");
+        for &n in &sizes {
+            println!("pages4k,{n},{:.3}", pages(n, 1, false));
+            println!("pages2m,{n},{:.3}", pages(n, 1, true));
+            println!("lines4k,{n},{:.3}", pages(n, 64, false));
+        }
+        return;
+    }
     let sizes: Vec<usize> = std::env::args()
         .nth(1)
         .map(|s| s.split(',').map(|v| v.parse().unwrap()).collect())
