@@ -103,25 +103,14 @@ def drop(tensor) -> None:
 
 
 
-#: code object -> whether it is the ``sim`` package's (:func:`_taker` walks the stack on
-#: every drop and move)
-_IN_PACKAGE = {}
-
-
 def _taker(how):
     """``(how, API, path, line)`` of a handle taken now (``how``: ``"moved"`` or
     ``"dropped"``): API is the outermost function of the ``sim`` package on the stack
     (the program's call that took the handle, ``Mlp.forward``; empty when the program
     called ``move``/``drop`` itself), path and line the program's line that called it."""
     frame, api = sys._getframe(2), ""
-    while frame is not None:
-        code = frame.f_code
-        inside = _IN_PACKAGE.get(code)
-        if inside is None:
-            inside = _IN_PACKAGE[code] = code.co_filename.startswith(PACKAGE_PREFIX)
-        if not inside:
-            break
-        api = code.co_qualname
+    while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_PREFIX):
+        api = frame.f_code.co_qualname
         frame = frame.f_back
     if frame is None:
         return how, api, "", 0
@@ -336,8 +325,7 @@ class Tensor:
 
     def clone(self) -> "Tensor":
         """A new handle on the same buffer and node (its time: ``Timing.handle_clone``)."""
-        if self.prim is None:
-            self._alive()      # raises: this handle was dropped
+        self._alive()
         device = self.device
         device.sim.timing.handle_clone(device.backend, device.is_autodiff)
         return Tensor(device, self.shape, self.prim, self.node, self.rc)
@@ -602,15 +590,12 @@ def _check_devices(*tensors) -> None:
     ``device()``: an autodiff tensor's device is a new ``AutodiffDevice`` whose inner
     device is boxed (``layout.device_box_bytes``); the devices drop after the check, the
     last one first."""
-    boxes = 0
-    for t in tensors:
-        device = t.device
-        if device.is_autodiff and device.backend.handle_stride_bytes:
-            boxes += 1
+    boxes = [t.device for t in tensors
+             if t.device.is_autodiff and t.device.backend.handle_stride_bytes]
     if boxes:
-        sim = device.sim
+        sim = boxes[0].sim
         heap, nbytes = sim.heap, sim.layout.device_box_bytes
-        blocks = [heap.alloc(nbytes) for _ in range(boxes)]
+        blocks = [heap.alloc(nbytes) for _ in boxes]
         for block in reversed(blocks):
             heap.free(nbytes, block)
 

@@ -496,9 +496,7 @@ class PtmallocArena:
     def alloc(self, nbytes: int, align: int = 0):
         """Place one request of ``nbytes`` (``align``: posix_memalign's alignment, when more
         than malloc's 16 B; :data:`ZEROED`: a ``calloc``); returns its block."""
-        nb = (nbytes + SIZE_SZ + 15) & ~15      # chunk_size (hot path, inlined)
-        if nb < MINSIZE:
-            nb = MINSIZE
+        nb = chunk_size(nbytes)
         if align:
             if align == ZEROED:
                 return self.calloc(nbytes)
