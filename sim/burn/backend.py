@@ -627,71 +627,88 @@ class Backend:
         backward's ``ones``) is wrapped in its ``Arc`` first and its handle's strides
         come after; ``options_first``: the creation options (the device box, the default
         dtype) were resolved before the data (``Tensor::random``). Strides allocated here
-        go to the buffer's first handle (:attr:`Buffer.strides`). ``zeroed``: the data is a zeroed block (``calloc``);
-        ``free_after_box``: a ``(bytes, handle)`` the caller allocated before, freed once
-        the data's controller is boxed (a dims ``Vec`` that becomes the output's Shape)."""
+        go to the buffer's first handle (:attr:`Buffer.strides`). ``zeroed``: the data is a
+        zeroed block (``calloc``); ``free_after_box``: a ``(bytes, handle)`` the caller
+        allocated before, freed once the data's controller is boxed (a dims ``Vec`` that
+        becomes the output's Shape); ``staged``: :meth:`_staged_data`."""
         nbytes = math.prod(shape) * ELEMENT_BYTES
-        heap = self.sim.heap
-        if created and self.pool is not None:
-            self.sim.device_settings.get_or_insert(self.kind)
+        sim = self.sim
+        if self.pool is not None:
+            return self._alloc_gpu(nbytes, created)
+        heap = sim.heap
         device_box_block = None
-        if created and options_first and self.pool is None:
-            if device_box:
-                device_box_block = heap.alloc(device_box)
+        if created and options_first:
+            device_box_block = self._creation_options(device_box)
+        sim.timing.fresh_buffers(self, 2 if staged else 1)
+        strides = self.handle_stride_bytes * len(shape) if created or layout_first else 0
+        strides_block = None
+        if strides and strides_first:
+            strides_block = heap.alloc(strides)
+        if staged:
+            size, block, box_block = self._staged_data(nbytes, packed)
+        else:
+            size = nbytes
+            block = heap.alloc(nbytes, ZEROED if zeroed else 0)
+            box_block = heap.alloc(self.bytes_box_bytes)
+            if shape_temp:
+                heap.free(shape_temp, heap.alloc(shape_temp))
+            if free_after_box is not None:
+                heap.free(*free_after_box)
+        if created and not options_first:
+            device_box_block = self._creation_options(device_box)
+        if strides and not strides_first:
+            # the new FlexTensor's strides (its first handle's)
+            strides_block = heap.alloc(strides)
+        # FlexTensor::new: Arc::new(bytes)
+        arc_block = heap.alloc(self.bytes_arc_bytes)
+        # the allocator's handles name the blocks, so that their placements are freed
+        chunk = None if self.cache is None else self.cache.claim(nbytes)
+        buf = Buffer(nbytes, self._free_cpu, (size, block, box_block, arc_block), chunk,
+                     strides, strides_block)
+        buf.device_box_block = device_box_block
+        return buf
+
+    def _alloc_gpu(self, nbytes, created) -> Buffer:
+        """:meth:`alloc` on a GPU backend: ``nbytes`` from the pool, and the host's handle of
+        it (``created``: the device's default dtype resolved first)."""
+        if created:
             self.sim.device_settings.get_or_insert(self.kind)
-        if self.pool is None:
-            self.sim.timing.fresh_buffers(self, 2 if staged else 1)
-            box = self.bytes_box_bytes
-            strides = self.handle_stride_bytes * len(shape) if created or layout_first else 0
-            strides_block = None
-            if strides and strides_first:
-                strides_block = heap.alloc(strides)
-            if staged:
-                # FlexTensor::empty: a zeroed Vec<u8> (align 1: alloc_zeroed, a calloc) that
-                # Bytes::from_bytes_vec copies into a MAX_ALIGN allocation, then frees; each
-                # of the two has its boxed controller (Bytes::from_elems, then
-                # try_enforce_runtime_align)
-                staging = heap.alloc(nbytes, ZEROED)
-                staging_box = heap.alloc(box)
-                size = -(-nbytes // MAX_ALIGN) * MAX_ALIGN
-                block = heap.alloc(size)
-                box_block = heap.alloc(box)
-                heap.free(nbytes, staging)
-                heap.free(box, staging_box)
-                if packed is not None and not self.gemm[0]:
-                    # where gemm's blocking is not derived (gemm_mr = 0), the one per-call
-                    # block of the x86_64 trace: the rhs gradient's packed rhs
-                    k, n = packed
-                    pack = k * (n + PACK_EXTRA_COLUMNS) * ELEMENT_BYTES
-                    pack = -(-pack // 128) * 128
-                    heap.free(pack, heap.alloc(pack, PACK_ALIGN))
-            else:
-                size = nbytes
-                block = heap.alloc(nbytes, ZEROED if zeroed else 0)
-                box_block = heap.alloc(box)
-                if shape_temp:
-                    heap.free(shape_temp, heap.alloc(shape_temp))
-                if free_after_box is not None:
-                    heap.free(*free_after_box)
-            if created and not options_first:
-                if device_box:
-                    device_box_block = heap.alloc(device_box)
-                self.sim.device_settings.get_or_insert(self.kind)
-            if strides and not strides_first:
-                # the new FlexTensor's strides (its first handle's)
-                strides_block = heap.alloc(strides)
-            # FlexTensor::new: Arc::new(bytes)
-            arc_block = heap.alloc(self.bytes_arc_bytes)
-            # the allocator's handles name the blocks, so that their placements are freed
-            chunk = None if self.cache is None else self.cache.claim(nbytes)
-            buf = Buffer(nbytes, self._free_cpu, (size, block, box_block, arc_block), chunk,
-                         strides, strides_block)
-            buf.device_box_block = device_box_block
-            return buf
         token = self.pool.alloc(nbytes)
         if self.handle_bytes:
-            heap.alloc(self.handle_bytes)
+            self.sim.heap.alloc(self.handle_bytes)
         return Buffer(nbytes, self._free_gpu, token)
+
+    def _creation_options(self, device_box):
+        """A new tensor's creation options: the autodiff device's clone (``device_box``
+        bytes, 0: none; returns its block) and the device's default dtype resolved
+        (:class:`DeviceSettingsRegistry`)."""
+        block = self.sim.heap.alloc(device_box) if device_box else None
+        self.sim.device_settings.get_or_insert(self.kind)
+        return block
+
+    def _staged_data(self, nbytes, packed) -> tuple:
+        """``FlexTensor::empty``'s data: a zeroed ``Vec<u8>`` (align 1: alloc_zeroed, a
+        calloc) that ``Bytes::from_bytes_vec`` copies into a ``MAX_ALIGN`` allocation, then
+        frees; each of the two has its boxed controller (``Bytes::from_elems``, then
+        ``try_enforce_runtime_align``). ``packed``: as :meth:`alloc`'s. Returns ``(size,
+        block, controller's box block)`` of the kept allocation."""
+        heap = self.sim.heap
+        box = self.bytes_box_bytes
+        staging = heap.alloc(nbytes, ZEROED)
+        staging_box = heap.alloc(box)
+        size = -(-nbytes // MAX_ALIGN) * MAX_ALIGN
+        block = heap.alloc(size)
+        box_block = heap.alloc(box)
+        heap.free(nbytes, staging)
+        heap.free(box, staging_box)
+        if packed is not None and not self.gemm[0]:
+            # where gemm's blocking is not derived (gemm_mr = 0), the one per-call
+            # block of the x86_64 trace: the rhs gradient's packed rhs
+            k, n = packed
+            pack = k * (n + PACK_EXTRA_COLUMNS) * ELEMENT_BYTES
+            pack = -(-pack // 128) * 128
+            heap.free(pack, heap.alloc(pack, PACK_ALIGN))
+        return size, block, box_block
 
     def _free_cpu(self, token) -> None:
         heap = self.sim.heap

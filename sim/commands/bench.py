@@ -1,8 +1,8 @@
 """``sim bench``: how fast the simulator runs, on a fixed set of cases.
 
 Each case is a small program against the tensor API, run in exact mode and with
-fast-forward; we report simulated ops per second of wall time (an op is one
-registered step: a tensor op on an autodiff device, a root), Python heap bytes
+fast-forward; we report simulated ops per second of wall time and of the process's CPU
+time (an op is one registered step: a tensor op on an autodiff device, a root), Python heap bytes
 per live simulated node in exact mode (tracemalloc; the nodes the add loops
 leave in the locator: dead untracked single-node graphs, which exact mode keeps
 as run records, and a's graph's dead nodes, kept as objects), the wall time of
@@ -20,7 +20,9 @@ run) and times that many calls on :class:`_CountingHeap`, a heap that only count
 bytes and blocks, and that many constructions of :class:`_Record`, three slots set in
 ``__init__`` (no size classes, no residency, no locator, no time): the most a Python
 engine that mirrors those objects and events could reach on this machine, measured in the
-same process and minute as the cases.
+same process and minute as the cases. The floor and the exact runs it is compared with are
+timed in CPU seconds of this process, so that other jobs on a shared machine, which take
+the core for a while during one of them and not the other, do not move the fraction.
 
 Under a profile whose allocator is a glibc arena (``--profile linux-x86_64``),
 fast-forward applies a loop that leaves nodes behind in closed form only where its
@@ -225,17 +227,26 @@ FLOOR_CASES = ("untracked add loop", "tracked add loop")
 
 
 def _run_case(program, n, fast_forward, profile):
+    """``program`` run ``n`` iterations: ``(ops, wall seconds, simulation)``."""
+    ops, wall, _, sim = _timed_case(program, n, fast_forward, profile)
+    return ops, wall, sim
+
+
+def _timed_case(program, n, fast_forward, profile):
+    """``program`` run ``n`` iterations: ``(ops, wall seconds, CPU seconds of this
+    process, simulation)``."""
     sim = Simulation(profile, fast_forward=fast_forward, limits=Limits(max_ops=10 ** 12))
     gc.collect()
     gc.disable()
     try:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         ops = program(sim, n)
         wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu_start
     finally:
         sim.heap.close()     # the case is over: collecting it frees nothing
         gc.enable()
-    return ops, wall, sim
+    return ops, wall, cpu, sim
 
 
 class _CountingHeap:
@@ -298,8 +309,9 @@ def _events_per_op(sim, ops):
 
 
 def _event_floor(allocs_per_op, frees_per_op, objects_per_op, ops):
-    """Ops per second of wall time of ``ops`` ops that only make their heap events, each a
-    method call on :class:`_CountingHeap`, and build their objects, each a
+    """Ops per CPU second (this process's: what other jobs on a shared machine take does
+    not count, as in the exact runs' ``cpu_s``) of ``ops`` ops that only make their heap
+    events, each a method call on :class:`_CountingHeap`, and build their objects, each a
     :class:`_Record`, with the collector off as in a run (the objects are dropped at once:
     no memory grows)."""
     heap = _CountingHeap()
@@ -309,17 +321,17 @@ def _event_floor(allocs_per_op, frees_per_op, objects_per_op, ops):
     gc.collect()
     gc.disable()
     try:
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in repeat(None, n_alloc):
             alloc(48)
         for _ in repeat(None, n_free):
             free(48)
         for _ in repeat(None, n_objects):
             _Record(1, 2, 3)
-        wall = time.perf_counter() - start
+        cpu = time.process_time() - start
     finally:
         gc.enable()
-    return ops / wall if wall > 0 else None
+    return ops / cpu if cpu > 0 else None
 
 
 def _bytes_per_node(profile, program, n=20_000):
@@ -359,10 +371,12 @@ def run_bench(profile="m2max-macos", quick=False, echo=None):
                     replayed[-1]["capped"] = True
             if quick:
                 n = max(n // 20, 50)
-            ops, wall, sim = _run_case(program, n, mode == "fast-forward", prof)
+            ops, wall, cpu, sim = _timed_case(program, n, mode == "fast-forward", prof)
             results.append({"case": name, "mode": mode, "iterations": n, "ops": ops,
                             "wall_s": round(wall, 4),
-                            "ops_per_s": round(ops / wall) if wall > 0 else None})
+                            "ops_per_s": round(ops / wall) if wall > 0 else None,
+                            "cpu_s": round(cpu, 4),
+                            "ops_per_cpu_s": round(ops / cpu) if cpu > 0 else None})
             if echo:
                 echo(f"  {name:<24} {mode:<13} {n:>13,} iterations  {wall:8.3f} s  "
                      f"{ops / wall if wall else float('inf'):>14,.0f} ops/s")
@@ -426,12 +440,17 @@ def _ema_run(profile, steps, echo=None, variant="detach", policy="burn-0.22.1",
 
 
 def format_table(result) -> str:
-    lines = [f"{'case':<24} {'mode':<13} {'iterations':>14} {'wall s':>9} {'ops/s':>14}"]
+    lines = [f"{'case':<24} {'mode':<13} {'iterations':>14} {'wall s':>9} {'ops/s':>14} "
+             f"{'cpu s':>9} {'ops/cpu s':>14}"]
     for r in result["cases"]:
-        lines.append(f"{r['case']:<24} {r['mode']:<13} {r['iterations']:>14,} "
-                     f"{r['wall_s']:>9.3f} {r['ops_per_s'] or 0:>14,}")
+        line = (f"{r['case']:<24} {r['mode']:<13} {r['iterations']:>14,} "
+                f"{r['wall_s']:>9.3f} {r['ops_per_s'] or 0:>14,}")
+        if "cpu_s" in r:
+            line += f" {r['cpu_s']:>9.3f} {r['ops_per_cpu_s'] or 0:>14,}"
+        lines.append(line)
     for f in result.get("event_floor") or ():
-        exact = next((r["ops_per_s"] for r in result["cases"]
+        # the floor is timed in CPU seconds; results without them compare wall times
+        exact = next((r.get("ops_per_cpu_s", r["ops_per_s"]) for r in result["cases"]
                       if r["case"] == f["case"] and r["mode"] == "exact"), None)
         line = (f"event floor ({f['case']}): its {f['allocs_per_op']:.2f} heap "
                 f"allocations, {f['frees_per_op']:.2f} frees and {f['objects_per_op']:.2f} "
