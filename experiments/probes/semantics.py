@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 from programs import generate  # noqa: E402
 
 PATCHED_BIN = ROOT / "experiments" / "probes" / "target-patched" / "bin"
-FIXES = ("skip-untracked", "drop-release", "detach-constant", "dedup-sweep", "periodic-sweep")
+FIXES = ("skip-untracked", "drop-release", "detach-constant", "dedup-sweep", "periodic-sweep",
+         "burn-0.20-pre.1")
 
 
 def run(binary, lines) -> dict:

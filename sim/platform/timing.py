@@ -337,6 +337,10 @@ class Timing:
         p = self.p
         return max(0.0, p.get("root_check_node_ns", p["scan_node_ns"]) - p["scan_node_ns"]) / 2
 
+    def lookups(self, n) -> None:
+        """``n`` lookups of small keys in a hash table (bookkeeping)."""
+        self._book(n * self.lookup_ns())
+
     # -- the orphan sweep --------------------------------------------------------------
     #: B per line a node read dereferences (the key's Arc<NodeId>), x86_64 and arm64
     LINE_BYTES = 64

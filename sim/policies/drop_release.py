@@ -35,6 +35,12 @@ class DropReleaseClient(GraphMutexClient):
     def register(self, rc, step) -> None:
         super().register(rc, step)
         self.count_children(rc, step)
+        parents = step.node.parents
+        if parents and getattr(rc.owner, "child_counts", None) is not None:
+            # the patch's children table: one entry update per parent. Charged here, where
+            # burn's registration is (a chain member fast-forward builds replays the time of
+            # the iteration it repeats, and its server.register charges nothing)
+            self.sim.timing.lookups(len(parents))
 
     def count_children(self, rc, step) -> None:
         """Index a registered node and count it as a child of each of its parents."""
@@ -48,10 +54,8 @@ class DropReleaseClient(GraphMutexClient):
         (:meth:`~sim.policies.base.Policy.ff_chain`): count them as their registrations
         would have been, and follow the ids that moved."""
         for rc, step in built:
+            # (the graph's own table counted them in server.register)
             self.count_children(rc, step)
-            memory = rc.owner
-            if getattr(memory, "child_counts", None) is not None:
-                memory.count_parents(step.node.parents)
         for node_id, rc in replaced.items():
             self.rcs[node_id] = rc
         for old, new in renamed.items():
@@ -178,9 +182,10 @@ class DropReleaseMemory(ReleaseOnDropMemory):
     tables do and never shrinks; ``extend`` (a merge) inserts the other graph's entries one
     by one and the other's block goes after; it goes with the graph. Each entry update
     (``+= 1`` per parent in ``register``, ``get_mut`` and ``-= 1`` per parent in every
-    ``remove_node``) is one hash lookup, whose time is not charged (open: charged as
-    :meth:`~sim.platform.timing.Timing.lookup_ns`, fast-forward's kept chain did not give
-    exact mode's time, p10-ema detach 13 ns per step apart).
+    ``remove_node``) is one hash lookup, charged as
+    :meth:`~sim.platform.timing.Timing.lookup_ns` (:meth:`~sim.platform.timing.Timing.lookups`:
+    per parent counted, a chain member fast-forward built included, and per parent of a
+    removed node).
 
     Approximations, of the order of blocks on the heap only: the entries are added after
     ``leaves`` and ``nodes`` grew (the patch updates ``children`` in the parents loop,
@@ -218,6 +223,7 @@ class DropReleaseMemory(ReleaseOnDropMemory):
         counts = self.child_counts
         if entry is None or counts is None or not entry[1]:
             return      # not here, or the graph is being dropped
+        self.server.sim.timing.lookups(len(entry[1]))
         for pid, _ in entry[1]:
             n = counts.get(pid)
             if n is None:
@@ -231,6 +237,7 @@ class DropReleaseMemory(ReleaseOnDropMemory):
         super().extend(other)
         theirs = other.child_counts
         if theirs:
+            self.server.sim.timing.lookups(len(theirs))
             counts, table = self.child_counts, self.children_table
             for pid, n in theirs.items():
                 had = counts.get(pid, 0)

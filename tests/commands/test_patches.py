@@ -17,7 +17,8 @@ from sim.commands import measure, patches
 from sim.errors import UserError
 
 ROOT = paths.ROOT
-NAMES = ("skip-untracked", "drop-release", "detach-constant", "dedup-sweep", "periodic-sweep")
+NAMES = ("skip-untracked", "drop-release", "detach-constant", "dedup-sweep", "periodic-sweep",
+         "burn-0.20-pre.1")
 
 ORIGINAL = "fn a() {\n    one();\n    two();\n}\n\nfn b() {\n    three();\n}\n"
 
