@@ -60,7 +60,7 @@ from ...burn.graph.runs import node_blocks, unexplained_blocks
 from ...platform.btree import BTreeNodes
 from .replay import relabel_rotating, relative_tree_ops, replay_tree_ops, rotating_graph
 from .keptchain import (build_members, build_replayed, compare_before, kept_chain,
-                        kept_slots, l2_ready, old_nodes, repoint_members)
+                        kept_slots, l2_ready, l2_rotates, old_nodes, repoint_members)
 from .leakrun import _Refuse, _resident, actions_template, hand_over, swap_tip
 
 __all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog"]
@@ -583,7 +583,7 @@ def chain_horizon(sim, effect) -> int:
     show how the iteration's sweeps change from one to the next. Members that hang off
     older nodes only add leaves every iteration (``G``'s leaves table must not resize
     either), and kept storages whose chunks join an L2 model's LRU must not make it
-    evict."""
+    evict, unless all it evicts is dead (:func:`sim.engine.fastforward.keptchain.l2_rotates`)."""
     m = len(effect.members)
     if (effect.growth != (m, m) or effect.tree_ops is None or effect.leaf_growth is None
             or any(t.deltas is None for t in effect.sweeps)):
@@ -616,8 +616,8 @@ def chain_horizon(sim, effect) -> int:
         return 0
     if effect.leaf_growth:
         slack.append((memory.leaves_table.cap - peak) // effect.leaf_growth)
-    for kind, _, _, _, nbytes, _ in effect.l2:
-        if nbytes:
+    for kind, tail, free, _, nbytes, _ in effect.l2:
+        if nbytes and not l2_rotates(sim, kind, tail, free, nbytes):
             cache = sim._backends[kind].cache
             slack.append((cache.capacity - cache.resident) // nbytes - 1)
     return max(0, min(slack))
@@ -663,7 +663,7 @@ def apply_chain(sim, effect, count, replay=None) -> int:
         if not slots:
             return 0
         if effect.l2:
-            # the LRUs grow by the kept chunks: nothing is evicted, nothing rotates
+            # the LRUs grow by the kept chunks; a full one evicts dead chunks only
             if not l2_ready(sim, effect):
                 return 0
             depth = -1

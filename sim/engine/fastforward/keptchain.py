@@ -29,6 +29,7 @@ Tests compare the CSV and every kept storage and LRU chunk with exact mode.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 from ...burn.graph.node import Node, NodeRefCount
@@ -40,7 +41,7 @@ from .leakrun import (_buffer, _Counting, _Refuse, _strip, builder_blocks, kept_
                       l2_contents, l2_signature, member_actions, replace_storage)
 
 __all__ = ["kept_chain", "l2_growth", "build_replayed", "kept_slots", "repoint_members",
-           "l2_ready", "old_nodes", "compare_before", "MAX_KEPT"]
+           "l2_ready", "l2_rotates", "old_nodes", "compare_before", "MAX_KEPT"]
 
 #: iterations back whose kept storages' chunks may still be in an L2 model's LRU when a
 #: batch of a chain that keeps storages is applied (16-KiB weights: about a thousand in
@@ -131,8 +132,12 @@ def l2_growth(sim, snap, kept, prev_chunks=None):
     ``("P", at)``, the chunk of the iteration before's kept storage ``at``
     (``prev_chunks``: ``id`` -> ``at``); ``("R", chunk)``, another one from before the
     iteration: the same object every iteration; ``("N", k)``, the ``k``-th new chunk, of
-    ``fresh[k]`` bytes. ``bytes``: what the LRU gained. None where the iteration evicted
-    or left free lists of other lengths."""
+    ``fresh[k]`` bytes. ``bytes``: the new chunks' bytes (what the LRU gained before it
+    evicted). Where the LRU is full the iteration evicts its least recently used chunks:
+    allowed where they are dead (chunks before the tail that neither a free list nor the
+    iteration before's kept storages hold), as a chain's kept activations are once newer
+    ones push them out; :func:`touch_l2` evicts as the LRU does. None where the iteration
+    evicted another chunk or left free lists of other lengths."""
     if l2_signature(sim) == snap.l2:
         return ()
     out = []
@@ -147,8 +152,18 @@ def l2_growth(sim, snap, kept, prev_chunks=None):
                 != {n: len(v) for n, v in free_after.items()}):
             return None
         pos = {id(c): i for i, c in enumerate(after)}
-        if any(id(c) not in pos for c in before):
-            return None                 # evicted: the LRU is full
+        gone = sum(1 for c in before if id(c) not in pos)
+        if gone:
+            # the LRU is full and evicted its least recently used chunks: only dead ones
+            # (a prefix of its old order, on no free list, no kept storage's of the
+            # iteration before), which no iteration touches again
+            dead = before[:gone]
+            named = {id(c) for v in free.values() for c in v}
+            named.update(id(c) for v in free_after.values() for c in v)
+            if (any(id(c) in pos or id(c) in named for c in dead)
+                    or (prev_chunks and any(id(c) in prev_chunks for c in dead))):
+                return None
+            before = before[gone:]
         old = {id(c) for c in before}
         in_free = {id(c): (n, i) for n, v in free.items() for i, c in enumerate(v)}
         fresh, index = [], {}
@@ -230,6 +245,23 @@ def l2_ready(sim, effect) -> bool:
     return True
 
 
+def l2_rotates(sim, kind, tail, free, nbytes) -> bool:
+    """Whether skipped iterations may fill the LRU of ``kind`` and go on evicting: the
+    chunks an iteration touches are the tail of the one before (its free lists'
+    chunks among them) and its new chunks, so when the tail's bytes and the new ones fit
+    in the capacity, every chunk evicted is older than the tail (dead: no iteration
+    touches it again), and exact mode's evictions, op by op, take the same chunks."""
+    cache = sim._backends[kind].cache
+    in_tail = set(tail)
+    if any(ref not in in_tail for _, refs in free for ref in refs):
+        return False
+    lru = cache.lru
+    if len(lru) < len(tail):
+        return False
+    suffix = list(itertools.islice(reversed(lru), len(tail)))
+    return sum(c.nbytes for c in suffix) + nbytes <= cache.capacity
+
+
 def touch_l2(sim, effect, buffers, previous) -> None:
     """One skipped iteration's change of the LRUs (:func:`l2_growth`): its tail touched in
     order, its free lists, the new chunks, and each new kept storage's chunk
@@ -256,6 +288,11 @@ def touch_l2(sim, effect, buffers, previous) -> None:
                 lru[c] = None
         cache.free = {n: [chunk(ref) for ref in refs] for n, refs in free}
         cache.resident += nbytes
+        # a full LRU evicts its oldest chunks: dead ones (l2_rotates: the tail and the
+        # new chunks fit, so eviction stops before the tail)
+        while cache.resident > cache.capacity:
+            gone, _ = lru.popitem(last=False)
+            cache.resident -= gone.nbytes
         for at, ref in chunks:
             buffers[at].chunk = chunk(ref)
 

@@ -1,0 +1,62 @@
+"""Two loop kinds of issue 39, written as a user writes them (experiments/loops/): an
+inference forward on an autodiff device and a validation loss summed across training
+steps. With fast-forward they give the rows of ``--exact`` on both profiles."""
+
+import pytest
+
+from sim import paths
+from sim.engine.runner import run_cell
+from sim.engine.workloads import load_workload
+
+LOOPS = paths.ROOT / "experiments" / "loops"
+PROFILES = ("m2max-macos", "linux-x86_64")
+
+
+def _run(name, profile, sets, fast_forward):
+    keep = []
+    rows = run_cell(load_workload(str(LOOPS / name)), "default", profile=profile, sets=sets,
+                    keep=keep, fast_forward=fast_forward)
+    return rows, keep[0]
+
+
+def _lru(sim):
+    """The L2 model's LRU of the flex backend: chunk sizes in order, and for each chunk
+    the node whose actions keep it (None: a parameter's, the input's, a freed one)."""
+    cache = sim._backends["flex"].cache
+    owner = {}
+    for graph in sim.client.locator.live:
+        if hasattr(graph, "server"):
+            for node_id, step in graph.server.steps.items():
+                if step.actions is not None:
+                    for _, buf, _ in step.actions.explicit + step.actions.backup:
+                        if buf is not None and buf.chunk is not None:
+                            owner.setdefault(id(buf.chunk), node_id)
+    return ([(c.nbytes, owner.get(id(c))) for c in cache.lru], cache.resident,
+            {n: len(v) for n, v in cache.free.items() if v})
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_inference_forwards_equal_exact_mode(profile):
+    rows, _ = _run("infer.py", profile, {"forwards": 60}, True)
+    assert rows == _run("infer.py", profile, {"forwards": 60}, False)[0]
+
+
+def test_inference_forwards_past_the_l2s_first_eviction():
+    """512 x 32 activations (64 KiB each) fill the 16-MiB LRU after about 45 forwards; the
+    later forwards push the oldest kept activations out, which no forward touches again,
+    and fast-forward goes on applying them: the LRU is exact mode's, chunk by chunk."""
+    sets = {"forwards": 150, "features": 512, "batch": 32}
+    rows, sim = _run("infer.py", "m2max-macos", sets, True)
+    exact_rows, exact = _run("infer.py", "m2max-macos", sets, False)
+    assert sim.chain_applied > 100
+    assert rows == exact_rows
+    lru = _lru(sim)
+    assert lru == _lru(exact)
+    assert lru[1] > exact._backends["flex"].cache.capacity - (64 << 10)
+    assert sum(1 for _, node in lru[0] if node is not None) > 200
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_summed_validation_loss_equals_exact_mode(profile):
+    rows, _ = _run("vloss.py", profile, {"steps": 30}, True)
+    assert rows == _run("vloss.py", profile, {"steps": 30}, False)[0]
