@@ -478,11 +478,15 @@ class Allocator:
             zi, size = self._place(nbytes)
             zone = self.zones[zi]
             for _ in range(count):
-                if block is not None:
+                if block is not None and block in placed:
                     del placed[block]
                     zone.free(block)
                     block = None
                 else:
+                    # by size, or a named block an earlier free by size took already: this
+                    # free takes the block that one really meant (the newest left), as
+                    # PtmallocArena.free does
+                    block = None
                     zone.free(placed.popitem()[0])   # the newest block of that size
             self.live[zi] -= size * count
             return

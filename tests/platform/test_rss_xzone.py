@@ -86,3 +86,16 @@ def test_per_cluster_segment_groups():
     a.set_cluster(2)
     a.free(MiB, 1, b)
     assert large.groups[2].resident_bytes() == 0
+
+
+def test_a_named_free_of_a_block_a_free_by_size_took_frees_the_newest_left():
+    """A free by size takes the newest LARGE block of its size; a later free naming that
+    block (a table's, since frees name their block) then frees the one the first free
+    really meant, the newest left, as glibc's arena model does."""
+    a = Allocator.from_classes("macos")
+    b1 = a.alloc(MiB)
+    b2 = a.alloc(MiB)
+    a.free(MiB)                  # by size: takes b2, the newest
+    a.free(MiB, 1, b2)           # names b2, already taken: frees b1
+    assert a.live[2] == 0 and not a._blocks[MiB]
+    assert a.alloc(MiB) in (b1, b2)
