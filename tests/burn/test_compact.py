@@ -16,21 +16,14 @@ from sim.policies import POLICIES
 from sim.engine.profile import load_profile
 from sim.burn.tensor import BurnPanic, Tensor, drop
 
+from arenastate import arena_state
+
 PROFILE = load_profile("m2max-macos")
 LINUX = load_profile("linux-x86_64")
 
 ACTION = st.tuples(st.sampled_from(["leaf", "grad-leaf", "plain", "clone", "add", "mul",
                                     "scale", "drop", "drop", "drop", "backward", "unrelated"]),
                    st.integers(0, 1000), st.integers(0, 1000))
-
-
-def _arena_state(arena):
-    if arena is None:
-        return ()
-    arena.materialize()
-    return (tuple(arena.inuse.items()), tuple(arena.free_at.items()),
-            tuple((k, tuple(v)) for k, v in arena.tcache.items()),
-            tuple((k, tuple(v)) for k, v in arena.fast.items()), arena.brk, arena.top)
 
 
 def _trace(policy, actions, compact, profile=PROFILE):
@@ -74,7 +67,7 @@ def _trace(policy, actions, compact, profile=PROFILE):
                       tuple(sim.allocator.high), sim.work_ps, sim.live_graphs(), sim.live_nodes(),
                       0 if locator is None else locator.entry_count(),
                       0 if locator is None else locator.graphs_tree.nbytes
-                      + locator.keys_tree.nbytes, _arena_state(sim.allocator.arena)))
+                      + locator.keys_tree.nbytes, arena_state(sim.allocator.arena)))
     sim.heap.close()
     return trace
 

@@ -23,6 +23,8 @@ from sim.engine.simulation import Simulation
 from sim.engine.workloads import load_workload
 from sim.policies import POLICIES
 
+from arenastate import arena_state
+
 PROFILES = {name: load_profile(name) for name in ("m2max-macos", "linux-x86_64")}
 VLOSS = paths.ROOT / "experiments" / "loops" / "vloss.py"
 
@@ -44,15 +46,6 @@ def without_index(monkeypatch):
             monkeypatch.setattr(memory_management.GraphMemoryManagement, "_statuses",
                                 walk_all)
     return use
-
-
-def _arena_state(arena):
-    if arena is None:
-        return ()
-    arena.materialize()
-    return (tuple(arena.inuse.items()), tuple(arena.free_at.items()),
-            tuple((k, tuple(v)) for k, v in arena.tcache.items()),
-            tuple((k, tuple(v)) for k, v in arena.fast.items()), arena.brk, arena.top)
 
 
 def _trace(policy, actions, profile):
@@ -86,7 +79,7 @@ def _trace(policy, actions, profile):
         trace.append((sim.heap.live_bytes, sim.heap.live_blocks, tuple(sim.allocator.live),
                       tuple(sim.allocator.high), sim.work_ps, sim.live_graphs(),
                       sim.live_nodes(), 0 if locator is None else locator.entry_count(),
-                      _arena_state(sim.allocator.arena)))
+                      arena_state(sim.allocator.arena)))
     sim.heap.close()
     return trace
 
