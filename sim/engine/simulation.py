@@ -21,6 +21,7 @@ entries, registered steps, heap bytes and blocks, simulated and cleanup time).
 
 from __future__ import annotations
 
+from collections import Counter
 import gc
 import weakref
 
@@ -291,6 +292,9 @@ class Simulation:
         # iterations fast-forwarded by replaying their heap events (sim.engine.fastforward.repeat, drift)
         self.drift_applied = 0
         self.leak_applied = 0
+        #: iterations fast-forward applied in closed form, by the shape of their effect
+        #: ("none", "steady", "chain", ...: sim.engine.fastforward.repeat)
+        self.ff_applied = Counter()
         #: (iterations done, of how many) while fast-forward works through a long batch
         #: one iteration at a time (the heartbeat shows it), else None
         self.ff_progress = None

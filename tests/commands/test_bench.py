@@ -24,6 +24,11 @@ def test_quick_bench_reports_cases_memory_and_the_ema_run(tmp_path):
     from sim.commands.bench import LOOP_KINDS
     assert [k["kind"] for k in data["loop_kinds"]] == list(LOOP_KINDS)
     assert all(k["same_end"] and k["ops"] > 0 for k in data["loop_kinds"])
+    # and what fast-forward applied of each in closed form, by shape
+    applied = {k["kind"]: k["applied"] for k in data["loop_kinds"]}
+    assert applied["three untracked ops"]["graphs"] > 1900
+    assert applied["inference forward"]["chain"] > 150
+    assert "iterations applied in closed form" in result.output
     assert "validation loss summed" in result.output
     ema, deepening, leak, balanced = data["scale"]
     assert ema["steps"] == 1000 and ema["wall_s"] > 0 and ema["chain_steps"] > 900

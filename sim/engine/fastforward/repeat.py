@@ -1191,7 +1191,9 @@ def _repeat(sim, n, body) -> bool:
         if sim.limits.max_ops is not None and effect.registered:
             count = min(count, max(0, (sim.limits.max_ops - sim.registered) // effect.registered))
         if count > 0:
-            done += _apply(sim, effect, count)
+            applied = _apply(sim, effect, count)
+            sim.ff_applied[effect.shape] += applied
+            done += applied
         sim.loop_index = done
         body()
         done += 1
