@@ -9,7 +9,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU16, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 pub struct CountingAlloc;
 
@@ -101,6 +101,82 @@ fn record(kind: EventKind, layout: Layout, ptr: *mut u8, old_size: usize, old_pt
     }
 }
 
+// Key-page census (`census_start`, `census`): where burn-autodiff's node keys lie. A
+// node key is an `ArcInner<NodeId>`, a 24-B request of alignment 8; the census counts the
+// live 24-B blocks on each 4-KiB page (a static table of pages from the first such block
+// on, untouched pages cost no RSS) and the live blocks below glibc's mmap threshold by
+// request size, so a row can say how many pages the keys lie on and which blocks the heap
+// keeps between them. Only blocks allocated after `census_start` are counted.
+const CENSUS_PAGES: usize = 1 << 22;
+const CENSUS_SMALL: usize = 128 * 1024;
+const CENSUS_KEY: usize = 24;
+static CENSUS_ON: AtomicBool = AtomicBool::new(false);
+static CENSUS_BASE: AtomicUsize = AtomicUsize::new(0);
+static CENSUS_OUT: AtomicU64 = AtomicU64::new(0);
+static CENSUS_PAGE: [AtomicU16; CENSUS_PAGES] = [const { AtomicU16::new(0) }; CENSUS_PAGES];
+/// live blocks by request size in 8-B classes, below CENSUS_SMALL
+static CENSUS_SIZE: [AtomicI64; CENSUS_SMALL / 8] = [const { AtomicI64::new(0) }; CENSUS_SMALL / 8];
+
+#[inline]
+fn census(size: usize, align: usize, ptr: *mut u8, add: bool) {
+    if !CENSUS_ON.load(Relaxed) || size >= CENSUS_SMALL {
+        return;
+    }
+    CENSUS_SIZE[size / 8].fetch_add(if add { 1 } else { -1 }, Relaxed);
+    if size != CENSUS_KEY || align != 8 {
+        return;
+    }
+    let page = ptr as usize >> 12;
+    let mut base = CENSUS_BASE.load(Relaxed);
+    if base == 0 {
+        base = page.saturating_sub(CENSUS_PAGES / 4).max(1);
+        CENSUS_BASE.store(base, Relaxed);
+    }
+    match page.checked_sub(base) {
+        Some(i) if i < CENSUS_PAGES => {
+            if add {
+                CENSUS_PAGE[i].fetch_add(1, Relaxed);
+            } else {
+                // a block allocated before the census started was never counted
+                let _ = CENSUS_PAGE[i].fetch_update(Relaxed, Relaxed, |c| c.checked_sub(1));
+            }
+        }
+        _ => { CENSUS_OUT.fetch_add(1, Relaxed); }
+    }
+}
+
+/// Start the key-page census (before the measured loop).
+pub fn census_start() {
+    CENSUS_ON.store(true, Relaxed);
+}
+
+/// Print the census now to stderr, without allocating: a line `CENSUS <label> keys <live
+/// 24-B blocks> pages <pages holding one or more> span <first to last such page, in pages>
+/// out <blocks outside the table>` and a line `CENSUS_SIZES <label>` of `size:count` (live
+/// small blocks counted since the start, by 8-B request-size class, where non-zero).
+pub fn census_print(label: usize) {
+    let (mut blocks, mut pages, mut first, mut last) = (0u64, 0u64, usize::MAX, 0usize);
+    for (i, c) in CENSUS_PAGE.iter().enumerate() {
+        let c = c.load(Relaxed);
+        if c > 0 {
+            blocks += c as u64;
+            pages += 1;
+            first = first.min(i);
+            last = i;
+        }
+    }
+    let span = if pages > 0 { last - first + 1 } else { 0 };
+    eprintln!("CENSUS {label} keys {blocks} pages {pages} span {span} out {}", CENSUS_OUT.load(Relaxed));
+    eprint!("CENSUS_SIZES {label}");
+    for (i, c) in CENSUS_SIZE.iter().enumerate() {
+        let c = c.load(Relaxed);
+        if c != 0 {
+            eprint!(" {}:{c}", i * 8);
+        }
+    }
+    eprintln!();
+}
+
 #[inline]
 fn on_alloc(size: usize) {
     let live = LIVE_BYTES.fetch_add(size as i64, Relaxed) + size as i64;
@@ -114,6 +190,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
             on_alloc(layout.size());
+            census(layout.size(), layout.align(), p, true);
             record(EventKind::Alloc, layout, p, 0, core::ptr::null_mut());
         }
         p
@@ -122,6 +199,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
             on_alloc(layout.size());
+            census(layout.size(), layout.align(), p, true);
             record(EventKind::Alloc, layout, p, 0, core::ptr::null_mut());
         }
         p
@@ -130,6 +208,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         unsafe { System.dealloc(ptr, layout) };
         LIVE_BYTES.fetch_sub(layout.size() as i64, Relaxed);
         LIVE_BLOCKS.fetch_sub(1, Relaxed);
+        census(layout.size(), layout.align(), ptr, false);
         record(EventKind::Free, layout, ptr, 0, core::ptr::null_mut());
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -139,6 +218,8 @@ unsafe impl GlobalAlloc for CountingAlloc {
             let live = LIVE_BYTES.fetch_add(d, Relaxed) + d;
             PEAK_BYTES.fetch_max(live, Relaxed);
             TOTAL_REALLOCS.fetch_add(1, Relaxed);
+            census(layout.size(), layout.align(), ptr, false);
+            census(new_size, layout.align(), p, true);
             let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
             record(EventKind::Realloc, new_layout, p, layout.size(), ptr);
         }

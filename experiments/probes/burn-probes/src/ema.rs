@@ -193,6 +193,11 @@ pub fn run_mode(experiment: &str, mode: &str, opt: Optim, opts: &Opts, sink: &mu
     // of wall time, each row's note giving the wall time too: on a machine shared with other
     // jobs a step's wall time includes the time it waited for a CPU
     let cpu_time = std::env::var("PROBE_CPU_TIME").is_ok();
+    // PROBE_CENSUS=N (diagnostics, stderr only; not for timing runs): the counting
+    // allocator's key-page census (alloc::census_print) at the end of every Nth step: the
+    // pages the live node keys (24-B blocks) lie on, and the live small blocks by size
+    let census_every: usize = std::env::var("PROBE_CENSUS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    if census_every > 0 { alloc::census_start(); }
     let mut t0 = Instant::now();
     let mut c0 = burn_probes::rss::thread_cpu_secs();
     text_secs.set(0.0);
@@ -241,6 +246,9 @@ pub fn run_mode(experiment: &str, mode: &str, opt: Optim, opts: &Opts, sink: &mu
             model = Some(m);
             sl(step, 4, &mut slog);
         }));
+        if census_every > 0 && step % census_every == 0 {
+            alloc::census_print(step);
+        }
         if let Some((_, b)) = trace_range {
             if step == b {
                 let (events, overflow) = alloc::trace_stop();
