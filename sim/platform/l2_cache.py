@@ -153,18 +153,24 @@ def set_miss_fraction(nbytes, capacity, ways) -> float:
     return min(1.0, max(0.0, 1.0 - below))
 
 
-def page_set_miss_fraction(nbytes, capacity, ways) -> float:
+def page_set_miss_fraction(nbytes, capacity, ways, reads_per_page=1.0) -> float:
     """Fraction of the reads of a repeatedly read working set of ``nbytes`` B of pages (pages
     read x page size) that miss a ``ways``-way data TLB whose entries reach ``capacity`` B
-    (the orphan sweep's TLB model, :meth:`sim.platform.timing.Timing.sweep`).
+    (the orphan sweep's TLB model, :meth:`sim.platform.timing.Timing.sweep`);
+    ``reads_per_page``: how many of the working set's reads fall on each page per pass.
 
-    As :func:`set_miss_fraction`, a set that holds more of the working set than ``ways``
-    misses on every read of it (a cyclic re-read under LRU). Unlike a cache's, a TLB's set
-    is chosen by the virtual page number, and the pages of one heap are consecutive: they
-    spread evenly, ``m = ways * nbytes / capacity`` to a set, so that nothing misses until
-    the pages outgrow the reach, and every read misses from ``capacity * (ways + 1) /
-    ways`` on. (The sweep-scan probe's `tlb` rows, consecutive pages on the AMD EPYC:
-    no miss at 2/3 of the reach, 35 % at the reach, 79 % at 4/3, 95 % at twice.)
+    Unlike a cache's, a TLB's set is chosen by the virtual page number, and the pages of one
+    heap are consecutive: they spread evenly, ``m = ways * nbytes / capacity`` to a set, so
+    that nothing misses until the pages outgrow the reach. A set holding ``q > ways`` pages
+    is read in a fixed cycle (every pass reads the same keys in the same hash order), each
+    page ``r = reads_per_page`` times at random places in the cycle. A read hits under LRU
+    when fewer than ``ways`` other pages of its set were read since the page's previous read:
+    the gap to it is the spacing of ``r`` random points on the cycle (a Beta(1, r - 1)
+    fraction of it), within which a share ``1 - (1 - x) ** r`` of the other pages comes up,
+    so a read misses with probability ``(1 - ways / q) ** ((r - 1) / r)``: every read
+    when each page is read once a pass (``r = 1``, the cyclic scan of the sweep-scan probe's
+    `tlb` rows: no miss at 2/3 of the reach, 35 % at the reach, 79 % at 4/3, 95 % at
+    twice, on the AMD EPYC), ``1 - ways / q`` when pages are read many times in random order.
 
     Examples
     --------
@@ -174,6 +180,8 @@ def page_set_miss_fraction(nbytes, capacity, ways) -> float:
     0.529
     >>> page_set_miss_fraction(4096 * 4096, 3072 * 4096, 8)
     1.0
+    >>> round(page_set_miss_fraction(4096 * 4096, 3072 * 4096, 8, reads_per_page=9.0), 3)
+    0.291
     """
     if nbytes <= 0 or capacity <= 0 or ways <= 0:
         return 0.0
@@ -181,23 +189,29 @@ def page_set_miss_fraction(nbytes, capacity, ways) -> float:
     if m <= ways:
         return 0.0
     full = math.floor(m)
-    if full > ways:
+    share = m - full               # of the sets hold full + 1 pages, the others full
+    power = 1.0 - 1.0 / max(1.0, reads_per_page)
+    if full > ways and power == 0.0:
         return 1.0
-    # a share m - ways of the sets holds ways + 1 pages, the others ways
-    return min(1.0, (m - full) * (full + 1) / m)
+
+    def missed(q):
+        return (1.0 - ways / q) ** power if q > ways else 0.0
+
+    return min(1.0, ((1.0 - share) * full * missed(full) + share * (full + 1) * missed(full + 1)) / m)
 
 
-def tlb_read_ns(nbytes, levels) -> float:
+def tlb_read_ns(nbytes, levels, reads_per_page=1.0) -> float:
     """ns more per read of a repeatedly read working set of ``nbytes`` B of pages than if
     the TLB held them all: :func:`hierarchy_read_ns` with :func:`page_set_miss_fraction`
-    (``levels``: ``(reach B, ways, ns)`` of each TLB level).
+    (``levels``: ``(reach B, ways, ns)`` of each TLB level; ``reads_per_page``: the working
+    set's reads per page and pass).
 
     Examples
     --------
     >>> round(tlb_read_ns(8192 * 4096, ((3072 * 4096, 8, 6.0),)), 3)
     6.0
     """
-    return sum(ns * page_set_miss_fraction(nbytes, capacity, ways)
+    return sum(ns * page_set_miss_fraction(nbytes, capacity, ways, reads_per_page)
                for capacity, ways, ns in levels if ns)
 
 

@@ -51,16 +51,21 @@ mean includes the long, missing scans. A level of size 0 is not modelled.
 
 The sweep's TLB model. The same reads also need their pages in the data TLB
 (``[process] dtlb_entries``/``dtlb_ways``: the core's last-level data TLB for 4-KiB pages,
-from cpuid). A graph's keys are not one to a line of a packed block: each was allocated
-among the small blocks the program kept while the graph grew, so they lie as far apart
-as the heap's small-block bytes (below glibc's mmap threshold) kept per node the graph
-gained since the sweep first read it (``spacing``; real burn's p10-ema and ema-balanced
-detach keep ~9 keys a page). A read of ``k`` of a graph's ``n`` keys (a random subset, in
-hash order) touches that many of the pages they span, plus its share of the ``nodes``
-table's pages; the pages of one heap are consecutive, so they fill the TLB's sets evenly
-(:func:`sim.platform.l2_cache.page_set_miss_fraction`): no miss until they outgrow its
-reach, then a page walk per read (``[time] sweep_tlb_read_ns``, measured with the
-sweep-scan probe's ``tlb`` rows). Off when the profile has no TLB (``dtlb_entries = 0``).
+from cpuid, written by ``sim calibrate --tlb``). A graph's keys are not one to a line of a
+packed block: each is a block the allocator placed among the program's other small blocks.
+Where the allocator places blocks address by address (the glibc arena) the model counts the
+pages the graph's keys lie on from their addresses (real burn's p10-ema detach: ~420 B of
+heap per key, measured by the probes' key-page census; the simulated arena puts the keys on
+the same pages within 2 %); elsewhere from the heap's small-block bytes kept per node
+(``spacing``). A read of ``k`` of a graph's ``n`` keys (a random subset, in hash order)
+touches that many of the pages they lie on, plus its share of the ``nodes`` table's pages;
+the pages of one heap are consecutive, so they fill the TLB's sets evenly, and every pass
+reads the same keys in the same order, each page ``k / pages touched`` times at random
+places in the pass (:func:`sim.platform.l2_cache.page_set_miss_fraction`): no miss until the
+pages outgrow the TLB's reach, then the reads of an overfull set miss unless their page's
+previous read was recent enough; each miss costs a page walk (``[time]
+sweep_tlb_read_ns``, measured with the sweep-scan probe's ``tlb`` rows). Off when the
+profile has no TLB (``dtlb_entries = 0``).
 
 Three accumulators let observables split a step's time: ``compute_ns``,
 ``bookkeeping_ns`` and ``cleanup_ns`` (the sweep alone).
@@ -391,18 +396,41 @@ class Timing:
                                  id(run), 2 if maybe_useful else 1, 0.0))
 
     def _key_spacing(self, memory, n) -> float:
-        """B of heap per key of a graph of ``n`` nodes with a live handle: a node's key is
-        allocated among the blocks the program keeps while the graph grows (the node's own,
-        its step's), freed small chunks are refilled first, and blocks past glibc's mmap
-        threshold (tensor data, big tables) go elsewhere, so consecutive keys lie as far apart
-        as the small-block bytes the heap kept per node the graph gained: the heap's live
-        bytes below :attr:`~sim.platform.heap.Heap.LARGE_BYTES` against the graph's nodes
-        since the sweep first read it (its ``nodes`` table's ``born``); 0 where the TLB is
-        not modelled or the graph has not grown since. (Real burn, PROBE_TRACE of p10-ema
-        detach and ema-balanced detach to step 500-600: 8.7-9.3 keys a 4-KiB page, ~440 B
-        apart, in both: ema-balanced's pinned 1-MiB snapshots do not separate them.)"""
+        """B of heap per key of a graph of ``n`` nodes with a live handle (0 where the TLB is
+        not modelled): the pages its keys lie on, over its keys. A key is the node's
+        ``ArcInner<NodeId>``, a block the allocator placed among the program's other small
+        blocks; where the allocator places blocks address by address (the glibc arena:
+        :mod:`sim.platform.ptmalloc`) the pages are those of the keys' own addresses (real
+        burn, the counting allocator's key-page census of p10-ema detach and ema-balanced
+        detach: 220 and 283 pages at step 500, 824 and 1,072 at step 2,000; the simulated arena
+        puts the same keys on 217 and 284 at step 500). Otherwise, or for a graph of keys
+        without an address, the heap's small-block bytes kept per node the graph gained since
+        the sweep first read it (:meth:`_kept_spacing`)."""
         if not self.tlb:
             return 0.0
+        pages = set()
+        placed = 0
+        page = self.PAGE_BYTES
+        for rc, _ in memory.nodes.values():
+            block = rc._block
+            if type(block) is int:
+                pages.add(block // page)
+                placed += 1
+        if placed:
+            return len(pages) * self.PAGE_BYTES / placed
+        return self._kept_spacing(memory, n)
+
+    def _kept_spacing(self, memory, n) -> float:
+        """B of heap per key from the bytes the heap kept: a node's key is allocated among
+        the blocks the program keeps while the graph grows (the node's own, its step's),
+        freed small chunks are refilled first, and blocks past glibc's mmap threshold
+        (tensor data, big tables) go elsewhere, so consecutive keys lie about as far apart
+        as the small-block bytes the heap kept per node the graph gained: the heap's live
+        bytes below :attr:`~sim.platform.heap.Heap.LARGE_BYTES` against the graph's nodes
+        since the sweep first read it (its ``nodes`` table's ``born``); 0 where the graph
+        has not grown since. (Requested bytes: without the allocator's chunk headers and
+        holes, so it underestimates the spacing, ~350 B per node against the ~420 B of
+        p10-ema detach's keys.)"""
         table = memory.nodes_table
         heap = self.sim.heap
         live = heap.live_bytes - heap.large_bytes
@@ -439,30 +467,45 @@ class Timing:
                 return k * (line + table)  # k single-node graphs, ``table`` B tables
             return k * line + (k / n) * table
 
-        def pages(kind, k, n, table, spacing):
-            """B of the pages the reads touch (pages x page): the keys' (k of the n keys, in
-            hash order a random subset, spread ``spacing`` B apart, at most one a line)
-            and the table's."""
-            if kind == 2 or spacing <= line:
-                return lines(kind, k, n, table, spacing)
+        def touched(k, n, spacing):
+            """Pages the reads of k of the n keys (in hash order a random subset, spread
+            ``spacing`` B apart, at most one a line) touch."""
             span = n * spacing / page            # pages the graph's n keys lie on
             if span >= n:
-                touched = k
-            else:
-                touched = span * (1.0 - (1.0 - min(k, n) / n) ** (n / span))
-            return touched * page + (k / n) * table
+                return k
+            return span * (1.0 - (1.0 - min(k, n) / n) ** (n / span))
+
+        def pages(kind, k, n, table, spacing):
+            """B of the pages the reads touch (pages x page): the keys' and the table's."""
+            if kind == 2 or spacing <= line:
+                return lines(kind, k, n, table, spacing)
+            return touched(k, n, spacing) * page + (k / n) * table
+
+        def reads_per_page(kind, k, n, table, spacing):
+            """The key reads of one pass per page they touch."""
+            if kind == 2 or spacing <= line or k <= 0:
+                return 1.0
+            return max(1.0, k / touched(k, n, spacing))
 
         extra = 0.0
         if self.levels:
             extra += self._missed_ns(sets, self.levels, lines, hierarchy_read_ns)
         if self.tlb:
-            extra += self._missed_ns(sets, self.tlb, pages, tlb_read_ns)
+            extra += self._missed_ns(sets, self.tlb, pages, tlb_read_ns, reads_per_page)
         return cleared, extra
 
-    def _missed_ns(self, sets, levels, footprint, read_ns) -> float:
+    def _missed_ns(self, sets, levels, footprint, read_ns, reuse=None) -> float:
         """ns more of the sweep's reads that miss ``levels`` (each graph's working set:
         ``footprint(kind, reads, n, table B, key spacing B)``; ``read_ns(working set,
-        levels)``: ns more per read)."""
+        levels)``: ns more per read; ``reuse``, with the same arguments as ``footprint``:
+        the graph's reads per page of it and pass, passed on to ``read_ns``)."""
+        if reuse is not None:
+            def cost(others, kind, k, n, table, spacing):
+                return read_ns(others + footprint(kind, k, n, table, spacing), levels,
+                               reuse(kind, k, n, table, spacing))
+        else:
+            def cost(others, kind, k, n, table, spacing):
+                return read_ns(others + footprint(kind, k, n, table, spacing), levels)
         # each graph counts once in W, at its first record (a graph without a live handle
         # is recorded per pass, its first pass reading the most)
         mean_fp = []
@@ -478,17 +521,17 @@ class Timing:
         for (kind, passes, n, r, table, key, per_node, spacing), fp in zip(sets, mean_fp):
             others = total - graph_fp[key]
             if kind == 0:
-                if read_ns(others + footprint(0, n, n, table, spacing), levels) < 1e-12:
+                if cost(others, 0, n, n, table, spacing) < 1e-12:
                     continue               # resident even when the whole graph is read
                 # expected reads x ns more per read over the random prefix length
                 acc = 0.0
                 for i in range(q):
                     u = (i + 0.5) / q
                     k = n * (1.0 - (1.0 - u) ** (1.0 / r))
-                    acc += k * read_ns(others + footprint(0, k, n, table, spacing), levels)
+                    acc += k * cost(others, 0, k, n, table, spacing)
                 extra += passes * acc / q
             else:
-                extra += per_node * passes * n * read_ns(others + fp, levels)
+                extra += per_node * passes * n * cost(others, kind, n, n, table, spacing)
         return extra
 
     def sweep(self, entries, visits, scanned, freed, parts=()) -> None:

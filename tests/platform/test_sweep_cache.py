@@ -33,6 +33,7 @@ class _Memory:
 
     def __init__(self, n, referenced, buckets):
         self.n, self.referenced, self.nodes_table = n, referenced, _Table(buckets)
+        self.nodes = {}         # node id -> (its key's Arc, parents): see _placed_keys
 
     def node_count(self):
         return self.n
@@ -136,6 +137,23 @@ def test_page_miss_fraction_is_zero_within_the_reach_and_one_past_a_set_more():
     assert page_set_miss_fraction(1 << 30, 0, ways) == 0.0               # not modelled
 
 
+def test_pages_read_many_times_a_pass_miss_less_than_a_cyclic_scan():
+    from sim.platform.l2_cache import page_set_miss_fraction
+    reach, ways = 3072 * 4096, 8
+    # one read a page a pass: every read of an overfull set misses (the probe's rows)
+    assert page_set_miss_fraction(4096 * 4096, reach, ways, 1.0) == 1.0
+    assert (page_set_miss_fraction(3264 * 4096, reach, ways, 1.0)
+            == page_set_miss_fraction(3264 * 4096, reach, ways))
+    # ~10 keys a page read in hash order: a page's reads are close enough together that
+    # most hit; many reads a page tend to the random-access miss rate 1 - ways / pages a set
+    fractions = [page_set_miss_fraction(4096 * 4096, reach, ways, r) for r in (1, 2, 10, 1e6)]
+    assert fractions == sorted(fractions, reverse=True)
+    q = ways * 4096 / 3072
+    assert fractions[-1] == pytest.approx(1 - ways / q, rel=0.02)
+    # nothing misses inside the reach, however the reads fall
+    assert page_set_miss_fraction(3000 * 4096, reach, ways, 10.0) == 0.0
+
+
 class _Heap:
     def __init__(self):
         self.live_bytes, self.large_bytes = 0, 0
@@ -174,6 +192,41 @@ def _tlb_sweep_ns(n, spacing_bytes, tlb=(3072 * 4096, 8)):
     t.sweep_live(memory, n)
     t.sweep(entries=n, visits=n, scanned=scanned, freed=0)
     return sim.charged, scanned
+
+
+class _Key:
+    """A node's Arc<NodeId> as the sweep's TLB model reads it: its block's address."""
+
+    def __init__(self, block):
+        self._block = block
+
+
+def _placed_sweep_ns(addresses, tlb=(3072 * 4096, 8)):
+    """ns of a sweep over a live graph (one live key) whose keys the allocator placed at
+    ``addresses``; the heap's kept bytes say nothing (the addresses decide)."""
+    sim = _TlbSim()
+    t = Timing(sim, TLB_PARAMS, _caches(l2=(0, 0), l1d=(0, 0)) + (tlb,))
+    n = len(addresses)
+    memory = _Memory(n, 1, 1 << 15)
+    memory.nodes_table = _TlbTable(1 << 15)
+    memory.nodes = {i: (_Key(a), ()) for i, a in enumerate(addresses)}
+    scanned = n * (n + 1) / 2
+    t.sweep_live(memory, n)
+    t.sweep(entries=n, visits=n, scanned=scanned, freed=0)
+    return sim.charged, scanned
+
+
+def test_tlb_pages_come_from_where_the_allocator_put_the_keys():
+    # 20k keys 10 to a 4-KiB page: 2,000 pages, inside the TLB's reach
+    ns, scanned = _placed_sweep_ns([(i // 10) * 4096 + 32 * (i % 10) for i in range(20_000)])
+    assert ns == pytest.approx(scanned, rel=1e-6)
+    # the same keys 2 to a page: 10,000 pages, most of a long prefix's reads walk the table
+    ns2, _ = _placed_sweep_ns([(i // 2) * 4096 + 32 * (i % 2) for i in range(20_000)])
+    assert ns2 / scanned > 1.0 + 6.0 * 0.3
+    # a key without an address (not placed one by one) falls back to the heap's bytes,
+    # which here kept nothing: no spread, no TLB term
+    ns3, _ = _placed_sweep_ns([None] * 20_000)
+    assert ns3 == pytest.approx(scanned, rel=1e-6)
 
 
 def test_tlb_term_follows_the_pages_the_keys_span():
