@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from sim.platform.l2_cache import hierarchy_read_ns, page_set_miss_fraction, set_miss_fraction  # noqa: E402
 from sim.platform.hashbrown import TableLayout, buckets_for  # noqa: E402
 from sim.engine.profile import load_profile  # noqa: E402
+from sim.analysis.tlb import tlb_read_cost  # noqa: E402
 
 LINE = 64
 
@@ -127,11 +128,9 @@ def tlb(rows, proc, profile) -> int:
         print(f"profile {profile}: no data TLB ([process] dtlb_entries = 0)")
         return 1
     pages4k, lines4k = rows["pages4k"], rows.get("lines4k", {})
-    diffs = [pages4k[n] - lines4k[n] for n in sorted(pages4k)
-             if n in lines4k and 2 * entries <= n <= 32 * entries]
-    cost = statistics.median(diffs)
+    cost, n_sizes = tlb_read_cost(rows, entries)
     print(f"host profile {profile}: data TLB {entries} entries {ways}-way (4-KiB pages)")
-    print(f"sweep_tlb_read_ns = {cost:.3f}  (median of pages4k - lines4k over {len(diffs)} "
+    print(f"sweep_tlb_read_ns = {cost:.3f}  (median of pages4k - lines4k over {n_sizes} "
           f"sizes, {2 * entries}-{32 * entries} pages)")
     print()
     print("| keys | pages read | TLB miss fraction | pages4k ns/read | model ns/read | "

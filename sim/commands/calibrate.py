@@ -46,7 +46,7 @@ from .progress import Progress
 from ..engine.runner import run_cell
 from ..engine.workers import local_pool
 
-__all__ = ["calibrate", "select_points", "run_cells", "check_out"]
+__all__ = ["calibrate", "calibrate_tlb", "select_points", "run_cells", "check_out"]
 
 #: a base profile's fitted point whose prediction moves by more than this (relative) is
 #: no longer at the value it was fitted to
@@ -283,6 +283,78 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
                   dropped=[pid for pid, _, _ in dropped], base_text=base_text)
     echo(f"\nwrote {out}")
     return new_profile, after
+
+
+#: where ``sim calibrate --tlb`` writes each value of the probe's: (section, key, field)
+TLB_KEYS = (("process", "dtlb_entries", "entries"), ("process", "dtlb_ways", "ways"),
+            ("time", "sweep_tlb_read_ns", "ns"))
+
+
+def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
+    """Write the data TLB's ``[process] dtlb_entries``/``dtlb_ways`` and ``[time]
+    sweep_tlb_read_ns`` from the sweep-scan probe's ``tlb`` output in ``tlb_dir``
+    (:func:`sim.analysis.tlb.read_tlb_dir`: cpuid's entries and ways, the median cost of a
+    read whose page misses; no fit, no simulation) into profile ``base``, each value with a
+    comment naming the files and the host they were measured on. The rest of the profile,
+    its header and its ``[calibration]`` record stay as they are. Returns the values."""
+    from ..analysis.tlb import read_tlb_dir
+    import tomllib
+
+    profile = load_profile(base) if not isinstance(base, Profile) else base
+    base_text = _base_text(profile)
+    if not base_text:
+        raise UserError(f"--profile {base}: cannot read its file")
+    if out is not None:
+        check_out(out, profile.path, force)
+    tlb = read_tlb_dir(tlb_dir)
+    values = {"entries": tlb["entries"], "ways": tlb["ways"], "ns": round(tlb["ns"], 3)}
+    where = [f"# {_relative(tlb['stderr'])},", f"# {_relative(tlb['csv'])}"]
+    notes = {
+        "entries": [
+            "# Entries and ways of the core's L2 data TLB for 4-KiB pages (the orphan sweep's",
+            "# TLB model, sim/platform/timing.py: a sweep read whose page the TLB does not hold",
+            "# costs time.sweep_tlb_read_ns more), [measured] by `sweep-scan tlb`",
+            "# (experiments/probes/cache-bw: cpuid 0x80000006, AMD's associativity code",
+            f"# read as sim.analysis.tlb.AMD_WAYS) on {tlb['host']}; written by",
+            "# `sim calibrate --tlb` from"] + where,
+        "ns": [
+            "# ns more per node read by the sweep whose page misses the data TLB (a page walk),",
+            "# [measured] by `sweep-scan tlb` on " + tlb["host"] + ": maybe_useful's loop over",
+            "# n keys one per 4-KiB page (pages4k) less the same lines packed 64 to a page",
+            f"# (lines4k), median over the {tlb['sizes']} sizes at 2x to 32x the TLB's entries",
+            "# (no fit); written by `sim calibrate --tlb` from"] + where,
+    }
+    lines = base_text.rstrip("\n").split("\n")
+    for section, key, field in TLB_KEYS:
+        i = _find_key(lines, section, key)
+        if i is None:
+            raise UserError(f"cannot find {section}.{key} in the base profile text")
+        start, stop, shared = _comment_block(lines, i)
+        line = f"{key} = {_toml_number(values[field])}"
+        if field in notes:
+            lines[i] = line
+            lines[start:stop] = notes[field]
+        else:
+            lines[i] = line
+    text = "\n".join(lines) + "\n"
+    validate(tomllib.loads(text), out or profile.path)
+    for section, key, field in TLB_KEYS:
+        echo(f"{section}.{key:<22} {_shown_value(profile, f'{section}.{key}')} -> "
+             f"{values[field]}")
+    echo(f"host: {tlb['host']}")
+    if out is None:
+        echo("\nnot written (no --out): give --out FILE.toml to save the profile")
+        return values
+    atomic_write(out, text)
+    echo(f"\nwrote {out}")
+    return values
+
+
+def _shown_value(profile, name) -> str:
+    try:
+        return str(profile.get(name))
+    except KeyError:
+        return "(none)"
 
 
 def _record(previous, params, fit_ids, dropped) -> dict:

@@ -277,14 +277,18 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
 
 
 @cli.command("calibrate")
-@click.option("--measured", "measured_paths", multiple=True, required=True,
+@click.option("--measured", "measured_paths", multiple=True,
               metavar="CSV|DIR",
               help="measured data in the schema: a CSV or a directory of them (repeatable)")
 @click.option("--profile", "base", default="m2max-macos", show_default=True,
               help="base profile (name or .toml path)")
-@click.option("--fit", "params", multiple=True, required=True, metavar="PARAM",
+@click.option("--fit", "params", multiple=True, metavar="PARAM",
               help="profile parameter to fit, e.g. time.scan_node_ns (repeatable; not a "
-                   "[layout] one)")
+                   "[layout] one; needs --measured)")
+@click.option("--tlb", "tlb_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="instead of a fit: write the data TLB's [process] dtlb_entries, dtlb_ways "
+                   "and [time] sweep_tlb_read_ns from the sweep-scan probe's `tlb` output in "
+                   "DIR (tlb.csv, tlb.stderr; the host from a 'host:' line or lscpu.txt)")
 @click.option("--points", multiple=True, metavar="SELECTOR",
               help="fit only these points: experiment/variant/phase/x/metric (5 fields, "
                    "phase often empty: p10-ema/detach//500/ms_per_step), * wildcards "
@@ -309,8 +313,8 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
                    "where their workload has it, e.g. steps=500 when the fitted points are "
                    "at steps <= 500 (the table and the check of the base's points run the "
                    "cells as measured; repeatable)")
-def calibrate_cmd(measured_paths, base, params, points, out, force, fresh, max_iterations, jobs,
-                  sets):
+def calibrate_cmd(measured_paths, base, params, tlb_dir, points, out, force, fresh,
+                  max_iterations, jobs, sets):
     """Fit --fit parameters of a profile to measured points (least squares).
 
     Prints every point's measured value, the prediction before and after, the
@@ -318,9 +322,21 @@ def calibrate_cmd(measured_paths, base, params, points, out, force, fresh, max_i
     before the fit (an existing file other than the base needs --force; the
     directory must take a new file). Details: docs/calibrate.md.
     """
-    from .calibrate import calibrate
+    from .calibrate import calibrate, calibrate_tlb
     from ..analysis.compare import known_checker, measured_files
     from ..analysis.data import read_measured
+    if tlb_dir is not None:
+        if params or measured_paths or points or sets:
+            raise UserError("--tlb writes measured TLB values without a fit: give it without "
+                            "--fit, --measured, --points and --set")
+        if out is not None:
+            _check_out_file(out)
+        calibrate_tlb(base, tlb_dir, out, force, echo=click.echo)
+        return
+    if not measured_paths:
+        raise UserError("give --measured CSV|DIR (the points to fit), or --tlb DIR")
+    if not params:
+        raise UserError("nothing to fit: give at least one --fit PARAM")
     measured = []
     known = known_checker()
     for path in measured_files(measured_paths):

@@ -289,8 +289,21 @@ fn dtlb() -> Option<(u32, u32)> {
     None
 }
 
+/// The CPU as /proc/cpuinfo names it: `model name (family F model M)` (the host line of
+/// `tlb`'s stderr, which `sim calibrate --tlb` records with the values).
+fn host() -> String {
+    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.split_once(':').filter(|(k, _)| k.trim() == name).map(|(_, v)| v.trim().to_string()))
+            .unwrap_or_else(|| "?".to_string())
+    };
+    format!("{} (family {} model {})", field("model name"), field("cpu family"), field("model"))
+}
+
 fn main() {
     if std::env::args().nth(1).as_deref() == Some("tlb") {
+        eprintln!("host: {}", host());
         if let Some((entries, code)) = dtlb() {
             eprintln!("cpuid 0x80000006: L2 DTLB 4K {entries} entries, associativity code {code}");
         }

@@ -1,0 +1,109 @@
+"""The data TLB's size and cost per read from the sweep-scan probe's ``tlb`` output.
+
+``sweep-scan tlb`` (``experiments/probes/cache-bw``) prints on stderr what cpuid says of the
+core's L2 data TLB for 4-KiB pages (AMD leaf 0x80000006: entries and an associativity code)
+and writes CSV rows ``pattern,n,ns``: ``maybe_useful``'s key reads with every key on a 4-KiB
+page of its own (``pages4k``) and the same lines packed 64 to a page (``lines4k``, no TLB
+miss). A read whose page misses the TLB costs the median of ``pages4k - lines4k`` over the
+sizes whose pages are 2x to 32x the TLB's entries (every read misses there). No fit.
+
+:func:`read_tlb_dir` reads a directory holding ``tlb.csv`` and ``tlb.stderr`` (and, for the
+host, ``lscpu.txt`` or a ``host:`` line of the stderr); ``sim calibrate --tlb DIR`` writes
+the result into a profile's ``[process] dtlb_entries``/``dtlb_ways`` and ``[time]
+sweep_tlb_read_ns``.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import statistics
+from pathlib import Path
+
+from ..errors import UserError
+
+__all__ = ["AMD_WAYS", "parse_cpuid_line", "tlb_read_cost", "read_tlb_dir"]
+
+#: AMD's associativity codes of cpuid 0x80000006's TLB fields (AMD64 APM vol. 3, CPUID
+#: Fn8000_0006, the L2 TLB associativity encoding); 0xF (fully associative) as 0
+AMD_WAYS = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8, 8: 16, 0xA: 32, 0xB: 48, 0xC: 64, 0xD: 96,
+            0xE: 128}
+
+_CPUID = re.compile(r"cpuid 0x80000006: L2 DTLB 4K (\d+) entries, associativity code (\d+)")
+
+
+def parse_cpuid_line(text):
+    """``(entries, ways)`` from the probe's cpuid line in ``text``, or None.
+
+    >>> parse_cpuid_line("cpuid 0x80000006: L2 DTLB 4K 3072 entries, associativity code 6")
+    (3072, 8)
+    """
+    found = _CPUID.search(text)
+    if not found:
+        return None
+    entries, code = int(found.group(1)), int(found.group(2))
+    if code not in AMD_WAYS:
+        raise UserError(f"cpuid 0x80000006: associativity code {code} is not a set-associative "
+                        "TLB this model knows (AMD_WAYS)")
+    return entries, AMD_WAYS[code]
+
+
+def tlb_read_cost(rows, entries):
+    """``(ns, sizes)``: the median of ``pages4k - lines4k`` (``rows``: pattern -> n -> ns)
+    over the sizes ``n`` from 2x to 32x ``entries``, and how many sizes that was.
+
+    >>> rows = {"pages4k": {4096: 5.0, 8192: 7.0, 16384: 8.0}, "lines4k": {4096: 1.0, 8192: 1.0, 16384: 1.0}}
+    >>> tlb_read_cost(rows, 3072)
+    (6.5, 2)
+    """
+    pages4k, lines4k = rows.get("pages4k", {}), rows.get("lines4k", {})
+    diffs = [pages4k[n] - lines4k[n] for n in sorted(pages4k)
+             if n in lines4k and 2 * entries <= n <= 32 * entries]
+    if not diffs:
+        raise UserError(f"no pages4k and lines4k rows at {2 * entries}-{32 * entries} pages "
+                        "(2x to 32x the TLB's entries)")
+    return statistics.median(diffs), len(diffs)
+
+
+def _host(directory, stderr_text) -> str:
+    found = re.search(r"^host: (.+)$", stderr_text, re.M)
+    if found:
+        return found.group(1).strip()
+    lscpu = directory / "lscpu.txt"
+    if lscpu.is_file():
+        fields = {}
+        for line in lscpu.read_text(encoding="utf-8").splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                fields.setdefault(key.strip(), value.strip())
+        name = fields.get("Model name", "")
+        if name:
+            return (f"{name} (family {fields.get('CPU family', '?')} model "
+                    f"{fields.get('Model', '?')})")
+    raise UserError(f"{directory}: no host named (a 'host:' line in tlb.stderr, or lscpu.txt)")
+
+
+def read_tlb_dir(directory) -> dict:
+    """The TLB's ``entries``, ``ways`` and ``ns`` (cost per read that misses it), the
+    ``sizes`` the cost is the median over, the ``host`` and the files read, from a directory
+    of the probe's output (module docstring)."""
+    directory = Path(directory)
+    csv_path, err_path = directory / "tlb.csv", directory / "tlb.stderr"
+    for path in (csv_path, err_path):
+        if not path.is_file():
+            raise UserError(f"--tlb {directory}: no {path.name} (the output of `sweep-scan tlb`)")
+    text = err_path.read_text(encoding="utf-8")
+    tlb = parse_cpuid_line(text)
+    if tlb is None:
+        raise UserError(f"{err_path}: no cpuid 0x80000006 line (sweep-scan tlb on x86_64)")
+    rows = {}
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            try:
+                rows.setdefault(row["pattern"], {})[int(row["n"])] = float(row["ns"])
+            except (KeyError, TypeError, ValueError):
+                raise UserError(f"{csv_path}: expected columns pattern,n,ns") from None
+    entries, ways = tlb
+    ns, sizes = tlb_read_cost(rows, entries)
+    return {"entries": entries, "ways": ways, "ns": ns, "sizes": sizes,
+            "host": _host(directory, text), "csv": csv_path, "stderr": err_path}

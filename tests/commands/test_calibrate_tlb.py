@@ -1,0 +1,82 @@
+"""`sim calibrate --tlb DIR` writes the data TLB's entries, ways and cost per missed read from
+the sweep-scan probe's `tlb` output (no fit), names the files and the host in the values'
+comments, and refuses bad input with one error line before writing anything."""
+
+import tomllib
+
+import pytest
+
+from clirun import assert_one_error, run_cli
+from sim import paths
+from sim.analysis.tlb import parse_cpuid_line, read_tlb_dir, tlb_read_cost
+from sim.errors import UserError
+
+ROOT = paths.ROOT
+MEASURED = ROOT / "experiments" / "measured" / "linux-x86_64" / "sweep-levels"
+
+
+def _probe_dir(tmp_path, cpuid="cpuid 0x80000006: L2 DTLB 4K 2048 entries, associativity code 8",
+               host="host: Some CPU (family 1 model 2)"):
+    d = tmp_path / "tlb"
+    d.mkdir()
+    (d / "tlb.stderr").write_text(f"{host}\n{cpuid}\n")
+    rows = ["pattern,n,ns"]
+    for n in (1024, 4096, 8192, 16384, 65536, 131072):
+        rows += [f"pages4k,{n},{1.0 + (7.0 if n >= 4096 else 0.0) + n / 1e6}", f"lines4k,{n},1.0"]
+    (d / "tlb.csv").write_text("\n".join(rows) + "\n")
+    return d
+
+
+def test_the_probe_output_gives_entries_ways_and_the_median_cost(tmp_path):
+    tlb = read_tlb_dir(_probe_dir(tmp_path))
+    assert (tlb["entries"], tlb["ways"]) == (2048, 16)
+    # sizes 4,096-65,536 pages (2x to 32x 2,048): 7 ns more and the n / 1e6 of each
+    assert tlb["sizes"] == 4
+    assert tlb["ns"] == pytest.approx(7.0 + (8192 + 16384) / 2 / 1e6)
+    assert tlb["host"] == "Some CPU (family 1 model 2)"
+    assert parse_cpuid_line("nothing") is None
+    with pytest.raises(UserError):
+        tlb_read_cost({"pages4k": {10: 1.0}, "lines4k": {10: 1.0}}, 3072)
+
+
+def test_the_committed_measurement_gives_the_profiles_values():
+    tlb = read_tlb_dir(MEASURED)
+    assert (tlb["entries"], tlb["ways"], round(tlb["ns"], 3)) == (3072, 8, 6.124)
+    assert "family 25 model 17" in tlb["host"]
+    for name in ("amd-epyc-zen4", "amd-epyc-zen4-long"):
+        data = tomllib.loads((ROOT / "models" / f"{name}.toml").read_text())
+        assert data["process"]["dtlb_entries"] == 3072 and data["process"]["dtlb_ways"] == 8
+        assert data["time"]["sweep_tlb_read_ns"] == 6.124
+
+
+def test_calibrate_tlb_writes_the_three_values_with_their_source(tmp_path, capsys):
+    out = tmp_path / "p.toml"
+    code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--tlb",
+                              str(_probe_dir(tmp_path)), "--out", str(out)], capsys)
+    assert code == 0, lines
+    text = out.read_text()
+    data = tomllib.loads(text)
+    assert data["process"]["dtlb_entries"] == 2048 and data["process"]["dtlb_ways"] == 16
+    assert data["time"]["sweep_tlb_read_ns"] == pytest.approx(7.012, abs=1e-3)
+    assert text.count("`sim calibrate --tlb`") == 2 and "Some CPU (family 1 model 2)" in text
+    # everything else as the base has it
+    base = tomllib.loads((ROOT / "models" / "amd-epyc-zen4.toml").read_text())
+    assert data["time"]["scan_node_ns"] == base["time"]["scan_node_ns"]
+    assert data.get("calibration") == base.get("calibration")
+
+
+def test_calibrate_tlb_refuses_bad_input_before_writing(tmp_path, capsys):
+    out = tmp_path / "p.toml"
+    code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--tlb",
+                              str(tmp_path / "none"), "--out", str(out)], capsys)
+    assert_one_error(code, lines, "no tlb.csv")
+    d = _probe_dir(tmp_path, cpuid="no cpuid here")
+    code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--tlb", str(d),
+                              "--out", str(out)], capsys)
+    assert_one_error(code, lines, "cpuid")
+    code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--tlb", str(d),
+                              "--fit", "time.scan_node_ns"], capsys)
+    assert_one_error(code, lines, "without a fit")
+    code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4"], capsys)
+    assert_one_error(code, lines, "--measured")
+    assert not out.exists()
