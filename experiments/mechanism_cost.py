@@ -20,6 +20,15 @@ fresh process per variant:
                 likewise (two new graphs), ``merge``: c = x + y (y's graph merged into
                 x's), ``twin``: drop(y), c = x.clone() + x; an unrelated backward after
                 each block; ``ns_per_op`` of each (median) and ``merge-minus-twin``
+``release``     blocks of ``release_ops`` iterations: c = a + b made untimed, ``drop(c)``
+                timed alone, on flex.autodiff (``release``: the untracked output's last
+                handle; a policy that releases on drop releases the node made just
+                before) and on plain Flex (``plain``: the same buffers, no autodiff); an
+                unrelated backward after each ``release`` block; ``ns_per_op`` of each
+                (median) and ``release-minus-plain``: what the drop costs beyond its
+                buffers (``drop_release_node_ns`` under drop-release, 0 unpatched); the
+                simulation predicts that row only (the other two hold the probe's clock
+                cost, and the model charges a buffer's free with the op that made it)
 
 The probe reports first-gemm's and param-init's rows as medians over 9 fresh processes
 (a first call happens once per process); the simulation is one process.
@@ -33,17 +42,18 @@ EXPERIMENT = "mechanism-cost"
 X_UNITS = {"mechanism-cost": {"first-touch": "pages", "call": "call", "live": "nodes",
                               "dead": "nodes", "dead-minus-live": "nodes",
                               "merge": "iterations", "twin": "iterations",
-                              "merge-minus-twin": "iterations"}}
+                              "merge-minus-twin": "iterations", "release": "iterations",
+                              "plain": "iterations", "release-minus-plain": "iterations"}}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
-VARIANTS = ("page-fault", "first-gemm", "param-init", "sweep-free", "merge")
+VARIANTS = ("page-fault", "first-gemm", "param-init", "sweep-free", "merge", "release")
 PARAMS = {"reps": 5, "calls": 5, "nodes": "100,300,1000,3000,10000", "merge_ops": 250,
-          "merge_reps": 41}
+          "merge_reps": 41, "release_ops": 250, "release_reps": 41}
 #: the probe's loops are the same under `--quick` (about two seconds), but a quick
 #: comparison (and `sim host-profile`'s fit) simulates sweep-free up to N = 3,000 only:
 #: N = 10,000 comes last in its process, so the others do not change, and it takes
 #: minutes to simulate; its quick rows stay unpredicted
 QUICK = {"nodes": "100,300,1000,3000"}
-POSITIVE = ("reps", "calls", "merge_ops", "merge_reps")
+POSITIVE = ("reps", "calls", "merge_ops", "merge_reps", "release_ops", "release_reps")
 
 #: bytes of page-fault's block and the page it writes one byte of
 FAULT_BYTES = 16 << 20
@@ -57,7 +67,7 @@ def median(values):
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
-def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps):
+def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, release_reps):
     if variant == "page-fault":
         heap = sim.heap
         per_page = []
@@ -75,6 +85,8 @@ def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps):
         yield from _sweep_free(sim, reps, [int(n) for n in str(nodes).split(",")])
     elif variant == "merge":
         yield from _merge(sim, merge_ops, merge_reps)
+    elif variant == "release":
+        yield from _release(sim, release_ops, release_reps)
     else:
         raise ValueError(variant)
 
@@ -163,4 +175,31 @@ def _merge(sim, merge_ops, merge_reps):
         diff.append(m - t)
     for phase, values in (("merge", merged), ("twin", twins), ("merge-minus-twin", diff)):
         sim.record(merge_ops, "iterations", "ns_per_op", round(median(values), 3), phase=phase)
+    yield sim.tick()
+
+
+def _release(sim, release_ops, release_reps):
+    device, a, b = _pair(sim)
+    flex = sim.device("flex")
+    pa, pb = Tensor.from_floats([1.0] * 16, flex), Tensor.from_floats([2.0] * 16, flex)
+    tiny_backward(device, probe=True)
+
+    def timed_drops(x, y) -> float:
+        ns = 0
+        for _ in range(release_ops):
+            c = x.clone() + y.clone()
+            start = sim.now_ns
+            drop(c)
+            ns += sim.now_ns - start
+        return ns / release_ops
+
+    diff = []
+    for _ in range(release_reps):
+        r = timed_drops(a, b)
+        tiny_backward(device, probe=True)
+        diff.append(r - timed_drops(pa, pb))
+    # only the difference: the probe's `release` and `plain` rows hold its clock's own
+    # cost, and the model charges a buffer's free with the op that made it (buffer_ns)
+    sim.record(release_ops, "iterations", "ns_per_op", round(median(diff), 3),
+               phase="release-minus-plain")
     yield sim.tick()

@@ -32,6 +32,15 @@
 //!   (one graph; the extra clone is a modelled cost). An untimed unrelated backward after
 //!   each block frees what it left. Rows: `ns_per_op` of each (median) and at phase
 //!   `merge-minus-twin` the median of the block pairs' difference.
+//! - `release`: blocks of `RELEASE_OPS` iterations, `RELEASE_REPS` of each kind,
+//!   alternated; an iteration makes `c = a.clone() + b.clone()` (16 elements) untimed and
+//!   times `drop(c)` alone: `release` on `flex.autodiff()` (the untracked output's last
+//!   handle: under a patch that releases on drop, the release of a node made just before;
+//!   unpatched, the handle's reference counts only), `plain` on plain Flex (the same
+//!   buffers freed, no autodiff). An untimed unrelated backward after each `release`
+//!   block. Rows: `ns_per_op` of each (median) and at phase `release-minus-plain` the
+//!   median of the block pairs' difference: what dropping an autodiff output costs beyond
+//!   its buffers (the clock's own cost is in both and cancels).
 
 use crate::Opts;
 use burn::prelude::*;
@@ -43,7 +52,8 @@ use burn_probes::clock::Instant;
 use crate::adleak::tiny_backward;
 
 const EXPERIMENT: &str = "mechanism-cost";
-pub const VARIANTS: &[&str] = &["page-fault", "first-gemm", "param-init", "sweep-free", "merge"];
+pub const VARIANTS: &[&str] = &["page-fault", "first-gemm", "param-init", "sweep-free", "merge",
+                                 "release"];
 const REPS: usize = 5;
 /// fresh processes of a first-call variant (its rows are the medians over them)
 const FRESH: usize = 9;
@@ -53,6 +63,8 @@ const PAGE: usize = 4096;
 const CALLS: usize = 5;
 pub const SWEEP_NODES: &[usize] = &[100, 300, 1_000, 3_000, 10_000];
 const MERGE_OPS: usize = 250;
+const RELEASE_OPS: usize = 250;
+const RELEASE_REPS: usize = 41;
 const NOTE: &str = "burn Flex (no simd/rayon); fresh process per variant; src/mech.rs";
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -73,6 +85,7 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         "param-init/once" => param_init(sink),
         "sweep-free" => sweep_free(opts, sink),
         "merge" => merge(opts, sink),
+        "release" => release(opts, sink),
         other => panic!("unknown variant {other}"),
     }
 }
@@ -265,4 +278,44 @@ fn merge(_opts: &Opts, sink: &mut Sink) {
              f(median(twin.clone()), 3), "ns", &format!("runs: {} ns", spread(&twin, 1)));
     sink.row(EXPERIMENT, "merge", "merge-minus-twin", MERGE_OPS, "iterations", "ns_per_op",
              f(median(diff.clone()), 3), "ns", &format!("per block pair: {} ns", spread(&diff, 1)));
+}
+
+/// Mean ns of `drop(c)` alone over `RELEASE_OPS` outputs `c = a + b` made untimed.
+fn timed_drops(a: &Tensor<1>, b: &Tensor<1>) -> f64 {
+    let mut ns = 0.0;
+    for _ in 0..RELEASE_OPS {
+        let c = black_box(a.clone() + b.clone());
+        let t = Instant::now();
+        drop(c);
+        ns += t.elapsed().as_secs_f64() * 1e9;
+    }
+    ns / RELEASE_OPS as f64
+}
+
+fn release(_opts: &Opts, sink: &mut Sink) {
+    let (a, b) = pair(&Device::flex().autodiff());
+    let (pa, pb) = pair(&Device::flex());
+    tiny_backward();
+    let (mut released, mut plain, mut diff) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..RELEASE_REPS {
+        let r = timed_drops(&a, &b);
+        tiny_backward();
+        let p = timed_drops(&pa, &pb);
+        released.push(r);
+        plain.push(p);
+        diff.push(r - p);
+    }
+    let note = format!("{NOTE}; blocks of {RELEASE_OPS} iterations: c = a.clone() + b.clone() \
+                        (16 elements) made untimed, drop(c) timed alone; release: \
+                        flex.autodiff (an untracked output), plain: Flex; an unrelated \
+                        backward after each release block; medians of {RELEASE_REPS} blocks \
+                        each");
+    sink.row(EXPERIMENT, "release", "release", RELEASE_OPS, "iterations", "ns_per_op",
+             f(median(released.clone()), 3), "ns",
+             &format!("{note}; runs: {} ns", spread(&released, 1)));
+    sink.row(EXPERIMENT, "release", "plain", RELEASE_OPS, "iterations", "ns_per_op",
+             f(median(plain.clone()), 3), "ns", &format!("runs: {} ns", spread(&plain, 1)));
+    sink.row(EXPERIMENT, "release", "release-minus-plain", RELEASE_OPS, "iterations",
+             "ns_per_op", f(median(diff.clone()), 3), "ns",
+             &format!("per block pair: {} ns", spread(&diff, 1)));
 }
