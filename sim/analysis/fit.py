@@ -52,11 +52,12 @@ def _scale(m):
     return value if value > 0 else max(SLACK.get(m["metric"], 1.0), 1e-9)
 
 
-def residuals(fit_rows, predicted):
+def residuals(fit_rows, predicted, policy="burn-0.22.1"):
     """The residual of each fitted point (``fit_rows``, measured rows) against the
-    ``predicted`` rows: (predicted - measured) / measured, or over the metric's slack for
-    a point measured as zero. A point with no prediction is a :class:`~sim.errors.UserError`."""
-    joined = join(fit_rows, predicted)
+    ``predicted`` rows of ``policy``: (predicted - measured) / measured, or over the
+    metric's slack for a point measured as zero. A point with no prediction is a
+    :class:`~sim.errors.UserError`."""
+    joined = join(fit_rows, predicted, policy=policy)
     r = []
     for m, e in zip(fit_rows, joined):
         if math.isnan(e["predicted"]):

@@ -46,7 +46,8 @@ from .progress import Progress
 from ..engine.runner import run_cell
 from ..engine.workers import local_pool
 
-__all__ = ["calibrate", "calibrate_tlb", "select_points", "run_cells", "check_out"]
+__all__ = ["calibrate", "calibrate_tlb", "select_points", "run_cells", "check_out",
+           "measured_policy"]
 
 #: a base profile's fitted point whose prediction moves by more than this (relative) is
 #: no longer at the value it was fitted to
@@ -101,6 +102,25 @@ def select_points(measured, selectors):
             raise UserError(_no_match(selector, ids))
         chosen |= hits
     return [m for i, m in enumerate(measured) if i in chosen]
+
+
+def measured_policy(measured, policy=None) -> str:
+    """The policy whose predictions the ``measured`` rows are fitted to: ``policy`` if given,
+    else the one their ``burn_version`` tag names (``0.22.1+NAME``: burn with
+    ``NAME``'s patch, ``sim measure --patch NAME``), else ``burn-0.22.1``. Rows of
+    different patches, or a ``policy`` other than their patch's, are an error."""
+    tags = {str(m.get("burn_version", "")).partition("+")[2] for m in measured}
+    if len(tags) > 1:
+        shown = ", ".join(sorted(t or "(unpatched)" for t in tags))
+        raise UserError(f"the measured rows are of different builds of burn ({shown}): "
+                        f"calibrate on one patch's measurements at a time")
+    tag = tags.pop() if tags else ""
+    if policy is None:
+        return tag or "burn-0.22.1"
+    if tag and policy != tag:
+        raise UserError(f"--policy {policy}: the measured rows are of burn with the {tag} "
+                        f"patch (burn_version 0.22.1+{tag}); fit them to -p {tag}")
+    return policy
 
 
 def _no_match(selector, ids) -> str:
@@ -170,7 +190,7 @@ def _with_sets(quick, cells, sets) -> dict:
 
 def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, fresh=False,
               max_iterations=8, progress=False, force=False, sources=None, warn=None,
-              sets=None):
+              sets=None, policy=None, against=None):
     """Fit ``params`` of profile ``base`` to the selected ``measured`` points.
 
     ``progress``: show a bar on stderr over each iteration's simulations of the fitted
@@ -199,6 +219,19 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     and the check of the base's fitted points run the cells as measured, once before and
     once after.
 
+    ``policy``: the policy whose predictions the measured rows are fitted to (default:
+    :func:`measured_policy`, the patch their ``burn_version`` names, else burn-0.22.1):
+    a parameter only a fix charges (``time.drop_release_node_ns``) is fitted on that
+    fix's patched burn. Such a point is recorded as ``POLICY:point``; the base's recorded
+    points are checked under their own policy.
+
+    ``against``: measured rows of unpatched burn from the same probes (the fix's
+    reference). Each fitted point then fits what the patch adds: its measured value less
+    unpatched burn's at the same point, plus burn-0.22.1's prediction there (a cost the
+    model charges elsewhere on unpatched burn, e.g. a tensor handle's own drop, is not
+    fitted into the fix's parameter). The fitted parameters must leave burn-0.22.1's
+    predictions of those points as they are (a parameter only the fix charges).
+
     Returns ``(new profile, table of every point before/after)``.
     """
     profile = load_profile(base) if not isinstance(base, Profile) else base
@@ -206,13 +239,20 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     _check_params(profile, params, base_text)
     if out is not None:
         check_out(out, profile.path, force)
+    policy = measured_policy(measured, policy)
     fit_rows = select_points(measured, points)
-    fit_cells = cells_for(fit_rows)
+    fit_cells = cells_for(fit_rows, policy)
     # rows of `sim measure --quick` run with the probes' quick loop counts, as in compare
     quick = quick_params(measured)
     if not fit_cells:
         raise UserError("no fitted point belongs to a known workload")
     fit_quick = _with_sets(quick, fit_cells, sets)
+    if against is not None:
+        fit_rows = _added_by_patch(fit_rows, against, profile, current_values=params,
+                                   jobs=jobs, quick=fit_quick)
+        echo(f"fitting what the {policy} patch adds over unpatched burn at "
+             f"{len(fit_rows)} point(s) (its value less unpatched burn's, plus "
+             f"burn-0.22.1's prediction)")
     x0 = {name: float(profile.get(name)) for name in params}
     echo(f"fitting {len(params)} parameter(s) on {len(fit_rows)} point(s) "
          f"({len(fit_cells)} simulated cells)")
@@ -222,7 +262,8 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     def evaluate(values, label="step"):
         if bar is not None and bar.done == bar.total:
             bar.total += 1          # the line search, or a parameter probed again
-        r = residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs, fit_quick))
+        r = residuals(fit_rows, run_cells(fit_cells, _with(profile, values), jobs, fit_quick),
+                      policy)
         if bar is not None:
             bar.advance(label)
         return r
@@ -253,17 +294,18 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
 
     new_profile = _with(profile, current)
     previous = {} if fresh else profile.data.get("calibration", {})
-    fit_ids = [point_id(m) for m in fit_rows]
+    fit_ids = [policy_point(policy, point_id(m)) for m in fit_rows]
     earlier = [p for p in previous.get("points", []) if p not in set(fit_ids)]
-    cells = sorted(set(cells_for(measured)) | set(cells_for(_rows_of(earlier))))
+    cells = sorted(set(cells_for(measured, policy)) | set(_earlier_cells(earlier)))
     predicted_before = run_cells(cells, profile, jobs, quick)
     predicted_after = run_cells(cells, new_profile, jobs, quick)
     dropped = _moved(earlier, predicted_before, predicted_after)
     new_profile.data["calibration"] = _record(previous, params, fit_ids,
                                               {pid for pid, _, _ in dropped})
-    fitted_ids = new_profile.data["calibration"]["points"]
-    before = join(measured, predicted_before, fitted_ids)
-    after = join(measured, predicted_after, fitted_ids)
+    fitted_ids = [pid for pol, pid in map(_split_point, new_profile.data["calibration"]["points"])
+                  if pol == policy]
+    before = join(measured, predicted_before, fitted_ids, policy)
+    after = join(measured, predicted_after, fitted_ids, policy)
     echo("")
     wide = max(len("parameter"), *map(len, params))
     echo(f"{'parameter':<{wide}} {'before':>14} {'after':>14}")
@@ -452,6 +494,57 @@ def _same_file(a, b) -> bool:
 
 # -- the base's fitted points this fit moves --------------------------------------------
 
+def _added_by_patch(fit_rows, against, profile, current_values, jobs, quick) -> list:
+    """``fit_rows`` (a patch's) with each value replaced by the patch's measured value less
+    the unpatched one (``against``, the same point) plus burn-0.22.1's prediction there;
+    an error where unpatched burn has no such point or its prediction depends on the
+    fitted parameters (``current_values``: their names)."""
+    unpatched = {point_id(m): m for m in against}
+    cells = cells_for(fit_rows)
+    base = _by_point(run_cells(cells, profile, jobs, quick))
+    bumped = _with(profile, {name: float(profile.get(name)) * 1.05 + 1.0
+                             for name in current_values})
+    moved = _by_point(run_cells(cells, bumped, jobs, quick))
+    out = []
+    for m in fit_rows:
+        pid = point_id(m)
+        ref, pred = unpatched.get(pid), base.get(pid)
+        if ref is None:
+            raise UserError(f"--against: unpatched burn has no measured point {pid}")
+        if pred is None:
+            raise UserError(f"--against: burn-0.22.1 predicts no {pid}")
+        if float(moved[pid]["value"]) != float(pred["value"]):
+            raise UserError(f"--against: {', '.join(current_values)} move(s) burn-0.22.1's "
+                            f"prediction of {pid}: fit it on unpatched burn instead")
+        row = dict(m)
+        row["value"] = float(m["value"]) - float(ref["value"]) + float(pred["value"])
+        out.append(row)
+    return out
+
+
+def policy_point(policy, pid) -> str:
+    """A fitted point's id in a profile's ``[calibration]`` record: ``pid``, or
+    ``POLICY:pid`` for a point of burn with a fix's patch (the same probe's point on
+    unpatched burn is another point)."""
+    return pid if policy == "burn-0.22.1" else f"{policy}:{pid}"
+
+
+def _split_point(point) -> tuple:
+    """``(policy, point id)`` of a recorded point (:func:`policy_point`; a variant may hold
+    ``::`` itself, a policy name no ``/``)."""
+    head, sep, rest = point.partition(":")
+    return (head, rest) if sep and "/" not in head else ("burn-0.22.1", point)
+
+
+def _earlier_cells(points) -> list:
+    """The cells that predict the base's recorded ``points``, each under its policy."""
+    by_policy = {}
+    for point in points:
+        policy, pid = _split_point(point)
+        by_policy.setdefault(policy, []).append(pid)
+    return [c for policy, ids in by_policy.items() for c in cells_for(_rows_of(ids), policy)]
+
+
 def _rows_of(ids) -> list:
     """Stand-in rows (experiment and variant) of point ids, for :func:`cells_for`."""
     rows = []
@@ -471,18 +564,21 @@ def _moved(ids, before, after) -> list:
     """``(id, before row, after row)`` of each point id in ``ids`` whose prediction
     differs between the predicted rows ``before`` and ``after`` by more than
     :data:`MOVED` (relative), or is predicted in one of them only (a row is None)."""
-    b, a = _by_point(before), _by_point(after)
     out = []
-    for pid in ids:
-        x, y = b.get(pid), a.get(pid)
+    indexes = {}
+    for point in ids:
+        policy, pid = _split_point(point)
+        if policy not in indexes:
+            indexes[policy] = (_by_point(before, policy), _by_point(after, policy))
+        x, y = (index.get(pid) for index in indexes[policy])
         if x is None and y is None:
             continue
         if x is None or y is None:
-            out.append((pid, x, y))
+            out.append((point, x, y))
             continue
         old, new = float(x["value"]), float(y["value"])
         if abs(new - old) > MOVED * max(abs(old), 1e-12):
-            out.append((pid, x, y))
+            out.append((point, x, y))
     return out
 
 

@@ -313,8 +313,17 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
                    "where their workload has it, e.g. steps=500 when the fitted points are "
                    "at steps <= 500 (the table and the check of the base's points run the "
                    "cells as measured; repeatable)")
+@click.option("--policy", "-p", default=None, metavar="NAME",
+              help="fit to this policy's predictions (default: the patch the measured rows' "
+                   "burn_version names, 0.22.1+NAME from `sim measure --patch NAME`, else "
+                   "burn-0.22.1); e.g. time.drop_release_node_ns on drop-release's "
+                   "patched burn")
+@click.option("--against", "against_paths", multiple=True, metavar="CSV|DIR",
+              help="unpatched burn's measurements from the same probes: fit what the patch "
+                   "adds at each fitted point (its value less unpatched burn's, plus "
+                   "burn-0.22.1's prediction; repeatable)")
 def calibrate_cmd(measured_paths, base, params, tlb_dir, points, out, force, fresh,
-                  max_iterations, jobs, sets):
+                  max_iterations, jobs, sets, policy, against_paths):
     """Fit --fit parameters of a profile to measured points (least squares).
 
     Prints every point's measured value, the prediction before and after, the
@@ -351,8 +360,20 @@ def calibrate_cmd(measured_paths, base, params, tlb_dir, points, out, force, fre
         overrides[key] = value
     calibrate(measured, base, list(params), list(points), out, jobs, echo=click.echo,
               fresh=fresh, max_iterations=max_iterations, progress=True, force=force,
-              sources=list(measured_paths), warn=lambda line: click.echo(line, err=True),
-              sets=overrides)
+              sources=list(measured_paths) + [f"{p} (unpatched, --against)" for p in against_paths],
+              warn=lambda line: click.echo(line, err=True),
+              sets=overrides, policy=policy,
+              against=_read_all(against_paths, known) if against_paths else None)
+
+
+def _read_all(paths, known) -> list:
+    """The measured rows of every CSV of ``paths`` (files or directories)."""
+    from ..analysis.compare import measured_files
+    from ..analysis.data import read_measured
+    rows = []
+    for path in measured_files(paths):
+        rows.extend(read_measured(path, known))
+    return rows
 
 
 @cli.command("accuracy")

@@ -290,3 +290,40 @@ def test_every_selector_must_match():
     rows = [{"experiment": "adleak-count-params", "variant": "untracked/size=16",
              "phase": "after-loop", "x": 1000.0, "metric": "ns_per_op"}]
     assert select_points(rows, ["adleak-count-params/untracked/size=16/*/1000/*"]) == rows
+
+
+def _release_row(value, tag):
+    return {"experiment": "mechanism-cost", "variant": "release",
+            "phase": "release-minus-plain", "x": 250.0, "x_unit": "iterations",
+            "metric": "ns_per_op", "value": value, "unit": "ns", "note": "",
+            "burn_version": tag}
+
+
+def test_a_fix_only_parameter_is_fitted_on_its_patch_less_unpatched_burn(tmp_path):
+    """time.drop_release_node_ns: drop-release's rows (burn_version 0.22.1+drop-release)
+    are fitted to drop-release's predictions, on what the patch adds over unpatched burn
+    (a handle's own drop, 58 ns here, is charged elsewhere by the model)."""
+    from sim.commands.calibrate import _split_point, measured_policy, policy_point
+    patched = [_release_row(358.0, "0.22.1+drop-release")]
+    unpatched = [_release_row(58.0, "0.22.1")]
+    assert measured_policy(patched) == "drop-release"
+    assert measured_policy(unpatched) == "burn-0.22.1"
+    with pytest.raises(UserError, match="fit them to -p drop-release"):
+        measured_policy(patched, "skip-untracked")
+    with pytest.raises(UserError, match="different builds"):
+        measured_policy(patched + unpatched)
+    point = policy_point("drop-release", "mechanism-cost/release/release-minus-plain/250/ns_per_op")
+    assert _split_point(point) == ("drop-release",
+                                   "mechanism-cost/release/release-minus-plain/250/ns_per_op")
+    assert _split_point("sizeof/burn_autodiff::NodeId//0/size_bytes")[0] == "burn-0.22.1"
+    out = tmp_path / "fitted.toml"
+    new, _ = calibrate(patched, "linux-x86_64", ["time.drop_release_node_ns"], out=str(out),
+                       against=unpatched, sets={"release_reps": "1"}, fresh=True, **QUIET)
+    assert new.get("time.drop_release_node_ns") == pytest.approx(300.0, rel=1e-3)
+    record = tomllib.loads(out.read_text())["calibration"]
+    assert "drop-release:mechanism-cost/release/release-minus-plain/250/ns_per_op" in \
+        record["points"]
+    # a parameter that moves unpatched burn's prediction cannot be fitted this way
+    with pytest.raises(UserError, match="fit it on unpatched burn"):
+        calibrate(patched, "linux-x86_64", ["time.drop_release_node_ns", "time.register_ns"],
+                  against=unpatched, **QUIET)

@@ -130,3 +130,59 @@ def test_a_fit_moves_a_backward_steps_sum_which_is_split_again():
         folded[name.split(".")[1]] if name.startswith("time.") and name.split(".")[1] in folded
         else profile.get(name))))["time"]
     assert split["tape_step_ns"] == pytest.approx(profile.get("time.tape_step_ns"), rel=1e-5)
+
+
+def test_release_minus_plain_is_drop_release_node_ns_under_drop_release_and_0_unpatched():
+    base = load_profile("linux-x86_64")
+    more = _with(base, {"time.drop_release_node_ns": 123.0})
+
+    def diff(policy, profile):
+        rows = run_cell("mechanism-cost", "release", policy, profile,
+                        {"release_ops": "10", "release_reps": "1"}, observables=False)
+        (row,) = rows   # the difference only: the probe's other rows hold its clock's cost
+        assert row["phase"] == "release-minus-plain"
+        return row["value"]
+
+    assert diff("drop-release", more) == pytest.approx(123.0)
+    assert diff("burn-0.22.1", more) == 0
+    assert diff("skip-untracked", more) == 0
+
+
+def _difference_rows(dead, live, diff, n=100):
+    def row(phase, metric, value, unit):
+        return {"experiment": "mechanism-cost", "variant": "sweep-free", "phase": phase,
+                "x": n, "x_unit": "nodes", "metric": metric, "value": value, "unit": unit,
+                "note": ""}
+    return [row("live", "backward_ms", live, "ms"), row("dead", "backward_ms", dead, "ms"),
+            row("dead-minus-live", "ns_per_op", diff, "ns")]
+
+
+def test_a_difference_a_fix_makes_negative_is_graded_within_its_smaller_twins_tolerance():
+    measured = _difference_rows(0.0058, 0.0108, -44.8)   # drop-release: 58 and 108 ns/node
+    predicted = [dict(r) for r in measured]
+    predicted[2]["value"] = -37.0
+    (diff,) = [e for e in join(measured, predicted) if e["phase"] == "dead-minus-live"]
+    # 7.8 ns off: 17 % of the difference, within 15 % of the smaller twin's 58 ns per node
+    assert diff["ok"]
+    predicted[2]["value"] = -25.0
+    (diff,) = [e for e in join(measured, predicted) if e["phase"] == "dead-minus-live"]
+    assert not diff["ok"]
+    # both sides above 0 (the mechanism is there): graded relatively, as any time
+    measured = _difference_rows(0.030, 0.008, 220.0)
+    predicted = [dict(r) for r in measured]
+    predicted[2]["value"] = 260.0
+    (diff,) = [e for e in join(measured, predicted) if e["phase"] == "dead-minus-live"]
+    assert not diff["ok"]
+
+
+def test_a_measured_difference_may_be_negative_a_time_may_not(tmp_path):
+    from sim.analysis.data import DataError, read_measured
+    header = "experiment,variant,phase,x,x_unit,metric,value,unit,note\n"
+    ok = tmp_path / "ok.csv"
+    ok.write_text(header + "mechanism-cost,sweep-free,dead-minus-live,100,nodes,ns_per_op,"
+                  "-44.76,ns,\n")
+    assert read_measured(ok)[0]["value"] == -44.76
+    bad = tmp_path / "bad.csv"
+    bad.write_text(header + "mechanism-cost,sweep-free,dead,100,nodes,backward_ms,-0.1,ms,\n")
+    with pytest.raises(DataError, match="negative"):
+        read_measured(bad)
