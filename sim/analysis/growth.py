@@ -70,7 +70,7 @@ from dataclasses import dataclass
 from .compare import TOLERANCE
 from ..units import BYTES_PER, METRICS
 
-__all__ = ["Growth", "growth_of_runs", "GROWS_BYTES", "per_unit", "late_rise", "phase_ranks",
+__all__ = ["Growth", "growth_of_runs", "GROWS_BYTES", "HEAP_METRICS", "HEAP_WHERE_FLAT_RULE", "per_unit", "late_rise", "phase_ranks",
            "run_label", "singular_unit",
            "memory_level", "LEVEL_RATIOS", "MEMORY_RULE", "TIME_RULE", "RSS_METRICS",
            "Verdict", "verdict", "time_ratio", "ratio_text", "VERDICT_RULE"]
@@ -353,7 +353,7 @@ def verdict(g, ref):
                    panic)
 
 
-def growth_of_runs(rows, workload_of) -> list:
+def growth_of_runs(rows, workload_of, heap_where_flat=False) -> list:
     """The :class:`Growth` of every series of every run in ``rows`` (predicted rows,
     numeric x and value): one per run, or one per phase where the run's loop is
     phased (see the module's docstring).
@@ -361,16 +361,38 @@ def growth_of_runs(rows, workload_of) -> list:
     A run is an (experiment, variant, policy, params) group; ``workload_of``
     maps a row to its workload's name. Runs come back in the order their first
     row appears, a run's phases in the order of their first row.
+
+    ``heap_where_flat``: :data:`HEAP_WHERE_FLAT_RULE` (the verdicts of real burn with
+    and without a fix, ``sim fixes``): a series whose RSS rises while the live heap it
+    also records stays flat is judged by the heap.
     """
     runs = {}
     for row in rows:
         key = (workload_of(row), row["variant"], row["policy"],
                row.get("params", ""))
         runs.setdefault(key, []).append(row)
-    return [g for key, run_rows in runs.items() for g in _growths(key, run_rows)]
+    return [g for key, run_rows in runs.items()
+            for g in _growths(key, run_rows, heap_where_flat)]
 
 
-def _growths(key, rows) -> list:
+#: the live-heap metrics a series may record beside RSS, in order of preference: the
+#: heap in use (simulated), its change since the loop's start (the probes' allocator
+#: counts), the host heap's change (pit-infer, train-validate)
+HEAP_METRICS = ("heap_bytes", "heap_bytes_delta", "host_heap_delta")
+
+#: :func:`growth_of_runs`' ``heap_where_flat`` rule, as ``sim fixes`` states it
+HEAP_WHERE_FLAT_RULE = (
+    "where a run records the live heap beside RSS and the heap does not grow (its late "
+    f"half rises {GROWS_BYTES // 1024} KiB or less) while RSS does, the run is judged by "
+    "the heap: RSS above a flat heap is pages outside what the process holds live (the "
+    "binary's text made resident as code paths first run, free arena pages a step's "
+    "transient blocks touched and glibc has not trimmed), bounded in a loop that repeats "
+    "the same code, and no fix and no part of burn-0.22.1's model keeps memory outside the "
+    "heap (the pytorch policy's allocator drift, the one model of such memory, is not "
+    "among them); the verdict names the metric it judged by")
+
+
+def _growths(key, rows, heap_where_flat=False) -> list:
     """The :class:`Growth` of each series of one run."""
     series = {}
     for r in rows:
@@ -382,7 +404,8 @@ def _growths(key, rows) -> list:
         loops = [""]   # the loop's series; one-time phase rows beside it are not the loop
     loops.sort(key=phase_ranks(series).get)   # series: phases in recorded order
     if loops:
-        growths = [_series_growth(key, phase, series[phase], series) for phase in loops]
+        growths = [_series_growth(key, phase, series[phase], series, heap_where_flat)
+                   for phase in loops]
     else:
         growths = [_one_x_growth(key, rows, series)]
     _attach_panic(growths, [r for r in rows if r["metric"] == "panic"])
@@ -427,7 +450,7 @@ def _attach_panic(growths, panics) -> None:
         target.unit = per_unit(first["x_unit"])[1]
 
 
-def _series_growth(key, phase, samples, series) -> Growth:
+def _series_growth(key, phase, samples, series, heap_where_flat=False) -> Growth:
     """Memory and time growth of one series (``samples``: x -> metric -> row)."""
     g = Growth(*key, phase=phase)
     xs = sorted(samples)
@@ -436,6 +459,8 @@ def _series_growth(key, phase, samples, series) -> Growth:
     g.x_last = xs[-1]
     scale, g.unit = per_unit(g.x_unit)
     _measure_memory(g, xs, points, scale)
+    if heap_where_flat:
+        _judge_by_flat_heap(g, xs, points, scale)
     if g.memory_total_bytes is None:
         g.note = _no_memory_note(series, phase)
     _measure_time(g, xs, points, scale)
@@ -455,6 +480,27 @@ def _measure_memory(g, xs, points, scale) -> None:
     if metric in RSS_METRICS and _has(points, "heap_bytes"):
         g.heap_total_bytes, span = late_rise(xs, _memory_values(points, "heap_bytes"))
         g.heap_bytes = g.heap_total_bytes / span * scale
+
+
+def _judge_by_flat_heap(g, xs, points, scale) -> None:
+    """:data:`HEAP_WHERE_FLAT_RULE`: a series judged by RSS whose RSS grows while its live
+    heap (:data:`HEAP_METRICS`, the first recorded at every sample) does not is judged by
+    the heap; ``memory_metric`` says so, with the RSS rise it set aside."""
+    if not g.memory_grows or g.memory_metric.split(" ")[0] not in RSS_METRICS:
+        return
+    heap = next((m for m in HEAP_METRICS if _has(points, m)), None)
+    if heap is None:
+        return
+    rise, span = late_rise(xs, _memory_values(points, heap))
+    if rise > GROWS_BYTES:
+        return
+    rss = g.memory_metric
+    g.memory_metric = (f"{heap} (judged by the live heap: {rss} rose "
+                       f"{g.memory_total_bytes / 2**20:.2f} MiB with the heap flat)")
+    g.memory_total_bytes = rise
+    g.memory_bytes = rise / span * scale
+    g.memory_peak_bytes = max(_memory_values(points, heap))
+    g.heap_total_bytes = g.heap_bytes = None
 
 
 def _has(points, metric) -> bool:

@@ -674,8 +674,12 @@ def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs
               help="the markdown page")
 @click.option("--figures", is_flag=True,
               help="also draw each comparison's figures and report (minutes per fix)")
+@click.option("--also-profile", "also", multiple=True, metavar="PROFILE",
+              help="grade the same measurements with this profile too (e.g. the measured "
+                   "host's own, made by sim host-profile): its totals and verdicts beside "
+                   "--profile's (repeatable)")
 @_jobs_option
-def fixes_cmd(measured, profile, results, out, jobs, figures):
+def fixes_cmd(measured, profile, results, out, jobs, figures, also):
     """Grade every fix measured on patched burn against its policy's predictions.
 
     For each NAME/ under --measured: sim compare --measured NAME/ -p NAME; then one page
@@ -688,7 +692,7 @@ def fixes_cmd(measured, profile, results, out, jobs, figures):
     _check_out_file(out)
     grades = fixes_report(measured or PATCHED_MEASURED, profile, results, out,
                           jobs or default_jobs(), echo=lambda line: click.echo(line, err=True),
-                          command=_command_line(), figures=figures)
+                          command=_command_line(), figures=figures, also=also)
     for name, g in grades.items():
         ok, n = g["total"]
         click.echo(f"{name}: {ok} of {n} points within tolerance")

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..analysis.data import atomic_write
 from ..errors import UserError
 from ..analysis.fixes import PATCHED_MEASURED, VERDICT_FILES, grade, largest_misses, own_misses
-from ..analysis.growth import growth_of_runs
+from ..analysis.growth import HEAP_WHERE_FLAT_RULE, growth_of_runs
 from ..paths import EXPERIMENTS, ROOT
 from ..policies import get_policy
 from ..output.results import load
@@ -66,9 +66,10 @@ def _fmt(value) -> str:
 
 def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="results/fixes",
                  out="docs/fixes.md", jobs=1, echo=print, command="sim fixes",
-                 figures=False) -> dict:
+                 figures=False, also=()) -> dict:
     """Compare every fix's measurements with its predictions; write the page ``out``.
-    Returns ``{fix: grade}``."""
+    ``also``: more profiles to grade the same measurements with (their totals and
+    verdicts in a section of their own). Returns ``{fix: grade}``."""
     dirs = _fix_dirs(measured)
     for fix_dir in dirs:
         get_policy(fix_dir.name)    # a directory no policy is named after: an error up front
@@ -116,7 +117,10 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
         lines.append(f"| {name} | {n} | {ok} | {share} | {kinds} | {g['unpredicted']} "
                      f"| {own} |")
     lines.append("")
+    lines.extend(_hosts(dirs, profile))
     lines.extend(verdict_table(all_errors))
+    for other in also:
+        lines.extend(_also_graded(dirs, other, results, jobs, echo))
     lines.extend(_semantics(Path(measured) / "semantics.json"))
     lines.extend(_burn_tests(Path(measured) / "burn-tests.json"))
     for release_dir in _release_dirs(measured):
@@ -154,6 +158,59 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
     return grades
 
 
+def _hosts(dirs, profile) -> list:
+    """Which host the measurements were made on, and which host ``profile`` describes."""
+    from ..engine.profile import load_profile
+    measured = set()
+    for fix_dir in dirs:
+        info = fix_dir / "measure-info.json"
+        if info.is_file():
+            host = json.loads(info.read_text(encoding="utf-8")).get("machine", {}).get("host", {})
+            measured.add((host.get("cpu_model", "?"), host.get("l2_bytes", 0)))
+    p = load_profile(profile)
+    host = p.data.get("host", {})
+    described = host.get("cpu_model", "an unnamed host")
+    l2 = p.process.l2_bytes
+    shown = "; ".join(f"{cpu} (L2 {b // 1024} KiB)" for cpu, b in sorted(measured)) or "?"
+    return [f"**Graded by profile `{profile}`**, whose time parameters are fitted on "
+            f"{described} (L2 {l2 // 1024} KiB); the measurements were made on {shown} "
+            f"(`measure-info.json` of each directory). Where a profile of the measured host "
+            f"exists, the section \"Graded with the measured host's profile\" below grades "
+            f"the same measurements with it.", ""]
+
+
+def _also_graded(dirs, profile, results, jobs, echo) -> list:
+    """The same measurements graded with another ``profile``: totals and verdicts."""
+    all_errors = {}
+    for fix_dir in dirs:
+        name = fix_dir.name
+        res = Path(results) / f"profile-{Path(profile).stem}" / name
+        echo(f"fixes: {name}: sim compare --measured {fix_dir} -p {name} --profile {profile}")
+        compare([str(fix_dir)], (), (name,), profile, str(res), jobs, progress=False,
+                command=f"sim compare --measured {fix_dir} -p {name} --profile {profile} "
+                        f"--out {res}", figures=False)
+        all_errors[name] = load(res)[1]
+    lines = [f"## Graded with the measured host's profile: `{Path(profile).stem}`", "",
+             f"The same measurements, graded against each policy's predictions with profile "
+             f"`{profile}` (`sim host-profile`'s profile of this machine).", "",
+             *_hosts(dirs, profile)[:1], "",
+             "| fix | points | within tolerance | share | memory | counts and state | time "
+             "| events | unpredicted |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, errors in all_errors.items():
+        g = grade(errors)
+        ok, n = g["total"]
+        share = f"{100 * ok / n:.0f} %" if n else "-"
+        kinds = " | ".join(f"{k[0]} of {k[1]}" for k in
+                           (g["kinds"]["memory"], g["kinds"]["state"], g["kinds"]["time"],
+                            g["kinds"]["event"]))
+        lines.append(f"| {name} | {n} | {ok} | {share} | {kinds} | {g['unpredicted']} |")
+    lines.append("")
+    table = verdict_table(all_errors)
+    if table:
+        lines += [f"Growth verdicts with `{Path(profile).stem}`:", ""] + table[2:]
+    return lines
+
+
 def _semantics(path) -> list:
     """The semantic check's summary (``experiments/probes/semantics.py --out``), if run."""
     if not path.is_file():
@@ -186,10 +243,11 @@ def _semantics(path) -> list:
     return lines
 
 
-def _growths_of(errors, side, policy) -> dict:
+def _growths_of(errors, side, policy, heap_where_flat=True) -> dict:
     """``(experiment, variant, phase) -> Growth`` of one side (``measured`` or
     ``predicted``) of a comparison's points in :data:`VERDICT_FILES`: both sides judged at
-    the same points (the measured run's loop counts) by the predictions' rule."""
+    the same points (the measured run's loop counts) by the predictions' rule, with
+    :data:`~sim.analysis.growth.HEAP_WHERE_FLAT_RULE` (``heap_where_flat``)."""
     rows = []
     for e in errors:
         if e.get("source") not in VERDICT_FILES:
@@ -204,7 +262,8 @@ def _growths_of(errors, side, policy) -> dict:
                      "phase": e.get("phase") or "", "x": float(e["x"]),
                      "x_unit": e["x_unit"], "metric": e["metric"], "value": value,
                      "unit": e["unit"], "policy": policy, "params": ""})
-    return {g.run[:3]: g for g in growth_of_runs(rows, lambda row: row["experiment"])
+    return {g.run[:3]: g for g in growth_of_runs(rows, lambda row: row["experiment"],
+                                                 heap_where_flat=heap_where_flat)
             if g.has_figures}
 
 
@@ -248,19 +307,41 @@ def verdict_table(all_errors) -> list:
             agree[name] += p == m
             cells.append(f"{p}" if p == m else f"**predicted {p}, measured {m}**")
         experiment, variant, phase = key
+        by = real[key].memory_metric.split(" ")[0] if what == "growth" else "panic event"
         rows.append(f"| {experiment} / {variant}{f' ({phase})' if phase else ''} | {what} | "
-                    + " | ".join(cells) + " |")
+                    f"{by} | " + " | ".join(cells) + " |")
     return ["## Growth verdicts on real burn", "",
             "Per run where unpatched real burn (`burn-0.22.1/`) and burn-0.22.1's prediction "
             "both grow or panic: what each fix does to it, predicted and measured at the same "
             "points (the measured run's "
-            "loop counts, judged by the predictions' rule, `sim.analysis.growth`); one word where "
-            "both sides agree.", "",
-            "| run | problem | " + " | ".join(f"`{n}`" for n in fixes) + " |",
-            "|---|---|" + "---|" * len(fixes),
+            "loop counts, judged by the predictions' rule, `sim.analysis.growth`, with one "
+            "addition: " + HEAP_WHERE_FLAT_RULE + "); one word where both sides agree. "
+            "\"judged by\": the metric unpatched real burn's growth was judged by.", "",
+            "| run | problem | judged by | " + " | ".join(f"`{n}`" for n in fixes) + " |",
+            "|---|---|---|" + "---|" * len(fixes),
             *rows,
-            "| **equal verdicts** | | " + " | ".join(f"{agree[n]} of {judged[n]}"
-                                                    for n in fixes) + " |", ""]
+            "| **equal verdicts** | | | " + " | ".join(f"{agree[n]} of {judged[n]}"
+                                                      for n in fixes) + " |", "",
+            *_set_aside(reference), ""]
+
+
+def _set_aside(reference) -> list:
+    """The runs whose RSS grows on unpatched real burn or in its prediction with the live
+    heap flat: growths the RSS rule alone would have put in the table."""
+    lines = []
+    for side, policy in (("measured", "real burn"), ("predicted", "the prediction")):
+        rss = _growths_of(reference, side, REFERENCE, heap_where_flat=False)
+        heap = _growths_of(reference, side, REFERENCE)
+        for key, g in rss.items():
+            h = heap.get(key)
+            if g.memory_grows and h is not None and not h.memory_grows:
+                experiment, variant, phase = key
+                lines.append(f"- {experiment} / {variant}{f' ({phase})' if phase else ''}, "
+                             f"{policy}: {h.memory_metric}")
+    if not lines:
+        return []
+    return ["Not growths by this rule (burn-0.22.1, unpatched; RSS alone would count them):",
+            "", *lines]
 
 
 def _release_dirs(measured) -> list:

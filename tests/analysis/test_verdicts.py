@@ -178,3 +178,22 @@ def test_the_report_says_which_verdicts_real_burn_confirmed(tmp_path):
     assert lines[1] == ["adleak-rss / flex.autodiff: `skip-untracked` removes the growth in "
                         "the prediction; on patched real burn it removes it: confirmed (real "
                         "burn ran to 40 k_iterations, the prediction to 400)."]
+
+
+def test_rss_rising_over_a_flat_heap_is_judged_by_the_heap_where_asked():
+    # p10-ema target-without on unpatched real burn (quick, 200 steps): RSS warms up by
+    # 0.6 MB in the late half, the live heap (the allocator's count) stays within 800 B
+    xs = [1, 50, 100, 200]
+    rows = (_rows(REF, "rss_bytes", [9275802, 10672538, 11237786, 11271373], "B", xs, "step")
+            + _rows(REF, "heap_bytes_delta", [3286198, 3285626, 3285534, 3285442], "B", xs,
+                    "step"))
+    (by_rss,) = growth_of_runs(rows, lambda r: r["experiment"])
+    assert by_rss.memory_grows and by_rss.memory_metric == "rss_bytes"
+    (g,) = growth_of_runs(rows, lambda r: r["experiment"], heap_where_flat=True)
+    assert g.memory_grows is False
+    assert g.memory_metric.startswith("heap_bytes_delta (judged by the live heap: rss_bytes "
+                                      "rose 0.57 MiB")
+    # a heap that grows too: still judged by RSS
+    growing = _rows(REF, "heap_bytes_delta", [0, 10**6, 2 * 10**6, 3 * 10**6], "B", xs, "step")
+    (g,) = growth_of_runs(rows[:4] + growing, lambda r: r["experiment"], heap_where_flat=True)
+    assert g.memory_grows and g.memory_metric == "rss_bytes"
