@@ -117,7 +117,7 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
         lines.append(f"| {name} | {n} | {ok} | {share} | {kinds} | {g['unpredicted']} "
                      f"| {own} |")
     lines.append("")
-    lines.extend(_hosts(dirs, profile))
+    lines.extend(_hosts(dirs, profile, also))
     lines.extend(verdict_table(all_errors))
     for other in also:
         lines.extend(_also_graded(dirs, other, results, jobs, echo))
@@ -158,8 +158,9 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
     return grades
 
 
-def _hosts(dirs, profile) -> list:
-    """Which host the measurements were made on, and which host ``profile`` describes."""
+def _hosts(dirs, profile, also=()) -> list:
+    """Which host the measurements were made on, which host ``profile`` describes, and the
+    profiles ``also`` graded with."""
     from ..engine.profile import load_profile
     measured = set()
     for fix_dir in dirs:
@@ -172,11 +173,14 @@ def _hosts(dirs, profile) -> list:
     described = host.get("cpu_model", "an unnamed host")
     l2 = p.process.l2_bytes
     shown = "; ".join(f"{cpu} (L2 {b // 1024} KiB)" for cpu, b in sorted(measured)) or "?"
-    return [f"**Graded by profile `{profile}`**, whose time parameters are fitted on "
+    text = (f"**Graded by profile `{profile}`**, whose time parameters are fitted on "
             f"{described} (L2 {l2 // 1024} KiB); the measurements were made on {shown} "
-            f"(`measure-info.json` of each directory). Where a profile of the measured host "
-            f"exists, the section \"Graded with the measured host's profile\" below grades "
-            f"the same measurements with it.", ""]
+            f"(`measure-info.json` of each directory).")
+    if also:
+        text += (" The same measurements graded with " + ", ".join(
+            f"`{Path(a).stem}`" for a in also) + " (the measured host's profile): the "
+            "section \"Graded with the measured host's profile\" below.")
+    return [text, ""]
 
 
 def _also_graded(dirs, profile, results, jobs, echo) -> list:
@@ -288,8 +292,12 @@ def verdict_table(all_errors) -> list:
     problems = [(key, what) for key, g in real.items() for what in ("growth", "panic")
                 if _shows(g, what) and _shows(model.get(key), what)]
     fixes = [name for name in all_errors if name != REFERENCE]
-    if not problems or not fixes:
+    if not fixes:
         return []
+    if not problems:
+        return ["## Growth verdicts on real burn", "",
+                "No run grows or panics both on unpatched real burn and in burn-0.22.1's "
+                "prediction (" + HEAP_WHERE_FLAT_RULE + ").", "", *_set_aside(reference), ""]
     sides = {name: (_growths_of(all_errors[name], "predicted", name),
                     _growths_of(all_errors[name], "measured", name)) for name in fixes}
     agree = dict.fromkeys(fixes, 0)
