@@ -5,6 +5,8 @@ fresh process per variant:
 
 ``page-fault``  a fresh 16-MiB block (glibc maps it), one byte written per 4-KiB page:
                 ``ns_per_op`` per page made resident
+``text-fault``  the first 4 MiB of the program's executable mapped read-only, one byte read
+                per 4-KiB page: ``ns_per_op`` per 64-KiB fault-around window
 ``first-gemm``  plain Flex, lhs [64, 512] and rhs [512, 512] made first, then
                 ``drop(lhs.clone().matmul(rhs.clone()))`` five times, each timed
                 (``ms_per_step``, x = call): call 1 is the thread's first gemm
@@ -39,13 +41,14 @@ from sim.burn.tensor import Tensor, drop
 from common import tiny_backward
 
 EXPERIMENT = "mechanism-cost"
-X_UNITS = {"mechanism-cost": {"first-touch": "pages", "call": "call", "live": "nodes",
+X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows", "call": "call", "live": "nodes",
                               "dead": "nodes", "dead-minus-live": "nodes",
                               "merge": "iterations", "twin": "iterations",
                               "merge-minus-twin": "iterations", "release": "iterations",
                               "plain": "iterations", "release-minus-plain": "iterations"}}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
-VARIANTS = ("page-fault", "first-gemm", "param-init", "sweep-free", "merge", "release")
+VARIANTS = ("page-fault", "text-fault", "first-gemm", "param-init", "sweep-free", "merge",
+            "release")
 PARAMS = {"reps": 5, "calls": 5, "nodes": "100,300,1000,3000,10000", "merge_ops": 250,
           "merge_reps": 41, "release_ops": 250, "release_reps": 41}
 #: the probe's loops are the same under `--quick` (about two seconds), but a quick
@@ -58,6 +61,9 @@ POSITIVE = ("reps", "calls", "merge_ops", "merge_reps", "release_ops", "release_
 #: bytes of page-fault's block and the page it writes one byte of
 FAULT_BYTES = 16 << 20
 PAGE = 4096
+#: bytes of the executable text-fault maps, and the fault-around window it reports per
+TEXT_BYTES = 4 << 20
+WINDOW = 64 << 10
 
 
 def median(values):
@@ -78,6 +84,15 @@ def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, re
             heap.free(FAULT_BYTES, block)
         sim.record(FAULT_BYTES // PAGE, "pages", "ns_per_op", round(median(per_page), 3),
                    phase="first-touch")
+        yield sim.tick()
+    elif variant == "text-fault":
+        per_window = []
+        for rep in range(reps):
+            start = sim.now_ns
+            sim.touched.touch_text(("executable", rep), TEXT_BYTES)
+            per_window.append((sim.now_ns - start) / (TEXT_BYTES // WINDOW))
+        sim.record(TEXT_BYTES // WINDOW, "windows", "ns_per_op", round(median(per_window), 3),
+                   phase="fault-around")
         yield sim.tick()
     elif variant in ("first-gemm", "param-init"):
         yield from _calls(sim, variant, calls)

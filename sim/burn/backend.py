@@ -463,6 +463,7 @@ class Backend:
             buf = _take(inputs[0])
             if strides:
                 buf.strides, buf.strides_block = strides, block
+            self.sim.timing.new_layout(self)
             return buf
         views = ()
         if (op.broadcast and self.handle_stride_bytes and len(inputs) == 2

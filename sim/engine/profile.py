@@ -147,6 +147,7 @@ SCHEMA = {
         "pop_scan_group_ns": FLOAT,    # PopNodeSet::pop's scan for the first full bucket
         "process_warmup_ns": FLOAT,
         "page_fault_ns": FLOAT,        # per page (platform page size) made resident
+        "text_fault_ns": FLOAT,        # per 64-KiB fault-around window of text made resident
         "sysfs_read_ns": FLOAT,        # per sysfs directory listed or file read (gemm's cache info)
         "autodiff_clone_ns": FLOAT,    # per autodiff handle cloned: node + ref-count Arcs
         "checkpoint_ns": FLOAT,        # per tensor a forward op saves for its backward
@@ -172,6 +173,7 @@ SCHEMA = {
         "reduce_add_ns": FLOAT,          # ns per element of a full sum or mean (serial adds)
         "clone_ns": FLOAT,               # ns per tensor handle cloned (and later dropped)
         "buffer_ns": FLOAT,              # ns per fresh buffer malloc'd (and later freed)
+        "layout_ns": FLOAT,              # ns per new Layout a view builds (reshape)
         "random_element_ns": FLOAT,      # ns per element of a random fill (Tensor::random)
     },
     "backend.metal": {

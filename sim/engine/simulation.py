@@ -29,7 +29,7 @@ import simpy
 
 from ..burn.backend import Backend, DeviceSettingsRegistry
 from ..platform.heap import Heap
-from ..platform.rss import Allocator, TouchedPages
+from ..platform.rss import FAULT_AROUND_BYTES, Allocator, TouchedPages
 from ..platform.hashbrown import RawTable, TableLayout
 from ..platform.timing import Timing
 from .profile import mallopt
@@ -278,6 +278,14 @@ class Simulation:
             # of the process (every simulation with page faults did, before 2026-12-06)
             fault = self.allocator.fault = _weak_method(self.page_fault)
             self.touched.fault = fault
+        # text faults: a code path's first run maps its resident text one fault-around window
+        # at a time, text_fault_ns per window (TouchedPages.text_fault)
+        self.text_fault_bytes = 0
+        self.text_fault_ps = 0
+        self._text_ps_per_byte = (1000.0 * float(profile.time.get("text_fault_ns", 0.0))
+                                  / FAULT_AROUND_BYTES)
+        if self._text_ps_per_byte:
+            self.touched.text_fault = _weak_method(self.text_fault)
         # index of the current iteration of the innermost sim.repeat (0-based)
         self.loop_index = 0
         if self.allocator.arena is not None:
@@ -362,7 +370,7 @@ class Simulation:
                 "op_overhead_ns": spec["op_overhead_ns"],
                 **{key: spec.get(key, 0.0) for key in (
                     "gemm_call_ns", "operand_ns", "reduce_add_ns", "clone_ns", "buffer_ns",
-                    "random_element_ns")}}
+                    "layout_ns", "random_element_ns")}}
         return rates
 
     # -- time --------------------------------------------------------------------------------
@@ -387,6 +395,18 @@ class Simulation:
         ps = total - self.fault_ps
         if ps:
             self.fault_ps = total
+            self.current.pending_ps += ps
+            self.work_ps += ps
+
+    def text_fault(self, nbytes) -> None:
+        """``nbytes`` of the binary's text become resident (a code path's first run):
+        charge ``text_fault_ns`` per fault-around window, on the cumulative bytes as
+        :meth:`page_fault` does."""
+        new = self.text_fault_bytes = self.text_fault_bytes + nbytes
+        total = round(new * self._text_ps_per_byte)
+        ps = total - self.text_fault_ps
+        if ps:
+            self.text_fault_ps = total
             self.current.pending_ps += ps
             self.work_ps += ps
 

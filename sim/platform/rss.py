@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from .ptmalloc import PtmallocArena
 
 __all__ = ["Zone", "SegmentZone", "ClusterSegmentZone", "Allocator", "ALLOCATOR_CLASSES",
-           "TouchedPages", "CODE_PATHS"]
+           "TouchedPages", "CODE_PATHS", "FAULT_AROUND_BYTES"]
 
 
 @dataclass(frozen=True)
@@ -558,6 +558,11 @@ class Allocator:
 #: backend's kernels (binary, unary and scalar ops / gemm / sum and mean), ``autodiff``
 #: registering a step with the graph client, ``backward`` building and running a tape,
 #: ``optimizer`` an SGD step.
+#: B, Linux's fault-around window (mm/memory.c ``fault_around_pages``, 64 KiB by default): a
+#: read fault on a file mapping maps the window's pages that the page cache holds, so a code
+#: path's text comes in by one fault per 64 KiB, not one per page   [source]
+FAULT_AROUND_BYTES = 64 << 10
+
 CODE_PATHS = ("device", "module", "creation", "elementwise", "matmul", "reduce", "autodiff",
               "backward", "optimizer")
 
@@ -567,10 +572,11 @@ class TouchedPages:
 
     Two kinds, both outside the heap allocator's accounting:
 
-    * **text**: the binary's code is mapped from its file and faulted in page by page (Linux
-      maps the neighbouring pages too: ``fault_around_bytes``, 64 KiB) the first time a code
-      path runs; clean file pages stay resident while the process lives. ``touch_code(path)``
-      adds the path's bytes once per process.
+    * **text**: the binary's code is mapped from its file and faulted in the first time a
+      code path runs, one fault per window of :data:`FAULT_AROUND_BYTES` (Linux maps the
+      window's pages from the page cache: no zero-fill); clean file pages stay resident
+      while the process lives. ``touch_code(path)`` adds the path's bytes once per process
+      and passes them to ``text_fault``.
     * **written buffers**: pages of a big mapping that the program writes (gemm's thread-local
       L2 slab: only the packed-lhs prefix is ever written). ``touch_buffer(key, nbytes)``
       keeps the largest written extent per buffer (already resident pages stay).
@@ -581,7 +587,7 @@ class TouchedPages:
     (65536, 73728)
     """
 
-    __slots__ = ("path_bytes", "paths", "buffers", "text", "written", "fault")
+    __slots__ = ("path_bytes", "paths", "buffers", "text", "written", "fault", "text_fault")
 
     def __init__(self, path_bytes):
         self.path_bytes = {k: int(v) for k, v in path_bytes.items()}
@@ -589,17 +595,23 @@ class TouchedPages:
         self.buffers = {}
         self.text = 0
         self.written = 0
-        # called with the bytes that become resident (page faults); None: not charged
+        # called with the bytes that become resident (written buffers: zero-fill page
+        # faults; text: fault-around read faults); None: not charged
         self.fault = None
+        self.text_fault = None
 
     def touch_code(self, path: str) -> None:
         """Code path ``path`` runs: its text becomes resident the first time."""
-        if path not in self.paths:
-            self.paths.add(path)
-            nbytes = self.path_bytes[path]
+        self.touch_text(path, self.path_bytes[path])
+
+    def touch_text(self, key, nbytes: int) -> None:
+        """``nbytes`` of a file mapping's pages (``key``: a code path, or any other mapped
+        file) are read for the first time: resident from now on, once per key."""
+        if key not in self.paths:
+            self.paths.add(key)
             self.text += nbytes
-            if self.fault is not None and nbytes > 0:
-                self.fault(nbytes)
+            if self.text_fault is not None and nbytes > 0:
+                self.text_fault(nbytes)
 
     def touch_buffer(self, key, nbytes: int) -> None:
         """``nbytes`` from the start of buffer ``key`` have been written (page-rounded by the caller)."""

@@ -14,7 +14,8 @@ time, charged to the host thread that did it. Costs come from the profile's
 * handles and buffers: ``clone_ns`` per tensor handle cloned (its drop included;
   ``autodiff_clone_ns`` more for an autodiff handle's node and ref-count Arcs)
   and ``buffer_ns`` per result buffer malloc'd instead of written in place (its free
-  included), so a chain ``y = op(y)`` on a uniquely owned tensor pays neither;
+  included), so a chain ``y = op(y)`` on a uniquely owned tensor pays neither; a view
+  (reshape) pays ``layout_ns`` for its new Layout;
 * bookkeeping: a fixed cost per tensor saved for the backward (``checkpoint_ns``),
   per registration, per tracked parent, per new
   graph, per merged graph, per tape step, per node visited by
@@ -294,6 +295,15 @@ class Timing:
         ns = self.sim.backend_rates(backend)["buffer_ns"]
         if ns:
             self._work(ns * count)
+
+    def new_layout(self, backend) -> None:
+        """A view was made of a uniquely owned operand (``FlexTensor::reshape``: a new
+        Layout, its strides Vec allocated, the storage's Arc cloned; the operand's Layout
+        and Arc dropped): ``layout_ns``. An in-place op keeps its operand's Layout and pays
+        nothing here."""
+        ns = self.sim.backend_rates(backend)["layout_ns"]
+        if ns:
+            self._work(ns)
 
     def _compute(self, flops, moved, backend, gemm_calls=0) -> None:
         self._work(_kernel_ns(self.sim.backend_rates(backend), flops, moved, gemm_calls))

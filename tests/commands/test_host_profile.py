@@ -244,13 +244,14 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     stages, skipped = plan_stages(rows)
     # op-cost's three stages: the chain, plain Flex, the tracked ops
     assert [[p for p, _ in stage] for stage in stages] \
-        == [[p for p, _ in stage] for stage in FIT_PLAN[1:4]]
+        == [[p for p, _ in stage] for stage in FIT_PLAN[3:6]]
     assert "time.sweep_free_ns" in skipped and "backend.flex.gflops" in skipped
     assert "time.page_fault_ns" in skipped
-    # every selector of the plan names a point of a full quick run
+    # every selector of the plan names a point of a full quick run (one with the text-fault row)
     every = []
-    for name in ("op-cost", "backward-cost", "params", "p10-ema", "mechanism-cost"):
-        every += read_measured(quick / f"{name}.csv", known_checker())
+    for name in ("adleak-rss", "op-cost", "backward-cost", "params", "p10-ema", "mechanism-cost"):
+        every += read_measured(quick.with_name("amd-epyc-zen4-quick-core1") / f"{name}.csv",
+                               known_checker())
     stages, skipped = plan_stages(every)
     used = [q for stage in stages for _, pts in stage for q in pts]
     assert set(used) == set(fit_points()) - {

@@ -49,12 +49,24 @@ def test_mapped_blocks_fault_again_after_every_unmap():
 
 
 def test_touched_pages_fault_once():
-    faults = []
+    faults, text = [], []
     t = TouchedPages({"matmul": 65536})
-    t.fault = faults.append
+    t.fault, t.text_fault = faults.append, text.append
     t.touch_code("matmul"); t.touch_code("matmul")
+    t.touch_text("exe", 131072); t.touch_text("exe", 131072)
     t.touch_buffer("slab", 8192); t.touch_buffer("slab", 4096); t.touch_buffer("slab", 12288)
-    assert faults == [65536, 8192, 4096]
+    assert faults == [8192, 4096] and text == [65536, 131072]
+
+
+def test_text_faults_per_window():
+    """A code path's text costs text_fault_ns per 64-KiB fault-around window, apart from
+    the zero-fill faults of page_fault_ns."""
+    profile = _with(load_profile("linux-x86_64"), {"time.page_fault_ns": 1000.0,
+                                                   "time.text_fault_ns": 3000.0})
+    sim = Simulation(profile)
+    t0, f0 = sim.work_ps, sim.fault_ps
+    sim.touched.touch_text("exe", 4 * 65536)
+    assert sim.work_ps - t0 == 4 * 3000 * 1000 and sim.fault_ps == f0
 
 
 def test_off_when_zero():

@@ -10,6 +10,11 @@
 //! - `page-fault`: a fresh 16-MiB block (glibc maps it: above the mmap threshold), one
 //!   byte written per 4-KiB page; `ns_per_op` = ns per page made resident (median of
 //!   `REPS` fresh blocks). No burn code runs.
+//! - `text-fault`: the first `TEXT_BYTES` of the probe's own executable mapped read-only
+//!   (`mmap`, MAP_PRIVATE: file pages already in the page cache, as a running binary's text
+//!   is), one byte read per 4-KiB page; `ns_per_op` = ns per 64 KiB made resident (one
+//!   fault maps the pages of its 64-KiB fault-around window; median of `REPS` fresh
+//!   mappings). No burn code runs.
 //! - `first-gemm`: plain Flex, lhs [64, 512] and rhs [512, 512] (p10-ema's forward)
 //!   made first; then `drop(lhs.clone().matmul(rhs.clone()))` five times, each timed
 //!   (`ms_per_step`, x = call): the first is the thread's first gemm call.
@@ -52,14 +57,18 @@ use burn_probes::clock::Instant;
 use crate::adleak::tiny_backward;
 
 const EXPERIMENT: &str = "mechanism-cost";
-pub const VARIANTS: &[&str] = &["page-fault", "first-gemm", "param-init", "sweep-free", "merge",
-                                 "release"];
+pub const VARIANTS: &[&str] = &["page-fault", "text-fault", "first-gemm", "param-init", "sweep-free",
+                                 "merge", "release"];
 const REPS: usize = 5;
 /// fresh processes of a first-call variant (its rows are the medians over them)
 const FRESH: usize = 9;
 const MERGE_REPS: usize = 41;
 const FAULT_BYTES: usize = 16 << 20;
 const PAGE: usize = 4096;
+/// bytes of the executable `text-fault` maps, and Linux's default fault-around window
+/// (mm/memory.c fault_around_pages: 64 KiB)
+const TEXT_BYTES: usize = 4 << 20;
+const FAULT_AROUND: usize = 64 << 10;
 const CALLS: usize = 5;
 pub const SWEEP_NODES: &[usize] = &[100, 300, 1_000, 3_000, 10_000];
 const MERGE_OPS: usize = 250;
@@ -80,6 +89,7 @@ fn spread(v: &[f64], d: usize) -> String {
 pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
     match variant {
         "page-fault" => page_fault(sink),
+        "text-fault" => text_fault(sink),
         "first-gemm" | "param-init" => fresh_medians(variant, sink),
         "first-gemm/once" => first_gemm(sink),
         "param-init/once" => param_init(sink),
@@ -111,6 +121,44 @@ fn page_fault(sink: &mut Sink) {
                        spread(&per_page, 1));
     sink.row(EXPERIMENT, "page-fault", "first-touch", pages, "pages", "ns_per_op",
              f(median(per_page), 3), "ns", &note);
+}
+
+unsafe extern "C" {
+    fn mmap(addr: *mut u8, len: usize, prot: i32, flags: i32, fd: i32, offset: i64) -> *mut u8;
+    fn munmap(addr: *mut u8, len: usize) -> i32;
+}
+
+fn text_fault(sink: &mut Sink) {
+    use std::os::unix::io::AsRawFd;
+    const PROT_READ: i32 = 1;
+    const MAP_PRIVATE: i32 = 2;
+    let exe = std::env::current_exe().expect("current_exe");
+    // read once: every page of the file is in the page cache, as a running binary's are
+    let bytes = std::fs::read(&exe).expect("read the executable");
+    assert!(bytes.len() >= TEXT_BYTES, "the executable is smaller than {TEXT_BYTES} B");
+    drop(bytes);
+    let file = std::fs::File::open(&exe).expect("open the executable");
+    let windows = TEXT_BYTES / FAULT_AROUND;
+    let mut per_window = Vec::new();
+    for _ in 0..REPS {
+        unsafe {
+            let p = mmap(std::ptr::null_mut(), TEXT_BYTES, PROT_READ, MAP_PRIVATE,
+                         file.as_raw_fd(), 0);
+            assert!(p as isize != -1, "mmap failed");
+            let t = Instant::now();
+            for i in 0..TEXT_BYTES / PAGE {
+                black_box(std::ptr::read_volatile(p.add(i * PAGE)));
+            }
+            per_window.push(t.elapsed().as_secs_f64() * 1e9 / windows as f64);
+            munmap(p, TEXT_BYTES);
+        }
+    }
+    let note = format!("{NOTE}; the first 4 MiB of the probe's executable mapped read-only \
+                        (MAP_PRIVATE, pages in the page cache), one byte read per 4-KiB page; \
+                        ns per 64 KiB, median of {REPS} mappings ({} ns)",
+                       spread(&per_window, 1));
+    sink.row(EXPERIMENT, "text-fault", "fault-around", windows, "windows", "ns_per_op",
+             f(median(per_window), 3), "ns", &note);
 }
 
 /// Runs `VARIANT/once` in `FRESH` fresh processes and writes each row's median over them
