@@ -87,6 +87,9 @@ MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
 TAIL_FREES = 16
 
 
+#: the operations of a compiled replay program (:meth:`PtmallocArena.compile`)
+_PLAIN, _ALIGNED, _FREE, _FREE_NEWEST, _REALLOC, _ALLOC_MANY, _FREE_MANY = range(7)
+
 #: bins below this index are small bins, one chunk size each (``NSMALLBINS``)
 NSMALLBINS = 64
 
@@ -238,6 +241,12 @@ class PtmallocArena:
         # the most chunks a carve run may bring the arena to when it is entered (None: no
         # limit; the simulation sets its memory budget)
         self.chunk_budget = None
+        # handle -> chunk, for blocks whose holders still name the block an exact run would
+        # have given them (a replay placed it elsewhere: :meth:`rebind`); a handle that
+        # a new block's address would repeat while it is here is handed out as a negative
+        # number of its own (``_tags`` counts them)
+        self.alias = {}
+        self._tags = 0
 
     # -- bins ------------------------------------------------------------------------
     def _bin_insert(self, addr, size) -> None:
@@ -509,6 +518,8 @@ class PtmallocArena:
             self.live[nbytes] = [block]
         else:
             live.append(block)
+        if self.alias and block in self.alias:
+            return self._tag(block)
         return block
 
     def calloc(self, nbytes: int):
@@ -516,7 +527,16 @@ class PtmallocArena:
         ``__libc_calloc`` only initialises it); returns its block."""
         block = self._int_malloc(chunk_size(nbytes))
         self.live.setdefault(nbytes, []).append(block)
+        if self.alias and block in self.alias:
+            return self._tag(block)
         return block
+
+    def _tag(self, block) -> int:
+        """A handle for ``block`` that no holder uses yet (its address is a handle that
+        :attr:`alias` maps to another chunk)."""
+        self._tags += 1
+        self.alias[-self._tags] = block
+        return -self._tags
 
     def realloc(self, block, old_nbytes: int, nbytes: int):
         """``realloc`` of ``block`` (a request of ``old_nbytes``) to ``nbytes``, as glibc's
@@ -524,6 +544,13 @@ class PtmallocArena:
         chunk right after it, else a new chunk from ``_int_malloc`` (no tcache) and a free
         of the old one; a chunk left with 32 B or more to spare frees the spare tail. An
         mmapped chunk is remapped to its new page-rounded size. Returns the new block."""
+        if self.alias:
+            block = self.alias.pop(block, block)
+            new = self._realloc(block, old_nbytes, nbytes)
+            return self._tag(new) if new in self.alias else new
+        return self._realloc(block, old_nbytes, nbytes)
+
+    def _realloc(self, block, old_nbytes, nbytes):
         if self.runs:
             self._settle(block, old_nbytes)   # a block inside a carve run enters it first
         live = self.live[old_nbytes]
@@ -649,6 +676,8 @@ class PtmallocArena:
 
     def free(self, block=None, nbytes=None) -> None:
         """Free ``block`` (or, with ``block=None``, the newest live block of ``nbytes``)."""
+        if self.alias and block is not None:
+            block = self.alias.pop(block, block)
         if self.runs:
             taken = self._settle(block, nbytes)
             if taken is not None:
@@ -769,6 +798,138 @@ class PtmallocArena:
             end += above
         self._bin_insert(start, end - start)
         return n
+
+    # -- replay -------------------------------------------------------------------------
+    @staticmethod
+    def compile(template) -> tuple:
+        """A template of one iteration's requests, ready for :meth:`replay`: each event's
+        chunk size computed once. ``template``: ``(kind, nbytes, arg)`` in order, kind one
+        of ``"alloc"`` (arg: the alignment, 0 or :data:`ZEROED`), ``"free"`` (arg: ``(back,
+        index)``, the ``index``-th block allocated ``back`` iterations before this one, 0
+        this one; or None, the newest live block of ``nbytes``), ``"realloc"`` (arg:
+        ``(old nbytes, back, index)``), ``"alloc_many"`` and ``"free_many"`` (arg: the
+        count). An alloc or realloc makes the iteration's next block."""
+        program = []
+        for kind, nbytes, arg in template:
+            if kind == "alloc":
+                program.append((_PLAIN if not arg else _ALIGNED, nbytes, chunk_size(nbytes),
+                                arg, 0))
+            elif kind == "free":
+                if arg is None:
+                    program.append((_FREE_NEWEST, nbytes, 0, 0, 0))
+                else:
+                    program.append((_FREE, nbytes, 0, arg[0], arg[1]))
+            elif kind == "realloc":
+                program.append((_REALLOC, nbytes, arg[0], arg[1], arg[2]))
+            elif kind == "alloc_many":
+                program.append((_ALLOC_MANY, nbytes, 0, arg, 0))
+            elif kind == "free_many":
+                program.append((_FREE_MANY, nbytes, 0, arg, 0))
+            else:
+                raise ValueError(f"replay: unknown event {kind!r}")
+        return tuple(program)
+
+    def replay(self, program, n: int, carry) -> list:
+        """Make the requests of :meth:`compile`'s ``program`` ``n`` times, one iteration
+        after the other, exactly as single :meth:`alloc`, :meth:`free` and
+        :meth:`realloc` calls in that order would (placement, top, break, trims, page
+        faults). ``carry``: the blocks each of the iterations before the first one
+        allocated, as chunks (not handles), oldest first, as many as the program reaches
+        back. Returns the blocks of the last ``len(carry)`` iterations (the last one
+        last), for :meth:`rebind`."""
+        depth = len(carry)
+        carry = list(carry)
+        # the replay names chunks, not handles: none is translated or tagged
+        alias, self.alias = self.alias, {}
+        try:
+            if self.runs:
+                for _ in range(n):
+                    carry.append(self._replay_calls(program, carry))
+                    del carry[0]
+                return carry
+            for _ in range(n):
+                carry.append(self._replay_one(program, carry))
+                del carry[0]
+            return carry if depth else []
+        finally:
+            self.alias = alias
+
+    def _replay_calls(self, program, carry) -> list:
+        """One iteration of ``program`` through the public calls (carve runs present)."""
+        blocks = []
+        for code, nbytes, nb, a, b in program:
+            if code == _PLAIN or code == _ALIGNED:
+                blocks.append(self.alloc(nbytes, a))
+            elif code == _FREE:
+                self.free((blocks if not a else carry[-a])[b], nbytes)
+            elif code == _FREE_NEWEST:
+                self.free(None, nbytes)
+            elif code == _REALLOC:
+                blocks.append(self.realloc((blocks if not a else carry[-a])[b], nb, nbytes))
+            elif code == _ALLOC_MANY:
+                self.alloc_many(nbytes, a)
+            else:
+                self.free_many(nbytes, a)
+        return blocks
+
+    def _replay_one(self, program, carry) -> list:
+        """One iteration of ``program``, the tcache's and fastbins' paths inline."""
+        blocks = []
+        append = blocks.append
+        tcache, live, inuse, fast = self.tcache, self.live, self.inuse, self.fast
+        for code, nbytes, nb, a, b in program:
+            if code == _PLAIN:
+                cached = tcache.get(nb)
+                block = cached.pop() if cached else self._malloc(nb)
+                held = live.get(nbytes)
+                if held is None:
+                    live[nbytes] = [block]
+                else:
+                    held.append(block)
+                append(block)
+            elif code == _FREE:
+                block = (blocks if not a else carry[-a])[b]
+                held = live.get(nbytes)
+                if type(block) is not int or not held or held[-1] != block:
+                    self.free(block, nbytes)
+                    continue
+                held.pop()
+                size = inuse[block]
+                if size <= TCACHE_MAX_CHUNK:
+                    cached = tcache.get(size)
+                    if cached is None:
+                        tcache[size] = [block]
+                        continue
+                    if len(cached) < TCACHE_COUNT:
+                        cached.append(block)
+                        continue
+                    if size <= MAX_FAST:
+                        fast.setdefault(size, []).append(block)
+                        self.nfast += 1
+                        continue
+                self._free_chunk(block)
+            elif code == _ALIGNED:
+                append(self.alloc(nbytes, a))
+            elif code == _FREE_NEWEST:
+                self.free(None, nbytes)
+            elif code == _REALLOC:
+                append(self.realloc((blocks if not a else carry[-a])[b], nb, nbytes))
+            elif code == _ALLOC_MANY:
+                self.alloc_many(nbytes, a)
+            else:
+                self.free_many(nbytes, a)
+        return blocks
+
+    def rebind(self, pairs) -> None:
+        """Holders of blocks name chunks by the handles an exact run gave them: after a
+        replay, ``pairs`` of ``(handle, chunk)`` say which chunk each such handle now
+        means (frees and reallocs of the handle reach that chunk)."""
+        alias = self.alias
+        for handle, chunk in pairs:
+            if chunk == handle:
+                alias.pop(handle, None)
+            else:
+                alias[handle] = chunk
 
     # -- carve runs ---------------------------------------------------------------------
     def carves(self, nbytes: int, chunk=None) -> bool:

@@ -99,6 +99,7 @@ from ...burn.graph.runs import (NodeRun, dead_graph_handles, graph_blocks, graph
                                 node_blocks, node_handles, tree_counts, unexplained_blocks)
 from .chainrun import LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
 from .leakrun import apply_leak, l2_contents, l2_signature, leak_effect
+from .tape import ArenaTape
 from ...platform.btree import CAPACITY, BTreeNodes, append_counts
 from ...platform.heap import ExcludedHeap, Heap
 
@@ -150,6 +151,9 @@ class _Recorder(Heap):
     #: event the counting allocator does not see)
     trace = None
     trace_at = None     # block -> position of its alloc in ``trace``
+    #: on a glibc arena, every heap event of the probed iterations in order (tree nodes
+    #: included), for the replay of a ``steady`` loop (:mod:`sim.engine.fastforward.tape`)
+    tape = None
 
     @staticmethod
     def _trace():
@@ -167,6 +171,11 @@ class _Recorder(Heap):
             if block is not None:
                 _Recorder.trace_at[_handle_key(block)] = len(trace)
             trace.append((_ALLOC, nbytes, align, self.allocator.fault is None))
+        tape = _Recorder.tape
+        if tape is not None and nbytes > 0:
+            if ExcludedHeap.active:
+                tape.invalidate()
+            tape.alloc(block, nbytes, align)
         seq = _Recorder.seq
         if seq is not None and nbytes > 0 and not _Recorder.muted:
             seq.append((_ALLOC, nbytes, align))
@@ -185,6 +194,11 @@ class _Recorder(Heap):
                     _Recorder.trace = None     # a block from an earlier iteration
                 else:
                     trace.append((_FREE, nbytes, at, False))
+            tape = _Recorder.tape
+            if tape is not None:
+                if ExcludedHeap.active:
+                    tape.invalidate()
+                tape.free(block, nbytes)
             if _Recorder.seq is not None and not _Recorder.muted:
                 if block is None:
                     _Recorder.seq.append((_FREE, nbytes, -1))
@@ -209,12 +223,29 @@ class _Recorder(Heap):
                 if at is None:
                     _Recorder.trace = trace = None     # a block from an earlier iteration
             handle = Heap.realloc(self, old_nbytes, nbytes, block)
+            tape = _Recorder.tape
+            if tape is not None:
+                if ExcludedHeap.active:
+                    tape.invalidate()
+                tape.realloc(block, old_nbytes, handle, nbytes)
             if trace is not None:
                 if handle is not None:
                     _Recorder.trace_at[_handle_key(handle)] = len(trace)
                 trace.append((_REALLOC, nbytes, (old_nbytes, at), False))
             return handle
+        if _Recorder.tape is not None and old_nbytes > 0:
+            _Recorder.tape.invalidate()     # a free in disguise: not replayed
         return Heap.realloc(self, old_nbytes, nbytes, block)
+
+    def libc_alloc(self, nbytes, zeroed=False):
+        if _Recorder.tape is not None:
+            _Recorder.tape.invalidate()
+        return Heap.libc_alloc(self, nbytes, zeroed)
+
+    def libc_free(self, nbytes, block=None):
+        if _Recorder.tape is not None:
+            _Recorder.tape.invalidate()
+        Heap.libc_free(self, nbytes, block)
 
     def alloc_many(self, nbytes, count):
         if count == 1:
@@ -224,6 +255,8 @@ class _Recorder(Heap):
             _Recorder.events[nbytes] += count
             if _Recorder.trace is not None:
                 _Recorder.trace.append((_ALLOC_MANY, nbytes, count, False))
+            if _Recorder.tape is not None:
+                _Recorder.tape.many("alloc_many", nbytes, count)
             if _Recorder.seq is not None and not _Recorder.muted:
                 _Recorder.seq.append((_ALLOC_MANY, nbytes, count))
         Heap.alloc_many(self, nbytes, count)
@@ -233,6 +266,8 @@ class _Recorder(Heap):
             _Recorder.events[nbytes] -= count
             if _Recorder.trace is not None:
                 _Recorder.trace.append((_FREE_MANY, nbytes, count, False))
+            if _Recorder.tape is not None:
+                _Recorder.tape.many("free_many", nbytes, count)
             if _Recorder.seq is not None and not _Recorder.muted:
                 _Recorder.seq.append((_FREE_MANY, nbytes, count))
         Heap.free_many(self, nbytes, count)
@@ -244,6 +279,9 @@ class _RecordingTree(BTreeNodes):
     __slots__ = ()
 
     def insert(self, key):
+        tape = _Recorder.tape
+        if tape is not None:
+            tape.tree(_Recorder.trees.index(self), "insert", key - tape.base)
         seq = _Recorder.seq
         if seq is not None and not _Recorder.muted:
             top = self.max_key()
@@ -259,14 +297,26 @@ class _RecordingTree(BTreeNodes):
 
     def remove(self, key):
         _Recorder.seq = None
+        tape = _Recorder.tape
+        if tape is not None:
+            tape.tree(_Recorder.trees.index(self), "remove", key - tape.base)
         return BTreeNodes.remove(self, key)
 
     def remove_many(self, items):
         _Recorder.seq = None
+        tape = _Recorder.tape
+        if tape is not None:
+            base = tape.base
+            tape.tree(_Recorder.trees.index(self), "remove_many", tuple(
+                k - base if type(k) is int else (k[0] - base,) + tuple(k[1:]) for k in items))
         return BTreeNodes.remove_many(self, items)
 
     def remove_run(self, first, stride, count):
         _Recorder.seq = None
+        tape = _Recorder.tape
+        if tape is not None:
+            tape.tree(_Recorder.trees.index(self), "remove_run",
+                      (first - tape.base, stride, count))
         return BTreeNodes.remove_run(self, first, stride, count)
 
 
@@ -356,6 +406,11 @@ class Effect:
         #: size), and where its drop order's blocks sit (NodeRun.handles, drop_indices)
         self.slots = ()
         self.drop_indices = ()
+        #: ``steady`` on a glibc arena whose placement does not repeat: the iteration's
+        #: ``(template, BTreeMap operations)`` (:class:`~sim.engine.fastforward.tape.ArenaTape`),
+        #: replayed through the arena in _apply; ``program``: its compiled form
+        self.tape = None
+        self.program = None
 
     def key(self):
         # exact work in ps; the float accumulators only split it and are not compared
@@ -363,7 +418,7 @@ class Effect:
                 self.graph_order, self.drop_order, self.offset,
                 self.parents, id(self.graph), self.backwards, self.rss_drift, self.faults,
                 self.template, self.period, self.masked, self.deltas, self.allocs,
-                self.layouts, self.member_stride, self.slots, self.drop_indices)
+                self.layouts, self.member_stride, self.slots, self.drop_indices, self.tape)
 
     @property
     def nodes_left(self) -> int:
@@ -372,14 +427,16 @@ class Effect:
 
 
 def _measure(sim, snap, events, template=None, chain=None, record=None, before=None,
-             kept_allocs=None):
+             kept_allocs=None, tape=None):
     """The effect of the iteration since ``snap``, or None when it is not batchable
     (``template``: its heap events in order, where the allocator needs them replayed;
     ``chain``: ``(its sweeps, its BTreeMap operations, the effect of the iteration
     before)`` where the allocator keeps counts, for :func:`sim.engine.fastforward.chainrun.chain_effect`;
     ``record`` and ``before``: ``(heap events in order, live nodes' orders)`` of it and of
     the iteration before, for :func:`_drift`; ``kept_allocs``: with ``template``, the
-    handle of each block the iteration allocated and kept -> the index of its alloc)."""
+    handle of each block the iteration allocated and kept -> the index of its alloc;
+    ``tape``: on a glibc arena, the iteration's ``(template, BTreeMap operations)`` from
+    :class:`~sim.engine.fastforward.tape.ArenaTape`, or None)."""
     locator = sim.client.locator
     timing = sim.timing
     stride = sim._next_id - snap.next_id
@@ -410,12 +467,17 @@ def _measure(sim, snap, events, template=None, chain=None, record=None, before=N
     unchanged = (registered and entries == snap.entries
                  and (sim.heap.live_bytes, sim.heap.live_blocks) == snap.heap
                  and tree_counts(locator) == snap.trees)
-    if unchanged and period and (grows is None or not any(step for _, step in grows)):
+    # on a glibc arena the placement need not repeat: the template must (it is replayed)
+    replayed = not period and tape is not None
+    if (unchanged and (period or replayed)
+            and (grows is None or not any(step for _, step in grows))):
         effect = Effect("steady", stride, registered, times,
                         backwards=sim.backwards - snap.backwards,
-                        rss_drift=sim.rss_extra_bytes - snap.rss_extra, faults=faults,
-                        period=period)
+                        rss_drift=sim.rss_extra_bytes - snap.rss_extra,
+                        faults=(0, 0) if replayed else faults, period=period or 1)
         effect.allocs = sim.heap.allocs - snap.allocs
+        if replayed:
+            effect.tape = tape
         return effect
     if unchanged and trace is not None and before_trace is not None and grows is not None:
         # the bookkeeping as it was, the allocator not: where the placement moved (LARGE
@@ -786,9 +848,10 @@ def _horizon(sim, effect):
     return min(limit, min(slack))
 
 
-def _apply(sim, effect, count):
+def _apply(sim, effect, count, tape=None):
     """``count`` iterations of ``effect`` in closed form (a glibc arena's replay may stop
-    earlier, at the memory budget); returns the iterations applied."""
+    earlier, at the memory budget); returns the iterations applied. ``tape``: the loop's
+    :class:`~sim.engine.fastforward.tape.ArenaTape`, for a ``steady`` effect with one."""
     if effect.shape == "chain":
         return apply_chain(sim, effect, count, _replay_drift)
     if effect.shape == "leak":
@@ -829,6 +892,15 @@ def _apply(sim, effect, count):
         # the allocations of iterations that leave nothing behind, or the transients of
         # those that leave a run's member (the heap's counter)
         sim.heap.allocs += effect.allocs * count
+    if effect.tape is not None:
+        # the arena's requests again, iteration by iteration (their faults and trims come
+        # with them); the live objects' handles then name the last iterations' chunks
+        arena = sim.allocator.arena
+        if effect.program is None:
+            effect.program = (arena.compile(effect.tape[0]), tape.depth(effect.tape[0]))
+        program, depth = effect.program
+        tape.apply(arena, program, depth, count)
+        sim.arena_replayed += count
     grown, mapped = effect.faults
     if grown:
         sim.page_fault(grown * count)
@@ -1030,10 +1102,11 @@ def _replay(heap, template, count, trees, fills, nodes, handles):
                 heap.free_many(nbytes, arg)
 
 
-def _probe(sim, body, snap, replay, previous=None, before=None):
+def _probe(sim, body, snap, replay, previous=None, before=None, tape=None):
     """Run one iteration exactly, recording its heap events; returns its effect and its
     record (its heap events in order and its live nodes' orders; ``previous``: the effect
-    of the iteration before, if it was probed; ``before``: its record)."""
+    of the iteration before, if it was probed; ``before``: its record; ``tape``: on a
+    glibc arena, the :class:`~sim.engine.fastforward.tape.ArenaTape` of the loop's probes)."""
     heap = sim.heap
     _Recorder.events = Counter()
     # a probe inside a probed iteration (a loop in the loop) leaves the outer one
@@ -1061,11 +1134,16 @@ def _probe(sim, body, snap, replay, previous=None, before=None):
         sim.timing.log = []
         for tree in trees:
             tree.__class__ = LoggingTree
+    outer_tape = _Recorder.tape
+    if replay and tape is not None and outer_tape is None:
+        _Recorder.tape = tape
+        tape.begin(snap.next_id)
     heap.__class__ = _Recorder
     try:
         body()
     finally:
         heap.__class__ = Heap
+        _Recorder.tape = outer_tape
         for tree in trees:
             tree.__class__ = LoggingTree if outer[0] is not None else BTreeNodes
         sweeps = sim.timing.log
@@ -1082,7 +1160,9 @@ def _probe(sim, body, snap, replay, previous=None, before=None):
     _Recorder.trace = _Recorder.trace_at = None
     record = (trace, _orders(sim, snap), kept)
     chain = None if log is None else (sweeps, log, previous)
-    return (_measure(sim, snap, _Recorder.events, template, chain, record, before, kept_allocs),
+    taped = tape.end() if tape is not None and outer_tape is None else None
+    return (_measure(sim, snap, _Recorder.events, template, chain, record, before, kept_allocs,
+                     taped),
             record)
 
 
@@ -1118,8 +1198,11 @@ def repeat(sim, n, body):
         return
     key = _body_key(body)
     misses, skip = sim.ff_misses.get(key, (0, 0))
-    if not sim.fast_forward or sim.contended or n < AGREE + 2 or skip:
-        if skip:
+    # a loop inside an iteration whose heap events are being taped runs exactly: the tape
+    # is replayed event by event
+    taped = _Recorder.tape is not None and _Recorder.tape.events is not None
+    if not sim.fast_forward or sim.contended or n < AGREE + 2 or skip or taped:
+        if skip and not taped:
             sim.ff_misses[key] = (misses, skip - 1)
         for i in range(n):
             sim.loop_index = i
@@ -1156,6 +1239,7 @@ def _repeat(sim, n, body) -> bool:
     effect = None
     # a glibc arena: the heap events of a node-leaving iteration are replayed in order
     replay = not sim.allocator.bulk_exact()
+    tape = ArenaTape() if replay else None
     earlier = ()
     record = None
     probes, wait = MAX_PROBE, MAX_PROBE
@@ -1167,7 +1251,7 @@ def _repeat(sim, n, body) -> bool:
             sim.loop_index = done
             measured, record = _probe(sim, body, snap,
                                       replay and sim.client.locator is not None,
-                                      effects[-1] if effects else None, record)
+                                      effects[-1] if effects else None, record, tape)
             done += 1
             effects.append(measured)
             last = effects[-AGREE:]
@@ -1184,6 +1268,7 @@ def _repeat(sim, n, body) -> bool:
                 # probed afresh: the effects and records of the probes before do not
                 # describe the iterations just before the next one
                 effects, earlier, record = [], (), None
+                tape = ArenaTape() if replay else None
                 probes, wait = AGREE + 3, 2 * wait
             continue
         count = min(n - done - 1, _horizon(sim, effect))
@@ -1191,10 +1276,19 @@ def _repeat(sim, n, body) -> bool:
         if sim.limits.max_ops is not None and effect.registered:
             count = min(count, max(0, (sim.limits.max_ops - sim.registered) // effect.registered))
         if count > 0:
-            applied = _apply(sim, effect, count)
+            applied = _apply(sim, effect, count, tape)
             sim.ff_applied[effect.shape] += applied
             done += applied
         sim.loop_index = done
+        if effect.tape is not None:
+            # the next iteration is probed: its blocks are the ones the next replay
+            # starts from, and it must have the same template
+            snap = _Snapshot(sim)
+            measured, record = _probe(sim, body, snap, True, effect, record, tape)
+            done += 1
+            if measured is None or measured.key() != effect.key():
+                effect, effects, earlier = None, [measured], (snap.allocator,)
+            continue
         body()
         done += 1
         effect.since += 1
