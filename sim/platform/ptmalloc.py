@@ -63,7 +63,7 @@ from collections import OrderedDict
 
 from ..errors import UserError
 
-__all__ = ["PtmallocArena", "CarveRun", "ArenaBudgetExceeded", "ZEROED"]
+__all__ = ["PtmallocArena", "CarveRun", "ReplayProgram", "ArenaBudgetExceeded", "ZEROED"]
 
 SIZE_SZ = 8
 #: the ``align`` of a request made with ``calloc`` (Rust's ``alloc_zeroed``: ``vec![0; n]``)
@@ -87,8 +87,10 @@ MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
 TAIL_FREES = 16
 
 
-#: the operations of a compiled replay program (:meth:`PtmallocArena.compile`)
-_PLAIN, _ALIGNED, _FREE, _FREE_NEWEST, _REALLOC, _ALLOC_MANY, _FREE_MANY = range(7)
+#: the operations of a compiled replay program (:class:`ReplayProgram`): those of sizes
+#: whose live lists the replay sets at its end (``_HELD``), and the others
+(_ALLOC_HELD, _FREE_HELD, _ALIGNED_HELD, _ZEROED_HELD, _ALLOC, _FREE, _FREE_NEWEST, _REALLOC,
+ _ALLOC_MANY, _FREE_MANY) = range(10)
 
 #: bins below this index are small bins, one chunk size each (``NSMALLBINS``)
 NSMALLBINS = 64
@@ -162,6 +164,94 @@ def _remove_newest(live, block) -> bool:
     except ValueError:
         return False
     return True
+
+
+class ReplayProgram:
+    """One iteration's requests compiled for :meth:`PtmallocArena.replay` (see
+    :meth:`PtmallocArena.compile` for the template).
+
+    A request size whose blocks are all allocated by ``alloc`` and freed by name within
+    ``depth`` iterations is *held*: the replay places and frees its chunks without
+    touching its live list and sets the list once at the end (``held``: per size, the
+    ``(back, index)`` of the blocks live at an iteration's end, in allocation order).
+    Every other size (freed by size, reallocated, allocated in bulk) goes through the
+    arena's calls, which keep its live list as they go."""
+
+    __slots__ = ("template", "ops", "depth", "held")
+
+    def __init__(self, template):
+        template = tuple(template)
+        self.template = template
+        sizes = []                          # request size of each allocated block
+        depth = 0
+        unheld = set()
+        for kind, nbytes, arg in template:
+            if kind == "alloc":
+                sizes.append(nbytes)
+            elif kind == "realloc":
+                unheld.update((nbytes, arg[0]))
+                depth = max(depth, arg[1])
+                sizes.append(nbytes)
+            elif kind == "free":
+                if arg is None:
+                    unheld.add(nbytes)
+                else:
+                    depth = max(depth, arg[0])
+            elif kind in ("alloc_many", "free_many"):
+                unheld.add(nbytes)
+            else:
+                raise ValueError(f"replay: unknown event {kind!r}")
+        self.depth = depth
+        # which allocation each named free frees: the index within its iteration and back
+        freed = {}
+        count = 0
+        for kind, nbytes, arg in template:
+            if kind in ("alloc", "realloc"):
+                count += 1
+            elif kind == "free" and arg is not None:
+                back, index = arg
+                if index >= len(sizes) or (back == 0 and index >= count) or index in freed:
+                    raise ValueError("replay: a free names no allocation of the template")
+                freed[index] = back
+        for index, nbytes in enumerate(sizes):
+            if index not in freed:
+                unheld.add(nbytes)       # kept past the template's reach, or freed by size
+        ops = []
+        count = 0
+        for kind, nbytes, arg in template:
+            held = nbytes not in unheld
+            if kind == "alloc":
+                nb = chunk_size(nbytes)
+                if not held:
+                    ops.append((_ALLOC, nbytes, nb, arg, 0))
+                elif not arg:
+                    ops.append((_ALLOC_HELD, nbytes, nb, 0, 0))
+                elif arg == ZEROED:
+                    ops.append((_ZEROED_HELD, nbytes, nb, 0, 0))
+                else:
+                    ops.append((_ALIGNED_HELD, nbytes, nb, arg, 0))
+            elif kind == "free":
+                if arg is None:
+                    ops.append((_FREE_NEWEST, nbytes, 0, 0, 0))
+                else:
+                    ops.append((_FREE_HELD if held else _FREE, nbytes, 0, arg[0], arg[1]))
+            elif kind == "realloc":
+                ops.append((_REALLOC, nbytes, arg[0], arg[1], arg[2]))
+            elif kind == "alloc_many":
+                ops.append((_ALLOC_MANY, nbytes, 0, arg, 0))
+            else:
+                ops.append((_FREE_MANY, nbytes, 0, arg, 0))
+        self.ops = tuple(ops)
+        # the held blocks live at an iteration's end: allocated ``d`` iterations back (0:
+        # this one) and freed more than ``d`` iterations after their own
+        held = {}
+        for d in range(depth - 1, -1, -1):
+            for index, nbytes in enumerate(sizes):
+                if nbytes not in unheld and freed[index] > d:
+                    held.setdefault(nbytes, []).append((d + 1, index))
+        for nbytes in {s for s in sizes if s not in unheld}:
+            held.setdefault(nbytes, [])
+        self.held = {nbytes: tuple(p) for nbytes, p in held.items()}
 
 
 class PtmallocArena:
@@ -699,13 +789,17 @@ class PtmallocArena:
                         return
                     block = live.pop()
         if type(block) is tuple:
-            size = block[1]
-            self.mapped -= size
-            if self.dynamic and self.mmap_threshold < size <= MMAP_THRESHOLD_MAX:
-                self.mmap_threshold = size
-                self.trim_threshold = 2 * size
+            self._free_mapped(block)
             return
         self._free_chunk(block)
+
+    def _free_mapped(self, block) -> None:
+        """``munmap_chunk``: an mmapped chunk goes; the dynamic thresholds may rise."""
+        size = block[1]
+        self.mapped -= size
+        if self.dynamic and self.mmap_threshold < size <= MMAP_THRESHOLD_MAX:
+            self.mmap_threshold = size
+            self.trim_threshold = 2 * size
 
     def _free_chunk(self, addr) -> None:
         """``_int_free`` of an arena chunk: the tcache, a fastbin, or merged into the bins or
@@ -801,99 +895,89 @@ class PtmallocArena:
 
     # -- replay -------------------------------------------------------------------------
     @staticmethod
-    def compile(template) -> tuple:
-        """A template of one iteration's requests, ready for :meth:`replay`: each event's
-        chunk size computed once. ``template``: ``(kind, nbytes, arg)`` in order, kind one
-        of ``"alloc"`` (arg: the alignment, 0 or :data:`ZEROED`), ``"free"`` (arg: ``(back,
-        index)``, the ``index``-th block allocated ``back`` iterations before this one, 0
-        this one; or None, the newest live block of ``nbytes``), ``"realloc"`` (arg:
-        ``(old nbytes, back, index)``), ``"alloc_many"`` and ``"free_many"`` (arg: the
-        count). An alloc or realloc makes the iteration's next block."""
-        program = []
-        for kind, nbytes, arg in template:
-            if kind == "alloc":
-                program.append((_PLAIN if not arg else _ALIGNED, nbytes, chunk_size(nbytes),
-                                arg, 0))
-            elif kind == "free":
-                if arg is None:
-                    program.append((_FREE_NEWEST, nbytes, 0, 0, 0))
-                else:
-                    program.append((_FREE, nbytes, 0, arg[0], arg[1]))
-            elif kind == "realloc":
-                program.append((_REALLOC, nbytes, arg[0], arg[1], arg[2]))
-            elif kind == "alloc_many":
-                program.append((_ALLOC_MANY, nbytes, 0, arg, 0))
-            elif kind == "free_many":
-                program.append((_FREE_MANY, nbytes, 0, arg, 0))
-            else:
-                raise ValueError(f"replay: unknown event {kind!r}")
-        return tuple(program)
+    def compile(template) -> "ReplayProgram":
+        """A template of one iteration's requests, ready for :meth:`replay`. ``template``:
+        ``(kind, nbytes, arg)`` in order, kind one of ``"alloc"`` (arg: the alignment, 0
+        or :data:`ZEROED`), ``"free"`` (arg: ``(back, index)``, the ``index``-th block
+        allocated ``back`` iterations before this one, 0 this one; or None, the newest
+        live block of ``nbytes``), ``"realloc"`` (arg: ``(old nbytes, back, index)``),
+        ``"alloc_many"`` and ``"free_many"`` (arg: the count). An alloc or realloc makes
+        the iteration's next block."""
+        return ReplayProgram(template)
 
-    def replay(self, program, n: int, carry) -> list:
+    def replay(self, program: "ReplayProgram", n: int, carry) -> list:
         """Make the requests of :meth:`compile`'s ``program`` ``n`` times, one iteration
         after the other, exactly as single :meth:`alloc`, :meth:`free` and
         :meth:`realloc` calls in that order would (placement, top, break, trims, page
-        faults). ``carry``: the blocks each of the iterations before the first one
-        allocated, as chunks (not handles), oldest first, as many as the program reaches
-        back. Returns the blocks of the last ``len(carry)`` iterations (the last one
-        last), for :meth:`rebind`."""
-        depth = len(carry)
-        carry = list(carry)
+        faults, the live lists a free by size takes from). ``carry``: the blocks each of
+        the ``program.depth`` iterations before the first one allocated, as chunks (not
+        handles), oldest first. Returns the same for the last ``program.depth``
+        iterations, for :meth:`rebind`."""
+        carry = [list(blocks) for blocks in carry]
+        if len(carry) != program.depth:
+            raise ValueError("replay: the carry does not match the program's depth")
+        if n <= 0:
+            return carry
         # the replay names chunks, not handles: none is translated or tagged
         alias, self.alias = self.alias, {}
         try:
             if self.runs:
                 for _ in range(n):
-                    carry.append(self._replay_calls(program, carry))
+                    carry.append(self._replay_calls(program.template, carry))
                     del carry[0]
                 return carry
+            # the blocks of sizes the program frees only by name enter and leave their live
+            # lists once, after the last iteration (no free by size reads them meanwhile)
+            live = self.live
+            before = {nbytes: {carry[-d][j] for d, j in positions}
+                      for nbytes, positions in program.held.items()}
+            ops, step = program.ops, self._replay_one
             for _ in range(n):
-                carry.append(self._replay_one(program, carry))
+                carry.append(step(ops, carry))
                 del carry[0]
-            return carry if depth else []
+            for nbytes, positions in program.held.items():
+                gone = before[nbytes]
+                kept = [b for b in live.get(nbytes, ()) if b not in gone]
+                kept.extend(carry[-d][j] for d, j in positions)
+                live[nbytes] = kept
+            return carry
         finally:
             self.alias = alias
 
-    def _replay_calls(self, program, carry) -> list:
-        """One iteration of ``program`` through the public calls (carve runs present)."""
+    def _replay_calls(self, template, carry) -> list:
+        """One iteration of ``template`` through the public calls (carve runs present)."""
         blocks = []
-        for code, nbytes, nb, a, b in program:
-            if code == _PLAIN or code == _ALIGNED:
-                blocks.append(self.alloc(nbytes, a))
-            elif code == _FREE:
-                self.free((blocks if not a else carry[-a])[b], nbytes)
-            elif code == _FREE_NEWEST:
-                self.free(None, nbytes)
-            elif code == _REALLOC:
-                blocks.append(self.realloc((blocks if not a else carry[-a])[b], nb, nbytes))
-            elif code == _ALLOC_MANY:
-                self.alloc_many(nbytes, a)
+        for kind, nbytes, arg in template:
+            if kind == "alloc":
+                blocks.append(self.alloc(nbytes, arg))
+            elif kind == "free":
+                self.free(None if arg is None else (blocks if not arg[0] else carry[-arg[0]])[arg[1]],
+                          nbytes)
+            elif kind == "realloc":
+                old, back, index = arg
+                blocks.append(self.realloc((blocks if not back else carry[-back])[index], old,
+                                           nbytes))
+            elif kind == "alloc_many":
+                self.alloc_many(nbytes, arg)
             else:
-                self.free_many(nbytes, a)
+                self.free_many(nbytes, arg)
         return blocks
 
-    def _replay_one(self, program, carry) -> list:
-        """One iteration of ``program``, the tcache's and fastbins' paths inline."""
+    def _replay_one(self, ops, carry) -> list:
+        """One iteration of a compiled program: the tcache's and fastbins' paths inline,
+        the live lists of :attr:`ReplayProgram.held` sizes left alone."""
         blocks = []
         append = blocks.append
-        tcache, live, inuse, fast = self.tcache, self.live, self.inuse, self.fast
-        for code, nbytes, nb, a, b in program:
-            if code == _PLAIN:
+        tcache, inuse, fast = self.tcache, self.inuse, self.fast
+        for code, nbytes, nb, a, b in ops:
+            if code == _ALLOC_HELD:
                 cached = tcache.get(nb)
-                block = cached.pop() if cached else self._malloc(nb)
-                held = live.get(nbytes)
-                if held is None:
-                    live[nbytes] = [block]
-                else:
-                    held.append(block)
-                append(block)
-            elif code == _FREE:
+                append(cached.pop() if cached else self._malloc(nb))
+            elif code == _FREE_HELD:
                 block = (blocks if not a else carry[-a])[b]
-                held = live.get(nbytes)
-                if type(block) is not int or not held or held[-1] != block:
-                    self.free(block, nbytes)
+                if type(block) is not int:
+                    self._free_mapped(block)
                     continue
-                held.pop()
                 size = inuse[block]
                 if size <= TCACHE_MAX_CHUNK:
                     cached = tcache.get(size)
@@ -908,8 +992,14 @@ class PtmallocArena:
                         self.nfast += 1
                         continue
                 self._free_chunk(block)
-            elif code == _ALIGNED:
+            elif code == _ALIGNED_HELD:
+                append(self._memalign(nb, a) if a > 2 * SIZE_SZ else self._malloc(nb))
+            elif code == _ZEROED_HELD:
+                append(self._int_malloc(nb))
+            elif code == _ALLOC:
                 append(self.alloc(nbytes, a))
+            elif code == _FREE:
+                self.free((blocks if not a else carry[-a])[b], nbytes)
             elif code == _FREE_NEWEST:
                 self.free(None, nbytes)
             elif code == _REALLOC:

@@ -897,9 +897,8 @@ def _apply(sim, effect, count, tape=None):
         # with them); the live objects' handles then name the last iterations' chunks
         arena = sim.allocator.arena
         if effect.program is None:
-            effect.program = (arena.compile(effect.tape[0]), tape.depth(effect.tape[0]))
-        program, depth = effect.program
-        tape.apply(arena, program, depth, count)
+            effect.program = arena.compile(effect.tape[0])
+        tape.apply(arena, effect.program, count)
         sim.arena_replayed += count
     grown, mapped = effect.faults
     if grown:

@@ -106,17 +106,12 @@ class ArenaTape:
         if self.trees is not None:
             self.trees.append((index, op, keys))
 
-    def depth(self, template) -> int:
-        """How many iterations back ``template``'s frees reach."""
-        return max((e[2][0] if e[0] == "free" else e[2][1]
-                    for e in template if e[0] in ("free", "realloc") and e[2] is not None),
-                   default=0)
-
-    def apply(self, arena, program, depth: int, count: int) -> None:
+    def apply(self, arena, program, count: int) -> None:
         """``count`` iterations of ``program`` (:meth:`PtmallocArena.compile` of the
-        template) right after the last probed one; the live blocks of the last ``depth``
-        probed iterations are rebound to the chunks the replay's last iterations gave the
-        same allocations."""
+        template) right after the last probed one; the live blocks of the probed
+        iterations the program reaches back to are rebound to the chunks the replay's last
+        iterations gave the same allocations."""
+        depth = program.depth
         alias = arena.alias
         held = [self.blocks[s] for s in range(self.serial - depth + 1, self.serial + 1)]
         carry = [[alias.get(h, h) for h in blocks] for blocks in held]
