@@ -89,8 +89,8 @@ TAIL_FREES = 16
 
 #: the operations of a compiled replay program (:class:`ReplayProgram`): those of sizes
 #: whose live lists the replay sets at its end (``_HELD``), and the others
-(_ALLOC_HELD, _FREE_HELD, _ALIGNED_HELD, _ZEROED_HELD, _ALLOC, _FREE, _FREE_NEWEST, _REALLOC,
- _ALLOC_MANY, _FREE_MANY) = range(10)
+(_ALLOC_HELD, _FREE_HELD, _ALIGNED_HELD, _ZEROED_HELD, _REALLOC_HELD, _ALLOC, _FREE, _FREE_NEWEST,
+ _REALLOC, _ALLOC_MANY, _FREE_MANY) = range(11)
 
 #: bins below this index are small bins, one chunk size each (``NSMALLBINS``)
 NSMALLBINS = 64
@@ -189,7 +189,6 @@ class ReplayProgram:
             if kind == "alloc":
                 sizes.append(nbytes)
             elif kind == "realloc":
-                unheld.update((nbytes, arg[0]))
                 depth = max(depth, arg[1])
                 sizes.append(nbytes)
             elif kind == "free":
@@ -206,16 +205,23 @@ class ReplayProgram:
         freed = {}
         count = 0
         for kind, nbytes, arg in template:
-            if kind in ("alloc", "realloc"):
-                count += 1
-            elif kind == "free" and arg is not None:
-                back, index = arg
+            named = arg if kind == "free" else arg[1:] if kind == "realloc" else None
+            if named is not None:
+                back, index = named
                 if index >= len(sizes) or (back == 0 and index >= count) or index in freed:
                     raise ValueError("replay: a free names no allocation of the template")
                 freed[index] = back
+            if kind in ("alloc", "realloc"):
+                count += 1
         for index, nbytes in enumerate(sizes):
             if index not in freed:
                 unheld.add(nbytes)       # kept past the template's reach, or freed by size
+        # a realloc moves a block from one live list to another: both are held, or neither
+        pairs = {(nbytes, arg[0]) for kind, nbytes, arg in template if kind == "realloc"}
+        while any((a in unheld) != (b in unheld) for a, b in pairs):
+            for a, b in pairs:
+                if a in unheld or b in unheld:
+                    unheld.update((a, b))
         ops = []
         count = 0
         for kind, nbytes, arg in template:
@@ -236,7 +242,10 @@ class ReplayProgram:
                 else:
                     ops.append((_FREE_HELD if held else _FREE, nbytes, 0, arg[0], arg[1]))
             elif kind == "realloc":
-                ops.append((_REALLOC, nbytes, arg[0], arg[1], arg[2]))
+                if held and arg[0] not in unheld:
+                    ops.append((_REALLOC_HELD, nbytes, chunk_size(nbytes), arg[1], arg[2]))
+                else:
+                    ops.append((_REALLOC, nbytes, arg[0], arg[1], arg[2]))
             elif kind == "alloc_many":
                 ops.append((_ALLOC_MANY, nbytes, 0, arg, 0))
             else:
@@ -649,7 +658,13 @@ class PtmallocArena:
             # realloc takes the block that free really meant, the newest one left
             taken = self._settle(None, old_nbytes) if self.runs else None
             block = taken if taken is not None else live.pop()
-        nb = chunk_size(nbytes)
+        new = self._resize(block, chunk_size(nbytes))
+        self.live.setdefault(nbytes, []).append(new)
+        return new
+
+    def _resize(self, block, nb):
+        """``_int_realloc`` of the chunk ``block`` to chunk size ``nb`` (the live lists left
+        alone); returns the new block."""
         if type(block) is tuple:
             size = self._mapped_size(nb)
             if size > block[1] and self.fault is not None:
@@ -683,7 +698,6 @@ class PtmallocArena:
                     self.inuse[block] = nb
                     self.inuse[block + nb] = size - nb
                     self._free_chunk(block + nb)
-        self.live.setdefault(nbytes, []).append(new)
         return new
 
     def _memalign(self, nb, align):
@@ -996,6 +1010,8 @@ class PtmallocArena:
                 append(self._memalign(nb, a) if a > 2 * SIZE_SZ else self._malloc(nb))
             elif code == _ZEROED_HELD:
                 append(self._int_malloc(nb))
+            elif code == _REALLOC_HELD:
+                append(self._resize((blocks if not a else carry[-a])[b], nb))
             elif code == _ALLOC:
                 append(self.alloc(nbytes, a))
             elif code == _FREE:
