@@ -982,13 +982,15 @@ class PtmallocArena:
         the live lists of :attr:`ReplayProgram.held` sizes left alone."""
         blocks = []
         append = blocks.append
-        tcache, inuse, fast = self.tcache, self.inuse, self.fast
+        tcache, inuse = self.tcache, self.inuse
+        int_malloc, free_chunk = self._int_malloc, self._free_chunk
+        previous = carry[-1] if carry else None
         for code, nbytes, nb, a, b in ops:
-            if code == _ALLOC_HELD:
+            if code == 0:                           # _ALLOC_HELD
                 cached = tcache.get(nb)
-                append(cached.pop() if cached else self._malloc(nb))
-            elif code == _FREE_HELD:
-                block = (blocks if not a else carry[-a])[b]
+                append(cached.pop() if cached else int_malloc(nb))
+            elif code == 1:                         # _FREE_HELD
+                block = blocks[b] if not a else previous[b] if a == 1 else carry[-a][b]
                 if type(block) is not int:
                     self._free_mapped(block)
                     continue
@@ -1001,26 +1003,22 @@ class PtmallocArena:
                     if len(cached) < TCACHE_COUNT:
                         cached.append(block)
                         continue
-                    if size <= MAX_FAST:
-                        fast.setdefault(size, []).append(block)
-                        self.nfast += 1
-                        continue
-                self._free_chunk(block)
-            elif code == _ALIGNED_HELD:
+                free_chunk(block)
+            elif code == 2:                         # _ALIGNED_HELD
                 append(self._memalign(nb, a) if a > 2 * SIZE_SZ else self._malloc(nb))
-            elif code == _ZEROED_HELD:
-                append(self._int_malloc(nb))
-            elif code == _REALLOC_HELD:
+            elif code == 3:                         # _ZEROED_HELD
+                append(int_malloc(nb))
+            elif code == 4:                         # _REALLOC_HELD
                 append(self._resize((blocks if not a else carry[-a])[b], nb))
-            elif code == _ALLOC:
+            elif code == 5:                         # _ALLOC
                 append(self.alloc(nbytes, a))
-            elif code == _FREE:
+            elif code == 6:                         # _FREE
                 self.free((blocks if not a else carry[-a])[b], nbytes)
-            elif code == _FREE_NEWEST:
+            elif code == 7:                         # _FREE_NEWEST
                 self.free(None, nbytes)
-            elif code == _REALLOC:
+            elif code == 8:                         # _REALLOC
                 append(self.realloc((blocks if not a else carry[-a])[b], nb, nbytes))
-            elif code == _ALLOC_MANY:
+            elif code == 9:                         # _ALLOC_MANY
                 self.alloc_many(nbytes, a)
             else:
                 self.free_many(nbytes, a)
