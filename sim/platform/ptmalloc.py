@@ -341,9 +341,9 @@ class PtmallocArena:
         # limit; the simulation sets its memory budget)
         self.chunk_budget = None
         # handle -> chunk, for blocks whose holders still name the block an exact run would
-        # have given them (a replay placed it elsewhere: :meth:`rebind`); a handle that
-        # a new block's address would repeat while it is here is handed out as a negative
-        # number of its own (``_tags`` counts them)
+        # have given them (a replay placed it elsewhere: :meth:`rebind`; an mmapped chunk's
+        # handle by identity, ``("id", id(handle))``); a new block whose address is such a
+        # handle is handed out as a negative number of its own (``_tags`` counts them)
         self.alias = {}
         self._tags = 0
 
@@ -644,7 +644,7 @@ class PtmallocArena:
         of the old one; a chunk left with 32 B or more to spare frees the spare tail. An
         mmapped chunk is remapped to its new page-rounded size. Returns the new block."""
         if self.alias:
-            block = self.alias.pop(block, block)
+            block = self.alias.pop(block if type(block) is int else ("id", id(block)), block)
             new = self._realloc(block, old_nbytes, nbytes)
             return self._tag(new) if new in self.alias else new
         return self._realloc(block, old_nbytes, nbytes)
@@ -781,7 +781,7 @@ class PtmallocArena:
     def free(self, block=None, nbytes=None) -> None:
         """Free ``block`` (or, with ``block=None``, the newest live block of ``nbytes``)."""
         if self.alias and block is not None:
-            block = self.alias.pop(block, block)
+            block = self.alias.pop(block if type(block) is int else ("id", id(block)), block)
         if self.runs:
             taken = self._settle(block, nbytes)
             if taken is not None:
@@ -1030,10 +1030,23 @@ class PtmallocArena:
         means (frees and reallocs of the handle reach that chunk)."""
         alias = self.alias
         for handle, chunk in pairs:
-            if chunk == handle:
-                alias.pop(handle, None)
+            if type(handle) is int:
+                if chunk == handle:
+                    alias.pop(handle, None)
+                else:
+                    alias[handle] = chunk
+            elif chunk is handle:
+                alias.pop(("id", id(handle)), None)
             else:
-                alias[handle] = chunk
+                # an mmapped chunk's handle (a tuple; another of the same size is equal):
+                # named by identity
+                alias[("id", id(handle))] = chunk
+
+    def chunk_of(self, handle):
+        """The chunk ``handle`` names (see :meth:`rebind`)."""
+        if not self.alias:
+            return handle
+        return self.alias.get(handle if type(handle) is int else ("id", id(handle)), handle)
 
     # -- carve runs ---------------------------------------------------------------------
     def carves(self, nbytes: int, chunk=None) -> bool:

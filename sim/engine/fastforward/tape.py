@@ -112,9 +112,9 @@ class ArenaTape:
         iterations the program reaches back to are rebound to the chunks the replay's last
         iterations gave the same allocations."""
         depth = program.depth
-        alias = arena.alias
+        chunk_of = arena.chunk_of
         held = [self.blocks[s] for s in range(self.serial - depth + 1, self.serial + 1)]
-        carry = [[alias.get(h, h) for h in blocks] for blocks in held]
+        carry = [[chunk_of(h) for h in blocks] for blocks in held]
         carry = arena.replay(program, count, carry)
         pairs = []
         for serial, index in self.at.values():

@@ -1,0 +1,186 @@
+"""PtmallocArena.replay: a compiled iteration of requests made n times in one call must
+leave the arena exactly as the same requests made one by one through alloc, free and
+realloc (chunks, bins, tcache, fastbins, top, break, live lists, page faults), and
+PtmallocArena.rebind must let the handles of an earlier iteration free the chunks the
+replay gave their allocations."""
+
+import copy
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim.platform.ptmalloc import ZEROED, PtmallocArena
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from arenastate import arena_state  # noqa: E402
+
+SIZES = (8, 16, 24, 40, 72, 100, 200, 300, 500, 1000, 1030, 1100, 3000, 9000, 70000, 200000)
+
+
+def random_template(rng, depth, frees_by_size=True):
+    """One iteration's requests: allocations of the palette's sizes (some aligned or
+    zeroed), each freed by name in the same iteration or ``1..depth`` iterations later,
+    some grown by a realloc first, a few freed by size instead."""
+    items = []
+    for j in range(rng.randint(3, 40)):
+        life = rng.choice([0, 0, 0] + list(range(1, depth + 1)) +
+                          (["size"] if frees_by_size else []))
+        align = rng.choice([0] * 6 + [64, ZEROED])
+        start = rng.random()
+        end = start + rng.random() * (1 - start)
+        grow = life == 0 and rng.random() < 0.2
+        items.append(dict(size=rng.choice(SIZES), align=align, life=life, start=start,
+                          end=end, grow=(start + end) / 2 if grow else None,
+                          grown=rng.choice(SIZES), at=rng.random()))
+    keyed = []
+    for j, item in enumerate(items):
+        keyed.append((item["start"], "alloc", j))
+        if item["grow"] is not None:
+            keyed.append((item["grow"], "realloc", j))
+        if item["life"] in (0, "size"):
+            keyed.append((item["end"], "free", j))
+        else:
+            keyed.append((item["at"], "free-earlier", j))
+    keyed.sort()
+    index, count = {}, 0
+    for _, kind, j in keyed:          # indices: allocations and reallocs in order
+        if kind in ("alloc", "realloc"):
+            index[j] = count
+            count += 1
+    events, current = [], {}
+    count = 0
+    for _, kind, j in keyed:
+        item = items[j]
+        if kind == "alloc":
+            events.append(("alloc", item["size"], item["align"]))
+            current[j] = (count, item["size"])
+            count += 1
+        elif kind == "realloc":
+            old_index, old = current[j]
+            events.append(("realloc", item["grown"], (old, 0, old_index)))
+            current[j] = (count, item["grown"])
+            count += 1
+        elif kind == "free":
+            at, size = current[j]
+            events.append(("free", size, None if item["life"] == "size" else (0, at)))
+        else:
+            size = item["grown"] if item["grow"] is not None else item["size"]
+            events.append(("free", size, (item["life"], index[j])))
+    return tuple(events)
+
+
+def one_by_one(arena, template, carry):
+    """One iteration of ``template`` through alloc, free and realloc; its blocks."""
+    blocks = []
+    for kind, nbytes, arg in template:
+        if kind == "alloc":
+            blocks.append(arena.alloc(nbytes, arg))
+        elif kind == "free":
+            arena.free(None if arg is None else
+                       (blocks if not arg[0] else carry[-arg[0]])[arg[1]], nbytes)
+        else:
+            old, back, index = arg
+            blocks.append(arena.realloc((blocks if not back else carry[-back])[index], old,
+                                        nbytes))
+    return blocks
+
+
+def faulting_arena():
+    arena = PtmallocArena()
+    faults = []
+    arena.fault = lambda nbytes, mapped: faults.append((nbytes, mapped))
+    return arena, faults
+
+
+def warmed(rng, template, depth):
+    """An arena with some unrelated blocks and ``depth`` iterations of ``template`` made;
+    the blocks of those iterations."""
+    arena, faults = faulting_arena()
+    for _ in range(rng.randint(0, 30)):
+        arena.alloc(rng.choice(SIZES))
+    carry = [[] for _ in range(depth)]
+    # iterations before any template: the frees that reach back need blocks of the same
+    # allocations, so warm up with the template whose frees of earlier iterations skip
+    # the missing ones
+    for k in range(depth + 2):
+        usable = tuple(e for e in template
+                       if not (e[0] == "free" and e[2] is not None and e[2][0] > k))
+        carry.append(one_by_one(arena, usable, carry))
+        del carry[0]
+    return arena, faults, carry
+
+
+def live_lists(arena):
+    return tuple((size, tuple(blocks)) for size, blocks in sorted(arena.live.items()) if blocks)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_replay_equals_the_calls_one_by_one(seed):
+    rng = random.Random(seed)
+    template = random_template(rng, rng.choice([0, 1, 2]))
+    program = PtmallocArena.compile(template)
+    arena, faults, carry = warmed(rng, template, program.depth)
+    n = rng.randint(1, 60)
+    other = copy.deepcopy(arena)
+    other_faults = []
+    other.fault = lambda nbytes, mapped: other_faults.append((nbytes, mapped))
+    start = len(faults)
+    replayed = arena.replay(program, n, carry)
+    expected = [list(blocks) for blocks in carry]
+    for _ in range(n):
+        expected.append(one_by_one(other, template, expected))
+        del expected[0]
+    assert replayed == expected
+    assert live_lists(arena) == live_lists(other)
+    assert arena_state(arena) == arena_state(other)
+    assert (arena.resident_bytes(), arena.trims, arena.mapped) == \
+        (other.resident_bytes(), other.trims, other.mapped)
+    assert faults[start:] == other_faults
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rebound_handles_free_the_replayed_chunks(seed):
+    """The handles of the last iteration made one by one (what live objects hold), rebound
+    after a replay, free the chunks the replay's last iteration allocated; new blocks whose
+    address an old handle still names get handles of their own. The next iterations, made
+    one by one with those handles, leave the arena as n + k iterations one by one do."""
+    rng = random.Random(1000 + seed)
+    template = random_template(rng, rng.choice([1, 2]), frees_by_size=False)
+    depth = PtmallocArena.compile(template).depth
+    arena, _, carry = warmed(rng, template, depth)
+    other = copy.deepcopy(arena)
+    other_carry = [list(blocks) for blocks in carry]
+    n = rng.randint(1, 40)
+    replayed = arena.replay(PtmallocArena.compile(template), n, carry)
+    # the handles of the iterations' blocks still live at the end of the last one
+    freed = {}                        # allocation index -> iterations until its free
+    for kind, _, arg in template:
+        ref = arg if kind == "free" else arg[1:] if kind == "realloc" else None
+        if ref is not None:
+            freed[ref[1]] = ref[0]
+    live = [(d, j) for d in range(1, depth + 1) for j in range(len(carry[-d]))
+            if freed[j] > d - 1]
+    arena.rebind([(carry[-d][j], replayed[-d][j]) for d, j in live])
+    held = [list(blocks) for blocks in carry]
+    for _ in range(n):
+        other_carry.append(one_by_one(other, template, other_carry))
+        del other_carry[0]
+    for _ in range(rng.randint(1, 5)):
+        held.append(one_by_one(arena, template, held))
+        del held[0]
+        other_carry.append(one_by_one(other, template, other_carry))
+        del other_carry[0]
+    assert live_lists(arena) == live_lists(other)
+    assert arena_state(arena) == arena_state(other)
+    # what each handle still live means: the same chunk as the other arena's block
+    for d in range(1, depth + 1):
+        live = [j for j in range(len(held[-d])) if freed[j] > d - 1]
+        assert [arena.chunk_of(held[-d][j]) for j in live] == \
+            [other_carry[-d][j] for j in live]
+
+
+def test_compile_refuses_a_free_of_no_allocation():
+    with pytest.raises(ValueError):
+        PtmallocArena.compile((("alloc", 24, 0), ("free", 24, (0, 3))))
