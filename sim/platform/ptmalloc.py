@@ -375,7 +375,7 @@ class PtmallocArena:
             by_size[size] -= 1
         if self.unsorted.pop(addr, 0) is None:   # it was in the unsorted bin
             return size
-        idx = bin_index(size)
+        idx = size >> 4 if size < MIN_LARGE else bin_index(size)
         chunks = self.bins[idx]
         if idx < NSMALLBINS:
             del chunks[addr]
@@ -392,7 +392,7 @@ class PtmallocArena:
         right after the first chunk of that size)."""
         self.bin_changes += 1
         del self.unsorted[addr]
-        idx = bin_index(size)
+        idx = size >> 4 if size < MIN_LARGE else bin_index(size)
         chunks = self.bins.get(idx)
         if chunks is None:
             chunks = self.bins[idx] = OrderedDict() if idx < NSMALLBINS else []
@@ -531,16 +531,12 @@ class PtmallocArena:
                 return addr
         elif self.nfast:
             self._consolidate()
-        unsorted = self.unsorted
+        unsorted, free_at = self.unsorted, self.free_at
         while True:
             cached = False
             while unsorted:
                 addr = next(iter(unsorted))
-                size = self.free_at[addr]
-                if (small and size > nb + MINSIZE and addr == self.last_remainder
-                        and len(unsorted) == 1):
-                    self._bin_remove(addr)
-                    return self._split(addr, size, nb, True)
+                size = free_at[addr]
                 if size == nb:
                     self._bin_remove(addr)
                     self.inuse[addr] = nb
@@ -551,6 +547,10 @@ class PtmallocArena:
                             cached = True
                             continue
                     return addr
+                if (small and size > nb + MINSIZE and addr == self.last_remainder
+                        and len(unsorted) == 1):
+                    self._bin_remove(addr)
+                    return self._split(addr, size, nb, True)
                 self._bin_place(addr, size)
             if cached:
                 return self.tcache[nb].pop()

@@ -24,7 +24,15 @@ Effect shapes:
     the iteration registers and frees (a training step: forward, backward, optimizer,
     sweep) and leaves the bookkeeping exactly as it found it: same heap bytes and
     blocks, same allocator state, same BTreeMap nodes and locator entries. Node
-    ids and counters advance; nothing else can tell the iterations apart.
+    ids and counters advance; nothing else can tell the iterations apart. On a glibc
+    arena, whose placement does not come back (see :mod:`sim.engine.fastforward.tape`),
+    the iterations' templates must be equal instead (every heap event in order, each
+    free naming the allocation it frees, of this iteration or a few back; the BTreeMap
+    operations with keys relative to the iteration): the skipped iterations' events are
+    replayed through the arena (:meth:`~sim.platform.ptmalloc.PtmallocArena.replay`:
+    placement, top, break, trims and page faults as exact mode gives them) and the
+    handles the live objects hold are rebound to the chunks the replay gave them. Each
+    exact iteration after a replay is probed again and must have the same template.
 ``drift``
     like ``steady``, but the allocator does not end where it began: a transient grows
     by the same bytes every iteration (the tape of a chain whose nodes' orders grow,
@@ -1279,7 +1287,7 @@ def _repeat(sim, n, body) -> bool:
             sim.ff_applied[effect.shape] += applied
             done += applied
         sim.loop_index = done
-        if effect.tape is not None:
+        if getattr(effect, "tape", None) is not None:
             # the next iteration is probed: its blocks are the ones the next replay
             # starts from, and it must have the same template
             snap = _Snapshot(sim)
