@@ -906,7 +906,12 @@ def _apply(sim, effect, count, tape=None):
         arena = sim.allocator.arena
         if effect.program is None:
             effect.program = arena.compile(effect.tape[0])
-        tape.apply(arena, effect.program, count)
+        for done in range(0, count, REPLAY_BATCH):
+            k = min(REPLAY_BATCH, count - done)
+            tape.apply(arena, effect.program, k)
+            sim.ff_progress = (done + k, count)
+            sim._check_limits()
+        sim.ff_progress = None
         sim.arena_replayed += count
     grown, mapped = effect.faults
     if grown:
@@ -933,6 +938,9 @@ def _apply(sim, effect, count, tape=None):
     sim._check_limits()
     return count
 
+
+#: iterations of a ``steady`` loop a glibc arena replays between checks of the limits
+REPLAY_BATCH = 1024
 
 #: iterations replayed after a trace that did not qualify, before the next trace (doubling)
 RETRACE_AFTER = 16
