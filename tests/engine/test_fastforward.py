@@ -607,3 +607,44 @@ def run(sim, variant, iterations):
         fast = run_cell(workload, "default", profile=profile)
         exact = run_cell(workload, "default", profile=profile, fast_forward=False)
     assert fast == exact
+
+
+def test_a_backward_takes_a_runs_entries_out_of_the_map_in_exact_modes_order():
+    """A backward that frees a run of dead tracked adds (the ``nodes`` closed form) on a
+    size-class allocator: the run's members left the locator's BTreeMap after every other
+    freed node, where exact mode removes them in the walks' order among the others; the
+    map's merges depend on the order of removals, so it ended with other leaf fills
+    (here [6, 2] against exact mode's [10, 2]), and a later insert split a leaf in one
+    mode only (a generated program kept a 192-B leaf, one block, more in exact mode).
+    Found by tests/engine/test_ff_programs.py."""
+    from sim.burn.tensor import Tensor, drop
+    from sim.engine.profile import load_profile
+    from sim.engine.simulation import Simulation
+
+    def run(fast_forward):
+        sim = Simulation(load_profile("m2max-macos"), fast_forward=fast_forward)
+        dev = sim.device("flex").autodiff()
+        a = Tensor.from_floats([1.0], dev).require_grad()
+        b = Tensor.from_floats([2.0], dev)
+        state = {"ema": b.clone().detach()}
+
+        def ema():
+            state["ema"] = state["ema"] * 0.9 + a.clone().detach() * 0.1
+            drop(b.clone().detach().require_grad() * a.clone())
+
+        def outer():
+            sim.repeat(3, ema)
+            sim.repeat(40, lambda: drop(a.clone() + b.clone()))
+
+        sim.repeat(2, outer)
+        drop(a.clone() * b)
+        (a.clone() * b.clone()).sum().backward()
+        tree = sim.client.locator.graphs_tree
+        fills = tree.fills()
+        drop(a.clone() * b)
+        out = (fills, sim.heap.live_bytes, sim.heap.live_blocks, sim.heap.allocs,
+               tree.leaves, tree.internals)
+        sim.heap.close()
+        return out
+
+    assert run(True) == run(False)
