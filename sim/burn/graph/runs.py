@@ -247,9 +247,18 @@ class NodeRun:
             self._free_each(heap, tuple(node for node, _, _ in self.layouts))
         self.nodes_freed = True
 
+    def free_nodes_where_unordered(self, heap) -> None:
+        """Before a pass frees the members one by one (:meth:`free_member`): where the
+        allocator keeps counts per size the order of frees cannot matter, and the members'
+        node blocks go at once here; elsewhere each goes in its place."""
+        if not heap.orders_frees:
+            self.free_nodes(heap)
+
     def free_member(self, heap, node_id) -> None:
         """Free one member's node blocks on its own (a pass that frees the members one by
-        one, where the allocator places blocks one by one)."""
+        one), unless :meth:`free_nodes_where_unordered` freed them all."""
+        if self.nodes_freed:
+            return
         m = (node_id - self.first) // self.stride
         if self._named(heap):
             self._free_member(heap, m, "node")

@@ -291,11 +291,12 @@ class GraphMemoryManagement:
         Nodes go in the order of burn's ``identify_leaves_and_deletables``: leaf by
         leaf (ascending ids; burn's own order is its ``HashSet``'s, random per
         process), each leaf followed by its depth-first walk through non-useful
-        parents (:func:`_deletion_order`), then the unused roots. Where the heap's
-        placement depends on the order of frees
-        (:func:`~sim.burn.runtime.pass_blocks.members_in_order`) and ``on_free_member(run,
-        node_id)`` is given, a run's members go one by one in that order too, each
-        followed by ``on_free_member``; elsewhere a run goes after the nodes.
+        parents (:func:`_deletion_order`), then the unused roots. Where
+        ``on_free_member(run, node_id)`` is given, a run's members go one by one in that
+        order too, each followed by ``on_free_member``
+        (:func:`~sim.burn.runtime.pass_blocks.members_in_order`: the locator's BTreeMap
+        merges by the order of removals, glibc's arena places by the order of frees);
+        elsewhere a run goes after the nodes.
         """
         runs = {("run", run.first): run for run in self.runs}
         graph = _KeptParents(self.nodes, runs)
@@ -303,7 +304,7 @@ class GraphMemoryManagement:
         # unavailable_propagation, then useful_propagation, from every leaf
         reached, useful, settled = self._statuses(graph, leaves, runs)
         # identify_leaves_and_deletables from every leaf
-        members = members_in_order(self.server.sim.heap, runs, on_free_member)
+        members = members_in_order(runs, on_free_member)
         ordered, deletables = _deletion_order(graph, leaves, runs, useful, members)
         new_leaves = {leaf for leaf in leaves if leaf in useful}
         for node_id in deletables:
@@ -326,8 +327,9 @@ class GraphMemoryManagement:
                 on_free_member) -> None:
         """``for node_to_delete in deletables { nodes.remove; on_free_graph }``: the walks'
         deletables in ``ordered``, then the unused roots; a run's members one by one in
-        their place among the walks where the heap orders frees (``members``), else each
-        freed run after the nodes."""
+        their place among the walks (``members``), else each freed run after the nodes
+        (where the allocator keeps counts per size, a run's blocks go at once:
+        :meth:`~sim.burn.graph.runs.NodeRun.free_nodes_where_unordered`)."""
         heap = self.server.sim.heap
         freed_runs = sorted((run for rep, run in runs.items() if rep in deletables),
                             key=lambda r: r.first)
@@ -335,6 +337,7 @@ class GraphMemoryManagement:
             for run in freed_runs:
                 self.runs.remove(run)
                 self.run_nodes -= run.count
+                run.free_nodes_where_unordered(heap)
             freed_runs = []
         for node_id, run in ordered:
             if run is None:

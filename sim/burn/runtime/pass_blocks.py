@@ -21,11 +21,15 @@ __all__ = ["charge_passes", "members_in_order", "WALK_OBSERVER"]
 WALK_OBSERVER = None
 
 
-def members_in_order(heap, runs, on_free_member) -> bool:
+def members_in_order(runs, on_free_member) -> bool:
     """Whether ``free_unavailable_nodes`` frees a run's members one by one in burn's
-    order (each followed by ``on_free_member``): where the heap's placement depends on
-    the order of frees; elsewhere a run goes after the nodes."""
-    return bool(runs) and on_free_member is not None and heap.orders_frees
+    order (each followed by ``on_free_member``, which takes its id out of the locator's
+    BTreeMap): wherever the caller can forget a member on its own. The map's merges
+    depend on the order of its removals on every allocator, and the heap's placement on
+    the order of frees where it places blocks one by one (a size-class allocator's frees
+    by size cost a few counters each); without ``on_free_member`` a run goes after the
+    nodes."""
+    return bool(runs) and on_free_member is not None
 
 
 def charge_passes(memory, leaves, runs, reached, useful, deletables, new_leaves, members):

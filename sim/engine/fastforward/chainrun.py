@@ -89,6 +89,12 @@ class TreeLog:
         #: number of nodes grows with a chain, so a chain that replays its iteration's
         #: events (:func:`apply_chain` with a trace) leaves them out
         self.clones = []
+        #: allocation calls the operations and the clones made (the heap's counter), and
+        #: for each clone ``(operations before it, tree index, whether it allocated
+        #: nodes)``: the
+        #: skipped iterations' clones are counted from the map as it is at that point
+        self.allocs = 0
+        self.clone_at = []
 
 
 class LoggingTree(BTreeNodes):
@@ -103,7 +109,9 @@ class LoggingTree(BTreeNodes):
         log.ops.append((log.trees.index(self), kind, key))
         trace = log.trace
         start = len(trace) if trace is not None else 0
+        allocs = self.heap.allocs
         result = call(self, arg)
+        log.allocs += self.heap.allocs - allocs
         if trace is not None and len(trace) > start:
             log.spans.append((start, len(trace)))
         return result
@@ -120,7 +128,15 @@ class LoggingTree(BTreeNodes):
         return result
 
     def clone_nodes(self, heap, empty=False):
-        return self._span(BTreeNodes.clone_nodes, heap, empty)
+        log = TreeLog.current
+        if log is None:
+            return BTreeNodes.clone_nodes(self, heap, empty)
+        allocs = heap.allocs
+        result = self._span(BTreeNodes.clone_nodes, heap, empty)
+        made = heap.allocs - allocs
+        log.allocs += made
+        log.clone_at.append((len(log.ops), log.trees.index(self), made > 0))
+        return result
 
     def drop_clone(self, heap, clone):
         return self._span(BTreeNodes.drop_clone, heap, clone)
@@ -248,6 +264,11 @@ class ChainEffect:
     #: (None: unknown)
     l2 = ()
     leaf_growth = 0
+    #: allocation calls of the iteration besides its BTreeMap operations and clones (the
+    #: members' blocks and the transients: operands, outputs, shapes), where its events
+    #: are not replayed; and its orphan sweeps' clones of the map (:attr:`TreeLog.clone_at`)
+    outside = 0
+    clone_at = ()
 
     def __init__(self, stride, registered, backwards, times, faults, origin, members,
                  rotating, tree_ops, sweeps, growth, state, tip_id, graph, first_id):
@@ -280,7 +301,8 @@ class ChainEffect:
         return ("chain", self.stride, self.registered, self.backwards, self.times[0],
                 self.faults, self.origin, self.members, self.rotating, self.tree_ops,
                 tuple(t.shape() for t in self.sweeps), self.growth, self.trace, self.kept,
-                self.blocks, self.allocs, self.l2, self.leaf_growth)
+                self.blocks, self.allocs, self.l2, self.leaf_growth, self.outside,
+                self.clone_at)
 
 
 def _scan_length(n, r):
@@ -372,6 +394,9 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
                          rotating, relative_tree_ops(trees.ops, w0, w0 - stride),
                          templates, growth, state, tip_id, graph, w0)
     effect.leaf_growth = leaf_growth
+    effect.clone_at = tuple(trees.clone_at)
+    if not replay:
+        effect.outside = sim.heap.allocs - snap.allocs - trees.allocs
     if replay:
         effect.trace, effect.kept, effect.blocks, effect.l2 = kept
         effect.backends = tuple(None if type(k) is tuple else prim._free.__self__
@@ -677,6 +702,7 @@ def apply_chain(sim, effect, count, replay=None) -> int:
         clones = []
     trees = (locator.graphs_tree, locator.keys_tree)
     timing = sim.timing
+    heap = sim.heap
     prev = {m.offset: server.steps[last + m.offset].node for m in effect.members}
     tip_node = None if tip_offset is None else prev[tip_offset]
     via_offset = None if effect.via is None else effect.via[1]
@@ -692,9 +718,12 @@ def apply_chain(sim, effect, count, replay=None) -> int:
                                   children_of_tip if i == 1 else None, tip_node, built,
                                   replay, clones, slots[0])
         else:
+            allocs = heap.allocs
             prev = build_members(sim, effect, graph, start, prev, via_offset,
                           children_of_tip if i == 1 else None, tip_node, built)
-        replay_tree_ops(trees, effect.tree_ops, start)
+            # the iteration's transients, which the members' build does not make
+            heap.allocs += effect.outside - (heap.allocs - allocs)
+        _replay_tree_ops(trees, effect, start, heap)
         sim.current.pending_ps += work_ps
         sim.work_ps += work_ps
         if not i & 1023:
@@ -733,6 +762,21 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     sim.policy.ff_apply(effect, count, None)
     sim._check_limits()
     return count
+
+
+def _replay_tree_ops(trees, effect, start, heap) -> None:
+    """The BTreeMap operations of the iteration whose first id is ``start``, and the
+    allocation calls of its orphan sweeps' clones of the map between them: one per node of
+    the map as the operations before the clone left it (the clone's blocks are a
+    transient the closed forms do not place)."""
+    ops = effect.tree_ops
+    done = 0
+    for at, tree, made in effect.clone_at:
+        replay_tree_ops(trees, ops[done:at], start)
+        done = at
+        if made:
+            heap.allocs += trees[tree].leaves + trees[tree].internals
+    replay_tree_ops(trees, ops[done:], start)
 
 
 def _rotating_ok(sim, effect, last) -> bool:
