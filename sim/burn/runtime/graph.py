@@ -109,8 +109,7 @@ class SingleNodeGraph(Graph):
         """``AutodiffServer::register`` of the graph's first node, which has no parent: the
         tables' first blocks in its order (``leaves``, ``nodes``, then ``steps`` and
         ``actions_builder``), the ``nodes`` map's Arc of the ref count."""
-        alloc = self._sim.heap.alloc
-        self.blocks = tuple([alloc(nbytes) for nbytes in self._sim.tables.first_graph_blocks])
+        self.blocks = self._sim.heap.alloc_row(self._sim.tables.first_graph_blocks)
         rc.acquire()
         rc.owner = self
         if rc.strong > 1:
@@ -147,8 +146,13 @@ class SingleNodeGraph(Graph):
 
     def on_last_handle(self, rc) -> None:
         """:meth:`GraphMemoryManagement.on_last_handle` (burn's policy: nothing to tell):
-        exact mode compacts the dead graph."""
-        self._sim.client.locator.compact(rc.id)
+        exact mode compacts the dead graph (:meth:`GraphLocator.compact`)."""
+        locator = self._sim.client.locator
+        cached = locator._run_blocks.get((self.step.nbytes, 4, 4, 4, 4))
+        if cached is not None:
+            locator._compact_unbuilt(self, cached)
+        else:
+            locator.compact(rc.id)
 
 
 class GraphLocator:
