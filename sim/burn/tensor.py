@@ -325,7 +325,8 @@ class Tensor:
 
     def clone(self) -> "Tensor":
         """A new handle on the same buffer and node (its time: ``Timing.handle_clone``)."""
-        self._alive()
+        if self.prim is None:
+            self._alive()
         device = self.device
         device.sim.timing.handle_clone(device.backend, device.is_autodiff)
         return Tensor(device, self.shape, self.prim, self.node, self.rc)
@@ -459,10 +460,12 @@ class Tensor:
 
     # -- ops ------------------------------------------------------------------------------
     def _op(self, name, others, out_shape):
-        self._alive()
+        if self.prim is None:
+            self._alive()
         device = self.device
         for other in others:
-            other._alive()
+            if other.prim is None:
+                other._alive()
             if other.device.is_autodiff and not device.is_autodiff:
                 device = other.device
             if other.device.is_autodiff and device.is_autodiff and \
@@ -590,14 +593,15 @@ def _check_devices(*tensors) -> None:
     ``device()``: an autodiff tensor's device is a new ``AutodiffDevice`` whose inner
     device is boxed (``layout.device_box_bytes``); the devices drop after the check, the
     last one first."""
-    boxes = [t.device for t in tensors
-             if t.device.is_autodiff and t.device.backend.handle_stride_bytes]
+    boxes = 0
+    for t in tensors:
+        device = t.device
+        if device.is_autodiff and device.backend.handle_stride_bytes:
+            boxes += 1
+            sim = device.sim
     if boxes:
-        sim = boxes[0].sim
-        heap, nbytes = sim.heap, sim.layout.device_box_bytes
-        blocks = [heap.alloc(nbytes) for _ in boxes]
-        for block in reversed(blocks):
-            heap.free(nbytes, block)
+        heap, sizes = sim.heap, (sim.layout.device_box_bytes,) * boxes
+        heap.free_row(sizes, heap.alloc_row(sizes)[::-1])
 
 
 def _check_size(shape, sim) -> None:

@@ -16,7 +16,8 @@ burn's bookkeeping is one event on the simulated heap (:mod:`sim.platform.heap`)
 Rust object an op builds (node, ref count, step, tensor handles, a graph and its tables)
 is one Python object, so an op costs at least its events and its constructors. The bench
 counts both per op in its exact runs (the constructors with a profile hook on a short
-run) and times that many calls on :class:`_CountingHeap`, a heap that only counts live
+run that builds every object burn builds: the exact engine leaves out some, such as the
+server of an untracked op's graph that dies at once, and the floor does not) and times that many calls on :class:`_CountingHeap`, a heap that only counts live
 bytes and blocks, and that many constructions of :class:`_Record`, three slots set in
 ``__init__`` (no size classes, no residency, no locator, no time): the most a Python
 engine that mirrors those objects and events could reach on this machine, measured in the
@@ -292,8 +293,12 @@ class _Record:
 
 
 def _constructors_per_op(program, profile, n=200):
-    """Python objects built per op (calls of the package's ``__init__`` methods) in ``n``
-    exact iterations of ``program``, less its set-up (counted on a run of 1)."""
+    """Rust objects built per op in ``n`` exact iterations of ``program``, less its set-up
+    (counted on a run of 1): calls of the package's ``__init__`` methods in a run that
+    builds every graph's server when the graph is created, as burn does (an exact run
+    defers the server of an untracked op's new graph and seldom builds it:
+    :class:`~sim.burn.runtime.graph.SingleNodeGraph`; the floor stays the cost of burn's
+    objects, not of the fewer the engine builds)."""
     def count(iterations):
         calls = [0]
 
@@ -302,6 +307,7 @@ def _constructors_per_op(program, profile, n=200):
                     frame.f_code.co_filename.startswith(PACKAGE_PREFIX):
                 calls[0] += 1
         sim = Simulation(profile, fast_forward=False, limits=Limits(max_ops=10 ** 12))
+        sim.defer_servers = False
         sys.setprofile(hook)
         try:
             ops = program(sim, iterations)

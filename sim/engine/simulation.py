@@ -42,6 +42,10 @@ from .interrupts import _in_finalizer
 from ..units import METRICS
 from ..paths import PACKAGE_PREFIX
 from ..policies import get_policy
+from ..policies.base import Policy
+from ..burn.runtime.graph import GraphLocator
+from ..burn.runtime.memory_management import GraphMemoryManagement
+from ..burn.runtime.server import AutodiffServer
 from ..policies.trace import traced, NAME_READ
 
 __all__ = ["Simulation", "Limits", "LimitExceeded", "HostThread"]
@@ -102,6 +106,10 @@ class TableFactory:
         # a count: 24 B), NodeId -> Arc<dyn RetroForward> (16 B)                 [layout]
         self._backward_states = TableLayout(layout.node_id_bytes + 24, 8, w)
         self._retro_forwards = TableLayout(layout.node_id_bytes + 16, 8, w)
+        #: the first blocks of a graph's ``leaves``, ``nodes``, ``steps`` and
+        #: ``actions_builder`` tables, in the order its first registration allocates them
+        self.first_graph_blocks = tuple(t.first_bytes for t in (
+            self._leaves, self._nodes, self._steps, self._actions))
 
     def nodes_block_bytes(self, buckets) -> int:
         """Bytes of a ``nodes`` table block of ``buckets`` buckets (the sweep's cache model)."""
@@ -264,6 +272,13 @@ class Simulation:
         # where the policy allows it
         self.compact = (((not fast_forward) if compact is None else compact)
                         and self.policy.may_compact())
+        #: whether an untracked op's new graph is built only when something asks for its
+        #: server (:class:`~sim.burn.runtime.graph.SingleNodeGraph`): in exact mode, where
+        #: dead single-node graphs are compacted, under burn's locator, server, memory
+        #: management and last-handle seam (a run recording its policy's reads builds
+        #: every graph, so that each read is made where burn's objects make it)
+        self.defer_servers = (self.compact and not fast_forward and policy_reads is None
+                              and _burns_graph_classes(self.policy_class))
         self.work_ps = 0
         # page faults: memory that becomes resident costs page_fault_ns per page of the
         # platform's page size, charged where it happens (Allocator.fault, TouchedPages.fault)
@@ -640,6 +655,14 @@ class Simulation:
                 raise self.over_time()
         if self.heartbeat is not None:
             self.heartbeat(self)
+
+
+def _burns_graph_classes(policy) -> bool:
+    """Whether the policy class ``policy`` keeps burn's locator, server and memory
+    management and does nothing when a node loses its last handle."""
+    return (policy.GraphLocator is GraphLocator and policy.AutodiffServer is AutodiffServer
+            and policy.GraphMemoryManagement is GraphMemoryManagement
+            and policy.on_last_handle is Policy.on_last_handle)
 
 
 def _bad_yield(generator, event) -> str:

@@ -121,6 +121,15 @@ class RawTable:
                 return
             self._resize(max(items, self.cap + 1))
 
+    def took_first(self, block) -> None:
+        """The state :meth:`fit` leaves after the first insert into this empty table, whose
+        block (``block``: its handle) was allocated already: a graph whose server is built
+        after its first registration (:class:`sim.burn.runtime.graph.SingleNodeGraph`)."""
+        self.nbytes = self.layout.first_bytes
+        self.buckets, self.cap = 4, 3
+        if self.named:
+            self.block = block
+
     def reinsert(self, items: int) -> None:
         """An ``insert`` of a key already among the table's ``items``: hashbrown reserves
         one slot first, so a full table grows (to the next size), though no item is added."""

@@ -155,7 +155,12 @@ class Timing:
         self.compute_ns = 0.0
         self.bookkeeping_ns = 0.0
         self.cleanup_ns = 0.0
+        # (op name, shapes, backend) -> (ns, ps) of its forward; (backend, autodiff) ->
+        # (compute ns, bookkeeping ns, ps) of a handle's clone; (backend, count) -> (ns, ps)
+        # of fresh buffers: the charges of the hot path, each in one step (_add_ps)
         self._op_cache = {}
+        self._clone_cache = {}
+        self._buffer_cache = {}
         # the graphs the current sweep read (sweep_live / sweep_dead / sweep_run), consumed
         # by sweep()
         self._sweep_sets = []
@@ -171,6 +176,16 @@ class Timing:
         self.bookkeeping_ns += ns
         self.sim.charge(ns)
 
+    def _add_ps(self, ps, locked=False) -> None:
+        """:meth:`~sim.engine.simulation.Simulation.charge` of work whose ps were rounded
+        already (a cached cost: the same ps as charging its ns)."""
+        sim = self.sim
+        thread = sim.current
+        if locked and sim.contended:
+            thread.segments.append((thread.pending_ps, ps))
+        thread.pending_ps += ps
+        sim.work_ps += ps
+
     def _work(self, ns) -> None:
         self.compute_ns += ns
         self.sim.charge(ns)
@@ -178,8 +193,8 @@ class Timing:
     # -- compute -------------------------------------------------------------------
     def forward_op(self, op, shapes, backend) -> None:
         key = (op.name, shapes, backend)
-        ns = self._op_cache.get(key)
-        if ns is None:
+        cost = self._op_cache.get(key)
+        if cost is None:
             flops, moved = flops_and_bytes(op, shapes)
             rates = self.sim.backend_rates(backend)
             ns = _kernel_ns(rates, flops, moved, op.gemm,
@@ -190,8 +205,9 @@ class Timing:
                 # divides that sum): one chain of f32 adds, each waiting for the previous
                 # one, at the add's latency (``reduce_add_ns`` per element), not the bandwidth
                 ns += math.prod(shapes[1][0]) * rates["reduce_add_ns"]
-            self._op_cache[key] = ns
-        self._work(ns)
+            cost = self._op_cache[key] = (ns, round(ns * 1000))
+        self.compute_ns += cost[0]
+        self._add_ps(cost[1])
 
     def backward_op(self, op, shapes, cost=None, tracked=None, retrieved=0) -> None:
         """The backward of one step (``cost``: what :meth:`annotate` attached, unused here).
@@ -276,11 +292,19 @@ class Timing:
         autodiff device ``autodiff_clone_ns`` more (the node's and the ref count's Arcs,
         cloned now and dropped with the handle). A chain ``y = op(y)`` moves its operand
         and pays nothing here."""
-        ns = self.sim.backend_rates(backend)["clone_ns"]
-        if ns:
-            self._work(ns)
-        if autodiff and self.p["autodiff_clone_ns"]:
-            self._book(self.p["autodiff_clone_ns"])
+        cost = self._clone_cache.get((backend, autodiff))
+        if cost is None:
+            work = self.sim.backend_rates(backend)["clone_ns"]
+            book = self.p["autodiff_clone_ns"] if autodiff else 0.0
+            cost = self._clone_cache[(backend, autodiff)] = (
+                work, book, round(work * 1000) + round(book * 1000))
+        work, book, ps = cost
+        if work:
+            self.compute_ns += work
+        if book:
+            self.bookkeeping_ns += book
+        if ps:
+            self._add_ps(ps)
 
     def checkpoint_save(self) -> None:
         """A forward op saved a tensor for its backward (``CheckpointerBuilder::checkpoint``:
@@ -292,9 +316,13 @@ class Timing:
         """``count`` buffers were allocated on the heap for a result (the data, its Bytes
         controller, FlexTensor's Arc) rather than written in place into a uniquely owned
         operand: ``buffer_ns`` each, their frees at the last handle's drop included."""
-        ns = self.sim.backend_rates(backend)["buffer_ns"]
-        if ns:
-            self._work(ns * count)
+        cost = self._buffer_cache.get((backend, count))
+        if cost is None:
+            ns = self.sim.backend_rates(backend)["buffer_ns"] * count
+            cost = self._buffer_cache[(backend, count)] = (ns, round(ns * 1000))
+        if cost[0]:
+            self.compute_ns += cost[0]
+            self._add_ps(cost[1])
 
     def new_layout(self, backend) -> None:
         """A view was made of a uniquely owned operand (``FlexTensor::reshape``: a new
@@ -322,12 +350,12 @@ class Timing:
         p = self.p
         ns = p["register_ns"] + n_parents * p["register_parent_ns"]
         self.bookkeeping_ns += ns
-        self.sim.charge(ns, True)
+        self._add_ps(round(ns * 1000), True)
 
     def new_graph(self) -> None:
         ns = self.p["new_graph_ns"]
         self.bookkeeping_ns += ns
-        self.sim.charge(ns, True)
+        self._add_ps(round(ns * 1000), True)
 
     def merge(self, n_graphs) -> None:
         self._book(n_graphs * self.p["merge_ns"])

@@ -27,7 +27,8 @@ from collections import Counter
 from ...platform.vec import RustVec
 
 __all__ = ["NodeRun", "node_blocks", "graph_blocks", "graph_drop_order", "node_handles",
-           "dead_graph_handles", "member_handles", "tree_counts", "unexplained_blocks"]
+           "dead_graph_handles", "member_handles", "unbuilt_graph_handles", "tree_counts",
+           "unexplained_blocks"]
 
 
 def node_blocks(layout, step, parents) -> tuple:
@@ -105,6 +106,18 @@ def member_handles(heap, layout, step, rc, server, graph_block=None):
     if not heap.orders_frees:
         return None
     return dead_graph_handles(layout, step, rc, server, graph_block)[0]
+
+
+def unbuilt_graph_handles(heap, layout, step, rc, table_blocks, graph_block):
+    """:func:`member_handles` of a single-node graph whose server was never built
+    (:class:`~sim.burn.runtime.graph.SingleNodeGraph`): ``table_blocks``, the handles of
+    its tables' first blocks in the order they were allocated (``leaves``, ``nodes``,
+    ``steps``, ``actions_builder``)."""
+    if not heap.orders_frees:
+        return None
+    leaves, nodes, steps, actions = table_blocks
+    handles = node_handles(step, rc, ()) + (steps, actions, nodes, leaves)
+    return handles + (graph_block,) if layout.graph_arc_bytes else handles
 
 
 def tree_counts(locator) -> tuple:

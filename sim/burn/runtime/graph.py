@@ -31,9 +31,9 @@ from contextlib import contextmanager
 from ...platform.btree import BTreeNodes
 from ...platform.vec import RustVec
 from ..graph.runs import (NodeRun, dead_graph_handles, graph_blocks, graph_drop_order,
-                          member_handles, node_blocks)
+                          member_handles, node_blocks, unbuilt_graph_handles)
 
-__all__ = ["Graph", "GraphLocator", "GraphMutexClient", "GraphCleaner", "OrphanSweep"]
+__all__ = ["Graph", "SingleNodeGraph", "GraphLocator", "GraphMutexClient", "GraphCleaner", "OrphanSweep"]
 
 
 class Graph:
@@ -77,6 +77,82 @@ class Graph:
 
     def __repr__(self):
         return f"Graph(origin={self.origin}, nodes={len(self.server.memory_management.nodes)})"
+
+
+class SingleNodeGraph(Graph):
+    """A new graph an untracked op registered its step in, before anything asks for its
+    server (exact mode: :attr:`~sim.engine.simulation.Simulation.defer_servers`).
+
+    Its registration made burn's heap events (``Arc<Graph>``, then the first blocks of
+    the ``leaves``, ``nodes``, ``steps`` and ``actions_builder`` tables, whose handles it
+    keeps) and keeps the node's ref count and step. The server and its memory management
+    are built, in the state that registration left them in, the first time ``server`` is
+    read (a sweep, a backward, a registration of the id as a root, a drop of the graph);
+    a node that loses its last handle before that is compacted from here
+    (:meth:`GraphLocator.compact`), so the objects of a single-node graph that dies at
+    once are never built. Until then it stands for the memory management as the ref
+    count's owner (``referenced``, :meth:`on_last_handle`).
+    """
+
+    __slots__ = ("rc", "step", "blocks", "referenced")
+
+    def __init__(self, sim, origin):   # noqa: the server is built later (_build)
+        self.origin = origin
+        self._sim = sim
+        self._block = sim.heap.alloc(sim.layout.graph_arc_bytes)
+        self.entries = 0
+        self.held = 0
+        self.rc = self.step = None
+        self.referenced = 0
+
+    def register(self, rc, step) -> None:
+        """``AutodiffServer::register`` of the graph's first node, which has no parent: the
+        tables' first blocks in its order (``leaves``, ``nodes``, then ``steps`` and
+        ``actions_builder``), the ``nodes`` map's Arc of the ref count."""
+        self.blocks = self._sim.heap.alloc_row(self._sim.tables.first_graph_blocks)
+        rc.acquire()
+        rc.owner = self
+        if rc.strong > 1:
+            self.referenced = 1
+        self.rc, self.step = rc, step
+
+    def __getattr__(self, name):
+        if name != "server":
+            raise AttributeError(name)
+        return self._build()
+
+    def _build(self):
+        """The server and memory management as ``register`` left them."""
+        sim = self._sim
+        server = self.server = sim.policy.AutodiffServer(sim)
+        memory = server.memory_management
+        rc, step = self.rc, self.step
+        self.rc = self.step = None
+        if rc is None:
+            return server
+        node_id = rc.id
+        leaves, nodes, steps, actions = self.blocks
+        memory.leaves.add(node_id)
+        memory.leaves_table.took_first(leaves)
+        memory.nodes[node_id] = (rc, ())
+        memory.nodes_table.took_first(nodes)
+        memory.referenced = self.referenced
+        if rc.owner is self:
+            rc.owner = memory
+        server.steps[node_id] = step
+        server.steps_table.took_first(steps)
+        server.actions_table.took_first(actions)
+        return server
+
+    def on_last_handle(self, rc) -> None:
+        """:meth:`GraphMemoryManagement.on_last_handle` (burn's policy: nothing to tell):
+        exact mode compacts the dead graph (:meth:`GraphLocator.compact`)."""
+        locator = self._sim.client.locator
+        cached = locator._run_blocks.get((self.step.nbytes, 4, 4, 4, 4))
+        if cached is not None:
+            locator._compact_unbuilt(self, cached)
+        else:
+            locator.compact(rc.id)
 
 
 class GraphLocator:
@@ -366,6 +442,11 @@ class GraphLocator:
         graph is compacted, so the locator's creation order is kept. Returns
         whether the graph was compacted.
         """
+        graph = self.graphs.get(node_id)
+        if graph.__class__ is SingleNodeGraph and graph.step is not None:
+            cached = self._run_blocks.get((graph.step.nbytes, 4, 4, 4, 4))
+            if cached is not None:       # else built, and compacted as any graph
+                return self._compact_unbuilt(graph, cached)
         graph = self._compactable(node_id)
         if graph is None:
             return False
@@ -394,6 +475,29 @@ class GraphLocator:
         memory.nodes = {}
         server.steps = {}
         memory.server = None
+        del self.graphs[node_id]
+        del self.keys[node_id]
+        del self.live[graph]
+        self.run_entries += 1
+        self._append_dead_graph(node_id, handles, *cached)
+        return True
+
+    def _compact_unbuilt(self, graph, cached) -> bool:
+        """:meth:`compact` of a :class:`SingleNodeGraph` whose server was never built (its
+        tables hold their first blocks: ``cached`` are the blocks of such a graph)."""
+        rc, step = graph.rc, graph.step
+        node_id = rc.id
+        if (graph.entries != 1 or graph.referenced or rc.strong != 1 or rc.extra
+                or step.actions is not None or step.node.retro is not None
+                or next(reversed(self.live)) is not graph or self.keys.get(node_id)
+                or node_id in self.key_tables or node_id in self.key_runs):
+            return False
+        handles = unbuilt_graph_handles(self.sim.heap, self.sim.layout, step, rc,
+                                        graph.blocks, graph._block)
+        step.node._nbytes = 0       # the run owns the blocks from now on
+        graph.entries = 0
+        rc.owner = None
+        graph.rc = graph.step = None
         del self.graphs[node_id]
         del self.keys[node_id]
         del self.live[graph]
@@ -447,9 +551,9 @@ class GraphLocator:
                      handles=None if handles is None else [handles],
                      drop_indices=(drop_index,))] = None
 
-    def new_graph(self, origin) -> Graph:
+    def new_graph(self, origin, graph_class=Graph) -> Graph:
         """A new graph whose origin is ``origin``."""
-        graph = Graph(self.sim, origin)
+        graph = graph_class(self.sim, origin)
         self.live[graph] = None
         self._point(origin, graph)
         if origin in self.keys:
@@ -635,7 +739,13 @@ class GraphMutexClient:
         step.block = sim.heap.alloc(step.nbytes)
         parents = step.node.parents
         sim.timing.register(len(parents))
-        self.graph(rc.id, parents).server.register(rc, step)
+        locator = self.locator
+        if (not parents and sim.defer_servers and locator is not None
+                and rc.id not in locator.graphs):
+            # an untracked op's new graph, its server built if something asks for it
+            locator.new_graph(rc.id, SingleNodeGraph).register(rc, step)
+        else:
+            self.graph(rc.id, parents).server.register(rc, step)
         sim.policy.on_register(self, rc, step)
 
     def backward(self, root):
