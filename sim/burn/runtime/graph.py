@@ -475,12 +475,7 @@ class GraphLocator:
         memory.nodes = {}
         server.steps = {}
         memory.server = None
-        del self.graphs[node_id]
-        del self.keys[node_id]
-        del self.live[graph]
-        self.run_entries += 1
-        self._append_dead_graph(node_id, handles, *cached)
-        return True
+        return self._retire(node_id, graph, handles, cached)
 
     def _compact_unbuilt(self, graph, cached) -> bool:
         """:meth:`compact` of a :class:`SingleNodeGraph` whose server was never built (its
@@ -498,6 +493,11 @@ class GraphLocator:
         graph.entries = 0
         rc.owner = None
         graph.rc = graph.step = None
+        return self._retire(node_id, graph, handles, cached)
+
+    def _retire(self, node_id, graph, handles, cached) -> bool:
+        """The last of :meth:`compact`: ``graph`` leaves the maps and its node becomes the
+        newest member of the run of dead single-node graphs."""
         del self.graphs[node_id]
         del self.keys[node_id]
         del self.live[graph]
