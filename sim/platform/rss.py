@@ -551,6 +551,11 @@ class Allocator:
         return tuple(z.state() for z, p in zip(self.zones, self._segmented) if p)
 
 
+#: B, Linux's fault-around window (mm/memory.c ``fault_around_pages``, 64 KiB by default): a
+#: read fault on a file mapping maps the window's pages that the page cache holds, so a code
+#: path's text comes in by one fault per 64 KiB, not one per page   [source]
+FAULT_AROUND_BYTES = 64 << 10
+
 #: Code paths of the program binary whose text pages the first execution faults in (the
 #: profile's ``[code]`` table gives the resident bytes of each; ``<path>_bytes``):
 #: ``device`` creating the CPU device, ``module`` building an nn module, ``creation`` a
@@ -558,11 +563,6 @@ class Allocator:
 #: backend's kernels (binary, unary and scalar ops / gemm / sum and mean), ``autodiff``
 #: registering a step with the graph client, ``backward`` building and running a tape,
 #: ``optimizer`` an SGD step.
-#: B, Linux's fault-around window (mm/memory.c ``fault_around_pages``, 64 KiB by default): a
-#: read fault on a file mapping maps the window's pages that the page cache holds, so a code
-#: path's text comes in by one fault per 64 KiB, not one per page   [source]
-FAULT_AROUND_BYTES = 64 << 10
-
 CODE_PATHS = ("device", "module", "creation", "elementwise", "matmul", "reduce", "autodiff",
               "backward", "optimizer")
 
