@@ -146,13 +146,9 @@ class SingleNodeGraph(Graph):
 
     def on_last_handle(self, rc) -> None:
         """:meth:`GraphMemoryManagement.on_last_handle` (burn's policy: nothing to tell):
-        exact mode compacts the dead graph (:meth:`GraphLocator.compact`)."""
-        locator = self._sim.client.locator
-        cached = locator._run_blocks.get((self.step.nbytes, 4, 4, 4, 4))
-        if cached is not None:
-            locator._compact_unbuilt(self, cached)
-        else:
-            locator.compact(rc.id)
+        exact mode compacts the dead graph (:meth:`GraphLocator.compact`, which takes an
+        unbuilt graph as it is)."""
+        self._sim.client.locator.compact(rc.id)
 
 
 class GraphLocator:
