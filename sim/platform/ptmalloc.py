@@ -63,7 +63,8 @@ from collections import OrderedDict
 
 from ..errors import UserError
 
-__all__ = ["PtmallocArena", "CarveRun", "ReplayProgram", "ArenaBudgetExceeded", "ZEROED"]
+__all__ = ["PtmallocArena", "CarveRun", "ReplayProgram", "ArenaBudgetExceeded", "ZEROED",
+           "handle_key"]
 
 SIZE_SZ = 8
 #: the ``align`` of a request made with ``calloc`` (Rust's ``alloc_zeroed``: ``vec![0; n]``)
@@ -164,6 +165,13 @@ def _remove_newest(live, block) -> bool:
     except ValueError:
         return False
     return True
+
+
+def handle_key(block):
+    """What names a block the arena handed out, in a table keyed by blocks: an arena
+    chunk is its address (an int); an mmapped one a tuple (another of the same size is
+    equal), told apart by identity."""
+    return block if type(block) is int else ("id", id(block))
 
 
 class ReplayProgram:
@@ -644,7 +652,7 @@ class PtmallocArena:
         of the old one; a chunk left with 32 B or more to spare frees the spare tail. An
         mmapped chunk is remapped to its new page-rounded size. Returns the new block."""
         if self.alias:
-            block = self.alias.pop(block if type(block) is int else ("id", id(block)), block)
+            block = self.alias.pop(handle_key(block), block)
             new = self._realloc(block, old_nbytes, nbytes)
             return self._tag(new) if new in self.alias else new
         return self._realloc(block, old_nbytes, nbytes)
@@ -781,7 +789,7 @@ class PtmallocArena:
     def free(self, block=None, nbytes=None) -> None:
         """Free ``block`` (or, with ``block=None``, the newest live block of ``nbytes``)."""
         if self.alias and block is not None:
-            block = self.alias.pop(block if type(block) is int else ("id", id(block)), block)
+            block = self.alias.pop(handle_key(block), block)
         if self.runs:
             taken = self._settle(block, nbytes)
             if taken is not None:
@@ -1030,23 +1038,19 @@ class PtmallocArena:
         means (frees and reallocs of the handle reach that chunk)."""
         alias = self.alias
         for handle, chunk in pairs:
-            if type(handle) is int:
-                if chunk == handle:
-                    alias.pop(handle, None)
-                else:
-                    alias[handle] = chunk
-            elif chunk is handle:
-                alias.pop(("id", id(handle)), None)
+            # an mmapped chunk's handle (a tuple; another of the same size is equal) is
+            # the same chunk only by identity
+            same = chunk == handle if type(handle) is int else chunk is handle
+            if same:
+                alias.pop(handle_key(handle), None)
             else:
-                # an mmapped chunk's handle (a tuple; another of the same size is equal):
-                # named by identity
-                alias[("id", id(handle))] = chunk
+                alias[handle_key(handle)] = chunk
 
     def chunk_of(self, handle):
         """The chunk ``handle`` names (see :meth:`rebind`)."""
         if not self.alias:
             return handle
-        return self.alias.get(handle if type(handle) is int else ("id", id(handle)), handle)
+        return self.alias.get(handle_key(handle), handle)
 
     # -- carve runs ---------------------------------------------------------------------
     def carves(self, nbytes: int, chunk=None) -> bool:

@@ -44,7 +44,7 @@ from bisect import bisect_right
 from collections import Counter
 
 from ...platform.btree import append_counts
-from ...platform.ptmalloc import MINSIZE, chunk_size
+from ...platform.ptmalloc import MINSIZE, chunk_size, handle_key
 
 __all__ = ["ALLOC", "FREE", "ALLOC_MANY", "FREE_MANY", "INSERT", "REALLOC", "handle_key",
            "RunHandles",
@@ -54,12 +54,6 @@ __all__ = ["ALLOC", "FREE", "ALLOC_MANY", "FREE_MANY", "INSERT", "REALLOC", "han
 ALLOC, FREE, ALLOC_MANY, FREE_MANY, INSERT = range(5)
 #: a realloc in a probe's trace of heap events (sim.engine.fastforward.repeat), after the kinds above
 REALLOC = INSERT + 1
-
-
-def handle_key(block):
-    """What names a heap block in a probe's trace: an arena block is its address (an int);
-    an mmapped one a tuple, told apart by identity."""
-    return block if type(block) is int else ("id", id(block))
 
 
 def _positions(arena) -> dict:
