@@ -95,47 +95,16 @@ class Heap:
                 self.allocator.fault_to(zone, zone_live)
 
     def alloc_row(self, sizes) -> list:
-        """:meth:`alloc` of each of ``sizes`` in turn, in one call (a row of requests with
-        nothing between them: a new graph's tables); returns the handles. A heap of
-        another class (a recording or closed heap) gets the calls one by one."""
-        if self.__class__ is not Heap:
-            return [self.alloc(nbytes) for nbytes in sizes]
-        small, zl, high = self._small, self._live, self._high
-        handles = []
-        for nbytes in sizes:
-            hit = small.get(nbytes)
-            if hit is None:
-                handles.append(self.alloc(nbytes))
-                continue
-            live = self.live_bytes = self.live_bytes + nbytes
-            self.live_blocks += 1
-            self.allocs += 1
-            if live > self.peak_bytes:
-                self.peak_bytes = live
-            zone, size = hit
-            zone_live = zl[zone] = zl[zone] + size
-            if zone_live > high[zone]:
-                high[zone] = zone_live
-                if zone_live > self._mark[zone]:
-                    self.allocator.fault_to(zone, zone_live)
-            handles.append(None)
-        return handles
+        """:meth:`alloc` of each of ``sizes`` in turn (a row of requests with nothing
+        between them: a new graph's tables); returns the handles."""
+        alloc = self.alloc
+        return [alloc(nbytes) for nbytes in sizes]
 
     def free_row(self, sizes, blocks) -> None:
-        """:meth:`free` of each block of ``blocks`` (of ``sizes``) in turn, in one call."""
-        if self.__class__ is not Heap:
-            for nbytes, block in zip(sizes, blocks):
-                self.free(nbytes, block)
-            return
-        small, zl = self._small, self._live
+        """:meth:`free` of each block of ``blocks`` (of ``sizes``) in turn."""
+        free = self.free
         for nbytes, block in zip(sizes, blocks):
-            hit = small.get(nbytes)
-            if hit is None:
-                self.free(nbytes, block)
-                continue
-            self.live_bytes -= nbytes
-            self.live_blocks -= 1
-            zl[hit[0]] -= hit[1]
+            free(nbytes, block)
 
     def free(self, nbytes: int, block=None) -> None:
         """Free one block previously allocated with the same ``nbytes`` (``block``: its handle)."""
