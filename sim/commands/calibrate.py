@@ -371,13 +371,10 @@ def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
         i = _find_key(lines, section, key)
         if i is None:
             raise UserError(f"cannot find {section}.{key} in the base profile text")
-        start, stop, shared = _comment_block(lines, i)
-        line = f"{key} = {_toml_number(values[field])}"
+        start, stop, _ = _comment_block(lines, i)
+        lines[i] = f"{key} = {_toml_number(values[field])}"
         if field in notes:
-            lines[i] = line
             lines[start:stop] = notes[field]
-        else:
-            lines[i] = line
     text = "\n".join(lines) + "\n"
     validate(tomllib.loads(text), out or profile.path)
     for section, key, field in TLB_KEYS:
