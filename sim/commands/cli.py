@@ -712,23 +712,30 @@ def fixes_cmd(measured, profile, results, out, jobs, figures, also):
               show_default=True,
               help="seconds of wall time per run; a cell whose run takes longer is "
                    "too-slow, not compared")
+@click.option("--resume", is_flag=True,
+              help="with --out: keep the cells an earlier, stopped run wrote to "
+                   "OUT.partial and check only the others")
 @_jobs_option
-def equivalence_cmd(workloads, policy, profiles, out, timeout, jobs):
+def equivalence_cmd(workloads, policy, profiles, out, timeout, resume, jobs):
     """Check that fast-forward gives exact mode's rows, byte for byte, on every workload x
     variant x policy x profile (each workload at its quick parameters).
 
     Every cell runs twice, once in exact mode: an hour for the whole grid on 2 cores.
     Prints each cell that differs as it is found, then a count per result; exits 1 if any
-    cell differs.
+    cell differs. With --out, each finished cell is also appended to OUT.partial, so a
+    stopped run keeps what it found (OUT itself is only written at the end) and
+    --resume goes on from there.
     """
     from ..analysis.data import atomic_write, format_value, rows_to_csv
-    from .equivalence import COLUMNS, cells, check
+    from .equivalence import COLUMNS, PartialResults, cell_key, cells, check
     from ..engine.profile import load_profile, profile_names
     from .progress import Progress
     from .sweep import default_jobs, select_policies
     from ..engine.workloads import builtin_names, load_workload
     if out is not None:
         _check_out_file(out)
+    elif resume:
+        raise click.UsageError("--resume needs --out (the run to go on with is OUT.partial)")
     names = []
     for name in workloads:
         for one in (builtin_names() if name == "all" else [name]):
@@ -741,17 +748,33 @@ def equivalence_cmd(workloads, policy, profiles, out, timeout, jobs):
             if one not in chosen:
                 load_profile(one)
                 chosen.append(one)
-    todo = cells(names, select_policies(policy), chosen)
+    every = cells(names, select_policies(policy), chosen)
+    partial = None if out is None else PartialResults(out)
+    kept = partial.start(every, resume) if partial is not None else {}
+    todo = [cell for cell in every if cell_key(cell) not in kept]
+    if kept:
+        click.echo(f"{len(kept)} cells kept from {partial.path}, {len(todo)} to check",
+                   err=True)
     progress = Progress(len(todo))
 
     def found(row):
+        if partial is not None:
+            partial.add(row)
         if row["result"] in ("differs", "refused-differently"):
             click.echo(f"{row['workload']} {row['variant']} -p {row['policy']} "
                        f"--profile {row['profile']}: {row['result']}: {row['difference']}")
     try:
-        results = check(todo, jobs or default_jobs(), progress, timeout, found)
-    finally:
+        checked = check(todo, jobs or default_jobs(), progress, timeout, found)
+    except BaseException:
         progress.close()
+        if partial is not None and partial.count:
+            click.echo(f"{partial.count} cells written to {partial.path}; "
+                       f"sim equivalence ... --out {out} --resume goes on", err=True)
+        raise
+    progress.close()
+    by_key = dict(kept)
+    by_key.update((cell_key(cell), row) for cell, row in zip(todo, checked))
+    results = [by_key[cell_key(cell)] for cell in every]
     counts = {}
     for row in results:
         counts[row["result"]] = counts.get(row["result"], 0) + 1
@@ -763,6 +786,7 @@ def equivalence_cmd(workloads, policy, profiles, out, timeout, jobs):
                + f" (CPU: exact {exact:.1f} s, fast-forward {fast:.1f} s)")
     if out is not None:
         atomic_write(out, rows_to_csv(results, COLUMNS, format_value))
+        partial.remove()
         click.echo(f"-> {out}")
     if counts.get("differs") or counts.get("refused-differently"):
         sys.exit(1)

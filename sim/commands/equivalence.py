@@ -24,8 +24,12 @@ It takes minutes (every cell runs in exact mode), so it is a command, not a test
 
 from __future__ import annotations
 
+import csv
+import os
 import time
+from pathlib import Path
 
+from ..analysis.data import format_value
 from ..engine import runner
 from ..engine.simulation import Limits
 from ..errors import LimitExceeded, UserError
@@ -33,7 +37,7 @@ from ..policies import POLICIES
 from ..engine.workers import local_pool
 from ..engine.workloads import builtin_names, load_workload
 
-__all__ = ["cells", "check_cell", "check", "COLUMNS", "RESULTS"]
+__all__ = ["cells", "cell_key", "check_cell", "check", "PartialResults", "COLUMNS", "RESULTS"]
 
 #: what a cell's comparison can find (see the module doc)
 RESULTS = ("same", "differs", "refused", "refused-differently", "too-slow")
@@ -151,3 +155,69 @@ def check(cells_, jobs=1, progress=None, timeout=None, on_result=None) -> list:
             if progress is not None:
                 progress.tick()
     return results
+
+
+def cell_key(cell) -> tuple:
+    """A cell's name: ``(workload, variant, policy, profile)`` (its parameters follow from
+    the workload)."""
+    return tuple(cell[:4])
+
+
+class PartialResults:
+    """``OUT.partial``: the cells of a run checked so far, one CSV line each, appended and
+    flushed as each finishes, so a run that is stopped keeps what it found. ``OUT`` itself
+    is written only when every cell is done (then the partial file goes)."""
+
+    def __init__(self, out):
+        self.path = Path(f"{out}.partial")
+        self.count = 0
+        self._fh = None
+
+    def start(self, every, resume: bool) -> dict:
+        """Open the file for this run; with ``resume`` the rows an earlier run wrote for
+        cells of ``every`` are kept and returned by :func:`cell_key`, else it starts empty."""
+        kept = {}
+        wanted = {cell_key(cell) for cell in every}
+        if resume and self.path.exists():
+            with open(self.path, newline="") as fh:
+                reader = csv.reader(fh)
+                header = next(reader, None)
+                if header != list(COLUMNS):
+                    raise UserError(f"{self.path}: not a partial result of sim equivalence "
+                                    f"(its header is not {','.join(COLUMNS)})")
+                for line in reader:
+                    if len(line) != len(COLUMNS):
+                        continue            # a line the stopped run did not finish
+                    row = dict(zip(COLUMNS, line))
+                    row["rows"] = int(row["rows"])
+                    row["exact_cpu_s"] = float(row["exact_cpu_s"])
+                    row["ff_cpu_s"] = float(row["ff_cpu_s"])
+                    key = cell_key([row[c] for c in COLUMNS[:4]])
+                    if key in wanted:
+                        kept[key] = row
+        self._fh = open(self.path, "w", newline="")
+        self._writer = csv.writer(self._fh, lineterminator="\n")
+        self._writer.writerow(COLUMNS)
+        for row in kept.values():
+            self._write(row)
+        self.count = len(kept)
+        return kept
+
+    def add(self, row) -> None:
+        """Append one finished cell."""
+        self._write(row)
+        self.count += 1
+
+    def _write(self, row) -> None:
+        self._writer.writerow([format_value(row.get(c, "")) for c in COLUMNS])
+        self._fh.flush()
+
+    def remove(self) -> None:
+        """The run finished and ``OUT`` is written: the partial file goes."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass

@@ -87,3 +87,42 @@ def test_each_difference_is_reported_as_it_is_found(monkeypatch):
     todo = equivalence.cells(["adleak-count"], ["burn-0.22.1"], ["m2max-macos"])
     rows = equivalence.check(todo, jobs=1, on_result=seen.append)
     assert seen == rows and len(rows) == 3
+
+
+def test_a_stopped_run_keeps_its_cells_and_resume_checks_only_the_rest(monkeypatch, tmp_path,
+                                                                        capsys):
+    from sim.engine import runner
+
+    out = tmp_path / "eq.csv"
+    out.write_text("earlier\n")
+    real = runner.run_cell
+    calls = []
+
+    def stop_at_third_cell(workload, variant, *args, **kw):
+        calls.append(variant)
+        if variant == "a-tracked":
+            raise KeyboardInterrupt
+        return real(workload, variant, *args, **kw)
+    monkeypatch.setattr(runner, "run_cell", stop_at_third_cell)
+    argv = ["equivalence", "-w", "adleak-count", "-p", "burn-0.22.1", "--profile",
+            "m2max-macos", "-j", "1", "--out", str(out)]
+    code, _, err = run_cli(argv, capsys)
+    assert code == 130
+    assert out.read_text() == "earlier\n"          # the previous result is intact
+    partial = list(csv.DictReader(open(f"{out}.partial")))
+    assert [r["variant"] for r in partial] == ["flex", "flex.autodiff"]
+    assert "2 cells written to" in "\n".join(err)
+
+    calls.clear()
+    monkeypatch.setattr(runner, "run_cell", real)
+    code, stdout, _ = run_cli(argv + ["--resume"], capsys)
+    assert code == 0 and "3 cells: 3 same" in stdout
+    rows = list(csv.DictReader(out.open()))
+    assert [r["variant"] for r in rows] == ["flex", "flex.autodiff", "a-tracked"]
+    assert rows[:2] == partial                   # kept as the stopped run wrote them
+    assert not (tmp_path / "eq.csv.partial").exists()
+
+
+def test_resume_without_out_is_one_error_line(capsys):
+    code, _, lines = run_cli(["equivalence", "-w", "adleak-count", "--resume"], capsys)
+    assert_one_error(code, lines, "--resume needs --out")
