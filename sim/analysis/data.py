@@ -20,8 +20,8 @@ import csv
 import io
 import json
 import math
-import re
 import os
+import re
 import tempfile
 from pathlib import Path
 
