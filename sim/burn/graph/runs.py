@@ -28,7 +28,7 @@ from ...platform.vec import RustVec
 
 __all__ = ["NodeRun", "node_blocks", "graph_blocks", "graph_drop_order", "node_handles",
            "dead_graph_handles", "member_handles", "unbuilt_graph_handles", "tree_counts",
-           "unexplained_blocks"]
+           "unexplained_blocks", "MemberRuns", "RunEntries"]
 
 
 def node_blocks(layout, step, parents) -> tuple:
@@ -333,3 +333,146 @@ class NodeRun:
         kind = "graphs" if self.new_graph else "nodes"
         period = f", period {len(self.layouts)}" if len(self.layouts) > 1 else ""
         return f"NodeRun({self.count} {kind} from {self.first} step {self.stride}{period})"
+
+
+class MemberRuns:
+    """Entries of a graph's maps kept as compressed runs until something reads them.
+
+    Fast-forward applies iterations that hang the same members off one graph (an inference
+    forward on a model that requires grad: eight nodes whose checkpoint actions keep the
+    activations) without building their objects. Each run is ``(lo, hi, at, build)``:
+    the ids ``lo <= id < hi`` it holds, where its entries sit in each map's insertion
+    order (``at``, one position per map: how many entries the map held when the run was
+    taken), and ``build()``, which registers its members one by one as exact mode did
+    (appending them to the maps). The maps (:class:`RunEntries`: the server's ``steps``,
+    the memory management's ``nodes``) count the runs' members in their lengths; a read
+    that may see a member, an iteration or a removal builds every run first, in place:
+    the members take their places among the entries, as if they had always been there.
+    The graph's other collections (``leaves``, the locator's entries and keys, the
+    tables and BTreeMaps) take the runs' members as they are applied; nothing in burn's
+    bookkeeping sees the difference."""
+
+    __slots__ = ("maps", "runs", "count")
+
+    def __init__(self):
+        self.maps = ()
+        self.runs = []
+        #: members held in runs (each one entry of every map)
+        self.count = 0
+
+    def add(self, lo, hi, count, build) -> None:
+        """A run of ``count`` members with ids in ``[lo, hi)``, built by ``build()``."""
+        at = tuple(dict.__len__(m) for m in self.maps)
+        self.runs.append((lo, hi, at, build))
+        self.count += count
+
+    def holds(self, key) -> bool:
+        for lo, hi, _, _ in self.runs:
+            if lo <= key < hi:
+                return True
+        return False
+
+    def materialise(self) -> None:
+        """Build every run's members, each run's in its place in each map's order."""
+        runs, self.runs, self.count = self.runs, [], 0
+        if not runs:
+            return
+        real = [list(dict.items(m)) for m in self.maps]
+        for m in self.maps:
+            dict.clear(m)
+        done = [0] * len(self.maps)
+        for _, _, at, build in runs:
+            for j, m in enumerate(self.maps):
+                dict.update(m, real[j][done[j]:at[j]])
+                done[j] = at[j]
+            build()
+        for j, m in enumerate(self.maps):
+            dict.update(m, real[j][done[j]:])
+
+
+class RunEntries(dict):
+    """A map (node id -> entry) some of whose entries are held by :class:`MemberRuns`:
+    its length counts them; reading a key of a run, iterating, copying or removing builds
+    them first. Reads and inserts of other keys go straight to the map (an exact
+    iteration registering its own nodes beside the runs)."""
+
+    __slots__ = ("members",)
+
+    def __init__(self, items, members):
+        super().__init__(items)
+        self.members = members
+
+    def _built(self):
+        if self.members.runs:
+            self.members.materialise()
+        return self
+
+    def __len__(self):
+        return dict.__len__(self) + self.members.count
+
+    def __contains__(self, key):
+        if self.members.runs and self.members.holds(key):
+            self.members.materialise()
+        return dict.__contains__(self, key)
+
+    def __getitem__(self, key):
+        if self.members.runs and self.members.holds(key):
+            self.members.materialise()
+        return dict.__getitem__(self, key)
+
+    def get(self, key, default=None):
+        if self.members.runs and self.members.holds(key):
+            self.members.materialise()
+        return dict.get(self, key, default)
+
+    def __setitem__(self, key, value):
+        if self.members.runs and self.members.holds(key):
+            self.members.materialise()
+        dict.__setitem__(self, key, value)
+
+    def __iter__(self):
+        return dict.__iter__(self._built())
+
+    def __reversed__(self):
+        return dict.__reversed__(self._built())
+
+    def __delitem__(self, key):
+        dict.__delitem__(self._built(), key)
+
+    def keys(self):
+        return dict.keys(self._built())
+
+    def values(self):
+        return dict.values(self._built())
+
+    def items(self):
+        return dict.items(self._built())
+
+    def pop(self, *args):
+        return dict.pop(self._built(), *args)
+
+    def popitem(self):
+        return dict.popitem(self._built())
+
+    def setdefault(self, key, default=None):
+        return dict.setdefault(self._built(), key, default)
+
+    def update(self, *args, **kwargs):
+        dict.update(self._built(), *args, **kwargs)
+
+    def clear(self):
+        dict.clear(self._built())
+
+    def copy(self):
+        return dict(dict.items(self._built()))
+
+    def __eq__(self, other):
+        return dict.__eq__(self._built(), other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return dict.__repr__(self._built())
+
+    def __reduce__(self):
+        return (dict, (dict(dict.items(self._built())),))

@@ -59,7 +59,8 @@ from typing import NamedTuple
 from ...burn.graph.runs import node_blocks, unexplained_blocks
 from ...platform.btree import BTreeNodes
 from .replay import relabel_rotating, relative_tree_ops, replay_tree_ops, rotating_graph
-from .keptchain import (build_members, build_replayed, compare_before, kept_chain,
+from .keptchain import (build_members, build_replayed, compare_before, defer_members,
+                        deferrable, kept_chain,
                         kept_slots, l2_ready, l2_rotates, old_nodes, repoint_members)
 from .leakrun import _Refuse, _resident, actions_template, hand_over, swap_tip
 
@@ -709,7 +710,13 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     children_of_tip = []
     built = []
     work_ps, compute, book, _ = effect.times
-    for i in range(1, count + 1):
+    # members left unbuilt in a run of G's maps, past a first iteration that checks the
+    # builder against the iteration's blocks
+    deferred = replayed and deferrable(sim, effect, graph)
+    built_count = count
+    if deferred:
+        built_count = 0 if effect.checked else 1
+    for i in range(1, built_count + 1):
         start = last + i * stride
         for template in effect.sweeps:
             _sweep(sim, template, (start - effect.first_id) // stride, graph)
@@ -730,6 +737,12 @@ def apply_chain(sim, effect, count, replay=None) -> int:
             sim.ff_progress = (i, count)
             sim._check_limits()      # a long batch builds many nodes: the budget holds
     sim.ff_progress = None
+    if count > built_count:
+        first = last + built_count * stride
+        defer_members(sim, effect, graph, first, count - built_count, replay,
+                      clones[-1] if clones else slots[0], trees)
+        sim.current.pending_ps += work_ps * (count - built_count)
+        sim.work_ps += work_ps * (count - built_count)
     timing.compute_ns += compute * count
     timing.bookkeeping_ns += book * count
     if replayed:

@@ -37,11 +37,15 @@ from ...burn.ops import _Retro
 from ...burn.graph.step import Step
 from ...platform.l2_cache import Chunk
 from ...platform.heap import Heap
+from ...burn.graph.runs import MemberRuns, RunEntries
+from ...policies.base import Policy
+from .replay import replay_tree_ops
 from .leakrun import (_buffer, _Counting, _Refuse, _strip, builder_blocks, kept_storages,
                       l2_contents, l2_signature, member_actions, replace_storage)
 
 __all__ = ["kept_chain", "l2_growth", "build_replayed", "kept_slots", "repoint_members",
-           "l2_ready", "l2_rotates", "old_nodes", "compare_before", "MAX_KEPT"]
+           "l2_ready", "l2_rotates", "old_nodes", "compare_before", "MAX_KEPT",
+           "advance_l2", "deferrable", "defer_members"]
 
 #: iterations back whose kept storages' chunks may still be in an L2 model's LRU when a
 #: batch of a chain that keeps storages is applied (16-KiB weights: about a thousand in
@@ -363,14 +367,15 @@ def _node(ref, start, stride, cur, prev, locator):
 
 
 def build_members(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node, built,
-           buffers=None):
+           buffers=None, entered=False):
     """Register the members of the iteration whose first id is ``start`` in ``G`` as that
     iteration did (``prev``: the members of the one before, by offset): their nodes, ref
     counts and boxed steps, ``G``'s maps and tables, the locator's entries and ``G``'s key
     set (the BTreeMaps are left to the replayed operations). Returns the new members by
     offset; ``children_of_tip`` (a list, or None) collects the steps that have
     ``tip_node`` as a parent, ``built`` every step; ``buffers``: the storages the
-    members' actions keep (:func:`build_replayed`)."""
+    members' actions keep (:func:`build_replayed`); ``entered``: the locator's entries and
+    keys hold the members already (:func:`defer_members`)."""
     locator = sim.client.locator
     server = graph.server
     heap = sim.heap
@@ -404,11 +409,217 @@ def build_members(sim, effect, graph, start, prev, via_offset, children_of_tip, 
         node._block = None
         server.register(rc, step)
         built.append(step)
+        cur[member.offset] = node
+        if entered:
+            continue
         locator.graphs[node_id] = graph
         graph.entries += 1
         if member.keyed:
             ids = locator.keys[origin]
             ids.add(node_id)
             locator.key_tables[origin].fit(len(ids) + locator.key_runs.get(origin, 0))
-        cur[member.offset] = node
     return cur
+
+
+def advance_l2(sim, effect, previous, count) -> list:
+    """:func:`touch_l2` ``count`` times at once, for iterations whose members are not built
+    (:func:`defer_members`); returns each iteration's ``((kept index, chunk), ...)``
+    (``previous``: the chunks of the kept storages of the iteration before the first, by
+    index).
+
+    An iteration's tail is the one before's chunks it names (its free lists', its kept
+    storages', the old ones every iteration touches) and new ones; a chunk of the tail the
+    next iteration does not name is never touched again (dead). So after ``count``
+    iterations the LRU holds, in order, the chunks untouched before, each iteration's dead
+    chunks in its tail's order, and the last tail; each chunk is put in its final place
+    once, and the oldest are evicted at the end, which takes what eviction after each
+    iteration takes when the LRU only gains bytes and evicts dead chunks
+    (:func:`l2_rotates`)."""
+    kept = [[] for _ in range(count)]
+    for kind, tail, free, fresh, nbytes, chunks in effect.l2:
+        cache = sim._backends[kind].cache
+        named = {ref for ref in tail if ref[0] == "R"}
+        lists = dict(free)
+        by_at = dict(chunks)
+        for ref in tail:
+            if ref[0] == "F":
+                named.add(lists[ref[1]][ref[2]])
+            elif ref[0] == "P":
+                named.add(by_at[ref[1]])
+        last_at = {ref: i for i, ref in enumerate(tail)}
+        dead = [ref for i, ref in enumerate(tail) if ref not in named and last_at[ref] == i]
+        lru = cache.lru
+        lists_now = cache.free
+        prev = {at: previous[at] for at in by_at}
+        for j in range(count):
+            made = [Chunk(n, cache) for n in fresh]
+
+            def chunk(ref):
+                kind_ = ref[0]
+                if kind_ == "N":
+                    return made[ref[1]]
+                if kind_ == "R":
+                    return ref[1]
+                if kind_ == "F":
+                    return lists_now[ref[1]][ref[2]]
+                return prev[ref[1]]
+            for ref in (tail if j == count - 1 else dead):
+                c = chunk(ref)
+                if c in lru:
+                    lru.move_to_end(c)
+                else:
+                    lru[c] = None
+            mine = tuple((at, chunk(ref)) for at, ref in chunks)
+            lists_now = {n: [chunk(ref) for ref in refs] for n, refs in free}
+            prev = dict(mine)
+            kept[j].extend(mine)
+        cache.free = lists_now
+        cache.resident += nbytes * count
+        while cache.resident > cache.capacity:
+            gone, _ = lru.popitem(last=False)
+            cache.resident -= gone.nbytes
+    return kept
+
+
+def deferrable(sim, effect, graph) -> bool:
+    """Whether the skipped iterations' members may stay unbuilt (:func:`defer_members`):
+    members whose storages are replayed and join an L2 model's LRU, that hang off older
+    nodes only (no node of the iteration before, no tip a tensor holds, no one-node graphs
+    to relabel), no sweep in the iteration, ``G`` with no index of settled nodes or runs
+    of dead leaves, and a policy
+    that keeps no index of node ids (its ``ff_chain`` is burn's)."""
+    if (effect.trace is None or not effect.l2 or effect.via is not None
+            or effect.tip_offset is not None or effect.rotating or effect.sweeps
+            or effect.clone_at
+            or type(sim.policy).ff_chain is not Policy.ff_chain):
+        return False
+    memory = graph.server.memory_management
+    if memory.settled is not None or memory.serials is not None or memory.runs:
+        return False
+    if any(type(k) is not tuple and k.tip for k in effect.kept):
+        return False
+    for m in effect.members:
+        refs = [ref for ref, _ in m.parents] + [r for r in m.step_parents if r is not None]
+        if m.order[0] != "const" or any(ref[0] == "prev" for ref in refs):
+            return False
+    for _, tail, _, _, _, chunks in effect.l2:
+        ats = {at for at, _ in chunks}
+        if any(ref[0] == "P" and ref[1] not in ats for ref in tail):
+            return False
+    return True
+
+
+def defer_members(sim, effect, graph, last, count, replay, previous, trees) -> None:
+    """``count`` iterations of ``effect`` after the one whose first id is ``last``, their
+    members kept as a run of ``G``'s maps (:class:`~sim.burn.graph.runs.MemberRuns`),
+    built only if something reads one. What the members change elsewhere is applied now:
+    the heap events (:func:`sim.engine.fastforward.repeat._replay_drift`, all iterations at
+    once where it can), the BTreeMaps (appends of ascending ids as one run each), the
+    LRUs (:func:`advance_l2`), the locator's entries and keys, ``G``'s leaves and the
+    holders of the older storages the members keep. ``previous``: the storages the
+    iteration before the first keeps, by index."""
+    stride = effect.stride
+    first = last + stride
+    starts = range(first, first + count * stride, stride)
+    located = any(type(k) is not tuple and k.position is not None for k in effect.kept)
+    handles = []
+    if not located and replay(sim, effect, 0, 0) is not None:
+        _append_tree_ops(trees, effect, first, count - 1)
+        replay(sim, effect, 0, count)
+        _append_tree_ops(trees, effect, starts[-1], 1)
+    else:
+        for start in starts:
+            placed = replay(sim, effect, 0)
+            if located:
+                handles.append(placed)
+            replay_tree_ops(trees, effect.tree_ops, start)
+    sim.heap.allocs += effect.allocs * count
+    kept_chunks = advance_l2(sim, effect, [None if b is None else b.chunk for b in previous],
+                             count)
+    locator = sim.client.locator
+    members = effect.members
+    ids = [start + m.offset for start in starts for m in members]
+    locator.graphs.update(dict.fromkeys(ids, graph))
+    graph.entries += len(ids)
+    keyed = [start + m.offset for start in starts for m in members if m.keyed]
+    if keyed:
+        locator.keys[graph.origin].update(keyed)
+    inner = {ref[1] for m in members for ref, _ in m.parents if ref[0] == "cur"}
+    leaves = [start + m.offset for start in starts for m in members if m.offset not in inner]
+    memory = graph.server.memory_management
+    memory.leaves.difference_update(
+        {ref[1] for m in members for ref, _ in m.parents if ref[0] == "old"})
+    memory.leaves.update(leaves)
+    held = Counter(at for m in members if m.actions is not None
+                   for _, at, _ in m.actions.explicit + m.actions.backup
+                   if at is not None and type(effect.kept[at]) is tuple)
+    old = [(effect.kept[at][1], n * count) for at, n in held.items()]
+    for buf, n in old:
+        buf.holders += n
+
+    def build():
+        memory.leaves.difference_update(leaves)
+        for buf, n in old:
+            buf.holders -= n
+        _build_deferred(sim, effect, graph, starts, kept_chunks, handles)
+    _member_runs(graph).add(first, starts[-1] + stride, len(ids), build)
+
+
+def _member_runs(graph):
+    """``G``'s :class:`~sim.burn.graph.runs.MemberRuns`, its ``steps`` and ``nodes`` maps
+    made :class:`~sim.burn.graph.runs.RunEntries` the first time."""
+    server = graph.server
+    memory = server.memory_management
+    if isinstance(server.steps, RunEntries):
+        return server.steps.members
+    runs = MemberRuns()
+    server.steps = RunEntries(server.steps, runs)
+    memory.nodes = RunEntries(memory.nodes, runs)
+    runs.maps = (server.steps, memory.nodes)
+    return runs
+
+
+def _build_deferred(sim, effect, graph, starts, kept_chunks, handles) -> None:
+    """The members of the iterations whose first ids are ``starts``, built as
+    :func:`build_replayed` builds them (on a heap that only counts: their blocks were
+    placed when they were applied), their new storages holding the chunks
+    :func:`advance_l2` gave them."""
+    heap = sim.heap
+    cls, counts = heap.__class__, _Counting.counts
+    _Counting.counts = Counter()
+    heap.__class__ = _Counting
+    try:
+        for j, start in enumerate(starts):
+            placed = handles[j] if handles else None
+            buffers = [k[1] if type(k) is tuple else _buffer(k, b, placed)
+                       for k, b in zip(effect.kept, effect.backends)]
+            for at, chunk in kept_chunks[j]:
+                buffers[at].chunk = chunk
+            build_members(sim, effect, graph, start, {}, None, None, None, [], buffers,
+                          entered=True)
+    finally:
+        heap.__class__ = cls
+        _Counting.counts = counts
+
+
+def _append_tree_ops(trees, effect, start, count) -> None:
+    """The BTreeMap operations of ``count`` iterations from the one whose first id is
+    ``start``: a map that only takes ascending ids, one after another across the
+    iterations, takes them as one appended run; any other, one iteration at a time."""
+    if count <= 0:
+        return
+    stride = effect.stride
+    by_tree = {}
+    for op in effect.tree_ops:
+        by_tree.setdefault(op[0], []).append(op)
+    for tree, ops in sorted(by_tree.items()):
+        keys = [key for _, kind, key in ops if kind == "insert"]
+        step = keys[1] - keys[0] if len(keys) > 1 else stride
+        top = trees[tree].max_key()
+        if (len(keys) == len(ops) and step > 0 and step * len(keys) == stride
+                and all(b - a == step for a, b in zip(keys, keys[1:]))
+                and (top is None or top < start + keys[0])):
+            trees[tree].append_run(start + keys[0], step, len(keys) * count)
+            continue
+        for i in range(count):
+            replay_tree_ops(trees, ops, start + i * stride)

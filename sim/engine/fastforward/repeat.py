@@ -708,7 +708,7 @@ def _drift(before, trace):
     return tuple(deltas), masked
 
 
-def _replay_drift(sim, effect, k) -> None:
+def _replay_drift(sim, effect, k, times=1):
     """The heap events of the iteration ``k`` after ``effect``'s (a ``drift``), through
     the heap and its allocator: placement, high-water marks and page faults as exact mode
     gives them.
@@ -720,7 +720,12 @@ def _replay_drift(sim, effect, k) -> None:
     (fault time is charged on cumulative bytes, so one fault for the run's top costs what
     the faults on the way up did). Growing events, blocks placed one by one (LARGE) and
     reallocs go through the heap one at a time. Returns the blocks the iteration keeps,
-    by the position of their alloc."""
+    by the position of their alloc.
+
+    ``times`` other than 1: that many iterations of ``k`` at once (:func:`_replay_many`),
+    where each is one run of such events that leaves the heap and every zone with as many
+    bytes or more; returns None, having done nothing, where they are not (``times=0``
+    only asks)."""
     heap = sim.heap
     allocator = heap.allocator
     trace = effect.trace
@@ -728,6 +733,8 @@ def _replay_drift(sim, effect, k) -> None:
     if effect.plan is None or effect.plan[0] != faults:
         effect.plan = (faults, _drift_plan(heap, effect, faults))
     plan = effect.plan[1]
+    if times != 1:
+        return _replay_many(heap, plan, times)
     grown = {i: (field, trace[i][field] + k * d) for i, field, d in effect.deltas}
     handles = {}
     alloc, free = Heap.alloc, Heap.free
@@ -777,6 +784,47 @@ def _replay_drift(sim, effect, k) -> None:
     return handles
 
 
+def _replay_many(heap, plan, times):
+    """``times`` iterations of a :func:`_drift_plan` whose steps are all runs: their sums
+    (live bytes, blocks, allocations, each zone's bytes) ``times`` over, the heap's peak and
+    each zone's high-water mark (and its page faults, charged on cumulative bytes) where
+    the last iteration's highest point puts them, which is where they go when no iteration
+    leaves fewer bytes than it found. None (nothing done) where a step is an event of its
+    own or an iteration leaves fewer bytes in the heap or a zone."""
+    if any(type(step) is not tuple for step in plan):
+        return None
+    nbytes = nblocks = nallocs = top = 0
+    zones = {}
+    for b, n, a, t, parts in plan:
+        top = max(top, nbytes + t)
+        nbytes, nblocks, nallocs = nbytes + b, nblocks + n, nallocs + a
+        for zi, delta, zone_top in parts:
+            z = zones.setdefault(zi, [0, 0])
+            z[1] = max(z[1], z[0] + zone_top)
+            z[0] += delta
+    if nbytes < 0 or any(z[0] < 0 for z in zones.values()):
+        return None
+    if times <= 0:
+        return {}
+    allocator = heap.allocator
+    before = times - 1
+    live = heap.live_bytes
+    if live + before * nbytes + top > heap.peak_bytes:
+        heap.peak_bytes = live + before * nbytes + top
+    heap.live_bytes = live + times * nbytes
+    heap.live_blocks += times * nblocks
+    heap.allocs += times * nallocs
+    zone_live, zone_high, zone_mark = allocator.live, allocator.high, allocator.mark
+    for zi, (delta, zone_top) in sorted(zones.items()):
+        high = zone_live[zi] + before * delta + zone_top
+        if high > zone_high[zi]:
+            zone_high[zi] = high
+            if high > zone_mark[zi]:
+                allocator.fault_to(zi, high)
+        zone_live[zi] += times * delta
+    return {}
+
+
 def _drift_plan(heap, effect, faults) -> tuple:
     """:func:`_replay_drift`'s steps for ``effect``'s trace: the position of each event
     replayed on its own, and for each run of the others ``(live bytes, live blocks,
@@ -784,7 +832,8 @@ def _drift_plan(heap, effect, faults) -> tuple:
     its highest point above the start), ...))``. An event joins a run when its size and
     count do not grow, it was not made with page faults off while they are on now
     (``faults``), and its size is one the heap hands straight to a counting zone (so it
-    has no handle a later event names)."""
+    has no handle a later event names); so does a realloc between two such sizes whose
+    old block has no handle (off a glibc arena: a new block, then the old one freed)."""
     small = heap._small
     growing = {i for i, _, _ in effect.deltas}
     plan = []
@@ -798,8 +847,13 @@ def _drift_plan(heap, effect, faults) -> tuple:
     for i, (kind, nbytes, arg, unfaulted) in enumerate(effect.trace):
         hit = small.get(nbytes)
         count = 1 if kind in (_ALLOC, _FREE) else arg if kind in (_ALLOC_MANY, _FREE_MANY) else 0
+        old = None
+        if kind == _REALLOC and heap._arena is None and arg[1] < 0:
+            # a Vec grown by a new block and the old one freed, both counted by size
+            old = small.get(arg[0])
+            count = 1 if old is not None else 0
         if (hit is None or i in growing or (unfaulted and faults) or not count
-                or kind not in (_ALLOC, _FREE, _ALLOC_MANY, _FREE_MANY)):
+                or kind not in (_ALLOC, _FREE, _ALLOC_MANY, _FREE_MANY, _REALLOC)):
             close()
             run = None
             plan.append(i)
@@ -810,7 +864,15 @@ def _drift_plan(heap, effect, faults) -> tuple:
         zi, size = hit
         zone = run[4].setdefault(zi, [0, 0])
         run[3] += 1
-        if kind in (_ALLOC, _ALLOC_MANY):
+        if kind == _REALLOC:
+            run[0] += nbytes
+            zone[0] += size
+            zone[1] = max(zone[1], zone[0])
+            run[5] = max(run[5], run[0])
+            run[0] -= arg[0]
+            zone = run[4].setdefault(old[0], [0, 0])
+            zone[0] -= old[1]
+        elif kind in (_ALLOC, _ALLOC_MANY):
             run[0] += nbytes * count
             run[1] += count
             run[2] += count
