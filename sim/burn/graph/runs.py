@@ -18,6 +18,11 @@ it would treat its members one by one. Where the allocator places blocks one by 
 (a glibc arena), a run also knows where each member's blocks are (``handles``: from the
 objects it replaced, or from where fast-forward's replay put them) and its frees name
 them, as the members' own frees would.
+
+Iterations that hang live-looking members off one graph (nodes with parents, steps whose
+checkpoint actions keep storages: the forwards of an inference loop on a model that
+requires grad) are kept as :class:`MemberRuns` of that graph's ``steps`` and ``nodes``
+maps (:class:`RunEntries`), built member by member only when something reads one.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from ...platform.vec import RustVec
 
 __all__ = ["NodeRun", "node_blocks", "graph_blocks", "graph_drop_order", "node_handles",
            "dead_graph_handles", "member_handles", "unbuilt_graph_handles", "tree_counts",
-           "unexplained_blocks", "MemberRuns", "RunEntries"]
+           "unexplained_blocks", "MemberRuns", "RunEntries", "built"]
 
 
 def node_blocks(layout, step, parents) -> tuple:
@@ -367,6 +372,8 @@ class MemberRuns:
         self.count += count
 
     def holds(self, key) -> bool:
+        if type(key) is not int:
+            return False          # a representative of a NodeRun, ("run", first)
         for lo, hi, _, _ in self.runs:
             if lo <= key < hi:
                 return True
@@ -388,6 +395,14 @@ class MemberRuns:
             build()
         for j, m in enumerate(self.maps):
             dict.update(m, real[j][done[j]:])
+
+
+def built(entries):
+    """``entries`` with every member a :class:`MemberRuns` holds in it built (a plain map
+    as it is): before the map's order is told apart from its insertions' (serials)."""
+    if isinstance(entries, RunEntries) and entries.members.runs:
+        entries.members.materialise()
+    return entries
 
 
 class RunEntries(dict):

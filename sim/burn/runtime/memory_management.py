@@ -34,6 +34,7 @@ import heapq
 import itertools
 
 from ...platform.vec import RustVec
+from ..graph.runs import built
 from ..graph.settled import SettledNodes, ancestors, reachable
 from .pass_blocks import charge_passes, members_in_order
 
@@ -155,6 +156,8 @@ class GraphMemoryManagement:
     def _extend_nodes(self, other) -> None:
         """``nodes.extend(other.nodes)``: each entry inserted in ``other``'s map order, its
         runs taking their places among them (serials in this map's order)."""
+        if other.runs:
+            built(self.nodes)
         mine, theirs = len(self.nodes) + self.run_nodes, len(other.nodes) + other.run_nodes
         self.nodes_table.reserve(mine, _extend_reserve(mine, theirs))
         if other.runs and self.serials is None:
@@ -234,6 +237,7 @@ class GraphMemoryManagement:
         """Take ``run``'s nodes (dead childless leaves) into this graph; tables grow.
         The members sit after every node inserted so far (``placed``: a merge has set
         :attr:`~sim.burn.graph.runs.NodeRun.serial` already)."""
+        built(self.nodes)
         if not placed:
             if self.serials is None:
                 self.serials = {}
