@@ -673,7 +673,10 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     iterations applied (0 when the state no longer matches the effect). ``replay``:
     :func:`sim.engine.fastforward.repeat._replay_drift`, for a chain whose events are replayed (its
     members keep storages), which places an iteration's heap events and returns the kept
-    blocks by position."""
+    blocks by position. Where the members need not be objects yet
+    (:func:`sim.engine.fastforward.keptchain.deferrable`: members that hang off older nodes
+    and keep storages in an L2 model's LRU, the forwards of an inference loop), they stay
+    a run of ``G``'s maps (:func:`sim.engine.fastforward.keptchain.defer_members`)."""
     locator = sim.client.locator
     graph = effect.graph
     stride = effect.stride

@@ -20,6 +20,10 @@ chain's closed form counts blocks by size and cannot place those; here:
   faults as exact mode has them), its members built on a heap that only counts, their
   actions holding new storages of the replayed blocks, and the LRU change
   (:func:`touch_l2`);
+* :func:`defer_members` applies a batch whose members :func:`deferrable` allows to stay
+  unbuilt: they are a run of ``G``'s maps (:class:`sim.burn.graph.runs.MemberRuns`),
+  built when something reads one, and the heap, BTreeMap and LRU (:func:`advance_l2`)
+  take the batch at once;
 * :func:`kept_slots` and :func:`repoint_members` let :func:`sim.engine.fastforward.chainrun.apply_chain` hand
   the storage a module holds and the L2 chunks still resident to the members exact mode
   has them in (:func:`sim.engine.fastforward.leakrun.hand_over`).

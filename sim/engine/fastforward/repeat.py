@@ -58,8 +58,10 @@ Effect shapes:
     step's detached weight, a LARGE block), the iteration's heap events are replayed in
     order as a ``leak``'s are and the members built on them; so are members that hang off
     older nodes only and that nothing holds, whose actions keep tensors (a validation
-    forward of a model that requires grad), their L2 chunks joining the LRU. Where the
-    allocator keeps counts per size only.
+    forward of a model that requires grad), their L2 chunks joining the LRU; those are not
+    built at all until something reads one (a run of the graph's maps,
+    :class:`~sim.burn.graph.runs.MemberRuns`). Where the allocator keeps counts per size
+    only.
 ``leak``
     the iteration leaves the bookkeeping as it found it but for new graphs that nothing
     reaches, whose steps may keep tensors (a norm read from a detached weight that still
