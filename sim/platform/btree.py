@@ -513,6 +513,16 @@ class BTreeNodes:
             node_bytes = self.leaf_bytes if level == 0 else self.internal_bytes
             self._count_new(level, node_bytes, n, alloc)
 
+    def append_ascending(self, first, stride, count) -> None:
+        """Append keys ``first, first + stride, ...`` (``count``, all above every key) as
+        that many inserts leave the map: its heap in closed form (:meth:`append_run`), its
+        nodes real where it held no run before (so later inserts go one by one, as they
+        would)."""
+        had_runs = bool(self._runs)
+        self.append_run(first, stride, count)
+        if not had_runs:
+            self.materialize()
+
     def _count_new(self, level, node_bytes, n, alloc=True) -> None:
         if level == 0:
             self.leaves += n

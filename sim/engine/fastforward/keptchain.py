@@ -609,7 +609,8 @@ def _build_deferred(sim, effect, graph, starts, kept_chunks, handles) -> None:
 def _append_tree_ops(trees, effect, start, count) -> None:
     """The BTreeMap operations of ``count`` iterations from the one whose first id is
     ``start``: a map that only takes ascending ids, one after another across the
-    iterations, takes them as one appended run; any other, one iteration at a time."""
+    iterations, takes them at once (``append_ascending``); any other, one iteration at a
+    time."""
     if count <= 0:
         return
     stride = effect.stride
@@ -623,7 +624,7 @@ def _append_tree_ops(trees, effect, start, count) -> None:
         if (len(keys) == len(ops) and step > 0 and step * len(keys) == stride
                 and all(b - a == step for a, b in zip(keys, keys[1:]))
                 and (top is None or top < start + keys[0])):
-            trees[tree].append_run(start + keys[0], step, len(keys) * count)
+            trees[tree].append_ascending(start + keys[0], step, len(keys) * count)
             continue
         for i in range(count):
             replay_tree_ops(trees, ops, start + i * stride)
