@@ -144,17 +144,18 @@ class Tensor:
             prim.holders += 1
         self.node = node
         self.rc = rc
-        self._box = 0
-        self._box_block = None
         sim = device.sim
         if device.is_autodiff:
             if node is None:
                 node = self.node = Node(sim, sim.next_node_id(), (), 0, NONE)
                 rc = self.rc = NodeRefCount(sim, node.id)
             rc.acquire()
-            if boxed:   # self.box(), inlined (hot path)
-                box = self._box = sim.layout.dispatch_box_bytes
-                self._box_block = sim.heap.alloc(box)
+        if boxed and device.is_autodiff:   # self.box(), inlined (hot path)
+            box = self._box = sim.layout.dispatch_box_bytes
+            self._box_block = sim.heap.alloc(box)
+        else:
+            self._box = 0
+            self._box_block = None
         # burn-flex: every FlexTensor value has its Layout's strides Vec<isize> (layout.rs);
         # a fresh buffer's first handle takes the strides allocated with it (sim.burn.backend)
         strides = self._strides = device.backend.handle_stride_bytes * len(self.shape)

@@ -602,7 +602,8 @@ class TouchedPages:
 
     def touch_code(self, path: str) -> None:
         """Code path ``path`` runs: its text becomes resident the first time."""
-        self.touch_text(path, self.path_bytes[path])
+        if path not in self.paths:
+            self.touch_text(path, self.path_bytes[path])
 
     def touch_text(self, key, nbytes: int) -> None:
         """``nbytes`` of a file mapping's pages (``key``: a code path, or any other mapped

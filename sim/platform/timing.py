@@ -157,10 +157,12 @@ class Timing:
         self.cleanup_ns = 0.0
         # (op name, shapes, backend) -> (ns, ps) of its forward; (backend, autodiff) ->
         # (compute ns, bookkeeping ns, ps) of a handle's clone; (backend, count) -> (ns, ps)
-        # of fresh buffers: the charges of the hot path, each in one step (_add_ps)
+        # of fresh buffers; n parents -> (ns, ps) of a registration, None -> of a new
+        # graph: the charges of the hot path, each in one step (_add_ps)
         self._op_cache = {}
         self._clone_cache = {}
         self._buffer_cache = {}
+        self._register_cache = {}
         # the graphs the current sweep read (sweep_live / sweep_dead / sweep_run), consumed
         # by sweep()
         self._sweep_sets = []
@@ -347,15 +349,21 @@ class Timing:
             self.sim.charge(ns)
 
     def register(self, n_parents) -> None:
-        p = self.p
-        ns = p["register_ns"] + n_parents * p["register_parent_ns"]
-        self.bookkeeping_ns += ns
-        self._add_ps(round(ns * 1000), True)
+        cost = self._register_cache.get(n_parents)
+        if cost is None:
+            p = self.p
+            ns = p["register_ns"] + n_parents * p["register_parent_ns"]
+            cost = self._register_cache[n_parents] = (ns, round(ns * 1000))
+        self.bookkeeping_ns += cost[0]
+        self._add_ps(cost[1], True)
 
     def new_graph(self) -> None:
-        ns = self.p["new_graph_ns"]
-        self.bookkeeping_ns += ns
-        self._add_ps(round(ns * 1000), True)
+        cost = self._register_cache.get(None)
+        if cost is None:
+            ns = self.p["new_graph_ns"]
+            cost = self._register_cache[None] = (ns, round(ns * 1000))
+        self.bookkeeping_ns += cost[0]
+        self._add_ps(cost[1], True)
 
     def merge(self, n_graphs) -> None:
         self._book(n_graphs * self.p["merge_ns"])
