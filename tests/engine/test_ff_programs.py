@@ -171,12 +171,12 @@ def test_fast_forward_gives_exact_rows_on_generated_loop_programs(profile, eleme
     assert _csv(workload, policy, prof, True) == _csv(workload, policy, prof, False)
 
 
-#: a generated program whose rows still differ (a long hunt found it, 2026-12-06): on
-#: glibc's arena the loop of dropped untracked products (two dead graphs an iteration,
-#: carved in closed form: 92 iterations of the first outer round) and the kept window's
-#: sweeps place later chunks otherwise than exact mode from the 4th outer round on (the
-#: arena's top 416 B off after 4 rounds, 800 B after 7), and after 8 rounds RSS is one
-#: page (4 KiB) lower with fast-forward
+#: a generated program whose rows differed (a long hunt found it, 2026-12-06): on glibc's
+#: arena the loop of dropped untracked products (two dead graphs an iteration) is carved in
+#: closed form, and its iterations keep chunks they take from the tcache, outside the carve
+#: run's range (an earlier iteration's transients); a later sweep's free naming one of them
+#: did not enter the run first, found the block in no live list and freed the newest block
+#: of its size instead (the arena's top 416 B off after 4 rounds, RSS a page lower after 8)
 ARENA_CARVE_THEN_SWEEPS = [
     (3, ["backward"]),
     (1, ["add", "backward-total", (5, ["update", "backward-total"])]),
@@ -185,8 +185,6 @@ ARENA_CARVE_THEN_SWEEPS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="listed in docs/known-gaps.md: a carve run on glibc's "
-                                       "arena freed by later sweeps")
 def test_a_carve_run_freed_by_later_sweeps_gives_exact_rows():
     prof = load_profile("linux-x86_64")
     workload = _workload(1, False, "balanced", ARENA_CARVE_THEN_SWEEPS)
@@ -194,19 +192,16 @@ def test_a_carve_run_freed_by_later_sweeps_gives_exact_rows():
             == _csv(workload, "burn-0.22.1", prof, False))
 
 
-#: another (a long hunt on m2max-macos after the two fixes, 2026-12-06): under drop-release
-#: the window loop of the second round drops in its first four iterations the window of
-#: the round before, 19 allocation calls each, and from the fifth on its own adds, 20
-#: each; the steady shape's proof (heap bytes and blocks, allocator, BTreeMaps as the
-#: iteration found them) holds for both, so the three agreeing probes (iterations 2-4)
-#: stand for the 11 applied ones, 11 calls short (only alloc_calls_delta differs)
+#: another (a long hunt on m2max-macos, 2026-12-06): under drop-release the window loop of
+#: the second round drops in its first four iterations the window of the round before, 19
+#: allocation calls each, and from the fifth on its own adds, 20 each; the steady shape's
+#: proof held for both, so iterations 2-4 stood for the rest (11 calls short). A probe
+#: that frees nodes registered before its loop stands for no other iteration
 WINDOW_AFTER_A_ROUND = [
     (2, [(16, ["window"]), (40, ["ema"]), "total"]),
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="listed in docs/known-gaps.md: probes that free the "
-                                       "objects of an earlier loop")
 def test_a_loop_that_first_frees_an_earlier_loops_objects_gives_exact_rows():
     prof = load_profile("m2max-macos")
     workload = _workload(1, True, "disabled", WINDOW_AFTER_A_ROUND)
