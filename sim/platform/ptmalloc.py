@@ -135,13 +135,17 @@ class CarveRun:
     ``(address, chunk size)``, None when the run made fewer, False when it cannot tell
     without entering the run; ``taken`` counts those frees by size). The run stands
     in the live lists of the request sizes in ``sizes`` where its blocks would be (see
-    :meth:`PtmallocArena.carve_run`)."""
+    :meth:`PtmallocArena.carve_run`), ``borrowed`` among them: live blocks outside its
+    range, chunks its requests took from the tcache and fastbins (a free naming one
+    enters the run first)."""
 
-    __slots__ = ("start", "end", "contents", "sizes", "pinned", "tail", "taken", "chunks")
+    __slots__ = ("start", "end", "contents", "sizes", "pinned", "tail", "taken", "chunks",
+                 "borrowed")
 
-    def __init__(self, start, end, contents, sizes, pinned, tail=None, chunks=0):
+    def __init__(self, start, end, contents, sizes, pinned, tail=None, chunks=0, borrowed=()):
         #: how many chunks it holds
         self.chunks = chunks
+        self.borrowed = borrowed
         self.start = start
         self.end = end
         self.contents = contents
@@ -342,6 +346,8 @@ class PtmallocArena:
         # carve runs not yet materialized, by start address (ascending), and their starts
         self.runs = []
         self._run_starts = []
+        # the live blocks outside a run's range that it stands for (CarveRun.borrowed)
+        self._borrowed = {}
         # chunks entered into or taken from the bins or the top by a free (fast-forward
         # checks that an iteration left them alone)
         self.bin_changes = 0
@@ -1078,7 +1084,7 @@ class PtmallocArena:
         return nb <= self.page and nbytes < self.mmap_threshold
 
     def carve_run(self, total: int, sizes, contents, pinned=None, tail=None,
-                  chunk=None, chunks=0) -> CarveRun:
+                  chunk=None, chunks=0, borrowed=()) -> CarveRun:
         """Carve ``total`` bytes of chunks from the top in a row, as single requests would be,
         each of them carved (see :meth:`carves`) and none larger than a page. ``sizes``:
         the request sizes of the live blocks among them; ``contents``, ``pinned``: see
@@ -1113,8 +1119,11 @@ class PtmallocArena:
                 self.brk += -(-over // step) * step
             self.top = end
             self._touch(end + 2 * SIZE_SZ)
-        run = CarveRun(start, end, contents, tuple(sizes), dict(pinned or {}), tail, chunks)
+        run = CarveRun(start, end, contents, tuple(sizes), dict(pinned or {}), tail, chunks,
+                       tuple(borrowed))
         self.inuse.update(run.pinned)
+        for addr in run.borrowed:
+            self._borrowed[addr] = run
         for nbytes in run.sizes:
             live = self.live.get(nbytes)
             if live is None:
@@ -1140,6 +1149,7 @@ class PtmallocArena:
                 got = None if run.tail is None or taken >= TAIL_FREES else run.tail(nbytes, taken)
                 if got:
                     addr, nb = got
+                    self._borrowed.pop(addr, None)
                     run.taken[nbytes] = taken + 1
                     run.pinned[addr] = nb
                     self.inuse[addr] = nb
@@ -1148,10 +1158,13 @@ class PtmallocArena:
                     live.pop()          # every block of that size left the run already
                 else:
                     self._materialize(run)
-        elif type(block) is int and block not in self.inuse:
-            i = bisect_right(self._run_starts, block) - 1
-            if i >= 0 and block < self.runs[i].end:
-                self._materialize(self.runs[i])
+        elif type(block) is int:
+            if block not in self.inuse:
+                i = bisect_right(self._run_starts, block) - 1
+                if i >= 0 and block < self.runs[i].end:
+                    self._materialize(self.runs[i])
+            elif block in self._borrowed:
+                self._materialize(self._borrowed[block])
         return None
 
     def _materialize(self, run) -> None:
@@ -1163,6 +1176,9 @@ class PtmallocArena:
                 f"{budget} glibc arena chunks (raise --max-nodes)")
         i = self.runs.index(run)
         del self.runs[i], self._run_starts[i]
+        for addr in run.borrowed:
+            if self._borrowed.get(addr) is run:
+                del self._borrowed[addr]
         chunks, placed = run.contents()
         inuse, pinned = self.inuse, run.pinned
         addr = run.start

@@ -320,6 +320,33 @@ def test_frees_by_size_take_a_carve_runs_newest_blocks_where_exact_mode_does(siz
     assert fast == exact
 
 
+def test_a_free_naming_a_block_a_carve_run_took_from_the_tcache_enters_the_run():
+    """A carve run's iterations may keep a chunk they took from the tcache, outside the
+    run's range (an earlier iteration's transient): the run stands for it in the live
+    list, so a free naming it enters the run first and frees that chunk, as exact mode
+    does (it used to find the block in no live list and free the newest of its size)."""
+    def arena_with(carved):
+        a = PtmallocArena()
+        a.alloc(24)
+        x = a.alloc(24)
+        a.free(x, 24)                   # parked in the tcache
+        if carved:
+            start = a.top
+            a.tcache[32] = []           # the run took it (the caller sets the tcache)
+            a.carve_run(32, [24], lambda: ([(start, 32)], {24: [x, start]}),
+                        borrowed=(x,))
+            assert len(a.runs) == 1
+        else:
+            assert a.alloc(24) == x     # the tcache's chunk, then one from the top
+            a.alloc(24)
+        a.free(x, 24)
+        assert not a.runs
+        return (dict(a.inuse), {n: list(v) for n, v in a.tcache.items() if v}, a.top,
+                {n: list(v) for n, v in a.live.items()})
+
+    assert arena_with(True) == arena_with(False)
+
+
 def test_a_billion_untracked_adds_on_the_arena_are_one_carve_run():
     """Issue 7's scale on the Linux profile: 10^9 iterations of the adleak loop in closed
     form, 1111.2 B and 8.333 blocks per op kept (the probe's adleak-count figures), the

@@ -32,7 +32,10 @@ iteration ``i`` follow from the carves per iteration and the BTreeMap nodes befo
 it; the chunks the tcache and fastbins hold at the end follow the wiring back to the
 iteration that carved them (a few steps); the rest is one
 :class:`~sim.platform.ptmalloc.CarveRun` whose chunks and live blocks are worked out,
-iteration by iteration, only if a free ever reaches one of them. Tests compare the
+iteration by iteration, only if a free ever reaches one of them. The chunks its
+iterations take from the tcache and fastbins and keep lie outside its range (the ones the
+bins held when it began): the run stands for them in the live lists too, and names them
+(:meth:`_Closed.borrowed`) so that a free of one enters the run. Tests compare the
 arena chunk by chunk with exact mode.
 
 All sizes are bytes; addresses are byte offsets from the heap's start.
@@ -366,6 +369,36 @@ class _Closed:
             lab = wiring[src]
         return self.layout(i)[1][lab[1]]
 
+    def borrowed(self, start, end) -> tuple:
+        """The chunks outside ``start`` to ``end`` (the run's range) that its iterations
+        take from the tcache and fastbins and keep: chunks the bins held when the run began
+        (an earlier iteration's transients), live blocks of the run whose frees must enter
+        it first. Followed through the wiring, position by position, until no chunk of the
+        start is left in the bins or their arrangement repeats (from then on the chunks of
+        the start only trade places, no iteration keeps one)."""
+        p = self.pattern
+        taking = [ev[2][1] for ev in p.events
+                  if ev[0] == "alloc" and ev[3] and ev[2][0] == "p"]
+        if not taking:
+            return ()
+        wiring = p.wiring
+        # position -> the position at the start whose chunk sits there (None: the run's)
+        now = {pos: pos for pos in self.state}
+        kept, seen = [], set()
+        for i in range(self.n):
+            if i == 10_000:
+                kept = list(self.state)     # not settled: every chunk of the start
+                break
+            kept.extend(src for src in (now.get(pos) for pos in taking) if src is not None)
+            now = {pos: None if lab[0] == "c" else now.get(lab[1])
+                   for pos, lab in wiring.items()}
+            arrangement = frozenset((pos, src) for pos, src in now.items() if src is not None)
+            if not arrangement or arrangement in seen:
+                break
+            seen.add(arrangement)
+        return tuple(addr for addr in (self.state[src] for src in kept)
+                     if not start <= addr < end)
+
     def final(self):
         """The tcache and fastbins after the last iteration, ``{position: address}``."""
         return {pos: self.resolve(lab, self.n - 1) for pos, lab in self.pattern.wiring.items()}
@@ -504,7 +537,7 @@ def advance(arena, pattern, trees, fills, n):
     sizes = set(pattern.kept_sizes) | {s for s, k in nodes.items() if k}
     per = sum(1 for ev in pattern.events if ev[0] == "alloc" and ev[4])
     run = arena.carve_run(total, sorted(sizes), contents, pinned, closed.tail, chunk,
-                          n * per + sum(nodes.values()))
+                          n * per + sum(nodes.values()), closed.borrowed(start, end))
     assert run.end == end
     return n, nodes, closed
 

@@ -73,7 +73,10 @@ Effect shapes:
 
 The effect is proven, not assumed: the heap bytes and blocks an iteration left
 behind must equal the blocks of the node (and of its new graph) read off the
-live objects, plus the BTreeMap nodes and table resizes the iteration caused.
+live objects, plus the BTreeMap nodes and table resizes the iteration caused. An
+iteration that removes (or adds) locator entries of nodes registered before its loop --
+the first iterations of a loop that drops a window of tensors an earlier loop kept --
+stands for no other (:class:`_Older`): the iterations after it free the loop's own nodes.
 Tests check that fast-forward and exact mode produce the same CSV.
 
 A glibc arena (``glibc-arena``, the Linux profile) places each block where the
@@ -301,19 +304,29 @@ class _RecordingTree(BTreeNodes):
                 seq.append((_INSERT, _Recorder.trees.index(self), 0))
         _Recorder.muted += 1
         try:
-            return BTreeNodes.insert(self, key)
+            added = BTreeNodes.insert(self, key)
         finally:
             _Recorder.muted -= 1
+        if added and _Older.changes is not None:
+            _Older.note(self, key, 1)
+        return added
 
     def remove(self, key):
         _Recorder.seq = None
         tape = _Recorder.tape
         if tape is not None:
             tape.tree(_Recorder.trees.index(self), "remove", key - tape.base)
-        return BTreeNodes.remove(self, key)
+        removed = BTreeNodes.remove(self, key)
+        if removed and _Older.changes is not None:
+            _Older.note(self, key, -1)
+        return removed
 
     def remove_many(self, items):
         _Recorder.seq = None
+        if _Older.changes is not None:
+            items = list(items)
+            for item in items:
+                _Older.note(self, item, -1)
         tape = _Recorder.tape
         if tape is not None:
             base = tape.base
@@ -328,6 +341,51 @@ class _RecordingTree(BTreeNodes):
             tape.tree(_Recorder.trees.index(self), "remove_run",
                       (first - tape.base, stride, count))
         return BTreeNodes.remove_run(self, first, stride, count)
+
+
+class _Older:
+    """The net change a probed iteration made to the locator's entries of nodes registered
+    before its loop (keys of ``graphs_tree`` below ``floor``: id -> inserts less removals;
+    a run ``(first, stride, count)`` removed counts as ``first``). An iteration that
+    frees an earlier loop's nodes (a window kept across loops, dropped entry by entry)
+    cannot stand for the iterations after it: those free the loop's own."""
+
+    floor = None
+    tree = None
+    changes = None
+
+    @staticmethod
+    def note(tree, key, change) -> None:
+        if tree is _Older.tree:
+            first = key[0] if type(key) is tuple else key
+            if first < _Older.floor:
+                _Older.changes[first] += change
+
+
+class _WatchingTree(LoggingTree):
+    """A locator BTreeMap that logs its operations (:class:`LoggingTree`) and notes the
+    removals and inserts of keys from before the loop (:class:`_Older`; probing only)."""
+
+    __slots__ = ()
+
+    def insert(self, key):
+        added = LoggingTree.insert(self, key)
+        if added and _Older.changes is not None:
+            _Older.note(self, key, 1)
+        return added
+
+    def remove(self, key):
+        removed = LoggingTree.remove(self, key)
+        if removed and _Older.changes is not None:
+            _Older.note(self, key, -1)
+        return removed
+
+    def remove_many(self, items):
+        items = list(items)
+        if _Older.changes is not None:
+            for item in items:
+                _Older.note(self, item, -1)
+        return LoggingTree.remove_many(self, items)
 
 
 class _Snapshot:
@@ -1181,11 +1239,12 @@ def _replay(heap, template, count, trees, fills, nodes, handles):
                 heap.free_many(nbytes, arg)
 
 
-def _probe(sim, body, snap, replay, previous=None, before=None, tape=None):
+def _probe(sim, body, snap, replay, previous=None, before=None, tape=None, floor=None):
     """Run one iteration exactly, recording its heap events; returns its effect and its
     record (its heap events in order and its live nodes' orders; ``previous``: the effect
     of the iteration before, if it was probed; ``before``: its record; ``tape``: on a
-    glibc arena, the :class:`~sim.engine.fastforward.tape.ArenaTape` of the loop's probes)."""
+    glibc arena, the :class:`~sim.engine.fastforward.tape.ArenaTape` of the loop's probes;
+    ``floor``: the loop's first node id, :class:`_Older`)."""
     heap = sim.heap
     _Recorder.events = Counter()
     # a probe inside a probed iteration (a loop in the loop) leaves the outer one
@@ -1212,7 +1271,12 @@ def _probe(sim, body, snap, replay, previous=None, before=None, tape=None):
         TreeLog.current = log
         sim.timing.log = []
         for tree in trees:
-            tree.__class__ = LoggingTree
+            tree.__class__ = _WatchingTree
+    outer_older = _Older.floor, _Older.tree, _Older.changes
+    watched = locator is not None
+    if watched:
+        _Older.floor = snap.next_id if floor is None else floor
+        _Older.tree, _Older.changes = locator.graphs_tree, Counter()
     outer_tape = _Recorder.tape
     if replay and tape is not None and outer_tape is None:
         _Recorder.tape = tape
@@ -1224,9 +1288,16 @@ def _probe(sim, body, snap, replay, previous=None, before=None, tape=None):
         heap.__class__ = Heap
         _Recorder.tape = outer_tape
         for tree in trees:
-            tree.__class__ = LoggingTree if outer[0] is not None else BTreeNodes
+            tree.__class__ = _WatchingTree if outer[0] is not None else BTreeNodes
         sweeps = sim.timing.log
         TreeLog.current, sim.timing.log = outer
+        changes = _Older.changes if watched else None
+        _Older.floor, _Older.tree, _Older.changes = outer_older
+        if changes and _Older.changes is not None:
+            # the outer probe's iteration made them too
+            for key, change in changes.items():
+                _Older.note(_Older.tree, key, change)
+    older = bool(changes and any(changes.values()))
     template = kept_allocs = None
     if replay and _Recorder.seq is not None:
         template = tuple(_Recorder.seq)
@@ -1240,9 +1311,9 @@ def _probe(sim, body, snap, replay, previous=None, before=None, tape=None):
     record = (trace, _orders(sim, snap), kept)
     chain = None if log is None else (sweeps, log, previous)
     taped = tape.end() if tape is not None and outer_tape is None else None
-    return (_measure(sim, snap, _Recorder.events, template, chain, record, before, kept_allocs,
-                     taped),
-            record)
+    effect = None if older else _measure(sim, snap, _Recorder.events, template, chain, record,
+                                         before, kept_allocs, taped)
+    return effect, record
 
 
 def _orders(sim, snap) -> tuple:
@@ -1322,6 +1393,7 @@ def _repeat(sim, n, body) -> bool:
     earlier = ()
     record = None
     probes, wait = MAX_PROBE, MAX_PROBE
+    floor = sim._next_id         # the loop's first node id (_Older)
     while done < n:
         if effect is None:
             snap = _Snapshot(sim)
@@ -1330,7 +1402,8 @@ def _repeat(sim, n, body) -> bool:
             sim.loop_index = done
             measured, record = _probe(sim, body, snap,
                                       replay and sim.client.locator is not None,
-                                      effects[-1] if effects else None, record, tape)
+                                      effects[-1] if effects else None, record, tape,
+                                      floor)
             done += 1
             effects.append(measured)
             last = effects[-AGREE:]
@@ -1363,7 +1436,7 @@ def _repeat(sim, n, body) -> bool:
             # the next iteration is probed: its blocks are the ones the next replay
             # starts from, and it must have the same template
             snap = _Snapshot(sim)
-            measured, record = _probe(sim, body, snap, True, effect, record, tape)
+            measured, record = _probe(sim, body, snap, True, effect, record, tape, floor)
             done += 1
             if measured is None or measured.key() != effect.key():
                 effect, effects, earlier = None, [measured], (snap.allocator,)
