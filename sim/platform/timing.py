@@ -169,6 +169,8 @@ class Timing:
         # the graphs the current sweep read (sweep_live / sweep_dead / sweep_run), consumed
         # by sweep()
         self._sweep_sets = []
+        # id of a graph's memory management -> its keys' pages (_KeyPages), for _key_layout
+        self._key_pages = {}
         #: a list that receives a :class:`SweepRecord` per sweep while fast-forward probes
         #: an iteration (None otherwise)
         self.log = None
@@ -462,31 +464,40 @@ class Timing:
         puts the same keys on 217 and 284 at step 500). Otherwise, or for a graph of keys
         without an address, the heap's small-block bytes kept per node the graph gained since
         the sweep first read it (:meth:`_kept_spacing`), with pages taken as consecutive (no
-        dispersion)."""
+        dispersion). The pages are counted once per key: a graph read again with only new
+        keys appended to its ``nodes`` map adds theirs (:class:`_KeyPages`)."""
         if not self.tlb:
             return 0.0, 0.0
-        pages = set()
-        placed = 0
-        page = self.PAGE_BYTES
-        for rc, _ in memory.nodes.values():
-            block = rc._block
-            if type(block) is int:
-                pages.add(block // page)
-                placed += 1
-        if placed:
-            return len(pages) * self.PAGE_BYTES / placed, self._set_dispersion(pages)
+        key = id(memory)
+        pages = self._key_pages.get(key)
+        if pages is None or not pages.follow(memory.nodes):
+            pages = _KeyPages(memory.nodes, self.PAGE_BYTES, self._tlb_sets())
+            if len(self._key_pages) >= self.KEY_PAGES_KEPT:
+                del self._key_pages[next(iter(self._key_pages))]
+            self._key_pages[key] = pages
+        if pages.placed:
+            return len(pages.keys) * self.PAGE_BYTES / pages.placed, pages.dispersion()
         return self._kept_spacing(memory, n), 0.0
+
+    #: graphs whose key pages the TLB model keeps counted between sweeps (the oldest dropped)
+    KEY_PAGES_KEPT = 8
+
+    def keys_moved(self, memory) -> None:
+        """``memory``'s ``nodes`` map now holds some of its Arcs under other keys (fast-forward
+        swapped two nodes' places): its key pages are counted afresh at the next sweep."""
+        self._key_pages.pop(id(memory), None)
+
+    def _tlb_sets(self) -> int:
+        reach, ways, _ = self.tlb[0]
+        return max(1, reach // self.PAGE_BYTES // ways)
 
     def _set_dispersion(self, pages) -> float:
         """Variance over mean of the number of ``pages`` (page numbers) in each set of the
         data TLB (the set: the page number modulo the sets, reach / page / ways)."""
-        reach, ways, _ = self.tlb[0]
-        sets = max(1, reach // self.PAGE_BYTES // ways)
-        counts = [0] * sets
+        counts = [0] * self._tlb_sets()
         for number in pages:
-            counts[number % sets] += 1
-        mean = len(pages) / sets
-        return sum((c - mean) ** 2 for c in counts) / sets / mean
+            counts[number % len(counts)] += 1
+        return _dispersion(counts, len(pages))
 
     def _kept_spacing(self, memory, n) -> float:
         """B of heap per key from the bytes the heap kept: a node's key is allocated among
@@ -659,3 +670,70 @@ class Timing:
                 + visits * p["sweep_visit_ns"] + (scanned - cleared) * p["scan_node_ns"]
                 + cleared * p.get("root_check_node_ns", p["scan_node_ns"])
                 + freed * p["sweep_free_ns"] + missed_ns)
+
+
+def _dispersion(counts, total) -> float:
+    """Variance over mean of ``counts`` (``total``: their sum)."""
+    sets = len(counts)
+    mean = total / sets
+    return sum((c - mean) ** 2 for c in counts) / sets / mean
+
+
+class _KeyPages:
+    """The pages a graph's keys lie on (:meth:`Timing._key_layout`): keys per page, pages per
+    TLB set, the keys with an address (``placed``), counted over a ``nodes`` map. Keys are
+    only appended to the map (a key read again keeps its place and its Arc), so a map whose
+    last counted key is still there with exactly the counted keys before it has only gained
+    the keys after it: :meth:`follow` counts those; anything else is counted afresh."""
+
+    __slots__ = ("nodes", "page", "sets", "keys", "placed", "counted", "last", "last_rc")
+
+    def __init__(self, nodes, page, sets):
+        self.nodes = nodes
+        self.page = page
+        self.sets = [0] * sets
+        self.keys = {}            # page number -> keys on it
+        self.placed = 0
+        self.counted = 0          # keys of ``nodes`` counted (placed or not)
+        self.last = self.last_rc = None
+        self._add(list(nodes))
+
+    def _add(self, node_ids) -> None:
+        nodes, keys, sets, page = self.nodes, self.keys, self.sets, self.page
+        for node_id in node_ids:
+            block = nodes[node_id][0]._block
+            if type(block) is int:
+                number = block // page
+                held = keys.get(number, 0)
+                if not held:
+                    sets[number % len(sets)] += 1
+                keys[number] = held + 1
+                self.placed += 1
+        self.counted += len(node_ids)
+        if node_ids:
+            self.last = node_ids[-1]
+            self.last_rc = nodes[self.last][0]
+
+    def follow(self, nodes) -> bool:
+        """Count the keys appended to ``nodes`` since the last count; False where the map is
+        another one or lost a counted key."""
+        if nodes is not self.nodes or len(nodes) < self.counted:
+            return False
+        if self.counted == 0 or self.last not in nodes:
+            return self.counted == 0 and not nodes
+        if nodes[self.last][0] is not self.last_rc:
+            return False
+        new = []
+        for node_id in reversed(nodes):
+            if node_id == self.last:
+                break
+            new.append(node_id)
+        if len(nodes) - len(new) != self.counted:
+            return False
+        new.reverse()
+        self._add(new)
+        return True
+
+    def dispersion(self) -> float:
+        return _dispersion(self.sets, len(self.keys))
+

@@ -853,6 +853,7 @@ def _swap(server, memory, tip, newest, children_of_tip) -> None:
     old_rc.id, new_rc.id = new_id, old_id
     memory.nodes[old_id] = (new_rc, old_parents)
     memory.nodes[new_id] = (old_rc, new_parents)
+    server.sim.timing.keys_moved(memory)
     server.steps[old_id].node = newest
     server.steps[new_id].node = tip
     for step in children_of_tip:
