@@ -516,7 +516,8 @@ def host_profile_cmd(out, base, measured_out, reuse_measured, force, log, jobs, 
 
     Reads the CPU model, caches (sizes, ways), page size, glibc version and cores from
     the system, runs the quick probes (`sim measure --quick`: builds them with cargo
-    the first time) and fits the time parameters listed in the README ("A profile for
+    the first time) and the sweep-scan probe's `tlb` rows (the data TLB's entries, ways and
+    cost of a miss, as `sim calibrate --tlb` writes them, on x86_64) and fits the time parameters listed in the README ("A profile for
     your machine") on the quick points that isolate them (mechanism-cost, op-cost,
     backward-cost, params, p10-ema), derives tape_step_ns, backward_step_ns and
     drop_release_node_ns from others; writes --out atomically with a [host] table

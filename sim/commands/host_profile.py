@@ -7,14 +7,18 @@
    ``process.l2_bytes``/``l2_ways`` (the L2 model), ``backend.flex.matmul_workspace_bytes``
    (gemm's first-call buffer is the L2's size), gemm's blocking ``gemm_kc_max`` /
    ``gemm_mc_max`` (:func:`gemm_blocking`, from the L1d and L2) and the ``[sysfs]`` lists.
-3. Runs the quick probes (``sim measure --quick`` machinery) into a directory it keeps.
+3. Runs the quick probes (``sim measure --quick`` machinery) into a directory it keeps,
+   and the sweep-scan probe's ``tlb`` rows into its ``tlb/`` (:func:`measure_tlb`): where
+   they name the data TLB (cpuid 0x80000006, x86_64) its entries, ways and the cost of a
+   read whose page misses go into the profile as ``sim calibrate --tlb`` writes them
+   (:func:`sim.commands.calibrate.calibrate_tlb`), before the fit.
 4. Fits the time parameters of :data:`FIT_PLAN` (each on the quick points that isolate
    it) with ``sim calibrate``'s least squares; every other parameter keeps the base's
    value (the struct layouts, the allocator, the resident text of the code paths, the
    time parameters no quick point isolates).
 5. Writes the profile atomically, with a header saying what came from where.
 
-A progress line on stderr throughout (``host-profile: [k/5] ...``); errors are one line
+A progress line on stderr throughout (``host-profile: [k/6] ...``); errors are one line
 (:class:`~sim.errors.UserError`); an interrupt leaves an existing ``--out`` untouched.
 """
 
@@ -35,7 +39,7 @@ from .measure import measure
 from ..engine.profile import load_profile, validate
 
 __all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "DERIVED", "TAPE_SHARE",
-           "fold_text", "derive_text", "fit_points"]
+           "fold_text", "derive_text", "fit_points", "measure_tlb", "TLB_DIR"]
 
 #: the time parameters ``sim host-profile`` fits, in stages, each parameter on the quick-probe
 #: points that isolate it (selectors of ``sim calibrate --points``; x values are the
@@ -157,8 +161,9 @@ NOT_FITTED = {
     "time.sweep_fixed_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
     "time.sweep_copy_entry_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
     "time.sweep_visit_ns": "the sweep-scan probe's, as sweep_l2_read_ns; kept",
-    "time.sweep_tlb_read_ns": "the sweep-scan probe's `tlb` rows (experiments/calibration/"
-                              "sweep-levels.py on its tlb.csv), not a quick point; kept",
+    "time.sweep_tlb_read_ns": "the sweep-scan probe's `tlb` rows, measured by stage 3 "
+                              "(measure_tlb) where the probe names a data TLB, not fitted; "
+                              "else kept",
 }
 
 
@@ -354,6 +359,9 @@ def _header(name, base, host, measured_dir, params, n_points, seconds) -> list:
     text = (f"# Profile {name}: written by `sim host-profile` for {describe(host)}, from base "
             f"profile {base}. Host facts ([host], the L2 model, gemm's buffer and blocking, "
             f"[sysfs]) are read from this machine (values marked `[measured] this host`); "
+            f"the data TLB (process.dtlb_entries, dtlb_ways, time.sweep_tlb_read_ns) is "
+            f"the sweep-scan probe's `tlb` rows in {measured_dir}/{TLB_DIR} where it names "
+            f"one (x86_64), else the base's; "
             f"the parameters {', '.join(params)} are fitted on {n_points} point(s) of "
             f"the quick probes in {measured_dir} (the [calibration] table lists them); "
             f"every other value, and the comments above the values, are the base "
@@ -395,7 +403,7 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         raise UserError(f"--base {base}: not a Linux profile "
                         f"(platform {base_profile.data['meta']['platform']})")
     measured_dir = Path(measured_dir or f"results/host-profile-{Path(out).stem}")
-    echo("[1/5] reading the host's facts (/proc/cpuinfo, /sys/devices/system/cpu, "
+    echo("[1/6] reading the host's facts (/proc/cpuinfo, /sys/devices/system/cpu, "
          "sysconf, confstr)")
     try:
         host = read_host()
@@ -413,9 +421,9 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         step1 = scratch / f"{Path(out).stem}.toml"
         step1.write_text(fold_text(text), encoding="utf-8")
         if reuse_measured and measured_dir.is_dir():
-            echo(f"[2/5] quick probes: reusing {measured_dir}")
+            echo(f"[2/6] quick probes: reusing {measured_dir}")
         else:
-            echo(f"[2/5] building and running the quick probes (sim measure --quick "
+            echo(f"[2/6] building and running the quick probes (sim measure --quick "
                  f"--out {measured_dir}; the first build takes minutes)")
             try:
                 measure(None, True, measured_dir, cpu_time=cpu_time,
@@ -426,7 +434,10 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                 if not (measured_dir / "op-cost.csv").is_file():
                     raise
                 echo(f"      warning: {exc}; fitting on the probes that ran")
-        echo("[3/5] selecting the fitted points")
+        echo(f"[3/6] the data TLB (sweep-scan tlb into {measured_dir / TLB_DIR})")
+        step1 = _with_tlb(step1, measured_dir / TLB_DIR, scratch / "tlb.toml",
+                          reuse_measured, echo)
+        echo("[4/6] selecting the fitted points")
         rows = []
         known = known_checker()
         for path in measured_files([str(measured_dir)]):
@@ -449,7 +460,7 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         try:
             for i, stage in enumerate(stages, 1):
                 names = [p for p, _ in stage]
-                echo(f"[4/5] fitting stage {i}/{len(stages)} ({time.perf_counter() - t0:.0f} s "
+                echo(f"[5/6] fitting stage {i}/{len(stages)} ({time.perf_counter() - t0:.0f} s "
                      f"so far): {', '.join(names)}")
                 before_stage = Path(current).read_text(encoding="utf-8")
                 # each stage is fitted as a fresh calibration (a staged one would re-simulate
@@ -482,7 +493,7 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         before = {p: float(load_profile(str(step1)).get(p)) for p in params}
         after = {p: float(new.get(p)) for p in params}
         seconds = time.perf_counter() - t0
-        echo(f"[5/5] writing {out}")
+        echo(f"[6/6] writing {out}")
         final = _with_header(Path(current).read_text(encoding="utf-8"),
                              _header(Path(out).stem, base, host, measured_dir, fitted,
                                      n_points, seconds))
@@ -498,6 +509,60 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
          f"{measured_dir} --profile {out}`)")
     return {"host": host, "before": before, "after": after, "points": n_points,
             "fitted": fitted, "kept": reasons, "seconds": seconds, "measured": str(measured_dir)}
+
+
+#: the subdirectory of the measured dir that holds the sweep-scan probe's ``tlb`` output
+TLB_DIR = "tlb"
+
+
+def measure_tlb(directory, echo=_echo) -> bool:
+    """Run ``sweep-scan tlb`` (built with the probes, ``experiments/probes/cache-bw``) on this
+    host: its CSV rows to ``directory/tlb.csv``, its stderr (the host, cpuid's TLB line) to
+    ``directory/tlb.stderr``, both written whole or not at all. Returns whether the probe
+    named a data TLB (cpuid 0x80000006: x86_64); takes ~4 minutes of CPU."""
+    import subprocess
+
+    from ..analysis.tlb import parse_cpuid_line
+    from .measure import binary_path
+
+    binary = binary_path().with_name("sweep-scan")
+    if not binary.is_file():
+        raise UserError(f"{binary} is missing (cargo build --release in experiments/probes)")
+    try:
+        done = subprocess.run([str(binary), "tlb"], capture_output=True, text=True,
+                              check=False)
+    except OSError as exc:
+        raise UserError(f"cannot run {binary} ({exc.strerror})") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UserError(f"sweep-scan tlb failed (exit {done.returncode}): {last}")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write(directory / "tlb.stderr", done.stderr)
+    atomic_write(directory / "tlb.csv", done.stdout)
+    return parse_cpuid_line(done.stderr) is not None
+
+
+def _with_tlb(profile_path, tlb_dir, out_path, reuse, echo):
+    """``profile_path`` with the data TLB of the sweep-scan probe's output in ``tlb_dir``
+    (:func:`measure_tlb`, run unless ``reuse`` and the output is there), written to
+    ``out_path`` (returned); ``profile_path`` as it is where the probe names no TLB."""
+    from ..analysis.tlb import parse_cpuid_line
+    from .calibrate import calibrate_tlb
+
+    tlb_dir = Path(tlb_dir)
+    if reuse and (tlb_dir / "tlb.csv").is_file() and (tlb_dir / "tlb.stderr").is_file():
+        echo(f"      reusing {tlb_dir}")
+        named = parse_cpuid_line((tlb_dir / "tlb.stderr").read_text(encoding="utf-8")) \
+            is not None
+    else:
+        named = measure_tlb(tlb_dir, echo)
+    if not named:
+        echo("      no data TLB named (cpuid 0x80000006 is x86_64's): the base's TLB kept")
+        return profile_path
+    calibrate_tlb(str(profile_path), tlb_dir, out=str(out_path), force=True,
+                  echo=lambda m: m.strip() and echo(f"      {m.strip()}"))
+    return out_path
 
 
 def plan_stages(rows, plan=FIT_PLAN):

@@ -153,7 +153,7 @@ def set_miss_fraction(nbytes, capacity, ways) -> float:
     return min(1.0, max(0.0, 1.0 - below))
 
 
-def page_set_miss_fraction(nbytes, capacity, ways, reads_per_page=1.0) -> float:
+def page_set_miss_fraction(nbytes, capacity, ways, reads_per_page=1.0, dispersion=0.0) -> float:
     """Fraction of the reads of a repeatedly read working set of ``nbytes`` B of pages (pages
     read x page size) that miss a ``ways``-way data TLB whose entries reach ``capacity`` B
     (the orphan sweep's TLB model, :meth:`sim.platform.timing.Timing.sweep`);
@@ -172,6 +172,15 @@ def page_set_miss_fraction(nbytes, capacity, ways, reads_per_page=1.0) -> float:
     `tlb` rows: no miss at 2/3 of the reach, 35 % at the reach, 79 % at 4/3, 95 % at
     twice, on the AMD EPYC), ``1 - ways / q`` when pages are read many times in random order.
 
+    ``dispersion``: the variance over the mean of the pages per set, where the pages do not
+    fill their address range (0: consecutive pages, the even spread above). Pages that fill
+    a share ``f`` of the range they span, at random, give a set a binomial number of them
+    out of its ``m / f`` slots of the range, whose dispersion is ``1 - f``: some sets
+    overflow before the pages outgrow the reach, others stay below it. The occupancy is
+    taken as that binomial (``f = 1 - dispersion``; ``m / f`` slots, the two integers
+    around it weighted to keep the mean ``m``) and the miss probability above applied to
+    each set's count.
+
     Examples
     --------
     >>> page_set_miss_fraction(2048 * 4096, 3072 * 4096, 8)
@@ -182,10 +191,14 @@ def page_set_miss_fraction(nbytes, capacity, ways, reads_per_page=1.0) -> float:
     1.0
     >>> round(page_set_miss_fraction(4096 * 4096, 3072 * 4096, 8, reads_per_page=9.0), 3)
     0.291
+    >>> round(page_set_miss_fraction(2800 * 4096, 3072 * 4096, 8, 9.0, dispersion=0.4), 3)
+    0.062
     """
     if nbytes <= 0 or capacity <= 0 or ways <= 0:
         return 0.0
     m = ways * nbytes / capacity
+    if dispersion > 0.0:
+        return _dispersed_miss_fraction(m, ways, reads_per_page, dispersion)
     if m <= ways:
         return 0.0
     full = math.floor(m)
@@ -200,18 +213,45 @@ def page_set_miss_fraction(nbytes, capacity, ways, reads_per_page=1.0) -> float:
     return min(1.0, ((1.0 - share) * full * missed(full) + share * (full + 1) * missed(full + 1)) / m)
 
 
-def tlb_read_ns(nbytes, levels, reads_per_page=1.0) -> float:
+def _dispersed_miss_fraction(m, ways, reads_per_page, dispersion) -> float:
+    """:func:`page_set_miss_fraction` of ``m`` pages a set on average, binomially spread over
+    the sets with the given ``dispersion`` (variance / mean, below 1)."""
+    f = 1.0 - min(dispersion, 0.999)
+    power = 1.0 - 1.0 / max(1.0, reads_per_page)
+    slots = m / f
+    low = math.floor(slots)
+    sd = math.sqrt(m * (1.0 - f))
+    last = ways + int(m + 12.0 * sd) + 2       # beyond it the binomial's tail is nil
+    log_f, log_g = math.log(f), math.log1p(-f) if f < 1.0 else 0.0
+
+    def overflow(t):
+        """E[q x P(miss | q)] of a set with Binomial(t, f) pages."""
+        total = 0.0
+        for q in range(ways + 1, min(t, last) + 1):
+            if f >= 1.0:
+                pmf = 1.0 if q == t else 0.0
+            else:
+                pmf = math.exp(math.lgamma(t + 1) - math.lgamma(q + 1) - math.lgamma(t - q + 1)
+                               + q * log_f + (t - q) * log_g)
+            total += q * pmf * ((1.0 - ways / q) ** power if power else 1.0)
+        return total
+
+    share = slots - low
+    return min(1.0, ((1.0 - share) * overflow(low) + share * overflow(low + 1)) / m)
+
+
+def tlb_read_ns(nbytes, levels, reads_per_page=1.0, dispersion=0.0) -> float:
     """ns more per read of a repeatedly read working set of ``nbytes`` B of pages than if
     the TLB held them all: :func:`hierarchy_read_ns` with :func:`page_set_miss_fraction`
     (``levels``: ``(reach B, ways, ns)`` of each TLB level; ``reads_per_page``: the working
-    set's reads per page and pass).
+    set's reads per page and pass; ``dispersion``: of its pages over the TLB's sets).
 
     Examples
     --------
     >>> round(tlb_read_ns(8192 * 4096, ((3072 * 4096, 8, 6.0),)), 3)
     6.0
     """
-    return sum(ns * page_set_miss_fraction(nbytes, capacity, ways, reads_per_page)
+    return sum(ns * page_set_miss_fraction(nbytes, capacity, ways, reads_per_page, dispersion)
                for capacity, ways, ns in levels if ns)
 
 

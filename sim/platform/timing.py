@@ -59,12 +59,15 @@ pages the graph's keys lie on from their addresses (real burn's p10-ema detach: 
 heap per key, measured by the probes' key-page census; the simulated arena puts the keys on
 the same pages within 2 %); elsewhere from the heap's small-block bytes kept per node
 (``spacing``). A read of ``k`` of a graph's ``n`` keys (a random subset, in hash order)
-touches that many of the pages they lie on, plus its share of the ``nodes`` table's pages;
-the pages of one heap are consecutive, so they fill the TLB's sets evenly, and every pass
-reads the same keys in the same order, each page ``k / pages touched`` times at random
-places in the pass (:func:`sim.platform.l2_cache.page_set_miss_fraction`): no miss until the
-pages outgrow the TLB's reach, then the reads of an overfull set miss unless their page's
-previous read was recent enough; each miss costs a page walk (``[time]
+touches that many of the pages they lie on, plus its share of the ``nodes`` table's pages.
+The TLB's set is chosen by the page number: the table's pages are consecutive and fill the
+sets evenly, the keys' pages leave holes (other blocks' pages between them), so they fill
+them unevenly, by as much as the key pages' addresses say (their dispersion over the sets,
+:meth:`Timing._key_layout`; a pass reading a random part of them spreads them more). Every
+pass reads the same keys in the same order, each page ``k / pages touched`` times at random
+places in the pass (:func:`sim.platform.l2_cache.page_set_miss_fraction`): no miss while no
+set holds more pages than its ways, then the reads of an overfull set miss unless their
+page's previous read was recent enough; each miss costs a page walk (``[time]
 sweep_tlb_read_ns``, measured with the sweep-scan probe's ``tlb`` rows). Off when the
 profile has no TLB (``dtlb_entries = 0``).
 
@@ -166,6 +169,8 @@ class Timing:
         # the graphs the current sweep read (sweep_live / sweep_dead / sweep_run), consumed
         # by sweep()
         self._sweep_sets = []
+        # id of a graph's memory management -> its keys' pages (_KeyPages), for _key_layout
+        self._key_pages = {}
         #: a list that receives a :class:`SweepRecord` per sweep while fast-forward probes
         #: an iteration (None otherwise)
         self.log = None
@@ -420,8 +425,9 @@ class Timing:
         :class:`~sim.burn.runtime.memory_management.GraphMemoryManagement`)."""
         n = memory.node_count()
         if n:
+            spacing, dispersion = self._key_layout(memory, n)
             self._sweep_sets.append((0, passes, n, memory.referenced, self._table_bytes(memory),
-                                     id(memory), 1, self._key_spacing(memory, n)))
+                                     id(memory), 1, spacing, dispersion))
 
     def sweep_dead(self, memory, passes=1, maybe_useful=True) -> None:
         """``passes`` visits of a graph with no live handle (``maybe_useful`` reads every
@@ -430,7 +436,7 @@ class Timing:
         n = memory.node_count()
         if n:
             self._sweep_sets.append((1, passes, n, 0, self._table_bytes(memory), id(memory),
-                                     2 if maybe_useful else 1, 0.0))
+                                     2 if maybe_useful else 1, 0.0, 0.0))
 
     def sweep_run(self, run, maybe_useful=True) -> None:
         """A run of ``run.count`` dead single-node graphs, each visited once (one read by
@@ -439,11 +445,17 @@ class Timing:
         (a one-node ``nodes`` table of 4 buckets), so that a fast-forwarded run costs
         what the same graphs cost one by one."""
         self._sweep_sets.append((2, 1, run.count, 0, self.sim.tables.nodes_block_bytes(4),
-                                 id(run), 2 if maybe_useful else 1, 0.0))
+                                 id(run), 2 if maybe_useful else 1, 0.0, 0.0))
 
-    def _key_spacing(self, memory, n) -> float:
-        """B of heap per key of a graph of ``n`` nodes with a live handle (0 where the TLB is
-        not modelled): the pages its keys lie on, over its keys. A key is the node's
+    def _key_layout(self, memory, n):
+        """``(spacing, dispersion)`` of the keys of a graph of ``n`` nodes with a live handle
+        (``(0, 0)`` where the TLB is not modelled). ``spacing``: B of heap per key, the pages
+        its keys lie on over its keys. ``dispersion``: how unevenly those pages fill the data
+        TLB's sets (the variance over the mean of the pages per set, sets chosen by page
+        number; 0 for consecutive pages): the keys' pages do not fill the range they span
+        (freed chunks of other sizes between them, the glibc arena's other bins; real burn's
+        p10-ema detach: 1,231 key pages in a span of 1,856 at step 3,000, the key-page census),
+        so some sets overflow before the pages outgrow the TLB's reach. A key is the node's
         ``ArcInner<NodeId>``, a block the allocator placed among the program's other small
         blocks; where the allocator places blocks address by address (the glibc arena:
         :mod:`sim.platform.ptmalloc`) the pages are those of the keys' own addresses (real
@@ -451,20 +463,41 @@ class Timing:
         detach: 220 and 283 pages at step 500, 824 and 1,072 at step 2,000; the simulated arena
         puts the same keys on 217 and 284 at step 500). Otherwise, or for a graph of keys
         without an address, the heap's small-block bytes kept per node the graph gained since
-        the sweep first read it (:meth:`_kept_spacing`)."""
+        the sweep first read it (:meth:`_kept_spacing`), with pages taken as consecutive (no
+        dispersion). The pages are counted once per key: a graph read again with only new
+        keys appended to its ``nodes`` map adds theirs (:class:`_KeyPages`)."""
         if not self.tlb:
-            return 0.0
-        pages = set()
-        placed = 0
-        page = self.PAGE_BYTES
-        for rc, _ in memory.nodes.values():
-            block = rc._block
-            if type(block) is int:
-                pages.add(block // page)
-                placed += 1
-        if placed:
-            return len(pages) * self.PAGE_BYTES / placed
-        return self._kept_spacing(memory, n)
+            return 0.0, 0.0
+        key = id(memory)
+        pages = self._key_pages.get(key)
+        if pages is None or not pages.follow(memory.nodes):
+            pages = _KeyPages(memory.nodes, self.PAGE_BYTES, self._tlb_sets())
+            if len(self._key_pages) >= self.KEY_PAGES_KEPT:
+                del self._key_pages[next(iter(self._key_pages))]
+            self._key_pages[key] = pages
+        if pages.placed:
+            return len(pages.keys) * self.PAGE_BYTES / pages.placed, pages.dispersion()
+        return self._kept_spacing(memory, n), 0.0
+
+    #: graphs whose key pages the TLB model keeps counted between sweeps (the oldest dropped)
+    KEY_PAGES_KEPT = 8
+
+    def keys_moved(self, memory) -> None:
+        """``memory``'s ``nodes`` map now holds some of its Arcs under other keys (fast-forward
+        swapped two nodes' places): its key pages are counted afresh at the next sweep."""
+        self._key_pages.pop(id(memory), None)
+
+    def _tlb_sets(self) -> int:
+        reach, ways, _ = self.tlb[0]
+        return max(1, reach // self.PAGE_BYTES // ways)
+
+    def _set_dispersion(self, pages) -> float:
+        """Variance over mean of the number of ``pages`` (page numbers) in each set of the
+        data TLB (the set: the page number modulo the sets, reach / page / ways)."""
+        counts = [0] * self._tlb_sets()
+        for number in pages:
+            counts[number % len(counts)] += 1
+        return _dispersion(counts, len(pages))
 
     def _kept_spacing(self, memory, n) -> float:
         """B of heap per key from the bytes the heap kept: a node's key is allocated among
@@ -501,7 +534,7 @@ class Timing:
         """(node reads by free_unused_roots, extra ns of the reads that miss a cache level or
         the data TLB)."""
         cleared = 0.0
-        for kind, passes, n, _, _, _, _, _ in sets:
+        for kind, passes, n, _, _, _, _, _, _ in sets:
             if kind:
                 cleared += passes * n
         if not sets:
@@ -533,30 +566,50 @@ class Timing:
                 return 1.0
             return max(1.0, k / touched(k, n, spacing))
 
+        def spread(kind, k, n, table, spacing, dispersion, total):
+            """Dispersion over the TLB's sets of a working set of ``total`` B of pages, of which
+            the reads of k of the graph's n keys touch some of its key pages (``dispersion``:
+            of all its key pages; a random share ``t`` of them: ``1 - t (1 - dispersion)``);
+            the rest of the working set (tables, other graphs) in consecutive pages."""
+            if dispersion <= 0.0 or kind == 2 or spacing <= line or k <= 0 or total <= 0:
+                return 0.0
+            span = n * spacing / page
+            hit = touched(k, n, spacing)
+            own = 1.0 - (hit / span) * (1.0 - dispersion) if span > hit else dispersion
+            return own * hit * page / total
+
         extra = 0.0
         if self.levels:
             extra += self._missed_ns(sets, self.levels, lines, hierarchy_read_ns)
         if self.tlb:
-            extra += self._missed_ns(sets, self.tlb, pages, tlb_read_ns, reads_per_page)
+            extra += self._missed_ns(sets, self.tlb, pages, tlb_read_ns, reads_per_page,
+                                     spread)
         return cleared, extra
 
-    def _missed_ns(self, sets, levels, footprint, read_ns, reuse=None) -> float:
+    def _missed_ns(self, sets, levels, footprint, read_ns, reuse=None, spread=None) -> float:
         """ns more of the sweep's reads that miss ``levels`` (each graph's working set:
         ``footprint(kind, reads, n, table B, key spacing B)``; ``read_ns(working set,
         levels)``: ns more per read; ``reuse``, with the same arguments as ``footprint``:
-        the graph's reads per page of it and pass, passed on to ``read_ns``)."""
-        if reuse is not None:
-            def cost(others, kind, k, n, table, spacing):
+        the graph's reads per page of it and pass, and ``spread``, with the key pages'
+        dispersion and the whole working set's B after them: its dispersion over the sets,
+        passed on to ``read_ns``)."""
+        if spread is not None:
+            def cost(others, kind, k, n, table, spacing, dispersion):
+                total = others + footprint(kind, k, n, table, spacing)
+                return read_ns(total, levels, reuse(kind, k, n, table, spacing),
+                               spread(kind, k, n, table, spacing, dispersion, total))
+        elif reuse is not None:
+            def cost(others, kind, k, n, table, spacing, dispersion):
                 return read_ns(others + footprint(kind, k, n, table, spacing), levels,
                                reuse(kind, k, n, table, spacing))
         else:
-            def cost(others, kind, k, n, table, spacing):
+            def cost(others, kind, k, n, table, spacing, dispersion):
                 return read_ns(others + footprint(kind, k, n, table, spacing), levels)
         # each graph counts once in W, at its first record (a graph without a live handle
         # is recorded per pass, its first pass reading the most)
         mean_fp = []
         graph_fp = {}
-        for kind, passes, n, r, table, key, _, spacing in sets:
+        for kind, passes, n, r, table, key, _, spacing, _ in sets:
             k = (n + 1) / (r + 1) if kind == 0 else n
             fp = footprint(kind, min(k, n), n, table, spacing)
             mean_fp.append(fp)
@@ -564,20 +617,22 @@ class Timing:
         total = sum(graph_fp.values())
         extra = 0.0
         q = self.PREFIX_POINTS
-        for (kind, passes, n, r, table, key, per_node, spacing), fp in zip(sets, mean_fp):
+        for (kind, passes, n, r, table, key, per_node, spacing, dispersion), fp in zip(sets,
+                                                                                        mean_fp):
             others = total - graph_fp[key]
             if kind == 0:
-                if cost(others, 0, n, n, table, spacing) < 1e-12:
+                if cost(others, 0, n, n, table, spacing, dispersion) < 1e-12:
                     continue               # resident even when the whole graph is read
                 # expected reads x ns more per read over the random prefix length
                 acc = 0.0
                 for i in range(q):
                     u = (i + 0.5) / q
                     k = n * (1.0 - (1.0 - u) ** (1.0 / r))
-                    acc += k * cost(others, 0, k, n, table, spacing)
+                    acc += k * cost(others, 0, k, n, table, spacing, dispersion)
                 extra += passes * acc / q
             else:
-                extra += per_node * passes * n * cost(others, kind, n, n, table, spacing)
+                extra += per_node * passes * n * cost(others, kind, n, n, table, spacing,
+                                                      dispersion)
         return extra
 
     def sweep(self, entries, visits, scanned, freed, parts=()) -> None:
@@ -615,3 +670,70 @@ class Timing:
                 + visits * p["sweep_visit_ns"] + (scanned - cleared) * p["scan_node_ns"]
                 + cleared * p.get("root_check_node_ns", p["scan_node_ns"])
                 + freed * p["sweep_free_ns"] + missed_ns)
+
+
+def _dispersion(counts, total) -> float:
+    """Variance over mean of ``counts`` (``total``: their sum)."""
+    sets = len(counts)
+    mean = total / sets
+    return sum((c - mean) ** 2 for c in counts) / sets / mean
+
+
+class _KeyPages:
+    """The pages a graph's keys lie on (:meth:`Timing._key_layout`): keys per page, pages per
+    TLB set, the keys with an address (``placed``), counted over a ``nodes`` map. Keys are
+    only appended to the map (a key read again keeps its place and its Arc), so a map whose
+    last counted key is still there with exactly the counted keys before it has only gained
+    the keys after it: :meth:`follow` counts those; anything else is counted afresh."""
+
+    __slots__ = ("nodes", "page", "sets", "keys", "placed", "counted", "last", "last_rc")
+
+    def __init__(self, nodes, page, sets):
+        self.nodes = nodes
+        self.page = page
+        self.sets = [0] * sets
+        self.keys = {}            # page number -> keys on it
+        self.placed = 0
+        self.counted = 0          # keys of ``nodes`` counted (placed or not)
+        self.last = self.last_rc = None
+        self._add(list(nodes))
+
+    def _add(self, node_ids) -> None:
+        nodes, keys, sets, page = self.nodes, self.keys, self.sets, self.page
+        for node_id in node_ids:
+            block = nodes[node_id][0]._block
+            if type(block) is int:
+                number = block // page
+                held = keys.get(number, 0)
+                if not held:
+                    sets[number % len(sets)] += 1
+                keys[number] = held + 1
+                self.placed += 1
+        self.counted += len(node_ids)
+        if node_ids:
+            self.last = node_ids[-1]
+            self.last_rc = nodes[self.last][0]
+
+    def follow(self, nodes) -> bool:
+        """Count the keys appended to ``nodes`` since the last count; False where the map is
+        another one or lost a counted key."""
+        if nodes is not self.nodes or len(nodes) < self.counted:
+            return False
+        if self.counted == 0 or self.last not in nodes:
+            return self.counted == 0 and not nodes
+        if nodes[self.last][0] is not self.last_rc:
+            return False
+        new = []
+        for node_id in reversed(nodes):
+            if node_id == self.last:
+                break
+            new.append(node_id)
+        if len(nodes) - len(new) != self.counted:
+            return False
+        new.reverse()
+        self._add(new)
+        return True
+
+    def dispersion(self) -> float:
+        return _dispersion(self.sets, len(self.keys))
+

@@ -80,3 +80,32 @@ def test_calibrate_tlb_refuses_bad_input_before_writing(tmp_path, capsys):
     code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4"], capsys)
     assert_one_error(code, lines, "--measured")
     assert not out.exists()
+
+
+def test_host_profile_puts_the_probes_tlb_into_the_profile(tmp_path):
+    from sim.commands.host_profile import _with_tlb
+    from sim.engine.profile import MODELS_DIR, load_profile
+    base = MODELS_DIR / "linux-x86_64.toml"
+    said = []
+    # the probe's output already in the measured dir (--reuse-measured): no probe run
+    out = _with_tlb(base, _probe_dir(tmp_path), tmp_path / "with-tlb.toml", True, said.append)
+    profile = load_profile(str(out))
+    assert (profile.get("process.dtlb_entries"), profile.get("process.dtlb_ways")) == (2048, 16)
+    assert profile.get("time.sweep_tlb_read_ns") == pytest.approx(7.012)
+    assert profile.get("time.scan_node_ns") == load_profile("linux-x86_64").get("time.scan_node_ns")
+    # a probe that names no TLB (not x86_64): the profile as it was, nothing written
+    other = tmp_path / "other"
+    other.mkdir()
+    no_tlb = _probe_dir(other, cpuid="")
+    assert _with_tlb(base, no_tlb, other / "x.toml", True, said.append) == base
+    assert not (other / "x.toml").exists()
+    assert any("no data TLB" in line for line in said)
+
+
+def test_host_profile_tlb_stage_without_the_probe_binary(tmp_path, monkeypatch):
+    import sim.commands.measure as measure
+    from sim.commands.host_profile import measure_tlb
+    monkeypatch.setattr(measure, "binary_path", lambda gpu=False: tmp_path / "burn-probes")
+    with pytest.raises(UserError, match="sweep-scan is missing"):
+        measure_tlb(tmp_path / "tlb")
+    assert not (tmp_path / "tlb").exists()

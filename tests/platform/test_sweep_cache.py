@@ -240,3 +240,54 @@ def test_tlb_term_follows_the_pages_the_keys_span():
     # off without a TLB in the profile
     ns, scanned = _tlb_sweep_ns(20_000, 4096, tlb=(0, 0))
     assert ns == pytest.approx(scanned, rel=1e-6)
+
+
+def test_tlb_sets_from_where_the_key_pages_fall():
+    # 2,400 pages of 10 keys each and the table's ~270, under the reach of 3,072 (384 sets
+    # of 8): consecutive pages fill every set with 6-7, nothing misses
+    even = [(i // 10) * 4096 + 32 * (i % 10) for i in range(24_000)]
+    ns, scanned = _placed_sweep_ns(even)
+    assert ns == pytest.approx(scanned, rel=1e-6)
+    # as many pages over a longer range: every other run of 384 pages has its second half
+    # missing, so sets 0-191 hold 8-9 key pages and the others 4-5, and the reads of the
+    # overfull sets miss before the pages outgrow the reach
+    pages = [p for p in range(8_000) if (p // 384) % 2 == 0 or p % 384 < 192][:2_400]
+    holes = [pages[i // 10] * 4096 + 32 * (i % 10) for i in range(24_000)]
+    ns2, _ = _placed_sweep_ns(holes)
+    assert ns2 / scanned > 1.0 + 6.0 * 0.01
+
+
+def test_set_dispersion_of_pages():
+    sim = _TlbSim()
+    t = Timing(sim, TLB_PARAMS, _caches(l2=(0, 0), l1d=(0, 0)) + ((3072 * 4096, 8),))
+    assert t._set_dispersion(set(range(384 * 5))) == 0.0        # consecutive: even
+    # ten pages all in set 0 of the 384: variance over mean 10 - 10/384
+    assert t._set_dispersion({384 * i for i in range(10)}) == pytest.approx(10 - 10 / 384)
+
+
+def test_key_pages_are_counted_once_and_follow_the_map():
+    from sim.platform.timing import _KeyPages
+    sim = _TlbSim()
+    t = Timing(sim, TLB_PARAMS, _caches(l2=(0, 0), l1d=(0, 0)) + ((3072 * 4096, 8),))
+    memory = _Memory(0, 1, 1 << 10)
+    memory.nodes = {i: (_Key(i * 1000), ()) for i in range(100)}
+
+    def fresh():
+        pages = {rc._block // 4096 for rc, _ in memory.nodes.values()}
+        return len(pages) * 4096 / len(memory.nodes), t._set_dispersion(pages)
+
+    assert t._key_layout(memory, 100) == fresh()
+    counted = t._key_pages[id(memory)]
+    for i in range(100, 130):                       # appended keys: counted on top
+        memory.nodes[i] = (_Key(i * 5000), ())
+    assert t._key_layout(memory, 130) == fresh() and t._key_pages[id(memory)] is counted
+    memory.nodes.pop(3)                             # a key gone, one more appended
+    memory.nodes[130] = (_Key(7), ())
+    assert t._key_layout(memory, 130) == fresh() and t._key_pages[id(memory)] is not counted
+    # two keys' Arcs swapped (fast-forward's chain tip), then told: counted afresh
+    a, b = memory.nodes[10], memory.nodes[130]
+    memory.nodes[10], memory.nodes[130] = (b[0], a[1]), (a[0], b[1])
+    memory.nodes[131] = (_Key(131 * 5000), ())
+    t.keys_moved(memory)
+    assert t._key_layout(memory, 131) == fresh()
+    assert isinstance(t._key_pages[id(memory)], _KeyPages)
