@@ -197,3 +197,19 @@ def test_rss_rising_over_a_flat_heap_is_judged_by_the_heap_where_asked():
     growing = _rows(REF, "heap_bytes_delta", [0, 10**6, 2 * 10**6, 3 * 10**6], "B", xs, "step")
     (g,) = growth_of_runs(rows[:4] + growing, lambda r: r["experiment"], heap_where_flat=True)
     assert g.memory_grows and g.memory_metric == "rss_bytes"
+
+
+def test_grade_counts_time_points_within_the_issues_25_percent_bar():
+    from sim.analysis.fixes import grade
+
+    def point(metric, rel, ok):
+        return {"experiment": "op-cost", "variant": "v", "phase": "", "x": 1, "metric": metric,
+                "status": "predicted", "ok": ok, "rel_error": rel}
+
+    errors = [point("ms_per_step", 0.10, True), point("ms_per_step", 0.20, False),
+              point("ms_per_step", 0.30, False), point("backward_ms", float("nan"), False),
+              point("heap_bytes_delta", 0.20, False)]
+    g = grade(errors)
+    assert g["kinds"]["time"] == [1, 4]
+    assert g["time_bar"] == [2, 4]        # 10 % and 20 %; not 30 % nor an ungraded NaN
+    assert g["kinds"]["memory"] == [0, 1]
