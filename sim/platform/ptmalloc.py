@@ -93,8 +93,10 @@ TAIL_FREES = 16
 (_ALLOC_HELD, _FREE_HELD, _ALIGNED_HELD, _ZEROED_HELD, _REALLOC_HELD, _ALLOC, _FREE, _FREE_NEWEST,
  _REALLOC, _ALLOC_MANY, _FREE_MANY) = range(11)
 
-#: bins below this index are small bins, one chunk size each (``NSMALLBINS``)
+#: bins below this index are small bins, one chunk size each (``NSMALLBINS``); how many
+#: bins there are (:func:`bin_index` is below it)
 NSMALLBINS = 64
+NBINS = 127
 
 
 def bin_index(size: int) -> int:
@@ -115,10 +117,23 @@ def bin_index(size: int) -> int:
     return 126
 
 
+#: :func:`bin_index` of every chunk size below ``BIN_TABLE`` bytes, by ``size >> 4``
+BIN_TABLE = 1 << 17
+_BIN_OF = []
+
+
+def bin_of(size: int) -> int:
+    """:func:`bin_index`, from a table below ``BIN_TABLE`` (the hot paths' form)."""
+    return _BIN_OF[size >> 4] if size < BIN_TABLE else bin_index(size)
+
+
 def chunk_size(nbytes: int) -> int:
     """glibc's ``request2size``: the chunk that serves a request of ``nbytes``."""
     size = (nbytes + SIZE_SZ + 15) & ~15
     return size if size > MINSIZE else MINSIZE
+
+
+_BIN_OF.extend(bin_index(size) for size in range(0, BIN_TABLE, 16))
 
 
 class ArenaBudgetExceeded(UserError):
@@ -189,7 +204,7 @@ class ReplayProgram:
     Every other size (freed by size, reallocated, allocated in bulk) goes through the
     arena's calls, which keep its live list as they go."""
 
-    __slots__ = ("template", "ops", "depth", "held")
+    __slots__ = ("template", "ops", "depth", "held", "blocks", "reach", "loops")
 
     def __init__(self, template):
         template = tuple(template)
@@ -273,6 +288,154 @@ class ReplayProgram:
         for nbytes in {s for s in sizes if s not in unheld}:
             held.setdefault(nbytes, [])
         self.held = {nbytes: tuple(p) for nbytes, p in held.items()}
+        self.blocks = len(sizes)
+        # how many iterations back each block is still named (0: only by its own one)
+        reach = [0] * len(sizes)
+        for code, _, _, a, b in self.ops:
+            if code in (_FREE_HELD, _FREE, _REALLOC_HELD, _REALLOC) and a > reach[b]:
+                reach[b] = a
+        self.reach = tuple(reach)
+        self.loops = {}
+
+    def loop(self, mmap_threshold):
+        """The program's iteration as straight-line Python, ``loop(arena, n, carried)``:
+        ``n`` iterations with every constant in place and every block a local variable,
+        no dispatch per request (see :func:`_generate`). ``carried``: the blocks of the
+        iterations before that the first one names, in the order of :meth:`carried`;
+        returns the same after the ``n``-th. Generated once per program and mmap
+        threshold (blocks of chunks below it are never mmapped, so their frees need no
+        check); programs are cached by template."""
+        fn = self.loops.get(mmap_threshold)
+        if fn is None:
+            key = (self.template, mmap_threshold)
+            fn = _LOOPS.get(key)
+            if fn is None:
+                fn = _generate(self, mmap_threshold)
+                if len(_LOOPS) >= MAX_LOOPS:
+                    _LOOPS.pop(next(iter(_LOOPS)))
+                _LOOPS[key] = fn
+            self.loops[mmap_threshold] = fn
+        return fn
+
+    def carried(self):
+        """``(back, index)`` of the blocks of earlier iterations an iteration names, in the
+        order :meth:`loop` takes and returns them."""
+        return tuple((k, j) for j, m in enumerate(self.reach) for k in range(1, m + 1))
+
+
+#: iterations from which a replay runs a program's generated loop (:meth:`ReplayProgram.loop`)
+GENERATED_FROM = 16
+
+#: generated loops of replay programs, by ``(template, mmap threshold)`` (a loop probed
+#: again after an exact iteration compiles the same template again), oldest first
+_LOOPS = {}
+MAX_LOOPS = 32
+
+
+def _mapped(program, mmap_threshold) -> list:
+    """Whether each block of an iteration of ``program`` may be an mmapped chunk: one of a
+    request whose chunk reaches ``mmap_threshold`` (which only rises), or a realloc of
+    such a block; the unheld sizes' blocks are not looked at (their calls check)."""
+    mapped = [True] * program.blocks
+    while True:
+        index, changed = 0, False
+        for code, _, nb, a, b in program.ops:
+            if code in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD):
+                if code == _ALIGNED_HELD and a > 2 * SIZE_SZ:
+                    nb = chunk_size(nb + a + MINSIZE)
+                may = nb >= mmap_threshold or (code == _REALLOC_HELD and mapped[b])
+                changed |= may != mapped[index]
+                mapped[index] = may
+            if code in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC,
+                        _REALLOC):
+                index += 1
+        if not changed:
+            return mapped
+
+
+def _generate(program, mmap_threshold):
+    """Python source of :meth:`ReplayProgram.loop`, compiled. Each request of a held size
+    is written out as :meth:`PtmallocArena._replay_one` would do it (the tcache's pop and
+    push inline, misses to ``_int_malloc`` and ``_free_chunk``); block ``j`` of the
+    iteration is the local ``b<j>``, block ``j`` of ``k`` iterations back ``p<k>_<j>``."""
+    tcache_sizes = set()
+    mapped = _mapped(program, mmap_threshold)
+    body = []
+    out = body.append
+    index = 0
+
+    def ref(a, b):
+        return f"b{b}" if not a else f"p{a}_{b}"
+
+    for code, nbytes, nb, a, b in program.ops:
+        if code == _ALLOC_HELD:
+            if nb <= TCACHE_MAX_CHUNK:
+                tcache_sizes.add(nb)
+                out(f"b{index} = t{nb}.pop() if t{nb} else int_malloc({nb})")
+            else:
+                out(f"b{index} = int_malloc({nb})")
+            index += 1
+        elif code == _FREE_HELD:
+            name = ref(a, b)
+            # _free_chunk's tcache path (``s``: the chunk's size)
+            if mapped[b]:
+                out(f"if type({name}) is not int: free_mapped({name})")
+                out(f"elif (s := inuse[{name}]) <= {TCACHE_MAX_CHUNK} and "
+                    f"len(c := tcache[s]) < {TCACHE_COUNT}: c.append({name})")
+            else:
+                out(f"if (s := inuse[{name}]) <= {TCACHE_MAX_CHUNK} and "
+                    f"len(c := tcache[s]) < {TCACHE_COUNT}: c.append({name})")
+            out(f"else: free_uncached({name}, s)")
+        elif code == _ALIGNED_HELD:
+            if a > 2 * SIZE_SZ:
+                out(f"b{index} = memalign({nb}, {a})")
+            else:
+                out(f"b{index} = malloc({nb})")
+            index += 1
+        elif code == _ZEROED_HELD:
+            out(f"b{index} = int_malloc({nb})")
+            index += 1
+        elif code == _REALLOC_HELD:
+            out(f"b{index} = resize({ref(a, b)}, {nb})")
+            index += 1
+        elif code == _ALLOC:
+            out(f"b{index} = alloc({nbytes}, {a})")
+            index += 1
+        elif code == _FREE:
+            out(f"free({ref(a, b)}, {nbytes})")
+        elif code == _FREE_NEWEST:
+            out(f"free(None, {nbytes})")
+        elif code == _REALLOC:
+            out(f"b{index} = realloc({ref(a, b)}, {nb}, {nbytes})")
+            index += 1
+        elif code == _ALLOC_MANY:
+            out(f"alloc_many({nbytes}, {a})")
+        else:
+            out(f"free_many({nbytes}, {a})")
+    # the blocks later iterations name move one iteration back
+    for j, m in enumerate(program.reach):
+        for k in range(m, 1, -1):
+            out(f"p{k}_{j} = p{k - 1}_{j}")
+        if m:
+            out(f"p1_{j} = b{j}")
+    carried = [f"p{k}_{j}" for k, j in program.carried()]
+    lines = ["def loop(arena, n, carried):",
+             "    tcache, inuse = arena.tcache, arena.inuse",
+             "    int_malloc, malloc, free_chunk = arena._int_malloc, arena._malloc, arena._free_chunk",
+             "    memalign, resize, free_mapped = arena._memalign, arena._resize, arena._free_mapped",
+             "    free_uncached = arena._free_uncached",
+             "    alloc, free, realloc = arena.alloc, arena.free, arena.realloc",
+             "    alloc_many, free_many = arena.alloc_many, arena.free_many"]
+    lines += [f"    t{nb} = tcache[{nb}]" for nb in sorted(tcache_sizes)]
+    if carried:
+        lines.append(f"    {', '.join(carried)}, = carried")
+    lines.append("    for _ in range(n):")
+    lines += [f"        {line}" for line in body or ["pass"]]
+    lines.append(f"    return ({', '.join(carried)}{',' if carried else ''})")
+    namespace = {}
+    exec(compile("\n".join(lines) + "\n", f"<replay of {len(program.ops)} requests>", "exec"),
+         namespace)
+    return namespace["loop"]
 
 
 class PtmallocArena:
@@ -321,24 +484,26 @@ class PtmallocArena:
         self.fault = None
         # in-use chunks (allocated, or parked in tcache / fastbins): address -> size
         self.inuse = {}
-        # free chunks (unsorted or binned): address -> size, end -> address, how many of
-        # each size, and their sizes ascending
+        # free chunks (unsorted or binned): address -> size, and end -> address
         self.free_at = {}
         self.free_end = {}
-        self.by_size = {}
-        self.sizes = []
         # the unsorted bin, back (oldest) first: {address: None} (an OrderedDict: its
         # oldest key is found in O(1) however many were removed before it, a dict's is not)
         self.unsorted = OrderedDict()
-        # bin index -> its chunks: a small bin {address: None} back first, a large bin
-        # [(size, address)] front (largest) first; and the non-empty bins' indices
-        self.bins = {}
+        # bin index -> its chunks (every bin there, empty or not): a small bin {address:
+        # None} back first, a large bin [(size, address)] front (largest) first; and the
+        # non-empty bins' indices, ascending
+        self.bins = [OrderedDict() for _ in range(NSMALLBINS)] + \
+            [[] for _ in range(NSMALLBINS, NBINS)]
         self.binmap = []
         # where the last split of a small request left its remainder (a bare address,
         # as glibc keeps it: never cleared)
         self.last_remainder = None
-        self.tcache = {}
-        self.fast = {}
+        # chunk size -> its tcache bin, newest last (every bin there from the start: a
+        # replay's generated loop holds them)
+        self.tcache = {size: [] for size in range(MINSIZE, TCACHE_MAX_CHUNK + 1, 2 * SIZE_SZ)}
+        # chunk size -> its fastbin, newest last (every bin there from the start)
+        self.fast = {size: [] for size in range(MINSIZE, MAX_FAST + 1, 2 * SIZE_SZ)}
         self.nfast = 0
         # live blocks by request size, newest last (frees that name no block); a CarveRun
         # stands where its blocks are until it is materialized
@@ -368,12 +533,6 @@ class PtmallocArena:
         self.bin_changes += 1
         self.free_at[addr] = size
         self.free_end[addr + size] = addr
-        by_size = self.by_size
-        if size in by_size:
-            by_size[size] += 1
-        else:
-            by_size[size] = 1
-            insort(self.sizes, size)
         self.unsorted[addr] = None
 
     def _bin_remove(self, addr) -> int:
@@ -381,43 +540,47 @@ class PtmallocArena:
         self.bin_changes += 1
         size = self.free_at.pop(addr)
         del self.free_end[addr + size]
-        by_size = self.by_size
-        if by_size[size] == 1:
-            del by_size[size]
-            del self.sizes[bisect_left(self.sizes, size)]
-        else:
-            by_size[size] -= 1
-        if self.unsorted.pop(addr, 0) is None:   # it was in the unsorted bin
-            return size
-        idx = size >> 4 if size < MIN_LARGE else bin_index(size)
-        chunks = self.bins[idx]
-        if idx < NSMALLBINS:
-            del chunks[addr]
-        else:
-            chunks.remove((size, addr))
-        if not chunks:
-            del self.bins[idx]
-            del self.binmap[bisect_left(self.binmap, idx)]
+        if self.unsorted.pop(addr, 0) is not None:   # not in the unsorted bin
+            self._unbin(addr, size)
         return size
 
-    def _bin_place(self, addr, size) -> None:
-        """Move a chunk taken off the unsorted bin into its small bin (at the front) or
-        large bin (sorted by size, largest first; a chunk of a size the bin holds goes
-        right after the first chunk of that size)."""
-        self.bin_changes += 1
-        del self.unsorted[addr]
-        idx = size >> 4 if size < MIN_LARGE else bin_index(size)
-        chunks = self.bins.get(idx)
-        if chunks is None:
-            chunks = self.bins[idx] = OrderedDict() if idx < NSMALLBINS else []
+    def _unbin(self, addr, size) -> None:
+        """Take a free chunk (not in the unsorted bin) out of its small or large bin."""
+        if size < MIN_LARGE:
+            idx = size >> 4
+            chunks = self.bins[idx]
+            del chunks[addr]
+        else:
+            idx = bin_of(size)
+            chunks = self.bins[idx]
+            chunks.remove((size, addr))
+        if not chunks:
+            del self.binmap[bisect_left(self.binmap, idx)]
+
+    def _largest_free(self) -> int:
+        """The size of the largest free chunk (unsorted or binned; 0: none): a small bin
+        holds chunks of one size, a large bin its largest first."""
+        largest = max(map(self.free_at.__getitem__, self.unsorted), default=0)
+        if self.binmap:
+            idx = self.binmap[-1]
+            largest = max(largest, idx << 4 if idx < NSMALLBINS else self.bins[idx][0][0])
+        return largest
+
+    def _large_place(self, addr, size) -> None:
+        """A chunk (just off the unsorted bin) into its large bin: sorted by size, largest
+        first; a chunk of a size the bin holds goes right after the first chunk of that
+        size."""
+        idx = bin_of(size)
+        chunks = self.bins[idx]
+        if not chunks:
+            chunks.append((size, addr))
             insort(self.binmap, idx)
-        if idx < NSMALLBINS:
-            chunks[addr] = None          # small bins: back (oldest) first, front last
             return
-        i = 0                            # large bins: front (largest) first
-        while i < len(chunks) and chunks[i][0] > size:
+        i = 0
+        n = len(chunks)
+        while i < n and chunks[i][0] > size:
             i += 1
-        if i < len(chunks) and chunks[i][0] == size:
+        if i < n and chunks[i][0] == size:
             i += 1
         chunks.insert(i, (size, addr))
 
@@ -428,7 +591,11 @@ class PtmallocArena:
         if size - nb < MINSIZE:
             self.inuse[addr] = size
             return addr
-        self._bin_insert(addr + nb, size - nb)
+        rest = addr + nb
+        self.bin_changes += 1
+        self.free_at[rest] = size - nb
+        self.free_end[addr + size] = rest
+        self.unsorted[rest] = None
         if remainder_is_last:
             self.last_remainder = addr + nb
         self.inuse[addr] = nb
@@ -436,29 +603,46 @@ class PtmallocArena:
 
     def _merge(self, addr, size) -> int:
         """Free a chunk into the unsorted bin or the top, merged with free neighbours; its
-        size."""
-        self.bin_changes += 1
-        prev = self.free_end.get(addr)
-        if prev is not None:
-            size += self._bin_remove(prev)
+        size (:meth:`_bin_remove` and :meth:`_bin_insert` inline: the hot path of frees
+        and consolidations)."""
+        free_at, free_end, unsorted = self.free_at, self.free_end, self.unsorted
+        changes = 1
+        prev = free_end.pop(addr, None)
+        if prev is not None:                 # the free chunk below it
+            changes += 1
+            below = free_at.pop(prev)
+            if unsorted.pop(prev, 0) is not None:
+                self._unbin(prev, below)
+            size += below
             addr = prev
         end = addr + size
         if end == self.top:
+            self.bin_changes += changes
             self.top = addr
             return self.brk - addr
-        if end in self.free_at:
-            size += self._bin_remove(end)
-        self._bin_insert(addr, size)
+        above = free_at.pop(end, None)
+        if above is not None:                # the free chunk above it
+            changes += 1
+            del free_end[end + above]
+            if unsorted.pop(end, 0) is not None:
+                self._unbin(end, above)
+            size += above
+        self.bin_changes += changes + 1
+        free_at[addr] = size
+        free_end[addr + size] = addr
+        unsorted[addr] = None
         return size
 
     def _consolidate(self) -> None:
         """``malloc_consolidate``: every fastbin chunk merged into the unsorted bin or the
         top, the bins by size, each from its newest chunk."""
-        for size in sorted(self.fast):
-            for addr in reversed(self.fast[size]):
-                del self.inuse[addr]
-                self._merge(addr, size)
-        self.fast.clear()
+        inuse, merge = self.inuse, self._merge
+        for size, chunks in self.fast.items():       # sizes ascending
+            if chunks:
+                for addr in reversed(chunks):
+                    del inuse[addr]
+                    merge(addr, size)
+                chunks.clear()
         self.nfast = 0
 
     def _touch(self, end) -> None:
@@ -518,66 +702,91 @@ class PtmallocArena:
         unsorted bin), the top, and when the top is too small: consolidation and another
         pass, an mmap, or heap growth."""
         if nb <= MAX_FAST:
-            fast = self.fast.get(nb)
+            fast = self.fast[nb]
             if fast:
                 addr = fast.pop()
                 self.nfast -= 1
                 # the rest of that fastbin moves into the tcache
-                cache = self.tcache.setdefault(nb, [])
+                cache = self.tcache[nb]
                 while fast and len(cache) < TCACHE_COUNT:
                     cache.append(fast.pop())
                     self.nfast -= 1
                 return addr
+        bins, binmap, free_at, free_end = self.bins, self.binmap, self.free_at, self.free_end
         small = nb < MIN_LARGE
         if small:
-            chunks = self.bins.get(nb >> 4)
+            chunks = bins[nb >> 4]
             if chunks:
-                addr = next(iter(chunks))
-                self._bin_remove(addr)
-                self.inuse[addr] = nb
-                if nb <= TCACHE_MAX_CHUNK:
-                    cache = self.tcache.setdefault(nb, [])
-                    while len(cache) < TCACHE_COUNT and nb >> 4 in self.bins:
-                        other = next(iter(self.bins[nb >> 4]))
-                        self._bin_remove(other)
-                        self.inuse[other] = nb
+                # the small bin's oldest chunk; more of them fill the tcache
+                inuse = self.inuse
+                cache = self.tcache[nb] if nb <= TCACHE_MAX_CHUNK else None
+                addr = None
+                while chunks and (addr is None or len(cache) < TCACHE_COUNT):
+                    other, _ = chunks.popitem(last=False)
+                    del free_at[other], free_end[other + nb]
+                    self.bin_changes += 1
+                    inuse[other] = nb
+                    if addr is None:
+                        addr = other
+                        if cache is None:
+                            break
+                    else:
                         cache.append(other)
+                if not chunks:
+                    del binmap[bisect_left(binmap, nb >> 4)]
                 return addr
         elif self.nfast:
             self._consolidate()
-        unsorted, free_at = self.unsorted, self.free_at
+        unsorted = self.unsorted
+        cache = self.tcache.get(nb)
         while True:
             cached = False
             while unsorted:
-                addr = next(iter(unsorted))
+                addr, _ = unsorted.popitem(last=False)      # the oldest
                 size = free_at[addr]
+                self.bin_changes += 1
                 if size == nb:
-                    self._bin_remove(addr)
+                    del free_at[addr], free_end[addr + size]
                     self.inuse[addr] = nb
-                    if nb <= TCACHE_MAX_CHUNK:
-                        cache = self.tcache.setdefault(nb, [])
-                        if len(cache) < TCACHE_COUNT:
-                            cache.append(addr)
-                            cached = True
-                            continue
+                    if nb <= TCACHE_MAX_CHUNK and len(cache) < TCACHE_COUNT:
+                        cache.append(addr)
+                        cached = True
+                        continue
                     return addr
                 if (small and size > nb + MINSIZE and addr == self.last_remainder
-                        and len(unsorted) == 1):
-                    self._bin_remove(addr)
+                        and not unsorted):
+                    del free_at[addr], free_end[addr + size]
                     return self._split(addr, size, nb, True)
-                self._bin_place(addr, size)
+                # into its bin: a small bin's front (newest), or sorted into a large bin
+                if size < MIN_LARGE:
+                    idx = size >> 4
+                    chunks = bins[idx]
+                    if not chunks:
+                        insort(binmap, idx)
+                    chunks[addr] = None
+                else:
+                    self._large_place(addr, size)
             if cached:
                 return self.tcache[nb].pop()
             if not small:
                 addr = self._large_fit(nb)
                 if addr is not None:
                     return addr
-            idx = bin_index(nb)
-            i = bisect_right(self.binmap, idx)
-            if i < len(self.binmap):
-                chunks = self.bins[self.binmap[i]]
-                addr = next(iter(chunks)) if type(chunks) is OrderedDict else chunks[-1][1]
-                return self._split(addr, self._bin_remove(addr), nb, small)
+            i = bisect_right(binmap, bin_of(nb))
+            if i < len(binmap):
+                # the next non-empty bin up: its oldest (or smallest) chunk, split
+                idx = binmap[i]
+                chunks = bins[idx]
+                if idx < NSMALLBINS:
+                    addr, _ = chunks.popitem(last=False)
+                    size = idx << 4
+                else:
+                    size, addr = chunks.pop()
+                if not chunks:
+                    del binmap[i]
+                del free_at[addr], free_end[addr + size]
+                self.bin_changes += 1
+                return self._split(addr, size, nb, small)
             if self.brk - self.top >= nb + MINSIZE:
                 break
             if not self.nfast:
@@ -602,7 +811,7 @@ class PtmallocArena:
         """A large request from its own bin: the smallest chunk that fits (the second one
         of that size when there are several, which keeps the size's first chunk in
         place), split; None when none fits."""
-        chunks = self.bins.get(bin_index(nb))
+        chunks = self.bins[bin_of(nb)]
         if not chunks or chunks[0][0] < nb:
             return None
         i = len(chunks) - 1
@@ -751,7 +960,7 @@ class PtmallocArena:
         small = nb < MIN_LARGE
         while count:
             if (nb >= self.mmap_threshold or self.tcache.get(nb) or self.fast.get(nb)
-                    or (nb >= MIN_LARGE and self.nfast) or (small and nb >> 4 in self.bins)):
+                    or (nb >= MIN_LARGE and self.nfast) or (small and self.bins[nb >> 4])):
                 live.append(self._malloc(nb))      # one at a time, as _malloc decides
                 count -= 1
                 continue
@@ -774,7 +983,7 @@ class PtmallocArena:
                 self.bin_changes += 2 * (k - 1)
                 count -= k
                 continue
-            if self.sizes and self.sizes[-1] >= nb:
+            if self._largest_free() >= nb:
                 live.append(self._malloc(nb))      # from a bin
                 count -= 1
                 continue
@@ -834,14 +1043,19 @@ class PtmallocArena:
         the top (then maybe ``malloc_consolidate`` and ``systrim``)."""
         size = self.inuse[addr]
         if size <= TCACHE_MAX_CHUNK:
-            cached = self.tcache.setdefault(size, [])
+            cached = self.tcache[size]
             if len(cached) < TCACHE_COUNT:
                 cached.append(addr)
                 return
-            if size <= MAX_FAST:
-                self.fast.setdefault(size, []).append(addr)
-                self.nfast += 1
-                return
+        self._free_uncached(addr, size)
+
+    def _free_uncached(self, addr, size) -> None:
+        """:meth:`_free_chunk` past the tcache (its bin for ``size`` full, or none): a
+        fastbin, or merged into the bins or the top."""
+        if size <= MAX_FAST:
+            self.fast[size].append(addr)
+            self.nfast += 1
+            return
         del self.inuse[addr]
         merged = self._merge(addr, size)
         if merged >= CONSOLIDATION_THRESHOLD:
@@ -960,6 +1174,21 @@ class PtmallocArena:
             before = {nbytes: {carry[-d][j] for d, j in positions}
                       for nbytes, positions in program.held.items()}
             ops, step = program.ops, self._replay_one
+            lean = n - program.depth
+            if lean >= GENERATED_FROM:
+                # all but the last iterations in the generated loop, which keeps only the
+                # blocks later iterations name; the last ones list all their blocks
+                positions = program.carried()
+                carried = tuple(carry[-k][j] for k, j in positions)
+                # an mmapped block carried from before the threshold rose: every free checks
+                threshold = self.mmap_threshold
+                if any(type(block) is not int for block in carried):
+                    threshold = 0
+                carried = program.loop(threshold)(self, lean, carried)
+                carry = [[None] * program.blocks for _ in carry]
+                for (k, j), block in zip(positions, carried):
+                    carry[-k][j] = block
+                n -= lean
             for _ in range(n):
                 carry.append(step(ops, carry))
                 del carry[0]
@@ -1010,10 +1239,7 @@ class PtmallocArena:
                     continue
                 size = inuse[block]
                 if size <= TCACHE_MAX_CHUNK:
-                    cached = tcache.get(size)
-                    if cached is None:
-                        tcache[size] = [block]
-                        continue
+                    cached = tcache[size]
                     if len(cached) < TCACHE_COUNT:
                         cached.append(block)
                         continue
@@ -1073,13 +1299,13 @@ class PtmallocArena:
             return False
         if nb >= MIN_LARGE and self.nfast:
             return False
-        if nb < MIN_LARGE and nb >> 4 in self.bins:
+        if nb < MIN_LARGE and self.bins[nb >> 4]:
             return False
         if chunk is not None:
             return (nb < MIN_LARGE and chunk == self.last_remainder
                     and len(self.unsorted) == 1 and chunk in self.unsorted
                     and self.free_at[chunk] > nb + MINSIZE)
-        if self.unsorted or (self.sizes and self.sizes[-1] >= nb):
+        if self.unsorted or self._largest_free() >= nb:
             return False
         return nb <= self.page and nbytes < self.mmap_threshold
 
@@ -1231,5 +1457,5 @@ class PtmallocArena:
             return hash(frozenset((s, tuple(v)) for s, v in by_size.items() if v))
         return (self.brk, self.top, self.resident_end, self.mapped, self.mmap_threshold,
                 self.nfast, hash(frozenset(self.free_at.items())), self.last_remainder,
-                tuple(self.unsorted), hash(tuple((i, tuple(c)) for i, c in sorted(self.bins.items()))),
+                tuple(self.unsorted), hash(tuple((i, tuple(c)) for i, c in enumerate(self.bins) if c)),
                 stacks(self.tcache), stacks(self.fast))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.platform.ptmalloc import ZEROED, PtmallocArena
+from sim.platform.ptmalloc import GENERATED_FROM, ZEROED, PtmallocArena
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from arenastate import arena_state  # noqa: E402
@@ -138,6 +138,55 @@ def test_replay_equals_the_calls_one_by_one(seed):
     assert (arena.resident_bytes(), arena.trims, arena.mapped) == \
         (other.resident_bytes(), other.trims, other.mapped)
     assert faults[start:] == other_faults
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_generated_loop_equals_the_calls_one_by_one(seed):
+    """From GENERATED_FROM iterations on, a replay runs the program's generated Python
+    (every request written out, blocks as local variables): the same placement as the
+    calls one by one, from arenas that already hold mmapped blocks the loop frees (a
+    free raised the mmap threshold since), and whatever the tcache and fastbins hold."""
+    rng = random.Random(5000 + seed)
+    template = random_template(rng, rng.choice([1, 2, 3]))
+    program = PtmallocArena.compile(template)
+    arena, faults, carry = warmed(rng, template, program.depth)
+    n = program.depth + GENERATED_FROM + rng.randint(0, 80)
+    other = copy.deepcopy(arena)
+    other_faults = []
+    other.fault = lambda nbytes, mapped: other_faults.append((nbytes, mapped))
+    start = len(faults)
+    replayed = arena.replay(program, n, carry)
+    assert program.loops, "the replay did not run the generated loop"
+    expected = [list(blocks) for blocks in carry]
+    for _ in range(n):
+        expected.append(one_by_one(other, template, expected))
+        del expected[0]
+    assert replayed == expected
+    assert live_lists(arena) == live_lists(other)
+    assert arena_state(arena) == arena_state(other)
+    assert (arena.resident_bytes(), arena.trims, arena.mapped, arena.mmap_threshold) == \
+        (other.resident_bytes(), other.trims, other.mapped, other.mmap_threshold)
+    assert faults[start:] == other_faults
+
+
+def test_the_generated_loop_frees_blocks_mapped_before_the_threshold_rose():
+    """A 200,000-B block is mmapped at glibc's first threshold; its free raises the
+    threshold above it, so later ones come from the heap: the loop, generated for the
+    raised threshold, still frees the mapped blocks the iterations before it left."""
+    template = (("alloc", 200000, 0), ("alloc", 100, 0), ("free", 100, (0, 1)),
+                ("free", 200000, (2, 0)))
+    program = PtmallocArena.compile(template)
+    arena, faults = faulting_arena()
+    carry = [[arena.alloc(200000)], [arena.alloc(200000)]]
+    assert all(type(blocks[0]) is tuple for blocks in carry)
+    other = copy.deepcopy(arena)
+    replayed = arena.replay(program, 40, carry)
+    expected = [list(blocks) for blocks in carry]
+    for _ in range(40):
+        expected.append(one_by_one(other, template, expected))
+        del expected[0]
+    assert replayed == expected and arena_state(arena) == arena_state(other)
+    assert arena.mapped == other.mapped == 0 and arena.mmap_threshold > 200000
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -368,8 +368,8 @@ def test_a_billion_untracked_adds_on_the_arena_are_one_carve_run():
 
 
 def _arena_state(a):
-    return (dict(a.inuse), dict(a.free_at), dict(a.by_size), list(a.sizes),
-            list(a.unsorted), {i: list(v) for i, v in a.bins.items()}, a.last_remainder,
+    return (dict(a.inuse), dict(a.free_at),
+            list(a.unsorted), {i: list(v) for i, v in enumerate(a.bins) if v}, a.last_remainder,
             {s: list(v) for s, v in a.tcache.items() if v},
             {s: list(v) for s, v in a.fast.items() if v}, a.nfast, a.top, a.brk,
             a.resident_end, a.trims, a.trimmed_bytes, a.mapped, a.mmap_threshold,
