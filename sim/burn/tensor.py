@@ -442,6 +442,7 @@ class Tensor:
         storage is read and the handle dropped as any other."""
         self._alive()
         device = self.device
+        device.sim.block_on()
         device.sim.sync(device)
         data = self.prim
         pool = device.backend.pool

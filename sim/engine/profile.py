@@ -115,6 +115,7 @@ SCHEMA = {
         "grads_registration_bytes": INT,  # Gradients' boxed DistributedGradientRegistration
         "grads_hook_bytes": INT,          # ... and the boxed on_register closure around it
         "thread_rng_bytes": INT,        # rand's ThreadRng, at a thread's first ParamId
+        "block_on_cache_bytes": INT,    # futures-lite block_on's parker, at a thread's first sync read
         "optimizer_groups_bytes": INT,  # ModuleOptimizer's Vec<OptimizerGroup> of one group
         "optimizer_arc_bytes": INT,     # ... and the group's Arc<Sgd | Adam>
         "graphs_leaf_bytes": INT,

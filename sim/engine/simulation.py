@@ -261,6 +261,7 @@ class Simulation:
         self.device_settings = DeviceSettingsRegistry(self)
         self.burn_config_loaded = False
         self._rng_threads = set()
+        self._block_on_threads = set()
         self._rates = {}
         self.registered = 0
         self.backwards = 0
@@ -350,6 +351,19 @@ class Simulation:
             self._rng_threads.add(thread)
             self.heap.alloc(self.layout.thread_rng_bytes)
             self.heap.libc_alloc(self.profile.process.tls_dtor_bytes, zeroed=True)
+
+    def block_on(self) -> None:
+        """futures-lite's ``block_on`` on the current thread (burn-tensor's
+        ``try_into_data_sync_impl``: every ``into_data``/``into_scalar``): the thread's first
+        call makes its ``CACHE`` of a parker and its waker (``parking::Parker::new``: one
+        ``Arc``, ``layout.block_on_cache_bytes``, kept while the thread lives), and libc
+        records the thread-local's destructor."""
+        thread = self.current.name
+        if thread not in self._block_on_threads:
+            self._block_on_threads.add(thread)
+            if self.layout.block_on_cache_bytes:
+                self.heap.alloc(self.layout.block_on_cache_bytes)
+                self.heap.libc_alloc(self.profile.process.tls_dtor_bytes, zeroed=True)
 
     def device(self, kind: str) -> Device:
         """A plain device of ``kind`` (``flex`` or ``metal``)."""

@@ -91,3 +91,20 @@ def test_optimizer_steps_after_the_first_keep_the_heap_flat():
             model = _step(model, dev, optim)
             marks.append((sim.heap.live_bytes, sim.heap.live_blocks))
         assert marks[1] == marks[2] == marks[3], optim
+
+
+def test_the_first_sync_read_of_a_thread_keeps_block_on_s_parker():
+    """futures-lite's block_on cache (probe train-validate, traced: the first into_scalar
+    allocates one 40-B Arc, kept for the thread): once per thread, not per read."""
+    sim, dev = _device()
+    kept = []
+    for _ in range(3):
+        x = Tensor.random((4, 4), dev)
+        blocks, nbytes = sim.heap.live_blocks, sim.heap.live_bytes
+        x.sum().into_scalar()
+        kept.append((sim.heap.live_blocks - blocks, sim.heap.live_bytes - nbytes))
+        del x
+    # each read drops what it made (the sum, the handle of x it consumed is not x itself)
+    assert kept[1] == kept[2]
+    assert kept[0] == (kept[1][0] + 1, kept[1][1] + LAYOUT.block_on_cache_bytes)
+    assert LAYOUT.block_on_cache_bytes == 40
