@@ -112,17 +112,10 @@ def warmed(rng, template, depth):
     return arena, faults, carry
 
 
-def live_lists(arena):
-    return tuple((size, tuple(blocks)) for size, blocks in sorted(arena.live.items()) if blocks)
-
-
-@pytest.mark.parametrize("seed", range(40))
-def test_replay_equals_the_calls_one_by_one(seed):
-    rng = random.Random(seed)
-    template = random_template(rng, rng.choice([0, 1, 2]))
-    program = PtmallocArena.compile(template)
-    arena, faults, carry = warmed(rng, template, program.depth)
-    n = rng.randint(1, 60)
+def replay_against_one_by_one(arena, faults, program, template, carry, n):
+    """Replay ``n`` iterations of ``program`` on ``arena`` and make the same ``template``'s
+    calls one by one on a copy: the blocks, live lists, bins, resident bytes, trims,
+    mmapped blocks, mmap threshold and page faults must be the same."""
     other = copy.deepcopy(arena)
     other_faults = []
     other.fault = lambda nbytes, mapped: other_faults.append((nbytes, mapped))
@@ -135,9 +128,22 @@ def test_replay_equals_the_calls_one_by_one(seed):
     assert replayed == expected
     assert live_lists(arena) == live_lists(other)
     assert arena_state(arena) == arena_state(other)
-    assert (arena.resident_bytes(), arena.trims, arena.mapped) == \
-        (other.resident_bytes(), other.trims, other.mapped)
+    assert (arena.resident_bytes(), arena.trims, arena.mapped, arena.mmap_threshold) == \
+        (other.resident_bytes(), other.trims, other.mapped, other.mmap_threshold)
     assert faults[start:] == other_faults
+
+
+def live_lists(arena):
+    return tuple((size, tuple(blocks)) for size, blocks in sorted(arena.live.items()) if blocks)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_replay_equals_the_calls_one_by_one(seed):
+    rng = random.Random(seed)
+    template = random_template(rng, rng.choice([0, 1, 2]))
+    program = PtmallocArena.compile(template)
+    arena, faults, carry = warmed(rng, template, program.depth)
+    replay_against_one_by_one(arena, faults, program, template, carry, rng.randint(1, 60))
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -151,22 +157,8 @@ def test_the_generated_loop_equals_the_calls_one_by_one(seed):
     program = PtmallocArena.compile(template)
     arena, faults, carry = warmed(rng, template, program.depth)
     n = program.depth + GENERATED_FROM + rng.randint(0, 80)
-    other = copy.deepcopy(arena)
-    other_faults = []
-    other.fault = lambda nbytes, mapped: other_faults.append((nbytes, mapped))
-    start = len(faults)
-    replayed = arena.replay(program, n, carry)
+    replay_against_one_by_one(arena, faults, program, template, carry, n)
     assert program.loops, "the replay did not run the generated loop"
-    expected = [list(blocks) for blocks in carry]
-    for _ in range(n):
-        expected.append(one_by_one(other, template, expected))
-        del expected[0]
-    assert replayed == expected
-    assert live_lists(arena) == live_lists(other)
-    assert arena_state(arena) == arena_state(other)
-    assert (arena.resident_bytes(), arena.trims, arena.mapped, arena.mmap_threshold) == \
-        (other.resident_bytes(), other.trims, other.mapped, other.mmap_threshold)
-    assert faults[start:] == other_faults
 
 
 def test_the_generated_loop_frees_blocks_mapped_before_the_threshold_rose():
