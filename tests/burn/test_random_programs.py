@@ -156,7 +156,7 @@ def _program(profile, fast_forward, elements, tracked, phases, policy="burn-0.22
     else:
         arena.materialize()
         seen.append((dict(arena.inuse), dict(arena.free_at),
-                     list(arena.unsorted), {i: list(c) for i, c in arena.bins.items()},
+                     list(arena.unsorted), [list(c) for c in arena.bins],
                      arena.last_remainder,
                      {size: list(at) for size, at in arena.tcache.items()},
                      {size: list(at) for size, at in arena.fast.items()},
