@@ -346,11 +346,7 @@ class Simulation:
         """rand's ``rand::rng()`` on the current thread (burn-std's ``IdGenerator``: every
         ``ParamId``): the thread's first call creates its RNG (``layout.thread_rng_bytes``,
         kept while the thread lives), and libc records the thread-local's destructor."""
-        thread = self.current.name
-        if thread not in self._rng_threads:
-            self._rng_threads.add(thread)
-            self.heap.alloc(self.layout.thread_rng_bytes)
-            self.heap.libc_alloc(self.profile.process.tls_dtor_bytes, zeroed=True)
+        self._thread_local(self._rng_threads, self.layout.thread_rng_bytes)
 
     def block_on(self) -> None:
         """futures-lite's ``block_on`` on the current thread (burn-tensor's
@@ -358,12 +354,18 @@ class Simulation:
         call makes its ``CACHE`` of a parker and its waker (``parking::Parker::new``: one
         ``Arc``, ``layout.block_on_cache_bytes``, kept while the thread lives), and libc
         records the thread-local's destructor."""
+        if self.layout.block_on_cache_bytes:
+            self._thread_local(self._block_on_threads, self.layout.block_on_cache_bytes)
+
+    def _thread_local(self, made, nbytes) -> None:
+        """A thread-local the current thread makes on its first call (``made``: the threads
+        that have theirs): ``nbytes`` kept while the thread lives, and libc's record of the
+        thread-local's destructor."""
         thread = self.current.name
-        if thread not in self._block_on_threads:
-            self._block_on_threads.add(thread)
-            if self.layout.block_on_cache_bytes:
-                self.heap.alloc(self.layout.block_on_cache_bytes)
-                self.heap.libc_alloc(self.profile.process.tls_dtor_bytes, zeroed=True)
+        if thread not in made:
+            made.add(thread)
+            self.heap.alloc(nbytes)
+            self.heap.libc_alloc(self.profile.process.tls_dtor_bytes, zeroed=True)
 
     def device(self, kind: str) -> Device:
         """A plain device of ``kind`` (``flex`` or ``metal``)."""
