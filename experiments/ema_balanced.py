@@ -13,6 +13,8 @@ from sim.burn.nn import Linear
 from sim.burn.optim import GradientsParams, Sgd
 from sim.burn.tensor import Tensor
 
+from common import rss_bytes_paged
+
 EXPERIMENT = "ema-balanced"
 X_UNITS = {"ema-balanced": "step"}
 VARIANTS = ("detach", "without")
@@ -24,10 +26,12 @@ CHOICES = {"checkpointing": (BALANCED, DISABLED)}
 MiB = 1024 * 1024
 
 
-def run(sim, variant, steps, report_every, batch, features, checkpointing, report_steps=None):
+def run(sim, variant, steps, report_every, batch, features, checkpointing, report_steps=None,
+        rss_bytes=False):
     """``report_steps``: the steps to report at, ascending, the last one ``steps`` (default:
     every ``report_every`` steps and the last; experiments/ema_balanced_params.py passes the
-    Linux probe's schedule)."""
+    Linux probe's schedule). ``rss_bytes``: each report also samples the process's RSS as
+    the OS reports it (whole pages; the long runs' measured RSS is the process's)."""
     device = sim.device("flex").autodiff(checkpointing=checkpointing)
     rss0 = sim.rss_bytes()
     heap0 = sim.heap.live_bytes
@@ -56,8 +60,9 @@ def run(sim, variant, steps, report_every, batch, features, checkpointing, repor
         state["base"] = last_step
         sim.repeat(step - last_step, train_step)
         ms = (sim.now_ns - last_t) / (step - last_step) / 1e6
+        extra = {"rss_bytes": rss_bytes_paged(sim)} if rss_bytes else {}
         sim.sample(step, "step", ms_per_step=round(ms, 6),
                    rss_delta=round((sim.rss_bytes() - rss0) / MiB, 6),
-                   host_heap_delta=round((sim.heap.live_bytes - heap0) / 1024, 3))
+                   host_heap_delta=round((sim.heap.live_bytes - heap0) / 1024, 3), **extra)
         last_t, last_step = sim.now_ns, step
         yield sim.tick()

@@ -25,9 +25,11 @@ def run(sim, variant, batch, features, report_at):
     mode, steps = variant.split("/steps=")
     steps = int(steps)
     reports = p10_ema.report_steps(report_at, steps, clip=True)
-    # the probe records only ms_per_step here; the other metrics are dropped
+    # the probe records only ms_per_step here; the process's RSS (rss_bytes) is read from
+    # outside (/proc/PID/status, /usr/bin/time: long-runs/README.md); the other metrics
+    # are dropped
     start = len(sim.rows)
     yield from ema_balanced.run(sim, mode, steps=steps, report_every=steps, batch=batch,
                                 features=features, checkpointing="balanced",
-                                report_steps=reports)
-    sim.rows[start:] = [r for r in sim.rows[start:] if r["metric"] == "ms_per_step"]
+                                report_steps=reports, rss_bytes=True)
+    sim.rows[start:] = [r for r in sim.rows[start:] if r["metric"] in ("ms_per_step", "rss_bytes")]

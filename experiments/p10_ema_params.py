@@ -28,8 +28,10 @@ def run(sim, variant, batch, features, lr, report_at):
     steps = int(steps)
     # the probe's schedule: the steps <= the run length (p10_ema.report_steps checks the rest)
     report_at = ",".join(map(str, p10_ema.report_steps(report_at, steps, clip=True)))
-    # the probe records only ms_per_step here; the other metrics are dropped
+    # the probe records only ms_per_step here; the process's RSS (rss_bytes) is read from
+    # outside (/proc/PID/status, /usr/bin/time: long-runs/README.md); the other metrics
+    # are dropped
     start = len(sim.rows)
     yield from p10_ema.run(sim, mode, steps=steps, batch=batch, features=features, lr=lr,
                            report_at=report_at)
-    sim.rows[start:] = [r for r in sim.rows[start:] if r["metric"] in ("ms_per_step", "panic")]
+    sim.rows[start:] = [r for r in sim.rows[start:] if r["metric"] in ("ms_per_step", "rss_bytes", "panic")]

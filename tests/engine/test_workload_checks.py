@@ -187,3 +187,22 @@ def test_check_must_be_a_function(tmp_path, capsys):
     path.write_text("check = 5\n" + RUN)
     code, _, lines = run_cli(["run", str(path)], capsys)
     assert_one_error(code, lines, str(path), "check must be a function")
+
+
+def test_params_workloads_report_the_process_rss():
+    """The long runs' replicas keep the simulated process's RSS (``rss_bytes``, whole pages)
+    at every reported step beside ``ms_per_step``, and nothing else; ema-balanced's own
+    workload samples it only when its params replica asks."""
+    from sim.engine.runner import run_cell
+    for workload, variant, last in (("p10-ema-params", "detach/steps=20", 20),
+                                    ("ema-balanced-params", "detach/steps=500", 500)):
+        rows = run_cell(workload, variant, sets={"features": "8", "batch": "4",
+                                                 "report_at": "1,10"}, observables=False)
+        assert {r["metric"] for r in rows} == {"ms_per_step", "rss_bytes"}
+        rss = {int(r["x"]): r["value"] for r in rows if r["metric"] == "rss_bytes"}
+        assert sorted(rss) == [1, 10, last]
+        assert all(v > 0 and v % 4096 == 0 for v in rss.values())
+    rows = run_cell("ema-balanced", "detach", sets={"steps": "10", "report_every": "5",
+                                                    "features": "8", "batch": "4"},
+                    observables=False)
+    assert "rss_bytes" not in {r["metric"] for r in rows}

@@ -34,6 +34,10 @@
 //!   huge pages are backed by huge pages. `lines4k`: the same table over `n` keys packed
 //!   one to a 64-B line (64 to a page, in the same random order): the same lines read
 //!   from `n / 64` pages, the control without TLB misses. ns per key read.
+//! * `spread4k` (command line `tlbr R FILL P,...`): keys `R` to a 4-KiB page on `P` pages
+//!   that fill a share `FILL` of the range they span, at random, read in one random order
+//!   every pass (each page `R` times a pass): a long chain's keys in glibc's heap; with its
+//!   `lines4k` control (the same keys packed 64 to a page). ns per key read.
 //!
 //! Each value is the minimum over 11 trials of the mean over repeated passes (~2^20 items a
 //! trial), timed with the thread's CPU clock: on a machine shared with other jobs the wall
@@ -267,6 +271,69 @@ fn pages(n: usize, per_page: usize, huge: bool) -> f64 {
     ns
 }
 
+/// `maybe_useful`'s reads over keys `per_page` to a 4-KiB page on `npages` pages that fill a
+/// share `fill` of the range they span, at random (1: consecutive pages), the region
+/// `MADV_NOHUGEPAGE`: the layout of a long chain's keys in glibc's heap (~10 keys to a page
+/// with other blocks between them, the pages among other pages). The keys are read in one
+/// random order every pass, so each page is read `per_page` times a pass at random places:
+/// ns per key read. `lines` true: the same keys packed 64 to a page (the control).
+fn spread(npages: usize, per_page: usize, fill: f64, lines: bool) -> f64 {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ npages as u64);
+    let span = if fill >= 1.0 { npages } else { (npages as f64 / fill).ceil() as usize };
+    // which pages of the span hold keys: a random subset of npages (sorted)
+    let mut chosen: Vec<usize> = (0..span).collect();
+    for i in (1..span).rev() {
+        let j = (rng.next() % (i as u64 + 1)) as usize;
+        chosen.swap(i, j);
+    }
+    chosen.truncate(npages);
+    chosen.sort_unstable();
+    let n = npages * per_page;
+    let used = if lines { n.div_ceil(64) } else { span };
+    let len = (used * PAGE).div_ceil(HUGE) * HUGE + HUGE;
+    let raw = unsafe { mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0) };
+    assert!(raw as isize != -1, "mmap failed");
+    let base = ((raw as usize).div_ceil(HUGE) * HUGE) as *mut u8;
+    unsafe { madvise(base, len - HUGE, 15) };
+    // each page's keys on distinct lines, from a random line of the page on (a heap's
+    // blocks fall at any offset: with the same lines on every page the keys would share a
+    // few cache sets)
+    let step = (64 / per_page).max(1);
+    let rot: Vec<usize> = (0..npages).map(|_| (rng.next() % 64) as usize).collect();
+    let mut slots: Vec<[usize; 4]> = (0..n)
+        .map(|i| {
+            let (page, line) = if lines {
+                (i / 64, i % 64)
+            } else {
+                (chosen[i / per_page], (rot[i / per_page] + (i % per_page) * step) % 64)
+            };
+            let count = unsafe { base.add(page * PAGE + line * 64) } as *mut usize;
+            unsafe { count.write(1) };
+            [count as usize, 0, 0, 0]
+        })
+        .collect();
+    for i in (1..n).rev() {
+        let j = (rng.next() % (i as u64 + 1)) as usize;
+        slots.swap(i, j);
+    }
+    let useful = |slots: &[[usize; 4]]| {
+        slots.iter().any(|slot| unsafe { (slot[0] as *const usize).read() } > 1)
+    };
+    let reps = passes(n);
+    for _ in 0..2 {
+        black_box(useful(black_box(&slots)));
+    }
+    let ns = min_trial(|| {
+        let t = Clock::now();
+        for _ in 0..reps {
+            black_box(useful(black_box(&slots)));
+        }
+        t.per(reps * n)
+    });
+    unsafe { munmap(raw, len) };
+    ns
+}
+
 /// KiB of the process's anonymous memory the kernel backs with huge pages now.
 fn anon_huge_kib() -> u64 {
     std::fs::read_to_string("/proc/self/smaps_rollup")
@@ -302,6 +369,23 @@ fn host() -> String {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("tlbr") {
+        // tlbr R FILL P1,P2,...: keys R to a page on P pages filling FILL of their span
+        let args: Vec<String> = std::env::args().collect();
+        let per_page: usize = args[2].parse().unwrap();
+        let fill: f64 = args[3].parse().unwrap();
+        let sizes: Vec<usize> = args[4].split(',').map(|v| v.parse().unwrap()).collect();
+        eprintln!("host: {}", host());
+        if let Some((entries, code)) = dtlb() {
+            eprintln!("cpuid 0x80000006: L2 DTLB 4K {entries} entries, associativity code {code}");
+        }
+        println!("pattern,pages,per_page,fill,keys,ns");
+        for &p in &sizes {
+            println!("spread4k,{p},{per_page},{fill},{},{:.3}", p * per_page, spread(p, per_page, fill, false));
+            println!("lines4k,{p},{per_page},{fill},{},{:.3}", p * per_page, spread(p, per_page, fill, true));
+        }
+        return;
+    }
     if std::env::args().nth(1).as_deref() == Some("tlb") {
         eprintln!("host: {}", host());
         if let Some((entries, code)) = dtlb() {
