@@ -82,13 +82,17 @@ class DropReleaseClient(GraphMutexClient):
             if self.children.get(rc.id, 0) == 0:
                 self._release(server.memory_management, rc.id)
             return
-        self._vectors = _ReleaseVectors(self.sim.heap)
+        # each call keeps its own vectors: a release can run inside another (a node's
+        # release drops the last entry of a graph, whose nodes map drops a node's last
+        # reference)
+        outer = self._vectors
+        vectors = self._vectors = _ReleaseVectors(self.sim.heap)
         try:
             if self.children.get(rc.id, 0) == 0:
                 self._release(server.memory_management, rc.id)
         finally:
-            self._vectors.drop()
-            self._vectors = None
+            vectors.drop()
+            self._vectors = outer
 
     def release_deferred(self) -> None:
         """Release nodes whose last child went while a backward was running."""

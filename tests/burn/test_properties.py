@@ -1016,3 +1016,36 @@ def test_burn_same_origin_graphs_free_a_live_tensor(join):
         del c
     else:
         b.backward()
+
+
+#: a program the property test found under drop-release (session 51): a node's release
+#: removed the last locator entry of a graph, whose nodes map then dropped another node's
+#: last reference, so a second release ran inside the first
+NESTED_RELEASE = [
+    ("new_leaf", dict(autodiff=True, grad=False)), ("binary", dict(i=63, j=50, move=True, name="add")),
+    ("clone", dict(i=39)), ("clone", dict(i=35)), ("clone", dict(i=38)), ("unrelated_backward", {}),
+    ("require_grad", dict(i=7)), ("detach", dict(i=16, move=True)),
+    ("new_leaf", dict(autodiff=True, grad=True)), ("require_grad", dict(i=6)),
+    ("unary", dict(i=37, move=False, name="powi2")), ("unary", dict(i=23, move=False, name="powi2")),
+    ("backward_any", dict(i=50)), ("clone", dict(i=21)), ("unary", dict(i=5, move=False, name="exp")),
+    ("clone", dict(i=17)), ("new_leaf", dict(autodiff=True, grad=False)),
+    ("unary", dict(i=31, move=True, name="mul_scalar")), ("drop", dict(i=41)),
+    ("unary", dict(i=8, move=True, name="exp")), ("require_grad", dict(i=6)), ("clone", dict(i=24)),
+    ("detach", dict(i=53, move=True)), ("clone", dict(i=23)), ("require_grad", dict(i=7)),
+    ("backward_any", dict(i=20)), ("backward", dict(i=57)), ("optimizer_step", dict(i=6)),
+    ("backward", dict(i=23)), ("backward_any", dict(i=39)), ("drop", dict(i=40)),
+    ("backward_any", dict(i=28)), ("drop", dict(i=27)), ("detach", dict(i=40, move=True)),
+    ("new_leaf", dict(autodiff=False, grad=False)), ("require_grad", dict(i=40)),
+    ("detach", dict(i=11, move=True)), ("clone", dict(i=57)), ("unrelated_backward", {}),
+    ("require_grad", dict(i=13)),
+]
+
+
+def test_drop_release_runs_a_release_inside_another():
+    """Each ``release`` call keeps its own vectors: the program above ended with an
+    AttributeError (the inner call had cleared the outer one's) before session 51."""
+    machine = type("NestedRelease", (Bookkeeping,), {"policy": "drop-release"})()
+    for name, kwargs in NESTED_RELEASE:
+        getattr(machine, name)(**kwargs)
+        machine.bookkeeping_is_consistent()
+    machine.teardown()

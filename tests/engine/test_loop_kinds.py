@@ -68,9 +68,11 @@ def _ends(sim):
 @pytest.mark.parametrize("steps", (9, 30, 45))
 def test_summed_validation_loss_equals_exact_mode(profile, steps):
     """Each step's validation graph stays in the parameters' graph, which every training
-    backward walks: fast-forward gives exact mode's rows, time, peak, allocation calls and
-    page faults at several lengths (fewer steps than a probe needs, and more)."""
+    backward walks: fast-forward gives exact mode's rows, time, peak, allocation calls,
+    page faults and allocator state (on glibc's arena every chunk, bin, tcache and
+    fastbin entry) at several lengths (fewer steps than a probe needs, and more)."""
     rows, sim = _run("vloss.py", profile, {"steps": steps}, True)
     exact_rows, exact = _run("vloss.py", profile, {"steps": steps}, False)
     assert rows == exact_rows
     assert _ends(sim) == _ends(exact)
+    assert sim.allocator.state() == exact.allocator.state()

@@ -198,55 +198,110 @@ class _BlockPasses:
         return None
 
     def unavailable_propagation(self, leaf) -> None:
-        """burn's recursion, with an explicit stack of frames."""
-        nodes = self.nodes
+        """burn's recursion, with an explicit stack of frames (:meth:`_enter`,
+        :meth:`cloned_parents`, :meth:`drop_clone` and :meth:`set_status` written out: the
+        walk visits every node its leaves reach, on every backward)."""
+        nodes, status = self.nodes, self.status
+        heap_alloc, heap_free = self.heap.alloc, self.heap.free
+        table, parent_bytes = self.statuses_table, self.parent_bytes
+        unknown, unavailable = self.UNKNOWN, self.UNAVAILABLE
         frames = []
         result = self._enter(leaf, frames)
         while frames:
             frame = frames[-1]
             node_id, parents, at, value, block = frame
-            if result == self.UNAVAILABLE:
-                frame[3] = value = self.UNAVAILABLE
-            result = None
+            if result == unavailable:
+                frame[3] = value = unavailable
             if at < len(parents):
                 frame[2] = at + 1
                 pid, is_leaf = parents[at]
-                if is_leaf and pid not in nodes:
+                result = None
+                if pid not in nodes:
+                    if not is_leaf:              # (a leaf absent from nodes is skipped)
+                        result = status.get(pid)
+                        if result is None:       # an absent parent: unavailable
+                            status[pid] = result = unavailable
+                            if len(status) > table.cap:
+                                table.fit(len(status))
                     continue
-                result = self._enter(pid, frames)
+                if pid in status:
+                    result = status[pid]
+                    continue
+                grand = nodes[pid][1]
+                nbytes = parent_bytes * len(grand)
+                frames.append([pid, grand, 0, unknown,
+                               (nbytes, heap_alloc(nbytes) if nbytes else None)])
                 continue
             frames.pop()
-            self.drop_clone(block)
-            self.set_status(node_id, value)
+            if block[0]:
+                heap_free(*block)
+            if node_id in status:
+                if len(status) >= table.cap:
+                    table.reinsert(len(status))
+            else:
+                status[node_id] = value
+                if len(status) > table.cap:
+                    table.fit(len(status))
+            status[node_id] = value
             result = value
 
     def useful_propagation(self, leaves_clone) -> None:
-        """``to_explore`` is a clone of the leaves set; ``to_tag_useful`` is popped first."""
+        """``to_explore`` is a clone of the leaves set; ``to_tag_useful`` is popped first
+        (the sets' inserts, the clones and :meth:`set_status` written out)."""
         tables = self.tables
         explored, tagged = _TrackedSet(tables.key_set()), _TrackedSet(tables.key_set())
         to_tag = _TrackedSet(tables.key_set())
         to_explore = _TrackedSet(leaves_clone, self.leaves)
+        nodes, status = self.nodes, self.status
+        heap_alloc, heap_free = self.heap.alloc, self.heap.free
+        table, parent_bytes = self.statuses_table, self.parent_bytes
+        unknown, useful = self.UNKNOWN, self.USEFUL
+        heappush = heapq.heappush
         while True:
-            if to_tag:
-                node_id, value = to_tag.pop(), self.USEFUL
-            elif to_explore:
+            if to_tag.items:
+                node_id, value = to_tag.pop(), useful
+            elif to_explore.items:
                 node_id = to_explore.pop()
-                value = self.status[node_id]
-                if value == self.UNKNOWN and self.nodes[node_id][0].strong > 1:
-                    value = self.USEFUL
+                value = status[node_id]
+                if value == unknown and nodes[node_id][0].strong > 1:
+                    value = useful
             else:
                 break
-            if value == self.USEFUL:
+            if value == useful:
                 seen, queue = tagged, to_tag
             else:
                 seen, queue = explored, to_explore
-            seen.insert(node_id)
-            parents, block = self.cloned_parents(node_id)
-            for pid in self.kept(parents):
-                if pid not in seen and pid not in queue:
-                    queue.insert(pid)
-            self.drop_clone(block)
-            self.set_status(node_id, value)
+            seen_items, seen_table = seen.items, seen.table
+            if node_id in seen_items:
+                if len(seen_items) >= seen_table.cap:
+                    seen_table.reinsert(len(seen_items))
+            else:
+                heappush(seen._order, node_id)
+                seen_items.add(node_id)
+                if len(seen_items) > seen_table.cap:
+                    seen_table.fit(len(seen_items))
+            entry = nodes.get(node_id)
+            parents = entry[1] if entry is not None else ()
+            nbytes = parent_bytes * len(parents)
+            block = heap_alloc(nbytes) if nbytes else None
+            queue_items, queue_table, queue_order = queue.items, queue.table, queue._order
+            for pid, is_leaf in parents:
+                if (is_leaf and pid not in nodes) or pid in seen_items or pid in queue_items:
+                    continue
+                heappush(queue_order, pid)
+                queue_items.add(pid)
+                if len(queue_items) > queue_table.cap:
+                    queue_table.fit(len(queue_items))
+            if nbytes:
+                heap_free(nbytes, block)
+            if node_id in status:
+                if len(status) >= table.cap:
+                    table.reinsert(len(status))
+            else:
+                status[node_id] = value
+                if len(status) > table.cap:
+                    table.fit(len(status))
+            status[node_id] = value
         for pass_set in (to_explore, to_tag, tagged, explored):
             pass_set.table.drop()
 
