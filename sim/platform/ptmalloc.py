@@ -175,6 +175,9 @@ def _remove_newest(live, block) -> bool:
     newest end (a named free is mostly of a recent block; the list may hold millions);
     returns whether it was there."""
     n = len(live)
+    if n > 1 and live[-2] == block and live[-1] != block:   # mostly the one before it
+        del live[-2]
+        return True
     for i in range(n - 1, max(-1, n - 65), -1):
         if live[i] == block:
             del live[i]
