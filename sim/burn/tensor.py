@@ -602,8 +602,12 @@ def _check_devices(*tensors) -> None:
             boxes += 1
             sim = device.sim
     if boxes:
-        heap, sizes = sim.heap, (sim.layout.device_box_bytes,) * boxes
-        heap.free_row(sizes, heap.alloc_row(sizes)[::-1])
+        heap, nbytes = sim.heap, sim.layout.device_box_bytes
+        blocks = []
+        for _ in range(boxes):
+            blocks.append(heap.alloc(nbytes))
+        for block in reversed(blocks):
+            heap.free(nbytes, block)
 
 
 def _check_size(shape, sim) -> None:

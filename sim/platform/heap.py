@@ -97,14 +97,7 @@ class Heap:
     def alloc_row(self, sizes) -> list:
         """:meth:`alloc` of each of ``sizes`` in turn (a row of requests with nothing
         between them: a new graph's tables); returns the handles."""
-        alloc = self.alloc
-        return [alloc(nbytes) for nbytes in sizes]
-
-    def free_row(self, sizes, blocks) -> None:
-        """:meth:`free` of each block of ``blocks`` (of ``sizes``) in turn."""
-        free = self.free
-        for nbytes, block in zip(sizes, blocks):
-            free(nbytes, block)
+        return list(map(self.alloc, sizes))
 
     def free(self, nbytes: int, block=None) -> None:
         """Free one block previously allocated with the same ``nbytes`` (``block``: its handle)."""

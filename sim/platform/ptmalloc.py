@@ -175,6 +175,9 @@ def _remove_newest(live, block) -> bool:
     newest end (a named free is mostly of a recent block; the list may hold millions);
     returns whether it was there."""
     n = len(live)
+    if n > 1 and live[-2] == block and live[-1] != block:   # mostly the one before it
+        del live[-2]
+        return True
     for i in range(n - 1, max(-1, n - 65), -1):
         if live[i] == block:
             del live[i]
@@ -772,7 +775,7 @@ class PtmallocArena:
                 addr = self._large_fit(nb)
                 if addr is not None:
                     return addr
-            i = bisect_right(binmap, bin_of(nb))
+            i = bisect_right(binmap, nb >> 4 if small else bin_of(nb))   # smallbin_index
             if i < len(binmap):
                 # the next non-empty bin up: its oldest (or smallest) chunk, split
                 idx = binmap[i]
@@ -827,14 +830,18 @@ class PtmallocArena:
     def alloc(self, nbytes: int, align: int = 0):
         """Place one request of ``nbytes`` (``align``: posix_memalign's alignment, when more
         than malloc's 16 B; :data:`ZEROED`: a ``calloc``); returns its block."""
-        nb = chunk_size(nbytes)
         if align:
             if align == ZEROED:
                 return self.calloc(nbytes)
+            nb = chunk_size(nbytes)
             block = self._memalign(nb, align) if align > 2 * SIZE_SZ else self._malloc(nb)
         else:
-            cached = self.tcache.get(nb)     # the tcache first (hot path, inlined)
-            block = cached.pop() if cached else self._malloc(nb)
+            # chunk_size and _malloc inlined (hot path): the tcache first, else _int_malloc
+            nb = (nbytes + SIZE_SZ + 15) & ~15
+            if nb < MINSIZE:
+                nb = MINSIZE
+            cached = self.tcache.get(nb)
+            block = cached.pop() if cached else self._int_malloc(nb)
         live = self.live.get(nbytes)
         if live is None:
             self.live[nbytes] = [block]
@@ -1028,7 +1035,14 @@ class PtmallocArena:
         if type(block) is tuple:
             self._free_mapped(block)
             return
-        self._free_chunk(block)
+        # _free_chunk inlined (hot path): the tcache first, else _free_uncached
+        size = self.inuse[block]
+        if size <= TCACHE_MAX_CHUNK:
+            cached = self.tcache[size]
+            if len(cached) < TCACHE_COUNT:
+                cached.append(block)
+                return
+        self._free_uncached(block, size)
 
     def _free_mapped(self, block) -> None:
         """``munmap_chunk``: an mmapped chunk goes; the dynamic thresholds may rise."""
