@@ -59,7 +59,7 @@ would have given them.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
 from ..errors import UserError
 
@@ -356,6 +356,23 @@ def _mapped(program, mmap_threshold) -> list:
             return mapped
 
 
+def _neutral_pair(ops, i, index) -> bool:
+    """Whether ``ops[i]`` allocates block ``index`` of a tcache size with malloc's plain
+    path and ``ops[i + 1]`` frees it by name (no request in between)."""
+    if i + 1 >= len(ops):
+        return False
+    code, _, nb, a, _ = ops[i]
+    if not ((code == _ALLOC_HELD or (code == _ALLOC and a == 0)) and nb <= TCACHE_MAX_CHUNK):
+        return False
+    code, _, _, a, b = ops[i + 1]
+    return code in (_FREE_HELD, _FREE) and a == 0 and b == index
+
+
+def _indented(lines):
+    """An ``append`` that adds its line to ``lines`` one block deeper."""
+    return lambda line: lines.append("    " + line)
+
+
 def _generate(program, mmap_threshold):
     """Python source of :meth:`ReplayProgram.loop`, compiled. Each request of a held size
     is written out as :meth:`PtmallocArena._replay_one` would do it (the tcache's pop and
@@ -370,7 +387,19 @@ def _generate(program, mmap_threshold):
     def ref(a, b):
         return f"b{b}" if not a else f"p{a}_{b}"
 
-    for code, nbytes, nb, a, b in program.ops:
+    ops = program.ops
+    guarded = -1       # the last op of a neutral pair (written under its guard)
+    for i, (code, nbytes, nb, a, b) in enumerate(ops):
+        if i == guarded + 1:
+            out = body.append
+        if i > guarded and _neutral_pair(ops, i, index):
+            # a block the tcache serves and takes back right away leaves the arena as it
+            # found it (the chunk pops off its tcache bin and is pushed back): the pair
+            # runs only when that bin is empty
+            guarded = i + 1
+            tcache_sizes.add(nb)
+            body.append(f"if not t{nb}:")
+            out = _indented(body)
         if code == _ALLOC_HELD:
             if nb <= TCACHE_MAX_CHUNK:
                 tcache_sizes.add(nb)
@@ -388,6 +417,7 @@ def _generate(program, mmap_threshold):
             else:
                 out(f"if (s := inuse[{name}]) <= {TCACHE_MAX_CHUNK} and "
                     f"len(c := tcache[s]) < {TCACHE_COUNT}: c.append({name})")
+            out(f"elif s <= {MAX_FAST}: fast[s].append({name}); arena.nfast += 1")
             out(f"else: free_uncached({name}, s)")
         elif code == _ALIGNED_HELD:
             if a > 2 * SIZE_SZ:
@@ -415,6 +445,7 @@ def _generate(program, mmap_threshold):
             out(f"alloc_many({nbytes}, {a})")
         else:
             out(f"free_many({nbytes}, {a})")
+    out = body.append
     # the blocks later iterations name move one iteration back
     for j, m in enumerate(program.reach):
         for k in range(m, 1, -1):
@@ -423,7 +454,7 @@ def _generate(program, mmap_threshold):
             out(f"p1_{j} = b{j}")
     carried = [f"p{k}_{j}" for k, j in program.carried()]
     lines = ["def loop(arena, n, carried):",
-             "    tcache, inuse = arena.tcache, arena.inuse",
+             "    tcache, inuse, fast = arena.tcache, arena.inuse, arena.fast",
              "    int_malloc, malloc, free_chunk = arena._int_malloc, arena._malloc, arena._free_chunk",
              "    memalign, resize, free_mapped = arena._memalign, arena._resize, arena._free_mapped",
              "    free_uncached = arena._free_uncached",
@@ -490,9 +521,13 @@ class PtmallocArena:
         # free chunks (unsorted or binned): address -> size, and end -> address
         self.free_at = {}
         self.free_end = {}
-        # the unsorted bin, back (oldest) first: {address: None} (an OrderedDict: its
-        # oldest key is found in O(1) however many were removed before it, a dict's is not)
-        self.unsorted = OrderedDict()
+        # the unsorted bin, back (oldest) first: {address: None}. Its oldest chunk comes off
+        # ``_unsorted_order`` (the chunks in the order they entered; a dict's oldest key is
+        # not found in O(1) after many removals), where a chunk a merge took out of the
+        # middle stays until it reaches the front, counted in ``_unsorted_gone``
+        self.unsorted = {}
+        self._unsorted_order = deque()
+        self._unsorted_gone = {}
         # bin index -> its chunks (every bin there, empty or not): a small bin {address:
         # None} back first, a large bin [(size, address)] front (largest) first; and the
         # non-empty bins' indices, ascending
@@ -537,6 +572,7 @@ class PtmallocArena:
         self.free_at[addr] = size
         self.free_end[addr + size] = addr
         self.unsorted[addr] = None
+        self._unsorted_order.append(addr)
 
     def _bin_remove(self, addr) -> int:
         """Unlink a free chunk from the unsorted bin or its bin; its size."""
@@ -545,7 +581,19 @@ class PtmallocArena:
         del self.free_end[addr + size]
         if self.unsorted.pop(addr, 0) is not None:   # not in the unsorted bin
             self._unbin(addr, size)
+        else:
+            self._left_unsorted(addr)
         return size
+
+    def _left_unsorted(self, addr) -> None:
+        """A chunk left the unsorted bin from anywhere but its back: its place in
+        ``_unsorted_order`` is skipped when it reaches the front (the order is rebuilt
+        when such places outnumber the chunks)."""
+        gone = self._unsorted_gone
+        gone[addr] = gone.get(addr, 0) + 1
+        if len(self._unsorted_order) > 2 * len(self.unsorted) + 64:
+            self._unsorted_order = deque(self.unsorted)
+            gone.clear()
 
     def _unbin(self, addr, size) -> None:
         """Take a free chunk (not in the unsorted bin) out of its small or large bin."""
@@ -599,52 +647,61 @@ class PtmallocArena:
         self.free_at[rest] = size - nb
         self.free_end[addr + size] = rest
         self.unsorted[rest] = None
+        self._unsorted_order.append(rest)
         if remainder_is_last:
             self.last_remainder = addr + nb
         self.inuse[addr] = nb
         return addr
 
-    def _merge(self, addr, size) -> int:
-        """Free a chunk into the unsorted bin or the top, merged with free neighbours; its
-        size (:meth:`_bin_remove` and :meth:`_bin_insert` inline: the hot path of frees
-        and consolidations)."""
-        free_at, free_end, unsorted = self.free_at, self.free_end, self.unsorted
-        changes = 1
-        prev = free_end.pop(addr, None)
-        if prev is not None:                 # the free chunk below it
+    def _merge_run(self, addrs, size) -> int:
+        """Free the in-use chunks of ``size`` at ``addrs``, one after the other, each into
+        the unsorted bin or the top, merged with its free neighbours; returns the last
+        one's merged size (:meth:`_bin_remove` and :meth:`_bin_insert` inline: the hot
+        path of frees and consolidations)."""
+        inuse, free_at, free_end, unsorted = self.inuse, self.free_at, self.free_end, self.unsorted
+        changes = merged = 0
+        for addr in addrs:
+            del inuse[addr]
+            merged = size
             changes += 1
-            below = free_at.pop(prev)
-            if unsorted.pop(prev, 0) is not None:
-                self._unbin(prev, below)
-            size += below
-            addr = prev
-        end = addr + size
-        if end == self.top:
-            self.bin_changes += changes
-            self.top = addr
-            return self.brk - addr
-        above = free_at.pop(end, None)
-        if above is not None:                # the free chunk above it
+            prev = free_end.pop(addr, None)
+            if prev is not None:                 # the free chunk below it
+                changes += 1
+                below = free_at.pop(prev)
+                if unsorted.pop(prev, 0) is not None:
+                    self._unbin(prev, below)
+                else:
+                    self._left_unsorted(prev)
+                merged += below
+                addr = prev
+            end = addr + merged
+            if end == self.top:
+                self.top = addr
+                merged = self.brk - addr
+                continue
+            above = free_at.pop(end, None)
+            if above is not None:                # the free chunk above it
+                changes += 1
+                del free_end[end + above]
+                if unsorted.pop(end, 0) is not None:
+                    self._unbin(end, above)
+                else:
+                    self._left_unsorted(end)
+                merged += above
             changes += 1
-            del free_end[end + above]
-            if unsorted.pop(end, 0) is not None:
-                self._unbin(end, above)
-            size += above
-        self.bin_changes += changes + 1
-        free_at[addr] = size
-        free_end[addr + size] = addr
-        unsorted[addr] = None
-        return size
+            free_at[addr] = merged
+            free_end[addr + merged] = addr
+            unsorted[addr] = None
+            self._unsorted_order.append(addr)
+        self.bin_changes += changes
+        return merged
 
     def _consolidate(self) -> None:
         """``malloc_consolidate``: every fastbin chunk merged into the unsorted bin or the
         top, the bins by size, each from its newest chunk."""
-        inuse, merge = self.inuse, self._merge
         for size, chunks in self.fast.items():       # sizes ascending
             if chunks:
-                for addr in reversed(chunks):
-                    del inuse[addr]
-                    merge(addr, size)
+                self._merge_run(reversed(chunks), size)
                 chunks.clear()
         self.nfast = 0
 
@@ -741,11 +798,20 @@ class PtmallocArena:
         elif self.nfast:
             self._consolidate()
         unsorted = self.unsorted
-        cache = self.tcache.get(nb)
+        cached = False
         while True:
-            cached = False
+            if unsorted:
+                order, gone = self._unsorted_order, self._unsorted_gone
+                cache = self.tcache.get(nb)
             while unsorted:
-                addr, _ = unsorted.popitem(last=False)      # the oldest
+                addr = order.popleft()                      # the oldest
+                while gone and addr in gone:                # a place a merge emptied
+                    if gone[addr] == 1:
+                        del gone[addr]
+                    else:
+                        gone[addr] -= 1
+                    addr = order.popleft()
+                del unsorted[addr]
                 size = free_at[addr]
                 self.bin_changes += 1
                 if size == nb:
@@ -769,6 +835,9 @@ class PtmallocArena:
                     chunks[addr] = None
                 else:
                     self._large_place(addr, size)
+                if not unsorted and order:  # only places merges emptied are left
+                    order.clear()
+                    gone.clear()
             if cached:
                 return self.tcache[nb].pop()
             if not small:
@@ -777,7 +846,8 @@ class PtmallocArena:
                     return addr
             i = bisect_right(binmap, nb >> 4 if small else bin_of(nb))   # smallbin_index
             if i < len(binmap):
-                # the next non-empty bin up: its oldest (or smallest) chunk, split
+                # the next non-empty bin up: its oldest (or smallest) chunk, split (the
+                # rest to the unsorted bin: :meth:`_split` inline)
                 idx = binmap[i]
                 chunks = bins[idx]
                 if idx < NSMALLBINS:
@@ -787,9 +857,22 @@ class PtmallocArena:
                     size, addr = chunks.pop()
                 if not chunks:
                     del binmap[i]
-                del free_at[addr], free_end[addr + size]
-                self.bin_changes += 1
-                return self._split(addr, size, nb, small)
+                del free_at[addr]
+                if size - nb < MINSIZE:
+                    del free_end[addr + size]
+                    self.bin_changes += 1
+                    self.inuse[addr] = size
+                    return addr
+                rest = addr + nb
+                self.bin_changes += 2
+                free_at[rest] = size - nb
+                free_end[addr + size] = rest
+                unsorted[rest] = None
+                self._unsorted_order.append(rest)
+                if small:
+                    self.last_remainder = rest
+                self.inuse[addr] = nb
+                return addr
             if self.brk - self.top >= nb + MINSIZE:
                 break
             if not self.nfast:
@@ -1070,8 +1153,7 @@ class PtmallocArena:
             self.fast[size].append(addr)
             self.nfast += 1
             return
-        del self.inuse[addr]
-        merged = self._merge(addr, size)
+        merged = self._merge_run((addr,), size)
         if merged >= CONSOLIDATION_THRESHOLD:
             if self.nfast:
                 self._consolidate()

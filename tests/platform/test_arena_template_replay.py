@@ -225,3 +225,39 @@ def test_rebound_handles_free_the_replayed_chunks(seed):
 def test_compile_refuses_a_free_of_no_allocation():
     with pytest.raises(ValueError):
         PtmallocArena.compile((("alloc", 24, 0), ("free", 24, (0, 3))))
+
+
+def with_neutral_pairs(rng, template, pairs):
+    """``template`` with ``pairs`` allocations of tcache sizes inserted, each freed by name
+    right after it (the generated loop runs such a pair only when its tcache bin is
+    empty); the indices of the blocks after each one move up."""
+    events = list(template)
+    for _ in range(pairs):
+        at = rng.randint(0, len(events))
+        index = sum(1 for kind, _, _ in events[:at] if kind in ("alloc", "realloc"))
+
+        def moved(ref):
+            back, j = ref
+            return (back, j + 1) if j >= index else ref
+        events = [(kind, nbytes, moved(arg) if kind == "free" and arg is not None else
+                   (arg[0],) + moved(arg[1:]) if kind == "realloc" else arg)
+                  for kind, nbytes, arg in events[:at]] + \
+            [("alloc", size := rng.choice(SIZES[:10]), 0), ("free", size, (0, index))] + \
+            [(kind, nbytes, moved(arg) if kind == "free" and arg is not None else
+              (arg[0],) + moved(arg[1:]) if kind == "realloc" else arg)
+             for kind, nbytes, arg in events[at:]]
+    return tuple(events)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_neutral_pairs_in_the_generated_loop_equal_the_calls_one_by_one(seed):
+    """An allocation freed right away leaves the arena as it found it when its tcache bin
+    serves it; the generated loop skips such a pair then, and runs it when the bin is
+    empty: the same placement as the calls one by one."""
+    rng = random.Random(9000 + seed)
+    template = with_neutral_pairs(rng, random_template(rng, rng.choice([0, 1, 2])),
+                                  rng.randint(1, 12))
+    program = PtmallocArena.compile(template)
+    arena, faults, carry = warmed(rng, template, program.depth)
+    n = program.depth + GENERATED_FROM + rng.randint(0, 80)
+    replay_against_one_by_one(arena, faults, program, template, carry, n)

@@ -437,3 +437,24 @@ def test_state_compares_placement_not_the_order_dicts_were_filled():
     four.free(blocks[3], 50)
     four.free(blocks[1], 50)
     assert three.state() != four.state()      # the tcache hands out another chunk first
+
+
+def test_chunks_merged_out_of_the_unsorted_bin_keep_its_order():
+    """A free that merges a chunk already in the unsorted bin takes it out from the
+    middle; the merged chunk enters at the front. Sorting then starts from the oldest
+    chunk still there, however many were taken out (here more than the order keeps
+    before it is rebuilt)."""
+    a = PtmallocArena()
+    pairs = []
+    for _ in range(100):
+        first, second = a.alloc(2000), a.alloc(1100)
+        a.alloc(24)                     # keeps the pair from the next one and the top
+        pairs.append((first, second))
+    for first, _ in pairs:
+        a.free(first)                   # 2016-B chunks, unsorted, oldest first
+    for first, second in reversed(pairs):
+        a.free(second)                  # merges with the chunk below: 3136 B, newest
+    assert list(a.unsorted) == [first for first, _ in reversed(pairs)]
+    # an exact fit: the oldest merged chunk, the last one freed first
+    assert a.alloc(chunk_size(2000) + chunk_size(1100) - 8) == pairs[-1][0]
+    assert list(a.unsorted) == [first for first, _ in reversed(pairs[:-1])]
