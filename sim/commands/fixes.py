@@ -19,9 +19,9 @@ from ..errors import UserError
 from ..analysis.fixes import PATCHED_MEASURED, VERDICT_FILES, grade, largest_misses, own_misses
 from ..analysis.growth import HEAP_WHERE_FLAT_RULE, growth_of_runs
 from ..paths import EXPERIMENTS, ROOT
-from ..policies import get_policy
+from ..policies import get_policy, policy_rank
 from ..output.results import load
-from .sweep import compare
+from .sweep import compare, compare_cells, run_cells
 
 __all__ = ["fixes_report", "verdict_table"]
 
@@ -58,6 +58,36 @@ def _host(fix_dir) -> str:
             f"{info.get('burn_version', '0.22.1')}")
 
 
+def simulate_together(groups, profile, results, jobs=1, echo=print) -> None:
+    """Simulate at once every cell that ``sim compare --measured DIR -p POLICY --profile
+    profile`` needs for each ``(DIR, POLICY)`` of ``groups``, into the cell cache under
+    ``results`` (``results/.cache``, which the comparisons then read with ``cache_dir``).
+
+    The comparisons of the fixes plan the same workloads, variants and loop counts, each
+    under its own policy: run one by one, every cell is simulated under every policy. Run
+    together, the cells of a family (workload, variant, parameters) share one run where
+    their policies would run it alike (:mod:`sim.policies.trace`, as ``sim sweep``'s cells
+    do): a later policy's cell whose run reads nothing that policy changes takes the rows
+    of the first, renamed. The rows are the ones each cell would give on its own; only
+    fewer are simulated."""
+    from ..engine.profile import load_profile
+    plans = [compare_cells([str(d)], (), (policy,), profile)[0] for d, policy in groups]
+    first = {}
+    for cells in plans:
+        for cell in cells:
+            first.setdefault(("w", cell.workload), len(first))
+            first.setdefault(("v", cell.workload, cell.variant), len(first))
+            first.setdefault(("p", cell.workload, cell.params), len(first))
+    union = sorted({cell for cells in plans for cell in cells},
+                   key=lambda c: (first["w", c.workload], first["v", c.workload, c.variant],
+                                  first["p", c.workload, c.params], policy_rank(c.policy)))
+    run = run_cells(union, load_profile(profile), Path(results), jobs, progress=False,
+                    reuse=True, cache_dir=Path(results))
+    echo(f"fixes: {len(union)} cells of {len(groups)} comparisons with profile {profile}: "
+         f"{run.computed} simulated, {len(run.reused)} from an equivalent policy's run, "
+         f"{run.cached} cached ({run.wall_s:.1f} s)")
+
+
 def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -75,13 +105,16 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
         get_policy(fix_dir.name)    # a directory no policy is named after: an error up front
     grades = {}
     all_errors = {}
+    simulate_together([(d, d.name) for d in dirs]
+                      + [(d, REFERENCE) for d in _release_dirs(measured)],
+                      profile, results, jobs, echo)
     for fix_dir in dirs:
         name = fix_dir.name
         res = Path(results) / name
         echo(f"fixes: {name}: sim compare --measured {fix_dir} -p {name} --profile {profile}")
         compare([str(fix_dir)], (), (name,), profile, str(res), jobs, progress=False,
                 command=f"sim compare --measured {fix_dir} -p {name} --profile {profile} "
-                        f"--out {res}", figures=figures)
+                        f"--out {res}", figures=figures, cache_dir=results)
         _, errors, _ = load(res)
         all_errors[name] = errors
     reference = all_errors.get(REFERENCE)
@@ -129,7 +162,7 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
         echo(f"fixes: {name}: sim compare --measured {release_dir} -p {REFERENCE} "
              f"--profile {profile}")
         compare([str(release_dir)], (), (REFERENCE,), profile, str(res), jobs,
-                progress=False, figures=figures,
+                progress=False, figures=figures, cache_dir=results,
                 command=f"sim compare --measured {release_dir} -p {REFERENCE} --profile "
                         f"{profile} --out {res}")
         lines.extend(_release(release_dir, load(res)[1], reference, profile))
@@ -194,13 +227,14 @@ def _hosts(dirs, profile, also=()) -> list:
 def _also_graded(dirs, profile, results, jobs, echo) -> list:
     """The same measurements graded with another ``profile``: totals and verdicts."""
     all_errors = {}
+    simulate_together([(d, d.name) for d in dirs], profile, results, jobs, echo)
     for fix_dir in dirs:
         name = fix_dir.name
         res = Path(results) / f"profile-{Path(profile).stem}" / name
         echo(f"fixes: {name}: sim compare --measured {fix_dir} -p {name} --profile {profile}")
         compare([str(fix_dir)], (), (name,), profile, str(res), jobs, progress=False,
                 command=f"sim compare --measured {fix_dir} -p {name} --profile {profile} "
-                        f"--out {res}", figures=False)
+                        f"--out {res}", figures=False, cache_dir=results)
         all_errors[name] = load(res)[1]
     lines = [f"## Graded with the measured host's profile: `{Path(profile).stem}`", "",
              f"The same measurements, graded against each policy's predictions with profile "

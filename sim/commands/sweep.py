@@ -445,7 +445,7 @@ class _FigureWarmUp:
 
 
 def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, progress=True,
-              reuse=True, started=None, exact=False, max_elements=None):
+              reuse=True, started=None, exact=False, max_elements=None, cache_dir=None):
     """Run ``cells`` (reading finished ones from the cache); returns a :class:`SweepRun`.
 
     Parameters
@@ -454,7 +454,8 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
         In plan order (see :func:`plan_cells`); the rows come back in that order.
     profile : sim.engine.profile.Profile
     out_dir : Path
-        The cache lives in ``out_dir/.cache``.
+        The cache lives in ``out_dir/.cache`` (``cache_dir/.cache`` if given: runs that
+        share it read each other's cells).
     jobs : int
         Local worker processes (1: run in this process).
     scheduler : str, optional
@@ -486,7 +487,7 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
     """
     start = time.perf_counter()
     code = code_version()
-    cache = Cache(out_dir, code)
+    cache = Cache(cache_dir or out_dir, code)
     run = SweepRun(cells=list(cells), rows={}, code=code)
     keys, todo = {}, []
     for cell in cells:
@@ -780,16 +781,35 @@ def _with_quick(grid, workloads, rows) -> dict:
 
 def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max-macos",
             out="results/compare", jobs=1, scheduler=None, force=False, sets=(),
-            progress=True, command="", reuse=True, figures=True, max_elements=None):
+            progress=True, command="", reuse=True, figures=True, max_elements=None,
+            cache_dir=None):
     """``sim compare``: a user's measurements against the predictions of ``policies``.
 
     Runs only the cells the measured rows need (restricted to ``workloads`` if
     given) and writes the same results directory as :func:`sweep` (without figures
     and report if ``figures`` is false: the CSVs only, as ``sim fixes`` needs).
+    ``cache_dir``: where the cells are cached (default ``out``; see :func:`run_cells`).
     """
+    cells, chosen, grid, rows, measured, names, prof, quick = compare_cells(
+        measured, workloads, policies, profile, sets)
+    warn_host(prof)
+    info = {"title": "autodiff-sim compare", "command": command, "policies": names,
+            "policy_files": _policy_files(names), "reference_cells": False, "quick": quick,
+            "max_elements": max_elements}
+    if not figures:
+        info["no_figures"] = True
+    with _output_dir(out) as out_dir:
+        return _execute(chosen, cells, names, rows, measured, prof, grid, out_dir, jobs,
+                        scheduler, force, progress, info, reuse, cache_dir)
+
+
+def compare_cells(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max-macos",
+                  sets=()):
+    """The cells :func:`compare` runs, in plan order, and what it reads to plan them:
+    ``(cells, workloads, grid, measured rows, measured files, policy names, profile,
+    quick parameters as text)``."""
     names = select_policies(policies)
     prof = load_profile(profile)
-    warn_host(prof)
     construct_file_policies(names, prof)
     measured = measured_files(measured)
     named = select_workloads(workloads) if workloads else []
@@ -811,14 +831,7 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     grid = parse_grid(sets, chosen)
     quick = _with_quick(grid, chosen, rows)
     cells = plan_cells(chosen, [], grid, extra)
-    info = {"title": "autodiff-sim compare", "command": command, "policies": names,
-            "policy_files": _policy_files(names), "reference_cells": False, "quick": quick,
-            "max_elements": max_elements}
-    if not figures:
-        info["no_figures"] = True
-    with _output_dir(out) as out_dir:
-        return _execute(chosen, cells, names, rows, measured, prof, grid, out_dir, jobs,
-                        scheduler, force, progress, info, reuse)
+    return cells, chosen, grid, rows, measured, names, prof, quick
 
 
 def warn_host(profile, stream=None) -> None:
@@ -899,14 +912,14 @@ def _read_measured(paths, workloads=()) -> list:
 
 
 def _execute(workloads, cells, error_policies, measured, paths, profile, grid, out, jobs,
-             scheduler, force, progress, info, reuse=True):
+             scheduler, force, progress, info, reuse=True, cache_dir=None):
     start = time.perf_counter()
     stale = previous_figures(out)
     warm = _FigureWarmUp()
     try:
         run = run_cells(cells, profile, out, jobs, scheduler, force, progress, reuse,
                         started=warm.start, exact=info.get("exact", False),
-                        max_elements=info.get("max_elements"))
+                        max_elements=info.get("max_elements"), cache_dir=cache_dir)
     except KeyboardInterrupt:
         raise
     except BaseException:

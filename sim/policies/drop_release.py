@@ -8,15 +8,18 @@ from ..platform.hashbrown import RawTable, TableLayout
 from ..platform.vec import RustVec
 from .base import Policy
 
-__all__ = ["DropRelease", "DropReleaseClient", "DropReleaseMemory", "ReleaseOnDropMemory"]
+__all__ = ["DropRelease", "DropReleaseClient", "DropReleaseMemory", "ReleaseOnDropClient",
+           "ReleaseOnDropMemory"]
 
 
-class DropReleaseClient(GraphMutexClient):
-    """``GraphMutexClient`` of ``experiments/patches/drop-release.patch``: ``release`` of a
-    node whose last handle dropped, and each node's count of registered children (the
-    patch's ``GraphMemoryManagement.children``; kept here for the whole process, keyed by
-    node id, so that a parent in another graph than its child is found: an op on a tensor
-    whose entry a backward removed starts a new graph)."""
+class ReleaseOnDropClient(GraphMutexClient):
+    """A ``GraphMutexClient`` that releases a node whose last handle dropped, and each node's
+    count of registered children (kept for the whole process, keyed by node id, so that a
+    parent in another graph than its child is found: an op on a tensor whose entry a
+    backward removed starts a new graph). Every removal of a node, however it goes (its
+    release, a backward consuming it, a sweep), leaves its parents without that child, and
+    a parent left without children and handles goes too: the pytorch policy's client.
+    :class:`DropReleaseClient` is the patch's, which does that on its release path only."""
 
     def __init__(self, sim):
         super().__init__(sim)
@@ -158,6 +161,69 @@ class DropReleaseClient(GraphMutexClient):
         if self.locator is not None:
             self.locator.remove_entry(node_id)
         self.sim.timing.handle_drop(1)
+
+
+class DropReleaseClient(ReleaseOnDropClient):
+    """``GraphMutexClient`` of ``experiments/patches/drop-release.patch``: ``release`` of a
+    node whose last handle dropped, as the patch writes it.
+
+    * ``GraphMutexClient::release`` looks the node up in the locator first: a node whose
+      entry is gone (a backward removed it, the node lives on in its graph's ``nodes``
+      because a tensor held it) is left to the sweeps, not released.
+    * Only the release path (``GraphMemoryManagement::release``) hands on the parents a
+      removal leaves without children, and only those in the same graph's ``nodes``: each
+      becomes a leaf again and goes too if no handle holds it. ``consume_node`` (a backward)
+      and the sweeps' frees (``free_unavailable_nodes``, ``free_unused_roots``) call
+      ``remove_node`` with a callback that does nothing: they lower the children counts, and
+      the parent stays as it was (not a leaf), until its own handle drops or a sweep frees
+      it.
+    """
+
+    def __init__(self, sim):
+        super().__init__(sim)
+        # whether the removal under way is a release (the patch's ``release``), whose
+        # ``remove_node`` hands on the childless parents
+        self._releasing = False
+
+    def release(self, server, rc) -> None:
+        locator = self.locator
+        if locator is None or rc.id not in locator.graphs:
+            return      # `None => return`: no entry, nothing to release
+        super().release(server, rc)
+
+    def node_removed(self, memory, node_id, parents) -> None:
+        """``remove_node``: the counts of ``node_id``'s parents lowered; on the release path,
+        each parent of ``memory``'s graph this leaves without children becomes a leaf and
+        goes too if no handle holds it."""
+        children = self.children
+        rc = self.rcs.get(node_id)
+        if rc is None or rc.owner is None:  # no other graph still holds it
+            self.rcs.pop(node_id, None)
+            children.pop(node_id, None)
+        childless = []
+        for pid, _ in parents:
+            left = children.get(pid, 0) - 1
+            if left > 0:
+                children[pid] = left
+                continue
+            children.pop(pid, None)
+            if self._releasing and pid in memory.nodes:
+                childless.append(pid)
+        if not childless:
+            return
+        if self._vectors is not None:
+            self._vectors.childless(len(childless))
+        for pid in childless:
+            memory.leaves.add(pid)
+            if memory.nodes[pid][0].strong == 1:
+                self._release(memory, pid)
+
+    def _release_one(self, memory, node_id) -> None:
+        self._releasing = True
+        try:
+            super()._release_one(memory, node_id)
+        finally:
+            self._releasing = False
 
 
 class ReleaseOnDropMemory(GraphMemoryManagement):

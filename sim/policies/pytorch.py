@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .aten import AtenTiming
 from ..burn.optim import torch_adam
-from .drop_release import DropRelease, ReleaseOnDropMemory
+from .drop_release import DropRelease, ReleaseOnDropClient, ReleaseOnDropMemory
 from .detach_constant import DetachConstant
 
 __all__ = ["PyTorch"]
@@ -28,7 +28,9 @@ class PyTorch(DropRelease):
     #: the profile parameter of the RSS-only drift per backward: a fitted constant, which
     #: the report names as such (not a growth the mechanism produces)
     fitted_drift = "pytorch.rss_growth_per_step_bytes"
-    # the release without the burn patch's children tables
+    # the release without the burn patch's children tables, and autograd's: a node freed
+    # however it goes (consumed by a backward too) frees the parents it leaves unneeded
+    GraphMutexClient = ReleaseOnDropClient
     GraphMemoryManagement = ReleaseOnDropMemory
 
     def __init__(self, sim):
