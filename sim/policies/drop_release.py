@@ -219,11 +219,11 @@ class DropReleaseClient(ReleaseOnDropClient):
                 self._release(memory, pid)
 
     def _release_one(self, memory, node_id) -> None:
-        self._releasing = True
+        outer, self._releasing = self._releasing, True
         try:
             super()._release_one(memory, node_id)
         finally:
-            self._releasing = False
+            self._releasing = outer     # a release inside another keeps the outer's flag
 
 
 class ReleaseOnDropMemory(GraphMemoryManagement):
