@@ -126,6 +126,11 @@ AGREE = 3
 #: a warm-up longer than the probes (an L2 model's LRU filling with the storages a chain
 #: keeps) does not make the whole loop exact
 MAX_PROBE = 12
+#: a glibc arena's loop whose iterations free blocks ``d`` iterations old is probed
+#: ``2 d`` times more: its template holds once ``d + 1`` probed iterations in a row made
+#: their blocks in the same order (:class:`~sim.engine.fastforward.tape.ArenaTape`), and
+#: the first ``d`` probes after a reset name blocks of iterations not probed
+PROBES_PER_BACK = 2
 #: a loop body whose ``repeat`` calls found no repeating iteration this many times in a row
 #: runs its next calls without probing: twice as many after each further miss, at most
 #: :data:`MAX_SKIPPED_CALLS` (a nested loop is called once per outer iteration, and a probe
@@ -998,12 +1003,18 @@ def _horizon(sim, effect):
 
 def _apply(sim, effect, count, tape=None):
     """``count`` iterations of ``effect`` in closed form (a glibc arena's replay may stop
-    earlier, at the memory budget); returns the iterations applied. ``tape``: the loop's
+    earlier, at the memory budget); returns the iterations applied (None, nothing done:
+    a template the arena cannot replay). ``tape``: the loop's
     :class:`~sim.engine.fastforward.tape.ArenaTape`, for a ``steady`` effect with one."""
     if effect.shape == "chain":
         return apply_chain(sim, effect, count, _replay_drift)
     if effect.shape == "leak":
         return apply_leak(sim, effect, count, _replay_drift)
+    if effect.tape is not None and effect.program is None:
+        try:
+            effect.program = sim.allocator.arena.compile(effect.tape[0])
+        except ValueError:
+            return None       # a template the arena cannot replay: nothing applied
     last = sim._next_id - effect.stride      # the first id of the iteration just run
     timing = sim.timing
     first = sim._next_id + effect.offset
@@ -1044,8 +1055,6 @@ def _apply(sim, effect, count, tape=None):
         # the arena's requests again, iteration by iteration (their faults and trims come
         # with them); the live objects' handles then name the last iterations' chunks
         arena = sim.allocator.arena
-        if effect.program is None:
-            effect.program = arena.compile(effect.tape[0])
         for done in range(0, count, REPLAY_BATCH):
             k = min(REPLAY_BATCH, count - done)
             tape.apply(arena, effect.program, k)
@@ -1429,7 +1438,7 @@ def _repeat(sim, n, body) -> bool:
                     and all(e is not None and e.key() == last[0].key() for e in last)):
                 effect = measured
                 found = True
-            elif len(effects) >= probes:
+            elif len(effects) >= probes + (PROBES_PER_BACK * tape.reach if tape is not None else 0):
                 stop = min(n, done + wait)
                 for i in range(done, stop):
                     sim.loop_index = i
@@ -1447,6 +1456,13 @@ def _repeat(sim, n, body) -> bool:
             count = min(count, max(0, (sim.limits.max_ops - sim.registered) // effect.registered))
         if count > 0:
             applied = _apply(sim, effect, count, tape)
+            if applied is None:
+                # the arena cannot replay the iteration's template (it names a block its
+                # carried iterations did not make): the rest runs exactly
+                for i in range(done, n):
+                    sim.loop_index = i
+                    body()
+                return found
             sim.ff_applied[effect.shape] += applied
             done += applied
         sim.loop_index = done
