@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-__all__ = ["BTreeNodes", "append_counts"]
+__all__ = ["BTreeNodes", "TreeTap", "append_counts"]
 
 CAPACITY = 11
 MIN_LEN = 5
@@ -106,7 +106,7 @@ class BTreeNodes:
     """
 
     __slots__ = ("heap", "leaf_bytes", "internal_bytes", "root", "leaves", "internals", "length",
-                 "_last", "_runs", "_spine", "_max", "_real")
+                 "_last", "_runs", "_spine", "_max", "_real", "tap")
 
     def __init__(self, heap, leaf_bytes: int, internal_bytes: int):
         self.heap = heap
@@ -123,6 +123,24 @@ class BTreeNodes:
         self._spine = None
         self._max = None
         self._real = None
+        #: a :class:`TreeTap` that sees every operation instead of the map (fast-forward's
+        #: recorder), or None: the map does each operation itself
+        self.tap = None
+
+    def untapped(self, operation, *args):
+        """``operation(*args)`` (one of this map's methods) done by the map itself, as if
+        no tap were set: what a :class:`TreeTap` calls to pass an operation on."""
+        tap, self.tap = self.tap, None
+        try:
+            return operation(*args)
+        finally:
+            self.tap = tap
+
+    @property
+    def appends_in_closed_form(self) -> bool:
+        """Whether the map holds runs appended in closed form (:meth:`append_run`): an
+        insert of a key above them all appends one more run."""
+        return bool(self._runs)
 
     def __len__(self):
         return self.length
@@ -139,6 +157,8 @@ class BTreeNodes:
         blocks one by one (a glibc arena), also the blocks' handles, so that the drop frees
         the clone's own nodes (by size it would free the newest blocks of the size, which
         the map's inserts since the clone may have made)."""
+        if self.tap is not None:
+            return self.tap.clone_nodes(self, heap, empty)
         clone = (0, 0) if empty else (self.leaves, self.internals)
         if heap.orders_frees and (clone[0] or clone[1]):
             alloc = heap.alloc
@@ -151,6 +171,8 @@ class BTreeNodes:
     def drop_clone(self, heap, clone) -> None:
         """Drop of a clone made by :meth:`clone_nodes`: its blocks freed (leaves first, in
         the order they were allocated, then the internal nodes)."""
+        if self.tap is not None:
+            return self.tap.drop_clone(self, heap, clone)
         if len(clone) == 3:
             leaves, internals, blocks = clone
             free = heap.free
@@ -186,6 +208,8 @@ class BTreeNodes:
     # -- insert ---------------------------------------------------------------
     def insert(self, key) -> bool:
         """Insert ``key``; returns False (no structural change) if it was present."""
+        if self.tap is not None:
+            return self.tap.insert(self, key)
         if self._runs:
             if key > self._max:
                 self.append_run(key, 1, 1)
@@ -257,6 +281,8 @@ class BTreeNodes:
     # -- remove ---------------------------------------------------------------
     def remove(self, key) -> bool:
         """Remove ``key``; returns False if it was absent."""
+        if self.tap is not None:
+            return self.tap.remove(self, key)
         if self._runs:
             if self._remove_from_runs(key):
                 return True
@@ -434,6 +460,8 @@ class BTreeNodes:
 
     def remove_run(self, first, stride, count) -> None:
         """Remove the keys ``first, first + stride, ...`` (all present), in ascending order."""
+        if self.tap is not None:
+            return self.tap.remove_run(self, first, stride, count)
         self.remove_many([(first, stride, count)])
 
     def remove_many(self, items) -> None:
@@ -444,6 +472,8 @@ class BTreeNodes:
         11 keys (two children of 5 and a separator), so what is left is one root
         leaf; every other node is freed.
         """
+        if self.tap is not None:
+            return self.tap.remove_many(self, items)
         total = sum(item[2] if type(item) is tuple else 1 for item in items)
         if not total:
             return
@@ -501,6 +531,8 @@ class BTreeNodes:
 
         ``alloc=False``: count the new nodes but leave their heap events to the caller
         (fast-forward replaying them one append at a time with :func:`append_allocs`)."""
+        if self.tap is not None:
+            return self.tap.append_run(self, first, stride, count, alloc)
         if count <= 0:
             return
         if not self._runs:
@@ -663,6 +695,40 @@ class BTreeNodes:
         if self.root is not None:
             walk(self.root)
         return out
+
+
+class TreeTap:
+    """What a tapped map (:attr:`BTreeNodes.tap`) hands its operations to instead of
+    doing them: ``insert``, ``remove``, ``remove_many``, ``remove_run``, ``append_run``,
+    ``clone_nodes`` and ``drop_clone``, each called with the map first and the
+    operation's arguments after. This base passes every operation on to the map
+    (:meth:`BTreeNodes.untapped`); the operations one of them makes inside (a
+    ``remove_run`` is a ``remove_many``, an insert above closed-form runs an
+    ``append_run``) are the map's own. A map with no tap pays one attribute test per
+    operation."""
+
+    __slots__ = ()
+
+    def insert(self, tree, key):
+        return tree.untapped(tree.insert, key)
+
+    def remove(self, tree, key):
+        return tree.untapped(tree.remove, key)
+
+    def remove_many(self, tree, items):
+        return tree.untapped(tree.remove_many, items)
+
+    def remove_run(self, tree, first, stride, count):
+        return tree.untapped(tree.remove_run, first, stride, count)
+
+    def append_run(self, tree, first, stride, count, alloc):
+        return tree.untapped(tree.append_run, first, stride, count, alloc)
+
+    def clone_nodes(self, tree, heap, empty):
+        return tree.untapped(tree.clone_nodes, heap, empty)
+
+    def drop_clone(self, tree, heap, clone):
+        return tree.untapped(tree.drop_clone, heap, clone)
 
 
 class _Muted:

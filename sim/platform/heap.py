@@ -18,7 +18,7 @@ from contextlib import nullcontext
 
 from .ptmalloc import ZEROED
 
-__all__ = ["Heap", "ExcludedHeap", "ClosedHeap"]
+__all__ = ["Heap", "HeapTap", "ExcludedHeap"]
 
 
 class Heap:
@@ -39,7 +39,7 @@ class Heap:
     """
 
     __slots__ = ("live_bytes", "live_blocks", "peak_bytes", "allocs", "allocator", "_small",
-                 "_live", "_high", "_mark", "_arena", "large_bytes")
+                 "_live", "_high", "_mark", "_arena", "large_bytes", "tap")
 
     #: B from which a block counts in :attr:`large_bytes`: glibc's default mmap threshold,
     #: below which a request is always carved among the arena's other small chunks
@@ -61,6 +61,18 @@ class Heap:
         self._mark = allocator.mark
         # a glibc arena places every block itself (hot path: called directly)
         self._arena = allocator.arena
+        #: a :class:`HeapTap` that sees every event instead of the heap (fast-forward's
+        #: recorder, a closed heap), or None: the heap does each event itself
+        self.tap = None
+
+    def untapped(self, event, *args):
+        """``event(*args)`` (one of this heap's methods) done by the heap itself, as if no
+        tap were set: what a :class:`HeapTap` calls to pass an event on."""
+        tap, self.tap = self.tap, None
+        try:
+            return event(*args)
+        finally:
+            self.tap = tap
 
     def alloc(self, nbytes: int, align: int = 0):
         """Allocate one block of ``nbytes`` (zero-sized requests allocate nothing);
@@ -71,6 +83,8 @@ class Heap:
         individually (macOS LARGE blocks, the glibc arena), else None; pass it back
         to :meth:`free`.
         """
+        if self.tap is not None:
+            return self.tap.alloc(self, nbytes, align)
         hit = self._small.get(nbytes)  # a small size already seen (never one <= 0)
         if hit is None and nbytes <= 0:
             return
@@ -101,6 +115,8 @@ class Heap:
 
     def free(self, nbytes: int, block=None) -> None:
         """Free one block previously allocated with the same ``nbytes`` (``block``: its handle)."""
+        if self.tap is not None:
+            return self.tap.free(self, nbytes, block)
         hit = self._small.get(nbytes)
         if hit is None and nbytes <= 0:
             return
@@ -121,6 +137,8 @@ class Heap:
         ``nbytes`` (a ``Vec`` growing): still one block, of the new size. A glibc arena
         grows it in place where it can (``_int_realloc``); elsewhere it is a new block and
         the old one freed. Returns the block's handle."""
+        if self.tap is not None:
+            return self.tap.realloc(self, old_nbytes, nbytes, block)
         if old_nbytes <= 0:
             return self.alloc(nbytes)      # a first block: an alloc
         if self._arena is None:
@@ -143,12 +161,16 @@ class Heap:
         a glibc arena places it (it decides where later chunks land). Returns the arena's
         handle (None elsewhere): a block libc frees again (an ``opendir``'s ``DIR``) goes
         back through :meth:`libc_free`; most live as long as the process."""
+        if self.tap is not None:
+            return self.tap.libc_alloc(self, nbytes, zeroed)
         if self._arena is not None and nbytes > 0:
             return self._arena.alloc(nbytes, ZEROED if zeroed else 0)
         return None
 
     def libc_free(self, nbytes: int, block=None) -> None:
         """libc frees a block of its own (:meth:`libc_alloc`'s ``block``)."""
+        if self.tap is not None:
+            return self.tap.libc_free(self, nbytes, block)
         if self._arena is not None and nbytes > 0:
             self._arena.free(block, nbytes)
 
@@ -160,11 +182,21 @@ class Heap:
         return ExcludedHeap(self)
 
     def close(self) -> None:
-        """The program ended: later events change nothing (see :class:`ClosedHeap`)."""
-        self.__class__ = ClosedHeap
+        """The program ended: later events change nothing. The frees of the simulated
+        objects Python collects afterwards are dropped (a real process does not free its
+        heap at exit, and a glibc arena would otherwise enter every chunk of its carve
+        runs one by one just to free them)."""
+        self.tap = CLOSED
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self.tap is CLOSED
 
     def alloc_many(self, nbytes: int, count: int) -> None:
         """``count`` allocations of ``nbytes`` each, in O(1) (fast-forward)."""
+        if self.tap is not None:
+            return self.tap.alloc_many(self, nbytes, count)
         if nbytes <= 0 or count <= 0:
             return
         if count == 1:
@@ -183,7 +215,7 @@ class Heap:
         """``count`` blocks of ``nbytes``, each allocated and freed before the next (a
         ``Vec`` made and dropped per member of a run), in O(1): the allocator sees one
         block come and go, the counter every allocation call."""
-        if nbytes <= 0 or count <= 0:
+        if nbytes <= 0 or count <= 0 or self.tap is CLOSED:
             return
         self.alloc(nbytes)
         self.free(nbytes)
@@ -191,6 +223,8 @@ class Heap:
 
     def free_many(self, nbytes: int, count: int) -> None:
         """``count`` frees of blocks of ``nbytes``, in O(1)."""
+        if self.tap is not None:
+            return self.tap.free_many(self, nbytes, count)
         if nbytes <= 0 or count <= 0:
             return
         self.live_bytes -= nbytes * count
@@ -210,7 +244,7 @@ class Heap:
         the allocator keeps counts per size, so that the order of frees cannot matter;
         elsewhere (a glibc arena, which places by the order of every free) a context that
         changes nothing: one free at a time."""
-        return nullcontext() if self._arena is not None else batch
+        return nullcontext() if self._arena is not None and self.tap is not CLOSED else batch
 
     def free_each(self, order, count: int) -> None:
         """``count`` objects each freeing blocks of the sizes in ``order``, object after
@@ -220,7 +254,7 @@ class Heap:
         O(sizes); a glibc arena places blocks one by one, and the order of frees decides
         which free chunks merge and which is reused first, so there they are done in
         order (O(count x len(order)))."""
-        if count <= 0:
+        if count <= 0 or self.tap is CLOSED:
             return
         if self._arena is None or len(set(order)) <= 1:
             for nbytes in sorted(set(order)):
@@ -265,40 +299,63 @@ class ExcludedHeap:
         return self._uncounted(self.heap.realloc, old_nbytes, nbytes, block)
 
 
-class ClosedHeap(Heap):
-    """A heap whose program has ended (:meth:`Heap.close`): the frees of the simulated
-    objects Python collects afterwards change nothing (a real process does not free its
-    heap at exit, and a glibc arena would otherwise enter every chunk of its carve runs
-    one by one just to free them)."""
+class HeapTap:
+    """What a tapped heap (:attr:`Heap.tap`) hands its events to instead of doing them:
+    ``alloc``, ``free``, ``realloc``, ``libc_alloc``, ``libc_free``, ``alloc_many`` and
+    ``free_many``, each called with the heap first and the event's arguments after. This
+    base passes every event on to the heap (:meth:`Heap.untapped`); a tap that records
+    wraps that, one that counts or drops events replaces it. A heap with no tap pays one
+    attribute test per event."""
 
     __slots__ = ()
 
-    def alloc(self, nbytes, align=0):
+    def alloc(self, heap, nbytes, align):
+        return heap.untapped(heap.alloc, nbytes, align)
+
+    def free(self, heap, nbytes, block):
+        return heap.untapped(heap.free, nbytes, block)
+
+    def realloc(self, heap, old_nbytes, nbytes, block):
+        return heap.untapped(heap.realloc, old_nbytes, nbytes, block)
+
+    def libc_alloc(self, heap, nbytes, zeroed):
+        return heap.untapped(heap.libc_alloc, nbytes, zeroed)
+
+    def libc_free(self, heap, nbytes, block):
+        return heap.untapped(heap.libc_free, nbytes, block)
+
+    def alloc_many(self, heap, nbytes, count):
+        return heap.untapped(heap.alloc_many, nbytes, count)
+
+    def free_many(self, heap, nbytes, count):
+        return heap.untapped(heap.free_many, nbytes, count)
+
+
+class _Closed(HeapTap):
+    """The tap of a closed heap (:meth:`Heap.close`): every event changes nothing."""
+
+    __slots__ = ()
+
+    def alloc(self, heap, nbytes, align):
         return None
 
-    def libc_alloc(self, nbytes, zeroed=False) -> None:
+    def free(self, heap, nbytes, block):
+        pass
+
+    def realloc(self, heap, old_nbytes, nbytes, block):
         return None
 
-    def libc_free(self, nbytes, block=None) -> None:
-        pass
-
-    def realloc(self, old_nbytes, nbytes, block=None):
+    def libc_alloc(self, heap, nbytes, zeroed):
         return None
 
-    def free(self, nbytes, block=None) -> None:
+    def libc_free(self, heap, nbytes, block):
         pass
 
-    def alloc_many(self, nbytes, count) -> None:
+    def alloc_many(self, heap, nbytes, count):
         pass
 
-    def free_many(self, nbytes, count) -> None:
+    def free_many(self, heap, nbytes, count):
         pass
 
-    def transient(self, nbytes, count) -> None:
-        pass
 
-    def free_each(self, order, count) -> None:
-        pass
-
-    def unordered(self, batch):
-        return batch
+CLOSED = _Closed()

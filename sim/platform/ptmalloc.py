@@ -238,7 +238,11 @@ class ReplayProgram:
             named = arg if kind == "free" else arg[1:] if kind == "realloc" else None
             if named is not None:
                 back, index = named
-                if index >= len(sizes) or (back == 0 and index >= count) or index in freed:
+                old = nbytes if kind == "free" else arg[0]
+                # each iteration makes its blocks as the template's does: the one named
+                # is of the size freed, not yet freed, and made before the free
+                if (index >= len(sizes) or (back == 0 and index >= count) or index in freed
+                        or sizes[index] != old):
                     raise ValueError("replay: a free names no allocation of the template")
                 freed[index] = back
             if kind in ("alloc", "realloc"):

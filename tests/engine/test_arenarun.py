@@ -97,7 +97,7 @@ def test_the_end_of_a_run_leaves_carve_runs_alone():
     rows = sim.run(lambda s, **p: workload.run(s, "flex.autodiff", **p), params)
     arena = sim.allocator.arena
     gc.collect()
-    assert type(sim.heap).__name__ == "ClosedHeap"
+    assert sim.heap.closed
     assert len(arena.runs) == 4 and len(arena.inuse) < 1000
     assert [r["value"] for r in rows if r["metric"] == "rss"][-1] > 1.2e5    # MB
 

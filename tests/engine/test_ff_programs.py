@@ -229,3 +229,29 @@ def test_a_loop_whose_storage_reuse_repeats_every_five_iterations_gives_exact_ro
     workload = _workload(1, False, "disabled", PERIODIC_STORAGE_REUSE)
     assert (_csv(workload, "skip-untracked", prof, True)
             == _csv(workload, "skip-untracked", prof, False))
+
+
+#: a fourth (FF_PROGRAMS=400 on linux-x86_64, session 51): a window of the last four results
+#: frees, from the fifth iteration on, a block four iterations old, and the unrelated
+#: backward's graph blocks five iterations old; the first iterations make two blocks more or
+#: fewer than the later ones (the window filling, the cleanups catching up), so three
+#: agreeing probes named by index a block of an iteration that made its blocks otherwise,
+#: and the arena's replay raised ("a free names no allocation of the template"). A template
+#: now holds only once every iteration it reaches back to made its blocks the same way
+WINDOW_AFTER_AN_ADD = [(1, ["add"]), (40, ["unrelated-backward", "window"])]
+
+
+@pytest.mark.parametrize("n", [40, 400])
+def test_a_window_freeing_blocks_four_iterations_old_gives_exact_rows(n):
+    prof = load_profile("linux-x86_64")
+    first, (_, body) = WINDOW_AFTER_AN_ADD
+    workload = _workload(1, False, "disabled", [first, (n, body)])
+    assert (_csv(workload, "burn-0.22.1", prof, True)
+            == _csv(workload, "burn-0.22.1", prof, False))
+
+
+def test_a_template_naming_a_block_of_another_size_is_not_replayed():
+    from sim.platform.ptmalloc import PtmallocArena
+    with pytest.raises(ValueError):
+        PtmallocArena.compile([("alloc", 16, 0), ("alloc", 4, 0), ("free", 16, (0, 0)),
+                               ("free", 4, (1, 0))])

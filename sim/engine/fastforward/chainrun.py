@@ -57,7 +57,7 @@ import itertools
 from typing import NamedTuple
 
 from ...burn.graph.runs import node_blocks, unexplained_blocks
-from ...platform.btree import BTreeNodes
+from ...platform.btree import TreeTap
 from .replay import relabel_rotating, relative_tree_ops, replay_tree_ops, rotating_graph
 from .keptchain import (build_members, build_replayed, compare_before, defer_members,
                         deferrable, kept_chain,
@@ -98,71 +98,77 @@ class TreeLog:
         self.clone_at = []
 
 
-class LoggingTree(BTreeNodes):
-    """A locator BTreeMap that logs its operations in :attr:`TreeLog.current` (probing)."""
+class LoggingTree(TreeTap):
+    """The tap of a locator BTreeMap that logs its operations in :attr:`TreeLog.current`
+    (probing)."""
 
     __slots__ = ()
 
-    def _log(self, kind, key, call, arg):
+    @staticmethod
+    def _log(tree, kind, key, call, arg):
         log = TreeLog.current
         if log is None:
-            return call(self, arg)
-        log.ops.append((log.trees.index(self), kind, key))
+            return tree.untapped(call, arg)
+        log.ops.append((log.trees.index(tree), kind, key))
         trace = log.trace
         start = len(trace) if trace is not None else 0
-        allocs = self.heap.allocs
-        result = call(self, arg)
-        log.allocs += self.heap.allocs - allocs
+        allocs = tree.heap.allocs
+        result = tree.untapped(call, arg)
+        log.allocs += tree.heap.allocs - allocs
         if trace is not None and len(trace) > start:
             log.spans.append((start, len(trace)))
         return result
 
-    def _span(self, call, *args):
+    @staticmethod
+    def _span(tree, call, *args):
         log = TreeLog.current
         trace = None if log is None else log.trace
         if trace is None:
-            return call(self, *args)
+            return tree.untapped(call, *args)
         start = len(trace)
-        result = call(self, *args)
+        result = tree.untapped(call, *args)
         if len(trace) > start:
             log.clones.append((start, len(trace)))
         return result
 
-    def clone_nodes(self, heap, empty=False):
+    def clone_nodes(self, tree, heap, empty):
         log = TreeLog.current
         if log is None:
-            return BTreeNodes.clone_nodes(self, heap, empty)
+            return tree.untapped(tree.clone_nodes, heap, empty)
         allocs = heap.allocs
-        result = self._span(BTreeNodes.clone_nodes, heap, empty)
+        result = self._span(tree, tree.clone_nodes, heap, empty)
         made = heap.allocs - allocs
         log.allocs += made
-        log.clone_at.append((len(log.ops), log.trees.index(self), made > 0))
+        log.clone_at.append((len(log.ops), log.trees.index(tree), made > 0))
         return result
 
-    def drop_clone(self, heap, clone):
-        return self._span(BTreeNodes.drop_clone, heap, clone)
+    def drop_clone(self, tree, heap, clone):
+        return self._span(tree, tree.drop_clone, heap, clone)
 
-    def insert(self, key):
-        return self._log("insert", key, BTreeNodes.insert, key)
+    def insert(self, tree, key):
+        if (tree.appends_in_closed_form and key > tree.max_key()
+                and TreeLog.current is not None):
+            TreeLog.current.valid = False       # the map's insert is an append_run
+        return self._log(tree, "insert", key, tree.insert, key)
 
-    def remove(self, key):
-        return self._log("remove", key, BTreeNodes.remove, key)
+    def remove(self, tree, key):
+        return self._log(tree, "remove", key, tree.remove, key)
 
-    def remove_many(self, items):
+    def remove_many(self, tree, items):
         items = list(items)
         if any(type(item) is tuple for item in items) and TreeLog.current is not None:
             TreeLog.current.valid = False
-        return self._log("remove_many", tuple(items), BTreeNodes.remove_many, items)
+        return self._log(tree, "remove_many", tuple(items), tree.remove_many, items)
 
-    def remove_run(self, first, stride, count):
+    def remove_run(self, tree, first, stride, count):
         if TreeLog.current is not None:
             TreeLog.current.valid = False
-        return BTreeNodes.remove_run(self, first, stride, count)
+        return tree.remove_many([(first, stride, count)])     # the map's remove_run, tapped
 
-    def append_run(self, first, stride, count, alloc=True):
+    def append_run(self, tree, first, stride, count, alloc):
         if TreeLog.current is not None:
             TreeLog.current.valid = False
-        return BTreeNodes.append_run(self, first, stride, count, alloc)
+        return tree.untapped(tree.append_run, first, stride, count, alloc)
 
 
 # -- the effect ---------------------------------------------------------------------------

@@ -40,12 +40,11 @@ from ...burn.graph.node import Node, NodeRefCount
 from ...burn.ops import _Retro
 from ...burn.graph.step import Step
 from ...platform.l2_cache import Chunk
-from ...platform.heap import Heap
 from ...burn.graph.runs import MemberRuns, RunEntries
 from ...policies.base import Policy
 from .replay import replay_tree_ops
-from .leakrun import (_buffer, _Counting, _Refuse, _strip, builder_blocks, kept_storages,
-                      l2_contents, l2_signature, member_actions, replace_storage)
+from .leakrun import (_buffer, _COUNTING, _Counting, _Refuse, _strip, builder_blocks,
+                      kept_storages, l2_contents, l2_signature, member_actions, replace_storage)
 
 __all__ = ["kept_chain", "l2_growth", "build_replayed", "kept_slots", "repoint_members",
            "l2_ready", "l2_rotates", "old_nodes", "compare_before", "MAX_KEPT",
@@ -219,14 +218,14 @@ def build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip,
     handles = replay(sim, effect, 0)
     heap.allocs += effect.allocs
     _Counting.counts = Counter()
-    heap.__class__ = _Counting
+    heap.tap = _COUNTING
     try:
         buffers = [k[1] if type(k) is tuple else _buffer(k, b, handles)
                    for k, b in zip(effect.kept, effect.backends)]
         cur = build_members(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node,
                      built, buffers)
     finally:
-        heap.__class__ = Heap
+        heap.tap = None
     if effect.l2:
         touch_l2(sim, effect, buffers, clones[-1] if clones else first)
     if not effect.checked:
@@ -589,9 +588,9 @@ def _build_deferred(sim, effect, graph, starts, kept_chunks, handles) -> None:
     placed when they were applied), their new storages holding the chunks
     :func:`advance_l2` gave them."""
     heap = sim.heap
-    cls, counts = heap.__class__, _Counting.counts
+    tap, counts = heap.tap, _Counting.counts
     _Counting.counts = Counter()
-    heap.__class__ = _Counting
+    heap.tap = _COUNTING
     try:
         for j, start in enumerate(starts):
             placed = handles[j] if handles else None
@@ -602,7 +601,7 @@ def _build_deferred(sim, effect, graph, starts, kept_chunks, handles) -> None:
             build_members(sim, effect, graph, start, {}, None, None, None, [], buffers,
                           entered=True)
     finally:
-        heap.__class__ = cls
+        heap.tap = tap
         _Counting.counts = counts
 
 

@@ -54,7 +54,7 @@ from ...burn.graph.runs import graph_blocks, node_blocks
 from ...burn.graph.step import Step
 from ...burn.backend import _TAKEN, Backend, Buffer
 from ...platform.l2_cache import Chunk
-from ...platform.heap import Heap
+from ...platform.heap import HeapTap
 from .replay import relabel_rotating, relative_tree_ops, replay_tree_ops, rotating_graph
 
 __all__ = ["LeakEffect", "leak_effect", "apply_leak", "l2_signature", "l2_contents"]
@@ -496,37 +496,41 @@ def _net(trace) -> Counter:
 
 # -- applying it --------------------------------------------------------------------------
 
-class _Counting(Heap):
-    """The heap while a leaked graph is built: it counts the blocks the builder allocates
-    and frees (by size, in :attr:`counts`) and changes nothing else; the replayed events
-    placed them. The objects built keep the heap itself, so their later frees are real."""
+class _Counting(HeapTap):
+    """The heap's tap while a leaked graph is built: it counts the blocks the builder
+    allocates and frees (by size, in :attr:`counts`) and changes nothing else; the
+    replayed events placed them. The objects built keep the heap itself, so their later
+    frees are real."""
 
     __slots__ = ()
     counts = None
 
-    def alloc(self, nbytes, align=0):
+    def alloc(self, heap, nbytes, align):
         if nbytes > 0:
             _Counting.counts[nbytes] += 1
         return None
 
-    def free(self, nbytes, block=None):
+    def free(self, heap, nbytes, block):
         if nbytes > 0:
             _Counting.counts[nbytes] -= 1
 
-    def realloc(self, old_nbytes, nbytes, block=None):
+    def realloc(self, heap, old_nbytes, nbytes, block):
         if old_nbytes > 0:
             _Counting.counts[old_nbytes] -= 1
         if nbytes > 0:
             _Counting.counts[nbytes] += 1
         return None
 
-    def alloc_many(self, nbytes, count):
+    def alloc_many(self, heap, nbytes, count):
         if nbytes > 0 and count > 0:
             _Counting.counts[nbytes] += count
 
-    def free_many(self, nbytes, count):
+    def free_many(self, heap, nbytes, count):
         if nbytes > 0 and count > 0:
             _Counting.counts[nbytes] -= count
+
+
+_COUNTING = _Counting()
 
 
 def _buffer(kept, backend, handles):
@@ -670,11 +674,11 @@ def apply_leak(sim, effect, count, replay) -> int:
         handles = replay(sim, effect, 0)
         heap.allocs += effect.allocs
         _Counting.counts = Counter()
-        heap.__class__ = _Counting
+        heap.tap = _COUNTING
         try:
             newest, buffers = _build_all(sim, effect, start, handles, built)
         finally:
-            heap.__class__ = Heap
+            heap.tap = None
         if not effect.checked:
             counts = {n: c for n, c in sorted(_Counting.counts.items()) if c}
             if (tuple(counts.items()) != effect.blocks

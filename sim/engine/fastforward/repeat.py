@@ -113,8 +113,8 @@ from ...burn.graph.runs import (NodeRun, dead_graph_handles, graph_blocks, graph
 from .chainrun import LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
 from .leakrun import apply_leak, l2_contents, l2_signature, leak_effect
 from .tape import ArenaTape
-from ...platform.btree import CAPACITY, BTreeNodes, append_counts
-from ...platform.heap import ExcludedHeap, Heap
+from ...platform.btree import CAPACITY, TreeTap, append_counts
+from ...platform.heap import ExcludedHeap, Heap, HeapTap
 
 __all__ = ["repeat", "Effect"]
 
@@ -126,6 +126,11 @@ AGREE = 3
 #: a warm-up longer than the probes (an L2 model's LRU filling with the storages a chain
 #: keeps) does not make the whole loop exact
 MAX_PROBE = 12
+#: a glibc arena's loop whose iterations free blocks ``d`` iterations old is probed
+#: ``2 d`` times more: its template holds once ``d + 1`` probed iterations in a row made
+#: their blocks in the same order (:class:`~sim.engine.fastforward.tape.ArenaTape`), and
+#: the first ``d`` probes after a reset name blocks of iterations not probed
+PROBES_PER_BACK = 2
 #: a loop body whose ``repeat`` calls found no repeating iteration this many times in a row
 #: runs its next calls without probing: twice as many after each further miss, at most
 #: :data:`MAX_SKIPPED_CALLS` (a nested loop is called once per outer iteration, and a probe
@@ -137,8 +142,9 @@ MAX_SKIPPED_CALLS = 64
 MAX_PERIOD = 6
 
 
-class _Recorder(Heap):
-    """A heap that also records every event (only while probing an iteration).
+class _Recorder(HeapTap):
+    """The heap's tap while an iteration is probed: it records every event and passes it
+    on to the heap.
 
     ``events`` counts the net blocks by size. Where the allocator places blocks one
     request at a time (a glibc arena), ``seq`` also keeps the iteration's events in
@@ -175,15 +181,15 @@ class _Recorder(Heap):
             _Recorder.trace = None
         return _Recorder.trace
 
-    def alloc(self, nbytes, align=0):
+    def alloc(self, heap, nbytes, align):
         if nbytes > 0:
             _Recorder.events[nbytes] += 1
-        block = Heap.alloc(self, nbytes, align)
+        block = heap.untapped(heap.alloc, nbytes, align)
         trace = _Recorder._trace()
         if trace is not None and nbytes > 0:
             if block is not None:
                 _Recorder.trace_at[_handle_key(block)] = len(trace)
-            trace.append((_ALLOC, nbytes, align, self.allocator.fault is None))
+            trace.append((_ALLOC, nbytes, align, heap.allocator.fault is None))
         tape = _Recorder.tape
         if tape is not None and nbytes > 0:
             if ExcludedHeap.active:
@@ -197,7 +203,7 @@ class _Recorder(Heap):
             _Recorder.nalloc += 1
         return block
 
-    def free(self, nbytes, block=None):
+    def free(self, heap, nbytes, block):
         if nbytes > 0:
             _Recorder.events[nbytes] -= 1
             trace = _Recorder._trace()
@@ -221,9 +227,9 @@ class _Recorder(Heap):
                         _Recorder.seq = None   # a block from an earlier iteration
                     else:
                         _Recorder.seq.append((_FREE, nbytes, index))
-        Heap.free(self, nbytes, block)
+        heap.untapped(heap.free, nbytes, block)
 
-    def realloc(self, old_nbytes, nbytes, block=None):
+    def realloc(self, heap, old_nbytes, nbytes, block):
         # one block of a new size (a Vec growing): counted, but not replayable in order
         # on a glibc arena; where the allocator keeps counts, traced as one event
         if old_nbytes > 0 and nbytes > 0:
@@ -235,7 +241,7 @@ class _Recorder(Heap):
                 at = -1 if block is None else _Recorder.trace_at.pop(_handle_key(block), None)
                 if at is None:
                     _Recorder.trace = trace = None     # a block from an earlier iteration
-            handle = Heap.realloc(self, old_nbytes, nbytes, block)
+            handle = heap.untapped(heap.realloc, old_nbytes, nbytes, block)
             tape = _Recorder.tape
             if tape is not None:
                 if ExcludedHeap.active:
@@ -246,23 +252,25 @@ class _Recorder(Heap):
                     _Recorder.trace_at[_handle_key(handle)] = len(trace)
                 trace.append((_REALLOC, nbytes, (old_nbytes, at), False))
             return handle
-        if _Recorder.tape is not None and old_nbytes > 0:
+        if old_nbytes <= 0:
+            return heap.alloc(nbytes)       # a first block: an alloc, recorded as one
+        if _Recorder.tape is not None:
             _Recorder.tape.invalidate()     # a free in disguise: not replayed
-        return Heap.realloc(self, old_nbytes, nbytes, block)
+        return heap.untapped(heap.realloc, old_nbytes, nbytes, block)
 
-    def libc_alloc(self, nbytes, zeroed=False):
+    def libc_alloc(self, heap, nbytes, zeroed):
         if _Recorder.tape is not None:
             _Recorder.tape.invalidate()
-        return Heap.libc_alloc(self, nbytes, zeroed)
+        return heap.untapped(heap.libc_alloc, nbytes, zeroed)
 
-    def libc_free(self, nbytes, block=None):
+    def libc_free(self, heap, nbytes, block):
         if _Recorder.tape is not None:
             _Recorder.tape.invalidate()
-        Heap.libc_free(self, nbytes, block)
+        heap.untapped(heap.libc_free, nbytes, block)
 
-    def alloc_many(self, nbytes, count):
+    def alloc_many(self, heap, nbytes, count):
         if count == 1:
-            self.alloc(nbytes)      # what Heap.alloc_many does; counted there
+            heap.alloc(nbytes)      # what Heap.alloc_many does; recorded there
             return
         if nbytes > 0 and count > 0:
             _Recorder.events[nbytes] += count
@@ -272,9 +280,9 @@ class _Recorder(Heap):
                 _Recorder.tape.many("alloc_many", nbytes, count)
             if _Recorder.seq is not None and not _Recorder.muted:
                 _Recorder.seq.append((_ALLOC_MANY, nbytes, count))
-        Heap.alloc_many(self, nbytes, count)
+        heap.untapped(heap.alloc_many, nbytes, count)
 
-    def free_many(self, nbytes, count):
+    def free_many(self, heap, nbytes, count):
         if nbytes > 0 and count > 0:
             _Recorder.events[nbytes] -= count
             if _Recorder.trace is not None:
@@ -283,64 +291,65 @@ class _Recorder(Heap):
                 _Recorder.tape.many("free_many", nbytes, count)
             if _Recorder.seq is not None and not _Recorder.muted:
                 _Recorder.seq.append((_FREE_MANY, nbytes, count))
-        Heap.free_many(self, nbytes, count)
+        heap.untapped(heap.free_many, nbytes, count)
 
 
-class _RecordingTree(BTreeNodes):
-    """A locator BTreeMap that marks its appends in the replay template (probing only)."""
+class _RecordingTree(TreeTap):
+    """The tap of a locator BTreeMap that marks its appends in the replay template
+    (probing only)."""
 
     __slots__ = ()
 
-    def insert(self, key):
+    def insert(self, tree, key):
         tape = _Recorder.tape
         if tape is not None:
-            tape.tree(_Recorder.trees.index(self), "insert", key - tape.base)
+            tape.tree(_Recorder.trees.index(tree), "insert", key - tape.base)
         seq = _Recorder.seq
         if seq is not None and not _Recorder.muted:
-            top = self.max_key()
+            top = tree.max_key()
             if top is None or key <= top:
                 _Recorder.seq = None      # not an append: where it lands depends on the keys
             else:
-                seq.append((_INSERT, _Recorder.trees.index(self), 0))
+                seq.append((_INSERT, _Recorder.trees.index(tree), 0))
         _Recorder.muted += 1
         try:
-            added = BTreeNodes.insert(self, key)
+            added = tree.untapped(tree.insert, key)
         finally:
             _Recorder.muted -= 1
         if added and _Older.changes is not None:
-            _Older.note(self, key, 1)
+            _Older.note(tree, key, 1)
         return added
 
-    def remove(self, key):
+    def remove(self, tree, key):
         _Recorder.seq = None
         tape = _Recorder.tape
         if tape is not None:
-            tape.tree(_Recorder.trees.index(self), "remove", key - tape.base)
-        removed = BTreeNodes.remove(self, key)
+            tape.tree(_Recorder.trees.index(tree), "remove", key - tape.base)
+        removed = tree.untapped(tree.remove, key)
         if removed and _Older.changes is not None:
-            _Older.note(self, key, -1)
+            _Older.note(tree, key, -1)
         return removed
 
-    def remove_many(self, items):
+    def remove_many(self, tree, items):
         _Recorder.seq = None
         if _Older.changes is not None:
             items = list(items)
             for item in items:
-                _Older.note(self, item, -1)
+                _Older.note(tree, item, -1)
         tape = _Recorder.tape
         if tape is not None:
             base = tape.base
-            tape.tree(_Recorder.trees.index(self), "remove_many", tuple(
+            tape.tree(_Recorder.trees.index(tree), "remove_many", tuple(
                 k - base if type(k) is int else (k[0] - base,) + tuple(k[1:]) for k in items))
-        return BTreeNodes.remove_many(self, items)
+        return tree.untapped(tree.remove_many, items)
 
-    def remove_run(self, first, stride, count):
+    def remove_run(self, tree, first, stride, count):
         _Recorder.seq = None
         tape = _Recorder.tape
         if tape is not None:
-            tape.tree(_Recorder.trees.index(self), "remove_run",
+            tape.tree(_Recorder.trees.index(tree), "remove_run",
                       (first - tape.base, stride, count))
-        return BTreeNodes.remove_run(self, first, stride, count)
+        return tree.remove_many([(first, stride, count)])     # the map's remove_run, tapped
 
 
 class _Older:
@@ -363,29 +372,35 @@ class _Older:
 
 
 class _WatchingTree(LoggingTree):
-    """A locator BTreeMap that logs its operations (:class:`LoggingTree`) and notes the
-    removals and inserts of keys from before the loop (:class:`_Older`; probing only)."""
+    """The tap of a locator BTreeMap that logs its operations (:class:`LoggingTree`) and
+    notes the removals and inserts of keys from before the loop (:class:`_Older`;
+    probing only)."""
 
     __slots__ = ()
 
-    def insert(self, key):
-        added = LoggingTree.insert(self, key)
+    def insert(self, tree, key):
+        added = LoggingTree.insert(self, tree, key)
         if added and _Older.changes is not None:
-            _Older.note(self, key, 1)
+            _Older.note(tree, key, 1)
         return added
 
-    def remove(self, key):
-        removed = LoggingTree.remove(self, key)
+    def remove(self, tree, key):
+        removed = LoggingTree.remove(self, tree, key)
         if removed and _Older.changes is not None:
-            _Older.note(self, key, -1)
+            _Older.note(tree, key, -1)
         return removed
 
-    def remove_many(self, items):
+    def remove_many(self, tree, items):
         items = list(items)
         if _Older.changes is not None:
             for item in items:
-                _Older.note(self, item, -1)
-        return LoggingTree.remove_many(self, items)
+                _Older.note(tree, item, -1)
+        return LoggingTree.remove_many(self, tree, items)
+
+
+_RECORDER = _Recorder()
+_RECORDING_TREE = _RecordingTree()
+_WATCHING_TREE = _WatchingTree()
 
 
 class _Snapshot:
@@ -795,6 +810,14 @@ def _replay_drift(sim, effect, k, times=1):
     plan = effect.plan[1]
     if times != 1:
         return _replay_many(heap, plan, times)
+    # the heap itself takes the events, past a tap (an outer loop's probe records none)
+    return heap.untapped(_replay_plan, heap, plan, trace, effect, k, faults)
+
+
+def _replay_plan(heap, plan, trace, effect, k, faults):
+    """:func:`_replay_drift`'s events of one iteration at ``k`` steps of growth; returns
+    the blocks allocated by position."""
+    allocator = heap.allocator
     grown = {i: (field, trace[i][field] + k * d) for i, field, d in effect.deltas}
     handles = {}
     alloc, free = Heap.alloc, Heap.free
@@ -980,12 +1003,18 @@ def _horizon(sim, effect):
 
 def _apply(sim, effect, count, tape=None):
     """``count`` iterations of ``effect`` in closed form (a glibc arena's replay may stop
-    earlier, at the memory budget); returns the iterations applied. ``tape``: the loop's
+    earlier, at the memory budget); returns the iterations applied (None, nothing done:
+    a template the arena cannot replay). ``tape``: the loop's
     :class:`~sim.engine.fastforward.tape.ArenaTape`, for a ``steady`` effect with one."""
     if effect.shape == "chain":
         return apply_chain(sim, effect, count, _replay_drift)
     if effect.shape == "leak":
         return apply_leak(sim, effect, count, _replay_drift)
+    if effect.tape is not None and effect.program is None:
+        try:
+            effect.program = sim.allocator.arena.compile(effect.tape[0])
+        except ValueError:
+            return None       # a template the arena cannot replay: nothing applied
     last = sim._next_id - effect.stride      # the first id of the iteration just run
     timing = sim.timing
     first = sim._next_id + effect.offset
@@ -1026,8 +1055,6 @@ def _apply(sim, effect, count, tape=None):
         # the arena's requests again, iteration by iteration (their faults and trims come
         # with them); the live objects' handles then name the last iterations' chunks
         arena = sim.allocator.arena
-        if effect.program is None:
-            effect.program = arena.compile(effect.tape[0])
         for done in range(0, count, REPLAY_BATCH):
             k = min(REPLAY_BATCH, count - done)
             tape.apply(arena, effect.program, k)
@@ -1258,7 +1285,7 @@ def _probe(sim, body, snap, replay, previous=None, before=None, tape=None, floor
         trees = _Recorder.trees = (locator.graphs_tree, locator.keys_tree)
         _Recorder.seq, _Recorder.handles, _Recorder.nalloc = [], {}, 0
         for tree in trees:
-            tree.__class__ = _RecordingTree
+            tree.tap = _RECORDING_TREE
     outer = TreeLog.current, sim.timing.log
     if outer[0] is not None:
         # a loop inside a probed iteration: the outer iteration is no chain of its own
@@ -1271,7 +1298,7 @@ def _probe(sim, body, snap, replay, previous=None, before=None, tape=None, floor
         TreeLog.current = log
         sim.timing.log = []
         for tree in trees:
-            tree.__class__ = _WatchingTree
+            tree.tap = _WATCHING_TREE
     outer_older = _Older.floor, _Older.tree, _Older.changes
     watched = locator is not None
     if watched:
@@ -1281,14 +1308,14 @@ def _probe(sim, body, snap, replay, previous=None, before=None, tape=None, floor
     if replay and tape is not None and outer_tape is None:
         _Recorder.tape = tape
         tape.begin(snap.next_id)
-    heap.__class__ = _Recorder
+    heap.tap = _RECORDER
     try:
         body()
     finally:
-        heap.__class__ = Heap
+        heap.tap = None
         _Recorder.tape = outer_tape
         for tree in trees:
-            tree.__class__ = _WatchingTree if outer[0] is not None else BTreeNodes
+            tree.tap = _WATCHING_TREE if outer[0] is not None else None
         sweeps = sim.timing.log
         TreeLog.current, sim.timing.log = outer
         changes = _Older.changes if watched else None
@@ -1411,7 +1438,7 @@ def _repeat(sim, n, body) -> bool:
                     and all(e is not None and e.key() == last[0].key() for e in last)):
                 effect = measured
                 found = True
-            elif len(effects) >= probes:
+            elif len(effects) >= probes + (PROBES_PER_BACK * tape.reach if tape is not None else 0):
                 stop = min(n, done + wait)
                 for i in range(done, stop):
                     sim.loop_index = i
@@ -1429,6 +1456,13 @@ def _repeat(sim, n, body) -> bool:
             count = min(count, max(0, (sim.limits.max_ops - sim.registered) // effect.registered))
         if count > 0:
             applied = _apply(sim, effect, count, tape)
+            if applied is None:
+                # the arena cannot replay the iteration's template (it names a block its
+                # carried iterations did not make): the rest runs exactly
+                for i in range(done, n):
+                    sim.loop_index = i
+                    body()
+                return found
             sim.ff_applied[effect.shape] += applied
             done += applied
         sim.loop_index = done

@@ -25,16 +25,24 @@ class ArenaTape:
     ``blocks[serial]`` holds the handles of the blocks iteration ``serial`` allocated,
     in order; ``at`` maps each live one (:func:`handle_key`) to ``(serial, index)``.
     A free of a block older than :data:`MAX_BACK` iterations, or of one no probed
-    iteration allocated, leaves the iteration without a template."""
+    iteration allocated, leaves the iteration without a template; so does a free naming
+    a block ``back`` iterations before when one of those iterations had another template
+    (``templates[serial]``): the replay names the blocks of the iterations it carries by
+    their index in the template, so each of them must have made its blocks in the same
+    order (a window of the last four results frees, in the iteration after it fills, a
+    block of an iteration that made two more or fewer before it)."""
 
     #: iterations back a free may name a block
     MAX_BACK = 8
 
-    __slots__ = ("at", "blocks", "serial", "events", "trees", "base")
+    __slots__ = ("at", "blocks", "templates", "serial", "events", "trees", "base", "reach")
 
     def __init__(self):
         self.at = {}
         self.blocks = {}
+        self.templates = {}
+        #: the most iterations back a free has named a probed block
+        self.reach = 0
         self.serial = 0
         self.events = None
         self.trees = None
@@ -45,6 +53,7 @@ class ArenaTape:
         self.serial += 1
         self.blocks[self.serial] = []
         self.blocks.pop(self.serial - self.MAX_BACK - 1, None)
+        self.templates.pop(self.serial - self.MAX_BACK - 1, None)
         self.events, self.trees, self.base = [], [], first_id
 
     def end(self):
@@ -53,7 +62,14 @@ class ArenaTape:
         self.events = self.trees = None
         if events is None or trees is None:
             return None
-        return tuple(events), tuple(trees)
+        events = tuple(events)
+        self.templates[self.serial] = events
+        depth = max((arg[0] if kind == "free" else arg[1] for kind, _, arg in events
+                     if arg is not None and kind in ("free", "realloc")), default=0)
+        if any(self.templates.get(self.serial - back) != events
+               for back in range(1, depth + 1)):
+            return None      # a carried iteration made its blocks otherwise
+        return events, tuple(trees)
 
     def invalidate(self) -> None:
         self.events = None
@@ -63,7 +79,10 @@ class ArenaTape:
         pos = self.at.pop(handle_key(block), None)
         if pos is None or self.serial - pos[0] > self.MAX_BACK:
             return None
-        return self.serial - pos[0], pos[1]
+        back = self.serial - pos[0]
+        if back > self.reach:
+            self.reach = back
+        return back, pos[1]
 
     def _allocated(self, block) -> None:
         blocks = self.blocks[self.serial]
