@@ -679,13 +679,17 @@ def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs
               help="grade the same measurements with this profile too (e.g. the measured "
                    "host's own, made by sim host-profile): its totals and verdicts beside "
                    "--profile's (repeatable)")
+@click.option("--from-results", "from_results", is_flag=True,
+              help="simulate nothing: write the page and the fixes' figures from the "
+                   "comparisons an earlier sim fixes left in --results (the page names the "
+                   "command without this flag)")
 @_jobs_option
-def fixes_cmd(measured, profile, results, out, jobs, figures, also):
+def fixes_cmd(measured, profile, results, out, jobs, figures, also, from_results):
     """Grade every fix measured on patched burn against its policy's predictions.
 
     For each NAME/ under --measured: sim compare --measured NAME/ -p NAME; then one page
     (--out) with the points within tolerance per fix and experiment, the hosts and the
-    largest misses.
+    largest misses, and a figure per fix (fixes/NAME.png beside --out).
     """
     from ..analysis.fixes import PATCHED_MEASURED
     from .fixes import fixes_report
@@ -693,7 +697,9 @@ def fixes_cmd(measured, profile, results, out, jobs, figures, also):
     _check_out_file(out)
     grades = fixes_report(measured or PATCHED_MEASURED, profile, results, out,
                           jobs or default_jobs(), echo=lambda line: click.echo(line, err=True),
-                          command=_command_line(), figures=figures, also=also)
+                          command=" ".join(w for w in _command_line().split(" ")
+                                           if w != "--from-results"),
+                          figures=figures, also=also, from_results=from_results)
     for name, g in grades.items():
         ok, n = g["total"]
         click.echo(f"{name}: {ok} of {n} points within tolerance")

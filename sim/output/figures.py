@@ -1,7 +1,7 @@
 """The registry of figures: each figure a results directory can hold, by name, with the
 function that draws it.
 
-``sim sweep``, ``sim compare``, ``sim fixes --figures`` and ``sim plot`` draw every figure
+``sim sweep``, ``sim compare``, ``sim fixes`` and ``sim plot`` draw every figure
 through :func:`draw` (:func:`sim.output.results.render` decides which to draw, into which
 file); a new figure is a drawing function (returning a ``matplotlib.figure.Figure``) and
 one :func:`register` call.
@@ -9,12 +9,12 @@ one :func:`register` call.
 Examples
 --------
 >>> sorted(FIGURES)
-['summary', 'workload']
+['fix', 'summary', 'workload']
 >>> FIGURES["summary"].function.__name__
 'summary_figure'
 >>> draw("no-such-figure")
 Traceback (most recent call last):
-KeyError: "no figure 'no-such-figure' (registered: summary, workload)"
+KeyError: "no figure 'no-such-figure' (registered: fix, summary, workload)"
 """
 
 from __future__ import annotations
@@ -64,3 +64,7 @@ register("workload", plot.workload_figure,
 register("summary", plot.summary_figure,
          "policies x runs: memory growth and time per loop unit against burn-0.22.1, the "
          "reference frameworks apart (summary.png)")
+register("fix", plot.fix_figure,
+         "one fix measured on patched burn (sim fixes): a panel per run where the fix matters, "
+         "its measured points and predicted line beside unpatched burn-0.22.1's in grey "
+         "(docs/fixes/<fix>.png)")

@@ -55,7 +55,7 @@ from ..analysis.growth import phase_ranks as _phase_order
 from ..policies import POLICIES, policy_label, policy_rank, reference_label
 from ..units import BYTES_PER, METRICS
 
-__all__ = ["workload_figure", "summary_figure", "policy_color", "policy_colors", "interval_rates",
+__all__ = ["workload_figure", "summary_figure", "fix_figure", "policy_color", "policy_colors", "interval_rates",
            "use_policy_colors", "OBSERVABLES"]
 
 #: bookkeeping observables every sample carries (``Simulation.observables``):
@@ -1111,3 +1111,123 @@ def _ms_text(ms) -> str:
     sign = "-" if ms < 0 else ""
     name, size, _ = next((u for u in _DURATION_UNITS if abs(ms) >= u[2]), _DURATION_UNITS[-1])
     return f"{sign}{_number_text(abs(ms) / size)} {name}"
+
+
+# -- a fix's figure (sim fixes) ----------------------------------------------------------------
+
+#: the reference drawn beside each fix (unpatched burn, its own prediction)
+_REFERENCE_GREY = "#8c8c8c"
+
+
+def _fix_points(errors, run, metric):
+    """``(xs, measured, predicted)`` of ``errors``' rows of ``run`` (experiment, variant,
+    phase) and ``metric``, sorted by x; predicted None where nothing was predicted."""
+    points = []
+    for e in errors:
+        if (e["experiment"], e["variant"], e.get("phase") or "") != run or e["metric"] != metric:
+            continue
+        try:
+            x, m = float(e["x"]), float(e["measured"])
+        except (TypeError, ValueError):
+            continue
+        try:
+            p = float(e["predicted"])
+        except (TypeError, ValueError):
+            p = None
+        points.append((x, m, p if p == p else None))
+    points.sort()
+    return points
+
+
+def _fix_panel(ax, run, metric, sides):
+    """One panel of :func:`fix_figure`: per side (label, errors, colour, reference?) the
+    measured points and the predicted line of ``metric`` against the loop count, and
+    where a side panics, its measured and predicted panic steps."""
+    unit = ""
+    x_unit = ""
+    scale, shown_unit = 1.0, ""
+    for _, errors, _, _ in sides:
+        for e in errors:
+            if (e["experiment"], e["variant"], e.get("phase") or "") == run \
+                    and e["metric"] == metric:
+                unit, x_unit = e["unit"], e["x_unit"]
+                break
+        if unit:
+            break
+    if unit == "B":
+        scale, shown_unit = BYTES_PER["MiB"], "MiB"
+    else:
+        shown_unit = unit
+    xs_all = []
+    for label, errors, color, reference in sides:
+        pts = _fix_points(errors, run, metric)
+        xs_all += [x for x, _, _ in pts]
+        style = dict(color=color, zorder=2 if reference else 3)
+        if pts:
+            ax.plot([x for x, _, _ in pts], [m / scale for _, m, _ in pts],
+                    linestyle="none", marker="o", markersize=6 if reference else 5,
+                    markerfacecolor="none" if reference else color,
+                    markeredgecolor=color, **style)
+            pred = [(x, p / scale) for x, _, p in pts if p is not None]
+            if pred:
+                ax.plot(*zip(*pred), linestyle="--" if reference else "-",
+                        linewidth=1.2 if reference else 1.8, marker="_", markersize=14,
+                        **style)
+        for x, m, p in _fix_points(errors, run, "panic"):
+            xs_all.append(x)
+            if m:
+                ax.axvline(x, color=color, linestyle=":", linewidth=1.4, zorder=1)
+                ax.plot([x], [1.0], marker="X", markersize=9, color=color, clip_on=False,
+                        transform=blended_transform_factory(ax.transData, ax.transAxes))
+            if p:
+                ax.plot([x], [0.0], marker="^", markersize=8, color=color, clip_on=False,
+                        markerfacecolor="none",
+                        transform=blended_transform_factory(ax.transData, ax.transAxes))
+    experiment, variant, phase = run
+    ax.set_title(f"{experiment} / {variant}{f' ({phase})' if phase else ''}\n{metric}",
+                 fontsize=9)
+    ax.set_xlabel(x_unit.replace("_", " ") or "x", fontsize=8)
+    ax.set_ylabel(shown_unit or metric, fontsize=8)
+    positive = [x for x in xs_all if x > 0]
+    if positive and max(positive) / min(positive) >= 20:
+        ax.set_xscale("log")
+    ax.tick_params(labelsize=7)
+    ax.grid(True, color="#e6e6e6", linewidth=0.6)
+    if not xs_all:
+        _note_no_measurements(ax, (0.5, 0.5))
+
+
+def fix_figure(fix, panels, errors, reference_errors, reference="burn-0.22.1"):
+    """A fix measured on patched burn against its prediction (``sim fixes``): a panel per
+    ``(experiment, variant, phase, metric)`` of ``panels``, the metric against the loop
+    count, the fix's measured points (filled) and predicted line (solid) in its colour and
+    unpatched ``reference``'s (hollow, dashed) in grey, from the two comparisons' errors.csv
+    rows (``errors``, ``reference_errors``). A run that panics: a dotted line and a cross at
+    the measured panic step, a hollow triangle at the predicted one."""
+    n = max(1, len(panels))
+    ncols = min(3, n)
+    nrows = math.ceil(n / ncols)
+    fig = Figure(figsize=(4.2 * ncols, 3.1 * nrows + 1.0))
+    color = policy_color(fix)
+    sides = [(reference, reference_errors or [], _REFERENCE_GREY, True),
+             (fix, errors, color, False)]
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for ax, (experiment, variant, phase, metric) in zip(axes.flat, panels):
+        _fix_panel(ax, (experiment, variant, phase), metric, sides)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    handles = [Line2D([], [], color=color, marker="o", linestyle="none",
+                      label=f"{fix}: measured on patched burn"),
+               Line2D([], [], color=color, linewidth=1.8, label=f"{fix}: predicted"),
+               Line2D([], [], color=_REFERENCE_GREY, marker="o", markerfacecolor="none",
+                      linestyle="none", label=f"{reference} (unpatched): measured"),
+               Line2D([], [], color=_REFERENCE_GREY, linestyle="--",
+                      label=f"{reference}: predicted"),
+               Line2D([], [], color="#444444", marker="X", linestyle="none",
+                      label="panic, measured (dotted line)"),
+               Line2D([], [], color="#444444", marker="^", markerfacecolor="none",
+                      linestyle="none", label="panic, predicted")]
+    fig.suptitle(f"{fix}: predicted against measured, where the fix matters", fontsize=11)
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.55 / (3.1 * nrows + 1.0), 1, 0.97))
+    return fig

@@ -233,6 +233,17 @@ def test_fixes_simulates_the_comparisons_together_with_the_rows_of_each_alone(tm
     fixes_report(tmp_path / "m", "linux-x86_64", tmp_path / "res", tmp_path / "fixes.md",
                  jobs=1, echo=said.append)
     assert "0 simulated, 0 from an equivalent policy's run, 2 cached" in said[0]
+    # --from-results: the same page from the comparisons left in RESULTS, nothing run
+    page = (tmp_path / "fixes.md").read_text()
+    said.clear()
+    fixes_report(tmp_path / "m", "linux-x86_64", tmp_path / "res", tmp_path / "again.md",
+                 jobs=1, echo=said.append, from_results=True)
+    assert said == [] and (tmp_path / "again.md").read_text() == page
+    with pytest.raises(UserError, match="--from-results: .*detach-constant/errors.csv missing"):
+        (tmp_path / "res" / "detach-constant" / "errors.csv").unlink()
+        fixes_report(tmp_path / "m", "linux-x86_64", tmp_path / "res", tmp_path / "x.md",
+                     jobs=1, echo=said.append, from_results=True)
+    assert not (tmp_path / "x.md").exists()
 
 
 def test_release_workspace_pins_burn_and_burn_autodiff_to_the_version(tmp_path):

@@ -23,9 +23,10 @@ def _growths():
 
 
 def test_each_figure_is_registered_with_the_function_that_draws_it():
-    assert list(figures.FIGURES) == ["workload", "summary"]
+    assert list(figures.FIGURES) == ["workload", "summary", "fix"]
     assert figures.FIGURES["workload"].function is plot.workload_figure
     assert figures.FIGURES["summary"].function is plot.summary_figure
+    assert figures.FIGURES["fix"].function is plot.fix_figure
     assert all(entry.description for entry in figures.FIGURES.values())
 
 
