@@ -215,6 +215,8 @@ def join(measured_rows, predicted_rows, fitted_points=(), policy="burn-0.22.1"):
         share = p.get("text_share", 0.0)
         if share > TEXT_DOMINATED and m.get("probe"):
             _text_dominated(entry, m, share, tol, slack)
+        elif p.get("top_trims") and m.get("probe"):
+            _top_trimmed(entry, m, p["top_trims"], tol, slack)
         out.append(entry)
     return out
 
@@ -291,6 +293,26 @@ def _text_dominated(entry, m, share, tol, slack) -> None:
                    <= high + tol * abs(high) + slack + 1e-12)
     entry["note"] = (f"text pages are {share:.0%} of the program's RSS in the model: graded "
                      f"against the run-to-run range {low:g}..{high:g} ({runs} runs)")
+
+
+def _top_trimmed(entry, m, trims, tol, slack) -> None:
+    """An RSS row whose prediction the glibc arena's trims of its top placed (it trimmed
+    since the previous sample: :meth:`sim.engine.simulation.Simulation.top_trims`): which
+    level a run is at turns on its hash order, so the row is graded against the measured
+    run-to-run range (widened by the tolerance) where the measured row has one."""
+    spread = run_range(m.get("note", ""))
+    if spread is None:
+        entry["note"] = (f"the heap's top was trimmed {trims} times since the previous sample "
+                         f"in the model; one run: its run-to-run spread is unmeasured")
+        return
+    low, high, runs = spread
+    pv = entry["predicted"]
+    entry["range"] = (low, high)
+    entry["ok"] = (low - tol * abs(low) - slack - 1e-12 <= pv
+                   <= high + tol * abs(high) + slack + 1e-12)
+    entry["note"] = (f"the heap's top was trimmed {trims} times since the previous sample in "
+                     f"the model: graded against the run-to-run range {low:g}..{high:g} "
+                     f"({runs} runs)")
 
 
 def check_x_units(measured_rows, predicted_rows) -> None:

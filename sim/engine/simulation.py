@@ -175,6 +175,8 @@ class HostThread:
 
 #: the RSS metrics whose predicted rows carry ``text_share`` (:meth:`Simulation.text_share`)
 TEXT_SHARE_METRICS = frozenset({"rss", "rss_bytes", "rss_delta"})
+#: the RSS metrics whose predicted rows carry ``top_trims`` (:meth:`Simulation.top_trims`)
+TOP_TRIM_METRICS = TEXT_SHARE_METRICS | {"rss_growth_per_step"}
 
 
 def _weak_method(method):
@@ -249,6 +251,8 @@ class Simulation:
         self.variant = variant
         self.limits = limits or Limits()
         self.rows = []
+        # the glibc arena's trims of its top when the last sample was taken (top_trims)
+        self.trims_at_sample = 0
         self.threads = []
         self.current = HostThread("main")
         self.contended = False
@@ -576,7 +580,22 @@ class Simulation:
             # not a column: what a comparison needs to tell a row the binary's text pages
             # dominate (sim.analysis.compare.join)
             row["text_share"] = self.text_share()
+        if metric in TOP_TRIM_METRICS and self.top_trims():
+            # nor this: what tells a row the top's trims place between levels
+            row["top_trims"] = self.top_trims()
         self.rows.append(row)
+
+    def top_trims(self) -> int:
+        """How many times the glibc arena returned its top to the kernel since the last
+        sample (0 on other allocators).
+
+        A loop whose arena trims between samples keeps its top near the trim threshold
+        (2 x the dynamic mmap threshold): whether a step ends trimmed or not then turns on
+        where small chunks landed, which in burn follows the hash order of its maps
+        (``RandomState``, random per process), and RSS at a sample is one of several
+        levels a run can be at; the model's one order gives one of them."""
+        arena = self.allocator.arena
+        return 0 if arena is None else arena.trims - self.trims_at_sample
 
     def text_share(self) -> float:
         """The share of the binary's resident text (code paths run so far) in what the
@@ -603,6 +622,7 @@ class Simulation:
         if observables:
             for name, value in self.observables().items():
                 self.record(x, x_unit, name, value, phase=phase)
+        self.trims_at_sample += self.top_trims()
         return _FLUSH
 
     def observables(self) -> dict:
