@@ -281,18 +281,8 @@ def _text_dominated(entry, m, share, tol, slack) -> None:
     with the run and the binary's layout): graded against the measured run-to-run range
     (widened by the tolerance) where the measured row has one, its range in the note;
     with one run, the note says its spread is unmeasured."""
-    spread = run_range(m.get("note", ""))
-    if spread is None:
-        entry["note"] = (f"text pages are {share:.0%} of the program's RSS in the model; one "
-                         f"run: its run-to-run spread is unmeasured")
-        return
-    low, high, runs = spread
-    pv = entry["predicted"]
-    entry["range"] = (low, high)
-    entry["ok"] = (low - tol * abs(low) - slack - 1e-12 <= pv
-                   <= high + tol * abs(high) + slack + 1e-12)
-    entry["note"] = (f"text pages are {share:.0%} of the program's RSS in the model: graded "
-                     f"against the run-to-run range {low:g}..{high:g} ({runs} runs)")
+    _graded_by_range(entry, m, tol, slack,
+                     f"text pages are {share:.0%} of the program's RSS in the model")
 
 
 def _top_trimmed(entry, m, trims, tol, slack) -> None:
@@ -300,19 +290,25 @@ def _top_trimmed(entry, m, trims, tol, slack) -> None:
     since the previous sample: :meth:`sim.engine.simulation.Simulation.top_trims`): which
     level a run is at turns on its hash order, so the row is graded against the measured
     run-to-run range (widened by the tolerance) where the measured row has one."""
+    _graded_by_range(entry, m, tol, slack,
+                     f"the heap's top was trimmed {trims} times since the previous sample "
+                     f"in the model")
+
+
+def _graded_by_range(entry, m, tol, slack, why) -> None:
+    """Grade ``entry`` against the measured row's run-to-run range (widened by the
+    tolerance) where ``m`` has one; ``why`` opens the note. With one run the row keeps its
+    point grade and the note says its spread is unmeasured."""
     spread = run_range(m.get("note", ""))
     if spread is None:
-        entry["note"] = (f"the heap's top was trimmed {trims} times since the previous sample "
-                         f"in the model; one run: its run-to-run spread is unmeasured")
+        entry["note"] = f"{why}; one run: its run-to-run spread is unmeasured"
         return
     low, high, runs = spread
     pv = entry["predicted"]
     entry["range"] = (low, high)
     entry["ok"] = (low - tol * abs(low) - slack - 1e-12 <= pv
                    <= high + tol * abs(high) + slack + 1e-12)
-    entry["note"] = (f"the heap's top was trimmed {trims} times since the previous sample in "
-                     f"the model: graded against the run-to-run range {low:g}..{high:g} "
-                     f"({runs} runs)")
+    entry["note"] = f"{why}: graded against the run-to-run range {low:g}..{high:g} ({runs} runs)"
 
 
 def check_x_units(measured_rows, predicted_rows) -> None:
