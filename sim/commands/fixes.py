@@ -121,7 +121,6 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
     for fix_dir in dirs:
         get_policy(fix_dir.name)    # a directory no policy is named after: an error up front
     grades = {}
-    all_errors = {}
     if from_results:
         for res in ([Path(results) / d.name for d in dirs]
                     + [Path(results) / f"profile-{Path(a).stem}" / d.name for a in also
@@ -134,17 +133,8 @@ def fixes_report(measured=PATCHED_MEASURED, profile="linux-x86_64", results="res
         simulate_together([(d, d.name) for d in dirs]
                           + [(d, REFERENCE) for d in _release_dirs(measured)],
                           profile, results, jobs, echo)
-    for fix_dir in dirs:
-        name = fix_dir.name
-        res = Path(results) / name
-        if not from_results:
-            echo(f"fixes: {name}: sim compare --measured {fix_dir} -p {name} "
-                 f"--profile {profile}")
-            compare([str(fix_dir)], (), (name,), profile, str(res), jobs, progress=False,
-                    command=f"sim compare --measured {fix_dir} -p {name} --profile "
-                            f"{profile} --out {res}", figures=figures, cache_dir=results)
-        _, errors, _ = load(res)
-        all_errors[name] = errors
+    all_errors = _compare_each(dirs, profile, Path(results), results, jobs, echo,
+                               figures=figures, from_results=from_results)
     drawn = fix_figures(all_errors, Path(out).parent / "fixes")
     reference = all_errors.get(REFERENCE)
     sections = []
@@ -256,22 +246,32 @@ def _hosts(dirs, profile, also=()) -> list:
     return [text, ""]
 
 
-def _also_graded(dirs, profile, results, jobs, echo, from_results=False) -> list:
-    """The same measurements graded with another ``profile``: totals and verdicts
-    (``from_results``: the comparisons an earlier run left in ``results``)."""
+def _compare_each(dirs, profile, out_root, results, jobs, echo, figures=False,
+                  from_results=False) -> dict:
+    """``sim compare`` of each fix directory against its own policy with ``profile``, into
+    ``out_root/NAME`` (``from_results``: the comparisons an earlier run left there), and
+    the errors.csv rows of each: fix name -> rows."""
     all_errors = {}
-    if not from_results:
-        simulate_together([(d, d.name) for d in dirs], profile, results, jobs, echo)
     for fix_dir in dirs:
         name = fix_dir.name
-        res = Path(results) / f"profile-{Path(profile).stem}" / name
+        res = out_root / name
         if not from_results:
             echo(f"fixes: {name}: sim compare --measured {fix_dir} -p {name} "
                  f"--profile {profile}")
             compare([str(fix_dir)], (), (name,), profile, str(res), jobs, progress=False,
                     command=f"sim compare --measured {fix_dir} -p {name} --profile "
-                            f"{profile} --out {res}", figures=False, cache_dir=results)
+                            f"{profile} --out {res}", figures=figures, cache_dir=results)
         all_errors[name] = load(res)[1]
+    return all_errors
+
+
+def _also_graded(dirs, profile, results, jobs, echo, from_results=False) -> list:
+    """The same measurements graded with another ``profile``: totals and verdicts
+    (``from_results``: the comparisons an earlier run left in ``results``)."""
+    if not from_results:
+        simulate_together([(d, d.name) for d in dirs], profile, results, jobs, echo)
+    all_errors = _compare_each(dirs, profile, Path(results) / f"profile-{Path(profile).stem}",
+                               results, jobs, echo, from_results=from_results)
     lines = [f"## Graded with the measured host's profile: `{Path(profile).stem}`", "",
              f"The same measurements, graded against each policy's predictions with profile "
              f"`{profile}` (`sim host-profile`'s profile of this machine).", "",
