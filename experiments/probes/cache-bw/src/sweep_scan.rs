@@ -223,6 +223,31 @@ unsafe extern "C" {
 const PAGE: usize = 4096;
 const HUGE: usize = 2 << 20;
 
+/// `maybe_useful`'s scan over `slots` (each the address of a key's count) in one random
+/// order (shuffled with `rng`), every pass the same: ns per key read, the least of the
+/// trials after two warm-up passes.
+fn time_useful(slots: &mut [[usize; 4]], rng: &mut Rng) -> f64 {
+    let n = slots.len();
+    for i in (1..n).rev() {
+        let j = (rng.next() % (i as u64 + 1)) as usize;
+        slots.swap(i, j);
+    }
+    let useful = |slots: &[[usize; 4]]| {
+        slots.iter().any(|slot| unsafe { (slot[0] as *const usize).read() } > 1)
+    };
+    let reps = passes(n);
+    for _ in 0..2 {
+        black_box(useful(black_box(slots)));
+    }
+    min_trial(|| {
+        let t = Clock::now();
+        for _ in 0..reps {
+            black_box(useful(black_box(slots)));
+        }
+        t.per(reps * n)
+    })
+}
+
 /// `maybe_useful`'s reads over `n` keys `per_page` to a 4-KiB page (one to a line), the
 /// region mapped with 4-KiB (`huge` false) or 2-MiB pages: ns per key read.
 fn pages(n: usize, per_page: usize, huge: bool) -> f64 {
@@ -246,24 +271,7 @@ fn pages(n: usize, per_page: usize, huge: bool) -> f64 {
             [count as usize, 0, 0, 0]
         })
         .collect();
-    for i in (1..n).rev() {
-        let j = (rng.next() % (i as u64 + 1)) as usize;
-        slots.swap(i, j);
-    }
-    let useful = |slots: &[[usize; 4]]| {
-        slots.iter().any(|slot| unsafe { (slot[0] as *const usize).read() } > 1)
-    };
-    let reps = passes(n);
-    for _ in 0..2 {
-        black_box(useful(black_box(&slots)));
-    }
-    let ns = min_trial(|| {
-        let t = Clock::now();
-        for _ in 0..reps {
-            black_box(useful(black_box(&slots)));
-        }
-        t.per(reps * n)
-    });
+    let ns = time_useful(&mut slots, &mut rng);
     if huge {
         eprintln!("pages2m n={n}: AnonHugePages {} KiB of {} KiB mapped", anon_huge_kib(), len / 1024);
     }
@@ -312,24 +320,7 @@ fn spread(npages: usize, per_page: usize, fill: f64, lines: bool) -> f64 {
             [count as usize, 0, 0, 0]
         })
         .collect();
-    for i in (1..n).rev() {
-        let j = (rng.next() % (i as u64 + 1)) as usize;
-        slots.swap(i, j);
-    }
-    let useful = |slots: &[[usize; 4]]| {
-        slots.iter().any(|slot| unsafe { (slot[0] as *const usize).read() } > 1)
-    };
-    let reps = passes(n);
-    for _ in 0..2 {
-        black_box(useful(black_box(&slots)));
-    }
-    let ns = min_trial(|| {
-        let t = Clock::now();
-        for _ in 0..reps {
-            black_box(useful(black_box(&slots)));
-        }
-        t.per(reps * n)
-    });
+    let ns = time_useful(&mut slots, &mut rng);
     unsafe { munmap(raw, len) };
     ns
 }
