@@ -42,8 +42,11 @@ eight such nodes to the parameters' graph every batch): their storages' chunks j
 L2 model's LRU every iteration, which :func:`sim.engine.fastforward.keptchain.l2_growth` describes and each
 skipped iteration applies, up to where the LRU would evict.
 
-Only on allocators that keep counts per size class (not a glibc arena, whose chunk
-placement depends on every event: there such loops run exactly), under policies whose
+On allocators that keep counts per size class; on a glibc arena, whose chunk placement
+depends on every event, only a chain of members that stay unbuilt (an inference forward:
+:func:`sim.engine.fastforward.keptchain.on_arena`), its events replayed request by request
+with the BTreeMap operations where the iteration made them, and the members built on the
+chunks the replay placed (other chains run exactly there). Under policies whose
 ``ff_horizon`` allows it (a policy that indexes node ids updates its index in
 ``Policy.ff_chain``), and only up to the next resize of one of ``G``'s tables (the
 iteration that resizes runs exactly). Transient peaks inside the skipped iterations are
@@ -60,7 +63,7 @@ from ...burn.graph.runs import node_blocks, unexplained_blocks
 from ...platform.btree import TreeTap
 from .replay import relabel_rotating, relative_tree_ops, replay_tree_ops, rotating_graph
 from .keptchain import (build_members, build_replayed, compare_before, defer_members,
-                        deferrable, kept_chain,
+                        deferrable, kept_chain, on_arena,
                         kept_slots, l2_ready, l2_rotates, old_nodes, repoint_members)
 from .leakrun import _Refuse, _resident, actions_template, hand_over, swap_tip
 
@@ -96,6 +99,9 @@ class TreeLog:
         #: skipped iterations' clones are counted from the map as it is at that point
         self.allocs = 0
         self.clone_at = []
+        #: for each operation, the position in the trace of the first event it made or
+        #: would have made (None without a trace): where a glibc arena's replay makes it
+        self.at = []
 
 
 class LoggingTree(TreeTap):
@@ -112,6 +118,7 @@ class LoggingTree(TreeTap):
         log.ops.append((log.trees.index(tree), kind, key))
         trace = log.trace
         start = len(trace) if trace is not None else 0
+        log.at.append(start if trace is not None else None)
         allocs = tree.heap.allocs
         result = tree.untapped(call, arg)
         log.allocs += tree.heap.allocs - allocs
@@ -279,6 +286,9 @@ class ChainEffect:
     #: are not replayed; and its orphan sweeps' clones of the map (:attr:`TreeLog.clone_at`)
     outside = 0
     clone_at = ()
+    #: on a glibc arena, what its replay needs besides the trace
+    #: (:class:`sim.engine.fastforward.keptchain.ArenaPlan`); None elsewhere
+    arena = None
 
     def __init__(self, stride, registered, backwards, times, faults, origin, members,
                  rotating, tree_ops, sweeps, growth, state, tip_id, graph, first_id):
@@ -339,7 +349,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     ``allocs`` its allocations counted without an event, for a chain whose members keep
     storages or whose iteration moves LARGE blocks: its events are replayed)."""
     locator = sim.client.locator
-    if (locator is None or not trees.valid or not sim.allocator.bulk_exact()
+    if (locator is None or not trees.valid
             or sim.rss_extra_bytes != snap.rss_extra or locator.run_entries
             or len(locator.live) != snap.live_graphs):
         return None
@@ -349,7 +359,10 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     # the one the iteration began on (the L2 model's LRU: checked below)
     replayable = (trace is not None and kept_at is not None and trees.trace is not None
                   and sim.allocator.cluster() == snap.cluster)
-    replay = sim.allocator.placement() != snap.placement
+    # a glibc arena places every block where the requests before left room: its events are
+    # always replayed, and the members built on the blocks the replay placed
+    arena = sim.heap.orders_frees
+    replay = arena or sim.allocator.placement() != snap.placement
     if replay and not replayable:
         return None
     w0, w1 = snap.next_id, sim._next_id
@@ -377,6 +390,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
                           collected.blocks, collected.shared, collected.prev_chunks)
         if kept is None:
             return None
+        kept, positions = kept[:4], kept[4]
     elif not _explained(locator, snap, events, collected.blocks):
         return None
     memory = graph.server.memory_management
@@ -412,6 +426,8 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
         effect.backends = tuple(None if type(k) is tuple else prim._free.__self__
                                 for k, prim in zip(effect.kept, collected.tensors))
         effect.allocs = allocs
+    if arena and not on_arena(sim, effect, graph, trees, positions):
+        return None
     return effect
 
 
@@ -510,7 +526,7 @@ def _collect_members(sim, locator, graph, in_map, w0, stride, replayable):
                     # before (a model input's, which need not be registered anywhere)
                     actions = actions_template(
                         step.actions, w0, lambda i: i in memory.nodes or i < prev_lo,
-                        out.tensors, index)
+                        out.tensors, index, sim.heap.orders_frees)
                 except _Refuse:
                     return None
                 actions = old_nodes(actions, w0, prev_lo)
@@ -742,7 +758,8 @@ def apply_chain(sim, effect, count, replay=None) -> int:
                           children_of_tip if i == 1 else None, tip_node, built)
             # the iteration's transients, which the members' build does not make
             heap.allocs += effect.outside - (heap.allocs - allocs)
-        _replay_tree_ops(trees, effect, start, heap)
+        if effect.arena is None:     # on an arena the replay made them among its events
+            _replay_tree_ops(trees, effect, start, heap)
         sim.current.pending_ps += work_ps
         sim.work_ps += work_ps
         if not i & 1023:

@@ -24,6 +24,12 @@ chain's closed form counts blocks by size and cannot place those; here:
   unbuilt: they are a run of ``G``'s maps (:class:`sim.burn.graph.runs.MemberRuns`),
   built when something reads one, and the heap, BTreeMap and LRU (:func:`advance_l2`)
   take the batch at once;
+* on a glibc arena (:func:`on_arena`) only such unbuilt members are taken: each skipped
+  iteration's events go through the arena in order, its BTreeMap operations among them
+  where the probe saw them (:func:`replay_on_arena`), and a member built later takes the
+  blocks the replay placed for it (the builder's requests are handed the iteration's kept
+  blocks by size in the iteration's order, checked once against the probed iteration's
+  members, :class:`ArenaPlan`), so its frees reach the chunks exact mode frees;
 * :func:`kept_slots` and :func:`repoint_members` let :func:`sim.engine.fastforward.chainrun.apply_chain` hand
   the storage a module holds and the L2 chunks still resident to the members exact mode
   has them in (:func:`sim.engine.fastforward.leakrun.hand_over`).
@@ -35,18 +41,23 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from typing import NamedTuple
 
 from ...burn.graph.node import Node, NodeRefCount
 from ...burn.ops import _Retro
 from ...burn.graph.step import Step
 from ...platform.l2_cache import Chunk
+from ...platform.heap import Heap
 from ...burn.graph.runs import MemberRuns, RunEntries
 from ...policies.base import Policy
 from .replay import replay_tree_ops
+from .arenarun import ALLOC, FREE, REALLOC, handle_key
+from ...burn.graph.runs import node_handles
 from .leakrun import (_buffer, _COUNTING, _Counting, _Refuse, _strip, builder_blocks,
                       kept_storages, l2_contents, l2_signature, member_actions, replace_storage)
 
-__all__ = ["kept_chain", "l2_growth", "build_replayed", "kept_slots", "repoint_members",
+__all__ = ["ArenaPlan", "on_arena", "replay_on_arena", "member_positions", "kept_chain",
+           "l2_growth", "build_replayed", "kept_slots", "repoint_members",
            "l2_ready", "l2_rotates", "old_nodes", "compare_before", "MAX_KEPT",
            "advance_l2", "deferrable", "defer_members"]
 
@@ -89,7 +100,8 @@ def old_nodes(actions, w0, prev_lo):
 
 def kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks, shared,
                prev_chunks):
-    """``(replayed trace, kept storages, the builder's blocks, L2 growth)`` of a chain
+    """``(replayed trace, kept storages, the builder's blocks, L2 growth, the kept blocks'
+    positions in the replayed trace by handle key)`` of a chain
     iteration whose events are replayed, or None where the iteration kept more than its
     members' blocks and storages. The trace leaves out the BTreeMaps' own events (their
     replayed operations make them) and the orphan sweeps' clones of the map, whose size
@@ -125,7 +137,7 @@ def kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks, share
     l2 = l2_growth(sim, snap, dict(zip(new, fresh)), prev_chunks)
     if l2 is None:
         return None
-    return trace, tuple(kept), tuple(need.items()), l2
+    return trace, tuple(kept), tuple(need.items()), l2, positions
 
 
 def l2_growth(sim, snap, kept, prev_chunks=None):
@@ -215,10 +227,11 @@ def build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip,
     (appended to ``clones``; ``first``: the kept storages of the last exact iteration).
     The builder's count is checked against the iteration's once."""
     heap = sim.heap
-    handles = replay(sim, effect, 0)
+    arena = effect.arena is not None
+    handles = replay_on_arena(sim, effect, start) if arena else replay(sim, effect, 0)
     heap.allocs += effect.allocs
     _Counting.counts = Counter()
-    heap.tap = _COUNTING
+    heap.tap = _handing(effect, handles) if arena else _COUNTING
     try:
         buffers = [k[1] if type(k) is tuple else _buffer(k, b, handles)
                    for k, b in zip(effect.kept, effect.backends)]
@@ -230,7 +243,10 @@ def build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip,
         touch_l2(sim, effect, buffers, clones[-1] if clones else first)
     if not effect.checked:
         counts = tuple((n, c) for n, c in sorted(_Counting.counts.items()) if c)
-        if counts != effect.blocks:
+        if counts != effect.blocks or (arena and (
+                any(_Handing.queues.values())
+                or member_positions(graph.server, start, effect.members, _Handing.given)
+                != effect.arena.positions)):
             raise AssertionError("chain fast-forward: the members built hold other blocks "
                                  "than the iteration kept")
         effect.checked = True
@@ -408,8 +424,9 @@ def build_members(sim, effect, graph, start, prev, via_offset, children_of_tip, 
                     member.shapes)
         if children_of_tip is not None and any(p is tip_node for p in step_parents):
             children_of_tip.append(step)
-        heap.alloc(member.nbytes)          # the boxed step (GraphMutexClient::register)
-        node._block = None
+        # the boxed step (GraphMutexClient::register); on a glibc arena its handle, and
+        # the node's, are blocks the replay placed (_Handing)
+        step.block = heap.alloc(member.nbytes)
         server.register(rc, step)
         built.append(step)
         cur[member.offset] = node
@@ -526,7 +543,11 @@ def defer_members(sim, effect, graph, last, count, replay, previous, trees) -> N
     starts = range(first, first + count * stride, stride)
     located = any(type(k) is not tuple and k.position is not None for k in effect.kept)
     handles = []
-    if not located and replay(sim, effect, 0, 0) is not None:
+    if effect.arena is not None:
+        # every block placed where exact mode puts it, its handle kept for the builder
+        for start in starts:
+            handles.append(replay_on_arena(sim, effect, start))
+    elif not located and replay(sim, effect, 0, 0) is not None:
         _append_tree_ops(trees, effect, first, count - 1)
         replay(sim, effect, 0, count)
         _append_tree_ops(trees, effect, starts[-1], 1)
@@ -594,6 +615,8 @@ def _build_deferred(sim, effect, graph, starts, kept_chunks, handles) -> None:
     try:
         for j, start in enumerate(starts):
             placed = handles[j] if handles else None
+            if effect.arena is not None:
+                heap.tap = _handing(effect, placed)
             buffers = [k[1] if type(k) is tuple else _buffer(k, b, placed)
                        for k, b in zip(effect.kept, effect.backends)]
             for at, chunk in kept_chunks[j]:
@@ -627,3 +650,237 @@ def _append_tree_ops(trees, effect, start, count) -> None:
             continue
         for i in range(count):
             replay_tree_ops(trees, ops, start + i * stride)
+
+
+# -- on a glibc arena ---------------------------------------------------------------------
+
+class ArenaPlan(NamedTuple):
+    """What a glibc arena's replay of a chain iteration needs besides its trace: where its
+    BTreeMap operations come among its events (``tree_at``: a position in the replayed
+    trace per operation), the allocations the members' builder makes, in order, each as
+    ``(request size, position)`` of the block it takes (``hand``), the position a realloc of
+    one of them moves its block to (``moves``: position -> position), and the positions
+    of every block the probed iteration's members hold (``positions``:
+    :func:`member_positions`), which the first built iteration must reproduce."""
+    tree_at: tuple
+    hand: tuple
+    moves: dict
+    positions: tuple
+    #: the replay's runs of requests between operations (:func:`_arena_segments`), made
+    #: on first use
+    segments: tuple = None
+
+
+def member_positions(server, start, members, position_of) -> tuple:
+    """The replayed positions (``position_of``: handle key -> position) of the blocks the
+    members of the iteration whose first id is ``start`` hold: each node's
+    (:func:`sim.burn.graph.runs.node_handles`) and its checkpoint actions' (their blocks,
+    their two Vecs); None for no block, -1 for a block no position names."""
+    memory = server.memory_management
+    out = []
+    for m in members:
+        node_id = start + m.offset
+        step = server.steps[node_id]
+        rc, parents = memory.nodes[node_id]
+        held = list(node_handles(step, rc, parents))
+        actions = step.actions
+        if actions is not None:
+            held.extend(h for _, _, blocks in actions.explicit + actions.backup
+                        for _, h in blocks)
+            held.extend(v.block for v in actions._vecs)
+        out.append(tuple(None if h is None else position_of.get(handle_key(h), -1)
+                         for h in held))
+    return tuple(out)
+
+
+def on_arena(sim, effect, graph, trees, positions) -> bool:
+    """Ready ``effect`` (a chain whose events are replayed) for a glibc arena, or False
+    where it cannot be applied there: only members that stay unbuilt
+    (:func:`deferrable`) are taken, each free must name its block, and the builder's
+    blocks must be the ones the iteration kept besides its storages'
+    (:class:`ArenaPlan`; ``positions``: handle key -> replayed position of each kept
+    block, ``trees``: the probe's :class:`~sim.engine.fastforward.chainrun.TreeLog`)."""
+    if not deferrable(sim, effect, graph) or None in trees.at:
+        return False
+    inside = sorted(i for start, end in trees.spans + trees.clones for i in range(start, end))
+    tree_at = []
+    for at in trees.at:
+        tree_at.append(at - sum(1 for i in inside if i < at))
+    live, moves, allocs = {}, {}, []
+    for i, (kind, nbytes, arg, _) in enumerate(effect.trace):
+        if kind == ALLOC:
+            live[i] = nbytes
+            allocs.append((nbytes, i))
+        elif kind == FREE:
+            if arg < 0:
+                return False          # freed by size: which block is the arena's choice
+            del live[arg]
+        elif kind == REALLOC:
+            old, at = arg
+            if at < 0:
+                return False
+            del live[at]
+            live[i] = nbytes
+            moves[at] = i
+        else:
+            return False              # counts of one size: not placed one by one
+    storages = {at for k in effect.kept if type(k) is not tuple
+                for at in (k.position,) + k.handles if at is not None}
+
+    def final(at):
+        while at in moves:
+            at = moves[at]
+        return at
+    hand = tuple((nbytes, at) for nbytes, at in allocs
+                 if final(at) in live and final(at) not in storages)
+    effect.arena = ArenaPlan(tuple(tree_at), hand, moves,
+                             member_positions(graph.server, effect.first_id, effect.members,
+                                              positions))
+    return all(-1 not in held for held in effect.arena.positions)
+
+
+def replay_on_arena(sim, effect, start) -> dict:
+    """The heap events of the iteration whose first id is ``start`` through a glibc arena,
+    its BTreeMap operations made where the probed iteration made them (their nodes take
+    their places among the requests); returns the blocks it kept, by position.
+
+    The requests go to the arena itself, and the heap's counters follow per run of them
+    between two operations (:func:`_arena_segments`): its live bytes, blocks and
+    allocation calls by the run's sums, its peak by the highest point the run reached
+    (the operations' own nodes go through the heap, which is up to date before each)."""
+    heap = sim.heap
+    arena = heap._arena
+    allocator = heap.allocator
+    trees = (sim.client.locator.graphs_tree, sim.client.locator.keys_tree)
+    plan = effect.arena
+    if plan.segments is None:
+        effect.arena = plan = plan._replace(segments=_arena_segments(effect))
+    handles = {}
+    alloc, free, realloc = arena.alloc, arena.free, arena.realloc
+    for ops, events, nbytes, nblocks, nallocs, top, large in plan.segments:
+        if ops:
+            replay_tree_ops(trees, ops, start)
+        live = heap.live_bytes
+        if live + top > heap.peak_bytes:
+            heap.peak_bytes = live + top
+        for i, kind, size, arg, unfaulted in events:
+            if kind == ALLOC:
+                if unfaulted and allocator.fault is not None:
+                    fault, allocator.fault = allocator.fault, None
+                    handles[i] = alloc(size, arg)
+                    allocator.fault = fault
+                else:
+                    handles[i] = alloc(size, arg)
+            elif kind == FREE:
+                free(handles.pop(arg), size)
+            else:
+                old, at = arg
+                handles[i] = realloc(handles.pop(at), old, size)
+        heap.live_bytes = live + nbytes
+        heap.live_blocks += nblocks
+        heap.allocs += nallocs
+        heap.large_bytes += large
+    return handles
+
+
+def _arena_segments(effect) -> tuple:
+    """The replayed trace of ``effect`` cut at its BTreeMap operations:
+    ``(operations before the run, its events as (position, kind, size, arg, unfaulted),
+    live bytes, live blocks and allocation calls it adds, the highest live bytes it
+    reaches above its start, the bytes of LARGE blocks it adds)`` per run."""
+    ops, tree_at = effect.tree_ops, effect.arena.tree_at
+    large_bytes = Heap.LARGE_BYTES
+    segments = []
+    k = 0
+    current = None
+    for i, (kind, nbytes, arg, unfaulted) in enumerate(effect.trace):
+        first = k
+        while k < len(ops) and tree_at[k] <= i:
+            k += 1
+        if current is None or k > first:
+            current = [tuple(ops[first:k]), [], 0, 0, 0, 0, 0]
+            segments.append(current)
+        current[1].append((i, kind, nbytes, arg, unfaulted))
+        if kind == ALLOC:
+            delta, blocks, calls = nbytes, 1, 1
+            large = nbytes if nbytes >= large_bytes else 0
+        elif kind == FREE:
+            delta, blocks, calls = -nbytes, -1, 0
+            large = -nbytes if nbytes >= large_bytes else 0
+        else:
+            old = arg[0]
+            delta, blocks, calls = nbytes - old, 0, 0
+            large = ((nbytes if nbytes >= large_bytes else 0)
+                     - (old if old >= large_bytes else 0))
+        current[2] += delta
+        current[3] += blocks
+        current[4] += calls
+        current[5] = max(current[5], current[2])
+        current[6] += large
+    out = [(ops, tuple(events), nbytes, nblocks, nallocs, top, large)
+           for ops, events, nbytes, nblocks, nallocs, top, large in segments]
+    if k < len(ops):
+        out.append((tuple(ops[k:]), (), 0, 0, 0, 0, 0))
+    return tuple(out)
+
+
+class _Pending:
+    """A block the builder allocates that the iteration reallocated (its handle is the
+    realloc's)."""
+
+    __slots__ = ("position",)
+
+    def __init__(self, position):
+        self.position = position
+
+
+class _Handing(_Counting):
+    """The heap's tap while members are built on a glibc arena: it counts as
+    :class:`~sim.engine.fastforward.leakrun._Counting` does and gives each allocation the
+    block the replay placed for it (:attr:`ArenaPlan.hand`, by request size in the
+    iteration's order); ``given``: handle key -> position of each block given."""
+
+    __slots__ = ()
+    queues = None
+    placed = None
+    moves = None
+    given = None
+
+    def alloc(self, heap, nbytes, align):
+        _Counting.alloc(self, heap, nbytes, align)
+        if nbytes <= 0:
+            return None
+        queue = _Handing.queues.get(nbytes)
+        if not queue:
+            raise AssertionError("chain fast-forward: the members built allocate blocks "
+                                 "the iteration did not keep")
+        return self._give(queue.pop(0))
+
+    def realloc(self, heap, old_nbytes, nbytes, block):
+        if old_nbytes <= 0:
+            return self.alloc(heap, nbytes, 0)
+        _Counting.realloc(self, heap, old_nbytes, nbytes, block)
+        at = block.position if type(block) is _Pending else _Handing.given[handle_key(block)]
+        return self._give(_Handing.moves[at])
+
+    @staticmethod
+    def _give(at):
+        if at in _Handing.moves:
+            return _Pending(at)
+        block = _Handing.placed[at]
+        _Handing.given[handle_key(block)] = at
+        return block
+
+
+_HANDING = _Handing()
+
+
+def _handing(effect, placed) -> _Handing:
+    """The :class:`_Handing` tap for the builder of one iteration whose blocks the replay
+    placed (``placed``: position -> block)."""
+    queues = {}
+    for nbytes, at in effect.arena.hand:
+        queues.setdefault(nbytes, []).append(at)
+    _Handing.queues, _Handing.placed = queues, placed
+    _Handing.moves, _Handing.given = effect.arena.moves, {}
+    return _HANDING

@@ -103,6 +103,9 @@ class Kept(NamedTuple):
     refs: int
     tip: bool
     chunk: bool
+    #: on a glibc arena, the replayed positions of the blocks of its ``Box`` and ``Arc``
+    #: and of its strides (None: none, or freed by size); elsewhere ``()``
+    handles: tuple = ()
 
 
 def l2_signature(sim) -> tuple:
@@ -203,13 +206,15 @@ def _tables(graph, locator):
             None if key_table is None else key_table.buckets)
 
 
-def actions_template(actions, first, nodes, tensors, index) -> ActionsTemplate:
+def actions_template(actions, first, nodes, tensors, index, handles=False) -> ActionsTemplate:
     """The :class:`ActionsTemplate` of a step's checkpoint actions, node ids relative to
     ``first``; the storages they hold are appended to ``tensors`` (``index``: ``id`` ->
     position there). Raises :class:`_Refuse` where an action names a node not in
     ``nodes`` (a container, or a predicate on ids), a block has a handle, or the actions
-    were moved or hold a Vec's block."""
-    if actions.moved is not None or any(v.block is not None for v in actions._vecs):
+    were moved or hold a Vec's block (``handles``: blocks may have handles, a glibc
+    arena's, which the builder takes from the replay)."""
+    if actions.moved is not None or (
+            not handles and any(v.block is not None for v in actions._vecs)):
         raise _Refuse
     known = nodes if callable(nodes) else nodes.__contains__
 
@@ -217,7 +222,7 @@ def actions_template(actions, first, nodes, tensors, index) -> ActionsTemplate:
         node_id, prim, blocks = item
         if node_id is not None and not known(node_id):
             raise _Refuse
-        if any(handle is not None for _, handle in blocks):
+        if not handles and any(handle is not None for _, handle in blocks):
             raise _Refuse
         at = None
         if prim is not None:
@@ -243,28 +248,37 @@ def kept_storages(tensors, refs, kept_pos, small_tip=False) -> tuple:
     it is the iteration's), unless ``small_tip`` (the caller checks it otherwise)."""
     kept = []
     tips = 0
+
+    def position_of(block):
+        if block is None or block is _TAKEN or kept_pos is None:
+            return None
+        at = kept_pos.get(handle_key(block))
+        if at is None:
+            raise _Refuse          # a block from before the iteration
+        return at
+
     for at, prim in enumerate(tensors):
         token = prim._token
         if (type(prim) is not Buffer or type(token) is not tuple or len(token) != 4
-                or token[2] is not None or prim.strides_block is not None
                 or prim.device_box_block is not None
                 or getattr(prim._free, "__func__", None) is not Backend._free_cpu):
             raise _Refuse
-        size, block, _, arc = token
-        position = None
-        if kept_pos is not None and block is not None:
-            position = kept_pos.get(handle_key(block))
-            if position is None:
-                raise _Refuse      # a block from before the iteration
+        size, block, box, arc = token
+        position = position_of(block)
+        handles = ()
+        if box is not None or prim.strides_block is not None or (
+                arc is not None and arc is not _TAKEN):
+            # the allocator's handles of the rest (a glibc arena): the iteration's blocks
+            if kept_pos is None:
+                raise _Refuse
+            handles = (position_of(box), position_of(arc), position_of(prim.strides_block))
         tip = prim.holders > refs[at]
         if prim.holders < refs[at] or (tip and block is None and kept_pos is not None
                                        and not small_tip):
             raise _Refuse
         tips += tip
-        if arc is not None and arc is not _TAKEN:
-            raise _Refuse
         kept.append(Kept(prim.nbytes, size, position, arc is _TAKEN, prim.strides,
-                         refs[at], tip, prim.chunk is not None))
+                         refs[at], tip, prim.chunk is not None, handles))
     if tips > 1:
         raise _Refuse
     return tuple(kept)
@@ -325,7 +339,8 @@ def _template(locator, graph, first, kept_pos=None):
 def _strip(trace, spans, kept):
     """The trace without the events the BTreeMaps' operations made (``spans``), frees and
     reallocs re-pointed at the new positions; and ``kept`` (handle key -> position)
-    mapped likewise. None where an event outside the spans names one inside."""
+    mapped likewise (the blocks the operations keep left out). None where an event outside
+    the spans names one inside."""
     inside = set()
     for start, end in spans:
         inside.update(range(start, end))
@@ -350,7 +365,7 @@ def _strip(trace, spans, kept):
     positions = {}
     for key, at in kept.items():
         if at in inside:
-            return None
+            continue        # a BTreeMap's node (a glibc arena's handle): the operations'
         positions[key] = new_at[at]
     return tuple(out), positions
 
@@ -446,8 +461,11 @@ def builder_blocks(sim, trace, tensors):
             blocks[backend.bytes_arc_bytes] -= 1
         if prim.strides:
             blocks[prim.strides] -= 1
+    # the builder counts its blocks into the allocator's size classes; on a glibc arena
+    # it takes the replayed blocks' handles instead (sim.engine.fastforward.keptchain)
     small = sim.heap._small
-    if any(n < 0 or (n and nbytes not in small) for nbytes, n in blocks.items()):
+    if any(n < 0 or (n and nbytes not in small and not sim.heap.orders_frees)
+           for nbytes, n in blocks.items()):
         return None
     return {nbytes: n for nbytes, n in sorted(blocks.items()) if n}
 
@@ -536,9 +554,12 @@ _COUNTING = _Counting()
 def _buffer(kept, backend, handles):
     """A new storage like a kept tensor's, holding the block the replay placed for it."""
     block = None if kept.position is None else handles[kept.position]
-    token = (kept.size, block, None, _TAKEN if kept.taken else None)
+    box = arc = strides = None
+    if kept.handles:
+        box, arc, strides = (None if at is None else handles[at] for at in kept.handles)
+    token = (kept.size, block, box, _TAKEN if kept.taken else arc)
     chunk = Chunk(kept.nbytes, backend.cache) if kept.chunk else None
-    return Buffer(kept.nbytes, backend._free_cpu, token, chunk, kept.strides, None)
+    return Buffer(kept.nbytes, backend._free_cpu, token, chunk, kept.strides, strides)
 
 
 def member_actions(sim, template, start, buffers):

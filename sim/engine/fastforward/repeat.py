@@ -60,8 +60,11 @@ Effect shapes:
     older nodes only and that nothing holds, whose actions keep tensors (a validation
     forward of a model that requires grad), their L2 chunks joining the LRU; those are not
     built at all until something reads one (a run of the graph's maps,
-    :class:`~sim.burn.graph.runs.MemberRuns`). Where the allocator keeps counts per size
-    only.
+    :class:`~sim.burn.graph.runs.MemberRuns`). On a glibc arena only those unbuilt members
+    (an inference forward), their events replayed request by request with the BTreeMap
+    operations in their places and the members, when built, holding the blocks the replay
+    placed (:func:`sim.engine.fastforward.keptchain.on_arena`); other chains run exactly
+    there.
 ``leak``
     the iteration leaves the bookkeeping as it found it but for new graphs that nothing
     reaches, whose steps may keep tensors (a norm read from a detached weight that still
@@ -153,6 +156,9 @@ class _Recorder(HeapTap):
     to one of the locator's BTreeMaps (whose node allocations depend on the tree, not
     on the iteration, and are left out). A free of a block from before the iteration,
     or any other change to a tree, makes the iteration unreplayable (``seq = None``).
+    ``trace`` keeps every event in order on every allocator (tree nodes included: the
+    :class:`~sim.engine.fastforward.chainrun.TreeLog` names their spans), the form the
+    chain, leak and drift shapes read.
     """
 
     __slots__ = ()
@@ -294,64 +300,6 @@ class _Recorder(HeapTap):
         heap.untapped(heap.free_many, nbytes, count)
 
 
-class _RecordingTree(TreeTap):
-    """The tap of a locator BTreeMap that marks its appends in the replay template
-    (probing only)."""
-
-    __slots__ = ()
-
-    def insert(self, tree, key):
-        tape = _Recorder.tape
-        if tape is not None:
-            tape.tree(_Recorder.trees.index(tree), "insert", key - tape.base)
-        seq = _Recorder.seq
-        if seq is not None and not _Recorder.muted:
-            top = tree.max_key()
-            if top is None or key <= top:
-                _Recorder.seq = None      # not an append: where it lands depends on the keys
-            else:
-                seq.append((_INSERT, _Recorder.trees.index(tree), 0))
-        _Recorder.muted += 1
-        try:
-            added = tree.untapped(tree.insert, key)
-        finally:
-            _Recorder.muted -= 1
-        if added and _Older.changes is not None:
-            _Older.note(tree, key, 1)
-        return added
-
-    def remove(self, tree, key):
-        _Recorder.seq = None
-        tape = _Recorder.tape
-        if tape is not None:
-            tape.tree(_Recorder.trees.index(tree), "remove", key - tape.base)
-        removed = tree.untapped(tree.remove, key)
-        if removed and _Older.changes is not None:
-            _Older.note(tree, key, -1)
-        return removed
-
-    def remove_many(self, tree, items):
-        _Recorder.seq = None
-        if _Older.changes is not None:
-            items = list(items)
-            for item in items:
-                _Older.note(tree, item, -1)
-        tape = _Recorder.tape
-        if tape is not None:
-            base = tape.base
-            tape.tree(_Recorder.trees.index(tree), "remove_many", tuple(
-                k - base if type(k) is int else (k[0] - base,) + tuple(k[1:]) for k in items))
-        return tree.untapped(tree.remove_many, items)
-
-    def remove_run(self, tree, first, stride, count):
-        _Recorder.seq = None
-        tape = _Recorder.tape
-        if tape is not None:
-            tape.tree(_Recorder.trees.index(tree), "remove_run",
-                      (first - tape.base, stride, count))
-        return tree.remove_many([(first, stride, count)])     # the map's remove_run, tapped
-
-
 class _Older:
     """The net change a probed iteration made to the locator's entries of nodes registered
     before its loop (keys of ``graphs_tree`` below ``floor``: id -> inserts less removals;
@@ -396,6 +344,58 @@ class _WatchingTree(LoggingTree):
             for item in items:
                 _Older.note(tree, item, -1)
         return LoggingTree.remove_many(self, tree, items)
+
+
+class _RecordingTree(_WatchingTree):
+    """The tap of a locator BTreeMap on a glibc arena (probing only): it marks its appends
+    in the replay template, and logs its operations (:class:`_WatchingTree`), so that the
+    arena's probe records what the counting allocators' does."""
+
+    __slots__ = ()
+
+    def insert(self, tree, key):
+        tape = _Recorder.tape
+        if tape is not None:
+            tape.tree(_Recorder.trees.index(tree), "insert", key - tape.base)
+        seq = _Recorder.seq
+        if seq is not None and not _Recorder.muted:
+            top = tree.max_key()
+            if top is None or key <= top:
+                _Recorder.seq = None      # not an append: where it lands depends on the keys
+            else:
+                seq.append((_INSERT, _Recorder.trees.index(tree), 0))
+        _Recorder.muted += 1
+        try:
+            return _WatchingTree.insert(self, tree, key)
+        finally:
+            _Recorder.muted -= 1
+
+    def remove(self, tree, key):
+        _Recorder.seq = None
+        tape = _Recorder.tape
+        if tape is not None:
+            tape.tree(_Recorder.trees.index(tree), "remove", key - tape.base)
+        return _WatchingTree.remove(self, tree, key)
+
+    def remove_many(self, tree, items):
+        _Recorder.seq = None
+        items = list(items)
+        tape = _Recorder.tape
+        if tape is not None:
+            base = tape.base
+            tape.tree(_Recorder.trees.index(tree), "remove_many", tuple(
+                k - base if type(k) is int else (k[0] - base,) + tuple(k[1:]) for k in items))
+        return _WatchingTree.remove_many(self, tree, items)
+
+    def remove_run(self, tree, first, stride, count):
+        _Recorder.seq = None
+        tape = _Recorder.tape
+        if tape is not None:
+            tape.tree(_Recorder.trees.index(tree), "remove_run",
+                      (first - tape.base, stride, count))
+        if TreeLog.current is not None:
+            TreeLog.current.valid = False
+        return tree.remove_many([(first, stride, count)])     # the map's remove_run, tapped
 
 
 _RECORDER = _Recorder()
@@ -562,7 +562,8 @@ def _measure(sim, snap, events, template=None, chain=None, record=None, before=N
         if replayed:
             effect.tape = tape
         return effect
-    if unchanged and trace is not None and before_trace is not None and grows is not None:
+    if (unchanged and trace is not None and before_trace is not None and grows is not None
+            and sim.allocator.bulk_exact()):
         # the bookkeeping as it was, the allocator not: where the placement moved (LARGE
         # slices) or a high-water mark rose (a transient that grows with the iteration,
         # as the tape of a chain whose nodes' orders grow)
@@ -1276,29 +1277,29 @@ def _probe(sim, body, snap, replay, previous=None, before=None, tape=None, floor
     _Recorder.events = Counter()
     # a probe inside a probed iteration (a loop in the loop) leaves the outer one
     # without a trace
-    _Recorder.trace = [] if sim.allocator.bulk_exact() else None
+    # every heap event in order, on every allocator (on a glibc arena besides the replay
+    # template below)
+    _Recorder.trace = [] if sim.allocator.bulk_exact() or replay else None
     _Recorder.trace_at = {}
     trees = ()
     locator = sim.client.locator
     log = None
     if replay:
-        trees = _Recorder.trees = (locator.graphs_tree, locator.keys_tree)
+        _Recorder.trees = (locator.graphs_tree, locator.keys_tree)
         _Recorder.seq, _Recorder.handles, _Recorder.nalloc = [], {}, 0
-        for tree in trees:
-            tree.tap = _RECORDING_TREE
     outer = TreeLog.current, sim.timing.log
     if outer[0] is not None:
         # a loop inside a probed iteration: the outer iteration is no chain of its own
         # (what this loop applies in closed form is not in its records)
         outer[0].valid = False
-    if not replay and locator is not None:
+    if locator is not None:
         # a chain may grow (sim.engine.fastforward.chainrun): its sweeps and BTreeMap operations are recorded
         trees = (locator.graphs_tree, locator.keys_tree)
         log = TreeLog(trees, _Recorder.trace)
         TreeLog.current = log
         sim.timing.log = []
         for tree in trees:
-            tree.tap = _WATCHING_TREE
+            tree.tap = _RECORDING_TREE if replay else _WATCHING_TREE
     outer_older = _Older.floor, _Older.tree, _Older.changes
     watched = locator is not None
     if watched:
