@@ -102,6 +102,11 @@ class TreeLog:
         #: for each operation, the position in the trace of the first event it made or
         #: would have made (None without a trace): where a glibc arena's replay makes it
         self.at = []
+        #: the inserts (indices into ``ops``) that appended to their map, where the tap
+        #: tells (a glibc arena's probe: the node runs' template marks them); and whether
+        #: a run was appended in closed form (no operation of ``ops`` stands for it)
+        self.appends = set()
+        self.ran = False
 
 
 class LoggingTree(TreeTap):
@@ -175,6 +180,7 @@ class LoggingTree(TreeTap):
     def append_run(self, tree, first, stride, count, alloc):
         if TreeLog.current is not None:
             TreeLog.current.valid = False
+            TreeLog.current.ran = True
         return tree.untapped(tree.append_run, first, stride, count, alloc)
 
 

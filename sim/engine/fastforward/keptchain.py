@@ -40,6 +40,7 @@ Tests compare the CSV and every kept storage and LRU chunk with exact mode.
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_left
 from collections import Counter
 from typing import NamedTuple
 
@@ -702,10 +703,9 @@ def on_arena(sim, effect, graph, trees, positions) -> bool:
     block, ``trees``: the probe's :class:`~sim.engine.fastforward.chainrun.TreeLog`)."""
     if not deferrable(sim, effect, graph) or None in trees.at:
         return False
+    # the operations' places in the trace without their events and the clones'
     inside = sorted(i for start, end in trees.spans + trees.clones for i in range(start, end))
-    tree_at = []
-    for at in trees.at:
-        tree_at.append(at - sum(1 for i in inside if i < at))
+    tree_at = tuple(at - bisect_left(inside, at) for at in trees.at)
     live, moves, allocs = {}, {}, []
     for i, (kind, nbytes, arg, _) in enumerate(effect.trace):
         if kind == ALLOC:
@@ -733,7 +733,7 @@ def on_arena(sim, effect, graph, trees, positions) -> bool:
         return at
     hand = tuple((nbytes, at) for nbytes, at in allocs
                  if final(at) in live and final(at) not in storages)
-    effect.arena = ArenaPlan(tuple(tree_at), hand, moves,
+    effect.arena = ArenaPlan(tree_at, hand, moves,
                              member_positions(graph.server, effect.first_id, effect.members,
                                               positions))
     return all(-1 not in held for held in effect.arena.positions)

@@ -84,10 +84,10 @@ Tests check that fast-forward and exact mode produce the same CSV.
 
 A glibc arena (``glibc-arena``, the Linux profile) places each block where the
 requests before it left room, so the ``graphs`` and ``nodes`` shapes cannot hand
-it their blocks size by size. There the probe also records the iteration's heap
-events in order (a template: allocations, the frees naming which of them they
-free, the appends to the locator's BTreeMaps), and the templates of the agreeing
-iterations must be equal too. :func:`_apply` replays the template once and traces
+it their blocks size by size. There the probe's trace of the iteration's heap events
+gives a template (:func:`_arena_template`: allocations, the frees naming which of them
+they free, the appends to the locator's BTreeMaps where they came), and the templates of
+the agreeing iterations must be equal too. :func:`_apply` replays the template once and traces
 that iteration (:mod:`sim.engine.fastforward.arenarun`): when it carved its kept chunks from the top
 (or from one bin chunk, the best fit of its requests) and left the bins otherwise
 alone, the rest (as far as the chunk goes) is one carve run in closed form, its
@@ -149,25 +149,16 @@ class _Recorder(HeapTap):
     """The heap's tap while an iteration is probed: it records every event and passes it
     on to the heap.
 
-    ``events`` counts the net blocks by size. Where the allocator places blocks one
-    request at a time (a glibc arena), ``seq`` also keeps the iteration's events in
-    order, as a template fast-forward can replay: an alloc, a free naming the alloc of
-    this iteration it frees (or none: the newest block of that size), and each append
-    to one of the locator's BTreeMaps (whose node allocations depend on the tree, not
-    on the iteration, and are left out). A free of a block from before the iteration,
-    or any other change to a tree, makes the iteration unreplayable (``seq = None``).
-    ``trace`` keeps every event in order on every allocator (tree nodes included: the
-    :class:`~sim.engine.fastforward.chainrun.TreeLog` names their spans), the form the
-    chain, leak and drift shapes read.
+    ``events`` counts the net blocks by size; ``trace`` keeps every event in order, on
+    every allocator (tree nodes included: the probe's
+    :class:`~sim.engine.fastforward.chainrun.TreeLog` names the spans of its BTreeMaps'
+    operations), the one record the shapes read: the chain, leak and drift shapes as it
+    is, a glibc arena's node runs as a template derived from it (:func:`_arena_template`).
     """
 
     __slots__ = ()
     events = None
-    seq = None
-    handles = None      # block -> index of its alloc in this iteration
-    nalloc = 0
     trees = ()
-    muted = 0           # > 0 inside a tree's insert: its node allocations are not replayed
     #: every event of the iteration in order, tree nodes included, where the allocator
     #: keeps counts per size (:func:`_drift`): ``(kind, nbytes, arg, unfaulted)``; a
     #: free names the position of the alloc it frees (or -1), a realloc ``(old size,
@@ -201,12 +192,6 @@ class _Recorder(HeapTap):
             if ExcludedHeap.active:
                 tape.invalidate()
             tape.alloc(block, nbytes, align)
-        seq = _Recorder.seq
-        if seq is not None and nbytes > 0 and not _Recorder.muted:
-            seq.append((_ALLOC, nbytes, align))
-            if block is not None:
-                _Recorder.handles[_handle_key(block)] = _Recorder.nalloc
-            _Recorder.nalloc += 1
         return block
 
     def free(self, heap, nbytes, block):
@@ -224,15 +209,6 @@ class _Recorder(HeapTap):
                 if ExcludedHeap.active:
                     tape.invalidate()
                 tape.free(block, nbytes)
-            if _Recorder.seq is not None and not _Recorder.muted:
-                if block is None:
-                    _Recorder.seq.append((_FREE, nbytes, -1))
-                else:
-                    index = _Recorder.handles.pop(_handle_key(block), None)
-                    if index is None:
-                        _Recorder.seq = None   # a block from an earlier iteration
-                    else:
-                        _Recorder.seq.append((_FREE, nbytes, index))
         heap.untapped(heap.free, nbytes, block)
 
     def realloc(self, heap, old_nbytes, nbytes, block):
@@ -241,7 +217,6 @@ class _Recorder(HeapTap):
         if old_nbytes > 0 and nbytes > 0:
             _Recorder.events[old_nbytes] -= 1
             _Recorder.events[nbytes] += 1
-            _Recorder.seq = None
             trace = _Recorder._trace()
             if trace is not None:
                 at = -1 if block is None else _Recorder.trace_at.pop(_handle_key(block), None)
@@ -284,8 +259,6 @@ class _Recorder(HeapTap):
                 _Recorder.trace.append((_ALLOC_MANY, nbytes, count, False))
             if _Recorder.tape is not None:
                 _Recorder.tape.many("alloc_many", nbytes, count)
-            if _Recorder.seq is not None and not _Recorder.muted:
-                _Recorder.seq.append((_ALLOC_MANY, nbytes, count))
         heap.untapped(heap.alloc_many, nbytes, count)
 
     def free_many(self, heap, nbytes, count):
@@ -295,8 +268,6 @@ class _Recorder(HeapTap):
                 _Recorder.trace.append((_FREE_MANY, nbytes, count, False))
             if _Recorder.tape is not None:
                 _Recorder.tape.many("free_many", nbytes, count)
-            if _Recorder.seq is not None and not _Recorder.muted:
-                _Recorder.seq.append((_FREE_MANY, nbytes, count))
         heap.untapped(heap.free_many, nbytes, count)
 
 
@@ -347,9 +318,10 @@ class _WatchingTree(LoggingTree):
 
 
 class _RecordingTree(_WatchingTree):
-    """The tap of a locator BTreeMap on a glibc arena (probing only): it marks its appends
-    in the replay template, and logs its operations (:class:`_WatchingTree`), so that the
-    arena's probe records what the counting allocators' does."""
+    """The tap of a locator BTreeMap on a glibc arena (probing only): it logs its
+    operations as on every allocator (:class:`_WatchingTree`), each insert with whether it
+    appended (:attr:`~sim.engine.fastforward.chainrun.TreeLog.appends`), and hands them
+    to the steady loops' tape."""
 
     __slots__ = ()
 
@@ -357,28 +329,20 @@ class _RecordingTree(_WatchingTree):
         tape = _Recorder.tape
         if tape is not None:
             tape.tree(_Recorder.trees.index(tree), "insert", key - tape.base)
-        seq = _Recorder.seq
-        if seq is not None and not _Recorder.muted:
+        log = TreeLog.current
+        if log is not None:
             top = tree.max_key()
-            if top is None or key <= top:
-                _Recorder.seq = None      # not an append: where it lands depends on the keys
-            else:
-                seq.append((_INSERT, _Recorder.trees.index(tree), 0))
-        _Recorder.muted += 1
-        try:
-            return _WatchingTree.insert(self, tree, key)
-        finally:
-            _Recorder.muted -= 1
+            if top is not None and key > top:
+                log.appends.add(len(log.ops))
+        return _WatchingTree.insert(self, tree, key)
 
     def remove(self, tree, key):
-        _Recorder.seq = None
         tape = _Recorder.tape
         if tape is not None:
             tape.tree(_Recorder.trees.index(tree), "remove", key - tape.base)
         return _WatchingTree.remove(self, tree, key)
 
     def remove_many(self, tree, items):
-        _Recorder.seq = None
         items = list(items)
         tape = _Recorder.tape
         if tape is not None:
@@ -388,7 +352,6 @@ class _RecordingTree(_WatchingTree):
         return _WatchingTree.remove_many(self, tree, items)
 
     def remove_run(self, tree, first, stride, count):
-        _Recorder.seq = None
         tape = _Recorder.tape
         if tape is not None:
             tape.tree(_Recorder.trees.index(tree), "remove_run",
@@ -1286,7 +1249,6 @@ def _probe(sim, body, snap, replay, previous=None, before=None, tape=None, floor
     log = None
     if replay:
         _Recorder.trees = (locator.graphs_tree, locator.keys_tree)
-        _Recorder.seq, _Recorder.handles, _Recorder.nalloc = [], {}, 0
     outer = TreeLog.current, sim.timing.log
     if outer[0] is not None:
         # a loop inside a probed iteration: the outer iteration is no chain of its own
@@ -1326,15 +1288,13 @@ def _probe(sim, body, snap, replay, previous=None, before=None, tape=None, floor
             for key, change in changes.items():
                 _Older.note(_Older.tree, key, change)
     older = bool(changes and any(changes.values()))
-    template = kept_allocs = None
-    if replay and _Recorder.seq is not None:
-        template = tuple(_Recorder.seq)
-        kept_allocs = _Recorder.handles
-    _Recorder.seq = _Recorder.handles = None
     _Recorder.trees = ()
     trace = None if _Recorder.trace is None else tuple(_Recorder.trace)
     # the blocks the iteration allocated and kept, by handle: position of the alloc
     kept = _Recorder.trace_at if trace is not None else None
+    template = kept_allocs = None
+    if replay and trace is not None:
+        template, kept_allocs = _arena_template(trace, log, kept)
     _Recorder.trace = _Recorder.trace_at = None
     record = (trace, _orders(sim, snap), kept)
     chain = None if log is None else (sweeps, log, previous)
@@ -1342,6 +1302,46 @@ def _probe(sim, body, snap, replay, previous=None, before=None, tape=None, floor
     effect = None if older else _measure(sim, snap, _Recorder.events, template, chain, record,
                                          before, kept_allocs, taped)
     return effect, record
+
+
+def _arena_template(trace, log, kept):
+    """``(template, kept allocations)`` of a probed iteration on a glibc arena, read off its
+    ``trace`` and BTreeMap ``log``, or ``(None, None)``. The template is the iteration's
+    events in order without those of its BTreeMaps' operations, each append to one of the
+    locator's maps marked ``(INSERT, tree, 0)`` where it came (its nodes' allocations depend
+    on the map, not on the iteration: the replay makes them), a free naming the index of
+    the alloc it frees among the template's (-1: the newest block of its size); kept
+    allocations: handle key -> that index, for the blocks the iteration kept (``kept``:
+    handle key -> trace position). An operation other than an append, a realloc, or a free
+    of a block of an operation's, has no template."""
+    if log.ran or any(kind != "insert" or i not in log.appends
+                      for i, (_, kind, _) in enumerate(log.ops)):
+        return None, None
+    inside = set()
+    for start, end in log.spans:
+        inside.update(range(start, end))
+    inserts = {}
+    for (tree, _, _), at in zip(log.ops, log.at):
+        inserts.setdefault(at, []).append((_INSERT, tree, 0))
+    template, index = [], {}
+    for i, (kind, nbytes, arg, _) in enumerate(trace):
+        template.extend(inserts.pop(i, ()))
+        if i in inside:
+            continue
+        if kind == _ALLOC:
+            index[i] = len(index)
+            template.append((_ALLOC, nbytes, arg))
+        elif kind == _FREE:
+            if arg >= 0 and arg not in index:
+                return None, None
+            template.append((_FREE, nbytes, index[arg] if arg >= 0 else -1))
+        elif kind == _REALLOC:
+            return None, None
+        else:
+            template.append((kind, nbytes, arg))
+    for ops in inserts.values():
+        template.extend(ops)
+    return tuple(template), {key: index[at] for key, at in kept.items() if at in index}
 
 
 def _orders(sim, snap) -> tuple:
