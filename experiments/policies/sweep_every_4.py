@@ -29,7 +29,3 @@ class SweepEvery4(Policy):
         if self.backwards % EVERY == 0:
             client.cleanup_orphaned_entries()
 
-    def ff_horizon(self, effect) -> float:
-        # the counter is this policy's own state: iterations that run a backward are
-        # simulated one by one; loops without one may be fast-forwarded as under burn
-        return 0 if effect.backwards else float("inf")

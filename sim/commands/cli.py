@@ -162,15 +162,13 @@ def policies_cmd(files):
     instead: what `--policy FILE.py` will run.
     """
     import textwrap
-    from ..policies import (HOOKS, MIRROR, POLICIES, SEAMS, fast_forwards, load_policy_file,
-                            policy_file, replaced)
+    from ..policies import (HOOKS, MIRROR, POLICIES, SEAMS, load_policy_file, policy_file,
+                            replaced)
     chosen = [load_policy_file(f) for f in files] if files else list(POLICIES.values())
     for cls in chosen:
         name = cls.name
         where = f"  (from {policy_file(name)})" if policy_file(name) else ""
-        fast = ("" if fast_forwards(cls) else
-                "  [exact mode: no ff_horizon, so no fast-forward]")
-        click.echo(name + where + fast +
+        click.echo(name + where +
                    ("  (intended semantic change)" if cls.semantic_change else ""))
         for label, text in (("changes", cls.changes), ("expected", cls.expected)):
             wrapped = textwrap.fill(text, width=88, initial_indent=f"  {label}: ",

@@ -153,9 +153,6 @@ CONSUMES = {
     "Policy.rates": "seam",
     "Policy.may_compact": "seam",
     "Policy.first_backward": "seam",
-    "Policy.ff_horizon": "fast-forward hook",
-    "Policy.ff_apply": "fast-forward hook",
-    "Policy.ff_chain": "fast-forward hook",
     "Policy.describe": "nothing|What the policy changes and what it is expected to fix, in "
                        "one text (its ``changes`` and ``expected``).",
 }

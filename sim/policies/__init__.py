@@ -42,30 +42,26 @@ strategy as a name), ``detach-constant`` and ``burn-0.20-pre.1`` change seams.
 
 A user's fix is a policy too: a ``.py`` file defining one subclass of
 :class:`Policy` with its own ``name`` (``--policy path/to/fix.py`` wherever a
-policy is named; :func:`load_policy_file`). Its class is used as written, except
-that fast-forward stays off for it unless the file defines ``ff_horizon``: the
-simulator cannot see state a policy keeps for itself, so every loop iteration
-is simulated. A policy that defines it and keeps counters updates them in
-``ff_apply``, which fast-forward calls for every batch of iterations it applies; a loop
-that grows a chain (:mod:`sim.engine.fastforward.chainrun`) is fast-forwarded under it only if it also
-defines ``ff_chain`` (the members built and the node ids moved).
+policy is named; :func:`load_policy_file`). Its class is used as written. A policy
+that keeps state of its own (a counter, a list of ids, an index of nodes) keeps it in
+fields of the policy object or of its replaced client or locator: fast-forward records
+what an iteration's seams do to them and replays it (:mod:`sim.engine.fastforward.seams`);
+no policy tells fast-forward anything, nor knows what shape a loop has.
 
 Policies compose: ``a+b`` (any number of them) is the policy that applies every one
 of them, seam by seam and mirror method by mirror method (:mod:`sim.policies.compose`),
 or one error naming the seam or the method two of them both replace.
 
-Two mistakes that would otherwise make a fix silently do nothing are errors: a public
+A mistake that would otherwise make a fix silently do nothing is an error: a public
 method whose name is a near miss of a seam's or hook's (``after_backwards``: nothing
 would ever call it; a helper of the policy's own starts with ``_`` or has a name of its
-own), and an ``ff_horizon`` that returns anything but a non-negative ``int`` or
-``float("inf")`` (checked at each call: it needs an effect).
+own).
 """
 
 from __future__ import annotations
 
 import difflib
 import inspect
-import numbers
 import re
 import types
 from pathlib import Path
@@ -83,7 +79,7 @@ from .periodic_sweep import PeriodicSweep
 from .pytorch import PyTorch
 
 __all__ = ["Policy", "POLICIES", "SEAMS", "HOOKS", "MIRROR", "replaced", "get_policy", "policy_names",
-           "load_policy_file", "policy_file", "policy_sources", "policy_rank", "fast_forwards", "known_policy",
+           "load_policy_file", "policy_file", "policy_sources", "policy_rank", "known_policy",
            "reference_label", "policy_label", "is_fix"]
 
 #: the seams a policy overrides, each with where it is in burn 0.22.1 (the table above,
@@ -107,16 +103,10 @@ SEAMS = {
                    "records",
 }
 
-#: further methods a policy may override: its own bookkeeping and fast-forward
+#: further methods a policy may override: its own bookkeeping
 HOOKS = {
     "on_node_removed": "a node left a graph's nodes map (a policy's own index of nodes)",
     "first_backward": "the process's first backward: lazy global state, one-time warm-up",
-    "ff_horizon": "fast-forward: iterations that may be applied before the policy acts "
-                  "differently",
-    "ff_apply": "fast-forward applied a batch of iterations: update the policy's counters",
-    "ff_chain": "fast-forward built a growing chain's members in closed form and moved node "
-                "ids: update a policy's own index of nodes (a file policy without it runs "
-                "chain loops exactly)",
 }
 
 POLICIES = {cls.name: cls for cls in (
@@ -266,8 +256,7 @@ def load_policy_file(path):
     describe it as the built-ins' do (the class docstring stands in for ``changes``).
     Loading the same file again returns the same class. Any problem is a
     :class:`~sim.errors.UserError` naming the file: a public method named like a
-    misspelt seam among them (:func:`_check_seam_names`); an ``ff_horizon`` it defines
-    has its result checked at every call (:func:`_checked_horizon`).
+    misspelt seam among them (:func:`_check_seam_names`).
     """
     path = Path(path)
     if not path.is_file():
@@ -310,15 +299,6 @@ def load_policy_file(path):
         extra["changes"] = doc or f"(no description: {path.name} sets no changes text)"
     if not any("expected" in vars(c) for c in own):
         extra["expected"] = "(not stated)"
-    if not any("ff_horizon" in vars(c) for c in own):
-        extra["ff_horizon"] = _exact_only
-    else:
-        where = _where_defined(cls, "ff_horizon", path)
-        extra["ff_horizon"] = _checked_horizon(cls.ff_horizon, where, name)
-        if not any("ff_chain" in vars(c) for c in own):
-            # a chain's closed form shifts node ids and builds registrations no seam saw:
-            # a file policy that gives no ff_chain runs such loops exactly
-            extra["ff_horizon"] = _no_chain(extra["ff_horizon"])
     extra["__init__"] = _reporting_init(cls.__init__, str(path), name)
     extra["__doc__"] = cls.__doc__
     extra["__qualname__"] = cls.__qualname__
@@ -443,24 +423,6 @@ def _where_defined(cls, attr, path) -> str:
     return str(path)
 
 
-def _checked_horizon(horizon, where, name):
-    """``horizon`` (a file policy's ``ff_horizon``), with its result checked at every call:
-    a non-negative ``int`` (returned as an ``int``) or ``float("inf")``; anything else
-    (None, a string, a negative or fractional number, nan, a bool) is one
-    :class:`~sim.errors.UserError` line naming ``where`` (``PATH:LINE`` of its ``def``)."""
-    def ff_horizon(self, effect):
-        limit = horizon(self, effect)
-        if isinstance(limit, numbers.Integral) and not isinstance(limit, bool) and limit >= 0:
-            return int(limit)
-        if isinstance(limit, float) and limit == float("inf"):
-            return limit
-        raise UserError(f"{where}: policy {name} ff_horizon returned {shown(limit)}: it "
-                        f"must return a non-negative int (iterations), or float('inf') for "
-                        f"no limit")
-    ff_horizon.__doc__ = horizon.__doc__
-    return ff_horizon
-
-
 def _reporting_init(init, path, name):
     """The constructor of a file policy: ``init`` (its class's own), with an exception it
     raises made one :class:`~sim.errors.UserError` line naming the file and line, as an
@@ -474,24 +436,3 @@ def _reporting_init(init, path, name):
             raise UserError(describe_raise(exc, path, f"policy {name}")) from None
     __init__.__wrapped__ = init
     return __init__
-
-
-def fast_forwards(cls) -> bool:
-    """Whether loops under policy ``cls`` may be fast-forwarded (False for a file policy
-    that gives no ``ff_horizon``)."""
-    return cls.ff_horizon is not _exact_only
-
-
-def _exact_only(self, effect) -> float:
-    """Fast-forward horizon of a file policy that does not give its own: none."""
-    return 0
-
-
-def _no_chain(horizon):
-    """``horizon`` (a file policy's ``ff_horizon``), but 0 for a growing chain or a leaked
-    graph (their members are built in closed form: a policy's own index of node ids
-    would need :meth:`~sim.policies.base.Policy.ff_chain`)."""
-    def ff_horizon(self, effect):
-        return 0 if effect.shape in ("chain", "leak") else horizon(self, effect)
-    ff_horizon.__doc__ = horizon.__doc__
-    return ff_horizon

@@ -101,26 +101,6 @@ class Policy:
     def on_node_removed(self, memory, node_id, parents) -> None:
         """A node left a graph's ``nodes`` map: burn keeps no other index to update."""
 
-    def ff_horizon(self, effect) -> float:
-        """Fast-forward: how many iterations of ``effect`` may be applied before this
-        policy would act differently (burn: no limit)."""
-        return float("inf")
-
-    def ff_apply(self, effect, count, run) -> None:
-        """Fast-forward applied ``count`` iterations of ``effect`` in closed form, each
-        registering ``effect.registered`` steps; ``run``: the
-        :class:`~sim.burn.graph.runs.NodeRun` of the nodes they left behind, or None (a loop
-        that leaves nothing behind). Policies with their own state record it here."""
-
-    def ff_chain(self, client, built, replaced, renamed) -> None:
-        """Fast-forward built a chain's members in closed form (:mod:`sim.engine.fastforward.chainrun`):
-        ``built``, the ``(ref count, step)`` of each member, registered as
-        :meth:`on_register` would have seen it; ``replaced``, node id -> the ref count
-        object that now stands for that id (the chain's live end moved to the newest
-        member); ``renamed``, old id -> new id of the one-node graphs that took the ids
-        of the last skipped iteration. Policies that index node ids update them here
-        (burn: nothing)."""
-
     def first_backward(self) -> None:
         """The process's first backward: lazy global state and one-time warm-up."""
         sim = self.sim

@@ -28,7 +28,8 @@ class Burn020Pre1(Policy):
 
     def __init__(self, sim):
         super().__init__(sim)
-        # the set's ids: one per untracked node, fast-forwarded runs as one item each
+        # the set's ids: one per untracked node; a run of dead single-node graphs that
+        # fast-forward applied in closed form is one item (its members' ids)
         self.untracked_nodes = []
         self.ids = 0   # ids in the set (a run's members counted one by one)
         self.table = sim.tables.key_set()
@@ -42,23 +43,6 @@ class Burn020Pre1(Policy):
 
     def may_compact(self) -> bool:
         return False  # untracked_nodes lists ids that remove_entry must still find
-
-    def ff_horizon(self, effect) -> float:
-        if effect.shape in ("chain", "leak"):
-            # the set lists ids, which a chain's or a leak's closed form would shift
-            # (sim.engine.fastforward.chainrun, sim.engine.fastforward.leakrun)
-            return 0 if self.untracked_nodes else float("inf")
-        if effect.shape != "graphs":
-            return float("inf")
-        return max(0, (self.table.cap - self.ids) // effect.nodes_left)
-
-    def ff_apply(self, effect, count, run) -> None:
-        super().ff_apply(effect, count, run)
-        if run is None or not run.new_graph:
-            return
-        self.untracked_nodes.append(run)
-        self.ids += run.count
-        self.table.grow_to(self.ids)
 
     def after_backward(self, client) -> None:
         ids, self.untracked_nodes = self.untracked_nodes, []

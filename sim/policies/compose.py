@@ -12,8 +12,8 @@ seam resolves along Python's method order as a patched burn's code would run:
   ``cleanup_orphaned_entries`` then serves ``periodic-sweep``'s periodic sweep and
   the backward's alike, as the two patches applied together do: it is
   ``dedup-sweep``'s ``GraphCleaner`` that both reach);
-- ``ff_horizon`` is the smallest of the members' horizons, ``may_compact`` holds when
-  it holds for every member;
+- ``may_compact`` holds when it holds for every member (fast-forward needs nothing of a
+  composed policy: it replays the seams, whose state is every member's);
 - a member that replaces a seam whose burn body calls another seam (``after_backward``
   calls ``cleanup_orphaned_entries``) with one that does not call it, beside a member
   that changes that other seam (``burn-0.20-pre.1`` and ``dedup-sweep``), conflicts: the
@@ -58,7 +58,7 @@ from .mirror import MIRROR, overridden, replaced
 __all__ = ["compose", "overrides", "extends"]
 
 #: seams composed by a rule of their own rather than by method order
-_COMBINED = {"ff_horizon", "may_compact"}
+_COMBINED = {"may_compact"}
 
 
 def _function(value):
@@ -200,10 +200,6 @@ def compose(classes, seams):
         "__module__": __name__,
         "__doc__": f"The policies {', '.join(names)} applied together.",
     }
-    horizons = [cls for cls in order if overrides(cls, "ff_horizon")]
-    if len(horizons) > 1:
-        body["ff_horizon"] = lambda self, effect: min(
-            cls.ff_horizon(self, effect) for cls in horizons)
     compacting = [cls for cls in order if overrides(cls, "may_compact")]
     if len(compacting) > 1:
         body["may_compact"] = lambda self: all(cls.may_compact(self) for cls in compacting)

@@ -37,35 +37,15 @@ class ReleaseOnDropClient(GraphMutexClient):
 
     def register(self, rc, step) -> None:
         super().register(rc, step)
-        self.count_children(rc, step)
-        parents = step.node.parents
-        if parents and getattr(rc.owner, "child_counts", None) is not None:
-            # the patch's children table: one entry update per parent. Charged here, where
-            # burn's registration is (a chain member fast-forward builds replays the time of
-            # the iteration it repeats, and its server.register charges nothing)
-            self.sim.timing.lookups(len(parents))
-
-    def count_children(self, rc, step) -> None:
-        """Index a registered node and count it as a child of each of its parents."""
         self.rcs[rc.id] = rc
         children = self.children
-        for pid, _ in step.node.parents:
+        parents = step.node.parents
+        for pid, _ in parents:
             children[pid] = children.get(pid, 0) + 1
-
-    def reindex(self, built, replaced, renamed) -> None:
-        """Fast-forward built a chain's members in closed form
-        (:meth:`~sim.policies.base.Policy.ff_chain`): count them as their registrations
-        would have been, and follow the ids that moved."""
-        for rc, step in built:
-            # (the graph's own table counted them in server.register)
-            self.count_children(rc, step)
-        for node_id, rc in replaced.items():
-            self.rcs[node_id] = rc
-        for old, new in renamed.items():
-            if old in self.rcs:
-                self.rcs[new] = self.rcs.pop(old)
-            if old in self.children:
-                self.children[new] = self.children.pop(old)
+        if parents and getattr(rc.owner, "child_counts", None) is not None:
+            # the patch's children table: one entry update per parent, charged here with
+            # burn's registration (the server's register charges nothing for it)
+            self.sim.timing.lookups(len(parents))
 
     def memory_of(self, node_id):
         """The memory management whose ``nodes`` holds ``node_id`` (None if no graph does)."""
@@ -254,8 +234,7 @@ class DropReleaseMemory(ReleaseOnDropMemory):
     (``+= 1`` per parent in ``register``, ``get_mut`` and ``-= 1`` per parent in every
     ``remove_node``) is one hash lookup, charged as
     :meth:`~sim.platform.timing.Timing.lookup_ns` (:meth:`~sim.platform.timing.Timing.lookups`:
-    per parent counted, a chain member fast-forward built included, and per parent of a
-    removed node).
+    per parent counted in the client's ``register``, and per parent of a removed node).
 
     Approximations, of the order of blocks on the heap only: the entries are added after
     ``leaves`` and ``nodes`` grew (the patch updates ``children`` in the parents loop,
@@ -277,8 +256,7 @@ class DropReleaseMemory(ReleaseOnDropMemory):
         self.count_parents(parents)
 
     def count_parents(self, parents) -> None:
-        """One more child of each of ``parents`` (a registration, or a chain member that
-        fast-forward built in closed form)."""
+        """One more child of each of ``parents``."""
         if parents:
             counts, table = self.child_counts, self.children_table
             for pid, _ in parents:
@@ -342,12 +320,6 @@ class DropRelease(Policy):
     def after_backward(self, client) -> None:
         client.release_deferred()
         super().after_backward(client)
-
-    def ff_chain(self, client, built, replaced, renamed) -> None:
-        """A chain's members built in closed form: counted as their registrations would
-        have been, with the ids that moved (:mod:`sim.engine.fastforward.chainrun`)."""
-        super().ff_chain(client, built, replaced, renamed)
-        client.reindex(built, replaced, renamed)
 
 
 class _ReleaseVectors:

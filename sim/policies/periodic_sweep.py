@@ -40,13 +40,3 @@ class PeriodicSweep(Policy):
 
     GraphMutexClient = PeriodicSweepClient
 
-    def ff_horizon(self, effect) -> float:
-        if not effect.registered:
-            return float("inf")
-        return max(0, (SWEEP_EVERY - 1 - self.sim.client.registered_since_sweep)
-                   // effect.registered)
-
-    def ff_apply(self, effect, count, run) -> None:
-        super().ff_apply(effect, count, run)
-        # every registration counts, those of loops that leave nothing behind too
-        self.sim.client.registered_since_sweep += effect.registered * count

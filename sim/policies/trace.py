@@ -60,7 +60,7 @@ class _Record:
     def __get__(self, obj, owner=None):
         value = self.value
         if obj is None:
-            # read through the class (``cls.ff_horizon``): the plain attribute
+            # read through the class (``cls.may_compact``): the plain attribute
             return value.__get__(None, owner) if hasattr(value, "__get__") else value
         obj.__dict__["_policy_reads"].add(self.name)
         if isinstance(value, property):

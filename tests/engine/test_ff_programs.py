@@ -60,8 +60,12 @@ DERANDOMIZE = "FF_PROGRAMS" not in os.environ
 #: FF_PROGRAMS_BUDGET raises it for a long hunt)
 BUDGET = int(os.environ.get("FF_PROGRAMS_BUDGET", "1200"))
 
+#: every built-in policy, and the example policy file (a counter of its own: fast-forward
+#: replays its seams, sim.engine.fastforward.seams)
 POLICIES = ("burn-0.22.1", "burn-0.20-pre.1", "skip-untracked", "detach-constant",
-            "drop-release", "dedup-sweep")
+            "drop-release", "dedup-sweep", "periodic-sweep", "pytorch",
+            str(Path(__file__).resolve().parents[2] / "experiments" / "policies"
+                / "sweep_every_4.py"))
 
 
 def _backward(loss):

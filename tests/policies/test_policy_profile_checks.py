@@ -37,7 +37,6 @@ TYPOS = {
     "afterBackward": "after_backward",
     "detatch": "detach",
     "on_registr": "on_register",
-    "ff_horizn": "ff_horizon",
     "first_backwards": "first_backward",
     "register_untraced": "register_untracked",
 }
@@ -92,7 +91,6 @@ BAD_SIGNATURES = {
     ("on_last_handle", "(self, server)"): "on_last_handle(self, server, rc)",
     ("register_untracked", "(self, client, rc, step, device, extra)"):
         "register_untracked(self, client, rc, step, device)",
-    ("ff_horizon", "(self, effect, *, steps)"): "ff_horizon(self, effect)",
 }
 
 
@@ -156,9 +154,6 @@ class Helpers(DropRelease):
     @staticmethod
     def describe_fix():
         return "helpers"
-
-    def ff_horizon(self, effect):
-        return 0
 '''
 
 
@@ -182,73 +177,42 @@ def test_sim_policies_still_lists_every_builtin(capsys):
     assert all(f"\n{name}" in "\n" + out for name in POLICIES)
 
 
-# -- ff_horizon returning something that is not a number of iterations ------------------
+# -- a seam that raises: one line naming its file and line ------------------------------
 
-#: line 7 of the file defines ff_horizon
-HORIZON = '''from sim.policies import Policy
+#: line 7 of the file defines the seam, line 8 raises
+RAISES = '''from sim.policies import Policy
 
 
 class Bad(Policy):
-    name = "bad-horizon"
+    name = "bad-seam"
 
-    def ff_horizon(self, effect):
-        return {value}
+    def register_untracked(self, client, rc, step, device):
+        return rc.no_such_field
 '''
 
-BAD_HORIZONS = {
-    "none": ("None", "returned None"),
-    "string": ("'3'", "returned '3'"),
-    "negative": ("-1", "returned -1"),
-    "nan": ("float('nan')", "returned nan"),
-    "fraction": ("2.5", "returned 2.5"),
-    "bool": ("True", "returned True"),
-    "minus-inf": ("float('-inf')", "returned -inf"),
-}
 
-
-@pytest.mark.parametrize("case", sorted(BAD_HORIZONS))
-def test_bad_ff_horizon_is_one_error_line(tmp_path, capsys, case):
-    value, fragment = BAD_HORIZONS[case]
-    path = tmp_path / "bad.py"
-    path.write_text(HORIZON.format(value=value))
+def test_seam_that_raises_names_its_line(tmp_path, capsys):
+    path = tmp_path / "raises.py"
+    path.write_text(RAISES)
     out = tmp_path / "rows.csv"
     code, _, err = run_cli(["run", "adleak-count", "-v", "flex.autodiff", "-p", str(path),
                             "--out", str(out)], capsys)
-    assert_one_error(code, err, f"{path}:7: policy bad-horizon ff_horizon {fragment}",
-                     "non-negative int", "float('inf')")
+    assert_one_error(code, err, f"{path}:8: policy bad-seam raised AttributeError")
     assert not out.exists()
 
 
-@pytest.mark.parametrize("value", ["0", "7", "float('inf')"])
-def test_good_ff_horizon_runs(tmp_path, capsys, value):
-    path = tmp_path / "good.py"
-    path.write_text(HORIZON.format(value=value).replace("bad-horizon", "good-horizon"))
-    code, out, err = run_cli(["run", "adleak-count", "-v", "flex.autodiff", "-p", str(path),
-                              "--format", "csv"], capsys)
-    assert code == 0, err
-    assert out.count(",good-horizon,m2max-macos") > 0
-
-
-def test_ff_horizon_that_raises_still_names_its_line(tmp_path, capsys):
-    path = tmp_path / "raises.py"
-    path.write_text(HORIZON.format(value="effect.no_such_field"))
-    code, _, err = run_cli(["run", "adleak-count", "-v", "flex.autodiff", "-p", str(path)],
-                           capsys)
-    assert_one_error(code, err, f"{path}:8: policy bad-horizon raised AttributeError")
-
-
-def test_bad_ff_horizon_in_sweep_workers(tmp_path, capsys):
+def test_seam_that_raises_in_sweep_workers(tmp_path, capsys):
     """Through the process pool: the same line, the cell named, no predictions written."""
     path = tmp_path / "bad.py"
-    path.write_text(HORIZON.format(value="None"))
+    path.write_text(RAISES)
     workload = tmp_path / "tiny.py"
     workload.write_text(TINY_WORKLOAD)
     out = tmp_path / "out"
     code, _, err = run_cli(["sweep", "-w", str(workload), "-p", "burn-0.22.1", "-p",
                             str(path), "--jobs", "2", "--out", str(out)], capsys)
     errors = [line for line in err if not line.startswith("[")]   # the progress bar
-    assert_one_error(code, errors, "tiny/default/bad-horizon: ",
-                     f"{path}:7: policy bad-horizon ff_horizon returned None")
+    assert_one_error(code, errors, "tiny/default/bad-seam: ",
+                     f"{path}:8: policy bad-seam raised AttributeError")
     assert not (out / "predicted.csv").exists()
 
 

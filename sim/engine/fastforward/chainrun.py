@@ -46,9 +46,9 @@ On allocators that keep counts per size class; on a glibc arena, whose chunk pla
 depends on every event, only a chain of members that stay unbuilt (an inference forward:
 :func:`sim.engine.fastforward.keptchain.on_arena`), its events replayed request by request
 with the BTreeMap operations where the iteration made them, and the members built on the
-chunks the replay placed (other chains run exactly there). Under policies whose
-``ff_horizon`` allows it (a policy that indexes node ids updates its index in
-``Policy.ff_chain``), and only up to the next resize of one of ``G``'s tables (the
+chunks the replay placed (other chains run exactly there). The policy's own state (a
+policy's index of node ids included) is replayed by :mod:`sim.engine.fastforward.seams`
+after the members are built, and only up to the next resize of one of ``G``'s tables (the
 iteration that resizes runs exactly). Transient peaks inside the skipped iterations are
 re-reached by the next exact one (everything they hold grows), so high-water marks, RSS
 and page faults end where exact mode puts them; tests compare the CSVs.
@@ -792,22 +792,15 @@ def apply_chain(sim, effect, count, replay=None) -> int:
             held, newest_kept = slots[0][tips[0]], clones[-1][tips[0]]
             swap_tip(held, newest_kept, repoint)
             held.chunk, newest_kept.chunk = newest_kept.chunk, held.chunk
-    renamed = relabel_rotating(locator, effect, last, last + count * stride)
-    swapped = {}
+    relabel_rotating(locator, effect, last, last + count * stride)
     if tip_node is not None:
-        newest = prev[tip_offset]
-        old_id, new_id = tip_node.id, newest.id
-        _swap(server, memory, tip_node, newest, children_of_tip)
-        swapped = {old_id: memory.nodes[old_id][0], new_id: memory.nodes[new_id][0]}
-    sim.policy.ff_chain(sim.client, [(memory.nodes[step.node.id][0], step) for step in built],
-                        swapped, renamed)
+        _swap(server, memory, tip_node, prev[tip_offset], children_of_tip)
     sim._next_id += stride * count
     sim.registered += effect.registered * count
     sim.backwards += effect.backwards * count
     if effect.faults[1]:
         sim.page_fault(effect.faults[1] * count, True)
     sim.chain_applied += count
-    sim.policy.ff_apply(effect, count, None)
     sim._check_limits()
     return count
 

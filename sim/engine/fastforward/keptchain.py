@@ -50,7 +50,7 @@ from ...burn.graph.step import Step
 from ...platform.l2_cache import Chunk
 from ...platform.heap import Heap
 from ...burn.graph.runs import MemberRuns, RunEntries
-from ...policies.base import Policy
+from .seams import indexes_nodes
 from .replay import replay_tree_ops
 from .arenarun import ALLOC, FREE, REALLOC, handle_key
 from ...burn.graph.runs import node_handles
@@ -508,11 +508,12 @@ def deferrable(sim, effect, graph) -> bool:
     nodes only (no node of the iteration before, no tip a tensor holds, no one-node graphs
     to relabel), no sweep in the iteration, ``G`` with no index of settled nodes or runs
     of dead leaves, and a policy
-    that keeps no index of node ids (its ``ff_chain`` is burn's)."""
+    whose own state the iteration leaves as it found it
+    (:func:`sim.engine.fastforward.seams.indexes_nodes`)."""
     if (effect.trace is None or not effect.l2 or effect.via is not None
             or effect.tip_offset is not None or effect.rotating or effect.sweeps
             or effect.clone_at
-            or type(sim.policy).ff_chain is not Policy.ff_chain):
+            or indexes_nodes(effect)):
         return False
     memory = graph.server.memory_management
     if memory.settled is not None or memory.serials is not None or memory.runs:

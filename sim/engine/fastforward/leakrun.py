@@ -37,8 +37,9 @@ proves that from three consecutive iterations (:mod:`sim.engine.fastforward.repe
 * time: the iteration's work, checked to the picosecond across the probed iterations.
 
 Only where the allocator keeps counts per size (not a glibc arena), for graphs whose
-nodes no tensor holds, with no Balanced checkpointing (retro-forwards), under policies
-whose ``ff_horizon`` allows it. Tests compare the CSVs with exact mode.
+nodes no tensor holds, with no Balanced checkpointing (retro-forwards); the policy's own
+state is replayed by :mod:`sim.engine.fastforward.seams`. Tests compare the CSVs with
+exact mode.
 """
 
 from __future__ import annotations
@@ -726,13 +727,11 @@ def apply_leak(sim, effect, count, replay) -> int:
         _repoint(old, new, locator, (last + count * stride if newest else last) + origin)
 
     hand_over(slots, clones, depth, tips[0] if tips else None, repoint)
-    renamed = _relabel(locator, effect, last, last + count * stride, newest)
-    sim.policy.ff_chain(sim.client, built, {}, renamed)
+    _relabel(locator, effect, last, last + count * stride, newest)
     sim._next_id += stride * count
     sim.registered += effect.registered * count
     sim.backwards += effect.backwards * count
     sim.leak_applied += count
-    sim.policy.ff_apply(effect, count, None)
     sim._check_limits()
     return count
 

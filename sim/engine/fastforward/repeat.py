@@ -115,6 +115,7 @@ from ...burn.graph.runs import (NodeRun, dead_graph_handles, graph_blocks, graph
                                 node_blocks, node_handles, tree_counts, unexplained_blocks)
 from .chainrun import LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
 from .leakrun import apply_leak, l2_contents, l2_signature, leak_effect
+from . import seams
 from .tape import ArenaTape
 from ...platform.btree import CAPACITY, TreeTap, append_counts
 from ...platform.heap import ExcludedHeap, Heap, HeapTap
@@ -942,8 +943,9 @@ def _unexplained(net, blocks, locator, snap):
 
 
 def _horizon(sim, effect):
-    """Iterations that can be applied in closed form before anything could differ."""
-    limit = sim.policy.ff_horizon(effect)
+    """Iterations that can be applied in closed form before anything could differ (the
+    policy's own state aside: :func:`sim.engine.fastforward.seams.horizon`)."""
+    limit = float("inf")
     if effect.shape == "chain":
         return min(limit, chain_horizon(sim, effect))
     if effect.node_order and not sim.allocator.bulk_exact():
@@ -970,10 +972,15 @@ def _apply(sim, effect, count, tape=None):
     earlier, at the memory budget); returns the iterations applied (None, nothing done:
     a template the arena cannot replay). ``tape``: the loop's
     :class:`~sim.engine.fastforward.tape.ArenaTape`, for a ``steady`` effect with one."""
+    first_id = sim._next_id      # the first id of the first iteration applied
     if effect.shape == "chain":
-        return apply_chain(sim, effect, count, _replay_drift)
+        applied = apply_chain(sim, effect, count, _replay_drift)
+        seams.advance(sim, effect, applied, first_id)
+        return applied
     if effect.shape == "leak":
-        return apply_leak(sim, effect, count, _replay_drift)
+        applied = apply_leak(sim, effect, count, _replay_drift)
+        seams.advance(sim, effect, applied, first_id)
+        return applied
     if effect.tape is not None and effect.program is None:
         try:
             effect.program = sim.allocator.arena.compile(effect.tape[0])
@@ -1000,7 +1007,7 @@ def _apply(sim, effect, count, tape=None):
         else:
             locator.add_run(run, replayed=True)
             check()
-    sim.policy.ff_apply(effect, count, run)
+    seams.advance(sim, effect, count, first_id, run)
     sim._next_id += effect.stride * count
     sim.registered += effect.registered * count
     sim.backwards += effect.backwards * count
@@ -1272,9 +1279,14 @@ def _probe(sim, body, snap, replay, previous=None, before=None, tape=None, floor
         _Recorder.tape = tape
         tape.begin(snap.next_id)
     heap.tap = _RECORDER
+    # the policy's own state; its seam calls only after an iteration that moved a counter
+    counted = previous is not None and getattr(previous, "seams", None) is not None \
+        and previous.seams.counters
+    policy_probe = seams.begin(sim, snap.next_id if floor is None else floor, counted)
     try:
         body()
     finally:
+        policy_record = seams.end(sim, policy_probe)
         heap.tap = None
         _Recorder.tape = outer_tape
         for tree in trees:
@@ -1301,6 +1313,12 @@ def _probe(sim, body, snap, replay, previous=None, before=None, tape=None, floor
     taped = tape.end() if tape is not None and outer_tape is None else None
     effect = None if older else _measure(sim, snap, _Recorder.events, template, chain, record,
                                          before, kept_allocs, taped)
+    if effect is not None and policy_record is not None:
+        # what the iteration did to the policy's own state, and the seam calls it made;
+        # a change no other iteration can repeat makes it stand for none
+        effect.seams = policy_record
+        if policy_record.unreplayable:
+            effect = None
     return effect, record
 
 
@@ -1342,6 +1360,13 @@ def _arena_template(trace, log, kept):
     for ops in inserts.values():
         template.extend(ops)
     return tuple(template), {key: index[at] for key, at in kept.items() if at in index}
+
+
+def _key(effect):
+    """What must be equal in agreeing iterations: the effect's key and the change of the
+    policy's own state (:class:`~sim.engine.fastforward.seams.SeamRecord`)."""
+    record = getattr(effect, "seams", None)
+    return effect.key(), None if record is None else record.key
 
 
 def _orders(sim, snap) -> tuple:
@@ -1436,7 +1461,7 @@ def _repeat(sim, n, body) -> bool:
             effects.append(measured)
             last = effects[-AGREE:]
             if (len(last) == AGREE and last[0] is not None
-                    and all(e is not None and e.key() == last[0].key() for e in last)):
+                    and all(e is not None and _key(e) == _key(last[0]) for e in last)):
                 effect = measured
                 found = True
             elif len(effects) >= probes + (PROBES_PER_BACK * tape.reach if tape is not None else 0):
@@ -1452,6 +1477,9 @@ def _repeat(sim, n, body) -> bool:
                 probes, wait = AGREE + 3, 2 * wait
             continue
         count = min(n - done - 1, _horizon(sim, effect))
+        # the policy's own state: the iteration where it would act runs exactly, and the
+        # loop is probed afresh after it
+        count, acts = seams.horizon(sim, effect, count)
         count -= count % effect.period
         if sim.limits.max_ops is not None and effect.registered:
             count = min(count, max(0, (sim.limits.max_ops - sim.registered) // effect.registered))
@@ -1473,10 +1501,13 @@ def _repeat(sim, n, body) -> bool:
             snap = _Snapshot(sim)
             measured, record = _probe(sim, body, snap, True, effect, record, tape, floor)
             done += 1
-            if measured is None or measured.key() != effect.key():
+            if measured is None or _key(measured) != _key(effect):
                 effect, effects, earlier = None, [measured], (snap.allocator,)
             continue
         body()
         done += 1
         effect.since += 1
+        if acts:
+            effect, effects, earlier, record = None, [], (), None
+            tape = ArenaTape() if replay else None
     return found
