@@ -59,7 +59,7 @@ would have given them.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections import OrderedDict, deque
+from itertools import islice
 
 from ..errors import UserError
 
@@ -392,6 +392,11 @@ def _generate(program, mmap_threshold):
         return f"b{b}" if not a else f"p{a}_{b}"
 
     ops = program.ops
+    # the chunk size each block's request asks for: the size its chunk mostly has (a
+    # split may leave it 16 B more, an aligned request's chunk up to 32 B more)
+    asked = [nb for code, _, nb, _, _ in ops
+             if code in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC,
+                         _REALLOC)]
     guarded = -1       # the last op of a neutral pair (written under its guard)
     for i, (code, nbytes, nb, a, b) in enumerate(ops):
         if i == guarded + 1:
@@ -413,16 +418,22 @@ def _generate(program, mmap_threshold):
             index += 1
         elif code == _FREE_HELD:
             name = ref(a, b)
-            # _free_chunk's tcache path (``s``: the chunk's size)
+            # _free_chunk's tcache path for the chunk size the block's request asked for
+            # (its tcache bin a local); any other chunk size, or a full bin, goes through
+            # _free_chunk itself
+            nb = asked[b]
             if mapped[b]:
                 out(f"if type({name}) is not int: free_mapped({name})")
-                out(f"elif (s := inuse[{name}]) <= {TCACHE_MAX_CHUNK} and "
-                    f"len(c := tcache[s]) < {TCACHE_COUNT}: c.append({name})")
+                out(f"else: free_chunk({name})")
+            elif nb <= TCACHE_MAX_CHUNK:
+                tcache_sizes.add(nb)
+                out(f"if (s := inuse[{name}]) == {nb} and len(t{nb}) < {TCACHE_COUNT}: "
+                    f"t{nb}.append({name})")
+                out(f"elif s <= {TCACHE_MAX_CHUNK} and len(c := tcache[s]) < {TCACHE_COUNT}: "
+                    f"c.append({name})")
+                out(f"else: free_uncached({name}, s)")
             else:
-                out(f"if (s := inuse[{name}]) <= {TCACHE_MAX_CHUNK} and "
-                    f"len(c := tcache[s]) < {TCACHE_COUNT}: c.append({name})")
-            out(f"elif s <= {MAX_FAST}: fast[s].append({name}); arena.nfast += 1")
-            out(f"else: free_uncached({name}, s)")
+                out(f"free_chunk({name})")
         elif code == _ALIGNED_HELD:
             if a > 2 * SIZE_SZ:
                 out(f"b{index} = memalign({nb}, {a})")
@@ -525,17 +536,15 @@ class PtmallocArena:
         # free chunks (unsorted or binned): address -> size, and end -> address
         self.free_at = {}
         self.free_end = {}
-        # the unsorted bin, back (oldest) first: {address: None}. Its oldest chunk comes off
-        # ``_unsorted_order`` (the chunks in the order they entered; a dict's oldest key is
-        # not found in O(1) after many removals), where a chunk a merge took out of the
-        # middle stays until it reaches the front, counted in ``_unsorted_gone``
+        # the unsorted bin, back (oldest) first: {address: None}. ``_int_malloc`` walks it
+        # from its oldest chunk and takes the chunks it sorted out in one step afterwards;
+        # ``_unsorted_dead`` counts the places a pass that stopped early left at its front
         self.unsorted = {}
-        self._unsorted_order = deque()
-        self._unsorted_gone = {}
+        self._unsorted_dead = 0
         # bin index -> its chunks (every bin there, empty or not): a small bin {address:
         # None} back first, a large bin [(size, address)] front (largest) first; and the
         # non-empty bins' indices, ascending
-        self.bins = [OrderedDict() for _ in range(NSMALLBINS)] + \
+        self.bins = [{} for _ in range(NSMALLBINS)] + \
             [[] for _ in range(NSMALLBINS, NBINS)]
         self.binmap = []
         # where the last split of a small request left its remainder (a bare address,
@@ -576,7 +585,6 @@ class PtmallocArena:
         self.free_at[addr] = size
         self.free_end[addr + size] = addr
         self.unsorted[addr] = None
-        self._unsorted_order.append(addr)
 
     def _bin_remove(self, addr) -> int:
         """Unlink a free chunk from the unsorted bin or its bin; its size."""
@@ -585,19 +593,7 @@ class PtmallocArena:
         del self.free_end[addr + size]
         if self.unsorted.pop(addr, 0) is not None:   # not in the unsorted bin
             self._unbin(addr, size)
-        else:
-            self._left_unsorted(addr)
         return size
-
-    def _left_unsorted(self, addr) -> None:
-        """A chunk left the unsorted bin from anywhere but its back: its place in
-        ``_unsorted_order`` is skipped when it reaches the front (the order is rebuilt
-        when such places outnumber the chunks)."""
-        gone = self._unsorted_gone
-        gone[addr] = gone.get(addr, 0) + 1
-        if len(self._unsorted_order) > 2 * len(self.unsorted) + 64:
-            self._unsorted_order = deque(self.unsorted)
-            gone.clear()
 
     def _unbin(self, addr, size) -> None:
         """Take a free chunk (not in the unsorted bin) out of its small or large bin."""
@@ -651,52 +647,60 @@ class PtmallocArena:
         self.free_at[rest] = size - nb
         self.free_end[addr + size] = rest
         self.unsorted[rest] = None
-        self._unsorted_order.append(rest)
         if remainder_is_last:
             self.last_remainder = addr + nb
         self.inuse[addr] = nb
         return addr
 
     def _merge_run(self, addrs, size) -> int:
-        """Free the in-use chunks of ``size`` at ``addrs``, one after the other, each into
-        the unsorted bin or the top, merged with its free neighbours; returns the last
-        one's merged size (:meth:`_bin_remove` and :meth:`_bin_insert` inline: the hot
-        path of frees and consolidations)."""
+        """Free the in-use chunks of ``size`` at ``addrs``, last first, each into the
+        unsorted bin or the top, merged with its free neighbours; returns the last
+        one's merged size (:meth:`_bin_remove`, :meth:`_unbin` and :meth:`_bin_insert`
+        inline: the hot path of frees and consolidations)."""
         inuse, free_at, free_end, unsorted = self.inuse, self.free_at, self.free_end, self.unsorted
-        changes = merged = 0
-        for addr in addrs:
+        bins, top = self.bins, self.top
+        # each chunk is one change, and one more where it enters the bins (not the top)
+        changes = 2 * len(addrs)
+        merged = 0
+        for addr in reversed(addrs):
             del inuse[addr]
             merged = size
-            changes += 1
             prev = free_end.pop(addr, None)
             if prev is not None:                 # the free chunk below it
-                changes += 1
                 below = free_at.pop(prev)
-                if unsorted.pop(prev, 0) is not None:
-                    self._unbin(prev, below)
-                else:
-                    self._left_unsorted(prev)
+                if unsorted.pop(prev, 0) is not None:     # in a small or large bin
+                    if below < MIN_LARGE:
+                        chunks = bins[below >> 4]
+                        del chunks[prev]
+                        if not chunks:
+                            del self.binmap[bisect_left(self.binmap, below >> 4)]
+                    else:
+                        self._unbin(prev, below)
                 merged += below
                 addr = prev
+                changes += 1
             end = addr + merged
-            if end == self.top:
-                self.top = addr
+            if end == top:
+                self.top = top = addr
                 merged = self.brk - addr
+                changes -= 1
                 continue
             above = free_at.pop(end, None)
             if above is not None:                # the free chunk above it
-                changes += 1
                 del free_end[end + above]
                 if unsorted.pop(end, 0) is not None:
-                    self._unbin(end, above)
-                else:
-                    self._left_unsorted(end)
+                    if above < MIN_LARGE:
+                        chunks = bins[above >> 4]
+                        del chunks[end]
+                        if not chunks:
+                            del self.binmap[bisect_left(self.binmap, above >> 4)]
+                    else:
+                        self._unbin(end, above)
                 merged += above
-            changes += 1
+                changes += 1
             free_at[addr] = merged
             free_end[addr + merged] = addr
             unsorted[addr] = None
-            self._unsorted_order.append(addr)
         self.bin_changes += changes
         return merged
 
@@ -705,7 +709,7 @@ class PtmallocArena:
         top, the bins by size, each from its newest chunk."""
         for size, chunks in self.fast.items():       # sizes ascending
             if chunks:
-                self._merge_run(reversed(chunks), size)
+                self._merge_run(chunks, size)
                 chunks.clear()
         self.nfast = 0
 
@@ -783,19 +787,19 @@ class PtmallocArena:
             if chunks:
                 # the small bin's oldest chunk; more of them fill the tcache
                 inuse = self.inuse
-                cache = self.tcache[nb] if nb <= TCACHE_MAX_CHUNK else None
-                addr = None
-                while chunks and (addr is None or len(cache) < TCACHE_COUNT):
-                    other, _ = chunks.popitem(last=False)
-                    del free_at[other], free_end[other + nb]
-                    self.bin_changes += 1
-                    inuse[other] = nb
-                    if addr is None:
-                        addr = other
-                        if cache is None:
-                            break
-                    else:
+                addr = next(iter(chunks))
+                del chunks[addr], free_at[addr], free_end[addr + nb]
+                inuse[addr] = nb
+                taken = 1
+                if nb <= TCACHE_MAX_CHUNK:
+                    cache = self.tcache[nb]
+                    while chunks and len(cache) < TCACHE_COUNT:
+                        other = next(iter(chunks))
+                        del chunks[other], free_at[other], free_end[other + nb]
+                        inuse[other] = nb
                         cache.append(other)
+                        taken += 1
+                self.bin_changes += taken
                 if not chunks:
                     del binmap[bisect_left(binmap, nb >> 4)]
                 return addr
@@ -805,43 +809,50 @@ class PtmallocArena:
         cached = False
         while True:
             if unsorted:
-                order, gone = self._unsorted_order, self._unsorted_gone
-                cache = self.tcache.get(nb)
-            while unsorted:
-                addr = order.popleft()                      # the oldest
-                while gone and addr in gone:                # a place a merge emptied
-                    if gone[addr] == 1:
-                        del gone[addr]
+                # oldest first; the chunks looked at leave the bin together afterwards
+                last = self.last_remainder if small else None
+                count = len(unsorted)
+                took = None
+                for done, addr in enumerate(unsorted, 1):
+                    size = free_at[addr]
+                    if size == nb:
+                        del free_at[addr], free_end[addr + size]
+                        self.inuse[addr] = nb
+                        if nb <= TCACHE_MAX_CHUNK and len(cache := self.tcache[nb]) < TCACHE_COUNT:
+                            cache.append(addr)
+                            cached = True
+                            continue
+                        took = addr
+                        break
+                    if addr == last and done == count and size > nb + MINSIZE:
+                        # the last remainder, the only chunk left: split (below)
+                        del free_at[addr], free_end[addr + size]
+                        took = addr
+                        break
+                    # into its bin: a small bin's front (newest), or sorted into a large bin
+                    if size < MIN_LARGE:
+                        chunks = bins[size >> 4]
+                        if not chunks:
+                            insort(binmap, size >> 4)
+                        chunks[addr] = None
                     else:
-                        gone[addr] -= 1
-                    addr = order.popleft()
-                del unsorted[addr]
-                size = free_at[addr]
-                self.bin_changes += 1
-                if size == nb:
-                    del free_at[addr], free_end[addr + size]
-                    self.inuse[addr] = nb
-                    if nb <= TCACHE_MAX_CHUNK and len(cache) < TCACHE_COUNT:
-                        cache.append(addr)
-                        cached = True
-                        continue
-                    return addr
-                if (small and size > nb + MINSIZE and addr == self.last_remainder
-                        and not unsorted):
-                    del free_at[addr], free_end[addr + size]
-                    return self._split(addr, size, nb, True)
-                # into its bin: a small bin's front (newest), or sorted into a large bin
-                if size < MIN_LARGE:
-                    idx = size >> 4
-                    chunks = bins[idx]
-                    if not chunks:
-                        insort(binmap, idx)
-                    chunks[addr] = None
+                        self._large_place(addr, size)
+                self.bin_changes += done
+                if done == count:
+                    unsorted.clear()
+                    self._unsorted_dead = 0
                 else:
-                    self._large_place(addr, size)
-                if not unsorted and order:  # only places merges emptied are left
-                    order.clear()
-                    gone.clear()
+                    for addr in list(islice(unsorted, done)):
+                        del unsorted[addr]
+                    # the places deleted stay at the dict's front, and each pass walks over
+                    # them, until it is resized: when they outnumber its chunks, it is
+                    # built afresh
+                    self._unsorted_dead += done
+                    if self._unsorted_dead > 2 * count + 64:
+                        self.unsorted = unsorted = dict(unsorted)
+                        self._unsorted_dead = 0
+                if took is not None:
+                    return took if size == nb else self._split(took, size, nb, True)
             if cached:
                 return self.tcache[nb].pop()
             if not small:
@@ -855,7 +866,8 @@ class PtmallocArena:
                 idx = binmap[i]
                 chunks = bins[idx]
                 if idx < NSMALLBINS:
-                    addr, _ = chunks.popitem(last=False)
+                    addr = next(iter(chunks))
+                    del chunks[addr]
                     size = idx << 4
                 else:
                     size, addr = chunks.pop()
@@ -872,7 +884,6 @@ class PtmallocArena:
                 free_at[rest] = size - nb
                 free_end[addr + size] = rest
                 unsorted[rest] = None
-                self._unsorted_order.append(rest)
                 if small:
                     self.last_remainder = rest
                 self.inuse[addr] = nb

@@ -261,3 +261,27 @@ def test_neutral_pairs_in_the_generated_loop_equal_the_calls_one_by_one(seed):
     arena, faults, carry = warmed(rng, template, program.depth)
     n = program.depth + GENERATED_FROM + rng.randint(0, 80)
     replay_against_one_by_one(arena, faults, program, template, carry, n)
+
+
+def test_the_generated_loop_frees_a_chunk_larger_than_asked_into_a_full_bin():
+    """The generated loop pushes a freed block onto the tcache bin of the chunk size its
+    request asked for, and sends every other chunk through the arena's own free: here a
+    40-B request (a 48-B chunk) gets a whole 64-B chunk from the bins (16 B would be
+    left, less than a chunk), whose tcache bin is full, so the free puts it in a
+    fastbin. The same placement as the calls one by one."""
+    arena, faults = faulting_arena()
+    full = [arena.alloc(56) for _ in range(8)]
+    spare = arena.alloc(56)
+    arena.alloc(24)                       # keeps the spare chunk from the top
+    for block in full[:7]:
+        arena.free(block)                 # the 64-B tcache bin: full
+    arena.free(spare)                     # a fastbin chunk
+    arena.free(arena.alloc(2000))         # a large request consolidates it into a bin
+    assert arena.bins[64 >> 4]
+    probe = copy.deepcopy(arena)
+    assert probe.inuse[probe.alloc(40)] == 64
+    template = (("alloc", 40, 0), ("alloc", 200, 0), ("free", 40, (0, 0)),
+                ("free", 200, (0, 1)))
+    program = PtmallocArena.compile(template)
+    replay_against_one_by_one(arena, faults, program, template, [], GENERATED_FROM + 5)
+    assert program.loops, "the replay did not run the generated loop"

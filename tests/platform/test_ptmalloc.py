@@ -442,8 +442,8 @@ def test_state_compares_placement_not_the_order_dicts_were_filled():
 def test_chunks_merged_out_of_the_unsorted_bin_keep_its_order():
     """A free that merges a chunk already in the unsorted bin takes it out from the
     middle; the merged chunk enters at the front. Sorting then starts from the oldest
-    chunk still there, however many were taken out (here more than the order keeps
-    before it is rebuilt)."""
+    chunk still there, however many were taken out, and a pass that stops at an exact
+    fit leaves the chunks after it in their order."""
     a = PtmallocArena()
     pairs = []
     for _ in range(100):
@@ -458,3 +458,21 @@ def test_chunks_merged_out_of_the_unsorted_bin_keep_its_order():
     # an exact fit: the oldest merged chunk, the last one freed first
     assert a.alloc(chunk_size(2000) + chunk_size(1100) - 8) == pairs[-1][0]
     assert list(a.unsorted) == [first for first, _ in reversed(pairs[:-1])]
+
+
+def test_exact_fits_take_the_unsorted_bins_oldest_chunks_one_by_one():
+    """Requests each served by an exact fit from a long unsorted bin stop its pass at once:
+    each takes the oldest chunk left, and the places they leave at the front of the bin's
+    dict are dropped when they outnumber the chunks (the bin is built afresh, in order)."""
+    a = PtmallocArena()
+    blocks = []
+    for _ in range(300):
+        blocks.append(a.alloc(3000))
+        a.alloc(24)                     # keeps each chunk from its neighbours and the top
+    for block in blocks:
+        a.free(block)                   # the unsorted bin, oldest first
+    assert list(a.unsorted) == blocks
+    for k, block in enumerate(blocks[:250]):
+        assert a.alloc(3000) == block
+        assert list(a.unsorted) == blocks[k + 1:]
+    assert a._unsorted_dead < 250
