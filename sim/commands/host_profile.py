@@ -548,6 +548,7 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         current = step1
         reasons = {}
         used = []       # the points of every stage that moved a parameter
+        fitted_at = {}   # stage -> its points' predictions when it was last fitted
         try:
             for n_pass in range(1, MAX_PASSES + 1):
                 start = load_profile(str(current))
@@ -555,16 +556,22 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                     names = [p for p, _ in stage]
                     if n_pass > 1 and not any(_timed(p) for p in names):
                         continue        # resident bytes: no time parameter moves their points
+                    if i in fitted_at and _still_fitted(rows, stage, current, fitted_at[i],
+                                                        jobs):
+                        echo(f"[5/6] pass {n_pass}, stage {i}/{len(stages)} settled (its "
+                             f"points' predictions within {SETTLED:.0%} of its fit's): "
+                             f"{', '.join(names)}")
+                        continue
                     echo(f"[5/6] pass {n_pass}, fitting stage {i}/{len(stages)} "
                          f"({time.perf_counter() - t0:.0f} s so far): {', '.join(names)}")
                     before_stage = Path(current).read_text(encoding="utf-8")
                     # each stage is fitted as a fresh calibration (a staged one would
                     # re-simulate every point fitted before it, the base host's included);
                     # the record is made below from what the stages moved
-                    current = _fit_stage(rows, current, stage,
-                                         scratch / f"pass{n_pass}-stage{i}.toml",
-                                         fresh=True, jobs=jobs, sink=sink, echo=echo,
-                                         sources=[str(measured_dir)], reasons=reasons)
+                    current, fitted_at[i] = _fit_stage(
+                        rows, current, stage, scratch / f"pass{n_pass}-stage{i}.toml",
+                        fresh=True, jobs=jobs, sink=sink, echo=echo,
+                        sources=[str(measured_dir)], reasons=reasons)
                     if Path(current).read_text(encoding="utf-8") != before_stage:
                         used.extend(q for _, pts in stage for q in pts)
                 end = load_profile(str(current))
@@ -730,9 +737,10 @@ def _fit_stage(rows, base_path, stage, out_path, fresh, jobs, sink, echo, source
     stage_rows = select_points(rows, selectors)
     base = load_profile(str(base_path))
     say = (lambda line: print(line, file=sink, flush=True)) if sink else (lambda line: None)
+    after = []
     while params:
         try:
-            new, _ = calibrate(stage_rows, base, params, selectors, out=None, jobs=jobs,
+            new, after = calibrate(stage_rows, base, params, selectors, out=None, jobs=jobs,
                                echo=say, fresh=fresh, max_iterations=4, progress=True,
                                sources=sources, warn=say)
         except UserError as exc:
@@ -745,14 +753,35 @@ def _fit_stage(rows, base_path, stage, out_path, fresh, jobs, sink, echo, source
             params.remove(refused)
             continue
         break
+    predicted = {e["point"]: (e["predicted"], e["measured"]) for e in after}
     if not params:
         out_path.write_text(_base_text(base), encoding="utf-8")
-        return out_path
+        return out_path, None
     moved = {p: new.get(p) for p in params if new.get(p) != base.get(p)}
     record = new.data["calibration"]
     record["fitted"] = [p for p in record["fitted"] if p not in set(params) - set(moved)]
     write_profile(base.path, new, moved, out_path, base_text=_base_text(base))
-    return out_path
+    return out_path, predicted
+
+
+def _still_fitted(rows, stage, profile_path, predicted, jobs) -> bool:
+    """Whether the points of ``stage`` are predicted by the profile at ``profile_path``
+    within :data:`SETTLED` (of each measured value) of ``predicted`` (point -> (predicted,
+    measured) when the stage was last fitted): one simulation of its cells instead of a
+    fit (the later stages moved nothing its points see)."""
+    from .calibrate import measured_policy, run_cells, select_points
+    from ..analysis.compare import cells_for, join, quick_params
+    if not predicted:
+        return False
+    stage_rows = select_points(rows, [q for _, pts in stage for q in pts])
+    policy = measured_policy(stage_rows)
+    now = join(stage_rows, run_cells(cells_for(stage_rows, policy), load_profile(str(
+        profile_path)), jobs, quick_params(stage_rows)), policy=policy)
+    for e in now:
+        then = predicted.get(e["point"])
+        if then is None or not abs(e["predicted"] - then[0]) <= SETTLED * abs(then[1]):
+            return False
+    return True
 
 
 def _matches(rows, selector) -> bool:
