@@ -65,6 +65,9 @@ def main():
     ap.add_argument("--worst", type=int, default=30, help="list this many worst held-out misses")
     ap.add_argument("--by-experiment", action="store_true",
                     help="also print the held-out grades per experiment as a markdown table")
+    ap.add_argument("--rows", metavar="CSV",
+                    help="also write every graded row (point, status, measured, predicted, "
+                         "relative error) to this CSV")
     args = ap.parse_args()
     measured = []
     for name in FILES:
@@ -127,6 +130,15 @@ def main():
             cell[1] += 1
         if not ok and e["status"] == "predicted":
             misses.append(e)
+    if args.rows:
+        import csv
+        with open(args.rows, "w", newline="", encoding="utf-8") as f:
+            out = csv.writer(f)
+            out.writerow(["point", "status", "measured", "predicted", "rel_error"])
+            for e in joined:
+                if e["status"] != "unpredicted":
+                    out.writerow([e["point"], e["status"], e["measured"], e["predicted"],
+                                  e["rel_error"]])
     print(f"profile {args.profile}: {len(joined)} probe points")
     print(f"{'class':<32} {'fitted':>10} {'held out':>10}")
     for cls in sorted({c for _, c in table}):

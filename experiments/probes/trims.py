@@ -47,8 +47,8 @@ def real_steps(log) -> list:
     return steps
 
 
-def simulated_steps(variant, steps, optimizer="sgd") -> list:
-    """The same for the simulator's run on the Linux profile (its break relative to its
+def simulated_steps(variant, steps, optimizer="sgd", profile="linux-x86_64") -> list:
+    """The same for the simulator's run on ``profile`` (its break relative to its
     first step's, plus the logged runs' 0.355 MiB of start-up: ``brk_delta_bytes`` is
     comparable from step 1 on)."""
     from sim.platform import ptmalloc
@@ -64,7 +64,7 @@ def simulated_steps(variant, steps, optimizer="sgd") -> list:
 
     arena.alloc = traced
     try:
-        run_cell("p10-ema", variant, profile="linux-x86_64", fast_forward=False,
+        run_cell("p10-ema", variant, profile=profile, fast_forward=False,
                  sets={"steps": steps, "optimizer": optimizer})
     finally:
         arena.alloc = alloc
@@ -87,12 +87,14 @@ def main(argv=None) -> None:
     parser.add_argument("--simulate", metavar="VARIANT", help="a simulated run of p10-ema")
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--optimizer", default="sgd")
+    parser.add_argument("--profile", default="linux-x86_64", help="the simulated run's profile")
     parser.add_argument("--csv", type=Path, help="write run, step, brk_delta_bytes, trims")
     args = parser.parse_args(argv)
     runs = [(Path(log).name.split(".")[0], real_steps(log)) for log in args.logs]
     if args.simulate:
         runs.append((f"simulated-{args.simulate}",
-                      simulated_steps(args.simulate, args.steps, args.optimizer)))
+                      simulated_steps(args.simulate, args.steps, args.optimizer,
+                                      args.profile)))
     if not runs:
         parser.error("give malloc logs or --simulate VARIANT")
     for name, steps in runs:

@@ -117,20 +117,21 @@ def check_dependence(name, value, column, r0, relative) -> None:
                         f"choose points it affects with --points")
 
 
-def _jacobian(current, x0, r0, evaluate, integer, first):
+def _jacobian(current, x0, r0, evaluate, integer, first, additive=()):
     """The finite-difference Jacobian at ``current``: ``(columns, logs)``, each parameter
     probed 5 % up in log space (+1 at least for an integer one), or additively from zero
-    (or where the multiplicative probe moves nothing)."""
+    (or where the multiplicative probe moves nothing, or for the names in ``additive``:
+    a cost the points are linear in, moved additively and bounded at zero)."""
     columns, logs = [], []
     for name, value in current.items():
-        log_space = value > 0
+        log_space = value > 0 and name not in additive
         if log_space:
             trial_value = value * 1.05
             if name in integer:
                 trial_value = max(round(trial_value), value + 1)
             step = np.log(trial_value / value)
         else:
-            step = max(abs(x0[name]) * 0.05, 1.0)
+            step = max(abs(value) * 0.05, abs(x0[name]) * 0.05, 1.0)
             trial_value = value + step
         trial = dict(current)
         trial[name] = trial_value
@@ -150,7 +151,7 @@ def _jacobian(current, x0, r0, evaluate, integer, first):
 
 
 def gauss_newton(x0, evaluate, r0=None, integer=(), max_iterations=8, say=print,
-                 on_iteration=None):
+                 on_iteration=None, additive=()):
     """Fit the parameters ``x0`` (name -> start value): ``(values, residuals)``.
 
     ``evaluate(values, label)`` returns the residuals at ``values`` (``label`` says what
@@ -158,7 +159,10 @@ def gauss_newton(x0, evaluate, r0=None, integer=(), max_iterations=8, say=print,
     (evaluated here if None); ``integer``: names of the parameters that take whole values;
     ``say(text)``: one line per iteration (and why it stopped); ``on_iteration(i)``:
     called before iteration ``i`` (from 0) simulates anything. At most ``max_iterations``
-    steps; stopping at that limit while the fit still improves is said.
+    steps; stopping at that limit while the fit still improves is said. ``additive``:
+    names moved additively (bounded at zero) instead of in log space: costs the points are
+    linear in, whose least-squares values one step reaches (in log space a cost the
+    points want near zero creeps there by at most 10x an iteration).
     """
     params = list(x0)
     current = dict(x0)
@@ -167,7 +171,8 @@ def gauss_newton(x0, evaluate, r0=None, integer=(), max_iterations=8, say=print,
     for iteration in range(max_iterations):
         if on_iteration is not None:
             on_iteration(iteration)
-        jac, logs = _jacobian(current, x0, r0, evaluate, set(integer), iteration == 0)
+        jac, logs = _jacobian(current, x0, r0, evaluate, set(integer), iteration == 0,
+                              set(additive))
         lower = np.array([-np.inf if lg else -current[n] for n, lg in zip(params, logs)])
         delta = lsq_linear(jac, -r0, bounds=(lower, np.inf)).x
         # trust region: a positive parameter moves at most x10 or /10 per iteration

@@ -190,7 +190,7 @@ def _with_sets(quick, cells, sets) -> dict:
 
 def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, fresh=False,
               max_iterations=8, progress=False, force=False, sources=None, warn=None,
-              sets=None, policy=None, against=None):
+              sets=None, policy=None, against=None, additive=()):
     """Fit ``params`` of profile ``base`` to the selected ``measured`` points.
 
     ``progress``: show a bar on stderr over each iteration's simulations of the fitted
@@ -224,6 +224,9 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     a parameter only a fix charges (``time.drop_release_node_ns``) is fitted on that
     fix's patched burn. Such a point is recorded as ``POLICY:point``; the base's recorded
     points are checked under their own policy.
+
+    ``additive``: parameters moved additively, bounded at zero
+    (:func:`sim.analysis.fit.gauss_newton`).
 
     ``against``: measured rows of unpatched burn from the same probes (the fix's
     reference). Each fitted point then fits what the patch adds: its measured value less
@@ -287,7 +290,8 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     r0 = evaluate(x0, "initial point")
     integer = {name for name in params if isinstance(profile.get(name), int)}
     try:
-        current, _ = gauss_newton(x0, evaluate, r0, integer, max_iterations, say, on_iteration)
+        current, _ = gauss_newton(x0, evaluate, r0, integer, max_iterations, say, on_iteration,
+                                  additive)
     finally:
         if bar is not None:
             bar.close()

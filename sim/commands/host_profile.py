@@ -13,10 +13,15 @@
    read whose page misses go into the profile as ``sim calibrate --tlb`` writes them
    (:func:`sim.commands.calibrate.calibrate_tlb`), before the fit.
 4. Fits the time parameters of :data:`FIT_PLAN` (each on the quick points that isolate
-   it) with ``sim calibrate``'s least squares; every other parameter keeps the base's
-   value (the struct layouts, the allocator, the resident text of the code paths, the
-   time parameters no quick point isolates).
-5. Writes the profile atomically, with a header saying what came from where.
+   it) with ``sim calibrate``'s least squares, stage by stage, wherever the points ask;
+   the staged fit is repeated from its own result until it settles (:data:`SETTLED`,
+   :data:`MAX_PASSES`). Every other parameter keeps the base's value (the struct layouts,
+   the allocator, the resident text of the code paths, the time parameters no quick point
+   isolates); :data:`DERIVED` ones are computed from the fitted ones, and a gemm's two
+   terms overlap (:data:`GEMM_OVERLAP`).
+5. Writes the profile atomically, with a header saying what came from where and a
+   ``[host.sources]`` table naming the source of every value written
+   (:func:`source_table`).
 
 A progress line on stderr throughout (``host-profile: [k/6] ...``); errors are one line
 (:class:`~sim.errors.UserError`); an interrupt leaves an existing ``--out`` untouched.
@@ -39,7 +44,8 @@ from .measure import measure
 from ..engine.profile import load_profile, validate
 
 __all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "DERIVED", "TAPE_SHARE",
-           "fold_text", "derive_text", "fit_points", "measure_tlb", "TLB_DIR"]
+           "fold_text", "derive_text", "fit_points", "measure_tlb", "TLB_DIR", "source_table",
+           "SETTLED", "MAX_PASSES", "GEMM_OVERLAP"]
 
 #: the time parameters ``sim host-profile`` fits, in stages, each parameter on the quick-probe
 #: points that isolate it (selectors of ``sim calibrate --points``; x values are the
@@ -82,26 +88,39 @@ FIT_PLAN = (
      ("backend.flex.clone_ns", ["op-cost/plain/reshape//*/ms_per_step"]),
      ("backend.flex.buffer_ns", [f"op-cost/plain/{op}//*/ms_per_step"
                                  for op in ("mul_scalar", "relu")])),
-    # ... a sum's 128 serial adds, a gemm call ...
-    (("backend.flex.reduce_add_ns", ["op-cost/plain/sum//*/ms_per_step"]),
-     ("backend.flex.gemm_call_ns", ["op-cost/plain/matmul//*/ms_per_step"])),
+    # ... a sum's 128 serial adds ...
+    (("backend.flex.reduce_add_ns", ["op-cost/plain/sum//*/ms_per_step"]),),
+    # elementwise bandwidth of L2-resident 256-KiB tensors (before the gemm stages: a
+    # matrix-vector gemm's time is its matrix's bytes at this rate)
+    (("backend.flex.gbps", [f"{_ACP}/untracked/size=65536/after-loop/1000/ns_per_op"]),),
+    # the gemm rate: a [64, 512] x [512, 512] gemm (33.5 MFLOP; its clones, output buffer
+    # and call cost are ~1 % of it), calls 3 and 4 of a process (call 1 reads the caches
+    # from sysfs and makes the L2 slab, call 2 still faults in its output's pages) ...
+    (("backend.flex.gflops", [f"{_MECH}/first-gemm/call/{k}/ms_per_step" for k in (3, 4)]),),
+    # ... then a gemm call's fixed cost, on [1, 128] x [128, 128] (a matrix-vector gemm:
+    # the call's fixed cost and the matrix's bytes), at all four loop counts ...
+    (("backend.flex.gemm_call_ns", ["op-cost/plain/matmul//*/ms_per_step"]),),
+    # ... and the first gemm of a process: gemm-common's cache info read from sysfs
+    (("time.sysfs_read_ns", [f"{_MECH}/first-gemm/call/1/ms_per_step"]),),
     # ... the same ops through burn-autodiff, x requiring grad (add has two operands), at
     # 2,000 iterations only (the tracked rows at 1,000 are 1.4-2.1x the others in each of
     # the three committed EPYC runs; not traced), and
     # a tracked chain's forward (backward-cost, chains of 200 ops; relu saves its input)
+    # (with a registration's lookups of tracked parents in other graphs, merge-persistent's
+    # ops: fitted apart, the two stages trade register_ns against register_parent_ns pass
+    # after pass)
     (("time.register_ns", [f"op-cost/tracked/{op}//2000/ms_per_step" for op in _OPS]),
      ("time.operand_node_ns", []),
      ("time.autodiff_clone_ns", ["backward-cost/mul_scalar/forward/3/ms_per_step"]),
-     ("time.checkpoint_ns", ["backward-cost/relu/forward/3/ms_per_step"])),
+     ("time.checkpoint_ns", ["backward-cost/relu/forward/3/ms_per_step"]),
+     ("time.register_parent_ns", [f"{_ACP}/merge-persistent/size=16/after-loop/10000/ns_per_op"])),
     # a backward's cost per step and per saved tensor read back
     (("time.backward_step_ns", ["backward-cost/mul_scalar/backward/3/ms_per_step"]),
      ("time.checkpoint_retrieve_ns", ["backward-cost/relu/backward/3/ms_per_step"])),
-    # a random fill's cost per element (a Linear(512, 512)'s weight init, calls after the
-    # first two, whose blocks are fresh pages)
+    # a random fill's cost per element (a Linear(512, 512)'s weight init), calls 4 and 5:
+    # calls 1-3 of every EPYC run are ~0.45 ms slower (their 1-MiB blocks are fresh pages)
     (("backend.flex.random_element_ns", [f"{_MECH}/param-init/call/{k}/ms_per_step"
-                                         for k in (3, 5)]),),
-    # the first gemm of a process: gemm-common's cache info read from sysfs
-    (("time.sysfs_read_ns", [f"{_MECH}/first-gemm/call/1/ms_per_step"]),),
+                                         for k in (4, 5)]),),
     # the sweep freeing N dead single-node graphs beyond visiting N live ones, N within the L2
     (("time.sweep_free_ns", [f"{_MECH}/sweep-free/dead-minus-live/{n}/ns_per_op"
                              for n in (100, 300, 1000)]),),
@@ -112,17 +131,9 @@ FIT_PLAN = (
         f"{_ACP}/tracked/size=16/after-backward-through-a/{n}/backward_ms" for n in (1000, 3000)]),
      ("time.pop_scan_group_ns", [
          f"{_ACP}/tracked/size=16/after-backward-through-a/10000/backward_ms"])),
-    # a registration's lookups of tracked parents in other graphs (merge-persistent)
-    (("time.register_parent_ns", [f"{_ACP}/merge-persistent/size=16/after-loop/10000/ns_per_op"]),),
     # free_unused_roots' reads of a dead chain (chain-dead at 300 ops)
     (("time.root_check_node_ns", [f"{_ACP}/chain-dead/size=16/after-unrelated-backward/300/"
                                   f"backward_ms"]),),
-    # elementwise bandwidth of L2-resident 256-KiB tensors
-    (("backend.flex.gbps", [f"{_ACP}/untracked/size=65536/after-loop/1000/ns_per_op"]),),
-    # the gemm rate: step 50 of the four training modes
-    (("backend.flex.gflops", [f"p10-ema/{mode}//50/ms_per_step"
-                              for mode in ("without", "detach", "target-without",
-                                           "log-no-ema")]),),
     # elementwise traffic the L2 model finds evicted (EMA updates of ema-only)
     (("backend.flex.gbps_miss", ["p10-ema/ema-only//100/ms_per_step"]),),
     # the orphan sweep's reads of the EMA graph's keys (detach at step 200)
@@ -343,6 +354,10 @@ def host_text(base_text, host, sysfs=None) -> str:
          f"{host['l1d_ways']}-way, {host['line_bytes']}-B lines; sim.commands.host_profile.gemm_blocking)")
     _set(lines, "backend.flex", "gemm_mc_max", mc,
          f"gemm-common's mc from the L2 ({host['l2_bytes'] >> 10} KiB, {host['l2_ways']}-way)")
+    i = _key_span(lines, "backend.flex", "gemm_overlap")
+    if i is None:
+        raise UserError("the base profile has no backend.flex.gemm_overlap")
+    lines[i[0]:i[1]] = [f"gemm_overlap = {GEMM_OVERLAP}  # [derived] {GEMM_OVERLAP_NOTE}"]
     if sysfs:
         for key in ("cpu_entries", "cache_entries", "index_files", "instruction_indexes"):
             _set(lines, "sysfs", key, list(sysfs[key]), "read off /sys/devices/system/cpu "
@@ -356,6 +371,78 @@ def host_text(base_text, host, sysfs=None) -> str:
         lines[meta[1]:meta[1]] = [""] + table
     else:
         lines[span[0]:span[1]] = table
+    return "\n".join(lines) + "\n"
+
+
+#: ``backend.flex.gemm_overlap`` of a profile ``sim host-profile`` writes: the roofline
+GEMM_OVERLAP = 1.0
+GEMM_OVERLAP_NOTE = (
+    "a gemm costs the longer of its flops at gflops and its bytes at gbps: its kernels load "
+    "operands while earlier FMAs run (with their sum, the base's rule, op-cost's [1,128] x "
+    "[128,128] matmul stays 14 % over on the AMD EPYC 25/17 with gemm_call_ns fitted to 0)")
+
+#: what ``host_text`` sets from the host's facts: parameter -> the fact it is read from
+_FROM_HOST = {
+    **{f"process.{level}_{what}": f"cpu0/cache: {what == 'bytes' and 'size' or 'ways'} of the "
+       f"{name} cache" for level, name in (("l1d", "level-1 data"), ("l2", "level-2"),
+                                          ("l3", "level-3")) for what in ("bytes", "ways")},
+    "backend.flex.matmul_workspace_bytes": "the L2's size (gemm-common's L2 slab)",
+    "backend.flex.gemm_kc_max": "gemm-common's kc from the L1d's size, ways and line (gemm_blocking)",
+    "backend.flex.gemm_mc_max": "gemm-common's mc from the L2's size and ways (gemm_blocking)",
+}
+#: what ``sim calibrate --tlb`` sets from the sweep-scan probe's ``tlb`` output
+_FROM_TLB = {
+    "process.dtlb_entries": "cpuid 0x80000006's L2 data TLB entries (sweep-scan tlb)",
+    "process.dtlb_ways": "cpuid 0x80000006's L2 data TLB ways (sweep-scan tlb)",
+    "time.sweep_tlb_read_ns": "sweep-scan tlb: pages4k less lines4k, median over sizes",
+}
+
+
+def source_table(host, sysfs, stages, rows, fitted, kept, tlb_dir=None) -> dict:
+    """``[host.sources]``: every parameter ``sim host-profile`` wrote (or fitted and left
+    where the base had it) -> ``[kind, detail...]``: ``measured`` (read from the host or
+    timed by a probe that isolates it, no fit), ``fitted`` and the points, ``derived`` and
+    the rule, ``base`` and why the fit left it."""
+    from .calibrate import select_points
+    table = {name: ["measured", where] for name, where in _FROM_HOST.items()}
+    table["backend.flex.gemm_overlap"] = ["derived", GEMM_OVERLAP_NOTE]
+    if sysfs:
+        for key in ("cpu_entries", "cache_entries", "index_files", "instruction_indexes"):
+            table[f"sysfs.{key}"] = ["measured", "/sys/devices/system/cpu as read"]
+    if tlb_dir is not None:
+        for name, where in _FROM_TLB.items():
+            table[name] = ["measured", f"{where}, {Path(tlb_dir) / TLB_DIR}"]
+    for stage in stages:
+        together = [q for _, pts in stage for q in pts]
+        for name, selectors in stage:
+            if name in fitted:
+                table[name] = ["fitted"] + [point_id(m) for m in
+                                            select_points(rows, selectors or together)]
+            else:
+                table[name] = ["base", kept.get(name, "the points do not ask for another "
+                                                      "value")]
+    for name, (_, note) in DERIVED.items():
+        table[name] = ["derived", note]
+    for name, why in NOT_FITTED.items():
+        table.setdefault(name, ["base", why])
+    return table
+
+
+def _with_sources(text, table) -> str:
+    """``text`` (a profile with a ``[host]`` table) with ``[host.sources]`` after it."""
+    lines = text.rstrip("\n").split("\n")
+    old = _table_span(lines, "host.sources")
+    if old is not None:
+        del lines[old[0]:old[1]]
+    span = _table_span(lines, "host")
+    if span is None:
+        raise UserError("the profile has no [host] table")
+    block = ["", "[host.sources]",
+             "# where each value `sim host-profile` wrote came from: measured (read from this",
+             "# host, or timed by a probe, no fit), fitted (on the points listed), derived (the",
+             "# rule), base (a fitted parameter the points left at the base's value, and why)"]
+    block += [f"{_toml(name)} = {_toml(value)}" for name, value in table.items()]
+    lines[span[1]:span[1]] = block
     return "\n".join(lines) + "\n"
 
 
@@ -439,8 +526,10 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                     raise
                 echo(f"      warning: {exc}; fitting on the probes that ran")
         echo(f"[3/6] the data TLB (sweep-scan tlb into {measured_dir / TLB_DIR})")
+        folded_path = step1
         step1 = _with_tlb(step1, measured_dir / TLB_DIR, scratch / "tlb.toml",
                           reuse_measured, echo)
+        tlb_measured = step1 != folded_path
         echo("[4/6] selecting the fitted points")
         rows = []
         known = known_checker()
@@ -461,20 +550,44 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         current = step1
         reasons = {}
         used = []       # the points of every stage that moved a parameter
+        fitted_at = {}   # stage -> its points' predictions when it was last fitted
         try:
-            for i, stage in enumerate(stages, 1):
-                names = [p for p, _ in stage]
-                echo(f"[5/6] fitting stage {i}/{len(stages)} ({time.perf_counter() - t0:.0f} s "
-                     f"so far): {', '.join(names)}")
-                before_stage = Path(current).read_text(encoding="utf-8")
-                # each stage is fitted as a fresh calibration (a staged one would re-simulate
-                # every point fitted before it, the base host's included); the record is
-                # made below from what the stages moved
-                current = _fit_stage(rows, current, stage, scratch / f"stage{i}.toml",
-                                     fresh=True, jobs=jobs, sink=sink, echo=echo,
-                                     sources=[str(measured_dir)], reasons=reasons)
-                if Path(current).read_text(encoding="utf-8") != before_stage:
-                    used.extend(q for _, pts in stage for q in pts)
+            for n_pass in range(1, MAX_PASSES + 1):
+                start = load_profile(str(current))
+                refitted = 0
+                for i, stage in enumerate(stages, 1):
+                    names = [p for p, _ in stage]
+                    if n_pass > 1 and not any(_timed(p) for p in names):
+                        continue        # resident bytes: no time parameter moves their points
+                    if i in fitted_at and _still_fitted(rows, stage, current, fitted_at[i],
+                                                        jobs):
+                        echo(f"[5/6] pass {n_pass}, stage {i}/{len(stages)} settled (its "
+                             f"points' predictions within {SETTLED:.0%} of its fit's): "
+                             f"{', '.join(names)}")
+                        continue
+                    echo(f"[5/6] pass {n_pass}, fitting stage {i}/{len(stages)} "
+                         f"({time.perf_counter() - t0:.0f} s so far): {', '.join(names)}")
+                    refitted += 1
+                    before_stage = Path(current).read_text(encoding="utf-8")
+                    # each stage is fitted as a fresh calibration (a staged one would
+                    # re-simulate every point fitted before it, the base host's included);
+                    # the record is made below from what the stages moved
+                    current, fitted_at[i] = _fit_stage(
+                        rows, current, stage, scratch / f"pass{n_pass}-stage{i}.toml",
+                        fresh=True, jobs=jobs, sink=sink, echo=echo,
+                        sources=[str(measured_dir)], reasons=reasons)
+                    if Path(current).read_text(encoding="utf-8") != before_stage:
+                        used.extend(q for _, pts in stage for q in pts)
+                end = load_profile(str(current))
+                change = _largest_change([p for p in params if _timed(p)], start.get,
+                                         end.get)
+                echo(f"      pass {n_pass}: the largest change {change[1]:.1%} "
+                     f"({change[0]})")
+                if change[1] <= SETTLED or (n_pass > 1 and not refitted):
+                    break
+            else:
+                echo(f"      warning: not settled after {MAX_PASSES} passes (the last moved "
+                     f"{change[0]} by {change[1]:.1%})")
         finally:
             if sink:
                 sink.close()
@@ -484,7 +597,8 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         # every point a stage that moved a parameter was fitted on is recorded as fitted
         # (a later stage's move of it, which sim calibrate's staged record drops, does not
         # make it a held-out point), so comparisons grade only the others as predicted
-        points = [point_id(m) for m in select_points(rows, used)] if used else []
+        points = ([point_id(m) for m in select_points(rows, list(dict.fromkeys(used)))]
+                  if used else [])
         new.data["calibration"] = {"fitted": fitted, "points": points}
         recorded = scratch / "recorded.toml"
         write_profile(current, new, {}, recorded)
@@ -498,7 +612,9 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         after = {p: float(new.get(p)) for p in params}
         seconds = time.perf_counter() - t0
         echo(f"[6/6] writing {out}")
-        final = _with_header(Path(current).read_text(encoding="utf-8"),
+        table = source_table(host, sysfs, stages, rows, fitted, reasons,
+                             measured_dir if tlb_measured else None)
+        final = _with_header(_with_sources(Path(current).read_text(encoding="utf-8"), table),
                              _header(Path(out).stem, base, host, measured_dir, fitted,
                                      n_points, seconds))
         validate(tomllib.loads(final), out)
@@ -585,46 +701,33 @@ def plan_stages(rows, plan=FIT_PLAN):
     return stages, skipped
 
 
-#: the most a fit may move a time parameter from the base host's value (a ratio): another
-#: x86_64 host runs the same code within a few times its speed; a fit that wants more is
-#: making up for time the model puts elsewhere, so the parameter keeps its value
-MAX_MOVE = 4.0
+#: the staged fit is repeated from its own result (a later stage's parameter changes what
+#: an earlier stage's points ask for: ``gbps`` the bytes of a matrix-vector gemm, the
+#: tracked ops' parameters a backward's forward) until no parameter moves more than
+#: :data:`SETTLED` (relative) in a pass, at most :data:`MAX_PASSES` passes
+SETTLED = 0.02
+MAX_PASSES = 4
 
 
-def _plausible(old, new) -> bool:
-    """Whether a fitted value ``new`` is within :data:`MAX_MOVE` of ``old``."""
-    if old <= 0 or new <= 0:
-        return old == new == 0 or old <= 0
-    return 1 / MAX_MOVE <= new / old <= MAX_MOVE
+def _timed(name) -> bool:
+    """Whether ``name`` is a time parameter (``[time]``, or a rate or cost of a
+    ``[backend.<kind>]`` table), not a size (``[code]``'s resident text)."""
+    return name.startswith(("time.", "backend."))
 
 
-#: parameters measured by a probe that runs no burn code (mechanism-cost's page-fault and
-#: text-fault: a mapping touched page by page): the point is the mechanism itself, with no
-#: other modelled time for the fit to absorb, so :data:`MAX_MOVE` does not hold them (the
-#: base's text_fault_ns is the charge the Xeon's fit made, 16 zero-fill faults per window)
-DIRECT = ("time.page_fault_ns", "time.text_fault_ns")
+def _largest_change(params, old, new) -> tuple:
+    """``(parameter, relative change)`` of the parameter ``params`` that moved most from
+    ``old`` to ``new`` (name -> value; relative to 1 at least: a cost the points want at
+    ~0 ns jitters there).
 
-#: a base value below this (ns) is a mechanism the base host's fit did not separate
-#: (``operand_ns`` 4e-09 on the Xeon)
-NEGLIGIBLE_NS = 1e-3
-
-
-def _implausible(params, old, new) -> list:
-    """The parameters of a stage whose fitted values (``new``: name -> value) a fit may not
-    keep (:func:`_plausible` against ``old``). A stage that fits a parameter the base host
-    has at ~0 (:data:`NEGLIGIBLE_NS`) splits a cost the base lumped into its partners (``operand_ns``: the Xeon's
-    fit put an operand's cost in ``op_overhead_ns``): there the partners may move apart, and
-    the guard holds their sum, which the points measure, to :data:`MAX_MOVE` instead.
-
-    >>> _implausible(["a", "b"], {"a": 100.0, "b": 4e-9}.get, {"a": 12.0, "b": 70.0}.get)
-    []
-    >>> _implausible(["a"], {"a": 100.0}.get, {"a": 12.0}.get)
-    ['a']
+    >>> _largest_change(["a", "b"], {"a": 100.0, "b": 0.0}.get, {"a": 103.0, "b": 0.01}.get)
+    ('a', 0.03)
     """
-    if len(params) > 1 and any(abs(old(p)) < NEGLIGIBLE_NS for p in params):
-        before, after = sum(old(p) for p in params), sum(new(p) for p in params)
-        return [] if _plausible(before, after) else list(params)
-    return [p for p in params if not _plausible(old(p), new(p))]
+    def rel(p):
+        a, b = float(old(p)), float(new(p))
+        return abs(b - a) / max(abs(a), 1.0)
+    worst = max(params, key=rel, default=None)
+    return (worst, round(rel(worst), 12)) if worst else ("nothing", 0.0)
 
 
 def _fit_stage(rows, base_path, stage, out_path, fresh, jobs, sink, echo, sources,
@@ -639,11 +742,13 @@ def _fit_stage(rows, base_path, stage, out_path, fresh, jobs, sink, echo, source
     stage_rows = select_points(rows, selectors)
     base = load_profile(str(base_path))
     say = (lambda line: print(line, file=sink, flush=True)) if sink else (lambda line: None)
+    after = []
     while params:
         try:
-            new, _ = calibrate(stage_rows, base, params, selectors, out=None, jobs=jobs,
-                               echo=say, fresh=fresh, max_iterations=4, progress=True,
-                               sources=sources, warn=say)
+            new, after = calibrate(stage_rows, base, params, selectors, out=None, jobs=jobs,
+                                   echo=say, fresh=fresh, max_iterations=4, progress=True,
+                                   sources=sources, warn=say,
+                                   additive=[p for p in params if p.endswith("_ns")])
         except UserError as exc:
             refused = next((p for p in params if str(exc).startswith(f"--fit {p}:")), None)
             if refused is None:
@@ -653,24 +758,36 @@ def _fit_stage(rows, base_path, stage, out_path, fresh, jobs, sink, echo, source
                 reasons[refused] = "refused by the fit: " + str(exc).split(": ", 1)[1]
             params.remove(refused)
             continue
-        wild = [p for p in _implausible(params, base.get, new.get) if p not in DIRECT]
-        if not wild:
-            break
-        for p in wild:
-            echo(f"      not fitted: {p} (the points ask for {new.get(p):.6g}, more than "
-                 f"{MAX_MOVE:g}x from {base.get(p):.6g}: they ask for time the model puts "
-                 f"elsewhere; kept, and the stage fitted again without it)")
-            if reasons is not None:
-                reasons[p] = f"the fit asked for {new.get(p):.6g}, more than {MAX_MOVE:g}x away"
-            params.remove(p)
+        break
+    predicted = {e["point"]: (e["predicted"], e["measured"]) for e in after}
     if not params:
         out_path.write_text(_base_text(base), encoding="utf-8")
-        return out_path
+        return out_path, None
     moved = {p: new.get(p) for p in params if new.get(p) != base.get(p)}
     record = new.data["calibration"]
     record["fitted"] = [p for p in record["fitted"] if p not in set(params) - set(moved)]
     write_profile(base.path, new, moved, out_path, base_text=_base_text(base))
-    return out_path
+    return out_path, predicted
+
+
+def _still_fitted(rows, stage, profile_path, predicted, jobs) -> bool:
+    """Whether the points of ``stage`` are predicted by the profile at ``profile_path``
+    within :data:`SETTLED` (of each measured value) of ``predicted`` (point -> (predicted,
+    measured) when the stage was last fitted): one simulation of its cells instead of a
+    fit (the later stages moved nothing its points see)."""
+    from .calibrate import measured_policy, run_cells, select_points
+    from ..analysis.compare import cells_for, join, quick_params
+    if not predicted:
+        return False
+    stage_rows = select_points(rows, [q for _, pts in stage for q in pts])
+    policy = measured_policy(stage_rows)
+    now = join(stage_rows, run_cells(cells_for(stage_rows, policy), load_profile(str(
+        profile_path)), jobs, quick_params(stage_rows)), policy=policy)
+    for e in now:
+        then = predicted.get(e["point"])
+        if then is None or not abs(e["predicted"] - then[0]) <= SETTLED * abs(then[1]):
+            return False
+    return True
 
 
 def _matches(rows, selector) -> bool:

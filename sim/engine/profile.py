@@ -170,6 +170,8 @@ SCHEMA = {
         "gbps_miss": FLOAT,              # GB/s of elementwise traffic not resident in the L2
         "op_overhead_ns": FLOAT,
         "gemm_call_ns": FLOAT,           # ns more per gemm call (a matmul, forward or backward)
+        "gemm_overlap": FLOAT,           # share of a gemm's shorter term (flops or bytes) hidden
+                                         #   under the longer (1: the roofline; 0: their sum)
         "operand_ns": FLOAT,             # ns per tensor operand of an op
         "reduce_add_ns": FLOAT,          # ns per element of a full sum or mean (serial adds)
         "clone_ns": FLOAT,               # ns per tensor handle cloned (and later dropped)
@@ -233,7 +235,11 @@ RECORDS = {
     }),
     # the machine a Linux profile describes (sim.platform.host: CPU model, caches, page size, glibc,
     # cores), written by `sim host-profile`; run/sweep/compare warn when it is not this one
-    "host": (False, {key: {"str": STR, "int": INT}[kind] for key, kind in HOST_KEYS.items()}),
+    # ([host.sources], optional) every parameter `sim host-profile` wrote -> where its value
+    # came from: "measured" and what was read, "fitted" and its points, "derived" and the
+    # rule, or "base" (a parameter of its fit the points left where it was) and why
+    "host": (False, {**{key: {"str": STR, "int": INT}[kind] for key, kind in HOST_KEYS.items()},
+                     "sources": STRS_BY_KEY}),
 }
 
 #: [process] keys passed to the glibc arena as mallopt settings

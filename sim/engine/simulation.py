@@ -404,7 +404,7 @@ class Simulation:
                 "gflops": spec["gflops"], "gbps": spec["gbps"],
                 "op_overhead_ns": spec["op_overhead_ns"],
                 **{key: spec.get(key, 0.0) for key in (
-                    "gemm_call_ns", "operand_ns", "reduce_add_ns", "clone_ns", "buffer_ns",
+                    "gemm_call_ns", "gemm_overlap", "operand_ns", "reduce_add_ns", "clone_ns", "buffer_ns",
                     "layout_ns", "random_element_ns")}}
         return rates
 

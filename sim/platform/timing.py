@@ -7,7 +7,9 @@ time, charged to the host thread that did it. Costs come from the profile's
 ``[time]`` table:
 
 * compute: ``flops / (gflops * 1e9) + bytes / (gbps * 1e9) + op_overhead`` per
-  op on the inner backend (per-backend ``[backend.<kind>]`` rates); ``gbps`` is the
+  op on the inner backend (per-backend ``[backend.<kind>]`` rates; a gemm hides
+  ``gemm_overlap`` of the shorter of its two terms under the longer: its kernels stream
+  their operands while they compute, so at 1 it costs the longer alone); ``gbps`` is the
   L2-resident rate, and on a backend with an L2 model (``[process] l2_bytes``,
   :mod:`sim.platform.l2_cache`) the bytes of operands not resident at the op's start cost
   ``1 / gbps_miss`` instead (:meth:`Timing.l2_missed` charges the difference);
@@ -123,9 +125,15 @@ def _kernel_ns(rates, flops, moved, gemm_calls=0, operands_ns=0.0) -> float:
     """ns of one kernel on the inner backend: its flops and bytes at the backend's
     ``rates``, the fixed cost per op, ``operands_ns`` for its tensor operands and
     ``gemm_calls`` times the fixed cost of a gemm call."""
-    ns = flops / rates["gflops"] + moved / rates["gbps"] + rates["op_overhead_ns"] + operands_ns
+    compute, stream = flops / rates["gflops"], moved / rates["gbps"]
+    ns = compute + stream + rates["op_overhead_ns"] + operands_ns
     if gemm_calls:
         ns += gemm_calls * rates["gemm_call_ns"]
+        overlap = rates.get("gemm_overlap", 0.0)
+        if overlap:
+            # gemm's kernels load their operands while the FMAs of earlier ones run: the
+            # shorter of the two terms hides under the longer (``gemm_overlap`` of it)
+            ns -= overlap * min(compute, stream)
     return ns
 
 

@@ -271,3 +271,15 @@ def test_a_tensor_saved_for_the_backward_costs_checkpoint_ns():
         per_op("mul_scalar", "tracked"), abs=1e-6)
     assert per_op("relu", "untracked", checkpoint_ns=250.0) == pytest.approx(
         per_op("relu", "untracked"), abs=1e-6)
+
+
+def test_a_gemm_hides_the_shorter_of_its_terms_by_gemm_overlap():
+    from sim.platform.timing import _kernel_ns
+    rates = {"gflops": 2.0, "gbps": 1.0, "op_overhead_ns": 10.0, "gemm_call_ns": 5.0,
+             "gemm_overlap": 0.0}
+    # 100 flops at 2 per ns, 300 B at 1 per ns: the sum, as the fitted profiles have it
+    assert _kernel_ns(rates, 100.0, 300, gemm_calls=1) == 50 + 300 + 10 + 5
+    # the roofline: the longer alone
+    assert _kernel_ns({**rates, "gemm_overlap": 1.0}, 100.0, 300, gemm_calls=1) == 300 + 10 + 5
+    # not a gemm: always the sum
+    assert _kernel_ns({**rates, "gemm_overlap": 1.0}, 100.0, 300) == 50 + 300 + 10
