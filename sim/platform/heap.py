@@ -211,6 +211,43 @@ class Heap:
             self.peak_bytes = live
         self.allocator.alloc(nbytes, count)
 
+    def nested(self, events) -> None:
+        """A run of allocations and frees that frees every block it allocates (a
+        recursion's clones): each event > 0 allocates that many bytes, each < 0 frees the
+        block allocated that many events before. The same events as :meth:`alloc` and
+        :meth:`free` one by one; where a glibc arena places them and no tap is set, the
+        arena takes each request and the counters take the run's sums (live bytes and
+        blocks end as they began)."""
+        arena = self._arena
+        handles = []
+        if arena is None or self.tap is not None or self._small:
+            alloc, free = self.alloc, self.free
+            for i, event in enumerate(events):
+                if event > 0:
+                    handles.append(alloc(event))
+                else:
+                    free(events[i + event], handles[i + event])
+                    handles.append(None)
+            return
+        arena_alloc, arena_free = arena.alloc, arena.free
+        live = peak = self.live_bytes
+        allocs = 0
+        for i, event in enumerate(events):
+            if event > 0:
+                live += event
+                if live > peak:
+                    peak = live
+                allocs += 1
+                handles.append(arena_alloc(event))
+            else:
+                nbytes = events[i + event]
+                live -= nbytes
+                arena_free(handles[i + event], nbytes)
+                handles.append(None)
+        self.allocs += allocs
+        if peak > self.peak_bytes:
+            self.peak_bytes = peak
+
     def transient(self, nbytes: int, count: int) -> None:
         """``count`` blocks of ``nbytes``, each allocated and freed before the next (a
         ``Vec`` made and dropped per member of a run), in O(1): the allocator sees one

@@ -4,7 +4,9 @@ or backward the chain and replace the parameter give the same heap, allocator st
 simulated time and locator counts with the index as with every backward walking every
 node, under every policy and on glibc's arena; the summed validation loss of
 experiments/loops/vloss.py gives the same rows with and without the index and with and
-without fast-forward, and its backwards walk only what each step added."""
+without fast-forward, and its backwards walk only what each step added. On glibc's arena
+the recursion from a settled node is replayed from the tape the backward before kept
+(sim.burn.runtime.pass_blocks.Tape), and gives what walking it gives."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from hypothesis import strategies as st
 from sim import paths
 from sim.burn.graph import settled
 from sim.burn.graph.traversal import TapeConsumed
-from sim.burn.runtime import memory_management
+from sim.burn.runtime import memory_management, pass_blocks
 from sim.burn.tensor import BurnPanic, Tensor
 from sim.engine.profile import load_profile
 from sim.engine.runner import run_cell
@@ -101,6 +103,53 @@ def test_the_index_is_invisible_on_the_glibc_arena(without_index, actions):
     without_index(False)
     assert _trace("burn-0.22.1", actions, "linux-x86_64") == with_index
     without_index(True)
+
+
+@pytest.fixture
+def without_tapes(monkeypatch):
+    """Every backward walks the settled nodes' recursion on glibc's arena (the index kept)."""
+    def use(enabled):
+        if enabled:
+            monkeypatch.undo()
+        else:
+            monkeypatch.setattr(pass_blocks._BlockPasses, "_replayed", lambda self, tape: False)
+    return use
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(actions=ACTIONS)
+def test_tapes_are_invisible_on_the_glibc_arena(without_tapes, actions):
+    with_tapes = _trace("burn-0.22.1", actions, "linux-x86_64")
+    without_tapes(False)
+    assert _trace("burn-0.22.1", actions, "linux-x86_64") == with_tapes
+    without_tapes(True)
+
+
+def test_summed_validation_loss_replays_the_chain_on_the_arena(without_tapes, monkeypatch):
+    """From its third backward on, each backward of the loop replays the recursion down
+    the running totals that the backward before walked or replayed, and the run ends as
+    one that walks it every time (heap, peak, allocation calls, time, the arena chunk for
+    chunk)."""
+    replayed = []
+    replay = pass_blocks._BlockPasses._replayed
+
+    def counting(self, tape):
+        replayed.append(replay(self, tape))
+        return replayed[-1]
+
+    def run():
+        sim = Simulation(PROFILES["linux-x86_64"], fast_forward=False)
+        list(load_workload(str(VLOSS)).run(sim, "default", steps=40))
+        heap = sim.heap
+        return (heap.live_bytes, heap.live_blocks, heap.peak_bytes, heap.allocs,
+                sim.work_ps, sim.fault_bytes, arena_state(sim.allocator.arena))
+
+    monkeypatch.setattr(pass_blocks._BlockPasses, "_replayed", counting)
+    with_tapes = run()
+    assert len(replayed) == 37 and all(replayed)
+    without_tapes(False)
+    assert run() == with_tapes
+    without_tapes(True)
 
 
 @pytest.mark.parametrize("profile", list(PROFILES))

@@ -28,9 +28,12 @@ __all__ = ["SettledNodes", "reachable", "ancestors"]
 class SettledNodes:
     """``ids``: the settled node ids; ``tops``: those no other settled node has as a
     parent; ``filtered``: absent leaf parents that a walk dropped; ``outside``: the
-    other node ids of ``nodes``, in the map's order (the order passes read it in)."""
+    other node ids of ``nodes``, in the map's order (the order passes read it in);
+    ``tape``: where glibc's arena places the passes' blocks, the heap events of the last
+    walk's recursion from its first leaf, or None
+    (:class:`~sim.burn.runtime.pass_blocks.Tape`)."""
 
-    __slots__ = ("ids", "tops", "filtered", "outside")
+    __slots__ = ("ids", "tops", "filtered", "outside", "tape")
 
     def __init__(self, nodes, useful, graph):
         self.ids = set(useful)
@@ -38,6 +41,7 @@ class SettledNodes:
         self.tops = self.ids - parents
         self.filtered = set(graph.filtered)
         self.outside = {node_id: None for node_id in nodes if node_id not in self.ids}
+        self.tape = None
 
     def inserted(self, node_id) -> bool:
         """``node_id`` entered ``nodes``; False if the index no longer holds."""

@@ -129,6 +129,24 @@ class _TrackedSet:
         return node_id
 
 
+class Tape:
+    """The heap events of burn's ``unavailable_propagation`` from ``leaf``, recorded by
+    one backward's walk for the next one's (:meth:`_BlockPasses._replayed`): ``events``
+    holds each allocation's bytes (> 0) and each free as the distance back to its
+    allocation (< 0), so a tape replays wherever it starts; ``nodes`` the ids the
+    recursion gave a status, all available. Not part of burn: the recursion from a settled
+    node whose reach holds no status yet allocates and frees the same blocks in the same
+    nesting every backward, so only the nodes outside it are walked."""
+
+    __slots__ = ("leaf", "events", "nodes", "checked")
+
+    def __init__(self, leaf, events, nodes):
+        self.leaf = leaf
+        self.events = events
+        self.nodes = nodes
+        self.checked = False
+
+
 class _BlockPasses:
     """burn's three passes of ``free_unavailable_nodes`` walked for their blocks, where
     the heap places blocks one by one (a glibc arena); the outcome is the set passes'
@@ -159,6 +177,11 @@ class _BlockPasses:
         self.leaves = leaves
         self.statuses_table = memory.statuses_table
         self.status = {}
+        # the index of settled nodes, which keeps the tape of the last walk's recursion
+        # (none with runs: their members are walked among the leaves)
+        self.settled = memory.settled if not runs else None
+        #: the heap events of ``unavailable_propagation`` so far, as a :class:`Tape` keeps them
+        self.events = []
 
     def set_status(self, node_id, value) -> None:
         status = self.status
@@ -187,24 +210,64 @@ class _BlockPasses:
 
     def _enter(self, node_id, frames):
         """Enter ``unavailable_propagation(node_id)``: its status if known (an absent
-        node: unavailable), else None with a frame pushed to walk its parents."""
+        node: unavailable), else None with a frame pushed to walk its parents (its
+        clone's bytes, block and place in :attr:`events`)."""
         if node_id in self.status:
             return self.status[node_id]
         if node_id not in self.nodes:
             self.set_status(node_id, self.UNAVAILABLE)
             return self.UNAVAILABLE
-        parents, block = self.cloned_parents(node_id)
-        frames.append([node_id, parents, 0, self.UNKNOWN, block])
+        parents, (nbytes, handle) = self.cloned_parents(node_id)
+        frames.append([node_id, parents, 0, self.UNKNOWN, (nbytes, handle, len(self.events))])
+        if nbytes:
+            self.events.append(nbytes)
         return None
 
+    def _replayed(self, tape) -> bool:
+        """Where ``tape`` (the recursion from a settled node, recorded by an earlier
+        backward) is what the recursion would do now, make its heap events and give its
+        nodes their status (available); returns whether it did. It is when every node of
+        it is still settled (in ``nodes``, its parents unchanged: the index holds), none
+        has a status yet, and the statuses table takes them all without growing."""
+        status, nodes = self.status, tape.nodes
+        if len(status) + len(nodes) > self.statuses_table.cap:
+            return False
+        if not tape.checked:
+            if not self.settled.ids.issuperset(nodes):
+                self.settled.tape = None
+                return False
+            tape.checked = True
+        if not status.keys().isdisjoint(nodes):
+            return False
+        self.heap.nested(tape.events)
+        self.events.extend(tape.events)
+        status.update(dict.fromkeys(nodes, self.UNKNOWN))
+        return True
+
     def unavailable_propagation(self, leaf) -> None:
+        """burn's recursion from ``leaf`` (:meth:`_recurse`), or the tape of it that the
+        backward before kept (:meth:`_replayed`); the recursion from the first leaf is
+        kept as the next backward's tape."""
+        settled, status, events = self.settled, self.status, self.events
+        tape = settled.tape if settled is not None else None
+        first, start = not status, len(events)
+        if tape is None or leaf != tape.leaf or not self._replayed(tape):
+            self._recurse(leaf, tape)
+        if first and settled is not None and status.get(leaf) == self.UNKNOWN:
+            # the recursion from the first leaf met no status set before it: the next
+            # backward may replay it from there, once the leaf is settled
+            settled.tape = Tape(leaf, events[start:], tuple(status))
+
+    def _recurse(self, leaf, tape) -> None:
         """burn's recursion, with an explicit stack of frames (:meth:`_enter`,
         :meth:`cloned_parents`, :meth:`drop_clone` and :meth:`set_status` written out: the
-        walk visits every node its leaves reach, on every backward)."""
-        nodes, status = self.nodes, self.status
+        walk visits every node its leaves reach, on every backward, but for the settled
+        nodes of ``tape``, replayed where they are met)."""
+        nodes, status, events = self.nodes, self.status, self.events
         heap_alloc, heap_free = self.heap.alloc, self.heap.free
         table, parent_bytes = self.statuses_table, self.parent_bytes
         unknown, unavailable = self.UNKNOWN, self.UNAVAILABLE
+        taped = tape.leaf if tape is not None else None
         frames = []
         result = self._enter(leaf, frames)
         while frames:
@@ -227,14 +290,22 @@ class _BlockPasses:
                 if pid in status:
                     result = status[pid]
                     continue
+                if pid == taped and self._replayed(tape):
+                    result = unknown
+                    continue
                 grand = nodes[pid][1]
                 nbytes = parent_bytes * len(grand)
-                frames.append([pid, grand, 0, unknown,
-                               (nbytes, heap_alloc(nbytes) if nbytes else None)])
+                if nbytes:
+                    frames.append([pid, grand, 0, unknown,
+                                   (nbytes, heap_alloc(nbytes), len(events))])
+                    events.append(nbytes)
+                else:
+                    frames.append([pid, grand, 0, unknown, (0, None, 0)])
                 continue
             frames.pop()
             if block[0]:
-                heap_free(*block)
+                heap_free(block[0], block[1])
+                events.append(block[2] - len(events))
             if node_id in status:
                 if len(status) >= table.cap:
                     table.reinsert(len(status))
