@@ -12,10 +12,9 @@ since the previous row, and the live small blocks' requested and chunk bytes (gl
     .venv/bin/python experiments/calibration/key-pages.py CENSUS_FILE
 
 With ``--simulate WORKLOAD VARIANT`` it runs that cell instead (``--profile``, ``--set``) and
-prints, at every sweep whose live graph crossed another ``--every`` nodes, the graph's nodes,
-the pages its keys' blocks lie on in the simulated glibc arena and how unevenly they fill
-the data TLB's sets (variance over mean of the pages per set: what ``Timing._key_layout``
-reads), e.g.
+prints, at every sweep whose live graph crossed another ``--every`` nodes, the graph's nodes
+and the pages its keys' blocks lie on in the simulated glibc arena (what
+``Timing._key_spacing`` reads), e.g.
 
     .venv/bin/python experiments/calibration/key-pages.py --simulate \\
         experiments/p10_ema_params.py detach/steps=500 --profile amd-epyc-zen4-long \\
@@ -75,14 +74,12 @@ def simulate(workload, variant, profile, sets, every) -> int:
         if n >= seen["next"]:
             pages = {rc._block // self.PAGE_BYTES for rc, _ in memory.nodes.values()
                      if type(rc._block) is int}
-            dispersion = self._set_dispersion(pages) if self.tlb and pages else 0.0
-            print(f"{n},{len(pages)},{4096 * len(pages) / max(1, n):.1f},{dispersion:.3f}",
-                  flush=True)
+            print(f"{n},{len(pages)},{4096 * len(pages) / max(1, n):.1f}", flush=True)
             seen["next"] = (n // every + 1) * every
         return original(self, memory, passes)
 
     timing.Timing.sweep_live = sweep_live
-    print("nodes,pages,bytes_per_node,set_dispersion")
+    print("nodes,pages,bytes_per_node")
     args = ["run", workload, "-v", variant, "--profile", profile, "--format", "csv",
             "--out", "/dev/null"]
     for item in sets:

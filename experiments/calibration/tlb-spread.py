@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from sim.engine.profile import load_profile  # noqa: E402
-from sim.platform.l2_cache import tlb_read_ns  # noqa: E402
+from sim.platform.l2_cache import TlbMissCurve, tlb_read_ns  # noqa: E402
 
 PAGE = 4096
 
@@ -35,14 +35,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv", nargs="+", type=Path)
     ap.add_argument("--profile", default="amd-epyc-zen4-long")
+    ap.add_argument("--lru", action="store_true",
+                    help="the miss fraction from the TLB's size and ways, not its curve")
     args = ap.parse_args(argv)
     prof = load_profile(args.profile)
     proc, time = prof.process, prof.time
     entries, ways = proc.dtlb_entries, proc.dtlb_ways
     cost = time["sweep_tlb_read_ns"]
     levels = ((entries * PAGE, ways, cost),)
+    keys = ("sweep_tlb_miss_reads", "sweep_tlb_miss_reach", "sweep_tlb_miss")
+    curve = (TlbMissCurve(*(time[k] for k in keys))
+             if time[keys[0]] and not args.lru else None)
     print(f"profile {args.profile}: data TLB {entries} entries {ways}-way, "
-          f"sweep_tlb_read_ns {cost:.3f}")
+          f"sweep_tlb_read_ns {cost:.3f}, miss fraction "
+          f"{'from its measured curve' if curve else 'from its size and ways (LRU)'}")
     print()
     print("| keys/page | fill | key pages | pages read | probe ns/read | model ns/read | "
           "lines4k ns/read | probe miss | model miss |")
@@ -60,8 +66,7 @@ def main(argv=None) -> int:
             keys = pages * per_page
             table = keys * 32 / PAGE
             total = (pages + table) * PAGE
-            dispersion = (1.0 - fill) * pages * PAGE / total if fill < 1.0 else 0.0
-            extra = tlb_read_ns(total, levels, per_page, dispersion)
+            extra = tlb_read_ns(total, levels, per_page, curve)
             base = ns["lines4k"]
             print(f"| {per_page} | {fill:g} | {pages} | {pages + table:.0f} | "
                   f"{ns['spread4k']:.2f} | {base + extra:.2f} | {base:.2f} | "

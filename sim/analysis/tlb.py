@@ -11,6 +11,19 @@ sizes whose pages are 2x to 32x the TLB's entries (every read misses there). No 
 host, ``lscpu.txt`` or a ``host:`` line of the stderr); ``sim calibrate --tlb DIR`` writes
 the result into a profile's ``[process] dtlb_entries``/``dtlb_ways`` and ``[time]
 sweep_tlb_read_ns``.
+
+``sweep-scan tlbr R FILL P,...`` reads keys ``R`` to a page on ``P`` pages filling a share
+``FILL`` of their span, in one random order every pass (``spread4k``), against the same keys
+packed 64 to a page (``lines4k``). :func:`read_tlbr_dir` turns the rows of a ``tlbr/``
+directory beside ``tlb.csv`` into the TLB's measured miss curves
+(:class:`sim.platform.l2_cache.TlbMissCurve`): for each ``R``, at each ``P``, the pages read
+(the key pages and the 32-B table slots of their keys, as the sweep's model counts a working
+set) over the TLB's entries, and the fraction of reads that miss, ``(spread4k - lines4k) /
+ns`` (``ns``: the cost of a miss from the ``tlb`` rows), the mean over the runs and files of
+that ``R`` whose pages fill at least :data:`MIN_FILL` of their span (dense pages, as the
+heap's are: there where they fall does not change the misses, the probe's 63 % and 100 %
+rows agree within their spread; pages in regions of their own miss earlier and cost more a
+miss, a layout the chains do not have). No fit.
 """
 
 from __future__ import annotations
@@ -22,7 +35,8 @@ from pathlib import Path
 
 from ..errors import UserError
 
-__all__ = ["AMD_WAYS", "parse_cpuid_line", "tlb_read_cost", "read_tlb_dir"]
+__all__ = ["AMD_WAYS", "MIN_FILL", "parse_cpuid_line", "tlb_read_cost", "read_tlb_dir",
+           "tlbr_curves", "read_tlbr_dir"]
 
 #: AMD's associativity codes of cpuid 0x80000006's TLB fields (AMD64 APM vol. 3, CPUID
 #: Fn8000_0006, the L2 TLB associativity encoding); 0xF (fully associative) as 0
@@ -107,3 +121,70 @@ def read_tlb_dir(directory) -> dict:
     ns, sizes = tlb_read_cost(rows, entries)
     return {"entries": entries, "ways": ways, "ns": ns, "sizes": sizes,
             "host": _host(directory, text), "csv": csv_path, "stderr": err_path}
+
+
+#: the share of their span a ``tlbr`` run's key pages must fill to enter the miss curves
+MIN_FILL = 0.5
+#: B of a ``nodes`` table slot per key in the ``tlbr`` rows (the probe's table: hashbrown's
+#: 32-B slots), counted in the pages read as the sweep's model counts them
+SLOT_BYTES = 32
+PAGE_BYTES = 4096
+
+
+def tlbr_curves(rows, entries, ns):
+    """``(reads, reach, miss)``: the miss curves (module docstring) of ``rows``, dicts of a
+    ``tlbr`` CSV's columns (``pattern, pages, per_page, fill, keys, ns``), for a TLB of
+    ``entries`` entries whose miss costs ``ns``.
+
+    >>> rows = [dict(pattern=p, pages=3072, per_page=10, fill=f, ns=v) for p, f, v in
+    ...         (("spread4k", 1, 1.5), ("lines4k", 1, 1.0), ("spread4k", 0.63, 1.7),
+    ...          ("lines4k", 0.63, 1.0), ("spread4k", 0.005, 4.0), ("lines4k", 0.005, 1.0))]
+    >>> tlbr_curves(rows, 3072, 5.0)
+    ([10.0], [[1.0781]], [[0.12]])
+    """
+    runs = {}
+    for row in rows:
+        if float(row["fill"]) < MIN_FILL:
+            continue
+        key = (int(row["per_page"]), int(row["pages"]))
+        runs.setdefault(key, {}).setdefault(row["pattern"], []).append(float(row["ns"]))
+    curves = {}
+    for (per_page, pages), ns_of in sorted(runs.items()):
+        if "spread4k" not in ns_of or "lines4k" not in ns_of:
+            continue
+        spread = sum(ns_of["spread4k"]) / len(ns_of["spread4k"])
+        lines = sum(ns_of["lines4k"]) / len(ns_of["lines4k"])
+        read = pages * (1 + per_page * SLOT_BYTES / PAGE_BYTES)
+        curve = curves.setdefault(float(per_page), ([], []))
+        curve[0].append(round(read / entries, 4))
+        curve[1].append(round(min(1.0, max(0.0, (spread - lines) / ns)), 3))
+    reads = sorted(curves)
+    return reads, [curves[r][0] for r in reads], [curves[r][1] for r in reads]
+
+
+def read_tlbr_dir(directory, entries, ns) -> dict:
+    """The miss curves (:func:`tlbr_curves`) of every ``*.csv`` of the ``tlbr`` rows in
+    ``directory`` (a run appended to a file repeats the header: skipped), and the files
+    whose rows entered them; None where ``directory`` is not a directory."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    rows, files = [], []
+    for path in sorted(directory.glob("*.csv")):
+        with open(path, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                if row.get("pattern") == "pattern":
+                    continue
+                try:
+                    float(row["ns"]), int(row["pages"]), int(row["per_page"]), float(row["fill"])
+                except (KeyError, TypeError, ValueError):
+                    raise UserError(f"{path}: expected columns "
+                                    "pattern,pages,per_page,fill,keys,ns") from None
+                rows.append(row)
+                if float(row["fill"]) >= MIN_FILL and path not in files:
+                    files.append(path)
+    reads, reach, miss = tlbr_curves(rows, entries, ns)
+    if not reads:
+        raise UserError(f"{directory}: no tlbr rows of pages filling at least {MIN_FILL:g} "
+                        "of their span with both spread4k and lines4k")
+    return {"reads": reads, "reach": reach, "miss": miss, "files": files}

@@ -333,17 +333,22 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
 
 #: where ``sim calibrate --tlb`` writes each value of the probe's: (section, key, field)
 TLB_KEYS = (("process", "dtlb_entries", "entries"), ("process", "dtlb_ways", "ways"),
-            ("time", "sweep_tlb_read_ns", "ns"))
+            ("time", "sweep_tlb_read_ns", "ns"), ("time", "sweep_tlb_miss_reads", "reads"),
+            ("time", "sweep_tlb_miss_reach", "reach"), ("time", "sweep_tlb_miss", "miss"))
 
 
 def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
     """Write the data TLB's ``[process] dtlb_entries``/``dtlb_ways`` and ``[time]
     sweep_tlb_read_ns`` from the sweep-scan probe's ``tlb`` output in ``tlb_dir``
     (:func:`sim.analysis.tlb.read_tlb_dir`: cpuid's entries and ways, the median cost of a
-    read whose page misses; no fit, no simulation) into profile ``base``, each value with a
-    comment naming the files and the host they were measured on. The rest of the profile,
+    read whose page misses; no fit, no simulation) and the TLB's miss curves ``[time]
+    sweep_tlb_miss_reads``, ``sweep_tlb_miss_reach``, ``sweep_tlb_miss`` from its ``tlbr``
+    rows in ``tlb_dir/tlbr/`` (:func:`sim.analysis.tlb.read_tlbr_dir`; empty, the miss
+    fraction then from the TLB's size and ways, where there are none) into profile
+    ``base``, each value with a comment naming the files and the host they were measured
+    on. The rest of the profile,
     its header and its ``[calibration]`` record stay as they are. Returns the values."""
-    from ..analysis.tlb import read_tlb_dir
+    from ..analysis.tlb import MIN_FILL, read_tlb_dir, read_tlbr_dir
     import tomllib
 
     profile = load_profile(base) if not isinstance(base, Profile) else base
@@ -355,6 +360,19 @@ def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
     tlb = read_tlb_dir(tlb_dir)
     values = {"entries": tlb["entries"], "ways": tlb["ways"], "ns": round(tlb["ns"], 3)}
     where = [f"# {_relative(tlb['stderr'])},", f"# {_relative(tlb['csv'])}"]
+    curves = read_tlbr_dir(Path(tlb_dir) / "tlbr", values["entries"], values["ns"])
+    values.update(curves or {"reads": [], "reach": [], "miss": []})
+    curve_note = ([
+        "# The data TLB's miss curves (sim.platform.l2_cache.TlbMissCurve): the reads per page",
+        "# of each curve, the pages read over the TLB's entries (key pages and their keys'",
+        "# 32-B table slots) and the fraction of reads that miss, (spread4k - lines4k) /",
+        "# sweep_tlb_read_ns, [measured] by `sweep-scan tlbr R FILL P,...` on " + tlb["host"] + ":",
+        "# keys R to a page read in one random order every pass, the mean over the runs of",
+        f"# pages filling at least {MIN_FILL:g} of their span (no fit); written by `sim calibrate",
+        "# --tlb` from"] + [f"# {_relative(f)}" for f in curves["files"]] if curves else [
+        "# The data TLB's miss curves (sim.platform.l2_cache.TlbMissCurve): none measured (no",
+        f"# tlbr/ rows in {_relative(Path(tlb_dir))}): the miss fraction from the TLB's size and",
+        "# ways; written by `sim calibrate --tlb`"])
     notes = {
         "entries": [
             "# Entries and ways of the core's L2 data TLB for 4-KiB pages (the orphan sweep's",
@@ -369,6 +387,7 @@ def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
             "# n keys one per 4-KiB page (pages4k) less the same lines packed 64 to a page",
             f"# (lines4k), median over the {tlb['sizes']} sizes at 2x to 32x the TLB's entries",
             "# (no fit); written by `sim calibrate --tlb` from"] + where,
+        "reads": curve_note,
     }
     lines = base_text.rstrip("\n").split("\n")
     for section, key, field in TLB_KEYS:
@@ -376,7 +395,7 @@ def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
         if i is None:
             raise UserError(f"cannot find {section}.{key} in the base profile text")
         start, stop, _ = _comment_block(lines, i)
-        lines[i] = f"{key} = {_toml_number(values[field])}"
+        lines[i] = f"{key} = {_toml_value(values[field])}"
         if field in notes:
             lines[start:stop] = notes[field]
     text = "\n".join(lines) + "\n"
@@ -811,6 +830,13 @@ def _mark_fitted(lines, i) -> None:
         lines[start:stop] = [LABEL.sub("[fitted]", line) for line in lines[start:stop]]
     elif labels != {"fitted"}:
         lines[i] = (lines[i] + " [fitted]") if own.strip() else (head.rstrip() + "  # [fitted]")
+
+
+def _toml_value(value):
+    """``value`` (a number, or a list of numbers or of such lists) as TOML."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return _toml_number(value)
 
 
 def _toml_number(value):

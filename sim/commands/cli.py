@@ -286,7 +286,9 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
 @click.option("--tlb", "tlb_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="instead of a fit: write the data TLB's [process] dtlb_entries, dtlb_ways "
                    "and [time] sweep_tlb_read_ns from the sweep-scan probe's `tlb` output in "
-                   "DIR (tlb.csv, tlb.stderr; the host from a 'host:' line or lscpu.txt)")
+                   "DIR (tlb.csv, tlb.stderr; the host from a 'host:' line or lscpu.txt), and "
+                   "its miss curves [time] sweep_tlb_miss_* from the `tlbr` rows in DIR/tlbr/ "
+                   "(empty without them)")
 @click.option("--points", multiple=True, metavar="SELECTOR",
               help="fit only these points: experiment/variant/phase/x/metric (5 fields, "
                    "phase often empty: p10-ema/detach//500/ms_per_step), * wildcards "

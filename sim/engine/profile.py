@@ -43,6 +43,8 @@ __all__ = ["Profile", "ProfileError", "load_profile", "profile_names", "MODELS_D
 MODELS_DIR = MODELS
 
 INT, FLOAT, STR, STRS = "int", "float", "str", "list of strings"
+#: a list of numbers, and a list of such lists (a measured curve; empty: not measured)
+FLOATS, FLOAT_ROWS = "list of numbers", "list of lists of numbers"
 #: a table whose every value is a list of strings (optional: a profile may lack the key)
 STRS_BY_KEY = "table of lists of strings"
 
@@ -145,6 +147,9 @@ SCHEMA = {
         "sweep_l3_read_ns": FLOAT,     #   the L2 (an L3 hit)
         "sweep_dram_read_ns": FLOAT,   #   and the L3 (DRAM)
         "sweep_tlb_read_ns": FLOAT,    # ns more per sweep read whose page misses the data TLB
+        "sweep_tlb_miss_reads": FLOATS,    # the data TLB's measured miss curves (sim.platform.
+        "sweep_tlb_miss_reach": FLOAT_ROWS,  #   l2_cache.TlbMissCurve): reads per page of each,
+        "sweep_tlb_miss": FLOAT_ROWS,      #   its pages read / entries, fraction of reads missing
         "pop_scan_group_ns": FLOAT,    # PopNodeSet::pop's scan for the first full bucket
         "process_warmup_ns": FLOAT,
         "page_fault_ns": FLOAT,        # per page (platform page size) made resident
@@ -402,6 +407,15 @@ def _checked_value(value, kind, name, path):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ProfileError(f"{path}: {name} must be a list of strings, got {shown(value)}")
         return value
+    if kind == FLOATS:
+        if not isinstance(value, list):
+            raise ProfileError(f"{path}: {name} must be a list of numbers, got {shown(value)}")
+        return [_checked_value(v, FLOAT, f"{name}[{i}]", path) for i, v in enumerate(value)]
+    if kind == FLOAT_ROWS:
+        if not isinstance(value, list) or not all(isinstance(v, list) for v in value):
+            raise ProfileError(f"{path}: {name} must be a list of lists of numbers, "
+                               f"got {shown(value)}")
+        return [_checked_value(v, FLOATS, f"{name}[{i}]", path) for i, v in enumerate(value)]
     if kind == STRS_BY_KEY:
         if not isinstance(value, dict):
             raise ProfileError(f"{path}: {name} must be a table, got {shown(value)}")
@@ -452,3 +466,23 @@ def _check_rules(data, path) -> None:
                            f"process.l2_bytes > 0")
     if data["layout"]["group_width"] not in (8, 16):
         raise ProfileError(f"{path}: layout.group_width must be 8 or 16")
+    _check_tlb_curve(data["time"], path)
+
+
+def _check_tlb_curve(time, path) -> None:
+    """The data TLB's miss curves: one ``sweep_tlb_miss_reach`` and one ``sweep_tlb_miss``
+    row per ``sweep_tlb_miss_reads`` value (ascending, at least 1), each row's points
+    ascending and as many as its fractions (at most 1); all empty where not measured."""
+    reads, reach, miss = (time[key] for key in
+                          ("sweep_tlb_miss_reads", "sweep_tlb_miss_reach", "sweep_tlb_miss"))
+    bad = None
+    if not (len(reads) == len(reach) == len(miss)):
+        bad = "one sweep_tlb_miss_reach and one sweep_tlb_miss row per sweep_tlb_miss_reads value"
+    elif any(r < 1.0 for r in reads) or reads != sorted(set(reads)):
+        bad = "sweep_tlb_miss_reads ascending, each at least 1"
+    elif any(not xs or len(xs) != len(ys) or xs != sorted(set(xs)) for xs, ys in zip(reach, miss)):
+        bad = "each sweep_tlb_miss_reach row ascending, with a sweep_tlb_miss value per point"
+    elif any(f > 1.0 for ys in miss for f in ys):
+        bad = "sweep_tlb_miss fractions at most 1"
+    if bad:
+        raise ProfileError(f"{path}: time.sweep_tlb_miss*: expected {bad}")

@@ -36,10 +36,11 @@ Units: bytes.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import OrderedDict
 
-__all__ = ["Chunk", "L2Cache", "set_miss_fraction", "hierarchy_read_ns"]
+__all__ = ["Chunk", "L2Cache", "set_miss_fraction", "hierarchy_read_ns", "TlbMissCurve"]
 
 
 class Chunk:
@@ -153,11 +154,13 @@ def set_miss_fraction(nbytes, capacity, ways) -> float:
     return min(1.0, max(0.0, 1.0 - below))
 
 
-def page_set_miss_fraction(nbytes, capacity, ways, reads_per_page=1.0, dispersion=0.0) -> float:
+def page_set_miss_fraction(nbytes, capacity, ways, reads_per_page=1.0) -> float:
     """Fraction of the reads of a repeatedly read working set of ``nbytes`` B of pages (pages
-    read x page size) that miss a ``ways``-way data TLB whose entries reach ``capacity`` B
-    (the orphan sweep's TLB model, :meth:`sim.platform.timing.Timing.sweep`);
-    ``reads_per_page``: how many of the working set's reads fall on each page per pass.
+    read x page size) that miss a ``ways``-way data TLB whose entries reach ``capacity`` B,
+    from the TLB's size alone (LRU within a set): the orphan sweep's TLB model where the
+    profile has no measured miss curve (:class:`TlbMissCurve`; none of the committed
+    profiles with a TLB lacks one); ``reads_per_page``: how many of the working set's reads
+    fall on each page per pass.
 
     Unlike a cache's, a TLB's set is chosen by the virtual page number, and the pages of one
     heap are consecutive: they spread evenly, ``m = ways * nbytes / capacity`` to a set, so
@@ -168,18 +171,11 @@ def page_set_miss_fraction(nbytes, capacity, ways, reads_per_page=1.0, dispersio
     the gap to it is the spacing of ``r`` random points on the cycle (a Beta(1, r - 1)
     fraction of it), within which a share ``1 - (1 - x) ** r`` of the other pages comes up,
     so a read misses with probability ``(1 - ways / q) ** ((r - 1) / r)``: every read
-    when each page is read once a pass (``r = 1``, the cyclic scan of the sweep-scan probe's
-    `tlb` rows: no miss at 2/3 of the reach, 35 % at the reach, 79 % at 4/3, 95 % at
-    twice, on the AMD EPYC), ``1 - ways / q`` when pages are read many times in random order.
-
-    ``dispersion``: the variance over the mean of the pages per set, where the pages do not
-    fill their address range (0: consecutive pages, the even spread above). Pages that fill
-    a share ``f`` of the range they span, at random, give a set a binomial number of them
-    out of its ``m / f`` slots of the range, whose dispersion is ``1 - f``: some sets
-    overflow before the pages outgrow the reach, others stay below it. The occupancy is
-    taken as that binomial (``f = 1 - dispersion``; ``m / f`` slots, the two integers
-    around it weighted to keep the mean ``m``) and the miss probability above applied to
-    each set's count.
+    when each page is read once a pass (``r = 1``), ``1 - ways / q`` when pages are read
+    many times in random order. The AMD EPYC's hardware misses from ~0.9 of the reach on and
+    more slowly past it (the sweep-scan probe's ``tlbr`` rows,
+    ``experiments/measured/linux-x86_64/sweep-levels/tlbr/``), which is why a measured curve
+    replaces this where there is one.
 
     Examples
     --------
@@ -191,14 +187,10 @@ def page_set_miss_fraction(nbytes, capacity, ways, reads_per_page=1.0, dispersio
     1.0
     >>> round(page_set_miss_fraction(4096 * 4096, 3072 * 4096, 8, reads_per_page=9.0), 3)
     0.291
-    >>> round(page_set_miss_fraction(2800 * 4096, 3072 * 4096, 8, 9.0, dispersion=0.4), 3)
-    0.062
     """
     if nbytes <= 0 or capacity <= 0 or ways <= 0:
         return 0.0
     m = ways * nbytes / capacity
-    if dispersion > 0.0:
-        return _dispersed_miss_fraction(m, ways, reads_per_page, dispersion)
     if m <= ways:
         return 0.0
     full = math.floor(m)
@@ -213,45 +205,80 @@ def page_set_miss_fraction(nbytes, capacity, ways, reads_per_page=1.0, dispersio
     return min(1.0, ((1.0 - share) * full * missed(full) + share * (full + 1) * missed(full + 1)) / m)
 
 
-def _dispersed_miss_fraction(m, ways, reads_per_page, dispersion) -> float:
-    """:func:`page_set_miss_fraction` of ``m`` pages a set on average, binomially spread over
-    the sets with the given ``dispersion`` (variance / mean, below 1)."""
-    f = 1.0 - min(dispersion, 0.999)
-    power = 1.0 - 1.0 / max(1.0, reads_per_page)
-    slots = m / f
-    low = math.floor(slots)
-    sd = math.sqrt(m * (1.0 - f))
-    last = ways + int(m + 12.0 * sd) + 2       # beyond it the binomial's tail is nil
-    log_f, log_g = math.log(f), math.log1p(-f) if f < 1.0 else 0.0
+class TlbMissCurve:
+    """The fraction of a repeatedly read working set's reads that miss the data TLB, as the
+    host's hardware does it: measured, not derived (the sweep-scan probe's ``tlbr`` rows,
+    written into a profile's ``[time] sweep_tlb_miss_*`` by ``sim calibrate --tlb``,
+    :func:`sim.analysis.tlb.read_tlbr_dir`).
 
-    def overflow(t):
-        """E[q x P(miss | q)] of a set with Binomial(t, f) pages."""
-        total = 0.0
-        for q in range(ways + 1, min(t, last) + 1):
-            if f >= 1.0:
-                pmf = 1.0 if q == t else 0.0
-            else:
-                pmf = math.exp(math.lgamma(t + 1) - math.lgamma(q + 1) - math.lgamma(t - q + 1)
-                               + q * log_f + (t - q) * log_g)
-            total += q * pmf * ((1.0 - ways / q) ** power if power else 1.0)
-        return total
+    ``reads``: the reads per page and pass of each measured curve (ascending);
+    ``reach``: each curve's working sets, pages read over the TLB's entries (ascending);
+    ``miss``: each curve's fraction of reads that miss there (``(ns - lines4k) /
+    sweep_tlb_read_ns`` of the probe). A working set is read off each curve linearly
+    between its points (and from no miss at no pages to its first point), its last point's
+    past its last; between two curves linearly in the log of the reads per page, the
+    nearest curve outside them.
 
-    share = slots - low
-    return min(1.0, ((1.0 - share) * overflow(low) + share * overflow(low + 1)) / m)
+    Examples
+    --------
+    >>> curve = TlbMissCurve((1.0, 10.0), ((1.0, 2.0), (1.0, 2.0)), ((0.4, 0.9), (0.1, 0.5)))
+    >>> [round(curve(*a), 3) for a in ((1.5, 1.0), (1.5, 10.0), (3.0, 100.0), (0.5, 1.0))]
+    [0.65, 0.3, 0.5, 0.2]
+    >>> round(curve(1.0, 10 ** 0.5), 3)
+    0.25
+    """
+
+    __slots__ = ("reads", "curves")
+
+    def __init__(self, reads, reach, miss):
+        if not (len(reads) == len(reach) == len(miss)) or not reads:
+            raise ValueError("one reach and one miss row per reads-per-page value")
+        self.reads = tuple(float(r) for r in reads)
+        self.curves = tuple((tuple(map(float, x)), tuple(min(1.0, max(0.0, f)) for f in y))
+                            for x, y in zip(reach, miss))
+
+    @staticmethod
+    def _read(x, xs, ys) -> float:
+        i = bisect.bisect_right(xs, x)
+        if i == 0:
+            return ys[0] * max(0.0, x) / xs[0] if xs[0] > 0.0 else ys[0]
+        if i == len(xs):
+            return ys[-1]
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+    def __call__(self, reach, reads_per_page=1.0) -> float:
+        reads, curves = self.reads, self.curves
+        r = max(1.0, reads_per_page)
+        if r <= reads[0]:
+            return self._read(reach, *curves[0])
+        if r >= reads[-1]:
+            return self._read(reach, *curves[-1])
+        j = bisect.bisect_right(reads, r)
+        w = math.log(r / reads[j - 1]) / math.log(reads[j] / reads[j - 1])
+        return ((1.0 - w) * self._read(reach, *curves[j - 1])
+                + w * self._read(reach, *curves[j]))
 
 
-def tlb_read_ns(nbytes, levels, reads_per_page=1.0, dispersion=0.0) -> float:
+def tlb_read_ns(nbytes, levels, reads_per_page=1.0, curve=None) -> float:
     """ns more per read of a repeatedly read working set of ``nbytes`` B of pages than if
-    the TLB held them all: :func:`hierarchy_read_ns` with :func:`page_set_miss_fraction`
-    (``levels``: ``(reach B, ways, ns)`` of each TLB level; ``reads_per_page``: the working
-    set's reads per page and pass; ``dispersion``: of its pages over the TLB's sets).
+    the TLB held them all: ``levels`` lists each TLB level as ``(reach B, ways, ns)``; the
+    fraction of reads that miss it is the measured ``curve``'s (:class:`TlbMissCurve`, at
+    ``nbytes`` over the reach) where there is one, else :func:`page_set_miss_fraction`'s
+    (``reads_per_page``: the working set's reads per page and pass).
 
     Examples
     --------
     >>> round(tlb_read_ns(8192 * 4096, ((3072 * 4096, 8, 6.0),)), 3)
     6.0
+    >>> curve = TlbMissCurve((1.0,), ((1.0, 2.0),), ((0.0, 0.5),))
+    >>> round(tlb_read_ns(6144 * 4096, ((3072 * 4096, 8, 6.0),), 10.0, curve), 3)
+    3.0
     """
-    return sum(ns * page_set_miss_fraction(nbytes, capacity, ways, reads_per_page, dispersion)
+    if curve is not None:
+        return sum(ns * curve(nbytes / capacity, reads_per_page)
+                   for capacity, _, ns in levels if ns and capacity > 0 and nbytes > 0)
+    return sum(ns * page_set_miss_fraction(nbytes, capacity, ways, reads_per_page)
                for capacity, ways, ns in levels if ns)
 
 

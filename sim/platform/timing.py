@@ -62,14 +62,16 @@ heap per key, measured by the probes' key-page census; the simulated arena puts 
 the same pages within 2 %); elsewhere from the heap's small-block bytes kept per node
 (``spacing``). A read of ``k`` of a graph's ``n`` keys (a random subset, in hash order)
 touches that many of the pages they lie on, plus its share of the ``nodes`` table's pages.
-The TLB's set is chosen by the page number: the table's pages are consecutive and fill the
-sets evenly, the keys' pages leave holes (other blocks' pages between them), so they fill
-them unevenly, by as much as the key pages' addresses say (their dispersion over the sets,
-:meth:`Timing._key_layout`; a pass reading a random part of them spreads them more). Every
-pass reads the same keys in the same order, each page ``k / pages touched`` times at random
-places in the pass (:func:`sim.platform.l2_cache.page_set_miss_fraction`): no miss while no
-set holds more pages than its ways, then the reads of an overfull set miss unless their
-page's previous read was recent enough; each miss costs a page walk (``[time]
+Every pass reads the same keys in the same order, each page ``k / pages touched`` times at
+random places in the pass. The fraction of those reads that miss the TLB is the host's
+measured curve (``[time] sweep_tlb_miss_reads``, ``sweep_tlb_miss_reach``,
+``sweep_tlb_miss``: the sweep-scan probe's ``tlbr`` rows, keys 1 and 10 to a page read in
+one random order every pass, written by ``sim calibrate --tlb``;
+:class:`sim.platform.l2_cache.TlbMissCurve`) at the pages read over the TLB's reach and the
+reads per page; a profile with a TLB and no curve takes it from the TLB's size and ways
+(:func:`sim.platform.l2_cache.page_set_miss_fraction`, LRU within a set). Where the key
+pages fall among other pages does not enter: the probe's pages filling 63 % of their span
+(as burn's chains' do) miss as consecutive pages do. Each miss costs a page walk (``[time]
 sweep_tlb_read_ns``, measured with the sweep-scan probe's ``tlb`` rows). Off when the
 profile has no TLB (``dtlb_entries = 0``).
 
@@ -83,7 +85,7 @@ import math
 from contextlib import nullcontext
 from typing import NamedTuple
 
-from .l2_cache import hierarchy_read_ns, tlb_read_ns
+from .l2_cache import TlbMissCurve, hierarchy_read_ns, tlb_read_ns
 
 __all__ = ["Timing", "SweepRecord", "flops_and_bytes"]
 
@@ -163,6 +165,9 @@ class Timing:
         tlb = caches[3] if len(caches) > 3 else (0, 0)
         self.tlb = (((int(tlb[0]), int(tlb[1]), float(p.get(self.TLB_KEY, 0.0))),)
                     if tlb[0] and tlb[1] and p.get(self.TLB_KEY, 0.0) else ())
+        #: the fraction of reads that miss it, as measured on the host (None: from its size)
+        self.tlb_curve = (TlbMissCurve(*(p[key] for key in self.TLB_CURVE_KEYS))
+                          if self.tlb and p.get(self.TLB_CURVE_KEYS[0]) else None)
         self.compute_ns = 0.0
         self.bookkeeping_ns = 0.0
         self.cleanup_ns = 0.0
@@ -177,7 +182,7 @@ class Timing:
         # the graphs the current sweep read (sweep_live / sweep_dead / sweep_run), consumed
         # by sweep()
         self._sweep_sets = []
-        # id of a graph's memory management -> its keys' pages (_KeyPages), for _key_layout
+        # id of a graph's memory management -> its keys' pages (_KeyPages), for _key_spacing
         self._key_pages = {}
         #: a list that receives a :class:`SweepRecord` per sweep while fast-forward probes
         #: an iteration (None otherwise)
@@ -412,6 +417,9 @@ class Timing:
     MISS_KEYS = ("sweep_l2_read_ns", "sweep_l3_read_ns", "sweep_dram_read_ns")
     #: the [time] cost of a read whose page misses the data TLB (``caches``' fourth entry)
     TLB_KEY = "sweep_tlb_read_ns"
+    #: the [time] keys of the data TLB's measured miss curve (:class:`TlbMissCurve`'s
+    #: arguments; empty lists: not measured)
+    TLB_CURVE_KEYS = ("sweep_tlb_miss_reads", "sweep_tlb_miss_reach", "sweep_tlb_miss")
     #: B per page of the heap the keys sit in: glibc's brk heap and mmapped chunks are
     #: base pages (the allocator does not madvise huge pages; THP is ``madvise`` on the
     #: measured hosts)
@@ -433,9 +441,8 @@ class Timing:
         :class:`~sim.burn.runtime.memory_management.GraphMemoryManagement`)."""
         n = memory.node_count()
         if n:
-            spacing, dispersion = self._key_layout(memory, n)
             self._sweep_sets.append((0, passes, n, memory.referenced, self._table_bytes(memory),
-                                     id(memory), 1, spacing, dispersion))
+                                     id(memory), 1, self._key_spacing(memory, n)))
 
     def sweep_dead(self, memory, passes=1, maybe_useful=True) -> None:
         """``passes`` visits of a graph with no live handle (``maybe_useful`` reads every
@@ -444,7 +451,7 @@ class Timing:
         n = memory.node_count()
         if n:
             self._sweep_sets.append((1, passes, n, 0, self._table_bytes(memory), id(memory),
-                                     2 if maybe_useful else 1, 0.0, 0.0))
+                                     2 if maybe_useful else 1, 0.0))
 
     def sweep_run(self, run, maybe_useful=True) -> None:
         """A run of ``run.count`` dead single-node graphs, each visited once (one read by
@@ -453,17 +460,11 @@ class Timing:
         (a one-node ``nodes`` table of 4 buckets), so that a fast-forwarded run costs
         what the same graphs cost one by one."""
         self._sweep_sets.append((2, 1, run.count, 0, self.sim.tables.nodes_block_bytes(4),
-                                 id(run), 2 if maybe_useful else 1, 0.0, 0.0))
+                                 id(run), 2 if maybe_useful else 1, 0.0))
 
-    def _key_layout(self, memory, n):
-        """``(spacing, dispersion)`` of the keys of a graph of ``n`` nodes with a live handle
-        (``(0, 0)`` where the TLB is not modelled). ``spacing``: B of heap per key, the pages
-        its keys lie on over its keys. ``dispersion``: how unevenly those pages fill the data
-        TLB's sets (the variance over the mean of the pages per set, sets chosen by page
-        number; 0 for consecutive pages): the keys' pages do not fill the range they span
-        (freed chunks of other sizes between them, the glibc arena's other bins; real burn's
-        p10-ema detach: 1,231 key pages in a span of 1,856 at step 3,000, the key-page census),
-        so some sets overflow before the pages outgrow the TLB's reach. A key is the node's
+    def _key_spacing(self, memory, n):
+        """B of heap per key of a graph of ``n`` nodes with a live handle: the pages its keys
+        lie on over its keys (0 where the TLB is not modelled). A key is the node's
         ``ArcInner<NodeId>``, a block the allocator placed among the program's other small
         blocks; where the allocator places blocks address by address (the glibc arena:
         :mod:`sim.platform.ptmalloc`) the pages are those of the keys' own addresses (real
@@ -471,21 +472,21 @@ class Timing:
         detach: 220 and 283 pages at step 500, 824 and 1,072 at step 2,000; the simulated arena
         puts the same keys on 217 and 284 at step 500). Otherwise, or for a graph of keys
         without an address, the heap's small-block bytes kept per node the graph gained since
-        the sweep first read it (:meth:`_kept_spacing`), with pages taken as consecutive (no
-        dispersion). The pages are counted once per key: a graph read again with only new
-        keys appended to its ``nodes`` map adds theirs (:class:`_KeyPages`)."""
+        the sweep first read it (:meth:`_kept_spacing`). The pages are counted once per key: a
+        graph read again with only new keys appended to its ``nodes`` map adds theirs
+        (:class:`_KeyPages`)."""
         if not self.tlb:
-            return 0.0, 0.0
+            return 0.0
         key = id(memory)
         pages = self._key_pages.get(key)
         if pages is None or not pages.follow(memory.nodes):
-            pages = _KeyPages(memory.nodes, self.PAGE_BYTES, self._tlb_sets())
+            pages = _KeyPages(memory.nodes, self.PAGE_BYTES)
             if len(self._key_pages) >= self.KEY_PAGES_KEPT:
                 del self._key_pages[next(iter(self._key_pages))]
             self._key_pages[key] = pages
         if pages.placed:
-            return len(pages.keys) * self.PAGE_BYTES / pages.placed, pages.dispersion()
-        return self._kept_spacing(memory, n), 0.0
+            return len(pages.keys) * self.PAGE_BYTES / pages.placed
+        return self._kept_spacing(memory, n)
 
     #: graphs whose key pages the TLB model keeps counted between sweeps (the oldest dropped)
     KEY_PAGES_KEPT = 8
@@ -494,18 +495,6 @@ class Timing:
         """``memory``'s ``nodes`` map now holds some of its Arcs under other keys (fast-forward
         swapped two nodes' places): its key pages are counted afresh at the next sweep."""
         self._key_pages.pop(id(memory), None)
-
-    def _tlb_sets(self) -> int:
-        reach, ways, _ = self.tlb[0]
-        return max(1, reach // self.PAGE_BYTES // ways)
-
-    def _set_dispersion(self, pages) -> float:
-        """Variance over mean of the number of ``pages`` (page numbers) in each set of the
-        data TLB (the set: the page number modulo the sets, reach / page / ways)."""
-        counts = [0] * self._tlb_sets()
-        for number in pages:
-            counts[number % len(counts)] += 1
-        return _dispersion(counts, len(pages))
 
     def _kept_spacing(self, memory, n) -> float:
         """B of heap per key from the bytes the heap kept: a node's key is allocated among
@@ -542,7 +531,7 @@ class Timing:
         """(node reads by free_unused_roots, extra ns of the reads that miss a cache level or
         the data TLB)."""
         cleared = 0.0
-        for kind, passes, n, _, _, _, _, _, _ in sets:
+        for kind, passes, n, _, _, _, _, _ in sets:
             if kind:
                 cleared += passes * n
         if not sets:
@@ -574,50 +563,34 @@ class Timing:
                 return 1.0
             return max(1.0, k / touched(k, n, spacing))
 
-        def spread(kind, k, n, table, spacing, dispersion, total):
-            """Dispersion over the TLB's sets of a working set of ``total`` B of pages, of which
-            the reads of k of the graph's n keys touch some of its key pages (``dispersion``:
-            of all its key pages; a random share ``t`` of them: ``1 - t (1 - dispersion)``);
-            the rest of the working set (tables, other graphs) in consecutive pages."""
-            if dispersion <= 0.0 or kind == 2 or spacing <= line or k <= 0 or total <= 0:
-                return 0.0
-            span = n * spacing / page
-            hit = touched(k, n, spacing)
-            own = 1.0 - (hit / span) * (1.0 - dispersion) if span > hit else dispersion
-            return own * hit * page / total
-
         extra = 0.0
         if self.levels:
             extra += self._missed_ns(sets, self.levels, lines, hierarchy_read_ns)
         if self.tlb:
-            extra += self._missed_ns(sets, self.tlb, pages, tlb_read_ns, reads_per_page,
-                                     spread)
+            curve = self.tlb_curve
+
+            def read_ns(nbytes, levels, reads):
+                return tlb_read_ns(nbytes, levels, reads, curve)
+            extra += self._missed_ns(sets, self.tlb, pages, read_ns, reads_per_page)
         return cleared, extra
 
-    def _missed_ns(self, sets, levels, footprint, read_ns, reuse=None, spread=None) -> float:
+    def _missed_ns(self, sets, levels, footprint, read_ns, reuse=None) -> float:
         """ns more of the sweep's reads that miss ``levels`` (each graph's working set:
         ``footprint(kind, reads, n, table B, key spacing B)``; ``read_ns(working set,
         levels)``: ns more per read; ``reuse``, with the same arguments as ``footprint``:
-        the graph's reads per page of it and pass, and ``spread``, with the key pages'
-        dispersion and the whole working set's B after them: its dispersion over the sets,
-        passed on to ``read_ns``)."""
-        if spread is not None:
-            def cost(others, kind, k, n, table, spacing, dispersion):
-                total = others + footprint(kind, k, n, table, spacing)
-                return read_ns(total, levels, reuse(kind, k, n, table, spacing),
-                               spread(kind, k, n, table, spacing, dispersion, total))
-        elif reuse is not None:
-            def cost(others, kind, k, n, table, spacing, dispersion):
+        the graph's reads per page of it and pass, passed on to ``read_ns``)."""
+        if reuse is not None:
+            def cost(others, kind, k, n, table, spacing):
                 return read_ns(others + footprint(kind, k, n, table, spacing), levels,
                                reuse(kind, k, n, table, spacing))
         else:
-            def cost(others, kind, k, n, table, spacing, dispersion):
+            def cost(others, kind, k, n, table, spacing):
                 return read_ns(others + footprint(kind, k, n, table, spacing), levels)
         # each graph counts once in W, at its first record (a graph without a live handle
         # is recorded per pass, its first pass reading the most)
         mean_fp = []
         graph_fp = {}
-        for kind, passes, n, r, table, key, _, spacing, _ in sets:
+        for kind, passes, n, r, table, key, _, spacing in sets:
             k = (n + 1) / (r + 1) if kind == 0 else n
             fp = footprint(kind, min(k, n), n, table, spacing)
             mean_fp.append(fp)
@@ -625,22 +598,20 @@ class Timing:
         total = sum(graph_fp.values())
         extra = 0.0
         q = self.PREFIX_POINTS
-        for (kind, passes, n, r, table, key, per_node, spacing, dispersion), fp in zip(sets,
-                                                                                        mean_fp):
+        for (kind, passes, n, r, table, key, per_node, spacing), fp in zip(sets, mean_fp):
             others = total - graph_fp[key]
             if kind == 0:
-                if cost(others, 0, n, n, table, spacing, dispersion) < 1e-12:
+                if cost(others, 0, n, n, table, spacing) < 1e-12:
                     continue               # resident even when the whole graph is read
                 # expected reads x ns more per read over the random prefix length
                 acc = 0.0
                 for i in range(q):
                     u = (i + 0.5) / q
                     k = n * (1.0 - (1.0 - u) ** (1.0 / r))
-                    acc += k * cost(others, 0, k, n, table, spacing, dispersion)
+                    acc += k * cost(others, 0, k, n, table, spacing)
                 extra += passes * acc / q
             else:
-                extra += per_node * passes * n * cost(others, kind, n, n, table, spacing,
-                                                      dispersion)
+                extra += per_node * passes * n * cost(others, kind, n, n, table, spacing)
         return extra
 
     def sweep(self, entries, visits, scanned, freed, parts=()) -> None:
@@ -680,26 +651,18 @@ class Timing:
                 + freed * p["sweep_free_ns"] + missed_ns)
 
 
-def _dispersion(counts, total) -> float:
-    """Variance over mean of ``counts`` (``total``: their sum)."""
-    sets = len(counts)
-    mean = total / sets
-    return sum((c - mean) ** 2 for c in counts) / sets / mean
-
-
 class _KeyPages:
-    """The pages a graph's keys lie on (:meth:`Timing._key_layout`): keys per page, pages per
-    TLB set, the keys with an address (``placed``), counted over a ``nodes`` map. Keys are
+    """The pages a graph's keys lie on (:meth:`Timing._key_spacing`): keys per page, the keys
+    with an address (``placed``), counted over a ``nodes`` map. Keys are
     only appended to the map (a key read again keeps its place and its Arc), so a map whose
     last counted key is still there with exactly the counted keys before it has only gained
     the keys after it: :meth:`follow` counts those; anything else is counted afresh."""
 
-    __slots__ = ("nodes", "page", "sets", "keys", "placed", "counted", "last", "last_rc")
+    __slots__ = ("nodes", "page", "keys", "placed", "counted", "last", "last_rc")
 
-    def __init__(self, nodes, page, sets):
+    def __init__(self, nodes, page):
         self.nodes = nodes
         self.page = page
-        self.sets = [0] * sets
         self.keys = {}            # page number -> keys on it
         self.placed = 0
         self.counted = 0          # keys of ``nodes`` counted (placed or not)
@@ -707,15 +670,12 @@ class _KeyPages:
         self._add(list(nodes))
 
     def _add(self, node_ids) -> None:
-        nodes, keys, sets, page = self.nodes, self.keys, self.sets, self.page
+        nodes, keys, page = self.nodes, self.keys, self.page
         for node_id in node_ids:
             block = nodes[node_id][0]._block
             if type(block) is int:
                 number = block // page
-                held = keys.get(number, 0)
-                if not held:
-                    sets[number % len(sets)] += 1
-                keys[number] = held + 1
+                keys[number] = keys.get(number, 0) + 1
                 self.placed += 1
         self.counted += len(node_ids)
         if node_ids:
@@ -741,7 +701,3 @@ class _KeyPages:
         new.reverse()
         self._add(new)
         return True
-
-    def dispersion(self) -> float:
-        return _dispersion(self.sets, len(self.keys))
-

@@ -1,5 +1,5 @@
 """`sim calibrate --tlb DIR` writes the data TLB's entries, ways and cost per missed read from
-the sweep-scan probe's `tlb` output (no fit), names the files and the host in the values'
+the sweep-scan probe's `tlb` output and its miss curves from the `tlbr` rows (no fit), names the files and the host in the values'
 comments, and refuses bad input with one error line before writing anything."""
 
 import tomllib
@@ -8,7 +8,7 @@ import pytest
 
 from clirun import assert_one_error, run_cli
 from sim import paths
-from sim.analysis.tlb import parse_cpuid_line, read_tlb_dir, tlb_read_cost
+from sim.analysis.tlb import parse_cpuid_line, read_tlb_dir, read_tlbr_dir, tlb_read_cost
 from sim.errors import UserError
 
 ROOT = paths.ROOT
@@ -47,6 +47,14 @@ def test_the_committed_measurement_gives_the_profiles_values():
         data = tomllib.loads((ROOT / "models" / f"{name}.toml").read_text())
         assert data["process"]["dtlb_entries"] == 3072 and data["process"]["dtlb_ways"] == 8
         assert data["time"]["sweep_tlb_read_ns"] == 6.124
+        curves = read_tlbr_dir(MEASURED / "tlbr", 3072, 6.124)
+        assert data["time"]["sweep_tlb_miss_reads"] == curves["reads"] == [1.0, 10.0]
+        assert data["time"]["sweep_tlb_miss_reach"] == curves["reach"]
+        assert data["time"]["sweep_tlb_miss"] == curves["miss"]
+    # keys ten to a page miss less than one to a page past the reach; the far-apart pages
+    # (fill 0.005) are not among the rows the curves take
+    assert curves["miss"][1][-1] < curves["miss"][0][-1]
+    assert all("0.005" not in path.name for path in curves["files"])
 
 
 def test_calibrate_tlb_writes_the_three_values_with_their_source(tmp_path, capsys):
@@ -58,7 +66,9 @@ def test_calibrate_tlb_writes_the_three_values_with_their_source(tmp_path, capsy
     data = tomllib.loads(text)
     assert data["process"]["dtlb_entries"] == 2048 and data["process"]["dtlb_ways"] == 16
     assert data["time"]["sweep_tlb_read_ns"] == pytest.approx(7.012, abs=1e-3)
-    assert text.count("`sim calibrate --tlb`") == 2 and "Some CPU (family 1 model 2)" in text
+    assert text.count("`sim calibrate --tlb`") == 3 and "Some CPU (family 1 model 2)" in text
+    # no tlbr/ rows beside tlb.csv: no measured curve (the base's is not another host's)
+    assert data["time"]["sweep_tlb_miss_reads"] == [] and data["time"]["sweep_tlb_miss"] == []
     # everything else as the base has it
     base = tomllib.loads((ROOT / "models" / "amd-epyc-zen4.toml").read_text())
     assert data["time"]["scan_node_ns"] == base["time"]["scan_node_ns"]
@@ -109,3 +119,38 @@ def test_host_profile_tlb_stage_without_the_probe_binary(tmp_path, monkeypatch):
     with pytest.raises(UserError, match="sweep-scan is missing"):
         measure_tlb(tmp_path / "tlb")
     assert not (tmp_path / "tlb").exists()
+
+
+def test_calibrate_tlb_writes_the_miss_curves_of_the_tlbr_rows(tmp_path, capsys):
+    d = _probe_dir(tmp_path)
+    (d / "tlbr").mkdir()
+    rows = ["pattern,pages,per_page,fill,keys,ns"]
+    for per_page, fill in ((1, 1), (10, 0.63), (8, 0.005)):
+        for pages, extra in ((1024, 0.0), (2048, 0.7), (4096, 3.5)):
+            rows += [f"spread4k,{pages},{per_page},{fill},{pages * per_page},"
+                     f"{1.0 + extra / per_page}",
+                     f"lines4k,{pages},{per_page},{fill},{pages * per_page},1.0"]
+    (d / "tlbr" / "r.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "p.toml"
+    code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--tlb", str(d),
+                              "--out", str(out)], capsys)
+    assert code == 0, lines
+    time = tomllib.loads(out.read_text())["time"]
+    assert time["sweep_tlb_miss_reads"] == [1.0, 10.0]          # fill 0.005 left out
+    # the pages read: the key pages and their keys' 32-B slots, over 2,048 entries
+    assert time["sweep_tlb_miss_reach"][0] == [0.5039, 1.0078, 2.0156]
+    assert time["sweep_tlb_miss"][0] == [0.0, round(0.7 / 7.012, 3), round(3.5 / 7.012, 3)]
+    assert time["sweep_tlb_miss"][1] == [0.0, round(0.07 / 7.012, 3), round(0.35 / 7.012, 3)]
+
+
+def test_a_profile_with_a_bad_miss_curve_is_refused(tmp_path):
+    from sim.engine.profile import ProfileError, load_profile
+    text = (ROOT / "models" / "amd-epyc-zen4.toml").read_text()
+    for old, new in (("sweep_tlb_miss_reads = [1.0, 10.0]", "sweep_tlb_miss_reads = [10.0, 1.0]"),
+                     ("sweep_tlb_miss_reads = [1.0, 10.0]", "sweep_tlb_miss_reads = [1.0]"),
+                     ("sweep_tlb_miss = [[0.0,", "sweep_tlb_miss = [[1.5,"),
+                     ("sweep_tlb_miss = [[0.0,", "sweep_tlb_miss = [['a',")):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(text.replace(old, new))
+        with pytest.raises(ProfileError, match="sweep_tlb_miss"):
+            load_profile(str(bad))

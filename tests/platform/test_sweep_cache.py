@@ -201,11 +201,11 @@ class _Key:
         self._block = block
 
 
-def _placed_sweep_ns(addresses, tlb=(3072 * 4096, 8)):
+def _placed_sweep_ns(addresses, tlb=(3072 * 4096, 8), params=TLB_PARAMS):
     """ns of a sweep over a live graph (one live key) whose keys the allocator placed at
     ``addresses``; the heap's kept bytes say nothing (the addresses decide)."""
     sim = _TlbSim()
-    t = Timing(sim, TLB_PARAMS, _caches(l2=(0, 0), l1d=(0, 0)) + (tlb,))
+    t = Timing(sim, params, _caches(l2=(0, 0), l1d=(0, 0)) + (tlb,))
     n = len(addresses)
     memory = _Memory(n, 1, 1 << 15)
     memory.nodes_table = _TlbTable(1 << 15)
@@ -242,27 +242,39 @@ def test_tlb_term_follows_the_pages_the_keys_span():
     assert ns == pytest.approx(scanned, rel=1e-6)
 
 
-def test_tlb_sets_from_where_the_key_pages_fall():
-    # 2,400 pages of 10 keys each and the table's ~270, under the reach of 3,072 (384 sets
-    # of 8): consecutive pages fill every set with 6-7, nothing misses
+def test_where_the_key_pages_fall_does_not_matter():
+    # 2,400 pages of 10 keys each and the table's ~270, under the reach of 3,072: nothing
+    # misses, whether the pages are consecutive or leave holes in their span (the sweep-scan
+    # probe's tlbr rows: pages filling 63 % of their span miss as consecutive pages do)
     even = [(i // 10) * 4096 + 32 * (i % 10) for i in range(24_000)]
     ns, scanned = _placed_sweep_ns(even)
     assert ns == pytest.approx(scanned, rel=1e-6)
-    # as many pages over a longer range: every other run of 384 pages has its second half
-    # missing, so sets 0-191 hold 8-9 key pages and the others 4-5, and the reads of the
-    # overfull sets miss before the pages outgrow the reach
     pages = [p for p in range(8_000) if (p // 384) % 2 == 0 or p % 384 < 192][:2_400]
     holes = [pages[i // 10] * 4096 + 32 * (i % 10) for i in range(24_000)]
-    ns2, _ = _placed_sweep_ns(holes)
-    assert ns2 / scanned > 1.0 + 6.0 * 0.01
+    assert _placed_sweep_ns(holes)[0] == pytest.approx(ns, rel=1e-12)
 
 
-def test_set_dispersion_of_pages():
-    sim = _TlbSim()
-    t = Timing(sim, TLB_PARAMS, _caches(l2=(0, 0), l1d=(0, 0)) + ((3072 * 4096, 8),))
-    assert t._set_dispersion(set(range(384 * 5))) == 0.0        # consecutive: even
-    # ten pages all in set 0 of the 384: variance over mean 10 - 10/384
-    assert t._set_dispersion({384 * i for i in range(10)}) == pytest.approx(10 - 10 / 384)
+#: the AMD EPYC's measured curves, two points each (sim.platform.l2_cache.TlbMissCurve)
+CURVE = dict(sweep_tlb_miss_reads=[1.0, 10.0], sweep_tlb_miss_reach=[[0.9, 1.3], [0.9, 1.3]],
+             sweep_tlb_miss=[[0.1, 0.7], [0.02, 0.2]])
+
+
+def test_tlb_misses_follow_the_measured_curve():
+    from sim.platform.l2_cache import TlbMissCurve
+    curve = TlbMissCurve(CURVE["sweep_tlb_miss_reads"], CURVE["sweep_tlb_miss_reach"],
+                         CURVE["sweep_tlb_miss"])
+    # keys ten to a page miss less than one to a page, and more as the pages outgrow the reach
+    assert curve(1.1, 10.0) < curve(1.1, 1.0)
+    assert curve(1.1, 10.0) == pytest.approx(0.11)
+    assert curve(0.45, 10.0) == pytest.approx(0.01)          # from no miss at no pages
+    assert curve(5.0, 10.0) == 0.2 and curve(1.1, 1e6) == curve(1.1, 10.0)
+    # the sweep charges the curve's misses, not the LRU formula's (none below the reach)
+    # (2,800 key pages and a 1-MiB table: about the reach, where a prefix's pages hold fewer
+    # keys than ten, read nearer the one-a-page curve)
+    keys = [(i // 10) * 4096 + 32 * (i % 10) for i in range(28_000)]
+    with_curve, scanned = _placed_sweep_ns(keys, params=dict(TLB_PARAMS, **CURVE))
+    assert 1.0 + 6.0 * 0.01 < with_curve / scanned < 1.0 + 6.0 * 0.15
+    assert _placed_sweep_ns(keys)[0] == pytest.approx(scanned, rel=1e-6)
 
 
 def test_key_pages_are_counted_once_and_follow_the_map():
@@ -274,20 +286,20 @@ def test_key_pages_are_counted_once_and_follow_the_map():
 
     def fresh():
         pages = {rc._block // 4096 for rc, _ in memory.nodes.values()}
-        return len(pages) * 4096 / len(memory.nodes), t._set_dispersion(pages)
+        return len(pages) * 4096 / len(memory.nodes)
 
-    assert t._key_layout(memory, 100) == fresh()
+    assert t._key_spacing(memory, 100) == fresh()
     counted = t._key_pages[id(memory)]
     for i in range(100, 130):                       # appended keys: counted on top
         memory.nodes[i] = (_Key(i * 5000), ())
-    assert t._key_layout(memory, 130) == fresh() and t._key_pages[id(memory)] is counted
+    assert t._key_spacing(memory, 130) == fresh() and t._key_pages[id(memory)] is counted
     memory.nodes.pop(3)                             # a key gone, one more appended
     memory.nodes[130] = (_Key(7), ())
-    assert t._key_layout(memory, 130) == fresh() and t._key_pages[id(memory)] is not counted
+    assert t._key_spacing(memory, 130) == fresh() and t._key_pages[id(memory)] is not counted
     # two keys' Arcs swapped (fast-forward's chain tip), then told: counted afresh
     a, b = memory.nodes[10], memory.nodes[130]
     memory.nodes[10], memory.nodes[130] = (b[0], a[1]), (a[0], b[1])
     memory.nodes[131] = (_Key(131 * 5000), ())
     t.keys_moved(memory)
-    assert t._key_layout(memory, 131) == fresh()
+    assert t._key_spacing(memory, 131) == fresh()
     assert isinstance(t._key_pages[id(memory)], _KeyPages)

@@ -244,9 +244,6 @@ class SweepTemplate(NamedTuple):
     #: :meth:`sim.platform.timing.Timing.sweep_live`): the chain keeps the same blocks per
     #: node every iteration, so it holds for the iterations built after
     spacing: float = 0.0
-    #: how unevenly ``G``'s key pages fill the data TLB's sets as the probed sweep read them
-    #: (the TLB model's dispersion), held for the iterations built after as the spacing is
-    dispersion: float = 0.0
 
     def shape(self):
         """What every iteration's sweep shares (compared between iterations)."""
@@ -611,15 +608,15 @@ def _sweep_template(record, gkey, before):
     g_sets = [x for x in record.sets if x[5] == gkey]
     g_parts = [x for x in record.parts if x[0] == gkey]
     sets = tuple(G_KEY if x[5] == gkey
-                 else (x[0], x[1], x[2], x[3], x[4], canonical(x[5]), x[6], x[7], x[8])
+                 else (x[0], x[1], x[2], x[3], x[4], canonical(x[5]), x[6], x[7])
                  for x in record.sets)
     parts = tuple(G_KEY if x[0] == gkey else (None, x[1]) for x in record.parts)
     passes = nodes = referenced = 0
-    spacing = dispersion = 0.0
+    spacing = 0.0
     if g_sets or g_parts:
         if len(g_sets) != 1 or len(g_parts) != 1:
             return None
-        kind, passes, nodes, referenced, _, _, per_node, spacing, dispersion = g_sets[0]
+        kind, passes, nodes, referenced, _, _, per_node, spacing = g_sets[0]
         if (kind != 0 or per_node != 1 or referenced < 1
                 or g_parts[0][1] != passes * _scan_length(nodes, referenced)):
             return None
@@ -628,7 +625,7 @@ def _sweep_template(record, gkey, before):
         deltas = (record.entries - before.entries, record.visits - before.visits,
                   passes - before.passes, nodes - before.nodes)
     return SweepTemplate(sets, parts, record.entries, record.visits, record.freed, passes,
-                         nodes, referenced, deltas, spacing, dispersion)
+                         nodes, referenced, deltas, spacing)
 
 
 # -- applying it --------------------------------------------------------------------------
@@ -846,8 +843,7 @@ def _sweep(sim, template, j, graph) -> None:
         r = template.referenced
         table = graph.server.memory_management.nodes_table
         table_bytes = table.layout.block_bytes(table.buckets) if table.buckets else 0
-        g_set = (0, passes, n, r, table_bytes, G_KEY, 1, template.spacing,
-                 template.dispersion)
+        g_set = (0, passes, n, r, table_bytes, G_KEY, 1, template.spacing)
         sets = [g_set if x == G_KEY else x for x in sets]
         parts = [(G_KEY, passes * _scan_length(n, r)) if x == G_KEY else x for x in parts]
     scanned = 0.0
