@@ -84,6 +84,7 @@ SCHEMA = {
         "arc_node_bytes": INT,
         "arc_node_id_bytes": INT,
         "parent_bytes": INT,
+        "hash_map_bytes": INT,               # a std HashMap/HashSet struct (RawTable + RandomState)
         "graph_arc_bytes": INT,
         "root_step_bytes": INT,
         "option_node_ref_bytes": INT,

@@ -225,7 +225,13 @@ class Simulation:
     def __init__(self, profile, policy="burn-0.22.1", experiment="", variant="", limits=None,
                  fast_forward=True, compact=None, policy_reads=None):
         self.profile = profile
-        self.layout = profile.layout
+        #: the policy's class (the policy object's may be a subclass recording its reads)
+        self.policy_class = get_policy(policy)
+        # the profile's struct sizes, with the fields the policy's mirror classes add to
+        # burn's (a patch's new field of GraphMemoryManagement lives in Arc<Graph>)
+        self.layout = self.policy_class.GraphMemoryManagement.layout_of(profile.layout)
+        if policy_reads is not None:
+            policy_reads.add("GraphMemoryManagement.layout_of")
         self.allocator = Allocator.from_classes(profile.process.allocator,
                                                 mallopt(profile.process))
         self.heap = Heap(self.allocator)
@@ -239,8 +245,6 @@ class Simulation:
         self.timing = Timing(self, profile.time, Timing.caches(profile.process))
         self.env = simpy.Environment()
         self.locator_mutex = simpy.Resource(self.env, capacity=1)
-        #: the policy's class (the policy object's may be a subclass recording its reads)
-        self.policy_class = get_policy(policy)
         self._policy_reads = policy_reads
         self._policy_name = policy
         self.policy = (self.policy_class if policy_reads is None

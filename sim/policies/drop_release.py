@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from ..burn.runtime.graph import GraphMutexClient
 from ..burn.runtime.memory_management import GraphMemoryManagement
 from ..platform.hashbrown import RawTable, TableLayout
@@ -227,20 +229,20 @@ class ReleaseOnDropMemory(GraphMemoryManagement):
 class DropReleaseMemory(ReleaseOnDropMemory):
     """``GraphMemoryManagement`` of the patch, with its field ``children:
     HashMap<NodeId, usize>``: how many of this graph's registered nodes list each id as a
-    parent. Its one heap block (slots of a ``NodeId`` and a ``usize``, as a backward's
-    ``n_required``) is allocated by the first parent registered, grows as hashbrown's
-    tables do and never shrinks; ``extend`` (a merge) inserts the other graph's entries one
-    by one and the other's block goes after; it goes with the graph. Each entry update
-    (``+= 1`` per parent in ``register``, ``get_mut`` and ``-= 1`` per parent in every
-    ``remove_node``) is one hash lookup, charged as
-    :meth:`~sim.platform.timing.Timing.lookup_ns` (:meth:`~sim.platform.timing.Timing.lookups`:
-    per parent counted in the client's ``register``, and per parent of a removed node).
-
-    Approximations, of the order of blocks on the heap only: the entries are added after
-    ``leaves`` and ``nodes`` grew (the patch updates ``children`` in the parents loop,
-    before), and a dropped graph's table is freed before its nodes (Rust drops the field
-    last); a node removed by the graph's drop updates no entry (Rust's drop looks nothing
-    up)."""
+    parent. The map's own struct (``hash_map_bytes``) is a fourth map in the struct, so in
+    ``Arc<Graph>``: each graph's block is that much larger (:meth:`layout_of`; 272 -> 320 B on
+    64-bit, as the patched run's heap trace shows). Its one heap block (slots of a
+    ``NodeId`` and a ``usize``, as a backward's ``n_required``) is allocated by the first
+    parent registered, grows as hashbrown's tables do and never shrinks; ``register``
+    updates it in the parents loop, before the node's leaf and ``nodes`` entry are
+    inserted; ``extend`` (a merge) inserts the other graph's entries one by one after the
+    other maps' and the other's block goes after; it goes with the graph, after the other
+    three maps (Rust drops the fields in order). Each entry update (``+= 1`` per parent in
+    ``register``, ``get_mut`` and ``-= 1`` per parent in every ``remove_node``) is one hash
+    lookup, charged as :meth:`~sim.platform.timing.Timing.lookup_ns`
+    (:meth:`~sim.platform.timing.Timing.lookups`: per parent counted in the client's
+    ``register``, and per parent of a removed node); a node removed by the
+    graph's drop updates no entry (Rust's drop looks nothing up)."""
 
     __slots__ = ("child_counts", "children_table")
 
@@ -251,9 +253,17 @@ class DropReleaseMemory(ReleaseOnDropMemory):
         self.children_table = RawTable(
             TableLayout(sim.layout.n_required_slot_bytes, 8, sim.layout.group_width), sim.heap)
 
+    @classmethod
+    def layout_of(cls, layout):
+        """``layout`` with ``children``'s struct in ``Arc<Graph>`` (``graph_arc_bytes``)."""
+        layout = super().layout_of(layout)
+        return SimpleNamespace(**{**vars(layout),
+                                  "graph_arc_bytes": layout.graph_arc_bytes + layout.hash_map_bytes})
+
     def register(self, rc, parents) -> None:
-        super().register(rc, parents)
+        # the parents loop counts each parent before the node's leaf and entry go in
         self.count_parents(parents)
+        super().register(rc, parents)
 
     def count_parents(self, parents) -> None:
         """One more child of each of ``parents``."""
@@ -297,8 +307,8 @@ class DropReleaseMemory(ReleaseOnDropMemory):
 
     def drop(self) -> None:
         self.child_counts = None
-        self.children_table.drop()
         super().drop()
+        self.children_table.drop()
 
 
 class DropRelease(Policy):

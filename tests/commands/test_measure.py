@@ -238,3 +238,14 @@ def test_linux_profile_predicts_the_lavapipe_pool_pages_and_cleaned_pools_exactl
     cleaned = [e for e in joined if "cleanup" in e["phase"]]
     assert len(pages) == 5 * 10 and len(cleaned) == 13 * 4
     assert all(e["ok"] and e["predicted"] == e["measured"] for e in pages + cleaned)
+
+
+def test_a_binary_leaves_the_page_cache_before_it_is_measured(tmp_path):
+    """A freshly built binary is cached whole, and fault-around then maps more of its text
+    than an old binary's runs do: `sim measure` drops its cached pages first (Linux), which
+    leaves the file as it was; a missing file is no error."""
+    binary = tmp_path / "burn-probes"
+    binary.write_bytes(b"\x7fELF" + bytes(100_000))
+    assert measure.evict_page_cache(binary) is hasattr(os, "posix_fadvise")
+    assert binary.read_bytes() == b"\x7fELF" + bytes(100_000)
+    assert measure.evict_page_cache(tmp_path / "missing") is False

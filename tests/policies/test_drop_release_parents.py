@@ -39,3 +39,14 @@ def test_an_unrelated_backward_allocates_what_the_patched_burn_did(variant, allo
     rows = run_cell("alloc-trace", variant, "drop-release", "linux-x86_64")
     got = {r["metric"]: r["value"] for r in rows if r["metric"] in ("alloc_calls", "free_calls")}
     assert got == {"alloc_calls": allocs, "free_calls": frees}
+
+
+@pytest.mark.parametrize("policy, kept", [("burn-0.22.1", 1128), ("drop-release", 1176)])
+def test_the_children_map_makes_each_graph_one_map_larger(policy, kept):
+    """The patch's ``children`` map is a field of GraphMemoryManagement, so of the graph's
+    ``Arc<Graph>`` block (320 B against 272 in the patched run's trace): alloc-trace
+    ``require-grad`` keeps one graph, 48 B more on the patched burn (kept_bytes of
+    experiments/measured/linux-x86_64/patched/{burn-0.22.1,drop-release}/alloc-trace.csv)."""
+    rows = run_cell("alloc-trace", "require-grad", policy, "linux-x86_64")
+    got = {r["value"] for r in rows if r["metric"] == "kept_bytes" and r["x"] == 1}
+    assert got == {kept}
