@@ -2,6 +2,8 @@
 blocks burn-autodiff 0.22.1's ``Gradients`` owns besides the gradients, and gradients
 that share a storage (sizes of the Linux x86_64 profile, as its ``bwk`` traces show)."""
 
+import gc
+
 import pytest
 
 from sim.platform.heap import Heap
@@ -17,17 +19,20 @@ STRIDES = 16
 
 @pytest.fixture
 def events(monkeypatch):
-    """Every heap event from the moment it is first read: ``("alloc" | "free", bytes)``."""
+    """Every heap event of a live simulation from the moment it is first read: ``("alloc" |
+    "free", bytes)``. Earlier tests' simulations are collected first, and a closed heap's
+    events (a simulation the garbage collector finalizes during the test) are not read."""
+    gc.collect()
     seen = []
     alloc, free = Heap.alloc, Heap.free
 
     def traced_alloc(self, nbytes, align=0):
-        if nbytes > 0:
+        if nbytes > 0 and not self.closed:
             seen.append(("alloc", nbytes))
         return alloc(self, nbytes, align)
 
     def traced_free(self, nbytes, block=None):
-        if nbytes > 0:
+        if nbytes > 0 and not self.closed:
             seen.append(("free", nbytes))
         return free(self, nbytes, block)
 
