@@ -45,7 +45,7 @@ from ..engine.profile import load_profile, validate
 
 __all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "DERIVED", "TAPE_SHARE",
            "fold_text", "derive_text", "fit_points", "measure_tlb", "TLB_DIR", "source_table",
-           "SETTLED", "MAX_PASSES", "GEMM_OVERLAP"]
+           "SETTLED", "MAX_PASSES", "GEMM_OVERLAP", "UPPER_BOUNDS"]
 
 #: the time parameters ``sim host-profile`` fits, in stages, each parameter on the quick-probe
 #: points that isolate it (selectors of ``sim calibrate --points``; x values are the
@@ -108,9 +108,11 @@ FIT_PLAN = (
     # a tracked chain's forward (backward-cost, chains of 200 ops; relu saves its input)
     # (with a registration's lookups of tracked parents in other graphs, merge-persistent's
     # ops: fitted apart, the two stages trade register_ns against register_parent_ns pass
-    # after pass)
+    # after pass); with the same ops through burn-autodiff untracked (an operand's node
+    # read, no registration), so the stage cannot move a tracked op's shared cost from
+    # register_ns into operand_node_ns, which the untracked ops also pay
     (("time.register_ns", [f"op-cost/tracked/{op}//2000/ms_per_step" for op in _OPS]),
-     ("time.operand_node_ns", []),
+     ("time.operand_node_ns", [f"op-cost/untracked/{op}//2000/ms_per_step" for op in _OPS]),
      ("time.autodiff_clone_ns", ["backward-cost/mul_scalar/forward/3/ms_per_step"]),
      ("time.checkpoint_ns", ["backward-cost/relu/forward/3/ms_per_step"]),
      ("time.register_parent_ns", [f"{_ACP}/merge-persistent/size=16/after-loop/10000/ns_per_op"])),
@@ -139,6 +141,17 @@ FIT_PLAN = (
     # the orphan sweep's reads of the EMA graph's keys (detach at step 200)
     (("time.scan_node_ns", ["p10-ema/detach//200/ms_per_step"]),),
 )
+
+#: upper bounds of fitted parameters, applied after their stage's fit: name -> (the parameter
+#: bounding it, why). The L2 model charges traffic it finds evicted ``nbytes * (1/gbps_miss
+#: - 1/gbps)`` more than L2-resident traffic (sim.platform.timing.Timing.l2_missed): a
+#: ``gbps_miss`` above ``gbps`` would make a miss cheaper than a hit, which the mechanism
+#: (lines streamed from L3 or DRAM instead of the L2) cannot do; at the bound a miss costs
+#: what a hit does and the points that asked for more stay misses
+UPPER_BOUNDS = {
+    "backend.flex.gbps_miss": ("backend.flex.gbps", "a line streamed from L3 or DRAM is not "
+                               "faster than one read from the L2"),
+}
 
 #: the share of a backward step's bookkeeping (``tape_step_ns + backward_step_ns``) that
 #: building the tape takes: instructions counted by ``valgrind --tool=callgrind`` in
@@ -736,7 +749,7 @@ def _fit_stage(rows, base_path, stage, out_path, fresh, jobs, sink, echo, source
     the profile at ``base_path``; write the result to ``out_path`` with only the parameters
     the fit moved substituted and recorded (a parameter refused by the fit, or kept where
     it is, stays the base's, with its base label). Returns ``out_path``."""
-    from .calibrate import _base_text, calibrate, select_points, write_profile
+    from .calibrate import _base_text, _with, calibrate, select_points, write_profile
     params = [p for p, _ in stage]
     selectors = [q for _, pts in stage for q in pts]
     stage_rows = select_points(rows, selectors)
@@ -763,6 +776,14 @@ def _fit_stage(rows, base_path, stage, out_path, fresh, jobs, sink, echo, source
     if not params:
         out_path.write_text(_base_text(base), encoding="utf-8")
         return out_path, None
+    bounded = {p: new.get(UPPER_BOUNDS[p][0]) for p in params
+               if p in UPPER_BOUNDS and new.get(p) > new.get(UPPER_BOUNDS[p][0])}
+    for p, bound in bounded.items():
+        echo(f"      bounded: {p} {new.get(p):.6g} -> {bound:.6g} (<= {UPPER_BOUNDS[p][0]}: "
+             f"{UPPER_BOUNDS[p][1]})")
+    if bounded:
+        new = _with(new, bounded)
+        predicted = None      # the stage's fit is no longer what the profile predicts
     moved = {p: new.get(p) for p in params if new.get(p) != base.get(p)}
     record = new.data["calibration"]
     record["fitted"] = [p for p in record["fitted"] if p not in set(params) - set(moved)]

@@ -283,3 +283,29 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     assert _largest_change(["a", "b"], {"a": 100.0, "b": 10.0}.get,
                            {"a": 101.0, "b": 5.0}.get) == ("b", 0.5)
     assert _largest_change([], {}.get, {}.get) == ("nothing", 0.0)
+
+
+def test_a_miss_is_not_fitted_faster_than_a_hit(tmp_path, monkeypatch):
+    """A stage whose fit asks for gbps_miss above gbps writes gbps_miss = gbps (a miss costs
+    what a hit does), says so, and is refitted in the next pass (no stale predictions)."""
+    import sim.commands.calibrate as calibrate_mod
+    from sim.commands.calibrate import _with
+    from sim.commands.host_profile import UPPER_BOUNDS, _fit_stage
+    base = load_profile("amd-epyc-zen4")
+    gbps = base.get("backend.flex.gbps")
+
+    def fake_calibrate(rows, profile, params, selectors, **kw):
+        new = _with(profile, {"backend.flex.gbps_miss": 2 * gbps})
+        new.data["calibration"] = {"fitted": list(params), "points": []}
+        return new, [{"point": "p", "predicted": 1.0, "measured": 1.0}]
+
+    monkeypatch.setattr(calibrate_mod, "calibrate", fake_calibrate)
+    monkeypatch.setattr(calibrate_mod, "select_points", lambda rows, selectors: rows)
+    said = []
+    stage = (("backend.flex.gbps_miss", ["p10-ema/ema-only//100/ms_per_step"]),)
+    out, predicted = _fit_stage([], base.path, stage, tmp_path / "s.toml", fresh=True, jobs=1,
+                                sink=None, echo=said.append, sources=[])
+    assert "backend.flex.gbps_miss" in UPPER_BOUNDS
+    assert load_profile(str(out)).get("backend.flex.gbps_miss") == pytest.approx(gbps)
+    assert predicted is None
+    assert len(said) == 1 and said[0].lstrip().startswith("bounded: backend.flex.gbps_miss")
