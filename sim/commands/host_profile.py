@@ -108,9 +108,10 @@ FIT_PLAN = (
     # a tracked chain's forward (backward-cost, chains of 200 ops; relu saves its input)
     # (with a registration's lookups of tracked parents in other graphs, merge-persistent's
     # ops: fitted apart, the two stages trade register_ns against register_parent_ns pass
-    # after pass); with the same ops through burn-autodiff untracked (an operand's node
-    # read, no registration), so the stage cannot move a tracked op's shared cost from
-    # register_ns into operand_node_ns, which the untracked ops also pay
+    # after pass); with the same ops through burn-autodiff untracked (their operands'
+    # nodes read and a step registered with no parent: register_ns and operand_node_ns,
+    # no register_parent_ns), which pin the costs every autodiff op pays, so the stage
+    # cannot move them into register_parent_ns, which only the tracked ops pay
     (("time.register_ns", [f"op-cost/tracked/{op}//2000/ms_per_step" for op in _OPS]),
      ("time.operand_node_ns", [f"op-cost/untracked/{op}//2000/ms_per_step" for op in _OPS]),
      ("time.autodiff_clone_ns", ["backward-cost/mul_scalar/forward/3/ms_per_step"]),
