@@ -52,6 +52,7 @@ from ...platform.heap import Heap
 from ...burn.graph.runs import MemberRuns, RunEntries
 from .seams import indexes_nodes
 from .replay import replay_tree_ops
+from .arenawindow import place as place_windows
 from .arenarun import ALLOC, FREE, REALLOC, handle_key
 from ...burn.graph.runs import node_handles
 from .leakrun import (_buffer, _COUNTING, _Counting, _Refuse, _strip, builder_blocks,
@@ -547,8 +548,7 @@ def defer_members(sim, effect, graph, last, count, replay, previous, trees) -> N
     handles = []
     if effect.arena is not None:
         # every block placed where exact mode puts it, its handle kept for the builder
-        for start in starts:
-            handles.append(replay_on_arena(sim, effect, start))
+        handles = place_windows(sim, effect, starts, trees, replay_on_arena)
     elif not located and replay(sim, effect, 0, 0) is not None:
         _append_tree_ops(trees, effect, first, count - 1)
         replay(sim, effect, 0, count)
@@ -740,10 +740,14 @@ def on_arena(sim, effect, graph, trees, positions) -> bool:
     return all(-1 not in held for held in effect.arena.positions)
 
 
-def replay_on_arena(sim, effect, start) -> dict:
+def replay_on_arena(sim, effect, start, nodes=None, placed=None) -> dict:
     """The heap events of the iteration whose first id is ``start`` through a glibc arena,
     its BTreeMap operations made where the probed iteration made them (their nodes take
     their places among the requests); returns the blocks it kept, by position.
+    ``nodes``: the node sizes each operation allocates, where the maps made the
+    operations already (:mod:`sim.engine.fastforward.arenawindow`): the nodes' requests
+    alone are made in their place; ``placed``: a list that gets every block the arena
+    hands out for the iteration's own events.
 
     The requests go to the arena itself, and the heap's counters follow per run of them
     between two operations (:func:`_arena_segments`): its live bytes, blocks and
@@ -758,9 +762,16 @@ def replay_on_arena(sim, effect, start) -> dict:
         effect.arena = plan = plan._replace(segments=_arena_segments(effect))
     handles = {}
     alloc, free, realloc = arena.alloc, arena.free, arena.realloc
+    done = 0
     for ops, events, nbytes, nblocks, nallocs, top, large in plan.segments:
         if ops:
-            replay_tree_ops(trees, ops, start)
+            if nodes is None:
+                replay_tree_ops(trees, ops, start)
+            else:
+                for sizes in nodes[done:done + len(ops)]:
+                    for size in sizes:
+                        heap.alloc(size)
+                done += len(ops)
         live = heap.live_bytes
         if live + top > heap.peak_bytes:
             heap.peak_bytes = live + top
@@ -777,6 +788,8 @@ def replay_on_arena(sim, effect, start) -> dict:
             else:
                 old, at = arg
                 handles[i] = realloc(handles.pop(at), old, size)
+            if placed is not None and kind != FREE:
+                placed.append(handles[i])
         heap.live_bytes = live + nbytes
         heap.live_blocks += nblocks
         heap.allocs += nallocs
