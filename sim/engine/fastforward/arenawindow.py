@@ -109,7 +109,16 @@ class _Window:
     """A window replayed request by request (see the module docstring)."""
 
     __slots__ = ("before", "after", "low", "top0", "top1", "inuse", "live", "handles",
-                 "heap", "bin_changes", "events")
+                 "heap", "bin_changes", "events", "changed")
+
+
+def _sizes_key(state) -> tuple:
+    """What of the free structures a shift leaves alone: the tcache bins' and fastbins'
+    lengths, the unsorted bin's and the bins' sizes, the free chunks' count."""
+    tcache, fast, unsorted, bins, free_at, lr, nfast = state
+    return (nfast, lr is None, tuple((s, len(v)) for s, v in tcache.items()),
+            tuple((s, len(v)) for s, v in fast.items()), tuple(z for _, z in unsorted),
+            tuple((i, len(c)) for i, c in bins), len(free_at))
 
 
 def _record(sim, effect, starts, nodes, replay_one):
@@ -190,6 +199,11 @@ def _record(sim, effect, starts, nodes, replay_one):
         return handles, None
     w.low = low
     w.after = after = _free_structures(arena)
+    # the tcache bins and fastbins the window changed
+    w.changed = tuple((is_fast, s) for is_fast, i in ((False, 0), (True, 1))
+                      for s in set(w.before[i]) | set(after[i])
+                      if w.before[i].get(s) != after[i].get(s)
+                      or low.get((is_fast, s), 0) < len(after[i].get(s, ())))
     w.top1 = arena.top
     w.live = tuple((n, tuple(arena.live[n][lens[n]:])) for n in sorted(sizes)
                    if len(arena.live.get(n, ())) > lens[n])
@@ -303,10 +317,10 @@ def _apply(sim, effect, w, lo, d, walked):
     def f(a):
         return a if a < lo else a + d
     tcache, fast, unsorted, bins, free_at, lr, nfast = w.after
-    for is_fast, d_now, d_rec in ((False, arena.tcache, tcache), (True, arena.fast, fast)):
-        for s in d_now:
-            keep = w.low.get((is_fast, s), 0)
-            d_now[s] = d_now[s][:keep] + [f(a) for a in d_rec.get(s, ())[keep:]]
+    for is_fast, s in w.changed:
+        d_now, d_rec = (arena.fast, fast) if is_fast else (arena.tcache, tcache)
+        keep = w.low.get((is_fast, s), 0)
+        d_now[s] = d_now[s][:keep] + [f(a) for a in d_rec.get(s, ())[keep:]]
     arena.nfast = nfast
     arena.free_at = {f(a): z for a, z in free_at.items()}
     arena.free_end = {a + z: a for a, z in arena.free_at.items()}
@@ -400,7 +414,9 @@ def place(sim, effect, starts, trees, replay_one) -> list:
     arena = heap._arena
     if not _shiftable(arena, effect) or any(kind != "insert" for _, kind, _ in effect.tree_ops):
         return [replay_one(sim, effect, start) for start in starts]
-    memo = {}
+    if effect.windows is None:
+        effect.windows = {}
+    memo = effect.windows
     handles = []
     starts = list(starts)
     per_op = [(op,) for op in effect.tree_ops]
@@ -418,11 +434,11 @@ def place(sim, effect, starts, trees, replay_one) -> list:
                 nodes.append(tuple(per))
         finally:
             heap.tap = tap
-        program = tuple(nodes)
+        state = _free_structures(arena)
+        program = (tuple(nodes), _sizes_key(state))
         found = None
         candidates = memo.get(program)
         if candidates:
-            state = _free_structures(arena)
             for w in reversed(candidates):
                 shift = _shift(w, state, arena.top)
                 if shift is not None:
