@@ -96,6 +96,28 @@ class _Lowest(list):
         return item
 
 
+class _Seen(dict):
+    """The tcache or the fastbins by size, noting the sizes read (recording)."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.seen = set()
+
+    def __getitem__(self, key):
+        self.seen.add(key)
+        return dict.__getitem__(self, key)
+
+    def get(self, key, default=None):
+        self.seen.add(key)
+        return dict.get(self, key, default)
+
+    def items(self):
+        self.seen.update(self.keys())
+        return dict.items(self)
+
+
 def _free_structures(arena) -> tuple:
     """``(tcache, fastbins, unsorted, bins, free chunks, last remainder, nfast)``: copies."""
     return ({s: list(v) for s, v in arena.tcache.items() if v},
@@ -109,15 +131,16 @@ class _Window:
     """A window replayed request by request (see the module docstring)."""
 
     __slots__ = ("before", "after", "low", "top0", "top1", "inuse", "live", "handles",
-                 "heap", "bin_changes", "events", "changed")
+                 "heap", "bin_changes", "events", "changed", "read")
 
 
-def _sizes_key(state) -> tuple:
-    """What of the free structures a shift leaves alone: the tcache bins' and fastbins'
-    lengths, the unsorted bin's and the bins' sizes, the free chunks' count."""
+def _sizes_key(state, read) -> tuple:
+    """What of the free structures a shift leaves alone: the lengths of the tcache bins
+    and fastbins a window reads (``read``: ``(tcache sizes, fastbin sizes)``), the
+    unsorted bin's and the bins' sizes, the free chunks' count."""
     tcache, fast, unsorted, bins, free_at, lr, nfast = state
-    return (nfast, lr is None, tuple((s, len(v)) for s, v in tcache.items()),
-            tuple((s, len(v)) for s, v in fast.items()), tuple(z for _, z in unsorted),
+    return (nfast, lr is None, tuple(len(tcache.get(s, ())) for s in read[0]),
+            tuple(len(fast.get(s, ())) for s in read[1]), tuple(z for _, z in unsorted),
             tuple((i, len(c)) for i, c in bins), len(free_at))
 
 
@@ -138,9 +161,8 @@ def _record(sim, effect, starts, nodes, replay_one):
     peak, heap.peak_bytes = heap.peak_bytes, heap.live_bytes
     changes, trims = arena.bin_changes, arena.trims
     events, ok = [], [True]
-    for d in (arena.tcache, arena.fast):
-        for s in d:
-            d[s] = _Lowest(d[s])
+    arena.tcache = _Seen((s, _Lowest(v)) for s, v in arena.tcache.items())
+    arena.fast = _Seen((s, _Lowest(v)) for s, v in arena.fast.items())
     from_top, free_uncached, resize = arena._from_top, arena._free_uncached, arena._resize
     merge_run = arena._merge_run
     merged = [0]
@@ -189,15 +211,18 @@ def _record(sim, effect, starts, nodes, replay_one):
     finally:
         del arena._from_top, arena._free_uncached, arena._resize, arena._merge_run
         low = {}
-        for d in (arena.tcache, arena.fast):
-            for s, v in d.items():
+        read = (tuple(sorted(arena.tcache.seen)), tuple(sorted(arena.fast.seen)))
+        for is_fast, d in ((False, arena.tcache), (True, arena.fast)):
+            for s, v in dict.items(d):
                 if v.low:
-                    low[(d is arena.fast, s)] = v.low
-                d[s] = list(v)
+                    low[(is_fast, s)] = v.low
+        arena.tcache = {s: list(v) for s, v in dict.items(arena.tcache)}
+        arena.fast = {s: list(v) for s, v in dict.items(arena.fast)}
         heap.peak_bytes, rise = max(peak, heap.peak_bytes), heap.peak_bytes - live0
     if not ok[0] or arena.trims != trims or arena.alias or arena.runs:
         return handles, None
     w.low = low
+    w.read = read
     w.after = after = _free_structures(arena)
     # the tcache bins and fastbins the window changed
     w.changed = tuple((is_fast, s) for is_fast, i in ((False, 0), (True, 1))
@@ -223,26 +248,25 @@ def _record(sim, effect, starts, nodes, replay_one):
     return handles, w
 
 
-def _chunks(state, low):
+def _chunks(state, low, read):
     """Address -> size of the chunks in free structures that a window may read."""
     tcache, fast, _, _, free_at, _, _ = state
     out = dict(free_at)
     for is_fast, d in ((False, tcache), (True, fast)):
-        for s, v in d.items():
-            for a in v[low.get((is_fast, s), 0):]:
+        for s in read[is_fast]:
+            for a in d.get(s, ())[low.get((is_fast, s), 0):]:
                 out[a] = s
     return out
 
 
-def _canon(state, low, lo, top):
+def _canon(state, low, read, lo, top):
     tcache, fast, unsorted, bins, free_at, lr, nfast = state
 
     def c(a):
         return a if a < lo else ("M", a - top)
     return (nfast, None if lr is None else c(lr),
-            {s: [c(a) for a in v[low.get((False, s), 0):]] for s, v in tcache.items()},
-            {s: [len(v)] + [c(a) for a in v[low.get((True, s), 0):]] for s, v in fast.items()},
-            {s: len(v) for s, v in tcache.items()},
+            [[c(a) for a in tcache.get(s, ())[low.get((False, s), 0):]] for s in read[0]],
+            [[c(a) for a in fast.get(s, ())[low.get((True, s), 0):]] for s in read[1]],
             [(c(a), z) for a, z in unsorted],
             [(i, [c(a) if type(a) is int else (a[0], c(a[1])) for a in ch]) for i, ch in bins],
             sorted(((c(a), z) for a, z in free_at.items()), key=repr))
@@ -254,7 +278,7 @@ def _shift(w, state, top):
     d = top - w.top0
     if d < 0:
         return None
-    c0, c1 = _chunks(w.before, w.low), _chunks(state, w.low)
+    c0, c1 = _chunks(w.before, w.low, w.read), _chunks(state, w.low, w.read)
     if len(c0) != len(c1):
         return None
     moved = [a for a, z in c1.items() if c0.get(a) != z]
@@ -265,7 +289,7 @@ def _shift(w, state, top):
             return None
     if any(a >= lo and c1.get(a) == z and a < hi for a, z in c0.items()):
         return None
-    if _canon(w.before, w.low, lo, w.top0) != _canon(state, w.low, hi, top):
+    if _canon(w.before, w.low, w.read, lo, w.top0) != _canon(state, w.low, w.read, hi, top):
         return None
     return lo, d
 
@@ -435,26 +459,35 @@ def place(sim, effect, starts, trees, replay_one) -> list:
         finally:
             heap.tap = tap
         state = _free_structures(arena)
-        program = (tuple(nodes), _sizes_key(state))
+        program = tuple(nodes)
         found = None
-        candidates = memo.get(program)
-        if candidates:
-            for w in reversed(candidates):
+        by_read = memo.get(program, {})
+        candidates = False
+        for read, by_key in by_read.items():
+            for w in reversed(by_key.get(_sizes_key(state, read), ())):
+                candidates = True
                 shift = _shift(w, state, arena.top)
                 if shift is not None:
                     walked = _walk(arena, w, shift[1])
                     if walked is not None:
                         found = (w,) + shift + (walked,)
                         break
+            if found is not None:
+                break
         if found is not None:
             handles.extend(_apply(sim, effect, *found))
             STATS["shifted"] += len(window)
             continue
         STATS["replayed"] += len(window)
+        key = "cand" if candidates else ("prog" if by_read else "none")
+        STATS[key] = STATS.get(key, 0) + 1
         placed, w = _record(sim, effect, window, nodes, replay_one)
         handles.extend(placed)
+        if w is None:
+            STATS["unrecorded"] = STATS.get("unrecorded", 0) + 1
         if w is not None and len(window) == WINDOW:
-            kept = memo.setdefault(program, [])
+            kept = memo.setdefault(program, {}).setdefault(w.read, {}).setdefault(
+                _sizes_key(w.before, w.read), [])
             kept.append(w)
             del kept[:-KEEP]
     return handles
