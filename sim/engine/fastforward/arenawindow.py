@@ -40,6 +40,8 @@ a backward that frees every kept block.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from ...platform.heap import HeapTap
 from .arenarun import ALLOC
 from ...platform.ptmalloc import MINSIZE, SIZE_SZ, TCACHE_MAX_CHUNK, MAX_FAST, NSMALLBINS, \
@@ -123,15 +125,23 @@ def _free_structures(arena) -> tuple:
     return ({s: list(v) for s, v in arena.tcache.items() if v},
             {s: list(v) for s, v in arena.fast.items() if v},
             [(a, arena.free_at[a]) for a in arena.unsorted],
-            [(i, list(c)) for i, c in enumerate(arena.bins) if c],
+            [(i, list(arena.bins[i])) for i in arena.binmap],
             dict(arena.free_at), arena.last_remainder, arena.nfast)
+
+
+def _view(arena) -> tuple:
+    """:func:`_free_structures` without copies of the tcache and fastbins (a lookup)."""
+    return (arena.tcache, arena.fast, [(a, arena.free_at[a]) for a in arena.unsorted],
+            [(i, list(arena.bins[i])) for i in arena.binmap],
+            arena.free_at, arena.last_remainder, arena.nfast)
 
 
 class _Window:
     """A window replayed request by request (see the module docstring)."""
 
     __slots__ = ("before", "after", "low", "top0", "top1", "inuse", "live", "handles",
-                 "heap", "bin_changes", "events", "changed", "read")
+                 "heap", "bin_changes", "events", "changed", "read", "gone", "chunks",
+                 "canon", "cut", "links")
 
 
 def _sizes_key(state, read) -> tuple:
@@ -223,6 +233,9 @@ def _record(sim, effect, starts, nodes, replay_one):
         return handles, None
     w.low = low
     w.read = read
+    w.chunks = _chunks(w.before, low, read)
+    w.canon = {}
+    w.links = {}
     w.after = after = _free_structures(arena)
     # the tcache bins and fastbins the window changed
     w.changed = tuple((is_fast, s) for is_fast, i in ((False, 0), (True, 1))
@@ -238,8 +251,10 @@ def _record(sim, effect, starts, nodes, replay_one):
     touched.update(a for d in after[:2] for v in d.values() for a in v)
     touched.update(a for _, blocks in w.live for a in blocks)
     inuse = arena.inuse
-    w.inuse = tuple((a, inuse.get(a)) for a in sorted(touched, key=int)
-                    if inuse.get(a) != tc0.get(a))
+    diff = [(a, inuse.get(a)) for a in sorted(touched, key=int) if inuse.get(a) != tc0.get(a)]
+    w.gone = tuple(a for a, z in diff if z is None)
+    w.inuse = tuple((a, z) for a, z in diff if z is not None)
+    w.cut = [a for a, _ in w.inuse]
     w.handles = handles
     w.heap = (heap.live_bytes - live0, heap.live_blocks - blocks0, heap.allocs - allocs0,
               heap.large_bytes - large0, rise)
@@ -278,7 +293,7 @@ def _shift(w, state, top):
     d = top - w.top0
     if d < 0:
         return None
-    c0, c1 = _chunks(w.before, w.low, w.read), _chunks(state, w.low, w.read)
+    c0, c1 = w.chunks, _chunks(state, w.low, w.read)
     if len(c0) != len(c1):
         return None
     moved = [a for a, z in c1.items() if c0.get(a) != z]
@@ -289,7 +304,10 @@ def _shift(w, state, top):
             return None
     if any(a >= lo and c1.get(a) == z and a < hi for a, z in c0.items()):
         return None
-    if _canon(w.before, w.low, w.read, lo, w.top0) != _canon(state, w.low, w.read, hi, top):
+    canon = w.canon.get(lo)
+    if canon is None:
+        canon = w.canon[lo] = _canon(w.before, w.low, w.read, lo, w.top0)
+    if canon != _canon(state, w.low, w.read, hi, top):
         return None
     return lo, d
 
@@ -338,36 +356,36 @@ def _apply(sim, effect, w, lo, d, walked):
     heap = sim.heap
     arena = heap._arena
 
-    def f(a):
-        return a if a < lo else a + d
     tcache, fast, unsorted, bins, free_at, lr, nfast = w.after
     for is_fast, s in w.changed:
         d_now, d_rec = (arena.fast, fast) if is_fast else (arena.tcache, tcache)
         keep = w.low.get((is_fast, s), 0)
-        d_now[s] = d_now[s][:keep] + [f(a) for a in d_rec.get(s, ())[keep:]]
+        d_now[s] = d_now[s][:keep] + [a if a < lo else a + d for a in d_rec.get(s, ())[keep:]]
     arena.nfast = nfast
-    arena.free_at = {f(a): z for a, z in free_at.items()}
-    arena.free_end = {a + z: a for a, z in arena.free_at.items()}
-    arena.unsorted = {f(a): None for a, _ in unsorted}
+    arena.free_at = free = {(a if a < lo else a + d): z for a, z in free_at.items()}
+    arena.free_end = {a + z: a for a, z in free.items()}
+    arena.unsorted = {(a if a < lo else a + d): None for a, _ in unsorted}
     arena._unsorted_dead = 0
-    new_bins = [{} for _ in range(NSMALLBINS)] + [[] for _ in range(NSMALLBINS, len(arena.bins))]
+    now = arena.bins
+    for i, _ in w.before[3]:
+        now[i] = {} if i < NSMALLBINS else []
     for i, ch in bins:
         if i < NSMALLBINS:
-            new_bins[i] = {f(a): None for a in ch}
+            now[i] = {(a if a < lo else a + d): None for a in ch}
         else:
-            new_bins[i] = [(z, f(a)) for z, a in ch]
-    arena.bins = new_bins
+            now[i] = [(z, a if a < lo else a + d) for z, a in ch]
     arena.binmap = [i for i, _ in bins]
-    arena.last_remainder = None if lr is None else f(lr)
+    arena.last_remainder = None if lr is None or lr < lo else lr + d
     inuse = arena.inuse
-    for a, z in w.inuse:
-        if z is None:
-            del inuse[f(a)]
-        else:
-            inuse[f(a)] = z
+    for a in w.gone:
+        del inuse[a if a < lo else a + d]
+    k = bisect_left(w.cut, lo)
+    pairs = w.inuse
+    inuse.update(pairs[:k])
+    inuse.update({a + d: z for a, z in pairs[k:]})
     live = arena.live
     for n, blocks in w.live:
-        live.setdefault(n, []).extend(map(f, blocks))
+        live.setdefault(n, []).extend([a if a < lo else a + d for a in blocks])
     arena.top = w.top1 + d
     brk, resident, trims, trimmed = walked
     arena.brk = brk
@@ -421,6 +439,27 @@ class _Shifted:
         return i in self._map()
 
 
+def _linkable(a, lo_a, d_a, b, lo_b, d_b) -> bool:
+    """Whether the window ``b`` follows ``a`` wherever ``a`` is applied with the threshold
+    ``lo_a`` (just now: ``a`` at ``(lo_a, d_a)``, then ``b`` found at ``(lo_b, d_b)``):
+    what ``b`` reads of the tcache and fastbins ``a`` read and left above ``b``'s lowest
+    lengths (so it is ``a``'s result, not what ``a`` left untouched), and each address
+    ``b`` reads on the same side of ``lo_a`` after ``a`` as of ``lo_b`` before ``b``.
+    Then ``a`` applied with ``lo_a`` and any advance ``d`` is followed by ``b`` at
+    ``(lo_b, d + d_b - d_a)`` (the arena's state after ``a`` is ``a``'s recorded result
+    mapped: :func:`_apply`)."""
+    for is_fast in (False, True):
+        mine = set(a.read[is_fast])
+        for s in b.read[is_fast]:
+            if s not in mine or b.low.get((is_fast, s), 0) < a.low.get((is_fast, s), 0):
+                return False
+    lr = b.before[5]
+    for x in list(b.chunks) + ([] if lr is None else [lr]):
+        if (x < lo_b) != ((x if x < lo_b else x + d_b) < lo_a):
+            return False
+    return True
+
+
 def _shiftable(arena, effect) -> bool:
     """Whether the iteration's requests allow a window to be shifted at all."""
     return (not arena.alias and not arena.runs
@@ -433,7 +472,6 @@ def _shiftable(arena, effect) -> bool:
 def place(sim, effect, starts, trees, replay_one) -> list:
     """The heap events and BTreeMap operations of the iterations whose first ids are
     ``starts``, on a glibc arena; returns each iteration's kept blocks by position."""
-    from .replay import replay_tree_ops
     heap = sim.heap
     arena = heap._arena
     if not _shiftable(arena, effect) or any(kind != "insert" for _, kind, _ in effect.tree_ops):
@@ -443,41 +481,64 @@ def place(sim, effect, starts, trees, replay_one) -> list:
     memo = effect.windows
     handles = []
     starts = list(starts)
-    per_op = [(op,) for op in effect.tree_ops]
+    prev = None
     for i in range(0, len(starts), WINDOW):
         window = starts[i:i + WINDOW]
-        tap, heap.tap = heap.tap, _NodeSizes()
+        sizes = _NodeSizes()
+        tap, heap.tap = heap.tap, sizes
+        made = sizes.sizes
         nodes = []
         try:
             for start in window:
                 per = []
-                for op in per_op:
-                    mark = len(heap.tap.sizes)
-                    replay_tree_ops(trees, op, start)
-                    per.append(tuple(heap.tap.sizes[mark:]))
+                for tree, _, key in effect.tree_ops:
+                    if trees[tree].insert(start + key) and made:
+                        per.append(tuple(made))
+                        made.clear()
+                    else:
+                        per.append(())
                 nodes.append(tuple(per))
         finally:
             heap.tap = tap
-        state = _free_structures(arena)
         program = tuple(nodes)
         found = None
-        by_read = memo.get(program, {})
+        if prev is not None:
+            link = prev[0].links.get((prev[1], program))
+            if link is not None:
+                w, lo, delta = link
+                d = prev[2] + delta
+                walked = _walk(arena, w, d) if arena.top - w.top0 == d else None
+                if walked is not None:
+                    found = (w, lo, d, walked)
+                    STATS["linked"] = STATS.get("linked", 0) + 1
+        by_read = memo.get(program, {}) if found is None else {}
+        state = _view(arena) if found is None else None
         candidates = False
         for read, by_key in by_read.items():
-            for w in reversed(by_key.get(_sizes_key(state, read), ())):
+            listed = by_key.get(_sizes_key(state, read), ())
+            for w in reversed(listed):
                 candidates = True
                 shift = _shift(w, state, arena.top)
                 if shift is not None:
                     walked = _walk(arena, w, shift[1])
                     if walked is not None:
                         found = (w,) + shift + (walked,)
+                        # the last one found is tried first
+                        listed.remove(w)
+                        listed.append(w)
                         break
             if found is not None:
                 break
         if found is not None:
+            w, lo, d, _ = found
+            if (prev is not None and (prev[1], program) not in prev[0].links
+                    and _linkable(prev[0], prev[1], prev[2], w, lo, d)):
+                prev[0].links[(prev[1], program)] = (w, lo, d - prev[2])
             handles.extend(_apply(sim, effect, *found))
             STATS["shifted"] += len(window)
+            prev = (w, lo, d)
             continue
+        prev = None
         STATS["replayed"] += len(window)
         key = "cand" if candidates else ("prog" if by_read else "none")
         STATS[key] = STATS.get(key, 0) + 1
