@@ -479,10 +479,14 @@ def place(sim, effect, starts, trees, replay_one) -> list:
     if effect.windows is None:
         effect.windows = {}
     memo = effect.windows
-    handles = []
     starts = list(starts)
+    # windows start at the same phase of the loop in every batch (the maps' node splits
+    # come in a pattern of the iterations' count): the iterations before the first such
+    # start are replayed
+    lead = -((starts[0] - effect.first_id) // effect.stride) % WINDOW if starts else 0
+    handles = [replay_one(sim, effect, start) for start in starts[:lead]]
     prev = None
-    for i in range(0, len(starts), WINDOW):
+    for i in range(lead, len(starts), WINDOW):
         window = starts[i:i + WINDOW]
         sizes = _NodeSizes()
         tap, heap.tap = heap.tap, sizes
@@ -542,6 +546,7 @@ def place(sim, effect, starts, trees, replay_one) -> list:
         STATS["replayed"] += len(window)
         key = "cand" if candidates else ("prog" if by_read else "none")
         STATS[key] = STATS.get(key, 0) + 1
+        STATS.setdefault("where", []).append((i, key))
         placed, w = _record(sim, effect, window, nodes, replay_one)
         handles.extend(placed)
         if w is None:
