@@ -1,41 +1,58 @@
-"""Windows of replayed iterations on a glibc arena applied as a shift of the arena.
+"""Windows of replayed iterations on a glibc arena, applied as a shift of the arena.
 
 A chain whose members stay unbuilt (:func:`sim.engine.fastforward.keptchain.defer_members`)
 places each skipped iteration's requests on glibc's arena one by one
-(:func:`sim.engine.fastforward.keptchain.replay_on_arena`). Here a run of ``WINDOW``
-iterations is one unit. Its program is the iteration's requests and the nodes the
-BTreeMaps' operations allocate (the maps make their operations first, on a heap tap that
-only notes the nodes' sizes). A window replayed request by request is recorded
-(:class:`_Window`): the arena's free structures before and after it (tcache, fastbins,
-unsorted bin, small and large bins, free chunks, last remainder), every chunk it entered
-into or took from the in-use map, the blocks it appended to the live lists, the kept
-blocks by position, the heap's counters and highest point, and the events where the
-arena reads its break (carves from the top, merges into the top, reallocs at the top).
+(:func:`sim.engine.fastforward.keptchain.replay_on_arena`), which costs about what the
+exact iteration's placement does. Here ``WINDOW`` iterations are one unit, and most units
+are applied without a request.
 
-A later window with the same program is applied from a recorded one without a request
-when the arena is that window's starting arena shifted (:func:`_shift`): with ``D`` the
-top's advance since, there is an address ``L`` below which every free structure's chunk
-is where it was, and above which every one moved by exactly ``D`` in the same order, in
-the same bins, with the same sizes (a tcache bin or fastbin compared only above the
-lowest length the recorded window drained it to: the chunks under it were not touched).
-No chunk crosses ``L`` and none below ends at it. glibc's ``malloc``, ``free`` and
-``realloc`` decide by sizes, bin orders and lengths, by which chunk is the last
-remainder, and by adjacency (a free chunk ending where a freed one starts, or starting
-where it ends, or the top): all of these are the recorded window's under the map
-``a -> a`` below ``L``, ``a -> a + D`` above it (chunks carved from a chunk lie inside
-it, from the top above ``L``; adjacency is kept inside each side, and none crosses
-``L``). So the window does what the recorded one did, every address mapped, and its
-result is the recorded result mapped. What the map does not carry is checked or
-recomputed: the break (grown, and trimmed, by a walk over the recorded top events with
-this window's break, which must take the same realloc-at-the-top decisions), the
-resident end and page faults (the walk's touches), the fastbins' consolidations (none:
-the recorded window had no fastbin chunk at an event that reads the break), aligned
-requests (none), the mmap threshold (every request below it), the alias and carve runs
-(none).
+**The program.** A window's program is its iterations' requests (the same every
+iteration) and the nodes its BTreeMap operations allocate (these vary: a leaf splits every
+few iterations, an internal node more rarely). The maps make the window's operations
+first, on a heap tap that only notes each operation's node sizes (:class:`_NodeSizes`).
 
-The result is the arena request-by-request replay gives, chunk by chunk; the tests of
-the inference loop compare it with exact mode's after 40, 60 and 400 forwards, and after
-a backward that frees every kept block.
+**A recorded window.** A window replayed request by request is recorded
+(:func:`_record`): the arena's free structures before and after it (tcache bins,
+fastbins, unsorted bin, small and large bins, free chunks, last remainder, fastbin
+count), which tcache bins and fastbins it read and the fewest chunks each held meanwhile
+(the chunks under that were not touched), every chunk it entered into or took from the
+in-use map, the blocks it appended to the live lists, the kept blocks by position, the
+heap's counters and highest point, and the events where the arena reads its break
+(carves from the top, frees merged into the top, reallocs at the top).
+
+**The shift.** A later window with the same program is that recorded window again when
+the arena is the recorded window's starting arena shifted (:func:`_shift`): with ``D`` the
+top's advance since, there is an address ``L`` below which every chunk of the free
+structures the window reads is where it was, and from which every one moved by exactly
+``D`` -- in the same bins, the same order, with the same sizes -- no chunk crosses ``L``
+and none below it ends at it. glibc's ``malloc``, ``free`` and ``realloc`` decide by
+sizes, bin orders and lengths, by which chunk is the last remainder, and by adjacency
+(a free chunk ending where a freed one starts or starting where it ends, or the top).
+Under the map ``a -> a`` below ``L``, ``a -> a + D`` from it, every one of these is the
+recorded window's: a chunk carved from a chunk lies inside it, one carved from the top
+lies above ``L``, chunks are adjacent within one side only, and the in-use chunks the
+window does not free (older blocks, and the tcache chunks under the lowest length) are
+never looked at. So the window makes the recorded window's decisions, each address
+mapped, and ends in the recorded end state mapped (:func:`_apply`). What the map does not
+carry is checked or recomputed: the break (a walk over the recorded top events with this
+arena's break, which grows and trims it as ``sysmalloc`` and ``systrim`` do, and must
+take each realloc at the top the same way: :func:`_walk`), the resident end and page
+faults (the walk's touches; the simulator's fault time is that of the cumulative bytes),
+``malloc_consolidate`` (not shifted: a recorded window with fastbin chunks at an event
+that reads the break, or that merged a chunk of 64 KiB off the top), aligned requests
+and mmapped chunks (none: every request below the mmap threshold), aliases and carve
+runs (none).
+
+**Links.** After a window applied at ``(L, D)`` the arena is that window's recorded end
+mapped, so where the next window was found at ``(L', D')`` reading only what the first
+one read and left, and each address it reads on the same side of ``L`` as of ``L'``,
+the next window follows the first one wherever it is applied with ``L``
+(:func:`_linkable`): it is applied without comparing the arena again.
+
+Windows start at the same phase of the loop in every batch. The tests compare the arena
+with exact mode's chunk by chunk (in-use map, live lists, bins, tcache, break, resident
+end) after 40, 60, 400 and 1,500 forwards, and after a backward that frees every kept
+block.
 """
 
 from __future__ import annotations
@@ -43,19 +60,19 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from ...platform.heap import HeapTap
+from ...platform.ptmalloc import CONSOLIDATION_THRESHOLD, MAX_FAST, MINSIZE, NSMALLBINS, SIZE_SZ
 from .arenarun import ALLOC
-from ...platform.ptmalloc import MINSIZE, SIZE_SZ, TCACHE_MAX_CHUNK, MAX_FAST, NSMALLBINS, \
-    CONSOLIDATION_THRESHOLD
 
-__all__ = ["WINDOW", "place", "STATS"]
-
-#: iterations applied as a shift, and replayed request by request (diagnostics)
-STATS = {"shifted": 0, "replayed": 0}
+__all__ = ["WINDOW", "KEEP", "place"]
 
 #: iterations per window
 WINDOW = 2
-#: recorded windows kept per program
+#: recorded windows kept per program and sizes of the free structures
 KEEP = 24
+
+
+class _Unshiftable(Exception):
+    """A BTreeMap operation freed or reallocated a node (not a window's program)."""
 
 
 class _NodeSizes(HeapTap):
@@ -78,10 +95,6 @@ class _NodeSizes(HeapTap):
         raise _Unshiftable
 
 
-class _Unshiftable(Exception):
-    pass
-
-
 class _Lowest(list):
     """A tcache bin or fastbin that notes the fewest chunks it held (recording)."""
 
@@ -96,6 +109,10 @@ class _Lowest(list):
         if len(self) < self.low:
             self.low = len(self)
         return item
+
+    def clear(self):
+        list.clear(self)
+        self.low = 0
 
 
 class _Seen(dict):
@@ -130,18 +147,11 @@ def _free_structures(arena) -> tuple:
 
 
 def _view(arena) -> tuple:
-    """:func:`_free_structures` without copies of the tcache and fastbins (a lookup)."""
+    """:func:`_free_structures` without copies of the tcache, fastbins and free chunks
+    (a lookup)."""
     return (arena.tcache, arena.fast, [(a, arena.free_at[a]) for a in arena.unsorted],
             [(i, list(arena.bins[i])) for i in arena.binmap],
             arena.free_at, arena.last_remainder, arena.nfast)
-
-
-class _Window:
-    """A window replayed request by request (see the module docstring)."""
-
-    __slots__ = ("before", "after", "low", "top0", "top1", "inuse", "live", "handles",
-                 "heap", "bin_changes", "events", "changed", "read", "gone", "chunks",
-                 "canon", "cut", "links")
 
 
 def _sizes_key(state, read) -> tuple:
@@ -154,27 +164,28 @@ def _sizes_key(state, read) -> tuple:
             tuple((i, len(c)) for i, c in bins), len(free_at))
 
 
-def _record(sim, effect, starts, nodes, replay_one):
-    """Replay the window (``nodes``: each iteration's operations' node sizes) and record
-    it; returns ``(handles per iteration, _Window or None)``."""
-    heap = sim.heap
-    arena = heap._arena
-    w = _Window()
-    w.before = _free_structures(arena)
-    w.top0 = top0 = arena.top
-    sizes = {n for _, n, _, _ in effect.trace}
-    sizes.update(n for per in nodes for op in per for n in op)
-    sizes.update(arg[0] for kind, _, arg, _ in effect.trace if type(arg) is tuple)
-    lens = {n: len(arena.live.get(n, ())) for n in sizes}
-    live0, blocks0, allocs0, large0 = (heap.live_bytes, heap.live_blocks, heap.allocs,
-                                       heap.large_bytes)
-    peak, heap.peak_bytes = heap.peak_bytes, heap.live_bytes
-    changes, trims = arena.bin_changes, arena.trims
-    events, ok = [], [True]
-    arena.tcache = _Seen((s, _Lowest(v)) for s, v in arena.tcache.items())
-    arena.fast = _Seen((s, _Lowest(v)) for s, v in arena.fast.items())
-    from_top, free_uncached, resize = arena._from_top, arena._free_uncached, arena._resize
-    merge_run = arena._merge_run
+class _Window:
+    """A window replayed request by request (see the module docstring): its free
+    structures ``before`` and ``after``, the tcache and fastbin sizes it ``read`` and
+    their ``low`` lengths, ``changed`` (the bins it left otherwise), the top ``top0`` and
+    ``top1``, the in-use chunks it added or resized (``inuse``, by address, and their
+    addresses ``cut``) and took out (``gone``), the blocks it appended to the live lists,
+    the kept blocks by position (``handles``, per iteration), the heap's changes
+    ``(live bytes, blocks, allocation calls, large bytes, highest rise)``, the bins'
+    change count, the top ``events``; and for lookups its readable ``chunks``, its
+    canonical forms by threshold and its ``links``."""
+
+    __slots__ = ("before", "after", "low", "read", "changed", "top0", "top1", "inuse", "cut",
+                 "gone", "live", "handles", "heap", "bin_changes", "events", "chunks", "canon",
+                 "links")
+
+
+def _watch(arena, events, ok):
+    """Wrap the arena's paths that read its break (an instance's own attributes, for one
+    recording): carves from the top, frees past the tcache, reallocs at the top."""
+    top0 = arena.top
+    from_top, free_uncached = arena._from_top, arena._free_uncached
+    resize, merge_run = arena._resize, arena._merge_run
     merged = [0]
 
     def merging(addrs, size):
@@ -183,13 +194,13 @@ def _record(sim, effect, starts, nodes, replay_one):
 
     def top_carve(nb):
         if arena.nfast:
-            ok[0] = False
+            ok[0] = False           # a top too small would consolidate the fastbins
         events.append((0, arena.top - top0, nb))
         return from_top(nb)
 
     def uncached(addr, size):
-        # a free past the tcache: a fastbin, or merged (into the top: an event that
-        # reads the break; a merged chunk of 64 KiB elsewhere would too: not shifted)
+        # a fastbin, or merged: into the top (an event that reads the break), or into a
+        # chunk of 64 KiB elsewhere (which would too: not shifted)
         top, nfast = arena.top, arena.nfast
         merged[0] = 0
         free_uncached(addr, size)
@@ -211,70 +222,94 @@ def _record(sim, effect, starts, nodes, replay_one):
                 events.append((2, top - top0, (size, nb, arena.top != top)))
                 return new
         return resize(block, nb)
-    arena._from_top, arena._free_uncached, arena._resize = top_carve, uncached, resized
-    arena._merge_run = merging
-    placed = []
-    handles = []
+    arena._from_top, arena._free_uncached = top_carve, uncached
+    arena._resize, arena._merge_run = resized, merging
+    arena.tcache = _Seen((s, _Lowest(v)) for s, v in arena.tcache.items())
+    arena.fast = _Seen((s, _Lowest(v)) for s, v in arena.fast.items())
+
+
+def _unwatch(arena) -> tuple:
+    """Undo :func:`_watch`; returns ``(read, low)``."""
+    del arena._from_top, arena._free_uncached, arena._resize, arena._merge_run
+    read = (tuple(sorted(arena.tcache.seen)), tuple(sorted(arena.fast.seen)))
+    low = {}
+    for is_fast, bins in ((False, arena.tcache), (True, arena.fast)):
+        for s, v in dict.items(bins):
+            if v.low:
+                low[(is_fast, s)] = v.low
+    arena.tcache = {s: list(v) for s, v in dict.items(arena.tcache)}
+    arena.fast = {s: list(v) for s, v in dict.items(arena.fast)}
+    return read, low
+
+
+def _record(sim, effect, starts, nodes, replay_one):
+    """Replay the window (``nodes``: each iteration's operations' node sizes) and record
+    it; returns ``(kept blocks per iteration, _Window or None)``."""
+    heap = sim.heap
+    arena = heap._arena
+    w = _Window()
+    w.before = _free_structures(arena)
+    w.top0 = arena.top
+    sizes = {n for _, n, _, _ in effect.trace}
+    sizes.update(n for per in nodes for op in per for n in op)
+    sizes.update(arg[0] for _, _, arg, _ in effect.trace if type(arg) is tuple)
+    lens = {n: len(arena.live.get(n, ())) for n in sizes}
+    counts = (heap.live_bytes, heap.live_blocks, heap.allocs, heap.large_bytes)
+    peak, heap.peak_bytes = heap.peak_bytes, heap.live_bytes
+    changes, trims = arena.bin_changes, arena.trims
+    events, ok = [], [True]
+    placed, handles = [], []
+    _watch(arena, events, ok)
     try:
         for start, per in zip(starts, nodes):
             handles.append(replay_one(sim, effect, start, per, placed))
     finally:
-        del arena._from_top, arena._free_uncached, arena._resize, arena._merge_run
-        low = {}
-        read = (tuple(sorted(arena.tcache.seen)), tuple(sorted(arena.fast.seen)))
-        for is_fast, d in ((False, arena.tcache), (True, arena.fast)):
-            for s, v in dict.items(d):
-                if v.low:
-                    low[(is_fast, s)] = v.low
-        arena.tcache = {s: list(v) for s, v in dict.items(arena.tcache)}
-        arena.fast = {s: list(v) for s, v in dict.items(arena.fast)}
-        heap.peak_bytes, rise = max(peak, heap.peak_bytes), heap.peak_bytes - live0
+        w.read, w.low = _unwatch(arena)
+        heap.peak_bytes, rise = max(peak, heap.peak_bytes), heap.peak_bytes - counts[0]
     if not ok[0] or arena.trims != trims or arena.alias or arena.runs:
         return handles, None
-    w.low = low
-    w.read = read
-    w.chunks = _chunks(w.before, low, read)
-    w.canon = {}
-    w.links = {}
+    w.chunks = _chunks(w.before, w.low, w.read)
+    w.canon, w.links = {}, {}
     w.after = after = _free_structures(arena)
-    # the tcache bins and fastbins the window changed
-    w.changed = tuple((is_fast, s) for is_fast, i in ((False, 0), (True, 1))
-                      for s in set(w.before[i]) | set(after[i])
-                      if w.before[i].get(s) != after[i].get(s)
-                      or low.get((is_fast, s), 0) < len(after[i].get(s, ())))
+    w.changed = tuple((is_fast, s) for is_fast in (False, True)
+                      for s in set(w.before[is_fast]) | set(after[is_fast])
+                      if w.before[is_fast].get(s) != after[is_fast].get(s))
     w.top1 = arena.top
     w.live = tuple((n, tuple(arena.live[n][lens[n]:])) for n in sorted(sizes)
                    if len(arena.live.get(n, ())) > lens[n])
-    # the chunks the window entered into or took from the in-use map
-    tc0 = {a: s for d in w.before[:2] for s, v in d.items() for a in v}
-    touched = set(tc0) | set(w.before[4]) | set(after[4]) | set(placed)
-    touched.update(a for d in after[:2] for v in d.values() for a in v)
+    # the chunks the window entered into or took from the in-use map: a chunk not in a
+    # tcache bin or fastbin before was not in use (the window frees only its own blocks)
+    cached = {a: s for bins in w.before[:2] for s, v in bins.items() for a in v}
+    touched = set(cached) | set(w.before[4]) | set(after[4]) | set(placed)
+    touched.update(a for bins in after[:2] for v in bins.values() for a in v)
     touched.update(a for _, blocks in w.live for a in blocks)
     inuse = arena.inuse
-    diff = [(a, inuse.get(a)) for a in sorted(touched, key=int) if inuse.get(a) != tc0.get(a)]
+    diff = [(a, inuse.get(a)) for a in sorted(touched) if inuse.get(a) != cached.get(a)]
     w.gone = tuple(a for a, z in diff if z is None)
     w.inuse = tuple((a, z) for a, z in diff if z is not None)
     w.cut = [a for a, _ in w.inuse]
     w.handles = handles
-    w.heap = (heap.live_bytes - live0, heap.live_blocks - blocks0, heap.allocs - allocs0,
-              heap.large_bytes - large0, rise)
+    w.heap = (heap.live_bytes - counts[0], heap.live_blocks - counts[1],
+              heap.allocs - counts[2], heap.large_bytes - counts[3], rise)
     w.bin_changes = arena.bin_changes - changes
     w.events = tuple(events)
     return handles, w
 
 
-def _chunks(state, low, read):
-    """Address -> size of the chunks in free structures that a window may read."""
+def _chunks(state, low, read) -> dict:
+    """Address -> size of the chunks in free structures that a window reads."""
     tcache, fast, _, _, free_at, _, _ = state
     out = dict(free_at)
-    for is_fast, d in ((False, tcache), (True, fast)):
+    for is_fast, bins in ((False, tcache), (True, fast)):
         for s in read[is_fast]:
-            for a in d.get(s, ())[low.get((is_fast, s), 0):]:
+            for a in bins.get(s, ())[low.get((is_fast, s), 0):]:
                 out[a] = s
     return out
 
 
-def _canon(state, low, read, lo, top):
+def _canon(state, low, read, lo, top) -> tuple:
+    """The free structures a window reads, each address below ``lo`` as it is and from
+    there relative to the top."""
     tcache, fast, unsorted, bins, free_at, lr, nfast = state
 
     def c(a):
@@ -296,14 +331,11 @@ def _shift(w, state, top):
     c0, c1 = w.chunks, _chunks(state, w.low, w.read)
     if len(c0) != len(c1):
         return None
-    moved = [a for a, z in c1.items() if c0.get(a) != z]
-    hi = min(moved, default=top)
+    hi = min((a for a, z in c1.items() if c0.get(a) != z), default=top)
     lo = hi - d
     for a, z in c0.items():
-        if a < lo and (a + z > lo or a + z == lo):
-            return None
-    if any(a >= lo and c1.get(a) == z and a < hi for a, z in c0.items()):
-        return None
+        if a < lo <= a + z:
+            return None              # a chunk crosses L, or ends at it
     canon = w.canon.get(lo)
     if canon is None:
         canon = w.canon[lo] = _canon(w.before, w.low, w.read, lo, w.top0)
@@ -313,20 +345,20 @@ def _shift(w, state, top):
 
 
 def _walk(arena, w, d):
-    """The break, resident end, trims and fault bytes after the window applied with the
-    top moved by ``d``: the recorded top events walked with this arena's break; None
-    where a realloc at the top would decide otherwise."""
+    """``(break, resident end, trims, trimmed bytes)`` after ``w`` applied with the top
+    moved by ``d``: its top events walked with this arena's break (``sysmalloc``'s growth,
+    ``systrim`` after a merge into the top); None where a realloc at the top would decide
+    otherwise than in ``w``."""
     brk, resident, page = arena.brk, arena.resident_end, arena.page
     trims = trimmed = 0
     base = w.top0 + d
     for kind, rel, arg in w.events:
         top = base + rel
         if kind == 0:
-            nb = arg
-            if brk - top < nb + MINSIZE:
-                need = nb + arena.top_pad + MINSIZE - (brk - top)
+            if brk - top < arg + MINSIZE:
+                need = arg + arena.top_pad + MINSIZE - (brk - top)
                 brk += -(-need // page) * page
-            end = top + nb + 2 * SIZE_SZ
+            end = top + arg + 2 * SIZE_SZ
         elif kind == 1:
             if brk - top >= CONSOLIDATION_THRESHOLD and brk - top >= arena.trim_threshold:
                 area = brk - top - MINSIZE - 1
@@ -350,17 +382,17 @@ def _walk(arena, w, d):
     return brk, resident, trims, trimmed
 
 
-def _apply(sim, effect, w, lo, d, walked):
-    """The recorded window ``w`` again, every address ``a`` of it at ``a`` below ``lo``
-    and ``a + d`` from there (:func:`_shift`); returns the shifted handles."""
+def _apply(sim, w, lo, d, walked) -> list:
+    """The recorded window ``w`` again, each of its addresses ``a`` at ``a`` below ``lo``
+    and at ``a + d`` from there (:func:`_shift`; ``walked``: :func:`_walk`); returns the
+    iterations' kept blocks by position."""
     heap = sim.heap
     arena = heap._arena
-
     tcache, fast, unsorted, bins, free_at, lr, nfast = w.after
     for is_fast, s in w.changed:
-        d_now, d_rec = (arena.fast, fast) if is_fast else (arena.tcache, tcache)
+        now, rec = (arena.fast, fast) if is_fast else (arena.tcache, tcache)
         keep = w.low.get((is_fast, s), 0)
-        d_now[s] = d_now[s][:keep] + [a if a < lo else a + d for a in d_rec.get(s, ())[keep:]]
+        now[s] = now[s][:keep] + [a if a < lo else a + d for a in rec.get(s, ())[keep:]]
     arena.nfast = nfast
     arena.free_at = free = {(a if a < lo else a + d): z for a, z in free_at.items()}
     arena.free_end = {a + z: a for a, z in free.items()}
@@ -380,9 +412,8 @@ def _apply(sim, effect, w, lo, d, walked):
     for a in w.gone:
         del inuse[a if a < lo else a + d]
     k = bisect_left(w.cut, lo)
-    pairs = w.inuse
-    inuse.update(pairs[:k])
-    inuse.update({a + d: z for a, z in pairs[k:]})
+    inuse.update(w.inuse[:k])
+    inuse.update({a + d: z for a, z in w.inuse[k:]})
     live = arena.live
     for n, blocks in w.live:
         live.setdefault(n, []).extend([a if a < lo else a + d for a in blocks])
@@ -391,15 +422,11 @@ def _apply(sim, effect, w, lo, d, walked):
     arena.brk = brk
     arena.trims += trims
     arena.trimmed_bytes += trimmed
-    if resident > arena.resident_end:
-        page = arena.page
-        old = -(-arena.resident_end // page) * page
-        new = -(-resident // page) * page
-        arena.resident_end = resident
-        if new > old and arena.fault is not None:
-            arena.fault(new - old, False)
-    else:
-        arena.resident_end = resident
+    page = arena.page
+    old, new = -(-arena.resident_end // page) * page, -(-resident // page) * page
+    arena.resident_end = resident
+    if new > old and arena.fault is not None:
+        arena.fault(new - old, False)
     arena.bin_changes += w.bin_changes
     nbytes, nblocks, nallocs, large, rise = w.heap
     if heap.live_bytes + rise > heap.peak_bytes:
@@ -412,18 +439,17 @@ def _apply(sim, effect, w, lo, d, walked):
 
 
 class _Shifted:
-    """An iteration's kept blocks by position, a recorded window's mapped on first read."""
+    """An iteration's kept blocks by position: a recorded window's, mapped on first read."""
 
     __slots__ = ("base", "lo", "d", "_made")
 
     def __init__(self, base, lo, d):
         self.base, self.lo, self.d, self._made = base, lo, d, None
 
-    def _map(self):
+    def _map(self) -> dict:
         if self._made is None:
             lo, d = self.lo, self.d
-            self._made = {i: (a if type(a) is not int or a < lo else a + d)
-                          for i, a in self.base.items()}
+            self._made = {i: (a if a < lo else a + d) for i, a in self.base.items()}
         return self._made
 
     def __getitem__(self, i):
@@ -440,14 +466,14 @@ class _Shifted:
 
 
 def _linkable(a, lo_a, d_a, b, lo_b, d_b) -> bool:
-    """Whether the window ``b`` follows ``a`` wherever ``a`` is applied with the threshold
-    ``lo_a`` (just now: ``a`` at ``(lo_a, d_a)``, then ``b`` found at ``(lo_b, d_b)``):
-    what ``b`` reads of the tcache and fastbins ``a`` read and left above ``b``'s lowest
-    lengths (so it is ``a``'s result, not what ``a`` left untouched), and each address
-    ``b`` reads on the same side of ``lo_a`` after ``a`` as of ``lo_b`` before ``b``.
-    Then ``a`` applied with ``lo_a`` and any advance ``d`` is followed by ``b`` at
-    ``(lo_b, d + d_b - d_a)`` (the arena's state after ``a`` is ``a``'s recorded result
-    mapped: :func:`_apply`)."""
+    """Whether window ``b`` follows window ``a`` wherever ``a`` is applied with the
+    threshold ``lo_a`` (just now: ``a`` at ``(lo_a, d_a)``, then ``b`` found at
+    ``(lo_b, d_b)``): ``b`` reads only tcache bins and fastbins ``a`` read, no deeper than
+    ``a`` went (so what it reads is ``a``'s recorded result, not what ``a`` left
+    untouched), and every address ``b`` reads lies on the same side of ``lo_a`` after
+    ``a`` as of ``lo_b`` before ``b``. Then ``a`` applied at ``(lo_a, d)`` is followed by
+    ``b`` at ``(lo_b, d + d_b - d_a)``: the arena after :func:`_apply` is ``a``'s recorded
+    end mapped."""
     for is_fast in (False, True):
         mine = set(a.read[is_fast])
         for s in b.read[is_fast]:
@@ -461,96 +487,98 @@ def _linkable(a, lo_a, d_a, b, lo_b, d_b) -> bool:
 
 
 def _shiftable(arena, effect) -> bool:
-    """Whether the iteration's requests allow a window to be shifted at all."""
+    """Whether the iteration's requests let a window be shifted at all: no aligned
+    request, none made with page faults off, all below the mmap threshold, only inserts
+    into the maps, no alias or carve run in the arena."""
     return (not arena.alias and not arena.runs
             and all(type(arg) is tuple or not arg or arg < 0
                     for kind, _, arg, _ in effect.trace if kind == ALLOC)
             and not any(unfaulted for *_, unfaulted in effect.trace)
-            and max((n for _, n, _, _ in effect.trace), default=0) < arena.mmap_threshold)
+            and max((n for _, n, _, _ in effect.trace), default=0) < arena.mmap_threshold
+            and all(kind == "insert" for _, kind, _ in effect.tree_ops))
+
+
+def _node_sizes(heap, effect, trees, window) -> tuple:
+    """The window's BTreeMap operations made; the node sizes each allocated, per
+    iteration and operation."""
+    sizes = _NodeSizes()
+    tap, heap.tap = heap.tap, sizes
+    made = sizes.sizes
+    nodes = []
+    try:
+        for start in window:
+            per = []
+            for tree, _, key in effect.tree_ops:
+                if trees[tree].insert(start + key) and made:
+                    per.append(tuple(made))
+                    made.clear()
+                else:
+                    per.append(())
+            nodes.append(tuple(per))
+    finally:
+        heap.tap = tap
+    return tuple(nodes)
+
+
+def _find(arena, memo, program, prev):
+    """``(window, L, D, walked)`` to apply for ``program`` now, or None: the link from
+    the window applied before (``prev``: ``(window, L, D)``), else a recorded window of
+    that program the arena is a shift of."""
+    if prev is not None:
+        link = prev[0].links.get((prev[1], program))
+        if link is not None:
+            w, lo, delta = link
+            d = prev[2] + delta
+            walked = _walk(arena, w, d) if arena.top - w.top0 == d else None
+            if walked is not None:
+                return w, lo, d, walked
+    by_read = memo.get(program)
+    if not by_read:
+        return None
+    state = _view(arena)
+    for read, by_key in by_read.items():
+        listed = by_key.get(_sizes_key(state, read), ())
+        for w in reversed(listed):
+            shift = _shift(w, state, arena.top)
+            walked = None if shift is None else _walk(arena, w, shift[1])
+            if walked is not None:
+                listed.remove(w)       # the last one found is tried first
+                listed.append(w)
+                if prev is not None and _linkable(*prev, w, *shift):
+                    prev[0].links[(prev[1], program)] = (w, shift[0], shift[1] - prev[2])
+                return (w,) + shift + (walked,)
+    return None
 
 
 def place(sim, effect, starts, trees, replay_one) -> list:
     """The heap events and BTreeMap operations of the iterations whose first ids are
-    ``starts``, on a glibc arena; returns each iteration's kept blocks by position."""
+    ``starts`` on a glibc arena (``replay_one``:
+    :func:`sim.engine.fastforward.keptchain.replay_on_arena`); returns each iteration's
+    kept blocks by position."""
     heap = sim.heap
     arena = heap._arena
-    if not _shiftable(arena, effect) or any(kind != "insert" for _, kind, _ in effect.tree_ops):
+    starts = list(starts)
+    if not starts or not _shiftable(arena, effect):
         return [replay_one(sim, effect, start) for start in starts]
     if effect.windows is None:
         effect.windows = {}
     memo = effect.windows
-    starts = list(starts)
-    # windows start at the same phase of the loop in every batch (the maps' node splits
-    # come in a pattern of the iterations' count): the iterations before the first such
-    # start are replayed
-    lead = -((starts[0] - effect.first_id) // effect.stride) % WINDOW if starts else 0
+    # windows start at the same phase of the loop in every batch
+    lead = -((starts[0] - effect.first_id) // effect.stride) % WINDOW
     handles = [replay_one(sim, effect, start) for start in starts[:lead]]
     prev = None
     for i in range(lead, len(starts), WINDOW):
         window = starts[i:i + WINDOW]
-        sizes = _NodeSizes()
-        tap, heap.tap = heap.tap, sizes
-        made = sizes.sizes
-        nodes = []
-        try:
-            for start in window:
-                per = []
-                for tree, _, key in effect.tree_ops:
-                    if trees[tree].insert(start + key) and made:
-                        per.append(tuple(made))
-                        made.clear()
-                    else:
-                        per.append(())
-                nodes.append(tuple(per))
-        finally:
-            heap.tap = tap
-        program = tuple(nodes)
-        found = None
-        if prev is not None:
-            link = prev[0].links.get((prev[1], program))
-            if link is not None:
-                w, lo, delta = link
-                d = prev[2] + delta
-                walked = _walk(arena, w, d) if arena.top - w.top0 == d else None
-                if walked is not None:
-                    found = (w, lo, d, walked)
-                    STATS["linked"] = STATS.get("linked", 0) + 1
-        by_read = memo.get(program, {}) if found is None else {}
-        state = _view(arena) if found is None else None
-        candidates = False
-        for read, by_key in by_read.items():
-            listed = by_key.get(_sizes_key(state, read), ())
-            for w in reversed(listed):
-                candidates = True
-                shift = _shift(w, state, arena.top)
-                if shift is not None:
-                    walked = _walk(arena, w, shift[1])
-                    if walked is not None:
-                        found = (w,) + shift + (walked,)
-                        # the last one found is tried first
-                        listed.remove(w)
-                        listed.append(w)
-                        break
-            if found is not None:
-                break
+        program = _node_sizes(heap, effect, trees, window)
+        found = _find(arena, memo, program, prev)
         if found is not None:
-            w, lo, d, _ = found
-            if (prev is not None and (prev[1], program) not in prev[0].links
-                    and _linkable(prev[0], prev[1], prev[2], w, lo, d)):
-                prev[0].links[(prev[1], program)] = (w, lo, d - prev[2])
-            handles.extend(_apply(sim, effect, *found))
-            STATS["shifted"] += len(window)
-            prev = (w, lo, d)
+            handles.extend(_apply(sim, *found))
+            sim.arena_shifted += len(window)
+            prev = found[:3]
             continue
         prev = None
-        STATS["replayed"] += len(window)
-        key = "cand" if candidates else ("prog" if by_read else "none")
-        STATS[key] = STATS.get(key, 0) + 1
-        STATS.setdefault("where", []).append((i, key))
-        placed, w = _record(sim, effect, window, nodes, replay_one)
+        placed, w = _record(sim, effect, window, program, replay_one)
         handles.extend(placed)
-        if w is None:
-            STATS["unrecorded"] = STATS.get("unrecorded", 0) + 1
         if w is not None and len(window) == WINDOW:
             kept = memo.setdefault(program, {}).setdefault(w.read, {}).setdefault(
                 _sizes_key(w.before, w.read), [])

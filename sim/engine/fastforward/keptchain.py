@@ -26,7 +26,9 @@ chain's closed form counts blocks by size and cannot place those; here:
   take the batch at once;
 * on a glibc arena (:func:`on_arena`) only such unbuilt members are taken: each skipped
   iteration's events go through the arena in order, its BTreeMap operations among them
-  where the probe saw them (:func:`replay_on_arena`), and a member built later takes the
+  where the probe saw them (:func:`replay_on_arena`), most windows of iterations applied
+  at once as a shift of the arena (:mod:`sim.engine.fastforward.arenawindow`), and a
+  member built later takes the
   blocks the replay placed for it (the builder's requests are handed the iteration's kept
   blocks by size in the iteration's order, checked once against the probed iteration's
   members, :class:`ArenaPlan`), so its frees reach the chunks exact mode frees;
@@ -547,7 +549,8 @@ def defer_members(sim, effect, graph, last, count, replay, previous, trees) -> N
     located = any(type(k) is not tuple and k.position is not None for k in effect.kept)
     handles = []
     if effect.arena is not None:
-        # every block placed where exact mode puts it, its handle kept for the builder
+        # every block placed where exact mode puts it, its handle kept for the builder:
+        # windows of iterations replayed, or shifted where the arena repeats
         handles = place_windows(sim, effect, starts, trees, replay_on_arena)
     elif not located and replay(sim, effect, 0, 0) is not None:
         _append_tree_ops(trees, effect, first, count - 1)
