@@ -176,8 +176,8 @@ class _Window:
     canonical forms by threshold and its ``links``."""
 
     __slots__ = ("before", "after", "low", "read", "changed", "top0", "top1", "inuse", "cut",
-                 "gone", "live", "handles", "heap", "bin_changes", "events", "chunks", "canon",
-                 "links")
+                 "gone", "live", "handles", "heap", "bin_changes", "events", "reach", "chunks",
+                 "canon", "links")
 
 
 def _watch(arena, events, ok):
@@ -275,14 +275,16 @@ def _record(sim, effect, starts, nodes, replay_one):
                       for s in set(w.before[is_fast]) | set(after[is_fast])
                       if w.before[is_fast].get(s) != after[is_fast].get(s))
     w.top1 = arena.top
-    w.live = tuple((n, tuple(arena.live[n][lens[n]:])) for n in sorted(sizes)
-                   if len(arena.live.get(n, ())) > lens[n])
+    appended = [(n, arena.live[n][lens[n]:]) for n in sorted(sizes)
+                if len(arena.live.get(n, ())) > lens[n]]
+    w.live = (tuple(a for _, blocks in appended for a in blocks),
+              tuple((n, len(blocks)) for n, blocks in appended))
     # the chunks the window entered into or took from the in-use map: a chunk not in a
     # tcache bin or fastbin before was not in use (the window frees only its own blocks)
     cached = {a: s for bins in w.before[:2] for s, v in bins.items() for a in v}
     touched = set(cached) | set(w.before[4]) | set(after[4]) | set(placed)
     touched.update(a for bins in after[:2] for v in bins.values() for a in v)
-    touched.update(a for _, blocks in w.live for a in blocks)
+    touched.update(w.live[0])
     inuse = arena.inuse
     diff = [(a, inuse.get(a)) for a in sorted(touched) if inuse.get(a) != cached.get(a)]
     w.gone = tuple(a for a, z in diff if z is None)
@@ -293,7 +295,26 @@ def _record(sim, effect, starts, nodes, replay_one):
               heap.allocs - counts[2], heap.large_bytes - counts[3], rise)
     w.bin_changes = arena.bin_changes - changes
     w.events = tuple(events)
+    w.reach = _reach(events)
     return handles, w
+
+
+def _reach(events):
+    """For :func:`_walk`'s short way, relative to the window's first top: the most a
+    carve needs below the break, the highest byte it touches, and the lowest top a merge
+    into the top leaves; None where a realloc reads the break."""
+    need = 0
+    end = low = None
+    for kind, rel, arg in events:
+        if kind == 0:
+            need = max(need, rel + arg + MINSIZE)
+            touched = rel + arg + 2 * SIZE_SZ
+            end = touched if end is None else max(end, touched)
+        elif kind == 1:
+            low = rel if low is None else min(low, rel)
+        else:
+            return None
+    return need, end, low
 
 
 def _chunks(state, low, read) -> dict:
@@ -352,6 +373,12 @@ def _walk(arena, w, d):
     brk, resident, page = arena.brk, arena.resident_end, arena.page
     trims = trimmed = 0
     base = w.top0 + d
+    if w.reach is not None:
+        # the short way: no carve grows the heap, no merge into the top trims it
+        need, end, low = w.reach
+        if brk >= base + need and (low is None or brk - base - low < max(
+                CONSOLIDATION_THRESHOLD, arena.trim_threshold)):
+            return brk, resident if end is None else max(resident, base + end), 0, 0
     for kind, rel, arg in w.events:
         top = base + rel
         if kind == 0:
@@ -394,19 +421,20 @@ def _apply(sim, w, lo, d, walked) -> list:
         keep = w.low.get((is_fast, s), 0)
         now[s] = now[s][:keep] + [a if a < lo else a + d for a in rec.get(s, ())[keep:]]
     arena.nfast = nfast
-    arena.free_at = free = {(a if a < lo else a + d): z for a, z in free_at.items()}
-    arena.free_end = {a + z: a for a, z in free.items()}
-    arena.unsorted = {(a if a < lo else a + d): None for a, _ in unsorted}
-    arena._unsorted_dead = 0
-    now = arena.bins
-    for i, _ in w.before[3]:
-        now[i] = {} if i < NSMALLBINS else []
-    for i, ch in bins:
-        if i < NSMALLBINS:
-            now[i] = {(a if a < lo else a + d): None for a in ch}
-        else:
-            now[i] = [(z, a if a < lo else a + d) for z, a in ch]
-    arena.binmap = [i for i, _ in bins]
+    if free_at or w.before[4]:
+        arena.free_at = free = {(a if a < lo else a + d): z for a, z in free_at.items()}
+        arena.free_end = {a + z: a for a, z in free.items()}
+        arena.unsorted = {(a if a < lo else a + d): None for a, _ in unsorted}
+        arena._unsorted_dead = 0
+        now = arena.bins
+        for i, _ in w.before[3]:
+            now[i] = {} if i < NSMALLBINS else []
+        for i, ch in bins:
+            if i < NSMALLBINS:
+                now[i] = {(a if a < lo else a + d): None for a in ch}
+            else:
+                now[i] = [(z, a if a < lo else a + d) for z, a in ch]
+        arena.binmap = [i for i, _ in bins]
     arena.last_remainder = None if lr is None or lr < lo else lr + d
     inuse = arena.inuse
     for a in w.gone:
@@ -415,8 +443,12 @@ def _apply(sim, w, lo, d, walked) -> list:
     inuse.update(w.inuse[:k])
     inuse.update({a + d: z for a, z in w.inuse[k:]})
     live = arena.live
-    for n, blocks in w.live:
-        live.setdefault(n, []).extend([a if a < lo else a + d for a in blocks])
+    blocks, counts = w.live
+    mapped = [a if a < lo else a + d for a in blocks]
+    at = 0
+    for n, k in counts:
+        live.setdefault(n, []).extend(mapped[at:at + k])
+        at += k
     arena.top = w.top1 + d
     brk, resident, trims, trimmed = walked
     arena.brk = brk
