@@ -561,7 +561,7 @@ def _find(arena, memo, program, prev):
         if link is not None:
             w, lo, delta = link
             d = prev[2] + delta
-            walked = _walk(arena, w, d) if arena.top - w.top0 == d else None
+            walked = _walk(arena, w, d) if arena.top - w.top0 == d >= 0 else None
             if walked is not None:
                 return w, lo, d, walked
     by_read = memo.get(program)
