@@ -321,6 +321,8 @@ class Simulation:
         self.arena_replayed = 0
         # fast-forwarded iterations of loops that grow a chain (sim.engine.fastforward.chainrun)
         self.chain_applied = 0
+        #   of which a glibc arena took as a shifted window (sim.engine.fastforward.arenawindow)
+        self.arena_shifted = 0
         # iterations fast-forwarded by replaying their heap events (sim.engine.fastforward.repeat, drift)
         self.drift_applied = 0
         self.leak_applied = 0

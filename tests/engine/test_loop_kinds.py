@@ -77,6 +77,49 @@ def test_a_backward_after_inference_forwards_frees_what_exact_mode_frees(profile
     assert sim.allocator.state() == exact.allocator.state()
 
 
+def _arena(sim):
+    """A glibc arena whole: every in-use chunk and its size, the live blocks of each
+    request size in order, the free chunks, bins, tcache bins and fastbins in order, the
+    top, break, resident end, trims, last remainder and the bins' change count."""
+    a = sim.heap._arena
+    return (a.inuse, {n: v for n, v in a.live.items() if v}, a.free_at, list(a.unsorted),
+            [(i, list(c)) for i, c in enumerate(a.bins) if c], a.binmap,
+            {n: v for n, v in a.tcache.items() if v}, {n: v for n, v in a.fast.items() if v},
+            a.top, a.brk, a.resident_end, a.trims, a.last_remainder, a.nfast, a.bin_changes)
+
+
+def test_inference_forwards_shifted_on_glibcs_arena_equal_exact_mode():
+    """1,500 forwards on glibc's arena: most are applied as windows that shift a recorded
+    window's arena change by the top's advance (sim.engine.fastforward.arenawindow), and
+    the arena is exact mode's chunk by chunk: in-use map, live lists, bins, break."""
+    sets = {"forwards": 1500}
+    rows, sim = _run("infer.py", "linux-x86_64", sets, True)
+    exact_rows, exact = _run("infer.py", "linux-x86_64", sets, False)
+    assert sim.arena_shifted > 1000
+    assert rows == exact_rows
+    assert _ends(sim) == _ends(exact)
+    assert _arena(sim) == _arena(exact)
+
+
+def test_a_backward_after_shifted_forwards_frees_what_exact_mode_frees():
+    """600 forwards, most of them shifted windows on glibc's arena, then a backward that
+    frees every kept block the shifted windows placed, and 30 forwards more: the arena
+    is exact mode's, chunk by chunk."""
+    def run(fast_forward):
+        sim = Simulation(load_profile("linux-x86_64"), fast_forward=fast_forward)
+        ad = sim.device("flex").autodiff()
+        model = Mlp(64, 64, 64, ad)
+        x = Tensor.random((8, 64), ad)
+        sim.repeat(600, lambda: model.forward(x.clone()).sum().into_scalar())
+        model.forward(x.clone()).sum().backward()
+        sim.repeat(30, lambda: model.forward(x.clone()).sum().into_scalar())
+        return sim
+    sim, exact = run(True), run(False)
+    assert sim.arena_shifted > 300
+    assert _ends(sim) == _ends(exact)
+    assert _arena(sim) == _arena(exact)
+
+
 def test_inference_forwards_past_the_l2s_first_eviction():
     """512 x 32 activations (64 KiB each) fill the 16-MiB LRU after about 45 forwards; the
     later forwards push the oldest kept activations out, which no forward touches again,

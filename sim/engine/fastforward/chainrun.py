@@ -292,6 +292,9 @@ class ChainEffect:
     #: on a glibc arena, what its replay needs besides the trace
     #: (:class:`sim.engine.fastforward.keptchain.ArenaPlan`); None elsewhere
     arena = None
+    #: on a glibc arena, the windows of its iterations replayed and recorded, by program
+    #: and the sizes of their free structures (:mod:`sim.engine.fastforward.arenawindow`)
+    windows = None
 
     def __init__(self, stride, registered, backwards, times, faults, origin, members,
                  rotating, tree_ops, sweeps, growth, state, tip_id, graph, first_id):

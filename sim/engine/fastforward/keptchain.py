@@ -26,7 +26,9 @@ chain's closed form counts blocks by size and cannot place those; here:
   take the batch at once;
 * on a glibc arena (:func:`on_arena`) only such unbuilt members are taken: each skipped
   iteration's events go through the arena in order, its BTreeMap operations among them
-  where the probe saw them (:func:`replay_on_arena`), and a member built later takes the
+  where the probe saw them (:func:`replay_on_arena`), most windows of iterations applied
+  at once as a shift of the arena (:mod:`sim.engine.fastforward.arenawindow`), and a
+  member built later takes the
   blocks the replay placed for it (the builder's requests are handed the iteration's kept
   blocks by size in the iteration's order, checked once against the probed iteration's
   members, :class:`ArenaPlan`), so its frees reach the chunks exact mode frees;
@@ -52,6 +54,7 @@ from ...platform.heap import Heap
 from ...burn.graph.runs import MemberRuns, RunEntries
 from .seams import indexes_nodes
 from .replay import replay_tree_ops
+from .arenawindow import place as place_windows
 from .arenarun import ALLOC, FREE, REALLOC, handle_key
 from ...burn.graph.runs import node_handles
 from .leakrun import (_buffer, _COUNTING, _Counting, _Refuse, _strip, builder_blocks,
@@ -546,9 +549,9 @@ def defer_members(sim, effect, graph, last, count, replay, previous, trees) -> N
     located = any(type(k) is not tuple and k.position is not None for k in effect.kept)
     handles = []
     if effect.arena is not None:
-        # every block placed where exact mode puts it, its handle kept for the builder
-        for start in starts:
-            handles.append(replay_on_arena(sim, effect, start))
+        # every block placed where exact mode puts it, its handle kept for the builder:
+        # windows of iterations replayed, or shifted where the arena repeats
+        handles = place_windows(sim, effect, starts, trees, replay_on_arena)
     elif not located and replay(sim, effect, 0, 0) is not None:
         _append_tree_ops(trees, effect, first, count - 1)
         replay(sim, effect, 0, count)
@@ -740,10 +743,14 @@ def on_arena(sim, effect, graph, trees, positions) -> bool:
     return all(-1 not in held for held in effect.arena.positions)
 
 
-def replay_on_arena(sim, effect, start) -> dict:
+def replay_on_arena(sim, effect, start, nodes=None, placed=None) -> dict:
     """The heap events of the iteration whose first id is ``start`` through a glibc arena,
     its BTreeMap operations made where the probed iteration made them (their nodes take
     their places among the requests); returns the blocks it kept, by position.
+    ``nodes``: the node sizes each operation allocates, where the maps made the
+    operations already (:mod:`sim.engine.fastforward.arenawindow`): the nodes' requests
+    alone are made in their place; ``placed``: a list that gets every block the arena
+    hands out for the iteration's own events.
 
     The requests go to the arena itself, and the heap's counters follow per run of them
     between two operations (:func:`_arena_segments`): its live bytes, blocks and
@@ -758,9 +765,16 @@ def replay_on_arena(sim, effect, start) -> dict:
         effect.arena = plan = plan._replace(segments=_arena_segments(effect))
     handles = {}
     alloc, free, realloc = arena.alloc, arena.free, arena.realloc
+    done = 0
     for ops, events, nbytes, nblocks, nallocs, top, large in plan.segments:
         if ops:
-            replay_tree_ops(trees, ops, start)
+            if nodes is None:
+                replay_tree_ops(trees, ops, start)
+            else:
+                for sizes in nodes[done:done + len(ops)]:
+                    for size in sizes:
+                        heap.alloc(size)
+                done += len(ops)
         live = heap.live_bytes
         if live + top > heap.peak_bytes:
             heap.peak_bytes = live + top
@@ -777,6 +791,8 @@ def replay_on_arena(sim, effect, start) -> dict:
             else:
                 old, at = arg
                 handles[i] = realloc(handles.pop(at), old, size)
+            if placed is not None and kind != FREE:
+                placed.append(handles[i])
         heap.live_bytes = live + nbytes
         heap.live_blocks += nblocks
         heap.allocs += nallocs

@@ -1,0 +1,619 @@
+"""Windows of replayed iterations on a glibc arena, applied as a shift of the arena.
+
+A chain whose members stay unbuilt (:func:`sim.engine.fastforward.keptchain.defer_members`)
+places each skipped iteration's requests on glibc's arena one by one
+(:func:`sim.engine.fastforward.keptchain.replay_on_arena`), which costs about what the
+exact iteration's placement does. Here ``WINDOW`` iterations are one unit, and most units
+are applied without a request.
+
+**The program.** A window's program is its iterations' requests (the same every
+iteration) and the nodes its BTreeMap operations allocate (these vary: a leaf splits every
+few iterations, an internal node more rarely). The maps make the window's operations
+first, on a heap tap that only notes each operation's node sizes (:class:`_NodeSizes`).
+
+**A recorded window.** A window replayed request by request is recorded
+(:func:`_record`): the arena's free structures before and after it (tcache bins,
+fastbins, unsorted bin, small and large bins, free chunks, last remainder, fastbin
+count), which tcache bins and fastbins it read and the fewest chunks each held meanwhile
+(the chunks under that were not touched), every chunk it entered into or took from the
+in-use map, the blocks it appended to the live lists, the kept blocks by position, the
+heap's counters and highest point, and the events where the arena reads its break
+(carves from the top, frees merged into the top, reallocs at the top).
+
+**The shift.** A later window with the same program is that recorded window again when
+the arena is the recorded window's starting arena shifted (:func:`_shift`): with ``D`` the
+top's advance since, there is an address ``L`` below which every chunk of the free
+structures the window reads is where it was, and from which every one moved by exactly
+``D`` -- in the same bins, the same order, with the same sizes -- no chunk crosses ``L``
+and none below it ends at it. glibc's ``malloc``, ``free`` and ``realloc`` decide by
+sizes, bin orders and lengths, by which chunk is the last remainder, and by adjacency
+(a free chunk ending where a freed one starts or starting where it ends, or the top).
+Under the map ``a -> a`` below ``L``, ``a -> a + D`` from it, every one of these is the
+recorded window's: a chunk carved from a chunk lies inside it, one carved from the top
+lies above ``L``, chunks are adjacent within one side only, and the in-use chunks the
+window does not free (older blocks, and the tcache chunks under the lowest length) are
+never looked at. So the window makes the recorded window's decisions, each address
+mapped, and ends in the recorded end state mapped (:func:`_apply`). What the map does not
+carry is checked or recomputed: the break (a walk over the recorded top events with this
+arena's break, which grows and trims it as ``sysmalloc`` and ``systrim`` do, and must
+take each realloc at the top the same way: :func:`_walk`), the resident end and page
+faults (the walk's touches; the simulator's fault time is that of the cumulative bytes),
+``malloc_consolidate`` (not shifted: a recorded window with fastbin chunks at an event
+that reads the break, or that merged a chunk of 64 KiB off the top), aligned requests
+and mmapped chunks (none: every request below the mmap threshold), aliases and carve
+runs (none).
+
+**Links.** After a window applied at ``(L, D)`` the arena is that window's recorded end
+mapped, so where the next window was found at ``(L', D')`` reading only what the first
+one read and left, and each address it reads on the same side of ``L`` as of ``L'``,
+the next window follows the first one wherever it is applied with ``L``
+(:func:`_linkable`): it is applied without comparing the arena again.
+
+Windows start at the same phase of the loop in every batch. The tests compare the arena
+with exact mode's chunk by chunk (in-use map, live lists, bins, tcache, break, resident
+end) after 40, 60, 400 and 1,500 forwards, and after a backward that frees every kept
+block.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from ...platform.heap import HeapTap
+from ...platform.ptmalloc import CONSOLIDATION_THRESHOLD, MAX_FAST, MINSIZE, NSMALLBINS, SIZE_SZ
+from .arenarun import ALLOC
+
+__all__ = ["WINDOW", "KEEP", "place"]
+
+#: iterations per window
+WINDOW = 2
+#: recorded windows kept per program and sizes of the free structures
+KEEP = 24
+
+
+class _Unshiftable(Exception):
+    """A BTreeMap operation freed or reallocated a node (not a window's program)."""
+
+
+class _NodeSizes(HeapTap):
+    """The heap's tap while the BTreeMaps make a window's operations: each node's size
+    noted, nothing placed."""
+
+    __slots__ = ("sizes",)
+
+    def __init__(self):
+        self.sizes = []
+
+    def alloc(self, heap, nbytes, align):
+        self.sizes.append(nbytes)
+        return None
+
+    def free(self, heap, nbytes, block):
+        raise _Unshiftable
+
+    def realloc(self, heap, old_nbytes, nbytes, block):
+        raise _Unshiftable
+
+
+class _Lowest(list):
+    """A tcache bin or fastbin that notes the fewest chunks it held (recording)."""
+
+    __slots__ = ("low",)
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.low = len(items)
+
+    def pop(self, *args):
+        item = list.pop(self, *args)
+        if len(self) < self.low:
+            self.low = len(self)
+        return item
+
+    def clear(self):
+        list.clear(self)
+        self.low = 0
+
+
+class _Seen(dict):
+    """The tcache or the fastbins by size, noting the sizes read (recording)."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.seen = set()
+
+    def __getitem__(self, key):
+        self.seen.add(key)
+        return dict.__getitem__(self, key)
+
+    def get(self, key, default=None):
+        self.seen.add(key)
+        return dict.get(self, key, default)
+
+    def items(self):
+        self.seen.update(self.keys())
+        return dict.items(self)
+
+
+def _free_structures(arena) -> tuple:
+    """``(tcache, fastbins, unsorted, bins, free chunks, last remainder, nfast)``: copies."""
+    return ({s: list(v) for s, v in arena.tcache.items() if v},
+            {s: list(v) for s, v in arena.fast.items() if v},
+            [(a, arena.free_at[a]) for a in arena.unsorted],
+            [(i, list(arena.bins[i])) for i in arena.binmap],
+            dict(arena.free_at), arena.last_remainder, arena.nfast)
+
+
+def _view(arena) -> tuple:
+    """:func:`_free_structures` without copies of the tcache, fastbins and free chunks
+    (a lookup)."""
+    return (arena.tcache, arena.fast, [(a, arena.free_at[a]) for a in arena.unsorted],
+            [(i, list(arena.bins[i])) for i in arena.binmap],
+            arena.free_at, arena.last_remainder, arena.nfast)
+
+
+def _sizes_key(state, read) -> tuple:
+    """What of the free structures a shift leaves alone: the lengths of the tcache bins
+    and fastbins a window reads (``read``: ``(tcache sizes, fastbin sizes)``), the
+    unsorted bin's and the bins' sizes, the free chunks' count."""
+    tcache, fast, unsorted, bins, free_at, lr, nfast = state
+    return (nfast, lr is None, tuple(len(tcache.get(s, ())) for s in read[0]),
+            tuple(len(fast.get(s, ())) for s in read[1]), tuple(z for _, z in unsorted),
+            tuple((i, len(c)) for i, c in bins), len(free_at))
+
+
+class _Window:
+    """A window replayed request by request (see the module docstring): its free
+    structures ``before`` and ``after``, the tcache and fastbin sizes it ``read`` and
+    their ``low`` lengths, ``changed`` (the bins it left otherwise), the top ``top0`` and
+    ``top1``, the in-use chunks it added or resized (``inuse``, by address, and their
+    addresses ``cut``) and took out (``gone``), the blocks it appended to the live lists,
+    the kept blocks by position (``handles``, per iteration), the heap's changes
+    ``(live bytes, blocks, allocation calls, large bytes, highest rise)``, the bins'
+    change count, the top ``events``; and for lookups its readable ``chunks``, its
+    canonical forms by threshold and its ``links``."""
+
+    __slots__ = ("before", "after", "low", "read", "changed", "top0", "top1", "inuse", "cut",
+                 "gone", "live", "handles", "heap", "bin_changes", "events", "reach", "chunks",
+                 "canon", "links")
+
+
+def _watch(arena, events, ok):
+    """Wrap the arena's paths that read its break (an instance's own attributes, for one
+    recording): carves from the top, frees past the tcache, reallocs at the top."""
+    top0 = arena.top
+    from_top, free_uncached = arena._from_top, arena._free_uncached
+    resize, merge_run = arena._resize, arena._merge_run
+    merged = [0]
+
+    def merging(addrs, size):
+        merged[0] = merge_run(addrs, size)
+        return merged[0]
+
+    def top_carve(nb):
+        if arena.nfast:
+            ok[0] = False           # a top too small would consolidate the fastbins
+        events.append((0, arena.top - top0, nb))
+        return from_top(nb)
+
+    def uncached(addr, size):
+        # a fastbin, or merged: into the top (an event that reads the break), or into a
+        # chunk of 64 KiB elsewhere (which would too: not shifted)
+        top, nfast = arena.top, arena.nfast
+        merged[0] = 0
+        free_uncached(addr, size)
+        if size <= MAX_FAST:
+            return
+        if arena.top != top:
+            if nfast:
+                ok[0] = False
+            events.append((1, arena.top - top0, 0))
+        elif merged[0] >= CONSOLIDATION_THRESHOLD:
+            ok[0] = False
+
+    def resized(block, nb):
+        if type(block) is int:
+            size = arena.inuse[block]
+            top = arena.top
+            if block + size == top and size < nb:
+                new = resize(block, nb)
+                events.append((2, top - top0, (size, nb, arena.top != top)))
+                return new
+        return resize(block, nb)
+    arena._from_top, arena._free_uncached = top_carve, uncached
+    arena._resize, arena._merge_run = resized, merging
+    arena.tcache = _Seen((s, _Lowest(v)) for s, v in arena.tcache.items())
+    arena.fast = _Seen((s, _Lowest(v)) for s, v in arena.fast.items())
+
+
+def _unwatch(arena) -> tuple:
+    """Undo :func:`_watch`; returns ``(read, low)``."""
+    del arena._from_top, arena._free_uncached, arena._resize, arena._merge_run
+    read = (tuple(sorted(arena.tcache.seen)), tuple(sorted(arena.fast.seen)))
+    low = {}
+    for is_fast, bins in ((False, arena.tcache), (True, arena.fast)):
+        for s, v in dict.items(bins):
+            if v.low:
+                low[(is_fast, s)] = v.low
+    arena.tcache = {s: list(v) for s, v in dict.items(arena.tcache)}
+    arena.fast = {s: list(v) for s, v in dict.items(arena.fast)}
+    return read, low
+
+
+def _record(sim, effect, starts, nodes, replay_one):
+    """Replay the window (``nodes``: each iteration's operations' node sizes) and record
+    it; returns ``(kept blocks per iteration, _Window or None)``."""
+    heap = sim.heap
+    arena = heap._arena
+    w = _Window()
+    w.before = _free_structures(arena)
+    w.top0 = arena.top
+    sizes = {n for _, n, _, _ in effect.trace}
+    sizes.update(n for per in nodes for op in per for n in op)
+    sizes.update(arg[0] for _, _, arg, _ in effect.trace if type(arg) is tuple)
+    lens = {n: len(arena.live.get(n, ())) for n in sizes}
+    counts = (heap.live_bytes, heap.live_blocks, heap.allocs, heap.large_bytes)
+    peak, heap.peak_bytes = heap.peak_bytes, heap.live_bytes
+    changes, trims = arena.bin_changes, arena.trims
+    events, ok = [], [True]
+    placed, handles = [], []
+    _watch(arena, events, ok)
+    try:
+        for start, per in zip(starts, nodes):
+            handles.append(replay_one(sim, effect, start, per, placed))
+    finally:
+        w.read, w.low = _unwatch(arena)
+        heap.peak_bytes, rise = max(peak, heap.peak_bytes), heap.peak_bytes - counts[0]
+    if not ok[0] or arena.trims != trims or arena.alias or arena.runs:
+        return handles, None
+    w.chunks = _chunks(w.before, w.low, w.read)
+    w.canon, w.links = {}, {}
+    w.after = after = _free_structures(arena)
+    w.changed = tuple((is_fast, s) for is_fast in (False, True)
+                      for s in set(w.before[is_fast]) | set(after[is_fast])
+                      if w.before[is_fast].get(s) != after[is_fast].get(s))
+    w.top1 = arena.top
+    appended = [(n, arena.live[n][lens[n]:]) for n in sorted(sizes)
+                if len(arena.live.get(n, ())) > lens[n]]
+    w.live = (tuple(a for _, blocks in appended for a in blocks),
+              tuple((n, len(blocks)) for n, blocks in appended))
+    # the chunks the window entered into or took from the in-use map: a chunk not in a
+    # tcache bin or fastbin before was not in use (the window frees only its own blocks)
+    cached = {a: s for bins in w.before[:2] for s, v in bins.items() for a in v}
+    touched = set(cached) | set(w.before[4]) | set(after[4]) | set(placed)
+    touched.update(a for bins in after[:2] for v in bins.values() for a in v)
+    touched.update(w.live[0])
+    inuse = arena.inuse
+    diff = [(a, inuse.get(a)) for a in sorted(touched) if inuse.get(a) != cached.get(a)]
+    w.gone = tuple(a for a, z in diff if z is None)
+    w.inuse = tuple((a, z) for a, z in diff if z is not None)
+    w.cut = [a for a, _ in w.inuse]
+    w.handles = handles
+    w.heap = (heap.live_bytes - counts[0], heap.live_blocks - counts[1],
+              heap.allocs - counts[2], heap.large_bytes - counts[3], rise)
+    w.bin_changes = arena.bin_changes - changes
+    w.events = tuple(events)
+    w.reach = _reach(events)
+    return handles, w
+
+
+def _reach(events):
+    """For :func:`_walk`'s short way, relative to the window's first top: the most a
+    carve needs below the break, the highest byte it touches, and the lowest top a merge
+    into the top leaves; None where a realloc reads the break."""
+    need = 0
+    end = low = None
+    for kind, rel, arg in events:
+        if kind == 0:
+            need = max(need, rel + arg + MINSIZE)
+            touched = rel + arg + 2 * SIZE_SZ
+            end = touched if end is None else max(end, touched)
+        elif kind == 1:
+            low = rel if low is None else min(low, rel)
+        else:
+            return None
+    return need, end, low
+
+
+def _chunks(state, low, read) -> dict:
+    """Address -> size of the chunks in free structures that a window reads."""
+    tcache, fast, _, _, free_at, _, _ = state
+    out = dict(free_at)
+    for is_fast, bins in ((False, tcache), (True, fast)):
+        for s in read[is_fast]:
+            for a in bins.get(s, ())[low.get((is_fast, s), 0):]:
+                out[a] = s
+    return out
+
+
+def _canon(state, low, read, lo, top) -> tuple:
+    """The free structures a window reads, each address below ``lo`` as it is and from
+    there relative to the top."""
+    tcache, fast, unsorted, bins, free_at, lr, nfast = state
+
+    def c(a):
+        return a if a < lo else ("M", a - top)
+    return (nfast, None if lr is None else c(lr),
+            [[c(a) for a in tcache.get(s, ())[low.get((False, s), 0):]] for s in read[0]],
+            [[c(a) for a in fast.get(s, ())[low.get((True, s), 0):]] for s in read[1]],
+            [(c(a), z) for a, z in unsorted],
+            [(i, [c(a) if type(a) is int else (a[0], c(a[1])) for a in ch]) for i, ch in bins],
+            sorted(((c(a), z) for a, z in free_at.items()), key=repr))
+
+
+def _shift(w, state, top):
+    """``(L, D)`` where the arena's free structures ``state`` (top ``top``) are ``w``'s
+    starting ones shifted (see the module docstring), else None."""
+    d = top - w.top0
+    if d < 0:
+        return None
+    c0, c1 = w.chunks, _chunks(state, w.low, w.read)
+    if len(c0) != len(c1):
+        return None
+    hi = min((a for a, z in c1.items() if c0.get(a) != z), default=top)
+    lo = hi - d
+    for a, z in c0.items():
+        if a < lo <= a + z:
+            return None              # a chunk crosses L, or ends at it
+    canon = w.canon.get(lo)
+    if canon is None:
+        canon = w.canon[lo] = _canon(w.before, w.low, w.read, lo, w.top0)
+    if canon != _canon(state, w.low, w.read, hi, top):
+        return None
+    return lo, d
+
+
+def _walk(arena, w, d):
+    """``(break, resident end, trims, trimmed bytes)`` after ``w`` applied with the top
+    moved by ``d``: its top events walked with this arena's break (``sysmalloc``'s growth,
+    ``systrim`` after a merge into the top); None where a realloc at the top would decide
+    otherwise than in ``w``."""
+    brk, resident, page = arena.brk, arena.resident_end, arena.page
+    trims = trimmed = 0
+    base = w.top0 + d
+    if w.reach is not None:
+        # the short way: no carve grows the heap, no merge into the top trims it
+        need, end, low = w.reach
+        if brk >= base + need and (low is None or brk - base - low < max(
+                CONSOLIDATION_THRESHOLD, arena.trim_threshold)):
+            return brk, resident if end is None else max(resident, base + end), 0, 0
+    for kind, rel, arg in w.events:
+        top = base + rel
+        if kind == 0:
+            if brk - top < arg + MINSIZE:
+                need = arg + arena.top_pad + MINSIZE - (brk - top)
+                brk += -(-need // page) * page
+            end = top + arg + 2 * SIZE_SZ
+        elif kind == 1:
+            if brk - top >= CONSOLIDATION_THRESHOLD and brk - top >= arena.trim_threshold:
+                area = brk - top - MINSIZE - 1
+                if area > arena.top_pad:
+                    extra = (area - arena.top_pad) // page * page
+                    if extra:
+                        brk -= extra
+                        trims += 1
+                        trimmed += extra
+                        resident = min(resident, brk)
+            continue
+        else:
+            size, nb, grew = arg
+            if (size + brk - top >= nb + MINSIZE) != grew:
+                return None
+            if not grew:
+                continue
+            end = top - size + nb + 2 * SIZE_SZ
+        if end > resident:
+            resident = end
+    return brk, resident, trims, trimmed
+
+
+def _apply(sim, w, lo, d, walked) -> list:
+    """The recorded window ``w`` again, each of its addresses ``a`` at ``a`` below ``lo``
+    and at ``a + d`` from there (:func:`_shift`; ``walked``: :func:`_walk`); returns the
+    iterations' kept blocks by position."""
+    heap = sim.heap
+    arena = heap._arena
+    tcache, fast, unsorted, bins, free_at, lr, nfast = w.after
+    for is_fast, s in w.changed:
+        now, rec = (arena.fast, fast) if is_fast else (arena.tcache, tcache)
+        keep = w.low.get((is_fast, s), 0)
+        now[s] = now[s][:keep] + [a if a < lo else a + d for a in rec.get(s, ())[keep:]]
+    arena.nfast = nfast
+    if free_at or w.before[4]:
+        arena.free_at = free = {(a if a < lo else a + d): z for a, z in free_at.items()}
+        arena.free_end = {a + z: a for a, z in free.items()}
+        arena.unsorted = {(a if a < lo else a + d): None for a, _ in unsorted}
+        arena._unsorted_dead = 0
+        now = arena.bins
+        for i, _ in w.before[3]:
+            now[i] = {} if i < NSMALLBINS else []
+        for i, ch in bins:
+            if i < NSMALLBINS:
+                now[i] = {(a if a < lo else a + d): None for a in ch}
+            else:
+                now[i] = [(z, a if a < lo else a + d) for z, a in ch]
+        arena.binmap = [i for i, _ in bins]
+    arena.last_remainder = None if lr is None or lr < lo else lr + d
+    inuse = arena.inuse
+    for a in w.gone:
+        del inuse[a if a < lo else a + d]
+    k = bisect_left(w.cut, lo)
+    inuse.update(w.inuse[:k])
+    inuse.update({a + d: z for a, z in w.inuse[k:]})
+    live = arena.live
+    blocks, counts = w.live
+    mapped = [a if a < lo else a + d for a in blocks]
+    at = 0
+    for n, k in counts:
+        live.setdefault(n, []).extend(mapped[at:at + k])
+        at += k
+    arena.top = w.top1 + d
+    brk, resident, trims, trimmed = walked
+    arena.brk = brk
+    arena.trims += trims
+    arena.trimmed_bytes += trimmed
+    page = arena.page
+    old, new = -(-arena.resident_end // page) * page, -(-resident // page) * page
+    arena.resident_end = resident
+    if new > old and arena.fault is not None:
+        arena.fault(new - old, False)
+    arena.bin_changes += w.bin_changes
+    nbytes, nblocks, nallocs, large, rise = w.heap
+    if heap.live_bytes + rise > heap.peak_bytes:
+        heap.peak_bytes = heap.live_bytes + rise
+    heap.live_bytes += nbytes
+    heap.live_blocks += nblocks
+    heap.allocs += nallocs
+    heap.large_bytes += large
+    return [_Shifted(h, lo, d) for h in w.handles]
+
+
+class _Shifted:
+    """An iteration's kept blocks by position: a recorded window's, mapped on first read."""
+
+    __slots__ = ("base", "lo", "d", "_made")
+
+    def __init__(self, base, lo, d):
+        self.base, self.lo, self.d, self._made = base, lo, d, None
+
+    def _map(self) -> dict:
+        if self._made is None:
+            lo, d = self.lo, self.d
+            self._made = {i: (a if a < lo else a + d) for i, a in self.base.items()}
+        return self._made
+
+    def __getitem__(self, i):
+        return self._map()[i]
+
+    def get(self, i, default=None):
+        return self._map().get(i, default)
+
+    def items(self):
+        return self._map().items()
+
+    def __contains__(self, i):
+        return i in self._map()
+
+
+def _linkable(a, lo_a, d_a, b, lo_b, d_b) -> bool:
+    """Whether window ``b`` follows window ``a`` wherever ``a`` is applied with the
+    threshold ``lo_a`` (just now: ``a`` at ``(lo_a, d_a)``, then ``b`` found at
+    ``(lo_b, d_b)``): ``b`` reads only tcache bins and fastbins ``a`` read, no deeper than
+    ``a`` went (so what it reads is ``a``'s recorded result, not what ``a`` left
+    untouched), and every address ``b`` reads lies on the same side of ``lo_a`` after
+    ``a`` as of ``lo_b`` before ``b``. Then ``a`` applied at ``(lo_a, d)`` is followed by
+    ``b`` at ``(lo_b, d + d_b - d_a)``: the arena after :func:`_apply` is ``a``'s recorded
+    end mapped."""
+    for is_fast in (False, True):
+        mine = set(a.read[is_fast])
+        for s in b.read[is_fast]:
+            if s not in mine or b.low.get((is_fast, s), 0) < a.low.get((is_fast, s), 0):
+                return False
+    lr = b.before[5]
+    for x in list(b.chunks) + ([] if lr is None else [lr]):
+        if (x < lo_b) != ((x if x < lo_b else x + d_b) < lo_a):
+            return False
+    return True
+
+
+def _shiftable(arena, effect) -> bool:
+    """Whether the iteration's requests let a window be shifted at all: no aligned
+    request, none made with page faults off, all below the mmap threshold, only inserts
+    into the maps, no alias or carve run in the arena."""
+    return (not arena.alias and not arena.runs
+            and all(type(arg) is tuple or not arg or arg < 0
+                    for kind, _, arg, _ in effect.trace if kind == ALLOC)
+            and not any(unfaulted for *_, unfaulted in effect.trace)
+            and max((n for _, n, _, _ in effect.trace), default=0) < arena.mmap_threshold
+            and all(kind == "insert" for _, kind, _ in effect.tree_ops))
+
+
+def _node_sizes(heap, effect, trees, window) -> tuple:
+    """The window's BTreeMap operations made; the node sizes each allocated, per
+    iteration and operation."""
+    sizes = _NodeSizes()
+    tap, heap.tap = heap.tap, sizes
+    made = sizes.sizes
+    nodes = []
+    try:
+        for start in window:
+            per = []
+            for tree, _, key in effect.tree_ops:
+                if trees[tree].insert(start + key) and made:
+                    per.append(tuple(made))
+                    made.clear()
+                else:
+                    per.append(())
+            nodes.append(tuple(per))
+    finally:
+        heap.tap = tap
+    return tuple(nodes)
+
+
+def _find(arena, memo, program, prev):
+    """``(window, L, D, walked)`` to apply for ``program`` now, or None: the link from
+    the window applied before (``prev``: ``(window, L, D)``), else a recorded window of
+    that program the arena is a shift of."""
+    if prev is not None:
+        link = prev[0].links.get((prev[1], program))
+        if link is not None:
+            w, lo, delta = link
+            d = prev[2] + delta
+            walked = _walk(arena, w, d) if arena.top - w.top0 == d >= 0 else None
+            if walked is not None:
+                return w, lo, d, walked
+    by_read = memo.get(program)
+    if not by_read:
+        return None
+    state = _view(arena)
+    for read, by_key in by_read.items():
+        listed = by_key.get(_sizes_key(state, read), ())
+        for w in reversed(listed):
+            shift = _shift(w, state, arena.top)
+            walked = None if shift is None else _walk(arena, w, shift[1])
+            if walked is not None:
+                listed.remove(w)       # the last one found is tried first
+                listed.append(w)
+                if prev is not None and _linkable(*prev, w, *shift):
+                    prev[0].links[(prev[1], program)] = (w, shift[0], shift[1] - prev[2])
+                return (w,) + shift + (walked,)
+    return None
+
+
+def place(sim, effect, starts, trees, replay_one) -> list:
+    """The heap events and BTreeMap operations of the iterations whose first ids are
+    ``starts`` on a glibc arena (``replay_one``:
+    :func:`sim.engine.fastforward.keptchain.replay_on_arena`); returns each iteration's
+    kept blocks by position."""
+    heap = sim.heap
+    arena = heap._arena
+    starts = list(starts)
+    if not starts or not _shiftable(arena, effect):
+        return [replay_one(sim, effect, start) for start in starts]
+    if effect.windows is None:
+        effect.windows = {}
+    memo = effect.windows
+    # windows start at the same phase of the loop in every batch
+    lead = -((starts[0] - effect.first_id) // effect.stride) % WINDOW
+    handles = [replay_one(sim, effect, start) for start in starts[:lead]]
+    prev = None
+    for i in range(lead, len(starts), WINDOW):
+        window = starts[i:i + WINDOW]
+        program = _node_sizes(heap, effect, trees, window)
+        found = _find(arena, memo, program, prev)
+        if found is not None:
+            handles.extend(_apply(sim, *found))
+            sim.arena_shifted += len(window)
+            prev = found[:3]
+            continue
+        prev = None
+        placed, w = _record(sim, effect, window, program, replay_one)
+        handles.extend(placed)
+        if w is not None and len(window) == WINDOW:
+            kept = memo.setdefault(program, {}).setdefault(w.read, {}).setdefault(
+                _sizes_key(w.before, w.read), [])
+            kept.append(w)
+            del kept[:-KEEP]
+    return handles
