@@ -23,10 +23,25 @@ consecutive iterations (:mod:`sim.engine.fastforward.repeat`), and :func:`apply_
   node each -- keeps its objects (the module's tensors hold them) and takes the ids of
   the last skipped iteration; the chain's live node (held by the ``ema`` tensor) swaps
   places with the last member built, so the tensor holds the newest member;
-* time: the iteration's work minus its sweeps is the same every time (checked to the
-  picosecond); each sweep is recomputed by :meth:`Timing.sweep_ns` from the iteration's
-  recorded sweep with ``G``'s entries, nodes and scan replaced by their values at that
-  iteration (checked: the recorded terms are the model's own).
+* time: the iteration's work minus its sweeps and its backwards' passes is the same
+  every time (checked to the picosecond); each sweep is recomputed by
+  :meth:`Timing.sweep_ns` from the iteration's recorded sweep with ``G``'s entries, nodes
+  and scan replaced by their values at that iteration (checked: the recorded terms are
+  the model's own), and each backward's ``free_unavailable_nodes`` by
+  :meth:`Timing.free_unavailable` at the nodes its passes visit then (a backward through
+  ``G`` visits more every iteration: the training step of a loop that sums its
+  validation loss, whose running total keeps every step's validation forward in the
+  parameters' graph).
+
+The members may also be the RootSteps of parameters an optimizer made in the iteration,
+held by the module and merged into ``G`` by the forward that reads them: several held
+members, each swapped with the newest iteration's (:func:`_swap_tips`); the graph that
+merged the other parameters' graphs before it was merged into ``G`` keeps their entries
+and no node (:func:`emptied_graph`), and takes the newest iteration's ids
+(:func:`sim.engine.fastforward.replay.relabel_emptied`); the next iteration's backward
+consumes those RootSteps (their nodes stay in ``G``) and its sweep removes some of their
+entries, which each skipped iteration undoes for the one before
+(:func:`sim.engine.fastforward.keptchain.build_members`).
 
 A chain whose members keep storages in their checkpoint actions, or have retro-forwards
 (Balanced checkpointing: ema-balanced ``detach`` keeps each step's detached weight, a
@@ -808,8 +823,11 @@ def chain_horizon(sim, effect) -> int:
     memory = server.memory_management
     keyed = sum(member.keyed for member in effect.members)
     steps = len(server.steps) + memory.run_nodes
-    slack = [(server.steps_table.cap - steps) // m - 1,
-             (server.actions_table.cap - steps) // m - 1,
+    # the steps grow by the members less the steps of the iteration before's the
+    # iteration consumed; a margin of one iteration's members (as the nodes' below)
+    grown = m - len(effect.consumed)
+    slack = [(server.steps_table.cap - steps - m) // grown,
+             (server.actions_table.cap - steps - m) // grown,
              (memory.nodes_table.cap - memory.node_count()) // m - 1]
     if effect.passes and memory.statuses_table is not None:
         # the passes' statuses table takes every node a backward reaches: at most G's
@@ -902,7 +920,6 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     tip_node = None if tip_offset is None else prev[tip_offset]
     tip_nodes = {o: prev[o] for o in effect.tip_offsets}
     via_offset = None if effect.via is None else effect.via[1]
-    children_of_tip = []
     built = []
     work_ps, compute, book, _ = effect.times
     # members left unbuilt in a run of G's maps, past a first iteration that checks the
@@ -921,12 +938,12 @@ def apply_chain(sim, effect, count, replay=None) -> int:
                                     template.pop_groups)
         if replayed:
             prev = build_replayed(sim, effect, graph, start, prev, via_offset,
-                                  children_of_tip if i == 1 else None, tip_node, built,
+                                  None, tip_node, built,
                                   replay, clones, slots[0])
         else:
             allocs = heap.allocs
             prev = build_members(sim, effect, graph, start, prev, via_offset,
-                          children_of_tip if i == 1 else None, tip_node, built)
+                          None, tip_node, built)
             # the iteration's transients, which the members' build does not make
             heap.allocs += effect.outside - (heap.allocs - allocs)
         if effect.arena is None:     # on an arena the replay made them among its events
