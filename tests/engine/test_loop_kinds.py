@@ -171,3 +171,19 @@ def test_a_backward_through_the_summed_loss_after_fast_forward(profile):
         assert sim.chain_applied > 60
     assert _ends(sim) == _ends(exact)
     assert sim.allocator.state() == exact.allocator.state()
+
+
+@pytest.mark.parametrize("policy", ["burn-0.20-pre.1", "dedup-sweep", "periodic-sweep",
+                                    "drop-release"])
+def test_summed_validation_loss_under_other_policies(policy):
+    """The chain's sweeps, passes and held parameters under policies that sweep otherwise
+    or keep state (drop-release indexes node ids: it runs exactly): exact mode's rows."""
+    sets = {"steps": 80}
+    keep = []
+    rows = run_cell(load_workload(str(LOOPS / "vloss.py")), "default", policy,
+                    profile="m2max-macos", sets=sets, keep=keep)
+    exact_rows = run_cell(load_workload(str(LOOPS / "vloss.py")), "default", policy,
+                          profile="m2max-macos", sets=sets, fast_forward=False)
+    if policy != "drop-release":
+        assert keep[0].chain_applied > 20
+    assert rows == exact_rows
