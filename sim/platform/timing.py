@@ -87,7 +87,7 @@ from typing import NamedTuple
 
 from .l2_cache import TlbMissCurve, hierarchy_read_ns, tlb_read_ns
 
-__all__ = ["Timing", "SweepRecord", "flops_and_bytes"]
+__all__ = ["Timing", "SweepRecord", "PassesRecord", "flops_and_bytes"]
 
 
 class SweepRecord(NamedTuple):
@@ -100,6 +100,17 @@ class SweepRecord(NamedTuple):
     freed: int
     sets: tuple
     parts: tuple
+    ns: float
+    ps: int
+
+
+class PassesRecord(NamedTuple):
+    """One ``free_unavailable_nodes`` as :meth:`Timing.free_unavailable` charged it: the
+    nodes its passes visited, ``PopNodeSet``'s control-group reads, its ns and the ps
+    charged (fast-forward recomputes it for a graph that grows,
+    :mod:`sim.engine.fastforward.chainrun`)."""
+    visited: int
+    pop_groups: float
     ns: float
     ps: int
 
@@ -392,8 +403,11 @@ class Timing:
     def free_unavailable(self, visited, pop_groups=0.0) -> None:
         """``free_unavailable_nodes``: per node visited, plus ``pop_groups`` control-group
         reads of PopNodeSet::pop (quadratic in the number of leaves)."""
-        self._book(visited * self.p["free_unavailable_node_ns"]
-                   + pop_groups * self.p["pop_scan_group_ns"])
+        ns = (visited * self.p["free_unavailable_node_ns"]
+              + pop_groups * self.p["pop_scan_group_ns"])
+        self._book(ns)
+        if self.log is not None:
+            self.log.append(PassesRecord(visited, pop_groups, ns, round(ns * 1000)))
 
     def handle_drop(self, n_nodes) -> None:
         """Work of a drop-time release (policies that free on drop)."""

@@ -11,6 +11,7 @@ from sim.engine.simulation import Simulation
 from sim.engine.profile import load_profile
 from sim.burn.nn import Mlp
 from sim.burn.tensor import Tensor
+from sim.burn.optim import Adam, GradientsParams
 
 LOOPS = paths.ROOT / "experiments" / "loops"
 PROFILES = ("m2max-macos", "linux-x86_64")
@@ -144,7 +145,7 @@ def _ends(sim):
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.parametrize("steps", (9, 30, 45))
+@pytest.mark.parametrize("steps", (9, 30, 45, 100))
 def test_summed_validation_loss_equals_exact_mode(profile, steps):
     """Each step's validation graph stays in the parameters' graph, which every training
     backward walks: fast-forward gives exact mode's rows, time, peak, allocation calls,
@@ -152,6 +153,80 @@ def test_summed_validation_loss_equals_exact_mode(profile, steps):
     fastbin entry) at several lengths (fewer steps than a probe needs, and more)."""
     rows, sim = _run("vloss.py", profile, {"steps": steps}, True)
     exact_rows, exact = _run("vloss.py", profile, {"steps": steps}, False)
+    if profile == "m2max-macos" and steps >= 100:
+        assert sim.chain_applied > steps // 3      # a chain (the bench's loop kind below)
     assert rows == exact_rows
     assert _ends(sim) == _ends(exact)
     assert sim.allocator.state() == exact.allocator.state()
+
+
+def _summed_loss_run(profile, steps, fast_forward, then_backward=False):
+    """The bench's loop kind "validation loss summed" (a 32-32-32 MLP, Adam, each step's
+    validation mean added to a running total), ``steps`` steps; with ``then_backward`` one
+    more step outside the loop and a backward through the running total (which reads
+    every member of every step, those fast-forward built included)."""
+    sim = Simulation(load_profile(profile), fast_forward=fast_forward)
+    dev = sim.device("flex").autodiff()
+    state = {"model": Mlp(32, 32, 32, dev), "total": Tensor.zeros((1,), dev)}
+    x = Tensor.random((8, 32), dev)
+    optim = Adam(sim)
+
+    def body():
+        model = state["model"]
+        loss = model.forward(x.clone()).powi_scalar(2).mean()
+        grads = GradientsParams.from_grads(loss.backward(), model)
+        state["model"] = model = optim.step(1e-3, model, grads)
+        state["total"] = state["total"] + model.forward(x.clone()).mean()
+    sim.repeat(steps, body)
+    if then_backward:
+        body()
+        state["total"].backward()
+    return sim
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("steps", (20, 60, 130))
+def test_the_bench_summed_validation_loss_equals_exact_mode(profile, steps):
+    """Fast-forward of the summed validation loss (on m2max-macos a chain: each step's
+    thirteen members, four of them the new parameters' RootSteps that the module holds,
+    their entries partly in a graph the merge emptied, the steps before's RootSteps
+    consumed by the training backward, whose passes grow with the chain) ends as exact
+    mode does: time, heap, peak, allocation calls, page faults, allocator state. On
+    glibc's arena it runs exactly."""
+    sim = _summed_loss_run(profile, steps, True)
+    exact = _summed_loss_run(profile, steps, False)
+    assert _ends(sim) == _ends(exact)
+    assert sim.allocator.state() == exact.allocator.state()
+    if profile == "m2max-macos" and steps >= 60:
+        assert sim.chain_applied > steps // 3
+    if profile == "linux-x86_64":
+        assert sim.chain_applied == 0
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_backward_through_the_summed_loss_after_fast_forward(profile):
+    """After the loop, one more step and a backward through the running total: every
+    member of the chain is read, walked and freed (the fast-forwarded steps' too, the
+    held parameters' nodes swapped to the newest ids), as in exact mode."""
+    sim = _summed_loss_run(profile, 120, True, then_backward=True)
+    exact = _summed_loss_run(profile, 120, False, then_backward=True)
+    if profile == "m2max-macos":
+        assert sim.chain_applied > 60
+    assert _ends(sim) == _ends(exact)
+    assert sim.allocator.state() == exact.allocator.state()
+
+
+@pytest.mark.parametrize("policy", ["burn-0.20-pre.1", "dedup-sweep", "periodic-sweep",
+                                    "drop-release"])
+def test_summed_validation_loss_under_other_policies(policy):
+    """The chain's sweeps, passes and held parameters under policies that sweep otherwise
+    or keep state (drop-release indexes node ids: it runs exactly): exact mode's rows."""
+    sets = {"steps": 80}
+    keep = []
+    rows = run_cell(load_workload(str(LOOPS / "vloss.py")), "default", policy,
+                    profile="m2max-macos", sets=sets, keep=keep)
+    exact_rows = run_cell(load_workload(str(LOOPS / "vloss.py")), "default", policy,
+                          profile="m2max-macos", sets=sets, fast_forward=False)
+    if policy != "drop-release":
+        assert keep[0].chain_applied > 20
+    assert rows == exact_rows

@@ -23,10 +23,25 @@ consecutive iterations (:mod:`sim.engine.fastforward.repeat`), and :func:`apply_
   node each -- keeps its objects (the module's tensors hold them) and takes the ids of
   the last skipped iteration; the chain's live node (held by the ``ema`` tensor) swaps
   places with the last member built, so the tensor holds the newest member;
-* time: the iteration's work minus its sweeps is the same every time (checked to the
-  picosecond); each sweep is recomputed by :meth:`Timing.sweep_ns` from the iteration's
-  recorded sweep with ``G``'s entries, nodes and scan replaced by their values at that
-  iteration (checked: the recorded terms are the model's own).
+* time: the iteration's work minus its sweeps and its backwards' passes is the same
+  every time (checked to the picosecond); each sweep is recomputed by
+  :meth:`Timing.sweep_ns` from the iteration's recorded sweep with ``G``'s entries, nodes
+  and scan replaced by their values at that iteration (checked: the recorded terms are
+  the model's own), and each backward's ``free_unavailable_nodes`` by
+  :meth:`Timing.free_unavailable` at the nodes its passes visit then (a backward through
+  ``G`` visits more every iteration: the training step of a loop that sums its
+  validation loss, whose running total keeps every step's validation forward in the
+  parameters' graph).
+
+The members may also be the RootSteps of parameters an optimizer made in the iteration,
+held by the module and merged into ``G`` by the forward that reads them: several held
+members, each swapped with the newest iteration's (:func:`_swap_tips`); the graph that
+merged the other parameters' graphs before it was merged into ``G`` keeps their entries
+and no node (:func:`emptied_graph`), and takes the newest iteration's ids
+(:func:`sim.engine.fastforward.replay.relabel_emptied`); the next iteration's backward
+consumes those RootSteps (their nodes stay in ``G``) and its sweep removes some of their
+entries, which each skipped iteration undoes for the one before
+(:func:`sim.engine.fastforward.keptchain.build_members`).
 
 A chain whose members keep storages in their checkpoint actions, or have retro-forwards
 (Balanced checkpointing: ema-balanced ``detach`` keeps each step's detached weight, a
@@ -57,11 +72,14 @@ and page faults end where exact mode puts them; tests compare the CSVs.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from typing import NamedTuple
 
 from ...burn.graph.runs import node_blocks, unexplained_blocks
 from ...platform.btree import TreeTap
-from .replay import relabel_rotating, relative_tree_ops, replay_tree_ops, rotating_graph
+from ...platform.timing import PassesRecord
+from .replay import (relabel_emptied, relabel_rotating, relative_tree_ops, replay_tree_ops,
+                     rotating_graph)
 from .keptchain import (build_members, build_replayed, compare_before, defer_members,
                         deferrable, kept_chain, on_arena,
                         kept_slots, l2_ready, l2_rotates, old_nodes, repoint_members)
@@ -215,6 +233,9 @@ class Member(NamedTuple):
     #: has a retro-forward (Balanced checkpointing)
     actions: object = None
     retro: bool = False
+    #: the index among the iteration's emptied graphs (:func:`emptied_graph`) of the one
+    #: the member's locator entry points at (None: ``G``)
+    emptied: object = None
 
 
 class GraphState(NamedTuple):
@@ -251,6 +272,38 @@ class SweepTemplate(NamedTuple):
 
 
 G_KEY = "G"
+
+
+class PassesTemplate(NamedTuple):
+    """One ``free_unavailable_nodes`` of the iteration (a backward's passes over a graph
+    the chain grows): its nodes visited and control-group reads as this iteration had
+    them, and how the visits change from one iteration to the next (``d_visited``: None
+    where the iteration before was not probed, or its reads were others); ``ns`` and
+    ``ps``: what this iteration charged."""
+    visited: int
+    pop_groups: float
+    d_visited: object
+    ns: float
+    ps: int
+
+    def shape(self):
+        return (self.pop_groups, self.d_visited)
+
+
+def _passes_templates(records, before):
+    """The iteration's :class:`~sim.platform.timing.PassesRecord` s as
+    :class:`PassesTemplate` s, or None where there are not as many as the iteration
+    before had."""
+    old = before.passes if before is not None else None
+    if old is not None and len(old) != len(records):
+        return None
+    out = []
+    for i, r in enumerate(records):
+        d = None
+        if old is not None and old[i].pop_groups == r.pop_groups:
+            d = r.visited - old[i].visited
+        out.append(PassesTemplate(r.visited, r.pop_groups, d, r.ns, r.ps))
+    return tuple(out)
 
 
 class ChainEffect:
@@ -295,9 +348,20 @@ class ChainEffect:
     #: on a glibc arena, the windows of its iterations replayed and recorded, by program
     #: and the sizes of their free structures (:mod:`sim.engine.fastforward.arenawindow`)
     windows = None
+    #: the graphs made in the iteration and emptied by a merge into ``G``
+    #: (``(origin offset, entries' offsets)``, :func:`emptied_graph`), and the offsets of
+    #: the iteration before's members whose entries in ``G`` the iteration removed
+    emptied = ()
+    dropped = ()
+    #: offsets of the members whose steps the next iteration consumes (a backward
+    #: through the parameters' RootSteps), leaving their nodes in ``G``
+    consumed = ()
+    #: the iteration's backwards' ``free_unavailable_nodes`` (:class:`PassesTemplate`),
+    #: charged again at the nodes each skipped iteration's passes visit
+    passes = ()
 
     def __init__(self, stride, registered, backwards, times, faults, origin, members,
-                 rotating, tree_ops, sweeps, growth, state, tip_id, graph, first_id):
+                 rotating, tree_ops, sweeps, growth, state, tip_ids, graph, first_id):
         #: the first id of the probed iteration: sweeps of later iterations are
         #: extrapolated from it (:func:`_sweep`)
         self.first_id = first_id
@@ -316,19 +380,24 @@ class ChainEffect:
         #: (entries, nodes) ``G`` gained against the iteration before (None: not known)
         self.growth = growth
         self.state = state
-        self.tip_id = tip_id
+        self.tip_ids = tip_ids
         self.graph = graph
         #: offset of the member a tensor holds, and the reference through which the chain
         #: goes back to the iteration before (``("prev", offset)``)
-        self.tip_offset = next((m.offset for m in members if m.tip), None)
         self.via = next((r for m in members for r, _ in m.parents if r[0] == "prev"), None)
+        #: offsets of the members tensors hold; of them, the chain's end (the member the
+        #: next iteration goes through), or None
+        self.tip_offsets = tuple(m.offset for m in members if m.tip)
+        self.tip_offset = (None if self.via is None else
+                           next((o for o in self.tip_offsets if o == self.via[1]), None))
 
     def key(self):
         return ("chain", self.stride, self.registered, self.backwards, self.times[0],
                 self.faults, self.origin, self.members, self.rotating, self.tree_ops,
                 tuple(t.shape() for t in self.sweeps), self.growth, self.trace, self.kept,
                 self.blocks, self.allocs, self.l2, self.leaf_growth, self.outside,
-                self.clone_at)
+                self.clone_at, self.emptied, self.dropped, self.consumed,
+                tuple(t.shape() for t in self.passes))
 
 
 def _scan_length(n, r):
@@ -359,6 +428,8 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
             or sim.rss_extra_bytes != snap.rss_extra or locator.run_entries
             or len(locator.live) != snap.live_graphs):
         return None
+    passes = [r for r in sweeps if type(r) is PassesRecord]
+    sweeps = [r for r in sweeps if type(r) is not PassesRecord]
     trace, _, kept_at = record if record is not None else (None, None, None)
     # the iteration's events can be replayed in order (placement, LARGE slices, high-water
     # marks as exact mode has them) where they were recorded and the thread's cluster is
@@ -373,20 +444,35 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
         return None
     w0, w1 = snap.next_id, sim._next_id
     stride = w1 - w0
-    found = _chain_graph(locator, w0, w1, snap.entries)
+    removed = _removed_before(trees.ops, w0 - stride, w0)
+    found = _chain_graph(locator, w0, w1, snap.entries, len(removed))
     if found is None:
         return None
-    graph, in_map, rotating = found
-    collected = _collect_members(sim, locator, graph, in_map, w0, stride, replayable)
+    graph, in_map, rotating, emptied = found
+    collected = _collect_members(sim, locator, graph, in_map, w0, stride, replayable,
+                                 emptied)
     if collected is None:
         return None
+    dropped = _dropped(removed, collected.members, rotating, emptied)
+    consumed = _consumed(graph.server, collected.members, w0 - stride)
+    if dropped is None or consumed is None:
+        return None
+    if consumed:
+        # the iteration consumed the steps of those members of the iteration before (a
+        # backward through them: the RootSteps of the parameters it trained), whose boxes
+        # it freed; its own are consumed by the next one
+        blocks = Counter(collected.blocks)
+        for m in collected.members:
+            if m.offset in consumed:
+                blocks[m.nbytes] -= 1
+        collected = collected._replace(blocks=list(blocks.elements()))
     # members that keep storages or have retro-forwards are built with the replayed
     # events (leakrun's builder), not block by block
     replay = replay or any(m.actions is not None or m.retro for m in collected.members)
     ends = _chain_ends(locator, collected, graph, replay)
     if ends is None:
         return None
-    tip_id, via, via_order = ends
+    tip_ids, via, via_order = ends
     members = tuple(m._replace(order=("chain", m.order - via_order)
                                if m.offset + w0 in collected.chain_dep
                                else ("const", m.order))
@@ -403,10 +489,14 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     state = GraphState(graph.entries, memory.node_count(),
                        len(memory.leaves) + memory.run_nodes)
     before = previous if (isinstance(previous, ChainEffect) and previous.graph is graph
-                          and previous.tip_id == via
+                          and (via in previous.tip_ids if via is not None
+                               else not previous.tip_ids)
                           and len(previous.sweeps) == len(sweeps)) else None
     templates = _sweep_templates(sweeps, id(memory), before)
     if templates is None:
+        return None
+    passes = _passes_templates(passes, before)
+    if passes is None:
         return None
     growth = leaf_growth = None
     if before is not None:
@@ -415,16 +505,18 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     timing = sim.timing
     _, fm, fps = snap.faults
     work = (sim.work_ps - snap.work - (sim.fault_ps - fps)
-            - sum(record.ps for record in sweeps))
-    times = (work, timing.compute_ns - snap.timing[0], timing.bookkeeping_ns - snap.timing[1],
-             0.0)
+            - sum(record.ps for record in sweeps) - sum(t.ps for t in passes))
+    times = (work, timing.compute_ns - snap.timing[0],
+             timing.bookkeeping_ns - snap.timing[1] - sum(t.ns for t in passes), 0.0)
     effect = ChainEffect(stride, sim.registered - snap.registered,
                          sim.backwards - snap.backwards, times,
                          (0, 0 if replay else sim.fault_mapped - fm), graph.origin, members,
                          rotating, relative_tree_ops(trees.ops, w0, w0 - stride),
-                         templates, growth, state, tip_id, graph, w0)
+                         templates, growth, state, tip_ids, graph, w0)
     effect.leaf_growth = leaf_growth
     effect.clone_at = tuple(trees.clone_at)
+    effect.emptied, effect.dropped, effect.consumed = emptied, dropped, consumed
+    effect.passes = passes
     if not replay:
         effect.outside = sim.heap.allocs - snap.allocs - trees.allocs
     if replay:
@@ -437,12 +529,58 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
     return effect
 
 
-def _chain_graph(locator, w0, w1, entries_before):
-    """``(G, members' ids in G's map order, rotating graphs' offsets)`` of an iteration
-    that made the node ids ``w0 .. w1 - 1``, or None: exactly one graph from before the
-    iteration gained nodes (its members, the last nodes of its map, one locator entry
-    each), and every other new entry is a graph of one node made in the iteration (a new
-    parameter's RootStep, replacing the one the iteration before made)."""
+def _removed_before(ops, prev_lo, w0) -> list:
+    """Offsets (relative to the iteration before's first id) of the entries of the
+    iteration before that the logged BTreeMap operations ``ops`` removed from the
+    locator's ``graphs`` map."""
+    out = []
+    for tree, kind, key in ops:
+        if tree == 0 and kind != "insert":
+            for k in key if kind == "remove_many" else (key,):
+                if type(k) is int and prev_lo <= k < w0:
+                    out.append(k - prev_lo)
+    return sorted(out)
+
+
+def _dropped(removed, members, rotating, emptied):
+    """Of the iteration before's entries the iteration removed (``removed``, offsets),
+    the members' entries in ``G`` (the closed form removes them from the locator's map for
+    each skipped iteration); the others must be the rotating and emptied graphs' (which
+    the closed form relabels). None where an entry removed is neither."""
+    in_g = {m.offset for m in members if m.emptied is None}
+    others = set(rotating)
+    for _, ids in emptied:
+        others.update(ids)
+    dropped = tuple(o for o in removed if o in in_g)
+    if any(o not in in_g and o not in others for o in removed):
+        return None
+    return dropped
+
+
+def _consumed(server, members, prev_lo):
+    """Offsets of the members whose steps the iteration consumed in the iteration before
+    (their nodes stay in ``G``), or None where a member of the iteration before is no
+    longer in ``G``'s nodes."""
+    nodes = server.memory_management.nodes
+    out = []
+    for m in members:
+        node_id = prev_lo + m.offset
+        if node_id not in nodes:
+            return None
+        if node_id not in server.steps:
+            out.append(m.offset)
+    return tuple(out)
+
+
+def _chain_graph(locator, w0, w1, entries_before, removed=0):
+    """``(G, members' ids in G's map order, rotating graphs' offsets, emptied graphs)`` of
+    an iteration that made the node ids ``w0 .. w1 - 1``, or None: exactly one graph from
+    before the iteration gained nodes (its members, the last nodes of its map), and every
+    other new entry is a graph made in the iteration, of one node (a new parameter's
+    RootStep, replacing the one the iteration before made) or emptied (:func:`emptied_graph`:
+    a graph a merge moved into ``G`` that keeps the entries of the origins merged into it,
+    whose nodes are members too). The locator gained one entry per member and per
+    one-node graph, less the ``removed`` entries of the iteration before."""
     by_graph = {}
     for i in range(w0, w1):
         g = locator.graphs.get(i)
@@ -455,21 +593,39 @@ def _chain_graph(locator, w0, w1, entries_before):
     memory = graph.server.memory_management
     if memory.runs or memory.serials is not None:
         return None
-    member_ids = by_graph[graph]
-    m = len(member_ids)
-    if locator.entry_count() - entries_before != m:
-        return None
-    rotating = []
+    member_ids = set(by_graph[graph])
+    rotating, emptied = [], []
     for g, ids in by_graph.items():
         if g is graph:
             continue
-        if not rotating_graph(locator, g, ids):
+        if rotating_graph(locator, g, ids):
+            rotating.append(g.origin - w0)
+        elif emptied_graph(locator, g, ids, w0, w1):
+            emptied.append((g.origin - w0, tuple(i - w0 for i in ids)))
+            member_ids.update(ids)
+        else:
             return None
-        rotating.append(g.origin - w0)
-    in_map = list(itertools.islice(reversed(memory.nodes), m))[::-1]
-    if sorted(in_map) != member_ids:
+    m = len(member_ids)
+    if locator.entry_count() - entries_before != m + len(rotating) - removed:
         return None
-    return graph, in_map, tuple(rotating)
+    in_map = list(itertools.islice(reversed(memory.nodes), m))[::-1]
+    if sorted(in_map) != sorted(member_ids):
+        return None
+    return graph, in_map, tuple(rotating), tuple(emptied)
+
+
+def emptied_graph(locator, g, ids, w0, w1) -> bool:
+    """Whether ``g``, made in the iteration (its origin one of its ids ``w0 .. w1 - 1``),
+    holds no node and only entries of the iteration's ``ids`` (not its origin's), with no
+    key set: a graph that merged others (their origins point at it, burn's ``merge`` does
+    not move them into its key set) and was then merged into an older one. The closed
+    forms keep its object and give its entries the newest iteration's ids
+    (:func:`sim.engine.fastforward.replay.relabel_emptied`)."""
+    memory = g.server.memory_management
+    return (w0 <= g.origin < w1 and g.origin not in ids and g.entries == len(ids)
+            and not memory.nodes and not memory.runs and not g.server.steps
+            and g.origin not in locator.keys and g.origin not in locator.key_tables
+            and g.origin not in locator.key_runs and not g.held)
 
 
 class _Members(NamedTuple):
@@ -492,7 +648,7 @@ class _Members(NamedTuple):
     prev_chunks: dict
 
 
-def _collect_members(sim, locator, graph, in_map, w0, stride, replayable):
+def _collect_members(sim, locator, graph, in_map, w0, stride, replayable, emptied=()):
     """The :class:`_Members` of the iteration's members ``in_map`` (ids ``w0`` ..
     ``w0 + stride - 1``), or None where one is not something :func:`apply_chain` builds:
     a step that is not its node's, extra references, more than one handle, a parent it
@@ -502,6 +658,7 @@ def _collect_members(sim, locator, graph, in_map, w0, stride, replayable):
     member_ids = set(in_map)
     w1, prev_lo = w0 + stride, w0 - stride
     keys = locator.keys.get(graph.origin, ())
+    entry_of = {w0 + o: k for k, (_, ids) in enumerate(emptied) for o in ids}
     out = _Members([], [], [], set(), [], [], set(), {})
     index = {}
 
@@ -555,7 +712,7 @@ def _collect_members(sim, locator, graph, in_map, w0, stride, replayable):
         out.members.append(Member(node_id - w0, step.kind, step.op, step.nbytes, step.shapes,
                                   node.requirement, node.memory_bound, refs, step_refs,
                                   node.order, node_id in keys, rc.strong == 2, actions,
-                                  node.retro is not None))
+                                  node.retro is not None, entry_of.get(node_id)))
         blocks = out.blocks
         blocks.extend(node_blocks(sim.layout, step, parents))
         if node.retro is not None:
@@ -569,23 +726,30 @@ def _collect_members(sim, locator, graph, in_map, w0, stride, replayable):
 
 
 def _chain_ends(locator, collected, graph, replay):
-    """``(tip id, via id, via's order)``: the chain goes through one node of the
-    iteration before, which no handle holds now, and ends in one node a tensor holds; or
-    ``(None, None, None)``: the members hang off nodes from before the loop only and
-    nothing holds them (a validation forward of a model that requires grad: its graph
-    keeps them until a backward), which only the replayed form builds. None otherwise
-    (nodes without kept storages and no chain: the node runs of :mod:`sim.engine.fastforward.repeat`)."""
+    """``(tip ids, via id, via's order)``: the chain goes through one node of the
+    iteration before, which no handle holds now, and ends in nodes tensors hold (the
+    running value's newest node; with it, the RootSteps of parameters an optimizer made
+    in the iteration, which the members hang off); or ``((), None, None)``: the members
+    hang off nodes from before the loop only and nothing holds them (a validation forward
+    of a model that requires grad: its graph keeps them until a backward), which only the
+    replayed form builds. None otherwise (nodes without kept storages and no chain: the
+    node runs of :mod:`sim.engine.fastforward.repeat`)."""
     tips, via = collected.tips, collected.via
     if not tips and not via:
-        return (None, None, None) if replay else None
-    if len(tips) != 1 or len(set(via)) != 1:
+        return ((), None, None) if replay else None
+    if not tips or len(set(via)) != 1:
         return None
     via = via[0]
     memory = graph.server.memory_management
     entry = memory.nodes.get(via)
     if locator.graphs.get(via) is not graph or entry is None or entry[0].strong != 1:
         return None
-    return tips[0], via, graph.server.steps[via].node.order
+    # one tip is the chain's end (its node depends on the iteration before); the others
+    # are RootSteps, which depend on nothing
+    ends = [t for t in tips if t in collected.chain_dep]
+    if len(ends) != 1 or any(memory.nodes[t][1] for t in tips if t not in ends):
+        return None
+    return tuple(tips), via, graph.server.steps[via].node.order
 
 
 def _sweep_templates(sweeps, gkey, before):
@@ -642,8 +806,13 @@ def chain_horizon(sim, effect) -> int:
     either), and kept storages whose chunks join an L2 model's LRU must not make it
     evict, unless all it evicts is dead (:func:`sim.engine.fastforward.keptchain.l2_rotates`)."""
     m = len(effect.members)
-    if (effect.growth != (m, m) or effect.tree_ops is None or effect.leaf_growth is None
-            or any(t.deltas is None for t in effect.sweeps)):
+    # each member gains an entry in G, but those whose entries an emptied graph holds,
+    # less the iteration before's entries the sweep removed
+    entries = sum(1 for member in effect.members if member.emptied is None)
+    if (effect.growth != (entries - len(effect.dropped), m) or effect.tree_ops is None
+            or effect.leaf_growth is None
+            or any(t.deltas is None for t in effect.sweeps)
+            or any(t.d_visited is None for t in effect.passes)):
         return 0
     locator = sim.client.locator
     graph = effect.graph
@@ -657,9 +826,19 @@ def chain_horizon(sim, effect) -> int:
     memory = server.memory_management
     keyed = sum(member.keyed for member in effect.members)
     steps = len(server.steps) + memory.run_nodes
-    slack = [(server.steps_table.cap - steps) // m - 1,
-             (server.actions_table.cap - steps) // m - 1,
+    # the steps grow by the members less the steps of the iteration before's the
+    # iteration consumed; a margin of one iteration's members (as the nodes' below)
+    grown = m - len(effect.consumed)
+    slack = [(server.steps_table.cap - steps - m) // grown,
+             (server.actions_table.cap - steps - m) // grown,
              (memory.nodes_table.cap - memory.node_count()) // m - 1]
+    if effect.passes and memory.statuses_table is not None:
+        # the passes' statuses table takes every node a backward reaches: at most G's
+        # nodes then (those of the iterations before, m more each) and the iteration's
+        # own that are not members; it must not grow in a skipped iteration (an insert
+        # reserves a slot first: a table holding ``cap`` items grows)
+        slack.append((memory.statuses_table.cap - 1 - memory.node_count()
+                      - (effect.stride - m)) // m + 1)
     counts = getattr(memory, "child_counts", None)     # drop-release's children table
     if counts is not None:
         slack.append((memory.children_table.cap - len(counts)) // m - 1)
@@ -732,7 +911,9 @@ def apply_chain(sim, effect, count, replay=None) -> int:
             if depth >= len(slots) - 1:
                 return 0    # an older member's storages may still be in the L2 model's LRU
         tips = [i for i, k in enumerate(effect.kept) if type(k) is not tuple and k.tip]
-        if tips and slots[0][tips[0]].holders <= effect.kept[tips[0]].refs:
+        if any(slots[0][t].holders <= effect.kept[t].refs for t in tips):
+            return 0
+        if len(tips) > 1 and not effect.l2:
             return 0
         clones = []
     trees = (locator.graphs_tree, locator.keys_tree)
@@ -740,8 +921,8 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     heap = sim.heap
     prev = {m.offset: server.steps[last + m.offset].node for m in effect.members}
     tip_node = None if tip_offset is None else prev[tip_offset]
+    tip_nodes = {o: prev[o] for o in effect.tip_offsets}
     via_offset = None if effect.via is None else effect.via[1]
-    children_of_tip = []
     built = []
     work_ps, compute, book, _ = effect.times
     # members left unbuilt in a run of G's maps, past a first iteration that checks the
@@ -752,16 +933,20 @@ def apply_chain(sim, effect, count, replay=None) -> int:
         built_count = 0 if effect.checked else 1
     for i in range(1, built_count + 1):
         start = last + i * stride
+        j = (start - effect.first_id) // stride
         for template in effect.sweeps:
-            _sweep(sim, template, (start - effect.first_id) // stride, graph)
+            _sweep(sim, template, j, graph)
+        for template in effect.passes:
+            timing.free_unavailable(template.visited + j * template.d_visited,
+                                    template.pop_groups)
         if replayed:
             prev = build_replayed(sim, effect, graph, start, prev, via_offset,
-                                  children_of_tip if i == 1 else None, tip_node, built,
+                                  None, tip_node, built,
                                   replay, clones, slots[0])
         else:
             allocs = heap.allocs
             prev = build_members(sim, effect, graph, start, prev, via_offset,
-                          children_of_tip if i == 1 else None, tip_node, built)
+                          None, tip_node, built)
             # the iteration's transients, which the members' build does not make
             heap.allocs += effect.outside - (heap.allocs - allocs)
         if effect.arena is None:     # on an arena the replay made them among its events
@@ -786,15 +971,24 @@ def apply_chain(sim, effect, count, replay=None) -> int:
             repoint_members(effect, server, base, old, new)
         if not effect.l2:
             hand_over(slots, clones, depth, tips[0] if tips else None, repoint)
-        elif tips:
-            # the storage a module holds is the newest iteration's: its object takes the
+        else:
+            # a storage a module holds is the newest iteration's: its object takes the
             # newest block and chunk (each skipped iteration gave its own storage its chunk)
-            held, newest_kept = slots[0][tips[0]], clones[-1][tips[0]]
-            swap_tip(held, newest_kept, repoint)
-            held.chunk, newest_kept.chunk = newest_kept.chunk, held.chunk
+            for tip in tips:
+                held, newest_kept = slots[0][tip], clones[-1][tip]
+                swap_tip(held, newest_kept, repoint)
+                held.chunk, newest_kept.chunk = newest_kept.chunk, held.chunk
     relabel_rotating(locator, effect, last, last + count * stride)
-    if tip_node is not None:
-        _swap(server, memory, tip_node, prev[tip_offset], children_of_tip)
+    relabel_emptied(locator, effect, last, last + count * stride)
+    if tip_nodes:
+        # the steps that name a tip or its newest counterpart as a parent: the first
+        # skipped iteration's (through the chain), and the last exact and newest
+        # iterations' own (a parameter's RootStep and the members that hang off it)
+        near = built[:len(effect.members)] + built[-len(effect.members):]
+        near += [server.steps[last + m.offset] for m in effect.members
+                 if last + m.offset in server.steps]
+        _swap_tips(server, memory, [(tip_nodes[o], prev[o]) for o in effect.tip_offsets],
+                   near)
     sim._next_id += stride * count
     sim.registered += effect.registered * count
     sim.backwards += effect.backwards * count
@@ -861,22 +1055,34 @@ _NODE_FIELDS = ("id", "parents", "order", "requirement", "memory_bound", "retro"
                 "_block")
 
 
-def _swap(server, memory, tip, newest, children_of_tip) -> None:
-    """The chain's live node (``tip``, held by the tensor) becomes the newest member, and
-    the object built for the newest member takes the tip's old place in the chain."""
-    old_id, new_id = tip.id, newest.id
-    for field in _NODE_FIELDS:
-        a, b = getattr(tip, field), getattr(newest, field)
-        setattr(tip, field, b)
-        setattr(newest, field, a)
-    old_rc, old_parents = memory.nodes[old_id]
-    new_rc, new_parents = memory.nodes[new_id]
-    old_rc.id, new_rc.id = new_id, old_id
-    memory.nodes[old_id] = (new_rc, old_parents)
-    memory.nodes[new_id] = (old_rc, new_parents)
-    server.sim.timing.keys_moved(memory)
-    server.steps[old_id].node = newest
-    server.steps[new_id].node = tip
-    for step in children_of_tip:
-        step.parent_nodes = tuple(newest if p is tip else p for p in step.parent_nodes)
-
+def _swap_tips(server, memory, pairs, steps) -> None:
+    """Each of the chain's nodes a tensor holds (``(tip, newest)`` in ``pairs``: the last
+    exact iteration's node and the newest member in its place) becomes the newest member,
+    and the object built for the newest member takes the tip's old place; ``steps`` (those
+    that may name either as a parent) name them in their new places."""
+    swapped = {}
+    for tip, newest in pairs:
+        old_id, new_id = tip.id, newest.id
+        for field in _NODE_FIELDS:
+            a, b = getattr(tip, field), getattr(newest, field)
+            setattr(tip, field, b)
+            setattr(newest, field, a)
+        old_rc, old_parents = memory.nodes[old_id]
+        new_rc, new_parents = memory.nodes[new_id]
+        old_rc.id, new_rc.id = new_id, old_id
+        memory.nodes[old_id] = (new_rc, old_parents)
+        memory.nodes[new_id] = (old_rc, new_parents)
+        server.sim.timing.keys_moved(memory)
+        for node_id, node in ((old_id, newest), (new_id, tip)):
+            step = server.steps.get(node_id)
+            if step is not None:
+                step.node = node
+        swapped[id(tip)], swapped[id(newest)] = newest, tip
+    seen = set()
+    for step in steps:
+        if id(step) in seen or step.parent_nodes is None:
+            continue
+        seen.add(id(step))
+        if any(p is not None and id(p) in swapped for p in step.parent_nodes):
+            step.parent_nodes = tuple(p if p is None else swapped.get(id(p), p)
+                                      for p in step.parent_nodes)

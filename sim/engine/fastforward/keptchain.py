@@ -128,7 +128,7 @@ def kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks, share
         # iteration's where the member before held another storage: builder_blocks below
         # then finds its blocks among the iteration's
         made = kept_storages(fresh, Counter({i: refs[at] for i, at in enumerate(new)}),
-                             positions, small_tip=True)
+                             positions, small_tip=True, most_tips=None)
     except _Refuse:
         return None
     kept = [("old", prim) for prim in tensors]
@@ -405,6 +405,8 @@ def build_members(sim, effect, graph, start, prev, via_offset, children_of_tip, 
     stride = effect.stride
     cur = {}
     origin = graph.origin
+    if not entered:
+        _leave_before(locator, server, graph, effect, start - stride)
     for member in effect.members:
         node_id = start + member.offset
         parents = []
@@ -434,7 +436,9 @@ def build_members(sim, effect, graph, start, prev, via_offset, children_of_tip, 
         server.register(rc, step)
         built.append(step)
         cur[member.offset] = node
-        if entered:
+        if entered or member.emptied is not None:
+            # an emptied graph's entries: only the newest iteration's stay, and the closed
+            # form gives them the emptied graph the last exact iteration left
             continue
         locator.graphs[node_id] = graph
         graph.entries += 1
@@ -443,6 +447,24 @@ def build_members(sim, effect, graph, start, prev, via_offset, children_of_tip, 
             ids.add(node_id)
             locator.key_tables[origin].fit(len(ids) + locator.key_runs.get(origin, 0))
     return cur
+
+
+def _leave_before(locator, server, graph, effect, prev_start) -> None:
+    """What an iteration undoes of the iteration before's members (first id
+    ``prev_start``): the steps it consumed (a backward through the parameters' RootSteps:
+    their boxes freed, their nodes left in ``G``) and the locator entries in ``G`` its
+    sweep removed (the BTreeMaps' removals are the replayed operations')."""
+    for offset in effect.consumed:
+        server.remove_step(prev_start + offset)
+    if effect.dropped:
+        keys = locator.keys.get(graph.origin)
+        for offset in effect.dropped:
+            node_id = prev_start + offset
+            if locator.graphs.pop(node_id) is not graph:
+                raise AssertionError("chain fast-forward: an entry of another graph")
+            graph.entries -= 1
+            if keys is not None:
+                keys.discard(node_id)
 
 
 def advance_l2(sim, effect, previous, count) -> list:

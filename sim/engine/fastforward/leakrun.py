@@ -239,14 +239,16 @@ def actions_template(actions, first, nodes, tensors, index, handles=False) -> Ac
                            tuple((v.len, v.capacity) for v in actions._vecs))
 
 
-def kept_storages(tensors, refs, kept_pos, small_tip=False) -> tuple:
+def kept_storages(tensors, refs, kept_pos, small_tip=False, most_tips=1) -> tuple:
     """The :class:`Kept` template of each storage ``tensors`` lists (``refs``: how many
     actions hold each, by index; ``kept_pos``: handle key -> replayed position of the
     blocks the iteration allocated and kept, or None). Raises :class:`_Refuse` for a
     storage this module cannot build again: not a plain host buffer, a block from before
     the iteration, an Arc not taken, or more than one held from outside the actions; or a
     storage held from outside whose data is a small block (it has no position that shows
-    it is the iteration's), unless ``small_tip`` (the caller checks it otherwise)."""
+    it is the iteration's), unless ``small_tip`` (the caller checks it otherwise);
+    ``most_tips``: how many may be held from outside (None: any number, each handed to
+    the newest iteration's member by the caller)."""
     kept = []
     tips = 0
 
@@ -280,7 +282,7 @@ def kept_storages(tensors, refs, kept_pos, small_tip=False) -> tuple:
         tips += tip
         kept.append(Kept(prim.nbytes, size, position, arc is _TAKEN, prim.strides,
                          refs[at], tip, prim.chunk is not None, handles))
-    if tips > 1:
+    if most_tips is not None and tips > most_tips:
         raise _Refuse
     return tuple(kept)
 

@@ -130,6 +130,10 @@ AGREE = 3
 #: a warm-up longer than the probes (an L2 model's LRU filling with the storages a chain
 #: keeps) does not make the whole loop exact
 MAX_PROBE = 12
+#: while one of the last :data:`AGREE` probes found an effect (a shape, not yet the same
+#: as the iterations' before: a graph's tables still resizing every few iterations), the
+#: loop is probed on, up to this many probes in a row, instead of :data:`MAX_PROBE`
+MAX_SHAPED_PROBES = 3 * MAX_PROBE
 #: a glibc arena's loop whose iterations free blocks ``d`` iterations old is probed
 #: ``2 d`` times more: its template holds once ``d + 1`` probed iterations in a row made
 #: their blocks in the same order (:class:`~sim.engine.fastforward.tape.ArenaTape`), and
@@ -1464,7 +1468,9 @@ def _repeat(sim, n, body) -> bool:
                     and all(e is not None and _key(e) == _key(last[0]) for e in last)):
                 effect = measured
                 found = True
-            elif len(effects) >= probes + (PROBES_PER_BACK * tape.reach if tape is not None else 0):
+            elif (len(effects) >= probes + (PROBES_PER_BACK * tape.reach if tape is not None else 0)
+                  and (all(e is None for e in effects[-AGREE:])
+                       or len(effects) >= MAX_SHAPED_PROBES)):
                 stop = min(n, done + wait)
                 for i in range(done, stop):
                     sim.loop_index = i

@@ -9,7 +9,8 @@ objects and take the newest iteration's ids.
 
 from __future__ import annotations
 
-__all__ = ["relative_tree_ops", "replay_tree_ops", "rotating_graph", "relabel_rotating"]
+__all__ = ["relative_tree_ops", "replay_tree_ops", "rotating_graph", "relabel_rotating",
+           "relabel_emptied"]
 
 
 def relative_tree_ops(ops, w0, prev_lo):
@@ -73,3 +74,17 @@ def relabel_rotating(locator, effect, last, newest) -> dict:
         rc.id = new_id
         renamed[old_id] = new_id
     return renamed
+
+
+def relabel_emptied(locator, effect, last, newest) -> None:
+    """The graphs the last run iteration made and emptied into ``G``
+    (:func:`sim.engine.fastforward.chainrun.emptied_graph`) take the newest iteration's
+    ids: their origin and their entries (the BTreeMaps have the entries already: the
+    replayed operations)."""
+    for origin, ids in effect.emptied:
+        g = locator.graphs[last + ids[0]]
+        for offset in ids:
+            if locator.graphs.pop(last + offset) is not g:
+                raise AssertionError("fast-forward: an emptied graph's entries moved")
+            locator.graphs[newest + offset] = g
+        g.origin = newest + origin
