@@ -281,7 +281,8 @@ def _open_rss(rss) -> list:
         entry = rows[key]
         group, experiment, variant, phase, metric = key
         where = f"{experiment} / {variant}" + (f" ({phase})" if phase else "")
-        outside = "; ".join(entry["outside"][:2]) + (" ..." if len(entry["outside"]) > 2 else "")
+        shown = list(dict.fromkeys(entry["outside"]))
+        outside = "; ".join(shown[:2]) + (" ..." if len(shown) > 2 else "")
         lines.append(f"| {group} | {where} | {metric} | {entry['points']} | "
                      f"{len(entry['fixes'])} | {100 * entry['worst']:.0f} % | {outside or '-'} |")
     return lines + [""]
