@@ -19,7 +19,8 @@ from ..units import METRICS
 
 __all__ = ["PATCHED_MEASURED", "VERDICT_FILES", "TIME_BAR", "RSS_BAR", "RSS_METRICS",
            "measured_growth", "grade", "within_time_bar", "within_rss_bar", "rss_group",
-           "build_bands", "rss_by_mechanism", "own_misses", "largest_misses"]
+           "BAND_BUILDS", "build_bands", "in_build_band", "rss_by_mechanism", "own_misses",
+           "largest_misses"]
 
 PATCHED_MEASURED = EXPERIMENTS / "measured" / "linux-x86_64" / "patched"
 
