@@ -11,13 +11,16 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from .compare import SLACK, TOLERANCE
 from .data import DataError, read_measured
 from .growth import growth_of_runs
 from ..paths import EXPERIMENTS
 from ..units import METRICS
 
-__all__ = ["PATCHED_MEASURED", "VERDICT_FILES", "TIME_BAR", "measured_growth", "grade",
-           "within_time_bar", "own_misses", "largest_misses"]
+__all__ = ["PATCHED_MEASURED", "VERDICT_FILES", "TIME_BAR", "RSS_BAR", "RSS_METRICS",
+           "measured_growth", "grade", "within_time_bar", "within_rss_bar", "rss_group",
+           "BAND_BUILDS", "build_bands", "in_build_band", "rss_by_mechanism", "own_misses",
+           "largest_misses"]
 
 PATCHED_MEASURED = EXPERIMENTS / "measured" / "linux-x86_64" / "patched"
 
@@ -60,6 +63,110 @@ def within_time_bar(e) -> bool:
         return float(e["rel_error"]) <= TIME_BAR + 1e-12
     except (TypeError, ValueError):
         return False
+
+
+#: issue 38's bar for RSS: a prediction within 10 % of the measurement, where ``sim
+#: compare`` grades memory at 5 %
+RSS_BAR = 0.10
+
+#: the metrics of the RSS bar: the process's resident set and the binary's resident text
+RSS_METRICS = ("rss", "rss_bytes", "rss_delta", "rss_growth_per_step", "text_rss_delta")
+
+
+def within_rss_bar(e) -> bool:
+    """Whether a graded RSS point is within :data:`RSS_BAR`: within ``sim compare``'s
+    grade (a point, or a measured run-to-run range), or its relative error at most 10 %."""
+    if e["ok"]:
+        return True
+    try:
+        return float(e["rel_error"]) <= RSS_BAR + 1e-12
+    except (TypeError, ValueError):
+        return False
+
+
+def rss_group(e) -> str:
+    """The mechanism ``sim compare`` names for a graded RSS point (its note): ``text`` (the
+    binary's text pages are over half of what the program added to RSS in the model, or
+    the row is the resident text itself, ``text_rss_delta``), ``top trims`` (glibc trimmed
+    the heap's top since the previous sample in the model) or ``heap`` (neither: the
+    heap's pages, graded as a point)."""
+    note = e.get("note") or ""
+    if e["metric"] == "text_rss_delta" or note.startswith("text pages are"):
+        return "text"
+    if "the heap's top was trimmed" in note:
+        return "top trims"
+    return "heap"
+
+
+def _key(e):
+    return (e["experiment"], e["variant"], e["phase"], float(e["x"]), e["metric"])
+
+
+def build_bands(all_errors) -> dict:
+    """``point -> [(predicted, measured, fix)]`` of every graded RSS point of every fix: the
+    same row measured with each build of the probes."""
+    out = defaultdict(list)
+    for fix, errors in all_errors.items():
+        for e in errors:
+            if e["status"] != "unpredicted" and e["metric"] in RSS_METRICS:
+                out[_key(e)].append((float(e["predicted"]), float(e["measured"]), fix))
+    return out
+
+
+#: builds of the probes that predict a row alike, at least, for their measured values to
+#: make a band
+BAND_BUILDS = 3
+
+
+def in_build_band(e, bands):
+    """For a text point measured once: ``(low, high, builds, inside)``, the range of the
+    values measured at that point with every build whose prediction there is this one's
+    (the same program in the model; the binaries differ by the patch, so by where the
+    linker put each function, and the kernel's fault-around maps text in 64-KiB windows),
+    and whether the prediction is inside it, widened by the tolerance as ``sim compare``
+    widens a run-to-run range. None with fewer than :data:`BAND_BUILDS` such builds."""
+    pv = float(e["predicted"])
+    same = [m for p, m, _ in bands.get(_key(e), ()) if p == pv]
+    if len(same) < BAND_BUILDS:
+        return None
+    low, high = min(same), max(same)
+    metric = METRICS.get(e["metric"])
+    tol = TOLERANCE[metric.kind if metric else "memory"]
+    slack = SLACK.get(e["metric"], 0)
+    inside = (low - tol * abs(low) - slack - 1e-12 <= pv <= high + tol * abs(high) + slack
+              + 1e-12)
+    return low, high, len(same), inside
+
+
+def rss_by_mechanism(errors, bands) -> dict:
+    """The RSS points of one fix: ``points``, ``ok`` (``sim compare``'s grade), ``bar``
+    (:func:`within_rss_bar`), ``groups`` (:func:`rss_group` -> ``[points, ok]``),
+    ``band`` (the text points measured once with a build band: ``[inside, points]``),
+    ``graded`` (``ok``, with each such text point graded by its band instead of as a
+    point) and ``open`` (the misses left after that: entries, with ``band`` set on the
+    text ones that have one)."""
+    out = {"points": 0, "ok": 0, "bar": 0, "graded": 0, "band": [0, 0], "open": [],
+           "groups": {g: [0, 0] for g in ("text", "top trims", "heap")}}
+    for e in errors:
+        if e["status"] == "unpredicted" or e["metric"] not in RSS_METRICS:
+            continue
+        group = rss_group(e)
+        out["points"] += 1
+        out["ok"] += bool(e["ok"])
+        out["bar"] += within_rss_bar(e)
+        out["groups"][group][0] += 1
+        out["groups"][group][1] += bool(e["ok"])
+        ok = bool(e["ok"])
+        ranged = "graded against the run-to-run range" in (e.get("note") or "")
+        band = in_build_band(e, bands) if group == "text" and not ranged else None
+        if band is not None:
+            out["band"][1] += 1
+            out["band"][0] += band[3]
+            ok = band[3]
+        out["graded"] += ok
+        if not ok:
+            out["open"].append(dict(e, band=band, group=group))
+    return out
 
 
 def grade(errors) -> dict:

@@ -251,7 +251,9 @@ def build_patched(patches, echo=_echo) -> tuple:
          f"{target}; only burn-autodiff and its dependents rebuild once the first build "
          f"is done)")
     t0 = time.perf_counter()
-    env = dict(os.environ, CARGO_TARGET_DIR=str(target))
+    # the patches' names, for the sizeof probe's stand-ins (burn-probes/build.rs)
+    env = dict(os.environ, CARGO_TARGET_DIR=str(target),
+               BURN_PROBES_PATCH=label.split("+", 1)[1])
     _cargo_build([cargo, "build", "--release", "-p", "burn-probes"], ws, env,
                  f"the probes ({label})")
     built = target / "release" / ("burn-probes.exe" if os.name == "nt" else "burn-probes")

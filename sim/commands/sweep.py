@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..analysis.compare import cells_for, measured_files, quick_params, known_checker
 from ..analysis.data import atomic_write, format_value, PREDICTED_COLUMNS, read_measured
-from ..engine.simulation import Simulation, Limits
+from ..engine.simulation import GRADING_KEYS, Simulation, Limits
 from ..errors import UserError
 from ..platform.host import mismatch_warning, describe
 from ..paths import PACKAGE_DIR, ROOT
@@ -396,10 +396,18 @@ def _limits(spec):
 
 
 def _plain(row) -> dict:
+    """A predicted row as plain values: its columns, and the keys a comparison grades it
+    by where it has them (``GRADING_KEYS``: dropped here before, the rows of ``sim
+    compare`` and ``sim fixes`` lost them, and no RSS row was ever graded as text-dominated
+    or top-trimmed there)."""
     out = {}
     for column in PREDICTED_COLUMNS:
         value = row.get(column, "")
         out[column] = value.item() if hasattr(value, "item") else value
+    for key in GRADING_KEYS:
+        if key in row:
+            value = row[key]
+            out[key] = value.item() if hasattr(value, "item") else value
     return out
 
 

@@ -177,6 +177,10 @@ class HostThread:
 TEXT_SHARE_METRICS = frozenset({"rss", "rss_bytes", "rss_delta"})
 #: the RSS metrics whose predicted rows carry ``top_trims`` (:meth:`Simulation.top_trims`)
 TOP_TRIM_METRICS = TEXT_SHARE_METRICS | {"rss_growth_per_step"}
+#: the keys of a predicted row that are no column of predicted.csv but what a comparison
+#: reads to grade the row (:func:`sim.analysis.compare.join`): a row handed on from the
+#: process that simulated it (a cell's rows, the cell cache) keeps them
+GRADING_KEYS = ("text_share", "top_trims")
 
 
 def _weak_method(method):

@@ -121,7 +121,7 @@ def test_linux_profile_reproduces_the_structural_probe_points():
     for variant in sorted({r["variant"] for r in measured}):
         predicted += run_cell("sizeof", variant, profile="linux-x86_64", observables=False)
     joined = [e for e in join(measured, predicted) if e["status"] != "unpredicted"]
-    assert len(joined) == 13 and all(e["ok"] for e in joined)
+    assert len(joined) == 15 and all(e["ok"] for e in joined)
 
     measured = [r for r in measure.parse_probe_csv(LINUX / "adleak-count.csv")
                 if r["experiment"] == "adleak-count-fresh"]

@@ -50,3 +50,24 @@ def test_the_children_map_makes_each_graph_one_map_larger(policy, kept):
     rows = run_cell("alloc-trace", "require-grad", policy, "linux-x86_64")
     got = {r["value"] for r in rows if r["metric"] == "kept_bytes" and r["x"] == 1}
     assert got == {kept}
+
+
+@pytest.mark.parametrize("policy, sizes", [
+    ("burn-0.22.1", {"GraphMemoryManagement": 144, "AutodiffServer": 240, "Graph": 256,
+                     "ArcInner<Graph>": 272}),
+    ("drop-release", {"GraphMemoryManagement": 192, "AutodiffServer": 288, "Graph": 304,
+                      "ArcInner<Graph>": 320}),
+    ("drop-release+dedup-sweep", {"GraphMemoryManagement": 192, "AutodiffServer": 288,
+                                  "Graph": 304, "ArcInner<Graph>": 320}),
+])
+def test_sizeof_predicts_the_structs_of_the_policy(policy, sizes):
+    """The sizeof workload sizes the structs from the profile's layout as the policy's
+    mirror classes lay it out (``GraphMemoryManagement.layout_of``): the patch's
+    ``children`` map makes GraphMemoryManagement and every struct that holds it one std
+    map (48 B) larger, as the sizeof probe built against the patch measures them
+    (experiments/measured/linux-x86_64/patched/drop-release/sizeof.csv)."""
+    got = {}
+    for variant in sizes:
+        rows = run_cell("sizeof", variant, policy, "amd-epyc-zen4", observables=False)
+        got[variant] = next(r["value"] for r in rows if r["metric"] == "size_of")
+    assert got == sizes

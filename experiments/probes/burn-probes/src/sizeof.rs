@@ -89,13 +89,22 @@ enum NodeMemoryStatus {
     Unknown,
 }
 
-/// runtime::memory_management::GraphMemoryManagement
+/// runtime::memory_management::GraphMemoryManagement (with the field the drop-release
+/// patch adds when the probes are built against it: build.rs, `cfg(burn_patch)`)
 #[allow(dead_code)]
 struct GraphMemoryManagement {
     nodes: HashMap<Arc<NodeId>, Vec<Parent>>,
     leaves: HashSet<NodeId>,
     statuses: HashMap<NodeId, NodeMemoryStatus>,
+    #[cfg(burn_patch = "drop-release")]
+    children: HashMap<NodeId, usize>,
 }
+
+/// The note of the stand-ins that hold GraphMemoryManagement: which fields it has.
+#[cfg(not(burn_patch = "drop-release"))]
+const GMM_FIELDS: &str = "3 std hash tables";
+#[cfg(burn_patch = "drop-release")]
+const GMM_FIELDS: &str = "3 std hash tables + drop-release's children map";
 
 /// runtime::server::AutodiffServer
 #[allow(dead_code)]
@@ -143,10 +152,12 @@ pub fn run(_opts: &Opts, sink: &mut Sink) {
     l!(HashSet<NodeId>, "std HashSet<NodeId>", "RandomState; GraphMemoryManagement.leaves");
     l!(hashbrown::HashSet<NodeId>, "hashbrown 0.16 HashSet<NodeId>", "default hasher (foldhash); GraphLocator.keys values");
     l!(BTreeMap<NodeId, Arc<Graph>>, "BTreeMap<NodeId;Arc<Graph>>", "GraphLocator.graphs (root pointer + len)");
-    l!(GraphMemoryManagement, "GraphMemoryManagement", "reconstructed: 3 std hash tables");
-    l!(AutodiffServer, "AutodiffServer", "reconstructed: 2 std hash tables + GraphMemoryManagement");
-    l!(Graph, "Graph", "reconstructed: origin + parking_lot Mutex<GraphState{server}>");
-    l!(ArcInner<Graph>, "ArcInner<Graph>", "reconstructed: heap block of Arc<Graph>");
+    l!(GraphMemoryManagement, "GraphMemoryManagement", &format!("reconstructed: {GMM_FIELDS}"));
+    l!(AutodiffServer, "AutodiffServer",
+        &format!("reconstructed: 2 std hash tables + GraphMemoryManagement ({GMM_FIELDS})"));
+    l!(Graph, "Graph",
+        &format!("reconstructed: origin + parking_lot Mutex<GraphState{{server}}> (GraphMemoryManagement: {GMM_FIELDS})"));
+    l!(ArcInner<Graph>, "ArcInner<Graph>", &format!("reconstructed: heap block of Arc<Graph> ({GMM_FIELDS})"));
     l!((NodeId, Box<dyn Debug + Send>), "bucket (NodeId;StepBoxed)", "hash-table slot of steps");
     l!((NodeId, CheckpointerBuilder), "bucket (NodeId;CheckpointerBuilder)", "hash-table slot of actions_builder");
     l!((Arc<NodeId>, Vec<Parent>), "bucket (NodeRefCount;Vec<Parent>)", "hash-table slot of nodes");
