@@ -5,6 +5,7 @@ of ``ptmalloc.pxd``) into the extension module ``sim.platform._ptmalloc_c``, whi
 else is in pyproject.toml."""
 
 import hashlib
+import os
 from pathlib import Path
 
 from Cython.Build import cythonize
@@ -32,7 +33,8 @@ def compiled_copy() -> str:
     return str(target)
 
 
-setup(ext_modules=cythonize(
+# SIM_NO_COMPILE=1: install without the compiled arena (no C compiler); it runs as Python
+setup(ext_modules=[] if os.environ.get("SIM_NO_COMPILE") else cythonize(
     [Extension("sim.platform._ptmalloc_c", [compiled_copy()])], language_level=3,
     build_dir="build/cython",
     compiler_directives={"annotation_typing": False, "binding": True}))
