@@ -120,14 +120,18 @@ def simulated_statements(lines, arena, l2_bytes) -> list:
 
     patched = {"alloc": alloc, "alloc_many": alloc_many, "free": free, "free_many": free_many,
                "realloc": realloc}
-    saved = {name: cls.__dict__[name] for name in patched}
+    # the class's own methods (PtmallocArena inherits them from the arena's core, _Arena)
+    saved = {name: cls.__dict__.get(name) for name in patched}
     try:
         for name, fn in patched.items():
             setattr(cls, name, fn)
         P.simulate(lines, l2_bytes=l2_bytes, observe=observe, arena=arena)
     finally:
         for name, fn in saved.items():
-            setattr(cls, name, fn)
+            if fn is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, fn)
     if events:
         statements.append(list(events))   # the statement that panicked
     return statements

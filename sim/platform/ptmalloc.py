@@ -60,11 +60,15 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from itertools import islice
+import hashlib
+import os
+import warnings
 
 from ..errors import UserError
 
 __all__ = ["PtmallocArena", "CarveRun", "ReplayProgram", "ArenaBudgetExceeded", "ZEROED",
            "handle_key"]
+
 
 SIZE_SZ = 8
 #: the ``align`` of a request made with ``calloc`` (Rust's ``alloc_zeroed``: ``vec![0; n]``)
@@ -487,33 +491,10 @@ def _generate(program, mmap_threshold):
     return namespace["loop"]
 
 
-class PtmallocArena:
-    """The main arena plus its mmapped chunks; see the module docstring.
-
-    A block is the chunk's address (an ``int``), or ``("mmap", size)`` for an
-    mmapped chunk. ``fault`` (optional) is called with ``(bytes, mapped)`` when
-    pages become resident: heap growth (``mapped=False``) or a new mapping
-    (``mapped=True``).
-
-    Examples
-    --------
-    >>> a = PtmallocArena()
-    >>> x = a.alloc(1 << 20)             # above the initial mmap threshold: mmapped
-    >>> a.free(x)                         # the threshold rises to its size
-    >>> y = a.alloc(1 << 20); z = a.alloc(100)
-    >>> isinstance(y, int), a.resident_bytes() // 1024
-    (True, 1028)
-    >>> a.free(y)                         # z sits between y and the top: no trim
-    >>> a.brk // 1024, a.resident_bytes() // 1024
-    (1156, 1028)
-    >>> a.free(z); a.free(a.alloc(1 << 20))  # z parks in the tcache, y's chunk is reused
-    >>> b = [a.alloc(1 << 20) for _ in range(3)]
-    >>> a.resident_bytes() // 1024, a.trims
-    (3076, 0)
-    >>> for x in b: a.free(x)
-    >>> a.trims, a.brk // 1024, a.resident_bytes() // 1024   # the top reached 2056 KiB
-    (1, 1156, 1156)
-    """
+class _Arena:
+    """The arena's state and code, which :class:`PtmallocArena` is (see there). Built with
+    Cython (``setup.py``, the types in ``ptmalloc.pxd``), this class is an extension
+    type compiled from this same source; without the build it runs as Python."""
 
     def __init__(self, page_bytes: int = 4096, trim_threshold: int = 0, mmap_threshold: int = 0,
                  top_pad: int = 0):
@@ -1570,3 +1551,57 @@ class PtmallocArena:
                 self.nfast, hash(frozenset(self.free_at.items())), self.last_remainder,
                 tuple(self.unsorted), hash(tuple((i, tuple(c)) for i, c in enumerate(self.bins) if c)),
                 stacks(self.tcache), stacks(self.fast))
+
+
+class PtmallocArena(_Arena):
+    """The main arena plus its mmapped chunks; see the module docstring.
+
+    A block is the chunk's address (an ``int``), or ``("mmap", size)`` for an
+    mmapped chunk. ``fault`` (optional) is called with ``(bytes, mapped)`` when
+    pages become resident: heap growth (``mapped=False``) or a new mapping
+    (``mapped=True``).
+
+    Examples
+    --------
+    >>> a = PtmallocArena()
+    >>> x = a.alloc(1 << 20)             # above the initial mmap threshold: mmapped
+    >>> a.free(x)                         # the threshold rises to its size
+    >>> y = a.alloc(1 << 20); z = a.alloc(100)
+    >>> isinstance(y, int), a.resident_bytes() // 1024
+    (True, 1028)
+    >>> a.free(y)                         # z sits between y and the top: no trim
+    >>> a.brk // 1024, a.resident_bytes() // 1024
+    (1156, 1028)
+    >>> a.free(z); a.free(a.alloc(1 << 20))  # z parks in the tcache, y's chunk is reused
+    >>> b = [a.alloc(1 << 20) for _ in range(3)]
+    >>> a.resident_bytes() // 1024, a.trims
+    (3076, 0)
+    >>> for x in b: a.free(x)
+    >>> a.trims, a.brk // 1024, a.resident_bytes() // 1024   # the top reached 2056 KiB
+    (1, 1156, 1156)
+    """
+
+
+def _adopt_compiled(namespace) -> None:
+    """Put the classes and functions of the compiled build of this file
+    (``sim.platform._ptmalloc_c``, see ``setup.py``) in place of this module's own, when
+    it was compiled from this very text; otherwise this module runs as Python (a build
+    from an older text is refused with a warning: ``pip install -e .`` builds it anew).
+    ``SIM_PURE_ARENA=1`` keeps the Python."""
+    if os.environ.get("SIM_PURE_ARENA") or namespace.get("__name__") != "sim.platform.ptmalloc":
+        return
+    try:
+        from . import _ptmalloc_c as compiled
+    except ImportError:
+        return
+    with open(__file__, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    if getattr(compiled, "SOURCE_SHA256", None) != digest:
+        warnings.warn(f"{compiled.__file__} was compiled from another version of "
+                      f"{__file__}; the arena runs as Python (`pip install -e .` rebuilds it)")
+        return
+    namespace.update((name, value) for name, value in vars(compiled).items()
+                     if not name.startswith("__") and name != "SOURCE_SHA256")
+
+
+_adopt_compiled(globals())

@@ -1,0 +1,36 @@
+# Types for Cython's build of ptmalloc.py (setup.py): the arena's state as C fields.
+# The semantics are ptmalloc.py's alone; this file only says what type each field has.
+# A field's type here must hold every value ptmalloc.py gives it (None stays `object`).
+
+cdef class _Arena:
+    cdef public Py_ssize_t page, top_pad, brk, top, resident_end, mapped
+    cdef public Py_ssize_t mmap_threshold, trim_threshold, trims, trimmed_bytes
+    cdef public Py_ssize_t nfast, bin_changes, _unsorted_dead, _tags
+    cdef public bint dynamic
+    cdef public object fault, last_remainder, chunk_budget
+    cdef public dict inuse, free_at, free_end, unsorted, tcache, fast, live, alias, _borrowed
+    cdef public list bins, binmap, runs, _run_starts
+
+    # the arena's own calls between its methods (C calls when built; each still a Python
+    # method, which a subclass or a test may replace)
+    cpdef _bin_insert(self, addr, size)
+    cpdef _bin_remove(self, addr)
+    cpdef _unbin(self, addr, size)
+    cpdef _largest_free(self)
+    cpdef _large_place(self, addr, size)
+    cpdef _split(self, addr, size, nb, remainder_is_last)
+    cpdef _merge_run(self, addrs, size)
+    cpdef _consolidate(self)
+    cpdef _touch(self, end)
+    cpdef _grow(self, nb)
+    cpdef _from_top(self, nb)
+    cpdef _systrim(self)
+    cpdef _malloc(self, nb)
+    cpdef _int_malloc(self, nb)
+    cpdef _mapped_size(self, nb)
+    cpdef _large_fit(self, nb)
+    cpdef _resize(self, block, nb)
+    cpdef _memalign(self, nb, align)
+    cpdef _free_mapped(self, block)
+    cpdef _free_chunk(self, addr)
+    cpdef _free_uncached(self, addr, size)
