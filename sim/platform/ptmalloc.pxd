@@ -8,7 +8,10 @@ cdef class _Arena:
     cdef public Py_ssize_t nfast, bin_changes, _unsorted_dead, _tags
     cdef public bint dynamic
     cdef public object fault, last_remainder, chunk_budget
-    cdef public dict inuse, free_at, free_end, unsorted, tcache, fast, live, alias, _borrowed
+    cdef public dict inuse, free_at, free_end, unsorted, live, alias, _borrowed
+    # the tcache and the fastbins by size: dicts, or while fast-forward records a window of
+    # the arena (sim.engine.fastforward.arenawindow) dict subclasses that note the bins read
+    cdef public object tcache, fast
     cdef public list bins, binmap, runs, _run_starts
 
     # the arena's own calls between its methods (C calls when built; each still a Python
