@@ -31,11 +31,22 @@ fresh process per variant:
                 buffers (``drop_release_node_ns`` under drop-release, 0 unpatched); the
                 simulation predicts that row only (the other two hold the probe's clock
                 cost, and the model charges a buffer's free with the op that made it)
+``read-scalar`` blocks of ``release_ops`` iterations: s = x.clone().sum() (x [1, 128]) made
+                untimed, ``s.into_scalar()`` timed alone (``read``) against ``drop(s)``
+                (``drop``), on plain Flex and on flex.autodiff (``autodiff-*``); the
+                simulation predicts the two ``read-minus-drop`` rows only, as ``release``
+``train-step``  train-validate's training step alone: Mlp(d, d, d) on flex.autodiff, loss =
+                out.powi_scalar(2).mean(), ``from_grads(loss.backward())``, SGD's step; d = 4
+                on a [1, 4] input (``d4``: the step's bookkeeping) and d = 128 on [32, 128]
+                (``d128``); ``train_warm`` steps untimed, then the median of ``train_reps``
+                blocks of ``train_steps`` (``ms_per_step``, x = d)
 
 The probe reports first-gemm's and param-init's rows as medians over 9 fresh processes
 (a first call happens once per process); the simulation is one process.
 """
 
+from sim.burn.nn import Mlp
+from sim.burn.optim import GradientsParams, Sgd
 from sim.burn.tensor import Tensor, drop
 
 from common import tiny_backward
@@ -45,18 +56,23 @@ X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows",
                               "dead": "nodes", "dead-minus-live": "nodes",
                               "merge": "iterations", "twin": "iterations",
                               "merge-minus-twin": "iterations", "release": "iterations",
-                              "plain": "iterations", "release-minus-plain": "iterations"}}
+                              "plain": "iterations", "release-minus-plain": "iterations",
+                              "read-minus-drop": "iterations",
+                              "autodiff-read-minus-drop": "iterations",
+                              "d4": "features", "d128": "features"}}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = ("page-fault", "text-fault", "first-gemm", "param-init", "sweep-free", "merge",
-            "release")
+            "release", "read-scalar", "train-step")
 PARAMS = {"reps": 5, "calls": 5, "nodes": "100,300,1000,3000,10000", "merge_ops": 250,
-          "merge_reps": 41, "release_ops": 250, "release_reps": 41}
+          "merge_reps": 41, "release_ops": 250, "release_reps": 41,
+          "train_warm": 20, "train_steps": 50, "train_reps": 11}
 #: the probe's loops are the same under `--quick` (about two seconds), but a quick
 #: comparison (and `sim host-profile`'s fit) simulates sweep-free up to N = 3,000 only:
 #: N = 10,000 comes last in its process, so the others do not change, and it takes
 #: minutes to simulate; its quick rows stay unpredicted
 QUICK = {"nodes": "100,300,1000,3000"}
-POSITIVE = ("reps", "calls", "merge_ops", "merge_reps", "release_ops", "release_reps")
+POSITIVE = ("reps", "calls", "merge_ops", "merge_reps", "release_ops", "release_reps",
+            "train_warm", "train_steps", "train_reps")
 
 #: bytes of page-fault's block and the page it writes one byte of
 FAULT_BYTES = 16 << 20
@@ -73,7 +89,8 @@ def median(values):
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
-def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, release_reps):
+def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, release_reps,
+        train_warm, train_steps, train_reps):
     if variant == "page-fault":
         heap = sim.heap
         per_page = []
@@ -102,6 +119,10 @@ def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, re
         yield from _merge(sim, merge_ops, merge_reps)
     elif variant == "release":
         yield from _release(sim, release_ops, release_reps)
+    elif variant == "read-scalar":
+        yield from _read_scalar(sim, release_ops, release_reps)
+    elif variant == "train-step":
+        yield from _train_step(sim, train_warm, train_steps, train_reps)
     else:
         raise ValueError(variant)
 
@@ -218,3 +239,53 @@ def _release(sim, release_ops, release_reps):
     sim.record(release_ops, "iterations", "ns_per_op", round(median(diff), 3),
                phase="release-minus-plain")
     yield sim.tick()
+
+
+def _read_scalar(sim, release_ops, release_reps):
+    device, _, _ = _pair(sim)
+    tiny_backward(device, probe=True)
+    for prefix, dev in (("", sim.device("flex")), ("autodiff-", device)):
+        x = Tensor.from_floats([[1.0] * 128], dev)
+
+        def timed(read) -> float:
+            ns = 0
+            for _ in range(release_ops):
+                s = x.clone().sum()
+                start = sim.now_ns
+                if read:
+                    s.into_scalar()
+                else:
+                    drop(s)
+                ns += sim.now_ns - start
+            return ns / release_ops
+
+        diff = [timed(True) - timed(False) for _ in range(release_reps)]
+        # only the difference, as _release: the other two rows hold the probe's clock cost
+        sim.record(release_ops, "iterations", "ns_per_op", round(median(diff), 3),
+                   phase=f"{prefix}read-minus-drop")
+        yield sim.tick()
+
+
+def _train_step(sim, train_warm, train_steps, train_reps):
+    device = sim.device("flex").autodiff()
+    for d, batch in ((4, 1), (128, 32)):
+        model = Mlp(d, d, d, device)
+        x = Tensor.random((batch, d), device)
+        optim = Sgd(sim)
+
+        def step():
+            loss = model.forward(x.clone()).powi_scalar(2).mean()
+            grads = GradientsParams.from_grads(loss.backward(), model)
+            del loss
+            optim.step(1e-3, model, grads)
+
+        blocks = []
+        for block in range(train_reps + 1):
+            n = train_warm if block == 0 else train_steps
+            start = sim.now_ns
+            sim.repeat(n, step)
+            if block:
+                blocks.append((sim.now_ns - start) / n / 1e6)
+        sim.record(d, "features", "ms_per_step", round(median(blocks), 6), phase=f"d{d}")
+        yield sim.tick()
+        del model, x, optim

@@ -220,6 +220,7 @@ class ModuleOptimizer:
         handle = param.consume()
         grad = grads.remove(param.param_id)
         if grad is not None:
+            sim.timing.optimizer_param()
             device = handle.device
             _check_devices(handle)                         # tensor.device() != device
             old = self._context.pop(param.param_id, None)

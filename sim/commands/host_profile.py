@@ -120,6 +120,16 @@ FIT_PLAN = (
     # a backward's cost per step and per saved tensor read back
     (("time.backward_step_ns", ["backward-cost/mul_scalar/backward/3/ms_per_step"]),
      ("time.checkpoint_retrieve_ns", ["backward-cost/relu/backward/3/ms_per_step"])),
+    # a scalar read back (into_scalar: burn-flex's into_data) beyond dropping the tensor, on
+    # plain Flex and on autodiff (mechanism-cost read-scalar: the twins' difference)
+    (("backend.flex.read_scalar_ns", [f"{_MECH}/read-scalar/{p}read-minus-drop/250/ns_per_op"
+                                      for p in ("", "autodiff-")]),),
+    # what an optimizer step costs per parameter it maps beyond the update's ops
+    # (mechanism-cost train-step d4: train-validate's training step on Mlp(4, 4, 4) and a
+    # [1, 4] input, whose kernels cost next to nothing: its ops, registrations, backward
+    # steps and clones are priced by the stages above, and what is left of its time is
+    # put on its 4 parameters' ModuleOptimizerMapper::map_float)
+    (("time.optimizer_map_ns", [f"{_MECH}/train-step/d4/4/ms_per_step"]),),
     # a random fill's cost per element (a Linear(512, 512)'s weight init), calls 4 and 5:
     # calls 1-3 of every EPYC run are ~0.45 ms slower (their 1-MiB blocks are fresh pages)
     (("backend.flex.random_element_ns", [f"{_MECH}/param-init/call/{k}/ms_per_step"

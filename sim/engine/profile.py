@@ -158,6 +158,8 @@ SCHEMA = {
         "sysfs_read_ns": FLOAT,        # per sysfs directory listed or file read (gemm's cache info)
         "autodiff_clone_ns": FLOAT,    # per autodiff handle cloned: node + ref-count Arcs
         "checkpoint_ns": FLOAT,        # per tensor a forward op saves for its backward
+        "optimizer_map_ns": FLOAT,   # per parameter an optimizer step maps (burn-optim's
+                                       #   ModuleOptimizerMapper::map_float, the update aside)
     },
     "backend.flex": {
         "primitive_bytes": INT,
@@ -184,6 +186,7 @@ SCHEMA = {
         "buffer_ns": FLOAT,              # ns per fresh buffer malloc'd (and later freed)
         "layout_ns": FLOAT,              # ns per new Layout a view builds (reshape)
         "random_element_ns": FLOAT,      # ns per element of a random fill (Tensor::random)
+        "read_scalar_ns": FLOAT,         # ns per into_scalar (into_data: TensorData built, read)
     },
     "backend.metal": {
         "primitive_bytes": INT,

@@ -415,7 +415,7 @@ class Simulation:
                 "op_overhead_ns": spec["op_overhead_ns"],
                 **{key: spec.get(key, 0.0) for key in (
                     "gemm_call_ns", "gemm_overlap", "operand_ns", "reduce_add_ns", "clone_ns", "buffer_ns",
-                    "layout_ns", "random_element_ns")}}
+                    "layout_ns", "random_element_ns", "read_scalar_ns")}}
         return rates
 
     # -- time --------------------------------------------------------------------------------

@@ -271,6 +271,24 @@ class Timing:
         if ns:
             self._work(ns * n_elements)
 
+    def read_scalar(self, backend) -> None:
+        """A tensor's value was read back (``into_scalar``: burn-flex's ``into_data`` builds a
+        ``TensorData`` from the buffer, its first element is read and converted):
+        ``read_scalar_ns``, beyond the drop of the tensor's buffers (charged as any drop)."""
+        ns = self.sim.backend_rates(backend)["read_scalar_ns"]
+        if ns:
+            self._work(ns)
+
+    def optimizer_param(self) -> None:
+        """An optimizer step mapped one parameter with a gradient (burn-optim's
+        ``ModuleOptimizerMapper::map_float``: the gradient removed from ``GradientsParams``,
+        the path joined, the parameter's context looked up and stored, ``inner()``,
+        ``from_inner`` and ``require_grad``), the update's own ops aside:
+        ``optimizer_map_ns``."""
+        ns = self.p.get("optimizer_map_ns", 0.0)
+        if ns:
+            self._book(ns)
+
     def sysfs_reads(self, count) -> None:
         """``count`` sysfs directories listed or files read (gemm-common's ``cache_info``,
         once per process: :func:`sim.platform.gemm_cache.read_cache_info`): ``sysfs_read_ns``

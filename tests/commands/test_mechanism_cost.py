@@ -186,3 +186,26 @@ def test_a_measured_difference_may_be_negative_a_time_may_not(tmp_path):
     bad.write_text(header + "mechanism-cost,sweep-free,dead,100,nodes,backward_ms,-0.1,ms,\n")
     with pytest.raises(DataError, match="negative"):
         read_measured(bad)
+
+
+def test_read_minus_drop_is_read_scalar_ns_on_plain_flex_and_on_autodiff():
+    base = load_profile("linux-x86_64")
+    assert base.get("backend.flex.read_scalar_ns") == 0.0
+    more = _with(base, {"backend.flex.read_scalar_ns": 140.0})
+    a = _rows("read-scalar", base, release_ops=5, release_reps=1)
+    b = _rows("read-scalar", more, release_ops=5, release_reps=1)
+    assert set(b) == {("read-minus-drop", 5.0), ("autodiff-read-minus-drop", 5.0)}
+    for key in b:
+        assert a[key] == 0 and b[key] == pytest.approx(140.0, abs=1e-3)
+
+
+def test_a_train_step_pays_optimizer_map_ns_per_parameter_mapped():
+    base = load_profile("linux-x86_64")
+    assert base.get("time.optimizer_map_ns") == 0.0
+    more = _with(base, {"time.optimizer_map_ns": 1000.0})
+    sets = {"train_warm": 2, "train_steps": 3, "train_reps": 1}
+    a, b = _rows("train-step", base, **sets), _rows("train-step", more, **sets)
+    # Mlp(d, d, d): two Linear layers with a bias each, 4 parameters, 1 us each per step
+    for key in (("d4", 4.0), ("d128", 128.0)):
+        assert b[key] - a[key] == pytest.approx(4 * 1000.0 / 1e6, abs=2e-6)
+    assert a[("d4", 4.0)] < a[("d128", 128.0)]

@@ -46,6 +46,26 @@
 //!   block. Rows: `ns_per_op` of each (median) and at phase `release-minus-plain` the
 //!   median of the block pairs' difference: what dropping an autodiff output costs beyond
 //!   its buffers (the clock's own cost is in both and cancels).
+//! - `read-scalar`: blocks of `RELEASE_OPS` iterations, `RELEASE_REPS` of each kind,
+//!   alternated; an iteration makes `s = x.clone().sum()` (x [1, 128]) untimed and times
+//!   either `s.into_scalar()` (`read`: burn-flex's `into_data`, the `TensorData` built and
+//!   its first element read) or `drop(s)` (`drop`: the same buffers freed, nothing read),
+//!   on plain Flex and, as `autodiff-*`, on `flex.autodiff()` (s untracked). Rows:
+//!   `ns_per_op` of each (median) and at `read-minus-drop` / `autodiff-read-minus-drop`
+//!   the median of the block pairs' difference: what reading a scalar back costs beyond
+//!   dropping the tensor (the clock's own cost is in both and cancels).
+//! - `train-step`: train-validate's training step alone (sim/burn/nn.py's `Mlp`,
+//!   Linear(d, d) -> Relu -> Linear(d, d) on `flex.autodiff()`, loss = out.powi_scalar(2)
+//!   .mean(), `GradientsParams::from_grads(loss.backward(), &model)`, SGD's `optim.step`):
+//!   d = 4 with a [1, 4] input (phase `d4`: the kernels cost next to nothing, the step's
+//!   bookkeeping is all that is left) and d = 128 with [32, 128] (phase `d128`: the
+//!   program's own shapes); `TRAIN_WARM` steps untimed, then `TRAIN_REPS` blocks of
+//!   `TRAIN_STEPS`: `ms_per_step` (median of the blocks; x = d).
+//! - `gemm-shape` (diagnostic, not run by `all`): plain Flex, the gemm of several shapes
+//!   (contiguous, and with a transposed lhs view as a matmul's weight gradient has),
+//!   `drop(lhs.clone().matmul(rhs.clone()))`, median of `GEMM_CALLS` calls after
+//!   `GEMM_WARM` untimed ones: `ms_per_step` per shape (phase `MxKxN`, `-lhsT` for the
+//!   transposed lhs; x = k), GFLOP/s in the note.
 
 use crate::Opts;
 use burn::prelude::*;
@@ -58,7 +78,12 @@ use crate::adleak::tiny_backward;
 
 const EXPERIMENT: &str = "mechanism-cost";
 pub const VARIANTS: &[&str] = &["page-fault", "text-fault", "first-gemm", "param-init", "sweep-free",
-                                 "merge", "release"];
+                                 "merge", "release", "read-scalar", "train-step"];
+const GEMM_CALLS: usize = 15;
+const TRAIN_WARM: usize = 20;
+const TRAIN_STEPS: usize = 50;
+const TRAIN_REPS: usize = 11;
+const GEMM_WARM: usize = 3;
 const REPS: usize = 5;
 /// fresh processes of a first-call variant (its rows are the medians over them)
 const FRESH: usize = 9;
@@ -96,6 +121,9 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         "sweep-free" => sweep_free(opts, sink),
         "merge" => merge(opts, sink),
         "release" => release(opts, sink),
+        "read-scalar" => read_scalar(sink),
+        "train-step" => train_step(sink),
+        "gemm-shape" => gemm_shape(sink),
         other => panic!("unknown variant {other}"),
     }
 }
@@ -366,4 +394,115 @@ fn release(_opts: &Opts, sink: &mut Sink) {
     sink.row(EXPERIMENT, "release", "release-minus-plain", RELEASE_OPS, "iterations",
              "ns_per_op", f(median(diff.clone()), 3), "ns",
              &format!("per block pair: {} ns", spread(&diff, 1)));
+}
+
+/// Mean ns of `s.into_scalar()` (`read`) or `drop(s)` over `RELEASE_OPS` sums
+/// `s = x.clone().sum()` made untimed.
+fn timed_reads(x: &Tensor<2>, read: bool) -> f64 {
+    let mut ns = 0.0;
+    for _ in 0..RELEASE_OPS {
+        let s = black_box(x.clone().sum());
+        let t = Instant::now();
+        if read {
+            let v: f32 = s.into_scalar();
+            black_box(v);
+        } else {
+            drop(s);
+        }
+        ns += t.elapsed().as_secs_f64() * 1e9;
+    }
+    ns / RELEASE_OPS as f64
+}
+
+fn read_scalar(sink: &mut Sink) {
+    tiny_backward();
+    for (prefix, device) in [("", Device::flex()), ("autodiff-", Device::flex().autodiff())] {
+        let x = Tensor::<2>::from_data(TensorData::new(vec![1.0f32; 128], [1, 128]), &device);
+        let (mut read, mut dropped, mut diff) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..RELEASE_REPS {
+            let r = timed_reads(&x, true);
+            let d = timed_reads(&x, false);
+            read.push(r);
+            dropped.push(d);
+            diff.push(r - d);
+        }
+        let note = format!("{NOTE}; {}; blocks of {RELEASE_OPS} iterations: s = \
+                            x.clone().sum() (x [1, 128]) made untimed; read: s.into_scalar() \
+                            timed alone, drop: drop(s) timed alone; medians of {RELEASE_REPS} \
+                            blocks each", if prefix.is_empty() { "plain Flex" }
+                           else { "flex.autodiff (s untracked)" });
+        sink.row(EXPERIMENT, "read-scalar", &format!("{prefix}read"), RELEASE_OPS, "iterations",
+                 "ns_per_op", f(median(read.clone()), 3), "ns",
+                 &format!("{note}; runs: {} ns", spread(&read, 1)));
+        sink.row(EXPERIMENT, "read-scalar", &format!("{prefix}drop"), RELEASE_OPS, "iterations",
+                 "ns_per_op", f(median(dropped.clone()), 3), "ns",
+                 &format!("runs: {} ns", spread(&dropped, 1)));
+        sink.row(EXPERIMENT, "read-scalar", &format!("{prefix}read-minus-drop"), RELEASE_OPS,
+                 "iterations", "ns_per_op", f(median(diff.clone()), 3), "ns",
+                 &format!("per block pair: {} ns", spread(&diff, 1)));
+    }
+}
+
+fn gemm_shape(sink: &mut Sink) {
+    let device = Device::flex();
+    // (m, k, n, lhs transposed): out[m, n] = lhs[m, k] @ rhs[k, n]
+    let shapes: &[(usize, usize, usize, bool)] = &[
+        (64, 512, 512, false), (512, 64, 512, true), (512, 64, 512, false),
+        (32, 128, 128, false), (128, 32, 128, true), (128, 32, 128, false),
+        (32, 128, 128, true)];
+    for &(m, k, n, lhs_t) in shapes {
+        let lhs = if lhs_t {
+            Tensor::<2>::random([k, m], Distribution::Default, &device).transpose()
+        } else {
+            Tensor::<2>::random([m, k], Distribution::Default, &device)
+        };
+        let rhs = Tensor::<2>::random([k, n], Distribution::Default, &device);
+        let mut ms = Vec::new();
+        for call in 0..GEMM_WARM + GEMM_CALLS {
+            let t = Instant::now();
+            drop(black_box(lhs.clone().matmul(rhs.clone())));
+            if call >= GEMM_WARM {
+                ms.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        let med = median(ms.clone());
+        let gflops = 2.0 * (m * k * n) as f64 / (med * 1e6);
+        let phase = format!("{m}x{k}x{n}{}", if lhs_t { "-lhsT" } else { "" });
+        sink.row(EXPERIMENT, "gemm-shape", &phase, k, "k", "ms_per_step", f(med, 6), "ms",
+                 &format!("{NOTE}; plain Flex, lhs [{m}, {k}]{} x rhs [{k}, {n}]; median of \
+                           {GEMM_CALLS} calls after {GEMM_WARM}: {gflops:.1} GFLOP/s ({} ms)",
+                          if lhs_t { " (a transposed view)" } else { "" }, spread(&ms, 4)));
+    }
+}
+
+fn train_step(sink: &mut Sink) {
+    use burn::optim::{GradientsParams, SgdConfig};
+    use crate::mlp::Mlp;
+    let device = Device::flex().autodiff();
+    for (d, batch) in [(4usize, 1usize), (128, 32)] {
+        let mut model = Mlp::new(d, d, d, &device);
+        let x = Tensor::<2>::random([batch, d], Distribution::Default, &device);
+        let mut optim = SgdConfig::new().init();
+        let mut blocks = Vec::new();
+        for block in 0..=TRAIN_REPS {
+            let n = if block == 0 { TRAIN_WARM } else { TRAIN_STEPS };
+            let t = Instant::now();
+            for _ in 0..n {
+                let loss = model.forward(x.clone()).powi_scalar(2).mean();
+                let grads = GradientsParams::from_grads(loss.backward(), &model);
+                drop(loss);
+                model = optim.step(1e-3, model, grads);
+            }
+            if block > 0 {
+                blocks.push(t.elapsed().as_secs_f64() * 1e3 / n as f64);
+            }
+        }
+        let note = format!("{NOTE}; flex.autodiff, Mlp(d, d, d) (Linear, Relu, Linear), input \
+                            [{batch}, {d}], loss = out.powi_scalar(2).mean(), from_grads(loss.\
+                            backward()), SGD step; {TRAIN_WARM} steps untimed, then the median \
+                            of {TRAIN_REPS} blocks of {TRAIN_STEPS} steps ({} ms)",
+                           spread(&blocks, 5));
+        sink.row(EXPERIMENT, "train-step", &format!("d{d}"), d, "features", "ms_per_step",
+                 f(median(blocks), 6), "ms", &note);
+    }
 }
