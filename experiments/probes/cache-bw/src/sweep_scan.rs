@@ -321,8 +321,52 @@ fn spread(npages: usize, per_page: usize, fill: f64, lines: bool) -> f64 {
         })
         .collect();
     let ns = time_useful(&mut slots, &mut rng);
+    if !lines && std::env::var("SWEEP_PAGEMAP").is_ok() {
+        let key_pages: Vec<usize> = chosen.iter().map(|&p| base as usize + p * PAGE).collect();
+        eprintln!("pagemap spread4k pages {npages} per_page {per_page} fill {fill}: {}", contiguity(&key_pages));
+    }
     unsafe { munmap(raw, len) };
     ns
+}
+
+/// Where the kernel put `pages` (virtual addresses of 4-KiB pages, ascending) in physical
+/// memory (`/proc/self/pagemap`, needs CAP_SYS_ADMIN for the frame numbers): the share of
+/// them in a 16-KiB and in a 32-KiB aligned group of pages that are all present, in the set
+/// and physically contiguous as they are virtually (what a TLB that coalesces 4 or 8 4-KiB
+/// entries could merge), and the share whose next virtual page is the next frame. The
+/// guest's frames on a KVM guest: the host's placement is not visible.
+fn contiguity(pages: &[usize]) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open("/proc/self/pagemap") else { return "no pagemap".into() };
+    let mut frame = |va: usize| -> Option<u64> {
+        let mut b = [0u8; 8];
+        f.seek(SeekFrom::Start((va / PAGE * 8) as u64)).ok()?;
+        f.read_exact(&mut b).ok()?;
+        let e = u64::from_le_bytes(b);
+        (e >> 63 == 1 && e & ((1 << 55) - 1) != 0).then_some(e & ((1 << 55) - 1))
+    };
+    let set: std::collections::HashSet<usize> = pages.iter().copied().collect();
+    let frames: std::collections::HashMap<usize, Option<u64>> = pages.iter().map(|&va| (va, frame(va))).collect();
+    let group = |va: usize, k: usize| -> bool {
+        let first = va / (k * PAGE) * (k * PAGE);
+        let Some(Some(f0)) = frames.get(&first) else { return false };
+        (0..k).all(|i| {
+            let v = first + i * PAGE;
+            set.contains(&v) && frames.get(&v) == Some(&Some(f0 + i as u64))
+        })
+    };
+    let n = pages.len().max(1) as f64;
+    let known = frames.values().filter(|f| f.is_some()).count();
+    if known == 0 {
+        return "no frame numbers (not root?)".into();
+    }
+    let g4 = pages.iter().filter(|&&va| group(va, 4)).count() as f64 / n;
+    let g8 = pages.iter().filter(|&&va| group(va, 8)).count() as f64 / n;
+    let next = pages.iter().filter(|&&va| match (frames.get(&va), frames.get(&(va + PAGE))) {
+        (Some(Some(a)), Some(Some(b))) => *b == a + 1,
+        _ => false,
+    }).count() as f64 / n;
+    format!("frames {known}/{} contiguous-16k {g4:.3} contiguous-32k {g8:.3} next-frame {next:.3}", pages.len())
 }
 
 /// KiB of the process's anonymous memory the kernel backs with huge pages now.
