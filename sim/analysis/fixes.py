@@ -57,10 +57,16 @@ TIME_BAR = 0.25
 def within_time_bar(e) -> bool:
     """Whether a graded time point is within :data:`TIME_BAR`: within ``sim compare``'s
     tolerance, or its relative error at most 25 %."""
+    return _within(e, TIME_BAR)
+
+
+def _within(e, bar) -> bool:
+    """Whether a graded point is within ``sim compare``'s grade, or its relative error is
+    at most ``bar``."""
     if e["ok"]:
         return True
     try:
-        return float(e["rel_error"]) <= TIME_BAR + 1e-12
+        return float(e["rel_error"]) <= bar + 1e-12
     except (TypeError, ValueError):
         return False
 
@@ -76,12 +82,7 @@ RSS_METRICS = ("rss", "rss_bytes", "rss_delta", "rss_growth_per_step", "text_rss
 def within_rss_bar(e) -> bool:
     """Whether a graded RSS point is within :data:`RSS_BAR`: within ``sim compare``'s
     grade (a point, or a measured run-to-run range), or its relative error at most 10 %."""
-    if e["ok"]:
-        return True
-    try:
-        return float(e["rel_error"]) <= RSS_BAR + 1e-12
-    except (TypeError, ValueError):
-        return False
+    return _within(e, RSS_BAR)
 
 
 def rss_group(e) -> str:
