@@ -891,7 +891,6 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     graph = effect.graph
     stride = effect.stride
     last = sim._next_id - stride          # the first id of the iteration just run
-    tip_offset = effect.tip_offset
     if count <= 0 or not _rotating_ok(sim, effect, last):
         return 0
     server = graph.server
@@ -920,7 +919,6 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     timing = sim.timing
     heap = sim.heap
     prev = {m.offset: server.steps[last + m.offset].node for m in effect.members}
-    tip_node = None if tip_offset is None else prev[tip_offset]
     tip_nodes = {o: prev[o] for o in effect.tip_offsets}
     via_offset = None if effect.via is None else effect.via[1]
     built = []
@@ -940,13 +938,11 @@ def apply_chain(sim, effect, count, replay=None) -> int:
             timing.free_unavailable(template.visited + j * template.d_visited,
                                     template.pop_groups)
         if replayed:
-            prev = build_replayed(sim, effect, graph, start, prev, via_offset,
-                                  None, tip_node, built,
+            prev = build_replayed(sim, effect, graph, start, prev, via_offset, built,
                                   replay, clones, slots[0])
         else:
             allocs = heap.allocs
-            prev = build_members(sim, effect, graph, start, prev, via_offset,
-                          None, tip_node, built)
+            prev = build_members(sim, effect, graph, start, prev, via_offset, built)
             # the iteration's transients, which the members' build does not make
             heap.allocs += effect.outside - (heap.allocs - allocs)
         if effect.arena is None:     # on an arena the replay made them among its events

@@ -223,8 +223,8 @@ def l2_growth(sim, snap, kept, prev_chunks=None):
     return tuple(out)
 
 
-def build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node,
-                   built, replay, clones, first):
+def build_replayed(sim, effect, graph, start, prev, via_offset, built, replay, clones,
+                   first):
     """:func:`build_members` for a chain whose events are replayed: the iteration's heap events
     placed (``replay``), then its members built on a heap that only counts (their blocks
     came with the events), their actions holding new storages of the replayed blocks
@@ -239,8 +239,7 @@ def build_replayed(sim, effect, graph, start, prev, via_offset, children_of_tip,
     try:
         buffers = [k[1] if type(k) is tuple else _buffer(k, b, handles)
                    for k, b in zip(effect.kept, effect.backends)]
-        cur = build_members(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node,
-                     built, buffers)
+        cur = build_members(sim, effect, graph, start, prev, via_offset, built, buffers)
     finally:
         heap.tap = None
     if effect.l2:
@@ -389,14 +388,13 @@ def _node(ref, start, stride, cur, prev, locator):
     return value, locator.graphs[value].server.steps[value].node
 
 
-def build_members(sim, effect, graph, start, prev, via_offset, children_of_tip, tip_node, built,
-           buffers=None, entered=False):
+def build_members(sim, effect, graph, start, prev, via_offset, built, buffers=None,
+                  entered=False):
     """Register the members of the iteration whose first id is ``start`` in ``G`` as that
     iteration did (``prev``: the members of the one before, by offset): their nodes, ref
     counts and boxed steps, ``G``'s maps and tables, the locator's entries and ``G``'s key
     set (the BTreeMaps are left to the replayed operations). Returns the new members by
-    offset; ``children_of_tip`` (a list, or None) collects the steps that have
-    ``tip_node`` as a parent, ``built`` every step; ``buffers``: the storages the
+    offset; ``built`` collects every step; ``buffers``: the storages the
     members' actions keep (:func:`build_replayed`); ``entered``: the locator's entries and
     keys hold the members already (:func:`defer_members`)."""
     locator = sim.client.locator
@@ -428,8 +426,6 @@ def build_members(sim, effect, graph, start, prev, via_offset, children_of_tip, 
             node.retro = _Retro(sim)
         step = Step(member.kind, member.op, node, step_parents, member.nbytes, actions,
                     member.shapes)
-        if children_of_tip is not None and any(p is tip_node for p in step_parents):
-            children_of_tip.append(step)
         # the boxed step (GraphMutexClient::register); on a glibc arena its handle, and
         # the node's, are blocks the replay placed (_Handing)
         step.block = heap.alloc(member.nbytes)
@@ -648,8 +644,7 @@ def _build_deferred(sim, effect, graph, starts, kept_chunks, handles) -> None:
                        for k, b in zip(effect.kept, effect.backends)]
             for at, chunk in kept_chunks[j]:
                 buffers[at].chunk = chunk
-            build_members(sim, effect, graph, start, {}, None, None, None, [], buffers,
-                          entered=True)
+            build_members(sim, effect, graph, start, {}, None, [], buffers, entered=True)
     finally:
         heap.tap = tap
         _Counting.counts = counts
