@@ -25,7 +25,7 @@ from ..units import METRICS
 from ..engine.workloads import builtin_names, load_workload
 
 __all__ = ["cells_for", "quick_params", "join", "point_id", "TOLERANCE", "known_checker", "summarize", "difference_scales",
-           "check_x_units", "measured_files"]
+           "check_x_units", "measured_files", "within_range"]
 
 TOLERANCE = {"memory": 0.05, "time": 0.15, "event": 0.0, "state": 0.0}
 SLACK = {"heap_bytes_delta": 2048, "host_heap_delta": 2.0, "gpu_in_use": 0.05, "rss": 0.05,
@@ -304,11 +304,16 @@ def _graded_by_range(entry, m, tol, slack, why) -> None:
         entry["note"] = f"{why}; one run: its run-to-run spread is unmeasured"
         return
     low, high, runs = spread
-    pv = entry["predicted"]
     entry["range"] = (low, high)
-    entry["ok"] = (low - tol * abs(low) - slack - 1e-12 <= pv
-                   <= high + tol * abs(high) + slack + 1e-12)
+    entry["ok"] = within_range(entry["predicted"], low, high, tol, slack)
     entry["note"] = f"{why}: graded against the run-to-run range {low:g}..{high:g} ({runs} runs)"
+
+
+def within_range(predicted, low, high, tol, slack) -> bool:
+    """Whether ``predicted`` lies in the measured range ``low .. high`` widened by the
+    tolerance ``tol`` (relative) and ``slack`` (absolute) at each end."""
+    return (low - tol * abs(low) - slack - 1e-12 <= predicted
+            <= high + tol * abs(high) + slack + 1e-12)
 
 
 def check_x_units(measured_rows, predicted_rows) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from .compare import SLACK, TOLERANCE
+from .compare import SLACK, TOLERANCE, within_range
 from .data import DataError, read_measured
 from .growth import growth_of_runs
 from ..paths import EXPERIMENTS
@@ -134,9 +134,7 @@ def in_build_band(e, bands):
     metric = METRICS.get(e["metric"])
     tol = TOLERANCE[metric.kind if metric else "memory"]
     slack = SLACK.get(e["metric"], 0)
-    inside = (low - tol * abs(low) - slack - 1e-12 <= pv <= high + tol * abs(high) + slack
-              + 1e-12)
-    return low, high, len(same), inside
+    return low, high, len(same), within_range(pv, low, high, tol, slack)
 
 
 def rss_by_mechanism(errors, bands) -> dict:
@@ -152,12 +150,12 @@ def rss_by_mechanism(errors, bands) -> dict:
         if e["status"] == "unpredicted" or e["metric"] not in RSS_METRICS:
             continue
         group = rss_group(e)
+        ok = bool(e["ok"])
         out["points"] += 1
-        out["ok"] += bool(e["ok"])
+        out["ok"] += ok
         out["bar"] += within_rss_bar(e)
         out["groups"][group][0] += 1
-        out["groups"][group][1] += bool(e["ok"])
-        ok = bool(e["ok"])
+        out["groups"][group][1] += ok
         ranged = "graded against the run-to-run range" in (e.get("note") or "")
         band = in_build_band(e, bands) if group == "text" and not ranged else None
         if band is not None:

@@ -444,11 +444,11 @@ class Tensor:
         device = self.device
         device.sim.block_on()
         device.sim.sync(device)
-        if device.backend.pool is None:
-            device.sim.timing.read_scalar(device.backend)   # the CPU backend's into_data
         data = self.prim
         pool = device.backend.pool
-        if pool is not None:
+        if pool is None:
+            device.sim.timing.read_scalar(device.backend)   # the CPU backend's into_data
+        else:
             pool.read(data.nbytes)   # the read's staging buffer (cubecl-wgpu read_resources)
         if (device.backend.handle_stride_bytes and self.holds and data.holders == 1
                 and device.backend.pool is None):

@@ -401,13 +401,9 @@ def _plain(row) -> dict:
     compare`` and ``sim fixes`` lost them, and no RSS row was ever graded as text-dominated
     or top-trimmed there)."""
     out = {}
-    for column in PREDICTED_COLUMNS:
+    for column in (*PREDICTED_COLUMNS, *(key for key in GRADING_KEYS if key in row)):
         value = row.get(column, "")
         out[column] = value.item() if hasattr(value, "item") else value
-    for key in GRADING_KEYS:
-        if key in row:
-            value = row[key]
-            out[key] = value.item() if hasattr(value, "item") else value
     return out
 
 
