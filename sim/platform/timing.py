@@ -285,7 +285,7 @@ class Timing:
         the path joined, the parameter's context looked up and stored, ``inner()``,
         ``from_inner`` and ``require_grad``), the update's own ops aside:
         ``optimizer_map_ns``."""
-        ns = self.p.get("optimizer_map_ns", 0.0)
+        ns = self.p["optimizer_map_ns"]
         if ns:
             self._book(ns)
 
