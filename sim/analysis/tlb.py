@@ -8,7 +8,8 @@ miss). A read whose page misses the TLB costs the median of ``pages4k - lines4k`
 sizes whose pages are 2x to 32x the TLB's entries (every read misses there). No fit.
 
 :func:`read_tlb_dir` reads a directory holding ``tlb.csv`` and ``tlb.stderr`` (and, for the
-host, ``lscpu.txt`` or a ``host:`` line of the stderr); ``sim calibrate --tlb DIR`` writes
+host, ``lscpu.txt`` or a ``host:`` line of the stderr; runs appended to ``tlb.csv``, each
+with its header, enter as the mean of each row over the runs); ``sim calibrate --tlb DIR`` writes
 the result into a profile's ``[process] dtlb_entries``/``dtlb_ways`` and ``[time]
 sweep_tlb_read_ns``.
 
@@ -110,13 +111,18 @@ def read_tlb_dir(directory) -> dict:
     tlb = parse_cpuid_line(text)
     if tlb is None:
         raise UserError(f"{err_path}: no cpuid 0x80000006 line (sweep-scan tlb on x86_64)")
-    rows = {}
+    runs = {}
     with open(csv_path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
+            if row.get("pattern") == "pattern":
+                continue                  # a run appended to the file repeats the header
             try:
-                rows.setdefault(row["pattern"], {})[int(row["n"])] = float(row["ns"])
+                runs.setdefault(row["pattern"], {}).setdefault(int(row["n"]), []).append(
+                    float(row["ns"]))
             except (KeyError, TypeError, ValueError):
                 raise UserError(f"{csv_path}: expected columns pattern,n,ns") from None
+    rows = {pattern: {n: sum(v) / len(v) for n, v in by_n.items()}
+            for pattern, by_n in runs.items()}
     entries, ways = tlb
     ns, sizes = tlb_read_cost(rows, entries)
     return {"entries": entries, "ways": ways, "ns": ns, "sizes": sizes,

@@ -65,8 +65,9 @@ touches that many of the pages they lie on, plus its share of the ``nodes`` tabl
 Every pass reads the same keys in the same order, each page ``k / pages touched`` times at
 random places in the pass. The fraction of those reads that miss the TLB is the host's
 measured curve (``[time] sweep_tlb_miss_reads``, ``sweep_tlb_miss_reach``,
-``sweep_tlb_miss``: the sweep-scan probe's ``tlbr`` rows, keys 1 and 10 to a page read in
-one random order every pass, written by ``sim calibrate --tlb``;
+``sweep_tlb_miss``: the sweep-scan probe's ``tlbr`` rows, keys R to a page read in one
+random order every pass, written by ``sim calibrate --tlb``; the EPYC profiles' at R = 1-8
+and 10, so a prefix's reads per page fall between measured curves;
 :class:`sim.platform.l2_cache.TlbMissCurve`) at the pages read over the TLB's reach and the
 reads per page; a profile with a TLB and no curve takes it from the TLB's size and ways
 (:func:`sim.platform.l2_cache.page_set_miss_fraction`, LRU within a set). Where the key

@@ -13,6 +13,7 @@ from sim.errors import UserError
 
 ROOT = paths.ROOT
 MEASURED = ROOT / "experiments" / "measured" / "linux-x86_64" / "sweep-levels"
+MEASURED_S54 = MEASURED / "s54"
 
 
 def _probe_dir(tmp_path, cpuid="cpuid 0x80000006: L2 DTLB 4K 2048 entries, associativity code 8",
@@ -40,21 +41,43 @@ def test_the_probe_output_gives_entries_ways_and_the_median_cost(tmp_path):
 
 
 def test_the_committed_measurement_gives_the_profiles_values():
+    # session 49's `tlb` rows (the profile's cost of a miss until session 54)
     tlb = read_tlb_dir(MEASURED)
     assert (tlb["entries"], tlb["ways"], round(tlb["ns"], 3)) == (3072, 8, 6.124)
     assert "family 25 model 17" in tlb["host"]
+    # session 54's: three batches (tlb and tlbr rows at R = 1-8, 10), the profiles' values
+    tlb = read_tlb_dir(MEASURED_S54)
+    assert (tlb["entries"], tlb["ways"], round(tlb["ns"], 3)) == (3072, 8, 5.707)
+    curves = read_tlbr_dir(MEASURED_S54 / "tlbr", 3072, 5.707)
     for name in ("amd-epyc-zen4", "amd-epyc-zen4-long"):
         data = tomllib.loads((ROOT / "models" / f"{name}.toml").read_text())
         assert data["process"]["dtlb_entries"] == 3072 and data["process"]["dtlb_ways"] == 8
-        assert data["time"]["sweep_tlb_read_ns"] == 6.124
-        curves = read_tlbr_dir(MEASURED / "tlbr", 3072, 6.124)
-        assert data["time"]["sweep_tlb_miss_reads"] == curves["reads"] == [1.0, 10.0]
+        assert data["time"]["sweep_tlb_read_ns"] == 5.707
+        assert data["time"]["sweep_tlb_miss_reads"] == curves["reads"] == [
+            1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
         assert data["time"]["sweep_tlb_miss_reach"] == curves["reach"]
         assert data["time"]["sweep_tlb_miss"] == curves["miss"]
-    # keys ten to a page miss less than one to a page past the reach; the far-apart pages
-    # (fill 0.005) are not among the rows the curves take
-    assert curves["miss"][1][-1] < curves["miss"][0][-1]
-    assert all("0.005" not in path.name for path in curves["files"])
+    # keys ten to a page miss less than one to a page past the reach, and pages read 4-8
+    # times a pass miss within 0.07 of ten (at 1.35x and 2.7x the reach; 3 times within
+    # 0.11), not half way to one as the log-interpolation between R = 1 and 10 had it
+    miss = curves["miss"]
+    assert miss[-1][-1] < miss[0][-1]
+    for i in (8, 12):
+        assert all(abs(miss[r][i] - miss[-1][i]) < 0.07 for r in range(3, 8))
+        assert abs(miss[2][i] - miss[-1][i]) < 0.11
+        assert miss[-1][i] < miss[1][i] < miss[0][i]
+    # the far-apart pages of session 51 (fill 0.005) are not among the rows curves take
+    old = read_tlbr_dir(MEASURED / "tlbr", 3072, 6.124)
+    assert all("0.005" not in path.name for path in old["files"])
+
+
+def test_runs_appended_to_the_tlb_rows_enter_as_their_mean(tmp_path):
+    d = _probe_dir(tmp_path)
+    text = (d / "tlb.csv").read_text()
+    (d / "tlb.csv").write_text(text + text.replace("pages4k,8192,8.008192", "pages4k,8192,10.008192"))
+    # 8,192 pages: 7 and 9 ns more in the two runs, 8 their mean (the header repeated
+    # between the runs is skipped); the median of 4,096-65,536 pages moves up a size
+    assert read_tlb_dir(d)["ns"] == pytest.approx((7.016384 + 7.065536) / 2)
 
 
 def test_calibrate_tlb_writes_the_three_values_with_their_source(tmp_path, capsys):
@@ -146,10 +169,12 @@ def test_calibrate_tlb_writes_the_miss_curves_of_the_tlbr_rows(tmp_path, capsys)
 def test_a_profile_with_a_bad_miss_curve_is_refused(tmp_path):
     from sim.engine.profile import ProfileError, load_profile
     text = (ROOT / "models" / "amd-epyc-zen4.toml").read_text()
-    for old, new in (("sweep_tlb_miss_reads = [1.0, 10.0]", "sweep_tlb_miss_reads = [10.0, 1.0]"),
-                     ("sweep_tlb_miss_reads = [1.0, 10.0]", "sweep_tlb_miss_reads = [1.0]"),
+    reads = "sweep_tlb_miss_reads = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0]"
+    for old, new in ((reads, reads.replace("8.0, 10.0", "10.0, 8.0")),
+                     (reads, "sweep_tlb_miss_reads = [1.0]"),
                      ("sweep_tlb_miss = [[0.0,", "sweep_tlb_miss = [[1.5,"),
                      ("sweep_tlb_miss = [[0.0,", "sweep_tlb_miss = [['a',")):
+        assert old in text
         bad = tmp_path / "bad.toml"
         bad.write_text(text.replace(old, new))
         with pytest.raises(ProfileError, match="sweep_tlb_miss"):

@@ -5,11 +5,16 @@ CPU clock stops too). Polls the probe's stderr; at each new row records VmRSS/Vm
 probe's utime/stime, minor faults and /proc/PID/schedstat (ns on the CPU, ns waiting on
 the run queue, time slices): the wait is the time other tasks on core 1 took from it.
 Session 51's second-p10/lock-slices.py with the probe's path as an argument and the
-schedstat and fault columns added.
-usage: lock-slices.py OUT VARIANT PROBE"""
+schedstat and fault columns added. HOLD_CMD (optional, session 54): a shell command run at
+the start of every hold while the probe is stopped (or not yet started), "{hold}" in it
+replaced by the hold's number (1, 2, ...): e.g. the sweep-scan probe's TLB rows
+(`experiments/calibration/tlb-batch.py`), taken in the same holds as the long run's rows.
+usage: lock-slices.py OUT VARIANT PROBE [HOLD_CMD]"""
 import fcntl, os, signal, subprocess, sys, time
 SLICE = 840
 out, variant, probe = sys.argv[1], sys.argv[2], sys.argv[3]
+hold_cmd = sys.argv[4] if len(sys.argv) > 4 else None
+holds = 0
 log = open(out + '.ctl', 'a')
 def say(*a):
     print(time.strftime('%H:%M:%S', time.gmtime()), *a, file=log, flush=True)
@@ -30,6 +35,10 @@ def stat():
 def uptime(): return open('/proc/loadavg').read().split()[0]
 while True:
     say('waiting for lock'); fcntl.flock(lock, fcntl.LOCK_EX); say('lock held load', uptime())
+    holds += 1
+    if hold_cmd:
+        rc = subprocess.call(hold_cmd.replace('{hold}', str(holds)), shell=True)
+        say('hold command', holds, 'rc', rc, 'load', uptime())
     if proc is None:
         env = dict(os.environ, PROBE_CPU_TIME='1')
         proc = subprocess.Popen(['/usr/bin/time', '-v', 'taskset', '-c', '1', 'nice', '-n', '-15', probe,

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Take the sweep-scan probe's data-TLB rows in one batch: the `tlb` rows (one key a page,
+the cost of a miss) and the `tlbr` rows at every R of READS (keys R to a page, pages
+filling all of their span), into OUT/tlb.csv, OUT/tlb.stderr and OUT/tlbr/rR-LABEL.csv.
+
+Run it inside a hold of the timing lock, on the pinned core:
+
+    flock /work/notes/timing.lock python3 experiments/calibration/tlb-batch.py \
+        PROBE OUT LABEL [--reads 1,2,3,4,5,6,7,8,10]
+
+(PROBE: the sweep-scan binary). It starts a session of its own and raises that session's
+autogroup to -15 (with the kernel's autogroups, nice counts only inside a session), then
+runs every row under `taskset -c 1 nice -n -15`. Each file gets the UTC time of its run
+in OUT/batches.txt. Appends to a file that exists (a second run's header repeated, as
+`sim.analysis.tlb.read_tlbr_dir` reads them).
+"""
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TLBR_PAGES = "1024,2048,2560,2816,3072,3328,3584,3840,4096,4608,5120,6144,8192"
+TLB_N = "1024,2048,3072,4096,6144,8192,12288,16384,24576"
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M:%S")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("probe")
+    ap.add_argument("out")
+    ap.add_argument("label")
+    ap.add_argument("--reads", default="1,2,3,4,5,6,7,8,10")
+    ap.add_argument("--no-tlb", action="store_true", help="only the tlbr rows")
+    a = ap.parse_args()
+    out = Path(a.out)
+    (out / "tlbr").mkdir(parents=True, exist_ok=True)
+    try:
+        os.setsid()
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write("-15")
+    except OSError as e:
+        print("autogroup:", e, file=sys.stderr)
+    pin = ["taskset", "-c", "1", "nice", "-n", "-15", a.probe]
+    log = open(out / "batches.txt", "a")
+    load = open("/proc/loadavg").read().split()[:3]
+    log.write(f"batch {a.label} start {now()} UTC load {' '.join(load)}\n")
+    jobs = [] if a.no_tlb else [("tlb.csv", "tlb.stderr", ["tlb", TLB_N])]
+    for r in a.reads.split(","):
+        jobs.append((f"tlbr/r{r}-{a.label}.csv", f"tlbr/r{r}-{a.label}.stderr",
+                     ["tlbr", r, "1", TLBR_PAGES]))
+    for csv_name, err_name, args in jobs:
+        t0 = now()
+        with open(out / csv_name, "a") as fo, open(out / err_name, "a") as fe:
+            rc = subprocess.call(pin + args, stdout=fo, stderr=fe)
+        log.write(f"  {' '.join(args[:3])} -> {csv_name} {t0}-{now()} rc {rc}\n")
+        log.flush()
+        if rc:
+            sys.exit(f"{args}: exit {rc}")
+    load = open("/proc/loadavg").read().split()[:3]
+    log.write(f"batch {a.label} end {now()} UTC load {' '.join(load)}\n")
+
+
+if __name__ == "__main__":
+    main()
