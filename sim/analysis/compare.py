@@ -21,7 +21,7 @@ import math
 import re
 
 from .data import DIFFERENCE, key_of, DataError, TRACE_FILES, measured_quick
-from ..units import METRICS
+from ..units import BYTES_PER, METRICS, bytes_to
 from ..engine.workloads import builtin_names, load_workload
 
 __all__ = ["cells_for", "quick_params", "join", "point_id", "TOLERANCE", "known_checker", "summarize", "difference_scales",
@@ -216,7 +216,8 @@ def join(measured_rows, predicted_rows, fitted_points=(), policy="burn-0.22.1"):
         if share > TEXT_DOMINATED and m.get("probe"):
             _text_dominated(entry, m, share, tol, slack)
         elif p.get("top_trims") and m.get("probe"):
-            _top_trimmed(entry, m, p["top_trims"], tol, slack)
+            _top_trimmed(entry, m, p["top_trims"], tol, slack,
+                         untrimmed_level(m, p.get("untrimmed_bytes", 0)))
         out.append(entry)
     return out
 
@@ -285,27 +286,48 @@ def _text_dominated(entry, m, share, tol, slack) -> None:
                      f"text pages are {share:.0%} of the program's RSS in the model")
 
 
-def _top_trimmed(entry, m, trims, tol, slack) -> None:
+def untrimmed_level(m, nbytes) -> float:
+    """The predicted row's other level in measured row ``m``'s unit: ``nbytes``
+    (:meth:`sim.engine.simulation.Simulation.untrimmed_bytes`, the pages the arena's latest
+    trim gave back) where the metric is an RSS level in bytes (rss_bytes, rss_delta, rss);
+    0 for a rate (rss_growth_per_step: its two ends each may sit at either level)."""
+    unit = m.get("unit", "")
+    if not nbytes or m["metric"] == "rss_growth_per_step" or unit not in BYTES_PER:
+        return 0.0
+    return bytes_to(nbytes, unit)
+
+
+def _top_trimmed(entry, m, trims, tol, slack, untrimmed=0.0) -> None:
     """An RSS row whose prediction the glibc arena's trims of its top placed (it trimmed
     since the previous sample: :meth:`sim.engine.simulation.Simulation.top_trims`): which
     level a run is at turns on its hash order, so the row is graded against the measured
-    run-to-run range (widened by the tolerance) where the measured row has one."""
-    _graded_by_range(entry, m, tol, slack,
-                     f"the heap's top was trimmed {trims} times since the previous sample "
-                     f"in the model")
+    run-to-run range (widened by the tolerance) where the measured row has one. The
+    model predicts the two levels of a level metric (``untrimmed``: how far above its
+    point a run whose latest trim did not happen sits, :func:`untrimmed_level`): then the
+    predicted band must meet the widened range."""
+    why = f"the heap's top was trimmed {trims} times since the previous sample in the model"
+    if untrimmed > 0:
+        why += f" (untrimmed level {entry['predicted'] + untrimmed:g})"
+    _graded_by_range(entry, m, tol, slack, why, untrimmed)
 
 
-def _graded_by_range(entry, m, tol, slack, why) -> None:
+def _graded_by_range(entry, m, tol, slack, why, above=0.0) -> None:
     """Grade ``entry`` against the measured row's run-to-run range (widened by the
     tolerance) where ``m`` has one; ``why`` opens the note. With one run the row keeps its
-    point grade and the note says its spread is unmeasured."""
+    point grade and the note says its spread is unmeasured. ``above`` > 0: the prediction
+    is the band from the point to ``above`` over it, which must meet the widened range."""
     spread = run_range(m.get("note", ""))
     if spread is None:
         entry["note"] = f"{why}; one run: its run-to-run spread is unmeasured"
         return
     low, high, runs = spread
     entry["range"] = (low, high)
-    entry["ok"] = within_range(entry["predicted"], low, high, tol, slack)
+    predicted = entry["predicted"]
+    if above > 0:
+        entry["band"] = (predicted, predicted + above)
+    entry["ok"] = (within_range(predicted, low, high, tol, slack)
+                   or (above > 0 and bands_meet(predicted, predicted + above, low, high, tol,
+                                                slack)))
     entry["note"] = f"{why}: graded against the run-to-run range {low:g}..{high:g} ({runs} runs)"
 
 
@@ -314,6 +336,13 @@ def within_range(predicted, low, high, tol, slack) -> bool:
     tolerance ``tol`` (relative) and ``slack`` (absolute) at each end."""
     return (low - tol * abs(low) - slack - 1e-12 <= predicted
             <= high + tol * abs(high) + slack + 1e-12)
+
+
+def bands_meet(p_low, p_high, low, high, tol, slack) -> bool:
+    """Whether the predicted band ``p_low .. p_high`` meets the measured range ``low ..
+    high`` widened by ``tol`` (relative) and ``slack`` (absolute) at each end."""
+    return (p_low <= high + tol * abs(high) + slack + 1e-12
+            and p_high >= low - tol * abs(low) - slack - 1e-12)
 
 
 def check_x_units(measured_rows, predicted_rows) -> None:

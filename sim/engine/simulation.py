@@ -180,7 +180,7 @@ TOP_TRIM_METRICS = TEXT_SHARE_METRICS | {"rss_growth_per_step"}
 #: the keys of a predicted row that are no column of predicted.csv but what a comparison
 #: reads to grade the row (:func:`sim.analysis.compare.join`): a row handed on from the
 #: process that simulated it (a cell's rows, the cell cache) keeps them
-GRADING_KEYS = ("text_share", "top_trims")
+GRADING_KEYS = ("text_share", "top_trims", "untrimmed_bytes")
 
 
 def _weak_method(method):
@@ -591,8 +591,10 @@ class Simulation:
             # dominate (sim.analysis.compare.join)
             row["text_share"] = self.text_share()
         if metric in TOP_TRIM_METRICS and self.top_trims():
-            # nor this: what tells a row the top's trims place between levels
+            # nor these: what tells a row the top's trims place between levels, and how
+            # far above this one the level of a run whose latest trim did not happen is
             row["top_trims"] = self.top_trims()
+            row["untrimmed_bytes"] = self.untrimmed_bytes()
         self.rows.append(row)
 
     def top_trims(self) -> int:
@@ -606,6 +608,19 @@ class Simulation:
         levels a run can be at; the model's one order gives one of them."""
         arena = self.allocator.arena
         return 0 if arena is None else arena.trims - self.trims_at_sample
+
+    def untrimmed_bytes(self) -> int:
+        """Resident bytes the heap would hold beyond its pages now had the arena's latest
+        trim of its top not happened (the pages it gave back, less those it faulted in
+        again since): the other level of an RSS row whose loop trims (:meth:`top_trims`).
+        In a run whose hash order leaves a small chunk in use just below the top at that
+        free, glibc's ``systrim`` finds no top above the threshold and keeps those pages;
+        0 on other allocators or before any trim."""
+        arena = self.allocator.arena
+        if arena is None or not arena.trim_from:
+            return 0
+        page = arena.page
+        return max(0, -(-arena.trim_from // page) * page - -(-arena.resident_end // page) * page)
 
     def text_share(self) -> float:
         """The share of the binary's resident text (code paths run so far) in what the

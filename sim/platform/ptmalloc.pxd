@@ -4,7 +4,7 @@
 
 cdef class _Arena:
     cdef public Py_ssize_t page, top_pad, brk, top, resident_end, mapped
-    cdef public Py_ssize_t mmap_threshold, trim_threshold, trims, trimmed_bytes
+    cdef public Py_ssize_t mmap_threshold, trim_threshold, trims, trimmed_bytes, trim_from
     cdef public Py_ssize_t nfast, bin_changes, _unsorted_dead, _tags
     cdef public bint dynamic
     cdef public object fault, last_remainder, chunk_budget

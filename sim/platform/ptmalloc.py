@@ -511,6 +511,9 @@ class _Arena:
         self.trim_threshold = int(trim_threshold) or TRIM_THRESHOLD
         self.trims = 0
         self.trimmed_bytes = 0
+        #: the resident end just before the latest trim (0 before any): the level a run
+        #: whose top was not trimmed then would hold (Simulation.untrimmed_bytes)
+        self.trim_from = 0
         self.fault = None
         # in-use chunks (allocated, or parked in tcache / fastbins): address -> size
         self.inuse = {}
@@ -726,6 +729,7 @@ class _Arena:
             self.brk -= extra
             self.trims += 1
             self.trimmed_bytes += extra
+            self.trim_from = self.resident_end
             if self.resident_end > self.brk:
                 self.resident_end = self.brk
 

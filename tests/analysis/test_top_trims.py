@@ -70,3 +70,64 @@ def test_p10_emas_linux_loop_trims_its_top_between_samples():
                     sets={"steps": "50", "report_at": "1,50"})
     trimmed = {(r["metric"], r["x"]) for r in rows if r.get("top_trims")}
     assert ("rss_delta", 50) in trimmed and ("rss_growth_per_step", 50) in trimmed
+
+
+def test_a_level_row_is_graded_by_the_models_two_levels():
+    # the model's point 7.37 MiB trimmed; had its latest trim not happened the heap would
+    # hold 1,179,648 B more (1.125 MiB): the band 7.37..8.495 meets the runs' 8.61..8.94
+    # widened by 10 % (p10-ema detach, session 54), where the point alone misses
+    spread = _measured("mean of 5 fresh runs (8.609, 8.94, 8.8, 8.8, 8.8 MiB)", value="8.79")
+    (e,) = join([spread], [_predicted(7.37, top_trims=20, untrimmed_bytes=1_179_648)])
+    assert e["ok"] and e["band"] == (7.37, 7.37 + 1.125)
+    assert "untrimmed level 8.495" in e["note"]
+    (e,) = join([spread], [_predicted(7.37, top_trims=20)])
+    assert not e["ok"] and "band" not in e
+    # in bytes, the same band
+    (e,) = join([dict(spread, metric="rss_bytes", unit="B", value="12241306",
+                      note="mean of 2 fresh runs (12263424, 12619776 B)")],
+                [_predicted(10_604_544, metric="rss_bytes", unit="B", top_trims=20,
+                            untrimmed_bytes=1_179_648)])
+    assert e["ok"] and e["band"] == (10_604_544, 11_784_192)
+    # a band wholly below the widened range still misses
+    (e,) = join([spread], [_predicted(6.0, top_trims=20, untrimmed_bytes=1 << 20)])
+    assert not e["ok"]
+
+
+def test_a_growth_row_has_no_band():
+    # a rate: both its ends may sit at either level, so it keeps its point grade
+    spread = _measured("mean of 3 fresh runs (60.0, 64.4, 68.8 KB)",
+                       metric="rss_growth_per_step", value="64.4")
+    (e,) = join([dict(spread, unit="KB")],
+                [_predicted(27.0, metric="rss_growth_per_step", unit="KB", top_trims=20,
+                            untrimmed_bytes=1_179_648)])
+    assert not e["ok"] and "band" not in e
+
+
+def test_the_untrimmed_level_is_the_resident_end_before_the_latest_trim():
+    sim = Simulation(load_profile("linux-x86_64"))
+    assert sim.untrimmed_bytes() == 0     # no trim yet
+    heap = sim.heap
+    small = heap.alloc(64)
+    # under the mmap threshold (128 KiB): carved from the top, one after the other
+    big = [heap.alloc(100 << 10) for _ in range(6)]
+    arena = sim.allocator.arena
+    for block in reversed(big[1:]):       # the top grows past the trim threshold: trimmed
+        heap.free(100 << 10, block)
+    trims, resident = arena.trims, arena.resident_end
+    assert trims >= 1
+    heap.free(100 << 10, big[0])          # the latest trim: from `resident` down
+    assert arena.trims == trims + 1 and arena.trim_from == resident
+    page = arena.page
+    gave_back = -(-resident // page) * page - -(-arena.resident_end // page) * page
+    assert gave_back >= 100 << 10 and sim.untrimmed_bytes() == gave_back
+    # carved again past the resident end: faulted in, nothing above it any more
+    again = [heap.alloc(100 << 10) for _ in range(4)]
+    assert arena.trims == trims + 1 and sim.untrimmed_bytes() == 0
+    del again, small
+
+
+def test_p10_emas_detach_rows_carry_their_untrimmed_level():
+    rows = run_cell("p10-ema", "detach", profile="linux-x86_64",
+                    sets={"steps": "50", "report_at": "1,50"})
+    (row,) = [r for r in rows if r["metric"] == "rss_delta" and r["x"] == 50]
+    assert row["top_trims"] > 0 and row["untrimmed_bytes"] > 0

@@ -47,7 +47,7 @@ def snapshot(arena):
     """Every field of the arena that placement reads or writes, in order."""
     arena.materialize()
     return (arena.brk, arena.top, arena.resident_end, arena.mapped, arena.mmap_threshold,
-            arena.trim_threshold, arena.trims, arena.trimmed_bytes, arena.nfast,
+            arena.trim_threshold, arena.trims, arena.trimmed_bytes, arena.trim_from, arena.nfast,
             arena.bin_changes, arena.last_remainder, tuple(arena.inuse.items()),
             tuple(arena.free_at.items()), tuple(arena.free_end.items()),
             tuple(arena.unsorted), tuple(arena.binmap),

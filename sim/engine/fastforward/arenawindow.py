@@ -366,19 +366,20 @@ def _shift(w, state, top):
 
 
 def _walk(arena, w, d):
-    """``(break, resident end, trims, trimmed bytes)`` after ``w`` applied with the top
-    moved by ``d``: its top events walked with this arena's break (``sysmalloc``'s growth,
-    ``systrim`` after a merge into the top); None where a realloc at the top would decide
-    otherwise than in ``w``."""
+    """``(break, resident end, trims, trimmed bytes, resident end before the latest trim)``
+    after ``w`` applied with the top moved by ``d``: its top events walked with this arena's
+    break (``sysmalloc``'s growth, ``systrim`` after a merge into the top); None where a
+    realloc at the top would decide otherwise than in ``w``."""
     brk, resident, page = arena.brk, arena.resident_end, arena.page
     trims = trimmed = 0
+    trim_from = arena.trim_from
     base = w.top0 + d
     if w.reach is not None:
         # the short way: no carve grows the heap, no merge into the top trims it
         need, end, low = w.reach
         if brk >= base + need and (low is None or brk - base - low < max(
                 CONSOLIDATION_THRESHOLD, arena.trim_threshold)):
-            return brk, resident if end is None else max(resident, base + end), 0, 0
+            return brk, resident if end is None else max(resident, base + end), 0, 0, trim_from
     for kind, rel, arg in w.events:
         top = base + rel
         if kind == 0:
@@ -395,6 +396,7 @@ def _walk(arena, w, d):
                         brk -= extra
                         trims += 1
                         trimmed += extra
+                        trim_from = resident
                         resident = min(resident, brk)
             continue
         else:
@@ -406,7 +408,7 @@ def _walk(arena, w, d):
             end = top - size + nb + 2 * SIZE_SZ
         if end > resident:
             resident = end
-    return brk, resident, trims, trimmed
+    return brk, resident, trims, trimmed, trim_from
 
 
 def _apply(sim, w, lo, d, walked) -> list:
@@ -450,10 +452,11 @@ def _apply(sim, w, lo, d, walked) -> list:
         live.setdefault(n, []).extend(mapped[at:at + k])
         at += k
     arena.top = w.top1 + d
-    brk, resident, trims, trimmed = walked
+    brk, resident, trims, trimmed, trim_from = walked
     arena.brk = brk
     arena.trims += trims
     arena.trimmed_bytes += trimmed
+    arena.trim_from = trim_from
     page = arena.page
     old, new = -(-arena.resident_end // page) * page, -(-resident // page) * page
     arena.resident_end = resident

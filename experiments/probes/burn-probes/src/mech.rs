@@ -66,6 +66,13 @@
 //!   `drop(lhs.clone().matmul(rhs.clone()))`, median of `GEMM_CALLS` calls after
 //!   `GEMM_WARM` untimed ones: `ms_per_step` per shape (phase `MxKxN`, `-lhsT` for the
 //!   transposed lhs; x = k), GFLOP/s in the note.
+//! - `tv-timeline` (diagnostic, stderr only, not run by `all`): train-validate's training
+//!   step (`train-step`'s d128) in a fresh process, `TV_STEPS` steps (60) each timed
+//!   alone, and between every 5 steps (untimed) what `TV_MODE` names: nothing (`alone`),
+//!   train-validate's validation (`val`: `model.valid()`, a plain [32, 128] input, two
+//!   forwards read back), its report's reads (`report`: statm, the heap counters, a
+//!   formatted string) or both (`both`). Prints each step's us, the time between, and per
+//!   step the thread's involuntary context switches and minor faults (getrusage).
 
 use crate::Opts;
 use burn::prelude::*;
@@ -124,6 +131,7 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         "read-scalar" => read_scalar(sink),
         "train-step" => train_step(sink),
         "gemm-shape" => gemm_shape(sink),
+        "tv-timeline" => tv_timeline(),
         other => panic!("unknown variant {other}"),
     }
 }
@@ -505,4 +513,68 @@ fn train_step(sink: &mut Sink) {
         sink.row(EXPERIMENT, "train-step", &format!("d{d}"), d, "features", "ms_per_step",
                  f(median(blocks), 6), "ms", &note);
     }
+}
+
+/// Diagnostic (stderr only): train-validate's training step, each step timed alone, with
+/// `TV_MODE` = alone | val | report | both between every 5 steps (untimed).
+fn tv_timeline() {
+    use burn::optim::{GradientsParams, SgdConfig};
+    use burn::module::Module;
+    use crate::mlp::Mlp;
+    let mode = std::env::var("TV_MODE").unwrap_or_else(|_| "alone".into());
+    let steps: usize = std::env::var("TV_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
+    let device = Device::flex().autodiff();
+    let plain = Device::flex();
+    let d = 128;
+    let mut model = Mlp::new(d, d, d, &device);
+    let x = Tensor::<2>::random([32, d], Distribution::Default, &device);
+    let mut optim = SgdConfig::new().init();
+    let mut times = Vec::new();
+    let mut between = Vec::new();
+    let mut csw = Vec::new();
+    for step in 1..=steps {
+        let r0 = thread_rusage();
+        let t = Instant::now();
+        let loss = model.forward(x.clone()).powi_scalar(2).mean();
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        drop(loss);
+        model = optim.step(1e-3, model, grads);
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+        let r1 = thread_rusage();
+        csw.push(format!("{}/{}", r1[17] - r0[17], r1[8] - r0[8]));
+        if step % 5 == 0 {
+            let t = Instant::now();
+            if mode == "val" || mode == "both" {
+                let valid = model.valid();
+                let xv = Tensor::<2>::random([32, d], Distribution::Default, &plain);
+                for _ in 0..2 {
+                    let s: f32 = valid.forward(xv.clone()).sum().into_scalar();
+                    black_box(s);
+                }
+            }
+            if mode == "report" || mode == "both" {
+                let r = burn_probes::rss::rss_bytes();
+                let h = burn_probes::alloc::snapshot();
+                let s = format!("{} {} {}", r, h.live_bytes, f(r as f64 / 3.0, 4));
+                black_box(s);
+            }
+            between.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    let line: Vec<String> = times.iter().map(|v| format!("{v:.0}")).collect();
+    eprintln!("TV {mode} steps {}", line.join(" "));
+    let line: Vec<String> = between.iter().map(|v| format!("{v:.0}")).collect();
+    eprintln!("TV {mode} between {}", line.join(" "));
+    eprintln!("TV {mode} nivcsw/minflt {}", csw.join(" "));
+}
+
+/// getrusage(RUSAGE_THREAD) as 18 longs (utime, stime as two each, then maxrss ..
+/// nivcsw): index 8 minflt, 16 nvcsw, 17 nivcsw.
+fn thread_rusage() -> [i64; 18] {
+    unsafe extern "C" {
+        fn getrusage(who: i32, usage: *mut [i64; 18]) -> i32;
+    }
+    let mut r = [0i64; 18];
+    unsafe { getrusage(1, &mut r) };
+    r
 }
