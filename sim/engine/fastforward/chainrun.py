@@ -85,7 +85,8 @@ from .keptchain import (build_members, build_replayed, compare_before, defer_mem
                         kept_slots, l2_ready, l2_rotates, old_nodes, repoint_members)
 from .leakrun import _Refuse, _resident, actions_template, hand_over, swap_tip
 
-__all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog"]
+__all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog",
+           "watch_tables", "note_tables"]
 
 
 # -- what a probe records -----------------------------------------------------------------
@@ -359,6 +360,10 @@ class ChainEffect:
     #: the iteration's backwards' ``free_unavailable_nodes`` (:class:`PassesTemplate`),
     #: charged again at the nodes each skipped iteration's passes visit
     passes = ()
+    #: ``G``'s tables' growth an iteration and the most an iteration's counts rise above
+    #: its first, by table, as the exact iterations run while the effect holds showed them
+    #: (:func:`note_tables`; False: not the same every iteration)
+    room = None
 
     def __init__(self, stride, registered, backwards, times, faults, origin, members,
                  rotating, tree_ops, sweeps, growth, state, tip_ids, graph, first_id):
@@ -829,16 +834,17 @@ def chain_horizon(sim, effect) -> int:
     # the steps grow by the members less the steps of the iteration before's the
     # iteration consumed; a margin of one iteration's members (as the nodes' below)
     grown = m - len(effect.consumed)
-    slack = [(server.steps_table.cap - steps - m) // grown,
-             (server.actions_table.cap - steps - m) // grown,
-             (memory.nodes_table.cap - memory.node_count()) // m - 1]
+    room = _room(sim, effect)
+    slack = [max((server.steps_table.cap - steps - m) // grown, room["steps"]),
+             max((server.actions_table.cap - steps - m) // grown, room["actions"]),
+             max((memory.nodes_table.cap - memory.node_count()) // m - 1, room["nodes"])]
     if effect.passes and memory.statuses_table is not None:
         # the passes' statuses table takes every node a backward reaches: at most G's
         # nodes then (those of the iterations before, m more each) and the iteration's
         # own that are not members; it must not grow in a skipped iteration (an insert
         # reserves a slot first: a table holding ``cap`` items grows)
-        slack.append((memory.statuses_table.cap - 1 - memory.node_count()
-                      - (effect.stride - m)) // m + 1)
+        slack.append(max((memory.statuses_table.cap - 1 - memory.node_count()
+                          - (effect.stride - m)) // m + 1, room["statuses"]))
     counts = getattr(memory, "child_counts", None)     # drop-release's children table
     if counts is not None:
         slack.append((memory.children_table.cap - len(counts)) // m - 1)
@@ -846,7 +852,8 @@ def chain_horizon(sim, effect) -> int:
         table = locator.key_tables.get(graph.origin)
         if table is None:
             return 0
-        slack.append((table.cap - locator._key_count(graph.origin)) // keyed - 1)
+        slack.append(max((table.cap - locator._key_count(graph.origin)) // keyed - 1,
+                         room["keys"]))
     peak = _leaves_peak(effect, memory)
     if peak > memory.leaves_table.cap:
         return 0
@@ -857,6 +864,86 @@ def chain_horizon(sim, effect) -> int:
             cache = sim._backends[kind].cache
             slack.append((cache.capacity - cache.resident) // nbytes - 1)
     return max(0, min(slack))
+
+
+# -- the tables' room, as the exact iterations between batches showed it ----------------
+
+def _tables(sim, effect) -> list:
+    """``G``'s tables a skipped iteration must not grow, each ``(name, table, count)``:
+    ``count`` is what the iteration's growth of the table is measured against (the
+    ``statuses`` table, which a backward fills with the nodes it reaches, against ``G``'s
+    nodes)."""
+    graph = effect.graph
+    server = graph.server
+    memory = server.memory_management
+    steps = len(server.steps) + memory.run_nodes
+    nodes = memory.node_count()
+    out = [("steps", server.steps_table, steps), ("actions", server.actions_table, steps),
+           ("nodes", memory.nodes_table, nodes)]
+    if memory.statuses_table is not None:
+        out.append(("statuses", memory.statuses_table, nodes))
+    locator = sim.client.locator
+    table = locator.key_tables.get(graph.origin)
+    if table is not None:
+        out.append(("keys", table, locator._key_count(graph.origin)))
+    return out
+
+
+def watch_tables(sim, effect):
+    """What :func:`note_tables` compares after an exact iteration run while ``effect``
+    holds (None: not a chain)."""
+    if effect.shape != "chain":
+        return None
+    return [(name, table, table.cap, count) for name, table, count in _tables(sim, effect)]
+
+
+def note_tables(sim, effect, before) -> None:
+    """After an exact iteration run while ``effect`` holds (``before``:
+    :func:`watch_tables` from before it): each of ``G``'s tables that did not grow held
+    every count the iteration reached, so the iteration's highest count above its first
+    is at most the room the table had (``cap - count``). The iterations repeat, so that
+    bound, and the count's growth, hold for every later one (:func:`_room`); a table
+    whose growth differed from one iteration to another is not read again."""
+    if before is None:
+        return
+    room = dict(effect.room or {})
+    after = {name: (table, count) for name, table, count in _tables(sim, effect)}
+    for name, table, cap, count in before:
+        now = after.get(name)
+        if now is None or now[0] is not table:
+            room[name] = False
+            continue
+        grown = now[1] - count
+        known = room.get(name)
+        if known is False or (known is not None and known[0] != grown):
+            room[name] = False
+            continue
+        if table.cap == cap:
+            bound = cap - count
+            room[name] = (grown, bound if known is None or known[1] is None
+                          else min(known[1], bound))
+        elif known is None:
+            room[name] = (grown, None)
+    effect.room = room
+
+
+def _room(sim, effect) -> dict:
+    """Skipped iterations each of ``G``'s tables has room for, by what the exact
+    iterations showed (:func:`note_tables`): iteration ``i`` from now starts at ``count +
+    i * grown`` and reaches at most ``bound`` more, which must stay within ``cap``; 0
+    where nothing is known (the margins of :func:`chain_horizon` then decide)."""
+    room = effect.room or {}
+    out = dict.fromkeys(("steps", "actions", "nodes", "statuses", "keys"), 0)
+    for name, table, count in _tables(sim, effect):
+        known = room.get(name)
+        if not known or known[1] is None:
+            continue
+        grown, bound = known
+        left = table.cap - count - bound
+        if left < 0:
+            continue
+        out[name] = left // grown + 1 if grown > 0 else float("inf")
+    return out
 
 
 def _leaves_peak(effect, memory) -> int:

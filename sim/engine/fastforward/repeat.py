@@ -113,7 +113,8 @@ from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, REALLOC as _RE
 from .arenarun import RunHandles, advance, handle_key as _handle_key, trace, window
 from ...burn.graph.runs import (NodeRun, dead_graph_handles, graph_blocks, graph_drop_order,
                                 node_blocks, node_handles, tree_counts, unexplained_blocks)
-from .chainrun import LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
+from .chainrun import (LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon,
+                       note_tables, watch_tables)
 from .leakrun import apply_leak, l2_contents, l2_signature, leak_effect
 from . import seams
 from .tape import ArenaTape
@@ -1510,7 +1511,9 @@ def _repeat(sim, n, body) -> bool:
             if measured is None or _key(measured) != _key(effect):
                 effect, effects, earlier = None, [measured], (snap.allocator,)
             continue
+        watched = watch_tables(sim, effect)
         body()
+        note_tables(sim, effect, watched)
         done += 1
         effect.since += 1
         if acts:
