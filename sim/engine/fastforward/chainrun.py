@@ -77,6 +77,7 @@ from typing import NamedTuple
 
 from ...burn.graph.runs import node_blocks, unexplained_blocks
 from ...platform.btree import TreeTap
+from ...platform.hashbrown import buckets_for, capacity_of
 from ...platform.timing import PassesRecord
 from .replay import (relabel_emptied, relabel_rotating, relative_tree_ops, replay_tree_ops,
                      rotating_graph)
@@ -360,6 +361,9 @@ class ChainEffect:
     #: the iteration's backwards' ``free_unavailable_nodes`` (:class:`PassesTemplate`),
     #: charged again at the nodes each skipped iteration's passes visit
     passes = ()
+    #: ``(first id, iterations)``: the iterations :func:`chain_horizon`'s margins keep
+    #: :data:`CROSSED` from growing in, from the state whose next id is the first
+    margins = None
     #: ``G``'s tables' growth an iteration and the most an iteration's counts rise above
     #: its first, by table, as the exact iterations run while the effect holds showed them
     #: (:func:`note_tables`; False: not the same every iteration)
@@ -835,16 +839,17 @@ def chain_horizon(sim, effect) -> int:
     # iteration consumed; a margin of one iteration's members (as the nodes' below)
     grown = m - len(effect.consumed)
     room = _room(sim, effect)
-    slack = [max((server.steps_table.cap - steps - m) // grown, room["steps"]),
-             max((server.actions_table.cap - steps - m) // grown, room["actions"]),
-             max((memory.nodes_table.cap - memory.node_count()) // m - 1, room["nodes"])]
+    slack = [max((memory.nodes_table.cap - memory.node_count()) // m - 1, room["nodes"])]
+    # the tables a batch may grow (_crossings), or else must not
+    crossed = [max((server.steps_table.cap - steps - m) // grown, room["steps"]),
+               max((server.actions_table.cap - steps - m) // grown, room["actions"])]
     if effect.passes and memory.statuses_table is not None:
         # the passes' statuses table takes every node a backward reaches: at most G's
         # nodes then (those of the iterations before, m more each) and the iteration's
         # own that are not members; it must not grow in a skipped iteration (an insert
         # reserves a slot first: a table holding ``cap`` items grows)
-        slack.append(max((memory.statuses_table.cap - 1 - memory.node_count()
-                          - (effect.stride - m)) // m + 1, room["statuses"]))
+        crossed.append(max((memory.statuses_table.cap - 1 - memory.node_count()
+                            - (effect.stride - m)) // m + 1, room["statuses"]))
     counts = getattr(memory, "child_counts", None)     # drop-release's children table
     if counts is not None:
         slack.append((memory.children_table.cap - len(counts)) // m - 1)
@@ -852,8 +857,8 @@ def chain_horizon(sim, effect) -> int:
         table = locator.key_tables.get(graph.origin)
         if table is None:
             return 0
-        slack.append(max((table.cap - locator._key_count(graph.origin)) // keyed - 1,
-                         room["keys"]))
+        crossed.append(max((table.cap - locator._key_count(graph.origin)) // keyed - 1,
+                           room["keys"]))
     peak = _leaves_peak(effect, memory)
     if peak > memory.leaves_table.cap:
         return 0
@@ -863,7 +868,11 @@ def chain_horizon(sim, effect) -> int:
         if nbytes and not l2_rotates(sim, kind, tail, free, nbytes):
             cache = sim._backends[kind].cache
             slack.append((cache.capacity - cache.resident) // nbytes - 1)
-    return max(0, min(slack))
+    fixed = max(0, min(slack))
+    # the iterations the margins keep every table of CROSSED from growing in
+    effect.margins = (sim._next_id, max(0, min(crossed)))
+    cross = _crossings(sim, effect, fixed)
+    return min(fixed, effect.margins[1] if cross is None else cross[0])
 
 
 # -- the tables' room, as the exact iterations between batches showed it ----------------
@@ -901,30 +910,141 @@ def note_tables(sim, effect, before) -> None:
     """After an exact iteration run while ``effect`` holds (``before``:
     :func:`watch_tables` from before it): each of ``G``'s tables that did not grow held
     every count the iteration reached, so the iteration's highest count above its first
-    is at most the room the table had (``cap - count``). The iterations repeat, so that
-    bound, and the count's growth, hold for every later one (:func:`_room`); a table
-    whose growth differed from one iteration to another is not read again."""
+    is at most the room the table had (``cap - count``); one that grew reached more than
+    that room. The iterations repeat, so those bounds, and the count's growth, hold for
+    every later one (:func:`_room`, :func:`_crossings`); a table whose growth differed
+    from one iteration to another is not read again. Per table ``[growth, most, least,
+    whether each growth was one doubling]`` (None: not seen yet)."""
     if before is None:
         return
     room = dict(effect.room or {})
     after = {name: (table, count) for name, table, count in _tables(sim, effect)}
     for name, table, cap, count in before:
         now = after.get(name)
-        if now is None or now[0] is not table:
-            room[name] = False
-            continue
-        grown = now[1] - count
         known = room.get(name)
-        if known is False or (known is not None and known[0] != grown):
+        if now is None or now[0] is not table or known is False or (
+                known is not None and known[0] != now[1] - count):
             room[name] = False
             continue
+        most, least, doubles = (None, None, True) if known is None else known[1:]
         if table.cap == cap:
-            bound = cap - count
-            room[name] = (grown, bound if known is None or known[1] is None
-                          else min(known[1], bound))
-        elif known is None:
-            room[name] = (grown, None)
+            most = cap - count if most is None else min(most, cap - count)
+        else:
+            least = cap - count + 1 if least is None else max(least, cap - count + 1)
+            doubles = doubles and table.cap == capacity_of(buckets_for(cap + 1))
+        room[name] = (now[1] - count, most, least, doubles)
     effect.room = room
+
+
+#: ``G``'s tables a batch may grow in a skipped iteration (:func:`_crossings`): only heap
+#: blocks change (the time model reads none of them; the ``nodes`` table's size is a term
+#: of every sweep, the ``leaves`` table's of every backward's passes)
+CROSSED = ("steps", "actions", "statuses", "keys")
+
+
+def _heap_growth(effect):
+    """``(bytes, {zone: bytes})`` the heap and each counting zone gain an iteration of a
+    replayed chain whose events are all runs of counted sizes (no block placed on its
+    own: a LARGE one), read off its replay plan; None otherwise (or before its first
+    replay)."""
+    if effect.trace is None or effect.arena is not None or effect.plan is None:
+        return None
+    plan = effect.plan[1]
+    if any(type(step) is not tuple for step in plan):
+        return None
+    total, zones = 0, Counter()
+    for nbytes, _, _, _, parts in plan:
+        total += nbytes
+        for zone, delta, _ in parts:
+            zones[zone] += delta
+    return total, zones
+
+
+def _crossings(sim, effect, count):
+    """``(iterations, {iteration: tables})``: how many of the next ``count`` iterations a
+    batch may build while the tables of :data:`CROSSED` grow in some of them, and in
+    which (1 = the first skipped) each grows, by one doubling, as exact mode grows it;
+    None where the bounds are not known yet, or the chain is not replayed from events
+    counted by size (the margins of :func:`chain_horizon` then keep every table as it is).
+
+    A table grows in iteration ``i`` when its count then, ``count + (i - 1) * growth``,
+    plus the most the iteration rises above it passes ``cap`` (:func:`note_tables`: a
+    bound from the iterations that did not grow it, and one from those that did); where
+    the bounds leave it open the batch ends before. The growth is a new block and the old
+    one freed (:class:`~sim.platform.hashbrown.RawTable`), made at the iteration's start
+    instead of at the insert that asked for it: every other event of the iteration is
+    counted by size (:func:`_heap_growth`), so only the heap's peak and the zones'
+    high-water marks could tell, and they cannot when the iterations after it in the run
+    (the batch's and the exact one after it) gain at least the old block's bytes, in the
+    heap and in its zone, before they reach their own highest point, which is then above
+    both orders' (the batch ends before a growth too close to its end)."""
+    room = effect.room or {}
+    growth = _heap_growth(effect)
+    tables = [(name, table, c) for name, table, c in _tables(sim, effect)
+              if name in CROSSED]
+    if growth is None or not tables or deferrable(sim, effect, effect.graph):
+        return None
+    # the margins of chain_horizon keep them from growing in the first iterations
+    at, safe = effect.margins or (None, 0)
+    safe = safe if at == sim._next_id else 0
+    limit, grows = count, {}
+    for name, table, c in tables:
+        known = room.get(name)
+        if not known or known[1] is None or not known[3]:
+            return None
+        grown, most, least, _ = known
+        least = max(grown, least or 0)
+        cap, buckets = table.cap, table.buckets
+        i = 1
+        while i <= limit:
+            if grown <= 0:
+                if c + most > cap:
+                    limit = i - 1
+                break
+            # the first iteration that may not fit
+            i = max(i, safe + 1, (cap - c - most) // grown + 2)
+            if i > limit:
+                break
+            start = c + (i - 1) * grown
+            doubled = buckets_for(cap + 1)
+            if start + least <= cap or start + most > capacity_of(doubled):
+                limit = i - 1       # open, or more than one doubling
+                break
+            grows.setdefault(i, []).append((name, table, table.layout.block_bytes(buckets)))
+            cap, buckets = capacity_of(doubled), doubled
+            i += 1
+    limit = max(limit, min(safe, count))
+    # the peak: the iterations after a growth must gain its old blocks' bytes
+    total, zones = growth
+    small = sim.heap._small
+    for i in sorted(grows):
+        if i > limit:
+            break
+        after = limit - i + 1
+        old = Counter()
+        for _, _, nbytes in grows[i]:
+            hit = small.get(nbytes)
+            if hit is not None:
+                old[hit[0]] += hit[1]
+        need = sum(nbytes for _, _, nbytes in grows[i])
+        if after * total < need or any(after * zones[z] < b for z, b in old.items()):
+            limit = i - 1
+            break
+    return limit, {i: [(n, t) for n, t, _ in v] for i, v in grows.items() if i <= limit}
+
+
+def _grown_caps(sim, effect, grows) -> list:
+    """``(table, cap)`` of each of :data:`CROSSED` after a batch that grows them where
+    ``grows`` says (:func:`_crossings`), once each time."""
+    times = Counter(id(table) for tables in grows.values() for _, table in tables)
+    out = []
+    for name, table, _ in _tables(sim, effect):
+        if name in CROSSED:
+            cap = table.cap
+            for _ in range(times[id(table)]):
+                cap = capacity_of(buckets_for(cap + 1))
+            out.append((table, cap))
+    return out
 
 
 def _room(sim, effect) -> dict:
@@ -938,7 +1058,7 @@ def _room(sim, effect) -> dict:
         known = room.get(name)
         if not known or known[1] is None:
             continue
-        grown, bound = known
+        grown, bound = known[:2]
         left = table.cap - count - bound
         if left < 0:
             continue
@@ -1013,12 +1133,23 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     # members left unbuilt in a run of G's maps, past a first iteration that checks the
     # builder against the iteration's blocks
     deferred = replayed and deferrable(sim, effect, graph)
+    # G's tables that grow in the batch, and where (none where _crossings cannot tell)
+    cross = _crossings(sim, effect, count)
+    grows = {}
+    if cross is not None:
+        count, grows = cross
+        if count <= 0:
+            return 0
+    expected = _grown_caps(sim, effect, grows)
     built_count = count
     if deferred:
         built_count = 0 if effect.checked else 1
     for i in range(1, built_count + 1):
         start = last + i * stride
         j = (start - effect.first_id) // stride
+        for _, table in grows.get(i, ()):
+            table.grow_to(table.cap + 1)       # a new block, the old one freed
+            sim.chain_grown += 1
         for template in effect.sweeps:
             _sweep(sim, template, j, graph)
         for template in effect.passes:
@@ -1040,6 +1171,9 @@ def apply_chain(sim, effect, count, replay=None) -> int:
             sim.ff_progress = (i, count)
             sim._check_limits()      # a long batch builds many nodes: the budget holds
     sim.ff_progress = None
+    if expected != [(t, t.cap) for t, _ in expected]:
+        raise AssertionError("chain fast-forward: one of G's tables grew where the batch "
+                             "did not grow it")
     if count > built_count:
         first = last + built_count * stride
         defer_members(sim, effect, graph, first, count - built_count, replay,
