@@ -78,6 +78,7 @@ from typing import NamedTuple
 from ...burn.graph.runs import node_blocks, unexplained_blocks
 from ...platform.btree import TreeTap
 from ...platform.hashbrown import buckets_for, capacity_of
+from .arenarun import ALLOC, FREE
 from ...platform.timing import PassesRecord
 from .replay import (relabel_emptied, relabel_rotating, relative_tree_ops, replay_tree_ops,
                      rotating_graph)
@@ -127,6 +128,11 @@ class TreeLog:
         #: a run was appended in closed form (no operation of ``ops`` stands for it)
         self.appends = set()
         self.ran = False
+        #: the chain's graph's tables and their blocks' sizes before the iteration
+        #: (:func:`table_sizes`), and the spans of the trace in which one of them grew
+        #: (:func:`_growth_spans`): left out of the replayed events as the BTreeMaps' are
+        self.sizes = ()
+        self.grown = []
 
 
 class LoggingTree(TreeTap):
@@ -487,6 +493,13 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
                                else ("const", m.order))
                     for m in collected.members)
     if replay:
+        # G's tables grown in the iteration: their pairs of events are left out of the
+        # replayed ones (a batch grows the tables itself, chain_horizon)
+        grown = _growth_spans(trace, trees.sizes if trees.sizes and
+                              trees.sizes[0][0] is graph.server.steps_table else ())
+        if grown is None:
+            return None
+        trees.grown = grown
         kept = kept_chain(sim, snap, trees, trace, kept_at, members, collected.tensors,
                           collected.blocks, collected.shared, collected.prev_chunks)
         if kept is None:
@@ -877,6 +890,39 @@ def chain_horizon(sim, effect) -> int:
 
 # -- the tables' room, as the exact iterations between batches showed it ----------------
 
+def table_sizes(sim, graph) -> tuple:
+    """``(table, block bytes)`` of the tables of ``graph`` (a chain's ``G``, or None: none)
+    that a chain iteration may grow (:func:`_tables`)."""
+    if graph is None or getattr(graph, "server", None) is None:
+        return ()
+    locator = sim.client.locator
+    server = graph.server
+    memory = server.memory_management
+    tables = [server.steps_table, server.actions_table, memory.nodes_table,
+              memory.statuses_table, locator.key_tables.get(graph.origin)]
+    return tuple((t, t.nbytes) for t in tables if t is not None)
+
+
+def _growth_spans(trace, sizes):
+    """The spans of ``trace`` in which the tables of ``sizes`` (:func:`table_sizes` before
+    the iteration) grew by one doubling each: a new block then the old one freed, next to
+    each other (:class:`~sim.platform.hashbrown.RawTable`); None where a table grew
+    otherwise, or its pair of events is not found exactly once."""
+    spans = []
+    for table, old in sizes:
+        if table.nbytes == old:
+            continue
+        if not old or table.nbytes != table.layout.block_bytes(table.buckets) or (
+                old != table.layout.block_bytes(table.buckets // 2)):
+            return None
+        at = [i for i in range(len(trace) - 1)
+              if trace[i][0] == ALLOC and trace[i][1] == table.nbytes
+              and trace[i + 1][0] == FREE and trace[i + 1][1] == old]
+        if len(at) != 1:
+            return None
+        spans.append((at[0], at[0] + 2))
+    return spans
+
 def _tables(sim, effect) -> list:
     """``G``'s tables a skipped iteration must not grow, each ``(name, table, count)``:
     ``count`` is what the iteration's growth of the table is measured against (the
@@ -1010,7 +1056,8 @@ def _crossings(sim, effect, count):
             if start + least <= cap or start + most > capacity_of(doubled):
                 limit = i - 1       # open, or more than one doubling
                 break
-            grows.setdefault(i, []).append((name, table, table.layout.block_bytes(buckets)))
+            grows.setdefault(i, []).append((name, table, table.layout.block_bytes(buckets),
+                                            table.layout.block_bytes(doubled)))
             cap, buckets = capacity_of(doubled), doubled
             i += 1
     limit = max(limit, min(safe, count))
@@ -1021,16 +1068,20 @@ def _crossings(sim, effect, count):
         if i > limit:
             break
         after = limit - i + 1
-        old = Counter()
-        for _, _, nbytes in grows[i]:
+        old, new = Counter(), set()
+        for _, _, nbytes, grown_bytes in grows[i]:
             hit = small.get(nbytes)
             if hit is not None:
                 old[hit[0]] += hit[1]
-        need = sum(nbytes for _, _, nbytes in grows[i])
-        if after * total < need or any(after * zones[z] < b for z, b in old.items()):
+            hit = small.get(grown_bytes)
+            if hit is not None:
+                new.add(hit[0])
+        need = sum(grow[2] for grow in grows[i])
+        if (after * total < need or any(after * zones[z] < b for z, b in old.items())
+                or any(zones[z] < 0 for z in new)):
             limit = i - 1
             break
-    return limit, {i: [(n, t) for n, t, _ in v] for i, v in grows.items() if i <= limit}
+    return limit, {i: [grow[:2] for grow in v] for i, v in grows.items() if i <= limit}
 
 
 def _grown_caps(sim, effect, grows) -> list:
