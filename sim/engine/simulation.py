@@ -327,6 +327,8 @@ class Simulation:
         self.chain_applied = 0
         #   of which a glibc arena took as a shifted window (sim.engine.fastforward.arenawindow)
         self.arena_shifted = 0
+        # tables of a chain's graph grown inside fast-forwarded batches (chainrun)
+        self.chain_grown = 0
         # iterations fast-forwarded by replaying their heap events (sim.engine.fastforward.repeat, drift)
         self.drift_applied = 0
         self.leak_applied = 0

@@ -230,3 +230,18 @@ def test_summed_validation_loss_under_other_policies(policy):
     if policy != "drop-release":
         assert keep[0].chain_applied > 20
     assert rows == exact_rows
+
+
+@pytest.mark.parametrize("steps", (60, 250))
+def test_a_batch_grows_the_chains_tables_as_exact_mode(steps):
+    """The summed validation loss on m2max-macos: batches go on past the iterations in
+    which the chain's steps, actions, key-set and statuses tables grow (a new block, the
+    old one freed, at the skipped iteration's start: its other events are counted by size
+    and the iterations after it gain more than the old block), so fewer iterations run
+    exactly; time, heap, peak, allocation calls, page faults and allocator state are exact
+    mode's."""
+    sim = _summed_loss_run("m2max-macos", steps, True)
+    exact = _summed_loss_run("m2max-macos", steps, False)
+    assert sim.chain_grown > 0
+    assert _ends(sim) == _ends(exact)
+    assert sim.allocator.state() == exact.allocator.state()

@@ -77,6 +77,8 @@ from typing import NamedTuple
 
 from ...burn.graph.runs import node_blocks, unexplained_blocks
 from ...platform.btree import TreeTap
+from ...platform.hashbrown import buckets_for, capacity_of
+from .arenarun import ALLOC, FREE
 from ...platform.timing import PassesRecord
 from .replay import (relabel_emptied, relabel_rotating, relative_tree_ops, replay_tree_ops,
                      rotating_graph)
@@ -85,7 +87,8 @@ from .keptchain import (build_members, build_replayed, compare_before, defer_mem
                         kept_slots, l2_ready, l2_rotates, old_nodes, repoint_members)
 from .leakrun import _Refuse, _resident, actions_template, hand_over, swap_tip
 
-__all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog"]
+__all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog",
+           "watch_tables", "note_tables"]
 
 
 # -- what a probe records -----------------------------------------------------------------
@@ -125,6 +128,11 @@ class TreeLog:
         #: a run was appended in closed form (no operation of ``ops`` stands for it)
         self.appends = set()
         self.ran = False
+        #: the chain's graph's tables and their blocks' sizes before the iteration
+        #: (:func:`table_sizes`), and the spans of the trace in which one of them grew
+        #: (:func:`_growth_spans`): left out of the replayed events as the BTreeMaps' are
+        self.sizes = ()
+        self.grown = []
 
 
 class LoggingTree(TreeTap):
@@ -359,6 +367,13 @@ class ChainEffect:
     #: the iteration's backwards' ``free_unavailable_nodes`` (:class:`PassesTemplate`),
     #: charged again at the nodes each skipped iteration's passes visit
     passes = ()
+    #: ``(first id, iterations)``: the iterations :func:`chain_horizon`'s margins keep
+    #: :data:`CROSSED` from growing in, from the state whose next id is the first
+    margins = None
+    #: ``G``'s tables' growth an iteration and the most an iteration's counts rise above
+    #: its first, by table, as the exact iterations run while the effect holds showed them
+    #: (:func:`note_tables`; False: not the same every iteration)
+    room = None
 
     def __init__(self, stride, registered, backwards, times, faults, origin, members,
                  rotating, tree_ops, sweeps, growth, state, tip_ids, graph, first_id):
@@ -478,6 +493,13 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
                                else ("const", m.order))
                     for m in collected.members)
     if replay:
+        # G's tables grown in the iteration: their pairs of events are left out of the
+        # replayed ones (a batch grows the tables itself, chain_horizon)
+        grown = _growth_spans(trace, trees.sizes if trees.sizes and
+                              trees.sizes[0][0] is graph.server.steps_table else ())
+        if grown is None:
+            return None
+        trees.grown = grown
         kept = kept_chain(sim, snap, trees, trace, kept_at, members, collected.tensors,
                           collected.blocks, collected.shared, collected.prev_chunks)
         if kept is None:
@@ -829,16 +851,18 @@ def chain_horizon(sim, effect) -> int:
     # the steps grow by the members less the steps of the iteration before's the
     # iteration consumed; a margin of one iteration's members (as the nodes' below)
     grown = m - len(effect.consumed)
-    slack = [(server.steps_table.cap - steps - m) // grown,
-             (server.actions_table.cap - steps - m) // grown,
-             (memory.nodes_table.cap - memory.node_count()) // m - 1]
+    room = _room(sim, effect)
+    slack = [max((memory.nodes_table.cap - memory.node_count()) // m - 1, room["nodes"])]
+    # the tables a batch may grow (_crossings), or else must not
+    crossed = [max((server.steps_table.cap - steps - m) // grown, room["steps"]),
+               max((server.actions_table.cap - steps - m) // grown, room["actions"])]
     if effect.passes and memory.statuses_table is not None:
         # the passes' statuses table takes every node a backward reaches: at most G's
         # nodes then (those of the iterations before, m more each) and the iteration's
         # own that are not members; it must not grow in a skipped iteration (an insert
         # reserves a slot first: a table holding ``cap`` items grows)
-        slack.append((memory.statuses_table.cap - 1 - memory.node_count()
-                      - (effect.stride - m)) // m + 1)
+        crossed.append(max((memory.statuses_table.cap - 1 - memory.node_count()
+                            - (effect.stride - m)) // m + 1, room["statuses"]))
     counts = getattr(memory, "child_counts", None)     # drop-release's children table
     if counts is not None:
         slack.append((memory.children_table.cap - len(counts)) // m - 1)
@@ -846,7 +870,8 @@ def chain_horizon(sim, effect) -> int:
         table = locator.key_tables.get(graph.origin)
         if table is None:
             return 0
-        slack.append((table.cap - locator._key_count(graph.origin)) // keyed - 1)
+        crossed.append(max((table.cap - locator._key_count(graph.origin)) // keyed - 1,
+                           room["keys"]))
     peak = _leaves_peak(effect, memory)
     if peak > memory.leaves_table.cap:
         return 0
@@ -856,7 +881,240 @@ def chain_horizon(sim, effect) -> int:
         if nbytes and not l2_rotates(sim, kind, tail, free, nbytes):
             cache = sim._backends[kind].cache
             slack.append((cache.capacity - cache.resident) // nbytes - 1)
-    return max(0, min(slack))
+    fixed = max(0, min(slack))
+    # the iterations the margins keep every table of CROSSED from growing in
+    effect.margins = (sim._next_id, max(0, min(crossed)))
+    cross = _crossings(sim, effect, fixed)
+    return min(fixed, effect.margins[1] if cross is None else cross[0])
+
+
+# -- the tables' room, as the exact iterations between batches showed it ----------------
+
+def table_sizes(sim, graph) -> tuple:
+    """``(table, block bytes)`` of the tables of ``graph`` (a chain's ``G``, or None: none)
+    that a chain iteration may grow (:func:`_tables`)."""
+    if graph is None or getattr(graph, "server", None) is None:
+        return ()
+    locator = sim.client.locator
+    server = graph.server
+    memory = server.memory_management
+    tables = [server.steps_table, server.actions_table, memory.nodes_table,
+              memory.statuses_table, locator.key_tables.get(graph.origin)]
+    return tuple((t, t.nbytes) for t in tables if t is not None)
+
+
+def _growth_spans(trace, sizes):
+    """The spans of ``trace`` in which the tables of ``sizes`` (:func:`table_sizes` before
+    the iteration) grew by one doubling each: a new block then the old one freed, next to
+    each other (:class:`~sim.platform.hashbrown.RawTable`); None where a table grew
+    otherwise, or its pair of events is not found exactly once."""
+    spans = []
+    for table, old in sizes:
+        if table.nbytes == old:
+            continue
+        if not old or table.nbytes != table.layout.block_bytes(table.buckets) or (
+                old != table.layout.block_bytes(table.buckets // 2)):
+            return None
+        at = [i for i in range(len(trace) - 1)
+              if trace[i][0] == ALLOC and trace[i][1] == table.nbytes
+              and trace[i + 1][0] == FREE and trace[i + 1][1] == old]
+        if len(at) != 1:
+            return None
+        spans.append((at[0], at[0] + 2))
+    return spans
+
+def _tables(sim, effect) -> list:
+    """``G``'s tables a skipped iteration must not grow, each ``(name, table, count)``:
+    ``count`` is what the iteration's growth of the table is measured against (the
+    ``statuses`` table, which a backward fills with the nodes it reaches, against ``G``'s
+    nodes)."""
+    graph = effect.graph
+    server = graph.server
+    memory = server.memory_management
+    steps = len(server.steps) + memory.run_nodes
+    nodes = memory.node_count()
+    out = [("steps", server.steps_table, steps), ("actions", server.actions_table, steps),
+           ("nodes", memory.nodes_table, nodes)]
+    if memory.statuses_table is not None:
+        out.append(("statuses", memory.statuses_table, nodes))
+    locator = sim.client.locator
+    table = locator.key_tables.get(graph.origin)
+    if table is not None:
+        out.append(("keys", table, locator._key_count(graph.origin)))
+    return out
+
+
+def watch_tables(sim, effect):
+    """What :func:`note_tables` compares after an exact iteration run while ``effect``
+    holds (None: not a chain)."""
+    if effect.shape != "chain":
+        return None
+    return [(name, table, table.cap, count) for name, table, count in _tables(sim, effect)]
+
+
+def note_tables(sim, effect, before) -> None:
+    """After an exact iteration run while ``effect`` holds (``before``:
+    :func:`watch_tables` from before it): each of ``G``'s tables that did not grow held
+    every count the iteration reached, so the iteration's highest count above its first
+    is at most the room the table had (``cap - count``); one that grew reached more than
+    that room. The iterations repeat, so those bounds, and the count's growth, hold for
+    every later one (:func:`_room`, :func:`_crossings`); a table whose growth differed
+    from one iteration to another is not read again. Per table ``[growth, most, least,
+    whether each growth was one doubling]`` (None: not seen yet)."""
+    if before is None:
+        return
+    room = dict(effect.room or {})
+    after = {name: (table, count) for name, table, count in _tables(sim, effect)}
+    for name, table, cap, count in before:
+        now = after.get(name)
+        known = room.get(name)
+        if now is None or now[0] is not table or known is False or (
+                known is not None and known[0] != now[1] - count):
+            room[name] = False
+            continue
+        most, least, doubles = (None, None, True) if known is None else known[1:]
+        if table.cap == cap:
+            most = cap - count if most is None else min(most, cap - count)
+        else:
+            least = cap - count + 1 if least is None else max(least, cap - count + 1)
+            doubles = doubles and table.cap == capacity_of(buckets_for(cap + 1))
+        room[name] = (now[1] - count, most, least, doubles)
+    effect.room = room
+
+
+#: ``G``'s tables a batch may grow in a skipped iteration (:func:`_crossings`): only heap
+#: blocks change (the time model reads none of them; the ``nodes`` table's size is a term
+#: of every sweep, the ``leaves`` table's of every backward's passes)
+CROSSED = ("steps", "actions", "statuses", "keys")
+
+
+def _heap_growth(effect):
+    """``(bytes, {zone: bytes})`` the heap and each counting zone gain an iteration of a
+    replayed chain whose events are all runs of counted sizes (no block placed on its
+    own: a LARGE one), read off its replay plan; None otherwise (or before its first
+    replay)."""
+    if effect.trace is None or effect.arena is not None or effect.plan is None:
+        return None
+    plan = effect.plan[1]
+    if any(type(step) is not tuple for step in plan):
+        return None
+    total, zones = 0, Counter()
+    for nbytes, _, _, _, parts in plan:
+        total += nbytes
+        for zone, delta, _ in parts:
+            zones[zone] += delta
+    return total, zones
+
+
+def _crossings(sim, effect, count):
+    """``(iterations, {iteration: tables})``: how many of the next ``count`` iterations a
+    batch may build while the tables of :data:`CROSSED` grow in some of them, and in
+    which (1 = the first skipped) each grows, by one doubling, as exact mode grows it;
+    None where the bounds are not known yet, or the chain is not replayed from events
+    counted by size (the margins of :func:`chain_horizon` then keep every table as it is).
+
+    A table grows in iteration ``i`` when its count then, ``count + (i - 1) * growth``,
+    plus the most the iteration rises above it passes ``cap`` (:func:`note_tables`: a
+    bound from the iterations that did not grow it, and one from those that did); where
+    the bounds leave it open the batch ends before. The growth is a new block and the old
+    one freed (:class:`~sim.platform.hashbrown.RawTable`), made at the iteration's start
+    instead of at the insert that asked for it: every other event of the iteration is
+    counted by size (:func:`_heap_growth`), so only the heap's peak and the zones'
+    high-water marks could tell, and they cannot when the iterations after it in the run
+    (the batch's and the exact one after it) gain at least the old block's bytes, in the
+    heap and in its zone, before they reach their own highest point, which is then above
+    both orders' (the batch ends before a growth too close to its end)."""
+    room = effect.room or {}
+    growth = _heap_growth(effect)
+    tables = [(name, table, c) for name, table, c in _tables(sim, effect)
+              if name in CROSSED]
+    if growth is None or not tables or deferrable(sim, effect, effect.graph):
+        return None
+    # the margins of chain_horizon keep them from growing in the first iterations
+    at, safe = effect.margins or (None, 0)
+    safe = safe if at == sim._next_id else 0
+    limit, grows = count, {}
+    for name, table, c in tables:
+        known = room.get(name)
+        if not known or known[1] is None or not known[3]:
+            return None
+        grown, most, least, _ = known
+        least = max(grown, least or 0)
+        cap, buckets = table.cap, table.buckets
+        i = 1
+        while i <= limit:
+            if grown <= 0:
+                if c + most > cap:
+                    limit = i - 1
+                break
+            # the first iteration that may not fit
+            i = max(i, safe + 1, (cap - c - most) // grown + 2)
+            if i > limit:
+                break
+            start = c + (i - 1) * grown
+            doubled = buckets_for(cap + 1)
+            if start + least <= cap or start + most > capacity_of(doubled):
+                limit = i - 1       # open, or more than one doubling
+                break
+            grows.setdefault(i, []).append((name, table, table.layout.block_bytes(buckets),
+                                            table.layout.block_bytes(doubled)))
+            cap, buckets = capacity_of(doubled), doubled
+            i += 1
+    limit = max(limit, min(safe, count))
+    # the peak: the iterations after a growth must gain its old blocks' bytes
+    total, zones = growth
+    small = sim.heap._small
+    for i in sorted(grows):
+        if i > limit:
+            break
+        after = limit - i + 1
+        old, new = Counter(), set()
+        for _, _, nbytes, grown_bytes in grows[i]:
+            hit = small.get(nbytes)
+            if hit is not None:
+                old[hit[0]] += hit[1]
+            hit = small.get(grown_bytes)
+            if hit is not None:
+                new.add(hit[0])
+        need = sum(grow[2] for grow in grows[i])
+        if (after * total < need or any(after * zones[z] < b for z, b in old.items())
+                or any(zones[z] < 0 for z in new)):
+            limit = i - 1
+            break
+    return limit, {i: [grow[:2] for grow in v] for i, v in grows.items() if i <= limit}
+
+
+def _grown_caps(sim, effect, grows) -> list:
+    """``(table, cap)`` of each of :data:`CROSSED` after a batch that grows them where
+    ``grows`` says (:func:`_crossings`), once each time."""
+    times = Counter(id(table) for tables in grows.values() for _, table in tables)
+    out = []
+    for name, table, _ in _tables(sim, effect):
+        if name in CROSSED:
+            cap = table.cap
+            for _ in range(times[id(table)]):
+                cap = capacity_of(buckets_for(cap + 1))
+            out.append((table, cap))
+    return out
+
+
+def _room(sim, effect) -> dict:
+    """Skipped iterations each of ``G``'s tables has room for, by what the exact
+    iterations showed (:func:`note_tables`): iteration ``i`` from now starts at ``count +
+    i * grown`` and reaches at most ``bound`` more, which must stay within ``cap``; 0
+    where nothing is known (the margins of :func:`chain_horizon` then decide)."""
+    room = effect.room or {}
+    out = dict.fromkeys(("steps", "actions", "nodes", "statuses", "keys"), 0)
+    for name, table, count in _tables(sim, effect):
+        known = room.get(name)
+        if not known or known[1] is None:
+            continue
+        grown, bound = known[:2]
+        left = table.cap - count - bound
+        if left < 0:
+            continue
+        out[name] = left // grown + 1 if grown > 0 else float("inf")
+    return out
 
 
 def _leaves_peak(effect, memory) -> int:
@@ -926,12 +1184,23 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     # members left unbuilt in a run of G's maps, past a first iteration that checks the
     # builder against the iteration's blocks
     deferred = replayed and deferrable(sim, effect, graph)
+    # G's tables that grow in the batch, and where (none where _crossings cannot tell)
+    cross = _crossings(sim, effect, count)
+    grows = {}
+    if cross is not None:
+        count, grows = cross
+        if count <= 0:
+            return 0
+    expected = _grown_caps(sim, effect, grows)
     built_count = count
     if deferred:
         built_count = 0 if effect.checked else 1
     for i in range(1, built_count + 1):
         start = last + i * stride
         j = (start - effect.first_id) // stride
+        for _, table in grows.get(i, ()):
+            table.grow_to(table.cap + 1)       # a new block, the old one freed
+            sim.chain_grown += 1
         for template in effect.sweeps:
             _sweep(sim, template, j, graph)
         for template in effect.passes:
@@ -953,6 +1222,9 @@ def apply_chain(sim, effect, count, replay=None) -> int:
             sim.ff_progress = (i, count)
             sim._check_limits()      # a long batch builds many nodes: the budget holds
     sim.ff_progress = None
+    if expected != [(t, t.cap) for t, _ in expected]:
+        raise AssertionError("chain fast-forward: one of G's tables grew where the batch "
+                             "did not grow it")
     if count > built_count:
         first = last + built_count * stride
         defer_members(sim, effect, graph, first, count - built_count, replay,

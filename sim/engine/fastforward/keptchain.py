@@ -115,7 +115,7 @@ def kept_chain(sim, snap, trees, trace, kept_at, members, tensors, blocks, share
     ``id`` in ``shared``) is ``("old", buffer)`` in the kept storages: the same object,
     one more holder. ``prev_chunks``: the L2 chunks of the iteration before's kept
     storages (``id`` -> the index of the storage in its place now), for :func:`l2_growth`."""
-    stripped = _strip(trace, trees.spans + trees.clones, kept_at)
+    stripped = _strip(trace, trees.spans + trees.clones + trees.grown, kept_at)
     if stripped is None:
         return None
     trace, positions = stripped

@@ -113,7 +113,9 @@ from .arenarun import FREE_MANY as _FREE_MANY, INSERT as _INSERT, REALLOC as _RE
 from .arenarun import RunHandles, advance, handle_key as _handle_key, trace, window
 from ...burn.graph.runs import (NodeRun, dead_graph_handles, graph_blocks, graph_drop_order,
                                 node_blocks, node_handles, tree_counts, unexplained_blocks)
-from .chainrun import LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon
+from ...burn.runtime.graph import Graph, SingleNodeGraph
+from .chainrun import (LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon,
+                       note_tables, table_sizes, watch_tables)
 from .leakrun import apply_leak, l2_contents, l2_signature, leak_effect
 from . import seams
 from .tape import ArenaTape
@@ -1241,12 +1243,15 @@ def _replay(heap, template, count, trees, fills, nodes, handles):
                 heap.free_many(nbytes, arg)
 
 
-def _probe(sim, body, snap, replay, previous=None, before=None, tape=None, floor=None):
+def _probe(sim, body, snap, replay, previous=None, before=None, tape=None, floor=None,
+           graph=None):
     """Run one iteration exactly, recording its heap events; returns its effect and its
     record (its heap events in order and its live nodes' orders; ``previous``: the effect
     of the iteration before, if it was probed; ``before``: its record; ``tape``: on a
     glibc arena, the :class:`~sim.engine.fastforward.tape.ArenaTape` of the loop's probes;
-    ``floor``: the loop's first node id, :class:`_Older`)."""
+    ``floor``: the loop's first node id, :class:`_Older`; ``graph``: the graph an earlier
+    probe of the loop found a chain growing in, whose tables' growth the probe notes,
+    :func:`sim.engine.fastforward.chainrun.table_sizes`)."""
     heap = sim.heap
     _Recorder.events = Counter()
     # a probe inside a probed iteration (a loop in the loop) leaves the outer one
@@ -1269,6 +1274,7 @@ def _probe(sim, body, snap, replay, previous=None, before=None, tape=None, floor
         # a chain may grow (sim.engine.fastforward.chainrun): its sweeps and BTreeMap operations are recorded
         trees = (locator.graphs_tree, locator.keys_tree)
         log = TreeLog(trees, _Recorder.trace)
+        log.sizes = table_sizes(sim, graph)
         TreeLog.current = log
         sim.timing.log = []
         for tree in trees:
@@ -1422,6 +1428,28 @@ def repeat(sim, n, body):
     sim.ff_misses[key] = (misses, skip)
 
 
+#: iterations in a row a chain's effect may find no room to apply before the loop is
+#: probed afresh (twice as many each time)
+STALE_CHAIN = 8
+
+#: live graphs up to which a probe before any chain was found watches the largest one's
+#: tables (:func:`_largest_graph`)
+WATCHED_GRAPHS = 64
+
+
+def _largest_graph(sim):
+    """The live graph with the most steps, which a loop's probes watch before one of them
+    found a chain (its tables may grow in every early iteration), or None (no locator,
+    or more than :data:`WATCHED_GRAPHS` live graphs)."""
+    locator = sim.client.locator
+    if locator is None or len(locator.live) > WATCHED_GRAPHS:
+        return None
+    # a graph whose server is not built yet (one untracked op's) is read as it is, not
+    # built by the reading
+    return max((g for g in locator.live if type(g) is not SingleNodeGraph
+                and isinstance(g, Graph)), key=lambda g: len(g.server.steps), default=None)
+
+
 def _body_key(body) -> tuple:
     """What tells one loop from another in :func:`repeat`'s record of misses: the body's
     code and the objects its closure holds (one lambda over another model is another
@@ -1451,6 +1479,8 @@ def _repeat(sim, n, body) -> bool:
     record = None
     probes, wait = MAX_PROBE, MAX_PROBE
     floor = sim._next_id         # the loop's first node id (_Older)
+    chained = None               # the graph a probe found a chain growing in
+    idle, stale = 0, STALE_CHAIN  # iterations a chain effect could not apply, in a row
     while done < n:
         if effect is None:
             snap = _Snapshot(sim)
@@ -1460,9 +1490,11 @@ def _repeat(sim, n, body) -> bool:
             measured, record = _probe(sim, body, snap,
                                       replay and sim.client.locator is not None,
                                       effects[-1] if effects else None, record, tape,
-                                      floor)
+                                      floor, chained or _largest_graph(sim))
             done += 1
             effects.append(measured)
+            if measured is not None and measured.shape == "chain":
+                chained = measured.graph
             last = effects[-AGREE:]
             if (len(last) == AGREE and last[0] is not None
                     and all(e is not None and _key(e) == _key(last[0]) for e in last)):
@@ -1482,7 +1514,17 @@ def _repeat(sim, n, body) -> bool:
                 tape = ArenaTape() if replay else None
                 probes, wait = AGREE + 3, 2 * wait
             continue
-        count = min(n - done - 1, _horizon(sim, effect))
+        horizon = _horizon(sim, effect)
+        count = min(n - done - 1, horizon)
+        if effect.shape == "chain":
+            # a chain found while the loop's first iterations still differed (its probes
+            # may take iterations in which the chain's tables grow) can describe them
+            # and none after: probed afresh after ``stale`` iterations it could not apply
+            idle = 0 if horizon > 0 else idle + 1
+            if idle >= stale:
+                effect, effects, earlier, record = None, [], (), None
+                idle, stale = 0, 2 * stale
+                continue
         # the policy's own state: the iteration where it would act runs exactly, and the
         # loop is probed afresh after it
         count, acts = seams.horizon(sim, effect, count)
@@ -1510,7 +1552,9 @@ def _repeat(sim, n, body) -> bool:
             if measured is None or _key(measured) != _key(effect):
                 effect, effects, earlier = None, [measured], (snap.allocator,)
             continue
+        watched = watch_tables(sim, effect)
         body()
+        note_tables(sim, effect, watched)
         done += 1
         effect.since += 1
         if acts:
