@@ -58,7 +58,7 @@ would have given them.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_right
 from itertools import islice
 import hashlib
 import os
@@ -140,6 +140,31 @@ def chunk_size(nbytes: int) -> int:
 _BIN_OF.extend(bin_index(size) for size in range(0, BIN_TABLE, 16))
 
 
+# the binmap (the non-empty bins' indices, ascending; at most NBINS of them, mostly a few)
+# walked in a loop, which the arena's build compiles to C
+def _binmap_mark(binmap, idx) -> None:
+    """``mark_bin``: bin ``idx`` (empty so far) enters ``binmap`` in order."""
+    i = len(binmap)
+    while i:
+        other = binmap[i - 1]
+        if other < idx:
+            break
+        i -= 1
+    binmap.insert(i, idx)
+
+
+def _binmap_after(binmap, idx) -> int:
+    """Where the bins above ``idx`` start in ``binmap`` (``bisect_right``)."""
+    i = 0
+    n = len(binmap)
+    while i < n:
+        other = binmap[i]
+        if other > idx:
+            break
+        i += 1
+    return i
+
+
 class ArenaBudgetExceeded(UserError):
     """Entering a carve run's chunks one by one would pass the arena's chunk budget."""
 
@@ -211,7 +236,7 @@ class ReplayProgram:
     Every other size (freed by size, reallocated, allocated in bulk) goes through the
     arena's calls, which keep its live list as they go."""
 
-    __slots__ = ("template", "ops", "depth", "held", "blocks", "reach", "loops")
+    __slots__ = ("template", "ops", "flat", "depth", "held", "blocks", "reach", "loops")
 
     def __init__(self, template):
         template = tuple(template)
@@ -289,6 +314,19 @@ class ReplayProgram:
             else:
                 ops.append((_FREE_MANY, nbytes, 0, arg, 0))
         self.ops = tuple(ops)
+        # the ops as one list of ints for :meth:`PtmallocArena._replay_run`, six a request:
+        # the five of ``ops`` and whether it allocates the block of a neutral pair
+        # (:func:`_neutral_pair`)
+        flat = []
+        index = 0
+        for i, op in enumerate(self.ops):
+            neutral = op[0] == _ALLOC_HELD and _neutral_pair(self.ops, i, index)
+            flat.extend(op)
+            flat.append(int(neutral))
+            if op[0] in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC,
+                         _REALLOC):
+                index += 1
+        self.flat = flat
         # the held blocks live at an iteration's end: allocated ``d`` iterations back (0:
         # this one) and freed more than ``d`` iterations after their own
         held = {}
@@ -587,7 +625,7 @@ class _Arena:
             chunks = self.bins[idx]
             chunks.remove((size, addr))
         if not chunks:
-            del self.binmap[bisect_left(self.binmap, idx)]
+            self.binmap.remove(idx)
 
     def _largest_free(self) -> int:
         """The size of the largest free chunk (unsorted or binned; 0: none): a small bin
@@ -606,7 +644,7 @@ class _Arena:
         chunks = self.bins[idx]
         if not chunks:
             chunks.append((size, addr))
-            insort(self.binmap, idx)
+            _binmap_mark(self.binmap, idx)
             return
         i = 0
         n = len(chunks)
@@ -643,7 +681,10 @@ class _Arena:
         # each chunk is one change, and one more where it enters the bins (not the top)
         changes = 2 * len(addrs)
         merged = 0
-        for addr in reversed(addrs):
+        k = len(addrs)
+        while k:
+            k -= 1
+            addr = addrs[k]
             del inuse[addr]
             merged = size
             prev = free_end.pop(addr, None)
@@ -654,7 +695,7 @@ class _Arena:
                         chunks = bins[below >> 4]
                         del chunks[prev]
                         if not chunks:
-                            del self.binmap[bisect_left(self.binmap, below >> 4)]
+                            self.binmap.remove(below >> 4)
                     else:
                         self._unbin(prev, below)
                 merged += below
@@ -674,7 +715,7 @@ class _Arena:
                         chunks = bins[above >> 4]
                         del chunks[end]
                         if not chunks:
-                            del self.binmap[bisect_left(self.binmap, above >> 4)]
+                            self.binmap.remove(above >> 4)
                     else:
                         self._unbin(end, above)
                 merged += above
@@ -768,21 +809,23 @@ class _Arena:
             if chunks:
                 # the small bin's oldest chunk; more of them fill the tcache
                 inuse = self.inuse
-                addr = next(iter(chunks))
+                for addr in chunks:
+                    break
                 del chunks[addr], free_at[addr], free_end[addr + nb]
                 inuse[addr] = nb
                 taken = 1
                 if nb <= TCACHE_MAX_CHUNK:
                     cache = self.tcache[nb]
                     while chunks and len(cache) < TCACHE_COUNT:
-                        other = next(iter(chunks))
+                        for other in chunks:
+                            break
                         del chunks[other], free_at[other], free_end[other + nb]
                         inuse[other] = nb
                         cache.append(other)
                         taken += 1
                 self.bin_changes += taken
                 if not chunks:
-                    del binmap[bisect_left(binmap, nb >> 4)]
+                    binmap.remove(nb >> 4)
                 return addr
         elif self.nfast:
             self._consolidate()
@@ -814,7 +857,7 @@ class _Arena:
                     if size < MIN_LARGE:
                         chunks = bins[size >> 4]
                         if not chunks:
-                            insort(binmap, size >> 4)
+                            _binmap_mark(binmap, size >> 4)
                         chunks[addr] = None
                     else:
                         self._large_place(addr, size)
@@ -840,14 +883,15 @@ class _Arena:
                 addr = self._large_fit(nb)
                 if addr is not None:
                     return addr
-            i = bisect_right(binmap, nb >> 4 if small else bin_of(nb))   # smallbin_index
+            i = _binmap_after(binmap, nb >> 4 if small else bin_of(nb))   # smallbin_index
             if i < len(binmap):
                 # the next non-empty bin up: its oldest (or smallest) chunk, split (the
                 # rest to the unsorted bin: :meth:`_split` inline)
                 idx = binmap[i]
                 chunks = bins[idx]
                 if idx < NSMALLBINS:
-                    addr = next(iter(chunks))
+                    for addr in chunks:
+                        break
                     del chunks[addr]
                     size = idx << 4
                 else:
@@ -1265,25 +1309,7 @@ class _Arena:
             live = self.live
             before = {nbytes: {carry[-d][j] for d, j in positions}
                       for nbytes, positions in program.held.items()}
-            ops, step = program.ops, self._replay_one
-            lean = n - program.depth
-            if lean >= GENERATED_FROM:
-                # all but the last iterations in the generated loop, which keeps only the
-                # blocks later iterations name; the last ones list all their blocks
-                positions = program.carried()
-                carried = tuple(carry[-k][j] for k, j in positions)
-                # an mmapped block carried from before the threshold rose: every free checks
-                threshold = self.mmap_threshold
-                if any(type(block) is not int for block in carried):
-                    threshold = 0
-                carried = program.loop(threshold)(self, lean, carried)
-                carry = [[None] * program.blocks for _ in carry]
-                for (k, j), block in zip(positions, carried):
-                    carry[-k][j] = block
-                n -= lean
-            for _ in range(n):
-                carry.append(step(ops, carry))
-                del carry[0]
+            carry = self._replay_run(program.flat, n, carry)
             for nbytes, positions in program.held.items():
                 gone = before[nbytes]
                 kept = [b for b in live.get(nbytes, ()) if b not in gone]
@@ -1355,6 +1381,81 @@ class _Arena:
             else:
                 self.free_many(nbytes, a)
         return blocks
+
+    def _replay_run(self, flat, n, carry):
+        """``n`` iterations of a compiled program (:attr:`ReplayProgram.flat`) made as
+        :meth:`_replay_one` makes them, in one loop that the arena's build compiles:
+        the tcache's paths inline, an allocation freed right away skipped while its
+        tcache bin serves it (the chunk would pop off the bin and be pushed back).
+        ``carry``: as :meth:`replay`'s (a list), returned after the ``n``-th iteration."""
+        tcache, inuse = self.tcache, self.inuse
+        count = len(flat)
+        depth = len(carry)
+        # each request's tcache bin (every bin is there from the start, never replaced)
+        cache = [tcache.get(flat[i + 2]) if flat[i] == _ALLOC_HELD else None
+                 for i in range(0, count, 6)]
+        for _ in range(n):
+            blocks = []
+            previous = carry[depth - 1] if depth else None
+            i = 0
+            while i < count:
+                code = flat[i]
+                if code == 0:                           # _ALLOC_HELD
+                    cached = cache[i // 6]
+                    if cached:
+                        if flat[i + 5]:                 # a neutral pair: left as it is
+                            blocks.append(cached[-1])
+                            i += 12
+                            continue
+                        blocks.append(cached.pop())
+                    else:
+                        blocks.append(self._int_malloc(flat[i + 2]))
+                elif code == 1:                         # _FREE_HELD
+                    a = flat[i + 3]
+                    b = flat[i + 4]
+                    block = blocks[b] if not a else previous[b] if a == 1 else carry[depth - a][b]
+                    if type(block) is not int:
+                        self._free_mapped(block)
+                    else:
+                        size = inuse[block]
+                        if size <= TCACHE_MAX_CHUNK:
+                            cached = tcache[size]
+                            if len(cached) < TCACHE_COUNT:
+                                cached.append(block)
+                                i += 6
+                                continue
+                        self._free_uncached(block, size)
+                else:
+                    self._replay_call(flat, i, blocks, carry)
+                i += 6
+            carry.append(blocks)
+            del carry[0]
+        return carry
+
+    def _replay_call(self, flat, i, blocks, carry) -> None:
+        """The request of :meth:`_replay_run` at ``flat[i]`` that is neither an
+        allocation nor a free of a held size (see :meth:`_replay_one`)."""
+        code, nbytes, nb, a = flat[i], flat[i + 1], flat[i + 2], flat[i + 3]
+        b = flat[i + 4]
+        if code == 2:                               # _ALIGNED_HELD
+            blocks.append(self._memalign(nb, a) if a > 2 * SIZE_SZ else self._malloc(nb))
+        elif code == 3:                             # _ZEROED_HELD
+            blocks.append(self._int_malloc(nb))
+        elif code == 4:                             # _REALLOC_HELD
+            blocks.append(self._resize((blocks if not a else carry[len(carry) - a])[b], nb))
+        elif code == 5:                             # _ALLOC
+            blocks.append(self.alloc(nbytes, a))
+        elif code == 6:                             # _FREE
+            self.free((blocks if not a else carry[len(carry) - a])[b], nbytes)
+        elif code == 7:                             # _FREE_NEWEST
+            self.free(None, nbytes)
+        elif code == 8:                             # _REALLOC
+            blocks.append(self.realloc((blocks if not a else carry[len(carry) - a])[b], nb,
+                                       nbytes))
+        elif code == 9:                             # _ALLOC_MANY
+            self.alloc_many(nbytes, a)
+        else:
+            self.free_many(nbytes, a)
 
     def rebind(self, pairs) -> None:
         """Holders of blocks name chunks by the handles an exact run gave them: after a
