@@ -30,8 +30,9 @@ cdef class _Arena:
     cpdef _largest_free(self)
     cpdef _large_place(self, addr, size)
     cpdef _split(self, addr, size, nb, remainder_is_last)
-    @cython.locals(k=Py_ssize_t, changes=Py_ssize_t, inuse=dict, free_at=dict, free_end=dict,
-                   unsorted=dict, bins=list)
+    @cython.locals(k=Py_ssize_t, changes=Py_ssize_t, merged=Py_ssize_t, below=Py_ssize_t,
+                   inuse=dict, free_at=dict, free_end=dict, unsorted=dict, bins=list,
+                   sbin=dict)
     cpdef _merge_run(self, addrs, size)
     cpdef _consolidate(self)
     cpdef _touch(self, end)
@@ -40,9 +41,10 @@ cdef class _Arena:
     cpdef _systrim(self)
     cpdef _malloc(self, nb)
     @cython.locals(small=bint, count=Py_ssize_t, done=Py_ssize_t, taken=Py_ssize_t,
-                   i=Py_ssize_t, bins=list, binmap=list, free_at=dict, free_end=dict,
-                   inuse=dict, unsorted=dict)
-    cpdef _int_malloc(self, nb)
+                   i=Py_ssize_t, idx=Py_ssize_t, size=Py_ssize_t, emptied=bint, bins=list,
+                   binmap=list, free_at=dict, free_end=dict, inuse=dict, unsorted=dict,
+                   sbin=dict, lbin=list)
+    cpdef _int_malloc(self, Py_ssize_t nb)
     cpdef _mapped_size(self, nb)
     cpdef _large_fit(self, nb)
     cpdef _resize(self, block, nb)

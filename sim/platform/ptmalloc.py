@@ -692,9 +692,9 @@ class _Arena:
                 below = free_at.pop(prev)
                 if unsorted.pop(prev, 0) is not None:     # in a small or large bin
                     if below < MIN_LARGE:
-                        chunks = bins[below >> 4]
-                        del chunks[prev]
-                        if not chunks:
+                        sbin = bins[below >> 4]
+                        del sbin[prev]
+                        if not sbin:
                             self.binmap.remove(below >> 4)
                     else:
                         self._unbin(prev, below)
@@ -712,9 +712,9 @@ class _Arena:
                 del free_end[end + above]
                 if unsorted.pop(end, 0) is not None:
                     if above < MIN_LARGE:
-                        chunks = bins[above >> 4]
-                        del chunks[end]
-                        if not chunks:
+                        sbin = bins[above >> 4]
+                        del sbin[end]
+                        if not sbin:
                             self.binmap.remove(above >> 4)
                     else:
                         self._unbin(end, above)
@@ -805,26 +805,26 @@ class _Arena:
         bins, binmap, free_at, free_end = self.bins, self.binmap, self.free_at, self.free_end
         small = nb < MIN_LARGE
         if small:
-            chunks = bins[nb >> 4]
-            if chunks:
+            sbin = bins[nb >> 4]
+            if sbin:
                 # the small bin's oldest chunk; more of them fill the tcache
                 inuse = self.inuse
-                for addr in chunks:
+                for addr in sbin:
                     break
-                del chunks[addr], free_at[addr], free_end[addr + nb]
+                del sbin[addr], free_at[addr], free_end[addr + nb]
                 inuse[addr] = nb
                 taken = 1
                 if nb <= TCACHE_MAX_CHUNK:
                     cache = self.tcache[nb]
-                    while chunks and len(cache) < TCACHE_COUNT:
-                        for other in chunks:
+                    while sbin and len(cache) < TCACHE_COUNT:
+                        for other in sbin:
                             break
-                        del chunks[other], free_at[other], free_end[other + nb]
+                        del sbin[other], free_at[other], free_end[other + nb]
                         inuse[other] = nb
                         cache.append(other)
                         taken += 1
                 self.bin_changes += taken
-                if not chunks:
+                if not sbin:
                     binmap.remove(nb >> 4)
                 return addr
         elif self.nfast:
@@ -855,10 +855,10 @@ class _Arena:
                         break
                     # into its bin: a small bin's front (newest), or sorted into a large bin
                     if size < MIN_LARGE:
-                        chunks = bins[size >> 4]
-                        if not chunks:
+                        sbin = bins[size >> 4]
+                        if not sbin:
                             _binmap_mark(binmap, size >> 4)
-                        chunks[addr] = None
+                        sbin[addr] = None
                     else:
                         self._large_place(addr, size)
                 self.bin_changes += done
@@ -888,15 +888,18 @@ class _Arena:
                 # the next non-empty bin up: its oldest (or smallest) chunk, split (the
                 # rest to the unsorted bin: :meth:`_split` inline)
                 idx = binmap[i]
-                chunks = bins[idx]
                 if idx < NSMALLBINS:
-                    for addr in chunks:
+                    sbin = bins[idx]
+                    for addr in sbin:
                         break
-                    del chunks[addr]
+                    del sbin[addr]
                     size = idx << 4
+                    emptied = not sbin
                 else:
-                    size, addr = chunks.pop()
-                if not chunks:
+                    lbin = bins[idx]
+                    size, addr = lbin.pop()
+                    emptied = not lbin
+                if emptied:
                     del binmap[i]
                 del free_at[addr]
                 if size - nb < MINSIZE:
