@@ -236,7 +236,7 @@ class ReplayProgram:
     Every other size (freed by size, reallocated, allocated in bulk) goes through the
     arena's calls, which keep its live list as they go."""
 
-    __slots__ = ("template", "ops", "flat", "depth", "held", "blocks", "reach", "loops")
+    __slots__ = ("template", "ops", "flat", "depth", "held", "blocks")
 
     def __init__(self, template):
         template = tuple(template)
@@ -338,68 +338,7 @@ class ReplayProgram:
             held.setdefault(nbytes, [])
         self.held = {nbytes: tuple(p) for nbytes, p in held.items()}
         self.blocks = len(sizes)
-        # how many iterations back each block is still named (0: only by its own one)
-        reach = [0] * len(sizes)
-        for code, _, _, a, b in self.ops:
-            if code in (_FREE_HELD, _FREE, _REALLOC_HELD, _REALLOC) and a > reach[b]:
-                reach[b] = a
-        self.reach = tuple(reach)
-        self.loops = {}
 
-    def loop(self, mmap_threshold):
-        """The program's iteration as straight-line Python, ``loop(arena, n, carried)``:
-        ``n`` iterations with every constant in place and every block a local variable,
-        no dispatch per request (see :func:`_generate`). ``carried``: the blocks of the
-        iterations before that the first one names, in the order of :meth:`carried`;
-        returns the same after the ``n``-th. Generated once per program and mmap
-        threshold (blocks of chunks below it are never mmapped, so their frees need no
-        check); programs are cached by template."""
-        fn = self.loops.get(mmap_threshold)
-        if fn is None:
-            key = (self.template, mmap_threshold)
-            fn = _LOOPS.get(key)
-            if fn is None:
-                fn = _generate(self, mmap_threshold)
-                if len(_LOOPS) >= MAX_LOOPS:
-                    _LOOPS.pop(next(iter(_LOOPS)))
-                _LOOPS[key] = fn
-            self.loops[mmap_threshold] = fn
-        return fn
-
-    def carried(self):
-        """``(back, index)`` of the blocks of earlier iterations an iteration names, in the
-        order :meth:`loop` takes and returns them."""
-        return tuple((k, j) for j, m in enumerate(self.reach) for k in range(1, m + 1))
-
-
-#: iterations from which a replay runs a program's generated loop (:meth:`ReplayProgram.loop`)
-GENERATED_FROM = 16
-
-#: generated loops of replay programs, by ``(template, mmap threshold)`` (a loop probed
-#: again after an exact iteration compiles the same template again), oldest first
-_LOOPS = {}
-MAX_LOOPS = 32
-
-
-def _mapped(program, mmap_threshold) -> list:
-    """Whether each block of an iteration of ``program`` may be an mmapped chunk: one of a
-    request whose chunk reaches ``mmap_threshold`` (which only rises), or a realloc of
-    such a block; the unheld sizes' blocks are not looked at (their calls check)."""
-    mapped = [True] * program.blocks
-    while True:
-        index, changed = 0, False
-        for code, _, nb, a, b in program.ops:
-            if code in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD):
-                if code == _ALIGNED_HELD and a > 2 * SIZE_SZ:
-                    nb = chunk_size(nb + a + MINSIZE)
-                may = nb >= mmap_threshold or (code == _REALLOC_HELD and mapped[b])
-                changed |= may != mapped[index]
-                mapped[index] = may
-            if code in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC,
-                        _REALLOC):
-                index += 1
-        if not changed:
-            return mapped
 
 
 def _neutral_pair(ops, i, index) -> bool:
@@ -412,121 +351,6 @@ def _neutral_pair(ops, i, index) -> bool:
         return False
     code, _, _, a, b = ops[i + 1]
     return code in (_FREE_HELD, _FREE) and a == 0 and b == index
-
-
-def _indented(lines):
-    """An ``append`` that adds its line to ``lines`` one block deeper."""
-    return lambda line: lines.append("    " + line)
-
-
-def _generate(program, mmap_threshold):
-    """Python source of :meth:`ReplayProgram.loop`, compiled. Each request of a held size
-    is written out as :meth:`PtmallocArena._replay_one` would do it (the tcache's pop and
-    push inline, misses to ``_int_malloc`` and ``_free_chunk``); block ``j`` of the
-    iteration is the local ``b<j>``, block ``j`` of ``k`` iterations back ``p<k>_<j>``."""
-    tcache_sizes = set()
-    mapped = _mapped(program, mmap_threshold)
-    body = []
-    out = body.append
-    index = 0
-
-    def ref(a, b):
-        return f"b{b}" if not a else f"p{a}_{b}"
-
-    ops = program.ops
-    # the chunk size each block's request asks for: the size its chunk mostly has (a
-    # split may leave it 16 B more, an aligned request's chunk up to 32 B more)
-    asked = [nb for code, _, nb, _, _ in ops
-             if code in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC,
-                         _REALLOC)]
-    guarded = -1       # the last op of a neutral pair (written under its guard)
-    for i, (code, nbytes, nb, a, b) in enumerate(ops):
-        if i == guarded + 1:
-            out = body.append
-        if i > guarded and _neutral_pair(ops, i, index):
-            # a block the tcache serves and takes back right away leaves the arena as it
-            # found it (the chunk pops off its tcache bin and is pushed back): the pair
-            # runs only when that bin is empty
-            guarded = i + 1
-            tcache_sizes.add(nb)
-            body.append(f"if not t{nb}:")
-            out = _indented(body)
-        if code == _ALLOC_HELD:
-            if nb <= TCACHE_MAX_CHUNK:
-                tcache_sizes.add(nb)
-                out(f"b{index} = t{nb}.pop() if t{nb} else int_malloc({nb})")
-            else:
-                out(f"b{index} = int_malloc({nb})")
-            index += 1
-        elif code == _FREE_HELD:
-            name = ref(a, b)
-            # _free_chunk's tcache path for the chunk size the block's request asked for
-            # (its tcache bin a local); any other chunk size, or a full bin, goes through
-            # _free_chunk itself
-            nb = asked[b]
-            if mapped[b]:
-                out(f"if type({name}) is not int: free_mapped({name})")
-                out(f"else: free_chunk({name})")
-            elif nb <= TCACHE_MAX_CHUNK:
-                tcache_sizes.add(nb)
-                out(f"if (s := inuse[{name}]) == {nb} and len(t{nb}) < {TCACHE_COUNT}: "
-                    f"t{nb}.append({name})")
-                out(f"elif s <= {TCACHE_MAX_CHUNK} and len(c := tcache[s]) < {TCACHE_COUNT}: "
-                    f"c.append({name})")
-                out(f"else: free_uncached({name}, s)")
-            else:
-                out(f"free_chunk({name})")
-        elif code == _ALIGNED_HELD:
-            if a > 2 * SIZE_SZ:
-                out(f"b{index} = memalign({nb}, {a})")
-            else:
-                out(f"b{index} = malloc({nb})")
-            index += 1
-        elif code == _ZEROED_HELD:
-            out(f"b{index} = int_malloc({nb})")
-            index += 1
-        elif code == _REALLOC_HELD:
-            out(f"b{index} = resize({ref(a, b)}, {nb})")
-            index += 1
-        elif code == _ALLOC:
-            out(f"b{index} = alloc({nbytes}, {a})")
-            index += 1
-        elif code == _FREE:
-            out(f"free({ref(a, b)}, {nbytes})")
-        elif code == _FREE_NEWEST:
-            out(f"free(None, {nbytes})")
-        elif code == _REALLOC:
-            out(f"b{index} = realloc({ref(a, b)}, {nb}, {nbytes})")
-            index += 1
-        elif code == _ALLOC_MANY:
-            out(f"alloc_many({nbytes}, {a})")
-        else:
-            out(f"free_many({nbytes}, {a})")
-    out = body.append
-    # the blocks later iterations name move one iteration back
-    for j, m in enumerate(program.reach):
-        for k in range(m, 1, -1):
-            out(f"p{k}_{j} = p{k - 1}_{j}")
-        if m:
-            out(f"p1_{j} = b{j}")
-    carried = [f"p{k}_{j}" for k, j in program.carried()]
-    lines = ["def loop(arena, n, carried):",
-             "    tcache, inuse, fast = arena.tcache, arena.inuse, arena.fast",
-             "    int_malloc, malloc, free_chunk = arena._int_malloc, arena._malloc, arena._free_chunk",
-             "    memalign, resize, free_mapped = arena._memalign, arena._resize, arena._free_mapped",
-             "    free_uncached = arena._free_uncached",
-             "    alloc, free, realloc = arena.alloc, arena.free, arena.realloc",
-             "    alloc_many, free_many = arena.alloc_many, arena.free_many"]
-    lines += [f"    t{nb} = tcache[{nb}]" for nb in sorted(tcache_sizes)]
-    if carried:
-        lines.append(f"    {', '.join(carried)}, = carried")
-    lines.append("    for _ in range(n):")
-    lines += [f"        {line}" for line in body or ["pass"]]
-    lines.append(f"    return ({', '.join(carried)}{',' if carried else ''})")
-    namespace = {}
-    exec(compile("\n".join(lines) + "\n", f"<replay of {len(program.ops)} requests>", "exec"),
-         namespace)
-    return namespace["loop"]
 
 
 class _Arena:
@@ -570,7 +394,7 @@ class _Arena:
         # as glibc keeps it: never cleared)
         self.last_remainder = None
         # chunk size -> its tcache bin, newest last (every bin there from the start: a
-        # replay's generated loop holds them)
+        # replay's loop holds them)
         self.tcache = {size: [] for size in range(MINSIZE, TCACHE_MAX_CHUNK + 1, 2 * SIZE_SZ)}
         # chunk size -> its fastbin, newest last (every bin there from the start)
         self.fast = {size: [] for size in range(MINSIZE, MAX_FAST + 1, 2 * SIZE_SZ)}
@@ -1341,56 +1165,15 @@ class _Arena:
                 self.free_many(nbytes, arg)
         return blocks
 
-    def _replay_one(self, ops, carry) -> list:
-        """One iteration of a compiled program: the tcache's and fastbins' paths inline,
-        the live lists of :attr:`ReplayProgram.held` sizes left alone."""
-        blocks = []
-        append = blocks.append
-        tcache, inuse = self.tcache, self.inuse
-        int_malloc, free_chunk = self._int_malloc, self._free_chunk
-        previous = carry[-1] if carry else None
-        for code, nbytes, nb, a, b in ops:
-            if code == 0:                           # _ALLOC_HELD
-                cached = tcache.get(nb)
-                append(cached.pop() if cached else int_malloc(nb))
-            elif code == 1:                         # _FREE_HELD
-                block = blocks[b] if not a else previous[b] if a == 1 else carry[-a][b]
-                if type(block) is not int:
-                    self._free_mapped(block)
-                    continue
-                size = inuse[block]
-                if size <= TCACHE_MAX_CHUNK:
-                    cached = tcache[size]
-                    if len(cached) < TCACHE_COUNT:
-                        cached.append(block)
-                        continue
-                free_chunk(block)
-            elif code == 2:                         # _ALIGNED_HELD
-                append(self._memalign(nb, a) if a > 2 * SIZE_SZ else self._malloc(nb))
-            elif code == 3:                         # _ZEROED_HELD
-                append(int_malloc(nb))
-            elif code == 4:                         # _REALLOC_HELD
-                append(self._resize((blocks if not a else carry[-a])[b], nb))
-            elif code == 5:                         # _ALLOC
-                append(self.alloc(nbytes, a))
-            elif code == 6:                         # _FREE
-                self.free((blocks if not a else carry[-a])[b], nbytes)
-            elif code == 7:                         # _FREE_NEWEST
-                self.free(None, nbytes)
-            elif code == 8:                         # _REALLOC
-                append(self.realloc((blocks if not a else carry[-a])[b], nb, nbytes))
-            elif code == 9:                         # _ALLOC_MANY
-                self.alloc_many(nbytes, a)
-            else:
-                self.free_many(nbytes, a)
-        return blocks
-
     def _replay_run(self, flat, n, carry):
-        """``n`` iterations of a compiled program (:attr:`ReplayProgram.flat`) made as
-        :meth:`_replay_one` makes them, in one loop that the arena's build compiles:
-        the tcache's paths inline, an allocation freed right away skipped while its
-        tcache bin serves it (the chunk would pop off the bin and be pushed back).
-        ``carry``: as :meth:`replay`'s (a list), returned after the ``n``-th iteration."""
+        """``n`` iterations of a compiled program (:attr:`ReplayProgram.flat`), each
+        placed as :meth:`alloc`, :meth:`free` and :meth:`realloc` would place its
+        requests one by one, in one loop over the requests that the arena's build
+        compiles (C ints, C calls): the tcache's paths inline, the live lists of
+        :attr:`ReplayProgram.held` sizes left alone, an allocation freed right away
+        skipped while its tcache bin serves it (the chunk would pop off the bin and be
+        pushed back). ``carry``: as :meth:`replay`'s (a list), returned after the
+        ``n``-th iteration."""
         tcache, inuse = self.tcache, self.inuse
         count = len(flat)
         depth = len(carry)
@@ -1437,7 +1220,7 @@ class _Arena:
 
     def _replay_call(self, flat, i, blocks, carry) -> None:
         """The request of :meth:`_replay_run` at ``flat[i]`` that is neither an
-        allocation nor a free of a held size (see :meth:`_replay_one`)."""
+        allocation nor a free of a held size: the arena's own calls."""
         code, nbytes, nb, a = flat[i], flat[i + 1], flat[i + 2], flat[i + 3]
         b = flat[i + 4]
         if code == 2:                               # _ALIGNED_HELD
