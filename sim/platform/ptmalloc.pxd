@@ -55,7 +55,7 @@ cdef class _Arena:
 
     # the replay's loop over a program's requests (ReplayProgram.flat): C ints, C calls
     @cython.locals(i=Py_ssize_t, count=Py_ssize_t, depth=Py_ssize_t, code=Py_ssize_t,
-                   a=Py_ssize_t, b=Py_ssize_t, flat=list, cache=list, blocks=list,
-                   previous=list, inuse=dict)
+                   a=Py_ssize_t, b=Py_ssize_t, size=Py_ssize_t, flat=list, cache=list,
+                   blocks=list, previous=list, inuse=dict)
     cpdef _replay_run(self, flat, n, carry)
     cpdef _replay_call(self, flat, i, blocks, carry)

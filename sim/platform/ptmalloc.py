@@ -315,14 +315,22 @@ class ReplayProgram:
                 ops.append((_FREE_MANY, nbytes, 0, arg, 0))
         self.ops = tuple(ops)
         # the ops as one list of ints for :meth:`PtmallocArena._replay_run`, six a request:
-        # the five of ``ops`` and whether it allocates the block of a neutral pair
-        # (:func:`_neutral_pair`)
+        # the five of ``ops`` and a sixth: for an allocation of a held size whether it is
+        # the first of a neutral pair (:func:`_neutral_pair`), for a free of one the chunk
+        # size its block's request asked for (the size its chunk mostly has)
+        asked = [nb for code, _, nb, _, _ in ops
+                 if code in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC,
+                             _REALLOC)]
         flat = []
         index = 0
         for i, op in enumerate(self.ops):
-            neutral = op[0] == _ALLOC_HELD and _neutral_pair(self.ops, i, index)
             flat.extend(op)
-            flat.append(int(neutral))
+            if op[0] == _ALLOC_HELD:
+                flat.append(int(_neutral_pair(self.ops, i, index)))
+            elif op[0] == _FREE_HELD:
+                flat.append(asked[op[4]])
+            else:
+                flat.append(0)
             if op[0] in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC,
                          _REALLOC):
                 index += 1
@@ -1177,8 +1185,10 @@ class _Arena:
         tcache, inuse = self.tcache, self.inuse
         count = len(flat)
         depth = len(carry)
-        # each request's tcache bin (every bin is there from the start, never replaced)
-        cache = [tcache.get(flat[i + 2]) if flat[i] == _ALLOC_HELD else None
+        # the tcache bin each allocation takes from and each free mostly puts back into
+        # (every bin is there from the start, never replaced)
+        cache = [tcache.get(flat[i + 2]) if flat[i] == _ALLOC_HELD else
+                 tcache.get(flat[i + 5]) if flat[i] == _FREE_HELD else None
                  for i in range(0, count, 6)]
         for _ in range(n):
             blocks = []
@@ -1204,13 +1214,15 @@ class _Arena:
                         self._free_mapped(block)
                     else:
                         size = inuse[block]
-                        if size <= TCACHE_MAX_CHUNK:
-                            cached = tcache[size]
-                            if len(cached) < TCACHE_COUNT:
-                                cached.append(block)
-                                i += 6
-                                continue
-                        self._free_uncached(block, size)
+                        cached = (cache[i // 6] if size == flat[i + 5] else
+                                  tcache[size] if size <= TCACHE_MAX_CHUNK else None)
+                        if cached is not None and len(cached) < TCACHE_COUNT:
+                            cached.append(block)
+                        elif size <= MAX_FAST:
+                            self.fast[size].append(block)   # _free_uncached's fastbin
+                            self.nfast += 1
+                        else:
+                            self._free_uncached(block, size)
                 else:
                     self._replay_call(flat, i, blocks, carry)
                 i += 6
