@@ -2,6 +2,14 @@
 # The semantics are ptmalloc.py's alone; this file only says what type each field has.
 # A field's type here must hold every value ptmalloc.py gives it (None stays `object`).
 
+cimport cython
+
+# the binmap's walks (module functions, C only in the build)
+@cython.locals(i=Py_ssize_t, other=Py_ssize_t)
+cdef _binmap_mark(list binmap, Py_ssize_t idx)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, other=Py_ssize_t)
+cdef Py_ssize_t _binmap_after(list binmap, Py_ssize_t idx) except -1
+
 cdef class _Arena:
     cdef public Py_ssize_t page, top_pad, brk, top, resident_end, mapped
     cdef public Py_ssize_t mmap_threshold, trim_threshold, trims, trimmed_bytes, trim_from
@@ -22,6 +30,9 @@ cdef class _Arena:
     cpdef _largest_free(self)
     cpdef _large_place(self, addr, size)
     cpdef _split(self, addr, size, nb, remainder_is_last)
+    @cython.locals(k=Py_ssize_t, changes=Py_ssize_t, merged=Py_ssize_t, below=Py_ssize_t,
+                   inuse=dict, free_at=dict, free_end=dict, unsorted=dict, bins=list,
+                   sbin=dict)
     cpdef _merge_run(self, addrs, size)
     cpdef _consolidate(self)
     cpdef _touch(self, end)
@@ -29,7 +40,11 @@ cdef class _Arena:
     cpdef _from_top(self, nb)
     cpdef _systrim(self)
     cpdef _malloc(self, nb)
-    cpdef _int_malloc(self, nb)
+    @cython.locals(small=bint, count=Py_ssize_t, done=Py_ssize_t, taken=Py_ssize_t,
+                   i=Py_ssize_t, idx=Py_ssize_t, size=Py_ssize_t, emptied=bint, bins=list,
+                   binmap=list, free_at=dict, free_end=dict, inuse=dict, unsorted=dict,
+                   sbin=dict, lbin=list)
+    cpdef _int_malloc(self, Py_ssize_t nb)
     cpdef _mapped_size(self, nb)
     cpdef _large_fit(self, nb)
     cpdef _resize(self, block, nb)
@@ -37,3 +52,10 @@ cdef class _Arena:
     cpdef _free_mapped(self, block)
     cpdef _free_chunk(self, addr)
     cpdef _free_uncached(self, addr, size)
+
+    # the replay's loop over a program's requests (ReplayProgram.flat): C ints, C calls
+    @cython.locals(i=Py_ssize_t, count=Py_ssize_t, depth=Py_ssize_t, code=Py_ssize_t,
+                   a=Py_ssize_t, b=Py_ssize_t, size=Py_ssize_t, flat=list, cache=list,
+                   blocks=list, previous=list, inuse=dict)
+    cpdef _replay_run(self, flat, n, carry)
+    cpdef _replay_call(self, flat, i, blocks, carry)

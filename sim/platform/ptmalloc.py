@@ -58,7 +58,7 @@ would have given them.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_right
 from itertools import islice
 import hashlib
 import os
@@ -140,6 +140,31 @@ def chunk_size(nbytes: int) -> int:
 _BIN_OF.extend(bin_index(size) for size in range(0, BIN_TABLE, 16))
 
 
+# the binmap (the non-empty bins' indices, ascending; at most NBINS of them, mostly a few)
+# walked in a loop, which the arena's build compiles to C
+def _binmap_mark(binmap, idx) -> None:
+    """``mark_bin``: bin ``idx`` (empty so far) enters ``binmap`` in order."""
+    i = len(binmap)
+    while i:
+        other = binmap[i - 1]
+        if other < idx:
+            break
+        i -= 1
+    binmap.insert(i, idx)
+
+
+def _binmap_after(binmap, idx) -> int:
+    """Where the bins above ``idx`` start in ``binmap`` (``bisect_right``)."""
+    i = 0
+    n = len(binmap)
+    while i < n:
+        other = binmap[i]
+        if other > idx:
+            break
+        i += 1
+    return i
+
+
 class ArenaBudgetExceeded(UserError):
     """Entering a carve run's chunks one by one would pass the arena's chunk budget."""
 
@@ -211,7 +236,7 @@ class ReplayProgram:
     Every other size (freed by size, reallocated, allocated in bulk) goes through the
     arena's calls, which keep its live list as they go."""
 
-    __slots__ = ("template", "ops", "depth", "held", "blocks", "reach", "loops")
+    __slots__ = ("template", "ops", "flat", "depth", "held", "blocks")
 
     def __init__(self, template):
         template = tuple(template)
@@ -289,6 +314,27 @@ class ReplayProgram:
             else:
                 ops.append((_FREE_MANY, nbytes, 0, arg, 0))
         self.ops = tuple(ops)
+        # the ops as one list of ints for :meth:`PtmallocArena._replay_run`, six a request:
+        # the five of ``ops`` and a sixth: for an allocation of a held size whether it is
+        # the first of a neutral pair (:func:`_neutral_pair`), for a free of one the chunk
+        # size its block's request asked for (the size its chunk mostly has)
+        asked = [nb for code, _, nb, _, _ in ops
+                 if code in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC,
+                             _REALLOC)]
+        flat = []
+        index = 0
+        for i, op in enumerate(self.ops):
+            flat.extend(op)
+            if op[0] == _ALLOC_HELD:
+                flat.append(int(_neutral_pair(self.ops, i, index)))
+            elif op[0] == _FREE_HELD:
+                flat.append(asked[op[4]])
+            else:
+                flat.append(0)
+            if op[0] in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC,
+                         _REALLOC):
+                index += 1
+        self.flat = flat
         # the held blocks live at an iteration's end: allocated ``d`` iterations back (0:
         # this one) and freed more than ``d`` iterations after their own
         held = {}
@@ -300,68 +346,7 @@ class ReplayProgram:
             held.setdefault(nbytes, [])
         self.held = {nbytes: tuple(p) for nbytes, p in held.items()}
         self.blocks = len(sizes)
-        # how many iterations back each block is still named (0: only by its own one)
-        reach = [0] * len(sizes)
-        for code, _, _, a, b in self.ops:
-            if code in (_FREE_HELD, _FREE, _REALLOC_HELD, _REALLOC) and a > reach[b]:
-                reach[b] = a
-        self.reach = tuple(reach)
-        self.loops = {}
 
-    def loop(self, mmap_threshold):
-        """The program's iteration as straight-line Python, ``loop(arena, n, carried)``:
-        ``n`` iterations with every constant in place and every block a local variable,
-        no dispatch per request (see :func:`_generate`). ``carried``: the blocks of the
-        iterations before that the first one names, in the order of :meth:`carried`;
-        returns the same after the ``n``-th. Generated once per program and mmap
-        threshold (blocks of chunks below it are never mmapped, so their frees need no
-        check); programs are cached by template."""
-        fn = self.loops.get(mmap_threshold)
-        if fn is None:
-            key = (self.template, mmap_threshold)
-            fn = _LOOPS.get(key)
-            if fn is None:
-                fn = _generate(self, mmap_threshold)
-                if len(_LOOPS) >= MAX_LOOPS:
-                    _LOOPS.pop(next(iter(_LOOPS)))
-                _LOOPS[key] = fn
-            self.loops[mmap_threshold] = fn
-        return fn
-
-    def carried(self):
-        """``(back, index)`` of the blocks of earlier iterations an iteration names, in the
-        order :meth:`loop` takes and returns them."""
-        return tuple((k, j) for j, m in enumerate(self.reach) for k in range(1, m + 1))
-
-
-#: iterations from which a replay runs a program's generated loop (:meth:`ReplayProgram.loop`)
-GENERATED_FROM = 16
-
-#: generated loops of replay programs, by ``(template, mmap threshold)`` (a loop probed
-#: again after an exact iteration compiles the same template again), oldest first
-_LOOPS = {}
-MAX_LOOPS = 32
-
-
-def _mapped(program, mmap_threshold) -> list:
-    """Whether each block of an iteration of ``program`` may be an mmapped chunk: one of a
-    request whose chunk reaches ``mmap_threshold`` (which only rises), or a realloc of
-    such a block; the unheld sizes' blocks are not looked at (their calls check)."""
-    mapped = [True] * program.blocks
-    while True:
-        index, changed = 0, False
-        for code, _, nb, a, b in program.ops:
-            if code in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD):
-                if code == _ALIGNED_HELD and a > 2 * SIZE_SZ:
-                    nb = chunk_size(nb + a + MINSIZE)
-                may = nb >= mmap_threshold or (code == _REALLOC_HELD and mapped[b])
-                changed |= may != mapped[index]
-                mapped[index] = may
-            if code in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC,
-                        _REALLOC):
-                index += 1
-        if not changed:
-            return mapped
 
 
 def _neutral_pair(ops, i, index) -> bool:
@@ -374,121 +359,6 @@ def _neutral_pair(ops, i, index) -> bool:
         return False
     code, _, _, a, b = ops[i + 1]
     return code in (_FREE_HELD, _FREE) and a == 0 and b == index
-
-
-def _indented(lines):
-    """An ``append`` that adds its line to ``lines`` one block deeper."""
-    return lambda line: lines.append("    " + line)
-
-
-def _generate(program, mmap_threshold):
-    """Python source of :meth:`ReplayProgram.loop`, compiled. Each request of a held size
-    is written out as :meth:`PtmallocArena._replay_one` would do it (the tcache's pop and
-    push inline, misses to ``_int_malloc`` and ``_free_chunk``); block ``j`` of the
-    iteration is the local ``b<j>``, block ``j`` of ``k`` iterations back ``p<k>_<j>``."""
-    tcache_sizes = set()
-    mapped = _mapped(program, mmap_threshold)
-    body = []
-    out = body.append
-    index = 0
-
-    def ref(a, b):
-        return f"b{b}" if not a else f"p{a}_{b}"
-
-    ops = program.ops
-    # the chunk size each block's request asks for: the size its chunk mostly has (a
-    # split may leave it 16 B more, an aligned request's chunk up to 32 B more)
-    asked = [nb for code, _, nb, _, _ in ops
-             if code in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC,
-                         _REALLOC)]
-    guarded = -1       # the last op of a neutral pair (written under its guard)
-    for i, (code, nbytes, nb, a, b) in enumerate(ops):
-        if i == guarded + 1:
-            out = body.append
-        if i > guarded and _neutral_pair(ops, i, index):
-            # a block the tcache serves and takes back right away leaves the arena as it
-            # found it (the chunk pops off its tcache bin and is pushed back): the pair
-            # runs only when that bin is empty
-            guarded = i + 1
-            tcache_sizes.add(nb)
-            body.append(f"if not t{nb}:")
-            out = _indented(body)
-        if code == _ALLOC_HELD:
-            if nb <= TCACHE_MAX_CHUNK:
-                tcache_sizes.add(nb)
-                out(f"b{index} = t{nb}.pop() if t{nb} else int_malloc({nb})")
-            else:
-                out(f"b{index} = int_malloc({nb})")
-            index += 1
-        elif code == _FREE_HELD:
-            name = ref(a, b)
-            # _free_chunk's tcache path for the chunk size the block's request asked for
-            # (its tcache bin a local); any other chunk size, or a full bin, goes through
-            # _free_chunk itself
-            nb = asked[b]
-            if mapped[b]:
-                out(f"if type({name}) is not int: free_mapped({name})")
-                out(f"else: free_chunk({name})")
-            elif nb <= TCACHE_MAX_CHUNK:
-                tcache_sizes.add(nb)
-                out(f"if (s := inuse[{name}]) == {nb} and len(t{nb}) < {TCACHE_COUNT}: "
-                    f"t{nb}.append({name})")
-                out(f"elif s <= {TCACHE_MAX_CHUNK} and len(c := tcache[s]) < {TCACHE_COUNT}: "
-                    f"c.append({name})")
-                out(f"else: free_uncached({name}, s)")
-            else:
-                out(f"free_chunk({name})")
-        elif code == _ALIGNED_HELD:
-            if a > 2 * SIZE_SZ:
-                out(f"b{index} = memalign({nb}, {a})")
-            else:
-                out(f"b{index} = malloc({nb})")
-            index += 1
-        elif code == _ZEROED_HELD:
-            out(f"b{index} = int_malloc({nb})")
-            index += 1
-        elif code == _REALLOC_HELD:
-            out(f"b{index} = resize({ref(a, b)}, {nb})")
-            index += 1
-        elif code == _ALLOC:
-            out(f"b{index} = alloc({nbytes}, {a})")
-            index += 1
-        elif code == _FREE:
-            out(f"free({ref(a, b)}, {nbytes})")
-        elif code == _FREE_NEWEST:
-            out(f"free(None, {nbytes})")
-        elif code == _REALLOC:
-            out(f"b{index} = realloc({ref(a, b)}, {nb}, {nbytes})")
-            index += 1
-        elif code == _ALLOC_MANY:
-            out(f"alloc_many({nbytes}, {a})")
-        else:
-            out(f"free_many({nbytes}, {a})")
-    out = body.append
-    # the blocks later iterations name move one iteration back
-    for j, m in enumerate(program.reach):
-        for k in range(m, 1, -1):
-            out(f"p{k}_{j} = p{k - 1}_{j}")
-        if m:
-            out(f"p1_{j} = b{j}")
-    carried = [f"p{k}_{j}" for k, j in program.carried()]
-    lines = ["def loop(arena, n, carried):",
-             "    tcache, inuse, fast = arena.tcache, arena.inuse, arena.fast",
-             "    int_malloc, malloc, free_chunk = arena._int_malloc, arena._malloc, arena._free_chunk",
-             "    memalign, resize, free_mapped = arena._memalign, arena._resize, arena._free_mapped",
-             "    free_uncached = arena._free_uncached",
-             "    alloc, free, realloc = arena.alloc, arena.free, arena.realloc",
-             "    alloc_many, free_many = arena.alloc_many, arena.free_many"]
-    lines += [f"    t{nb} = tcache[{nb}]" for nb in sorted(tcache_sizes)]
-    if carried:
-        lines.append(f"    {', '.join(carried)}, = carried")
-    lines.append("    for _ in range(n):")
-    lines += [f"        {line}" for line in body or ["pass"]]
-    lines.append(f"    return ({', '.join(carried)}{',' if carried else ''})")
-    namespace = {}
-    exec(compile("\n".join(lines) + "\n", f"<replay of {len(program.ops)} requests>", "exec"),
-         namespace)
-    return namespace["loop"]
 
 
 class _Arena:
@@ -535,7 +405,7 @@ class _Arena:
         # as glibc keeps it: never cleared)
         self.last_remainder = None
         # chunk size -> its tcache bin, newest last (every bin there from the start: a
-        # replay's generated loop holds them)
+        # replay's loop holds them)
         self.tcache = {size: [] for size in range(MINSIZE, TCACHE_MAX_CHUNK + 1, 2 * SIZE_SZ)}
         # chunk size -> its fastbin, newest last (every bin there from the start)
         self.fast = {size: [] for size in range(MINSIZE, MAX_FAST + 1, 2 * SIZE_SZ)}
@@ -590,7 +460,7 @@ class _Arena:
             chunks = self.bins[idx]
             chunks.remove((size, addr))
         if not chunks:
-            del self.binmap[bisect_left(self.binmap, idx)]
+            self.binmap.remove(idx)
 
     def _largest_free(self) -> int:
         """The size of the largest free chunk (unsorted or binned; 0: none): a small bin
@@ -609,7 +479,7 @@ class _Arena:
         chunks = self.bins[idx]
         if not chunks:
             chunks.append((size, addr))
-            insort(self.binmap, idx)
+            _binmap_mark(self.binmap, idx)
             return
         i = 0
         n = len(chunks)
@@ -646,7 +516,10 @@ class _Arena:
         # each chunk is one change, and one more where it enters the bins (not the top)
         changes = 2 * len(addrs)
         merged = 0
-        for addr in reversed(addrs):
+        k = len(addrs)
+        while k:
+            k -= 1
+            addr = addrs[k]
             del inuse[addr]
             merged = size
             prev = free_end.pop(addr, None)
@@ -654,10 +527,10 @@ class _Arena:
                 below = free_at.pop(prev)
                 if unsorted.pop(prev, 0) is not None:     # in a small or large bin
                     if below < MIN_LARGE:
-                        chunks = bins[below >> 4]
-                        del chunks[prev]
-                        if not chunks:
-                            del self.binmap[bisect_left(self.binmap, below >> 4)]
+                        sbin = bins[below >> 4]
+                        del sbin[prev]
+                        if not sbin:
+                            self.binmap.remove(below >> 4)
                     else:
                         self._unbin(prev, below)
                 merged += below
@@ -674,10 +547,10 @@ class _Arena:
                 del free_end[end + above]
                 if unsorted.pop(end, 0) is not None:
                     if above < MIN_LARGE:
-                        chunks = bins[above >> 4]
-                        del chunks[end]
-                        if not chunks:
-                            del self.binmap[bisect_left(self.binmap, above >> 4)]
+                        sbin = bins[above >> 4]
+                        del sbin[end]
+                        if not sbin:
+                            self.binmap.remove(above >> 4)
                     else:
                         self._unbin(end, above)
                 merged += above
@@ -768,25 +641,27 @@ class _Arena:
         bins, binmap, free_at, free_end = self.bins, self.binmap, self.free_at, self.free_end
         small = nb < MIN_LARGE
         if small:
-            chunks = bins[nb >> 4]
-            if chunks:
+            sbin = bins[nb >> 4]
+            if sbin:
                 # the small bin's oldest chunk; more of them fill the tcache
                 inuse = self.inuse
-                addr = next(iter(chunks))
-                del chunks[addr], free_at[addr], free_end[addr + nb]
+                for addr in sbin:
+                    break
+                del sbin[addr], free_at[addr], free_end[addr + nb]
                 inuse[addr] = nb
                 taken = 1
                 if nb <= TCACHE_MAX_CHUNK:
                     cache = self.tcache[nb]
-                    while chunks and len(cache) < TCACHE_COUNT:
-                        other = next(iter(chunks))
-                        del chunks[other], free_at[other], free_end[other + nb]
+                    while sbin and len(cache) < TCACHE_COUNT:
+                        for other in sbin:
+                            break
+                        del sbin[other], free_at[other], free_end[other + nb]
                         inuse[other] = nb
                         cache.append(other)
                         taken += 1
                 self.bin_changes += taken
-                if not chunks:
-                    del binmap[bisect_left(binmap, nb >> 4)]
+                if not sbin:
+                    binmap.remove(nb >> 4)
                 return addr
         elif self.nfast:
             self._consolidate()
@@ -816,10 +691,10 @@ class _Arena:
                         break
                     # into its bin: a small bin's front (newest), or sorted into a large bin
                     if size < MIN_LARGE:
-                        chunks = bins[size >> 4]
-                        if not chunks:
-                            insort(binmap, size >> 4)
-                        chunks[addr] = None
+                        sbin = bins[size >> 4]
+                        if not sbin:
+                            _binmap_mark(binmap, size >> 4)
+                        sbin[addr] = None
                     else:
                         self._large_place(addr, size)
                 self.bin_changes += done
@@ -844,19 +719,23 @@ class _Arena:
                 addr = self._large_fit(nb)
                 if addr is not None:
                     return addr
-            i = bisect_right(binmap, nb >> 4 if small else bin_of(nb))   # smallbin_index
+            i = _binmap_after(binmap, nb >> 4 if small else bin_of(nb))   # smallbin_index
             if i < len(binmap):
                 # the next non-empty bin up: its oldest (or smallest) chunk, split (the
                 # rest to the unsorted bin: :meth:`_split` inline)
                 idx = binmap[i]
-                chunks = bins[idx]
                 if idx < NSMALLBINS:
-                    addr = next(iter(chunks))
-                    del chunks[addr]
+                    sbin = bins[idx]
+                    for addr in sbin:
+                        break
+                    del sbin[addr]
                     size = idx << 4
+                    emptied = not sbin
                 else:
-                    size, addr = chunks.pop()
-                if not chunks:
+                    lbin = bins[idx]
+                    size, addr = lbin.pop()
+                    emptied = not lbin
+                if emptied:
                     del binmap[i]
                 del free_at[addr]
                 if size - nb < MINSIZE:
@@ -1269,25 +1148,7 @@ class _Arena:
             live = self.live
             before = {nbytes: {carry[-d][j] for d, j in positions}
                       for nbytes, positions in program.held.items()}
-            ops, step = program.ops, self._replay_one
-            lean = n - program.depth
-            if lean >= GENERATED_FROM:
-                # all but the last iterations in the generated loop, which keeps only the
-                # blocks later iterations name; the last ones list all their blocks
-                positions = program.carried()
-                carried = tuple(carry[-k][j] for k, j in positions)
-                # an mmapped block carried from before the threshold rose: every free checks
-                threshold = self.mmap_threshold
-                if any(type(block) is not int for block in carried):
-                    threshold = 0
-                carried = program.loop(threshold)(self, lean, carried)
-                carry = [[None] * program.blocks for _ in carry]
-                for (k, j), block in zip(positions, carried):
-                    carry[-k][j] = block
-                n -= lean
-            for _ in range(n):
-                carry.append(step(ops, carry))
-                del carry[0]
+            carry = self._replay_run(program.flat, n, carry)
             for nbytes, positions in program.held.items():
                 gone = before[nbytes]
                 kept = [b for b in live.get(nbytes, ()) if b not in gone]
@@ -1316,49 +1177,87 @@ class _Arena:
                 self.free_many(nbytes, arg)
         return blocks
 
-    def _replay_one(self, ops, carry) -> list:
-        """One iteration of a compiled program: the tcache's and fastbins' paths inline,
-        the live lists of :attr:`ReplayProgram.held` sizes left alone."""
-        blocks = []
-        append = blocks.append
+    def _replay_run(self, flat, n, carry):
+        """``n`` iterations of a compiled program (:attr:`ReplayProgram.flat`), each
+        placed as :meth:`alloc`, :meth:`free` and :meth:`realloc` would place its
+        requests one by one, in one loop over the requests that the arena's build
+        compiles (C ints, C calls): the tcache's paths inline, the live lists of
+        :attr:`ReplayProgram.held` sizes left alone, an allocation freed right away
+        skipped while its tcache bin serves it (the chunk would pop off the bin and be
+        pushed back). ``carry``: as :meth:`replay`'s (a list), returned after the
+        ``n``-th iteration."""
         tcache, inuse = self.tcache, self.inuse
-        int_malloc, free_chunk = self._int_malloc, self._free_chunk
-        previous = carry[-1] if carry else None
-        for code, nbytes, nb, a, b in ops:
-            if code == 0:                           # _ALLOC_HELD
-                cached = tcache.get(nb)
-                append(cached.pop() if cached else int_malloc(nb))
-            elif code == 1:                         # _FREE_HELD
-                block = blocks[b] if not a else previous[b] if a == 1 else carry[-a][b]
-                if type(block) is not int:
-                    self._free_mapped(block)
-                    continue
-                size = inuse[block]
-                if size <= TCACHE_MAX_CHUNK:
-                    cached = tcache[size]
-                    if len(cached) < TCACHE_COUNT:
-                        cached.append(block)
-                        continue
-                free_chunk(block)
-            elif code == 2:                         # _ALIGNED_HELD
-                append(self._memalign(nb, a) if a > 2 * SIZE_SZ else self._malloc(nb))
-            elif code == 3:                         # _ZEROED_HELD
-                append(int_malloc(nb))
-            elif code == 4:                         # _REALLOC_HELD
-                append(self._resize((blocks if not a else carry[-a])[b], nb))
-            elif code == 5:                         # _ALLOC
-                append(self.alloc(nbytes, a))
-            elif code == 6:                         # _FREE
-                self.free((blocks if not a else carry[-a])[b], nbytes)
-            elif code == 7:                         # _FREE_NEWEST
-                self.free(None, nbytes)
-            elif code == 8:                         # _REALLOC
-                append(self.realloc((blocks if not a else carry[-a])[b], nb, nbytes))
-            elif code == 9:                         # _ALLOC_MANY
-                self.alloc_many(nbytes, a)
-            else:
-                self.free_many(nbytes, a)
-        return blocks
+        count = len(flat)
+        depth = len(carry)
+        # the tcache bin each allocation takes from and each free mostly puts back into
+        # (every bin is there from the start, never replaced)
+        cache = [tcache.get(flat[i + 2]) if flat[i] == _ALLOC_HELD else
+                 tcache.get(flat[i + 5]) if flat[i] == _FREE_HELD else None
+                 for i in range(0, count, 6)]
+        for _ in range(n):
+            blocks = []
+            previous = carry[depth - 1] if depth else None
+            i = 0
+            while i < count:
+                code = flat[i]
+                if code == 0:                           # _ALLOC_HELD
+                    cached = cache[i // 6]
+                    if cached:
+                        if flat[i + 5]:                 # a neutral pair: left as it is
+                            blocks.append(cached[-1])
+                            i += 12
+                            continue
+                        blocks.append(cached.pop())
+                    else:
+                        blocks.append(self._int_malloc(flat[i + 2]))
+                elif code == 1:                         # _FREE_HELD
+                    a = flat[i + 3]
+                    b = flat[i + 4]
+                    block = blocks[b] if not a else previous[b] if a == 1 else carry[depth - a][b]
+                    if type(block) is not int:
+                        self._free_mapped(block)
+                    else:
+                        size = inuse[block]
+                        cached = (cache[i // 6] if size == flat[i + 5] else
+                                  tcache[size] if size <= TCACHE_MAX_CHUNK else None)
+                        if cached is not None and len(cached) < TCACHE_COUNT:
+                            cached.append(block)
+                        elif size <= MAX_FAST:
+                            self.fast[size].append(block)   # _free_uncached's fastbin
+                            self.nfast += 1
+                        else:
+                            self._free_uncached(block, size)
+                else:
+                    self._replay_call(flat, i, blocks, carry)
+                i += 6
+            carry.append(blocks)
+            del carry[0]
+        return carry
+
+    def _replay_call(self, flat, i, blocks, carry) -> None:
+        """The request of :meth:`_replay_run` at ``flat[i]`` that is neither an
+        allocation nor a free of a held size: the arena's own calls."""
+        code, nbytes, nb, a = flat[i], flat[i + 1], flat[i + 2], flat[i + 3]
+        b = flat[i + 4]
+        if code == 2:                               # _ALIGNED_HELD
+            blocks.append(self._memalign(nb, a) if a > 2 * SIZE_SZ else self._malloc(nb))
+        elif code == 3:                             # _ZEROED_HELD
+            blocks.append(self._int_malloc(nb))
+        elif code == 4:                             # _REALLOC_HELD
+            blocks.append(self._resize((blocks if not a else carry[len(carry) - a])[b], nb))
+        elif code == 5:                             # _ALLOC
+            blocks.append(self.alloc(nbytes, a))
+        elif code == 6:                             # _FREE
+            self.free((blocks if not a else carry[len(carry) - a])[b], nbytes)
+        elif code == 7:                             # _FREE_NEWEST
+            self.free(None, nbytes)
+        elif code == 8:                             # _REALLOC
+            blocks.append(self.realloc((blocks if not a else carry[len(carry) - a])[b], nb,
+                                       nbytes))
+        elif code == 9:                             # _ALLOC_MANY
+            self.alloc_many(nbytes, a)
+        else:
+            self.free_many(nbytes, a)
 
     def rebind(self, pairs) -> None:
         """Holders of blocks name chunks by the handles an exact run gave them: after a
