@@ -249,9 +249,64 @@ def rss_section(all_errors, profile, heading="##") -> list:
     return lines + _open_rss(rss)
 
 
-def _open_rss(rss) -> list:
+#: the mechanism suspected for each group of RSS misses left (group, experiment, variant,
+#: metric, each of the last three ``*`` for any; the most specific row applies)
+OPEN_MISSES = PATCHES / "open-misses.csv"
+
+
+def load_open_misses(path=OPEN_MISSES) -> list:
+    """The rows of ``path`` (:data:`OPEN_MISSES`) as dicts; none where it is missing. A row
+    without its five columns is a :class:`UserError` naming the file and the line."""
+    import csv
+    path = Path(path)
+    if not path.is_file():
+        return []
+    need = ("group", "experiment", "variant", "metric", "mechanism")
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in need if c not in (reader.fieldnames or ())]
+        if missing:
+            raise UserError(f"{path}: missing column(s) {', '.join(missing)} (need "
+                            f"{', '.join(need)})")
+        rows = []
+        for line, row in enumerate(reader, start=2):
+            if any(not (row.get(c) or "").strip() for c in need):
+                raise UserError(f"{path}:{line}: every row needs {', '.join(need)}")
+            rows.append({c: row[c].strip() for c in need})
+    return rows
+
+
+def suspected_mechanism(entries, group, experiment, variant, metric) -> str:
+    """The mechanism of the most specific entry of :func:`load_open_misses` that matches
+    (``*`` matches anything; fewer ``*`` wins, the first of equals), or ``"none named"``.
+
+    >>> rows = [{"group": "heap", "experiment": "*", "variant": "*", "metric": "*",
+    ...          "mechanism": "any"},
+    ...         {"group": "heap", "experiment": "p10-ema", "variant": "*", "metric": "*",
+    ...          "mechanism": "start"}]
+    >>> suspected_mechanism(rows, "heap", "p10-ema", "detach", "rss_bytes")
+    'start'
+    >>> suspected_mechanism(rows, "text", "p10-ema", "detach", "rss_bytes")
+    'none named'
+    """
+    best, best_wild = None, None
+    for row in entries:
+        if row["group"] != group:
+            continue
+        keys = (row["experiment"], row["variant"], row["metric"])
+        if any(k != "*" and k != v for k, v in zip(keys, (experiment, variant, metric))):
+            continue
+        wild = sum(k == "*" for k in keys)
+        if best is None or wild < best_wild:
+            best, best_wild = row["mechanism"], wild
+    return best if best is not None else "none named"
+
+
+def _open_rss(rss, open_misses=None) -> list:
     """The RSS misses left once text rows are graded by their build band, by group and
-    run: how many points of how many fixes, the worst relative error, and the band."""
+    run: how many points of how many fixes, the worst relative error, the band, and the
+    mechanism suspected (:data:`OPEN_MISSES`)."""
+    entries = load_open_misses() if open_misses is None else open_misses
     rows = {}
     for name, r in rss.items():
         for e in r["open"]:
@@ -273,18 +328,22 @@ def _open_rss(rss) -> list:
         return []
     lines = ["RSS misses left (text rows measured once graded by their build band), by "
              "group: the points of all fixes, the fixes, the largest relative error; for text "
-             "rows outside their band, a prediction against its band.", "",
+             "rows outside their band, a prediction against its band; the mechanism suspected "
+             f"for them, none of which the model includes yet (`{_rel(OPEN_MISSES)}`, where "
+             "the measurements behind each are named).", "",
              "| group | experiment / variant (phase) | metric | points | fixes | worst error "
-             "| outside the band |",
-             "|---|---|---|---:|---:|---:|---|"]
+             "| outside the band | suspected mechanism (open) |",
+             "|---|---|---|---:|---:|---:|---|---|"]
     for key in sorted(rows, key=lambda k: (k[0], -rows[k]["points"], k[1:])):
         entry = rows[key]
         group, experiment, variant, phase, metric = key
         where = f"{experiment} / {variant}" + (f" ({phase})" if phase else "")
         shown = list(dict.fromkeys(entry["outside"]))
         outside = "; ".join(shown[:2]) + (" ..." if len(shown) > 2 else "")
+        why = suspected_mechanism(entries, group, experiment, variant, metric)
         lines.append(f"| {group} | {where} | {metric} | {entry['points']} | "
-                     f"{len(entry['fixes'])} | {100 * entry['worst']:.0f} % | {outside or '-'} |")
+                     f"{len(entry['fixes'])} | {100 * entry['worst']:.0f} % | {outside or '-'} "
+                     f"| {why} |")
     return lines + [""]
 
 

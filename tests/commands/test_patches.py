@@ -369,3 +369,45 @@ def test_fixes_page_grades_a_release_beside_unpatched_burn(tmp_path):
            "1 of 1." in page
     assert "Misses where unpatched 0.22.1 is within tolerance: 1." in page
     assert "| adleak-count-fresh | 1 | 0 | 1 of 1 |" in page
+
+
+def test_open_rss_misses_name_the_suspected_mechanism_from_the_data_file(tmp_path):
+    from sim.commands import fixes
+    table = tmp_path / "open.csv"
+    table.write_text("group,experiment,variant,metric,mechanism\n"
+                     "heap,*,*,*,any heap row\n"
+                     "heap,p10-ema,ema-only,*,the process's start\n", encoding="utf-8")
+    entries = fixes.load_open_misses(table)
+    rss = {"fix-a": {"open": [
+        {"group": "heap", "experiment": "p10-ema", "variant": "ema-only", "phase": "",
+         "metric": "rss_bytes", "rel_error": "0.06", "band": None, "predicted": "1"},
+        {"group": "heap", "experiment": "p10-ema", "variant": "target", "phase": "",
+         "metric": "rss_delta", "rel_error": "0.12", "band": None, "predicted": "1"},
+        {"group": "text", "experiment": "train-validate", "variant": "plain",
+         "phase": "train", "metric": "rss_bytes", "rel_error": "0.13", "band": None,
+         "predicted": "1"}]}}
+    lines = fixes._open_rss(rss, entries)
+    rows = [line for line in lines if line.startswith("| heap") or line.startswith("| text")]
+    assert rows[0].endswith("| the process's start |")       # the more specific row wins
+    assert rows[1].endswith("| any heap row |")
+    assert rows[2].endswith("| none named |")                 # a group without an entry
+    assert "suspected mechanism" in "\n".join(lines)
+
+
+def test_open_misses_file_with_a_missing_column_or_cell_is_one_error(tmp_path):
+    from sim.commands import fixes
+    bad = tmp_path / "open.csv"
+    bad.write_text("group,experiment,variant,mechanism\nheap,*,*,x\n", encoding="utf-8")
+    with pytest.raises(UserError, match="missing column.*metric"):
+        fixes.load_open_misses(bad)
+    bad.write_text("group,experiment,variant,metric,mechanism\nheap,*,*,*,\n",
+                   encoding="utf-8")
+    with pytest.raises(UserError, match=r"open\.csv:2"):
+        fixes.load_open_misses(bad)
+    assert fixes.load_open_misses(tmp_path / "absent.csv") == []
+
+
+def test_the_committed_open_misses_file_loads_and_names_every_group():
+    from sim.commands import fixes
+    entries = fixes.load_open_misses()
+    assert {e["group"] for e in entries} == {"text", "heap", "top trims"}
