@@ -69,7 +69,6 @@ from ..errors import UserError
 __all__ = ["PtmallocArena", "CarveRun", "ReplayProgram", "ArenaBudgetExceeded", "ZEROED",
            "handle_key"]
 
-
 SIZE_SZ = 8
 #: the ``align`` of a request made with ``calloc`` (Rust's ``alloc_zeroed``: ``vec![0; n]``)
 ZEROED = -1
@@ -96,6 +95,8 @@ TAIL_FREES = 16
 #: whose live lists the replay sets at its end (``_HELD``), and the others
 (_ALLOC_HELD, _FREE_HELD, _ALIGNED_HELD, _ZEROED_HELD, _REALLOC_HELD, _ALLOC, _FREE, _FREE_NEWEST,
  _REALLOC, _ALLOC_MANY, _FREE_MANY) = range(11)
+#: the codes of the requests that make a block (the block ``index`` of its iteration)
+_ALLOCATING = (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC, _REALLOC)
 
 #: bins below this index are small bins, one chunk size each (``NSMALLBINS``); how many
 #: bins there are (:func:`bin_index` is below it)
@@ -318,9 +319,7 @@ class ReplayProgram:
         # the five of ``ops`` and a sixth: for an allocation of a held size whether it is
         # the first of a neutral pair (:func:`_neutral_pair`), for a free of one the chunk
         # size its block's request asked for (the size its chunk mostly has)
-        asked = [nb for code, _, nb, _, _ in ops
-                 if code in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC,
-                             _REALLOC)]
+        asked = [nb for code, _, nb, _, _ in ops if code in _ALLOCATING]
         flat = []
         index = 0
         for i, op in enumerate(self.ops):
@@ -331,8 +330,7 @@ class ReplayProgram:
                 flat.append(asked[op[4]])
             else:
                 flat.append(0)
-            if op[0] in (_ALLOC_HELD, _ZEROED_HELD, _ALIGNED_HELD, _REALLOC_HELD, _ALLOC,
-                         _REALLOC):
+            if op[0] in _ALLOCATING:
                 index += 1
         self.flat = flat
         # the held blocks live at an iteration's end: allocated ``d`` iterations back (0:
@@ -346,7 +344,6 @@ class ReplayProgram:
             held.setdefault(nbytes, [])
         self.held = {nbytes: tuple(p) for nbytes, p in held.items()}
         self.blocks = len(sizes)
-
 
 
 def _neutral_pair(ops, i, index) -> bool:
