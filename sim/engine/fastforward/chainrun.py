@@ -895,12 +895,7 @@ def table_sizes(sim, graph) -> tuple:
     that a chain iteration may grow (:func:`_tables`)."""
     if graph is None or getattr(graph, "server", None) is None:
         return ()
-    locator = sim.client.locator
-    server = graph.server
-    memory = server.memory_management
-    tables = [server.steps_table, server.actions_table, memory.nodes_table,
-              memory.statuses_table, locator.key_tables.get(graph.origin)]
-    return tuple((t, t.nbytes) for t in tables if t is not None)
+    return tuple((table, table.nbytes) for _, table, _ in _tables(sim, graph))
 
 
 def _growth_spans(trace, sizes):
@@ -923,12 +918,12 @@ def _growth_spans(trace, sizes):
         spans.append((at[0], at[0] + 2))
     return spans
 
-def _tables(sim, effect) -> list:
-    """``G``'s tables a skipped iteration must not grow, each ``(name, table, count)``:
-    ``count`` is what the iteration's growth of the table is measured against (the
-    ``statuses`` table, which a backward fills with the nodes it reaches, against ``G``'s
-    nodes)."""
-    graph = effect.graph
+
+def _tables(sim, graph) -> list:
+    """The tables of ``graph`` (a chain's ``G``) a skipped iteration must not grow, each
+    ``(name, table, count)``: ``count`` is what the iteration's growth of the table is
+    measured against (the ``statuses`` table, which a backward fills with the nodes it
+    reaches, against ``G``'s nodes)."""
     server = graph.server
     memory = server.memory_management
     steps = len(server.steps) + memory.run_nodes
@@ -949,7 +944,8 @@ def watch_tables(sim, effect):
     holds (None: not a chain)."""
     if effect.shape != "chain":
         return None
-    return [(name, table, table.cap, count) for name, table, count in _tables(sim, effect)]
+    return [(name, table, table.cap, count)
+            for name, table, count in _tables(sim, effect.graph)]
 
 
 def note_tables(sim, effect, before) -> None:
@@ -964,7 +960,7 @@ def note_tables(sim, effect, before) -> None:
     if before is None:
         return
     room = dict(effect.room or {})
-    after = {name: (table, count) for name, table, count in _tables(sim, effect)}
+    after = {name: (table, count) for name, table, count in _tables(sim, effect.graph)}
     for name, table, cap, count in before:
         now = after.get(name)
         known = room.get(name)
@@ -1026,7 +1022,7 @@ def _crossings(sim, effect, count):
     both orders' (the batch ends before a growth too close to its end)."""
     room = effect.room or {}
     growth = _heap_growth(effect)
-    tables = [(name, table, c) for name, table, c in _tables(sim, effect)
+    tables = [(name, table, c) for name, table, c in _tables(sim, effect.graph)
               if name in CROSSED]
     if growth is None or not tables or deferrable(sim, effect, effect.graph):
         return None
@@ -1089,7 +1085,7 @@ def _grown_caps(sim, effect, grows) -> list:
     ``grows`` says (:func:`_crossings`), once each time."""
     times = Counter(id(table) for tables in grows.values() for _, table in tables)
     out = []
-    for name, table, _ in _tables(sim, effect):
+    for name, table, _ in _tables(sim, effect.graph):
         if name in CROSSED:
             cap = table.cap
             for _ in range(times[id(table)]):
@@ -1105,7 +1101,7 @@ def _room(sim, effect) -> dict:
     where nothing is known (the margins of :func:`chain_horizon` then decide)."""
     room = effect.room or {}
     out = dict.fromkeys(("steps", "actions", "nodes", "statuses", "keys"), 0)
-    for name, table, count in _tables(sim, effect):
+    for name, table, count in _tables(sim, effect.graph):
         known = room.get(name)
         if not known or known[1] is None:
             continue
