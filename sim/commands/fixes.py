@@ -11,6 +11,7 @@ model's predictions.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from pathlib import Path
@@ -257,7 +258,6 @@ OPEN_MISSES = PATCHES / "open-misses.csv"
 def load_open_misses(path=OPEN_MISSES) -> list:
     """The rows of ``path`` (:data:`OPEN_MISSES`) as dicts; none where it is missing. A row
     without its five columns is a :class:`UserError` naming the file and the line."""
-    import csv
     path = Path(path)
     if not path.is_file():
         return []
