@@ -75,6 +75,8 @@ import itertools
 from collections import Counter
 from typing import NamedTuple
 
+import numpy as np
+
 from ...burn.graph.runs import node_blocks, unexplained_blocks
 from ...platform.btree import TreeTap
 from ...platform.hashbrown import buckets_for, capacity_of
@@ -885,6 +887,9 @@ def chain_horizon(sim, effect) -> int:
     # the iterations the margins keep every table of CROSSED from growing in
     effect.margins = (sim._next_id, max(0, min(crossed)))
     cross = _crossings(sim, effect, fixed)
+    import os
+    if os.environ.get("DBGH"):
+        print("HZ", sim._next_id, "slack", slack, "crossed", crossed, "room", room, "cross", cross, "eroom", effect.room)
     return min(fixed, effect.margins[1] if cross is None else cross[0])
 
 
@@ -1188,6 +1193,10 @@ def apply_chain(sim, effect, count, replay=None) -> int:
         if count <= 0:
             return 0
     expected = _grown_caps(sim, effect, grows)
+    # the batch's sweeps, each iteration's in the template's order
+    first_j = (last + stride - effect.first_id) // stride
+    sweeps = list(zip(*[_sweeps_ns(sim, template, first_j, count, graph)
+                        for template in effect.sweeps])) or [()] * count
     built_count = count
     if deferred:
         built_count = 0 if effect.checked else 1
@@ -1197,8 +1206,9 @@ def apply_chain(sim, effect, count, replay=None) -> int:
         for _, table in grows.get(i, ()):
             table.grow_to(table.cap + 1)       # a new block, the old one freed
             sim.chain_grown += 1
-        for template in effect.sweeps:
-            _sweep(sim, template, j, graph)
+        for ns in sweeps[i - 1]:
+            timing.cleanup_ns += ns
+            sim.charge(ns)
         for template in effect.passes:
             timing.free_unavailable(template.visited + j * template.d_visited,
                                     template.pop_groups)
@@ -1289,30 +1299,43 @@ def _rotating_ok(sim, effect, last) -> bool:
     return True
 
 
-def _sweep(sim, template, j, graph) -> None:
-    """Charge one sweep of the iteration ``j`` iterations after the probed one: the
-    template's counts advanced by ``j`` times their change per iteration, ``G``'s record
-    and scan at its passes and nodes then, its ``nodes`` table as it is now."""
+def _sweeps_ns(sim, template, first, count, graph) -> list:
+    """ns of the sweeps of ``count`` iterations, the first ``first`` iterations after the
+    probed one: the template's counts advanced by ``j`` times their change per iteration,
+    ``G``'s record and scan at its passes and nodes then, its ``nodes`` table as it is
+    now (the batch does not grow it). All at once
+    (:meth:`~sim.platform.timing.Timing.sweep_ns_many`, each equal to the one sweep's
+    :meth:`~sim.platform.timing.Timing.sweep_ns`), or one by one where the model reads
+    the data TLB."""
     timing = sim.timing
     d_entries, d_visits, d_passes, d_nodes = template.deltas
-    entries = template.entries + j * d_entries
-    visits = template.visits + j * d_visits
+    js = np.arange(first, first + count, dtype=np.int64)
+    entries = template.entries + js * d_entries
+    visits = template.visits + js * d_visits
     sets, parts = template.sets, template.parts
     if template.referenced:
-        passes = template.passes + j * d_passes
-        n = template.nodes + j * d_nodes
+        passes = template.passes + js * d_passes
+        n = template.nodes + js * d_nodes
         r = template.referenced
         table = graph.server.memory_management.nodes_table
         table_bytes = table.layout.block_bytes(table.buckets) if table.buckets else 0
         g_set = (0, passes, n, r, table_bytes, G_KEY, 1, template.spacing)
         sets = [g_set if x == G_KEY else x for x in sets]
-        parts = [(G_KEY, passes * _scan_length(n, r)) if x == G_KEY else x for x in parts]
+        # passes * _scan_length(n, r), r > 0
+        parts = [(G_KEY, passes * ((n + 1) / (r + 1))) if x == G_KEY else x for x in parts]
     scanned = 0.0
     for _, value in parts:
-        scanned += value
-    ns = timing.sweep_ns(entries, visits, scanned, template.freed, list(sets))
-    timing.cleanup_ns += ns
-    sim.charge(ns)
+        scanned = scanned + value
+    scanned = np.broadcast_to(np.asarray(scanned, dtype=float), (count,))
+    out = timing.sweep_ns_many(entries, visits, scanned, template.freed, list(sets))
+    if out is not None:
+        return out
+    out = []
+    for i in range(count):
+        one = [tuple(f[i] if isinstance(f, np.ndarray) else f for f in x) for x in sets]
+        out.append(timing.sweep_ns(int(entries[i]), int(visits[i]), float(scanned[i]),
+                                   template.freed, one))
+    return out
 
 
 _NODE_FIELDS = ("id", "parents", "order", "requirement", "memory_bound", "retro", "_nbytes",
