@@ -728,10 +728,12 @@ class Timing:
                 return k * (line + table)
             return k * line + (k / n) * table
 
-        def cost(others, kind, k, n, table):
-            return hierarchy_read_ns_array(
-                np.broadcast_to(np.asarray(others + footprint(kind, k, n, table),
-                                           dtype=float), (count,)), levels)
+        def cost(others, kind, ks, n, table):
+            """The read costs at each of ``ks`` (one row each) in one array call."""
+            rows = np.stack([np.broadcast_to(np.asarray(others + footprint(kind, k, n, table),
+                                                        dtype=float), (count,))
+                             for k in ks])
+            return hierarchy_read_ns_array(rows.ravel(), levels).reshape(rows.shape)
         mean_fp, graph_fp = [], {}
         for kind, passes, n, r, table, key, _, _ in sets:
             if kind == 0:
@@ -750,15 +752,15 @@ class Timing:
         for (kind, passes, n, r, table, key, per_node, _), fp in zip(sets, mean_fp):
             others = total - graph_fp[key]
             if kind == 0:
-                skip = cost(others, 0, n, n, table) < 1e-12
+                ks = [n * (1.0 - (1.0 - (i + 0.5) / q) ** (1.0 / r)) for i in range(q)]
+                costs = cost(others, 0, [n] + ks, n, table)
+                skip = costs[0] < 1e-12
                 acc = np.zeros(count)
                 for i in range(q):
-                    u = (i + 0.5) / q
-                    k = n * (1.0 - (1.0 - u) ** (1.0 / r))
-                    acc = acc + k * cost(others, 0, k, n, table)
+                    acc = acc + ks[i] * costs[i + 1]
                 extra = np.where(skip, extra, extra + passes * acc / q)
             else:
-                extra = extra + per_node * passes * n * cost(others, kind, n, n, table)
+                extra = extra + per_node * passes * n * cost(others, kind, [n], n, table)[0]
         return extra
 
 
