@@ -90,7 +90,7 @@ from .keptchain import (build_members, build_replayed, compare_before, defer_mem
 from .leakrun import _Refuse, _resident, actions_template, hand_over, swap_tip
 
 __all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog",
-           "watch_tables", "note_tables"]
+           "watch_tables", "watch_graph", "note_tables"]
 
 
 # -- what a probe records -----------------------------------------------------------------
@@ -949,8 +949,15 @@ def watch_tables(sim, effect):
     holds (None: not a chain)."""
     if effect.shape != "chain":
         return None
-    return [(name, table, table.cap, count)
-            for name, table, count in _tables(sim, effect.graph)]
+    return watch_graph(sim, effect.graph)
+
+
+def watch_graph(sim, graph):
+    """:func:`watch_tables` of a chain's graph ``G`` before an effect holds (a probed
+    iteration: what it shows counts once the probes agree on a chain growing ``G``)."""
+    if graph is None or getattr(graph, "server", None) is None:
+        return None
+    return [(name, table, table.cap, count) for name, table, count in _tables(sim, graph)]
 
 
 def note_tables(sim, effect, before) -> None:
