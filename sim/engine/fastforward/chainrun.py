@@ -854,10 +854,12 @@ def chain_horizon(sim, effect) -> int:
     # iteration consumed; a margin of one iteration's members (as the nodes' below)
     grown = m - len(effect.consumed)
     room = _room(sim, effect)
-    slack = [max((memory.nodes_table.cap - memory.node_count()) // m - 1, room["nodes"])]
+    nodes = max((memory.nodes_table.cap - memory.node_count()) // m - 1, room["nodes"])
     # the tables a batch may grow (_crossings), or else must not
     crossed = [max((server.steps_table.cap - steps - m) // grown, room["steps"]),
                max((server.actions_table.cap - steps - m) // grown, room["actions"])]
+    slack = []
+    (crossed if "nodes" in _crossed(effect) else slack).append(nodes)
     if effect.passes and memory.statuses_table is not None:
         # the passes' statuses table takes every node a backward reaches: at most G's
         # nodes then (those of the iterations before, m more each) and the iteration's
@@ -883,13 +885,11 @@ def chain_horizon(sim, effect) -> int:
         if nbytes and not l2_rotates(sim, kind, tail, free, nbytes):
             cache = sim._backends[kind].cache
             slack.append((cache.capacity - cache.resident) // nbytes - 1)
-    fixed = max(0, min(slack))
+    # (no table outside the crossings: as many as the crossings allow)
+    fixed = max(0, min(slack, default=1 << 30))
     # the iterations the margins keep every table of CROSSED from growing in
     effect.margins = (sim._next_id, max(0, min(crossed)))
     cross = _crossings(sim, effect, fixed)
-    import os
-    if os.environ.get("DBGH"):
-        print("HZ", sim._next_id, "slack", slack, "crossed", crossed, "room", room, "cross", cross, "eroom", effect.room)
     return min(fixed, effect.margins[1] if cross is None else cross[0])
 
 
@@ -957,7 +957,9 @@ def watch_graph(sim, graph):
     iteration: what it shows counts once the probes agree on a chain growing ``G``)."""
     if graph is None or getattr(graph, "server", None) is None:
         return None
-    return [(name, table, table.cap, count) for name, table, count in _tables(sim, graph)]
+    nodes = graph.server.memory_management.nodes_table
+    return ([(name, table, table.cap, count) for name, table, count in _tables(sim, graph)],
+            (sim.timing.swept, nodes.nbytes))
 
 
 def note_tables(sim, effect, before) -> None:
@@ -971,8 +973,10 @@ def note_tables(sim, effect, before) -> None:
     whether each growth was one doubling]`` (None: not seen yet)."""
     if before is None:
         return
+    before, mark = before
     room = dict(effect.room or {})
     after = {name: (table, count) for name, table, count in _tables(sim, effect.graph)}
+    _note_sweep(sim, effect, before, mark, room)
     for name, table, cap, count in before:
         now = after.get(name)
         known = room.get(name)
@@ -990,10 +994,52 @@ def note_tables(sim, effect, before) -> None:
     effect.room = room
 
 
+def _note_sweep(sim, effect, before, mark, room) -> None:
+    """:func:`note_tables` of where ``G``'s ``nodes`` table grew against the iteration's one
+    sweep (``mark``: the sweeps charged and the table's bytes before the iteration): the
+    sweep read the table's old size where the iteration's highest count before it
+    stayed within the room the table had, the new one where it passed it. Bounds on
+    that count above the iteration's first, as for the whole iteration:
+    ``room["nodes_pre"] = (most, least)`` (False: not one sweep reading ``G``)."""
+    known = room.get("nodes_pre")
+    if known is False:
+        return
+    swept, nbytes = mark
+    timing = sim.timing
+    memory = effect.graph.server.memory_management
+    at_sweep = [rec[4] for rec in timing.last_sweep_sets
+                if rec[0] == 0 and rec[5] == id(memory)]
+    row = [(cap, count) for name, _, cap, count in before if name == "nodes"]
+    if timing.swept != swept + 1 or len(at_sweep) != 1 or not row or not nbytes:
+        room["nodes_pre"] = False
+        return
+    cap, count = row[0]
+    most, least = known or (None, None)
+    if at_sweep[0] == nbytes:
+        most = cap - count if most is None else min(most, cap - count)
+    else:
+        least = cap - count + 1 if least is None else max(least, cap - count + 1)
+    room["nodes_pre"] = (most, least)
+
+
 #: ``G``'s tables a batch may grow in a skipped iteration (:func:`_crossings`): only heap
 #: blocks change (the time model reads none of them; the ``nodes`` table's size is a term
-#: of every sweep, the ``leaves`` table's of every backward's passes)
+#: of every sweep, the ``leaves`` table's of every backward's passes); the ``nodes``
+#: table too where the iteration has one sweep and where the table grows against it is
+#: known (:func:`_crossed`)
 CROSSED = ("steps", "actions", "statuses", "keys")
+
+
+def _crossed(effect) -> tuple:
+    """The tables of ``G`` a batch of ``effect`` may grow: :data:`CROSSED`, and ``nodes``
+    where the iteration's one sweep reads ``G`` and the exact iterations bounded the
+    count the table reaches before it (:func:`_note_sweep`; the batch's sweeps then read
+    the size it has then, :func:`apply_chain`)."""
+    pre = (effect.room or {}).get("nodes_pre")
+    if (len(effect.sweeps) == 1 and effect.sweeps[0].referenced
+            and G_KEY in effect.sweeps[0].sets and pre and pre != (None, None)):
+        return CROSSED + ("nodes",)
+    return CROSSED
 
 
 def _heap_growth(effect):
@@ -1034,14 +1080,15 @@ def _crossings(sim, effect, count):
     both orders' (the batch ends before a growth too close to its end)."""
     room = effect.room or {}
     growth = _heap_growth(effect)
+    crossed = _crossed(effect)
     tables = [(name, table, c) for name, table, c in _tables(sim, effect.graph)
-              if name in CROSSED]
+              if name in crossed]
     if growth is None or not tables or deferrable(sim, effect, effect.graph):
         return None
     # the margins of chain_horizon keep them from growing in the first iterations
     at, safe = effect.margins or (None, 0)
     safe = safe if at == sim._next_id else 0
-    limit, grows = count, {}
+    limit, grows, before_sweep = count, {}, {}
     for name, table, c in tables:
         known = room.get(name)
         if not known or known[1] is None or not known[3]:
@@ -1064,6 +1111,16 @@ def _crossings(sim, effect, count):
             if start + least <= cap or start + most > capacity_of(doubled):
                 limit = i - 1       # open, or more than one doubling
                 break
+            if name == "nodes":
+                # which size the iteration's sweep reads: open ends the batch
+                most_pre, least_pre = room["nodes_pre"]
+                if most_pre is not None and start + most_pre <= cap:
+                    before_sweep[i] = False
+                elif least_pre is not None and start + least_pre > cap:
+                    before_sweep[i] = True
+                else:
+                    limit = i - 1
+                    break
             grows.setdefault(i, []).append((name, table, table.layout.block_bytes(buckets),
                                             table.layout.block_bytes(doubled)))
             cap, buckets = capacity_of(doubled), doubled
@@ -1089,7 +1146,8 @@ def _crossings(sim, effect, count):
                 or any(zones[z] < 0 for z in new)):
             limit = i - 1
             break
-    return limit, {i: [grow[:2] for grow in v] for i, v in grows.items() if i <= limit}
+    return (limit, {i: [grow[:2] for grow in v] for i, v in grows.items() if i <= limit},
+            before_sweep)
 
 
 def _grown_caps(sim, effect, grows) -> list:
@@ -1097,8 +1155,9 @@ def _grown_caps(sim, effect, grows) -> list:
     ``grows`` says (:func:`_crossings`), once each time."""
     times = Counter(id(table) for tables in grows.values() for _, table in tables)
     out = []
+    crossed = _crossed(effect)
     for name, table, _ in _tables(sim, effect.graph):
-        if name in CROSSED:
+        if name in crossed:
             cap = table.cap
             for _ in range(times[id(table)]):
                 cap = capacity_of(buckets_for(cap + 1))
@@ -1194,15 +1253,16 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     deferred = replayed and deferrable(sim, effect, graph)
     # G's tables that grow in the batch, and where (none where _crossings cannot tell)
     cross = _crossings(sim, effect, count)
-    grows = {}
+    grows, before_sweep = {}, {}
     if cross is not None:
-        count, grows = cross
+        count, grows, before_sweep = cross
         if count <= 0:
             return 0
     expected = _grown_caps(sim, effect, grows)
     # the batch's sweeps, each iteration's in the template's order
     first_j = (last + stride - effect.first_id) // stride
-    sweeps = list(zip(*[_sweeps_ns(sim, template, first_j, count, graph)
+    sizes = _nodes_sizes(memory.nodes_table, grows, before_sweep, count)
+    sweeps = list(zip(*[_sweeps_ns(sim, template, first_j, count, sizes)
                         for template in effect.sweeps])) or [()] * count
     built_count = count
     if deferred:
@@ -1306,11 +1366,35 @@ def _rotating_ok(sim, effect, last) -> bool:
     return True
 
 
-def _sweeps_ns(sim, template, first, count, graph) -> list:
+def _nodes_sizes(table, grows, before_sweep, count):
+    """The bytes of ``G``'s ``nodes`` table (``table``) each of the batch's ``count``
+    iterations' sweep reads: its size now, and after each growth the batch makes
+    (``grows``, by iteration) from that iteration's sweep where it came before it
+    (``before_sweep``), else from the next one's (:func:`_crossings`)."""
+    layout = table.layout
+    buckets = table.buckets
+    size = layout.block_bytes(buckets) if buckets else 0
+    changes = sorted(i for i, tables in grows.items()
+                     if any(t is table for _, t in tables))
+    if not changes:
+        return size
+    sizes = np.empty(count, dtype=np.int64)
+    at = 0
+    for i in changes:
+        switch = i - 1 if before_sweep[i] else i     # index of the first sweep after it
+        sizes[at:switch] = size
+        at = switch
+        buckets = buckets_for(capacity_of(buckets) + 1)
+        size = layout.block_bytes(buckets)
+    sizes[at:] = size
+    return sizes
+
+
+def _sweeps_ns(sim, template, first, count, table_bytes) -> list:
     """ns of the sweeps of ``count`` iterations, the first ``first`` iterations after the
     probed one: the template's counts advanced by ``j`` times their change per iteration,
-    ``G``'s record and scan at its passes and nodes then, its ``nodes`` table as it is
-    now (the batch does not grow it). All at once
+    ``G``'s record and scan at its passes and nodes then, its ``nodes`` table's bytes
+    ``table_bytes`` (one number, or one per iteration: :func:`_nodes_sizes`). All at once
     (:meth:`~sim.platform.timing.Timing.sweep_ns_many`, each equal to the one sweep's
     :meth:`~sim.platform.timing.Timing.sweep_ns`), or one by one where the model reads
     the data TLB."""
@@ -1324,8 +1408,6 @@ def _sweeps_ns(sim, template, first, count, graph) -> list:
         passes = template.passes + js * d_passes
         n = template.nodes + js * d_nodes
         r = template.referenced
-        table = graph.server.memory_management.nodes_table
-        table_bytes = table.layout.block_bytes(table.buckets) if table.buckets else 0
         g_set = (0, passes, n, r, table_bytes, G_KEY, 1, template.spacing)
         sets = [g_set if x == G_KEY else x for x in sets]
         # passes * _scan_length(n, r), r > 0
@@ -1339,7 +1421,7 @@ def _sweeps_ns(sim, template, first, count, graph) -> list:
         return out
     out = []
     for i in range(count):
-        one = [tuple(f[i] if isinstance(f, np.ndarray) else f for f in x) for x in sets]
+        one = [tuple(f[i].item() if isinstance(f, np.ndarray) else f for f in x) for x in sets]
         out.append(timing.sweep_ns(int(entries[i]), int(visits[i]), float(scanned[i]),
                                    template.freed, one))
     return out
