@@ -202,6 +202,10 @@ class Timing:
         #: :func:`sim.engine.fastforward.chainrun.note_tables`)
         self.swept = 0
         self.last_sweep_sets = ()
+        #: a table whose :attr:`~sim.platform.hashbrown.RawTable.high` each sweep notes in
+        #: :attr:`watched_high` (None: none)
+        self.watched = None
+        self.watched_high = 0
         # id of a graph's memory management -> its keys' pages (_KeyPages), for _key_spacing
         self._key_pages = {}
         #: a list that receives a :class:`SweepRecord` per sweep while fast-forward probes
@@ -668,6 +672,8 @@ class Timing:
         sets = self._take_sweep_sets()
         self.swept += 1
         self.last_sweep_sets = sets
+        if self.watched is not None:
+            self.watched_high = self.watched.high
         ns = self.sweep_ns(entries, visits, scanned, freed, sets)
         self.cleanup_ns += ns
         self.sim.charge(ns)

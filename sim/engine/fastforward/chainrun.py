@@ -958,8 +958,11 @@ def watch_graph(sim, graph):
     if graph is None or getattr(graph, "server", None) is None:
         return None
     nodes = graph.server.memory_management.nodes_table
-    return ([(name, table, table.cap, count) for name, table, count in _tables(sim, graph)],
-            (sim.timing.swept, nodes.nbytes))
+    rows = [(name, table, table.cap, count) for name, table, count in _tables(sim, graph)]
+    for _, table, _, _ in rows:
+        table.high = 0
+    sim.timing.watched = nodes
+    return rows, (sim.timing.swept, nodes.nbytes)
 
 
 def note_tables(sim, effect, before) -> None:
@@ -985,10 +988,14 @@ def note_tables(sim, effect, before) -> None:
             room[name] = False
             continue
         most, least, doubles = (None, None, True) if known is None else known[1:]
-        if table.cap == cap:
-            most = cap - count if most is None else min(most, cap - count)
-        else:
-            least = cap - count + 1 if least is None else max(least, cap - count + 1)
+        # the count at its highest (RawTable.high, set to 0 by watch_graph): both bounds
+        rise = table.high - count
+        if (table.cap == cap) != (rise <= cap - count):
+            raise AssertionError("chain fast-forward: one of G's tables grew where its "
+                                 "highest count did not say")
+        most = rise if most is None else min(most, rise)
+        least = rise if least is None else max(least, rise)
+        if table.cap != cap:
             doubles = doubles and table.cap == capacity_of(buckets_for(cap + 1))
         room[name] = (now[1] - count, most, least, doubles)
     effect.room = room
@@ -1006,6 +1013,7 @@ def _note_sweep(sim, effect, before, mark, room) -> None:
         return
     swept, nbytes = mark
     timing = sim.timing
+    high, timing.watched = timing.watched_high, None
     memory = effect.graph.server.memory_management
     at_sweep = [rec[4] for rec in timing.last_sweep_sets
                 if rec[0] == 0 and rec[5] == id(memory)]
@@ -1014,12 +1022,14 @@ def _note_sweep(sim, effect, before, mark, room) -> None:
         room["nodes_pre"] = False
         return
     cap, count = row[0]
+    # the table's count at its highest before the sweep (RawTable.high)
+    rise = high - count
     most, least = known or (None, None)
-    if at_sweep[0] == nbytes:
-        most = cap - count if most is None else min(most, cap - count)
-    else:
-        least = cap - count + 1 if least is None else max(least, cap - count + 1)
-    room["nodes_pre"] = (most, least)
+    if (at_sweep[0] == nbytes) != (rise <= cap - count):
+        raise AssertionError("chain fast-forward: G's nodes table grew against the sweep "
+                             "where its highest count did not say")
+    room["nodes_pre"] = (rise if most is None else min(most, rise),
+                         rise if least is None else max(least, rise))
 
 
 #: ``G``'s tables a batch may grow in a skipped iteration (:func:`_crossings`): only heap
