@@ -376,6 +376,11 @@ class ChainEffect:
     #: its first, by table, as the exact iterations run while the effect holds showed them
     #: (:func:`note_tables`; False: not the same every iteration)
     room = None
+    #: how ``G``'s index of settled nodes (:mod:`sim.burn.graph.settled`) stands after
+    #: every iteration, as the exact ones showed it: the ids of its tops relative to the
+    #: iteration's first id, every node settled but the iteration's members
+    #: (:func:`_settle_pattern`); None: not seen yet, False: not so
+    settles = None
 
     def __init__(self, stride, registered, backwards, times, faults, origin, members,
                  rotating, tree_ops, sweeps, growth, state, tip_ids, graph, first_id):
@@ -962,24 +967,56 @@ def watch_graph(sim, graph):
     for _, table, _, _ in rows:
         table.high = 0
     sim.timing.watched = nodes
-    return rows, (sim.timing.swept, nodes.nbytes)
+    return rows, (sim.timing.swept, nodes.nbytes, sim._next_id,
+                  _settled_state(graph.server.memory_management))
+
+
+def _settled_state(memory):
+    """What :func:`_settle_pattern` reads of ``memory``'s index of settled nodes (None:
+    no index)."""
+    settled = memory.settled
+    if settled is None or type(memory.nodes) is not dict:
+        return None
+    return (list(settled.outside), set(settled.tops), len(settled.ids),
+            frozenset(settled.filtered), len(memory.nodes))
+
+
+def _settle_pattern(state, first_id, effect):
+    """``(tops, filtered)`` where ``G``'s index of settled nodes (``state``:
+    :func:`_settled_state`) holds every node but the members of the iteration whose
+    first id is ``first_id``, which are its outside nodes in the order they were
+    registered, its tops given relative to ``first_id`` (within one iteration of it);
+    None otherwise."""
+    if state is None:
+        return None
+    outside, tops, settled, filtered, nodes = state
+    ids = [first_id + m.offset for m in effect.members]
+    stride = effect.stride
+    if outside != ids or settled + len(ids) != nodes:
+        return None
+    rel = tuple(sorted(t - first_id for t in tops))
+    if any(not -stride <= r < stride for r in rel):
+        return None
+    return rel, filtered
 
 
 def note_tables(sim, effect, before) -> None:
     """After an exact iteration run while ``effect`` holds (``before``:
-    :func:`watch_tables` from before it): each of ``G``'s tables that did not grow held
-    every count the iteration reached, so the iteration's highest count above its first
-    is at most the room the table had (``cap - count``); one that grew reached more than
-    that room. The iterations repeat, so those bounds, and the count's growth, hold for
-    every later one (:func:`_room`, :func:`_crossings`); a table whose growth differed
-    from one iteration to another is not read again. Per table ``[growth, most, least,
-    whether each growth was one doubling]`` (None: not seen yet)."""
+    :func:`watch_tables` from before it): how high each of ``G``'s tables' count rose
+    above its first in the iteration (:attr:`~sim.platform.hashbrown.RawTable.high`,
+    checked against whether the table grew: a table that did not grow held every count
+    the iteration reached). The iterations repeat, so that rise, and the count's growth,
+    hold for every later one (:func:`_room`, :func:`_crossings`); a table whose growth
+    or rise differed from one iteration to another is not read again. Per table
+    ``[growth, most, least, whether each growth was one doubling]``, the most and least
+    rise being the one seen (None: not seen yet)."""
     if before is None:
         return
     before, mark = before
     room = dict(effect.room or {})
     after = {name: (table, count) for name, table, count in _tables(sim, effect.graph)}
-    _note_sweep(sim, effect, before, mark, room)
+    _note_sweep(sim, effect, before, mark[:2], room)
+    _note_settled(sim, effect, mark[2], mark[3])
     for name, table, cap, count in before:
         now = after.get(name)
         known = room.get(name)
@@ -991,14 +1028,59 @@ def note_tables(sim, effect, before) -> None:
         # the count at its highest (RawTable.high, set to 0 by watch_graph): both bounds
         rise = table.high - count
         if (table.cap == cap) != (rise <= cap - count):
-            raise AssertionError("chain fast-forward: one of G's tables grew where its "
-                                 "highest count did not say")
-        most = rise if most is None else min(most, rise)
-        least = rise if least is None else max(least, rise)
+            # grown otherwise than by its highest count (dropped and made again)
+            room[name] = False
+            continue
+        if (most is not None and most != rise) or (least is not None and least != rise):
+            room[name] = False       # the iterations rise differently: not read again
+            continue
+        most = least = rise
         if table.cap != cap:
             doubles = doubles and table.cap == capacity_of(buckets_for(cap + 1))
         room[name] = (now[1] - count, most, least, doubles)
     effect.room = room
+
+
+def _note_settled(sim, effect, next_id, state) -> None:
+    """:func:`note_tables` of ``G``'s index of settled nodes: the iteration found it and
+    left it as :func:`_settle_pattern` describes, the same relative to the iteration
+    before and to itself (``next_id``, ``state``: the first id and the index before the
+    iteration), so each skipped iteration settles the members of the one before as
+    exact mode's backward does (:func:`_settle_batch`)."""
+    if effect.settles is False:
+        return
+    stride = effect.stride
+    before = _settle_pattern(state, next_id - stride, effect)
+    after = _settle_pattern(_settled_state(effect.graph.server.memory_management),
+                            sim._next_id - stride, effect)
+    if before is None or before != after or (
+            effect.settles is not None and effect.settles != after):
+        effect.settles = False
+        return
+    effect.settles = after
+
+
+def _settle_batch(memory, effect, last, count, before) -> None:
+    """``G``'s index of settled nodes after ``count`` skipped iterations, as their
+    backwards leave it (:attr:`ChainEffect.settles`; ``before``: the index's state at the
+    batch's start, which had the pattern relative to ``last``, the first id of the last
+    exact iteration): every member settled but the newest iteration's, which are its
+    outside nodes, and its tops moved on by the batch's ids. The next exact backward then
+    walks only the newest iteration's members, as after an exact iteration."""
+    settled = memory.settled
+    newest = last + count * effect.stride
+    keep = [newest + m.offset for m in effect.members]
+    if settled is None or len(settled.outside) != (count + 1) * len(keep):
+        raise AssertionError("chain fast-forward: G's index of settled nodes changed in "
+                             "a batch")
+    kept = set(keep)
+    outside = settled.outside
+    settled.ids.update(k for k in outside if k not in kept)
+    settled.outside = {k: None for k in outside if k in kept}
+    settled.tops = {newest + r for r in effect.settles[0]}
+    if list(settled.outside) != keep:
+        raise AssertionError("chain fast-forward: the newest members registered in "
+                             "another order")
 
 
 def _note_sweep(sim, effect, before, mark, room) -> None:
@@ -1026,10 +1108,13 @@ def _note_sweep(sim, effect, before, mark, room) -> None:
     rise = high - count
     most, least = known or (None, None)
     if (at_sweep[0] == nbytes) != (rise <= cap - count):
-        raise AssertionError("chain fast-forward: G's nodes table grew against the sweep "
-                             "where its highest count did not say")
-    room["nodes_pre"] = (rise if most is None else min(most, rise),
-                         rise if least is None else max(least, rise))
+        # grown otherwise than by its highest count (dropped and made again): not read
+        room["nodes_pre"] = False
+        return
+    if (most is not None and most != rise) or (least is not None and least != rise):
+        room["nodes_pre"] = False
+        return
+    room["nodes_pre"] = (rise, rise)
 
 
 #: ``G``'s tables a batch may grow in a skipped iteration (:func:`_crossings`): only heap
@@ -1269,6 +1354,9 @@ def apply_chain(sim, effect, count, replay=None) -> int:
         if count <= 0:
             return 0
     expected = _grown_caps(sim, effect, grows)
+    # G's settled nodes as an exact iteration leaves them: the batch settles its members
+    settles = (effect.settles and not deferred
+               and _settle_pattern(_settled_state(memory), last, effect) == effect.settles)
     # the batch's sweeps, each iteration's in the template's order
     first_j = (last + stride - effect.first_id) // stride
     sizes = _nodes_sizes(memory.nodes_table, grows, before_sweep, count)
@@ -1340,6 +1428,8 @@ def apply_chain(sim, effect, count, replay=None) -> int:
                  if last + m.offset in server.steps]
         _swap_tips(server, memory, [(tip_nodes[o], prev[o]) for o in effect.tip_offsets],
                    near)
+    if settles:
+        _settle_batch(memory, effect, last, count, settles)
     sim._next_id += stride * count
     sim.registered += effect.registered * count
     sim.backwards += effect.backwards * count
