@@ -1013,6 +1013,7 @@ def note_tables(sim, effect, before) -> None:
     if before is None:
         return
     before, mark = before
+    sim.timing.watched = None
     room = dict(effect.room or {})
     after = {name: (table, count) for name, table, count in _tables(sim, effect.graph)}
     _note_sweep(sim, effect, before, mark[:2], room)
@@ -1095,7 +1096,7 @@ def _note_sweep(sim, effect, before, mark, room) -> None:
         return
     swept, nbytes = mark
     timing = sim.timing
-    high, timing.watched = timing.watched_high, None
+    high = timing.watched_high
     memory = effect.graph.server.memory_management
     at_sweep = [rec[4] for rec in timing.last_sweep_sets
                 if rec[0] == 0 and rec[5] == id(memory)]

@@ -1508,6 +1508,7 @@ def _repeat(sim, n, body) -> bool:
                         measured.room = before.room
                     note_tables(sim, measured, watched)
                 chained = measured.graph
+            sim.timing.watched = None
             effects.append(measured)
             last = effects[-AGREE:]
             if (len(last) == AGREE and last[0] is not None
