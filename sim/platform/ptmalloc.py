@@ -58,6 +58,7 @@ would have given them.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from itertools import islice
 import hashlib
@@ -332,7 +333,8 @@ class ReplayProgram:
                 flat.append(0)
             if op[0] in _ALLOCATING:
                 index += 1
-        self.flat = flat
+        # as C ints (``long long``), which the compiled replay loop reads without boxing
+        self.flat = array("q", flat)
         # the held blocks live at an iteration's end: allocated ``d`` iterations back (0:
         # this one) and freed more than ``d`` iterations after their own
         held = {}
@@ -1187,7 +1189,7 @@ class _Arena:
         count = len(flat)
         depth = len(carry)
         # the tcache bin each allocation takes from and each free mostly puts back into
-        # (every bin is there from the start, never replaced)
+        # (every bin is there from the start, never replaced), by request
         cache = [tcache.get(flat[i + 2]) if flat[i] == _ALLOC_HELD else
                  tcache.get(flat[i + 5]) if flat[i] == _FREE_HELD else None
                  for i in range(0, count, 6)]
@@ -1195,14 +1197,16 @@ class _Arena:
             blocks = []
             previous = carry[depth - 1] if depth else None
             i = 0
+            j = 0                                       # the request's index: i // 6
             while i < count:
                 code = flat[i]
                 if code == 0:                           # _ALLOC_HELD
-                    cached = cache[i // 6]
+                    cached = cache[j]
                     if cached:
                         if flat[i + 5]:                 # a neutral pair: left as it is
                             blocks.append(cached[-1])
                             i += 12
+                            j += 2
                             continue
                         blocks.append(cached.pop())
                     else:
@@ -1215,7 +1219,7 @@ class _Arena:
                         self._free_mapped(block)
                     else:
                         size = inuse[block]
-                        cached = (cache[i // 6] if size == flat[i + 5] else
+                        cached = (cache[j] if size == flat[i + 5] else
                                   tcache[size] if size <= TCACHE_MAX_CHUNK else None)
                         if cached is not None and len(cached) < TCACHE_COUNT:
                             cached.append(block)
@@ -1225,17 +1229,17 @@ class _Arena:
                         else:
                             self._free_uncached(block, size)
                 else:
-                    self._replay_call(flat, i, blocks, carry)
+                    self._replay_call(code, flat[i + 1], flat[i + 2], flat[i + 3], flat[i + 4],
+                                      blocks, carry)
                 i += 6
+                j += 1
             carry.append(blocks)
             del carry[0]
         return carry
 
-    def _replay_call(self, flat, i, blocks, carry) -> None:
-        """The request of :meth:`_replay_run` at ``flat[i]`` that is neither an
+    def _replay_call(self, code, nbytes, nb, a, b, blocks, carry) -> None:
+        """A request of :meth:`_replay_run` (its five fields) that is neither an
         allocation nor a free of a held size: the arena's own calls."""
-        code, nbytes, nb, a = flat[i], flat[i + 1], flat[i + 2], flat[i + 3]
-        b = flat[i + 4]
         if code == 2:                               # _ALIGNED_HELD
             blocks.append(self._memalign(nb, a) if a > 2 * SIZE_SZ else self._malloc(nb))
         elif code == 3:                             # _ZEROED_HELD
