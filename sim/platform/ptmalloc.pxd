@@ -7,6 +7,8 @@ cimport cython
 # the binmap's walks (module functions, C only in the build)
 @cython.locals(i=Py_ssize_t, other=Py_ssize_t)
 cdef _binmap_mark(list binmap, Py_ssize_t idx)
+@cython.locals(i=Py_ssize_t, other=Py_ssize_t)
+cdef _binmap_unmark(list binmap, Py_ssize_t idx)
 @cython.locals(i=Py_ssize_t, n=Py_ssize_t, other=Py_ssize_t)
 cdef Py_ssize_t _binmap_after(list binmap, Py_ssize_t idx) except -1
 

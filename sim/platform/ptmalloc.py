@@ -155,6 +155,17 @@ def _binmap_mark(binmap, idx) -> None:
     binmap.insert(i, idx)
 
 
+def _binmap_unmark(binmap, idx) -> None:
+    """``unmark_bin``: bin ``idx`` (just emptied) leaves ``binmap`` (``binmap.remove``)."""
+    i = 0
+    while True:
+        other = binmap[i]
+        if other == idx:
+            break
+        i += 1
+    del binmap[i]
+
+
 def _binmap_after(binmap, idx) -> int:
     """Where the bins above ``idx`` start in ``binmap`` (``bisect_right``)."""
     i = 0
@@ -459,7 +470,7 @@ class _Arena:
             chunks = self.bins[idx]
             chunks.remove((size, addr))
         if not chunks:
-            self.binmap.remove(idx)
+            _binmap_unmark(self.binmap, idx)
 
     def _largest_free(self) -> int:
         """The size of the largest free chunk (unsorted or binned; 0: none): a small bin
@@ -529,7 +540,7 @@ class _Arena:
                         sbin = bins[below >> 4]
                         del sbin[prev]
                         if not sbin:
-                            self.binmap.remove(below >> 4)
+                            _binmap_unmark(self.binmap, below >> 4)
                     else:
                         self._unbin(prev, below)
                 merged += below
@@ -542,20 +553,22 @@ class _Arena:
                 changes -= 1
                 continue
             above = free_at.pop(end, None)
-            if above is not None:                # the free chunk above it
-                del free_end[end + above]
-                if unsorted.pop(end, 0) is not None:
+            if above is not None:                # the free chunk above it, from ``start``
+                start = end
+                end = start + above
+                del free_end[end]
+                if unsorted.pop(start, 0) is not None:
                     if above < MIN_LARGE:
                         sbin = bins[above >> 4]
-                        del sbin[end]
+                        del sbin[start]
                         if not sbin:
-                            self.binmap.remove(above >> 4)
+                            _binmap_unmark(self.binmap, above >> 4)
                     else:
-                        self._unbin(end, above)
+                        self._unbin(start, above)
                 merged += above
                 changes += 1
             free_at[addr] = merged
-            free_end[addr + merged] = addr
+            free_end[end] = addr                 # the merged chunk's end
             unsorted[addr] = None
         self.bin_changes += changes
         return merged
@@ -642,25 +655,28 @@ class _Arena:
         if small:
             sbin = bins[nb >> 4]
             if sbin:
-                # the small bin's oldest chunk; more of them fill the tcache
+                # the small bin's oldest chunk; more of them fill the tcache (``chunk``: its
+                # size, nb, as the maps hold it: no new int for the maps in the build)
                 inuse = self.inuse
                 for addr in sbin:
                     break
-                del sbin[addr], free_at[addr], free_end[addr + nb]
-                inuse[addr] = nb
+                del sbin[addr]
+                chunk = free_at.pop(addr)
+                del free_end[addr + chunk]
+                inuse[addr] = chunk
                 taken = 1
                 if nb <= TCACHE_MAX_CHUNK:
                     cache = self.tcache[nb]
                     while sbin and len(cache) < TCACHE_COUNT:
                         for other in sbin:
                             break
-                        del sbin[other], free_at[other], free_end[other + nb]
-                        inuse[other] = nb
+                        del sbin[other], free_at[other], free_end[other + chunk]
+                        inuse[other] = chunk
                         cache.append(other)
                         taken += 1
                 self.bin_changes += taken
                 if not sbin:
-                    binmap.remove(nb >> 4)
+                    _binmap_unmark(binmap, nb >> 4)
                 return addr
         elif self.nfast:
             self._consolidate()
@@ -673,10 +689,11 @@ class _Arena:
                 count = len(unsorted)
                 took = None
                 for done, addr in enumerate(unsorted, 1):
-                    size = free_at[addr]
+                    chunk = free_at[addr]                # its size, as the maps hold it
+                    size = chunk
                     if size == nb:
-                        del free_at[addr], free_end[addr + size]
-                        self.inuse[addr] = nb
+                        del free_at[addr], free_end[addr + chunk]
+                        self.inuse[addr] = chunk
                         if nb <= TCACHE_MAX_CHUNK and len(cache := self.tcache[nb]) < TCACHE_COUNT:
                             cache.append(addr)
                             cached = True
@@ -685,7 +702,7 @@ class _Arena:
                         break
                     if addr == last and done == count and size > nb + MINSIZE:
                         # the last remainder, the only chunk left: split (below)
-                        del free_at[addr], free_end[addr + size]
+                        del free_at[addr], free_end[addr + chunk]
                         took = addr
                         break
                     # into its bin: a small bin's front (newest), or sorted into a large bin
@@ -695,7 +712,7 @@ class _Arena:
                             _binmap_mark(binmap, size >> 4)
                         sbin[addr] = None
                     else:
-                        self._large_place(addr, size)
+                        self._large_place(addr, chunk)
                 self.bin_changes += done
                 if done == count:
                     unsorted.clear()
@@ -736,16 +753,16 @@ class _Arena:
                     emptied = not lbin
                 if emptied:
                     del binmap[i]
-                del free_at[addr]
+                chunk = free_at.pop(addr)
                 if size - nb < MINSIZE:
-                    del free_end[addr + size]
+                    del free_end[addr + chunk]
                     self.bin_changes += 1
-                    self.inuse[addr] = size
+                    self.inuse[addr] = chunk
                     return addr
                 rest = addr + nb
                 self.bin_changes += 2
                 free_at[rest] = size - nb
-                free_end[addr + size] = rest
+                free_end[addr + chunk] = rest
                 unsorted[rest] = None
                 if small:
                     self.last_remainder = rest
