@@ -57,9 +57,10 @@ cdef class _Arena:
 
     # the replay's loop over a program's requests (ReplayProgram.flat, C ints): C ints,
     # C calls
-    @cython.locals(i=Py_ssize_t, j=Py_ssize_t, count=Py_ssize_t, depth=Py_ssize_t,
-                   code=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t, size=Py_ssize_t, cache=list,
-                   blocks=list, previous=list, inuse=dict)
+    @cython.locals(i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t, count=Py_ssize_t,
+                   depth=Py_ssize_t, code=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t,
+                   size=Py_ssize_t, cache=list, fastbin=list, blocks=list, previous=list,
+                   inuse=dict, known="long long[::1]", before="long long[::1]")
     cpdef _replay_run(self, long long[::1] flat, n, list carry)
     cpdef _replay_call(self, Py_ssize_t code, nbytes, nb, Py_ssize_t a, Py_ssize_t b,
                        list blocks, list carry)

@@ -1202,14 +1202,22 @@ class _Arena:
         skipped while its tcache bin serves it (the chunk would pop off the bin and be
         pushed back). ``carry``: as :meth:`replay`'s (a list), returned after the
         ``n``-th iteration."""
-        tcache, inuse = self.tcache, self.inuse
+        tcache, inuse, fast = self.tcache, self.inuse, self.fast
         count = len(flat)
         depth = len(carry)
-        # the tcache bin each allocation takes from and each free mostly puts back into
-        # (every bin is there from the start, never replaced), by request
+        # the tcache bin each allocation takes from and each free mostly puts back into, and
+        # the fastbin such a free goes to past a full tcache bin (every bin is there from
+        # the start, never replaced), by request
         cache = [tcache.get(flat[i + 2]) if flat[i] == _ALLOC_HELD else
                  tcache.get(flat[i + 5]) if flat[i] == _FREE_HELD else None
                  for i in range(0, count, 6)]
+        fastbin = [fast.get(flat[i + 5]) if flat[i] == _FREE_HELD else None
+                   for i in range(0, count, 6)]
+        # the chunk size of each block of this iteration (``known``) and of the one before
+        # (``before``) where a tcache bin gave it (the bin's size; 0: not known, the free
+        # looks it up): at most one block a request
+        known = array("q", bytes(8 * (count // 6)))
+        before = array("q", bytes(8 * (count // 6)))
         for _ in range(n):
             blocks = []
             previous = carry[depth - 1] if depth else None
@@ -1221,37 +1229,64 @@ class _Arena:
                     cached = cache[j]
                     if cached:
                         if flat[i + 5]:                 # a neutral pair: left as it is
+                            known[len(blocks)] = 0
                             blocks.append(cached[-1])
                             i += 12
                             j += 2
                             continue
+                        known[len(blocks)] = flat[i + 2]
                         blocks.append(cached.pop())
                     else:
+                        known[len(blocks)] = 0
                         blocks.append(self._int_malloc(flat[i + 2]))
                 elif code == 1:                         # _FREE_HELD
                     a = flat[i + 3]
                     b = flat[i + 4]
-                    block = blocks[b] if not a else previous[b] if a == 1 else carry[depth - a][b]
-                    if type(block) is not int:
-                        self._free_mapped(block)
+                    if not a:
+                        block = blocks[b]
+                        size = known[b]
+                    elif a == 1:
+                        block = previous[b]
+                        size = before[b]
                     else:
+                        block = carry[depth - a][b]
+                        size = 0
+                    if not size:
+                        if type(block) is not int:
+                            self._free_mapped(block)
+                            i += 6
+                            j += 1
+                            continue
                         size = inuse[block]
-                        cached = (cache[j] if size == flat[i + 5] else
-                                  tcache[size] if size <= TCACHE_MAX_CHUNK else None)
+                    if size == flat[i + 5]:             # the size its request asked for
+                        cached = cache[j]
                         if cached is not None and len(cached) < TCACHE_COUNT:
                             cached.append(block)
                         elif size <= MAX_FAST:
-                            self.fast[size].append(block)   # _free_uncached's fastbin
+                            fastbin[j].append(block)    # _free_uncached's fastbin
+                            self.nfast += 1
+                        else:
+                            self._free_uncached(block, size)
+                    else:
+                        cached = tcache[size] if size <= TCACHE_MAX_CHUNK else None
+                        if cached is not None and len(cached) < TCACHE_COUNT:
+                            cached.append(block)
+                        elif size <= MAX_FAST:
+                            fast[size].append(block)
                             self.nfast += 1
                         else:
                             self._free_uncached(block, size)
                 else:
+                    k = len(blocks)
                     self._replay_call(code, flat[i + 1], flat[i + 2], flat[i + 3], flat[i + 4],
                                       blocks, carry)
+                    if len(blocks) > k:
+                        known[k] = 0
                 i += 6
                 j += 1
             carry.append(blocks)
             del carry[0]
+            known, before = before, known
         return carry
 
     def _replay_call(self, code, nbytes, nb, a, b, blocks, carry) -> None:
