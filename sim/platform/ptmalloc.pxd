@@ -12,6 +12,10 @@ cdef _binmap_unmark(list binmap, Py_ssize_t idx)
 @cython.locals(i=Py_ssize_t, n=Py_ssize_t, other=Py_ssize_t)
 cdef Py_ssize_t _binmap_after(list binmap, Py_ssize_t idx) except -1
 
+# a request's chunk size and a chunk size's bin (module functions, C calls in the build)
+cpdef chunk_size(nbytes)
+cpdef bin_of(size)
+
 cdef class _Arena:
     cdef public Py_ssize_t page, top_pad, brk, top, resident_end, mapped
     cdef public Py_ssize_t mmap_threshold, trim_threshold, trims, trimmed_bytes, trim_from
@@ -50,8 +54,13 @@ cdef class _Arena:
     cpdef _mapped_size(self, nb)
     cpdef _large_fit(self, nb)
     cpdef _resize(self, block, nb)
-    cpdef _memalign(self, nb, align)
+    @cython.locals(size=Py_ssize_t, user=Py_ssize_t, start=Py_ssize_t)
+    cpdef _memalign(self, nb, Py_ssize_t align)
     cpdef _free_mapped(self, block)
+    # the public requests, which the replay's other requests call (C calls when built)
+    cpdef alloc(self, nbytes, align=*)
+    cpdef calloc(self, nbytes)
+    cpdef free(self, block=*, nbytes=*)
     cpdef _free_chunk(self, addr)
     cpdef _free_uncached(self, addr, size)
 
