@@ -7,8 +7,14 @@ cimport cython
 # the binmap's walks (module functions, C only in the build)
 @cython.locals(i=Py_ssize_t, other=Py_ssize_t)
 cdef _binmap_mark(list binmap, Py_ssize_t idx)
+@cython.locals(i=Py_ssize_t, other=Py_ssize_t)
+cdef _binmap_unmark(list binmap, Py_ssize_t idx)
 @cython.locals(i=Py_ssize_t, n=Py_ssize_t, other=Py_ssize_t)
 cdef Py_ssize_t _binmap_after(list binmap, Py_ssize_t idx) except -1
+
+# a request's chunk size and a chunk size's bin (module functions, C calls in the build)
+cpdef chunk_size(nbytes)
+cpdef bin_of(size)
 
 cdef class _Arena:
     cdef public Py_ssize_t page, top_pad, brk, top, resident_end, mapped
@@ -48,14 +54,22 @@ cdef class _Arena:
     cpdef _mapped_size(self, nb)
     cpdef _large_fit(self, nb)
     cpdef _resize(self, block, nb)
-    cpdef _memalign(self, nb, align)
+    @cython.locals(size=Py_ssize_t, user=Py_ssize_t, start=Py_ssize_t)
+    cpdef _memalign(self, nb, Py_ssize_t align)
     cpdef _free_mapped(self, block)
+    # the public requests, which the replay's other requests call (C calls when built)
+    cpdef alloc(self, nbytes, align=*)
+    cpdef calloc(self, nbytes)
+    cpdef free(self, block=*, nbytes=*)
     cpdef _free_chunk(self, addr)
     cpdef _free_uncached(self, addr, size)
 
-    # the replay's loop over a program's requests (ReplayProgram.flat): C ints, C calls
-    @cython.locals(i=Py_ssize_t, count=Py_ssize_t, depth=Py_ssize_t, code=Py_ssize_t,
-                   a=Py_ssize_t, b=Py_ssize_t, size=Py_ssize_t, flat=list, cache=list,
-                   blocks=list, previous=list, inuse=dict)
-    cpdef _replay_run(self, flat, n, carry)
-    cpdef _replay_call(self, flat, i, blocks, carry)
+    # the replay's loop over a program's requests (ReplayProgram.flat, C ints): C ints,
+    # C calls
+    @cython.locals(i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t, count=Py_ssize_t,
+                   depth=Py_ssize_t, code=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t,
+                   size=Py_ssize_t, cache=list, fastbin=list, blocks=list, previous=list,
+                   inuse=dict, known="long long[::1]", before="long long[::1]")
+    cpdef _replay_run(self, long long[::1] flat, n, list carry)
+    cpdef _replay_call(self, Py_ssize_t code, nbytes, nb, Py_ssize_t a, Py_ssize_t b,
+                       list blocks, list carry)

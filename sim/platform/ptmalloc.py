@@ -58,6 +58,7 @@ would have given them.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from itertools import islice
 import hashlib
@@ -152,6 +153,17 @@ def _binmap_mark(binmap, idx) -> None:
             break
         i -= 1
     binmap.insert(i, idx)
+
+
+def _binmap_unmark(binmap, idx) -> None:
+    """``unmark_bin``: bin ``idx`` (just emptied) leaves ``binmap`` (``binmap.remove``)."""
+    i = 0
+    while True:
+        other = binmap[i]
+        if other == idx:
+            break
+        i += 1
+    del binmap[i]
 
 
 def _binmap_after(binmap, idx) -> int:
@@ -332,7 +344,8 @@ class ReplayProgram:
                 flat.append(0)
             if op[0] in _ALLOCATING:
                 index += 1
-        self.flat = flat
+        # as C ints (``long long``), which the compiled replay loop reads without boxing
+        self.flat = array("q", flat)
         # the held blocks live at an iteration's end: allocated ``d`` iterations back (0:
         # this one) and freed more than ``d`` iterations after their own
         held = {}
@@ -457,7 +470,7 @@ class _Arena:
             chunks = self.bins[idx]
             chunks.remove((size, addr))
         if not chunks:
-            self.binmap.remove(idx)
+            _binmap_unmark(self.binmap, idx)
 
     def _largest_free(self) -> int:
         """The size of the largest free chunk (unsorted or binned; 0: none): a small bin
@@ -527,7 +540,7 @@ class _Arena:
                         sbin = bins[below >> 4]
                         del sbin[prev]
                         if not sbin:
-                            self.binmap.remove(below >> 4)
+                            _binmap_unmark(self.binmap, below >> 4)
                     else:
                         self._unbin(prev, below)
                 merged += below
@@ -540,20 +553,22 @@ class _Arena:
                 changes -= 1
                 continue
             above = free_at.pop(end, None)
-            if above is not None:                # the free chunk above it
-                del free_end[end + above]
-                if unsorted.pop(end, 0) is not None:
+            if above is not None:                # the free chunk above it, from ``start``
+                start = end
+                end = start + above
+                del free_end[end]
+                if unsorted.pop(start, 0) is not None:
                     if above < MIN_LARGE:
                         sbin = bins[above >> 4]
-                        del sbin[end]
+                        del sbin[start]
                         if not sbin:
-                            self.binmap.remove(above >> 4)
+                            _binmap_unmark(self.binmap, above >> 4)
                     else:
-                        self._unbin(end, above)
+                        self._unbin(start, above)
                 merged += above
                 changes += 1
             free_at[addr] = merged
-            free_end[addr + merged] = addr
+            free_end[end] = addr                 # the merged chunk's end
             unsorted[addr] = None
         self.bin_changes += changes
         return merged
@@ -640,25 +655,28 @@ class _Arena:
         if small:
             sbin = bins[nb >> 4]
             if sbin:
-                # the small bin's oldest chunk; more of them fill the tcache
+                # the small bin's oldest chunk; more of them fill the tcache (``chunk``: its
+                # size, nb, as the maps hold it: no new int for the maps in the build)
                 inuse = self.inuse
                 for addr in sbin:
                     break
-                del sbin[addr], free_at[addr], free_end[addr + nb]
-                inuse[addr] = nb
+                del sbin[addr]
+                chunk = free_at.pop(addr)
+                del free_end[addr + chunk]
+                inuse[addr] = chunk
                 taken = 1
                 if nb <= TCACHE_MAX_CHUNK:
                     cache = self.tcache[nb]
                     while sbin and len(cache) < TCACHE_COUNT:
                         for other in sbin:
                             break
-                        del sbin[other], free_at[other], free_end[other + nb]
-                        inuse[other] = nb
+                        del sbin[other], free_at[other], free_end[other + chunk]
+                        inuse[other] = chunk
                         cache.append(other)
                         taken += 1
                 self.bin_changes += taken
                 if not sbin:
-                    binmap.remove(nb >> 4)
+                    _binmap_unmark(binmap, nb >> 4)
                 return addr
         elif self.nfast:
             self._consolidate()
@@ -671,10 +689,11 @@ class _Arena:
                 count = len(unsorted)
                 took = None
                 for done, addr in enumerate(unsorted, 1):
-                    size = free_at[addr]
+                    chunk = free_at[addr]                # its size, as the maps hold it
+                    size = chunk
                     if size == nb:
-                        del free_at[addr], free_end[addr + size]
-                        self.inuse[addr] = nb
+                        del free_at[addr], free_end[addr + chunk]
+                        self.inuse[addr] = chunk
                         if nb <= TCACHE_MAX_CHUNK and len(cache := self.tcache[nb]) < TCACHE_COUNT:
                             cache.append(addr)
                             cached = True
@@ -683,7 +702,7 @@ class _Arena:
                         break
                     if addr == last and done == count and size > nb + MINSIZE:
                         # the last remainder, the only chunk left: split (below)
-                        del free_at[addr], free_end[addr + size]
+                        del free_at[addr], free_end[addr + chunk]
                         took = addr
                         break
                     # into its bin: a small bin's front (newest), or sorted into a large bin
@@ -693,7 +712,7 @@ class _Arena:
                             _binmap_mark(binmap, size >> 4)
                         sbin[addr] = None
                     else:
-                        self._large_place(addr, size)
+                        self._large_place(addr, chunk)
                 self.bin_changes += done
                 if done == count:
                     unsorted.clear()
@@ -734,16 +753,16 @@ class _Arena:
                     emptied = not lbin
                 if emptied:
                     del binmap[i]
-                del free_at[addr]
+                chunk = free_at.pop(addr)
                 if size - nb < MINSIZE:
-                    del free_end[addr + size]
+                    del free_end[addr + chunk]
                     self.bin_changes += 1
-                    self.inuse[addr] = size
+                    self.inuse[addr] = chunk
                     return addr
                 rest = addr + nb
                 self.bin_changes += 2
                 free_at[rest] = size - nb
-                free_end[addr + size] = rest
+                free_end[addr + chunk] = rest
                 unsorted[rest] = None
                 if small:
                     self.last_remainder = rest
@@ -1183,59 +1202,96 @@ class _Arena:
         skipped while its tcache bin serves it (the chunk would pop off the bin and be
         pushed back). ``carry``: as :meth:`replay`'s (a list), returned after the
         ``n``-th iteration."""
-        tcache, inuse = self.tcache, self.inuse
+        tcache, inuse, fast = self.tcache, self.inuse, self.fast
         count = len(flat)
         depth = len(carry)
-        # the tcache bin each allocation takes from and each free mostly puts back into
-        # (every bin is there from the start, never replaced)
+        # the tcache bin each allocation takes from and each free mostly puts back into, and
+        # the fastbin such a free goes to past a full tcache bin (every bin is there from
+        # the start, never replaced), by request
         cache = [tcache.get(flat[i + 2]) if flat[i] == _ALLOC_HELD else
                  tcache.get(flat[i + 5]) if flat[i] == _FREE_HELD else None
                  for i in range(0, count, 6)]
+        fastbin = [fast.get(flat[i + 5]) if flat[i] == _FREE_HELD else None
+                   for i in range(0, count, 6)]
+        # the chunk size of each block of this iteration (``known``) and of the one before
+        # (``before``) where a tcache bin gave it (the bin's size; 0: not known, the free
+        # looks it up): at most one block a request
+        known = array("q", bytes(8 * (count // 6)))
+        before = array("q", bytes(8 * (count // 6)))
         for _ in range(n):
             blocks = []
             previous = carry[depth - 1] if depth else None
             i = 0
+            j = 0                                       # the request's index: i // 6
             while i < count:
                 code = flat[i]
                 if code == 0:                           # _ALLOC_HELD
-                    cached = cache[i // 6]
+                    cached = cache[j]
                     if cached:
                         if flat[i + 5]:                 # a neutral pair: left as it is
+                            known[len(blocks)] = 0
                             blocks.append(cached[-1])
                             i += 12
+                            j += 2
                             continue
+                        known[len(blocks)] = flat[i + 2]
                         blocks.append(cached.pop())
                     else:
+                        known[len(blocks)] = 0
                         blocks.append(self._int_malloc(flat[i + 2]))
                 elif code == 1:                         # _FREE_HELD
                     a = flat[i + 3]
                     b = flat[i + 4]
-                    block = blocks[b] if not a else previous[b] if a == 1 else carry[depth - a][b]
-                    if type(block) is not int:
-                        self._free_mapped(block)
+                    if not a:
+                        block = blocks[b]
+                        size = known[b]
+                    elif a == 1:
+                        block = previous[b]
+                        size = before[b]
                     else:
+                        block = carry[depth - a][b]
+                        size = 0
+                    if not size:
+                        if type(block) is not int:
+                            self._free_mapped(block)
+                            i += 6
+                            j += 1
+                            continue
                         size = inuse[block]
-                        cached = (cache[i // 6] if size == flat[i + 5] else
-                                  tcache[size] if size <= TCACHE_MAX_CHUNK else None)
+                    if size == flat[i + 5]:             # the size its request asked for
+                        cached = cache[j]
                         if cached is not None and len(cached) < TCACHE_COUNT:
                             cached.append(block)
                         elif size <= MAX_FAST:
-                            self.fast[size].append(block)   # _free_uncached's fastbin
+                            fastbin[j].append(block)    # _free_uncached's fastbin
+                            self.nfast += 1
+                        else:
+                            self._free_uncached(block, size)
+                    else:
+                        cached = tcache[size] if size <= TCACHE_MAX_CHUNK else None
+                        if cached is not None and len(cached) < TCACHE_COUNT:
+                            cached.append(block)
+                        elif size <= MAX_FAST:
+                            fast[size].append(block)
                             self.nfast += 1
                         else:
                             self._free_uncached(block, size)
                 else:
-                    self._replay_call(flat, i, blocks, carry)
+                    k = len(blocks)
+                    self._replay_call(code, flat[i + 1], flat[i + 2], flat[i + 3], flat[i + 4],
+                                      blocks, carry)
+                    if len(blocks) > k:
+                        known[k] = 0
                 i += 6
+                j += 1
             carry.append(blocks)
             del carry[0]
+            known, before = before, known
         return carry
 
-    def _replay_call(self, flat, i, blocks, carry) -> None:
-        """The request of :meth:`_replay_run` at ``flat[i]`` that is neither an
+    def _replay_call(self, code, nbytes, nb, a, b, blocks, carry) -> None:
+        """A request of :meth:`_replay_run` (its five fields) that is neither an
         allocation nor a free of a held size: the arena's own calls."""
-        code, nbytes, nb, a = flat[i], flat[i + 1], flat[i + 2], flat[i + 3]
-        b = flat[i + 4]
         if code == 2:                               # _ALIGNED_HELD
             blocks.append(self._memalign(nb, a) if a > 2 * SIZE_SZ else self._malloc(nb))
         elif code == 3:                             # _ZEROED_HELD
