@@ -28,6 +28,7 @@ Adam). Printed per step:
 Run it (about 3 s of CPU to step 400, 100 s to step 2,000, not pinned):
 
     python3 experiments/calibration/arena-step-events.py 100,200,300,400 [--structure]
+    python3 experiments/calibration/arena-step-events.py 100-400 --structure --no-replay
 """
 import argparse
 import collections
@@ -83,7 +84,10 @@ class LoggedArena:
         where = self.where
         info = None
         if where is not None and before == 0 and PART[0] in ("unav", "sweep"):
-            info = (len(arena.fast.get(nb, ())), len(arena.bins[nb >> 4]) if nb < 1024 else 0)
+            # the last remainder alone in the unsorted bin: the request splits it
+            last = arena.last_remainder
+            alone = len(arena.unsorted) == 1 and last in arena.unsorted
+            info = (len(arena.fast.get(nb, ())), alone, last)
         handle = arena.alloc(nbytes, align)
         if info is not None:
             where.append((PART[0], nb, handle) + info)
@@ -210,22 +214,30 @@ def structure(where):
     """Address steps of the chunks the descent and the clone took past the tcache."""
     out = []
     for part in ("unav", "sweep"):
-        rows = [r for r in where if r[0] == part]
+        rows = [r for r in where if r[0] == part and type(r[2]) is int]   # not mmapped
         addrs = [r[2] for r in rows]
         steps = collections.Counter(b - a for a, b in zip(addrs, addrs[1:]))
         sizes = collections.Counter(r[1] for r in rows)
         fast = sum(1 for r in rows if r[3])
+        split = sum(1 for r in rows if r[4] and r[2] == r[5])
         out.append(f"{part}: {len(rows)} chunks past the tcache {dict(sizes)}, "
-                   f"{fast} from a fastbin; address steps {steps.most_common(3)}")
+                   f"{fast} from a fastbin, {split} split off the last remainder alone in "
+                   f"the unsorted bin; address steps {steps.most_common(3)}")
     return out
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("steps", help="comma-separated steps to log, e.g. 100,200,300")
+    ap.add_argument("steps", help="steps to log, e.g. 100,200,300 or 100-400")
     ap.add_argument("--structure", action="store_true")
+    ap.add_argument("--no-replay", action="store_true",
+                    help="only the requests by part (and --structure), no replays")
     a = ap.parse_args()
-    steps = sorted(int(s) for s in a.steps.split(","))
+    steps = set()
+    for item in a.steps.split(","):
+        first, _, last = item.partition("-")
+        steps.update(range(int(first), int(last or first) + 1))
+    steps = sorted(steps)
     tag(pass_blocks, "_passes_block_by_block", "walk")
     tag(pass_blocks._BlockPasses, "useful_propagation", "useful")
     tag(pass_blocks._BlockPasses, "unavailable_propagation", "unav")
@@ -250,7 +262,7 @@ def main():
         if k not in steps:
             body()
             continue
-        before = copy.deepcopy(logged.arena)
+        before = None if a.no_replay else copy.deepcopy(logged.arena)
         logged.__dict__.update(log=[], where=[] if a.structure else None)
         body()
         log, where = logged.log, logged.where
@@ -265,8 +277,9 @@ def main():
                   f"{counts[part, 'alloc tcache']:6d}), frees {counts[part, 'free']:6d} "
                   f"(into the tcache {counts[part, 'free tcache']:6d}), reallocs "
                   f"{counts[part, 'realloc']}")
-        for line in check_step(before, log, logged.arena):
-            print("  " + line)
+        if not a.no_replay:
+            for line in check_step(before, log, logged.arena):
+                print("  " + line)
         if where is not None:
             for line in structure(where):
                 print("  " + line)
