@@ -29,6 +29,7 @@ Run it (about 3 s of CPU to step 400, 100 s to step 2,000, not pinned):
 
     python3 experiments/calibration/arena-step-events.py 100,200,300,400 [--structure]
     python3 experiments/calibration/arena-step-events.py 100-400 --structure --no-replay
+    python3 experiments/calibration/arena-step-events.py 100-400 --templates --no-replay
 """
 import argparse
 import collections
@@ -226,10 +227,63 @@ def structure(where):
     return out
 
 
+def _one_insertion(s, t):
+    """The length of what ``t`` inserts into ``s`` at one place, or None."""
+    if len(t) < len(s):
+        return None
+    prefix = 0
+    for a, b in zip(s, t):
+        if a != b:
+            break
+        prefix += 1
+    suffix = len(s) - prefix
+    if s[prefix:] == t[len(t) - suffix:]:
+        return len(t) - len(s)
+    return None
+
+
+def change(s, t, widest=32):
+    """How the request sequence ``t`` (``(kind, size)`` each) differs from ``s``: ``same``,
+    ``insert A`` (one run inserted), ``insert A+B`` (two, the first at most ``widest``
+    long), or ``other``."""
+    if s == t:
+        return "same"
+    one = _one_insertion(s, t)
+    if one is not None:
+        return f"insert {one}"
+    prefix = 0
+    for a, b in zip(s, t):
+        if a != b:
+            break
+        prefix += 1
+    for first in range(1, min(widest, len(t) - len(s)) + 1):
+        if t[:prefix] == s[:prefix]:
+            rest = _one_insertion(s[prefix:], t[prefix + first:])
+            if rest is not None:
+                return f"insert {first}+{rest}"
+    return "other"
+
+
+def without_pairs(seq):
+    """``seq`` without its adjacent (allocation, free) pairs of one size."""
+    out, i = [], 0
+    while i < len(seq):
+        if (i + 1 < len(seq) and seq[i][0] == "alloc" and seq[i + 1][0] == "free"
+                and seq[i][1] == seq[i + 1][1]):
+            i += 2
+            continue
+        out.append(seq[i])
+        i += 1
+    return tuple(out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("steps", help="steps to log, e.g. 100,200,300 or 100-400")
     ap.add_argument("--structure", action="store_true")
+    ap.add_argument("--templates", action="store_true",
+                    help="how each part's requests differ from the step before's (steps "
+                         "logged in a row), summed at the end")
     ap.add_argument("--no-replay", action="store_true",
                     help="only the requests by part (and --structure), no replays")
     a = ap.parse_args()
@@ -258,6 +312,7 @@ def main():
         state["model"] = model = optim.step(1e-3, model, grads)
         state["total"] = state["total"] + model.forward(x.clone()).mean()
 
+    changes, previous = collections.defaultdict(collections.Counter), {}
     for k in range(1, steps[-1] + 1):
         if k not in steps:
             body()
@@ -283,6 +338,24 @@ def main():
         if where is not None:
             for line in structure(where):
                 print("  " + line)
+        if a.templates:
+            seqs = {}
+            for part in ("own", "walk", "unav", "useful", "sweep"):
+                events = [e for e in log if e[1] == part]
+                seqs[part] = tuple((e[0], e[2]) for e in events)
+                seqs[part + " folded"] = tuple((e[0], e[2]) for e in fold(events))
+            seqs["useful without pairs"] = without_pairs(seqs["useful"])
+            allocs = [e for e in seqs["sweep"] if e[0] == "alloc"]
+            seqs["sweep: all, then freed in order"] = (
+                seqs["sweep"] == tuple(allocs) + tuple(("free", n) for _, n in allocs))
+            if k - 1 in previous:
+                for name, seq in seqs.items():
+                    before_seq = previous[k - 1][name]
+                    changes[name][change(before_seq, seq) if type(seq) is tuple
+                                  else str(seq)] += 1
+            previous = {k: seqs}
+    for name, counted in changes.items():
+        print(f"{name}: " + ", ".join(f"{c} {n}" for c, n in counted.most_common(4)))
 
 
 if __name__ == "__main__":
