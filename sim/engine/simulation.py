@@ -308,7 +308,6 @@ class Simulation:
             self.touched.fault = fault
         # a hash table's growth: rehash_item_ns per item it moves into the new block
         # (sim.platform.hashbrown.RawTable._resize), charged where the table grows
-        self.rehash_items = 0
         self._rehash_ps_per_item = 1000.0 * float(profile.time.get("rehash_item_ns", 0.0))
         if self._rehash_ps_per_item:
             self.heap.rehash = _weak_method(self.rehash)
@@ -454,7 +453,6 @@ class Simulation:
     def rehash(self, items) -> None:
         """A hash table grew and moved ``items`` items into its new block (each key hashed
         again, its slot found and copied): ``rehash_item_ns`` each, as bookkeeping."""
-        self.rehash_items += items
         ns = items * self._rehash_ps_per_item / 1000
         self.timing.bookkeeping_ns += ns
         ps = round(items * self._rehash_ps_per_item)
