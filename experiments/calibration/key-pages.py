@@ -14,7 +14,9 @@ since the previous row, and the live small blocks' requested and chunk bytes (gl
 With ``--simulate WORKLOAD VARIANT`` it runs that cell instead (``--profile``, ``--set``) and
 prints, at every sweep whose live graph crossed another ``--every`` nodes, the graph's nodes
 and the pages its keys' blocks lie on in the simulated glibc arena (what
-``Timing._key_spacing`` reads), e.g.
+``Timing._key_spacing`` reads), and, where fast-forward charges the chain's sweeps in
+closed form, a row ``ff`` each time the B per key it charges them with changes (the probed
+sweep's spacing, ``chainrun.SweepTemplate.spacing``) with the node count then, e.g.
 
     .venv/bin/python experiments/calibration/key-pages.py --simulate \\
         experiments/p10_ema_params.py detach/steps=500 --profile amd-epyc-zen4-long \\
@@ -63,23 +65,33 @@ def census(path) -> int:
 
 
 def simulate(workload, variant, profile, sets, every) -> int:
+    from sim.engine.fastforward import chainrun
     from sim.platform import timing
     from sim.commands.cli import main
 
     original = timing.Timing.sweep_live
-    seen = {"next": every}
+    original_ff = chainrun._sweep
+    seen = {"next": every, "spacing": None}
 
     def sweep_live(self, memory, passes):
         n = memory.node_count()
         if n >= seen["next"]:
             pages = {rc._block // self.PAGE_BYTES for rc, _ in memory.nodes.values()
                      if type(rc._block) is int}
-            print(f"{n},{len(pages)},{4096 * len(pages) / max(1, n):.1f}", flush=True)
+            print(f"exact,{n},{len(pages)},{4096 * len(pages) / max(1, n):.1f}", flush=True)
             seen["next"] = (n // every + 1) * every
         return original(self, memory, passes)
 
+    def ff_sweep(sim, template, j, graph):
+        if template.referenced and template.spacing != seen["spacing"]:
+            seen["spacing"] = template.spacing
+            n = template.nodes + j * template.deltas[3]
+            print(f"ff,{n},,{template.spacing:.1f}", flush=True)
+        return original_ff(sim, template, j, graph)
+
     timing.Timing.sweep_live = sweep_live
-    print("nodes,pages,bytes_per_node")
+    chainrun._sweep = ff_sweep
+    print("sweep,nodes,pages,bytes_per_node")
     args = ["run", workload, "-v", variant, "--profile", profile, "--format", "csv",
             "--out", "/dev/null"]
     for item in sets:

@@ -46,7 +46,7 @@ from .progress import Progress
 from ..engine.runner import run_cell
 from ..engine.workers import local_pool
 
-__all__ = ["calibrate", "calibrate_tlb", "select_points", "run_cells", "check_out",
+__all__ = ["calibrate", "calibrate_tlb", "calibrate_parts", "select_points", "run_cells", "check_out",
            "measured_policy"]
 
 #: a base profile's fitted point whose prediction moves by more than this (relative) is
@@ -410,6 +410,122 @@ def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
     atomic_write(out, text)
     echo(f"\nwrote {out}")
     return values
+
+
+#: where ``sim calibrate --process-parts`` writes each value of the probe's: (section, key,
+#: field of :func:`sim.analysis.parts.read_parts`)
+PARTS_KEYS = (("process", "baseline_rss_bytes", "start_bytes"),
+              ("code", "matvec_bytes", "matvec_bytes"))
+
+
+def calibrate_parts(base, parts_path, out=None, force=False, echo=print):
+    """Write ``[process] baseline_rss_bytes`` (the processes' mean RSS before any burn code)
+    and ``[code] matvec_bytes`` (the mean text their first single-row forward faults in)
+    from the train-validate probe's ``PROBE_PARTS`` rows in ``parts_path``
+    (:func:`sim.analysis.parts.read_parts`; no fit, no simulation) into profile ``base``,
+    each value with a comment naming the file and the host, and, where the profile has a
+    ``[host]`` table, its source in ``[host.sources]``. The rest of the profile, its header
+    and its ``[calibration]`` record stay as they are. Returns the values."""
+    from ..analysis.parts import MATVEC, START, read_parts
+    import tomllib
+
+    profile = load_profile(base) if not isinstance(base, Profile) else base
+    base_text = _base_text(profile)
+    if not base_text:
+        raise UserError(f"--profile {base}: cannot read its file")
+    if out is not None:
+        check_out(out, profile.path, force)
+    parts = read_parts(parts_path)
+    where = _relative(parts["file"])
+    host = parts["host"] or "the host the file was measured on"
+    starts, matvecs = parts["starts"], parts["matvecs"]
+    notes = {
+        "start_bytes": (
+            f"B, [measured] RSS of a probe process before any burn code runs (/proc/self/statm "
+            f"at the train-validate probe's PROBE_PARTS '{START}' part: the binary's and the "
+            f"libraries' pages the loader and Rust's runtime made resident), the mean of "
+            f"{len(starts)} processes ({min(starts):,.0f}-{max(starts):,.0f} KiB) on {host}; "
+            f"no fit, written by `sim calibrate --process-parts` from {where}"),
+        "matvec_bytes": (
+            f"gemm's matrix-vector kernels, run besides its dispatch by a matmul whose gemm "
+            f"has one row or column (a single-row forward; sim.burn.backend.gemm_is_matvec). "
+            f"B, [measured] the binary's resident text the train-validate probe's first "
+            f"generation sample adds right after step 1 ('{MATVEC[1]}' less '{MATVEC[0]}', "
+            f"/proc/self/smaps), the mean of {len(matvecs)} processes "
+            f"({min(matvecs):,.0f}-{max(matvecs):,.0f} KiB) on {host}; no fit, written by "
+            f"`sim calibrate --process-parts` from {where}"),
+    }
+    notes = {field: textwrap.wrap(text, 90, initial_indent="# ", subsequent_indent="# ",
+                                  break_on_hyphens=False)
+             for field, text in notes.items()}
+    lines = base_text.rstrip("\n").split("\n")
+    for section, key, field in PARTS_KEYS:
+        i = _find_key(lines, section, key)
+        if i is None:
+            raise UserError(f"cannot find {section}.{key} in the base profile text")
+        start, stop, shared = _comment_block(lines, i)
+        lines[i] = f"{key} = {_toml_value(parts[field])}"
+        if not shared:
+            lines[start:stop] = notes[field]
+    if "host" in profile.data:
+        _set_host_source(lines, "process.baseline_rss_bytes",
+                         ["measured", f"the train-validate probe's PROBE_PARTS '{START}' RSS, "
+                          f"mean of {len(starts)} processes, {where}"])
+        _set_host_source(lines, "code.matvec_bytes",
+                         ["measured", f"the train-validate probe's PROBE_PARTS text "
+                          f"'{MATVEC[1]}' less '{MATVEC[0]}', mean of {len(matvecs)} "
+                          f"processes, {where}"])
+    text = "\n".join(lines) + "\n"
+    validate(tomllib.loads(text), out or profile.path)
+    for section, key, field in PARTS_KEYS:
+        echo(f"{section}.{key:<22} {_shown_value(profile, f'{section}.{key}')} -> "
+             f"{parts[field]}")
+    echo(f"host: {host}")
+    if out is None:
+        echo("\nnot written (no --out): give --out FILE.toml to save the profile")
+        return parts
+    atomic_write(out, text)
+    echo(f"\nwrote {out}")
+    return parts
+
+
+def _set_host_source(lines, name, value) -> None:
+    """Set ``name = value`` in the ``[host.sources]`` table of a profile's ``lines`` (made
+    after ``[host]``'s keys where there is none)."""
+    key = f'"{name}"'
+    rendered = f"{key} = [" + ", ".join(_quoted(v) for v in value) + "]"
+    table = None
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped == "[host.sources]":
+            table = i
+        elif table is not None and stripped.startswith("["):
+            break
+        elif table is not None and stripped.startswith(key + " "):
+            lines[i] = rendered
+            return
+    if table is not None:
+        stop = table + 1
+        while stop < len(lines) and not lines[stop].strip().startswith("["):
+            stop += 1
+        while lines[stop - 1].strip() == "":
+            stop -= 1
+        lines.insert(stop, rendered)
+        return
+    host = next(i for i, line in enumerate(lines) if line.strip() == "[host]")
+    stop = host + 1
+    while stop < len(lines) and not lines[stop].strip().startswith("["):
+        stop += 1
+    while lines[stop - 1].strip() == "":
+        stop -= 1
+    lines[stop:stop] = ["", "[host.sources]",
+                        "# where a value a command measured on this host came from (measured,",
+                        "# no fit; `sim host-profile` lists every value it wrote here)",
+                        rendered]
+
+
+def _quoted(text) -> str:
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _shown_value(profile, name) -> str:

@@ -289,6 +289,13 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
                    "DIR (tlb.csv, tlb.stderr; the host from a 'host:' line or lscpu.txt), and "
                    "its miss curves [time] sweep_tlb_miss_* from the `tlbr` rows in DIR/tlbr/ "
                    "(empty without them)")
+@click.option("--process-parts", "parts_path", type=click.Path(), default=None,
+              metavar="CSV|DIR",
+              help="instead of a fit: write [process] baseline_rss_bytes (the mean RSS before "
+                   "any burn code) and [code] matvec_bytes (the mean text the first "
+                   "single-row forward adds) from the train-validate probe's PROBE_PARTS rows "
+                   "(DIR/parts.csv, as `sim host-profile` writes it, or a CSV of the same "
+                   "columns), and their source in [host.sources]")
 @click.option("--points", multiple=True, metavar="SELECTOR",
               help="fit only these points: experiment/variant/phase/x/metric (5 fields, "
                    "phase often empty: p10-ema/detach//500/ms_per_step), * wildcards "
@@ -322,8 +329,8 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
               help="unpatched burn's measurements from the same probes: fit what the patch "
                    "adds at each fitted point (its value less unpatched burn's, plus "
                    "burn-0.22.1's prediction; repeatable)")
-def calibrate_cmd(measured_paths, base, params, tlb_dir, points, out, force, fresh,
-                  max_iterations, jobs, sets, policy, against_paths):
+def calibrate_cmd(measured_paths, base, params, tlb_dir, parts_path, points, out, force,
+                  fresh, max_iterations, jobs, sets, policy, against_paths):
     """Fit --fit parameters of a profile to measured points (least squares).
 
     Prints every point's measured value, the prediction before and after, the
@@ -331,9 +338,20 @@ def calibrate_cmd(measured_paths, base, params, tlb_dir, points, out, force, fre
     before the fit (an existing file other than the base needs --force; the
     directory must take a new file). Details: docs/calibrate.md.
     """
-    from .calibrate import calibrate, calibrate_tlb
+    from .calibrate import calibrate, calibrate_parts, calibrate_tlb
     from ..analysis.compare import known_checker, measured_files
     from ..analysis.data import read_measured
+    if tlb_dir is not None and parts_path is not None:
+        raise UserError("--tlb and --process-parts write measured values of two probes: "
+                        "give one of them")
+    if parts_path is not None:
+        if params or measured_paths or points or sets:
+            raise UserError("--process-parts writes measured values without a fit: give it "
+                            "without --fit, --measured, --points and --set")
+        if out is not None:
+            _check_out_file(out)
+        calibrate_parts(base, parts_path, out, force, echo=click.echo)
+        return
     if tlb_dir is not None:
         if params or measured_paths or points or sets:
             raise UserError("--tlb writes measured TLB values without a fit: give it without "
@@ -343,7 +361,8 @@ def calibrate_cmd(measured_paths, base, params, tlb_dir, points, out, force, fre
         calibrate_tlb(base, tlb_dir, out, force, echo=click.echo)
         return
     if not measured_paths:
-        raise UserError("give --measured CSV|DIR (the points to fit), or --tlb DIR")
+        raise UserError("give --measured CSV|DIR (the points to fit), or --tlb DIR, or "
+                        "--process-parts CSV|DIR")
     if not params:
         raise UserError("nothing to fit: give at least one --fit PARAM")
     measured = []

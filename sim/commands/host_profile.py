@@ -11,7 +11,11 @@
    and the sweep-scan probe's ``tlb`` rows into its ``tlb/`` (:func:`measure_tlb`): where
    they name the data TLB (cpuid 0x80000006, x86_64) its entries, ways and the cost of a
    read whose page misses go into the profile as ``sim calibrate --tlb`` writes them
-   (:func:`sim.commands.calibrate.calibrate_tlb`), before the fit.
+   (:func:`sim.commands.calibrate.calibrate_tlb`), before the fit; and the train-validate
+   probe with ``PROBE_PARTS`` into its ``parts/`` (:func:`measure_parts`): the RSS the
+   processes hold before any burn code (``process.baseline_rss_bytes``) and the text their
+   first single-row forward adds (``code.matvec_bytes``), as ``sim calibrate
+   --process-parts`` writes them (:func:`sim.commands.calibrate.calibrate_parts`).
 4. Fits the time parameters of :data:`FIT_PLAN` (each on the quick points that isolate
    it) with ``sim calibrate``'s least squares, stage by stage, wherever the points ask;
    the staged fit is repeated from its own result until it settles (:data:`SETTLED`,
@@ -45,6 +49,7 @@ from ..engine.profile import load_profile, validate
 
 __all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "DERIVED", "TAPE_SHARE",
            "fold_text", "derive_text", "fit_points", "measure_tlb", "TLB_DIR", "source_table",
+           "measure_parts", "PARTS_DIR", "PARTS_RUNS",
            "SETTLED", "MAX_PASSES", "GEMM_OVERLAP", "UPPER_BOUNDS"]
 
 #: the time parameters ``sim host-profile`` fits, in stages, each parameter on the quick-probe
@@ -426,7 +431,8 @@ _FROM_TLB = {
 }
 
 
-def source_table(host, sysfs, stages, rows, fitted, kept, tlb_dir=None) -> dict:
+def source_table(host, sysfs, stages, rows, fitted, kept, tlb_dir=None,
+                 parts_dir=None) -> dict:
     """``[host.sources]``: every parameter ``sim host-profile`` wrote (or fitted and left
     where the base had it) -> ``[kind, detail...]``: ``measured`` (read from the host or
     timed by a probe that isolates it, no fit), ``fitted`` and the points, ``derived`` and
@@ -440,6 +446,15 @@ def source_table(host, sysfs, stages, rows, fitted, kept, tlb_dir=None) -> dict:
     if tlb_dir is not None:
         for name, where in _FROM_TLB.items():
             table[name] = ["measured", f"{where}, {Path(tlb_dir) / TLB_DIR}"]
+    if parts_dir is not None:
+        from ..analysis.parts import MATVEC, START
+        where = Path(parts_dir) / PARTS_DIR
+        table["process.baseline_rss_bytes"] = [
+            "measured", f"the train-validate probe's PROBE_PARTS '{START}' RSS, mean over "
+                        f"the processes, {where}"]
+        table["code.matvec_bytes"] = [
+            "measured", f"the train-validate probe's PROBE_PARTS text '{MATVEC[1]}' less "
+                        f"'{MATVEC[0]}', mean over the processes, {where}"]
     for stage in stages:
         together = [q for _, pts in stage for q in pts]
         for name, selectors in stage:
@@ -558,6 +573,10 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         step1 = _with_tlb(step1, measured_dir / TLB_DIR, scratch / "tlb.toml",
                           reuse_measured, echo)
         tlb_measured = step1 != folded_path
+        echo(f"[3/6] the process's start and a single-row forward's text (train-validate "
+             f"PROBE_PARTS into {measured_dir / PARTS_DIR})")
+        step1 = _with_parts(step1, measured_dir / PARTS_DIR, scratch / "parts.toml",
+                            reuse_measured, echo)
         echo("[4/6] selecting the fitted points")
         rows = []
         known = known_checker()
@@ -641,7 +660,7 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         seconds = time.perf_counter() - t0
         echo(f"[6/6] writing {out}")
         table = source_table(host, sysfs, stages, rows, fitted, reasons,
-                             measured_dir if tlb_measured else None)
+                             measured_dir if tlb_measured else None, measured_dir)
         final = _with_header(_with_sources(Path(current).read_text(encoding="utf-8"), table),
                              _header(Path(out).stem, base, host, measured_dir, fitted,
                                      n_points, seconds))
@@ -710,6 +729,72 @@ def _with_tlb(profile_path, tlb_dir, out_path, reuse, echo):
         return profile_path
     calibrate_tlb(str(profile_path), tlb_dir, out=str(out_path), force=True,
                   echo=lambda m: m.strip() and echo(f"      {m.strip()}"))
+    return out_path
+
+
+#: the subdirectory of the measured dir that holds the train-validate probe's PROBE_PARTS rows
+PARTS_DIR = "parts"
+#: processes of each train-validate variant :func:`measure_parts` runs
+PARTS_RUNS = 10
+
+
+def measure_parts(directory, runs=PARTS_RUNS, echo=_echo) -> Path:
+    """Run the train-validate probe (quick, one training step) ``runs`` times per variant
+    with ``PROBE_PARTS=1`` and keep every process's ``PART`` lines as
+    ``directory/parts.csv`` (:func:`sim.analysis.parts.parts_csv`, with this host), written
+    whole or not at all; returns its path. Each process takes well under a second; nothing
+    is timed."""
+    import os
+    import subprocess
+
+    from ..analysis.parts import PARTS_FILE, parse_part_lines, parts_csv
+    from .measure import binary_path
+
+    binary = binary_path()
+    if not binary.is_file():
+        raise UserError(f"{binary} is missing (cargo build --release in experiments/probes)")
+    env = {**os.environ, "PROBE_PARTS": "1"}
+    processes = []
+    for _ in range(runs):
+        for variant in ("plain", "autodiff", "valid-model"):
+            cmd = [str(binary), "train-validate", "--quick", "--steps", "1", "--variant",
+                   variant, "--child"]
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                      check=False)
+            except OSError as exc:
+                raise UserError(f"cannot run {binary} ({exc.strerror})") from None
+            parts = parse_part_lines(done.stderr)
+            if done.returncode != 0 or not parts:
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise UserError(f"train-validate --variant {variant} with PROBE_PARTS failed "
+                                f"(exit {done.returncode}): {last}")
+            processes.append((variant, parts))
+    try:
+        host = describe(read_host())
+    except (OSError, ValueError):
+        host = ""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write(directory / PARTS_FILE, parts_csv(processes, host))
+    echo(f"      {len(processes)} processes -> {directory / PARTS_FILE}")
+    return directory / PARTS_FILE
+
+
+def _with_parts(profile_path, parts_dir, out_path, reuse, echo):
+    """``profile_path`` with the process's start and a single-row forward's text from the
+    PROBE_PARTS rows in ``parts_dir`` (:func:`measure_parts`, run unless ``reuse`` and the
+    rows are there), written to ``out_path`` (returned)."""
+    from ..analysis.parts import PARTS_FILE
+    from .calibrate import calibrate_parts
+
+    parts_dir = Path(parts_dir)
+    if reuse and (parts_dir / PARTS_FILE).is_file():
+        echo(f"      reusing {parts_dir}")
+    else:
+        measure_parts(parts_dir, echo=echo)
+    calibrate_parts(str(profile_path), parts_dir, out=str(out_path), force=True,
+                    echo=lambda m: m.strip() and echo(f"      {m.strip()}"))
     return out_path
 
 

@@ -40,6 +40,8 @@ import bisect
 import math
 from collections import OrderedDict
 
+import numpy as np
+
 __all__ = ["Chunk", "L2Cache", "set_miss_fraction", "hierarchy_read_ns", "TlbMissCurve"]
 
 
@@ -152,6 +154,50 @@ def set_miss_fraction(nbytes, capacity, ways) -> float:
         term *= lam / j
         below += term
     return min(1.0, max(0.0, 1.0 - below))
+
+
+def set_miss_fraction_array(nbytes, capacity, ways):
+    """:func:`set_miss_fraction` of each of ``nbytes`` (a float64 array) at once, with the
+    same floating-point operations in the same order, so each element is bit for bit the
+    scalar function's (``math.exp`` per element: numpy's own ``exp`` may round
+    otherwise). Fast-forward charges a batch's orphan sweeps with it
+    (:meth:`sim.platform.timing.Timing.sweep_ns_many`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> xs = [0.0, 1 << 18, 1 << 20, 3 << 19, 2 << 20, 1 << 30]
+    >>> got = set_miss_fraction_array(np.array(xs, dtype=float), 2 << 20, 16).tolist()
+    >>> got == [set_miss_fraction(x, 2 << 20, 16) for x in xs]
+    True
+    """
+    if capacity <= 0 or ways <= 0:
+        return np.zeros(len(nbytes))
+    lam = ways * nbytes / capacity
+    exp = math.exp
+    # a level the set cannot miss (no bytes) or always misses is not read off the sum
+    lam_exp = np.where((nbytes <= 0) | (lam > 50.0 * ways), 0.0, lam)
+    term = np.array([exp(-x) for x in lam_exp.tolist()], dtype=float)
+    below = term
+    for j in range(1, int(ways)):
+        term = term * (lam / j)
+        below = below + term
+    out = 1.0 - below
+    out = np.where(out > 0.0, out, 0.0)
+    out = np.where(out < 1.0, out, 1.0)
+    out = np.where(lam > 50.0 * ways, 1.0, out)
+    return np.where(nbytes <= 0, 0.0, out)
+
+
+def hierarchy_read_ns_array(nbytes, levels):
+    """:func:`hierarchy_read_ns` of each of ``nbytes`` (a float64 array), element by element
+    equal to it (the levels' terms summed in the same order)."""
+    total = None
+    for capacity, ways, ns in levels:
+        if ns:
+            term = ns * set_miss_fraction_array(nbytes, capacity, ways)
+            total = term if total is None else total + term
+    return np.zeros(len(nbytes)) if total is None else total
 
 
 def page_set_miss_fraction(nbytes, capacity, ways, reads_per_page=1.0) -> float:

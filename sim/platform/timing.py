@@ -86,7 +86,10 @@ import math
 from contextlib import nullcontext
 from typing import NamedTuple
 
-from .l2_cache import TlbMissCurve, hierarchy_read_ns, tlb_read_ns
+import numpy as np
+
+from .l2_cache import (TlbMissCurve, hierarchy_read_ns, hierarchy_read_ns_array,
+                       tlb_read_ns)
 
 __all__ = ["Timing", "SweepRecord", "PassesRecord", "flops_and_bytes"]
 
@@ -194,6 +197,15 @@ class Timing:
         # the graphs the current sweep read (sweep_live / sweep_dead / sweep_run), consumed
         # by sweep()
         self._sweep_sets = []
+        #: sweeps charged so far, and the graphs the latest one read (fast-forward reads
+        #: when a chain's ``nodes`` table grew against its sweep:
+        #: :func:`sim.engine.fastforward.chainrun.note_tables`)
+        self.swept = 0
+        self.last_sweep_sets = ()
+        #: a table whose :attr:`~sim.platform.hashbrown.RawTable.high` each sweep notes in
+        #: :attr:`watched_high` (None: none)
+        self.watched = None
+        self.watched_high = 0
         # id of a graph's memory management -> its keys' pages (_KeyPages), for _key_spacing
         self._key_pages = {}
         #: a list that receives a :class:`SweepRecord` per sweep while fast-forward probes
@@ -658,6 +670,10 @@ class Timing:
         :attr:`log` keeps them (fast-forward recomputes a sweep from them,
         :mod:`sim.engine.fastforward.chainrun`)."""
         sets = self._take_sweep_sets()
+        self.swept += 1
+        self.last_sweep_sets = sets
+        if self.watched is not None:
+            self.watched_high = self.watched.high
         ns = self.sweep_ns(entries, visits, scanned, freed, sets)
         self.cleanup_ns += ns
         self.sim.charge(ns)
@@ -682,6 +698,83 @@ class Timing:
                 + visits * p["sweep_visit_ns"] + (scanned - cleared) * p["scan_node_ns"]
                 + cleared * p.get("root_check_node_ns", p["scan_node_ns"])
                 + freed * p["sweep_free_ns"] + missed_ns)
+
+
+    def sweep_ns_many(self, entries, visits, scanned, freed, sets):
+        """:meth:`sweep_ns` of many sweeps at once, each element bit for bit the scalar
+        method's (the same operations in the same order on float64 arrays): ``entries``,
+        ``visits`` and ``scanned`` are arrays (one element a sweep), and a field of a
+        record in ``sets`` may be one too (a graph that grows from one sweep to the next:
+        a chain fast-forward applies, :mod:`sim.engine.fastforward.chainrun`). A list of
+        ns; None where the model reads the data TLB (its page counts are not taken here:
+        call :meth:`sweep_ns` per sweep)."""
+        if self.tlb or any(isinstance(r, np.ndarray) for _, _, _, r, _, _, _, _ in sets):
+            return None
+        p = self.p
+        count = len(entries)
+        cleared = 0.0
+        for kind, passes, n, _, _, _, _, _ in sets:
+            if kind:
+                cleared = cleared + passes * n
+        cleared = np.broadcast_to(np.asarray(cleared, dtype=float), (count,))
+        missed = np.zeros(count)
+        if sets and self.levels:
+            missed = missed + self._missed_ns_many(sets, self.levels, count)
+        cleared = np.where(scanned < cleared, scanned, cleared)
+        if self.sweep_walks_entries:
+            entry_ns = p["scan_node_ns"] + self.lookup_ns()
+        else:
+            entry_ns = p["sweep_copy_entry_ns"]
+        ns = (p["sweep_fixed_ns"] + entries * entry_ns
+              + visits * p["sweep_visit_ns"] + (scanned - cleared) * p["scan_node_ns"]
+              + cleared * p.get("root_check_node_ns", p["scan_node_ns"])
+              + freed * p["sweep_free_ns"] + missed)
+        return ns.tolist()
+
+    def _missed_ns_many(self, sets, levels, count):
+        """:meth:`_missed_ns` of the cache levels (``footprint``: the node lines and the
+        table, as :meth:`_sweep_reads` gives them) for :meth:`sweep_ns_many`."""
+        line = self.LINE_BYTES
+
+        def footprint(kind, k, n, table):
+            if kind == 2:
+                return k * (line + table)
+            return k * line + (k / n) * table
+
+        def cost(others, kind, ks, n, table):
+            """The read costs at each of ``ks`` (one row each) in one array call."""
+            rows = np.stack([np.broadcast_to(np.asarray(others + footprint(kind, k, n, table),
+                                                        dtype=float), (count,))
+                             for k in ks])
+            return hierarchy_read_ns_array(rows.ravel(), levels).reshape(rows.shape)
+        mean_fp, graph_fp = [], {}
+        for kind, passes, n, r, table, key, _, _ in sets:
+            if kind == 0:
+                k = (n + 1) / (r + 1)
+                k = np.where(n < k, n, k) if isinstance(k, np.ndarray) else min(k, n)
+            else:
+                k = n
+            fp = footprint(kind, k, n, table)
+            mean_fp.append(fp)
+            graph_fp.setdefault(key, fp)
+        total = 0
+        for fp in graph_fp.values():
+            total = total + fp
+        extra = np.zeros(count)
+        q = self.PREFIX_POINTS
+        for (kind, passes, n, r, table, key, per_node, _), fp in zip(sets, mean_fp):
+            others = total - graph_fp[key]
+            if kind == 0:
+                ks = [n * (1.0 - (1.0 - (i + 0.5) / q) ** (1.0 / r)) for i in range(q)]
+                costs = cost(others, 0, [n] + ks, n, table)
+                skip = costs[0] < 1e-12
+                acc = np.zeros(count)
+                for i in range(q):
+                    acc = acc + ks[i] * costs[i + 1]
+                extra = np.where(skip, extra, extra + passes * acc / q)
+            else:
+                extra = extra + per_node * passes * n * cost(others, kind, [n], n, table)[0]
+        return extra
 
 
 class _KeyPages:

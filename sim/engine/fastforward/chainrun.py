@@ -75,6 +75,8 @@ import itertools
 from collections import Counter
 from typing import NamedTuple
 
+import numpy as np
+
 from ...burn.graph.runs import node_blocks, unexplained_blocks
 from ...platform.btree import TreeTap
 from ...platform.hashbrown import buckets_for, capacity_of
@@ -88,7 +90,7 @@ from .keptchain import (build_members, build_replayed, compare_before, defer_mem
 from .leakrun import _Refuse, _resident, actions_template, hand_over, swap_tip
 
 __all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog",
-           "watch_tables", "note_tables"]
+           "watch_tables", "watch_graph", "note_tables"]
 
 
 # -- what a probe records -----------------------------------------------------------------
@@ -374,6 +376,11 @@ class ChainEffect:
     #: its first, by table, as the exact iterations run while the effect holds showed them
     #: (:func:`note_tables`; False: not the same every iteration)
     room = None
+    #: how ``G``'s index of settled nodes (:mod:`sim.burn.graph.settled`) stands after
+    #: every iteration, as the exact ones showed it: the ids of its tops relative to the
+    #: iteration's first id, every node settled but the iteration's members
+    #: (:func:`_settle_pattern`); None: not seen yet, False: not so
+    settles = None
 
     def __init__(self, stride, registered, backwards, times, faults, origin, members,
                  rotating, tree_ops, sweeps, growth, state, tip_ids, graph, first_id):
@@ -852,10 +859,12 @@ def chain_horizon(sim, effect) -> int:
     # iteration consumed; a margin of one iteration's members (as the nodes' below)
     grown = m - len(effect.consumed)
     room = _room(sim, effect)
-    slack = [max((memory.nodes_table.cap - memory.node_count()) // m - 1, room["nodes"])]
+    nodes = max((memory.nodes_table.cap - memory.node_count()) // m - 1, room["nodes"])
     # the tables a batch may grow (_crossings), or else must not
     crossed = [max((server.steps_table.cap - steps - m) // grown, room["steps"]),
                max((server.actions_table.cap - steps - m) // grown, room["actions"])]
+    slack = []
+    (crossed if "nodes" in _crossed(effect) else slack).append(nodes)
     if effect.passes and memory.statuses_table is not None:
         # the passes' statuses table takes every node a backward reaches: at most G's
         # nodes then (those of the iterations before, m more each) and the iteration's
@@ -881,7 +890,8 @@ def chain_horizon(sim, effect) -> int:
         if nbytes and not l2_rotates(sim, kind, tail, free, nbytes):
             cache = sim._backends[kind].cache
             slack.append((cache.capacity - cache.resident) // nbytes - 1)
-    fixed = max(0, min(slack))
+    # (no table outside the crossings: as many as the crossings allow)
+    fixed = max(0, min(slack, default=1 << 30))
     # the iterations the margins keep every table of CROSSED from growing in
     effect.margins = (sim._next_id, max(0, min(crossed)))
     cross = _crossings(sim, effect, fixed)
@@ -944,23 +954,70 @@ def watch_tables(sim, effect):
     holds (None: not a chain)."""
     if effect.shape != "chain":
         return None
-    return [(name, table, table.cap, count)
-            for name, table, count in _tables(sim, effect.graph)]
+    return watch_graph(sim, effect.graph)
+
+
+def watch_graph(sim, graph):
+    """:func:`watch_tables` of a chain's graph ``G`` before an effect holds (a probed
+    iteration: what it shows counts once the probes agree on a chain growing ``G``)."""
+    if graph is None or getattr(graph, "server", None) is None:
+        return None
+    nodes = graph.server.memory_management.nodes_table
+    rows = [(name, table, table.cap, count) for name, table, count in _tables(sim, graph)]
+    for _, table, _, _ in rows:
+        table.high = 0
+    sim.timing.watched = nodes
+    return rows, (sim.timing.swept, nodes.nbytes, sim._next_id,
+                  _settled_state(graph.server.memory_management))
+
+
+def _settled_state(memory):
+    """What :func:`_settle_pattern` reads of ``memory``'s index of settled nodes (None:
+    no index)."""
+    settled = memory.settled
+    if settled is None or type(memory.nodes) is not dict:
+        return None
+    return (list(settled.outside), set(settled.tops), len(settled.ids),
+            frozenset(settled.filtered), len(memory.nodes))
+
+
+def _settle_pattern(state, first_id, effect):
+    """``(tops, filtered)`` where ``G``'s index of settled nodes (``state``:
+    :func:`_settled_state`) holds every node but the members of the iteration whose
+    first id is ``first_id``, which are its outside nodes in the order they were
+    registered, its tops given relative to ``first_id`` (within one iteration of it);
+    None otherwise."""
+    if state is None:
+        return None
+    outside, tops, settled, filtered, nodes = state
+    ids = [first_id + m.offset for m in effect.members]
+    stride = effect.stride
+    if outside != ids or settled + len(ids) != nodes:
+        return None
+    rel = tuple(sorted(t - first_id for t in tops))
+    if any(not -stride <= r < stride for r in rel):
+        return None
+    return rel, filtered
 
 
 def note_tables(sim, effect, before) -> None:
     """After an exact iteration run while ``effect`` holds (``before``:
-    :func:`watch_tables` from before it): each of ``G``'s tables that did not grow held
-    every count the iteration reached, so the iteration's highest count above its first
-    is at most the room the table had (``cap - count``); one that grew reached more than
-    that room. The iterations repeat, so those bounds, and the count's growth, hold for
-    every later one (:func:`_room`, :func:`_crossings`); a table whose growth differed
-    from one iteration to another is not read again. Per table ``[growth, most, least,
-    whether each growth was one doubling]`` (None: not seen yet)."""
+    :func:`watch_tables` from before it): how high each of ``G``'s tables' count rose
+    above its first in the iteration (:attr:`~sim.platform.hashbrown.RawTable.high`,
+    checked against whether the table grew: a table that did not grow held every count
+    the iteration reached). The iterations repeat, so that rise, and the count's growth,
+    hold for every later one (:func:`_room`, :func:`_crossings`); a table whose growth
+    or rise differed from one iteration to another is not read again. Per table
+    ``[growth, most, least, whether each growth was one doubling]``, the most and least
+    rise being the one seen (None: not seen yet)."""
     if before is None:
         return
+    before, mark = before
+    sim.timing.watched = None
     room = dict(effect.room or {})
     after = {name: (table, count) for name, table, count in _tables(sim, effect.graph)}
+    _note_sweep(sim, effect, before, mark[:2], room)
+    _note_settled(sim, effect, mark[2], mark[3])
     for name, table, cap, count in before:
         now = after.get(name)
         known = room.get(name)
@@ -969,19 +1026,116 @@ def note_tables(sim, effect, before) -> None:
             room[name] = False
             continue
         most, least, doubles = (None, None, True) if known is None else known[1:]
-        if table.cap == cap:
-            most = cap - count if most is None else min(most, cap - count)
-        else:
-            least = cap - count + 1 if least is None else max(least, cap - count + 1)
+        # the count at its highest (RawTable.high, set to 0 by watch_graph): both bounds
+        rise = table.high - count
+        if (table.cap == cap) != (rise <= cap - count):
+            # grown otherwise than by its highest count (dropped and made again)
+            room[name] = False
+            continue
+        if (most is not None and most != rise) or (least is not None and least != rise):
+            room[name] = False       # the iterations rise differently: not read again
+            continue
+        most = least = rise
+        if table.cap != cap:
             doubles = doubles and table.cap == capacity_of(buckets_for(cap + 1))
         room[name] = (now[1] - count, most, least, doubles)
     effect.room = room
 
 
+def _note_settled(sim, effect, next_id, state) -> None:
+    """:func:`note_tables` of ``G``'s index of settled nodes: the iteration found it and
+    left it as :func:`_settle_pattern` describes, the same relative to the iteration
+    before and to itself (``next_id``, ``state``: the first id and the index before the
+    iteration), so each skipped iteration settles the members of the one before as
+    exact mode's backward does (:func:`_settle_batch`)."""
+    if effect.settles is False:
+        return
+    stride = effect.stride
+    before = _settle_pattern(state, next_id - stride, effect)
+    after = _settle_pattern(_settled_state(effect.graph.server.memory_management),
+                            sim._next_id - stride, effect)
+    if before is None or before != after or (
+            effect.settles is not None and effect.settles != after):
+        effect.settles = False
+        return
+    effect.settles = after
+
+
+def _settle_batch(memory, effect, last, count, before) -> None:
+    """``G``'s index of settled nodes after ``count`` skipped iterations, as their
+    backwards leave it (:attr:`ChainEffect.settles`; ``before``: the index's state at the
+    batch's start, which had the pattern relative to ``last``, the first id of the last
+    exact iteration): every member settled but the newest iteration's, which are its
+    outside nodes, and its tops moved on by the batch's ids. The next exact backward then
+    walks only the newest iteration's members, as after an exact iteration."""
+    settled = memory.settled
+    newest = last + count * effect.stride
+    keep = [newest + m.offset for m in effect.members]
+    if settled is None or len(settled.outside) != (count + 1) * len(keep):
+        raise AssertionError("chain fast-forward: G's index of settled nodes changed in "
+                             "a batch")
+    kept = set(keep)
+    outside = settled.outside
+    settled.ids.update(k for k in outside if k not in kept)
+    settled.outside = {k: None for k in outside if k in kept}
+    settled.tops = {newest + r for r in effect.settles[0]}
+    if list(settled.outside) != keep:
+        raise AssertionError("chain fast-forward: the newest members registered in "
+                             "another order")
+
+
+def _note_sweep(sim, effect, before, mark, room) -> None:
+    """:func:`note_tables` of where ``G``'s ``nodes`` table grew against the iteration's one
+    sweep (``mark``: the sweeps charged and the table's bytes before the iteration): the
+    sweep read the table's old size where the iteration's highest count before it
+    stayed within the room the table had, the new one where it passed it. Bounds on
+    that count above the iteration's first, as for the whole iteration:
+    ``room["nodes_pre"] = (most, least)`` (False: not one sweep reading ``G``)."""
+    known = room.get("nodes_pre")
+    if known is False:
+        return
+    swept, nbytes = mark
+    timing = sim.timing
+    high = timing.watched_high
+    memory = effect.graph.server.memory_management
+    at_sweep = [rec[4] for rec in timing.last_sweep_sets
+                if rec[0] == 0 and rec[5] == id(memory)]
+    row = [(cap, count) for name, _, cap, count in before if name == "nodes"]
+    if timing.swept != swept + 1 or len(at_sweep) != 1 or not row or not nbytes:
+        room["nodes_pre"] = False
+        return
+    cap, count = row[0]
+    # the table's count at its highest before the sweep (RawTable.high)
+    rise = high - count
+    most, least = known or (None, None)
+    if (at_sweep[0] == nbytes) != (rise <= cap - count):
+        # grown otherwise than by its highest count (dropped and made again): not read
+        room["nodes_pre"] = False
+        return
+    if (most is not None and most != rise) or (least is not None and least != rise):
+        room["nodes_pre"] = False
+        return
+    room["nodes_pre"] = (rise, rise)
+
+
 #: ``G``'s tables a batch may grow in a skipped iteration (:func:`_crossings`): only heap
 #: blocks change (the time model reads none of them; the ``nodes`` table's size is a term
-#: of every sweep, the ``leaves`` table's of every backward's passes)
+#: of every sweep, the ``leaves`` table's of every backward's passes); the ``nodes``
+#: table too where the iteration has one sweep and where the table grows against it is
+#: known (:func:`_crossed`)
 CROSSED = ("steps", "actions", "statuses", "keys")
+
+
+def _crossed(effect) -> tuple:
+    """The tables of ``G`` a batch of ``effect`` may grow: :data:`CROSSED`, and ``nodes``
+    where the iteration's one sweep reads ``G`` and the exact iterations bounded the
+    count the table reaches before it (:func:`_note_sweep`; the batch's sweeps then read
+    the size it has then, :func:`apply_chain`)."""
+    pre = (effect.room or {}).get("nodes_pre")
+    if (len(effect.sweeps) == 1 and effect.sweeps[0].referenced
+            and G_KEY in effect.sweeps[0].sets and pre and pre != (None, None)):
+        return CROSSED + ("nodes",)
+    return CROSSED
 
 
 def _heap_growth(effect):
@@ -1022,14 +1176,15 @@ def _crossings(sim, effect, count):
     both orders' (the batch ends before a growth too close to its end)."""
     room = effect.room or {}
     growth = _heap_growth(effect)
+    crossed = _crossed(effect)
     tables = [(name, table, c) for name, table, c in _tables(sim, effect.graph)
-              if name in CROSSED]
+              if name in crossed]
     if growth is None or not tables or deferrable(sim, effect, effect.graph):
         return None
     # the margins of chain_horizon keep them from growing in the first iterations
     at, safe = effect.margins or (None, 0)
     safe = safe if at == sim._next_id else 0
-    limit, grows = count, {}
+    limit, grows, before_sweep = count, {}, {}
     for name, table, c in tables:
         known = room.get(name)
         if not known or known[1] is None or not known[3]:
@@ -1052,6 +1207,16 @@ def _crossings(sim, effect, count):
             if start + least <= cap or start + most > capacity_of(doubled):
                 limit = i - 1       # open, or more than one doubling
                 break
+            if name == "nodes":
+                # which size the iteration's sweep reads: open ends the batch
+                most_pre, least_pre = room["nodes_pre"]
+                if most_pre is not None and start + most_pre <= cap:
+                    before_sweep[i] = False
+                elif least_pre is not None and start + least_pre > cap:
+                    before_sweep[i] = True
+                else:
+                    limit = i - 1
+                    break
             grows.setdefault(i, []).append((name, table, table.layout.block_bytes(buckets),
                                             table.layout.block_bytes(doubled)))
             cap, buckets = capacity_of(doubled), doubled
@@ -1077,7 +1242,8 @@ def _crossings(sim, effect, count):
                 or any(zones[z] < 0 for z in new)):
             limit = i - 1
             break
-    return limit, {i: [grow[:2] for grow in v] for i, v in grows.items() if i <= limit}
+    return (limit, {i: [grow[:2] for grow in v] for i, v in grows.items() if i <= limit},
+            before_sweep)
 
 
 def _grown_caps(sim, effect, grows) -> list:
@@ -1085,8 +1251,9 @@ def _grown_caps(sim, effect, grows) -> list:
     ``grows`` says (:func:`_crossings`), once each time."""
     times = Counter(id(table) for tables in grows.values() for _, table in tables)
     out = []
+    crossed = _crossed(effect)
     for name, table, _ in _tables(sim, effect.graph):
-        if name in CROSSED:
+        if name in crossed:
             cap = table.cap
             for _ in range(times[id(table)]):
                 cap = capacity_of(buckets_for(cap + 1))
@@ -1182,12 +1349,20 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     deferred = replayed and deferrable(sim, effect, graph)
     # G's tables that grow in the batch, and where (none where _crossings cannot tell)
     cross = _crossings(sim, effect, count)
-    grows = {}
+    grows, before_sweep = {}, {}
     if cross is not None:
-        count, grows = cross
+        count, grows, before_sweep = cross
         if count <= 0:
             return 0
     expected = _grown_caps(sim, effect, grows)
+    # G's settled nodes as an exact iteration leaves them: the batch settles its members
+    settles = (effect.settles and not deferred
+               and _settle_pattern(_settled_state(memory), last, effect) == effect.settles)
+    # the batch's sweeps, each iteration's in the template's order
+    first_j = (last + stride - effect.first_id) // stride
+    sizes = _nodes_sizes(memory.nodes_table, grows, before_sweep, count)
+    sweeps = list(zip(*[_sweeps_ns(sim, template, first_j, count, sizes)
+                        for template in effect.sweeps])) or [()] * count
     built_count = count
     if deferred:
         built_count = 0 if effect.checked else 1
@@ -1197,8 +1372,9 @@ def apply_chain(sim, effect, count, replay=None) -> int:
         for _, table in grows.get(i, ()):
             table.grow_to(table.cap + 1)       # a new block, the old one freed
             sim.chain_grown += 1
-        for template in effect.sweeps:
-            _sweep(sim, template, j, graph)
+        for ns in sweeps[i - 1]:
+            timing.cleanup_ns += ns
+            sim.charge(ns)
         for template in effect.passes:
             timing.free_unavailable(template.visited + j * template.d_visited,
                                     template.pop_groups)
@@ -1253,6 +1429,8 @@ def apply_chain(sim, effect, count, replay=None) -> int:
                  if last + m.offset in server.steps]
         _swap_tips(server, memory, [(tip_nodes[o], prev[o]) for o in effect.tip_offsets],
                    near)
+    if settles:
+        _settle_batch(memory, effect, last, count, settles)
     sim._next_id += stride * count
     sim.registered += effect.registered * count
     sim.backwards += effect.backwards * count
@@ -1289,30 +1467,65 @@ def _rotating_ok(sim, effect, last) -> bool:
     return True
 
 
-def _sweep(sim, template, j, graph) -> None:
-    """Charge one sweep of the iteration ``j`` iterations after the probed one: the
-    template's counts advanced by ``j`` times their change per iteration, ``G``'s record
-    and scan at its passes and nodes then, its ``nodes`` table as it is now."""
+def _nodes_sizes(table, grows, before_sweep, count):
+    """The bytes of ``G``'s ``nodes`` table (``table``) each of the batch's ``count``
+    iterations' sweep reads: its size now, and after each growth the batch makes
+    (``grows``, by iteration) from that iteration's sweep where it came before it
+    (``before_sweep``), else from the next one's (:func:`_crossings`)."""
+    layout = table.layout
+    buckets = table.buckets
+    size = layout.block_bytes(buckets) if buckets else 0
+    changes = sorted(i for i, tables in grows.items()
+                     if any(t is table for _, t in tables))
+    if not changes:
+        return size
+    sizes = np.empty(count, dtype=np.int64)
+    at = 0
+    for i in changes:
+        switch = i - 1 if before_sweep[i] else i     # index of the first sweep after it
+        sizes[at:switch] = size
+        at = switch
+        buckets = buckets_for(capacity_of(buckets) + 1)
+        size = layout.block_bytes(buckets)
+    sizes[at:] = size
+    return sizes
+
+
+def _sweeps_ns(sim, template, first, count, table_bytes) -> list:
+    """ns of the sweeps of ``count`` iterations, the first ``first`` iterations after the
+    probed one: the template's counts advanced by ``j`` times their change per iteration,
+    ``G``'s record and scan at its passes and nodes then, its ``nodes`` table's bytes
+    ``table_bytes`` (one number, or one per iteration: :func:`_nodes_sizes`). All at once
+    (:meth:`~sim.platform.timing.Timing.sweep_ns_many`, each equal to the one sweep's
+    :meth:`~sim.platform.timing.Timing.sweep_ns`), or one by one where the model reads
+    the data TLB."""
     timing = sim.timing
     d_entries, d_visits, d_passes, d_nodes = template.deltas
-    entries = template.entries + j * d_entries
-    visits = template.visits + j * d_visits
+    js = np.arange(first, first + count, dtype=np.int64)
+    entries = template.entries + js * d_entries
+    visits = template.visits + js * d_visits
     sets, parts = template.sets, template.parts
     if template.referenced:
-        passes = template.passes + j * d_passes
-        n = template.nodes + j * d_nodes
+        passes = template.passes + js * d_passes
+        n = template.nodes + js * d_nodes
         r = template.referenced
-        table = graph.server.memory_management.nodes_table
-        table_bytes = table.layout.block_bytes(table.buckets) if table.buckets else 0
         g_set = (0, passes, n, r, table_bytes, G_KEY, 1, template.spacing)
         sets = [g_set if x == G_KEY else x for x in sets]
-        parts = [(G_KEY, passes * _scan_length(n, r)) if x == G_KEY else x for x in parts]
+        # passes * _scan_length(n, r), r > 0
+        parts = [(G_KEY, passes * ((n + 1) / (r + 1))) if x == G_KEY else x for x in parts]
     scanned = 0.0
     for _, value in parts:
-        scanned += value
-    ns = timing.sweep_ns(entries, visits, scanned, template.freed, list(sets))
-    timing.cleanup_ns += ns
-    sim.charge(ns)
+        scanned = scanned + value
+    scanned = np.broadcast_to(np.asarray(scanned, dtype=float), (count,))
+    out = timing.sweep_ns_many(entries, visits, scanned, template.freed, list(sets))
+    if out is not None:
+        return out
+    out = []
+    for i in range(count):
+        one = [tuple(f[i].item() if isinstance(f, np.ndarray) else f for f in x) for x in sets]
+        out.append(timing.sweep_ns(int(entries[i]), int(visits[i]), float(scanned[i]),
+                                   template.freed, one))
+    return out
 
 
 _NODE_FIELDS = ("id", "parents", "order", "requirement", "memory_bound", "retro", "_nbytes",

@@ -50,7 +50,7 @@ from ...burn.graph.node import Node, NodeRefCount
 from ...burn.ops import _Retro
 from ...burn.graph.step import Step
 from ...platform.l2_cache import Chunk
-from ...platform.heap import Heap
+from ...platform.heap import CLOSED, Heap
 from ...burn.graph.runs import MemberRuns, RunEntries
 from .seams import indexes_nodes
 from .replay import replay_tree_ops
@@ -235,7 +235,10 @@ def build_replayed(sim, effect, graph, start, prev, via_offset, built, replay, c
     handles = replay_on_arena(sim, effect, start) if arena else replay(sim, effect, 0)
     heap.allocs += effect.allocs
     _Counting.counts = Counter()
-    heap.tap = _handing(effect, handles) if arena else _COUNTING
+    # once the builder's blocks are checked against the iteration's, a plain heap tap
+    # that drops them (the replay placed them) instead of counting them
+    heap.tap = (_handing(effect, handles) if arena
+                else _COUNTING if not effect.checked else CLOSED)
     try:
         buffers = [k[1] if type(k) is tuple else _buffer(k, b, handles)
                    for k, b in zip(effect.kept, effect.backends)]

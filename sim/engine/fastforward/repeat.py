@@ -115,7 +115,7 @@ from ...burn.graph.runs import (NodeRun, dead_graph_handles, graph_blocks, graph
                                 node_blocks, node_handles, tree_counts, unexplained_blocks)
 from ...burn.runtime.graph import Graph, SingleNodeGraph
 from .chainrun import (LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon,
-                       note_tables, table_sizes, watch_tables)
+                       note_tables, table_sizes, watch_graph, watch_tables)
 from .leakrun import apply_leak, l2_contents, l2_signature, leak_effect
 from . import seams
 from .tape import ArenaTape
@@ -953,6 +953,12 @@ def _horizon(sim, effect):
     policy's own state aside: :func:`sim.engine.fastforward.seams.horizon`)."""
     limit = float("inf")
     if effect.shape == "chain":
+        if (effect.trace is not None and effect.arena is None and effect.plan is None
+                and sim.allocator.bulk_exact()):
+            # the replay plan, which the batch's table crossings read, before the first
+            # replay makes it
+            faults = sim.heap.allocator.fault is not None
+            effect.plan = (faults, _drift_plan(sim.heap, effect, faults))
         return min(limit, chain_horizon(sim, effect))
     if effect.node_order and not sim.allocator.bulk_exact():
         if effect.template is None:
@@ -1487,14 +1493,23 @@ def _repeat(sim, n, body) -> bool:
             snap.earlier = earlier
             earlier = ((snap.allocator,) + earlier)[:MAX_PERIOD - 1]
             sim.loop_index = done
+            watched = watch_graph(sim, chained)
             measured, record = _probe(sim, body, snap,
                                       replay and sim.client.locator is not None,
                                       effects[-1] if effects else None, record, tape,
                                       floor, chained or _largest_graph(sim))
             done += 1
-            effects.append(measured)
             if measured is not None and measured.shape == "chain":
+                if watched is not None and measured.graph is chained:
+                    # a probed iteration shows the tables' room as an exact one run while
+                    # the effect holds does (note_tables), for probes that agree
+                    before = effects[-1] if effects else None
+                    if before is not None and _key(before) == _key(measured):
+                        measured.room = before.room
+                    note_tables(sim, measured, watched)
                 chained = measured.graph
+            sim.timing.watched = None
+            effects.append(measured)
             last = effects[-AGREE:]
             if (len(last) == AGREE and last[0] is not None
                     and all(e is not None and _key(e) == _key(last[0]) for e in last)):
