@@ -40,6 +40,15 @@ fresh process per variant:
                 on a [1, 4] input (``d4``: the step's bookkeeping) and d = 128 on [32, 128]
                 (``d128``); ``train_warm`` steps untimed, then the median of ``train_reps``
                 blocks of ``train_steps`` (``ms_per_step``, x = d)
+``rehash``      a hash table's doubling, per item it moves: burn's five graph tables
+                (``steps``, ``actions``, ``nodes``, ``leaves``, the locator's ``keys``), each
+                filled to capacity at 256, 2,048 and 16,384 buckets, then one insert into it
+                (it doubles) against the same insert into a twin made with room;
+                ``ns_per_op`` = (grow - twin) / items moved, median of ``rehash_reps`` reps
+                after 3 untimed, per table and their mean (``all``). The probe sets glibc's
+                mmap and trim thresholds so that the timed inserts fault no page (its note
+                counts 0 minor faults); the replica leaves out the fault time its allocator
+                charges between the two clocks' reads, as the probe's mallopt does
 
 The probe reports first-gemm's and param-init's rows as medians over 9 fresh processes
 (a first call happens once per process); the simulation is one process.
@@ -59,20 +68,29 @@ X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows",
                               "plain": "iterations", "release-minus-plain": "iterations",
                               "read-minus-drop": "iterations",
                               "autodiff-read-minus-drop": "iterations",
-                              "d4": "features", "d128": "features"}}
+                              "d4": "features", "d128": "features",
+                              **dict.fromkeys(("steps", "actions", "nodes", "leaves", "keys",
+                                               "all"), "buckets")}}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = ("page-fault", "text-fault", "first-gemm", "param-init", "sweep-free", "merge",
-            "release", "read-scalar", "train-step")
+            "release", "read-scalar", "train-step", "rehash")
 PARAMS = {"reps": 5, "calls": 5, "nodes": "100,300,1000,3000,10000", "merge_ops": 250,
           "merge_reps": 41, "release_ops": 250, "release_reps": 41,
-          "train_warm": 20, "train_steps": 50, "train_reps": 11}
+          "train_warm": 20, "train_steps": 50, "train_reps": 11, "rehash_reps": 21}
 #: the probe's loops are the same under `--quick` (about two seconds), but a quick
 #: comparison (and `sim host-profile`'s fit) simulates sweep-free up to N = 3,000 only:
 #: N = 10,000 comes last in its process, so the others do not change, and it takes
 #: minutes to simulate; its quick rows stay unpredicted
 QUICK = {"nodes": "100,300,1000,3000"}
 POSITIVE = ("reps", "calls", "merge_ops", "merge_reps", "release_ops", "release_reps",
-            "train_warm", "train_steps", "train_reps")
+            "train_warm", "train_steps", "train_reps", "rehash_reps")
+
+#: rehash: buckets of the full table before its doubling, untimed reps first, and burn's
+#: five graph tables (the simulation's table factory methods)
+REHASH_BUCKETS = (256, 2048, 16384)
+REHASH_WARM = 3
+REHASH_TABLES = (("steps", "steps"), ("actions", "actions_builder"), ("nodes", "nodes"),
+                 ("leaves", "leaves"), ("keys", "key_set"))
 
 #: bytes of page-fault's block and the page it writes one byte of
 FAULT_BYTES = 16 << 20
@@ -90,7 +108,7 @@ def median(values):
 
 
 def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, release_reps,
-        train_warm, train_steps, train_reps):
+        train_warm, train_steps, train_reps, rehash_reps):
     if variant == "page-fault":
         heap = sim.heap
         per_page = []
@@ -123,6 +141,8 @@ def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, re
         yield from _read_scalar(sim, release_ops, release_reps)
     elif variant == "train-step":
         yield from _train_step(sim, train_warm, train_steps, train_reps)
+    elif variant == "rehash":
+        yield from _rehash(sim, rehash_reps)
     else:
         raise ValueError(variant)
 
@@ -289,3 +309,30 @@ def _train_step(sim, train_warm, train_steps, train_reps):
         sim.record(d, "features", "ms_per_step", round(median(blocks), 6), phase=f"d{d}")
         yield sim.tick()
         del model, x, optim
+
+
+def _rehash(sim, rehash_reps):
+    from sim.platform.hashbrown import capacity_of
+    for buckets in REHASH_BUCKETS:
+        cap = capacity_of(buckets)
+        medians = []
+        for phase, make in REHASH_TABLES:
+            per_item = []
+            for rep in range(REHASH_WARM + rehash_reps):
+                full, twin = getattr(sim.tables, make)(), getattr(sim.tables, make)()
+                twin.reserve(0, cap + 1)
+                full.grow_to(cap)
+                times = []
+                for table in (full, twin):
+                    start, faults = sim.now_ns, sim.fault_ps
+                    table.fit(cap + 1)
+                    times.append(sim.now_ns - start - (sim.fault_ps - faults) / 1000)
+                if rep >= REHASH_WARM:
+                    per_item.append((times[0] - times[1]) / cap)
+                full.drop()
+                twin.drop()
+            medians.append(median(per_item))
+            sim.record(buckets, "buckets", "ns_per_op", round(medians[-1], 3), phase=phase)
+        sim.record(buckets, "buckets", "ns_per_op", round(sum(medians) / len(medians), 3),
+                   phase="all")
+        yield sim.tick()

@@ -78,6 +78,10 @@ FIT_PLAN = (
     (("time.page_fault_ns", [f"{_MECH}/page-fault/first-touch/4096/ns_per_op"]),),
     # text read faults: the probe's executable mapped and read, one fault per 64-KiB window
     (("time.text_fault_ns", [f"{_MECH}/text-fault/fault-around/64/ns_per_op"]),),
+    # a hash table's growth, per item it moves (mechanism-cost rehash: burn's five graph
+    # tables, one doubling insert against a twin's insert with room, no page fault; the
+    # mean of the five at 256 and 2,048 buckets, where the tables fit in the L2)
+    (("time.rehash_item_ns", [f"{_MECH}/rehash/all/{b}/ns_per_op" for b in (256, 2048)]),),
     # a small op's cost (op-cost, [1,128] tensors), each stage on the points whose cost the
     # earlier stages do not already explain (fitted jointly on all 13, buffer_ns traded
     # against op_overhead_ns and register_ns against operand_node_ns): the op itself, from

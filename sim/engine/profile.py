@@ -155,6 +155,7 @@ SCHEMA = {
         "pop_scan_group_ns": FLOAT,    # PopNodeSet::pop's scan for the first full bucket
         "process_warmup_ns": FLOAT,
         "page_fault_ns": FLOAT,        # per page (platform page size) made resident
+        "rehash_item_ns": FLOAT,       # per item a hash table's growth moves (rehashed, copied)
         "text_fault_ns": FLOAT,        # per 64-KiB fault-around window of text made resident
         "sysfs_read_ns": FLOAT,        # per sysfs directory listed or file read (gemm's cache info)
         "autodiff_clone_ns": FLOAT,    # per autodiff handle cloned: node + ref-count Arcs

@@ -306,6 +306,11 @@ class Simulation:
             # of the process (every simulation with page faults did, before 2026-12-06)
             fault = self.allocator.fault = _weak_method(self.page_fault)
             self.touched.fault = fault
+        # a hash table's growth: rehash_item_ns per item it moves into the new block
+        # (sim.platform.hashbrown.RawTable._resize), charged where the table grows
+        self._rehash_ps_per_item = 1000.0 * float(profile.time.get("rehash_item_ns", 0.0))
+        if self._rehash_ps_per_item:
+            self.heap.rehash = _weak_method(self.rehash)
         # text faults: a code path's first run maps its resident text one fault-around window
         # at a time, text_fault_ns per window (TouchedPages.text_fault)
         self.text_fault_bytes = 0
@@ -444,6 +449,15 @@ class Simulation:
             self.fault_ps = total
             self.current.pending_ps += ps
             self.work_ps += ps
+
+    def rehash(self, items) -> None:
+        """A hash table grew and moved ``items`` items into its new block (each key hashed
+        again, its slot found and copied): ``rehash_item_ns`` each, as bookkeeping."""
+        ns = items * self._rehash_ps_per_item / 1000
+        self.timing.bookkeeping_ns += ns
+        ps = round(items * self._rehash_ps_per_item)
+        self.current.pending_ps += ps
+        self.work_ps += ps
 
     def text_fault(self, nbytes) -> None:
         """``nbytes`` of the binary's text become resident (a code path's first run):

@@ -16,6 +16,12 @@ modelled here are hashbrown 0.15/0.16's (``src/raw/mod.rs``):
   (``find_or_find_insert_slot``), so inserting a key that is already there into a
   full table grows it all the same (:meth:`RawTable.reinsert`).
 
+Time: growing moves every item the table holds into the new block (each key hashed
+again, its slot found, the slot copied: ``RawTableInner::resize``); the heap's
+``rehash`` callback, when set (:meth:`sim.engine.simulation.Simulation.rehash`, a
+profile with ``[time] rehash_item_ns``), is charged the items each growth moves. A
+table grown one insert at a time is full when it grows: it moves its capacity.
+
 Approximation: an erased slot is assumed to become EMPTY (not a tombstone), so
 capacity is freed by removals; hashbrown leaves a tombstone only when the probe
 group around the slot is full, which at these loads is rare.
@@ -125,7 +131,8 @@ class RawTable:
                     self.block = block
                 self.buckets, self.cap = 4, 3
                 return
-            self._resize(max(items, self.cap + 1))
+            # one insert into a full table (at most ``cap`` items were there before it)
+            self._resize(max(items, self.cap + 1), min(items - 1, self.cap))
 
     def took_first(self, block) -> None:
         """The state :meth:`fit` leaves after the first insert into this empty table, whose
@@ -142,28 +149,34 @@ class RawTable:
         if items + 1 > self.high:
             self.high = items + 1
         if items >= self.cap:
-            self._resize(max(items + 1, self.cap + 1))
+            self._resize(max(items + 1, self.cap + 1), items)
 
     def grow_to(self, items: int) -> None:
         """Grow as ``items`` one-by-one inserts into this table would."""
         if items > self.high:
             self.high = items
         while items > self.cap:
-            self._resize(self.cap + 1)
+            self._resize(self.cap + 1, self.cap)
 
     def reserve(self, items: int, additional: int) -> None:
         """hashbrown ``reserve(additional)`` on a table currently holding ``items``."""
         if items + additional > self.high:
             self.high = items + additional
         if additional > self.cap - items:
-            self._resize(max(items + additional, self.cap + 1))
+            self._resize(max(items + additional, self.cap + 1), items)
 
-    def _resize(self, capacity: int) -> None:
+    def _resize(self, capacity: int, moved: int = 0) -> None:
+        """Grow to hold ``capacity`` items: the new block, ``moved`` items rehashed into it
+        (charged to the heap's ``rehash`` callback), the old block freed."""
         buckets = buckets_for(capacity)
         old = self.nbytes
         nbytes = self.nbytes = self.layout.block_bytes(buckets)
         block = self.heap.alloc(nbytes)
         if old:
+            if moved:
+                rehash = getattr(self.heap, "rehash", None)
+                if rehash is not None:
+                    rehash(moved)
             self.heap.free(old, self.block)
         if self.named:
             self.block = block

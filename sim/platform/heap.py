@@ -39,7 +39,7 @@ class Heap:
     """
 
     __slots__ = ("live_bytes", "live_blocks", "peak_bytes", "allocs", "allocator", "_small",
-                 "_live", "_high", "_mark", "_arena", "large_bytes", "tap")
+                 "_live", "_high", "_mark", "_arena", "large_bytes", "tap", "rehash")
 
     #: B from which a block counts in :attr:`large_bytes`: glibc's default mmap threshold,
     #: below which a request is always carved among the arena's other small chunks
@@ -64,6 +64,9 @@ class Heap:
         #: a :class:`HeapTap` that sees every event instead of the heap (fast-forward's
         #: recorder, a closed heap), or None: the heap does each event itself
         self.tap = None
+        #: called with the items a hash table's growth moves (:mod:`sim.platform.hashbrown`),
+        #: or None: the rehash costs no time (set by the simulation from ``rehash_item_ns``)
+        self.rehash = None
 
     def untapped(self, event, *args):
         """``event(*args)`` (one of this heap's methods) done by the heap itself, as if no
@@ -315,6 +318,11 @@ class ExcludedHeap:
 
     def __init__(self, heap):
         self.heap = heap
+
+    @property
+    def rehash(self):
+        """The heap's :attr:`Heap.rehash`: a table grown uncounted still moves its items."""
+        return self.heap.rehash
 
     def _uncounted(self, call, *args):
         heap = self.heap

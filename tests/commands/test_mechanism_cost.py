@@ -27,6 +27,19 @@ def test_the_page_fault_probe_costs_page_fault_ns_per_page():
     assert rows[("first-touch", 4096.0)] == pytest.approx(1000.0, rel=1e-3)
 
 
+def test_the_rehash_probe_costs_rehash_item_ns_per_item_moved():
+    """A doubling insert against a twin's insert with room: rehash_item_ns per item moved,
+    at every size and for every table (the page faults of the new block left out, as the
+    probe's mallopt keeps its blocks resident); nothing without it."""
+    base = load_profile("amd-epyc-zen4")
+    zero = _rows("rehash", _with(base, {"time.rehash_item_ns": 0.0}), rehash_reps=1)
+    rows = _rows("rehash", _with(base, {"time.rehash_item_ns": 12.5}), rehash_reps=1)
+    assert set(zero.values()) == {0}
+    assert len(rows) == 18
+    for key, value in rows.items():
+        assert value == pytest.approx(12.5, abs=1e-3), key
+
+
 def test_a_random_fill_costs_random_element_ns_per_element():
     base = load_profile("linux-x86_64")
     slow = _with(base, {"backend.flex.random_element_ns": 5.0})

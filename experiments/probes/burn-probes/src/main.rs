@@ -15,6 +15,7 @@ mod mech;
 mod mlp;
 mod opcost;
 mod pit;
+mod rehash;
 mod script;
 mod sizeof;
 mod trace;

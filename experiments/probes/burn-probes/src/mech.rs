@@ -73,6 +73,10 @@
 //!   forwards read back), its report's reads (`report`: statm, the heap counters, a
 //!   formatted string) or both (`both`). Prints each step's us, the time between, and per
 //!   step the thread's involuntary context switches and minor faults (getrusage).
+//! - `rehash`: what a hash table's doubling costs per item it moves, on stand-ins of
+//!   burn-autodiff's five graph tables (src/rehash.rs).
+//! - `heap-refault` (diagnostic, not run by `all`): a page the heap's top gave back,
+//!   faulted in again, against a twin whose pages stay resident (src/rehash.rs).
 
 use crate::Opts;
 use burn::prelude::*;
@@ -85,7 +89,7 @@ use crate::adleak::tiny_backward;
 
 const EXPERIMENT: &str = "mechanism-cost";
 pub const VARIANTS: &[&str] = &["page-fault", "text-fault", "first-gemm", "param-init", "sweep-free",
-                                 "merge", "release", "read-scalar", "train-step"];
+                                 "merge", "release", "read-scalar", "train-step", "rehash"];
 const GEMM_CALLS: usize = 15;
 const TRAIN_WARM: usize = 20;
 const TRAIN_STEPS: usize = 50;
@@ -132,6 +136,8 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         "train-step" => train_step(sink),
         "gemm-shape" => gemm_shape(sink),
         "tv-timeline" => tv_timeline(),
+        "rehash" => crate::rehash::rehash(sink),
+        "heap-refault" => crate::rehash::heap_refault(sink),
         other => panic!("unknown variant {other}"),
     }
 }
@@ -566,6 +572,11 @@ fn tv_timeline() {
     let line: Vec<String> = between.iter().map(|v| format!("{v:.0}")).collect();
     eprintln!("TV {mode} between {}", line.join(" "));
     eprintln!("TV {mode} nivcsw/minflt {}", csw.join(" "));
+}
+
+/// The thread's minor page faults so far (getrusage).
+pub fn minor_faults() -> i64 {
+    thread_rusage()[8]
 }
 
 /// getrusage(RUSAGE_THREAD) as 18 longs (utime, stime as two each, then maxrss ..
