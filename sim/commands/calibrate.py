@@ -35,6 +35,7 @@ import os
 import re
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 from ..analysis.compare import cells_for, join, point_id, quick_params
@@ -349,14 +350,8 @@ def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
     on. The rest of the profile,
     its header and its ``[calibration]`` record stay as they are. Returns the values."""
     from ..analysis.tlb import MIN_FILL, read_tlb_dir, read_tlbr_dir
-    import tomllib
 
-    profile = load_profile(base) if not isinstance(base, Profile) else base
-    base_text = _base_text(profile)
-    if not base_text:
-        raise UserError(f"--profile {base}: cannot read its file")
-    if out is not None:
-        check_out(out, profile.path, force)
+    profile, base_text = _measured_base(base, out, force)
     tlb = read_tlb_dir(tlb_dir)
     values = {"entries": tlb["entries"], "ways": tlb["ways"], "ns": round(tlb["ns"], 3)}
     where = [f"# {_relative(tlb['stderr'])},", f"# {_relative(tlb['csv'])}"]
@@ -390,20 +385,46 @@ def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
         "reads": curve_note,
     }
     lines = base_text.rstrip("\n").split("\n")
-    for section, key, field in TLB_KEYS:
+    _set_keys(lines, TLB_KEYS, values, notes, keep_shared=False)
+    return _write_measured(profile, lines, TLB_KEYS, values, tlb["host"], out, echo)
+
+
+def _measured_base(base, out, force):
+    """The profile ``base`` (a name, path or :class:`Profile`) that a measured value is
+    written into, and its file's text; ``out`` checked first."""
+    profile = load_profile(base) if not isinstance(base, Profile) else base
+    base_text = _base_text(profile)
+    if not base_text:
+        raise UserError(f"--profile {base}: cannot read its file")
+    if out is not None:
+        check_out(out, profile.path, force)
+    return profile, base_text
+
+
+def _set_keys(lines, keys, values, notes, keep_shared) -> None:
+    """Set each ``(section, key, field)`` of ``keys`` to ``values[field]`` in a profile's
+    ``lines``, its comment block replaced by ``notes[field]`` where there is one (and, with
+    ``keep_shared``, where the block is not shared with other keys)."""
+    for section, key, field in keys:
         i = _find_key(lines, section, key)
         if i is None:
             raise UserError(f"cannot find {section}.{key} in the base profile text")
-        start, stop, _ = _comment_block(lines, i)
+        start, stop, shared = _comment_block(lines, i)
         lines[i] = f"{key} = {_toml_value(values[field])}"
-        if field in notes:
+        if field in notes and not (keep_shared and shared):
             lines[start:stop] = notes[field]
+
+
+def _write_measured(profile, lines, keys, values, host, out, echo):
+    """Validate the profile ``lines`` make, show each of ``keys``' old and new value and the
+    host they were measured on, and write the profile to ``out`` (nothing written without
+    it). Returns ``values``."""
     text = "\n".join(lines) + "\n"
     validate(tomllib.loads(text), out or profile.path)
-    for section, key, field in TLB_KEYS:
+    for section, key, field in keys:
         echo(f"{section}.{key:<22} {_shown_value(profile, f'{section}.{key}')} -> "
              f"{values[field]}")
-    echo(f"host: {tlb['host']}")
+    echo(f"host: {host}")
     if out is None:
         echo("\nnot written (no --out): give --out FILE.toml to save the profile")
         return values
@@ -427,14 +448,8 @@ def calibrate_parts(base, parts_path, out=None, force=False, echo=print):
     ``[host]`` table, its source in ``[host.sources]``. The rest of the profile, its header
     and its ``[calibration]`` record stay as they are. Returns the values."""
     from ..analysis.parts import MATVEC, START, read_parts
-    import tomllib
 
-    profile = load_profile(base) if not isinstance(base, Profile) else base
-    base_text = _base_text(profile)
-    if not base_text:
-        raise UserError(f"--profile {base}: cannot read its file")
-    if out is not None:
-        check_out(out, profile.path, force)
+    profile, base_text = _measured_base(base, out, force)
     parts = read_parts(parts_path)
     where = _relative(parts["file"])
     host = parts["host"] or "the host the file was measured on"
@@ -459,14 +474,7 @@ def calibrate_parts(base, parts_path, out=None, force=False, echo=print):
                                   break_on_hyphens=False)
              for field, text in notes.items()}
     lines = base_text.rstrip("\n").split("\n")
-    for section, key, field in PARTS_KEYS:
-        i = _find_key(lines, section, key)
-        if i is None:
-            raise UserError(f"cannot find {section}.{key} in the base profile text")
-        start, stop, shared = _comment_block(lines, i)
-        lines[i] = f"{key} = {_toml_value(parts[field])}"
-        if not shared:
-            lines[start:stop] = notes[field]
+    _set_keys(lines, PARTS_KEYS, parts, notes, keep_shared=True)
     if "host" in profile.data:
         _set_host_source(lines, "process.baseline_rss_bytes",
                          ["measured", f"the train-validate probe's PROBE_PARTS '{START}' RSS, "
@@ -475,18 +483,7 @@ def calibrate_parts(base, parts_path, out=None, force=False, echo=print):
                          ["measured", f"the train-validate probe's PROBE_PARTS text "
                           f"'{MATVEC[1]}' less '{MATVEC[0]}', mean of {len(matvecs)} "
                           f"processes, {where}"])
-    text = "\n".join(lines) + "\n"
-    validate(tomllib.loads(text), out or profile.path)
-    for section, key, field in PARTS_KEYS:
-        echo(f"{section}.{key:<22} {_shown_value(profile, f'{section}.{key}')} -> "
-             f"{parts[field]}")
-    echo(f"host: {host}")
-    if out is None:
-        echo("\nnot written (no --out): give --out FILE.toml to save the profile")
-        return parts
-    atomic_write(out, text)
-    echo(f"\nwrote {out}")
-    return parts
+    return _write_measured(profile, lines, PARTS_KEYS, parts, host, out, echo)
 
 
 def _set_host_source(lines, name, value) -> None:
@@ -877,7 +874,6 @@ def write_profile(base_path, new_profile, values, out, header=(), dropped=(),
             table += [f'"{name}" = ['] + [f'  "{p}",' for p in ids] + ["]"]
         table += [""]
     text = "\n".join(lines) + "\n".join(table)
-    import tomllib
     data = tomllib.loads(text)
     validate(data, out)
     atomic_write(out, text)

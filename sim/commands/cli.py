@@ -344,21 +344,17 @@ def calibrate_cmd(measured_paths, base, params, tlb_dir, parts_path, points, out
     if tlb_dir is not None and parts_path is not None:
         raise UserError("--tlb and --process-parts write measured values of two probes: "
                         "give one of them")
-    if parts_path is not None:
+    for option, given, write, what in (
+            ("--process-parts", parts_path, calibrate_parts, "measured values"),
+            ("--tlb", tlb_dir, calibrate_tlb, "measured TLB values")):
+        if given is None:
+            continue
         if params or measured_paths or points or sets:
-            raise UserError("--process-parts writes measured values without a fit: give it "
-                            "without --fit, --measured, --points and --set")
-        if out is not None:
-            _check_out_file(out)
-        calibrate_parts(base, parts_path, out, force, echo=click.echo)
-        return
-    if tlb_dir is not None:
-        if params or measured_paths or points or sets:
-            raise UserError("--tlb writes measured TLB values without a fit: give it without "
+            raise UserError(f"{option} writes {what} without a fit: give it without "
                             "--fit, --measured, --points and --set")
         if out is not None:
             _check_out_file(out)
-        calibrate_tlb(base, tlb_dir, out, force, echo=click.echo)
+        write(base, given, out, force, echo=click.echo)
         return
     if not measured_paths:
         raise UserError("give --measured CSV|DIR (the points to fit), or --tlb DIR, or "
