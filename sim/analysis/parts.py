@@ -80,6 +80,11 @@ def parts_csv(processes, host="") -> str:
     return out.getvalue()
 
 
+#: the largest RSS or text a parts row may give, KiB (1 TiB): a bound on a process, so a
+#: corrupt value (nan, inf, 1e300) is an error rather than a profile value
+MAX_KIB = 1 << 30
+
+
 def read_parts(path) -> dict:
     """From a parts CSV (a directory: its :data:`PARTS_FILE`): ``start_bytes`` (the mean RSS
     at :data:`START`), ``matvec_bytes`` (the mean resident text the first single-row forward
@@ -96,19 +101,26 @@ def read_parts(path) -> dict:
         raise UserError(f"--process-parts {path}: no such file (the train-validate probe's "
                         f"PROBE_PARTS lines as CSV, `sim host-profile` writes it)")
     starts, order, host = [], {}, ""
-    with open(path, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            try:
-                process = (row["variant"], row["run"])
-                rss, resident = float(row["rss_kib"]), float(row["exe_text_kib"])
-                part = row["part"]
-            except (KeyError, TypeError, ValueError):
-                raise UserError(f"{path}: expected columns variant,run,part,rss_kib,"
-                                f"exe_text_kib") from None
-            host = host or row.get("host") or ""
-            if part == START:
-                starts.append(rss)
-            order.setdefault(process, []).append((part, resident))
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            for line, row in enumerate(csv.DictReader(f), start=2):
+                try:
+                    process = (row["variant"], row["run"])
+                    rss, resident = float(row["rss_kib"]), float(row["exe_text_kib"])
+                    part = row["part"]
+                except (KeyError, TypeError, ValueError):
+                    raise UserError(f"{path}: expected columns variant,run,part,rss_kib,"
+                                    f"exe_text_kib") from None
+                if not all(0 <= v <= MAX_KIB for v in (rss, resident)):
+                    raise UserError(f"{path}:{line}: rss_kib and exe_text_kib must be KiB "
+                                    f"between 0 and {MAX_KIB:,} (a process's RSS), not "
+                                    f"{row['rss_kib']!r} and {row['exe_text_kib']!r}")
+                host = host or row.get("host") or ""
+                if part == START:
+                    starts.append(rss)
+                order.setdefault(process, []).append((part, resident))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise UserError(f"{path}: cannot read it as a parts CSV ({e})") from None
     matvecs = [b[1] - a[1] for parts in order.values() for a, b in zip(parts, parts[1:])
                if (a[0], b[0]) == MATVEC]
     if not starts or not matvecs:

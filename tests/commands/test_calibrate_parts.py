@@ -105,6 +105,7 @@ def test_without_out_nothing_is_written(tmp_path, capsys):
     code, stdout, _ = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--process-parts",
                                str(_parts(tmp_path))], capsys)
     assert code == 0 and "not written" in stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parts"]
 
 
 def test_bad_input_is_one_error(tmp_path, capsys):
@@ -123,6 +124,19 @@ def test_bad_input_is_one_error(tmp_path, capsys):
     code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--process-parts",
                               str(bad)], capsys)
     assert_one_error(code, lines, "expected columns")
+    good = (d / "parts.csv").read_text().splitlines()
+    for value, message in (("nan", "between 0 and"), ("inf", "between 0 and"),
+                           ("1e300", "between 0 and"), ("-5", "between 0 and")):
+        rows = good[:1] + [",".join(good[1].split(",")[:3] + [value]
+                                    + good[1].split(",")[4:])] + good[2:]
+        bad.write_text("\n".join(rows) + "\n")
+        code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4",
+                                  "--process-parts", str(bad)], capsys)
+        assert_one_error(code, lines, message)
+    bad.write_bytes(b"variant,run,part,rss_kib,exe_text_kib\n\xff\xfe,1,start,1,1\n")
+    code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--process-parts",
+                              str(bad)], capsys)
+    assert_one_error(code, lines, "cannot read it as a parts CSV")
 
 
 def test_host_profile_names_the_parts_as_the_source():
