@@ -27,7 +27,7 @@
    ``[host.sources]`` table naming the source of every value written
    (:func:`source_table`).
 
-A progress line on stderr throughout (``host-profile: [k/6] ...``); errors are one line
+A progress line on stderr throughout (``host-profile: [k/7] ...``); errors are one line
 (:class:`~sim.errors.UserError`); an interrupt leaves an existing ``--out`` untouched.
 """
 
@@ -495,7 +495,9 @@ def _header(name, base, host, measured_dir, params, n_points, seconds) -> list:
             f"[sysfs]) are read from this machine (values marked `[measured] this host`); "
             f"the data TLB (process.dtlb_entries, dtlb_ways, time.sweep_tlb_read_ns) is "
             f"the sweep-scan probe's `tlb` rows in {measured_dir}/{TLB_DIR} where it names "
-            f"one (x86_64), else the base's; "
+            f"one (x86_64), else the base's; the process's start RSS and the text of a "
+            f"single-row forward (process.baseline_rss_bytes, code.matvec_bytes) are the "
+            f"train-validate probe's PROBE_PARTS rows in {measured_dir}/{PARTS_DIR}; "
             f"the parameters {', '.join(params)} are fitted on {n_points} point(s) of "
             f"the quick probes in {measured_dir} (the [calibration] table lists them); "
             f"every other value, and the comments above the values, are the base "
@@ -537,7 +539,7 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         raise UserError(f"--base {base}: not a Linux profile "
                         f"(platform {base_profile.data['meta']['platform']})")
     measured_dir = Path(measured_dir or f"results/host-profile-{Path(out).stem}")
-    echo("[1/6] reading the host's facts (/proc/cpuinfo, /sys/devices/system/cpu, "
+    echo("[1/7] reading the host's facts (/proc/cpuinfo, /sys/devices/system/cpu, "
          "sysconf, confstr)")
     try:
         host = read_host()
@@ -555,9 +557,9 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         step1 = scratch / f"{Path(out).stem}.toml"
         step1.write_text(fold_text(text), encoding="utf-8")
         if reuse_measured and measured_dir.is_dir():
-            echo(f"[2/6] quick probes: reusing {measured_dir}")
+            echo(f"[2/7] quick probes: reusing {measured_dir}")
         else:
-            echo(f"[2/6] building and running the quick probes (sim measure --quick "
+            echo(f"[2/7] building and running the quick probes (sim measure --quick "
                  f"--out {measured_dir}; the first build takes minutes)")
             try:
                 measure(None, True, measured_dir, cpu_time=cpu_time,
@@ -568,16 +570,16 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                 if not (measured_dir / "op-cost.csv").is_file():
                     raise
                 echo(f"      warning: {exc}; fitting on the probes that ran")
-        echo(f"[3/6] the data TLB (sweep-scan tlb into {measured_dir / TLB_DIR})")
+        echo(f"[3/7] the data TLB (sweep-scan tlb into {measured_dir / TLB_DIR})")
         folded_path = step1
         step1 = _with_tlb(step1, measured_dir / TLB_DIR, scratch / "tlb.toml",
                           reuse_measured, echo)
         tlb_measured = step1 != folded_path
-        echo(f"[3/6] the process's start and a single-row forward's text (train-validate "
+        echo(f"[4/7] the process's start and a single-row forward's text (train-validate "
              f"PROBE_PARTS into {measured_dir / PARTS_DIR})")
         step1 = _with_parts(step1, measured_dir / PARTS_DIR, scratch / "parts.toml",
                             reuse_measured, echo)
-        echo("[4/6] selecting the fitted points")
+        echo("[5/7] selecting the fitted points")
         rows = []
         known = known_checker()
         for path in measured_files([str(measured_dir)]):
@@ -608,11 +610,11 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                         continue        # resident bytes: no time parameter moves their points
                     if i in fitted_at and _still_fitted(rows, stage, current, fitted_at[i],
                                                         jobs):
-                        echo(f"[5/6] pass {n_pass}, stage {i}/{len(stages)} settled (its "
+                        echo(f"[6/7] pass {n_pass}, stage {i}/{len(stages)} settled (its "
                              f"points' predictions within {SETTLED:.0%} of its fit's): "
                              f"{', '.join(names)}")
                         continue
-                    echo(f"[5/6] pass {n_pass}, fitting stage {i}/{len(stages)} "
+                    echo(f"[6/7] pass {n_pass}, fitting stage {i}/{len(stages)} "
                          f"({time.perf_counter() - t0:.0f} s so far): {', '.join(names)}")
                     refitted += 1
                     before_stage = Path(current).read_text(encoding="utf-8")
@@ -658,7 +660,7 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         before = {p: float(load_profile(str(step1)).get(p)) for p in params}
         after = {p: float(new.get(p)) for p in params}
         seconds = time.perf_counter() - t0
-        echo(f"[6/6] writing {out}")
+        echo(f"[7/7] writing {out}")
         table = source_table(host, sysfs, stages, rows, fitted, reasons,
                              measured_dir if tlb_measured else None, measured_dir)
         final = _with_header(_with_sources(Path(current).read_text(encoding="utf-8"), table),

@@ -1061,11 +1061,10 @@ def _note_settled(sim, effect, next_id, state) -> None:
     effect.settles = after
 
 
-def _settle_batch(memory, effect, last, count, before) -> None:
+def _settle_batch(memory, effect, last, count) -> None:
     """``G``'s index of settled nodes after ``count`` skipped iterations, as their
-    backwards leave it (:attr:`ChainEffect.settles`; ``before``: the index's state at the
-    batch's start, which had the pattern relative to ``last``, the first id of the last
-    exact iteration): every member settled but the newest iteration's, which are its
+    backwards leave it (:attr:`ChainEffect.settles`; at the batch's start the index had the
+    pattern relative to ``last``, the first id of the last exact iteration): every member settled but the newest iteration's, which are its
     outside nodes, and its tops moved on by the batch's ids. The next exact backward then
     walks only the newest iteration's members, as after an exact iteration."""
     settled = memory.settled
@@ -1430,7 +1429,7 @@ def apply_chain(sim, effect, count, replay=None) -> int:
         _swap_tips(server, memory, [(tip_nodes[o], prev[o]) for o in effect.tip_offsets],
                    near)
     if settles:
-        _settle_batch(memory, effect, last, count, settles)
+        _settle_batch(memory, effect, last, count)
     sim._next_id += stride * count
     sim.registered += effect.registered * count
     sim.backwards += effect.backwards * count
