@@ -49,6 +49,13 @@ one read and left, and each address it reads on the same side of ``L`` as of ``L
 the next window follows the first one wherever it is applied with ``L``
 (:func:`_linkable`): it is applied without comparing the arena again.
 
+**The window's length.** A program repeats only where the window's BTreeMap appends split
+the maps' rightmost nodes at the same places: ascending appends split the rightmost leaf
+every :data:`~sim.platform.btree.SPLIT_PERIOD` (7) appends, so a window spans a whole
+number of those periods in each map (:func:`window_length`): with 8 appends an iteration,
+7 iterations (8 leaf splits, at the same appends in every window), where two would see
+seven programs of leaf splits alone, each recorded apart.
+
 Windows start at the same phase of the loop in every batch. The tests compare the arena
 with exact mode's chunk by chunk (in-use map, live lists, bins, tcache, break, resident
 end) after 40, 60, 400 and 1,500 forwards, and after a backward that frees every kept
@@ -58,7 +65,10 @@ block.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
+from math import gcd
 
+from ...platform.btree import SPLIT_PERIOD
 from ...platform.heap import HeapTap
 from ...platform.ptmalloc import CONSOLIDATION_THRESHOLD, MAX_FAST, MINSIZE, NSMALLBINS, SIZE_SZ
 from .arenarun import ALLOC
@@ -175,9 +185,9 @@ class _Window:
     change count, the top ``events``; and for lookups its readable ``chunks``, its
     canonical forms by threshold and its ``links``."""
 
-    __slots__ = ("before", "after", "low", "read", "changed", "top0", "top1", "inuse", "cut",
-                 "gone", "live", "handles", "heap", "bin_changes", "events", "reach", "chunks",
-                 "canon", "links")
+    __slots__ = ("before", "after", "low", "read", "changed", "top0", "top1", "cut", "sizes",
+                 "gone", "live", "live_low", "handles", "heap", "bin_changes", "events", "reach",
+                 "chunks", "canon", "links")
 
 
 def _watch(arena, events, ok):
@@ -277,19 +287,19 @@ def _record(sim, effect, starts, nodes, replay_one):
     w.top1 = arena.top
     appended = [(n, arena.live[n][lens[n]:]) for n in sorted(sizes)
                 if len(arena.live.get(n, ())) > lens[n]]
-    w.live = (tuple(a for _, blocks in appended for a in blocks),
-              tuple((n, len(blocks)) for n, blocks in appended))
+    w.live = tuple((n, tuple(blocks)) for n, blocks in appended)
+    w.live_low = min((min(blocks) for _, blocks in appended), default=None)
     # the chunks the window entered into or took from the in-use map: a chunk not in a
     # tcache bin or fastbin before was not in use (the window frees only its own blocks)
     cached = {a: s for bins in w.before[:2] for s, v in bins.items() for a in v}
     touched = set(cached) | set(w.before[4]) | set(after[4]) | set(placed)
     touched.update(a for bins in after[:2] for v in bins.values() for a in v)
-    touched.update(w.live[0])
+    touched.update(a for _, blocks in w.live for a in blocks)
     inuse = arena.inuse
     diff = [(a, inuse.get(a)) for a in sorted(touched) if inuse.get(a) != cached.get(a)]
     w.gone = tuple(a for a, z in diff if z is None)
-    w.inuse = tuple((a, z) for a, z in diff if z is not None)
-    w.cut = [a for a, _ in w.inuse]
+    w.cut = tuple(a for a, z in diff if z is not None)
+    w.sizes = tuple(z for _, z in diff if z is not None)
     w.handles = handles
     w.heap = (heap.live_bytes - counts[0], heap.live_blocks - counts[1],
               heap.allocs - counts[2], heap.large_bytes - counts[3], rise)
@@ -441,16 +451,22 @@ def _apply(sim, w, lo, d, walked) -> list:
     inuse = arena.inuse
     for a in w.gone:
         del inuse[a if a < lo else a + d]
-    k = bisect_left(w.cut, lo)
-    inuse.update(w.inuse[:k])
-    inuse.update({a + d: z for a, z in w.inuse[k:]})
+    # the chunks from L on, moved by D (address order: a cut at L)
+    addrs, sizes = w.cut, w.sizes
+    k = bisect_left(addrs, lo)
+    if k:
+        inuse.update(zip(addrs[:k], sizes[:k]))
+    inuse.update(zip(map(d.__add__, addrs[k:]), sizes[k:]))
     live = arena.live
-    blocks, counts = w.live
-    mapped = [a if a < lo else a + d for a in blocks]
-    at = 0
-    for n, k in counts:
-        live.setdefault(n, []).extend(mapped[at:at + k])
-        at += k
+    low = w.live_low
+    for n, blocks in w.live:
+        to = live.get(n)
+        if to is None:
+            to = live[n] = []
+        if low >= lo:
+            to.extend(map(d.__add__, blocks))
+        else:
+            to.extend([a if a < lo else a + d for a in blocks])
     arena.top = w.top1 + d
     brk, resident, trims, trimmed, trim_from = walked
     arena.brk = brk
@@ -533,9 +549,30 @@ def _shiftable(arena, effect) -> bool:
             and all(kind == "insert" for _, kind, _ in effect.tree_ops))
 
 
+def window_length(effect) -> int:
+    """Iterations per window: the fewest, at least :data:`WINDOW`, whose BTreeMap inserts
+    are a whole number of :data:`~sim.platform.btree.SPLIT_PERIOD` appends in every map.
+
+    >>> class E: tree_ops = ((0, "insert", 0),) * 8
+    >>> window_length(E)
+    7
+    >>> E.tree_ops = ((0, "insert", 0),) * 7 + ((1, "insert", 0),) * 14
+    >>> window_length(E)
+    2
+    """
+    length = 1
+    for appends in Counter(tree for tree, _, _ in effect.tree_ops).values():
+        period = SPLIT_PERIOD // gcd(appends, SPLIT_PERIOD)
+        length = length * period // gcd(length, period)
+    return -(-WINDOW // length) * length
+
+
 def _node_sizes(heap, effect, trees, window) -> tuple:
     """The window's BTreeMap operations made; the node sizes each allocated, per
     iteration and operation."""
+    appended = _appended(effect.windows, effect, trees, window)
+    if appended is not None:
+        return appended
     sizes = _NodeSizes()
     tap, heap.tap = heap.tap, sizes
     made = sizes.sizes
@@ -553,6 +590,65 @@ def _node_sizes(heap, effect, trees, window) -> tuple:
     finally:
         heap.tap = tap
     return tuple(nodes)
+
+
+class _Memo:
+    """What a chain's windows keep across its batches: the recorded windows (``by_program``:
+    program -> bins read -> sizes of the free structures -> windows), the top's advance
+    over the latest one (``carved``), the maps' inserts
+    where they are appends (``appends``: per map, the positions of its inserts among the
+    operations, the first one's key and the keys' step; None where they are not) and the
+    programs made of the nodes those appends create (``programs``)."""
+
+    __slots__ = ("by_program", "appends", "programs", "carved")
+
+    def __init__(self, effect):
+        self.by_program, self.programs = {}, {}
+        self.appends = _appends(effect)
+        #: the top's advance over the latest record kept (bytes)
+        self.carved = 0
+
+
+def _appends(effect):
+    """Per map, ``(map, positions of its inserts among the operations, first key, step)``
+    where each map's inserts are ids ascending by one step across the iterations, else
+    None."""
+    ops = effect.tree_ops
+    out = []
+    for tree in sorted({t for t, _, _ in ops}):
+        at = tuple(i for i, (t, kind, _) in enumerate(ops) if t == tree and kind == "insert")
+        keys = [ops[i][2] for i in at]
+        step = keys[1] - keys[0] if len(keys) > 1 else effect.stride
+        if (len(at) != sum(1 for t, _, _ in ops if t == tree) or step <= 0
+                or step * len(keys) != effect.stride
+                or any(b - a != step for a, b in zip(keys, keys[1:]))):
+            return None
+        out.append((tree, at, keys[0], step))
+    return tuple(out)
+
+
+def _appended(memo, effect, trees, window):
+    """:func:`_node_sizes` where every map's inserts over the window are appends of
+    ascending ids (:func:`_appends`) to a map that holds no run: the nodes each makes in
+    closed form (:meth:`~sim.platform.btree.BTreeNodes.append_nodes`); else None."""
+    appends = memo.appends
+    if appends is None:
+        return None
+    for tree, _, key, _ in appends:
+        top = trees[tree].max_key()
+        if trees[tree].appends_in_closed_form or (top is not None and top >= window[0] + key):
+            return None
+    made = tuple(tuple(trees[tree].append_nodes(window[0] + key, step, len(at) * len(window)))
+                 for tree, at, key, step in appends)
+    program = memo.programs.get(made)
+    if program is None:
+        nodes = [[[] for _ in effect.tree_ops] for _ in window]
+        for (_, at, _, _), nodes_of_map in zip(appends, made):
+            per = len(at)
+            for n, nbytes in nodes_of_map:
+                nodes[n // per][at[n % per]].append(nbytes)
+        program = memo.programs[made] = tuple(tuple(map(tuple, per)) for per in nodes)
+    return program
 
 
 def _find(arena, memo, program, prev):
@@ -596,14 +692,15 @@ def place(sim, effect, starts, trees, replay_one) -> list:
     if not starts or not _shiftable(arena, effect):
         return [replay_one(sim, effect, start) for start in starts]
     if effect.windows is None:
-        effect.windows = {}
-    memo = effect.windows
+        effect.windows = _Memo(effect)
+    memo = effect.windows.by_program
+    length = window_length(effect)
     # windows start at the same phase of the loop in every batch
-    lead = -((starts[0] - effect.first_id) // effect.stride) % WINDOW
+    lead = -((starts[0] - effect.first_id) // effect.stride) % length
     handles = [replay_one(sim, effect, start) for start in starts[:lead]]
     prev = None
-    for i in range(lead, len(starts), WINDOW):
-        window = starts[i:i + WINDOW]
+    for i in range(lead, len(starts), length):
+        window = starts[i:i + length]
         program = _node_sizes(heap, effect, trees, window)
         found = _find(arena, memo, program, prev)
         if found is not None:
@@ -612,11 +709,28 @@ def place(sim, effect, starts, trees, replay_one) -> list:
             prev = found[:3]
             continue
         prev = None
+        if len(window) < length or _from_remainder(arena, effect.windows):
+            # a record no later window could be a shift of: replayed, not recorded
+            handles.extend(replay_one(sim, effect, start, per)
+                           for start, per in zip(window, program))
+            continue
         placed, w = _record(sim, effect, window, program, replay_one)
         handles.extend(placed)
-        if w is not None and len(window) == WINDOW:
+        if w is not None:
             kept = memo.setdefault(program, {}).setdefault(w.read, {}).setdefault(
                 _sizes_key(w.before, w.read), [])
             kept.append(w)
             del kept[:-KEEP]
+            if w.top1 > w.top0:
+                effect.windows.carved = w.top1 - w.top0
     return handles
+
+
+def _from_remainder(arena, memo) -> bool:
+    """Whether the window would take its chunks from the last remainder rather than the
+    top: the remainder (a free chunk) holds at least what the latest kept record carved.
+    Such a window leaves the top where it was and the remainder another size, so no later
+    arena is a shift of its record (a run's batches start so, consuming the table the
+    exact iteration before freed)."""
+    lr = arena.last_remainder
+    return bool(memo.carved) and lr is not None and arena.free_at.get(lr, 0) >= memo.carved
