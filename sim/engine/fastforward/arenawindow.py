@@ -64,13 +64,14 @@ block.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from math import gcd
 
 from ...platform.btree import SPLIT_PERIOD
 from ...platform.heap import HeapTap
-from ...platform.ptmalloc import CONSOLIDATION_THRESHOLD, MAX_FAST, MINSIZE, NSMALLBINS, SIZE_SZ
+from ...platform.ptmalloc import (CONSOLIDATION_THRESHOLD, MAX_FAST, MINSIZE, NSMALLBINS,
+                                  SIZE_SZ, CarveRun)
 from .arenarun import ALLOC
 
 __all__ = ["WINDOW", "KEEP", "place"]
@@ -186,8 +187,8 @@ class _Window:
     canonical forms by threshold and its ``links``."""
 
     __slots__ = ("before", "after", "low", "read", "changed", "top0", "top1", "cut", "sizes",
-                 "gone", "live", "live_low", "handles", "heap", "bin_changes", "events", "reach",
-                 "chunks", "canon", "links")
+                 "held", "gone", "live", "handles", "heap", "bin_changes", "events",
+                 "reach", "chunks", "canon", "links")
 
 
 def _watch(arena, events, ok):
@@ -269,6 +270,7 @@ def _record(sim, effect, starts, nodes, replay_one):
     changes, trims = arena.bin_changes, arena.trims
     events, ok = [], [True]
     placed, handles = [], []
+    runs = list(arena.runs)
     _watch(arena, events, ok)
     try:
         for start, per in zip(starts, nodes):
@@ -276,7 +278,7 @@ def _record(sim, effect, starts, nodes, replay_one):
     finally:
         w.read, w.low = _unwatch(arena)
         heap.peak_bytes, rise = max(peak, heap.peak_bytes), heap.peak_bytes - counts[0]
-    if not ok[0] or arena.trims != trims or arena.alias or arena.runs:
+    if not ok[0] or arena.trims != trims or arena.alias or arena.runs != runs:
         return handles, None
     w.chunks = _chunks(w.before, w.low, w.read)
     w.canon, w.links = {}, {}
@@ -288,7 +290,6 @@ def _record(sim, effect, starts, nodes, replay_one):
     appended = [(n, arena.live[n][lens[n]:]) for n in sorted(sizes)
                 if len(arena.live.get(n, ())) > lens[n]]
     w.live = tuple((n, tuple(blocks)) for n, blocks in appended)
-    w.live_low = min((min(blocks) for _, blocks in appended), default=None)
     # the chunks the window entered into or took from the in-use map: a chunk not in a
     # tcache bin or fastbin before was not in use (the window frees only its own blocks)
     cached = {a: s for bins in w.before[:2] for s, v in bins.items() for a in v}
@@ -298,8 +299,14 @@ def _record(sim, effect, starts, nodes, replay_one):
     inuse = arena.inuse
     diff = [(a, inuse.get(a)) for a in sorted(touched) if inuse.get(a) != cached.get(a)]
     w.gone = tuple(a for a, z in diff if z is None)
-    w.cut = tuple(a for a, z in diff if z is not None)
-    w.sizes = tuple(z for _, z in diff if z is not None)
+    # the chunks carved from the top that stay in use, out of the tcache and fastbins, are
+    # held by a carve run of the arena (:func:`_hold`); the others enter the in-use map
+    parked = {a for bins in after[:2] for v in bins.values() for a in v}
+    held = [(a, z) for a, z in diff if z is not None and a >= w.top0 and a not in parked]
+    entered = [(a, z) for a, z in diff if z is not None and (a < w.top0 or a in parked)]
+    w.cut = tuple(a for a, _ in entered)
+    w.sizes = tuple(z for _, z in entered)
+    w.held = tuple(held)
     w.handles = handles
     w.heap = (heap.live_bytes - counts[0], heap.live_blocks - counts[1],
               heap.allocs - counts[2], heap.large_bytes - counts[3], rise)
@@ -421,10 +428,11 @@ def _walk(arena, w, d):
     return brk, resident, trims, trimmed, trim_from
 
 
-def _apply(sim, w, lo, d, walked) -> list:
+def _apply(sim, pending, w, lo, d, walked) -> list:
     """The recorded window ``w`` again, each of its addresses ``a`` at ``a`` below ``lo``
     and at ``a + d`` from there (:func:`_shift`; ``walked``: :func:`_walk`); returns the
-    iterations' kept blocks by position."""
+    iterations' kept blocks by position. Its held chunks and live blocks join ``pending``
+    (the windows applied in a row, held by one run: :func:`_hold`)."""
     heap = sim.heap
     arena = heap._arena
     tcache, fast, unsorted, bins, free_at, lr, nfast = w.after
@@ -457,16 +465,8 @@ def _apply(sim, w, lo, d, walked) -> list:
     if k:
         inuse.update(zip(addrs[:k], sizes[:k]))
     inuse.update(zip(map(d.__add__, addrs[k:]), sizes[k:]))
-    live = arena.live
-    low = w.live_low
-    for n, blocks in w.live:
-        to = live.get(n)
-        if to is None:
-            to = live[n] = []
-        if low >= lo:
-            to.extend(map(d.__add__, blocks))
-        else:
-            to.extend([a if a < lo else a + d for a in blocks])
+    # the held chunks and the live blocks: by the run the windows applied in a row make
+    pending.append((w, lo, d))
     arena.top = w.top1 + d
     brk, resident, trims, trimmed, trim_from = walked
     arena.brk = brk
@@ -540,8 +540,9 @@ def _linkable(a, lo_a, d_a, b, lo_b, d_b) -> bool:
 def _shiftable(arena, effect) -> bool:
     """Whether the iteration's requests let a window be shifted at all: no aligned
     request, none made with page faults off, all below the mmap threshold, only inserts
-    into the maps, no alias or carve run in the arena."""
-    return (not arena.alias and not arena.runs
+    into the maps, no alias in the arena (carve runs may be there: the iteration frees only
+    its own blocks, so none enters)."""
+    return (not arena.alias
             and all(type(arg) is tuple or not arg or arg < 0
                     for kind, _, arg, _ in effect.trace if kind == ALLOC)
             and not any(unfaulted for *_, unfaulted in effect.trace)
@@ -699,16 +700,19 @@ def place(sim, effect, starts, trees, replay_one) -> list:
     lead = -((starts[0] - effect.first_id) // effect.stride) % length
     handles = [replay_one(sim, effect, start) for start in starts[:lead]]
     prev = None
+    pending = []
     for i in range(lead, len(starts), length):
         window = starts[i:i + length]
         program = _node_sizes(heap, effect, trees, window)
         found = _find(arena, memo, program, prev)
         if found is not None:
-            handles.extend(_apply(sim, *found))
+            handles.extend(_apply(sim, pending, *found))
             sim.arena_shifted += len(window)
             prev = found[:3]
             continue
         prev = None
+        _hold(arena, pending)
+        pending = []
         if len(window) < length or _from_remainder(arena, effect.windows):
             # a record no later window could be a shift of: replayed, not recorded
             handles.extend(replay_one(sim, effect, start, per)
@@ -723,7 +727,67 @@ def place(sim, effect, starts, trees, replay_one) -> list:
             del kept[:-KEEP]
             if w.top1 > w.top0:
                 effect.windows.carved = w.top1 - w.top0
+    _hold(arena, pending)
     return handles
+
+
+def _hold(arena, pending) -> None:
+    """The held chunks and live blocks of the windows applied in a row (``pending``:
+    ``(window, L, D)`` each), as one carve run of the arena
+    (:class:`~sim.platform.ptmalloc.CarveRun`): the top they carved, from the first one's
+    top to the last one's, holds them; the run stands in the live lists of their sizes
+    where their blocks would be, and the live blocks below it (chunks the windows took
+    from the tcache) are borrowed. The arena enters the run chunk by chunk when a free or
+    realloc names one of its blocks or a free by size reaches it (none of the windows'
+    own requests does: they free only their own blocks); until then the in-use map and
+    the live lists do not pay per kept chunk. Between its chunks lie chunks the windows
+    freed into the bins (and whatever later requests carve there): the run takes those
+    spans as pinned, left to the arena."""
+    if not pending:
+        return
+    count = sum(len(w.held) for w, _, _ in pending)
+    if not count:
+        live = arena.live
+        for w, lo, d in pending:
+            for n, blocks in w.live:
+                live.setdefault(n, []).extend(a if a < lo else a + d for a in blocks)
+        return
+    first, last = pending[0], pending[-1]
+    start, end = first[0].top0 + first[2], last[0].top1 + last[2]
+    sizes = tuple(sorted({n for w, _, _ in pending for n, _ in w.live}))
+    borrowed = tuple(a if a < lo else a + d for w, lo, d in pending
+                     for _, blocks in w.live for a in blocks if a < w.top0)
+    pending = tuple(pending)
+
+    def contents():
+        chunks, placed = [], {}
+        at = start
+        for w, lo, d in pending:
+            for a, z in w.held:
+                a += d
+                if a != at:
+                    run.pinned[at] = a - at
+                    chunks.append((at, a - at))
+                chunks.append((a, z))
+                at = a + z
+            for n, blocks in w.live:
+                placed.setdefault(n, []).extend(a if a < lo else a + d for a in blocks)
+        if at != end:
+            run.pinned[at] = end - at
+            chunks.append((at, end - at))
+        return chunks, placed
+    run = CarveRun(start, end, contents, sizes, {}, None, count, borrowed)
+    for addr in borrowed:
+        arena._borrowed[addr] = run
+    live = arena.live
+    for n in sizes:
+        if n in live:
+            live[n].append(run)
+        else:
+            live[n] = [run]
+    i = bisect_right(arena._run_starts, start)
+    arena._run_starts.insert(i, start)
+    arena.runs.insert(i, run)
 
 
 def _from_remainder(arena, memo) -> bool:
