@@ -3,13 +3,15 @@
 A chain whose members stay unbuilt (:func:`sim.engine.fastforward.keptchain.defer_members`)
 places each skipped iteration's requests on glibc's arena one by one
 (:func:`sim.engine.fastforward.keptchain.replay_on_arena`), which costs about what the
-exact iteration's placement does. Here ``WINDOW`` iterations are one unit, and most units
-are applied without a request.
+exact iteration's placement does. Here a few iterations (:func:`window_length`) are one
+unit, and most units are applied without a request.
 
 **The program.** A window's program is its iterations' requests (the same every
 iteration) and the nodes its BTreeMap operations allocate (these vary: a leaf splits every
 few iterations, an internal node more rarely). The maps make the window's operations
-first, on a heap tap that only notes each operation's node sizes (:class:`_NodeSizes`).
+first: appends of ascending ids in closed form (:meth:`~sim.platform.btree.BTreeNodes.
+append_nodes`), other operations on a heap tap that only notes each one's node sizes
+(:class:`_NodeSizes`).
 
 **A recorded window.** A window replayed request by request is recorded
 (:func:`_record`): the arena's free structures before and after it (tcache bins,
@@ -40,8 +42,15 @@ take each realloc at the top the same way: :func:`_walk`), the resident end and 
 faults (the walk's touches; the simulator's fault time is that of the cumulative bytes),
 ``malloc_consolidate`` (not shifted: a recorded window with fastbin chunks at an event
 that reads the break, or that merged a chunk of 64 KiB off the top), aligned requests
-and mmapped chunks (none: every request below the mmap threshold), aliases and carve
-runs (none).
+and mmapped chunks (none: every request below the mmap threshold), aliases (none).
+
+**Held chunks.** The chunks a shifted window carves from the top and leaves in use (out
+of the tcache and fastbins), and the blocks it appends to the live lists, are not entered
+one by one: the windows applied in a row hand them to one carve run of the arena
+(:func:`_hold`), which enters them when a free or realloc names one of its blocks or a
+free by size reaches it. No window's request does (an iteration frees only its own
+blocks), so a loop that keeps what it carves pays for the in-use map and the live lists
+only where something frees the kept blocks.
 
 **Links.** After a window applied at ``(L, D)`` the arena is that window's recorded end
 mapped, so where the next window was found at ``(L', D')`` reading only what the first
