@@ -29,10 +29,13 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-__all__ = ["BTreeNodes", "TreeTap", "append_counts"]
+__all__ = ["BTreeNodes", "TreeTap", "append_counts", "append_splits", "SPLIT_PERIOD"]
 
 CAPACITY = 11
 MIN_LEN = 5
+#: appends of new largest keys between two splits of a rightmost node: a full node
+#: splits, the new right one holds 5 keys and takes 6 more before the next split
+SPLIT_PERIOD = CAPACITY - MIN_LEN + 1
 
 
 def append_counts(fills, count) -> list:
@@ -54,11 +57,45 @@ def append_counts(fills, count) -> list:
             fills[level] = c + m
             break
         rest = m - first_split
-        splits = 1 + rest // 7
-        fills[level] = 5 + rest % 7
+        splits = 1 + rest // SPLIT_PERIOD
+        fills[level] = 5 + rest % SPLIT_PERIOD
         made.append((level, splits))
         m = splits
         level += 1
+    return made
+
+
+def append_splits(fills, count) -> list:
+    """The nodes ``count`` appends of new largest keys create in a tree whose rightmost
+    nodes hold ``fills`` keys (leaf first; updated in place), one by one: ``(append,
+    level)`` of each, in the order the appends create them (an append that splits the
+    leaf and its parent creates the leaf's new right node first). What
+    :meth:`BTreeNodes.append_allocs` gives append by append, in O(nodes created).
+
+    >>> append_splits([10], 9)          # the leaf splits at its 2nd append, then every 7
+    [(1, 0), (1, 1), (8, 0)]
+    """
+    made = []
+    arrivals = range(count)             # the appends that reach the level
+    level = 0
+    while arrivals:
+        if level == len(fills):
+            made.append((arrivals[0], level))   # a new root holds the first one
+            fills.append(1)
+            arrivals = arrivals[1:]
+            continue
+        c = fills[level]
+        first = CAPACITY - c
+        if first >= len(arrivals):
+            fills[level] = c + len(arrivals)
+            break
+        splits = arrivals[first::SPLIT_PERIOD]
+        # the new right node holds 5 keys, and each later arrival one more
+        fills[level] = 5 + (len(arrivals) - 1 - (first + (len(splits) - 1) * SPLIT_PERIOD))
+        made.extend((a, level) for a in splits)
+        arrivals = splits
+        level += 1
+    made.sort()
     return made
 
 
@@ -554,6 +591,20 @@ class BTreeNodes:
         self.append_run(first, stride, count)
         if not had_runs:
             self.materialize()
+
+    def append_nodes(self, first, stride, count) -> list:
+        """Append keys ``first, first + stride, ...`` (``count``, all above every key, to
+        a map that holds no run) as that many inserts leave the map, leaving the heap to
+        the caller: returns ``(append, node bytes)`` of each node the inserts allocate, in
+        their order (:func:`append_splits`)."""
+        made = append_splits(self._real_spine(), count)
+        heap, self.heap = self.heap, _MUTED
+        try:
+            self._append_keys(list(range(first, first + stride * count, stride)))
+        finally:
+            self.heap = heap
+        leaf, internal = self.leaf_bytes, self.internal_bytes
+        return [(at, internal if level else leaf) for at, level in made]
 
     def _count_new(self, level, node_bytes, n, alloc=True) -> None:
         if level == 0:

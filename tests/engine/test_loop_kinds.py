@@ -79,10 +79,11 @@ def test_a_backward_after_inference_forwards_frees_what_exact_mode_frees(profile
 
 
 def _arena(sim):
-    """A glibc arena whole: every in-use chunk and its size, the live blocks of each
+    """A glibc arena whole (its carve runs entered): every in-use chunk and its size, the live blocks of each
     request size in order, the free chunks, bins, tcache bins and fastbins in order, the
     top, break, resident end, trims, last remainder and the bins' change count."""
     a = sim.heap._arena
+    a.materialize()
     return (a.inuse, {n: v for n, v in a.live.items() if v}, a.free_at, list(a.unsorted),
             [(i, list(c)) for i, c in enumerate(a.bins) if c], a.binmap,
             {n: v for n, v in a.tcache.items() if v}, {n: v for n, v in a.fast.items() if v},

@@ -3,13 +3,15 @@
 A chain whose members stay unbuilt (:func:`sim.engine.fastforward.keptchain.defer_members`)
 places each skipped iteration's requests on glibc's arena one by one
 (:func:`sim.engine.fastforward.keptchain.replay_on_arena`), which costs about what the
-exact iteration's placement does. Here ``WINDOW`` iterations are one unit, and most units
-are applied without a request.
+exact iteration's placement does. Here a few iterations (:func:`window_length`) are one
+unit, and most units are applied without a request.
 
 **The program.** A window's program is its iterations' requests (the same every
 iteration) and the nodes its BTreeMap operations allocate (these vary: a leaf splits every
 few iterations, an internal node more rarely). The maps make the window's operations
-first, on a heap tap that only notes each operation's node sizes (:class:`_NodeSizes`).
+first: appends of ascending ids in closed form (:meth:`~sim.platform.btree.BTreeNodes.
+append_nodes`), other operations on a heap tap that only notes each one's node sizes
+(:class:`_NodeSizes`).
 
 **A recorded window.** A window replayed request by request is recorded
 (:func:`_record`): the arena's free structures before and after it (tcache bins,
@@ -40,14 +42,28 @@ take each realloc at the top the same way: :func:`_walk`), the resident end and 
 faults (the walk's touches; the simulator's fault time is that of the cumulative bytes),
 ``malloc_consolidate`` (not shifted: a recorded window with fastbin chunks at an event
 that reads the break, or that merged a chunk of 64 KiB off the top), aligned requests
-and mmapped chunks (none: every request below the mmap threshold), aliases and carve
-runs (none).
+and mmapped chunks (none: every request below the mmap threshold), aliases (none).
+
+**Held chunks.** The chunks a shifted window carves from the top and leaves in use (out
+of the tcache and fastbins), and the blocks it appends to the live lists, are not entered
+one by one: the windows applied in a row hand them to one carve run of the arena
+(:func:`_hold`), which enters them when a free or realloc names one of its blocks or a
+free by size reaches it. No window's request does (an iteration frees only its own
+blocks), so a loop that keeps what it carves pays for the in-use map and the live lists
+only where something frees the kept blocks.
 
 **Links.** After a window applied at ``(L, D)`` the arena is that window's recorded end
 mapped, so where the next window was found at ``(L', D')`` reading only what the first
 one read and left, and each address it reads on the same side of ``L`` as of ``L'``,
 the next window follows the first one wherever it is applied with ``L``
 (:func:`_linkable`): it is applied without comparing the arena again.
+
+**The window's length.** A program repeats only where the window's BTreeMap appends split
+the maps' rightmost nodes at the same places: ascending appends split the rightmost leaf
+every :data:`~sim.platform.btree.SPLIT_PERIOD` (7) appends, so a window spans a whole
+number of those periods in each map (:func:`window_length`): with 8 appends an iteration,
+7 iterations (8 leaf splits, at the same appends in every window), where two would see
+seven programs of leaf splits alone, each recorded apart.
 
 Windows start at the same phase of the loop in every batch. The tests compare the arena
 with exact mode's chunk by chunk (in-use map, live lists, bins, tcache, break, resident
@@ -57,10 +73,14 @@ block.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from math import gcd
 
+from ...platform.btree import SPLIT_PERIOD
 from ...platform.heap import HeapTap
-from ...platform.ptmalloc import CONSOLIDATION_THRESHOLD, MAX_FAST, MINSIZE, NSMALLBINS, SIZE_SZ
+from ...platform.ptmalloc import (CONSOLIDATION_THRESHOLD, MAX_FAST, MINSIZE, NSMALLBINS,
+                                  SIZE_SZ, CarveRun)
 from .arenarun import ALLOC
 
 __all__ = ["WINDOW", "KEEP", "place"]
@@ -175,9 +195,9 @@ class _Window:
     change count, the top ``events``; and for lookups its readable ``chunks``, its
     canonical forms by threshold and its ``links``."""
 
-    __slots__ = ("before", "after", "low", "read", "changed", "top0", "top1", "inuse", "cut",
-                 "gone", "live", "handles", "heap", "bin_changes", "events", "reach", "chunks",
-                 "canon", "links")
+    __slots__ = ("before", "after", "low", "read", "changed", "top0", "top1", "cut", "sizes",
+                 "held", "gone", "live", "handles", "heap", "bin_changes", "events",
+                 "reach", "chunks", "canon", "links")
 
 
 def _watch(arena, events, ok):
@@ -259,6 +279,7 @@ def _record(sim, effect, starts, nodes, replay_one):
     changes, trims = arena.bin_changes, arena.trims
     events, ok = [], [True]
     placed, handles = [], []
+    runs = list(arena.runs)
     _watch(arena, events, ok)
     try:
         for start, per in zip(starts, nodes):
@@ -266,7 +287,7 @@ def _record(sim, effect, starts, nodes, replay_one):
     finally:
         w.read, w.low = _unwatch(arena)
         heap.peak_bytes, rise = max(peak, heap.peak_bytes), heap.peak_bytes - counts[0]
-    if not ok[0] or arena.trims != trims or arena.alias or arena.runs:
+    if not ok[0] or arena.trims != trims or arena.alias or arena.runs != runs:
         return handles, None
     w.chunks = _chunks(w.before, w.low, w.read)
     w.canon, w.links = {}, {}
@@ -277,19 +298,24 @@ def _record(sim, effect, starts, nodes, replay_one):
     w.top1 = arena.top
     appended = [(n, arena.live[n][lens[n]:]) for n in sorted(sizes)
                 if len(arena.live.get(n, ())) > lens[n]]
-    w.live = (tuple(a for _, blocks in appended for a in blocks),
-              tuple((n, len(blocks)) for n, blocks in appended))
+    w.live = tuple((n, tuple(blocks)) for n, blocks in appended)
     # the chunks the window entered into or took from the in-use map: a chunk not in a
     # tcache bin or fastbin before was not in use (the window frees only its own blocks)
     cached = {a: s for bins in w.before[:2] for s, v in bins.items() for a in v}
     touched = set(cached) | set(w.before[4]) | set(after[4]) | set(placed)
     touched.update(a for bins in after[:2] for v in bins.values() for a in v)
-    touched.update(w.live[0])
+    touched.update(a for _, blocks in w.live for a in blocks)
     inuse = arena.inuse
     diff = [(a, inuse.get(a)) for a in sorted(touched) if inuse.get(a) != cached.get(a)]
     w.gone = tuple(a for a, z in diff if z is None)
-    w.inuse = tuple((a, z) for a, z in diff if z is not None)
-    w.cut = [a for a, _ in w.inuse]
+    # the chunks carved from the top that stay in use, out of the tcache and fastbins, are
+    # held by a carve run of the arena (:func:`_hold`); the others enter the in-use map
+    parked = {a for bins in after[:2] for v in bins.values() for a in v}
+    held = [(a, z) for a, z in diff if z is not None and a >= w.top0 and a not in parked]
+    entered = [(a, z) for a, z in diff if z is not None and (a < w.top0 or a in parked)]
+    w.cut = tuple(a for a, _ in entered)
+    w.sizes = tuple(z for _, z in entered)
+    w.held = tuple(held)
     w.handles = handles
     w.heap = (heap.live_bytes - counts[0], heap.live_blocks - counts[1],
               heap.allocs - counts[2], heap.large_bytes - counts[3], rise)
@@ -411,10 +437,11 @@ def _walk(arena, w, d):
     return brk, resident, trims, trimmed, trim_from
 
 
-def _apply(sim, w, lo, d, walked) -> list:
+def _apply(sim, pending, w, lo, d, walked) -> list:
     """The recorded window ``w`` again, each of its addresses ``a`` at ``a`` below ``lo``
     and at ``a + d`` from there (:func:`_shift`; ``walked``: :func:`_walk`); returns the
-    iterations' kept blocks by position."""
+    iterations' kept blocks by position. Its held chunks and live blocks join ``pending``
+    (the windows applied in a row, held by one run: :func:`_hold`)."""
     heap = sim.heap
     arena = heap._arena
     tcache, fast, unsorted, bins, free_at, lr, nfast = w.after
@@ -441,16 +468,14 @@ def _apply(sim, w, lo, d, walked) -> list:
     inuse = arena.inuse
     for a in w.gone:
         del inuse[a if a < lo else a + d]
-    k = bisect_left(w.cut, lo)
-    inuse.update(w.inuse[:k])
-    inuse.update({a + d: z for a, z in w.inuse[k:]})
-    live = arena.live
-    blocks, counts = w.live
-    mapped = [a if a < lo else a + d for a in blocks]
-    at = 0
-    for n, k in counts:
-        live.setdefault(n, []).extend(mapped[at:at + k])
-        at += k
+    # the chunks from L on, moved by D (address order: a cut at L)
+    addrs, sizes = w.cut, w.sizes
+    k = bisect_left(addrs, lo)
+    if k:
+        inuse.update(zip(addrs[:k], sizes[:k]))
+    inuse.update(zip(map(d.__add__, addrs[k:]), sizes[k:]))
+    # the held chunks and the live blocks: by the run the windows applied in a row make
+    pending.append((w, lo, d))
     arena.top = w.top1 + d
     brk, resident, trims, trimmed, trim_from = walked
     arena.brk = brk
@@ -524,8 +549,9 @@ def _linkable(a, lo_a, d_a, b, lo_b, d_b) -> bool:
 def _shiftable(arena, effect) -> bool:
     """Whether the iteration's requests let a window be shifted at all: no aligned
     request, none made with page faults off, all below the mmap threshold, only inserts
-    into the maps, no alias or carve run in the arena."""
-    return (not arena.alias and not arena.runs
+    into the maps, no alias in the arena (carve runs may be there: the iteration frees only
+    its own blocks, so none enters)."""
+    return (not arena.alias
             and all(type(arg) is tuple or not arg or arg < 0
                     for kind, _, arg, _ in effect.trace if kind == ALLOC)
             and not any(unfaulted for *_, unfaulted in effect.trace)
@@ -533,9 +559,30 @@ def _shiftable(arena, effect) -> bool:
             and all(kind == "insert" for _, kind, _ in effect.tree_ops))
 
 
+def window_length(effect) -> int:
+    """Iterations per window: the fewest, at least :data:`WINDOW`, whose BTreeMap inserts
+    are a whole number of :data:`~sim.platform.btree.SPLIT_PERIOD` appends in every map.
+
+    >>> class E: tree_ops = ((0, "insert", 0),) * 8
+    >>> window_length(E)
+    7
+    >>> E.tree_ops = ((0, "insert", 0),) * 7 + ((1, "insert", 0),) * 14
+    >>> window_length(E)
+    2
+    """
+    length = 1
+    for appends in Counter(tree for tree, _, _ in effect.tree_ops).values():
+        period = SPLIT_PERIOD // gcd(appends, SPLIT_PERIOD)
+        length = length * period // gcd(length, period)
+    return -(-WINDOW // length) * length
+
+
 def _node_sizes(heap, effect, trees, window) -> tuple:
     """The window's BTreeMap operations made; the node sizes each allocated, per
     iteration and operation."""
+    appended = _appended(effect.windows, effect, trees, window)
+    if appended is not None:
+        return appended
     sizes = _NodeSizes()
     tap, heap.tap = heap.tap, sizes
     made = sizes.sizes
@@ -553,6 +600,65 @@ def _node_sizes(heap, effect, trees, window) -> tuple:
     finally:
         heap.tap = tap
     return tuple(nodes)
+
+
+class _Memo:
+    """What a chain's windows keep across its batches: the recorded windows (``by_program``:
+    program -> bins read -> sizes of the free structures -> windows), the top's advance
+    over the latest one (``carved``), the maps' inserts
+    where they are appends (``appends``: per map, the positions of its inserts among the
+    operations, the first one's key and the keys' step; None where they are not) and the
+    programs made of the nodes those appends create (``programs``)."""
+
+    __slots__ = ("by_program", "appends", "programs", "carved")
+
+    def __init__(self, effect):
+        self.by_program, self.programs = {}, {}
+        self.appends = _appends(effect)
+        #: the top's advance over the latest record kept (bytes)
+        self.carved = 0
+
+
+def _appends(effect):
+    """Per map, ``(map, positions of its inserts among the operations, first key, step)``
+    where each map's inserts are ids ascending by one step across the iterations, else
+    None."""
+    ops = effect.tree_ops
+    out = []
+    for tree in sorted({t for t, _, _ in ops}):
+        at = tuple(i for i, (t, kind, _) in enumerate(ops) if t == tree and kind == "insert")
+        keys = [ops[i][2] for i in at]
+        step = keys[1] - keys[0] if len(keys) > 1 else effect.stride
+        if (len(at) != sum(1 for t, _, _ in ops if t == tree) or step <= 0
+                or step * len(keys) != effect.stride
+                or any(b - a != step for a, b in zip(keys, keys[1:]))):
+            return None
+        out.append((tree, at, keys[0], step))
+    return tuple(out)
+
+
+def _appended(memo, effect, trees, window):
+    """:func:`_node_sizes` where every map's inserts over the window are appends of
+    ascending ids (:func:`_appends`) to a map that holds no run: the nodes each makes in
+    closed form (:meth:`~sim.platform.btree.BTreeNodes.append_nodes`); else None."""
+    appends = memo.appends
+    if appends is None:
+        return None
+    for tree, _, key, _ in appends:
+        top = trees[tree].max_key()
+        if trees[tree].appends_in_closed_form or (top is not None and top >= window[0] + key):
+            return None
+    made = tuple(tuple(trees[tree].append_nodes(window[0] + key, step, len(at) * len(window)))
+                 for tree, at, key, step in appends)
+    program = memo.programs.get(made)
+    if program is None:
+        nodes = [[[] for _ in effect.tree_ops] for _ in window]
+        for (_, at, _, _), nodes_of_map in zip(appends, made):
+            per = len(at)
+            for n, nbytes in nodes_of_map:
+                nodes[n // per][at[n % per]].append(nbytes)
+        program = memo.programs[made] = tuple(tuple(map(tuple, per)) for per in nodes)
+    return program
 
 
 def _find(arena, memo, program, prev):
@@ -596,27 +702,108 @@ def place(sim, effect, starts, trees, replay_one) -> list:
     if not starts or not _shiftable(arena, effect):
         return [replay_one(sim, effect, start) for start in starts]
     if effect.windows is None:
-        effect.windows = {}
-    memo = effect.windows
+        effect.windows = _Memo(effect)
+    memo = effect.windows.by_program
+    length = window_length(effect)
     # windows start at the same phase of the loop in every batch
-    lead = -((starts[0] - effect.first_id) // effect.stride) % WINDOW
+    lead = -((starts[0] - effect.first_id) // effect.stride) % length
     handles = [replay_one(sim, effect, start) for start in starts[:lead]]
     prev = None
-    for i in range(lead, len(starts), WINDOW):
-        window = starts[i:i + WINDOW]
+    pending = []
+    for i in range(lead, len(starts), length):
+        window = starts[i:i + length]
         program = _node_sizes(heap, effect, trees, window)
         found = _find(arena, memo, program, prev)
         if found is not None:
-            handles.extend(_apply(sim, *found))
+            handles.extend(_apply(sim, pending, *found))
             sim.arena_shifted += len(window)
             prev = found[:3]
             continue
         prev = None
+        _hold(arena, pending)
+        pending = []
+        if len(window) < length or _from_remainder(arena, effect.windows):
+            # a record no later window could be a shift of: replayed, not recorded
+            handles.extend(replay_one(sim, effect, start, per)
+                           for start, per in zip(window, program))
+            continue
         placed, w = _record(sim, effect, window, program, replay_one)
         handles.extend(placed)
-        if w is not None and len(window) == WINDOW:
+        if w is not None:
             kept = memo.setdefault(program, {}).setdefault(w.read, {}).setdefault(
                 _sizes_key(w.before, w.read), [])
             kept.append(w)
             del kept[:-KEEP]
+            if w.top1 > w.top0:
+                effect.windows.carved = w.top1 - w.top0
+    _hold(arena, pending)
     return handles
+
+
+def _hold(arena, pending) -> None:
+    """The held chunks and live blocks of the windows applied in a row (``pending``:
+    ``(window, L, D)`` each), as one carve run of the arena
+    (:class:`~sim.platform.ptmalloc.CarveRun`): the top they carved, from the first one's
+    top to the last one's, holds them; the run stands in the live lists of their sizes
+    where their blocks would be, and the live blocks below it (chunks the windows took
+    from the tcache) are borrowed. The arena enters the run chunk by chunk when a free or
+    realloc names one of its blocks or a free by size reaches it (none of the windows'
+    own requests does: they free only their own blocks); until then the in-use map and
+    the live lists do not pay per kept chunk. Between its chunks lie chunks the windows
+    freed into the bins (and whatever later requests carve there): the run takes those
+    spans as pinned, left to the arena."""
+    if not pending:
+        return
+    count = sum(len(w.held) for w, _, _ in pending)
+    if not count:
+        live = arena.live
+        for w, lo, d in pending:
+            for n, blocks in w.live:
+                live.setdefault(n, []).extend(a if a < lo else a + d for a in blocks)
+        return
+    first, last = pending[0], pending[-1]
+    start, end = first[0].top0 + first[2], last[0].top1 + last[2]
+    sizes = tuple(sorted({n for w, _, _ in pending for n, _ in w.live}))
+    borrowed = tuple(a if a < lo else a + d for w, lo, d in pending
+                     for _, blocks in w.live for a in blocks if a < w.top0)
+    pending = tuple(pending)
+
+    def contents():
+        chunks, placed = [], {}
+        at = start
+        for w, lo, d in pending:
+            for a, z in w.held:
+                a += d
+                if a != at:
+                    run.pinned[at] = a - at
+                    chunks.append((at, a - at))
+                chunks.append((a, z))
+                at = a + z
+            for n, blocks in w.live:
+                placed.setdefault(n, []).extend(a if a < lo else a + d for a in blocks)
+        if at != end:
+            run.pinned[at] = end - at
+            chunks.append((at, end - at))
+        return chunks, placed
+    run = CarveRun(start, end, contents, sizes, {}, None, count, borrowed)
+    for addr in borrowed:
+        arena._borrowed[addr] = run
+    live = arena.live
+    for n in sizes:
+        if n in live:
+            live[n].append(run)
+        else:
+            live[n] = [run]
+    i = bisect_right(arena._run_starts, start)
+    arena._run_starts.insert(i, start)
+    arena.runs.insert(i, run)
+
+
+def _from_remainder(arena, memo) -> bool:
+    """Whether the window would take its chunks from the last remainder rather than the
+    top: the remainder (a free chunk) holds at least what the latest kept record carved.
+    Such a window leaves the top where it was and the remainder another size, so no later
+    arena is a shift of its record (a run's batches start so, consuming the table the
+    exact iteration before freed)."""
+    lr = arena.last_remainder
+    return bool(memo.carved) and lr is not None and arena.free_at.get(lr, 0) >= memo.carved
