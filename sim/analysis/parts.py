@@ -14,7 +14,7 @@ the model with no fit:
   generation follows step 1 with no validation and no report between them): the text the
   first generation sample faults in (``model.valid()``, its input, a forward of one row,
   ``[1, 128] x [128, 128]``, its sum and ``into_scalar``; of these only gemm's
-  matrix-vector kernels are code step 1 did not run), the profile's ``code.matvec_bytes``;
+  matrix-vector kernels are code step 1 did not run), the profile's ``code.gemv_bytes``;
   the mean over the processes. (A longer run's window from ``val done`` to ``gen 1`` also
   holds the probe's first reports and more steps: session 54's 96-132 KiB there were not
   the single-row forward's.)
@@ -36,14 +36,14 @@ from pathlib import Path
 
 from ..errors import UserError
 
-__all__ = ["PARTS_FILE", "START", "MATVEC", "parse_part_lines", "parts_csv", "read_parts"]
+__all__ = ["PARTS_FILE", "START", "GEMV", "parse_part_lines", "parts_csv", "read_parts"]
 
 #: the file of a directory ``sim host-profile`` writes the parts into
 PARTS_FILE = "parts.csv"
 #: the part before any burn code runs
 START = "start"
 #: the parts around the first single-row forward: (before, after), adjacent in a process
-MATVEC = ("1 sgd", "gen 1")
+GEMV = ("1 sgd", "gen 1")
 _COLUMNS = ("variant", "run", "part", "rss_kib", "exe_text_kib", "host")
 
 _PART = re.compile(r"^PART (?P<name>.+?)\s+rss\s+(?P<rss>[\d.]+)\s+d\s+-?[\d.]+\s+"
@@ -87,13 +87,13 @@ MAX_KIB = 1 << 30
 
 def read_parts(path) -> dict:
     """From a parts CSV (a directory: its :data:`PARTS_FILE`): ``start_bytes`` (the mean RSS
-    at :data:`START`), ``matvec_bytes`` (the mean resident text the first single-row forward
-    adds: :data:`MATVEC`'s second part less its first, where it follows the first), the
-    per-process values behind each (``starts``, ``matvecs``, KiB),
+    at :data:`START`), ``gemv_bytes`` (the mean resident text the first single-row forward
+    adds: :data:`GEMV`'s second part less its first, where it follows the first), the
+    per-process values behind each (``starts``, ``gemvs``, KiB),
     the ``host`` (the file's ``host`` column, or ``""``) and the ``file`` read.
 
     One clear error for a file that is missing, lacks the columns, or has no ``start`` part
-    or no process whose parts hold :data:`MATVEC` one after the other."""
+    or no process whose parts hold :data:`GEMV` one after the other."""
     path = Path(path)
     if path.is_dir():
         path = path / PARTS_FILE
@@ -121,11 +121,11 @@ def read_parts(path) -> dict:
                 order.setdefault(process, []).append((part, resident))
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise UserError(f"{path}: cannot read it as a parts CSV ({e})") from None
-    matvecs = [b[1] - a[1] for parts in order.values() for a, b in zip(parts, parts[1:])
-               if (a[0], b[0]) == MATVEC]
-    if not starts or not matvecs:
-        raise UserError(f"{path}: no '{START}' part, or no process whose '{MATVEC[1]}' part "
-                        f"follows '{MATVEC[0]}' (the probe run with --steps 1)")
+    gemvs = [b[1] - a[1] for parts in order.values() for a, b in zip(parts, parts[1:])
+               if (a[0], b[0]) == GEMV]
+    if not starts or not gemvs:
+        raise UserError(f"{path}: no '{START}' part, or no process whose '{GEMV[1]}' part "
+                        f"follows '{GEMV[0]}' (the probe run with --steps 1)")
     return {"start_bytes": round(statistics.fmean(starts) * 1024),
-            "matvec_bytes": round(statistics.fmean(matvecs) * 1024),
-            "starts": starts, "matvecs": matvecs, "host": host, "file": path}
+            "gemv_bytes": round(statistics.fmean(gemvs) * 1024),
+            "starts": starts, "gemvs": gemvs, "host": host, "file": path}

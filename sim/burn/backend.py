@@ -66,14 +66,15 @@ MAX_ALIGN = 16
 SLAB_OFFSET = 128
 
 
-def gemm_is_matvec(m, n, k) -> bool:
+def gemm_is_gemv(m, n, k) -> bool:
     """Whether one f32 gemm of gemm's own ``(m, n, k)`` runs gemm-common 0.19's
-    matrix-vector kernels (``gemm_basic_generic``: ``m <= 1`` or ``n <= 1`` once ``k > 2``;
-    ``k <= 2`` is the vector-vector kernel): code of its own, apart from the blocked
+    matrix-vector kernels (``gemm_basic_generic`` dispatches to its ``gemv`` module where
+    ``m <= 1`` or ``n <= 1`` once ``k > 2``, for unit-stride operands, which every dense 2-D
+    layout burn-flex passes is; ``k <= 2`` is the vector-vector kernel): code of its own, apart from the blocked
     kernels, so its text comes in the first time such a gemm runs (a single-row forward:
     ``[1, k] x [k, n]``, which gemm sees as ``(n, 1, k)``).
 
-    >>> gemm_is_matvec(128, 1, 128), gemm_is_matvec(512, 64, 512), gemm_is_matvec(1, 1, 2)
+    >>> gemm_is_gemv(128, 1, 128), gemm_is_gemv(512, 64, 512), gemm_is_gemv(1, 1, 2)
     (True, False, False)
     """
     return k > 2 and m > 0 and n > 0 and (m <= 1 or n <= 1)
@@ -364,8 +365,8 @@ class Backend:
                 self.sim.heap.alloc(self.first_op_bytes)
         if OPS[name].gemm and self.pool is None:
             (*_, m, k), (*_, n) = in_shapes[0], in_shapes[1]
-            if gemm_is_matvec(n, m, k):
-                self.sim.touched.touch_code("matvec")
+            if gemm_is_gemv(n, m, k):
+                self.sim.touched.touch_code("gemv")
             self.gemm_ran(n, m, k)   # a row-major destination: gemm sees the transpose
         if self.kernel_bytes and key not in self.compiled:
             self.compiled.add(key)

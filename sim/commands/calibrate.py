@@ -436,24 +436,24 @@ def _write_measured(profile, lines, keys, values, host, out, echo):
 #: where ``sim calibrate --process-parts`` writes each value of the probe's: (section, key,
 #: field of :func:`sim.analysis.parts.read_parts`)
 PARTS_KEYS = (("process", "baseline_rss_bytes", "start_bytes"),
-              ("code", "matvec_bytes", "matvec_bytes"))
+              ("code", "gemv_bytes", "gemv_bytes"))
 
 
 def calibrate_parts(base, parts_path, out=None, force=False, echo=print):
     """Write ``[process] baseline_rss_bytes`` (the processes' mean RSS before any burn code)
-    and ``[code] matvec_bytes`` (the mean text their first single-row forward faults in)
+    and ``[code] gemv_bytes`` (the mean text their first single-row forward faults in)
     from the train-validate probe's ``PROBE_PARTS`` rows in ``parts_path``
     (:func:`sim.analysis.parts.read_parts`; no fit, no simulation) into profile ``base``,
     each value with a comment naming the file and the host, and, where the profile has a
     ``[host]`` table, its source in ``[host.sources]``. The rest of the profile, its header
     and its ``[calibration]`` record stay as they are. Returns the values."""
-    from ..analysis.parts import MATVEC, START, read_parts
+    from ..analysis.parts import GEMV, START, read_parts
 
     profile, base_text = _measured_base(base, out, force)
     parts = read_parts(parts_path)
     where = _relative(parts["file"])
     host = parts["host"] or "the host the file was measured on"
-    starts, matvecs = parts["starts"], parts["matvecs"]
+    starts, gemvs = parts["starts"], parts["gemvs"]
     notes = {
         "start_bytes": (
             f"B, [measured] RSS of a probe process before any burn code runs (/proc/self/statm "
@@ -461,13 +461,13 @@ def calibrate_parts(base, parts_path, out=None, force=False, echo=print):
             f"libraries' pages the loader and Rust's runtime made resident), the mean of "
             f"{len(starts)} processes ({min(starts):,.0f}-{max(starts):,.0f} KiB) on {host}; "
             f"no fit, written by `sim calibrate --process-parts` from {where}"),
-        "matvec_bytes": (
+        "gemv_bytes": (
             f"gemm's matrix-vector kernels, run besides its dispatch by a matmul whose gemm "
-            f"has one row or column (a single-row forward; sim.burn.backend.gemm_is_matvec). "
+            f"has one row or column (a single-row forward; sim.burn.backend.gemm_is_gemv). "
             f"B, [measured] the binary's resident text the train-validate probe's first "
-            f"generation sample adds right after step 1 ('{MATVEC[1]}' less '{MATVEC[0]}', "
-            f"/proc/self/smaps), the mean of {len(matvecs)} processes "
-            f"({min(matvecs):,.0f}-{max(matvecs):,.0f} KiB) on {host}; no fit, written by "
+            f"generation sample adds right after step 1 ('{GEMV[1]}' less '{GEMV[0]}', "
+            f"/proc/self/smaps), the mean of {len(gemvs)} processes "
+            f"({min(gemvs):,.0f}-{max(gemvs):,.0f} KiB) on {host}; no fit, written by "
             f"`sim calibrate --process-parts` from {where}"),
     }
     notes = {field: textwrap.wrap(text, 90, initial_indent="# ", subsequent_indent="# ",
@@ -479,9 +479,9 @@ def calibrate_parts(base, parts_path, out=None, force=False, echo=print):
         _set_host_source(lines, "process.baseline_rss_bytes",
                          ["measured", f"the train-validate probe's PROBE_PARTS '{START}' RSS, "
                           f"mean of {len(starts)} processes, {where}"])
-        _set_host_source(lines, "code.matvec_bytes",
+        _set_host_source(lines, "code.gemv_bytes",
                          ["measured", f"the train-validate probe's PROBE_PARTS text "
-                          f"'{MATVEC[1]}' less '{MATVEC[0]}', mean of {len(matvecs)} "
+                          f"'{GEMV[1]}' less '{GEMV[0]}', mean of {len(gemvs)} "
                           f"processes, {where}"])
     return _write_measured(profile, lines, PARTS_KEYS, parts, host, out, echo)
 

@@ -292,7 +292,7 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
 @click.option("--process-parts", "parts_path", type=click.Path(), default=None,
               metavar="CSV|DIR",
               help="instead of a fit: write [process] baseline_rss_bytes (the mean RSS before "
-                   "any burn code) and [code] matvec_bytes (the mean text the first "
+                   "any burn code) and [code] gemv_bytes (the mean text the first "
                    "single-row forward adds) from the train-validate probe's PROBE_PARTS rows "
                    "(DIR/parts.csv, as `sim host-profile` writes it, or a CSV of the same "
                    "columns), and their source in [host.sources]")

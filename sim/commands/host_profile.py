@@ -14,7 +14,7 @@
    (:func:`sim.commands.calibrate.calibrate_tlb`), before the fit; and the train-validate
    probe with ``PROBE_PARTS`` into its ``parts/`` (:func:`measure_parts`): the RSS the
    processes hold before any burn code (``process.baseline_rss_bytes``) and the text their
-   first single-row forward adds (``code.matvec_bytes``), as ``sim calibrate
+   first single-row forward adds (``code.gemv_bytes``), as ``sim calibrate
    --process-parts`` writes them (:func:`sim.commands.calibrate.calibrate_parts`).
 4. Fits the time parameters of :data:`FIT_PLAN` (each on the quick points that isolate
    it) with ``sim calibrate``'s least squares, stage by stage, wherever the points ask;
@@ -447,14 +447,14 @@ def source_table(host, sysfs, stages, rows, fitted, kept, tlb_dir=None,
         for name, where in _FROM_TLB.items():
             table[name] = ["measured", f"{where}, {Path(tlb_dir) / TLB_DIR}"]
     if parts_dir is not None:
-        from ..analysis.parts import MATVEC, START
+        from ..analysis.parts import GEMV, START
         where = Path(parts_dir) / PARTS_DIR
         table["process.baseline_rss_bytes"] = [
             "measured", f"the train-validate probe's PROBE_PARTS '{START}' RSS, mean over "
                         f"the processes, {where}"]
-        table["code.matvec_bytes"] = [
-            "measured", f"the train-validate probe's PROBE_PARTS text '{MATVEC[1]}' less "
-                        f"'{MATVEC[0]}', mean over the processes, {where}"]
+        table["code.gemv_bytes"] = [
+            "measured", f"the train-validate probe's PROBE_PARTS text '{GEMV[1]}' less "
+                        f"'{GEMV[0]}', mean over the processes, {where}"]
     for stage in stages:
         together = [q for _, pts in stage for q in pts]
         for name, selectors in stage:
@@ -496,7 +496,7 @@ def _header(name, base, host, measured_dir, params, n_points, seconds) -> list:
             f"the data TLB (process.dtlb_entries, dtlb_ways, time.sweep_tlb_read_ns) is "
             f"the sweep-scan probe's `tlb` rows in {measured_dir}/{TLB_DIR} where it names "
             f"one (x86_64), else the base's; the process's start RSS and the text of a "
-            f"single-row forward (process.baseline_rss_bytes, code.matvec_bytes) are the "
+            f"single-row forward (process.baseline_rss_bytes, code.gemv_bytes) are the "
             f"train-validate probe's PROBE_PARTS rows in {measured_dir}/{PARTS_DIR}; "
             f"the parameters {', '.join(params)} are fitted on {n_points} point(s) of "
             f"the quick probes in {measured_dir} (the [calibration] table lists them); "

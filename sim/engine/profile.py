@@ -74,7 +74,7 @@ SCHEMA = {
         "creation_bytes": INT,
         "elementwise_bytes": INT,
         "matmul_bytes": INT,
-        "matvec_bytes": INT,         # gemm's matrix-vector kernels (a single-row matmul)
+        "gemv_bytes": INT,         # gemm's matrix-vector kernels (a single-row matmul)
         "reduce_bytes": INT,
         "autodiff_bytes": INT,
         "backward_bytes": INT,

@@ -560,12 +560,12 @@ FAULT_AROUND_BYTES = 64 << 10
 #: profile's ``[code]`` table gives the resident bytes of each; ``<path>_bytes``):
 #: ``device`` creating the CPU device, ``module`` building an nn module, ``creation`` a
 #: tensor from data or a random fill, ``elementwise`` / ``matmul`` / ``reduce`` the CPU
-#: backend's kernels (binary, unary and scalar ops / gemm / sum and mean), ``matvec``
+#: backend's kernels (binary, unary and scalar ops / gemm / sum and mean), ``gemv``
 #: gemm's matrix-vector kernels, which a matmul whose gemm has one row or one column runs
-#: besides gemm's dispatch (a single-row forward: ``sim.burn.backend.gemm_is_matvec``),
+#: besides gemm's dispatch (a single-row forward: ``sim.burn.backend.gemm_is_gemv``),
 #: ``autodiff`` registering a step with the graph client, ``backward`` building and
 #: running a tape, ``optimizer`` an SGD step.
-CODE_PATHS = ("device", "module", "creation", "elementwise", "matmul", "matvec", "reduce",
+CODE_PATHS = ("device", "module", "creation", "elementwise", "matmul", "gemv", "reduce",
               "autodiff", "backward", "optimizer")
 
 

@@ -1,5 +1,5 @@
 """`sim calibrate --process-parts` writes the process's start (`process.baseline_rss_bytes`) and
-the text of the first single-row forward (`code.matvec_bytes`) from the train-validate probe's
+the text of the first single-row forward (`code.gemv_bytes`) from the train-validate probe's
 PROBE_PARTS rows (no fit), names the file and the host in the values' comments and in
 `[host.sources]`, and refuses bad input with one error line before writing anything."""
 
@@ -45,23 +45,23 @@ def test_parts_give_the_start_and_the_single_row_forwards_text(tmp_path):
     parts = read_parts(_parts(tmp_path))
     assert parts["starts"] == [3000.0, 3100.0, 2900.0]
     assert parts["start_bytes"] == 3000 * 1024
-    assert parts["matvecs"] == [0.0, 64.0, 0.0]
-    assert parts["matvec_bytes"] == round(64 * 1024 / 3)
+    assert parts["gemvs"] == [0.0, 64.0, 0.0]
+    assert parts["gemv_bytes"] == round(64 * 1024 / 3)
     assert parts["host"] == "Some CPU, L2 1 MiB"
 
 
 def test_the_committed_measurement_gives_the_profiles_values():
     parts = read_parts(S55)
-    assert len(parts["starts"]) == len(parts["matvecs"]) == 30
+    assert len(parts["starts"]) == len(parts["gemvs"]) == 30
     assert (min(parts["starts"]), max(parts["starts"])) == (2812.0, 3156.0)
-    assert sorted(set(parts["matvecs"])) == [0.0, 64.0, 128.0]
+    assert sorted(set(parts["gemvs"])) == [0.0, 64.0, 128.0]
     data = tomllib.loads((ROOT / "models" / "amd-epyc-zen4.toml").read_text())
     assert data["process"]["baseline_rss_bytes"] == parts["start_bytes"] == 3074185
-    assert data["code"]["matvec_bytes"] == parts["matvec_bytes"] == 19661
+    assert data["code"]["gemv_bytes"] == parts["gemv_bytes"] == 19661
     assert data["host"]["sources"]["process.baseline_rss_bytes"][0] == "measured"
-    # the Xeon's profile keeps its own fitted baseline, and no matvec text
+    # the Xeon's profile keeps its own fitted baseline, and no gemv text
     xeon = tomllib.loads((ROOT / "models" / "linux-x86_64.toml").read_text())
-    assert (xeon["process"]["baseline_rss_bytes"], xeon["code"]["matvec_bytes"]) == (2879112, 0)
+    assert (xeon["process"]["baseline_rss_bytes"], xeon["code"]["gemv_bytes"]) == (2879112, 0)
 
 
 def test_a_window_with_more_than_the_forward_is_not_read_as_its_text():
@@ -82,23 +82,23 @@ def test_calibrate_writes_both_values_and_their_sources(tmp_path, capsys):
     data = tomllib.loads(text)
     base = tomllib.loads((ROOT / "models" / "amd-epyc-zen4.toml").read_text())
     assert data["process"]["baseline_rss_bytes"] == 3072000
-    assert data["code"]["matvec_bytes"] == round(64 * 1024 / 3)
+    assert data["code"]["gemv_bytes"] == round(64 * 1024 / 3)
     assert "Some CPU, L2 1 MiB" in text and "parts.csv" in text
     sources = data["host"]["sources"]
     assert sources["process.baseline_rss_bytes"][0] == "measured"
-    assert "'gen 1' less '1 sgd'" in sources["code.matvec_bytes"][1]
+    assert "'gen 1' less '1 sgd'" in sources["code.gemv_bytes"][1]
     # every other value, and the calibration record, as the base has them
     for section in ("time", "layout", "calibration"):
         assert data[section] == base[section]
-    assert {k: v for k, v in data["code"].items() if k != "matvec_bytes"} == \
-        {k: v for k, v in base["code"].items() if k != "matvec_bytes"}
+    assert {k: v for k, v in data["code"].items() if k != "gemv_bytes"} == \
+        {k: v for k, v in base["code"].items() if k != "gemv_bytes"}
     # again over its own output: the same file (the sources' entries replaced, not added)
     again = tmp_path / "again.toml"
     code, _, lines = run_cli(["calibrate", "--profile", str(out), "--process-parts", str(d),
                               "--out", str(again)], capsys)
     assert code == 0, lines
     assert again.read_text() == text
-    assert load_profile(again).get("code.matvec_bytes") == 21845
+    assert load_profile(again).get("code.gemv_bytes") == 21845
 
 
 def test_without_out_nothing_is_written(tmp_path, capsys):
@@ -142,7 +142,7 @@ def test_bad_input_is_one_error(tmp_path, capsys):
 def test_host_profile_names_the_parts_as_the_source():
     table = source_table({}, None, [], [], [], {}, parts_dir="results/hp")
     assert table["process.baseline_rss_bytes"][0] == "measured"
-    assert "results/hp/parts" in table["code.matvec_bytes"][1]
+    assert "results/hp/parts" in table["code.gemv_bytes"][1]
     assert "process.baseline_rss_bytes" not in source_table({}, None, [], [], [], {})
 
 

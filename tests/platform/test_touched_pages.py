@@ -123,27 +123,27 @@ def test_profile_validation_names_missing_code_key(tmp_path, key):
         load_profile(path)
 
 
-def test_single_row_matmul_faults_in_the_matvec_text_once():
+def test_single_row_matmul_faults_in_the_gemv_text_once():
     """A matmul whose gemm has one row or column (a single-row forward) runs gemm's
-    matrix-vector kernels besides its dispatch: their text (code.matvec_bytes) comes in once;
+    matrix-vector kernels besides its dispatch: their text (code.gemv_bytes) comes in once;
     a blocked gemm does not bring it in."""
     profile = load_profile("amd-epyc-zen4")
     code = profile.code
-    assert code["matvec"] > 0
+    assert code["gemv"] > 0
     sim = Simulation(profile)
     dev = sim.device("flex")
     w = Tensor.random((128, 128), dev)
     x = Tensor.random((64, 128), dev)
     x.matmul(w)
     before = sim.touched.text_bytes()
-    assert "matvec" not in sim.touched.paths
+    assert "gemv" not in sim.touched.paths
     z = Tensor.random((1, 128), dev)
     z.matmul(w)
     z.matmul(w)
-    assert sim.touched.text_bytes() - before == code["matvec"]
+    assert sim.touched.text_bytes() - before == code["gemv"]
     # the first matmul of a process being single-row: the dispatch's text and the kernels'
     sim = Simulation(profile)
     dev = sim.device("flex")
     start = sim.touched.text_bytes()
     Tensor.random((1, 128), dev).matmul(Tensor.random((128, 128), dev))
-    assert sim.touched.text_bytes() - start == code["creation"] + code["matmul"] + code["matvec"]
+    assert sim.touched.text_bytes() - start == code["creation"] + code["matmul"] + code["gemv"]
