@@ -42,7 +42,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-__all__ = ["Chunk", "L2Cache", "set_miss_fraction", "hierarchy_read_ns", "TlbMissCurve"]
+__all__ = ["Chunk", "L2Cache", "set_miss_fraction", "set_miss_fraction_array", "hierarchy_read_ns",
+           "hierarchy_read_ns_array", "TlbMissCurve"]
 
 
 class Chunk:

@@ -1087,9 +1087,10 @@ def _note_sweep(sim, effect, before, mark, room) -> None:
     """:func:`note_tables` of where ``G``'s ``nodes`` table grew against the iteration's one
     sweep (``mark``: the sweeps charged and the table's bytes before the iteration): the
     sweep read the table's old size where the iteration's highest count before it
-    stayed within the room the table had, the new one where it passed it. Bounds on
-    that count above the iteration's first, as for the whole iteration:
-    ``room["nodes_pre"] = (most, least)`` (False: not one sweep reading ``G``)."""
+    stayed within the room the table had, the new one where it passed it. That count's
+    rise above the iteration's first, the same in every iteration noted:
+    ``room["nodes_pre"] = rise`` (False: not one sweep reading ``G``, or a rise that
+    varies)."""
     known = room.get("nodes_pre")
     if known is False:
         return
@@ -1106,15 +1107,14 @@ def _note_sweep(sim, effect, before, mark, room) -> None:
     cap, count = row[0]
     # the table's count at its highest before the sweep (RawTable.high)
     rise = high - count
-    most, least = known or (None, None)
     if (at_sweep[0] == nbytes) != (rise <= cap - count):
         # grown otherwise than by its highest count (dropped and made again): not read
         room["nodes_pre"] = False
         return
-    if (most is not None and most != rise) or (least is not None and least != rise):
+    if known is not None and known != rise:
         room["nodes_pre"] = False
         return
-    room["nodes_pre"] = (rise, rise)
+    room["nodes_pre"] = rise
 
 
 #: ``G``'s tables a batch may grow in a skipped iteration (:func:`_crossings`): only heap
@@ -1132,7 +1132,7 @@ def _crossed(effect) -> tuple:
     the size it has then, :func:`apply_chain`)."""
     pre = (effect.room or {}).get("nodes_pre")
     if (len(effect.sweeps) == 1 and effect.sweeps[0].referenced
-            and G_KEY in effect.sweeps[0].sets and pre and pre != (None, None)):
+            and G_KEY in effect.sweeps[0].sets and type(pre) is int):
         return CROSSED + ("nodes",)
     return CROSSED
 
@@ -1207,15 +1207,9 @@ def _crossings(sim, effect, count):
                 limit = i - 1       # open, or more than one doubling
                 break
             if name == "nodes":
-                # which size the iteration's sweep reads: open ends the batch
-                most_pre, least_pre = room["nodes_pre"]
-                if most_pre is not None and start + most_pre <= cap:
-                    before_sweep[i] = False
-                elif least_pre is not None and start + least_pre > cap:
-                    before_sweep[i] = True
-                else:
-                    limit = i - 1
-                    break
+                # which size the iteration's sweep reads: the new one where the count
+                # before it passes the room
+                before_sweep[i] = start + room["nodes_pre"] > cap
             grows.setdefault(i, []).append((name, table, table.layout.block_bytes(buckets),
                                             table.layout.block_bytes(doubled)))
             cap, buckets = capacity_of(doubled), doubled
