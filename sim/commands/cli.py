@@ -129,7 +129,8 @@ def list_cmd():
         """``text`` wrapped to the terminal, its lines indented below ``label``."""
         lead = " " * indent + label
         click.echo(textwrap.fill(text, width, initial_indent=lead,
-                                 subsequent_indent=" " * (indent + len(label))))
+                                 subsequent_indent=" " * (indent + len(label)),
+                                 break_on_hyphens=False))
 
     click.echo("workloads:")
     for name in builtin_names():

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,6 +185,15 @@ def builtin_names():
 _CACHE = {}
 
 
+def _first_sentence(doc) -> str:
+    """A workload file's description where it sets no ``DESCRIPTION``: its docstring's
+    first sentence (to the first full stop that ends a line or is followed by a space,
+    within its first paragraph), on one line."""
+    paragraph = " ".join((doc or "").strip().split("\n\n")[0].split())
+    end = re.search(r"\.(\s|$)", paragraph)
+    return paragraph[:end.start() + 1] if end else paragraph
+
+
 def load_workload(name_or_path) -> Workload:
     """A workload by built-in name (``adleak-rss``) or by path to a ``.py`` file."""
     text = str(name_or_path)
@@ -229,7 +239,7 @@ def _load(path: Path) -> Workload:
         params=params,
         run=run,
         description=_constant(path, module, "DESCRIPTION",
-                              (module.__doc__ or "").strip().split("\n")[0],
+                              _first_sentence(module.__doc__),
                               lambda v: isinstance(v, str), "a string (one line)"),
         positive=_positive(path, module, params),
         measured=tuple(_strings(path, module, "MEASURED", (name,),
