@@ -68,3 +68,22 @@ def test_op_costs_tracked_block_pays_the_items_its_tables_move():
     assert extra[2000.0] == pytest.approx(0.0, abs=1e-6)
     assert extra[500.0] == pytest.approx(0.0, abs=1e-6)
     assert _time(_with(base, {"time.rehash_item_ns": 10.0}), False, iterations=2000) == b
+
+
+def test_a_dry_run_keeps_a_growths_rehash_to_itself():
+    """A policy's seam run dry by fast-forward (sim.engine.fastforward.seams._Absorbing) may
+    grow a table of its own: its rehash goes into the dry run's record, not to the
+    simulation's timing (which the dry run has swapped out), and the callback is back after
+    it."""
+    from sim.engine.fastforward.seams import _Absorbing
+    from sim.engine.simulation import Simulation
+    sim = Simulation(_with(load_profile("amd-epyc-zen4"), {"time.rehash_item_ns": 10.0}))
+    callback = sim.heap.rehash
+    assert callback is not None
+    before = sim.timing.bookkeeping_ns
+    out = []
+    table = RawTable(TableLayout(8, 8, 16), sim.heap)
+    with _Absorbing(sim, out):
+        table.grow_to(100)
+    assert [e for e in out if e[0] == "rehash"] == [("rehash", n) for n in (3, 7, 14, 28, 56)]
+    assert sim.heap.rehash is callback and sim.timing.bookkeeping_ns == before

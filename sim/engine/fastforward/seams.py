@@ -964,6 +964,11 @@ class _Absorbing:
             setattr(klass, name, absorbed)
         heap = sim.heap
         self.tap, heap.tap = heap.tap, _DryHeap(out)
+        # a table grown in the dry run charges its rehash (where the profile has one)
+        # nowhere but ``out``
+        self.rehash = heap.rehash
+        if heap.rehash is not None:
+            heap.rehash = lambda items: out.append(("rehash", items))
         self.timing, sim.timing = sim.timing, _DryTiming(out)
         self.charge = vars(sim).get("charge", _MISSING)
         sim.charge = lambda ns, locked=False: out.append(("charge", ns, locked))
@@ -975,6 +980,7 @@ class _Absorbing:
             setattr(klass, name, original)
         _OUT.pop()
         sim.heap.tap = self.tap
+        sim.heap.rehash = self.rehash
         sim.timing = self.timing
         if self.charge is _MISSING:
             del sim.charge
