@@ -131,8 +131,8 @@ class RawTable:
                     self.block = block
                 self.buckets, self.cap = 4, 3
                 return
-            # one insert into a full table (at most ``cap`` items were there before it)
-            self._resize(max(items, self.cap + 1), min(items - 1, self.cap))
+            # one insert into a full table: its ``cap`` items move (items > cap here)
+            self._resize(max(items, self.cap + 1), self.cap)
 
     def took_first(self, block) -> None:
         """The state :meth:`fit` leaves after the first insert into this empty table, whose

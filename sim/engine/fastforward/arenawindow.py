@@ -83,7 +83,7 @@ from ...platform.ptmalloc import (CONSOLIDATION_THRESHOLD, MAX_FAST, MINSIZE, NS
                                   SIZE_SZ, CarveRun)
 from .arenarun import ALLOC
 
-__all__ = ["WINDOW", "KEEP", "place"]
+__all__ = ["WINDOW", "KEEP", "place", "window_length"]
 
 #: iterations per window
 WINDOW = 2
