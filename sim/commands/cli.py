@@ -163,8 +163,8 @@ def policies_cmd(files):
     instead: what `--policy FILE.py` will run.
     """
     import textwrap
-    from ..policies import (HOOKS, MIRROR, POLICIES, SEAMS, load_policy_file, policy_file,
-                            replaced)
+    from ..policies import (HOOKS, MIRROR, POLICIES, SEAMS, Policy, load_policy_file,
+                            policy_file, replaced)
     chosen = [load_policy_file(f) for f in files] if files else list(POLICIES.values())
     for cls in chosen:
         name = cls.name
@@ -175,6 +175,11 @@ def policies_cmd(files):
             wrapped = textwrap.fill(text, width=88, initial_indent=f"  {label}: ",
                                     subsequent_indent=" " * (len(label) + 4))
             click.echo(wrapped)
+        seams = [s for s in (*SEAMS, *HOOKS)
+                 if getattr(cls, s, None) is not getattr(Policy, s, None)]
+        if seams:
+            click.echo(textwrap.fill(", ".join(seams), width=88, initial_indent="  overrides: ",
+                                     subsequent_indent=" " * 13))
         for label, burns in (("replaces", True), ("adds", False)):
             methods = [f"{attr}.{m}" for attr, names in replaced(cls).items() for m in names
                        if hasattr(MIRROR[attr][0], m) == burns]
