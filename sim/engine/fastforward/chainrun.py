@@ -1163,9 +1163,9 @@ def _crossings(sim, effect, count):
     counted by size (the margins of :func:`chain_horizon` then keep every table as it is).
 
     A table grows in iteration ``i`` when its count then, ``count + (i - 1) * growth``,
-    plus the most the iteration rises above it passes ``cap`` (:func:`note_tables`: a
-    bound from the iterations that did not grow it, and one from those that did); where
-    the bounds leave it open the batch ends before. The growth is a new block and the old
+    plus the most the iteration rises above it passes ``cap`` (:func:`note_tables`: the
+    rise each exact iteration read off the table's highest count); where the rise is not
+    known yet the batch ends before. The growth is a new block and the old
     one freed (:class:`~sim.platform.hashbrown.RawTable`), made at the iteration's start
     instead of at the insert that asked for it: every other event of the iteration is
     counted by size (:func:`_heap_growth`), so only the heap's peak and the zones'
