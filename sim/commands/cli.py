@@ -681,6 +681,24 @@ def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs
                    scheduler, force, sets, command=_command_line(), reuse=not no_reuse,
                    max_elements=max_elements)
     _sweep_done(info, out)
+    click.echo(_graded(Path(out) / "errors.csv"))
+
+
+def _graded(errors) -> str:
+    """One line of a comparison's grades from its ``errors.csv``: the points within
+    tolerance, the predicted ones (not used by a fit) apart."""
+    import csv
+    counts = {}
+    with open(errors, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            if row["ok"] in ("true", "false"):
+                key = (row["status"] == "fitted", row["ok"] == "true")
+                counts[key] = counts.get(key, 0) + 1
+    total = sum(counts.values())
+    ok = counts.get((False, True), 0) + counts.get((True, True), 0)
+    predicted = counts.get((False, True), 0) + counts.get((False, False), 0)
+    return (f"{ok} of {total} points within tolerance; predicted (no fit used them) "
+            f"{counts.get((False, True), 0)} of {predicted}: each point in {errors}")
 
 
 @cli.command("fixes")
