@@ -36,11 +36,9 @@ import collections
 import copy
 import time
 
-from sim.burn.nn import Mlp
-from sim.burn.optim import GradientsParams, OPTIMIZERS
 from sim.burn.runtime import graph as graph_mod
 from sim.burn.runtime import pass_blocks
-from sim.burn.tensor import Tensor
+from sim.commands.bench import training_step
 from sim.engine.profile import load_profile
 from sim.engine.simulation import Limits, Simulation
 from sim.platform.ptmalloc import PtmallocArena, chunk_size
@@ -300,17 +298,7 @@ def main():
                      limits=Limits(max_ops=10 ** 12))
     logged = LoggedArena(sim.heap._arena)
     sim.heap._arena = logged
-    dev = sim.device("flex").autodiff()
-    state = {"model": Mlp(32, 32, 32, dev), "total": Tensor.zeros((1,), dev)}
-    x = Tensor.random((8, 32), dev)
-    optim = OPTIMIZERS["adam"](sim)
-
-    def body():
-        model = state["model"]
-        loss = model.forward(x.clone()).powi_scalar(2).mean()
-        grads = GradientsParams.from_grads(loss.backward(), model)
-        state["model"] = model = optim.step(1e-3, model, grads)
-        state["total"] = state["total"] + model.forward(x.clone()).mean()
+    body, _ = training_step(sim, "adam", validation_loss=True)
 
     changes, previous = collections.defaultdict(collections.Counter), {}
     for k in range(1, steps[-1] + 1):

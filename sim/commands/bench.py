@@ -135,24 +135,31 @@ def _backward_every_kth(sim, n, k=10):
     return sim.registered - before
 
 
-def _training(optimizer, validation_loss=False):
-    """A training step of a 2-layer MLP with ``optimizer``; with ``validation_loss`` also a
-    validation forward whose loss is summed across steps (a tracked chain never
-    backwarded, the classic leak)."""
-    def program(sim, n):
-        dev = sim.device("flex").autodiff()
-        state = {"model": Mlp(32, 32, 32, dev), "total": Tensor.zeros((1,), dev)}
-        x = Tensor.random((8, 32), dev)
-        optim = OPTIMIZERS[optimizer](sim)
-        before = sim.registered
+def training_step(sim, optimizer, validation_loss=False):
+    """The body of the training loop kinds: one step of a 2-layer MLP with ``optimizer``;
+    with ``validation_loss`` also a validation forward whose loss is summed across steps
+    (a tracked chain never backwarded, the classic leak). Returns ``(body, state)``:
+    ``state["model"]`` the current model, ``state["total"]`` the running total."""
+    dev = sim.device("flex").autodiff()
+    state = {"model": Mlp(32, 32, 32, dev), "total": Tensor.zeros((1,), dev)}
+    x = Tensor.random((8, 32), dev)
+    optim = OPTIMIZERS[optimizer](sim)
 
-        def body():
-            model = state["model"]
-            loss = model.forward(x.clone()).powi_scalar(2).mean()
-            grads = GradientsParams.from_grads(loss.backward(), model)
-            state["model"] = model = optim.step(1e-3, model, grads)
-            if validation_loss:
-                state["total"] = state["total"] + model.forward(x.clone()).mean()
+    def body():
+        model = state["model"]
+        loss = model.forward(x.clone()).powi_scalar(2).mean()
+        grads = GradientsParams.from_grads(loss.backward(), model)
+        state["model"] = model = optim.step(1e-3, model, grads)
+        if validation_loss:
+            state["total"] = state["total"] + model.forward(x.clone()).mean()
+    return body, state
+
+
+def _training(optimizer, validation_loss=False):
+    """The loop kind of :func:`training_step` repeated."""
+    def program(sim, n):
+        body, _ = training_step(sim, optimizer, validation_loss)
+        before = sim.registered
         sim.repeat(n, body)
         return sim.registered - before
     return program

@@ -7,11 +7,11 @@ import pytest
 from sim import paths
 from sim.engine.runner import run_cell
 from sim.engine.workloads import load_workload
+from sim.commands.bench import training_step
 from sim.engine.simulation import Simulation
 from sim.engine.profile import load_profile
 from sim.burn.nn import Mlp
 from sim.burn.tensor import Tensor
-from sim.burn.optim import Adam, GradientsParams
 
 LOOPS = paths.ROOT / "experiments" / "loops"
 PROFILES = ("m2max-macos", "linux-x86_64")
@@ -167,17 +167,7 @@ def _summed_loss_run(profile, steps, fast_forward, then_backward=False):
     more step outside the loop and a backward through the running total (which reads
     every member of every step, those fast-forward built included)."""
     sim = Simulation(load_profile(profile), fast_forward=fast_forward)
-    dev = sim.device("flex").autodiff()
-    state = {"model": Mlp(32, 32, 32, dev), "total": Tensor.zeros((1,), dev)}
-    x = Tensor.random((8, 32), dev)
-    optim = Adam(sim)
-
-    def body():
-        model = state["model"]
-        loss = model.forward(x.clone()).powi_scalar(2).mean()
-        grads = GradientsParams.from_grads(loss.backward(), model)
-        state["model"] = model = optim.step(1e-3, model, grads)
-        state["total"] = state["total"] + model.forward(x.clone()).mean()
+    body, state = training_step(sim, "adam", validation_loss=True)
     sim.repeat(steps, body)
     if then_backward:
         body()
