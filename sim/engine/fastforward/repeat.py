@@ -776,9 +776,7 @@ def _replay_drift(sim, effect, k, times=1):
     allocator = heap.allocator
     trace = effect.trace
     faults = allocator.fault is not None
-    if effect.plan is None or effect.plan[0] != faults:
-        effect.plan = (faults, _drift_plan(heap, effect, faults))
-    plan = effect.plan[1]
+    plan = _plan(heap, effect)
     if times != 1:
         return _replay_many(heap, plan, times)
     # the heap itself takes the events, past a tap (an outer loop's probe records none)
@@ -879,6 +877,15 @@ def _replay_many(heap, plan, times):
     return {}
 
 
+def _plan(heap, effect) -> tuple:
+    """``effect``'s replay plan (:func:`_drift_plan`) for the heap's fault state, made
+    where it has none, or one for the other state."""
+    faults = heap.allocator.fault is not None
+    if effect.plan is None or effect.plan[0] != faults:
+        effect.plan = (faults, _drift_plan(heap, effect, faults))
+    return effect.plan[1]
+
+
 def _drift_plan(heap, effect, faults) -> tuple:
     """:func:`_replay_drift`'s steps for ``effect``'s trace: the position of each event
     replayed on its own, and for each run of the others ``(live bytes, live blocks,
@@ -957,8 +964,7 @@ def _horizon(sim, effect):
                 and sim.allocator.bulk_exact()):
             # the replay plan, which the batch's table crossings read, before the first
             # replay makes it
-            faults = sim.heap.allocator.fault is not None
-            effect.plan = (faults, _drift_plan(sim.heap, effect, faults))
+            _plan(sim.heap, effect)
         return min(limit, chain_horizon(sim, effect))
     if effect.node_order and not sim.allocator.bulk_exact():
         if effect.template is None:
