@@ -1,5 +1,6 @@
 """Simulator side of the train-validate probe's PROBE_PARTS lines: RSS, resident text, heap and gemm slab after the same parts (first validation only).
-Usage: PYTHONPATH=. python experiments/probes/tools/tv_parts_sim.py [autodiff|valid-model|plain]
+Usage: PYTHONPATH=. python experiments/probes/tools/tv_parts_sim.py [autodiff|valid-model|plain] [PROFILE]
+(PROFILE: linux-x86_64 unless given, e.g. amd-epyc-zen4, the host of the s54/s55 parts)
 (heapres includes the 2 MiB slab MemBuffer, which "extra" takes back out of RSS)."""
 import sys
 from sim.engine.profile import load_profile
@@ -8,7 +9,7 @@ from sim.burn.nn import Mlp
 from sim.burn.optim import GradientsParams, Sgd
 from sim.burn.tensor import Tensor
 variant = sys.argv[1] if len(sys.argv) > 1 else "autodiff"
-prof = load_profile("linux-x86_64")
+prof = load_profile(sys.argv[2] if len(sys.argv) > 2 else "linux-x86_64")
 sim = Simulation(prof, experiment="train-validate", variant=variant, fast_forward=False)
 base = prof.process.baseline_rss_bytes
 def pt(name):
@@ -18,7 +19,7 @@ def pt(name):
 pt("start")
 flex = sim.device("flex"); device = flex.autodiff(); pt("device")
 model = Mlp(128,128,128, device); pt("model")
-x = Tensor.random((32,128), device); optim = Sgd(); pt("setup")
+x = Tensor.random((32,128), device); optim = Sgd(sim); pt("setup")  # Sgd(sim): as train_validate.py
 def evaluator():
     if variant == "autodiff": return model, device
     if variant == "valid-model": return model.valid(), device
