@@ -4,6 +4,11 @@
 
 cimport cython
 
+# glibc's constants (module globals of ptmalloc.py) as C integers: a comparison of a C-int
+# size with one is a C comparison, not a boxed int against a looked-up global
+cdef Py_ssize_t SIZE_SZ, MINSIZE, TCACHE_MAX_CHUNK, TCACHE_COUNT, MAX_FAST, MIN_LARGE
+cdef Py_ssize_t CONSOLIDATION_THRESHOLD, NSMALLBINS, BIN_TABLE
+
 # the binmap's walks (module functions, C only in the build)
 @cython.locals(i=Py_ssize_t, other=Py_ssize_t)
 cdef _binmap_mark(list binmap, Py_ssize_t idx)
@@ -61,15 +66,24 @@ cdef class _Arena:
     cpdef alloc(self, nbytes, align=*)
     cpdef calloc(self, nbytes)
     cpdef free(self, block=*, nbytes=*)
+    @cython.locals(size=Py_ssize_t)
     cpdef _free_chunk(self, addr)
+    @cython.final
+    cdef _free_sized(self, addr, Py_ssize_t size, cached)
+    @cython.locals(merged=Py_ssize_t)
     cpdef _free_uncached(self, addr, size)
 
     # the replay's loop over a program's requests (ReplayProgram.flat, C ints): C ints,
     # C calls
+    @cython.locals(count=Py_ssize_t, cache=list, known="long long[::1]",
+                   before="long long[::1]")
+    cpdef _replay_run(self, long long[::1] flat, n, list carry)
     @cython.locals(i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t, count=Py_ssize_t,
                    depth=Py_ssize_t, code=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t,
-                   size=Py_ssize_t, cache=list, fastbin=list, blocks=list, previous=list,
-                   inuse=dict, known="long long[::1]", before="long long[::1]")
-    cpdef _replay_run(self, long long[::1] flat, n, list carry)
-    cpdef _replay_call(self, Py_ssize_t code, nbytes, nb, Py_ssize_t a, Py_ssize_t b,
-                       list blocks, list carry)
+                   size=Py_ssize_t, previous=list, inuse=dict)
+    @cython.final
+    cdef _replay_step(self, long long[::1] flat, list blocks, list carry, list cache,
+                      long long[::1] known, long long[::1] before)
+    @cython.final
+    cdef _replay_call(self, Py_ssize_t code, Py_ssize_t nbytes, Py_ssize_t nb, Py_ssize_t a,
+                      Py_ssize_t b, list blocks, list carry)

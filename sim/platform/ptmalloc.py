@@ -1013,14 +1013,7 @@ class _Arena:
         if type(block) is tuple:
             self._free_mapped(block)
             return
-        # _free_chunk inlined (hot path): the tcache first, else _free_uncached
-        size = self.inuse[block]
-        if size <= TCACHE_MAX_CHUNK:
-            cached = self.tcache[size]
-            if len(cached) < TCACHE_COUNT:
-                cached.append(block)
-                return
-        self._free_uncached(block, size)
+        self._free_chunk(block)
 
     def _free_mapped(self, block) -> None:
         """``munmap_chunk``: an mmapped chunk goes; the dynamic thresholds may rise."""
@@ -1034,12 +1027,17 @@ class _Arena:
         """``_int_free`` of an arena chunk: the tcache, a fastbin, or merged into the bins or
         the top (then maybe ``malloc_consolidate`` and ``systrim``)."""
         size = self.inuse[addr]
-        if size <= TCACHE_MAX_CHUNK:
-            cached = self.tcache[size]
-            if len(cached) < TCACHE_COUNT:
-                cached.append(addr)
-                return
-        self._free_uncached(addr, size)
+        self._free_sized(addr, size, self.tcache[size] if size <= TCACHE_MAX_CHUNK else None)
+
+    def _free_sized(self, addr, size, cached) -> None:
+        """:meth:`_free_chunk` of the chunk at ``addr``, its ``size`` known and ``cached`` its
+        tcache bin (None: a size the tcache does not hold): that bin while it has room, else
+        :meth:`_free_uncached`. Every free of an arena chunk takes this path (``free``,
+        ``_free_chunk``, the replay's frees)."""
+        if cached is not None and len(cached) < TCACHE_COUNT:
+            cached.append(addr)
+        else:
+            self._free_uncached(addr, size)
 
     def _free_uncached(self, addr, size) -> None:
         """:meth:`_free_chunk` past the tcache (its bin for ``size`` full, or none): a
@@ -1196,23 +1194,16 @@ class _Arena:
     def _replay_run(self, flat, n, carry):
         """``n`` iterations of a compiled program (:attr:`ReplayProgram.flat`), each
         placed as :meth:`alloc`, :meth:`free` and :meth:`realloc` would place its
-        requests one by one, in one loop over the requests that the arena's build
-        compiles (C ints, C calls): the tcache's paths inline, the live lists of
-        :attr:`ReplayProgram.held` sizes left alone, an allocation freed right away
-        skipped while its tcache bin serves it (the chunk would pop off the bin and be
-        pushed back). ``carry``: as :meth:`replay`'s (a list), returned after the
-        ``n``-th iteration."""
-        tcache, inuse, fast = self.tcache, self.inuse, self.fast
+        requests one by one (:meth:`_replay_step`), in a loop that the arena's build
+        compiles (C ints, C calls). ``carry``: as :meth:`replay`'s (a list), returned
+        after the ``n``-th iteration."""
+        tcache = self.tcache
         count = len(flat)
-        depth = len(carry)
-        # the tcache bin each allocation takes from and each free mostly puts back into, and
-        # the fastbin such a free goes to past a full tcache bin (every bin is there from
-        # the start, never replaced), by request
+        # the tcache bin each allocation takes from and each free mostly puts back into
+        # (every bin is there from the start, never replaced), by request
         cache = [tcache.get(flat[i + 2]) if flat[i] == _ALLOC_HELD else
                  tcache.get(flat[i + 5]) if flat[i] == _FREE_HELD else None
                  for i in range(0, count, 6)]
-        fastbin = [fast.get(flat[i + 5]) if flat[i] == _FREE_HELD else None
-                   for i in range(0, count, 6)]
         # the chunk size of each block of this iteration (``known``) and of the one before
         # (``before``) where a tcache bin gave it (the bin's size; 0: not known, the free
         # looks it up): at most one block a request
@@ -1220,74 +1211,77 @@ class _Arena:
         before = array("q", bytes(8 * (count // 6)))
         for _ in range(n):
             blocks = []
-            previous = carry[depth - 1] if depth else None
-            i = 0
-            j = 0                                       # the request's index: i // 6
-            while i < count:
-                code = flat[i]
-                if code == 0:                           # _ALLOC_HELD
-                    cached = cache[j]
-                    if cached:
-                        if flat[i + 5]:                 # a neutral pair: left as it is
-                            known[len(blocks)] = 0
-                            blocks.append(cached[-1])
-                            i += 12
-                            j += 2
-                            continue
-                        known[len(blocks)] = flat[i + 2]
-                        blocks.append(cached.pop())
-                    else:
-                        known[len(blocks)] = 0
-                        blocks.append(self._int_malloc(flat[i + 2]))
-                elif code == 1:                         # _FREE_HELD
-                    a = flat[i + 3]
-                    b = flat[i + 4]
-                    if not a:
-                        block = blocks[b]
-                        size = known[b]
-                    elif a == 1:
-                        block = previous[b]
-                        size = before[b]
-                    else:
-                        block = carry[depth - a][b]
-                        size = 0
-                    if not size:
-                        if type(block) is not int:
-                            self._free_mapped(block)
-                            i += 6
-                            j += 1
-                            continue
-                        size = inuse[block]
-                    if size == flat[i + 5]:             # the size its request asked for
-                        cached = cache[j]
-                        if cached is not None and len(cached) < TCACHE_COUNT:
-                            cached.append(block)
-                        elif size <= MAX_FAST:
-                            fastbin[j].append(block)    # _free_uncached's fastbin
-                            self.nfast += 1
-                        else:
-                            self._free_uncached(block, size)
-                    else:
-                        cached = tcache[size] if size <= TCACHE_MAX_CHUNK else None
-                        if cached is not None and len(cached) < TCACHE_COUNT:
-                            cached.append(block)
-                        elif size <= MAX_FAST:
-                            fast[size].append(block)
-                            self.nfast += 1
-                        else:
-                            self._free_uncached(block, size)
-                else:
-                    k = len(blocks)
-                    self._replay_call(code, flat[i + 1], flat[i + 2], flat[i + 3], flat[i + 4],
-                                      blocks, carry)
-                    if len(blocks) > k:
-                        known[k] = 0
-                i += 6
-                j += 1
+            self._replay_step(flat, blocks, carry, cache, known, before)
             carry.append(blocks)
             del carry[0]
             known, before = before, known
         return carry
+
+    def _replay_step(self, flat, blocks, carry, cache, known, before) -> None:
+        """One iteration of :meth:`_replay_run`: its blocks appended to ``blocks``, their
+        chunk sizes where a tcache bin gave them to ``known`` (``before``: the previous
+        iteration's). The tcache's pop inline, the live lists of
+        :attr:`ReplayProgram.held` sizes left alone, an allocation freed right away
+        skipped while its tcache bin serves it (the chunk would pop off the bin and be
+        pushed back); frees of held sizes through :meth:`_free_sized` (the bin their
+        request asked for looked up once per replay), the other requests through
+        :meth:`_replay_call`."""
+        inuse, tcache = self.inuse, self.tcache
+        count = len(flat)
+        depth = len(carry)
+        previous = carry[depth - 1] if depth else None
+        i = 0
+        j = 0                                       # the request's index: i // 6
+        while i < count:
+            code = flat[i]
+            if code == 0:                           # _ALLOC_HELD
+                cached = cache[j]
+                if cached:
+                    if flat[i + 5]:                 # a neutral pair: left as it is
+                        known[len(blocks)] = 0
+                        blocks.append(cached[-1])
+                        i += 12
+                        j += 2
+                        continue
+                    known[len(blocks)] = flat[i + 2]
+                    blocks.append(cached.pop())
+                else:
+                    known[len(blocks)] = 0
+                    blocks.append(self._int_malloc(flat[i + 2]))
+            elif code == 1:                         # _FREE_HELD
+                a = flat[i + 3]
+                b = flat[i + 4]
+                if not a:
+                    block = blocks[b]
+                    size = known[b]
+                elif a == 1:
+                    block = previous[b]
+                    size = before[b]
+                else:
+                    block = carry[depth - a][b]
+                    size = 0
+                if size:
+                    pass
+                elif type(block) is int:
+                    size = inuse[block]
+                else:
+                    self._free_mapped(block)
+                    i += 6
+                    j += 1
+                    continue
+                if size == flat[i + 5]:             # the size its request asked for
+                    self._free_sized(block, size, cache[j])
+                else:
+                    self._free_sized(block, size,
+                                     tcache[size] if size <= TCACHE_MAX_CHUNK else None)
+            else:
+                k = len(blocks)
+                self._replay_call(code, flat[i + 1], flat[i + 2], flat[i + 3], flat[i + 4],
+                                  blocks, carry)
+                if len(blocks) > k:
+                    known[k] = 0
+            i += 6
+            j += 1
 
     def _replay_call(self, code, nbytes, nb, a, b, blocks, carry) -> None:
         """A request of :meth:`_replay_run` (its five fields) that is neither an
