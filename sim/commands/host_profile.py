@@ -82,6 +82,11 @@ FIT_PLAN = (
     # tables, one doubling insert against a twin's insert with room, no page fault; the
     # mean of the five at 256 and 2,048 buckets, where the tables fit in the L2)
     (("time.rehash_item_ns", [f"{_MECH}/rehash/all/{b}/ns_per_op" for b in (256, 2048)]),),
+    # what Linear::forward's module path (burn-tensor's module::linear: the dispatch, the
+    # matmul transform's shape analysis) costs beyond the ops it issues, on plain Flex
+    # (mechanism-cost mlp-sample: train-validate's generation sample run by the module against
+    # the same ops through the tensor API, module - ops = two Linear calls)
+    (("time.linear_call_ns", [f"{_MECH}/mlp-sample/module-minus-ops/250/ns_per_op"]),),
     # a small op's cost (op-cost, [1,128] tensors), each stage on the points whose cost the
     # earlier stages do not already explain (fitted jointly on all 13, buffer_ns traded
     # against op_overhead_ns and register_ns against operand_node_ns): the op itself, from

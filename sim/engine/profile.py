@@ -159,6 +159,8 @@ SCHEMA = {
         "trim_cycle_ns": FLOAT,        # per trim of the heap's top: its brk cut and the brk
                                        #   growing the break again (two system calls)
         "trim_page_ns": FLOAT,         # per page a trim gives back (unmapped)
+        "linear_call_ns": FLOAT,       # per Linear::forward beyond its ops (module::linear's
+                                       #   dispatch, the matmul transform's shape analysis)
         "text_fault_ns": FLOAT,        # per 64-KiB fault-around window of text made resident
         "sysfs_read_ns": FLOAT,        # per sysfs directory listed or file read (gemm's cache info)
         "autodiff_clone_ns": FLOAT,    # per autodiff handle cloned: node + ref-count Arcs
