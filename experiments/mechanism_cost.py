@@ -40,6 +40,12 @@ fresh process per variant:
                 on a [1, 4] input (``d4``: the step's bookkeeping) and d = 128 on [32, 128]
                 (``d128``); ``train_warm`` steps untimed, then the median of ``train_reps``
                 blocks of ``train_steps`` (``ms_per_step``, x = d)
+``mlp-sample``  train-validate's generation sample (model.valid() of an Mlp(128, 128, 128),
+                z [1, 128] on plain Flex) as the module runs it (``module``), as the same
+                ops through the tensor API (``ops``), with one weight matrix read twice
+                (``one-weight``) and each op alone; ``ns_per_op`` per iteration of blocks of
+                ``sample_ops``, and the differences (``module-minus-ops``: what
+                ``Linear::forward``'s module path costs beyond its ops, twice)
 ``rehash``      a hash table's doubling, per item it moves: burn's five graph tables
                 (``steps``, ``actions``, ``nodes``, ``leaves``, the locator's ``keys``), each
                 filled to capacity at 256, 2,048 and 16,384 buckets, then one insert into it
@@ -61,6 +67,10 @@ from sim.burn.tensor import Tensor, drop
 from common import tiny_backward
 
 EXPERIMENT = "mechanism-cost"
+#: mlp-sample's rows: each kind's ns per iteration, then what the probe derives from them
+SAMPLE_KINDS = ("module", "ops", "one-weight", "matmul", "bias-add", "relu", "sum-read", "clone")
+SAMPLE_PHASES = SAMPLE_KINDS + ("parts", "module-minus-ops", "ops-minus-one-weight",
+                                "ops-minus-parts")
 X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows", "call": "call", "live": "nodes",
                               "dead": "nodes", "dead-minus-live": "nodes",
                               "merge": "iterations", "twin": "iterations",
@@ -70,20 +80,22 @@ X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows",
                               "autodiff-read-minus-drop": "iterations",
                               "d4": "features", "d128": "features",
                               **dict.fromkeys(("steps", "actions", "nodes", "leaves", "keys",
-                                               "all"), "buckets")}}
+                                               "all"), "buckets"),
+                              **dict.fromkeys(SAMPLE_PHASES, "iterations")}}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = ("page-fault", "text-fault", "first-gemm", "param-init", "sweep-free", "merge",
-            "release", "read-scalar", "train-step", "rehash")
+            "release", "read-scalar", "train-step", "rehash", "mlp-sample")
 PARAMS = {"reps": 5, "calls": 5, "nodes": "100,300,1000,3000,10000", "merge_ops": 250,
           "merge_reps": 41, "release_ops": 250, "release_reps": 41,
-          "train_warm": 20, "train_steps": 50, "train_reps": 11, "rehash_reps": 21}
+          "train_warm": 20, "train_steps": 50, "train_reps": 11, "rehash_reps": 21,
+          "sample_ops": 250}
 #: the probe's loops are the same under `--quick` (about two seconds), but a quick
 #: comparison (and `sim host-profile`'s fit) simulates sweep-free up to N = 3,000 only:
 #: N = 10,000 comes last in its process, so the others do not change, and it takes
 #: minutes to simulate; its quick rows stay unpredicted
 QUICK = {"nodes": "100,300,1000,3000"}
 POSITIVE = ("reps", "calls", "merge_ops", "merge_reps", "release_ops", "release_reps",
-            "train_warm", "train_steps", "train_reps", "rehash_reps")
+            "train_warm", "train_steps", "train_reps", "rehash_reps", "sample_ops")
 
 #: rehash: buckets of the full table before its doubling, untimed reps first, and burn's
 #: five graph tables (the simulation's table factory methods)
@@ -108,7 +120,7 @@ def median(values):
 
 
 def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, release_reps,
-        train_warm, train_steps, train_reps, rehash_reps):
+        train_warm, train_steps, train_reps, rehash_reps, sample_ops):
     if variant == "page-fault":
         heap = sim.heap
         per_page = []
@@ -143,6 +155,8 @@ def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, re
         yield from _train_step(sim, train_warm, train_steps, train_reps)
     elif variant == "rehash":
         yield from _rehash(sim, rehash_reps)
+    elif variant == "mlp-sample":
+        yield from _mlp_sample(sim, sample_ops)
     else:
         raise ValueError(variant)
 
@@ -336,3 +350,44 @@ def _rehash(sim, rehash_reps):
         sim.record(buckets, "buckets", "ns_per_op", round(sum(medians) / len(medians), 3),
                    phase="all")
         yield sim.tick()
+
+
+def _mlp_sample(sim, sample_ops):
+    """train-validate's generation sample on plain Flex against its ops, run together and
+    each alone (the probe's src/sample.rs): one untimed block of each kind, then one timed
+    (the simulation repeats itself; the probe takes the median of 41)."""
+    flex = sim.device("flex")
+    model = Mlp(128, 128, 128, flex.autodiff())
+    model.forward(Tensor.random((1, 128), flex.autodiff())).sum().into_scalar()
+    net = model.valid()
+    z = Tensor.random((1, 128), flex)
+    w1, w2 = Tensor.random((128, 128), flex), Tensor.random((128, 128), flex)
+    b1, b2 = Tensor.random((128,), flex), Tensor.random((128,), flex)
+
+    def ops(w, b, w_, b_):
+        a = (z.clone().matmul(w.clone()) + b.clone().unsqueeze()).relu()
+        (a.matmul(w_.clone()) + b_.clone().unsqueeze()).sum().into_scalar()
+
+    bodies = {"module": lambda: net.forward(z.clone()).sum().into_scalar(),
+              "ops": lambda: ops(w1, b1, w2, b2), "one-weight": lambda: ops(w1, b1, w1, b1),
+              "matmul": lambda: drop(z.clone().matmul(w1.clone())),
+              "bias-add": lambda: drop(z.clone() + b1.clone().unsqueeze()),
+              "relu": lambda: drop(z.clone().relu()),
+              "sum-read": lambda: z.clone().sum().into_scalar(),
+              "clone": lambda: drop(z.clone())}
+    ns = {}
+    for block in range(2):
+        for kind in SAMPLE_KINDS:
+            start = sim.now_ns
+            for _ in range(sample_ops):
+                bodies[kind]()
+            ns[kind] = (sim.now_ns - start) / sample_ops
+    ns["parts"] = (2 * ns["matmul"] + 2 * ns["bias-add"] + ns["relu"] + ns["sum-read"]
+                   - 5 * ns["clone"])
+    ns["module-minus-ops"] = ns["module"] - ns["ops"]
+    ns["ops-minus-one-weight"] = ns["ops"] - ns["one-weight"]
+    ns["ops-minus-parts"] = ns["ops"] - ns["parts"]
+    for phase in SAMPLE_PHASES:
+        sim.record(sample_ops, "iterations", "ns_per_op", round(ns[phase], 1) + 0.0,
+                   phase=phase)
+    yield sim.tick()

@@ -131,6 +131,7 @@ class Linear:
         then ``module::linear`` (:func:`linear`)."""
         timing = x.device.sim.timing
         timing.module_call()
+        timing.linear_call()
         weight = self.weight.val()
         bias = self.bias.val() if self.bias is not None else None
         # one call in PyTorch (F.linear -> addmm), three ops in burn's dispatch

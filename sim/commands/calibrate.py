@@ -47,7 +47,7 @@ from .progress import Progress
 from ..engine.runner import run_cell
 from ..engine.workers import local_pool
 
-__all__ = ["calibrate", "calibrate_tlb", "calibrate_parts", "select_points", "run_cells", "check_out",
+__all__ = ["calibrate", "calibrate_tlb", "calibrate_parts", "calibrate_trim", "select_points", "run_cells", "check_out",
            "measured_policy"]
 
 #: a base profile's fitted point whose prediction moves by more than this (relative) is
@@ -484,6 +484,108 @@ def calibrate_parts(base, parts_path, out=None, force=False, echo=print):
                           f"'{GEMV[1]}' less '{GEMV[0]}', mean of {len(gemvs)} "
                           f"processes, {where}"])
     return _write_measured(profile, lines, PARTS_KEYS, parts, host, out, echo)
+
+
+#: where ``sim calibrate --heap-refault`` writes each value of the probe's: (section, key,
+#: field of :func:`read_heap_refault`)
+TRIM_KEYS = (("time", "trim_cycle_ns", "cycle_ns"), ("time", "trim_page_ns", "page_ns"))
+#: the rows of mechanism-cost's ``heap-refault`` variant the trim's cost is read from
+TRIM_ROW = ("mechanism-cost", "heap-refault", "brk-per-trim", "pages", "ns_per_op")
+#: the file of a directory that names the host its CSVs were measured on
+HOST_FILE = "host.txt"
+
+
+def read_heap_refault(path) -> dict:
+    """The trim's cost from mechanism-cost ``heap-refault``'s ``brk-per-trim`` rows (ns per
+    malloc-and-free cycle a trimmed top costs beyond a kept one's, at x pages given back) in
+    ``path``, a CSV or a directory of them: the least-squares line through every row,
+    ``cycle_ns`` fixed + ``page_ns`` per page. Also ``points`` ((pages, ns) read),
+    ``files``, and ``host`` (a directory's ``host.txt``, or ""). At least two page counts
+    are needed; a bad or missing value is one error naming the file."""
+    import csv
+    path = Path(path)
+    files = sorted(path.glob("*.csv")) if path.is_dir() else [path]
+    if not files:
+        raise UserError(f"--heap-refault {path}: no CSV file there")
+    points = []
+    for file in files:
+        try:
+            with open(file, newline="", encoding="utf-8") as f:
+                rows = list(csv.DictReader(f))
+        except (OSError, UnicodeDecodeError, csv.Error) as e:
+            raise UserError(f"--heap-refault {file}: cannot read it as CSV ({e})") from None
+        for line, row in enumerate(rows, start=2):
+            if (row.get("experiment"), row.get("variant"), row.get("phase"),
+                    row.get("x_unit"), row.get("metric")) != TRIM_ROW:
+                continue
+            try:
+                pages, ns = float(row["x"]), float(row["value"])
+            except (TypeError, ValueError):
+                raise UserError(f"--heap-refault {file}:{line}: x and value must be numbers")
+            if not (math.isfinite(pages) and math.isfinite(ns) and pages > 0 and ns >= 0
+                    and ns < 1e9):
+                raise UserError(f"--heap-refault {file}:{line}: pages must be positive and "
+                                f"ns between 0 and 1e9, got {row['x']} and {row['value']}")
+            points.append((pages, ns))
+    if len({p for p, _ in points}) < 2:
+        raise UserError(f"--heap-refault {path}: needs mechanism-cost heap-refault "
+                        f"brk-per-trim rows at two page counts at least (`burn-probes "
+                        f"mechanism-cost --variant heap-refault`), found {len(points)} row(s)")
+    n = len(points)
+    mx = sum(p for p, _ in points) / n
+    my = sum(v for _, v in points) / n
+    slope = (sum((p - mx) * (v - my) for p, v in points)
+             / sum((p - mx) ** 2 for p, _ in points))
+    slope = max(slope, 0.0)
+    fixed = max(my - slope * mx, 0.0)
+    host = ""
+    if path.is_dir() and (path / HOST_FILE).is_file():
+        host = (path / HOST_FILE).read_text(encoding="utf-8", errors="replace").strip()
+    return {"cycle_ns": round(fixed, 1), "page_ns": round(slope, 2), "points": points,
+            "files": files, "host": host}
+
+
+def calibrate_trim(base, path, out=None, force=False, echo=print):
+    """Write ``[time] trim_cycle_ns`` and ``trim_page_ns`` (what a trim of the glibc arena's
+    top costs: the break cut back and grown again, two ``brk`` calls, and per page given
+    back) from mechanism-cost ``heap-refault``'s ``brk-per-trim`` rows in ``path``
+    (:func:`read_heap_refault`; no fit, no simulation) into profile ``base``, with a
+    comment naming the files and the host and, where the profile has a ``[host]`` table,
+    their source in ``[host.sources]``. Returns the values."""
+    profile, base_text = _measured_base(base, out, force)
+    trim = read_heap_refault(path)
+    host = trim["host"] or "the host the files were measured on"
+    files = trim["files"]
+    where = (f"{_relative(files[0].parent)}/ ({', '.join(f.name for f in files)})"
+             if len({f.parent for f in files}) == 1 else ", ".join(map(_relative, files)))
+    pages = sorted({p for p, _ in trim["points"]})
+    by_pages = ", ".join(
+        f"{p:g} pages {min(v for q, v in trim['points'] if q == p):,.0f}-"
+        f"{max(v for q, v in trim['points'] if q == p):,.0f} ns" for p in pages)
+    text = {
+        "cycle_ns": (
+            f"ns per trim of the glibc arena's top (ptmalloc's systrim; sim.platform.ptmalloc), "
+            f"charged where the arena trims: the brk that cuts the break back and the brk that "
+            f"grows it again when the top is next carved (in a loop each trim is followed by "
+            f"one growth). [measured] by mechanism-cost heap-refault's brk-per-trim rows (a "
+            f"block at the heap's top written and freed, trim threshold 0 against a twin that "
+            f"keeps its pages: the malloc and free beyond the twin's, its page faults apart; "
+            f"{by_pages}), the least-squares line's fixed part; trim_page_ns: ns per page "
+            f"a trim gives back to the kernel (unmapped), [measured], the line's slope; on "
+            f"{host}, no fit, written by `sim calibrate --heap-refault` from {where}"),
+    }
+    notes = {field: textwrap.wrap(t, 90, initial_indent="# ", subsequent_indent="# ",
+                                  break_on_hyphens=False) for field, t in text.items()}
+    lines = base_text.rstrip("\n").split("\n")
+    _set_keys(lines, TRIM_KEYS, trim, notes, keep_shared=False)
+    if "host" in profile.data:
+        for _, key, _ in TRIM_KEYS:
+            _set_host_source(lines, f"time.{key}",
+                             ["measured", f"mechanism-cost heap-refault brk-per-trim, "
+                              f"{len(trim['points'])} rows at {', '.join(f'{p:g}' for p in pages)} "
+                              f"pages, a line's {'fixed part' if 'cycle' in key else 'slope'}, "
+                              f"{where}"])
+    return _write_measured(profile, lines, TRIM_KEYS, trim, host, out, echo)
 
 
 def _set_host_source(lines, name, value) -> None:

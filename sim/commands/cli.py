@@ -302,6 +302,12 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
                    "single-row forward adds) from the train-validate probe's PROBE_PARTS rows "
                    "(DIR/parts.csv, as `sim host-profile` writes it, or a CSV of the same "
                    "columns), and their source in [host.sources]")
+@click.option("--heap-refault", "refault_path", type=click.Path(), default=None,
+              metavar="CSV|DIR",
+              help="instead of a fit: write [time] trim_cycle_ns and trim_page_ns (a trim of "
+                   "the glibc arena's top: its two brk calls, and per page given back) from "
+                   "mechanism-cost heap-refault's brk-per-trim rows (a CSV, or a directory "
+                   "of them with the host in host.txt), and their source in [host.sources]")
 @click.option("--points", multiple=True, metavar="SELECTOR",
               help="fit only these points: experiment/variant/phase/x/metric (5 fields, "
                    "phase often empty: p10-ema/detach//500/ms_per_step), * wildcards "
@@ -335,8 +341,8 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
               help="unpatched burn's measurements from the same probes: fit what the patch "
                    "adds at each fitted point (its value less unpatched burn's, plus "
                    "burn-0.22.1's prediction; repeatable)")
-def calibrate_cmd(measured_paths, base, params, tlb_dir, parts_path, points, out, force,
-                  fresh, max_iterations, jobs, sets, policy, against_paths):
+def calibrate_cmd(measured_paths, base, params, tlb_dir, parts_path, refault_path, points, out,
+                  force, fresh, max_iterations, jobs, sets, policy, against_paths):
     """Fit --fit parameters of a profile to measured points (least squares).
 
     Prints every point's measured value, the prediction before and after, the
@@ -344,15 +350,16 @@ def calibrate_cmd(measured_paths, base, params, tlb_dir, parts_path, points, out
     before the fit (an existing file other than the base needs --force; the
     directory must take a new file). Details: docs/calibrate.md.
     """
-    from .calibrate import calibrate, calibrate_parts, calibrate_tlb
+    from .calibrate import calibrate, calibrate_parts, calibrate_tlb, calibrate_trim
     from ..analysis.compare import known_checker, measured_files
     from ..analysis.data import read_measured
-    if tlb_dir is not None and parts_path is not None:
-        raise UserError("--tlb and --process-parts write measured values of two probes: "
-                        "give one of them")
+    if sum(given is not None for given in (tlb_dir, parts_path, refault_path)) > 1:
+        raise UserError("--tlb, --process-parts and --heap-refault write measured values of "
+                        "different probes: give one of them")
     for option, given, write, what in (
             ("--process-parts", parts_path, calibrate_parts, "measured values"),
-            ("--tlb", tlb_dir, calibrate_tlb, "measured TLB values")):
+            ("--tlb", tlb_dir, calibrate_tlb, "measured TLB values"),
+            ("--heap-refault", refault_path, calibrate_trim, "measured trim costs")):
         if given is None:
             continue
         if params or measured_paths or points or sets:
@@ -363,8 +370,8 @@ def calibrate_cmd(measured_paths, base, params, tlb_dir, parts_path, points, out
         write(base, given, out, force, echo=click.echo)
         return
     if not measured_paths:
-        raise UserError("give --measured CSV|DIR (the points to fit), or --tlb DIR, or "
-                        "--process-parts CSV|DIR")
+        raise UserError("give --measured CSV|DIR (the points to fit), or --tlb DIR, "
+                        "--process-parts CSV|DIR or --heap-refault CSV|DIR")
     if not params:
         raise UserError("nothing to fit: give at least one --fit PARAM")
     measured = []

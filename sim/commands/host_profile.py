@@ -27,7 +27,7 @@
    ``[host.sources]`` table naming the source of every value written
    (:func:`source_table`).
 
-A progress line on stderr throughout (``host-profile: [k/7] ...``); errors are one line
+A progress line on stderr throughout (``host-profile: [k/8] ...``); errors are one line
 (:class:`~sim.errors.UserError`); an interrupt leaves an existing ``--out`` untouched.
 """
 
@@ -49,7 +49,7 @@ from ..engine.profile import load_profile, validate
 
 __all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "DERIVED", "TAPE_SHARE",
            "fold_text", "derive_text", "fit_points", "measure_tlb", "TLB_DIR", "source_table",
-           "measure_parts", "PARTS_DIR", "PARTS_RUNS",
+           "measure_parts", "PARTS_DIR", "PARTS_RUNS", "measure_trim", "TRIM_DIR", "TRIM_RUNS",
            "SETTLED", "MAX_PASSES", "GEMM_OVERLAP", "UPPER_BOUNDS"]
 
 #: the time parameters ``sim host-profile`` fits, in stages, each parameter on the quick-probe
@@ -82,6 +82,11 @@ FIT_PLAN = (
     # tables, one doubling insert against a twin's insert with room, no page fault; the
     # mean of the five at 256 and 2,048 buckets, where the tables fit in the L2)
     (("time.rehash_item_ns", [f"{_MECH}/rehash/all/{b}/ns_per_op" for b in (256, 2048)]),),
+    # what Linear::forward's module path (burn-tensor's module::linear: the dispatch, the
+    # matmul transform's shape analysis) costs beyond the ops it issues, on plain Flex
+    # (mechanism-cost mlp-sample: train-validate's generation sample run by the module against
+    # the same ops through the tensor API, module - ops = two Linear calls)
+    (("time.linear_call_ns", [f"{_MECH}/mlp-sample/module-minus-ops/250/ns_per_op"]),),
     # a small op's cost (op-cost, [1,128] tensors), each stage on the points whose cost the
     # earlier stages do not already explain (fitted jointly on all 13, buffer_ns traded
     # against op_overhead_ns and register_ns against operand_node_ns): the op itself, from
@@ -432,7 +437,7 @@ _FROM_TLB = {
 
 
 def source_table(host, sysfs, stages, rows, fitted, kept, tlb_dir=None,
-                 parts_dir=None) -> dict:
+                 parts_dir=None, trim_dir=None) -> dict:
     """``[host.sources]``: every parameter ``sim host-profile`` wrote (or fitted and left
     where the base had it) -> ``[kind, detail...]``: ``measured`` (read from the host or
     timed by a probe that isolates it, no fit), ``fitted`` and the points, ``derived`` and
@@ -455,6 +460,12 @@ def source_table(host, sysfs, stages, rows, fitted, kept, tlb_dir=None,
         table["code.gemv_bytes"] = [
             "measured", f"the train-validate probe's PROBE_PARTS text '{GEMV[1]}' less "
                         f"'{GEMV[0]}', mean over the processes, {where}"]
+    for name, part in (("time.trim_cycle_ns", "fixed part"), ("time.trim_page_ns", "slope")):
+        table[name] = (
+            ["measured", f"mechanism-cost heap-refault brk-per-trim, a line's {part}, "
+                         f"{Path(trim_dir) / TRIM_DIR}"] if trim_dir is not None else
+            ["base", "not measured (mechanism-cost heap-refault did not run): trims not "
+                     "charged"])
     for stage in stages:
         together = [q for _, pts in stage for q in pts]
         for name, selectors in stage:
@@ -498,6 +509,9 @@ def _header(name, base, host, measured_dir, params, n_points, seconds) -> list:
             f"one (x86_64), else the base's; the process's start RSS and the text of a "
             f"single-row forward (process.baseline_rss_bytes, code.gemv_bytes) are the "
             f"train-validate probe's PROBE_PARTS rows in {measured_dir}/{PARTS_DIR}; "
+            f"a trim of the heap's top (time.trim_cycle_ns, trim_page_ns) is "
+            f"mechanism-cost heap-refault's rows in {measured_dir}/{TRIM_DIR} (0, not "
+            f"charged, where it did not run); "
             f"the parameters {', '.join(params)} are fitted on {n_points} point(s) of "
             f"the quick probes in {measured_dir} (the [calibration] table lists them); "
             f"every other value, and the comments above the values, are the base "
@@ -539,7 +553,7 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         raise UserError(f"--base {base}: not a Linux profile "
                         f"(platform {base_profile.data['meta']['platform']})")
     measured_dir = Path(measured_dir or f"results/host-profile-{Path(out).stem}")
-    echo("[1/7] reading the host's facts (/proc/cpuinfo, /sys/devices/system/cpu, "
+    echo("[1/8] reading the host's facts (/proc/cpuinfo, /sys/devices/system/cpu, "
          "sysconf, confstr)")
     try:
         host = read_host()
@@ -557,9 +571,9 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         step1 = scratch / f"{Path(out).stem}.toml"
         step1.write_text(fold_text(text), encoding="utf-8")
         if reuse_measured and measured_dir.is_dir():
-            echo(f"[2/7] quick probes: reusing {measured_dir}")
+            echo(f"[2/8] quick probes: reusing {measured_dir}")
         else:
-            echo(f"[2/7] building and running the quick probes (sim measure --quick "
+            echo(f"[2/8] building and running the quick probes (sim measure --quick "
                  f"--out {measured_dir}; the first build takes minutes)")
             try:
                 measure(None, True, measured_dir, cpu_time=cpu_time,
@@ -570,16 +584,22 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                 if not (measured_dir / "op-cost.csv").is_file():
                     raise
                 echo(f"      warning: {exc}; fitting on the probes that ran")
-        echo(f"[3/7] the data TLB (sweep-scan tlb into {measured_dir / TLB_DIR})")
+        echo(f"[3/8] the data TLB (sweep-scan tlb into {measured_dir / TLB_DIR})")
         folded_path = step1
         step1 = _with_tlb(step1, measured_dir / TLB_DIR, scratch / "tlb.toml",
                           reuse_measured, echo)
         tlb_measured = step1 != folded_path
-        echo(f"[4/7] the process's start and a single-row forward's text (train-validate "
+        echo(f"[4/8] the process's start and a single-row forward's text (train-validate "
              f"PROBE_PARTS into {measured_dir / PARTS_DIR})")
         step1 = _with_parts(step1, measured_dir / PARTS_DIR, scratch / "parts.toml",
                             reuse_measured, echo)
-        echo("[5/7] selecting the fitted points")
+        echo(f"[5/8] a trim of the heap's top (mechanism-cost heap-refault into "
+             f"{measured_dir / TRIM_DIR})")
+        before_trim = step1
+        step1 = _with_trim(step1, measured_dir / TRIM_DIR, scratch / "trim.toml",
+                           reuse_measured, cpu_time, echo)
+        trim_measured = step1 != before_trim
+        echo("[6/8] selecting the fitted points")
         rows = []
         known = known_checker()
         for path in measured_files([str(measured_dir)]):
@@ -610,11 +630,11 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                         continue        # resident bytes: no time parameter moves their points
                     if i in fitted_at and _still_fitted(rows, stage, current, fitted_at[i],
                                                         jobs):
-                        echo(f"[6/7] pass {n_pass}, stage {i}/{len(stages)} settled (its "
+                        echo(f"[7/8] pass {n_pass}, stage {i}/{len(stages)} settled (its "
                              f"points' predictions within {SETTLED:.0%} of its fit's): "
                              f"{', '.join(names)}")
                         continue
-                    echo(f"[6/7] pass {n_pass}, fitting stage {i}/{len(stages)} "
+                    echo(f"[7/8] pass {n_pass}, fitting stage {i}/{len(stages)} "
                          f"({time.perf_counter() - t0:.0f} s so far): {', '.join(names)}")
                     refitted += 1
                     before_stage = Path(current).read_text(encoding="utf-8")
@@ -660,9 +680,10 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         before = {p: float(load_profile(str(step1)).get(p)) for p in params}
         after = {p: float(new.get(p)) for p in params}
         seconds = time.perf_counter() - t0
-        echo(f"[7/7] writing {out}")
+        echo(f"[8/8] writing {out}")
         table = source_table(host, sysfs, stages, rows, fitted, reasons,
-                             measured_dir if tlb_measured else None, measured_dir)
+                             measured_dir if tlb_measured else None, measured_dir,
+                             measured_dir if trim_measured else None)
         final = _with_header(_with_sources(Path(current).read_text(encoding="utf-8"), table),
                              _header(Path(out).stem, base, host, measured_dir, fitted,
                                      n_points, seconds))
@@ -797,6 +818,76 @@ def _with_parts(profile_path, parts_dir, out_path, reuse, echo):
         measure_parts(parts_dir, echo=echo)
     calibrate_parts(str(profile_path), parts_dir, out=str(out_path), force=True,
                     echo=lambda m: m.strip() and echo(f"      {m.strip()}"))
+    return out_path
+
+
+#: the subdirectory of the measured dir that holds mechanism-cost heap-refault's rows
+TRIM_DIR = "trim"
+#: fresh processes of ``mechanism-cost --variant heap-refault`` :func:`measure_trim` runs
+TRIM_RUNS = 3
+
+
+def measure_trim(directory, runs=TRIM_RUNS, cpu_time=False, echo=_echo) -> bool:
+    """Run ``burn-probes mechanism-cost --variant heap-refault`` ``runs`` times (a second
+    each; ``cpu_time``: the thread's CPU clock) into ``directory/heap-refault-N.csv`` and
+    the host into ``directory/host.txt``. Returns False, writing nothing, where the probe
+    does not run (a build without the variant)."""
+    import os
+    import subprocess
+
+    from .calibrate import HOST_FILE
+    from .measure import binary_path
+
+    binary = binary_path()
+    if not binary.is_file():
+        raise UserError(f"{binary} is missing (cargo build --release in experiments/probes)")
+    env = {**os.environ, **({"PROBE_CPU_TIME": "1"} if cpu_time else {})}
+    outputs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(runs):
+            csv_path = Path(tmp) / f"heap-refault-{k + 1}.csv"
+            cmd = [str(binary), "mechanism-cost", "--variant", "heap-refault", "--out",
+                   str(csv_path)]
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                      check=False)
+            except OSError as exc:
+                raise UserError(f"cannot run {binary} ({exc.strerror})") from None
+            text = csv_path.read_text(encoding="utf-8") if csv_path.is_file() else ""
+            if done.returncode != 0 or "brk-per-trim" not in text:
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                echo(f"      mechanism-cost heap-refault did not run (exit "
+                     f"{done.returncode}: {last})")
+                return False
+            outputs.append(text)
+    try:
+        host = describe(read_host())
+    except (OSError, ValueError):
+        host = ""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for k, text in enumerate(outputs, 1):
+        atomic_write(directory / f"heap-refault-{k}.csv", text)
+    atomic_write(directory / HOST_FILE, host + "\n")
+    echo(f"      {runs} processes -> {directory}")
+    return True
+
+
+def _with_trim(profile_path, trim_dir, out_path, reuse, cpu_time, echo):
+    """``profile_path`` with the trim's cost from mechanism-cost heap-refault's rows in
+    ``trim_dir`` (:func:`measure_trim`, run unless ``reuse`` and the rows are there),
+    written to ``out_path`` (returned); ``profile_path`` as it is (the base's, 0: trims not
+    charged) where the probe did not run."""
+    from .calibrate import calibrate_trim
+
+    trim_dir = Path(trim_dir)
+    if reuse and any(trim_dir.glob("*.csv")):
+        echo(f"      reusing {trim_dir}")
+    elif not measure_trim(trim_dir, cpu_time=cpu_time, echo=echo):
+        echo("      the base's trim costs kept (trims not charged)")
+        return profile_path
+    calibrate_trim(str(profile_path), trim_dir, out=str(out_path), force=True,
+                   echo=lambda m: m.strip() and echo(f"      {m.strip()}"))
     return out_path
 
 

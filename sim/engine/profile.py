@@ -156,6 +156,11 @@ SCHEMA = {
         "process_warmup_ns": FLOAT,
         "page_fault_ns": FLOAT,        # per page (platform page size) made resident
         "rehash_item_ns": FLOAT,       # per item a hash table's growth moves (rehashed, copied)
+        "trim_cycle_ns": FLOAT,        # per trim of the heap's top: its brk cut and the brk
+                                       #   growing the break again (two system calls)
+        "trim_page_ns": FLOAT,         # per page a trim gives back (unmapped)
+        "linear_call_ns": FLOAT,       # per Linear::forward beyond its ops (module::linear's
+                                       #   dispatch, the matmul transform's shape analysis)
         "text_fault_ns": FLOAT,        # per 64-KiB fault-around window of text made resident
         "sysfs_read_ns": FLOAT,        # per sysfs directory listed or file read (gemm's cache info)
         "autodiff_clone_ns": FLOAT,    # per autodiff handle cloned: node + ref-count Arcs

@@ -306,6 +306,19 @@ class Simulation:
             # of the process (every simulation with page faults did, before 2026-12-06)
             fault = self.allocator.fault = _weak_method(self.page_fault)
             self.touched.fault = fault
+        # a trim of the glibc arena's top (ptmalloc's systrim): trim_cycle_ns per trim (its
+        # brk cut, and the brk that grows the break again when the top is next carved: in a
+        # loop each trim is followed by one growth) plus trim_page_ns per page given back,
+        # charged where the arena trims (arena.trim; fast-forward's arena windows likewise)
+        self.trims_charged = 0    # trims charged so far, and the bytes they gave back
+        self.trim_bytes = 0
+        self.trim_ps = 0          # their time so far (ps)
+        self._trim_ps_per_cycle = 1000.0 * float(profile.time.get("trim_cycle_ns", 0.0))
+        self._trim_ps_per_byte = (1000.0 * float(profile.time.get("trim_page_ns", 0.0))
+                                  / self.allocator.page_bytes)
+        arena = getattr(self.allocator, "arena", None)
+        if arena is not None and (self._trim_ps_per_cycle or self._trim_ps_per_byte):
+            arena.trim = _weak_method(self.trim)
         # a hash table's growth: rehash_item_ns per item it moves into the new block
         # (sim.platform.hashbrown.RawTable._resize), charged where the table grows
         self._rehash_ps_per_item = 1000.0 * float(profile.time.get("rehash_item_ns", 0.0))
@@ -447,6 +460,19 @@ class Simulation:
         ps = total - self.fault_ps
         if ps:
             self.fault_ps = total
+            self.current.pending_ps += ps
+            self.work_ps += ps
+
+    def trim(self, nbytes, count=1) -> None:
+        """``count`` trims of the arena's top gave ``nbytes`` back to the kernel: charge
+        ``trim_cycle_ns`` each and ``trim_page_ns`` per page, on the cumulative count and
+        bytes as :meth:`page_fault` does (any split of the same trims sums alike)."""
+        self.trims_charged += count
+        new = self.trim_bytes = self.trim_bytes + nbytes
+        total = round(self.trims_charged * self._trim_ps_per_cycle + new * self._trim_ps_per_byte)
+        ps = total - self.trim_ps
+        if ps:
+            self.trim_ps = total
             self.current.pending_ps += ps
             self.work_ps += ps
 

@@ -26,7 +26,7 @@ cdef class _Arena:
     cdef public Py_ssize_t mmap_threshold, trim_threshold, trims, trimmed_bytes, trim_from
     cdef public Py_ssize_t nfast, bin_changes, _unsorted_dead, _tags
     cdef public bint dynamic
-    cdef public object fault, last_remainder, chunk_budget
+    cdef public object fault, trim, last_remainder, chunk_budget
     cdef public dict inuse, free_at, free_end, unsorted, live, alias, _borrowed
     # the tcache and the fastbins by size: dicts, or while fast-forward records a window of
     # the arena (sim.engine.fastforward.arenawindow) dict subclasses that note the bins read

@@ -395,6 +395,9 @@ class _Arena:
         #: whose top was not trimmed then would hold (Simulation.untrimmed_bytes)
         self.trim_from = 0
         self.fault = None
+        # called with ``(bytes, count)`` where a trim gives ``bytes`` of the top back
+        # (``count`` trims): the model's charge for systrim's brk calls; None: not charged
+        self.trim = None
         # in-use chunks (allocated, or parked in tcache / fastbins): address -> size
         self.inuse = {}
         # free chunks (unsorted or binned): address -> size, and end -> address
@@ -617,6 +620,8 @@ class _Arena:
             self.trim_from = self.resident_end
             if self.resident_end > self.brk:
                 self.resident_end = self.brk
+            if self.trim is not None:
+                self.trim(extra, 1)
 
     # -- malloc / free -----------------------------------------------------------------
     def _malloc(self, nb):
@@ -1509,7 +1514,8 @@ class PtmallocArena(_Arena):
     A block is the chunk's address (an ``int``), or ``("mmap", size)`` for an
     mmapped chunk. ``fault`` (optional) is called with ``(bytes, mapped)`` when
     pages become resident: heap growth (``mapped=False``) or a new mapping
-    (``mapped=True``).
+    (``mapped=True``); ``trim`` (optional) with ``(bytes, 1)`` when a trim gives the
+    top's ``bytes`` back to the kernel.
 
     Examples
     --------

@@ -284,6 +284,16 @@ class Timing:
         if ns:
             self._work(ns * n_elements)
 
+    def linear_call(self) -> None:
+        """``Linear::forward`` ran burn-tensor's ``module::linear`` (the dispatch's
+        ``ModuleOps::linear``, burn-backend's default: the operands' shapes read, the matmul
+        transform's analysis and decision, the weight's ``unsqueeze_leading`` check), beyond
+        the ops it issues and the parameters' handle clones (charged as those):
+        ``linear_call_ns``."""
+        ns = self.p["linear_call_ns"]
+        if ns:
+            self._work(ns)
+
     def read_scalar(self, backend) -> None:
         """A tensor's value was read back (``into_scalar``: burn-flex's ``into_data`` builds a
         ``TensorData`` from the buffer, its first element is read and converted):

@@ -311,6 +311,10 @@ class AtenTiming(Timing):
     def module_call(self) -> None:
         self._charge(0.0, self.r["module_call_ns"])
 
+    def linear_call(self) -> None:
+        """``nn.Linear``'s call is ``module_call_ns`` and its ``addmm``: burn's
+        ``module::linear`` dispatch (``linear_call_ns``) is not PyTorch's."""
+
     def python_view(self) -> None:
         """A view called from Python (``detach``)."""
         self._log("forward", ("alias",))

@@ -482,6 +482,8 @@ def _apply(sim, pending, w, lo, d, walked) -> list:
     arena.trims += trims
     arena.trimmed_bytes += trimmed
     arena.trim_from = trim_from
+    if trims and arena.trim is not None:
+        arena.trim(trimmed, trims)
     page = arena.page
     old, new = -(-arena.resident_end // page) * page, -(-resident // page) * page
     arena.resident_end = resident

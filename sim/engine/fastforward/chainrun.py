@@ -533,7 +533,7 @@ def chain_effect(sim, snap, events, sweeps, trees, previous, record=None, allocs
         leaf_growth = state.leaves - before.state.leaves
     timing = sim.timing
     _, fm, fps = snap.faults
-    work = (sim.work_ps - snap.work - (sim.fault_ps - fps)
+    work = (sim.work_ps - snap.work - (sim.fault_ps - fps) - (sim.trim_ps - snap.trim_ps)
             - sum(record.ps for record in sweeps) - sum(t.ps for t in passes))
     times = (work, timing.compute_ns - snap.timing[0],
              timing.bookkeeping_ns - snap.timing[1] - sum(t.ns for t in passes), 0.0)

@@ -396,6 +396,9 @@ class _Snapshot:
         # one, the latest first
         self.earlier = ()
         self.faults = (sim.fault_bytes, sim.fault_mapped, sim.fault_ps)
+        # the time of the arena's trims so far: replayed with the arena's requests (its
+        # trim callback), not copied
+        self.trim_ps = sim.trim_ps
         # the L2 models' LRUs (a leaking iteration must leave them as it found them)
         self.l2 = l2_signature(sim)
         # and their chunks in LRU order and free lists, for a chain whose kept storages
@@ -497,8 +500,10 @@ def _measure(sim, snap, events, template=None, chain=None, record=None, before=N
     fb, fm, fps = snap.faults
     mapped = sim.fault_mapped - fm
     faults = (sim.fault_bytes - fb - mapped, mapped)
-    # page-fault time is replayed from the bytes (Simulation.page_fault), not copied
-    times = (sim.work_ps - snap.work - (sim.fault_ps - fps),) + tuple(
+    # page-fault time is replayed from the bytes (Simulation.page_fault), a trim's by the
+    # arena that trims again (Simulation.trim), neither copied
+    times = (sim.work_ps - snap.work - (sim.fault_ps - fps) - (sim.trim_ps - snap.trim_ps),
+             ) + tuple(
         a - b for a, b in zip((timing.compute_ns, timing.bookkeeping_ns, timing.cleanup_ns),
                               snap.timing))
     trace, orders = record[:2] if record is not None else (None, ())

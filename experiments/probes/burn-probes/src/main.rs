@@ -16,6 +16,7 @@ mod mlp;
 mod opcost;
 mod pit;
 mod rehash;
+mod sample;
 mod script;
 mod sizeof;
 mod trace;

@@ -77,6 +77,9 @@
 //!   burn-autodiff's five graph tables (src/rehash.rs).
 //! - `heap-refault` (diagnostic, not run by `all`): a page the heap's top gave back,
 //!   faulted in again, against a twin whose pages stay resident (src/rehash.rs).
+//! - `mlp-sample`: train-validate's generation sample (plain Flex) against the ops it is
+//!   made of, run together and each alone (src/sample.rs): `module-minus-ops`, what
+//!   `Linear::forward`'s module path costs beyond its ops, twice.
 
 use crate::Opts;
 use burn::prelude::*;
@@ -89,7 +92,8 @@ use crate::adleak::tiny_backward;
 
 const EXPERIMENT: &str = "mechanism-cost";
 pub const VARIANTS: &[&str] = &["page-fault", "text-fault", "first-gemm", "param-init", "sweep-free",
-                                 "merge", "release", "read-scalar", "train-step", "rehash"];
+                                 "merge", "release", "read-scalar", "train-step", "rehash",
+                                 "mlp-sample"];
 const GEMM_CALLS: usize = 15;
 const TRAIN_WARM: usize = 20;
 const TRAIN_STEPS: usize = 50;
@@ -138,6 +142,7 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         "tv-timeline" => tv_timeline(),
         "rehash" => crate::rehash::rehash(sink),
         "heap-refault" => crate::rehash::heap_refault(sink),
+        "mlp-sample" => crate::sample::mlp_sample(sink),
         other => panic!("unknown variant {other}"),
     }
 }

@@ -1,0 +1,129 @@
+//! mechanism-cost `mlp-sample`: train-validate's generation
+//! sample against the ops it is made of, each twin differing from the one before by one
+//! mechanism. `model.valid()` of an `Mlp(128, 128, 128)` made on `flex.autodiff()` (weights
+//! initialised by one forward first), a [1, 128] input on plain `Device::flex()` (train-validate
+//! `plain`'s generation; on autodiff the untracked ops of 10^5 samples would pile up graphs
+//! no backward frees, which train-validate's 40 samples do not):
+//!
+//! - `module`: `net.forward(z.clone()).sum().into_scalar()`, the probe's generation sample;
+//! - `ops`: the same ops through the public tensor API on the layers' tensors, read once
+//!   before the loop (`val()` outside it): matmul, the bias unsqueezed, add, relu, matmul,
+//!   unsqueeze, add, sum, into_scalar. `module` less `ops`: the module calls (`Param::val`,
+//!   `Linear`/`Relu` forward, `module::linear`'s dispatch) beyond the ops;
+//! - `one-weight`: `ops` with the second layer's weight and bias the first layer's (one
+//!   64-KiB matrix read twice instead of two matrices: what the second matrix's share of the
+//!   working set costs);
+//! - `matmul`, `bias-add`, `relu`, `sum-read`: each op of the sample alone in its own loop,
+//!   as op-cost times ops (`drop(op(x.clone(), ..))`; `bias-add` is the unsqueeze and the add,
+//!   `sum-read` a sum read back), and `parts`: 2 matmul + 2 bias-add + relu + sum-read less
+//!   the five extra clones of x (one `clone` row: `drop(x.clone())`): the sample as the sum of
+//!   its ops timed alone; `ops` less `parts`: what running them together adds.
+//!
+//! `SAMPLE_OPS` iterations a block, `SAMPLE_REPS` blocks of each kind alternated after one
+//! untimed block of each; `ns_per_op` per iteration, the median of the blocks.
+
+use crate::mlp::Mlp;
+use burn::module::Module;
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use burn::tensor::activation::relu;
+use burn_probes::clock::Instant;
+use burn_probes::csv::{Sink, f};
+use std::hint::black_box;
+
+const EXPERIMENT: &str = "mechanism-cost";
+const SAMPLE_OPS: usize = 250;
+const SAMPLE_REPS: usize = 41;
+const FEATURES: usize = 128;
+const NOTE: &str = "burn Flex (no simd/rayon); fresh process; src/sample.rs; Mlp(128, 128, 128) \
+                    made on flex.autodiff, model.valid(), z [1, 128]";
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+/// ns per iteration of a block of `SAMPLE_OPS` calls of `body`
+fn block(body: &mut dyn FnMut()) -> f64 {
+    let t = Instant::now();
+    for _ in 0..SAMPLE_OPS {
+        body();
+    }
+    t.elapsed().as_secs_f64() * 1e9 / SAMPLE_OPS as f64
+}
+
+fn bias(b: &Tensor<1>) -> Tensor<2> {
+    b.clone().unsqueeze::<2>()
+}
+
+pub fn mlp_sample(sink: &mut Sink) {
+    let ad = Device::flex().autodiff();
+    let model = Mlp::new(FEATURES, FEATURES, FEATURES, &ad);
+    let warm = Tensor::<2>::random([1, FEATURES], Distribution::Default, &ad);
+    let _: f32 = model.forward(warm).sum().into_scalar();
+    let net = model.valid();
+    for (prefix, device) in [("", Device::flex())] {
+        let z = Tensor::<2>::random([1, FEATURES], Distribution::Default, &device);
+        let (w1, b1) = (net.hidden.weight.val(), net.hidden.bias.as_ref().unwrap().val());
+        let (w2, b2) = (net.output.weight.val(), net.output.bias.as_ref().unwrap().val());
+        // the layers' tensors copied onto the input's device
+        let on = |t: Tensor<2>| Tensor::<2>::from_data(t.into_data(), &device);
+        let on1 = |t: Tensor<1>| Tensor::<1>::from_data(t.into_data(), &device);
+        let (w1, b1, w2, b2) = (on(w1), on1(b1), on(w2), on1(b2));
+        let ops = |w: &Tensor<2>, b: &Tensor<1>, w_: &Tensor<2>, b_: &Tensor<1>| {
+            let a = z.clone().matmul(w.clone()) + bias(b);
+            let a = relu(a);
+            let a = a.matmul(w_.clone()) + bias(b_);
+            let v: f32 = a.sum().into_scalar();
+            black_box(v);
+        };
+        let x = z.clone();
+        let mut kinds: Vec<(&str, Box<dyn FnMut() + '_>)> = vec![
+            ("module", Box::new(|| {
+                let v: f32 = net.forward(z.clone()).sum().into_scalar();
+                black_box(v);
+            })),
+            ("ops", Box::new(|| ops(&w1, &b1, &w2, &b2))),
+            ("one-weight", Box::new(|| ops(&w1, &b1, &w1, &b1))),
+            ("matmul", Box::new(|| drop(black_box(x.clone().matmul(w1.clone()))))),
+            ("bias-add", Box::new(|| drop(black_box(x.clone() + bias(&b1))))),
+            ("relu", Box::new(|| drop(black_box(relu(x.clone()))))),
+            ("sum-read", Box::new(|| {
+                let v: f32 = x.clone().sum().into_scalar();
+                black_box(v);
+            })),
+            ("clone", Box::new(|| drop(black_box(x.clone())))),
+        ];
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); kinds.len()];
+        for rep in 0..SAMPLE_REPS + 1 {
+            for (k, (_, body)) in kinds.iter_mut().enumerate() {
+                let ns = block(body.as_mut());
+                if rep > 0 {
+                    times[k].push(ns);
+                }
+            }
+        }
+        let med: Vec<f64> = times.iter().map(|t| median(t.clone())).collect();
+        let at = |name: &str| med[kinds.iter().position(|(n, _)| *n == name).unwrap()];
+        let parts = 2.0 * at("matmul") + 2.0 * at("bias-add") + at("relu") + at("sum-read")
+            - 5.0 * at("clone");
+        let input = "z on plain Flex";
+        for ((name, _), (m, t)) in kinds.iter().zip(med.iter().zip(&times)) {
+            let lo = t.iter().cloned().fold(f64::INFINITY, f64::min);
+            let hi = t.iter().cloned().fold(0.0, f64::max);
+            sink.row(EXPERIMENT, "mlp-sample", &format!("{prefix}{name}"), SAMPLE_OPS,
+                     "iterations", "ns_per_op", f(*m, 1), "ns",
+                     &format!("{NOTE}; {input}; median of {SAMPLE_REPS} blocks ({} to {} ns)",
+                              f(lo, 1), f(hi, 1)));
+        }
+        for (name, value) in [("parts", parts), ("module-minus-ops", at("module") - at("ops")),
+                              ("ops-minus-one-weight", at("ops") - at("one-weight")),
+                              ("ops-minus-parts", at("ops") - parts)] {
+            sink.row(EXPERIMENT, "mlp-sample", &format!("{prefix}{name}"), SAMPLE_OPS,
+                     "iterations", "ns_per_op", f(value, 1), "ns",
+                     &format!("{NOTE}; {input}; from the medians (parts: 2 matmul + 2 \
+                               bias-add + relu + sum-read - 5 clone)"));
+        }
+    }
+}
