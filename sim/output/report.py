@@ -85,9 +85,10 @@ def _shown(path) -> str:
 
 
 def _hosts_line(hosts):
-    """The hosts of the profile and of the measurements (``info["hosts"]``, written where
-    either is recorded: a profile's ``[host]`` table, ``sim measure``'s measure-info.json),
-    or None."""
+    """The hosts of the profile and of the measurements (``info["hosts"]``: the machine the
+    profile describes, ``sim measure``'s measure-info.json where recorded) and, where the
+    sweep ran on another kind of machine than the profile's, that its predictions are the
+    profile's machine's and how to make one of this host's; None without ``hosts``."""
     if not hosts:
         return None
     profile = hosts.get("profile") or "not recorded (no [host] table)"
@@ -98,7 +99,15 @@ def _hosts_line(hosts):
         if folder not in where:
             where.append(folder)
     measured = "; ".join(f"{host} ({', '.join(paths)})" for host, paths in by_host.items())
-    return f"Host of the profile: {profile}. Host of the measurements: {measured or 'none'}."
+    line = f"Host of the profile: {profile}. Host of the measurements: {measured or 'none'}."
+    running, kind = hosts.get("running"), hosts.get("kind")
+    if running and kind and running != kind:
+        how = ("`sim host-profile --out models/NAME.toml` makes a profile of that host"
+               if running.startswith("linux") else
+               "`sim host-profile` makes profiles of Linux hosts")
+        line += (f" Run on a {running} host, another kind than the profile's: every time "
+                 f"and memory figure here is the profile's machine's; {how}.")
+    return line
 
 
 def _what_was_run(info):
