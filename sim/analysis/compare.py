@@ -13,6 +13,13 @@ prediction and grades it:
 
 A measured point the simulator cannot predict is returned with status
 ``unpredicted`` (listed, not dropped).
+
+A point measured by a probe (its row names one) also says how it was graded
+(:data:`GRADING_COLUMNS`): ``mechanism``, what the model names as setting its RSS
+(``text``: the binary's text pages are over half of what the program added; ``top
+trims``: glibc trimmed the heap's top since the previous sample; empty: neither), and
+``graded_against``, ``range`` (the measured run-to-run range, widened by the tolerance)
+or ``point``. ``sim fixes`` groups its RSS points by them.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from ..units import BYTES_PER, METRICS, bytes_to
 from ..engine.workloads import builtin_names, load_workload
 
 __all__ = ["cells_for", "quick_params", "join", "point_id", "TOLERANCE", "known_checker", "summarize", "difference_scales",
-           "check_x_units", "measured_files", "within_range"]
+           "check_x_units", "measured_files", "within_range", "GRADING_COLUMNS", "TEXT",
+           "TOP_TRIMS"]
 
 TOLERANCE = {"memory": 0.05, "time": 0.15, "event": 0.0, "state": 0.0}
 SLACK = {"heap_bytes_delta": 2048, "host_heap_delta": 2.0, "gpu_in_use": 0.05, "rss": 0.05,
@@ -39,6 +47,13 @@ SLACK = {"heap_bytes_delta": 2048, "host_heap_delta": 2.0, "gpu_in_use": 0.05, "
 EXACT = {"heap_blocks_delta", "gpu_in_use_bytes", "gpu_reserved_bytes", "gpu_padding_bytes",
          "gpu_outdated_reserved_bytes", "gpu_other_reserved_bytes"}
 
+
+#: the columns an error row of a point measured by a probe adds (see the module docstring)
+GRADING_COLUMNS = ("mechanism", "graded_against")
+#: ``mechanism`` of an RSS row the binary's text pages dominate in the model
+TEXT = "text"
+#: ``mechanism`` of an RSS row whose sample follows a trim of the heap's top in the model
+TOP_TRIMS = "top trims"
 
 #: the CSVs ``sim sweep`` and ``sim compare`` write into their ``--out`` directory
 RESULT_FILES = ("predicted.csv", "errors.csv")
@@ -212,6 +227,8 @@ def join(measured_rows, predicted_rows, fitted_points=(), policy="burn-0.22.1"):
         if m["metric"] in EXACT:
             ok = pv == mv
         entry.update(predicted=pv, abs_error=abs_err, rel_error=rel, ok=ok, note="")
+        if m.get("probe"):
+            entry.update(mechanism="", graded_against="point")
         share = p.get("text_share", 0.0)
         if share > TEXT_DOMINATED and m.get("probe"):
             _text_dominated(entry, m, share, tol, slack)
@@ -282,6 +299,7 @@ def _text_dominated(entry, m, share, tol, slack) -> None:
     with the run and the binary's layout): graded against the measured run-to-run range
     (widened by the tolerance) where the measured row has one, its range in the note;
     with one run, the note says its spread is unmeasured."""
+    entry["mechanism"] = TEXT
     _graded_by_range(entry, m, tol, slack,
                      f"text pages are {share:.0%} of the program's RSS in the model")
 
@@ -305,6 +323,7 @@ def _top_trimmed(entry, m, trims, tol, slack, untrimmed=0.0) -> None:
     model predicts the two levels of a level metric (``untrimmed``: how far above its
     point a run whose latest trim did not happen sits, :func:`untrimmed_level`): then the
     predicted band must meet the widened range."""
+    entry["mechanism"] = TOP_TRIMS
     why = f"the heap's top was trimmed {trims} times since the previous sample in the model"
     if untrimmed > 0:
         why += f" (untrimmed level {entry['predicted'] + untrimmed:g})"
@@ -322,6 +341,7 @@ def _graded_by_range(entry, m, tol, slack, why, above=0.0) -> None:
         return
     low, high, runs = spread
     entry["range"] = (low, high)
+    entry["graded_against"] = "range"
     predicted = entry["predicted"]
     if above > 0:
         entry["band"] = (predicted, predicted + above)

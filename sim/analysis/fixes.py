@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from .compare import SLACK, TOLERANCE, within_range
+from .compare import SLACK, TEXT, TOLERANCE, TOP_TRIMS, within_range
 from .data import DataError, read_measured
 from .growth import growth_of_runs
 from ..paths import EXPERIMENTS
@@ -86,15 +86,16 @@ def within_rss_bar(e) -> bool:
 
 
 def rss_group(e) -> str:
-    """The mechanism ``sim compare`` names for a graded RSS point (its note): ``text`` (the
-    binary's text pages are over half of what the program added to RSS in the model, or
-    the row is the resident text itself, ``text_rss_delta``), ``top trims`` (glibc trimmed
-    the heap's top since the previous sample in the model) or ``heap`` (neither: the
-    heap's pages, graded as a point)."""
-    note = e.get("note") or ""
-    if e["metric"] == "text_rss_delta" or note.startswith("text pages are"):
+    """The mechanism ``sim compare`` names for a graded RSS point (its ``mechanism``,
+    :data:`sim.analysis.compare.GRADING_COLUMNS`): ``text`` (the binary's text pages are
+    over half of what the program added to RSS in the model, or the row is the resident
+    text itself, ``text_rss_delta``), ``top trims`` (glibc trimmed the heap's top since the
+    previous sample in the model) or ``heap`` (neither: the heap's pages; also a point no
+    probe measured, which has no ``mechanism``: only a probe's rows are graded by one)."""
+    mechanism = e.get("mechanism", "")
+    if e["metric"] == "text_rss_delta" or mechanism == TEXT:
         return "text"
-    if "the heap's top was trimmed" in note:
+    if mechanism == TOP_TRIMS:
         return "top trims"
     return "heap"
 
@@ -156,7 +157,7 @@ def rss_by_mechanism(errors, bands) -> dict:
         out["bar"] += within_rss_bar(e)
         out["groups"][group][0] += 1
         out["groups"][group][1] += ok
-        ranged = "graded against the run-to-run range" in (e.get("note") or "")
+        ranged = e.get("graded_against") == "range"
         band = in_build_band(e, bands) if group == "text" and not ranged else None
         if band is not None:
             out["band"][1] += 1

@@ -74,7 +74,7 @@ __all__ = ["Growth", "growth_of_runs", "GROWS_BYTES", "HEAP_METRICS", "HEAP_WHER
            "FLAT_HEAP_BYTES", "per_unit", "late_rise", "phase_ranks",
            "run_label", "singular_unit",
            "memory_level", "LEVEL_RATIOS", "MEMORY_RULE", "TIME_RULE", "RSS_METRICS",
-           "Verdict", "verdict", "time_ratio", "ratio_text", "VERDICT_RULE"]
+           "Verdict", "verdict", "higher_plateau", "time_ratio", "ratio_text", "VERDICT_RULE"]
 
 #: rise of the late half's maximum over the early half's above which memory grows (B)
 GROWS_BYTES = 64 * 1024
@@ -236,8 +236,12 @@ VERDICT_RULE = (
     "policy's does not; *reduced* where both grow and the policy by under "
     f"{LEVEL_RATIOS[1] * 100:g} % of burn-0.22.1's growth; *new* where only the policy's "
     "grows. Where a policy's memory does not grow, its price is the height it plateaus at "
-    "(*peak*: the highest sample of the judged metric). Time: the policy's ms per loop unit "
-    "over the run's last interval over burn-0.22.1's over the same interval, as *x faster* "
+    "(*peak*: the highest sample of the judged metric); where burn-0.22.1's does not grow "
+    "either, a plateau more than "
+    f"{TOLERANCE['memory'] * 100:g} % and {GROWS_BYTES // 1024} KiB above burn-0.22.1's peak "
+    "is *higher* (a price too: a higher steady level, not a growth). Time: the policy's ms "
+    "per loop unit over the run's last interval over burn-0.22.1's over the same interval, "
+    "as *x faster* "
     f"or *x slower* (within {TOLERANCE['time'] * 100:g} %: *same time*); where burn-0.22.1 "
     "slows down along the run, a policy *removes* the slowdown when its last interval is "
     f"within {TOLERANCE['time'] * 100:g} % of burn-0.22.1's first, and *reduces* it when it "
@@ -250,9 +254,10 @@ class Verdict:
     (:func:`verdict`). ``None``: no figure to judge by.
 
     ``memory``: ``"removed"``, ``"reduced"`` or ``"kept"`` where the reference's memory
-    grows; ``"new"`` or ``"flat"`` where it does not; ``"grows"``/``"flat"`` without a
-    reference figure. ``peak_bytes``: where the policy's memory does not grow, the height
-    it plateaus at (its highest sample, bytes). ``time``: ``"removed"``, ``"reduced"``,
+    grows; ``"new"``, ``"higher"`` (:func:`higher_plateau`) or ``"flat"`` where it does
+    not; ``"grows"``/``"flat"`` without a reference figure. ``peak_bytes``: where the
+    policy's memory does not grow, the height it plateaus at (its highest sample, bytes);
+    ``ref_peak_bytes``: the reference's, where the policy's is ``"higher"``. ``time``: ``"removed"``, ``"reduced"``,
     ``"kept"`` or ``"slower"`` where the reference slows down along the run;
     ``"faster"``, ``"same"`` or ``"slower"`` where it does not. ``ratio``: the policy's
     ms per loop unit over the reference's, last interval (:func:`time_ratio`).
@@ -264,6 +269,27 @@ class Verdict:
     time: str | None
     ratio: float | None
     panic: str | None
+    ref_peak_bytes: float | None = None
+
+
+def higher_plateau(g, ref) -> bool:
+    """Whether series ``g``, whose memory does not grow beside a reference ``ref`` whose
+    memory does not grow either, plateaus higher than it: its peak (the highest sample of
+    the judged metric) more than the memory tolerance (5 %) and :data:`GROWS_BYTES` above
+    the reference's. The price of a fix that holds memory longer without leaking it (a
+    sweep every 4th backward keeps each step's logged graph three backwards longer).
+
+    >>> ref = Growth("w", "log", "burn-0.22.1", "", memory_peak_bytes=7.03 * 2**20)
+    >>> higher_plateau(Growth("w", "log", "fix", "", memory_peak_bytes=10 * 2**20), ref)
+    True
+    >>> higher_plateau(Growth("w", "log", "fix", "", memory_peak_bytes=7.2 * 2**20), ref)
+    False
+    """
+    if g.memory_peak_bytes is None or ref is None or ref.memory_peak_bytes is None:
+        return False
+    rise = g.memory_peak_bytes - ref.memory_peak_bytes
+    return (rise > GROWS_BYTES
+            and g.memory_peak_bytes > ref.memory_peak_bytes * (1 + TOLERANCE["memory"]))
 
 
 def time_ratio(g, ref):
@@ -331,7 +357,7 @@ def verdict(g, ref):
         else:
             memory = "kept"
     else:
-        memory = "new" if grows else "flat"
+        memory = "new" if grows else "higher" if higher_plateau(g, ref) else "flat"
     ratio = time_ratio(g, ref)
     if ratio is None:
         time = None
@@ -351,7 +377,7 @@ def verdict(g, ref):
     else:
         panic = "new" if g.panic_x is not None else "none"
     return Verdict(memory, g.memory_peak_bytes if grows is False else None, time, ratio,
-                   panic)
+                   panic, ref.memory_peak_bytes if memory == "higher" else None)
 
 
 def growth_of_runs(rows, workload_of, heap_where_flat=False) -> list:

@@ -476,13 +476,13 @@ def calibrate_parts(base, parts_path, out=None, force=False, echo=print):
     lines = base_text.rstrip("\n").split("\n")
     _set_keys(lines, PARTS_KEYS, parts, notes, keep_shared=True)
     if "host" in profile.data:
-        _set_host_source(lines, "process.baseline_rss_bytes",
-                         ["measured", f"the train-validate probe's PROBE_PARTS '{START}' RSS, "
-                          f"mean of {len(starts)} processes, {where}"])
-        _set_host_source(lines, "code.gemv_bytes",
-                         ["measured", f"the train-validate probe's PROBE_PARTS text "
-                          f"'{GEMV[1]}' less '{GEMV[0]}', mean of {len(gemvs)} "
-                          f"processes, {where}"])
+        set_host_sources(lines, {
+            "process.baseline_rss_bytes": [
+                "measured", f"the train-validate probe's PROBE_PARTS '{START}' RSS, mean of "
+                            f"{len(starts)} processes, {where}"],
+            "code.gemv_bytes": [
+                "measured", f"the train-validate probe's PROBE_PARTS text '{GEMV[1]}' less "
+                            f"'{GEMV[0]}', mean of {len(gemvs)} processes, {where}"]})
     return _write_measured(profile, lines, PARTS_KEYS, parts, host, out, echo)
 
 
@@ -579,48 +579,68 @@ def calibrate_trim(base, path, out=None, force=False, echo=print):
     lines = base_text.rstrip("\n").split("\n")
     _set_keys(lines, TRIM_KEYS, trim, notes, keep_shared=False)
     if "host" in profile.data:
-        for _, key, _ in TRIM_KEYS:
-            _set_host_source(lines, f"time.{key}",
-                             ["measured", f"mechanism-cost heap-refault brk-per-trim, "
-                              f"{len(trim['points'])} rows at {', '.join(f'{p:g}' for p in pages)} "
-                              f"pages, a line's {'fixed part' if 'cycle' in key else 'slope'}, "
-                              f"{where}"])
+        set_host_sources(lines, {
+            f"time.{key}": ["measured", f"mechanism-cost heap-refault brk-per-trim, "
+                            f"{len(trim['points'])} rows at "
+                            f"{', '.join(f'{p:g}' for p in pages)} pages, a line's "
+                            f"{'fixed part' if 'cycle' in key else 'slope'}, {where}"]
+            for _, key, _ in TRIM_KEYS})
     return _write_measured(profile, lines, TRIM_KEYS, trim, host, out, echo)
 
 
-def _set_host_source(lines, name, value) -> None:
-    """Set ``name = value`` in the ``[host.sources]`` table of a profile's ``lines`` (made
-    after ``[host]``'s keys where there is none)."""
-    key = f'"{name}"'
-    rendered = f"{key} = [" + ", ".join(_quoted(v) for v in value) + "]"
-    table = None
+#: the comment under a ``[host.sources]`` header a command other than ``sim host-profile``
+#: makes (``sim host-profile`` heads the table it writes whole with its own)
+HOST_SOURCES_NOTE = ("# where a value a command measured on this host came from (measured,",
+                     "# no fit; `sim host-profile` lists every value it wrote here)")
+
+_TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*$")
+
+
+def _table_span(lines, name):
+    """``(start, stop)`` of table ``[name]`` (header line to the next table, less the blank
+    lines before it), or None."""
+    start = None
     for i, line in enumerate(lines):
-        stripped = line.strip()
-        if stripped == "[host.sources]":
-            table = i
-        elif table is not None and stripped.startswith("["):
-            break
-        elif table is not None and stripped.startswith(key + " "):
-            lines[i] = rendered
-            return
-    if table is not None:
-        stop = table + 1
-        while stop < len(lines) and not lines[stop].strip().startswith("["):
-            stop += 1
-        while lines[stop - 1].strip() == "":
-            stop -= 1
-        lines.insert(stop, rendered)
+        table = _TABLE.match(line)
+        if table and start is not None:
+            stop = i
+            while stop > start and not lines[stop - 1].strip():
+                stop -= 1
+            return start, stop
+        if table and table.group(1).strip() == name:
+            start = i
+    return (start, len(lines)) if start is not None else None
+
+
+def set_host_sources(lines, sources, note=HOST_SOURCES_NOTE, replace=False) -> None:
+    """Write ``sources`` (parameter -> ``[kind, detail...]``) into the ``[host.sources]``
+    table of a profile's ``lines``, in place: each entry replaces the table's line for its
+    parameter or is added at the table's end. ``replace``: the table holds ``sources``
+    alone (its old entries and comment go). Where there is no table, one is made after
+    ``[host]``, headed by ``note`` (comment lines). The one writer of the table: ``sim
+    calibrate --process-parts`` sets its two values in it, ``sim host-profile`` writes it
+    whole."""
+    span = _table_span(lines, "host.sources")
+    if span is not None and replace:
+        start = span[0]
+        while start > 0 and not lines[start - 1].strip():
+            start -= 1                  # the blank lines before it go with it
+        del lines[start:span[1]]
+        span = None
+    rendered = {_quoted(name): f"{_quoted(name)} = [" + ", ".join(_quoted(v) for v in value)
+                + "]" for name, value in sources.items()}
+    if span is not None:
+        start, stop = span
+        for i in range(start + 1, stop):
+            key = lines[i].split("=", 1)[0].strip()
+            if key in rendered:
+                lines[i] = rendered.pop(key)
+        lines[stop:stop] = list(rendered.values())
         return
-    host = next(i for i, line in enumerate(lines) if line.strip() == "[host]")
-    stop = host + 1
-    while stop < len(lines) and not lines[stop].strip().startswith("["):
-        stop += 1
-    while lines[stop - 1].strip() == "":
-        stop -= 1
-    lines[stop:stop] = ["", "[host.sources]",
-                        "# where a value a command measured on this host came from (measured,",
-                        "# no fit; `sim host-profile` lists every value it wrote here)",
-                        rendered]
+    host = _table_span(lines, "host")
+    if host is None:
+        raise UserError("the profile has no [host] table")
+    lines[host[1]:host[1]] = ["", "[host.sources]", *note, *rendered.values()]
 
 
 def _quoted(text) -> str:

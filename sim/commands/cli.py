@@ -615,6 +615,10 @@ def _sweep_done(info, out):
                f"{reused} from an equivalent policy's run, {info['cached']} cached), "
                f"{_figures(info, out)}")
     click.echo(f"wall time {info['wall_s']:.1f} s")
+    hosts = info.get("hosts", {})
+    # whose predictions these are: the profile's machine; another kind than this one (the
+    # default macOS profile on Linux) in the one line that says so and names host-profile
+    click.echo(hosts.get("note") or f"profile {info['profile']} describes {hosts['profile']}")
 
 
 @cli.command("sweep")

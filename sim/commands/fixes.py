@@ -416,7 +416,12 @@ def _compare_each(dirs, profile, out_root, results, jobs, echo, figures=False,
             compare([str(fix_dir)], (), (name,), profile, str(res), jobs, progress=False,
                     command=f"sim compare --measured {fix_dir} -p {name} --profile "
                             f"{profile} --out {res}", figures=figures, cache_dir=results)
-        all_errors[name] = load(res)[1]
+        errors = load(res)[1]
+        if any(e["status"] != "unpredicted" for e in errors) and "mechanism" not in errors[0]:
+            # patched burn's rows are all a probe's: their grading columns are in the file
+            raise UserError(f"{res}/errors.csv has no mechanism column (written by an older "
+                            f"sim compare): run sim fixes without --from-results")
+        all_errors[name] = errors
     return all_errors
 
 

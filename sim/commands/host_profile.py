@@ -44,6 +44,7 @@ from ..analysis.compare import known_checker, measured_files, point_id
 from ..analysis.data import check_output_file, output_target, atomic_write, read_measured
 from ..errors import UserError
 from ..platform.host import HOST_KEYS, SOURCES, describe, read_host, read_sysfs_shape
+from .calibrate import _TABLE, _table_span, set_host_sources
 from .measure import measure
 from ..engine.profile import load_profile, validate
 
@@ -305,7 +306,6 @@ def gemm_blocking(host, mr=16, nr=6, sizeof=4) -> tuple:
 
 # -- the profile text ---------------------------------------------------------------------
 
-_TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*$")
 _KEY = re.compile(r"^\s*([A-Za-z0-9_]+)\s*=")
 
 
@@ -343,21 +343,6 @@ def _set(lines, section, key, value, note) -> None:
         raise UserError(f"the base profile has no {section}.{key}")
     start, stop = span
     lines[start:stop] = [f"{key} = {_toml(value)}  # [measured] this host: {note}"]
-
-
-def _table_span(lines, name):
-    """``(start, stop)`` of table ``[name]`` (header line to the next table), or None."""
-    start = None
-    for i, line in enumerate(lines):
-        table = _TABLE.match(line)
-        if table and start is not None:
-            stop = i
-            while stop > start and not lines[stop - 1].strip():
-                stop -= 1
-            return start, stop
-        if table and table.group(1).strip() == name:
-            start = i
-    return (start, len(lines)) if start is not None else None
 
 
 def host_table(host) -> list:
@@ -482,21 +467,18 @@ def source_table(host, sysfs, stages, rows, fitted, kept, tlb_dir=None,
     return table
 
 
+#: the comment under the ``[host.sources]`` header of a profile ``sim host-profile`` wrote
+SOURCES_NOTE = (
+    "# where each value `sim host-profile` wrote came from: measured (read from this",
+    "# host, or timed by a probe, no fit), fitted (on the points listed), derived (the",
+    "# rule), base (a fitted parameter the points left at the base's value, and why)")
+
+
 def _with_sources(text, table) -> str:
-    """``text`` (a profile with a ``[host]`` table) with ``[host.sources]`` after it."""
+    """``text`` (a profile with a ``[host]`` table) with ``[host.sources]`` after it, holding
+    ``table`` alone (:func:`sim.commands.calibrate.set_host_sources`)."""
     lines = text.rstrip("\n").split("\n")
-    old = _table_span(lines, "host.sources")
-    if old is not None:
-        del lines[old[0]:old[1]]
-    span = _table_span(lines, "host")
-    if span is None:
-        raise UserError("the profile has no [host] table")
-    block = ["", "[host.sources]",
-             "# where each value `sim host-profile` wrote came from: measured (read from this",
-             "# host, or timed by a probe, no fit), fitted (on the points listed), derived (the",
-             "# rule), base (a fitted parameter the points left at the base's value, and why)"]
-    block += [f"{_toml(name)} = {_toml(value)}" for name, value in table.items()]
-    lines[span[1]:span[1]] = block
+    set_host_sources(lines, table, SOURCES_NOTE, replace=True)
     return "\n".join(lines) + "\n"
 
 

@@ -53,9 +53,9 @@ class Progress:
     '4/4'
     >>> now = [0.0]
     >>> p = Progress(5, stream=out, every=2, clock=lambda: now[0])
-    >>> p.running("c", "step 1,200"); now[0] = 2.5; p.tick()
+    >>> p.running("c", "step 1,200"); now[0] = 3.0; p.tick()
     >>> out.getvalue().splitlines()[-1].split("  ", 2)[2]
-    'running: c (step 1,200)'
+    'running: c (step 1,200, 3 s)'
     """
 
     WIDTH = 24
@@ -77,6 +77,9 @@ class Progress:
         self._label = ""
         #: running cell -> where it last said it is
         self.cells = {}
+        #: running cell -> when it first said so (the bar shows each cell's seconds, also
+        #: while it reports nothing: a long fast-forward, a loop without a position)
+        self.since = {}
         self._show()
 
     def advance(self, label: str = "") -> None:
@@ -84,11 +87,14 @@ class Progress:
         self.done += 1
         self._label = label
         self.cells.pop(label, None)
+        self.since.pop(label, None)
         self._show()
 
     def running(self, label: str, where: str = "starting") -> None:
-        """Cell ``label`` runs, at ``where`` (its loop position); redrawn by :meth:`tick`."""
+        """Cell ``label`` runs, at ``where`` (its loop position, or ""); redrawn by
+        :meth:`tick`."""
         self.cells[label] = where
+        self.since.setdefault(label, self.clock())
         self.tick()
 
     def tick(self) -> None:
@@ -112,8 +118,10 @@ class Progress:
         if self.done >= self.total:
             state = "done"
         elif self.cells:
-            state = "running: " + ", ".join(f"{label} ({where})"
-                                            for label, where in self.cells.items())
+            now = self.clock()
+            state = "running: " + ", ".join(
+                f"{label} ({where + ', ' if where else ''}{now - self.since[label]:.0f} s)"
+                for label, where in self.cells.items())
         else:
             state = self._label
         return f"[{bar}] {self.done}/{self.total} {self.unit}{cached}  {elapsed:.1f} s  {state}"
@@ -132,12 +140,13 @@ class Progress:
             self.stream.flush()
 
 
-def position(sim) -> str:
-    """Where a simulation is: the loop position the workload last set (``sim.at``) and,
-    while fast-forward works through a long batch iteration by iteration, how far."""
+def position(sim, unplaced="starting") -> str:
+    """Where a simulation is: the loop position the workload last set (``sim.at``), or
+    ``unplaced`` where it set none, and, while fast-forward works through a long batch
+    iteration by iteration, how far."""
     x = sim.last_x
     where = (f"{sim.last_x_unit} {x:,}" if sim.last_x_unit and isinstance(x, (int, float))
-             else "starting")
+             else unplaced)
     batch = getattr(sim, "ff_progress", None)
     if batch:
         where += f", fast-forwarding {batch[0]:,} of {batch[1]:,} iterations"
@@ -147,7 +156,16 @@ def position(sim) -> str:
 class CellBeat:
     """A sweep cell's heartbeat: ``report(label, where)`` with its position
     (:func:`position`) at most every ``every`` seconds, called by the simulation as it
-    checks its budgets (as :class:`Heartbeat`)."""
+    checks its budgets (as :class:`Heartbeat`). A cell whose workload reports no loop
+    position (its figures are read after the loop) reports the steps burn has registered
+    so far, or nothing before the first (the bar shows its seconds either way).
+
+    >>> class Sim: last_x, last_x_unit, registered = None, "", 1_234_567
+    >>> said = []
+    >>> beat = CellBeat("adleak-count-params/untracked", lambda *a: said.append(a), every=0)
+    >>> beat(Sim()); said
+    [('adleak-count-params/untracked', '1,234,567 steps registered')]
+    """
 
     def __init__(self, label, report, every=1.0):
         self.label = label
@@ -160,7 +178,9 @@ class CellBeat:
         if now < self.next:
             return
         self.next = now + self.every
-        self.report(self.label, position(sim))
+        steps = sim.registered
+        self.report(self.label,
+                    position(sim, unplaced=f"{steps:,} steps registered" if steps else ""))
 
 
 class Heartbeat:

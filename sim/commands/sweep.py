@@ -37,7 +37,8 @@ from ..analysis.compare import cells_for, measured_files, quick_params, known_ch
 from ..analysis.data import atomic_write, format_value, PREDICTED_COLUMNS, read_measured
 from ..engine.simulation import GRADING_KEYS, Simulation, Limits
 from ..errors import UserError
-from ..platform.host import mismatch_warning, describe
+from ..platform.host import (describe, host_kind, mismatch_warning, other_kind_note,
+                             profile_machine)
 from ..paths import PACKAGE_DIR, ROOT
 from ..policies import POLICIES, get_policy, policy_file, policy_rank, policy_sources
 from ..policies.trace import may_share, same_behaviour
@@ -847,9 +848,11 @@ def warn_host(profile, stream=None) -> None:
 
 
 def _hosts(profile, paths) -> dict:
-    """The hosts the report states: the profile's (its ``[host]`` table) and the
-    measurements' (``measure-info.json`` beside each measured file, as ``sim measure``
-    writes it), where recorded; {} when neither is (no line in the report)."""
+    """The hosts the report states: the machine the profile describes (its ``[host]`` table
+    and ``[meta] platform``, :func:`sim.platform.host.profile_machine`), the measurements'
+    (``measure-info.json`` beside each measured file, as ``sim measure`` writes it, where
+    recorded), and this machine's kind (``running``) with, where the profile is of another
+    kind, the line saying so (``note``, :func:`sim.platform.host.other_kind_note`)."""
     measured = {}
     for path in paths:
         info = Path(path).parent / "measure-info.json"
@@ -863,10 +866,10 @@ def _hosts(profile, paths) -> dict:
                                             "cores": machine.get("cpus")}
                                            if machine.get("cpu") else None)
         measured[str(path)] = describe(host) if host else None
-    if not profile.host and not any(measured.values()):
-        return {}
-    return {"profile": describe(profile.host) if profile.host else None,
-            "measured": measured}
+    running = host_kind()
+    return {"profile": profile_machine(profile), "measured": measured,
+            "kind": profile.data["meta"]["platform"], "running": running,
+            "note": other_kind_note(profile, running)}
 
 
 @contextmanager
@@ -948,9 +951,7 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
                 texts = values.setdefault(key, [])
                 if _value_text(value) not in texts:
                     texts.append(_value_text(value))
-    hosts = _hosts(profile, paths)
-    if hosts:
-        info["hosts"] = hosts
+    info["hosts"] = _hosts(profile, paths)
     info.update({
         "profile": profile.name, "code_version": run.code,
         "workloads": [{"name": w.name, "description": w.description,

@@ -85,9 +85,10 @@ def _shown(path) -> str:
 
 
 def _hosts_line(hosts):
-    """The hosts of the profile and of the measurements (``info["hosts"]``, written where
-    either is recorded: a profile's ``[host]`` table, ``sim measure``'s measure-info.json),
-    or None."""
+    """The hosts of the profile and of the measurements (``info["hosts"]``: the machine the
+    profile describes, ``sim measure``'s measure-info.json where recorded) and, where the
+    sweep ran on another kind of machine than the profile's, that its predictions are the
+    profile's machine's and how to make one of this host's; None without ``hosts``."""
     if not hosts:
         return None
     profile = hosts.get("profile") or "not recorded (no [host] table)"
@@ -98,7 +99,15 @@ def _hosts_line(hosts):
         if folder not in where:
             where.append(folder)
     measured = "; ".join(f"{host} ({', '.join(paths)})" for host, paths in by_host.items())
-    return f"Host of the profile: {profile}. Host of the measurements: {measured or 'none'}."
+    line = f"Host of the profile: {profile}. Host of the measurements: {measured or 'none'}."
+    running, kind = hosts.get("running"), hosts.get("kind")
+    if running and kind and running != kind:
+        how = ("`sim host-profile --out models/NAME.toml` makes a profile of that host"
+               if running.startswith("linux") else
+               "`sim host-profile` makes profiles of Linux hosts")
+        line += (f" Run on a {running} host, another kind than the profile's: every time "
+                 f"and memory figure here is the profile's machine's; {how}.")
+    return line
 
 
 def _what_was_run(info):
@@ -330,8 +339,8 @@ def _reference_text(ref) -> str:
 
 def _price_text(g, v, problems) -> str:
     """What policy series ``g`` (verdict ``v`` against the reference) does about the
-    reference's ``problems`` and at what price: its plateau, its time against the
-    reference's, a panic or growth of its own."""
+    reference's ``problems`` and at what price: its plateau (or one higher than the
+    reference's), its time against the reference's, a panic or growth of its own."""
     parts = []
     if v.memory in ("removed", "flat") and ("memory" in problems or v.memory == "removed"):
         if v.peak_bytes is not None:
@@ -340,6 +349,8 @@ def _price_text(g, v, problems) -> str:
             parts.append(f"keeps {_bytes(g.memory_total_bytes)} over the loop")
     elif v.memory in ("reduced", "kept", "new", "grows"):
         parts.append(f"grows {_bytes(g.memory_bytes)} {g.unit}")
+    elif v.memory == "higher":
+        parts.append(_higher_text(v))
     if v.ratio is not None:
         text = ratio_text(v.ratio)
         if "time" in problems and v.time in ("removed", "reduced"):
@@ -350,6 +361,11 @@ def _price_text(g, v, problems) -> str:
     elif v.panic == "removed":
         parts.append("no panic")
     return "; ".join(parts)
+
+
+def _higher_text(v) -> str:
+    """A higher plateau as the tables state it: the policy's peak against the reference's."""
+    return f"higher plateau, peak {_bytes(v.peak_bytes)} against {_bytes(v.ref_peak_bytes)}"
 
 
 def _fixes(v, problems) -> str:
@@ -387,7 +403,9 @@ def _answer(growth):
     blocks.append(("p", f"Per run where `{REFERENCE}` grows, slows down or panics: the fixes "
                         f"that remove all of it, those that remove part of it, and the rest, "
                         f"each with its price, judged against `{REFERENCE}` on the same run: "
-                        f"*peak* is the height a bounded memory plateaus at, *x faster* / "
+                        f"*peak* is the height a bounded memory plateaus at (*higher "
+                        f"plateau*: more than {TOLERANCE['memory'] * 100:g} % above "
+                        f"`{REFERENCE}`'s where neither grows), *x faster* / "
                         f"*x slower* the time per loop unit over the last interval against "
                         f"`{REFERENCE}`'s. "
                         + ("; ".join(f"*{policy_label(p)}*: `{p}` models another "
@@ -407,7 +425,8 @@ def _answer(growth):
         if not problems:
             costly = [f"`{p}` ({_price_text(g, v, problems)})" for p, g in judged
                       for v in [verdict(g, ref)]
-                      if v.time == "slower" or v.memory == "new" or v.panic == "new"]
+                      if v.time == "slower" or v.memory in ("new", "higher")
+                      or v.panic == "new"]
             if costly:
                 prices.append(f"{run_label(run)}: " + "; ".join(costly) + ".")
             continue
@@ -428,8 +447,8 @@ def _answer(growth):
         blocks.append(("p", f"`{REFERENCE}` neither grows, slows down nor panics on any run."))
     if prices:
         blocks.append(("p", f"Price on the runs `{REFERENCE}` handles (a fix slower than it "
-                            f"by more than {TOLERANCE['time'] * 100:g} %, or growing or "
-                            f"panicking where it does not):"))
+                            f"by more than {TOLERANCE['time'] * 100:g} %, its memory plateauing "
+                            f"higher, or growing or panicking where it does not):"))
         blocks.append(("list", prices))
     blocks += _combination(cells, runs, fixes)
     blocks += _confirmed(cells, runs, fixes)
@@ -511,7 +530,8 @@ def _combination(cells, runs, fixes):
             if ref is None or g is None or not ref.has_figures:
                 continue
             v, shown = verdict(g, ref), _problems(ref)
-            if shown or v.time == "slower" or "new" in (v.memory, v.panic):
+            if shown or v.time == "slower" or "new" in (v.memory, v.panic) \
+                    or v.memory == "higher":
                 price = _price_text(g, v, shown)
                 if price:
                     prices.append(f"{run_label(run)}: {price}")
@@ -679,13 +699,15 @@ def _verdict_cell(g, v, ratio_text) -> str:
     if v.memory is not None:
         memory = {"removed": "memory removed", "reduced": "memory reduced",
                   "kept": "memory grows", "new": "memory grows", "grows": "memory grows",
-                  "flat": "flat"}[v.memory]
+                  "flat": "flat", "higher": "flat"}[v.memory]
         if v.memory in ("reduced", "kept", "new", "grows"):
             memory += f" {_bytes(g.memory_bytes)}"
             if _fitted_drift(g.policy) and g.heap_grows is False:
                 memory = (f"RSS drift {_bytes(g.memory_bytes)} (fitted constant "
                           f"`{_fitted_drift(g.policy)}`), live heap flat")
-        if v.peak_bytes is not None:
+        if v.memory == "higher":
+            memory += f" ({_higher_text(v)})"
+        elif v.peak_bytes is not None:
             memory += f" (peak {_bytes(v.peak_bytes)})"
         parts.append(memory)
     if v.ratio is not None:

@@ -36,7 +36,7 @@ import shutil
 from pathlib import Path
 
 from . import report
-from ..analysis.compare import TOLERANCE, join
+from ..analysis.compare import GRADING_COLUMNS, TOLERANCE, join
 from ..analysis.data import (PREDICTED_COLUMNS, atomic_write, atomic_write_bytes, file_in_the_way,
                    format_value, rows_to_csv)
 from ..errors import UserError
@@ -153,10 +153,13 @@ def _cell_text(value) -> str:
 
 
 def write_data(out, predicted, errors, with_params=False) -> None:
-    """Write predicted.csv and errors.csv into ``out``."""
+    """Write predicted.csv and errors.csv into ``out``; errors.csv has the columns of how a
+    probe's point was graded (:data:`sim.analysis.compare.GRADING_COLUMNS`) where a row
+    has them."""
     extra = ["params"] if with_params else []
+    grading = [c for c in GRADING_COLUMNS if any(c in e for e in errors)]
     atomic_write(Path(out) / "predicted.csv", _csv_text(predicted, PREDICTED_COLUMNS + extra))
-    atomic_write(Path(out) / "errors.csv", _csv_text(errors, ERROR_COLUMNS + extra))
+    atomic_write(Path(out) / "errors.csv", _csv_text(errors, ERROR_COLUMNS + extra + grading))
 
 
 def write_info(out, info) -> None:

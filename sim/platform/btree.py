@@ -33,9 +33,13 @@ __all__ = ["BTreeNodes", "TreeTap", "append_counts", "append_splits", "SPLIT_PER
 
 CAPACITY = 11
 MIN_LEN = 5
+#: keys of the new right node when an append of a new largest key splits a full node:
+#: std's splitpoint at the last edge keeps 6 keys left, moves 1 up, and the 4 right of it
+#: take the appended key (``_splitpoint(CAPACITY)``: middle 6, so 11 - 6 = 5)
+SPLIT_RIGHT_KEYS = 5
 #: appends of new largest keys between two splits of a rightmost node: a full node
-#: splits, the new right one holds 5 keys and takes 6 more before the next split
-SPLIT_PERIOD = CAPACITY - MIN_LEN + 1
+#: splits, the new right one holds SPLIT_RIGHT_KEYS and takes 6 more before the next split
+SPLIT_PERIOD = CAPACITY - SPLIT_RIGHT_KEYS + 1
 
 
 def append_counts(fills, count) -> list:
@@ -58,7 +62,7 @@ def append_counts(fills, count) -> list:
             break
         rest = m - first_split
         splits = 1 + rest // SPLIT_PERIOD
-        fills[level] = 5 + rest % SPLIT_PERIOD
+        fills[level] = SPLIT_RIGHT_KEYS + rest % SPLIT_PERIOD
         made.append((level, splits))
         m = splits
         level += 1
@@ -90,8 +94,9 @@ def append_splits(fills, count) -> list:
             fills[level] = c + len(arrivals)
             break
         splits = arrivals[first::SPLIT_PERIOD]
-        # the new right node holds 5 keys, and each later arrival one more
-        fills[level] = 5 + (len(arrivals) - 1 - (first + (len(splits) - 1) * SPLIT_PERIOD))
+        # the new right node holds SPLIT_RIGHT_KEYS, and each later arrival one more
+        fills[level] = SPLIT_RIGHT_KEYS + (len(arrivals) - 1
+                                           - (first + (len(splits) - 1) * SPLIT_PERIOD))
         made.extend((a, level) for a in splits)
         arrivals = splits
         level += 1
@@ -642,7 +647,7 @@ class BTreeNodes:
             if level == len(fills):
                 fills.append(1)         # a new root (or the first leaf) holds the key
                 return made
-            fills[level] = 5            # the full node splits; the new right one holds 5
+            fills[level] = SPLIT_RIGHT_KEYS     # the full node splits: its new right one
             level += 1
         fills[level] += 1
         return made

@@ -20,6 +20,10 @@ runs a matmul differ by the difference of the two hosts' L2 sizes, and the L2 mo
 (``process.l2_bytes``) sets elementwise bandwidth and the orphan sweep's miss fraction.
 :func:`differences` names what differs between a profile's host and this one;
 :func:`mismatch_warning` makes the one warning line ``sim run/sweep/compare`` print.
+A profile of another kind of machine than this one (its ``[meta] platform``, e.g. the
+default ``macos-aarch64`` on a ``linux-x86_64`` host: :func:`host_kind`) is not compared
+fact by fact: :func:`other_kind_note` makes the line ``sim sweep/compare`` and the report
+print instead, naming the machine (:func:`profile_machine`) and ``sim host-profile``.
 
 Everything here reads files under a root given as an argument, so tests run on a fake
 ``/sys`` and ``/proc`` (no dependence on the machine the suite runs on).
@@ -34,7 +38,7 @@ from pathlib import Path
 
 __all__ = ["HOST_KEYS", "read_host", "parse_cpuinfo", "parse_size", "read_caches",
            "differences", "mismatch_warning", "running_host", "describe", "SOURCES",
-           "read_sysfs_shape"]
+           "read_sysfs_shape", "host_kind", "profile_machine", "other_kind_note"]
 
 CPU_DIR = Path("/sys/devices/system/cpu")
 CPUINFO = Path("/proc/cpuinfo")
@@ -300,3 +304,51 @@ def mismatch_warning(profile, host="running"):
     return (f"sim: warning: profile {profile.name} describes another host ({named}): "
             f"{'; '.join(effects)}; make a profile for this machine with "
             f"`sim host-profile --out models/NAME.toml`")
+
+
+#: ``platform.system()`` and ``platform.machine()`` names -> a profile's ``[meta] platform``'s
+_KIND_NAMES = {"darwin": "macos", "arm64": "aarch64", "amd64": "x86_64"}
+
+
+def host_kind(system=None, machine=None) -> str:
+    """This machine's kind as a profile's ``[meta] platform`` names it (``system`` and
+    ``machine``: default ``platform.system()`` and ``platform.machine()``).
+
+    >>> host_kind("Linux", "x86_64"), host_kind("Darwin", "arm64")
+    ('linux-x86_64', 'macos-aarch64')
+    """
+    system = str(system or platform.system()).lower()
+    machine = str(machine or platform.machine()).lower()
+    return f"{_KIND_NAMES.get(system, system)}-{_KIND_NAMES.get(machine, machine)}"
+
+
+def profile_machine(profile) -> str:
+    """The machine ``profile`` describes, in one phrase: its ``[host]`` (:func:`describe`)
+    and its kind (``[meta] platform``), or the kind alone where it has no ``[host]``."""
+    kind = profile.data["meta"]["platform"]
+    host = profile.data.get("host")
+    return f"{describe(host)} ({kind})" if host else f"a {kind} machine (no [host] table)"
+
+
+def other_kind_note(profile, kind=None):
+    """One line where ``profile`` describes another kind of machine than this one (``kind``:
+    default :func:`host_kind`), else None: whose predictions these are, and how to get this
+    machine's (``sim host-profile``, which measures a Linux host).
+
+    >>> class Profile:
+    ...     name, data = "m2max-macos", {"meta": {"platform": "macos-aarch64"},
+    ...                                   "host": {"cpu_model": "Apple M2 Max", "cores": 12}}
+    >>> print(other_kind_note(Profile(), "linux-x86_64"))  # doctest: +NORMALIZE_WHITESPACE
+    profile m2max-macos describes Apple M2 Max, 12 cores (macos-aarch64), not this
+    linux-x86_64 host: its times and memory are that machine's; `sim host-profile --out
+    models/NAME.toml` makes a profile of this one
+    >>> other_kind_note(Profile(), "macos-aarch64") is None
+    True
+    """
+    here = kind or host_kind()
+    if profile.data["meta"]["platform"] == here:
+        return None
+    how = ("`sim host-profile --out models/NAME.toml` makes a profile of this one"
+           if here.startswith("linux") else "`sim host-profile` makes profiles of Linux hosts")
+    return (f"profile {profile.name} describes {profile_machine(profile)}, not this {here} "
+            f"host: its times and memory are that machine's; {how}")

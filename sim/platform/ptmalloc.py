@@ -345,7 +345,12 @@ class ReplayProgram:
             if op[0] in _ALLOCATING:
                 index += 1
         # as C ints (``long long``), which the compiled replay loop reads without boxing
-        self.flat = array("q", flat)
+        try:
+            self.flat = array("q", flat)
+        except OverflowError:
+            raise UserError(f"replay: a request of {max(n for _, n, _ in template):,} B is "
+                            f"past what the arena's replay holds (a chunk size under 2^63 B)"
+                            ) from None
         # the held blocks live at an iteration's end: allocated ``d`` iterations back (0:
         # this one) and freed more than ``d`` iterations after their own
         held = {}

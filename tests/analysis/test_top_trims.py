@@ -39,6 +39,31 @@ def test_a_row_whose_arena_trimmed_is_graded_against_the_runs_range():
     assert e["note"] == ""
 
 
+def test_a_probes_point_says_how_it_was_graded_in_fields_of_its_own(tmp_path):
+    """mechanism and graded_against (sim.analysis.compare.GRADING_COLUMNS), which sim fixes
+    groups by, not the note's wording; errors.csv has the columns where a row has them."""
+    import csv
+    from sim.output.results import write_data
+    spread = _measured("mean of 5 fresh runs (6.25, 7.78, 6.25, 7.59, 6.36 MiB)")
+    (trim,) = join([spread], [_predicted(6.2, top_trims=50)])
+    assert (trim["mechanism"], trim["graded_against"]) == ("top trims", "range")
+    (once,) = join([_measured("one run")], [_predicted(6.2, top_trims=50)])
+    assert (once["mechanism"], once["graded_against"]) == ("top trims", "point")
+    (text,) = join([spread], [_predicted(6.2, text_share=0.9)])
+    assert (text["mechanism"], text["graded_against"]) == ("text", "range")
+    (heap,) = join([spread], [_predicted(6.2)])
+    assert (heap["mechanism"], heap["graded_against"]) == ("", "point")
+    (seed,) = join([_measured("mean of 2 fresh runs (6.2, 7.8 MiB)", probe="")],
+                   [_predicted(6.2, top_trims=3)])
+    assert "mechanism" not in seed and "graded_against" not in seed
+    write_data(tmp_path, [], [seed])
+    assert "mechanism" not in (tmp_path / "errors.csv").read_text().splitlines()[0]
+    write_data(tmp_path, [], [seed, trim, heap])
+    rows = list(csv.DictReader((tmp_path / "errors.csv").open()))
+    assert [(r["mechanism"], r["graded_against"]) for r in rows] == [
+        ("", ""), ("top trims", "range"), ("", "point")]
+
+
 def test_a_growth_row_is_graded_in_its_own_unit():
     spread = _measured("mean of 3 fresh runs (4.4, 11.1, 21.0 KB)",
                        metric="rss_growth_per_step", value="12.2")

@@ -102,6 +102,45 @@ def test_memory_verdicts():
         == "removed"
 
 
+#: p10-ema log, default profile: rss_bytes at steps 1..2000 under burn-0.22.1 and under the
+#: README's sweep-every-4 (each step's logged graph lives up to three backwards longer)
+LOG_XS = [1, 50, 100, 200, 500, 1000, 2000]
+LOG_RSS = {REF: [5_800_000, 7_372_800, 7_372_800, 7_372_800, 7_372_800, 7_372_800, 7_372_800],
+           "sweep-every-4": [5_800_000, 10_534_912, 10_534_912, 10_534_912, 10_534_912,
+                             10_534_912, 10_534_912],
+           "near": [5_800_000, 7_700_000, 7_700_000, 7_700_000, 7_700_000, 7_700_000,
+                    7_700_000]}
+
+
+def _log_growth():
+    rows = []
+    for p, rss in LOG_RSS.items():
+        rows += _rows(p, "rss_bytes", rss, "B", xs=LOG_XS, x_unit="step")
+        rows += _rows(p, "sim_time_ms", [1.15 * x for x in LOG_XS], "ms", xs=LOG_XS,
+                      x_unit="step")
+    return {g.policy: g for g in growth_of_runs(rows, lambda r: r["experiment"])}
+
+
+def test_a_higher_plateau_that_does_not_grow_is_a_price():
+    g = _log_growth()
+    assert not any(s.memory_grows for s in g.values())
+    v = verdict(g["sweep-every-4"], g[REF])
+    assert v.memory == "higher" and v.time == "same"
+    assert (v.peak_bytes, v.ref_peak_bytes) == (10_534_912, 7_372_800)
+    # 4.4 % above burn's: within the memory tolerance, flat
+    near = verdict(g["near"], g[REF])
+    assert near.memory == "flat" and near.ref_peak_bytes is None
+    md, _ = report.render({}, [], list(g.values()), [], None)
+    lines = md.splitlines()
+    price = lines[lines.index(next(line for line in lines
+                                   if line.startswith("Price on the runs"))) + 2]
+    assert price == ("- w / v: `sweep-every-4` (higher plateau, peak 10 MiB against "
+                     "7.03 MiB; same time).")
+    assert "`near`" not in price
+    detail = next(line for line in lines if line.startswith("| w / v | per step"))
+    assert "flat (higher plateau, peak 10 MiB against 7.03 MiB); same time" in detail
+
+
 def test_the_answer_comes_first_with_the_price():
     growth = list(_adleak().values())
     md, html = report.render({}, [], growth, [], None)

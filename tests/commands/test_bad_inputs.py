@@ -113,7 +113,7 @@ PROFILE_CASES = {
     "huge-int": (PROFILE.replace("arc_node_bytes = 104", "arc_node_bytes = 1" + "0" * 400),
                  "layout.arc_node_bytes must be a finite number"),
     "no-meta": (PROFILE.replace(META, ""), "missing table [meta]"),
-    "meta-not-a-table": (PROFILE.replace(META, "").replace("[process]", 'meta = "x"\n\n[process]'),
+    "meta-not-a-table": ('meta = "x"\n' + PROFILE.replace(META, ""),   # before any table
                          "[meta] is not a table"),
     "meta-missing-key": (PROFILE.replace('burn_version = "0.22.1"\n', ""),
                          "missing key meta.burn_version"),

@@ -157,3 +157,29 @@ def test_host_profile_step_reuses_the_parts_it_finds(tmp_path):
     profile = load_profile(out)
     assert profile.get("process.baseline_rss_bytes") == 3072000
     assert any("reusing" in m for m in said)
+
+
+def test_one_writer_sets_merges_and_replaces_the_host_sources_table():
+    """calibrate's set_host_sources is the one writer of [host.sources]: `sim calibrate
+    --process-parts` sets entries (others kept), `sim host-profile` writes it whole."""
+    from sim.commands.calibrate import HOST_SOURCES_NOTE, set_host_sources
+    from sim.commands.host_profile import SOURCES_NOTE, _with_sources
+    base = ["[meta]", 'platform = "linux-x86_64"', "", "[host]", 'cpu_model = "X"', "",
+            "[process]", "l2_bytes = 1"]
+    lines = list(base)
+    set_host_sources(lines, {"process.l2_bytes": ["measured", 'a "quoted" file']})
+    assert lines[5:9] == ["", "[host.sources]", *HOST_SOURCES_NOTE]
+    assert lines[9] == '"process.l2_bytes" = ["measured", "a \\"quoted\\" file"]'
+    set_host_sources(lines, {"code.gemv_bytes": ["measured", "b"],
+                             "process.l2_bytes": ["fitted", "p1"]})
+    data = tomllib.loads("\n".join(lines))
+    assert data["host"]["sources"] == {"process.l2_bytes": ["fitted", "p1"],
+                                       "code.gemv_bytes": ["measured", "b"]}
+    assert data["process"] == {"l2_bytes": 1}
+    whole = _with_sources("\n".join(lines), {"time.x_ns": ["base", "why"]})
+    assert tomllib.loads(whole)["host"]["sources"] == {"time.x_ns": ["base", "why"]}
+    assert "\n".join(SOURCES_NOTE) in whole and HOST_SOURCES_NOTE[0] not in whole
+    assert "\n\n\n" not in whole             # the old table's blank line went with it
+    with pytest.raises(UserError, match="no \\[host\\] table"):
+        set_host_sources([l for l in base if l not in ("[host]", 'cpu_model = "X"')],
+                         {"a.b": ["measured", "c"]})

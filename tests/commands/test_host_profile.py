@@ -103,7 +103,13 @@ def test_the_linux_profile_records_its_host():
     assert profile.host["l2_bytes"] == profile.process.l2_bytes == 2 << 20
     assert profile.host["l2_bytes"] == profile.backends["flex"]["matmul_workspace_bytes"]
     assert profile.host["cpu_model"].startswith("Intel(R) Xeon(R)")
-    assert load_profile("m2max-macos").host == {}
+    # the default profile says which machine it describes: the seeds' Mac, its caches the
+    # ones its [process] models
+    m2max = load_profile("m2max-macos")
+    assert m2max.host["cpu_model"] == "Apple M2 Max" and m2max.host["glibc"] == ""
+    assert [m2max.host[k] for k in ("l1d_bytes", "l2_bytes", "l3_bytes")] == [
+        m2max.process.l1d_bytes, m2max.process.l2_bytes, m2max.process.l3_bytes]
+    assert describe(m2max.host) == "Apple M2 Max, L2 16 MiB, 12 cores"
 
 
 def test_a_host_table_is_validated(tmp_path):
@@ -168,8 +174,42 @@ def test_compare_reports_both_hosts(tmp_path, capsys, monkeypatch):
     assert code == 0, err
     assert sum(line.startswith("sim: warning: profile linux-x86_64") for line in err) == 1
     report = (tmp_path / "out" / "report.md").read_text()
-    assert ("Host of the profile: Intel(R) Xeon(R) Processor, L2 2 MiB, 2 cores, glibc 2.36. "
-            "Host of the measurements: AMD EPYC, L2 1 MiB, 2 cores, glibc 2.36") in report
+    assert ("Host of the profile: Intel(R) Xeon(R) Processor, L2 2 MiB, 2 cores, glibc 2.36 "
+            "(linux-x86_64). Host of the measurements: AMD EPYC, L2 1 MiB, 2 cores, "
+            "glibc 2.36") in report
+
+
+@pytest.mark.parametrize("kind", ["linux-x86_64", "macos-aarch64"])
+def test_the_terminal_and_the_report_say_whose_machine_the_predictions_are(
+        tmp_path, capsys, monkeypatch, kind):
+    """The default profile (the seeds' Mac) on a Linux host: the last line of `sim compare`
+    / `sim sweep` and the report say the predictions are the M2 Max's and name `sim
+    host-profile`; on a Mac, one line naming the machine, and no such sentence."""
+    measured = tmp_path / "m.csv"
+    measured.write_text("experiment,variant,phase,x,x_unit,metric,value,unit,note\n"
+                        "adleak-rss,flex,,0,k_iterations,rss,2.2,MB,\n")
+    monkeypatch.setattr("sim.commands.sweep.host_kind", lambda: kind)
+    code, out, err = run_cli(["compare", "--measured", str(measured), "--out",
+                              str(tmp_path / "out"), "-j", "1"], capsys)
+    assert code == 0, err
+    lines = out.splitlines()             # ..., wall time, whose machine, the grades
+    assert lines[-3].startswith("wall time ") and "points within tolerance" in lines[-1]
+    said = lines[-2]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert ("Host of the profile: Apple M2 Max, L2 16 MiB, 12 cores (macos-aarch64)."
+            in report)
+    if kind == "linux-x86_64":
+        assert said == ("profile m2max-macos describes Apple M2 Max, L2 16 MiB, 12 cores "
+                        "(macos-aarch64), not this linux-x86_64 host: its times and memory "
+                        "are that machine's; `sim host-profile --out models/NAME.toml` "
+                        "makes a profile of this one")
+        assert ("Run on a linux-x86_64 host, another kind than the profile's: every time and "
+                "memory figure here is the profile's machine's; `sim host-profile --out "
+                "models/NAME.toml` makes a profile of that host.") in report
+    else:
+        assert said == ("profile m2max-macos describes Apple M2 Max, L2 16 MiB, 12 cores "
+                        "(macos-aarch64)")
+        assert "Run on a" not in report
 
 
 def test_host_text_puts_this_host_into_the_profile(tmp_path):

@@ -239,6 +239,23 @@ def test_fixes_simulates_the_comparisons_together_with_the_rows_of_each_alone(tm
     fixes_report(tmp_path / "m", "linux-x86_64", tmp_path / "res", tmp_path / "again.md",
                  jobs=1, echo=said.append, from_results=True)
     assert said == [] and (tmp_path / "again.md").read_text() == page
+    # an errors.csv of a sim compare before the grading columns: refused, not read as heap
+    import csv
+    import io
+    old = tmp_path / "res" / "detach-constant" / "errors.csv"
+    rows = list(csv.DictReader(io.StringIO(old.read_text())))
+    assert {r["graded_against"] for r in rows} == {"point"}
+    keep = [c for c in rows[0] if c not in ("mechanism", "graded_against")]
+    text = io.StringIO()
+    writer = csv.DictWriter(text, keep, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    saved = old.read_text()
+    old.write_text(text.getvalue())
+    with pytest.raises(UserError, match="detach-constant/errors.csv has no mechanism column"):
+        fixes_report(tmp_path / "m", "linux-x86_64", tmp_path / "res", tmp_path / "x.md",
+                     jobs=1, echo=said.append, from_results=True)
+    old.write_text(saved)
     with pytest.raises(UserError, match="--from-results: .*detach-constant/errors.csv missing"):
         (tmp_path / "res" / "detach-constant" / "errors.csv").unlink()
         fixes_report(tmp_path / "m", "linux-x86_64", tmp_path / "res", tmp_path / "x.md",

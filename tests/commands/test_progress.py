@@ -36,7 +36,8 @@ def test_the_bar_is_redrawn_while_a_cell_runs_and_names_its_position(monkeypatch
         bar.running("b/x/burn-0.22.1", f"step {second * 100:,}")
     states = frames(out)[drawn:]
     assert len(states) == 6            # at least once every 2 s (here: every second)
-    assert states[-1].endswith("running: b/x/burn-0.22.1 (step 600), c/x/pytorch (step 10)")
+    assert states[-1].endswith("running: b/x/burn-0.22.1 (step 600, 6 s), "
+                               "c/x/pytorch (step 10, 6 s)")
     assert "6.0 s" in states[-1]
     bar.tick()                         # no time passed: not redrawn
     assert len(frames(out)) == drawn + 6
@@ -44,7 +45,7 @@ def test_the_bar_is_redrawn_while_a_cell_runs_and_names_its_position(monkeypatch
     bar.tick()                         # no report, the time moves on
     assert "7.5 s" in frames(out)[-1]
     bar.advance("b/x/burn-0.22.1")
-    assert frames(out)[-1].endswith("running: c/x/pytorch (step 10)")
+    assert frames(out)[-1].endswith("running: c/x/pytorch (step 10, 8 s)")
     assert not any("ETA" in state for state in frames(out))
 
 
@@ -57,7 +58,7 @@ def test_a_log_gets_a_line_every_2_s_while_cells_run():
     bar.running("a", "step 2")
     now[0] = 2.0
     bar.running("a", "step 3")
-    assert out.getvalue().splitlines()[-1].endswith("running: a (step 3)")
+    assert out.getvalue().splitlines()[-1].endswith("running: a (step 3, 2 s)")
     assert len(out.getvalue().splitlines()) == 2
 
 
@@ -68,13 +69,45 @@ def test_a_cell_beat_reports_its_position_at_most_every_period(monkeypatch):
     beat = CellBeat("p10-ema/detach/burn-0.22.1", lambda *r: reports.append(r), every=1.0)
 
     class Sim:
-        last_x, last_x_unit, ff_progress = 1200, "step", (1024, 1192)
+        last_x, last_x_unit, ff_progress, registered = 1200, "step", (1024, 1192), 5000
     beat(Sim())
     clock[0] = 101.0
     beat(Sim())
     beat(Sim())
     assert reports == [("p10-ema/detach/burn-0.22.1",
                         "step 1,200, fast-forwarding 1,024 of 1,192 iterations")]
+
+
+def test_a_cell_without_a_loop_position_shows_its_seconds_and_steps_not_starting(monkeypatch):
+    """adleak-count-params' cells read their figures after the loop and set no position,
+    and a long fast-forward calls no heartbeat: for minutes the bar said "(starting)". Now
+    each running cell shows its seconds, counted by the bar, and the steps burn registered
+    where its beat reports them."""
+    reports = []
+    clock = [100.0]
+    monkeypatch.setattr(sim.commands.progress.time, "perf_counter", lambda: clock[0])
+    beat = CellBeat("adleak-count-params/untracked/size=16/burn-0.22.1",
+                    lambda *r: reports.append(r[1]), every=1.0)
+
+    class Sim:
+        last_x, last_x_unit, registered = None, "", 0
+    for second, registered in ((1, 0), (150, 6_000_000)):
+        clock[0] = 100.0 + second
+        Sim.registered = registered
+        beat(Sim())
+    assert reports == ["", "6,000,000 steps registered"]
+    now = [0.0]
+    out = io.StringIO()
+    bar = Progress(2, stream=out, clock=lambda: now[0])
+    label = "adleak-count-params/untracked/size=16/burn-0.22.1"
+    bar.running(label, "starting")
+    now[0] = 1.0
+    bar.running(label, reports[0])
+    now[0] = 150.0
+    bar.tick()                         # no report for minutes: its seconds still move
+    assert out.getvalue().splitlines()[-1].endswith(f"running: {label} (150 s)")
+    bar.running(label, reports[1])
+    assert bar._line().endswith(f"({reports[1]}, 150 s)")
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
@@ -98,6 +131,6 @@ def test_a_sweep_names_its_running_cells_and_their_position(tmp_path, capsys, mo
     run_cells(cells, load_profile("m2max-macos"), tmp_path, jobs=jobs, reuse=False)
     err = capsys.readouterr().err
     for cell in cells:
-        assert f"running: {cell.label} (starting)" in err or f"{cell.label} (starting)" in err
+        assert f"{cell.label} (starting, " in err
         assert f"{cell.label} (step " in err, err
     assert "ETA" not in err

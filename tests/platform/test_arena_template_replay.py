@@ -230,6 +230,25 @@ def test_compile_refuses_a_free_of_no_allocation():
         PtmallocArena.compile((("alloc", 24, 0), ("free", 24, (0, 3))))
 
 
+def test_compile_refuses_a_request_past_64_bit_sizes_with_one_clear_error():
+    """A request of 2^63 B or more cannot be a C ``long long`` of the replay's program: one
+    error naming it (not array's raw OverflowError), in the adopted arena and in
+    ``ptmalloc.py`` run as Python; 2^62 B compiles."""
+    import importlib.util
+    from sim.errors import UserError
+    from sim.platform import ptmalloc
+    spec = importlib.util.spec_from_file_location("sim.platform._ptmalloc_pure",
+                                                  ptmalloc.__file__)
+    pure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pure)
+    for module in (ptmalloc, pure):
+        with pytest.raises(UserError, match=r"^replay: a request of 9,223,372,036,854,775,808 B "
+                                            r"is past what the arena's replay holds"):
+            module.PtmallocArena.compile((("alloc", 1 << 63, 0), ("free", 1 << 63, (0, 0))))
+        program = module.PtmallocArena.compile((("alloc", 1 << 62, 0), ("free", 1 << 62, (0, 0))))
+        assert program.blocks == 1
+
+
 def with_neutral_pairs(rng, template, pairs):
     """``template`` with ``pairs`` allocations of tcache sizes inserted, each freed by name
     right after it (the replay's loop runs such a pair only when its tcache bin is

@@ -76,6 +76,22 @@ def test_ascending_ids_give_one_node_per_six_keys():
     assert tree.leaves == 6 * 10 ** 6 // 7 + 1 or abs(tree.leaves - 6 * 10 ** 6 / 7) < 2
 
 
+def test_an_append_split_leaves_split_right_keys_in_the_new_right_node():
+    """The closed forms' SPLIT_RIGHT_KEYS and SPLIT_PERIOD are what one-at-a-time inserts
+    of ascending keys (std's splitpoint at the last edge) leave in the rightmost leaf."""
+    from sim.platform.btree import CAPACITY, SPLIT_PERIOD, SPLIT_RIGHT_KEYS
+    tree = BTreeNodes(Heap(Allocator.from_classes("glibc")), 192, 288)
+    for k in range(CAPACITY + 1):           # the 12th key splits the full root leaf
+        tree.insert(k)
+    assert [len(c.keys) for c in tree.root.edges] == [6, SPLIT_RIGHT_KEYS] == [6, 5]
+    for k in range(CAPACITY + 1, CAPACITY + SPLIT_PERIOD):
+        tree.insert(k)
+    assert len(tree.root.edges) == 2        # six more appends fill the right leaf
+    tree.insert(CAPACITY + SPLIT_PERIOD)
+    assert [len(c.keys) for c in tree.root.edges] == [6, 6, SPLIT_RIGHT_KEYS]
+    assert SPLIT_PERIOD == 7
+
+
 class _Log:
     """A heap that only logs the sizes allocated, in order."""
 

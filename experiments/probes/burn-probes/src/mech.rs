@@ -87,6 +87,7 @@ use burn::tensor::Distribution;
 use burn_probes::csv::{Sink, f};
 use std::hint::black_box;
 use burn_probes::clock::Instant;
+use burn_probes::rss::thread_rusage;
 
 use crate::adleak::tiny_backward;
 
@@ -577,20 +578,4 @@ fn tv_timeline() {
     let line: Vec<String> = between.iter().map(|v| format!("{v:.0}")).collect();
     eprintln!("TV {mode} between {}", line.join(" "));
     eprintln!("TV {mode} nivcsw/minflt {}", csw.join(" "));
-}
-
-/// The thread's minor page faults so far (getrusage).
-pub fn minor_faults() -> i64 {
-    thread_rusage()[8]
-}
-
-/// getrusage(RUSAGE_THREAD) as 18 longs (utime, stime as two each, then maxrss ..
-/// nivcsw): index 8 minflt, 16 nvcsw, 17 nivcsw.
-fn thread_rusage() -> [i64; 18] {
-    unsafe extern "C" {
-        fn getrusage(who: i32, usage: *mut [i64; 18]) -> i32;
-    }
-    let mut r = [0i64; 18];
-    unsafe { getrusage(1, &mut r) };
-    r
 }

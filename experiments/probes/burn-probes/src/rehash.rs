@@ -39,6 +39,7 @@
 use burn_autodiff::NodeId;
 use burn_probes::clock::Instant;
 use burn_probes::csv::{Sink, f};
+use burn_probes::rss::minor_faults;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::hint::black_box;
@@ -157,14 +158,14 @@ fn doubling<T: Table>(buckets: usize) -> (f64, Vec<f64>, i64) {
         assert_eq!(full.capacity(), cap, "the table is not full at {buckets} buckets");
         let twin_cap = twin.capacity();
         let (k1, k2) = (T::key(cap as u64 + 1), T::key(cap as u64 + 1));
-        let r0 = crate::mech::minor_faults();
+        let r0 = minor_faults();
         let t = Instant::now();
         full.put(k1);
         let grow = t.elapsed().as_secs_f64() * 1e9;
         let t = Instant::now();
         twin.put(k2);
         let plain = t.elapsed().as_secs_f64() * 1e9;
-        let r1 = crate::mech::minor_faults();
+        let r1 = minor_faults();
         assert!(full.capacity() > cap && twin.capacity() == twin_cap);
         if rep >= REHASH_WARM {
             per_item.push((grow - plain) / cap as f64);
@@ -239,7 +240,7 @@ fn refault_cycle(ws: &[u64], bytes: usize) -> (f64, f64, f64, i64) {
     let pages = bytes / PAGE;
     black_box(read_ws(ws));
     black_box(read_ws(ws));
-    let r0 = crate::mech::minor_faults();
+    let r0 = minor_faults();
     let t = Instant::now();
     let (touch, p) = unsafe {
         let p = malloc(bytes);
@@ -252,7 +253,7 @@ fn refault_cycle(ws: &[u64], bytes: usize) -> (f64, f64, f64, i64) {
     };
     unsafe { free(p) };
     let cycle = t.elapsed().as_secs_f64() * 1e9;
-    let faults = crate::mech::minor_faults() - r0;
+    let faults = minor_faults() - r0;
     let t = Instant::now();
     black_box(read_ws(ws));
     let reread = t.elapsed().as_secs_f64() * 1e9;

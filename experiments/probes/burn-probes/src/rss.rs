@@ -1,4 +1,6 @@
-//! Resident set size from /proc/self/statm (Linux): resident pages * page size.
+//! Resident set size from /proc/self/statm (Linux): resident pages * page size; the calling
+//! thread's CPU time and getrusage counts (minor faults, context switches), which more than one
+//! probe reads.
 
 unsafe extern "C" {
     fn sysconf(name: i32) -> i64;
@@ -197,4 +199,20 @@ pub fn thread_cpu_secs() -> f64 {
         return 0.0;
     }
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// The thread's minor page faults so far (getrusage).
+pub fn minor_faults() -> i64 {
+    thread_rusage()[8]
+}
+
+/// getrusage(RUSAGE_THREAD) as 18 longs (utime, stime as two each, then maxrss ..
+/// nivcsw): index 8 minflt, 16 nvcsw, 17 nivcsw.
+pub fn thread_rusage() -> [i64; 18] {
+    unsafe extern "C" {
+        fn getrusage(who: i32, usage: *mut [i64; 18]) -> i32;
+    }
+    let mut r = [0i64; 18];
+    unsafe { getrusage(1, &mut r) };
+    r
 }
