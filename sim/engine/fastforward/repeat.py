@@ -185,17 +185,23 @@ class _Recorder(HeapTap):
             _Recorder.trace = None
         return _Recorder.trace
 
+    # alloc and free are the probe's hot path: the heap does the event with its tap off
+    # (Heap.untapped without its try: _probe takes the tap off whatever happens)
     def alloc(self, heap, nbytes, align):
-        if nbytes > 0:
-            _Recorder.events[nbytes] += 1
-        block = heap.untapped(heap.alloc, nbytes, align)
-        trace = _Recorder._trace()
-        if trace is not None and nbytes > 0:
+        heap.tap = None
+        block = heap.alloc(nbytes, align)
+        heap.tap = self
+        if nbytes <= 0:
+            return block
+        rec = _Recorder
+        rec.events[nbytes] += 1
+        trace = rec._trace()
+        if trace is not None:
             if block is not None:
-                _Recorder.trace_at[_handle_key(block)] = len(trace)
+                rec.trace_at[_handle_key(block)] = len(trace)
             trace.append((_ALLOC, nbytes, align, heap.allocator.fault is None))
-        tape = _Recorder.tape
-        if tape is not None and nbytes > 0:
+        tape = rec.tape
+        if tape is not None:
             if ExcludedHeap.active:
                 tape.invalidate()
             tape.alloc(block, nbytes, align)
@@ -203,20 +209,23 @@ class _Recorder(HeapTap):
 
     def free(self, heap, nbytes, block):
         if nbytes > 0:
-            _Recorder.events[nbytes] -= 1
-            trace = _Recorder._trace()
+            rec = _Recorder
+            rec.events[nbytes] -= 1
+            trace = rec._trace()
             if trace is not None:
-                at = -1 if block is None else _Recorder.trace_at.pop(_handle_key(block), None)
+                at = -1 if block is None else rec.trace_at.pop(_handle_key(block), None)
                 if at is None:
-                    _Recorder.trace = None     # a block from an earlier iteration
+                    rec.trace = None     # a block from an earlier iteration
                 else:
                     trace.append((_FREE, nbytes, at, False))
-            tape = _Recorder.tape
+            tape = rec.tape
             if tape is not None:
                 if ExcludedHeap.active:
                     tape.invalidate()
                 tape.free(block, nbytes)
-        heap.untapped(heap.free, nbytes, block)
+        heap.tap = None
+        heap.free(nbytes, block)
+        heap.tap = self
 
     def realloc(self, heap, old_nbytes, nbytes, block):
         # one block of a new size (a Vec growing): counted, but not replayable in order
