@@ -115,7 +115,7 @@ from ...burn.graph.runs import (NodeRun, dead_graph_handles, graph_blocks, graph
                                 node_blocks, node_handles, tree_counts, unexplained_blocks)
 from ...burn.runtime.graph import Graph, SingleNodeGraph
 from .chainrun import (LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon,
-                       note_tables, table_sizes, watch_graph, watch_tables)
+                       note_tables, table_sizes, unwatch, watch_graph, watch_tables)
 from .leakrun import apply_leak, l2_contents, l2_signature, leak_effect
 from . import seams
 from .tape import ArenaTape
@@ -1523,7 +1523,7 @@ def _repeat(sim, n, body) -> bool:
                         measured.room = before.room
                     note_tables(sim, measured, watched)
                 chained = measured.graph
-            sim.timing.watched = None
+            unwatch(watched)
             effects.append(measured)
             last = effects[-AGREE:]
             if (len(last) == AGREE and last[0] is not None
