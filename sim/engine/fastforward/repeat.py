@@ -119,6 +119,7 @@ from .chainrun import (LoggingTree, TreeLog, apply_chain, chain_effect, chain_ho
 from .leakrun import apply_leak, l2_contents, l2_signature, leak_effect
 from . import seams
 from .tape import ArenaTape
+from .pystate import moved, note_moved, plain_state
 from ...platform.btree import CAPACITY, TreeTap, append_counts
 from ...platform.heap import ExcludedHeap, Heap, HeapTap
 
@@ -1502,6 +1503,8 @@ def _repeat(sim, n, body) -> bool:
     floor = sim._next_id         # the loop's first node id (_Older)
     chained = None               # the graph a probe found a chain growing in
     idle, stale = 0, STALE_CHAIN  # iterations a chain effect could not apply, in a row
+    # per probe, the names of the body's plain Python values it changed (pystate)
+    moves = []
     while done < n:
         if effect is None:
             snap = _Snapshot(sim)
@@ -1509,10 +1512,12 @@ def _repeat(sim, n, body) -> bool:
             earlier = ((snap.allocator,) + earlier)[:MAX_PERIOD - 1]
             sim.loop_index = done
             watched = watch_graph(sim, chained)
+            state = plain_state(body)
             measured, record = _probe(sim, body, snap,
                                       replay and sim.client.locator is not None,
                                       effects[-1] if effects else None, record, tape,
                                       floor, chained or _largest_graph(sim))
+            moves.append(moved(state, plain_state(body)))
             done += 1
             if measured is not None and measured.shape == "chain":
                 if watched is not None and measured.graph is chained:
@@ -1528,6 +1533,15 @@ def _repeat(sim, n, body) -> bool:
             last = effects[-AGREE:]
             if (len(last) == AGREE and last[0] is not None
                     and all(e is not None and _key(e) == _key(last[0]) for e in last)):
+                changed = [name for names in moves[-AGREE:] for name in names]
+                if changed:
+                    # the body's own Python state moves every iteration (a counter it
+                    # branches on): skipped iterations would not move it
+                    note_moved(body, changed)
+                    for i in range(done, n):
+                        sim.loop_index = i
+                        body()
+                    return found
                 effect = measured
                 found = True
             elif (len(effects) >= probes + (PROBES_PER_BACK * tape.reach if tape is not None else 0)
@@ -1577,7 +1591,9 @@ def _repeat(sim, n, body) -> bool:
             # the next iteration is probed: its blocks are the ones the next replay
             # starts from, and it must have the same template
             snap = _Snapshot(sim)
+            state = plain_state(body)
             measured, record = _probe(sim, body, snap, True, effect, record, tape, floor)
+            moves.append(moved(state, plain_state(body)))
             done += 1
             if measured is None or _key(measured) != _key(effect):
                 effect, effects, earlier = None, [measured], (snap.allocator,)
