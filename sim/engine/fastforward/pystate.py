@@ -77,9 +77,9 @@ def moved(before, after) -> list:
     """The names whose plain values differ between two :func:`plain_state` images."""
     if before is None or after is None:
         return []
-    old = dict(before)
+    old, new = dict(before), dict(after)
     return [name for name, image in after if old.get(name, _SKIP) != image] + \
-        [name for name, _ in before if name not in dict(after)]
+        [name for name in old if name not in new]
 
 
 def note_moved(body, names, stream=None) -> None:
