@@ -102,8 +102,13 @@ def test_plain_state_reads_cells_globals_and_one_level_in():
     assert image["box"] == (("n", 1), ("x", float("nan").hex()))
     assert image["items"] == (1, "a")
     assert pystate.moved(pystate.plain_state(body), pystate.plain_state(body)) == []
-    box["n"] += 1
+    # appended to only (a log, a count of calls): not moved
+    before = pystate.plain_state(body)
     items.append(2.0)
-    assert sorted(pystate.moved(dict(image).items(), pystate.plain_state(body))) == \
-        ["box", "items"]
+    box["m"] = 3
+    assert pystate.moved(before, pystate.plain_state(body)) == []
+    before = pystate.plain_state(body)
+    box["n"] += 1
+    items[0] = 5
+    assert sorted(pystate.moved(before, pystate.plain_state(body))) == ["box", "items"]
     assert pystate.plain_state(len) is None

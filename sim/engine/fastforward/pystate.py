@@ -8,7 +8,9 @@ takes the plain values (ints, floats, bools, strings, None) the body can reach: 
 closure cells and the globals its code names, and the plain values one level inside
 those that are dicts or lists (and inside the instance of a bound method), whatever
 else they hold (tensors, models and the simulation change every iteration, as
-expected, and are not read). :mod:`sim.engine.fastforward.repeat` runs a loop exactly
+expected, and are not read). A dict or list that only grew, its old items in place (a
+log of losses, a list counting the body's calls), has not moved: what the loop
+branches on cannot be told from what it logs. :mod:`sim.engine.fastforward.repeat` runs a loop exactly
 when its agreeing probes changed that state, and :func:`note_moved` prints one note
 naming the loop (once per loop and process).
 
@@ -41,10 +43,21 @@ def _plain(value):
         # a float as its bits (nan equals itself)
         return value.hex() if kind is float else value
     if kind is dict:
-        return tuple((key, _plain(v)) for key, v in value.items() if type(v) in _PLAIN)
+        return _Grown((key, _plain(v)) for key, v in value.items() if type(v) in _PLAIN)
     if kind is list:
-        return tuple(_plain(v) for v in value if type(v) in _PLAIN)
+        return _Grown(_plain(v) for v in value if type(v) in _PLAIN)
     return _SKIP
+
+
+class _Grown(tuple):
+    """The plain content of a dict or list, in order: one that only had items appended
+    (a log of losses, a list counting the body's calls) has not moved."""
+
+    __slots__ = ()
+
+    def moved_from(self, old) -> bool:
+        return not (type(old) is _Grown and len(old) <= len(self)
+                    and self[:len(old)] == old)
 
 
 def plain_state(body):
@@ -78,8 +91,12 @@ def moved(before, after) -> list:
     if before is None or after is None:
         return []
     old, new = dict(before), dict(after)
-    return [name for name, image in after if old.get(name, _SKIP) != image] + \
-        [name for name in old if name not in new]
+    out = []
+    for name, image in after:
+        was = old.get(name, _SKIP)
+        if was != image and (type(image) is not _Grown or image.moved_from(was)):
+            out.append(name)
+    return out + [name for name in old if name not in new]
 
 
 def note_moved(body, names, stream=None) -> None:
