@@ -331,6 +331,15 @@ class BTreeNodes:
             self.materialize()
         return self._remove(key, None)[0]
 
+    def remove_after(self, key, finger):
+        """:meth:`remove` of ``key`` right after a removal that returned ``finger`` (None:
+        none): a key in the leaf of the removal before is found there without descending
+        (:meth:`_remove`). Returns the finger for the next one."""
+        if self.tap is not None or self._runs:
+            self.remove(key)
+            return None
+        return self._remove(key, finger)[1]
+
     def _remove_from_runs(self, key) -> bool:
         """Remove ``key`` from the closed-form runs without materializing them, where it
         sits in the rightmost leaf and that leaf keeps at least ``MIN_LEN`` keys (or is the
@@ -387,10 +396,10 @@ class BTreeNodes:
                 if keys[i] != key:
                     return False, finger      # within a leaf's range, absent from the map
                 self.length -= 1
-                self._last = None
                 del keys[i]
                 if len(keys) >= MIN_LEN or not path:
                     return True, finger
+                self._last = None
                 self._after_leaf_removal(leaf, path)
                 return True, None
         node = self.root
@@ -400,14 +409,16 @@ class BTreeNodes:
         if not found:
             return False, finger
         self.length -= 1
-        self._last = None
         if node.edges is None:
             del node.keys[i]
             if len(node.keys) >= MIN_LEN or not path:
+                # no node changed: the rightmost leaf (_last) is still the rightmost
                 return True, (node, path)
+            self._last = None
             self._after_leaf_removal(node, path)
             return True, None
         # internal kv: remove the in-order predecessor from its leaf, then put it in place
+        self._last = None
         path.append((node, i))
         leaf = node.edges[i]
         while leaf.edges is not None:

@@ -29,7 +29,7 @@ group around the slot is full, which at these loads is rare.
 
 from __future__ import annotations
 
-__all__ = ["TableLayout", "RawTable", "capacity_of", "buckets_for"]
+__all__ = ["TableLayout", "RawTable", "TableTap", "capacity_of", "buckets_for"]
 
 
 def capacity_of(buckets: int) -> int:
@@ -80,6 +80,17 @@ class TableLayout:
         return nbytes
 
 
+class TableTap:
+    """What a tapped table (:attr:`RawTable.tap`) tells: ``asked(table, items)``, the items
+    each of its calls asks room for (an insert, a reserve), before the table acts. A table
+    with no tap pays one attribute test per call."""
+
+    __slots__ = ()
+
+    def asked(self, table, items) -> None:
+        pass
+
+
 class RawTable:
     """Allocation state of one hash table; its contents live in a Python container.
 
@@ -97,7 +108,7 @@ class RawTable:
     (8, 1, 88)
     """
 
-    __slots__ = ("layout", "heap", "buckets", "cap", "nbytes", "named", "block", "born", "high")
+    __slots__ = ("layout", "heap", "buckets", "cap", "nbytes", "named", "block", "born", "tap")
 
     def __init__(self, layout: TableLayout, heap, named: bool = False):
         self.layout = layout
@@ -113,15 +124,15 @@ class RawTable:
         #: dead graphs frees its members' tables' blocks by these: :mod:`sim.burn.graph.runs`)
         self.named = named
         self.block = None
-        #: the most items any call asked room for since it was last set (fast-forward
-        #: sets it to 0 before an iteration it watches and reads how high the iteration's
-        #: count went: :func:`sim.engine.fastforward.chainrun.note_tables`)
-        self.high = 0
+        #: a :class:`TableTap` told the items each call asks room for, or None (fast-forward
+        #: sets one while it watches an iteration: how high its count went,
+        #: :class:`sim.engine.fastforward.chainrun.TableWatch`)
+        self.tap = None
 
     def fit(self, items: int) -> None:
         """Grow if ``items`` no longer fit (one insert: grow to at least cap + 1)."""
-        if items > self.high:
-            self.high = items
+        if self.tap is not None:
+            self.tap.asked(self, items)
         if items > self.cap:
             if self.buckets == 0 and items <= 3:
                 # the first insert into an empty table: 4 buckets (the common case)
@@ -146,22 +157,22 @@ class RawTable:
     def reinsert(self, items: int) -> None:
         """An ``insert`` of a key already among the table's ``items``: hashbrown reserves
         one slot first, so a full table grows (to the next size), though no item is added."""
-        if items + 1 > self.high:
-            self.high = items + 1
+        if self.tap is not None:
+            self.tap.asked(self, items + 1)
         if items >= self.cap:
             self._resize(max(items + 1, self.cap + 1), items)
 
     def grow_to(self, items: int) -> None:
         """Grow as ``items`` one-by-one inserts into this table would."""
-        if items > self.high:
-            self.high = items
+        if self.tap is not None:
+            self.tap.asked(self, items)
         while items > self.cap:
             self._resize(self.cap + 1, self.cap)
 
     def reserve(self, items: int, additional: int) -> None:
         """hashbrown ``reserve(additional)`` on a table currently holding ``items``."""
-        if items + additional > self.high:
-            self.high = items + additional
+        if self.tap is not None:
+            self.tap.asked(self, items + additional)
         if additional > self.cap - items:
             self._resize(max(items + additional, self.cap + 1), items)
 

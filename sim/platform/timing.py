@@ -197,15 +197,11 @@ class Timing:
         # the graphs the current sweep read (sweep_live / sweep_dead / sweep_run), consumed
         # by sweep()
         self._sweep_sets = []
-        #: sweeps charged so far, and the graphs the latest one read (fast-forward reads
-        #: when a chain's ``nodes`` table grew against its sweep:
-        #: :func:`sim.engine.fastforward.chainrun.note_tables`)
-        self.swept = 0
-        self.last_sweep_sets = ()
-        #: a table whose :attr:`~sim.platform.hashbrown.RawTable.high` each sweep notes in
-        #: :attr:`watched_high` (None: none)
-        self.watched = None
-        self.watched_high = 0
+        #: an object told of each sweep, ``swept(sets)`` with the graphs it read (the
+        #: records of :meth:`sweep_live`, :meth:`sweep_dead`, :meth:`sweep_run`), or None
+        #: (fast-forward sets one while it watches an iteration: when a chain's ``nodes``
+        #: table grew against its sweep, :class:`sim.engine.fastforward.chainrun.TableWatch`)
+        self.tap = None
         # id of a graph's memory management -> its keys' pages (_KeyPages), for _key_spacing
         self._key_pages = {}
         #: a list that receives a :class:`SweepRecord` per sweep while fast-forward probes
@@ -680,10 +676,8 @@ class Timing:
         :attr:`log` keeps them (fast-forward recomputes a sweep from them,
         :mod:`sim.engine.fastforward.chainrun`)."""
         sets = self._take_sweep_sets()
-        self.swept += 1
-        self.last_sweep_sets = sets
-        if self.watched is not None:
-            self.watched_high = self.watched.high
+        if self.tap is not None:
+            self.tap.swept(sets)
         ns = self.sweep_ns(entries, visits, scanned, freed, sets)
         self.cleanup_ns += ns
         self.sim.charge(ns)

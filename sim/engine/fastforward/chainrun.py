@@ -79,7 +79,7 @@ import numpy as np
 
 from ...burn.graph.runs import node_blocks, unexplained_blocks
 from ...platform.btree import TreeTap
-from ...platform.hashbrown import buckets_for, capacity_of
+from ...platform.hashbrown import TableTap, buckets_for, capacity_of
 from .arenarun import ALLOC, FREE
 from ...platform.timing import PassesRecord
 from .replay import (relabel_emptied, relabel_rotating, relative_tree_ops, replay_tree_ops,
@@ -90,7 +90,7 @@ from .keptchain import (build_members, build_replayed, compare_before, defer_mem
 from .leakrun import _Refuse, _resident, actions_template, hand_over, swap_tip
 
 __all__ = ["ChainEffect", "chain_effect", "chain_horizon", "apply_chain", "TreeLog",
-           "watch_tables", "watch_graph", "note_tables"]
+           "watch_tables", "watch_graph", "unwatch", "TableWatch", "note_tables"]
 
 
 # -- what a probe records -----------------------------------------------------------------
@@ -959,16 +959,74 @@ def watch_tables(sim, effect):
 
 def watch_graph(sim, graph):
     """:func:`watch_tables` of a chain's graph ``G`` before an effect holds (a probed
-    iteration: what it shows counts once the probes agree on a chain growing ``G``)."""
+    iteration: what it shows counts once the probes agree on a chain growing ``G``).
+    ``G``'s tables and the orphan sweeps are tapped (:class:`TableWatch`) until
+    :func:`note_tables` or :func:`unwatch`."""
     if graph is None or getattr(graph, "server", None) is None:
         return None
     nodes = graph.server.memory_management.nodes_table
     rows = [(name, table, table.cap, count) for name, table, count in _tables(sim, graph)]
-    for _, table, _, _ in rows:
-        table.high = 0
-    sim.timing.watched = nodes
-    return rows, (sim.timing.swept, nodes.nbytes, sim._next_id,
-                  _settled_state(graph.server.memory_management))
+    watch = TableWatch(sim.timing, [table for _, table, _, _ in rows], nodes)
+    return rows, (nodes.nbytes, sim._next_id,
+                  _settled_state(graph.server.memory_management)), watch
+
+
+def unwatch(watched) -> None:
+    """Untap what :func:`watch_graph` tapped (``watched``: what it returned, or None)."""
+    if watched is not None:
+        watched[2].close()
+
+
+class TableWatch(TableTap):
+    """Fast-forward's tap on ``G``'s tables (:attr:`~sim.platform.hashbrown.RawTable.tap`)
+    and on the orphan sweeps (:attr:`~sim.platform.timing.Timing.tap`) while it watches an
+    iteration: the most items each table was asked room for (``high``: table -> items),
+    the sweeps charged (``sweeps``), the graphs the latest one read (``sets``) and how
+    high the ``nodes`` table's count had gone before it (``at_sweep``). A tap set before
+    (a loop inside the watched iteration's loop) is told everything too, and set back by
+    :meth:`close`."""
+
+    __slots__ = ("high", "nodes", "sweeps", "sets", "at_sweep", "_outer", "_timing",
+                 "_timing_outer")
+
+    def __init__(self, timing, tables, nodes):
+        self.high = {}
+        self.nodes = nodes
+        self.sweeps = 0
+        self.sets = ()
+        self.at_sweep = 0
+        self._outer = {}
+        for table in tables:
+            if table not in self._outer:
+                self._outer[table] = table.tap
+                table.tap = self
+        self._timing, self._timing_outer = timing, timing.tap
+        timing.tap = self
+
+    def asked(self, table, items) -> None:
+        if items > self.high.get(table, 0):
+            self.high[table] = items
+        outer = self._outer.get(table)
+        if outer is not None:
+            outer.asked(table, items)
+
+    def swept(self, sets) -> None:
+        self.sweeps += 1
+        self.sets = sets
+        self.at_sweep = self.high.get(self.nodes, 0)
+        if self._timing_outer is not None:
+            self._timing_outer.swept(sets)
+
+    def close(self) -> None:
+        """Set back the taps this one replaced (once)."""
+        if self._timing is None:
+            return
+        for table, outer in self._outer.items():
+            if table.tap is self:
+                table.tap = outer
+        if self._timing.tap is self:
+            self._timing.tap = self._timing_outer
+        self._timing = None
 
 
 def _settled_state(memory):
@@ -1003,7 +1061,7 @@ def _settle_pattern(state, first_id, effect):
 def note_tables(sim, effect, before) -> None:
     """After an exact iteration run while ``effect`` holds (``before``:
     :func:`watch_tables` from before it): how high each of ``G``'s tables' count rose
-    above its first in the iteration (:attr:`~sim.platform.hashbrown.RawTable.high`,
+    above its first in the iteration (what its calls asked room for, :class:`TableWatch`,
     checked against whether the table grew: a table that did not grow held every count
     the iteration reached). The iterations repeat, so that rise, and the count's growth,
     hold for every later one (:func:`_room`, :func:`_crossings`); a table whose growth
@@ -1012,12 +1070,12 @@ def note_tables(sim, effect, before) -> None:
     rise being the one seen (None: not seen yet)."""
     if before is None:
         return
-    before, mark = before
-    sim.timing.watched = None
+    before, mark, watch = before
+    watch.close()
     room = dict(effect.room or {})
     after = {name: (table, count) for name, table, count in _tables(sim, effect.graph)}
-    _note_sweep(sim, effect, before, mark[:2], room)
-    _note_settled(sim, effect, mark[2], mark[3])
+    _note_sweep(effect, before, mark[0], watch, room)
+    _note_settled(sim, effect, mark[1], mark[2])
     for name, table, cap, count in before:
         now = after.get(name)
         known = room.get(name)
@@ -1026,8 +1084,8 @@ def note_tables(sim, effect, before) -> None:
             room[name] = False
             continue
         most, least, doubles = (None, None, True) if known is None else known[1:]
-        # the count at its highest (RawTable.high, set to 0 by watch_graph): both bounds
-        rise = table.high - count
+        # the count at its highest (what its calls asked room for: TableWatch): both bounds
+        rise = watch.high.get(table, 0) - count
         if (table.cap == cap) != (rise <= cap - count):
             # grown otherwise than by its highest count (dropped and made again)
             room[name] = False
@@ -1083,29 +1141,27 @@ def _settle_batch(memory, effect, last, count) -> None:
                              "another order")
 
 
-def _note_sweep(sim, effect, before, mark, room) -> None:
+def _note_sweep(effect, before, nbytes, watch, room) -> None:
     """:func:`note_tables` of where ``G``'s ``nodes`` table grew against the iteration's one
     sweep (``mark``: the sweeps charged and the table's bytes before the iteration): the
     sweep read the table's old size where the iteration's highest count before it
-    stayed within the room the table had, the new one where it passed it. That count's
-    rise above the iteration's first, the same in every iteration noted:
+    stayed within the room the table had, the new one where it passed it (``nbytes``:
+    the table's bytes before the iteration; ``watch``: its :class:`TableWatch`). That
+    count's rise above the iteration's first, the same in every iteration noted:
     ``room["nodes_pre"] = rise`` (False: not one sweep reading ``G``, or a rise that
     varies)."""
     known = room.get("nodes_pre")
     if known is False:
         return
-    swept, nbytes = mark
-    timing = sim.timing
-    high = timing.watched_high
+    high = watch.at_sweep
     memory = effect.graph.server.memory_management
-    at_sweep = [rec[4] for rec in timing.last_sweep_sets
-                if rec[0] == 0 and rec[5] == id(memory)]
+    at_sweep = [rec[4] for rec in watch.sets if rec[0] == 0 and rec[5] == id(memory)]
     row = [(cap, count) for name, _, cap, count in before if name == "nodes"]
-    if timing.swept != swept + 1 or len(at_sweep) != 1 or not row or not nbytes:
+    if watch.sweeps != 1 or len(at_sweep) != 1 or not row or not nbytes:
         room["nodes_pre"] = False
         return
     cap, count = row[0]
-    # the table's count at its highest before the sweep (RawTable.high)
+    # the table's count at its highest before the sweep (TableWatch.at_sweep)
     rise = high - count
     if (at_sweep[0] == nbytes) != (rise <= cap - count):
         # grown otherwise than by its highest count (dropped and made again): not read

@@ -412,9 +412,12 @@ def build_members(sim, effect, graph, start, prev, via_offset, built, buffers=No
         node_id = start + member.offset
         parents = []
         for ref, _ in member.parents:
-            pid, pnode = _node(ref, start, stride, cur, prev, locator)
-            parents.append((pid, pnode.order == 0))
-        step_parents = tuple(None if ref is None else
+            if ref[0] == "cur":
+                parents.append((start + ref[1], cur[ref[1]].order == 0))
+            else:
+                pid, pnode = _node(ref, start, stride, cur, prev, locator)
+                parents.append((pid, pnode.order == 0))
+        step_parents = tuple(None if ref is None else cur[ref[1]] if ref[0] == "cur" else
                              _node(ref, start, stride, cur, prev, locator)[1]
                              for ref in member.step_parents)
         kind, value = member.order
@@ -424,7 +427,7 @@ def build_members(sim, effect, graph, start, prev, via_offset, built, buffers=No
         rc = NodeRefCount(sim, node_id)
         actions = None
         if member.actions is not None:
-            actions = member_actions(sim, member.actions, start, buffers)
+            actions = member_actions(sim, member.actions, start, buffers, not effect.checked)
         if member.retro:
             node.retro = _Retro(sim)
         step = Step(member.kind, member.op, node, step_parents, member.nbytes, actions,

@@ -115,10 +115,11 @@ from ...burn.graph.runs import (NodeRun, dead_graph_handles, graph_blocks, graph
                                 node_blocks, node_handles, tree_counts, unexplained_blocks)
 from ...burn.runtime.graph import Graph, SingleNodeGraph
 from .chainrun import (LoggingTree, TreeLog, apply_chain, chain_effect, chain_horizon,
-                       note_tables, table_sizes, watch_graph, watch_tables)
+                       note_tables, table_sizes, unwatch, watch_graph, watch_tables)
 from .leakrun import apply_leak, l2_contents, l2_signature, leak_effect
 from . import seams
 from .tape import ArenaTape
+from .pystate import moved, note_moved, plain_state
 from ...platform.btree import CAPACITY, TreeTap, append_counts
 from ...platform.heap import ExcludedHeap, Heap, HeapTap
 
@@ -185,17 +186,23 @@ class _Recorder(HeapTap):
             _Recorder.trace = None
         return _Recorder.trace
 
+    # alloc and free are the probe's hot path: the heap does the event with its tap off
+    # (Heap.untapped without its try: _probe takes the tap off whatever happens)
     def alloc(self, heap, nbytes, align):
-        if nbytes > 0:
-            _Recorder.events[nbytes] += 1
-        block = heap.untapped(heap.alloc, nbytes, align)
-        trace = _Recorder._trace()
-        if trace is not None and nbytes > 0:
+        heap.tap = None
+        block = heap.alloc(nbytes, align)
+        heap.tap = self
+        if nbytes <= 0:
+            return block
+        rec = _Recorder
+        rec.events[nbytes] += 1
+        trace = rec._trace()
+        if trace is not None:
             if block is not None:
-                _Recorder.trace_at[_handle_key(block)] = len(trace)
+                rec.trace_at[_handle_key(block)] = len(trace)
             trace.append((_ALLOC, nbytes, align, heap.allocator.fault is None))
-        tape = _Recorder.tape
-        if tape is not None and nbytes > 0:
+        tape = rec.tape
+        if tape is not None:
             if ExcludedHeap.active:
                 tape.invalidate()
             tape.alloc(block, nbytes, align)
@@ -203,20 +210,23 @@ class _Recorder(HeapTap):
 
     def free(self, heap, nbytes, block):
         if nbytes > 0:
-            _Recorder.events[nbytes] -= 1
-            trace = _Recorder._trace()
+            rec = _Recorder
+            rec.events[nbytes] -= 1
+            trace = rec._trace()
             if trace is not None:
-                at = -1 if block is None else _Recorder.trace_at.pop(_handle_key(block), None)
+                at = -1 if block is None else rec.trace_at.pop(_handle_key(block), None)
                 if at is None:
-                    _Recorder.trace = None     # a block from an earlier iteration
+                    rec.trace = None     # a block from an earlier iteration
                 else:
                     trace.append((_FREE, nbytes, at, False))
-            tape = _Recorder.tape
+            tape = rec.tape
             if tape is not None:
                 if ExcludedHeap.active:
                     tape.invalidate()
                 tape.free(block, nbytes)
-        heap.untapped(heap.free, nbytes, block)
+        heap.tap = None
+        heap.free(nbytes, block)
+        heap.tap = self
 
     def realloc(self, heap, old_nbytes, nbytes, block):
         # one block of a new size (a Vec growing): counted, but not replayable in order
@@ -1498,6 +1508,8 @@ def _repeat(sim, n, body) -> bool:
     floor = sim._next_id         # the loop's first node id (_Older)
     chained = None               # the graph a probe found a chain growing in
     idle, stale = 0, STALE_CHAIN  # iterations a chain effect could not apply, in a row
+    # per probe, the names of the body's plain Python values it changed (pystate)
+    moves = []
     while done < n:
         if effect is None:
             snap = _Snapshot(sim)
@@ -1505,10 +1517,12 @@ def _repeat(sim, n, body) -> bool:
             earlier = ((snap.allocator,) + earlier)[:MAX_PERIOD - 1]
             sim.loop_index = done
             watched = watch_graph(sim, chained)
+            state = plain_state(body)
             measured, record = _probe(sim, body, snap,
                                       replay and sim.client.locator is not None,
                                       effects[-1] if effects else None, record, tape,
                                       floor, chained or _largest_graph(sim))
+            moves.append(moved(state, plain_state(body)))
             done += 1
             if measured is not None and measured.shape == "chain":
                 if watched is not None and measured.graph is chained:
@@ -1519,11 +1533,20 @@ def _repeat(sim, n, body) -> bool:
                         measured.room = before.room
                     note_tables(sim, measured, watched)
                 chained = measured.graph
-            sim.timing.watched = None
+            unwatch(watched)
             effects.append(measured)
             last = effects[-AGREE:]
             if (len(last) == AGREE and last[0] is not None
                     and all(e is not None and _key(e) == _key(last[0]) for e in last)):
+                changed = [name for names in moves[-AGREE:] for name in names]
+                if changed:
+                    # the body's own Python state moves every iteration (a counter it
+                    # branches on): skipped iterations would not move it
+                    note_moved(body, changed)
+                    for i in range(done, n):
+                        sim.loop_index = i
+                        body()
+                    return found
                 effect = measured
                 found = True
             elif (len(effects) >= probes + (PROBES_PER_BACK * tape.reach if tape is not None else 0)
@@ -1573,7 +1596,9 @@ def _repeat(sim, n, body) -> bool:
             # the next iteration is probed: its blocks are the ones the next replay
             # starts from, and it must have the same template
             snap = _Snapshot(sim)
+            state = plain_state(body)
             measured, record = _probe(sim, body, snap, True, effect, record, tape, floor)
+            moves.append(moved(state, plain_state(body)))
             done += 1
             if measured is None or _key(measured) != _key(effect):
                 effect, effects, earlier = None, [measured], (snap.allocator,)

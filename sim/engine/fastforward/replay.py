@@ -30,11 +30,16 @@ def replay_tree_ops(trees, ops, start) -> None:
     """The BTreeMap operations of an iteration (:func:`relative_tree_ops`) again, for the
     iteration whose first id is ``start``: the maps' nodes split and merge as in exact
     mode."""
+    removing = finger = None     # a run of removals from one map: found from the last
     for tree, kind, key in ops:
+        if kind == "remove":
+            if tree != removing:
+                removing, finger = tree, None
+            finger = trees[tree].remove_after(start + key, finger)
+            continue
+        removing = None
         if kind == "insert":
             trees[tree].insert(start + key)
-        elif kind == "remove":
-            trees[tree].remove(start + key)
         else:
             trees[tree].remove_many([start + k for k in key])
 

@@ -1,0 +1,114 @@
+"""A loop body that branches on Python state it changes itself (issue 39).
+
+Fast-forward does not call the body for the iterations it applies, so a counter the body
+increments would not advance and its branch (a backward every 10th iteration) would be
+extrapolated away. The probes watch the body's plain Python values
+(:mod:`sim.engine.fastforward.pystate`): such a loop runs exactly, with one note naming
+it, and its rows equal ``--exact``'s; a body whose plain values stay put (tensors and
+models changing, as in every training loop) is still fast-forwarded.
+"""
+
+import pytest
+
+from sim.engine.fastforward import pystate
+from sim.engine.runner import run_cell
+from sim.engine.workloads import load_workload
+
+#: a counter in a closure cell (nonlocal), in a dict, and in a module global
+COUNTERS = {
+    "nonlocal": ("    i = 0\n", "        nonlocal i\n        i += 1\n", "i"),
+    "dict": ("    count = {'i': 0}\n", "        count['i'] += 1\n", "count['i']"),
+    "global": ("    global I\n    I = 0\n", "        global I\n        I += 1\n", "I"),
+}
+
+
+def _source(kind, backward_every=10):
+    setup, bump, read = COUNTERS[kind]
+    return (
+        "from sim.burn.tensor import Tensor, drop\n"
+        "I = 0\n"
+        "PARAMS = {'steps': 60}\n"
+        "def run(sim, variant, steps):\n"
+        "    ad = sim.device('flex').autodiff()\n"
+        "    a = Tensor.from_floats([1.0] * 16, ad).require_grad()\n"
+        "    b = Tensor.from_floats([2.0] * 16, ad)\n"
+        + setup +
+        "    def body():\n"
+        + bump +
+        "        drop(b.clone() * b.clone())\n"
+        f"        if {read} % {backward_every} == 0:\n"
+        "            (a.clone() * b.clone()).sum().backward()\n"
+        "    sim.repeat(steps, body)\n"
+        "    yield sim.sample(steps, 'step', rss=sim.rss_bytes() / 1e6,\n"
+        "                     heap_bytes=sim.heap.live_bytes, sim_time_ms=sim.now_ns / 1e6,\n"
+        "                     registered_steps=sim.registered)\n")
+
+
+@pytest.mark.parametrize("kind", sorted(COUNTERS))
+def test_a_counter_branching_loop_runs_exactly_with_one_note(tmp_path, capsys, kind):
+    path = tmp_path / f"counter_{kind}.py"
+    path.write_text(_source(kind))
+    workload = load_workload(str(path))
+    pystate._NOTED.clear()
+    for profile in ("m2max-macos", "linux-x86_64"):
+        keep = []
+        fast = run_cell(workload, "default", profile=profile, keep=keep)
+        exact = run_cell(workload, "default", profile=profile, fast_forward=False)
+        assert fast == exact, profile
+        assert keep[0].backwards == 6               # every 10th of 60 iterations
+        assert not any(keep[0].ff_applied.values())
+    notes = [line for line in capsys.readouterr().err.splitlines() if "sim: note:" in line]
+    # one note for the loop, naming it and the value that moved, whatever the profiles
+    assert len(notes) == 1
+    assert "body" in notes[0] and path.name in notes[0] and "runs exactly" in notes[0]
+    assert ("count" if kind == "dict" else COUNTERS[kind][2]) in notes[0]
+
+
+def test_a_loop_whose_plain_values_stay_put_is_still_fast_forwarded(tmp_path, capsys):
+    """A loop reading a fixed flag and a dict of a tensor and constants: nothing plain
+    moves, the loop is fast-forwarded (and equals exact mode)."""
+    path = tmp_path / "steady.py"
+    path.write_text(
+        "from sim.burn.tensor import Tensor, drop\n"
+        "PARAMS = {'steps': 60}\n"
+        "def run(sim, variant, steps):\n"
+        "    ad = sim.device('flex').autodiff()\n"
+        "    b = Tensor.from_floats([2.0] * 16, ad)\n"
+        "    state = {'t': Tensor.from_floats([0.0] * 16, ad), 'label': 'x', 'lr': 0.5}\n"
+        "    flag = True\n"
+        "    def body():\n"
+        "        drop(state['t'].clone().mul_scalar(state['lr']) * b.clone())\n"
+        "        if flag:\n"
+        "            drop(b.clone() + b.clone())\n"
+        "    sim.repeat(steps, body)\n"
+        "    yield sim.sample(steps, 'step', heap_bytes=sim.heap.live_bytes,\n"
+        "                     sim_time_ms=sim.now_ns / 1e6)\n")
+    workload = load_workload(str(path))
+    keep = []
+    fast = run_cell(workload, "default", keep=keep)
+    assert fast == run_cell(workload, "default", fast_forward=False)
+    assert sum(keep[0].ff_applied.values()) > 0
+    assert "sim: note:" not in capsys.readouterr().err
+
+
+def test_plain_state_reads_cells_globals_and_one_level_in():
+    box = {"n": 1, "t": object(), "x": float("nan")}
+    items = [1, "a", object()]
+
+    def body():
+        return box, items, len
+
+    image = dict(pystate.plain_state(body))
+    assert image["box"] == (("n", 1), ("x", float("nan").hex()))
+    assert image["items"] == (1, "a")
+    assert pystate.moved(pystate.plain_state(body), pystate.plain_state(body)) == []
+    # appended to only (a log, a count of calls): not moved
+    before = pystate.plain_state(body)
+    items.append(2.0)
+    box["m"] = 3
+    assert pystate.moved(before, pystate.plain_state(body)) == []
+    before = pystate.plain_state(body)
+    box["n"] += 1
+    items[0] = 5
+    assert sorted(pystate.moved(before, pystate.plain_state(body))) == ["box", "items"]
+    assert pystate.plain_state(len) is None
