@@ -80,7 +80,7 @@ from math import gcd
 from ...platform.btree import SPLIT_PERIOD
 from ...platform.heap import HeapTap
 from ...platform.ptmalloc import (CONSOLIDATION_THRESHOLD, MAX_FAST, MINSIZE, NSMALLBINS,
-                                  SIZE_SZ, CarveRun)
+                                  SIZE_SZ, TCACHE_COUNT, CarveRun)
 from .arenarun import ALLOC
 
 __all__ = ["WINDOW", "KEEP", "place", "window_length"]
@@ -116,19 +116,29 @@ class _NodeSizes(HeapTap):
 
 
 class _Lowest(list):
-    """A tcache bin or fastbin that notes the fewest chunks it held (recording)."""
+    """A tcache bin or fastbin that notes the fewest and the most chunks it held, the
+    fewest it held when a request looked into it (``looked``), and whether its length
+    decided alone (``exact``: a request found it empty, or a free found it full), while
+    a window is recorded."""
 
-    __slots__ = ("low",)
+    __slots__ = ("low", "high", "looked", "exact")
 
     def __init__(self, items):
         super().__init__(items)
-        self.low = len(items)
+        self.low = self.high = len(items)
+        self.looked = TCACHE_COUNT
+        self.exact = False
 
     def pop(self, *args):
         item = list.pop(self, *args)
         if len(self) < self.low:
             self.low = len(self)
         return item
+
+    def append(self, item):
+        list.append(self, item)
+        if len(self) > self.high:
+            self.high = len(self)
 
     def clear(self):
         list.clear(self)
@@ -146,11 +156,21 @@ class _Seen(dict):
 
     def __getitem__(self, key):
         self.seen.add(key)
-        return dict.__getitem__(self, key)
+        chunks = dict.__getitem__(self, key)
+        if len(chunks) >= TCACHE_COUNT:
+            chunks.exact = True          # a free may find it full
+        return chunks
 
     def get(self, key, default=None):
         self.seen.add(key)
-        return dict.get(self, key, default)
+        chunks = dict.get(self, key, default)
+        if chunks is not None:
+            n = len(chunks)
+            if n == 0 or n >= TCACHE_COUNT:
+                chunks.exact = True      # a request finds it empty, or a free full
+            elif n < chunks.looked:
+                chunks.looked = n
+        return chunks
 
     def items(self):
         self.seen.update(self.keys())
@@ -175,13 +195,33 @@ def _view(arena) -> tuple:
 
 
 def _sizes_key(state, read) -> tuple:
-    """What of the free structures a shift leaves alone: the lengths of the tcache bins
-    and fastbins a window reads (``read``: ``(tcache sizes, fastbin sizes)``), the
-    unsorted bin's and the bins' sizes, the free chunks' count."""
+    """What of the free structures a shift leaves alone: the lengths of the fastbins a
+    window reads (``read``: ``(tcache sizes, fastbin sizes)``), the unsorted bin's and
+    the bins' sizes, the free chunks' count. The tcache bins' lengths are not in it: a
+    window holds for a range of them (:func:`_lengths`)."""
     tcache, fast, unsorted, bins, free_at, lr, nfast = state
-    return (nfast, lr is None, tuple(len(tcache.get(s, ())) for s in read[0]),
-            tuple(len(fast.get(s, ())) for s in read[1]), tuple(z for _, z in unsorted),
-            tuple((i, len(c)) for i, c in bins), len(free_at))
+    return (nfast, lr is None, tuple(len(fast.get(s, ())) for s in read[1]),
+            tuple(z for _, z in unsorted), tuple((i, len(c)) for i, c in bins),
+            len(free_at))
+
+
+def _lengths(w, tcache):
+    """How much longer than in ``w``'s start each tcache bin ``w`` reads is in
+    ``tcache`` (a tuple in ``w.read[0]``'s order), or None where that changes a decision
+    of the window. glibc reads a bin's length in two places: a request takes the newest
+    chunk if there is one, a free parks its chunk while there are fewer than
+    ``TCACHE_COUNT``. So a bin ``k`` chunks longer (or shorter) makes the window's
+    decisions again where no request found it empty and no free found it full, it never
+    runs dry (``low + k >= 0``, and no request finds it empty: ``looked + k >= 1``) and
+    never fills (``high + k <= TCACHE_COUNT``); its chunks under the window's lowest
+    point are never looked at (:func:`_apply` keeps them)."""
+    out = []
+    for s, (start, lowest, highest) in zip(w.read[0], w.bounds):
+        k = len(tcache.get(s, ())) - start
+        if k and not lowest <= k <= highest:
+            return None
+        out.append(k)
+    return tuple(out)
 
 
 class _Window:
@@ -195,7 +235,8 @@ class _Window:
     change count, the top ``events``; and for lookups its readable ``chunks``, its
     canonical forms by threshold and its ``links``."""
 
-    __slots__ = ("before", "after", "low", "read", "changed", "top0", "top1", "cut", "sizes",
+    __slots__ = ("before", "after", "low", "bounds", "read", "changed", "top0", "top1", "cut",
+                 "sizes",
                  "held", "gone", "live", "handles", "heap", "bin_changes", "events",
                  "reach", "chunks", "canon", "links")
 
@@ -248,8 +289,10 @@ def _watch(arena, events, ok):
     arena.fast = _Seen((s, _Lowest(v)) for s, v in arena.fast.items())
 
 
-def _unwatch(arena) -> tuple:
-    """Undo :func:`_watch`; returns ``(read, low)``."""
+def _unwatch(arena, starts) -> tuple:
+    """Undo :func:`_watch`; returns ``(read, low, bounds)``: ``bounds`` per tcache bin
+    read, its length at the start and by how much less or more a window's decisions
+    stay the same (:func:`_lengths`). ``starts``: the tcache bins' lengths at the start."""
     del arena._from_top, arena._free_uncached, arena._resize, arena._merge_run
     read = (tuple(sorted(arena.tcache.seen)), tuple(sorted(arena.fast.seen)))
     low = {}
@@ -257,9 +300,16 @@ def _unwatch(arena) -> tuple:
         for s, v in dict.items(bins):
             if v.low:
                 low[(is_fast, s)] = v.low
+    bounds = []
+    for s in read[0]:
+        v = dict.get(arena.tcache, s)
+        if v is None or v.exact:         # no bin of that size: always empty
+            bounds.append((starts.get(s, 0), 0, 0))
+        else:
+            bounds.append((starts[s], max(-v.low, 1 - v.looked), TCACHE_COUNT - v.high))
     arena.tcache = {s: list(v) for s, v in dict.items(arena.tcache)}
     arena.fast = {s: list(v) for s, v in dict.items(arena.fast)}
-    return read, low
+    return read, low, tuple(bounds)
 
 
 def _record(sim, effect, starts, nodes, replay_one):
@@ -280,12 +330,13 @@ def _record(sim, effect, starts, nodes, replay_one):
     events, ok = [], [True]
     placed, handles = [], []
     runs = list(arena.runs)
+    starts_len = {s: len(v) for s, v in arena.tcache.items()}
     _watch(arena, events, ok)
     try:
         for start, per in zip(starts, nodes):
             handles.append(replay_one(sim, effect, start, per, placed))
     finally:
-        w.read, w.low = _unwatch(arena)
+        w.read, w.low, w.bounds = _unwatch(arena, starts_len)
         heap.peak_bytes, rise = max(peak, heap.peak_bytes), heap.peak_bytes - counts[0]
     if not ok[0] or arena.trims != trims or arena.alias or arena.runs != runs:
         return handles, None
@@ -343,26 +394,31 @@ def _reach(events):
     return need, end, low
 
 
-def _chunks(state, low, read) -> dict:
-    """Address -> size of the chunks in free structures that a window reads."""
+def _chunks(state, low, read, more=None) -> dict:
+    """Address -> size of the chunks in free structures that a window reads (``more``:
+    how much longer each tcache bin it reads is than at its start, :func:`_lengths`)."""
     tcache, fast, _, _, free_at, _, _ = state
     out = dict(free_at)
-    for is_fast, bins in ((False, tcache), (True, fast)):
-        for s in read[is_fast]:
-            for a in bins.get(s, ())[low.get((is_fast, s), 0):]:
-                out[a] = s
+    for j, s in enumerate(read[0]):
+        for a in tcache.get(s, ())[low.get((False, s), 0) + (more[j] if more else 0):]:
+            out[a] = s
+    for s in read[1]:
+        for a in fast.get(s, ())[low.get((True, s), 0):]:
+            out[a] = s
     return out
 
 
-def _canon(state, low, read, lo, top) -> tuple:
+def _canon(state, low, read, lo, top, more=None) -> tuple:
     """The free structures a window reads, each address below ``lo`` as it is and from
-    there relative to the top."""
+    there relative to the top (``more``: as for :func:`_chunks`)."""
     tcache, fast, unsorted, bins, free_at, lr, nfast = state
 
     def c(a):
         return a if a < lo else ("M", a - top)
     return (nfast, None if lr is None else c(lr),
-            [[c(a) for a in tcache.get(s, ())[low.get((False, s), 0):]] for s in read[0]],
+            [[c(a) for a in tcache.get(s, ())[low.get((False, s), 0)
+                                               + (more[j] if more else 0):]]
+             for j, s in enumerate(read[0])],
             [[c(a) for a in fast.get(s, ())[low.get((True, s), 0):]] for s in read[1]],
             [(c(a), z) for a, z in unsorted],
             [(i, [c(a) if type(a) is int else (a[0], c(a[1])) for a in ch]) for i, ch in bins],
@@ -370,12 +426,16 @@ def _canon(state, low, read, lo, top) -> tuple:
 
 
 def _shift(w, state, top):
-    """``(L, D)`` where the arena's free structures ``state`` (top ``top``) are ``w``'s
-    starting ones shifted (see the module docstring), else None."""
+    """``(L, D, more)`` where the arena's free structures ``state`` (top ``top``) are
+    ``w``'s starting ones shifted (see the module docstring), its tcache bins ``more``
+    chunks longer (:func:`_lengths`), else None."""
     d = top - w.top0
     if d < 0:
         return None
-    c0, c1 = w.chunks, _chunks(state, w.low, w.read)
+    more = _lengths(w, state[0])
+    if more is None:
+        return None
+    c0, c1 = w.chunks, _chunks(state, w.low, w.read, more)
     if len(c0) != len(c1):
         return None
     hi = min((a for a, z in c1.items() if c0.get(a) != z), default=top)
@@ -386,9 +446,9 @@ def _shift(w, state, top):
     canon = w.canon.get(lo)
     if canon is None:
         canon = w.canon[lo] = _canon(w.before, w.low, w.read, lo, w.top0)
-    if canon != _canon(state, w.low, w.read, hi, top):
+    if canon != _canon(state, w.low, w.read, hi, top, more):
         return None
-    return lo, d
+    return lo, d, more
 
 
 def _walk(arena, w, d):
@@ -437,18 +497,21 @@ def _walk(arena, w, d):
     return brk, resident, trims, trimmed, trim_from
 
 
-def _apply(sim, pending, w, lo, d, walked) -> list:
+def _apply(sim, pending, w, lo, d, more, walked) -> list:
     """The recorded window ``w`` again, each of its addresses ``a`` at ``a`` below ``lo``
-    and at ``a + d`` from there (:func:`_shift`; ``walked``: :func:`_walk`); returns the
-    iterations' kept blocks by position. Its held chunks and live blocks join ``pending``
-    (the windows applied in a row, held by one run: :func:`_hold`)."""
+    and at ``a + d`` from there, its tcache bins ``more`` chunks longer (:func:`_shift`;
+    ``walked``: :func:`_walk`); returns the iterations' kept blocks by position. Its held
+    chunks and live blocks join ``pending`` (the windows applied in a row, held by one
+    run: :func:`_hold`)."""
     heap = sim.heap
     arena = heap._arena
     tcache, fast, unsorted, bins, free_at, lr, nfast = w.after
+    longer = dict(zip(w.read[0], more)) if any(more) else None
     for is_fast, s in w.changed:
         now, rec = (arena.fast, fast) if is_fast else (arena.tcache, tcache)
         keep = w.low.get((is_fast, s), 0)
-        now[s] = now[s][:keep] + [a if a < lo else a + d for a in rec.get(s, ())[keep:]]
+        under = keep + longer[s] if longer and not is_fast else keep
+        now[s] = now[s][:under] + [a if a < lo else a + d for a in rec.get(s, ())[keep:]]
     arena.nfast = nfast
     if free_at or w.before[4]:
         arena.free_at = free = {(a if a < lo else a + d): z for a, z in free_at.items()}
@@ -525,19 +588,22 @@ class _Shifted:
         return i in self._map()
 
 
-def _linkable(a, lo_a, d_a, b, lo_b, d_b) -> bool:
+def _linkable(a, lo_a, d_a, more_a, b, lo_b, d_b, more_b) -> bool:
     """Whether window ``b`` follows window ``a`` wherever ``a`` is applied with the
     threshold ``lo_a`` (just now: ``a`` at ``(lo_a, d_a)``, then ``b`` found at
     ``(lo_b, d_b)``): ``b`` reads only tcache bins and fastbins ``a`` read, no deeper than
     ``a`` went (so what it reads is ``a``'s recorded result, not what ``a`` left
     untouched), and every address ``b`` reads lies on the same side of ``lo_a`` after
-    ``a`` as of ``lo_b`` before ``b``. Then ``a`` applied at ``(lo_a, d)`` is followed by
-    ``b`` at ``(lo_b, d + d_b - d_a)``: the arena after :func:`_apply` is ``a``'s recorded
-    end mapped."""
-    for is_fast in (False, True):
+    ``a`` as of ``lo_b`` before ``b``. Then ``a`` applied at ``(lo_a, d)`` with its
+    tcache bins ``more_a`` longer is followed by ``b`` at ``(lo_b, d + d_b - d_a)`` with
+    its bins ``more_b`` longer: the arena after :func:`_apply` is ``a``'s recorded end
+    mapped."""
+    for is_fast, extra_a, extra_b in ((False, dict(zip(a.read[0], more_a)),
+                                       dict(zip(b.read[0], more_b))), (True, {}, {})):
         mine = set(a.read[is_fast])
         for s in b.read[is_fast]:
-            if s not in mine or b.low.get((is_fast, s), 0) < a.low.get((is_fast, s), 0):
+            if s not in mine or (b.low.get((is_fast, s), 0) + extra_b.get(s, 0)
+                                 < a.low.get((is_fast, s), 0) + extra_a.get(s, 0)):
                 return False
     lr = b.before[5]
     for x in list(b.chunks) + ([] if lr is None else [lr]):
@@ -662,17 +728,17 @@ def _appended(memo, effect, trees, window):
 
 
 def _find(arena, memo, program, prev):
-    """``(window, L, D, walked)`` to apply for ``program`` now, or None: the link from
-    the window applied before (``prev``: ``(window, L, D)``), else a recorded window of
-    that program the arena is a shift of."""
+    """``(window, L, D, more, walked)`` to apply for ``program`` now, or None: the link
+    from the window applied before (``prev``: ``(window, L, D, more)``), else a recorded
+    window of that program the arena is a shift of."""
     if prev is not None:
-        link = prev[0].links.get((prev[1], program))
+        link = prev[0].links.get((prev[1], program, prev[3]))
         if link is not None:
-            w, lo, delta = link
+            w, lo, delta, more = link
             d = prev[2] + delta
             walked = _walk(arena, w, d) if arena.top - w.top0 == d >= 0 else None
             if walked is not None:
-                return w, lo, d, walked
+                return w, lo, d, more, walked
     by_read = memo.get(program)
     if not by_read:
         return None
@@ -686,7 +752,8 @@ def _find(arena, memo, program, prev):
                 listed.remove(w)       # the last one found is tried first
                 listed.append(w)
                 if prev is not None and _linkable(*prev, w, *shift):
-                    prev[0].links[(prev[1], program)] = (w, shift[0], shift[1] - prev[2])
+                    prev[0].links[(prev[1], program, prev[3])] = (
+                        w, shift[0], shift[1] - prev[2], shift[2])
                 return (w,) + shift + (walked,)
     return None
 
@@ -717,7 +784,7 @@ def place(sim, effect, starts, trees, replay_one) -> list:
         if found is not None:
             handles.extend(_apply(sim, pending, *found))
             sim.arena_shifted += len(window)
-            prev = found[:3]
+            prev = found[:4]
             continue
         prev = None
         _hold(arena, pending)
