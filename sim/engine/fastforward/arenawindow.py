@@ -14,13 +14,23 @@ append_nodes`), other operations on a heap tap that only notes each one's node s
 (:class:`_NodeSizes`).
 
 **A recorded window.** A window replayed request by request is recorded
-(:func:`_record`): the arena's free structures before and after it (tcache bins,
-fastbins, unsorted bin, small and large bins, free chunks, last remainder, fastbin
-count), which tcache bins and fastbins it read and the fewest chunks each held meanwhile
-(the chunks under that were not touched), every chunk it entered into or took from the
-in-use map, the blocks it appended to the live lists, the kept blocks by position, the
-heap's counters and highest point, and the events where the arena reads its break
-(carves from the top, frees merged into the top, reallocs at the top).
+(:func:`_record`) through the arena's tap (:class:`_Recorder`, the arena's ``recorder``:
+the arena calls it where it reads a bin's length or its break; no method of the arena is
+replaced): the arena's free structures before and after it (tcache bins, fastbins,
+unsorted bin, small and large bins, free chunks, last remainder, fastbin count), which
+tcache bins and fastbins it read and the fewest chunks each held meanwhile (the chunks
+under that were not touched), every chunk it entered into or took from the in-use map,
+the blocks it appended to the live lists, the kept blocks by position, the heap's
+counters and highest point, and the events where the arena reads its break (carves from
+the top, frees merged into the top, reallocs at the top).
+
+**Tcache lengths.** glibc reads a tcache bin's length only to ask whether it is empty
+(a request) or full (a free), so a window holds for a range of lengths of each bin it
+reads: where no request found the bin empty and no free found it full, the same window
+with the bin ``k`` chunks longer makes the same decisions as long as it never runs dry
+and never fills (:func:`_lengths`); the chunks under its lowest point stay where they
+are. A loop that parks one chunk a window in a bin it never takes from (a bin filling
+over seven windows) is then one record, not seven.
 
 **The shift.** A later window with the same program is that recorded window again when
 the arena is the recorded window's starting arena shifted (:func:`_shift`): with ``D`` the
@@ -79,7 +89,7 @@ from math import gcd
 
 from ...platform.btree import SPLIT_PERIOD
 from ...platform.heap import HeapTap
-from ...platform.ptmalloc import (CONSOLIDATION_THRESHOLD, MAX_FAST, MINSIZE, NSMALLBINS,
+from ...platform.ptmalloc import (CONSOLIDATION_THRESHOLD, MINSIZE, NSMALLBINS,
                                   SIZE_SZ, TCACHE_COUNT, CarveRun)
 from .arenarun import ALLOC
 
@@ -115,66 +125,132 @@ class _NodeSizes(HeapTap):
         raise _Unshiftable
 
 
-class _Lowest(list):
-    """A tcache bin or fastbin that notes the fewest and the most chunks it held, the
-    fewest it held when a request looked into it (``looked``), and whether its length
-    decided alone (``exact``: a request found it empty, or a free found it full), while
-    a window is recorded."""
+class _Recorder:
+    """The arena's tap while a window is recorded (:attr:`~sim.platform.ptmalloc._Arena.
+    recorder`): the arena tells it where it reads a tcache bin's or a fastbin's length
+    and where it reads its break -- carves from the top, frees merged into the top or
+    into a chunk of 64 KiB, reallocs at the top -- and it notes what a later window needs
+    to make the same decisions (:func:`_lengths`, :func:`_walk`).
 
-    __slots__ = ("low", "high", "looked", "exact")
+    Per tcache bin read: ``[length at the start, lowest length, highest length, fewest
+    chunks a request found there, exact]`` (``exact``: a request found it empty or a free
+    found it full, so its length decided alone); per fastbin read: ``[length at the
+    start, lowest length]``. A bin's length changes only where the arena reads it, so the
+    first read sees its length at the window's start."""
 
-    def __init__(self, items):
-        super().__init__(items)
-        self.low = self.high = len(items)
-        self.looked = TCACHE_COUNT
-        self.exact = False
+    __slots__ = ("top0", "events", "ok", "tcache", "fast", "_resizing", "_top")
 
-    def pop(self, *args):
-        item = list.pop(self, *args)
-        if len(self) < self.low:
-            self.low = len(self)
-        return item
+    def __init__(self, arena):
+        self.top0 = arena.top
+        #: the top events: ``(kind, top - top0, arg)``, 0 a carve of ``arg`` bytes, 1 a
+        #: merge into the top, 2 a realloc at the top ``(size, nb, grew)``
+        self.events = []
+        #: False where the window reads the break in a way a shift does not carry
+        self.ok = True
+        self.tcache = {}
+        self.fast = {}
+        self._resizing = self._top = None
 
-    def append(self, item):
-        list.append(self, item)
-        if len(self) > self.high:
-            self.high = len(self)
+    def _bin(self, size, n) -> list:
+        entry = self.tcache.get(size)
+        if entry is None:
+            entry = self.tcache[size] = [n, n, n, TCACHE_COUNT, False]
+        return entry
 
-    def clear(self):
-        list.clear(self)
-        self.low = 0
+    def took(self, size, n) -> None:
+        """A request looks into the tcache bin of ``size``, which holds ``n`` chunks
+        (and takes the newest, if any)."""
+        entry = self._bin(size, n)
+        if not n:
+            entry[4] = True
+            return
+        if n - 1 < entry[1]:
+            entry[1] = n - 1
+        if n < entry[3]:
+            entry[3] = n
 
+    def parked(self, size, n) -> None:
+        """A free looks into the tcache bin of ``size``, which holds ``n`` chunks (and
+        parks its chunk there unless it is full)."""
+        entry = self._bin(size, n)
+        if n >= TCACHE_COUNT:
+            entry[4] = True
+        elif n + 1 > entry[2]:
+            entry[2] = n + 1
 
-class _Seen(dict):
-    """The tcache or the fastbins by size, noting the sizes read (recording)."""
+    def filled(self, size, n, now) -> None:
+        """A request moved chunks of its size into the tcache bin (``n`` -> ``now``) until
+        its source ran dry or the bin was full."""
+        entry = self._bin(size, n)
+        if now >= TCACHE_COUNT:
+            entry[4] = True
+        elif now > entry[2]:
+            entry[2] = now
 
-    __slots__ = ("seen",)
+    def fast_took(self, size, now) -> None:
+        """A request looked into the fastbin of ``size``, which holds ``now`` chunks
+        after it."""
+        entry = self.fast.get(size)
+        if entry is None:
+            self.fast[size] = [now, now]
+        elif now < entry[1]:
+            entry[1] = now
 
-    def __init__(self, items):
-        super().__init__(items)
-        self.seen = set()
+    def fast_parked(self, size, n) -> None:
+        """A free parks a chunk in the fastbin of ``size``, which held ``n``."""
+        if size not in self.fast:
+            self.fast[size] = [n, n]
 
-    def __getitem__(self, key):
-        self.seen.add(key)
-        chunks = dict.__getitem__(self, key)
-        if len(chunks) >= TCACHE_COUNT:
-            chunks.exact = True          # a free may find it full
-        return chunks
+    def consolidated(self, arena) -> None:
+        """``malloc_consolidate`` empties every fastbin."""
+        for size, chunks in arena.fast.items():
+            entry = self.fast.get(size)
+            if entry is None:
+                self.fast[size] = [len(chunks), 0]
+            else:
+                entry[1] = 0
 
-    def get(self, key, default=None):
-        self.seen.add(key)
-        chunks = dict.get(self, key, default)
-        if chunks is not None:
-            n = len(chunks)
-            if n == 0 or n >= TCACHE_COUNT:
-                chunks.exact = True      # a request finds it empty, or a free full
-            elif n < chunks.looked:
-                chunks.looked = n
-        return chunks
+    def carved(self, arena, nb) -> None:
+        """A chunk of ``nb`` carved from the top."""
+        if arena.nfast:
+            self.ok = False          # a top too small would consolidate the fastbins
+        self.events.append((0, arena.top - self.top0, nb))
 
-    def items(self):
-        self.seen.update(self.keys())
-        return dict.items(self)
+    def merging(self, arena) -> None:
+        """A free past the tcache and fastbins is about to merge (:meth:`merged`)."""
+        self._top = arena.top
+
+    def merged(self, arena, merged) -> None:
+        """The free merged into a chunk of ``merged`` bytes: into the top (an event that
+        reads the break), or into a chunk of 64 KiB elsewhere (which would too: not
+        shifted)."""
+        if arena.top != self._top:
+            if arena.nfast:
+                self.ok = False
+            self.events.append((1, arena.top - self.top0, 0))
+        elif merged >= CONSOLIDATION_THRESHOLD:
+            self.ok = False
+
+    def resizing(self, arena, size, nb) -> None:
+        """A realloc of the chunk (``size``) right below the top to ``nb``: noted when it
+        is done (:meth:`resized`)."""
+        self._resizing = (arena.top, size, nb)
+
+    def resized(self, arena) -> None:
+        top, size, nb = self._resizing
+        self.events.append((2, top - self.top0, (size, nb, arena.top != top)))
+
+    def read(self) -> tuple:
+        """``(read, low, bounds)``: the tcache and fastbin sizes read, the lowest length
+        of each (where above 0), and per tcache bin read its length at the start and by
+        how much less or more a window's decisions stay the same (:func:`_lengths`)."""
+        read = (tuple(sorted(self.tcache)), tuple(sorted(self.fast)))
+        low = {(False, s): e[1] for s, e in self.tcache.items() if e[1]}
+        low.update(((True, s), e[1]) for s, e in self.fast.items() if e[1])
+        bounds = tuple((e[0], 0, 0) if e[4] else
+                       (e[0], max(-e[1], 1 - e[3]), TCACHE_COUNT - e[2])
+                       for _, e in sorted(self.tcache.items()))
+        return read, low, bounds
 
 
 def _free_structures(arena) -> tuple:
@@ -241,77 +317,6 @@ class _Window:
                  "reach", "chunks", "canon", "links")
 
 
-def _watch(arena, events, ok):
-    """Wrap the arena's paths that read its break (an instance's own attributes, for one
-    recording): carves from the top, frees past the tcache, reallocs at the top."""
-    top0 = arena.top
-    from_top, free_uncached = arena._from_top, arena._free_uncached
-    resize, merge_run = arena._resize, arena._merge_run
-    merged = [0]
-
-    def merging(addrs, size):
-        merged[0] = merge_run(addrs, size)
-        return merged[0]
-
-    def top_carve(nb):
-        if arena.nfast:
-            ok[0] = False           # a top too small would consolidate the fastbins
-        events.append((0, arena.top - top0, nb))
-        return from_top(nb)
-
-    def uncached(addr, size):
-        # a fastbin, or merged: into the top (an event that reads the break), or into a
-        # chunk of 64 KiB elsewhere (which would too: not shifted)
-        top, nfast = arena.top, arena.nfast
-        merged[0] = 0
-        free_uncached(addr, size)
-        if size <= MAX_FAST:
-            return
-        if arena.top != top:
-            if nfast:
-                ok[0] = False
-            events.append((1, arena.top - top0, 0))
-        elif merged[0] >= CONSOLIDATION_THRESHOLD:
-            ok[0] = False
-
-    def resized(block, nb):
-        if type(block) is int:
-            size = arena.inuse[block]
-            top = arena.top
-            if block + size == top and size < nb:
-                new = resize(block, nb)
-                events.append((2, top - top0, (size, nb, arena.top != top)))
-                return new
-        return resize(block, nb)
-    arena._from_top, arena._free_uncached = top_carve, uncached
-    arena._resize, arena._merge_run = resized, merging
-    arena.tcache = _Seen((s, _Lowest(v)) for s, v in arena.tcache.items())
-    arena.fast = _Seen((s, _Lowest(v)) for s, v in arena.fast.items())
-
-
-def _unwatch(arena, starts) -> tuple:
-    """Undo :func:`_watch`; returns ``(read, low, bounds)``: ``bounds`` per tcache bin
-    read, its length at the start and by how much less or more a window's decisions
-    stay the same (:func:`_lengths`). ``starts``: the tcache bins' lengths at the start."""
-    del arena._from_top, arena._free_uncached, arena._resize, arena._merge_run
-    read = (tuple(sorted(arena.tcache.seen)), tuple(sorted(arena.fast.seen)))
-    low = {}
-    for is_fast, bins in ((False, arena.tcache), (True, arena.fast)):
-        for s, v in dict.items(bins):
-            if v.low:
-                low[(is_fast, s)] = v.low
-    bounds = []
-    for s in read[0]:
-        v = dict.get(arena.tcache, s)
-        if v is None or v.exact:         # no bin of that size: always empty
-            bounds.append((starts.get(s, 0), 0, 0))
-        else:
-            bounds.append((starts[s], max(-v.low, 1 - v.looked), TCACHE_COUNT - v.high))
-    arena.tcache = {s: list(v) for s, v in dict.items(arena.tcache)}
-    arena.fast = {s: list(v) for s, v in dict.items(arena.fast)}
-    return read, low, tuple(bounds)
-
-
 def _record(sim, effect, starts, nodes, replay_one):
     """Replay the window (``nodes``: each iteration's operations' node sizes) and record
     it; returns ``(kept blocks per iteration, _Window or None)``."""
@@ -327,18 +332,18 @@ def _record(sim, effect, starts, nodes, replay_one):
     counts = (heap.live_bytes, heap.live_blocks, heap.allocs, heap.large_bytes)
     peak, heap.peak_bytes = heap.peak_bytes, heap.live_bytes
     changes, trims = arena.bin_changes, arena.trims
-    events, ok = [], [True]
     placed, handles = [], []
     runs = list(arena.runs)
-    starts_len = {s: len(v) for s, v in arena.tcache.items()}
-    _watch(arena, events, ok)
+    arena.recorder = recorder = _Recorder(arena)
     try:
         for start, per in zip(starts, nodes):
             handles.append(replay_one(sim, effect, start, per, placed))
     finally:
-        w.read, w.low, w.bounds = _unwatch(arena, starts_len)
+        arena.recorder = None
         heap.peak_bytes, rise = max(peak, heap.peak_bytes), heap.peak_bytes - counts[0]
-    if not ok[0] or arena.trims != trims or arena.alias or arena.runs != runs:
+    w.read, w.low, w.bounds = recorder.read()
+    events = recorder.events
+    if not recorder.ok or arena.trims != trims or arena.alias or arena.runs != runs:
         return handles, None
     w.chunks = _chunks(w.before, w.low, w.read)
     w.canon, w.links = {}, {}
