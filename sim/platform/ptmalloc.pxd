@@ -28,9 +28,10 @@ cdef class _Arena:
     cdef public bint dynamic
     cdef public object fault, trim, last_remainder, chunk_budget
     cdef public dict inuse, free_at, free_end, unsorted, live, alias, _borrowed
-    # the tcache and the fastbins by size: dicts, or while fast-forward records a window of
-    # the arena (sim.engine.fastforward.arenawindow) dict subclasses that note the bins read
+    # the tcache and the fastbins by size: dicts of lists
     cdef public object tcache, fast
+    # fast-forward's window recorder (None: nothing listens; see _Arena.__init__)
+    cdef public object recorder
     cdef public list bins, binmap, runs, _run_starts
 
     # the arena's own calls between its methods (C calls when built; each still a Python

@@ -428,6 +428,12 @@ class _Arena:
         # chunk size -> its fastbin, newest last (every bin there from the start)
         self.fast = {size: [] for size in range(MINSIZE, MAX_FAST + 1, 2 * SIZE_SZ)}
         self.nfast = 0
+        # the tap fast-forward records a window of the arena through (None: nothing
+        # listens): told where the arena reads a tcache bin's or fastbin's length, carves
+        # from the top, merges a free into the top or reallocs at the top
+        # (sim.engine.fastforward.arenawindow._Recorder: took, parked, filled, fast_took,
+        # fast_parked, consolidated, carved, merging / merged, resizing / resized)
+        self.recorder = None
         # live blocks by request size, newest last (frees that name no block); a CarveRun
         # stands where its blocks are until it is materialized
         self.live = {}
@@ -584,6 +590,8 @@ class _Arena:
     def _consolidate(self) -> None:
         """``malloc_consolidate``: every fastbin chunk merged into the unsorted bin or the
         top, the bins by size, each from its newest chunk."""
+        if self.recorder is not None:
+            self.recorder.consolidated(self)
         for size, chunks in self.fast.items():       # sizes ascending
             if chunks:
                 self._merge_run(chunks, size)
@@ -606,6 +614,8 @@ class _Arena:
         self.brk += -(-need // self.page) * self.page
 
     def _from_top(self, nb) -> int:
+        if self.recorder is not None:
+            self.recorder.carved(self, nb)
         if self.brk - self.top < nb + MINSIZE:
             self._grow(nb)
         addr = self.top
@@ -632,6 +642,8 @@ class _Arena:
     def _malloc(self, nb):
         if nb <= TCACHE_MAX_CHUNK:
             cached = self.tcache.get(nb)
+            if self.recorder is not None:
+                self.recorder.took(nb, len(cached))
             if cached:
                 return cached.pop()
         return self._int_malloc(nb)
@@ -656,10 +668,16 @@ class _Arena:
                 self.nfast -= 1
                 # the rest of that fastbin moves into the tcache
                 cache = self.tcache[nb]
+                count = len(cache)
                 while fast and len(cache) < TCACHE_COUNT:
                     cache.append(fast.pop())
                     self.nfast -= 1
+                if self.recorder is not None:
+                    self.recorder.fast_took(nb, len(fast))
+                    self.recorder.filled(nb, count, len(cache))
                 return addr
+            if self.recorder is not None:
+                self.recorder.fast_took(nb, 0)
         bins, binmap, free_at, free_end = self.bins, self.binmap, self.free_at, self.free_end
         small = nb < MIN_LARGE
         if small:
@@ -677,6 +695,7 @@ class _Arena:
                 taken = 1
                 if nb <= TCACHE_MAX_CHUNK:
                     cache = self.tcache[nb]
+                    count = len(cache)
                     while sbin and len(cache) < TCACHE_COUNT:
                         for other in sbin:
                             break
@@ -684,6 +703,8 @@ class _Arena:
                         inuse[other] = chunk
                         cache.append(other)
                         taken += 1
+                    if self.recorder is not None:
+                        self.recorder.filled(nb, count, len(cache))
                 self.bin_changes += taken
                 if not sbin:
                     _binmap_unmark(binmap, nb >> 4)
@@ -704,6 +725,8 @@ class _Arena:
                     if size == nb:
                         del free_at[addr], free_end[addr + chunk]
                         self.inuse[addr] = chunk
+                        if nb <= TCACHE_MAX_CHUNK and self.recorder is not None:
+                            self.recorder.parked(nb, len(self.tcache[nb]))
                         if nb <= TCACHE_MAX_CHUNK and len(cache := self.tcache[nb]) < TCACHE_COUNT:
                             cache.append(addr)
                             cached = True
@@ -740,6 +763,8 @@ class _Arena:
                 if took is not None:
                     return took if size == nb else self._split(took, size, nb, True)
             if cached:
+                if self.recorder is not None:
+                    self.recorder.took(nb, len(self.tcache[nb]))
                 return self.tcache[nb].pop()
             if not small:
                 addr = self._large_fit(nb)
@@ -829,6 +854,8 @@ class _Arena:
             if nb < MINSIZE:
                 nb = MINSIZE
             cached = self.tcache.get(nb)
+            if self.recorder is not None and nb <= TCACHE_MAX_CHUNK:
+                self.recorder.took(nb, len(cached))
             block = cached.pop() if cached else self._int_malloc(nb)
         live = self.live.get(nbytes)
         if live is None:
@@ -893,6 +920,9 @@ class _Arena:
             new = block
             size = self.inuse[block]
             after = block + size
+            watched = self.recorder is not None and after == self.top and size < nb
+            if watched:
+                self.recorder.resizing(self, size, nb)
             if size >= nb:
                 pass
             elif after == self.top and size + self.brk - self.top >= nb + MINSIZE:
@@ -916,6 +946,8 @@ class _Arena:
                     self.inuse[block] = nb
                     self.inuse[block + nb] = size - nb
                     self._free_chunk(block + nb)
+            if watched:
+                self.recorder.resized(self)
         return new
 
     def _memalign(self, nb, align):
@@ -1043,20 +1075,29 @@ class _Arena:
         """:meth:`_free_chunk` of the chunk at ``addr``, its ``size`` known and ``cached`` its
         tcache bin (None: a size the tcache does not hold): that bin while it has room, else
         :meth:`_free_uncached`. Every free of an arena chunk takes this path (``free``,
-        ``_free_chunk``, the replay's frees)."""
-        if cached is not None and len(cached) < TCACHE_COUNT:
-            cached.append(addr)
-        else:
-            self._free_uncached(addr, size)
+        ``_free_chunk``, the replay's frees); a recorder is told the bin's length."""
+        if cached is not None:
+            if self.recorder is not None:
+                self.recorder.parked(size, len(cached))
+            if len(cached) < TCACHE_COUNT:
+                cached.append(addr)
+                return
+        self._free_uncached(addr, size)
 
     def _free_uncached(self, addr, size) -> None:
         """:meth:`_free_chunk` past the tcache (its bin for ``size`` full, or none): a
         fastbin, or merged into the bins or the top."""
         if size <= MAX_FAST:
+            if self.recorder is not None:
+                self.recorder.fast_parked(size, len(self.fast[size]))
             self.fast[size].append(addr)
             self.nfast += 1
             return
+        if self.recorder is not None:
+            self.recorder.merging(self)
         merged = self._merge_run((addr,), size)
+        if self.recorder is not None:
+            self.recorder.merged(self, merged)
         if merged >= CONSOLIDATION_THRESHOLD:
             if self.nfast:
                 self._consolidate()

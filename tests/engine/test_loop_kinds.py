@@ -103,6 +103,26 @@ def test_inference_forwards_shifted_on_glibcs_arena_equal_exact_mode():
     assert _arena(sim) == _arena(exact)
 
 
+def test_windows_applied_at_other_tcache_lengths_equal_exact_mode(monkeypatch):
+    """A recorded window is found where the tcache bins it reads hold more or fewer chunks
+    than when it was recorded (never running dry, never filling: arenawindow._lengths);
+    1,500 forwards apply some that way, and the arena is exact mode's chunk by chunk."""
+    from sim.engine.fastforward import arenawindow
+    longer = []
+    apply = arenawindow._apply
+
+    def noting(sim, pending, w, lo, d, more, walked):
+        longer.append(any(more))
+        return apply(sim, pending, w, lo, d, more, walked)
+    monkeypatch.setattr(arenawindow, "_apply", noting)
+    sets = {"forwards": 1500}
+    rows, sim = _run("infer.py", "linux-x86_64", sets, True)
+    exact_rows, exact = _run("infer.py", "linux-x86_64", sets, False)
+    assert any(longer)
+    assert rows == exact_rows
+    assert _arena(sim) == _arena(exact)
+
+
 def test_a_backward_after_shifted_forwards_frees_what_exact_mode_frees():
     """600 forwards, most of them shifted windows on glibc's arena, then a backward that
     frees every kept block the shifted windows placed, and 30 forwards more: the arena

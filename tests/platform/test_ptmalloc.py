@@ -476,3 +476,39 @@ def test_exact_fits_take_the_unsorted_bins_oldest_chunks_one_by_one():
         assert a.alloc(3000) == block
         assert list(a.unsorted) == blocks[k + 1:]
     assert a._unsorted_dead < 250
+
+
+class _Listener:
+    """An arena tap that notes every call (sim.engine.fastforward.arenawindow records a
+    window through one)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        def note(*args):
+            self.calls.append((name,) + tuple(a for a in args if not isinstance(a, PtmallocArena)))
+        return note
+
+
+def test_the_arenas_tap_hears_where_it_reads_a_bins_length_or_its_break():
+    """The recorder is told every tcache bin length a request or free reads, a fastbin
+    read, each carve from the top and each free merged into the top; the arena places
+    every chunk as it does without one."""
+    def run(tap):
+        a = PtmallocArena()
+        a.recorder = tap
+        x = a.alloc(24)                  # tcache bin 32 empty: a carve from the top
+        a.free(x)                        # parked in the tcache
+        y = a.alloc(24)                  # taken from it
+        big = a.alloc(2000)              # past the tcache: carved
+        a.free(big)                      # merged into the top
+        a.free(y)
+        return a
+    tap = _Listener()
+    heard, plain = run(tap), run(None)
+    assert heard.state() == plain.state()
+    names = [c[0] for c in tap.calls]
+    assert names[:4] == ["took", "fast_took", "carved", "parked"]
+    assert ("took", 32, 1) in tap.calls and ("parked", 32, 0) in tap.calls
+    assert "merged" in names and names.count("carved") == 2

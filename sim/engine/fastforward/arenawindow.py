@@ -14,13 +14,23 @@ append_nodes`), other operations on a heap tap that only notes each one's node s
 (:class:`_NodeSizes`).
 
 **A recorded window.** A window replayed request by request is recorded
-(:func:`_record`): the arena's free structures before and after it (tcache bins,
-fastbins, unsorted bin, small and large bins, free chunks, last remainder, fastbin
-count), which tcache bins and fastbins it read and the fewest chunks each held meanwhile
-(the chunks under that were not touched), every chunk it entered into or took from the
-in-use map, the blocks it appended to the live lists, the kept blocks by position, the
-heap's counters and highest point, and the events where the arena reads its break
-(carves from the top, frees merged into the top, reallocs at the top).
+(:func:`_record`) through the arena's tap (:class:`_Recorder`, the arena's ``recorder``:
+the arena calls it where it reads a bin's length or its break; no method of the arena is
+replaced): the arena's free structures before and after it (tcache bins, fastbins,
+unsorted bin, small and large bins, free chunks, last remainder, fastbin count), which
+tcache bins and fastbins it read and the fewest chunks each held meanwhile (the chunks
+under that were not touched), every chunk it entered into or took from the in-use map,
+the blocks it appended to the live lists, the kept blocks by position, the heap's
+counters and highest point, and the events where the arena reads its break (carves from
+the top, frees merged into the top, reallocs at the top).
+
+**Tcache lengths.** glibc reads a tcache bin's length only to ask whether it is empty
+(a request) or full (a free), so a window holds for a range of lengths of each bin it
+reads: where no request found the bin empty and no free found it full, the same window
+with the bin ``k`` chunks longer makes the same decisions as long as it never runs dry
+and never fills (:func:`_lengths`); the chunks under its lowest point stay where they
+are. A loop that parks one chunk a window in a bin it never takes from (a bin filling
+over seven windows) is then one record, not seven.
 
 **The shift.** A later window with the same program is that recorded window again when
 the arena is the recorded window's starting arena shifted (:func:`_shift`): with ``D`` the
@@ -79,8 +89,8 @@ from math import gcd
 
 from ...platform.btree import SPLIT_PERIOD
 from ...platform.heap import HeapTap
-from ...platform.ptmalloc import (CONSOLIDATION_THRESHOLD, MAX_FAST, MINSIZE, NSMALLBINS,
-                                  SIZE_SZ, CarveRun)
+from ...platform.ptmalloc import (CONSOLIDATION_THRESHOLD, MINSIZE, NSMALLBINS,
+                                  SIZE_SZ, TCACHE_COUNT, CarveRun)
 from .arenarun import ALLOC
 
 __all__ = ["WINDOW", "KEEP", "place", "window_length"]
@@ -115,46 +125,132 @@ class _NodeSizes(HeapTap):
         raise _Unshiftable
 
 
-class _Lowest(list):
-    """A tcache bin or fastbin that notes the fewest chunks it held (recording)."""
+class _Recorder:
+    """The arena's tap while a window is recorded (:attr:`~sim.platform.ptmalloc._Arena.
+    recorder`): the arena tells it where it reads a tcache bin's or a fastbin's length
+    and where it reads its break -- carves from the top, frees merged into the top or
+    into a chunk of 64 KiB, reallocs at the top -- and it notes what a later window needs
+    to make the same decisions (:func:`_lengths`, :func:`_walk`).
 
-    __slots__ = ("low",)
+    Per tcache bin read: ``[length at the start, lowest length, highest length, fewest
+    chunks a request found there, exact]`` (``exact``: a request found it empty or a free
+    found it full, so its length decided alone); per fastbin read: ``[length at the
+    start, lowest length]``. A bin's length changes only where the arena reads it, so the
+    first read sees its length at the window's start."""
 
-    def __init__(self, items):
-        super().__init__(items)
-        self.low = len(items)
+    __slots__ = ("top0", "events", "ok", "tcache", "fast", "_resizing", "_top")
 
-    def pop(self, *args):
-        item = list.pop(self, *args)
-        if len(self) < self.low:
-            self.low = len(self)
-        return item
+    def __init__(self, arena):
+        self.top0 = arena.top
+        #: the top events: ``(kind, top - top0, arg)``, 0 a carve of ``arg`` bytes, 1 a
+        #: merge into the top, 2 a realloc at the top ``(size, nb, grew)``
+        self.events = []
+        #: False where the window reads the break in a way a shift does not carry
+        self.ok = True
+        self.tcache = {}
+        self.fast = {}
+        self._resizing = self._top = None
 
-    def clear(self):
-        list.clear(self)
-        self.low = 0
+    def _bin(self, size, n) -> list:
+        entry = self.tcache.get(size)
+        if entry is None:
+            entry = self.tcache[size] = [n, n, n, TCACHE_COUNT, False]
+        return entry
 
+    def took(self, size, n) -> None:
+        """A request looks into the tcache bin of ``size``, which holds ``n`` chunks
+        (and takes the newest, if any)."""
+        entry = self._bin(size, n)
+        if not n:
+            entry[4] = True
+            return
+        if n - 1 < entry[1]:
+            entry[1] = n - 1
+        if n < entry[3]:
+            entry[3] = n
 
-class _Seen(dict):
-    """The tcache or the fastbins by size, noting the sizes read (recording)."""
+    def parked(self, size, n) -> None:
+        """A free looks into the tcache bin of ``size``, which holds ``n`` chunks (and
+        parks its chunk there unless it is full)."""
+        entry = self._bin(size, n)
+        if n >= TCACHE_COUNT:
+            entry[4] = True
+        elif n + 1 > entry[2]:
+            entry[2] = n + 1
 
-    __slots__ = ("seen",)
+    def filled(self, size, n, now) -> None:
+        """A request moved chunks of its size into the tcache bin (``n`` -> ``now``) until
+        its source ran dry or the bin was full."""
+        entry = self._bin(size, n)
+        if now >= TCACHE_COUNT:
+            entry[4] = True
+        elif now > entry[2]:
+            entry[2] = now
 
-    def __init__(self, items):
-        super().__init__(items)
-        self.seen = set()
+    def fast_took(self, size, now) -> None:
+        """A request looked into the fastbin of ``size``, which holds ``now`` chunks
+        after it."""
+        entry = self.fast.get(size)
+        if entry is None:
+            self.fast[size] = [now, now]
+        elif now < entry[1]:
+            entry[1] = now
 
-    def __getitem__(self, key):
-        self.seen.add(key)
-        return dict.__getitem__(self, key)
+    def fast_parked(self, size, n) -> None:
+        """A free parks a chunk in the fastbin of ``size``, which held ``n``."""
+        if size not in self.fast:
+            self.fast[size] = [n, n]
 
-    def get(self, key, default=None):
-        self.seen.add(key)
-        return dict.get(self, key, default)
+    def consolidated(self, arena) -> None:
+        """``malloc_consolidate`` empties every fastbin."""
+        for size, chunks in arena.fast.items():
+            entry = self.fast.get(size)
+            if entry is None:
+                self.fast[size] = [len(chunks), 0]
+            else:
+                entry[1] = 0
 
-    def items(self):
-        self.seen.update(self.keys())
-        return dict.items(self)
+    def carved(self, arena, nb) -> None:
+        """A chunk of ``nb`` carved from the top."""
+        if arena.nfast:
+            self.ok = False          # a top too small would consolidate the fastbins
+        self.events.append((0, arena.top - self.top0, nb))
+
+    def merging(self, arena) -> None:
+        """A free past the tcache and fastbins is about to merge (:meth:`merged`)."""
+        self._top = arena.top
+
+    def merged(self, arena, merged) -> None:
+        """The free merged into a chunk of ``merged`` bytes: into the top (an event that
+        reads the break), or into a chunk of 64 KiB elsewhere (which would too: not
+        shifted)."""
+        if arena.top != self._top:
+            if arena.nfast:
+                self.ok = False
+            self.events.append((1, arena.top - self.top0, 0))
+        elif merged >= CONSOLIDATION_THRESHOLD:
+            self.ok = False
+
+    def resizing(self, arena, size, nb) -> None:
+        """A realloc of the chunk (``size``) right below the top to ``nb``: noted when it
+        is done (:meth:`resized`)."""
+        self._resizing = (arena.top, size, nb)
+
+    def resized(self, arena) -> None:
+        top, size, nb = self._resizing
+        self.events.append((2, top - self.top0, (size, nb, arena.top != top)))
+
+    def read(self) -> tuple:
+        """``(read, low, bounds)``: the tcache and fastbin sizes read, the lowest length
+        of each (where above 0), and per tcache bin read its length at the start and by
+        how much less or more a window's decisions stay the same (:func:`_lengths`)."""
+        read = (tuple(sorted(self.tcache)), tuple(sorted(self.fast)))
+        low = {(False, s): e[1] for s, e in self.tcache.items() if e[1]}
+        low.update(((True, s), e[1]) for s, e in self.fast.items() if e[1])
+        bounds = tuple((e[0], 0, 0) if e[4] else
+                       (e[0], max(-e[1], 1 - e[3]), TCACHE_COUNT - e[2])
+                       for _, e in sorted(self.tcache.items()))
+        return read, low, bounds
 
 
 def _free_structures(arena) -> tuple:
@@ -175,13 +271,33 @@ def _view(arena) -> tuple:
 
 
 def _sizes_key(state, read) -> tuple:
-    """What of the free structures a shift leaves alone: the lengths of the tcache bins
-    and fastbins a window reads (``read``: ``(tcache sizes, fastbin sizes)``), the
-    unsorted bin's and the bins' sizes, the free chunks' count."""
+    """What of the free structures a shift leaves alone: the lengths of the fastbins a
+    window reads (``read``: ``(tcache sizes, fastbin sizes)``), the unsorted bin's and
+    the bins' sizes, the free chunks' count. The tcache bins' lengths are not in it: a
+    window holds for a range of them (:func:`_lengths`)."""
     tcache, fast, unsorted, bins, free_at, lr, nfast = state
-    return (nfast, lr is None, tuple(len(tcache.get(s, ())) for s in read[0]),
-            tuple(len(fast.get(s, ())) for s in read[1]), tuple(z for _, z in unsorted),
-            tuple((i, len(c)) for i, c in bins), len(free_at))
+    return (nfast, lr is None, tuple(len(fast.get(s, ())) for s in read[1]),
+            tuple(z for _, z in unsorted), tuple((i, len(c)) for i, c in bins),
+            len(free_at))
+
+
+def _lengths(w, tcache):
+    """How much longer than in ``w``'s start each tcache bin ``w`` reads is in
+    ``tcache`` (a tuple in ``w.read[0]``'s order), or None where that changes a decision
+    of the window. glibc reads a bin's length in two places: a request takes the newest
+    chunk if there is one, a free parks its chunk while there are fewer than
+    ``TCACHE_COUNT``. So a bin ``k`` chunks longer (or shorter) makes the window's
+    decisions again where no request found it empty and no free found it full, it never
+    runs dry (``low + k >= 0``, and no request finds it empty: ``looked + k >= 1``) and
+    never fills (``high + k <= TCACHE_COUNT``); its chunks under the window's lowest
+    point are never looked at (:func:`_apply` keeps them)."""
+    out = []
+    for s, (start, lowest, highest) in zip(w.read[0], w.bounds):
+        k = len(tcache.get(s, ())) - start
+        if k and not lowest <= k <= highest:
+            return None
+        out.append(k)
+    return tuple(out)
 
 
 class _Window:
@@ -195,71 +311,10 @@ class _Window:
     change count, the top ``events``; and for lookups its readable ``chunks``, its
     canonical forms by threshold and its ``links``."""
 
-    __slots__ = ("before", "after", "low", "read", "changed", "top0", "top1", "cut", "sizes",
+    __slots__ = ("before", "after", "low", "bounds", "read", "changed", "top0", "top1", "cut",
+                 "sizes",
                  "held", "gone", "live", "handles", "heap", "bin_changes", "events",
                  "reach", "chunks", "canon", "links")
-
-
-def _watch(arena, events, ok):
-    """Wrap the arena's paths that read its break (an instance's own attributes, for one
-    recording): carves from the top, frees past the tcache, reallocs at the top."""
-    top0 = arena.top
-    from_top, free_uncached = arena._from_top, arena._free_uncached
-    resize, merge_run = arena._resize, arena._merge_run
-    merged = [0]
-
-    def merging(addrs, size):
-        merged[0] = merge_run(addrs, size)
-        return merged[0]
-
-    def top_carve(nb):
-        if arena.nfast:
-            ok[0] = False           # a top too small would consolidate the fastbins
-        events.append((0, arena.top - top0, nb))
-        return from_top(nb)
-
-    def uncached(addr, size):
-        # a fastbin, or merged: into the top (an event that reads the break), or into a
-        # chunk of 64 KiB elsewhere (which would too: not shifted)
-        top, nfast = arena.top, arena.nfast
-        merged[0] = 0
-        free_uncached(addr, size)
-        if size <= MAX_FAST:
-            return
-        if arena.top != top:
-            if nfast:
-                ok[0] = False
-            events.append((1, arena.top - top0, 0))
-        elif merged[0] >= CONSOLIDATION_THRESHOLD:
-            ok[0] = False
-
-    def resized(block, nb):
-        if type(block) is int:
-            size = arena.inuse[block]
-            top = arena.top
-            if block + size == top and size < nb:
-                new = resize(block, nb)
-                events.append((2, top - top0, (size, nb, arena.top != top)))
-                return new
-        return resize(block, nb)
-    arena._from_top, arena._free_uncached = top_carve, uncached
-    arena._resize, arena._merge_run = resized, merging
-    arena.tcache = _Seen((s, _Lowest(v)) for s, v in arena.tcache.items())
-    arena.fast = _Seen((s, _Lowest(v)) for s, v in arena.fast.items())
-
-
-def _unwatch(arena) -> tuple:
-    """Undo :func:`_watch`; returns ``(read, low)``."""
-    del arena._from_top, arena._free_uncached, arena._resize, arena._merge_run
-    read = (tuple(sorted(arena.tcache.seen)), tuple(sorted(arena.fast.seen)))
-    low = {}
-    for is_fast, bins in ((False, arena.tcache), (True, arena.fast)):
-        for s, v in dict.items(bins):
-            if v.low:
-                low[(is_fast, s)] = v.low
-    arena.tcache = {s: list(v) for s, v in dict.items(arena.tcache)}
-    arena.fast = {s: list(v) for s, v in dict.items(arena.fast)}
-    return read, low
 
 
 def _record(sim, effect, starts, nodes, replay_one):
@@ -277,17 +332,18 @@ def _record(sim, effect, starts, nodes, replay_one):
     counts = (heap.live_bytes, heap.live_blocks, heap.allocs, heap.large_bytes)
     peak, heap.peak_bytes = heap.peak_bytes, heap.live_bytes
     changes, trims = arena.bin_changes, arena.trims
-    events, ok = [], [True]
     placed, handles = [], []
     runs = list(arena.runs)
-    _watch(arena, events, ok)
+    arena.recorder = recorder = _Recorder(arena)
     try:
         for start, per in zip(starts, nodes):
             handles.append(replay_one(sim, effect, start, per, placed))
     finally:
-        w.read, w.low = _unwatch(arena)
+        arena.recorder = None
         heap.peak_bytes, rise = max(peak, heap.peak_bytes), heap.peak_bytes - counts[0]
-    if not ok[0] or arena.trims != trims or arena.alias or arena.runs != runs:
+    w.read, w.low, w.bounds = recorder.read()
+    events = recorder.events
+    if not recorder.ok or arena.trims != trims or arena.alias or arena.runs != runs:
         return handles, None
     w.chunks = _chunks(w.before, w.low, w.read)
     w.canon, w.links = {}, {}
@@ -343,26 +399,31 @@ def _reach(events):
     return need, end, low
 
 
-def _chunks(state, low, read) -> dict:
-    """Address -> size of the chunks in free structures that a window reads."""
+def _chunks(state, low, read, more=None) -> dict:
+    """Address -> size of the chunks in free structures that a window reads (``more``:
+    how much longer each tcache bin it reads is than at its start, :func:`_lengths`)."""
     tcache, fast, _, _, free_at, _, _ = state
     out = dict(free_at)
-    for is_fast, bins in ((False, tcache), (True, fast)):
-        for s in read[is_fast]:
-            for a in bins.get(s, ())[low.get((is_fast, s), 0):]:
-                out[a] = s
+    for j, s in enumerate(read[0]):
+        for a in tcache.get(s, ())[low.get((False, s), 0) + (more[j] if more else 0):]:
+            out[a] = s
+    for s in read[1]:
+        for a in fast.get(s, ())[low.get((True, s), 0):]:
+            out[a] = s
     return out
 
 
-def _canon(state, low, read, lo, top) -> tuple:
+def _canon(state, low, read, lo, top, more=None) -> tuple:
     """The free structures a window reads, each address below ``lo`` as it is and from
-    there relative to the top."""
+    there relative to the top (``more``: as for :func:`_chunks`)."""
     tcache, fast, unsorted, bins, free_at, lr, nfast = state
 
     def c(a):
         return a if a < lo else ("M", a - top)
     return (nfast, None if lr is None else c(lr),
-            [[c(a) for a in tcache.get(s, ())[low.get((False, s), 0):]] for s in read[0]],
+            [[c(a) for a in tcache.get(s, ())[low.get((False, s), 0)
+                                               + (more[j] if more else 0):]]
+             for j, s in enumerate(read[0])],
             [[c(a) for a in fast.get(s, ())[low.get((True, s), 0):]] for s in read[1]],
             [(c(a), z) for a, z in unsorted],
             [(i, [c(a) if type(a) is int else (a[0], c(a[1])) for a in ch]) for i, ch in bins],
@@ -370,12 +431,16 @@ def _canon(state, low, read, lo, top) -> tuple:
 
 
 def _shift(w, state, top):
-    """``(L, D)`` where the arena's free structures ``state`` (top ``top``) are ``w``'s
-    starting ones shifted (see the module docstring), else None."""
+    """``(L, D, more)`` where the arena's free structures ``state`` (top ``top``) are
+    ``w``'s starting ones shifted (see the module docstring), its tcache bins ``more``
+    chunks longer (:func:`_lengths`), else None."""
     d = top - w.top0
     if d < 0:
         return None
-    c0, c1 = w.chunks, _chunks(state, w.low, w.read)
+    more = _lengths(w, state[0])
+    if more is None:
+        return None
+    c0, c1 = w.chunks, _chunks(state, w.low, w.read, more)
     if len(c0) != len(c1):
         return None
     hi = min((a for a, z in c1.items() if c0.get(a) != z), default=top)
@@ -386,9 +451,9 @@ def _shift(w, state, top):
     canon = w.canon.get(lo)
     if canon is None:
         canon = w.canon[lo] = _canon(w.before, w.low, w.read, lo, w.top0)
-    if canon != _canon(state, w.low, w.read, hi, top):
+    if canon != _canon(state, w.low, w.read, hi, top, more):
         return None
-    return lo, d
+    return lo, d, more
 
 
 def _walk(arena, w, d):
@@ -437,18 +502,21 @@ def _walk(arena, w, d):
     return brk, resident, trims, trimmed, trim_from
 
 
-def _apply(sim, pending, w, lo, d, walked) -> list:
+def _apply(sim, pending, w, lo, d, more, walked) -> list:
     """The recorded window ``w`` again, each of its addresses ``a`` at ``a`` below ``lo``
-    and at ``a + d`` from there (:func:`_shift`; ``walked``: :func:`_walk`); returns the
-    iterations' kept blocks by position. Its held chunks and live blocks join ``pending``
-    (the windows applied in a row, held by one run: :func:`_hold`)."""
+    and at ``a + d`` from there, its tcache bins ``more`` chunks longer (:func:`_shift`;
+    ``walked``: :func:`_walk`); returns the iterations' kept blocks by position. Its held
+    chunks and live blocks join ``pending`` (the windows applied in a row, held by one
+    run: :func:`_hold`)."""
     heap = sim.heap
     arena = heap._arena
     tcache, fast, unsorted, bins, free_at, lr, nfast = w.after
+    longer = dict(zip(w.read[0], more)) if any(more) else None
     for is_fast, s in w.changed:
         now, rec = (arena.fast, fast) if is_fast else (arena.tcache, tcache)
         keep = w.low.get((is_fast, s), 0)
-        now[s] = now[s][:keep] + [a if a < lo else a + d for a in rec.get(s, ())[keep:]]
+        under = keep + longer[s] if longer and not is_fast else keep
+        now[s] = now[s][:under] + [a if a < lo else a + d for a in rec.get(s, ())[keep:]]
     arena.nfast = nfast
     if free_at or w.before[4]:
         arena.free_at = free = {(a if a < lo else a + d): z for a, z in free_at.items()}
@@ -527,19 +595,22 @@ class _Shifted:
         return i in self._map()
 
 
-def _linkable(a, lo_a, d_a, b, lo_b, d_b) -> bool:
+def _linkable(a, lo_a, d_a, more_a, b, lo_b, d_b, more_b) -> bool:
     """Whether window ``b`` follows window ``a`` wherever ``a`` is applied with the
     threshold ``lo_a`` (just now: ``a`` at ``(lo_a, d_a)``, then ``b`` found at
     ``(lo_b, d_b)``): ``b`` reads only tcache bins and fastbins ``a`` read, no deeper than
     ``a`` went (so what it reads is ``a``'s recorded result, not what ``a`` left
     untouched), and every address ``b`` reads lies on the same side of ``lo_a`` after
-    ``a`` as of ``lo_b`` before ``b``. Then ``a`` applied at ``(lo_a, d)`` is followed by
-    ``b`` at ``(lo_b, d + d_b - d_a)``: the arena after :func:`_apply` is ``a``'s recorded
-    end mapped."""
-    for is_fast in (False, True):
+    ``a`` as of ``lo_b`` before ``b``. Then ``a`` applied at ``(lo_a, d)`` with its
+    tcache bins ``more_a`` longer is followed by ``b`` at ``(lo_b, d + d_b - d_a)`` with
+    its bins ``more_b`` longer: the arena after :func:`_apply` is ``a``'s recorded end
+    mapped."""
+    for is_fast, extra_a, extra_b in ((False, dict(zip(a.read[0], more_a)),
+                                       dict(zip(b.read[0], more_b))), (True, {}, {})):
         mine = set(a.read[is_fast])
         for s in b.read[is_fast]:
-            if s not in mine or b.low.get((is_fast, s), 0) < a.low.get((is_fast, s), 0):
+            if s not in mine or (b.low.get((is_fast, s), 0) + extra_b.get(s, 0)
+                                 < a.low.get((is_fast, s), 0) + extra_a.get(s, 0)):
                 return False
     lr = b.before[5]
     for x in list(b.chunks) + ([] if lr is None else [lr]):
@@ -664,17 +735,17 @@ def _appended(memo, effect, trees, window):
 
 
 def _find(arena, memo, program, prev):
-    """``(window, L, D, walked)`` to apply for ``program`` now, or None: the link from
-    the window applied before (``prev``: ``(window, L, D)``), else a recorded window of
-    that program the arena is a shift of."""
+    """``(window, L, D, more, walked)`` to apply for ``program`` now, or None: the link
+    from the window applied before (``prev``: ``(window, L, D, more)``), else a recorded
+    window of that program the arena is a shift of."""
     if prev is not None:
-        link = prev[0].links.get((prev[1], program))
+        link = prev[0].links.get((prev[1], program, prev[3]))
         if link is not None:
-            w, lo, delta = link
+            w, lo, delta, more = link
             d = prev[2] + delta
             walked = _walk(arena, w, d) if arena.top - w.top0 == d >= 0 else None
             if walked is not None:
-                return w, lo, d, walked
+                return w, lo, d, more, walked
     by_read = memo.get(program)
     if not by_read:
         return None
@@ -688,7 +759,8 @@ def _find(arena, memo, program, prev):
                 listed.remove(w)       # the last one found is tried first
                 listed.append(w)
                 if prev is not None and _linkable(*prev, w, *shift):
-                    prev[0].links[(prev[1], program)] = (w, shift[0], shift[1] - prev[2])
+                    prev[0].links[(prev[1], program, prev[3])] = (
+                        w, shift[0], shift[1] - prev[2], shift[2])
                 return (w,) + shift + (walked,)
     return None
 
@@ -719,7 +791,7 @@ def place(sim, effect, starts, trees, replay_one) -> list:
         if found is not None:
             handles.extend(_apply(sim, pending, *found))
             sim.arena_shifted += len(window)
-            prev = found[:3]
+            prev = found[:4]
             continue
         prev = None
         _hold(arena, pending)
