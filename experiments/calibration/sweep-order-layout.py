@@ -9,9 +9,12 @@ first one's, one a line, to OUT:
         experiments/ema_balanced_params.py detach/steps=1200 --nodes 4000 \\
         --profile amd-epyc-zen4-long OUT
 
-The probe tiles the offsets past the last one (the layout of a long chain is periodic: each
-step adds its four nodes' blocks and its step's between the keys), so a few thousand keys
-give it any page count. Nothing is fitted.
+The exact simulation costs time quadratic in the steps (ema-balanced detach: ~10 CPU-s to
+step 1,500, ~7 CPU-min to step 8,000 on the AMD EPYC), so ``--tile N`` writes the first
+run's offsets N times, each copy shifted by the run's span (first to last key, rounded up to
+a page, plus a page): a chain N times as long with the run's own layout repeated (its keys'
+pages, their gaps and the share of their span they fill). ``--from FILE`` tiles a layout
+written before instead of simulating. Nothing is fitted.
 """
 
 import argparse
@@ -19,6 +22,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+
+def tiled(offsets, copies):
+    """``offsets`` written ``copies`` times, each copy shifted by their span (first to last,
+    rounded up to a 4-KiB page, plus a page)."""
+    lo = min(offsets)
+    span = -(-(max(offsets) - lo + 4096) // 4096) * 4096
+    return [o + t * span for t in range(copies) for o in offsets]
 
 
 def main(argv=None) -> int:
@@ -31,7 +42,13 @@ def main(argv=None) -> int:
     parser.add_argument("out")
     parser.add_argument("--nodes", type=int, default=4000)
     parser.add_argument("--profile", default="amd-epyc-zen4-long")
+    parser.add_argument("--tile", type=int, default=1, help="copies of the layout, end to end")
+    parser.add_argument("--from", dest="source", help="tile this layout file (no simulation)")
     args = parser.parse_args(argv)
+    if args.source:
+        offsets = [int(line) for line in Path(args.source).read_text().split()]
+        Path(args.out).write_text("".join(f"{o}\n" for o in tiled(offsets, args.tile)))
+        return 0
     original = timing.Timing.sweep_live
     done = {}
 
@@ -41,7 +58,8 @@ def main(argv=None) -> int:
             blocks = [rc._block for rc, _ in memory.nodes.values() if type(rc._block) is int]
             done["blocks"] = blocks
             first = blocks[0]
-            Path(args.out).write_text("".join(f"{b - first}\n" for b in blocks))
+            offsets = tiled([b - first for b in blocks], args.tile)
+            Path(args.out).write_text("".join(f"{o}\n" for o in offsets))
             pages = len({b // self.PAGE_BYTES for b in blocks})
             print(f"{n} nodes, {len(blocks)} keys placed, {pages} pages, "
                   f"{4096 * pages / len(blocks):.1f} B per key", file=sys.stderr)

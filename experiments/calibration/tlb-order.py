@@ -5,8 +5,9 @@ random-order `tlbr` curve of the same batch, batch by batch (issue 43).
 
     .venv/bin/python experiments/calibration/tlb-order.py DIR [--profile amd-epyc-zen4-long]
 
-DIR holds one directory per batch (`tlb-batch.py PROBE DIR/LABEL LABEL --order LAYOUT`:
-`tlb.csv`, `tlb.stderr`, `tlbr/`, `order/`). For every `order` row (the chain at P key pages,
+DIR holds the batches of `tlb-batch.py PROBE DIR LABEL --order LAYOUT` appended (`tlb.csv`
+one block a batch in the order of `batches.txt`, `tlb.stderr`, `tlbr/rR-LABEL.csv`,
+`order/order-LABEL.csv`). For every `order` row (the chain at P key pages,
 its live key at a share f of the hash order): the measured fraction of key reads that miss,
 (order4k - orderln) / the batch's `sweep_tlb_read_ns`, and the model's, the batch's `tlbr`
 curve read where :meth:`sim.platform.timing.Timing._sweep_reads` reads it for that prefix
@@ -17,8 +18,10 @@ Nothing is fitted.
 
 import argparse
 import csv
+import shutil
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -26,23 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 PAGE = 4096
 
 
-def nodes_table_bytes(n, bucket=32, group=16):
-    """hashbrown's block for ``n`` entries of ``bucket`` B (power-of-two buckets, 7/8 load)."""
-    buckets = 4
-    while n > buckets * 7 // 8:
-        buckets *= 2
-    return buckets * bucket + buckets + group
-
-
 def model_point(pages, keys, prefix, entries):
     """(pages read over the TLB's entries, reads per page) of a prefix of ``prefix`` of a
-    chain's ``keys`` keys on ``pages`` pages, as Timing._sweep_reads counts them."""
-    spacing = pages * PAGE / keys
-    span = keys * spacing / PAGE
-    k = min(prefix, keys)
-    touched = k if span >= keys else span * (1.0 - (1.0 - k / keys) ** (keys / span))
-    read = touched * PAGE + (k / keys) * nodes_table_bytes(keys)
-    return read / (entries * PAGE), max(1.0, k / touched)
+    chain's ``keys`` keys on ``pages`` pages, where the sweep's model reads its curve."""
+    from sim.analysis.tlb import _table_bytes
+    from sim.platform.l2_cache import sweep_tlb_point
+    return sweep_tlb_point(prefix, keys, pages * PAGE / keys, _table_bytes(keys), entries * PAGE)
 
 
 def order_rows(path):
@@ -69,13 +61,26 @@ def main(argv=None) -> int:
     committed = TlbMissCurve(t["sweep_tlb_miss_reads"], t["sweep_tlb_miss_reach"], t["sweep_tlb_miss"])
     acc = {}
     batches = []
-    for batch in sorted(p for p in Path(args.dir).iterdir() if (p / "order").is_dir()):
-        tlb = read_tlb_dir(batch)
-        curves = read_tlbr_dir(batch / "tlbr", tlb["entries"], tlb["ns"])
-        curve = TlbMissCurve(curves["reads"], curves["reach"], curves["miss"])
-        batches.append((batch.name, tlb["ns"]))
-        for path in sorted((batch / "order").glob("*.csv")):
-            for (pages, frac), pair in order_rows(path).items():
+    root = Path(args.dir)
+    labels = [line.split()[1] for line in (root / "batches.txt").read_text().splitlines()
+              if line.startswith("batch ") and " start " in line]
+    blocks = (root / "tlb.csv").read_text().split("pattern,n,ns\n")[1:]
+    if len(blocks) != len(labels):
+        sys.exit(f"{root}: {len(blocks)} tlb.csv blocks for {len(labels)} batches")
+    with tempfile.TemporaryDirectory() as scratch:
+        for label, block in zip(labels, blocks):
+            one = Path(scratch) / label
+            (one / "tlbr").mkdir(parents=True)
+            (one / "tlb.csv").write_text("pattern,n,ns\n" + block)
+            shutil.copy(root / "tlb.stderr", one / "tlb.stderr")
+            shutil.copy(root / "lscpu.txt", one / "lscpu.txt")
+            for f in (root / "tlbr").glob(f"r*-{label}.csv"):
+                shutil.copy(f, one / "tlbr" / f.name)
+            tlb = read_tlb_dir(one)
+            curves = read_tlbr_dir(one / "tlbr", tlb["entries"], tlb["ns"])
+            curve = TlbMissCurve(curves["reads"], curves["reach"], curves["miss"])
+            batches.append((label, tlb["ns"]))
+            for (pages, frac), pair in order_rows(root / "order" / f"order-{label}.csv").items():
                 if "order4k" not in pair or "orderln" not in pair:
                     continue
                 o, ln = pair["order4k"], pair["orderln"]

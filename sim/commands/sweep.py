@@ -989,6 +989,6 @@ def tlb_curve_source(profile) -> str | None:
         return ("the miss curve measured in the orphan sweep's own order and key spacing "
                 "(sweep-scan `order` rows, [time] sweep_tlb_order_*)")
     if time.get("sweep_tlb_miss_reads"):
-        return ("the random-order miss curve (sweep-scan `tlbr` rows): the sweep's own order "
-                "not measured on this profile's host (no sweep_tlb_order_* rows)")
+        return ("the random-order miss curve (sweep-scan `tlbr` rows; the profile has no "
+                "sweep_tlb_order_* curve in the sweep's own order)")
     return "the TLB's size and ways (no measured miss curve on this profile's host)"
