@@ -180,6 +180,27 @@ def tlbr_curves(rows, entries, ns):
     return reads, [curves[r][0] for r in reads], [curves[r][1] for r in reads]
 
 
+def _csv_rows(directory, columns, check):
+    """``(rows, files)``: the rows of every ``*.csv`` in ``directory`` (a run appended to a file
+    repeats the header: skipped) and the files that gave one ``check(row)`` true; a row
+    ``check`` cannot read (KeyError, TypeError, ValueError) is one error naming the file and
+    the ``columns`` expected."""
+    rows, files = [], []
+    for path in sorted(Path(directory).glob("*.csv")):
+        with open(path, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                if row.get("pattern") == "pattern":
+                    continue
+                try:
+                    counts = check(row, path)
+                except (KeyError, TypeError, ValueError):
+                    raise UserError(f"{path}: expected columns {columns}") from None
+                rows.append(row)
+                if counts and path not in files:
+                    files.append(path)
+    return rows, files
+
+
 def read_tlbr_dir(directory, entries, ns) -> dict:
     """The miss curves (:func:`tlbr_curves`) of every ``*.csv`` of the ``tlbr`` rows in
     ``directory`` (a run appended to a file repeats the header: skipped), and the files
@@ -187,20 +208,12 @@ def read_tlbr_dir(directory, entries, ns) -> dict:
     directory = Path(directory)
     if not directory.is_dir():
         return None
-    rows, files = [], []
-    for path in sorted(directory.glob("*.csv")):
-        with open(path, newline="", encoding="utf-8") as f:
-            for row in csv.DictReader(f):
-                if row.get("pattern") == "pattern":
-                    continue
-                try:
-                    float(row["ns"]), int(row["pages"]), int(row["per_page"]), float(row["fill"])
-                except (KeyError, TypeError, ValueError):
-                    raise UserError(f"{path}: expected columns "
-                                    "pattern,pages,per_page,fill,keys,ns") from None
-                rows.append(row)
-                if float(row["fill"]) >= MIN_FILL and path not in files:
-                    files.append(path)
+
+    def check(row, path):
+        float(row["ns"]), int(row["pages"]), int(row["per_page"])
+        return float(row["fill"]) >= MIN_FILL
+
+    rows, files = _csv_rows(directory, "pattern,pages,per_page,fill,keys,ns", check)
     reads, reach, miss = tlbr_curves(rows, entries, ns)
     if not reads:
         raise UserError(f"{directory}: no tlbr rows of pages filling at least {MIN_FILL:g} "
@@ -266,23 +279,16 @@ def read_order_dir(directory, entries, ns) -> dict:
     directory = Path(directory)
     if not directory.is_dir():
         return None
-    rows, files = [], []
-    for path in sorted(directory.glob("*.csv")):
-        with open(path, newline="", encoding="utf-8") as f:
-            for row in csv.DictReader(f):
-                if row.get("pattern") == "pattern":
-                    continue
-                try:
-                    float(row["ns"]), float(row["frac"])
-                    int(row["pages"]), int(row["keys"]), int(row["prefix"])
-                except (KeyError, TypeError, ValueError):
-                    raise UserError(f"{path}: expected columns "
-                                    "pattern,pages,keys,frac,prefix,touched,table_pages,ns") from None
-                if row["pattern"] not in ("order4k", "orderln") or int(row["keys"]) < 1:
-                    raise UserError(f"{path}: a row of pattern {row['pattern']!r} with "
-                                    f"{row['keys']} keys (order4k or orderln, at least 1 key)")
-                rows.append(row)
-        files.append(path)
+
+    def check(row, path):
+        float(row["ns"]), float(row["frac"]), int(row["pages"]), int(row["prefix"])
+        if row["pattern"] not in ("order4k", "orderln") or int(row["keys"]) < 1:
+            raise UserError(f"{path}: a row of pattern {row['pattern']!r} with "
+                            f"{row['keys']} keys (order4k or orderln, at least 1 key)")
+        return True
+
+    rows, files = _csv_rows(directory, "pattern,pages,keys,frac,prefix,touched,table_pages,ns",
+                            check)
     reads, reach, miss = order_curves(rows, entries, ns)
     if not reads:
         raise UserError(f"{directory}: no order rows with both order4k and orderln")

@@ -197,16 +197,21 @@ def _order_rows(d, extra):
     (d / "order" / "order-a.csv").write_text("\n".join(rows) + "\n")
 
 
+def _calibrated(tmp_path, d, capsys):
+    """The text of amd-epyc-zen4 calibrated with the probe's output in ``d``."""
+    out = tmp_path / "p.toml"
+    code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--tlb", str(d),
+                              "--out", str(out)], capsys)
+    assert code == 0, lines
+    return out.read_text()
+
+
 def test_calibrate_tlb_writes_the_sweep_order_curves_of_the_order_rows(tmp_path, capsys):
     from sim.analysis.tlb import _table_bytes
     from sim.platform.l2_cache import sweep_tlb_point
     d = _probe_dir(tmp_path)
     _order_rows(d, lambda pages, frac: {1024: 0.0, 2048: 0.7, 4096: 3.5}[pages] * frac)
-    out = tmp_path / "p.toml"
-    code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--tlb", str(d),
-                              "--out", str(out)], capsys)
-    assert code == 0, lines
-    text = out.read_text()
+    text = _calibrated(tmp_path, d, capsys)
     time = tomllib.loads(text)["time"]
     # one curve a place of the live key, at the reads per page and pages read (over 2,048
     # entries) where the sweep's model reads its curve for that pass
@@ -223,7 +228,7 @@ def test_calibrate_tlb_writes_the_sweep_order_curves_of_the_order_rows(tmp_path,
     # the sweep then reads them (Timing.tlb_source)
     from sim.engine.profile import load_profile
     from sim.platform.timing import Timing
-    profile = load_profile(str(out))
+    profile = load_profile(str(tmp_path / "p.toml"))
     caches = Timing.caches(type("P", (), profile.data["process"]))
     assert Timing(None, profile.data["time"], caches).tlb_source == "order"
 
@@ -245,11 +250,7 @@ def test_a_profile_without_the_sweep_order_rows_keeps_the_random_order_curve(tmp
     assert tlb_curve_source(load_profile("m2max-macos")) is None
     # calibrate --tlb without order/ rows adds the keys, empty, and says why
     d = _probe_dir(tmp_path)
-    out = tmp_path / "p.toml"
-    code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--tlb", str(d),
-                              "--out", str(out)], capsys)
-    assert code == 0, lines
-    text = out.read_text()
+    text = _calibrated(tmp_path, d, capsys)
     time = tomllib.loads(text)["time"]
     assert time["sweep_tlb_order_reads"] == time["sweep_tlb_order_miss"] == []
     assert "the sweep reads the random-order curves above" in text
