@@ -50,7 +50,9 @@
 //!   `BTreeMap<NodeId, Arc<Graph>>` of one entry per node, all pointing at the graph. One
 //!   key is live (a second handle), at a share `f` of the hash order for each `f` of FRACS:
 //!   a sweep clones the locator and, for each entry, try-locks the graph and walks the
-//!   table's groups and slots up to the live key, reading each key's count (`maybe_useful`).
+//!   table's groups (each group's control bytes to a bitmask of full buckets, its set bits in
+//!   order, as hashbrown's RawIter; `SWEEP_ORDER_BYTES` set: a branch per control byte) and
+//!   slots up to the live key, reading each key's count (`maybe_useful`).
 //!   ns per key read over the passes of a trial (a sweep's first entries; the same prefix
 //!   every pass, as within one real sweep); the row also gives the keys read (`prefix`),
 //!   the pages those keys lie on (`touched`) and the table's pages the walk reads
@@ -457,17 +459,36 @@ fn order(offsets: &[i64], frac: f64, packed: bool, seed: u64) -> (f64, usize, us
     let table = &table[..];
     // maybe_useful: the table's groups in order, each full slot's key dereferenced, up to
     // the first key with a second handle
+    // hashbrown's RawIter: a group's 16 control bytes to a bitmask of its full buckets (one
+    // SSE2 movemask), then the set bits in order (no branch per empty bucket); with
+    // SWEEP_ORDER_BYTES set, a branch on every control byte instead (session 56's first
+    // batches)
+    let bytes = std::env::var("SWEEP_ORDER_BYTES").is_ok();
+    let read = |i: usize| -> bool {
+        let slot = ctrl_at - (i + 1) * 32;
+        let ptr = usize::from_ne_bytes(table[slot..slot + 8].try_into().unwrap());
+        (unsafe { (ptr as *const usize).read_volatile() }) > 1
+    };
     let useful = || -> bool {
         let ctrl = &table[ctrl_at..];
         let mut group = 0;
         while group < buckets {
-            for i in group..group + 16 {
-                if ctrl[i] != 0 {
-                    let slot = ctrl_at - (i + 1) * 32;
-                    let ptr = usize::from_ne_bytes(table[slot..slot + 8].try_into().unwrap());
-                    if unsafe { (ptr as *const usize).read_volatile() } > 1 {
+            if bytes {
+                for i in group..group + 16 {
+                    if ctrl[i] != 0 && read(i) {
                         return true;
                     }
+                }
+            } else {
+                let mut mask = 0u32;
+                for (j, &c) in ctrl[group..group + 16].iter().enumerate() {
+                    mask |= ((c != 0) as u32) << j;
+                }
+                while mask != 0 {
+                    if read(group + mask.trailing_zeros() as usize) {
+                        return true;
+                    }
+                    mask &= mask - 1;
                 }
             }
             group += 16;
@@ -564,6 +585,8 @@ fn main() {
         if let Some((entries, code)) = dtlb() {
             eprintln!("cpuid 0x80000006: L2 DTLB 4K {entries} entries, associativity code {code}");
         }
+        let how = if std::env::var("SWEEP_ORDER_BYTES").is_ok() { "a branch per control byte" } else { "group bitmasks (hashbrown)" };
+        eprintln!("order: table iterated by {how}");
         println!("pattern,pages,keys,frac,prefix,touched,table_pages,ns");
         for &p in &sizes {
             let keys = chain(&layout, p);
