@@ -47,7 +47,7 @@ INT, FLOAT, STR, STRS = "int", "float", "str", "list of strings"
 FLOATS, FLOAT_ROWS = "list of numbers", "list of lists of numbers"
 #: a table whose every value is a list of strings (optional: a profile may lack the key)
 STRS_BY_KEY = "table of lists of strings"
-#: keys a profile may leave out, read as empty lists (measured where a probe ran: the data
+#: keys a profile may leave out, read as empty lists where read (measured where a probe ran: the data
 #: TLB's miss curves in the sweep's own order, ``sim calibrate --tlb`` with `order` rows)
 OPTIONAL_EMPTY = frozenset({"sweep_tlb_order_reads", "sweep_tlb_order_reach",
                             "sweep_tlb_order_miss"})
@@ -400,7 +400,6 @@ def _check_keys(table, section, keys, path) -> None:
         if key not in table and kind == STRS_BY_KEY:
             continue
         if key not in table and key in OPTIONAL_EMPTY:
-            table[key] = []
             continue
         if key not in table:
             raise ProfileError(f"{path}: missing key {section}.{key}")
@@ -492,7 +491,7 @@ def _check_tlb_curve(time, path) -> None:
     (at most 1); all empty where not measured."""
     for names in (("sweep_tlb_miss_reads", "sweep_tlb_miss_reach", "sweep_tlb_miss"),
                   ("sweep_tlb_order_reads", "sweep_tlb_order_reach", "sweep_tlb_order_miss")):
-        reads, reach, miss = (time[key] for key in names)
+        reads, reach, miss = (time.get(key, []) for key in names)
         r, x, m = names
         bad = None
         if not (len(reads) == len(reach) == len(miss)):

@@ -242,7 +242,7 @@ def test_a_profile_without_the_sweep_order_rows_keeps_the_random_order_curve(tmp
     base = (ROOT / "models" / "amd-epyc-zen4.toml").read_text()
     assert "sweep_tlb_order" not in base
     profile = load_profile("amd-epyc-zen4")
-    assert profile.data["time"]["sweep_tlb_order_reads"] == []
+    assert profile.data["time"].get("sweep_tlb_order_reads", []) == []
     caches = Timing.caches(type("P", (), profile.data["process"]))
     assert Timing(None, profile.data["time"], caches).tlb_source == "random"
     assert "random-order" in tlb_curve_source(profile)
