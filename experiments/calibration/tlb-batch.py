@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Take the sweep-scan probe's data-TLB rows in one batch: the `tlb` rows (one key a page,
 the cost of a miss) and the `tlbr` rows at every R of READS (keys R to a page, pages
-filling all of their span), into OUT/tlb.csv, OUT/tlb.stderr and OUT/tlbr/rR-LABEL.csv.
+filling all of their span), into OUT/tlb.csv, OUT/tlb.stderr and OUT/tlbr/rR-LABEL.csv, and
+with --order LAYOUT the `order` rows (the orphan sweep's reads of a chain laid out as LAYOUT's
+key offsets, in its own order: `sweep-order-layout.py`) into OUT/order/order-LABEL.csv.
 
 Run it inside a hold of the timing lock, on the pinned core:
 
     flock /work/notes/timing.lock python3 experiments/calibration/tlb-batch.py \
-        PROBE OUT LABEL [--reads 1,2,3,4,5,6,7,8,10]
+        PROBE OUT LABEL [--reads 1,2,3,4,5,6,7,8,10] [--order LAYOUT]
 
 (PROBE: the sweep-scan binary). It starts a session of its own and raises that session's
 autogroup to -15 (with the kernel's autogroups, nice counts only inside a session), then
@@ -23,6 +25,10 @@ from pathlib import Path
 
 TLBR_PAGES = "1024,2048,2560,2816,3072,3328,3584,3840,4096,4608,5120,6144,8192"
 TLB_N = "1024,2048,3072,4096,6144,8192,12288,16384,24576"
+#: the `order` rows: the chain's key pages (about 0.33 to 1.5 of a 3,072-entry TLB's reach)
+#: and the live key's place in the hash order (the 8 quantiles of a uniform place)
+ORDER_PAGES = "1024,1536,2048,2304,2560,2816,3072,3328,3584,3840,4096,4352,4608"
+ORDER_FRACS = "0.0625,0.1875,0.3125,0.4375,0.5625,0.6875,0.8125,0.9375"
 
 
 def now():
@@ -36,6 +42,11 @@ def main():
     ap.add_argument("label")
     ap.add_argument("--reads", default="1,2,3,4,5,6,7,8,10")
     ap.add_argument("--no-tlb", action="store_true", help="only the tlbr rows")
+    ap.add_argument("--order", metavar="LAYOUT",
+                    help="also the `order` rows (the sweep's own order and spacing) of the "
+                         "chain whose key offsets LAYOUT holds, into OUT/order/order-LABEL.csv")
+    ap.add_argument("--fracs", default=ORDER_FRACS, help="the live key's shares of the hash order")
+    ap.add_argument("--order-pages", default=ORDER_PAGES, help="the chain's key pages")
     a = ap.parse_args()
     out = Path(a.out)
     (out / "tlbr").mkdir(parents=True, exist_ok=True)
@@ -56,6 +67,10 @@ def main():
     for r in a.reads.split(","):
         jobs.append((f"tlbr/r{r}-{a.label}.csv", f"tlbr/r{r}-{a.label}.stderr",
                      ["tlbr", r, "1", TLBR_PAGES]))
+    if a.order:
+        (out / "order").mkdir(exist_ok=True)
+        jobs.append((f"order/order-{a.label}.csv", f"order/order-{a.label}.stderr",
+                     ["order", a.order, a.fracs, a.order_pages]))
     for csv_name, err_name, args in jobs:
         t0 = now()
         with open(out / csv_name, "a") as fo, open(out / err_name, "a") as fe:

@@ -25,6 +25,17 @@ that ``R`` whose pages fill at least :data:`MIN_FILL` of their span (dense pages
 heap's are: there where they fall does not change the misses, the probe's 63 % and 100 %
 rows agree within their spread; pages in regions of their own miss earlier and cost more a
 miss, a layout the chains do not have). No fit.
+
+``sweep-scan order LAYOUT FRACS P,...`` reads a chain's keys in the orphan sweep's own order
+and at its spacing: the keys at the addresses the simulated glibc arena gave an EMA chain's
+keys (LAYOUT), the graph at ``P`` key pages, a hashbrown ``nodes`` table over them walked in
+bucket order up to the live key at a share ``f`` of it, once per locator entry
+(``order4k``), against the same with the keys packed 64 to a page (``orderln``).
+:func:`read_order_dir` turns the rows of an ``order/`` directory into miss curves of the
+same kind, one per ``f``, each point where the sweep's model reads its curve for that pass
+(:func:`sim.platform.l2_cache.sweep_tlb_point`: the pages read over the TLB's entries, the
+reads per page, from the chain's keys, pages, table and the keys read), the fraction of reads
+that miss ``(order4k - orderln) / ns``, the mean over the runs. No fit.
 """
 
 from __future__ import annotations
@@ -35,9 +46,10 @@ import statistics
 from pathlib import Path
 
 from ..errors import UserError
+from ..platform.l2_cache import sweep_tlb_point
 
 __all__ = ["AMD_WAYS", "MIN_FILL", "parse_cpuid_line", "tlb_read_cost", "read_tlb_dir",
-           "tlbr_curves", "read_tlbr_dir"]
+           "tlbr_curves", "read_tlbr_dir", "order_curves", "read_order_dir"]
 
 #: AMD's associativity codes of cpuid 0x80000006's TLB fields (AMD64 APM vol. 3, CPUID
 #: Fn8000_0006, the L2 TLB associativity encoding); 0xF (fully associative) as 0
@@ -168,6 +180,27 @@ def tlbr_curves(rows, entries, ns):
     return reads, [curves[r][0] for r in reads], [curves[r][1] for r in reads]
 
 
+def _csv_rows(directory, columns, check):
+    """``(rows, files)``: the rows of every ``*.csv`` in ``directory`` (a run appended to a file
+    repeats the header: skipped) and the files that gave one ``check(row)`` true; a row
+    ``check`` cannot read (KeyError, TypeError, ValueError) is one error naming the file and
+    the ``columns`` expected."""
+    rows, files = [], []
+    for path in sorted(Path(directory).glob("*.csv")):
+        with open(path, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                if row.get("pattern") == "pattern":
+                    continue
+                try:
+                    counts = check(row, path)
+                except (KeyError, TypeError, ValueError):
+                    raise UserError(f"{path}: expected columns {columns}") from None
+                rows.append(row)
+                if counts and path not in files:
+                    files.append(path)
+    return rows, files
+
+
 def read_tlbr_dir(directory, entries, ns) -> dict:
     """The miss curves (:func:`tlbr_curves`) of every ``*.csv`` of the ``tlbr`` rows in
     ``directory`` (a run appended to a file repeats the header: skipped), and the files
@@ -175,22 +208,88 @@ def read_tlbr_dir(directory, entries, ns) -> dict:
     directory = Path(directory)
     if not directory.is_dir():
         return None
-    rows, files = [], []
-    for path in sorted(directory.glob("*.csv")):
-        with open(path, newline="", encoding="utf-8") as f:
-            for row in csv.DictReader(f):
-                if row.get("pattern") == "pattern":
-                    continue
-                try:
-                    float(row["ns"]), int(row["pages"]), int(row["per_page"]), float(row["fill"])
-                except (KeyError, TypeError, ValueError):
-                    raise UserError(f"{path}: expected columns "
-                                    "pattern,pages,per_page,fill,keys,ns") from None
-                rows.append(row)
-                if float(row["fill"]) >= MIN_FILL and path not in files:
-                    files.append(path)
+
+    def check(row, path):
+        float(row["ns"]), int(row["pages"]), int(row["per_page"])
+        return float(row["fill"]) >= MIN_FILL
+
+    rows, files = _csv_rows(directory, "pattern,pages,per_page,fill,keys,ns", check)
     reads, reach, miss = tlbr_curves(rows, entries, ns)
     if not reads:
         raise UserError(f"{directory}: no tlbr rows of pages filling at least {MIN_FILL:g} "
                         "of their span with both spread4k and lines4k")
+    return {"reads": reads, "reach": reach, "miss": miss, "files": files}
+
+
+def _table_bytes(keys, slot=SLOT_BYTES, group=16) -> int:
+    """hashbrown's block for ``keys`` entries of ``slot`` B: power-of-two buckets at most 7/8
+    full (3 of 4 below 8), the slots, a control byte each and one more group."""
+    buckets = 4
+    while keys > (buckets - 1 if buckets < 8 else buckets // 8 * 7):
+        buckets *= 2
+    return buckets * slot + buckets + group
+
+
+def order_curves(rows, entries, ns):
+    """``(reads, reach, miss)``: the miss curves (module docstring) of ``rows``, dicts of an
+    ``order`` CSV's columns (``pattern, pages, keys, frac, prefix, touched, table_pages,
+    ns``), for a TLB of ``entries`` entries whose miss costs ``ns``: one curve per ``frac``,
+    its reads per page the mean of its points' (ascending by it; a curve whose mean would
+    repeat another's is left out).
+
+    >>> rows = [dict(pattern=p, pages=pg, keys=8 * pg, frac=1.0, prefix=8 * pg, ns=v)
+    ...         for p, pg, v in (("order4k", 1024, 1.0), ("orderln", 1024, 1.0),
+    ...                          ("order4k", 4096, 3.0), ("orderln", 4096, 1.0))]
+    >>> order_curves(rows, 3072, 5.0)
+    ([8.0], [[0.3763, 1.5052]], [[0.0, 0.4]])
+    """
+    runs = {}
+    for row in rows:
+        key = (float(row["frac"]), int(row["pages"]), int(row["keys"]), int(row["prefix"]))
+        runs.setdefault(key, {}).setdefault(row["pattern"], []).append(float(row["ns"]))
+    curves = {}
+    for (frac, pages, keys, prefix), ns_of in sorted(runs.items()):
+        if "order4k" not in ns_of or "orderln" not in ns_of:
+            continue
+        spread = sum(ns_of["order4k"]) / len(ns_of["order4k"])
+        lines = sum(ns_of["orderln"]) / len(ns_of["orderln"])
+        x, reads = sweep_tlb_point(prefix, keys, pages * PAGE_BYTES / keys, _table_bytes(keys),
+                                   entries * PAGE_BYTES, PAGE_BYTES)
+        curve = curves.setdefault(frac, ([], [], []))
+        curve[0].append(reads)
+        curve[1].append(round(x, 4))
+        curve[2].append(round(min(1.0, max(0.0, (spread - lines) / ns)), 3))
+    out = []
+    for frac in sorted(curves):
+        r, x, m = curves[frac]
+        order = sorted(range(len(x)), key=x.__getitem__)
+        xs = [x[i] for i in order]
+        if len(set(xs)) != len(xs):
+            continue
+        out.append((round(max(1.0, sum(r) / len(r)), 3), xs, [m[i] for i in order]))
+    out.sort()
+    kept = [c for i, c in enumerate(out) if i == 0 or c[0] > out[i - 1][0]]
+    return [c[0] for c in kept], [c[1] for c in kept], [c[2] for c in kept]
+
+
+def read_order_dir(directory, entries, ns) -> dict:
+    """The miss curves in the sweep's own order (:func:`order_curves`) of every ``*.csv`` of
+    the ``order`` rows in ``directory`` (a run appended to a file repeats the header:
+    skipped), and the files read; None where ``directory`` is not a directory."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+
+    def check(row, path):
+        float(row["ns"]), float(row["frac"]), int(row["pages"]), int(row["prefix"])
+        if row["pattern"] not in ("order4k", "orderln") or int(row["keys"]) < 1:
+            raise UserError(f"{path}: a row of pattern {row['pattern']!r} with "
+                            f"{row['keys']} keys (order4k or orderln, at least 1 key)")
+        return True
+
+    rows, files = _csv_rows(directory, "pattern,pages,keys,frac,prefix,touched,table_pages,ns",
+                            check)
+    reads, reach, miss = order_curves(rows, entries, ns)
+    if not reads:
+        raise UserError(f"{directory}: no order rows with both order4k and orderln")
     return {"reads": reads, "reach": reach, "miss": miss, "files": files}

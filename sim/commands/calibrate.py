@@ -335,7 +335,10 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
 #: where ``sim calibrate --tlb`` writes each value of the probe's: (section, key, field)
 TLB_KEYS = (("process", "dtlb_entries", "entries"), ("process", "dtlb_ways", "ways"),
             ("time", "sweep_tlb_read_ns", "ns"), ("time", "sweep_tlb_miss_reads", "reads"),
-            ("time", "sweep_tlb_miss_reach", "reach"), ("time", "sweep_tlb_miss", "miss"))
+            ("time", "sweep_tlb_miss_reach", "reach"), ("time", "sweep_tlb_miss", "miss"),
+            ("time", "sweep_tlb_order_reads", "order_reads"),
+            ("time", "sweep_tlb_order_reach", "order_reach"),
+            ("time", "sweep_tlb_order_miss", "order_miss"))
 
 
 def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
@@ -345,11 +348,15 @@ def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
     read whose page misses; no fit, no simulation) and the TLB's miss curves ``[time]
     sweep_tlb_miss_reads``, ``sweep_tlb_miss_reach``, ``sweep_tlb_miss`` from its ``tlbr``
     rows in ``tlb_dir/tlbr/`` (:func:`sim.analysis.tlb.read_tlbr_dir`; empty, the miss
-    fraction then from the TLB's size and ways, where there are none) into profile
+    fraction then from the TLB's size and ways, where there are none) and its miss curves in
+    the orphan sweep's own order and key spacing ``[time] sweep_tlb_order_*`` from its
+    ``order`` rows in ``tlb_dir/order/`` (:func:`sim.analysis.tlb.read_order_dir`; empty,
+    the sweep then reads the random-order curves, where there are none; keys the base
+    profile lacks are added after ``sweep_tlb_miss``) into profile
     ``base``, each value with a comment naming the files and the host they were measured
     on. The rest of the profile,
     its header and its ``[calibration]`` record stay as they are. Returns the values."""
-    from ..analysis.tlb import MIN_FILL, read_tlb_dir, read_tlbr_dir
+    from ..analysis.tlb import MIN_FILL, read_order_dir, read_tlb_dir, read_tlbr_dir
 
     profile, base_text = _measured_base(base, out, force)
     tlb = read_tlb_dir(tlb_dir)
@@ -368,7 +375,25 @@ def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
         "# The data TLB's miss curves (sim.platform.l2_cache.TlbMissCurve): none measured (no",
         f"# tlbr/ rows in {_relative(Path(tlb_dir))}): the miss fraction from the TLB's size and",
         "# ways; written by `sim calibrate --tlb`"])
+    order = read_order_dir(Path(tlb_dir) / "order", values["entries"], values["ns"])
+    values.update({"order_" + k: v for k, v in
+                   (order or {"reads": [], "reach": [], "miss": []}).items() if k != "files"})
+    order_note = ([
+        "# The data TLB's miss curves in the orphan sweep's own order and key spacing (they",
+        "# replace the curves above where measured): one per place of the live key in the hash",
+        "# order, at the reads per page, pages read over the TLB's entries (the keys' and the",
+        "# nodes table's share) where the sweep's model reads its curve for that pass",
+        "# (sim.platform.l2_cache.sweep_tlb_point), and the fraction of reads that miss,",
+        "# (order4k - orderln) / sweep_tlb_read_ns, [measured] by `sweep-scan order LAYOUT FRACS",
+        "# P,...` on " + tlb["host"] + ": an EMA chain's keys at the simulated arena's",
+        "# addresses, read in hash order up to the live key once per locator entry (no fit);",
+        "# written by `sim calibrate --tlb` from"] + [f"# {_relative(f)}" for f in order["files"]]
+        if order else [
+        "# The data TLB's miss curves in the orphan sweep's own order: none measured (no order/",
+        f"# rows in {_relative(Path(tlb_dir))}): the sweep reads the random-order curves above;",
+        "# written by `sim calibrate --tlb`"])
     notes = {
+        "order_reads": order_note,
         "entries": [
             "# Entries and ways of the core's L2 data TLB for 4-KiB pages (the orphan sweep's",
             "# TLB model, sim/platform/timing.py: a sweep read whose page the TLB does not hold",
@@ -385,8 +410,22 @@ def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
         "reads": curve_note,
     }
     lines = base_text.rstrip("\n").split("\n")
+    _add_missing(lines, "time", "sweep_tlb_miss",
+                 [key for section, key, _ in TLB_KEYS if key.startswith("sweep_tlb_order")])
     _set_keys(lines, TLB_KEYS, values, notes, keep_shared=False)
     return _write_measured(profile, lines, TLB_KEYS, values, tlb["host"], out, echo)
+
+
+def _add_missing(lines, section, after, keys) -> None:
+    """Add the ``keys`` that table ``[section]`` of a profile's ``lines`` lacks (optional keys,
+    :data:`sim.engine.profile.OPTIONAL_EMPTY`), empty, one run under one comment line, after
+    the line of key ``after`` (:func:`_set_keys` writes their comment)."""
+    missing = [key for key in keys if _find_key(lines, section, key) is None]
+    i = _find_key(lines, section, after)
+    if missing and i is None:
+        raise UserError(f"cannot find {section}.{after} in the base profile text")
+    if missing:
+        lines[i + 1:i + 1] = ["#"] + [f"{key} = []" for key in missing]
 
 
 def _measured_base(base, out, force):

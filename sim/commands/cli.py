@@ -294,7 +294,8 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
                    "and [time] sweep_tlb_read_ns from the sweep-scan probe's `tlb` output in "
                    "DIR (tlb.csv, tlb.stderr; the host from a 'host:' line or lscpu.txt), and "
                    "its miss curves [time] sweep_tlb_miss_* from the `tlbr` rows in DIR/tlbr/ "
-                   "(empty without them)")
+                   "and sweep_tlb_order_* (in the orphan sweep's own order) from the `order` "
+                   "rows in DIR/order/ (each empty without them)")
 @click.option("--process-parts", "parts_path", type=click.Path(), default=None,
               metavar="CSV|DIR",
               help="instead of a fit: write [process] baseline_rss_bytes (the mean RSS before "

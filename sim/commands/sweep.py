@@ -952,6 +952,9 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
                 if _value_text(value) not in texts:
                     texts.append(_value_text(value))
     info["hosts"] = _hosts(profile, paths)
+    tlb = tlb_curve_source(profile)
+    if tlb:
+        info["tlb"] = tlb
     info.update({
         "profile": profile.name, "code_version": run.code,
         "workloads": [{"name": w.name, "description": w.description,
@@ -974,3 +977,19 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
             figures=not info.pop("no_figures", False),
             data=(run.ordered_rows(with_params), errors, with_params))
     return info
+
+
+def tlb_curve_source(profile) -> str | None:
+    """What the orphan sweep's data TLB misses come from on ``profile`` (a sentence for the
+    report's *What was run*), or None where it models no TLB."""
+    process, time = profile.data["process"], profile.data["time"]
+    if not (process.get("dtlb_entries") and process.get("dtlb_ways")
+            and time.get("sweep_tlb_read_ns")):
+        return None
+    if time.get("sweep_tlb_order_reads"):
+        return ("the miss curve measured in the orphan sweep's own order and key spacing "
+                "(sweep-scan `order` rows, [time] sweep_tlb_order_*)")
+    if time.get("sweep_tlb_miss_reads"):
+        return ("the random-order miss curve (sweep-scan `tlbr` rows; the profile has no "
+                "sweep_tlb_order_* curve in the sweep's own order)")
+    return "the TLB's size and ways (no measured miss curve on this profile's host)"

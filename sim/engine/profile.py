@@ -47,6 +47,10 @@ INT, FLOAT, STR, STRS = "int", "float", "str", "list of strings"
 FLOATS, FLOAT_ROWS = "list of numbers", "list of lists of numbers"
 #: a table whose every value is a list of strings (optional: a profile may lack the key)
 STRS_BY_KEY = "table of lists of strings"
+#: keys a profile may leave out, read as empty lists where read (measured where a probe ran: the data
+#: TLB's miss curves in the sweep's own order, ``sim calibrate --tlb`` with `order` rows)
+OPTIONAL_EMPTY = frozenset({"sweep_tlb_order_reads", "sweep_tlb_order_reach",
+                            "sweep_tlb_order_miss"})
 
 #: section -> key -> type. Every key is required; no other key is allowed.
 SCHEMA = {
@@ -152,6 +156,9 @@ SCHEMA = {
         "sweep_tlb_miss_reads": FLOATS,    # the data TLB's measured miss curves (sim.platform.
         "sweep_tlb_miss_reach": FLOAT_ROWS,  #   l2_cache.TlbMissCurve): reads per page of each,
         "sweep_tlb_miss": FLOAT_ROWS,      #   its pages read / entries, fraction of reads missing
+        "sweep_tlb_order_reads": FLOATS,   # the same in the orphan sweep's own order and key
+        "sweep_tlb_order_reach": FLOAT_ROWS,  # spacing (sweep-scan `order` rows; optional:
+        "sweep_tlb_order_miss": FLOAT_ROWS,   #   missing or empty, the curves above)
         "pop_scan_group_ns": FLOAT,    # PopNodeSet::pop's scan for the first full bucket
         "process_warmup_ns": FLOAT,
         "page_fault_ns": FLOAT,        # per page (platform page size) made resident
@@ -397,6 +404,8 @@ def _check_keys(table, section, keys, path) -> None:
     for key, kind in keys.items():
         if key not in table and kind == STRS_BY_KEY:
             continue
+        if key not in table and key in OPTIONAL_EMPTY:
+            continue
         if key not in table:
             raise ProfileError(f"{path}: missing key {section}.{key}")
         table[key] = _checked_value(table[key], kind, f"{section}.{key}", path)
@@ -481,19 +490,23 @@ def _check_rules(data, path) -> None:
 
 
 def _check_tlb_curve(time, path) -> None:
-    """The data TLB's miss curves: one ``sweep_tlb_miss_reach`` and one ``sweep_tlb_miss``
-    row per ``sweep_tlb_miss_reads`` value (ascending, at least 1), each row's points
-    ascending and as many as its fractions (at most 1); all empty where not measured."""
-    reads, reach, miss = (time[key] for key in
-                          ("sweep_tlb_miss_reads", "sweep_tlb_miss_reach", "sweep_tlb_miss"))
-    bad = None
-    if not (len(reads) == len(reach) == len(miss)):
-        bad = "one sweep_tlb_miss_reach and one sweep_tlb_miss row per sweep_tlb_miss_reads value"
-    elif any(r < 1.0 for r in reads) or reads != sorted(set(reads)):
-        bad = "sweep_tlb_miss_reads ascending, each at least 1"
-    elif any(not xs or len(xs) != len(ys) or xs != sorted(set(xs)) for xs, ys in zip(reach, miss)):
-        bad = "each sweep_tlb_miss_reach row ascending, with a sweep_tlb_miss value per point"
-    elif any(f > 1.0 for ys in miss for f in ys):
-        bad = "sweep_tlb_miss fractions at most 1"
-    if bad:
-        raise ProfileError(f"{path}: time.sweep_tlb_miss*: expected {bad}")
+    """The data TLB's miss curves, the random-order ones (``sweep_tlb_miss_*``) and those in
+    the sweep's own order (``sweep_tlb_order_*``): one reach row and one miss row per reads
+    value (ascending, at least 1), each row's points ascending and as many as its fractions
+    (at most 1); all empty where not measured."""
+    for names in (("sweep_tlb_miss_reads", "sweep_tlb_miss_reach", "sweep_tlb_miss"),
+                  ("sweep_tlb_order_reads", "sweep_tlb_order_reach", "sweep_tlb_order_miss")):
+        reads, reach, miss = (time.get(key, []) for key in names)
+        r, x, m = names
+        bad = None
+        if not (len(reads) == len(reach) == len(miss)):
+            bad = f"one {x} and one {m} row per {r} value"
+        elif any(v < 1.0 for v in reads) or reads != sorted(set(reads)):
+            bad = f"{r} ascending, each at least 1"
+        elif any(not xs or len(xs) != len(ys) or xs != sorted(set(xs))
+                 for xs, ys in zip(reach, miss)):
+            bad = f"each {x} row ascending, with a {m} value per point"
+        elif any(f > 1.0 for ys in miss for f in ys):
+            bad = f"{m} fractions at most 1"
+        if bad:
+            raise ProfileError(f"{path}: time.{r.rsplit('_', 1)[0]}*: expected {bad}")

@@ -129,6 +129,7 @@ def _what_was_run(info):
         if info.get("grid") else "Workload parameters: defaults.",
         f"Measured: {', '.join(f'`{_shown(m)}`' for m in info.get('measured', [])) or 'none'}.",
         _hosts_line(info.get("hosts")),
+        f"The orphan sweep's data TLB misses: {info['tlb']}." if info.get("tlb") else None,
         ("Rows of `sim measure --quick` (loop counts cut ~10x), simulated with the probes' "
          "quick parameters: " + "; ".join(f"`{name}` {params}" for name, params
                                           in info["quick"].items()) + ".")

@@ -43,7 +43,7 @@ from collections import OrderedDict
 import numpy as np
 
 __all__ = ["Chunk", "L2Cache", "set_miss_fraction", "set_miss_fraction_array", "hierarchy_read_ns",
-           "hierarchy_read_ns_array", "TlbMissCurve"]
+           "hierarchy_read_ns_array", "TlbMissCurve", "touched_pages", "sweep_tlb_point"]
 
 
 class Chunk:
@@ -305,6 +305,35 @@ class TlbMissCurve:
         w = math.log(r / reads[j - 1]) / math.log(reads[j] / reads[j - 1])
         return ((1.0 - w) * self._read(reach, *curves[j - 1])
                 + w * self._read(reach, *curves[j]))
+
+
+def touched_pages(k, n, spacing, page=4096) -> float:
+    """Pages the reads of ``k`` of a graph's ``n`` keys touch (in hash order a random subset;
+    the keys ``spacing`` B of heap apart, at most one a line): the orphan sweep's TLB model
+    (:meth:`sim.platform.timing.Timing._sweep_reads`).
+
+    >>> round(touched_pages(1000, 1000, 512.0), 1), round(touched_pages(500, 1000, 512.0), 1)
+    (125.0, 124.5)
+    """
+    span = n * spacing / page            # pages the graph's n keys lie on
+    if span >= n:
+        return k
+    return span * (1.0 - (1.0 - min(k, n) / n) ** (n / span))
+
+
+def sweep_tlb_point(k, n, spacing, table, reach, page=4096):
+    """``(pages read over the TLB's reach, reads per page)`` of a sweep pass that reads ``k``
+    of a live graph's ``n`` keys (``spacing`` B of heap apart) and that share of its ``nodes``
+    table of ``table`` B, against a TLB reaching ``reach`` B: where the sweep's model reads
+    the TLB's miss curve (:meth:`sim.platform.timing.Timing._sweep_reads`, keys more than a
+    line apart), and where ``sim calibrate --tlb`` puts the sweep-scan probe's `order` rows.
+
+    >>> x, r = sweep_tlb_point(1000, 1000, 512.0, 32 * 2048 + 2048 + 16, 3072 * 4096)
+    >>> round(x, 4), r
+    (0.0461, 8.0)
+    """
+    t = touched_pages(k, n, spacing, page)
+    return (t * page + (k / n) * table) / reach, max(1.0, k / t)
 
 
 def tlb_read_ns(nbytes, levels, reads_per_page=1.0, curve=None) -> float:

@@ -89,7 +89,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .l2_cache import (TlbMissCurve, hierarchy_read_ns, hierarchy_read_ns_array,
-                       tlb_read_ns)
+                       tlb_read_ns, touched_pages)
 
 __all__ = ["Timing", "SweepRecord", "PassesRecord", "flops_and_bytes"]
 
@@ -180,9 +180,15 @@ class Timing:
         tlb = caches[3] if len(caches) > 3 else (0, 0)
         self.tlb = (((int(tlb[0]), int(tlb[1]), float(p.get(self.TLB_KEY, 0.0))),)
                     if tlb[0] and tlb[1] and p.get(self.TLB_KEY, 0.0) else ())
-        #: the fraction of reads that miss it, as measured on the host (None: from its size)
-        self.tlb_curve = (TlbMissCurve(*(p[key] for key in self.TLB_CURVE_KEYS))
-                          if self.tlb and p.get(self.TLB_CURVE_KEYS[0]) else None)
+        #: the fraction of reads that miss it, as measured on the host (None: from its size):
+        #: in the sweep's own order where the profile has it, else in a random order
+        self.tlb_curve = None
+        #: which: "order", "random" or "formula" ("" without a TLB)
+        self.tlb_source = "formula" if self.tlb else ""
+        for keys, source in ((self.TLB_CURVE_KEYS, "random"), (self.TLB_ORDER_KEYS, "order")):
+            if self.tlb and p.get(keys[0]):
+                self.tlb_curve = TlbMissCurve(*(p[key] for key in keys))
+                self.tlb_source = source
         self.compute_ns = 0.0
         self.bookkeeping_ns = 0.0
         self.cleanup_ns = 0.0
@@ -471,6 +477,9 @@ class Timing:
     #: the [time] keys of the data TLB's measured miss curve (:class:`TlbMissCurve`'s
     #: arguments; empty lists: not measured)
     TLB_CURVE_KEYS = ("sweep_tlb_miss_reads", "sweep_tlb_miss_reach", "sweep_tlb_miss")
+    #: the [time] keys of the miss curve measured in the sweep's own order and key spacing
+    #: (the sweep-scan probe's `order` rows); where present it replaces the random-order one
+    TLB_ORDER_KEYS = ("sweep_tlb_order_reads", "sweep_tlb_order_reach", "sweep_tlb_order_miss")
     #: B per page of the heap the keys sit in: glibc's brk heap and mmapped chunks are
     #: base pages (the allocator does not madvise huge pages; THP is ``madvise`` on the
     #: measured hosts)
@@ -595,12 +604,7 @@ class Timing:
             return k * line + (k / n) * table
 
         def touched(k, n, spacing):
-            """Pages the reads of k of the n keys (in hash order a random subset, spread
-            ``spacing`` B apart, at most one a line) touch."""
-            span = n * spacing / page            # pages the graph's n keys lie on
-            if span >= n:
-                return k
-            return span * (1.0 - (1.0 - min(k, n) / n) ** (n / span))
+            return touched_pages(k, n, spacing, page)
 
         def pages(kind, k, n, table, spacing):
             """B of the pages the reads touch (pages x page): the keys' and the table's."""

@@ -89,7 +89,8 @@ def test_calibrate_tlb_writes_the_three_values_with_their_source(tmp_path, capsy
     data = tomllib.loads(text)
     assert data["process"]["dtlb_entries"] == 2048 and data["process"]["dtlb_ways"] == 16
     assert data["time"]["sweep_tlb_read_ns"] == pytest.approx(7.012, abs=1e-3)
-    assert text.count("`sim calibrate --tlb`") == 3 and "Some CPU (family 1 model 2)" in text
+    # the TLB's entries, its cost a miss, and the two (empty) curves' notes
+    assert text.count("`sim calibrate --tlb`") == 4 and "Some CPU (family 1 model 2)" in text
     # no tlbr/ rows beside tlb.csv: no measured curve (the base's is not another host's)
     assert data["time"]["sweep_tlb_miss_reads"] == [] and data["time"]["sweep_tlb_miss"] == []
     # everything else as the base has it
@@ -179,3 +180,94 @@ def test_a_profile_with_a_bad_miss_curve_is_refused(tmp_path):
         bad.write_text(text.replace(old, new))
         with pytest.raises(ProfileError, match="sweep_tlb_miss"):
             load_profile(str(bad))
+
+
+def _order_rows(d, extra):
+    """An `order/` directory beside the probe's rows: a chain of 8 keys a page at 1,024,
+    2,048 and 4,096 pages, its live key at a quarter and at the end of the hash order,
+    ``extra(pages, frac)`` ns more a read with the keys at their spacing."""
+    (d / "order").mkdir()
+    rows = ["pattern,pages,keys,frac,prefix,touched,table_pages,ns"]
+    for pages in (1024, 2048, 4096):
+        keys = 8 * pages
+        for frac in (0.25, 1.0):
+            prefix = int(frac * keys)
+            rows += [f"order4k,{pages},{keys},{frac},{prefix},{pages},0,{1.0 + extra(pages, frac)}",
+                     f"orderln,{pages},{keys},{frac},{prefix},{keys // 64},0,1.0"]
+    (d / "order" / "order-a.csv").write_text("\n".join(rows) + "\n")
+
+
+def _calibrated(tmp_path, d, capsys):
+    """The text of amd-epyc-zen4 calibrated with the probe's output in ``d``."""
+    out = tmp_path / "p.toml"
+    code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--tlb", str(d),
+                              "--out", str(out)], capsys)
+    assert code == 0, lines
+    return out.read_text()
+
+
+def test_calibrate_tlb_writes_the_sweep_order_curves_of_the_order_rows(tmp_path, capsys):
+    from sim.analysis.tlb import _table_bytes
+    from sim.platform.l2_cache import sweep_tlb_point
+    d = _probe_dir(tmp_path)
+    _order_rows(d, lambda pages, frac: {1024: 0.0, 2048: 0.7, 4096: 3.5}[pages] * frac)
+    text = _calibrated(tmp_path, d, capsys)
+    time = tomllib.loads(text)["time"]
+    # one curve a place of the live key, at the reads per page and pages read (over 2,048
+    # entries) where the sweep's model reads its curve for that pass
+    points = [sweep_tlb_point(f * 8 * p, 8 * p, 512.0, _table_bytes(8 * p), 2048 * 4096)
+              for f in (0.25, 1.0) for p in (1024, 2048, 4096)]
+    assert time["sweep_tlb_order_reads"] == [
+        round(sum(r for _, r in points[:3]) / 3, 3), 8.0]
+    assert time["sweep_tlb_order_reach"] == [[round(x, 4) for x, _ in points[:3]],
+                                             [round(x, 4) for x, _ in points[3:]]]
+    assert time["sweep_tlb_order_miss"] == [
+        [0.0, round(0.175 / 7.012, 3), round(0.875 / 7.012, 3)],
+        [0.0, round(0.7 / 7.012, 3), round(3.5 / 7.012, 3)]]
+    assert "sweep-scan order" in text and "order/order-a.csv" in text
+    # the sweep then reads them (Timing.tlb_source)
+    from sim.engine.profile import load_profile
+    from sim.platform.timing import Timing
+    profile = load_profile(str(tmp_path / "p.toml"))
+    caches = Timing.caches(type("P", (), profile.data["process"]))
+    assert Timing(None, profile.data["time"], caches).tlb_source == "order"
+
+
+def test_a_profile_without_the_sweep_order_rows_keeps_the_random_order_curve(tmp_path, capsys):
+    from sim.engine.profile import load_profile
+    from sim.platform.timing import Timing
+    from sim.commands.sweep import tlb_curve_source
+    # amd-epyc-zen4 has no sweep_tlb_order_* keys: they read as empty, the sweep as before,
+    # and the report says so
+    base = (ROOT / "models" / "amd-epyc-zen4.toml").read_text()
+    assert "sweep_tlb_order" not in base
+    profile = load_profile("amd-epyc-zen4")
+    assert profile.data["time"].get("sweep_tlb_order_reads", []) == []
+    caches = Timing.caches(type("P", (), profile.data["process"]))
+    assert Timing(None, profile.data["time"], caches).tlb_source == "random"
+    assert "random-order" in tlb_curve_source(profile)
+    assert "random-order" in tlb_curve_source(load_profile("amd-epyc-zen4-long"))
+    assert tlb_curve_source(load_profile("m2max-macos")) is None
+    # calibrate --tlb without order/ rows adds the keys, empty, and says why
+    d = _probe_dir(tmp_path)
+    text = _calibrated(tmp_path, d, capsys)
+    time = tomllib.loads(text)["time"]
+    assert time["sweep_tlb_order_reads"] == time["sweep_tlb_order_miss"] == []
+    assert "the sweep reads the random-order curves above" in text
+
+
+def test_calibrate_tlb_refuses_bad_order_rows_before_writing(tmp_path, capsys):
+    d = _probe_dir(tmp_path)
+    _order_rows(d, lambda pages, frac: 0.0)
+    path = d / "order" / "order-a.csv"
+    good = path.read_text()
+    out = tmp_path / "p.toml"
+    for bad, said in ((good.replace("order4k,1024,8192,0.25", "order4k,1024,x,0.25"),
+                       "expected columns"),
+                      (good.replace("orderln,", "lines4k,"), "pattern 'lines4k'"),
+                      ("pattern,pages,keys,frac,prefix,touched,table_pages,ns\n", "no order rows")):
+        path.write_text(bad)
+        code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--tlb", str(d),
+                                  "--out", str(out)], capsys)
+        assert_one_error(code, lines, said)
+        assert not out.exists()

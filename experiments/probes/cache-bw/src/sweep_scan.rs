@@ -39,6 +39,26 @@
 //!   every pass (each page `R` times a pass): a long chain's keys in glibc's heap; with its
 //!   `lines4k` control (the same keys packed 64 to a page). ns per key read.
 //!
+//! * `order4k` (command line `order LAYOUT FRACS P,...`): the orphan sweep's own reads of one
+//!   long chain, in its order and at its spacing. LAYOUT holds the address of every key of
+//!   the EMA graph in the order the nodes were made, less the first's, one a line (the
+//!   simulated glibc arena's, `experiments/calibration/sweep-order-layout.py`); the graph at
+//!   `P` pages is the shortest run of its first keys that lies on `P` pages (the chain at
+//!   that step). The keys go at those offsets of a `MADV_NOHUGEPAGE` region; a hashbrown
+//!   `nodes` table of the same bucket count (32-B slots below 16-B groups of control bytes,
+//!   each key in a random bucket: RandomState's order) points at them; the locator is a
+//!   `BTreeMap<NodeId, Arc<Graph>>` of one entry per node, all pointing at the graph. One
+//!   key is live (a second handle), at a share `f` of the hash order for each `f` of FRACS:
+//!   a sweep clones the locator and, for each entry, try-locks the graph and walks the
+//!   table's groups (each group's control bytes to a bitmask of full buckets, its set bits in
+//!   order, as hashbrown's RawIter; `SWEEP_ORDER_BYTES` set: a branch per control byte) and
+//!   slots up to the live key, reading each key's count (`maybe_useful`).
+//!   ns per key read over the passes of a trial (a sweep's first entries; the same prefix
+//!   every pass, as within one real sweep); the row also gives the keys read (`prefix`),
+//!   the pages those keys lie on (`touched`) and the table's pages the walk reads
+//!   (`table_pages`). `orderln`: the same (the same keys, table, order, passes) with the
+//!   keys packed 64 to a page in their creation order (the control without TLB misses).
+//!
 //! Each value is the minimum over 11 trials of the mean over repeated passes (~2^20 items a
 //! trial), timed with the thread's CPU clock: on a machine shared with other jobs the wall
 //! clock counts the time spent waiting for a CPU, and a trial whose caches another process
@@ -369,6 +389,151 @@ fn contiguity(pages: &[usize]) -> String {
     format!("frames {known}/{} contiguous-16k {g4:.3} contiguous-32k {g8:.3} next-frame {next:.3}", pages.len())
 }
 
+/// The sweep's reads of one chain (`order4k` / `orderln` rows): the keys at `offsets` (B from
+/// the first, the chain's creation order; `packed`: 64 to a page in that order instead), a
+/// `nodes` table of hashbrown's shape over them, one live key at a share `frac` of the hash
+/// order, and the locator's entries: (ns per key read, keys read a pass, pages they lie on,
+/// table pages read a pass).
+fn order(offsets: &[i64], frac: f64, packed: bool, seed: u64) -> (f64, usize, usize, usize) {
+    let n = offsets.len();
+    let lo = *offsets.iter().min().unwrap();
+    let at: Vec<usize> = if packed {
+        (0..n).map(|i| i * 64).collect()
+    } else {
+        offsets.iter().map(|&o| (o - lo) as usize).collect()
+    };
+    let span = at.iter().max().unwrap() + 64;
+    let len = span.div_ceil(HUGE) * HUGE + HUGE;
+    let raw = unsafe { mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0) };
+    assert!(raw as isize != -1, "mmap failed");
+    let base = ((raw as usize).div_ceil(HUGE) * HUGE) as *mut u8;
+    unsafe { madvise(base, len - HUGE, 15) };
+    for &a in &at {
+        unsafe { (base.add(a) as *mut usize).write(1) };
+    }
+    // hashbrown: power-of-two buckets at most 7/8 full, 32-B slots stored downwards from the
+    // control bytes (bucket i's slot ends where the control bytes start, less 32 i)
+    let mut buckets = 4usize;
+    while n > buckets * 7 / 8 {
+        buckets *= 2;
+    }
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+    let mut place: Vec<usize> = (0..buckets).collect();
+    for i in (1..buckets).rev() {
+        let j = (rng.next() % (i as u64 + 1)) as usize;
+        place.swap(i, j);
+    }
+    let mut table = vec![0u8; buckets * 32 + buckets + 16];
+    let ctrl_at = buckets * 32;
+    let mut by_bucket = vec![usize::MAX; buckets];
+    for (key, &b) in place[..n].iter().enumerate() {
+        by_bucket[b] = key;
+        table[ctrl_at + b] = 1;
+        let slot = ctrl_at - (b + 1) * 32;
+        table[slot..slot + 8].copy_from_slice(&(base as usize + at[key]).to_ne_bytes());
+    }
+    // the live key: the one at share `frac` of the hash (bucket) order
+    let order_keys: Vec<usize> = by_bucket.iter().copied().filter(|&k| k != usize::MAX).collect();
+    let live_pos = ((frac * n as f64).ceil() as usize).clamp(1, n) - 1;
+    let live = order_keys[live_pos];
+    unsafe { (base.add(at[live]) as *mut usize).write(2) };
+    let prefix = live_pos + 1;
+    let touched = {
+        let mut pages: Vec<usize> = order_keys[..prefix].iter().map(|&k| at[k] / PAGE).collect();
+        pages.sort_unstable();
+        pages.dedup();
+        pages.len()
+    };
+    let last_bucket = place[live];
+    let table_pages = {
+        let hi = table.as_ptr() as usize + ctrl_at;
+        let lo_slot = hi - (last_bucket + 1) * 32;
+        let ctrl_end = hi + last_bucket + 16;
+        (hi.div_ceil(PAGE) - lo_slot / PAGE) + (ctrl_end.div_ceil(PAGE) - hi / PAGE)
+    };
+    struct Graph {
+        state: Mutex<()>,
+    }
+    let graph = Arc::new(Graph { state: Mutex::new(()) });
+    let locator: BTreeMap<NodeId, Arc<Graph>> = (0..n as NodeId).map(|id| (id, graph.clone())).collect();
+    let table = &table[..];
+    // maybe_useful: the table's groups in order, each full slot's key dereferenced, up to
+    // the first key with a second handle
+    // hashbrown's RawIter: a group's 16 control bytes to a bitmask of its full buckets (one
+    // SSE2 movemask), then the set bits in order (no branch per empty bucket); with
+    // SWEEP_ORDER_BYTES set, a branch on every control byte instead (session 56's first
+    // batches)
+    let bytes = std::env::var("SWEEP_ORDER_BYTES").is_ok();
+    let read = |i: usize| -> bool {
+        let slot = ctrl_at - (i + 1) * 32;
+        let ptr = usize::from_ne_bytes(table[slot..slot + 8].try_into().unwrap());
+        (unsafe { (ptr as *const usize).read_volatile() }) > 1
+    };
+    let useful = || -> bool {
+        let ctrl = &table[ctrl_at..];
+        let mut group = 0;
+        while group < buckets {
+            if bytes {
+                for i in group..group + 16 {
+                    if ctrl[i] != 0 && read(i) {
+                        return true;
+                    }
+                }
+            } else {
+                let mut mask = 0u32;
+                for (j, &c) in ctrl[group..group + 16].iter().enumerate() {
+                    mask |= ((c != 0) as u32) << j;
+                }
+                while mask != 0 {
+                    if read(group + mask.trailing_zeros() as usize) {
+                        return true;
+                    }
+                    mask &= mask - 1;
+                }
+            }
+            group += 16;
+        }
+        false
+    };
+    // passes a trial: ~2^20 key reads, at least 8, at most the locator's entries
+    let per_trial = ((1usize << 20) / prefix).clamp(8, n.max(8));
+    let sweep = |passes: usize| {
+        let graphs = black_box(&locator).clone();
+        let mut kept = 0usize;
+        for graph in graphs.values().take(passes) {
+            let Ok(guard) = graph.state.try_lock() else { continue };
+            if black_box(useful()) {
+                kept += 1;
+            }
+            drop(guard);
+        }
+        black_box(kept);
+    };
+    sweep(2.min(n));
+    let ns = (0..7)
+        .map(|_| {
+            let t = Clock::now();
+            sweep(per_trial);
+            t.per(per_trial.min(n) * prefix)
+        })
+        .fold(f64::INFINITY, f64::min);
+    unsafe { munmap(raw, len) };
+    (ns, prefix, touched, table_pages)
+}
+
+/// The keys of LAYOUT's chain up to the first that brings its pages to `pages`.
+fn chain(layout: &[i64], pages: usize) -> &[i64] {
+    let lo = layout.iter().min().copied().unwrap_or(0);
+    let mut seen = std::collections::HashSet::new();
+    for (i, &o) in layout.iter().enumerate() {
+        seen.insert((o - lo) / PAGE as i64);
+        if seen.len() >= pages {
+            return &layout[..=i];
+        }
+    }
+    layout
+}
+
 /// KiB of the process's anonymous memory the kernel backs with huge pages now.
 fn anon_huge_kib() -> u64 {
     std::fs::read_to_string("/proc/self/smaps_rollup")
@@ -404,6 +569,37 @@ fn host() -> String {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("order") {
+        // order LAYOUT F1,F2,... P1,P2,...: the sweep's reads of the chain at P pages, its
+        // live key at share F of the hash order
+        let args: Vec<String> = std::env::args().collect();
+        let layout: Vec<i64> = std::fs::read_to_string(&args[2])
+            .expect("layout file")
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.trim().parse().expect("layout: one integer a line"))
+            .collect();
+        let fracs: Vec<f64> = args[3].split(',').map(|v| v.parse().unwrap()).collect();
+        let sizes: Vec<usize> = args[4].split(',').map(|v| v.parse().unwrap()).collect();
+        eprintln!("host: {}", host());
+        if let Some((entries, code)) = dtlb() {
+            eprintln!("cpuid 0x80000006: L2 DTLB 4K {entries} entries, associativity code {code}");
+        }
+        let how = if std::env::var("SWEEP_ORDER_BYTES").is_ok() { "a branch per control byte" } else { "group bitmasks (hashbrown)" };
+        eprintln!("order: table iterated by {how}");
+        println!("pattern,pages,keys,frac,prefix,touched,table_pages,ns");
+        for &p in &sizes {
+            let keys = chain(&layout, p);
+            for &f in &fracs {
+                for packed in [false, true] {
+                    let (ns, prefix, touched, table) = order(keys, f, packed, p as u64);
+                    let name = if packed { "orderln" } else { "order4k" };
+                    println!("{name},{p},{},{f},{prefix},{touched},{table},{ns:.3}", keys.len());
+                }
+            }
+        }
+        return;
+    }
     if std::env::args().nth(1).as_deref() == Some("tlbr") {
         // tlbr R FILL P1,P2,...: keys R to a page on P pages filling FILL of their span
         let args: Vec<String> = std::env::args().collect();
