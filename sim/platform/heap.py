@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
-from .ptmalloc import ZEROED
+import numpy as np
+
+from .ptmalloc import ZEROED, chunk_size
 
 __all__ = ["Heap", "HeapTap", "ExcludedHeap"]
 
@@ -250,6 +252,43 @@ class Heap:
         self.allocs += allocs
         if peak > self.peak_bytes:
             self.peak_bytes = peak
+
+    def pairs(self, sizes) -> None:
+        """A run of allocations each freed before the next (a walk's clones of a parents
+        ``Vec``): the same as :meth:`alloc` then :meth:`free` of each of ``sizes`` (an
+        array of ints, 0: no request) in turn. Where a glibc arena places them and no tap
+        is set, a request whose tcache bin holds a chunk takes that chunk and gives it
+        back (nothing but the counters changes), so only a size's requests that find its
+        bin empty go to the arena: one each, as the free parks its chunk there for the
+        rest."""
+        sizes = np.asarray(sizes)
+        sizes = sizes[sizes > 0]
+        if not sizes.size:
+            return
+        arena = self._arena
+        if (arena is None or self.tap is not None or self._small or arena.alias
+                or arena.runs):
+            self._pairs_one_by_one(sizes)
+            return
+        kinds, firsts = np.unique(sizes, return_index=True)
+        kinds = kinds[np.argsort(firsts)].tolist()
+        tcache = arena.tcache
+        if any(chunk_size(nbytes) not in tcache for nbytes in kinds):
+            self._pairs_one_by_one(sizes)      # a chunk past the tcache: each one placed
+            return
+        exact = 0
+        for nbytes in kinds:
+            if not tcache[chunk_size(nbytes)]:
+                self.free(nbytes, self.alloc(nbytes))
+                exact += 1
+        self.allocs += sizes.size - exact
+        peak = self.live_bytes + max(kinds)
+        if peak > self.peak_bytes:
+            self.peak_bytes = peak
+
+    def _pairs_one_by_one(self, sizes) -> None:
+        for nbytes in sizes.tolist():
+            self.free(nbytes, self.alloc(nbytes))
 
     def transient(self, nbytes: int, count: int) -> None:
         """``count`` blocks of ``nbytes``, each allocated and freed before the next (a
