@@ -15,6 +15,7 @@ Units: bytes and blocks (one block = one successful ``alloc`` call).
 from __future__ import annotations
 
 from contextlib import nullcontext
+from itertools import repeat
 
 import numpy as np
 
@@ -112,6 +113,48 @@ class Heap:
             if zone_live > self._mark[zone]:
                 # the high-water mark entered a new page: it becomes resident (a fault)
                 self.allocator.fault_to(zone, zone_live)
+
+    def alloc_run(self, nbytes: int, count: int) -> tuple:
+        """:meth:`alloc` of ``count`` blocks of ``nbytes``, one after the other (a map's
+        nodes cloned); returns their handles. Where a glibc arena places them and no tap
+        is set, the arena takes each request and the counters take the run's sums (live
+        bytes only rise, so the peak is the run's end)."""
+        arena = self._arena
+        if (arena is None or self.tap is not None or self._small or nbytes <= 0
+                or nbytes >= self.LARGE_BYTES):
+            return tuple(self.alloc(nbytes) for _ in range(count))
+        live = self.live_bytes = self.live_bytes + nbytes * count
+        self.live_blocks += count
+        self.allocs += count
+        if live > self.peak_bytes:
+            self.peak_bytes = live
+        return tuple(map(arena.alloc, repeat(nbytes, count)))
+
+    def free_run(self, nbytes: int, blocks) -> None:
+        """:meth:`free` of each of ``blocks`` (handles of ``nbytes``) in turn; where a glibc
+        arena places them and no tap is set, the counters take the run's sums."""
+        arena = self._arena
+        if (arena is None or self.tap is not None or self._small or nbytes <= 0
+                or nbytes >= self.LARGE_BYTES):
+            for block in blocks:
+                self.free(nbytes, block)
+            return
+        self.live_bytes -= nbytes * len(blocks)
+        self.live_blocks -= len(blocks)
+        live = arena.live.get(nbytes)
+        if live is not None and len(blocks) > 1 and not (arena.alias or arena.runs):
+            # the blocks moved to the live list's end, the first to go last: each free
+            # then finds its block there at once (not by a search from the newest end,
+            # past the blocks allocated after it), and the list ends as the frees one by
+            # one leave it (the others in their order)
+            going = set(blocks)
+            kept = [block for block in live if block not in going]
+            if len(going) == len(blocks) and len(kept) == len(live) - len(blocks):
+                live[:] = kept
+                live.extend(reversed(blocks))
+        free = arena.free
+        for block in blocks:
+            free(block, nbytes)
 
     def alloc_row(self, sizes) -> list:
         """:meth:`alloc` of each of ``sizes`` in turn (a row of requests with nothing
