@@ -508,13 +508,12 @@ class _UsefulTaping:
         if tape is None or node_id != tape.root:
             return False
         passes = self.passes
-        heap, status = passes.heap, passes.status
-        if heap.tap is not None or heap._arena is None:
+        if passes.heap._arena is None:
             return False
         queued = self.to_tag.items
         if (not tape.idset.isdisjoint(self.tagged.items)
                 or (queued and min(queued) <= tape.top)
-                or not status.keys() >= tape.idset):
+                or not passes.status.keys() >= tape.idset):
             return False
         _replay_useful(passes, tape, self.tagged, self.to_tag)
         if self.visits is not None:
@@ -556,8 +555,7 @@ def _replay_useful(passes, tape, tagged, to_tag) -> None:
     ids = tape.ids
     status.update(dict.fromkeys(ids, passes.USEFUL))
     tagged.items.update(ids)
-    tagged._order.extend(ids)
-    heapq.heapify(tagged._order)
+    tagged._order.extend(ids)      # (a seen set: never popped, its order never read)
 
 
 def _grown_visit(passes, at, nbytes, queued, count, t0, seen, queue) -> None:
