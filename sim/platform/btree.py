@@ -203,9 +203,8 @@ class BTreeNodes:
             return self.tap.clone_nodes(self, heap, empty)
         clone = (0, 0) if empty else (self.leaves, self.internals)
         if heap.orders_frees and (clone[0] or clone[1]):
-            alloc = heap.alloc
-            return clone + (tuple(alloc(self.leaf_bytes) for _ in range(clone[0])) +
-                            tuple(alloc(self.internal_bytes) for _ in range(clone[1])),)
+            return clone + (heap.alloc_run(self.leaf_bytes, clone[0]) +
+                            heap.alloc_run(self.internal_bytes, clone[1]),)
         heap.alloc_many(self.leaf_bytes, clone[0])
         heap.alloc_many(self.internal_bytes, clone[1])
         return clone
@@ -217,11 +216,8 @@ class BTreeNodes:
             return self.tap.drop_clone(self, heap, clone)
         if len(clone) == 3:
             leaves, internals, blocks = clone
-            free = heap.free
-            for block in blocks[:leaves]:
-                free(self.leaf_bytes, block)
-            for block in blocks[leaves:]:
-                free(self.internal_bytes, block)
+            heap.free_run(self.leaf_bytes, blocks[:leaves])
+            heap.free_run(self.internal_bytes, blocks[leaves:])
             return
         heap.free_many(self.leaf_bytes, clone[0])
         heap.free_many(self.internal_bytes, clone[1])

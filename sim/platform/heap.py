@@ -15,8 +15,11 @@ Units: bytes and blocks (one block = one successful ``alloc`` call).
 from __future__ import annotations
 
 from contextlib import nullcontext
+from itertools import repeat
 
-from .ptmalloc import ZEROED
+import numpy as np
+
+from .ptmalloc import ZEROED, chunk_size
 
 __all__ = ["Heap", "HeapTap", "ExcludedHeap"]
 
@@ -110,6 +113,48 @@ class Heap:
             if zone_live > self._mark[zone]:
                 # the high-water mark entered a new page: it becomes resident (a fault)
                 self.allocator.fault_to(zone, zone_live)
+
+    def alloc_run(self, nbytes: int, count: int) -> tuple:
+        """:meth:`alloc` of ``count`` blocks of ``nbytes``, one after the other (a map's
+        nodes cloned); returns their handles. Where a glibc arena places them and no tap
+        is set, the arena takes each request and the counters take the run's sums (live
+        bytes only rise, so the peak is the run's end)."""
+        arena = self._arena
+        if (arena is None or self.tap is not None or self._small or nbytes <= 0
+                or nbytes >= self.LARGE_BYTES):
+            return tuple(self.alloc(nbytes) for _ in range(count))
+        live = self.live_bytes = self.live_bytes + nbytes * count
+        self.live_blocks += count
+        self.allocs += count
+        if live > self.peak_bytes:
+            self.peak_bytes = live
+        return tuple(map(arena.alloc, repeat(nbytes, count)))
+
+    def free_run(self, nbytes: int, blocks) -> None:
+        """:meth:`free` of each of ``blocks`` (handles of ``nbytes``) in turn; where a glibc
+        arena places them and no tap is set, the counters take the run's sums."""
+        arena = self._arena
+        if (arena is None or self.tap is not None or self._small or nbytes <= 0
+                or nbytes >= self.LARGE_BYTES):
+            for block in blocks:
+                self.free(nbytes, block)
+            return
+        self.live_bytes -= nbytes * len(blocks)
+        self.live_blocks -= len(blocks)
+        live = arena.live.get(nbytes)
+        if live is not None and len(blocks) > 1 and not (arena.alias or arena.runs):
+            # the blocks moved to the live list's end, the first to go last: each free
+            # then finds its block there at once (not by a search from the newest end,
+            # past the blocks allocated after it), and the list ends as the frees one by
+            # one leave it (the others in their order)
+            going = set(blocks)
+            kept = [block for block in live if block not in going]
+            if len(going) == len(blocks) and len(kept) == len(live) - len(blocks):
+                live[:] = kept
+                live.extend(reversed(blocks))
+        free = arena.free
+        for block in blocks:
+            free(block, nbytes)
 
     def alloc_row(self, sizes) -> list:
         """:meth:`alloc` of each of ``sizes`` in turn (a row of requests with nothing
@@ -250,6 +295,43 @@ class Heap:
         self.allocs += allocs
         if peak > self.peak_bytes:
             self.peak_bytes = peak
+
+    def pairs(self, sizes) -> None:
+        """A run of allocations each freed before the next (a walk's clones of a parents
+        ``Vec``): the same as :meth:`alloc` then :meth:`free` of each of ``sizes`` (an
+        array of ints, 0: no request) in turn. Where a glibc arena places them and no tap
+        is set, a request whose tcache bin holds a chunk takes that chunk and gives it
+        back (nothing but the counters changes), so only a size's requests that find its
+        bin empty go to the arena: one each, as the free parks its chunk there for the
+        rest."""
+        sizes = np.asarray(sizes)
+        sizes = sizes[sizes > 0]
+        if not sizes.size:
+            return
+        arena = self._arena
+        if (arena is None or self.tap is not None or self._small or arena.alias
+                or arena.runs):
+            self._pairs_one_by_one(sizes)
+            return
+        kinds, firsts = np.unique(sizes, return_index=True)
+        kinds = kinds[np.argsort(firsts)].tolist()
+        tcache = arena.tcache
+        if any(chunk_size(nbytes) not in tcache for nbytes in kinds):
+            self._pairs_one_by_one(sizes)      # a chunk past the tcache: each one placed
+            return
+        exact = 0
+        for nbytes in kinds:
+            if not tcache[chunk_size(nbytes)]:
+                self.free(nbytes, self.alloc(nbytes))
+                exact += 1
+        self.allocs += sizes.size - exact
+        peak = self.live_bytes + max(kinds)
+        if peak > self.peak_bytes:
+            self.peak_bytes = peak
+
+    def _pairs_one_by_one(self, sizes) -> None:
+        for nbytes in sizes.tolist():
+            self.free(nbytes, self.alloc(nbytes))
 
     def transient(self, nbytes: int, count: int) -> None:
         """``count`` blocks of ``nbytes``, each allocated and freed before the next (a

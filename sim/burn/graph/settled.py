@@ -31,9 +31,10 @@ class SettledNodes:
     other node ids of ``nodes``, in the map's order (the order passes read it in);
     ``tape``: where glibc's arena places the passes' blocks, the heap events of the last
     walk's recursion from its first leaf, or None
-    (:class:`~sim.burn.runtime.pass_blocks.Tape`)."""
+    (:class:`~sim.burn.runtime.pass_blocks.Tape`); ``useful``: likewise the last useful
+    pass's walk from a useful leaf (:class:`~sim.burn.runtime.pass_blocks.UsefulTape`)."""
 
-    __slots__ = ("ids", "tops", "filtered", "outside", "tape")
+    __slots__ = ("ids", "tops", "filtered", "outside", "tape", "useful")
 
     def __init__(self, nodes, useful, graph):
         self.ids = set(useful)
@@ -42,6 +43,7 @@ class SettledNodes:
         self.filtered = set(graph.filtered)
         self.outside = {node_id: None for node_id in nodes if node_id not in self.ids}
         self.tape = None
+        self.useful = None
 
     def inserted(self, node_id) -> bool:
         """``node_id`` entered ``nodes``; False if the index no longer holds."""

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import heapq
 
+import numpy as np
+
 from ...platform.vec import RustVec
 
-__all__ = ["charge_passes", "members_in_order", "WALK_OBSERVER"]
+__all__ = ["charge_passes", "members_in_order", "WALK_OBSERVER", "UsefulTape"]
 
 #: called as ``WALK_OBSERVER(statuses, useful)`` after each block-by-block walk of burn's
 #: passes (:func:`_passes_block_by_block`), when set (tests)
@@ -320,28 +322,24 @@ class _BlockPasses:
         """``to_explore`` is a clone of the leaves set; ``to_tag_useful`` is popped first
         (the sets' inserts, the clones and :meth:`set_status` written out)."""
         tables = self.tables
-        explored, tagged = _TrackedSet(tables.key_set()), _TrackedSet(tables.key_set())
-        to_tag = _TrackedSet(tables.key_set())
+        explored, tagged, to_tag = (_TrackedSet(tables.key_set()) for _ in range(3))
         to_explore = _TrackedSet(leaves_clone, self.leaves)
         nodes, status = self.nodes, self.status
         heap_alloc, heap_free = self.heap.alloc, self.heap.free
         table, parent_bytes = self.statuses_table, self.parent_bytes
-        unknown, useful = self.UNKNOWN, self.USEFUL
+        useful = self.USEFUL
         heappush = heapq.heappush
+        taping = _UsefulTaping(self, tagged, to_tag)
         while True:
             if to_tag.items:
                 node_id, value = to_tag.pop(), useful
+                if taping.replayed(node_id):
+                    continue
             elif to_explore.items:
-                node_id = to_explore.pop()
-                value = status[node_id]
-                if value == unknown and nodes[node_id][0].strong > 1:
-                    value = useful
+                node_id, value = taping.explored(to_explore.pop())
             else:
                 break
-            if value == useful:
-                seen, queue = tagged, to_tag
-            else:
-                seen, queue = explored, to_explore
+            seen, queue = (tagged, to_tag) if value == useful else (explored, to_explore)
             seen_items, seen_table = seen.items, seen.table
             if node_id in seen_items:
                 if len(seen_items) >= seen_table.cap:
@@ -356,6 +354,7 @@ class _BlockPasses:
             nbytes = parent_bytes * len(parents)
             block = heap_alloc(nbytes) if nbytes else None
             queue_items, queue_table, queue_order = queue.items, queue.table, queue._order
+            pushed = len(queue_items)
             for pid, is_leaf in parents:
                 if (is_leaf and pid not in nodes) or pid in seen_items or pid in queue_items:
                     continue
@@ -365,6 +364,8 @@ class _BlockPasses:
                     queue_table.fit(len(queue_items))
             if nbytes:
                 heap_free(nbytes, block)
+            if taping.visits is not None:
+                taping.visit(node_id, nbytes, len(queue_items) - pushed, node_id in status)
             if node_id in status:
                 if len(status) >= table.cap:
                     table.reinsert(len(status))
@@ -373,6 +374,7 @@ class _BlockPasses:
                 if len(status) > table.cap:
                     table.fit(len(status))
             status[node_id] = value
+        taping.close()
         for pass_set in (to_explore, to_tag, tagged, explored):
             pass_set.table.drop()
 
@@ -408,3 +410,166 @@ def _set_insert(items, table, node_id) -> None:
     else:
         items.add(node_id)
         table.fit(len(items))
+
+
+class UsefulTape:
+    """The useful pass's walk from ``root``, a useful node the pass met with nothing
+    tagged or queued to tag: every node it tagged (``root``'s ancestors through kept
+    parents) in its order, each visit's parents clone (``nbytes``, 0: none) and how many
+    ids it queued (``pushed``), recorded by one backward for the next one's
+    (:meth:`_UsefulTaping.replayed`). Not part of burn, as :class:`Tape`: ``to_tag``
+    pops its smallest id first, so from a settled node whose ancestors none of the
+    pass's sets holds yet, while every other id queued is larger than all of them, the
+    walk tags the same nodes in the same order and queues the same ids, every backward;
+    only the sets' sizes (where their tables grow) differ. Kept only where every node of
+    it is settled (:mod:`sim.burn.graph.settled`: none can lose or change a parent
+    while the index holds)."""
+
+    __slots__ = ("root", "ids", "idset", "top", "nbytes", "pushed")
+
+    def __init__(self, root, ids, nbytes, pushed):
+        self.root = root
+        self.ids = ids
+        self.idset = frozenset(ids)
+        self.top = max(ids)
+        self.nbytes = nbytes
+        self.pushed = pushed
+
+
+class _UsefulTaping:
+    """One useful pass's :class:`UsefulTape` s: the walk from a useful node met with
+    ``to_tag`` and ``tagged`` empty recorded until ``to_tag`` is empty again (:meth:`open`,
+    :meth:`visit`, :meth:`close`: kept in the settled index), and the index's tape replayed
+    where its root is popped again (:meth:`replayed`). Only where a glibc arena places
+    the blocks and the graph's settled index holds."""
+
+    def __init__(self, passes, tagged, to_tag):
+        self.passes = passes
+        self.tagged, self.to_tag = tagged, to_tag
+        settled = passes.settled
+        self.settled = settled
+        self.tape = settled.useful if settled is not None else None
+        #: the tape being recorded: (root, its pieces: lists of walked visits ``(id,
+        #: nbytes, pushed)`` and the tapes replayed among them, [every node had a status])
+        self.visits = None
+
+    def explored(self, node_id) -> tuple:
+        """``(node_id, its value)`` for the useful pass, ``node_id`` just popped from
+        ``to_explore`` (``to_tag`` is empty): a useful one opens a tape where nothing is
+        tagged yet."""
+        self.close()
+        passes = self.passes
+        value = passes.status[node_id]
+        if value == passes.UNKNOWN and passes.nodes[node_id][0].strong > 1:
+            value = passes.USEFUL
+            if self.settled is not None and not self.tagged.items:
+                self.visits = (node_id, [], [True])
+        return node_id, value
+
+    def visit(self, node_id, nbytes, pushed, known) -> None:
+        """One walked visit of the tape being recorded."""
+        walked = self.visits[1]
+        if not walked or walked[-1] is None:
+            walked.append([])
+        walked[-1].append((node_id, nbytes, pushed))
+        if not known:
+            self.visits[2][0] = False
+
+    def close(self) -> None:
+        """The tape being recorded is complete (``to_tag`` is empty): kept where every
+        node of it has a status and is settled (none can change while the index holds;
+        a replayed part's were when it was recorded)."""
+        if self.visits is None:
+            return
+        root, pieces, all_known = self.visits
+        self.visits = None
+        walked = [v for piece in pieces if type(piece) is list for v in piece]
+        if (not all_known[0] or not pieces or type(pieces[0]) is not list
+                or pieces[0][0][0] != root
+                or not self.settled.ids.issuperset(v[0] for v in walked)):
+            return
+        ids, sizes, pushes = [], [], []
+        for piece in pieces:
+            if type(piece) is list:
+                ids.extend(v[0] for v in piece)
+                sizes.append(np.array([v[1] for v in piece], dtype=np.int64))
+                pushes.append(np.array([v[2] for v in piece], dtype=np.int64))
+            elif piece is not None:
+                ids.extend(piece.ids)
+                sizes.append(piece.nbytes)
+                pushes.append(piece.pushed)
+        self.settled.useful = UsefulTape(root, tuple(ids), np.concatenate(sizes),
+                                         np.concatenate(pushes))
+
+    def replayed(self, node_id) -> bool:
+        """Where the index's tape starts at ``node_id`` (just popped from ``to_tag``) and
+        holds now, its walk made (:func:`_replay_useful`); returns whether it was."""
+        tape = self.tape
+        if tape is None or node_id != tape.root:
+            return False
+        passes = self.passes
+        if passes.heap._arena is None:
+            return False
+        queued = self.to_tag.items
+        if (not tape.idset.isdisjoint(self.tagged.items)
+                or (queued and min(queued) <= tape.top)
+                or not passes.status.keys() >= tape.idset):
+            return False
+        _replay_useful(passes, tape, self.tagged, self.to_tag)
+        if self.visits is not None:
+            self.visits[1].append(tape)
+            self.visits[1].append(None)     # the visits walked after it: a new piece
+        return True
+
+
+def _replay_useful(passes, tape, tagged, to_tag) -> None:
+    """The heap events and table growths of ``tape``'s walk (its root popped from
+    ``to_tag``), in the walk's order: each visit's ``tagged`` insert, parents clone,
+    ``to_tag`` pushes, and ``statuses`` reinsert (every node has a status: the first
+    visit's grows a full table); the clones between two growths as one
+    :meth:`~sim.platform.heap.Heap.pairs`. Then the sets and statuses as the walk leaves
+    them."""
+    heap, status = passes.heap, passes.status
+    sizes, pushed = tape.nbytes, tape.pushed
+    seen, queue, statuses = tagged.table, to_tag.table, passes.statuses_table
+    t0, n = len(tagged.items), len(sizes)
+    # the queue's length before each visit's pushes (each visit but the first pops one)
+    before = len(to_tag.items) + np.concatenate(([0], np.cumsum(pushed - 1)[:-1]))
+    after = before + pushed
+    done = 0
+    while True:
+        grows = [max(done, seen.cap - t0), n]      # the tagged set's next insert past cap
+        past = np.flatnonzero(after[done:] > queue.cap)
+        if past.size:
+            grows.append(done + int(past[0]))
+        if done == 0 and len(status) >= statuses.cap:
+            grows.append(0)
+        at = min(grows)
+        if at >= n:
+            break
+        heap.pairs(sizes[done:at])
+        _grown_visit(passes, at, int(sizes[at]), int(before[at]), int(pushed[at]), t0,
+                     seen, queue)
+        done = at + 1
+    heap.pairs(sizes[done:])
+    ids = tape.ids
+    status.update(dict.fromkeys(ids, passes.USEFUL))
+    tagged.items.update(ids)
+    tagged._order.extend(ids)      # (a seen set: never popped, its order never read)
+
+
+def _grown_visit(passes, at, nbytes, queued, count, t0, seen, queue) -> None:
+    """Visit ``at`` of a replayed :class:`UsefulTape`, where a table grows: its events
+    one by one (``queued``: ``to_tag``'s length before its ``count`` pushes)."""
+    heap = passes.heap
+    if t0 + at + 1 > seen.cap:
+        seen.fit(t0 + at + 1)
+    block = heap.alloc(nbytes) if nbytes else None
+    for length in range(queued + 1, queued + count + 1):
+        if length > queue.cap:
+            queue.fit(length)
+    if nbytes:
+        heap.free(nbytes, block)
+    status, statuses = passes.status, passes.statuses_table
+    if at == 0 and len(status) >= statuses.cap:
+        statuses.reinsert(len(status))
