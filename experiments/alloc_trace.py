@@ -23,7 +23,7 @@ process (flex's lazy state, the device box) included.
 from typing import NamedTuple
 
 from common import tiny_backward
-from sim.platform.heap import Heap
+from sim.platform.heap import HeapTap
 from sim.burn.tensor import Tensor, drop
 
 EXPERIMENT = "alloc-trace"
@@ -39,47 +39,51 @@ VARIANTS = (
 PARAMS = {"warmup": 1000, "reps": 12}
 
 
-class _Tracing(Heap):
-    """The heap, logging (sign, size, count, handle) of every event while an op is
-    traced (handle: the allocator's, or None where it has none)."""
+class _Tracing(HeapTap):
+    """The heap's tap while an op is traced: logs (sign, size, count, handle) of every
+    event (handle: the allocator's, or None where it has none) and passes it on. A tap,
+    so that the heap's runs of events (``pairs``, ``alloc_run``, ``nested``...) come one
+    by one, as the probe's allocator sees them."""
 
     __slots__ = ()
     log = []
 
-    def alloc(self, nbytes, align=0):
-        handle = Heap.alloc(self, nbytes, align)
+    def alloc(self, heap, nbytes, align=0):
+        handle = heap.untapped(heap.alloc, nbytes, align)
         if nbytes > 0:
             _Tracing.log.append((1, nbytes, 1, handle))
         return handle
 
-    def realloc(self, old_nbytes, nbytes, block=None):
+    def realloc(self, heap, old_nbytes, nbytes, block):
         if old_nbytes <= 0:
-            return self.alloc(nbytes)       # a Vec's first block: an alloc
-        handle = Heap.realloc(self, old_nbytes, nbytes, block)
+            return self.alloc(heap, nbytes)     # a Vec's first block: an alloc
+        handle = heap.untapped(heap.realloc, old_nbytes, nbytes, block)
         _Tracing.log.append((-1, old_nbytes, 1, block))
         if nbytes > 0:
             _Tracing.log.append((1, nbytes, 1, handle))
         return handle
 
-    def free(self, nbytes, block=None):
+    def free(self, heap, nbytes, block):
         if nbytes > 0:
             _Tracing.log.append((-1, nbytes, 1, block))
-        Heap.free(self, nbytes, block)
+        heap.untapped(heap.free, nbytes, block)
 
-    def alloc_many(self, nbytes, count):
-        if nbytes > 0 and count > 1:  # count == 1 goes through self.alloc
+    def alloc_many(self, heap, nbytes, count):
+        if count == 1:
+            self.alloc(heap, nbytes)
+            return
+        if nbytes > 0 and count > 1:
             _Tracing.log.append((1, nbytes, count, None))
-        Heap.alloc_many(self, nbytes, count)
+        heap.untapped(heap.alloc_many, nbytes, count)
 
-    def free_many(self, nbytes, count):
+    def free_many(self, heap, nbytes, count):
         if nbytes > 0 and count > 0:
             _Tracing.log.append((-1, nbytes, count, None))
-        Heap.free_many(self, nbytes, count)
+        heap.untapped(heap.free_many, nbytes, count)
 
-    def transient(self, nbytes, count):
-        if nbytes > 0 and count > 0:
-            _Tracing.log += [(1, nbytes, count, None), (-1, nbytes, count, None)]
-        Heap.transient(self, nbytes, count)
+    def transient(self, heap, nbytes, count):
+        _Tracing.log += [(1, nbytes, count, None), (-1, nbytes, count, None)]
+        heap.untapped(heap.transient, nbytes, count)
 
 
 class Window(NamedTuple):
@@ -94,11 +98,11 @@ class Window(NamedTuple):
 def traced(sim, op):
     """Run ``op()``; returns (its result, its :class:`Window`)."""
     _Tracing.log = []
-    sim.heap.__class__ = _Tracing
+    previous, sim.heap.tap = sim.heap.tap, _Tracing()
     try:
         result = op()
     finally:
-        sim.heap.__class__ = Heap
+        sim.heap.tap = previous
     open_allocs = {}    # size -> unmatched allocations in the window without a handle
     open_handles = {}   # handle -> sizes of the unmatched allocations in the window, oldest
     #                     first (a glibc arena's carve run may hand out a position again

@@ -339,6 +339,8 @@ class Heap:
         block come and go, the counter every allocation call."""
         if nbytes <= 0 or count <= 0 or self.tap is CLOSED:
             return
+        if self.tap is not None:
+            return self.tap.transient(self, nbytes, count)
         self.alloc(nbytes)
         self.free(nbytes)
         self.allocs += count - 1
@@ -428,8 +430,8 @@ class ExcludedHeap:
 
 class HeapTap:
     """What a tapped heap (:attr:`Heap.tap`) hands its events to instead of doing them:
-    ``alloc``, ``free``, ``realloc``, ``libc_alloc``, ``libc_free``, ``alloc_many`` and
-    ``free_many``, each called with the heap first and the event's arguments after. This
+    ``alloc``, ``free``, ``realloc``, ``libc_alloc``, ``libc_free``, ``alloc_many``,
+    ``free_many`` and ``transient``, each called with the heap first and the event's arguments after. This
     base passes every event on to the heap (:meth:`Heap.untapped`); a tap that records
     wraps that, one that counts or drops events replaces it. A heap with no tap pays one
     attribute test per event."""
@@ -456,6 +458,13 @@ class HeapTap:
 
     def free_many(self, heap, nbytes, count):
         return heap.untapped(heap.free_many, nbytes, count)
+
+    def transient(self, heap, nbytes, count):
+        """:meth:`Heap.transient`: one block comes and goes through the tap, the counter
+        takes every allocation call."""
+        heap.alloc(nbytes)
+        heap.free(nbytes)
+        heap.allocs += count - 1
 
 
 class _Closed(HeapTap):
