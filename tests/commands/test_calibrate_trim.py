@@ -113,6 +113,10 @@ def test_bad_input_is_one_error(tmp_path, capsys):
         bad.write_text("\n".join([HEADER, _row("brk-per-trim", 16, 1000.0),
                                   _row("brk-per-trim", 64, value)]) + "\n")
         refused(bad, "bad.csv:3")
+    for pages in ("1e200", "2e-200", "0.5", "nan", "0"):    # the line's sums overflowed or
+        bad.write_text("\n".join([HEADER, _row("brk-per-trim", 1, 1000.0),  # divided by 0
+                                  _row("brk-per-trim", pages, 2000.0)]) + "\n")
+        refused(bad, "bad.csv:3")
     bad.write_bytes(b"experiment,variant\n\xff\xfe,1\n")
     refused(bad, "cannot read it as CSV")
     assert not (tmp_path / "out.toml").exists()
