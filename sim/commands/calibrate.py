@@ -660,8 +660,8 @@ def set_host_sources(lines, sources, note=HOST_SOURCES_NOTE, replace=False) -> N
     parameter or is added at the table's end. ``replace``: the table holds ``sources``
     alone (its old entries and comment go). Where there is no table, one is made after
     ``[host]``, headed by ``note`` (comment lines). The one writer of the table: ``sim
-    calibrate --process-parts`` sets its two values in it, ``sim host-profile`` writes it
-    whole."""
+    calibrate --process-parts`` and ``--heap-refault`` set their two values each in it,
+    ``sim host-profile`` writes it whole."""
     span = _table_span(lines, "host.sources")
     if span is not None and replace:
         start = span[0]
