@@ -137,3 +137,30 @@ def test_host_profile_step_reuses_the_rows_it_finds(tmp_path):
                      True, False, said.append)
     assert load_profile(out).get("time.trim_page_ns") == 208.33
     assert any("reusing" in m for m in said)
+
+
+def test_measure_trim_runs_the_probe_and_writes_its_rows_or_nothing(tmp_path, monkeypatch):
+    from sim.commands import measure
+    from sim.commands.host_profile import measure_trim
+    from sim.errors import UserError
+
+    binary = tmp_path / "burn-probes"
+    monkeypatch.setattr(measure, "binary_path", lambda gpu=False: binary)
+    said = []
+    # a probe that writes its rows to --out (its last argument)
+    binary.write_text("#!/bin/sh\nfor a; do out=$a; done\n"
+                      f"printf '%s\\n' '{HEADER}' '{_row('brk-per-trim', 16, 9000.0)}' "
+                      "> \"$out\"\n")
+    binary.chmod(0o755)
+    assert measure_trim(tmp_path / "trim", runs=2, echo=said.append)
+    assert sorted(p.name for p in (tmp_path / "trim").iterdir()) == [
+        "heap-refault-1.csv", "heap-refault-2.csv", "host.txt"]
+    assert "brk-per-trim" in (tmp_path / "trim" / "heap-refault-2.csv").read_text()
+    # a build without the variant: False, nothing written, the probe's last line said
+    binary.write_text("#!/bin/sh\necho 'unknown variant heap-refault' >&2\nexit 3\n")
+    assert not measure_trim(tmp_path / "none", echo=said.append)
+    assert not (tmp_path / "none").exists()
+    assert "exit 3: unknown variant heap-refault" in said[-1]
+    binary.chmod(0o644)                       # there but not runnable: one error
+    with pytest.raises(UserError, match="cannot run"):
+        measure_trim(tmp_path / "none", echo=said.append)
