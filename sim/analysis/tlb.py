@@ -89,7 +89,19 @@ def tlb_read_cost(rows, entries):
     if not diffs:
         raise UserError(f"no pages4k and lines4k rows at {2 * entries}-{32 * entries} pages "
                         "(2x to 32x the TLB's entries)")
-    return statistics.median(diffs), len(diffs)
+    ns = statistics.median(diffs)
+    if not ns > 0:
+        raise UserError(f"pages4k rows are not slower than lines4k rows at {2 * entries}-"
+                        f"{32 * entries} pages (median {ns:g} ns): no cost of a TLB miss")
+    return ns, len(diffs)
+
+
+def _text(path) -> str:
+    """The text of the probe's file ``path``; one error naming it where it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read it as text ({e})") from None
 
 
 def _host(directory, stderr_text) -> str:
@@ -99,7 +111,7 @@ def _host(directory, stderr_text) -> str:
     lscpu = directory / "lscpu.txt"
     if lscpu.is_file():
         fields = {}
-        for line in lscpu.read_text(encoding="utf-8").splitlines():
+        for line in _text(lscpu).splitlines():
             key, sep, value = line.partition(":")
             if sep:
                 fields.setdefault(key.strip(), value.strip())
@@ -119,20 +131,19 @@ def read_tlb_dir(directory) -> dict:
     for path in (csv_path, err_path):
         if not path.is_file():
             raise UserError(f"--tlb {directory}: no {path.name} (the output of `sweep-scan tlb`)")
-    text = err_path.read_text(encoding="utf-8")
+    text = _text(err_path)
     tlb = parse_cpuid_line(text)
     if tlb is None:
         raise UserError(f"{err_path}: no cpuid 0x80000006 line (sweep-scan tlb on x86_64)")
     runs = {}
-    with open(csv_path, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            if row.get("pattern") == "pattern":
-                continue                  # a run appended to the file repeats the header
-            try:
-                runs.setdefault(row["pattern"], {}).setdefault(int(row["n"]), []).append(
-                    float(row["ns"]))
-            except (KeyError, TypeError, ValueError):
-                raise UserError(f"{csv_path}: expected columns pattern,n,ns") from None
+    for row in _dict_rows(csv_path):
+        if row.get("pattern") == "pattern":
+            continue                      # a run appended to the file repeats the header
+        try:
+            runs.setdefault(row["pattern"], {}).setdefault(int(row["n"]), []).append(
+                float(row["ns"]))
+        except (KeyError, TypeError, ValueError):
+            raise UserError(f"{csv_path}: expected columns pattern,n,ns") from None
     rows = {pattern: {n: sum(v) / len(v) for n, v in by_n.items()}
             for pattern, by_n in runs.items()}
     entries, ways = tlb
@@ -180,6 +191,15 @@ def tlbr_curves(rows, entries, ns):
     return reads, [curves[r][0] for r in reads], [curves[r][1] for r in reads]
 
 
+def _dict_rows(path) -> list:
+    """The rows of the CSV ``path`` as dicts; one error naming it where it cannot be read."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise UserError(f"{path}: cannot read it as CSV ({e})") from None
+
+
 def _csv_rows(directory, columns, check):
     """``(rows, files)``: the rows of every ``*.csv`` in ``directory`` (a run appended to a file
     repeats the header: skipped) and the files that gave one ``check(row)`` true; a row
@@ -187,17 +207,16 @@ def _csv_rows(directory, columns, check):
     the ``columns`` expected."""
     rows, files = [], []
     for path in sorted(Path(directory).glob("*.csv")):
-        with open(path, newline="", encoding="utf-8") as f:
-            for row in csv.DictReader(f):
-                if row.get("pattern") == "pattern":
-                    continue
-                try:
-                    counts = check(row, path)
-                except (KeyError, TypeError, ValueError):
-                    raise UserError(f"{path}: expected columns {columns}") from None
-                rows.append(row)
-                if counts and path not in files:
-                    files.append(path)
+        for row in _dict_rows(path):
+            if row.get("pattern") == "pattern":
+                continue
+            try:
+                counts = check(row, path)
+            except (KeyError, TypeError, ValueError):
+                raise UserError(f"{path}: expected columns {columns}") from None
+            rows.append(row)
+            if counts and path not in files:
+                files.append(path)
     return rows, files
 
 
@@ -282,9 +301,11 @@ def read_order_dir(directory, entries, ns) -> dict:
 
     def check(row, path):
         float(row["ns"]), float(row["frac"]), int(row["pages"]), int(row["prefix"])
-        if row["pattern"] not in ("order4k", "orderln") or int(row["keys"]) < 1:
-            raise UserError(f"{path}: a row of pattern {row['pattern']!r} with "
-                            f"{row['keys']} keys (order4k or orderln, at least 1 key)")
+        if (row["pattern"] not in ("order4k", "orderln") or int(row["pages"]) < 1
+                or not 1 <= int(row["prefix"]) <= int(row["keys"])):
+            raise UserError(f"{path}: a row of pattern {row['pattern']!r} on {row['pages']} "
+                            f"pages with {row['prefix']} of {row['keys']} keys read (order4k "
+                            f"or orderln, at least 1 page, 1 to all keys read)")
         return True
 
     rows, files = _csv_rows(directory, "pattern,pages,keys,frac,prefix,touched,table_pages,ns",

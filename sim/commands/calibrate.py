@@ -530,6 +530,9 @@ def calibrate_parts(base, parts_path, out=None, force=False, echo=print):
 TRIM_KEYS = (("time", "trim_cycle_ns", "cycle_ns"), ("time", "trim_page_ns", "page_ns"))
 #: the rows of mechanism-cost's ``heap-refault`` variant the trim's cost is read from
 TRIM_ROW = ("mechanism-cost", "heap-refault", "brk-per-trim", "pages", "ns_per_op")
+#: the most pages a ``brk-per-trim`` row may give back (4 TiB of 4-KiB pages); with at least
+#: one page this bounds the least-squares sums (no overflow, no spread that rounds to 0)
+MAX_TRIM_PAGES = 1e9
 #: the file of a directory that names the host its CSVs were measured on
 HOST_FILE = "host.txt"
 
@@ -561,10 +564,10 @@ def read_heap_refault(path) -> dict:
                 pages, ns = float(row["x"]), float(row["value"])
             except (TypeError, ValueError):
                 raise UserError(f"--heap-refault {file}:{line}: x and value must be numbers")
-            if not (math.isfinite(pages) and math.isfinite(ns) and pages > 0 and ns >= 0
-                    and ns < 1e9):
-                raise UserError(f"--heap-refault {file}:{line}: pages must be positive and "
-                                f"ns between 0 and 1e9, got {row['x']} and {row['value']}")
+            if not (1 <= pages <= MAX_TRIM_PAGES and 0 <= ns < 1e9):
+                raise UserError(f"--heap-refault {file}:{line}: pages must be between 1 and "
+                                f"{MAX_TRIM_PAGES:g} and ns between 0 and 1e9, got {row['x']} "
+                                f"and {row['value']}")
             points.append((pages, ns))
     if len({p for p, _ in points}) < 2:
         raise UserError(f"--heap-refault {path}: needs mechanism-cost heap-refault "
@@ -657,8 +660,8 @@ def set_host_sources(lines, sources, note=HOST_SOURCES_NOTE, replace=False) -> N
     parameter or is added at the table's end. ``replace``: the table holds ``sources``
     alone (its old entries and comment go). Where there is no table, one is made after
     ``[host]``, headed by ``note`` (comment lines). The one writer of the table: ``sim
-    calibrate --process-parts`` sets its two values in it, ``sim host-profile`` writes it
-    whole."""
+    calibrate --process-parts`` and ``--heap-refault`` set their two values each in it,
+    ``sim host-profile`` writes it whole."""
     span = _table_span(lines, "host.sources")
     if span is not None and replace:
         start = span[0]

@@ -687,27 +687,54 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
 TLB_DIR = "tlb"
 
 
+def _probe_binary(name=None) -> Path:
+    """The built probe binary (``burn-probes``, or ``name`` beside it); one error where it
+    is missing."""
+    from .measure import binary_path
+
+    binary = binary_path() if name is None else binary_path().with_name(name)
+    if not binary.is_file():
+        raise UserError(f"{binary} is missing (cargo build --release in experiments/probes)")
+    return binary
+
+
+def _run_probe(binary, args, env=None):
+    """``binary args`` run to its end, its output captured (``subprocess.CompletedProcess``);
+    one error where it cannot be started."""
+    import subprocess
+
+    try:
+        return subprocess.run([str(binary), *args], capture_output=True, text=True, env=env,
+                              check=False)
+    except OSError as exc:
+        raise UserError(f"cannot run {binary} ({exc.strerror})") from None
+
+
+def _last_line(stderr) -> str:
+    """The last line a failed probe said, for its one error line."""
+    return (stderr.strip().splitlines() or ["no output"])[-1]
+
+
+def _this_host() -> str:
+    """This host in one phrase (:func:`sim.platform.host.describe`), or "" where it cannot
+    be read: the host a probe's rows are written with."""
+    try:
+        return describe(read_host())
+    except (OSError, ValueError):
+        return ""
+
+
 def measure_tlb(directory, echo=_echo) -> bool:
     """Run ``sweep-scan tlb`` (built with the probes, ``experiments/probes/cache-bw``) on this
     host: its CSV rows to ``directory/tlb.csv``, its stderr (the host, cpuid's TLB line) to
     ``directory/tlb.stderr``, both written whole or not at all. Returns whether the probe
     named a data TLB (cpuid 0x80000006: x86_64); takes ~4 minutes of CPU."""
-    import subprocess
-
     from ..analysis.tlb import parse_cpuid_line
-    from .measure import binary_path
 
-    binary = binary_path().with_name("sweep-scan")
-    if not binary.is_file():
-        raise UserError(f"{binary} is missing (cargo build --release in experiments/probes)")
-    try:
-        done = subprocess.run([str(binary), "tlb"], capture_output=True, text=True,
-                              check=False)
-    except OSError as exc:
-        raise UserError(f"cannot run {binary} ({exc.strerror})") from None
+    done = _run_probe(_probe_binary("sweep-scan"), ["tlb"])
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UserError(f"sweep-scan tlb failed (exit {done.returncode}): {last}")
+        raise UserError(f"sweep-scan tlb failed (exit {done.returncode}): "
+                        f"{_last_line(done.stderr)}")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write(directory / "tlb.stderr", done.stderr)
@@ -750,38 +777,24 @@ def measure_parts(directory, runs=PARTS_RUNS, echo=_echo) -> Path:
     whole or not at all; returns its path. Each process takes well under a second; nothing
     is timed."""
     import os
-    import subprocess
 
     from ..analysis.parts import PARTS_FILE, parse_part_lines, parts_csv
-    from .measure import binary_path
 
-    binary = binary_path()
-    if not binary.is_file():
-        raise UserError(f"{binary} is missing (cargo build --release in experiments/probes)")
+    binary = _probe_binary()
     env = {**os.environ, "PROBE_PARTS": "1"}
     processes = []
     for _ in range(runs):
         for variant in ("plain", "autodiff", "valid-model"):
-            cmd = [str(binary), "train-validate", "--quick", "--steps", "1", "--variant",
-                   variant, "--child"]
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                      check=False)
-            except OSError as exc:
-                raise UserError(f"cannot run {binary} ({exc.strerror})") from None
+            done = _run_probe(binary, ["train-validate", "--quick", "--steps", "1",
+                                       "--variant", variant, "--child"], env)
             parts = parse_part_lines(done.stderr)
             if done.returncode != 0 or not parts:
-                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
                 raise UserError(f"train-validate --variant {variant} with PROBE_PARTS failed "
-                                f"(exit {done.returncode}): {last}")
+                                f"(exit {done.returncode}): {_last_line(done.stderr)}")
             processes.append((variant, parts))
-    try:
-        host = describe(read_host())
-    except (OSError, ValueError):
-        host = ""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    atomic_write(directory / PARTS_FILE, parts_csv(processes, host))
+    atomic_write(directory / PARTS_FILE, parts_csv(processes, _this_host()))
     echo(f"      {len(processes)} processes -> {directory / PARTS_FILE}")
     return directory / PARTS_FILE
 
@@ -815,37 +828,24 @@ def measure_trim(directory, runs=TRIM_RUNS, cpu_time=False, echo=_echo) -> bool:
     the host into ``directory/host.txt``. Returns False, writing nothing, where the probe
     does not run (a build without the variant)."""
     import os
-    import subprocess
 
     from .calibrate import HOST_FILE
-    from .measure import binary_path
 
-    binary = binary_path()
-    if not binary.is_file():
-        raise UserError(f"{binary} is missing (cargo build --release in experiments/probes)")
+    binary = _probe_binary()
     env = {**os.environ, **({"PROBE_CPU_TIME": "1"} if cpu_time else {})}
     outputs = []
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(runs):
             csv_path = Path(tmp) / f"heap-refault-{k + 1}.csv"
-            cmd = [str(binary), "mechanism-cost", "--variant", "heap-refault", "--out",
-                   str(csv_path)]
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                      check=False)
-            except OSError as exc:
-                raise UserError(f"cannot run {binary} ({exc.strerror})") from None
+            done = _run_probe(binary, ["mechanism-cost", "--variant", "heap-refault",
+                                       "--out", str(csv_path)], env)
             text = csv_path.read_text(encoding="utf-8") if csv_path.is_file() else ""
             if done.returncode != 0 or "brk-per-trim" not in text:
-                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
                 echo(f"      mechanism-cost heap-refault did not run (exit "
-                     f"{done.returncode}: {last})")
+                     f"{done.returncode}: {_last_line(done.stderr)})")
                 return False
             outputs.append(text)
-    try:
-        host = describe(read_host())
-    except (OSError, ValueError):
-        host = ""
+    host = _this_host()
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for k, text in enumerate(outputs, 1):

@@ -27,9 +27,10 @@ from pathlib import Path
 from ..analysis.compare import TOLERANCE
 from ..analysis.fixes import PATCHED_MEASURED, measured_growth
 from ..analysis.growth import (run_label, singular_unit, ratio_text, verdict, MEMORY_RULE, TIME_RULE,
-                     VERDICT_RULE)
+                     VERDICT_RULE, GROWS_BYTES)
 from ..policies import (POLICIES, is_fix, known_policy, policy_label, policy_rank,
                         reference_label)
+from ..platform.host import how_to_profile
 from ..units import METRICS
 from ..engine.workloads import builtin_names, load_workload
 
@@ -102,11 +103,9 @@ def _hosts_line(hosts):
     line = f"Host of the profile: {profile}. Host of the measurements: {measured or 'none'}."
     running, kind = hosts.get("running"), hosts.get("kind")
     if running and kind and running != kind:
-        how = ("`sim host-profile --out models/NAME.toml` makes a profile of that host"
-               if running.startswith("linux") else
-               "`sim host-profile` makes profiles of Linux hosts")
         line += (f" Run on a {running} host, another kind than the profile's: every time "
-                 f"and memory figure here is the profile's machine's; {how}.")
+                 f"and memory figure here is the profile's machine's; "
+                 f"{how_to_profile(running)}.")
     return line
 
 
@@ -405,8 +404,9 @@ def _answer(growth):
                         f"that remove all of it, those that remove part of it, and the rest, "
                         f"each with its price, judged against `{REFERENCE}` on the same run: "
                         f"*peak* is the height a bounded memory plateaus at (*higher "
-                        f"plateau*: more than {TOLERANCE['memory'] * 100:g} % above "
-                        f"`{REFERENCE}`'s where neither grows), *x faster* / "
+                        f"plateau*: more than {TOLERANCE['memory'] * 100:g} % and "
+                        f"{GROWS_BYTES // 1024} KiB above `{REFERENCE}`'s where neither "
+                        f"grows), *x faster* / "
                         f"*x slower* the time per loop unit over the last interval against "
                         f"`{REFERENCE}`'s. "
                         + ("; ".join(f"*{policy_label(p)}*: `{p}` models another "

@@ -38,7 +38,8 @@ from pathlib import Path
 
 __all__ = ["HOST_KEYS", "read_host", "parse_cpuinfo", "parse_size", "read_caches",
            "differences", "mismatch_warning", "running_host", "describe", "SOURCES",
-           "read_sysfs_shape", "host_kind", "profile_machine", "other_kind_note"]
+           "read_sysfs_shape", "host_kind", "profile_machine", "other_kind_note",
+           "how_to_profile"]
 
 CPU_DIR = Path("/sys/devices/system/cpu")
 CPUINFO = Path("/proc/cpuinfo")
@@ -341,14 +342,24 @@ def other_kind_note(profile, kind=None):
     >>> print(other_kind_note(Profile(), "linux-x86_64"))  # doctest: +NORMALIZE_WHITESPACE
     profile m2max-macos describes Apple M2 Max, 12 cores (macos-aarch64), not this
     linux-x86_64 host: its times and memory are that machine's; `sim host-profile --out
-    models/NAME.toml` makes a profile of this one
+    models/NAME.toml` makes a profile of this host
     >>> other_kind_note(Profile(), "macos-aarch64") is None
     True
     """
     here = kind or host_kind()
     if profile.data["meta"]["platform"] == here:
         return None
-    how = ("`sim host-profile --out models/NAME.toml` makes a profile of this one"
-           if here.startswith("linux") else "`sim host-profile` makes profiles of Linux hosts")
     return (f"profile {profile.name} describes {profile_machine(profile)}, not this {here} "
-            f"host: its times and memory are that machine's; {how}")
+            f"host: its times and memory are that machine's; {how_to_profile(here)}")
+
+
+def how_to_profile(kind) -> str:
+    """How to make a profile of this machine, of ``kind`` (``sim host-profile`` measures
+    Linux hosts only).
+
+    >>> how_to_profile("macos-aarch64")
+    '`sim host-profile` makes profiles of Linux hosts'
+    """
+    if kind.startswith("linux"):
+        return "`sim host-profile --out models/NAME.toml` makes a profile of this host"
+    return "`sim host-profile` makes profiles of Linux hosts"

@@ -271,3 +271,42 @@ def test_calibrate_tlb_refuses_bad_order_rows_before_writing(tmp_path, capsys):
                                   "--out", str(out)], capsys)
         assert_one_error(code, lines, said)
         assert not out.exists()
+
+
+def test_calibrate_tlb_refuses_unreadable_or_degenerate_probe_files(tmp_path, capsys):
+    """Files that are not UTF-8, a miss that costs nothing and order rows on 0 pages or
+    reading no key each gave a traceback (UnicodeDecodeError, ZeroDivisionError)."""
+    out = tmp_path / "p.toml"
+
+    def refused(d, said):
+        code, _, lines = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--tlb", str(d),
+                                  "--out", str(out)], capsys)
+        assert_one_error(code, lines, said)
+        assert not out.exists()
+
+    def probe_dir(name, **kw):
+        (tmp_path / name).mkdir()
+        return _probe_dir(tmp_path / name, **kw)
+
+    for name in ("tlb.stderr", "tlb.csv"):
+        d = probe_dir(name)
+        (d / name).write_bytes((d / name).read_bytes() + b"\xff\xfe\n")
+        refused(d, f"{name}: cannot read it")
+    d = probe_dir("lscpu", host="")
+    (d / "lscpu.txt").write_bytes(b"Model name: \xff\n")
+    refused(d, "lscpu.txt: cannot read it")
+    d = probe_dir("free")
+    (d / "tlb.csv").write_text("pattern,n,ns\n" + "".join(
+        f"{p},{n},1.0\n" for n in (4096, 8192, 65536) for p in ("pages4k", "lines4k")))
+    refused(d, "no cost of a TLB miss")
+    d = probe_dir("order")
+    _order_rows(d, lambda pages, frac: 0.5)
+    path = d / "order" / "order-a.csv"
+    good = path.read_text()
+    for bad in (good.replace("order4k,1024,8192,", "order4k,0,8192,"),
+                good.replace("order4k,1024,8192,1.0,8192,", "order4k,1024,8192,1.0,0,"),
+                good.replace("order4k,1024,8192,1.0,8192,", "order4k,1024,8192,1.0,9000,")):
+        path.write_text(bad)
+        refused(d, "order-a.csv: a row of pattern 'order4k'")
+    path.write_bytes(good.encode() + b"\xff\n")
+    refused(d, "order-a.csv: cannot read it as CSV")

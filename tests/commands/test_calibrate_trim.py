@@ -113,6 +113,10 @@ def test_bad_input_is_one_error(tmp_path, capsys):
         bad.write_text("\n".join([HEADER, _row("brk-per-trim", 16, 1000.0),
                                   _row("brk-per-trim", 64, value)]) + "\n")
         refused(bad, "bad.csv:3")
+    for pages in ("1e200", "2e-200", "0.5", "nan", "0"):    # the line's sums overflowed or
+        bad.write_text("\n".join([HEADER, _row("brk-per-trim", 1, 1000.0),  # divided by 0
+                                  _row("brk-per-trim", pages, 2000.0)]) + "\n")
+        refused(bad, "bad.csv:3")
     bad.write_bytes(b"experiment,variant\n\xff\xfe,1\n")
     refused(bad, "cannot read it as CSV")
     assert not (tmp_path / "out.toml").exists()
@@ -133,3 +137,30 @@ def test_host_profile_step_reuses_the_rows_it_finds(tmp_path):
                      True, False, said.append)
     assert load_profile(out).get("time.trim_page_ns") == 208.33
     assert any("reusing" in m for m in said)
+
+
+def test_measure_trim_runs_the_probe_and_writes_its_rows_or_nothing(tmp_path, monkeypatch):
+    from sim.commands import measure
+    from sim.commands.host_profile import measure_trim
+    from sim.errors import UserError
+
+    binary = tmp_path / "burn-probes"
+    monkeypatch.setattr(measure, "binary_path", lambda gpu=False: binary)
+    said = []
+    # a probe that writes its rows to --out (its last argument)
+    binary.write_text("#!/bin/sh\nfor a; do out=$a; done\n"
+                      f"printf '%s\\n' '{HEADER}' '{_row('brk-per-trim', 16, 9000.0)}' "
+                      "> \"$out\"\n")
+    binary.chmod(0o755)
+    assert measure_trim(tmp_path / "trim", runs=2, echo=said.append)
+    assert sorted(p.name for p in (tmp_path / "trim").iterdir()) == [
+        "heap-refault-1.csv", "heap-refault-2.csv", "host.txt"]
+    assert "brk-per-trim" in (tmp_path / "trim" / "heap-refault-2.csv").read_text()
+    # a build without the variant: False, nothing written, the probe's last line said
+    binary.write_text("#!/bin/sh\necho 'unknown variant heap-refault' >&2\nexit 3\n")
+    assert not measure_trim(tmp_path / "none", echo=said.append)
+    assert not (tmp_path / "none").exists()
+    assert "exit 3: unknown variant heap-refault" in said[-1]
+    binary.chmod(0o644)                       # there but not runnable: one error
+    with pytest.raises(UserError, match="cannot run"):
+        measure_trim(tmp_path / "none", echo=said.append)

@@ -202,10 +202,10 @@ def test_the_terminal_and_the_report_say_whose_machine_the_predictions_are(
         assert said == ("profile m2max-macos describes Apple M2 Max, L2 16 MiB, 12 cores "
                         "(macos-aarch64), not this linux-x86_64 host: its times and memory "
                         "are that machine's; `sim host-profile --out models/NAME.toml` "
-                        "makes a profile of this one")
+                        "makes a profile of this host")
         assert ("Run on a linux-x86_64 host, another kind than the profile's: every time and "
                 "memory figure here is the profile's machine's; `sim host-profile --out "
-                "models/NAME.toml` makes a profile of that host.") in report
+                "models/NAME.toml` makes a profile of this host.") in report
     else:
         assert said == ("profile m2max-macos describes Apple M2 Max, L2 16 MiB, 12 cores "
                         "(macos-aarch64)")
