@@ -546,11 +546,16 @@ def host_profile_cmd(out, base, measured_out, reuse_measured, force, log, jobs, 
     Reads the CPU model, caches (sizes, ways), page size, glibc version and cores from
     the system, runs the quick probes (`sim measure --quick`: builds them with cargo
     the first time) and the sweep-scan probe's `tlb` rows (the data TLB's entries, ways and
-    cost of a miss, as `sim calibrate --tlb` writes them, on x86_64) and fits the time parameters listed in the README ("A profile for
+    cost of a miss, as `sim calibrate --tlb` writes them, on x86_64), runs the
+    train-validate probe with PROBE_PARTS (30 short processes: the RSS before any burn
+    code and a first forward's text, as `sim calibrate --process-parts` writes them),
+    and fits the time parameters listed in the README ("A profile for
     your machine") on the quick points that isolate them (mechanism-cost, op-cost,
     backward-cost, params, p10-ema), derives tape_step_ns, backward_step_ns and
     drop_release_node_ns from others; writes --out atomically with a [host] table
-    saying where each value came from.
+    saying where each value came from. A progress line on stderr throughout; on the shared
+    2-vCPU AMD EPYC it was made on, the fit alone (--reuse-measured) took 5-7 minutes at
+    load 1-11 and 52 at load 15-19, a cold cargo build of the probes adds ~8 (README).
     """
     from .host_profile import host_profile
     if log is not None:
