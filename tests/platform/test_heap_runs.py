@@ -125,3 +125,32 @@ def test_a_tapped_heap_hands_every_event_of_its_runs_to_the_tap():
     assert tap.events == [("alloc", 24), ("free", 24), ("alloc", 24), ("free", 24),
                           ("alloc", 40), ("free", 40)] + [("alloc", 100)] * 3 + \
         [("free", 100)] * 3
+
+
+class _Heard:
+    """An arena recorder noting every call the arena makes to it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        def note(*args):
+            self.calls.append((name,) + tuple(a for a in args if type(a) is int))
+        return note
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_pairs_with_an_arena_recorder_tell_it_what_the_calls_one_by_one_do(seed):
+    """A recorder on the arena (fast-forward's window recorder) hears every tcache read
+    of the pairs: with one set, the pairs go one by one."""
+    rng = random.Random(2000 + seed)
+    h, faults, _ = warmed(rng)
+    other, other_faults = twin(h, faults)
+    h._arena.recorder, other._arena.recorder = _Heard(), _Heard()
+    sizes = np.array([rng.choice(SIZES[:8]) for _ in range(rng.randint(1, 60))],
+                     dtype=np.int64)
+    h.pairs(sizes)
+    for nbytes in sizes.tolist():
+        other.free(nbytes, other.alloc(nbytes))
+    same(h, other, faults, other_faults)
+    assert h._arena.recorder.calls == other._arena.recorder.calls
