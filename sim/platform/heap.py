@@ -303,14 +303,15 @@ class Heap:
         is set, a request whose tcache bin holds a chunk takes that chunk and gives it
         back (nothing but the counters changes), so only a size's requests that find its
         bin empty go to the arena: one each, as the free parks its chunk there for the
-        rest."""
+        rest. With a recorder on the arena (which hears each bin read) they go one by
+        one."""
         sizes = np.asarray(sizes)
         sizes = sizes[sizes > 0]
         if not sizes.size:
             return
         arena = self._arena
         if (arena is None or self.tap is not None or self._small or arena.alias
-                or arena.runs):
+                or arena.runs or arena.recorder is not None):
             self._pairs_one_by_one(sizes)
             return
         kinds, firsts = np.unique(sizes, return_index=True)

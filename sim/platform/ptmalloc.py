@@ -1203,7 +1203,10 @@ class _Arena:
         # the replay names chunks, not handles: none is translated or tagged
         alias, self.alias = self.alias, {}
         try:
-            if self.runs:
+            # carve runs, or a recorder listening (fast-forward's window recorder: the
+            # compiled loop pops tcache chunks and skips neutral pairs without telling
+            # it): the requests through the public calls
+            if self.runs or self.recorder is not None:
                 for _ in range(n):
                     carry.append(self._replay_calls(program.template, carry))
                     del carry[0]
@@ -1224,7 +1227,8 @@ class _Arena:
             self.alias = alias
 
     def _replay_calls(self, template, carry) -> list:
-        """One iteration of ``template`` through the public calls (carve runs present)."""
+        """One iteration of ``template`` through the public calls (carve runs present, or
+        a recorder set)."""
         blocks = []
         for kind, nbytes, arg in template:
             if kind == "alloc":

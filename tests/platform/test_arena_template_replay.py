@@ -306,3 +306,40 @@ def test_the_replay_loop_frees_a_chunk_larger_than_asked_into_a_full_bin():
                 ("free", 200, (0, 1)))
     program = PtmallocArena.compile(template)
     replay_against_one_by_one(arena, faults, program, template, [], LONG + 5)
+
+
+class _Heard:
+    """A recorder that notes every call the arena makes to it (the arena's tap)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        def note(*args):
+            self.calls.append((name,) + tuple(a for a in args
+                                              if not isinstance(a, PtmallocArena)))
+        return note
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_replay_with_a_recorder_tells_it_what_the_calls_one_by_one_do(seed):
+    """A recorder set on the arena (fast-forward's window recorder) hears from a replay
+    every bin length and break event the same calls one by one tell it: the compiled
+    loop pops tcache chunks inline and skips neutral pairs without a word, so with a
+    recorder set the replay makes its requests through the public calls."""
+    rng = random.Random(11000 + seed)
+    template = with_neutral_pairs(rng, random_template(rng, rng.choice([0, 1, 2])),
+                                  rng.randint(1, 6))
+    program = PtmallocArena.compile(template)
+    arena, faults, carry = warmed(rng, template, program.depth)
+    other = copy.deepcopy(arena)
+    arena.recorder, other.recorder = _Heard(), _Heard()
+    n = rng.randint(1, 20)
+    replayed = arena.replay(program, n, carry)
+    expected = [list(blocks) for blocks in carry]
+    for _ in range(n):
+        expected.append(one_by_one(other, template, expected))
+        del expected[0]
+    assert replayed == expected
+    assert arena_state(arena) == arena_state(other)
+    assert arena.recorder.calls == other.recorder.calls

@@ -4,7 +4,7 @@
 import sys, collections
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2]))
 from alloc_trace import _Tracing
-from sim.platform.heap import Heap
+from sim.platform.heap import HeapTap
 from sim.engine.simulation import Simulation
 from sim.engine.profile import load_profile
 from sim.burn.nn import Mlp
@@ -29,21 +29,31 @@ for i in range(19):
 # one sample op by op, whole-sample window; events tagged with the op
 log = []
 cur = ["?"]
-class Tr(Heap):
+class Tr(HeapTap):
+    # a tap, not a swapped class: the heap's runs (pairs, alloc_run, free_run, nested)
+    # then come one by one, as a swapped class's overrides would not see them
     __slots__ = ()
-    def alloc(self, n, align=0):
+    def alloc(self, heap, n, align=0):
         if n > 0: log.append((cur[0], 1, n))
-        return Heap.alloc(self, n, align)
-    def free(self, n, block=None):
+        return heap.untapped(heap.alloc, n, align)
+    def free(self, heap, n, block=None):
         if n > 0: log.append((cur[0], -1, n))
-        Heap.free(self, n, block)
-    def alloc_many(self, n, c):
+        heap.untapped(heap.free, n, block)
+    def alloc_many(self, heap, n, c):
         assert c <= 1 or n <= 0
-        Heap.alloc_many(self, n, c)
-    def free_many(self, n, c):
+        if c == 1:
+            return self.alloc(heap, n)
+        heap.untapped(heap.alloc_many, n, c)
+    def free_many(self, heap, n, c):
         for _ in range(c): log.append((cur[0], -1, n))
-        Heap.free_many(self, n, c)
-sim.heap.__class__ = Tr
+        heap.untapped(heap.free_many, n, c)
+    def realloc(self, heap, old, n, block):
+        if old <= 0:
+            return self.alloc(heap, n)      # a Vec's first block: an alloc
+        return heap.untapped(heap.realloc, old, n, block)
+    # a realloc of a block passed on unlogged and a transient run as one block through
+    # the tap (HeapTap.transient), as the class this replaced saw them
+previous, sim.heap.tap = sim.heap.tap, Tr()
 def T(label, fn):
     cur[0] = label
     return fn()
@@ -62,7 +72,7 @@ br = T("reshape b2", lambda: bv.reshape((1, 128))); del bv
 a = T("add2", lambda: a + br); del br
 s = T("sum", lambda: a.sum()); del a
 T("into_scalar", lambda: s.into_scalar()); del s
-sim.heap.__class__ = Heap
+sim.heap.tap = previous
 open_ = collections.defaultdict(list)  # size -> stack of op labels
 pre = []
 for op, sign, n in log:
