@@ -75,6 +75,17 @@ def random_template(rng, depth, frees_by_size=True):
     return tuple(events)
 
 
+
+def replayed_both(arena, other, program, template, n, carry) -> bool:
+    """Whether ``n`` iterations of ``program`` replayed on ``arena`` give the blocks the
+    same ``template``'s calls one by one give on ``other`` (its copy)."""
+    replayed = arena.replay(program, n, carry)
+    expected = [list(blocks) for blocks in carry]
+    for _ in range(n):
+        expected.append(one_by_one(other, template, expected))
+        del expected[0]
+    return replayed == expected
+
 def one_by_one(arena, template, carry):
     """One iteration of ``template`` through alloc, free and realloc; its blocks."""
     blocks = []
@@ -124,12 +135,7 @@ def replay_against_one_by_one(arena, faults, program, template, carry, n):
     other_faults = []
     other.fault = lambda nbytes, mapped: other_faults.append((nbytes, mapped))
     start = len(faults)
-    replayed = arena.replay(program, n, carry)
-    expected = [list(blocks) for blocks in carry]
-    for _ in range(n):
-        expected.append(one_by_one(other, template, expected))
-        del expected[0]
-    assert replayed == expected
+    assert replayed_both(arena, other, program, template, n, carry)
     assert live_lists(arena) == live_lists(other)
     assert arena_state(arena) == arena_state(other)
     assert (arena.resident_bytes(), arena.trims, arena.mapped, arena.mmap_threshold) == \
@@ -335,11 +341,6 @@ def test_a_replay_with_a_recorder_tells_it_what_the_calls_one_by_one_do(seed):
     other = copy.deepcopy(arena)
     arena.recorder, other.recorder = _Heard(), _Heard()
     n = rng.randint(1, 20)
-    replayed = arena.replay(program, n, carry)
-    expected = [list(blocks) for blocks in carry]
-    for _ in range(n):
-        expected.append(one_by_one(other, template, expected))
-        del expected[0]
-    assert replayed == expected
+    assert replayed_both(arena, other, program, template, n, carry)
     assert arena_state(arena) == arena_state(other)
     assert arena.recorder.calls == other.recorder.calls
