@@ -973,6 +973,9 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
 
     def finish(info):
         info["wall_s"] = round(time.perf_counter() - start, 3)
+    if progress and not info.get("no_figures") and sys.stderr.isatty():
+        # the figures and report take seconds after the bar's "done" (a terminal only)
+        print("drawing the figures and the report ...", file=sys.stderr, flush=True)
     publish(out, info, stale, jobs=jobs, finish=finish,
             figures=not info.pop("no_figures", False),
             data=(run.ordered_rows(with_params), errors, with_params))

@@ -181,3 +181,32 @@ def test_dask_cluster_gives_the_same_data(swept, tmp_path):
     assert info["computed"] == info["cells"]
     for name in ("predicted.csv", "errors.csv"):
         assert (tmp_path / name).read_bytes() == (out / name).read_bytes(), name
+
+
+class _Terminal:
+    """A stderr that says it is a terminal, keeping what is written to it."""
+
+    def __init__(self):
+        self.text = ""
+
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+def test_a_terminal_is_told_the_figures_are_being_drawn(swept, monkeypatch):
+    """After the bar's "done" the figures and the report take seconds: a terminal gets
+    one line saying so before them; a pipe (or progress off) gets nothing."""
+    out, _ = swept
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    sweep(out=out, jobs=1, **dict(SMALL, progress=True))
+    assert "drawing the figures and the report ...\n" in terminal.text
+    terminal.text = ""
+    sweep(out=out, jobs=1, **SMALL)
+    assert "drawing the figures" not in terminal.text
