@@ -39,7 +39,7 @@ from ..burn.tensor import Device, BurnPanic
 from ..burn.graph.traversal import TapeConsumed
 from .fastforward.repeat import repeat
 from .interrupts import _in_finalizer
-from ..units import METRICS
+from ..units import METRICS, OBSERVABLES
 from ..paths import PACKAGE_PREFIX
 from ..policies import get_policy
 from ..policies.base import Policy
@@ -681,8 +681,13 @@ class Simulation:
     def sample(self, x, x_unit, phase="", observables=True, **metrics):
         """Record ``metrics`` (name=value) at ``x`` plus the bookkeeping observables.
 
-        Returns a flush event for the workload to yield.
+        Returns a flush event for the workload to yield. A metric named like an
+        observable (``heap_bytes``, ``sim_time_ms``...) is an error unless
+        ``observables=False``: the sample records those itself, so the row would be there
+        twice.
         """
+        if observables and not metrics.keys().isdisjoint(OBSERVABLES):
+            raise self._observable_named(metrics)
         self.at(x, x_unit)
         for name, value in metrics.items():
             self.record(x, x_unit, name, value, phase=phase)
@@ -691,6 +696,16 @@ class Simulation:
                 self.record(x, x_unit, name, value, phase=phase)
         self.trims_at_sample += self.top_trims()
         return _FLUSH
+
+    @staticmethod
+    def _observable_named(metrics) -> UserError:
+        named = [m for m in metrics if m in OBSERVABLES]
+        return UserError(
+            f"sim.sample({', '.join(f'{m}=...' for m in named)}): "
+            f"{' and '.join(named)} {'is' if len(named) == 1 else 'are'} recorded by every "
+            f"sample as bookkeeping observable{'s' if len(named) > 1 else ''} "
+            f"({', '.join(OBSERVABLES)}); leave {'it' if len(named) == 1 else 'them'} out, or "
+            f"pass observables=False to record only your own metrics")
 
     def observables(self) -> dict:
         """Bookkeeping state now, in the schema's units."""

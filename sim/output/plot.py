@@ -53,15 +53,11 @@ from ..analysis.compare import TOLERANCE
 from ..analysis.growth import GROWS_BYTES, LEVEL_RATIOS, memory_level, ratio_text, verdict
 from ..analysis.growth import phase_ranks as _phase_order
 from ..policies import POLICIES, policy_label, policy_rank, reference_label
-from ..units import BYTES_PER, METRICS
+from ..units import BYTES_PER, METRICS, OBSERVABLES
 
 __all__ = ["workload_figure", "summary_figure", "fix_figure", "policy_color", "policy_colors", "interval_rates",
            "use_policy_colors", "OBSERVABLES"]
 
-#: bookkeeping observables every sample carries (``Simulation.observables``):
-#: kept in predicted.csv, not drawn per workload
-OBSERVABLES = {"live_graphs", "live_nodes", "locator_entries", "registered_steps",
-               "heap_bytes", "heap_blocks", "sim_time_ms", "cleanup_ms"}
 
 _PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#17becf", "#bcbd22", "#7f7f7f"]

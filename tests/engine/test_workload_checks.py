@@ -206,3 +206,47 @@ def test_params_workloads_report_the_process_rss():
                                                     "features": "8", "batch": "4"},
                     observables=False)
     assert "rss_bytes" not in {r["metric"] for r in rows}
+
+
+# -- a workload's metric named like a bookkeeping observable ---------------------------------
+
+OBSERVABLE_NAMED = ("def run(sim, variant):\n"
+                    "    yield sim.sample(0, 'iterations', rss=1, heap_bytes=5)\n")
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_a_metric_named_like_an_observable_is_one_error(command, tmp_path, capsys):
+    """Every sample records the observables itself: a workload naming one in ``sim.sample``
+    would print (and write) that row twice, once with its value and once with the model's;
+    it is one error naming the line and the metric, and nothing is written."""
+    path = tmp_path / "named.py"
+    path.write_text(OBSERVABLE_NAMED)
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ([command, str(path), "--out", str(out / "rows.csv")] if command == "run" else
+            [command, "-w", str(path), "-p", "burn-0.22.1", "--out", str(out)])
+    code, _, lines = run_cli(args, capsys)
+    # a sweep learns it only in the cell: its bar has drawn the cell before the error
+    lines = [line for line in lines if not line.startswith("[")]
+    assert_one_error(code, lines, f"{path}:2: ", "sim.sample(heap_bytes=...)",
+                     "observables=False")
+    assert not list(out.iterdir())
+
+
+def test_observables_off_records_the_workloads_own_once(tmp_path, capsys):
+    path = tmp_path / "own.py"
+    path.write_text(OBSERVABLE_NAMED.replace("heap_bytes=5)", "heap_bytes=5, observables=False)"))
+    csv = tmp_path / "rows.csv"
+    code, _, lines = run_cli(["run", str(path), "--out", str(csv)], capsys)
+    assert code == 0, lines
+    rows = [line.split(",") for line in csv.read_text().splitlines()[1:]]
+    assert [(r[5], r[6]) for r in rows] == [("rss", "1"), ("heap_bytes", "5")]
+
+
+def test_the_observables_a_sample_records_are_the_declared_ones(tmp_path):
+    from sim.engine.runner import run_cell
+    from sim.units import OBSERVABLES
+    path = tmp_path / "one.py"
+    path.write_text(RUN)
+    rows = run_cell(str(path), "default")
+    assert tuple(r["metric"] for r in rows) == ("rss",) + OBSERVABLES
