@@ -372,3 +372,11 @@ def test_a_miss_is_not_fitted_faster_than_a_hit(tmp_path, monkeypatch):
     assert load_profile(str(out)).get("backend.flex.gbps_miss") == pytest.approx(gbps)
     assert predicted is None
     assert len(said) == 1 and said[0].lstrip().startswith("bounded: backend.flex.gbps_miss")
+
+
+def test_the_seeds_name_the_host_their_write_ups_give():
+    """The seeds' measure-info.json records what their write-ups say of the machine (an M2
+    Max on macOS 27) and nothing they do not (no cores, no L2): the report states it."""
+    from sim.commands.sweep import DEFAULT_MEASURED, _hosts
+    hosts = _hosts(load_profile("m2max-macos"), [DEFAULT_MEASURED])
+    assert hosts["measured"] == {str(DEFAULT_MEASURED): "Apple M2 Max, macOS 27"}
