@@ -43,6 +43,7 @@ from ..analysis.fit import gauss_newton, residuals
 from ..analysis.data import atomic_write, check_output_file, output_target
 from ..errors import UserError
 from ..engine.profile import Profile, load_profile, validate
+from .profile_text import KEY, quoted, table_span
 from .progress import Progress
 from ..engine.runner import run_cell
 from ..engine.workers import local_pool
@@ -635,25 +636,6 @@ def calibrate_trim(base, path, out=None, force=False, echo=print):
 HOST_SOURCES_NOTE = ("# where a value a command measured on this host came from (measured,",
                      "# no fit; `sim host-profile` lists every value it wrote here)")
 
-_TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*$")
-
-
-def _table_span(lines, name):
-    """``(start, stop)`` of table ``[name]`` (header line to the next table, less the blank
-    lines before it), or None."""
-    start = None
-    for i, line in enumerate(lines):
-        table = _TABLE.match(line)
-        if table and start is not None:
-            stop = i
-            while stop > start and not lines[stop - 1].strip():
-                stop -= 1
-            return start, stop
-        if table and table.group(1).strip() == name:
-            start = i
-    return (start, len(lines)) if start is not None else None
-
-
 def set_host_sources(lines, sources, note=HOST_SOURCES_NOTE, replace=False) -> None:
     """Write ``sources`` (parameter -> ``[kind, detail...]``) into the ``[host.sources]``
     table of a profile's ``lines``, in place: each entry replaces the table's line for its
@@ -662,14 +644,14 @@ def set_host_sources(lines, sources, note=HOST_SOURCES_NOTE, replace=False) -> N
     ``[host]``, headed by ``note`` (comment lines). The one writer of the table: ``sim
     calibrate --process-parts`` and ``--heap-refault`` set their two values each in it,
     ``sim host-profile`` writes it whole."""
-    span = _table_span(lines, "host.sources")
+    span = table_span(lines, "host.sources")
     if span is not None and replace:
         start = span[0]
         while start > 0 and not lines[start - 1].strip():
             start -= 1                  # the blank lines before it go with it
         del lines[start:span[1]]
         span = None
-    rendered = {_quoted(name): f"{_quoted(name)} = [" + ", ".join(_quoted(v) for v in value)
+    rendered = {quoted(name): f"{quoted(name)} = [" + ", ".join(quoted(v) for v in value)
                 + "]" for name, value in sources.items()}
     if span is not None:
         start, stop = span
@@ -679,14 +661,10 @@ def set_host_sources(lines, sources, note=HOST_SOURCES_NOTE, replace=False) -> N
                 lines[i] = rendered.pop(key)
         lines[stop:stop] = list(rendered.values())
         return
-    host = _table_span(lines, "host")
+    host = table_span(lines, "host")
     if host is None:
         raise UserError("the profile has no [host] table")
     lines[host[1]:host[1]] = ["", "[host.sources]", *note, *rendered.values()]
-
-
-def _quoted(text) -> str:
-    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _shown_value(profile, name) -> str:
@@ -1043,9 +1021,6 @@ def write_profile(base_path, new_profile, values, out, header=(), dropped=(),
     atomic_write(out, text)
 
 
-_KEY = re.compile(r"^\s*([A-Za-z0-9_]+)\s*=")
-
-
 def _find_key(lines, section, key):
     """Index of the line ``key = ...`` of table ``[section]``, or None."""
     current = None
@@ -1054,7 +1029,7 @@ def _find_key(lines, section, key):
         if stripped.startswith("[") and stripped.endswith("]") and not stripped.startswith("[["):
             current = stripped[1:-1].strip()
             continue
-        found = _KEY.match(line)
+        found = KEY.match(line)
         if current == section and found and found.group(1) == key:
             return i
     return None
@@ -1071,10 +1046,10 @@ def _comment_block(lines, i):
     the key on line ``i`` (those directly above the run of adjacent key lines that holds
     it), ``shared`` whether other keys of that run share them."""
     top = i
-    while top > 0 and _KEY.match(lines[top - 1]):
+    while top > 0 and KEY.match(lines[top - 1]):
         top -= 1
     bottom = i + 1
-    while bottom < len(lines) and _KEY.match(lines[bottom]):
+    while bottom < len(lines) and KEY.match(lines[bottom]):
         bottom += 1
     start = top
     while start > 0 and lines[start - 1].lstrip().startswith("#"):
