@@ -40,7 +40,7 @@ from pathlib import Path
 
 from ..analysis.compare import cells_for, join, point_id, quick_params
 from ..analysis.fit import gauss_newton, residuals
-from ..analysis.data import atomic_write, check_output_file, output_target
+from ..analysis.data import atomic_write, check_output_file, output_target, probe_csv_rows
 from ..errors import UserError
 from ..engine.profile import Profile, load_profile, validate
 from .profile_text import KEY, quoted, table_span
@@ -531,6 +531,8 @@ def calibrate_parts(base, parts_path, out=None, force=False, echo=print):
 TRIM_KEYS = (("time", "trim_cycle_ns", "cycle_ns"), ("time", "trim_page_ns", "page_ns"))
 #: the rows of mechanism-cost's ``heap-refault`` variant the trim's cost is read from
 TRIM_ROW = ("mechanism-cost", "heap-refault", "brk-per-trim", "pages", "ns_per_op")
+#: the columns a ``brk-per-trim`` row is read from (a bad one's error names them)
+TRIM_COLUMNS = "experiment,variant,phase,x,x_unit,metric,value"
 #: the most pages a ``brk-per-trim`` row may give back (4 TiB of 4-KiB pages); with at least
 #: one page this bounds the least-squares sums (no overflow, no spread that rounds to 0)
 MAX_TRIM_PAGES = 1e9
@@ -545,31 +547,29 @@ def read_heap_refault(path) -> dict:
     ``cycle_ns`` fixed + ``page_ns`` per page. Also ``points`` ((pages, ns) read),
     ``files``, and ``host`` (a directory's ``host.txt``, or ""). At least two page counts
     are needed; a bad or missing value is one error naming the file."""
-    import csv
     path = Path(path)
     files = sorted(path.glob("*.csv")) if path.is_dir() else [path]
     if not files:
         raise UserError(f"--heap-refault {path}: no CSV file there")
+
+    def read(row):
+        if (row.get("experiment"), row.get("variant"), row.get("phase"),
+                row.get("x_unit"), row.get("metric")) != TRIM_ROW:
+            return None
+        return float(row["x"]), float(row["value"])
+
     points = []
     for file in files:
-        try:
-            with open(file, newline="", encoding="utf-8") as f:
-                rows = list(csv.DictReader(f))
-        except (OSError, UnicodeDecodeError, csv.Error) as e:
-            raise UserError(f"--heap-refault {file}: cannot read it as CSV ({e})") from None
-        for line, row in enumerate(rows, start=2):
-            if (row.get("experiment"), row.get("variant"), row.get("phase"),
-                    row.get("x_unit"), row.get("metric")) != TRIM_ROW:
+        for line, row, point in probe_csv_rows(file, TRIM_COLUMNS, read,
+                                               name=f"--heap-refault {file}"):
+            if point is None:
                 continue
-            try:
-                pages, ns = float(row["x"]), float(row["value"])
-            except (TypeError, ValueError):
-                raise UserError(f"--heap-refault {file}:{line}: x and value must be numbers")
+            pages, ns = point
             if not (1 <= pages <= MAX_TRIM_PAGES and 0 <= ns < 1e9):
                 raise UserError(f"--heap-refault {file}:{line}: pages must be between 1 and "
                                 f"{MAX_TRIM_PAGES:g} and ns between 0 and 1e9, got {row['x']} "
                                 f"and {row['value']}")
-            points.append((pages, ns))
+            points.append(point)
     if len({p for p, _ in points}) < 2:
         raise UserError(f"--heap-refault {path}: needs mechanism-cost heap-refault "
                         f"brk-per-trim rows at two page counts at least (`burn-probes "
