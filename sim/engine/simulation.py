@@ -298,7 +298,7 @@ class Simulation:
         self.fault_bytes = 0      # bytes made resident so far (cumulative)
         self.fault_mapped = 0     #   of which mapped blocks (faulted again after an unmap)
         self.fault_ps = 0         # their time so far (ps)
-        self._fault_ps_per_byte = (1000.0 * float(profile.time.get("page_fault_ns", 0.0))
+        self._fault_ps_per_byte = (1000.0 * float(profile.time["page_fault_ns"])
                                    / self.allocator.page_bytes)
         if self._fault_ps_per_byte:
             # weakly: the heap's finalizer (above) holds the heap, and the heap's allocator
@@ -313,22 +313,22 @@ class Simulation:
         self.trims_charged = 0    # trims charged so far, and the bytes they gave back
         self.trim_bytes = 0
         self.trim_ps = 0          # their time so far (ps)
-        self._trim_ps_per_cycle = 1000.0 * float(profile.time.get("trim_cycle_ns", 0.0))
-        self._trim_ps_per_byte = (1000.0 * float(profile.time.get("trim_page_ns", 0.0))
+        self._trim_ps_per_cycle = 1000.0 * float(profile.time["trim_cycle_ns"])
+        self._trim_ps_per_byte = (1000.0 * float(profile.time["trim_page_ns"])
                                   / self.allocator.page_bytes)
         arena = getattr(self.allocator, "arena", None)
         if arena is not None and (self._trim_ps_per_cycle or self._trim_ps_per_byte):
             arena.trim = _weak_method(self.trim)
         # a hash table's growth: rehash_item_ns per item it moves into the new block
         # (sim.platform.hashbrown.RawTable._resize), charged where the table grows
-        self._rehash_ps_per_item = 1000.0 * float(profile.time.get("rehash_item_ns", 0.0))
+        self._rehash_ps_per_item = 1000.0 * float(profile.time["rehash_item_ns"])
         if self._rehash_ps_per_item:
             self.heap.rehash = _weak_method(self.rehash)
         # text faults: a code path's first run maps its resident text one fault-around window
         # at a time, text_fault_ns per window (TouchedPages.text_fault)
         self.text_fault_bytes = 0
         self.text_fault_ps = 0
-        self._text_ps_per_byte = (1000.0 * float(profile.time.get("text_fault_ns", 0.0))
+        self._text_ps_per_byte = (1000.0 * float(profile.time["text_fault_ns"])
                                   / FAULT_AROUND_BYTES)
         if self._text_ps_per_byte:
             self.touched.text_fault = _weak_method(self.text_fault)
