@@ -43,6 +43,7 @@ from ..analysis.fit import gauss_newton, residuals
 from ..analysis.data import atomic_write, check_output_file, output_target, probe_csv_rows
 from ..errors import UserError
 from ..engine.profile import Profile, load_profile, validate
+from ..platform.rss import ALLOCATOR_CLASSES
 from .profile_text import KEY, quoted, table_span
 from .progress import Progress
 from ..engine.runner import run_cell
@@ -596,6 +597,12 @@ def calibrate_trim(base, path, out=None, force=False, echo=print):
     comment naming the files and the host and, where the profile has a ``[host]`` table,
     their source in ``[host.sources]``. Returns the values."""
     profile, base_text = _measured_base(base, out, force)
+    allocator = profile.process.allocator
+    if not ALLOCATOR_CLASSES[allocator].get("arena"):
+        raise UserError(f"--heap-refault: profile {profile.name}'s allocator is "
+                        f"{allocator!r}, which has no glibc arena: nothing trims there, so "
+                        f"trim costs would never be charged (give a profile whose [process] "
+                        f"allocator is 'glibc-arena', e.g. amd-epyc-zen4 or linux-x86_64)")
     trim = read_heap_refault(path)
     host = trim["host"] or "the host the files were measured on"
     files = trim["files"]
