@@ -5,7 +5,7 @@ never a traceback."""
 import pytest
 
 from clirun import assert_one_error, run_cli
-from sim.engine.workloads import builtin_names
+from sim.engine.workloads import builtin_names, load_workload
 
 RUN = 'def run(sim, variant):\n    yield sim.sample(0, "iterations", rss=1)\n'
 RUN_K = 'def run(sim, variant, k):\n    yield sim.sample(0, "iterations", rss=1)\n'
@@ -86,6 +86,10 @@ def test_every_builtin_workload_loads(capsys):
     code, out, lines = run_cli(["list"], capsys)
     assert code == 0, lines
     assert all(name in out for name in names)
+    # `sim sweep -w all` is the default set, not every workload: the list marks which
+    marked = {line.split()[0] for line in out.splitlines() if line.endswith("  *")}
+    assert marked == {n for n in names if load_workload(n).sweep}
+    assert "p10-ema" in marked and "op-cost" not in marked
 
 
 # -- --set values (item 2) -------------------------------------------------------------------
