@@ -101,6 +101,10 @@ def _hosts_line(hosts):
             where.append(folder)
     measured = "; ".join(f"{host} ({', '.join(paths)})" for host, paths in by_host.items())
     line = f"Host of the profile: {profile}. Host of the measurements: {measured or 'none'}."
+    if "not recorded" in by_host:
+        line += (" (A measurement's host is recorded in a `measure-info.json` beside its CSV, "
+                 "as `sim measure` writes it: `{\"machine\": {\"host\": {\"cpu_model\": "
+                 "...}}}`.)")
     running, kind = hosts.get("running"), hosts.get("kind")
     if running and kind and running != kind:
         line += (f" Run on a {running} host, another kind than the profile's: every time "

@@ -380,3 +380,18 @@ def test_the_seeds_name_the_host_their_write_ups_give():
     from sim.commands.sweep import DEFAULT_MEASURED, _hosts
     hosts = _hosts(load_profile("m2max-macos"), [DEFAULT_MEASURED])
     assert hosts["measured"] == {str(DEFAULT_MEASURED): "Apple M2 Max, macOS 27"}
+
+
+def test_a_users_csv_without_its_host_says_how_to_record_it(tmp_path):
+    from sim.commands.sweep import _hosts
+    from sim.output.report import _hosts_line
+    csv = tmp_path / "my.csv"
+    csv.write_text("experiment,variant,phase,x,x_unit,metric,value,unit,note\n")
+    profile = load_profile("m2max-macos")
+    line = _hosts_line(_hosts(profile, [csv]))
+    assert "Host of the measurements: not recorded" in line and "measure-info.json" in line
+    (tmp_path / "measure-info.json").write_text(
+        json.dumps({"machine": {"host": {"cpu_model": "Apple M3", "os": "macOS 26"}}}))
+    line = _hosts_line(_hosts(profile, [csv]))
+    assert "Host of the measurements: Apple M3, macOS 26 (" in line
+    assert "measure-info.json" not in line
