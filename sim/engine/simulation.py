@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections import Counter
 import gc
+import math
+import numbers
 import weakref
 
 import simpy
@@ -49,6 +51,13 @@ from ..burn.runtime.server import AutodiffServer
 from ..policies.trace import traced, NAME_READ
 
 __all__ = ["Simulation", "Limits", "LimitExceeded", "HostThread"]
+
+
+def _finite_number(value) -> bool:
+    """Whether ``value`` is a real number a CSV row can hold and a comparison read back
+    (a numpy scalar too; not a bool, a string, None, NaN or an infinity)."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value))
 
 
 class Limits:
@@ -615,12 +624,17 @@ class Simulation:
     def record(self, x, x_unit, metric, value, phase="", note="", experiment=None,
                variant=None) -> None:
         """Record one observation in the schema (``metric``: a name of
-        :data:`sim.units.METRICS`, which gives its unit; any other is a
-        :class:`~sim.errors.UserError` listing them)."""
+        :data:`sim.units.METRICS`, which gives its unit, any other is a
+        :class:`~sim.errors.UserError` listing them; ``value``: a finite number, else
+        one naming it)."""
         known = METRICS.get(metric)
         if known is None:
             raise UserError(f"unknown metric {shown(metric)} (valid: {', '.join(METRICS)}; "
                             f"sim/units.py declares each with its unit)")
+        if not (value.__class__ is int or value.__class__ is float and value - value == 0) \
+                and not _finite_number(value):
+            raise UserError(f"metric {metric}: the value must be a number, not "
+                            f"{type(value).__name__} {shown(value)}")
         unit = known.unit
         row = {
             "experiment": experiment or self.experiment,

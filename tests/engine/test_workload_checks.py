@@ -254,3 +254,27 @@ def test_the_observables_a_sample_records_are_the_declared_ones(tmp_path):
     path.write_text(RUN)
     rows = run_cell(str(path), "default")
     assert tuple(r["metric"] for r in rows) == ("rss",) + OBSERVABLES
+
+
+@pytest.mark.parametrize("value, said", [("'abc'", "not str 'abc'"), ("None", "not NoneType"),
+                                         ("float('nan')", "not float nan"),
+                                         ("float('inf')", "not float inf"),
+                                         ("True", "not bool")])
+def test_a_metric_value_that_is_not_a_number_is_one_error(value, said, tmp_path, capsys):
+    """`sim run` wrote such a row (`rss,abc,MB`) that `sim compare` then refused to read
+    back (new-user walkthrough, session 57): the run refuses it at the sample."""
+    path = tmp_path / "value.py"
+    path.write_text(f"def run(sim, variant):\n    yield sim.sample(0, 'iterations', rss={value})\n")
+    out = tmp_path / "rows.csv"
+    code, _, lines = run_cli(["run", str(path), "--out", str(out)], capsys)
+    assert_one_error(code, lines, f"{path}:2: ", "metric rss: the value must be a number", said)
+    assert not out.exists()
+
+
+def test_a_numpy_number_is_a_number(tmp_path):
+    from sim.engine.runner import run_cell
+    path = tmp_path / "np.py"
+    path.write_text("import numpy as np\ndef run(sim, variant):\n"
+                    "    yield sim.sample(0, 'iterations', rss=np.float32(2.5), "
+                    "observables=False)\n")
+    assert [r["value"] for r in run_cell(str(path), "default")] == [2.5]
