@@ -688,7 +688,9 @@ class Simulation:
         return text / added if added > 0 else 1.0
 
     def at(self, x, x_unit):
-        """Set the x of the next panic row (the loop position)."""
+        """Set the loop position: the x of the next panic row, and what the progress of
+        `sim run` (after 2 s) and `sim sweep`'s bar show for this run (``starting`` until
+        a workload calls it; ``sim.sample`` calls it too)."""
         self.last_x = x
         self.last_x_unit = x_unit
 
