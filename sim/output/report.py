@@ -77,12 +77,18 @@ def render(info, errors, growth, figures, summary):
 # -- sections ---------------------------------------------------------------------------------
 
 def _shown(path) -> str:
-    """A measured file as the report shows it: relative to the working directory if inside it."""
+    """A measured file as the report shows it: relative to the working directory if inside
+    it, else to the checkout if inside it (the seeds: ``experiments/measured/...`` from any
+    directory), else the whole path (a bare name, ``measured/``, named no place)."""
     from pathlib import Path
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return Path(path).name
+    from ..paths import ROOT
+    resolved = Path(path).resolve()
+    for base in (Path.cwd(), ROOT):
+        try:
+            return str(resolved.relative_to(base.resolve()))
+        except ValueError:
+            continue
+    return str(resolved)
 
 
 def _hosts_line(hosts):

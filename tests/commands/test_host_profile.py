@@ -395,3 +395,16 @@ def test_a_users_csv_without_its_host_says_how_to_record_it(tmp_path):
     line = _hosts_line(_hosts(profile, [csv]))
     assert "Host of the measurements: Apple M3, macOS 26 (" in line
     assert "measure-info.json" not in line
+
+
+def test_the_report_names_a_measured_folder_it_can_be_found_by(tmp_path, monkeypatch):
+    """From another directory the seeds' folder showed as `measured/`, a user's outside the
+    working directory as its bare name: the checkout's path, or the whole one."""
+    from sim.commands.sweep import DEFAULT_MEASURED
+    from sim.output.report import _shown
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert _shown(DEFAULT_MEASURED.parent) == "experiments/measured"
+    assert _shown(tmp_path / "data" / "my.csv") == str((tmp_path / "data" / "my.csv").resolve())
+    assert _shown(elsewhere / "my.csv") == "my.csv"
