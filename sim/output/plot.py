@@ -193,6 +193,7 @@ def workload_figure(name, description, predicted, errors, profile=""):
     fig, grid = _figure_grid(nrows, ncols, slot=slot, space=space,
                              margins=(0.75, 0.25, 0.75 + extra + 0.24 * legend_rows,
                                       (0.95 if categorical else 0.5) + note))
+    striped = False
     for (variant, metric), (r, c) in zip(slots, positions):
         if errors:   # a residual strip under each panel that has measurements
             sub = grid[r, c].subgridspec(2, 1, height_ratios=[3, 1], hspace=0.06)
@@ -203,7 +204,10 @@ def workload_figure(name, description, predicted, errors, profile=""):
                 res = None
         else:
             ax, res = fig.add_subplot(grid[r, c]), None
-        _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, sources)
+        striped |= _draw_panel(ax, res, variant, metric, predicted, errors, policies, params,
+                               sources)
+    if not striped:      # no two policies' curves coincide: the stripes' entry explains nothing
+        handles = [h for h in handles if h.get_label() != _STRIPED]
     height = fig.get_figheight()
     fig.suptitle(heading, fontsize=_TITLE_SIZE, y=1 - 0.08 / height, va="top")
     fig.legend(handles=handles, loc="upper center",
@@ -308,6 +312,10 @@ def _drawn_errors(slots, errors) -> list:
             or (e["metric"] == "panic" and e["variant"] in variants)]
 
 
+#: the legend entry of coinciding policies' striped lines (left out where none coincide)
+_STRIPED = "coinciding policies: striped"
+
+
 def _legend_handles(predicted, drawn, policies, params, sources, errors) -> list:
     """Legend entries for every kind of line and marker the figure draws: a line per
     policy, a marker per grid point (``params``, when more than one), a marker per
@@ -323,7 +331,7 @@ def _legend_handles(predicted, drawn, policies, params, sources, errors) -> list
                               mfc=_measured_face(experiment, errors), mec="black", mew=1.6,
                               label=f"measured {experiment} ({source})"))
     handles.append(Line2D([], [], color="0.5", lw=2.2, ls=(0, (5, 5)),
-                          label="coinciding policies: striped"))
+                          label=_STRIPED))
     if any(r["metric"] == "panic" for r in predicted):
         handles.append(Line2D([], [], color="0.3", lw=1.4, ls=(0, (2, 2)),
                               label="predicted panic"))
@@ -454,9 +462,10 @@ def _unit(metric, rows):
     return next((r["unit"] for r in rows if r["metric"] == metric), "")
 
 
-def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, sources):
+def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, sources) -> bool:
     """One panel: ``variant``'s ``metric`` predicted per policy and parameter point, the
-    measured points on top, panics, and the residual strip ``res`` (None: no strip)."""
+    measured points on top, panics, and the residual strip ``res`` (None: no strip).
+    Returns whether it drew a striped line (coinciding curves or panics)."""
     rows = [r for r in predicted if r["variant"] == variant and r["metric"] == metric]
     points = [e for e in errors if e["variant"] == variant and e["metric"] == metric]
     panics = [r for r in predicted if r["variant"] == variant and r["metric"] == "panic"]
@@ -578,6 +587,8 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
         _draw_residuals(res, points, xpos, sources)
     elif not points:
         _note_no_measurements(ax, anchor)
+    return (any(len(members) > 1 for _, _, members in groups)
+            or any(len(members) > 1 for members in ([] if categorical else at.values())))
 
 
 def interval_rates(points, base):

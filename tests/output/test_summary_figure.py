@@ -133,3 +133,18 @@ def test_a_higher_plateau_is_marked_as_the_report_prices_it():
     assert texts[(0, 2)] == "0 B\npeak 10 MiB\n> 7.03 MiB" and texts[(0, 1)] == "0 B"
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "flat, plateau above burn-0.22.1's (a price)" in legend
+
+
+def test_the_stripes_legend_entry_only_where_two_policies_coincide():
+    """Every workload figure's legend said 'coinciding policies: striped', also where no
+    two curves coincide and nothing is striped (new-user walkthrough, session 57)."""
+    def two(fix_values):
+        fix = [dict(r, policy="dedup-sweep") for r in _rows("rss", "MB", fix_values)]
+        return _rows("rss", "MB", [1, 2, 3, 4, 5]) + fix
+
+    def labels(fig):
+        return [t.get_text() for t in fig.legends[0].get_texts()]
+
+    assert "coinciding policies: striped" in labels(workload_figure("w", "", two([1, 2, 3, 4, 5]), []))
+    assert "coinciding policies: striped" not in labels(
+        workload_figure("w", "", two([1, 1, 1, 1, 1]), []))
