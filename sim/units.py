@@ -83,3 +83,10 @@ METRICS = {m.name: m for m in (
     Metric("size_of", "B", "state", "size_of of a bookkeeping type (probe sizeof)"),
     Metric("align_of", "B", "state", "align_of of a bookkeeping type (probe sizeof)"),
 )}
+
+#: the bookkeeping observables every ``sim.sample`` records at its x unless called with
+#: ``observables=False`` (``Simulation.observables``): kept in predicted.csv, never drawn
+#: as a workload's own panel; a workload that names one of them in ``sim.sample`` is an
+#: error, as the row would be there twice
+OBSERVABLES = ("live_graphs", "live_nodes", "locator_entries", "registered_steps",
+               "heap_bytes", "heap_blocks", "sim_time_ms", "cleanup_ms")

@@ -30,7 +30,8 @@ from ..units import METRICS
 
 __all__ = ["file_in_the_way", "check_output_file", "COLUMNS", "PREDICTED_COLUMNS", "OPTIONAL_COLUMNS", "DataError", "read_measured",
            "rows_to_csv", "atomic_write", "atomic_write_bytes", "output_target",
-           "format_value", "key_of", "TRACE_FILES", "QUICK_NOTE", "measured_quick"]
+           "format_value", "key_of", "TRACE_FILES", "QUICK_NOTE", "measured_quick",
+           "probe_csv_rows"]
 
 COLUMNS = ["experiment", "variant", "phase", "x", "x_unit", "metric", "value", "unit", "note"]
 PREDICTED_COLUMNS = COLUMNS + ["policy", "profile"]
@@ -101,6 +102,40 @@ def rows_to_csv(rows, columns=PREDICTED_COLUMNS, cell=format_value) -> str:
     for row in rows:
         writer.writerow([cell(row.get(c, "")) for c in columns])
     return out.getvalue()
+
+
+def probe_csv_rows(path, columns, read, name=None, kind="CSV") -> list:
+    """``[(line, row, value), ...]``: every row of the probe's CSV file ``path`` (a dict of
+    its columns; a row repeating the header, as a run appended to the file leaves, is
+    skipped) with the ``value`` ``read(row)`` makes of it, and its line in the file. The
+    one reader of the probes' CSVs (``sim calibrate --heap-refault``, ``--tlb``,
+    ``--process-parts``): each bad file is one error line naming the file, as ``name``
+    (default: the path; ``--heap-refault FILE`` where an option names it) says it:
+
+    - a file that cannot be read, or not as UTF-8 CSV: ``NAME: cannot read it as KIND``;
+    - a row ``read`` cannot take (a column missing, a value not a number: KeyError,
+      TypeError, ValueError): ``NAME:LINE: expected columns COLUMNS (...)``.
+
+    A :class:`~sim.errors.UserError` ``read`` raises (a value out of its range) passes as it is.
+    """
+    name = path if name is None else name
+    out = []
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            first = (reader.fieldnames or [None])[0]
+            for row in reader:
+                if first is not None and row.get(first) == first:
+                    continue
+                try:
+                    value = read(row)
+                except (KeyError, TypeError, ValueError):
+                    raise UserError(f"{name}:{reader.line_num}: expected columns {columns} "
+                                    f"(one is missing, or not a number)") from None
+                out.append((reader.line_num, row, value))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise UserError(f"{name}: cannot read it as {kind} ({e})") from None
+    return out
 
 
 def atomic_write(path, text: str) -> None:

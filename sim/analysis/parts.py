@@ -35,6 +35,7 @@ import statistics
 from pathlib import Path
 
 from ..errors import UserError
+from .data import probe_csv_rows
 
 __all__ = ["PARTS_FILE", "START", "GEMV", "parse_part_lines", "parts_csv", "read_parts"]
 
@@ -100,27 +101,21 @@ def read_parts(path) -> dict:
     if not path.is_file():
         raise UserError(f"--process-parts {path}: no such file (the train-validate probe's "
                         f"PROBE_PARTS lines as CSV, `sim host-profile` writes it)")
+    def read(row):
+        return (row["variant"], row["run"]), row["part"], float(row["rss_kib"]), \
+            float(row["exe_text_kib"])
+
     starts, order, host = [], {}, ""
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            for line, row in enumerate(csv.DictReader(f), start=2):
-                try:
-                    process = (row["variant"], row["run"])
-                    rss, resident = float(row["rss_kib"]), float(row["exe_text_kib"])
-                    part = row["part"]
-                except (KeyError, TypeError, ValueError):
-                    raise UserError(f"{path}: expected columns variant,run,part,rss_kib,"
-                                    f"exe_text_kib") from None
-                if not all(0 <= v <= MAX_KIB for v in (rss, resident)):
-                    raise UserError(f"{path}:{line}: rss_kib and exe_text_kib must be KiB "
-                                    f"between 0 and {MAX_KIB:,} (a process's RSS), not "
-                                    f"{row['rss_kib']!r} and {row['exe_text_kib']!r}")
-                host = host or row.get("host") or ""
-                if part == START:
-                    starts.append(rss)
-                order.setdefault(process, []).append((part, resident))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise UserError(f"{path}: cannot read it as a parts CSV ({e})") from None
+    for line, row, (process, part, rss, resident) in probe_csv_rows(
+            path, ",".join(_COLUMNS[:5]), read, kind="a parts CSV"):
+        if not all(0 <= v <= MAX_KIB for v in (rss, resident)):
+            raise UserError(f"{path}:{line}: rss_kib and exe_text_kib must be KiB "
+                            f"between 0 and {MAX_KIB:,} (a process's RSS), not "
+                            f"{row['rss_kib']!r} and {row['exe_text_kib']!r}")
+        host = host or row.get("host") or ""
+        if part == START:
+            starts.append(rss)
+        order.setdefault(process, []).append((part, resident))
     gemvs = [b[1] - a[1] for parts in order.values() for a, b in zip(parts, parts[1:])
                if (a[0], b[0]) == GEMV]
     if not starts or not gemvs:

@@ -40,12 +40,12 @@ that miss ``(order4k - orderln) / ns``, the mean over the runs. No fit.
 
 from __future__ import annotations
 
-import csv
 import re
 import statistics
 from pathlib import Path
 
 from ..errors import UserError
+from .data import probe_csv_rows
 from ..platform.l2_cache import sweep_tlb_point
 
 __all__ = ["AMD_WAYS", "MIN_FILL", "parse_cpuid_line", "tlb_read_cost", "read_tlb_dir",
@@ -75,9 +75,10 @@ def parse_cpuid_line(text):
     return entries, AMD_WAYS[code]
 
 
-def tlb_read_cost(rows, entries):
+def tlb_read_cost(rows, entries, name="tlb.csv"):
     """``(ns, sizes)``: the median of ``pages4k - lines4k`` (``rows``: pattern -> n -> ns)
-    over the sizes ``n`` from 2x to 32x ``entries``, and how many sizes that was.
+    over the sizes ``n`` from 2x to 32x ``entries``, and how many sizes that was; where
+    there is none, or the median is not a cost, one error naming the file (``name``).
 
     >>> rows = {"pages4k": {4096: 5.0, 8192: 7.0, 16384: 8.0}, "lines4k": {4096: 1.0, 8192: 1.0, 16384: 1.0}}
     >>> tlb_read_cost(rows, 3072)
@@ -87,11 +88,11 @@ def tlb_read_cost(rows, entries):
     diffs = [pages4k[n] - lines4k[n] for n in sorted(pages4k)
              if n in lines4k and 2 * entries <= n <= 32 * entries]
     if not diffs:
-        raise UserError(f"no pages4k and lines4k rows at {2 * entries}-{32 * entries} pages "
-                        "(2x to 32x the TLB's entries)")
+        raise UserError(f"{name}: no pages4k and lines4k rows at {2 * entries}-"
+                        f"{32 * entries} pages (2x to 32x the TLB's entries)")
     ns = statistics.median(diffs)
     if not ns > 0:
-        raise UserError(f"pages4k rows are not slower than lines4k rows at {2 * entries}-"
+        raise UserError(f"{name}: pages4k rows are not slower than lines4k rows at {2 * entries}-"
                         f"{32 * entries} pages (median {ns:g} ns): no cost of a TLB miss")
     return ns, len(diffs)
 
@@ -136,18 +137,13 @@ def read_tlb_dir(directory) -> dict:
     if tlb is None:
         raise UserError(f"{err_path}: no cpuid 0x80000006 line (sweep-scan tlb on x86_64)")
     runs = {}
-    for row in _dict_rows(csv_path):
-        if row.get("pattern") == "pattern":
-            continue                      # a run appended to the file repeats the header
-        try:
-            runs.setdefault(row["pattern"], {}).setdefault(int(row["n"]), []).append(
-                float(row["ns"]))
-        except (KeyError, TypeError, ValueError):
-            raise UserError(f"{csv_path}: expected columns pattern,n,ns") from None
+    for _, _, (pattern, n, ns) in probe_csv_rows(
+            csv_path, "pattern,n,ns", lambda row: (row["pattern"], int(row["n"]), float(row["ns"]))):
+        runs.setdefault(pattern, {}).setdefault(n, []).append(ns)
     rows = {pattern: {n: sum(v) / len(v) for n, v in by_n.items()}
             for pattern, by_n in runs.items()}
     entries, ways = tlb
-    ns, sizes = tlb_read_cost(rows, entries)
+    ns, sizes = tlb_read_cost(rows, entries, csv_path)
     return {"entries": entries, "ways": ways, "ns": ns, "sizes": sizes,
             "host": _host(directory, text), "csv": csv_path, "stderr": err_path}
 
@@ -191,29 +187,14 @@ def tlbr_curves(rows, entries, ns):
     return reads, [curves[r][0] for r in reads], [curves[r][1] for r in reads]
 
 
-def _dict_rows(path) -> list:
-    """The rows of the CSV ``path`` as dicts; one error naming it where it cannot be read."""
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise UserError(f"{path}: cannot read it as CSV ({e})") from None
-
-
 def _csv_rows(directory, columns, check):
     """``(rows, files)``: the rows of every ``*.csv`` in ``directory`` (a run appended to a file
-    repeats the header: skipped) and the files that gave one ``check(row)`` true; a row
-    ``check`` cannot read (KeyError, TypeError, ValueError) is one error naming the file and
-    the ``columns`` expected."""
+    repeats the header: skipped) and the files that gave one ``check(row, path)`` true; a row
+    ``check`` cannot read is one error naming the file, its line and the ``columns``
+    expected (:func:`sim.analysis.data.probe_csv_rows`)."""
     rows, files = [], []
     for path in sorted(Path(directory).glob("*.csv")):
-        for row in _dict_rows(path):
-            if row.get("pattern") == "pattern":
-                continue
-            try:
-                counts = check(row, path)
-            except (KeyError, TypeError, ValueError):
-                raise UserError(f"{path}: expected columns {columns}") from None
+        for _, row, counts in probe_csv_rows(path, columns, lambda row: check(row, path)):
             rows.append(row)
             if counts and path not in files:
                 files.append(path)

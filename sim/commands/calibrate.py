@@ -40,9 +40,11 @@ from pathlib import Path
 
 from ..analysis.compare import cells_for, join, point_id, quick_params
 from ..analysis.fit import gauss_newton, residuals
-from ..analysis.data import atomic_write, check_output_file, output_target
+from ..analysis.data import atomic_write, check_output_file, output_target, probe_csv_rows
 from ..errors import UserError
 from ..engine.profile import Profile, load_profile, validate
+from ..platform.rss import ALLOCATOR_CLASSES
+from .profile_text import KEY, quoted, table_span
 from .progress import Progress
 from ..engine.runner import run_cell
 from ..engine.workers import local_pool
@@ -530,6 +532,8 @@ def calibrate_parts(base, parts_path, out=None, force=False, echo=print):
 TRIM_KEYS = (("time", "trim_cycle_ns", "cycle_ns"), ("time", "trim_page_ns", "page_ns"))
 #: the rows of mechanism-cost's ``heap-refault`` variant the trim's cost is read from
 TRIM_ROW = ("mechanism-cost", "heap-refault", "brk-per-trim", "pages", "ns_per_op")
+#: the columns a ``brk-per-trim`` row is read from (a bad one's error names them)
+TRIM_COLUMNS = "experiment,variant,phase,x,x_unit,metric,value"
 #: the most pages a ``brk-per-trim`` row may give back (4 TiB of 4-KiB pages); with at least
 #: one page this bounds the least-squares sums (no overflow, no spread that rounds to 0)
 MAX_TRIM_PAGES = 1e9
@@ -544,31 +548,29 @@ def read_heap_refault(path) -> dict:
     ``cycle_ns`` fixed + ``page_ns`` per page. Also ``points`` ((pages, ns) read),
     ``files``, and ``host`` (a directory's ``host.txt``, or ""). At least two page counts
     are needed; a bad or missing value is one error naming the file."""
-    import csv
     path = Path(path)
     files = sorted(path.glob("*.csv")) if path.is_dir() else [path]
     if not files:
         raise UserError(f"--heap-refault {path}: no CSV file there")
+
+    def read(row):
+        if (row.get("experiment"), row.get("variant"), row.get("phase"),
+                row.get("x_unit"), row.get("metric")) != TRIM_ROW:
+            return None
+        return float(row["x"]), float(row["value"])
+
     points = []
     for file in files:
-        try:
-            with open(file, newline="", encoding="utf-8") as f:
-                rows = list(csv.DictReader(f))
-        except (OSError, UnicodeDecodeError, csv.Error) as e:
-            raise UserError(f"--heap-refault {file}: cannot read it as CSV ({e})") from None
-        for line, row in enumerate(rows, start=2):
-            if (row.get("experiment"), row.get("variant"), row.get("phase"),
-                    row.get("x_unit"), row.get("metric")) != TRIM_ROW:
+        for line, row, point in probe_csv_rows(file, TRIM_COLUMNS, read,
+                                               name=f"--heap-refault {file}"):
+            if point is None:
                 continue
-            try:
-                pages, ns = float(row["x"]), float(row["value"])
-            except (TypeError, ValueError):
-                raise UserError(f"--heap-refault {file}:{line}: x and value must be numbers")
+            pages, ns = point
             if not (1 <= pages <= MAX_TRIM_PAGES and 0 <= ns < 1e9):
                 raise UserError(f"--heap-refault {file}:{line}: pages must be between 1 and "
                                 f"{MAX_TRIM_PAGES:g} and ns between 0 and 1e9, got {row['x']} "
                                 f"and {row['value']}")
-            points.append((pages, ns))
+            points.append(point)
     if len({p for p, _ in points}) < 2:
         raise UserError(f"--heap-refault {path}: needs mechanism-cost heap-refault "
                         f"brk-per-trim rows at two page counts at least (`burn-probes "
@@ -595,6 +597,12 @@ def calibrate_trim(base, path, out=None, force=False, echo=print):
     comment naming the files and the host and, where the profile has a ``[host]`` table,
     their source in ``[host.sources]``. Returns the values."""
     profile, base_text = _measured_base(base, out, force)
+    allocator = profile.process.allocator
+    if not ALLOCATOR_CLASSES[allocator].get("arena"):
+        raise UserError(f"--heap-refault: profile {profile.name}'s allocator is "
+                        f"{allocator!r}, which has no glibc arena: nothing trims there, so "
+                        f"trim costs would never be charged (give a profile whose [process] "
+                        f"allocator is 'glibc-arena', e.g. amd-epyc-zen4 or linux-x86_64)")
     trim = read_heap_refault(path)
     host = trim["host"] or "the host the files were measured on"
     files = trim["files"]
@@ -635,25 +643,6 @@ def calibrate_trim(base, path, out=None, force=False, echo=print):
 HOST_SOURCES_NOTE = ("# where a value a command measured on this host came from (measured,",
                      "# no fit; `sim host-profile` lists every value it wrote here)")
 
-_TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*$")
-
-
-def _table_span(lines, name):
-    """``(start, stop)`` of table ``[name]`` (header line to the next table, less the blank
-    lines before it), or None."""
-    start = None
-    for i, line in enumerate(lines):
-        table = _TABLE.match(line)
-        if table and start is not None:
-            stop = i
-            while stop > start and not lines[stop - 1].strip():
-                stop -= 1
-            return start, stop
-        if table and table.group(1).strip() == name:
-            start = i
-    return (start, len(lines)) if start is not None else None
-
-
 def set_host_sources(lines, sources, note=HOST_SOURCES_NOTE, replace=False) -> None:
     """Write ``sources`` (parameter -> ``[kind, detail...]``) into the ``[host.sources]``
     table of a profile's ``lines``, in place: each entry replaces the table's line for its
@@ -662,14 +651,14 @@ def set_host_sources(lines, sources, note=HOST_SOURCES_NOTE, replace=False) -> N
     ``[host]``, headed by ``note`` (comment lines). The one writer of the table: ``sim
     calibrate --process-parts`` and ``--heap-refault`` set their two values each in it,
     ``sim host-profile`` writes it whole."""
-    span = _table_span(lines, "host.sources")
+    span = table_span(lines, "host.sources")
     if span is not None and replace:
         start = span[0]
         while start > 0 and not lines[start - 1].strip():
             start -= 1                  # the blank lines before it go with it
         del lines[start:span[1]]
         span = None
-    rendered = {_quoted(name): f"{_quoted(name)} = [" + ", ".join(_quoted(v) for v in value)
+    rendered = {quoted(name): f"{quoted(name)} = [" + ", ".join(quoted(v) for v in value)
                 + "]" for name, value in sources.items()}
     if span is not None:
         start, stop = span
@@ -679,14 +668,10 @@ def set_host_sources(lines, sources, note=HOST_SOURCES_NOTE, replace=False) -> N
                 lines[i] = rendered.pop(key)
         lines[stop:stop] = list(rendered.values())
         return
-    host = _table_span(lines, "host")
+    host = table_span(lines, "host")
     if host is None:
         raise UserError("the profile has no [host] table")
     lines[host[1]:host[1]] = ["", "[host.sources]", *note, *rendered.values()]
-
-
-def _quoted(text) -> str:
-    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _shown_value(profile, name) -> str:
@@ -1043,9 +1028,6 @@ def write_profile(base_path, new_profile, values, out, header=(), dropped=(),
     atomic_write(out, text)
 
 
-_KEY = re.compile(r"^\s*([A-Za-z0-9_]+)\s*=")
-
-
 def _find_key(lines, section, key):
     """Index of the line ``key = ...`` of table ``[section]``, or None."""
     current = None
@@ -1054,7 +1036,7 @@ def _find_key(lines, section, key):
         if stripped.startswith("[") and stripped.endswith("]") and not stripped.startswith("[["):
             current = stripped[1:-1].strip()
             continue
-        found = _KEY.match(line)
+        found = KEY.match(line)
         if current == section and found and found.group(1) == key:
             return i
     return None
@@ -1071,10 +1053,10 @@ def _comment_block(lines, i):
     the key on line ``i`` (those directly above the run of adjacent key lines that holds
     it), ``shared`` whether other keys of that run share them."""
     top = i
-    while top > 0 and _KEY.match(lines[top - 1]):
+    while top > 0 and KEY.match(lines[top - 1]):
         top -= 1
     bottom = i + 1
-    while bottom < len(lines) and _KEY.match(lines[bottom]):
+    while bottom < len(lines) and KEY.match(lines[bottom]):
         bottom += 1
     start = top
     while start > 0 and lines[start - 1].lstrip().startswith("#"):

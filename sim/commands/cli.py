@@ -132,13 +132,14 @@ def list_cmd():
                                  subsequent_indent=" " * (indent + len(label)),
                                  break_on_hyphens=False))
 
-    click.echo("workloads:")
+    click.echo("workloads:  (*: in `sim sweep`'s default set, its `-w all`; the others by "
+               "name, `-w NAME`)")
     for name in builtin_names():
         w = load_workload(name)
         about = w.description
         if about.startswith(f"{name}: "):        # the description names its workload
             about = about[len(name) + 2:]
-        click.echo(f"  {name}")
+        click.echo(f"  {name}" + ("  *" if w.sweep else ""))
         block("", about)
         block("variants: ", ", ".join(w.variants))
         params = ", ".join(f"{k}={v}" + (f" ({'|'.join(map(str, w.choices[k]))})"
@@ -629,7 +630,9 @@ def _sweep_done(info, out):
 
 @cli.command("sweep")
 @click.option("--workload", "-w", "workloads", multiple=True, default=("all",),
-              show_default=True, help="workload name or .py file; repeatable, or 'all'")
+              show_default=True, help="workload name or .py file; repeatable, or 'all': "
+              "the default set, the workloads `sim list` marks with * (the seeds' programs; "
+              "the others only by name)")
 @_policy_option(multiple=True)
 @_profile_option
 @click.option("--measured", "measured", multiple=True, metavar="CSV|DIR",

@@ -33,7 +33,6 @@ A progress line on stderr throughout (``host-profile: [k/8] ...``); errors are o
 
 from __future__ import annotations
 
-import re
 import shutil
 import sys
 import tempfile
@@ -44,7 +43,8 @@ from ..analysis.compare import known_checker, measured_files, point_id
 from ..analysis.data import check_output_file, output_target, atomic_write, read_measured
 from ..errors import UserError
 from ..platform.host import HOST_KEYS, SOURCES, describe, read_host, read_sysfs_shape
-from .calibrate import _TABLE, _table_span, set_host_sources
+from .calibrate import set_host_sources
+from .profile_text import KEY, TABLE, quoted, table_span
 from .measure import measure
 from ..engine.profile import load_profile, validate
 
@@ -306,12 +306,9 @@ def gemm_blocking(host, mr=16, nr=6, sizeof=4) -> tuple:
 
 # -- the profile text ---------------------------------------------------------------------
 
-_KEY = re.compile(r"^\s*([A-Za-z0-9_]+)\s*=")
-
-
 def _toml(value) -> str:
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return quoted(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     return str(value)
@@ -322,11 +319,11 @@ def _key_span(lines, section, key):
     array to its closing bracket), or None."""
     current = None
     for i, line in enumerate(lines):
-        table = _TABLE.match(line)
+        table = TABLE.match(line)
         if table:
             current = table.group(1).strip()
             continue
-        found = _KEY.match(line)
+        found = KEY.match(line)
         if current == section and found and found.group(1) == key:
             stop = i + 1
             value = line.split("=", 1)[1].split("#", 1)[0].strip()
@@ -386,9 +383,9 @@ def host_text(base_text, host, sysfs=None) -> str:
             _set(lines, "sysfs", key, list(sysfs[key]), "read off /sys/devices/system/cpu "
                  "in readdir order" if key != "instruction_indexes" else "indexN/type")
     table = host_table(host)
-    span = _table_span(lines, "host")
+    span = table_span(lines, "host")
     if span is None:
-        meta = _table_span(lines, "meta")
+        meta = table_span(lines, "meta")
         if meta is None:
             raise UserError("the base profile has no [meta] table")
         lines[meta[1]:meta[1]] = [""] + table

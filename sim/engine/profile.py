@@ -461,8 +461,9 @@ def _finite(number) -> bool:
 
 
 def _check_rules(data, path) -> None:
-    """The rules between keys: a known allocator, mallopt settings only for glibc-arena,
-    positive rates, an L2 miss rate where an L2 is modelled, a hash-table group width."""
+    """The rules between keys: a known allocator, mallopt settings and trim costs only for
+    glibc-arena, positive rates, an L2 miss rate where an L2 is modelled, a hash-table
+    group width."""
     allocator = data["process"]["allocator"]
     if allocator not in ALLOCATOR_CLASSES:
         raise ProfileError(f"{path}: process.allocator must be one of "
@@ -472,6 +473,11 @@ def _check_rules(data, path) -> None:
         if value < 0 or (value and not ALLOCATOR_CLASSES[allocator].get("arena")):
             raise ProfileError(f"{path}: process.{key} must be 0 or more, and 0 unless the "
                                f"allocator is glibc-arena (got {value})")
+    for key in ("trim_cycle_ns", "trim_page_ns"):
+        value = data["time"][key]
+        if value < 0 or (value and not ALLOCATOR_CLASSES[allocator].get("arena")):
+            raise ProfileError(f"{path}: time.{key} must be 0 or more, and 0 unless the "
+                               f"allocator is glibc-arena: nothing else trims (got {value})")
     for section in ("backend.flex", "backend.metal", "pytorch"):
         table = _section(data, section, path)
         for key in ("gflops", "gbps"):

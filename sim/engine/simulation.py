@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections import Counter
 import gc
+import math
+import numbers
 import weakref
 
 import simpy
@@ -39,7 +41,7 @@ from ..burn.tensor import Device, BurnPanic
 from ..burn.graph.traversal import TapeConsumed
 from .fastforward.repeat import repeat
 from .interrupts import _in_finalizer
-from ..units import METRICS
+from ..units import METRICS, OBSERVABLES
 from ..paths import PACKAGE_PREFIX
 from ..policies import get_policy
 from ..policies.base import Policy
@@ -49,6 +51,13 @@ from ..burn.runtime.server import AutodiffServer
 from ..policies.trace import traced, NAME_READ
 
 __all__ = ["Simulation", "Limits", "LimitExceeded", "HostThread"]
+
+
+def _finite_number(value) -> bool:
+    """Whether ``value`` is a real number a CSV row can hold and a comparison read back
+    (a numpy scalar too; not a bool, a string, None, NaN or an infinity)."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value))
 
 
 class Limits:
@@ -298,7 +307,7 @@ class Simulation:
         self.fault_bytes = 0      # bytes made resident so far (cumulative)
         self.fault_mapped = 0     #   of which mapped blocks (faulted again after an unmap)
         self.fault_ps = 0         # their time so far (ps)
-        self._fault_ps_per_byte = (1000.0 * float(profile.time.get("page_fault_ns", 0.0))
+        self._fault_ps_per_byte = (1000.0 * float(profile.time["page_fault_ns"])
                                    / self.allocator.page_bytes)
         if self._fault_ps_per_byte:
             # weakly: the heap's finalizer (above) holds the heap, and the heap's allocator
@@ -313,22 +322,22 @@ class Simulation:
         self.trims_charged = 0    # trims charged so far, and the bytes they gave back
         self.trim_bytes = 0
         self.trim_ps = 0          # their time so far (ps)
-        self._trim_ps_per_cycle = 1000.0 * float(profile.time.get("trim_cycle_ns", 0.0))
-        self._trim_ps_per_byte = (1000.0 * float(profile.time.get("trim_page_ns", 0.0))
+        self._trim_ps_per_cycle = 1000.0 * float(profile.time["trim_cycle_ns"])
+        self._trim_ps_per_byte = (1000.0 * float(profile.time["trim_page_ns"])
                                   / self.allocator.page_bytes)
         arena = getattr(self.allocator, "arena", None)
         if arena is not None and (self._trim_ps_per_cycle or self._trim_ps_per_byte):
             arena.trim = _weak_method(self.trim)
         # a hash table's growth: rehash_item_ns per item it moves into the new block
         # (sim.platform.hashbrown.RawTable._resize), charged where the table grows
-        self._rehash_ps_per_item = 1000.0 * float(profile.time.get("rehash_item_ns", 0.0))
+        self._rehash_ps_per_item = 1000.0 * float(profile.time["rehash_item_ns"])
         if self._rehash_ps_per_item:
             self.heap.rehash = _weak_method(self.rehash)
         # text faults: a code path's first run maps its resident text one fault-around window
         # at a time, text_fault_ns per window (TouchedPages.text_fault)
         self.text_fault_bytes = 0
         self.text_fault_ps = 0
-        self._text_ps_per_byte = (1000.0 * float(profile.time.get("text_fault_ns", 0.0))
+        self._text_ps_per_byte = (1000.0 * float(profile.time["text_fault_ns"])
                                   / FAULT_AROUND_BYTES)
         if self._text_ps_per_byte:
             self.touched.text_fault = _weak_method(self.text_fault)
@@ -615,12 +624,17 @@ class Simulation:
     def record(self, x, x_unit, metric, value, phase="", note="", experiment=None,
                variant=None) -> None:
         """Record one observation in the schema (``metric``: a name of
-        :data:`sim.units.METRICS`, which gives its unit; any other is a
-        :class:`~sim.errors.UserError` listing them)."""
+        :data:`sim.units.METRICS`, which gives its unit, any other is a
+        :class:`~sim.errors.UserError` listing them; ``value``: a finite number, else
+        one naming it)."""
         known = METRICS.get(metric)
         if known is None:
             raise UserError(f"unknown metric {shown(metric)} (valid: {', '.join(METRICS)}; "
                             f"sim/units.py declares each with its unit)")
+        if not (value.__class__ is int or value.__class__ is float and value - value == 0) \
+                and not _finite_number(value):
+            raise UserError(f"metric {metric}: the value must be a number, not "
+                            f"{type(value).__name__} {shown(value)}")
         unit = known.unit
         row = {
             "experiment": experiment or self.experiment,
@@ -674,15 +688,22 @@ class Simulation:
         return text / added if added > 0 else 1.0
 
     def at(self, x, x_unit):
-        """Set the x of the next panic row (the loop position)."""
+        """Set the loop position: the x of the next panic row, and what the progress of
+        `sim run` (after 2 s) and `sim sweep`'s bar show for this run (``starting`` until
+        a workload calls it; ``sim.sample`` calls it too)."""
         self.last_x = x
         self.last_x_unit = x_unit
 
     def sample(self, x, x_unit, phase="", observables=True, **metrics):
         """Record ``metrics`` (name=value) at ``x`` plus the bookkeeping observables.
 
-        Returns a flush event for the workload to yield.
+        Returns a flush event for the workload to yield. A metric named like an
+        observable (``heap_bytes``, ``sim_time_ms``...) is an error unless
+        ``observables=False``: the sample records those itself, so the row would be there
+        twice.
         """
+        if observables and not metrics.keys().isdisjoint(OBSERVABLES):
+            raise self._observable_named(metrics)
         self.at(x, x_unit)
         for name, value in metrics.items():
             self.record(x, x_unit, name, value, phase=phase)
@@ -691,6 +712,16 @@ class Simulation:
                 self.record(x, x_unit, name, value, phase=phase)
         self.trims_at_sample += self.top_trims()
         return _FLUSH
+
+    @staticmethod
+    def _observable_named(metrics) -> UserError:
+        named = [m for m in metrics if m in OBSERVABLES]
+        return UserError(
+            f"sim.sample({', '.join(f'{m}=...' for m in named)}): "
+            f"{' and '.join(named)} {'is' if len(named) == 1 else 'are'} recorded by every "
+            f"sample as bookkeeping observable{'s' if len(named) > 1 else ''} "
+            f"({', '.join(OBSERVABLES)}); leave {'it' if len(named) == 1 else 'them'} out, or "
+            f"pass observables=False to record only your own metrics")
 
     def observables(self) -> dict:
         """Bookkeeping state now, in the schema's units."""

@@ -21,6 +21,7 @@ from ..burn.optim import Adam, GradientsParams, ModuleOptimizer, Sgd
 from ..paths import DOCS
 from ..policies import Policy
 from ..burn.tensor import BurnPanic, Device, Gradients, Tensor, drop
+from ..units import OBSERVABLES
 
 __all__ = ["render", "SECTIONS", "CONSUMES", "EXAMPLE", "DOC", "public_members"]
 
@@ -338,7 +339,11 @@ def render() -> str:
         "(the platform's page size), `sim.loop_index` (the iteration of the innermost "
         "`sim.repeat`), `device.memory_pool_usage()` (GPU pool, metal), and the "
         "bookkeeping counts `sim.live_graphs()`, `sim.live_nodes()`. Metric names and "
-        "their units are in `sim/units.py` (`sim.sample` refuses any other).",
+        "their units are in `sim/units.py` (`sim.sample` refuses any other). Every "
+        "`sim.sample` also records the bookkeeping observables itself ("
+        + ", ".join(f"`{name}`" for name in OBSERVABLES) + "); a sample that names one "
+        "of them is an error (the row would be there twice) unless it passes "
+        "`observables=False`, which records the workload's metrics alone.",
         "",
     ]
     for title, module, items in SECTIONS:

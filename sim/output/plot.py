@@ -53,15 +53,11 @@ from ..analysis.compare import TOLERANCE
 from ..analysis.growth import GROWS_BYTES, LEVEL_RATIOS, memory_level, ratio_text, verdict
 from ..analysis.growth import phase_ranks as _phase_order
 from ..policies import POLICIES, policy_label, policy_rank, reference_label
-from ..units import BYTES_PER, METRICS
+from ..units import BYTES_PER, METRICS, OBSERVABLES
 
 __all__ = ["workload_figure", "summary_figure", "fix_figure", "policy_color", "policy_colors", "interval_rates",
            "use_policy_colors", "OBSERVABLES"]
 
-#: bookkeeping observables every sample carries (``Simulation.observables``):
-#: kept in predicted.csv, not drawn per workload
-OBSERVABLES = {"live_graphs", "live_nodes", "locator_entries", "registered_steps",
-               "heap_bytes", "heap_blocks", "sim_time_ms", "cleanup_ms"}
 
 _PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#17becf", "#bcbd22", "#7f7f7f"]
@@ -197,6 +193,7 @@ def workload_figure(name, description, predicted, errors, profile=""):
     fig, grid = _figure_grid(nrows, ncols, slot=slot, space=space,
                              margins=(0.75, 0.25, 0.75 + extra + 0.24 * legend_rows,
                                       (0.95 if categorical else 0.5) + note))
+    striped = False
     for (variant, metric), (r, c) in zip(slots, positions):
         if errors:   # a residual strip under each panel that has measurements
             sub = grid[r, c].subgridspec(2, 1, height_ratios=[3, 1], hspace=0.06)
@@ -207,7 +204,10 @@ def workload_figure(name, description, predicted, errors, profile=""):
                 res = None
         else:
             ax, res = fig.add_subplot(grid[r, c]), None
-        _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, sources)
+        striped |= _draw_panel(ax, res, variant, metric, predicted, errors, policies, params,
+                               sources)
+    if not striped:      # no two policies' curves coincide: the stripes' entry explains nothing
+        handles = [h for h in handles if h.get_label() != _STRIPED]
     height = fig.get_figheight()
     fig.suptitle(heading, fontsize=_TITLE_SIZE, y=1 - 0.08 / height, va="top")
     fig.legend(handles=handles, loc="upper center",
@@ -312,6 +312,10 @@ def _drawn_errors(slots, errors) -> list:
             or (e["metric"] == "panic" and e["variant"] in variants)]
 
 
+#: the legend entry of coinciding policies' striped lines (left out where none coincide)
+_STRIPED = "coinciding policies: striped"
+
+
 def _legend_handles(predicted, drawn, policies, params, sources, errors) -> list:
     """Legend entries for every kind of line and marker the figure draws: a line per
     policy, a marker per grid point (``params``, when more than one), a marker per
@@ -327,7 +331,7 @@ def _legend_handles(predicted, drawn, policies, params, sources, errors) -> list
                               mfc=_measured_face(experiment, errors), mec="black", mew=1.6,
                               label=f"measured {experiment} ({source})"))
     handles.append(Line2D([], [], color="0.5", lw=2.2, ls=(0, (5, 5)),
-                          label="coinciding policies: striped"))
+                          label=_STRIPED))
     if any(r["metric"] == "panic" for r in predicted):
         handles.append(Line2D([], [], color="0.3", lw=1.4, ls=(0, (2, 2)),
                               label="predicted panic"))
@@ -458,9 +462,10 @@ def _unit(metric, rows):
     return next((r["unit"] for r in rows if r["metric"] == metric), "")
 
 
-def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, sources):
+def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, sources) -> bool:
     """One panel: ``variant``'s ``metric`` predicted per policy and parameter point, the
-    measured points on top, panics, and the residual strip ``res`` (None: no strip)."""
+    measured points on top, panics, and the residual strip ``res`` (None: no strip).
+    Returns whether it drew a striped line (coinciding curves or panics)."""
     rows = [r for r in predicted if r["variant"] == variant and r["metric"] == metric]
     points = [e for e in errors if e["variant"] == variant and e["metric"] == metric]
     panics = [r for r in predicted if r["variant"] == variant and r["metric"] == "panic"]
@@ -582,6 +587,8 @@ def _draw_panel(ax, res, variant, metric, predicted, errors, policies, params, s
         _draw_residuals(res, points, xpos, sources)
     elif not points:
         _note_no_measurements(ax, anchor)
+    return (any(len(members) > 1 for _, _, members in groups)
+            or any(len(members) > 1 for members in ([] if categorical else at.values())))
 
 
 def interval_rates(points, base):
@@ -874,20 +881,26 @@ def _draw_residuals(res, points, xpos, sources):
 # -- summary --------------------------------------------------------------------------------------
 
 #: colours of the memory heat map's cells by class (:func:`sim.analysis.growth.memory_level`, 0: none
-#: to 4: worst; 5: a reference framework's RSS drift that is a fitted constant)
-_LEVEL_COLORS = ("#c7e9c0", "#fff7bc", "#fdae6b", "#fc9272", "#de2d26", "#c6dbef")
+#: to 4: worst; 5: a reference framework's RSS drift that is a fitted constant; 6: a higher
+#: plateau)
+_LEVEL_COLORS = ("#c7e9c0", "#fff7bc", "#fdae6b", "#fc9272", "#de2d26", "#c6dbef", "#bcbddc")
 #: colours of the time heat map's cells by class (:func:`_time_level`)
 _TIME_COLORS = ("#c7e9c0", "#74c476", "#fdae6b", "#fc9272", "#de2d26")
 #: colour of a cell without a figure (no loop to grow along, or the run is missing)
 _NO_FIGURE = "#e0e0e0"
 #: memory class of a reference framework's fitted RSS drift
 _DRIFT = 5
+#: memory class of a flat memory beside a flat reference that plateaus higher than it
+#: (the report's verdict ``higher``, :func:`sim.analysis.growth.higher_plateau`): a price
+#: of the fix, drawn as one, as growth is
+_HIGHER = 6
 
 
 def _memory_levels(reference) -> dict:
     """Class -> legend text of the memory cells (:func:`sim.analysis.growth.memory_level`)."""
     half, most, same = (round(r * 100) for r in LEVEL_RATIOS)
     return {0: "none / flat",
+            _HIGHER: f"flat, plateau above {reference}'s (a price)",
             1: f"grows, under {half} % of {reference}'s",
             2: f"grows, {half}-{most} % of {reference}'s",
             3: f"as {reference} (within {same - 100} %)",
@@ -954,7 +967,9 @@ def summary_figure(growth):
     Memory cells are coloured by the class of their growth against ``burn-0.22.1``'s
     on the same run (:func:`sim.analysis.growth.memory_level`; a reference framework's fitted RSS
     drift in a colour of its own), and where ``burn-0.22.1``'s memory grows and a
-    policy's does not, the cell names the height it plateaus at. Time cells are
+    policy's does not, the cell names the height it plateaus at; where neither grows and
+    the policy plateaus higher (the report's price *higher plateau*), the cell has a
+    colour of its own and names both peaks. Time cells are
     coloured against ``burn-0.22.1`` on the same run, and say how much faster or slower
     (``burn-0.22.1``'s own cell: by its slowdown along the run), or a panic
     (:func:`_time_level`); under each heat map a legend explains the colours its cells
@@ -969,9 +984,8 @@ def summary_figure(growth):
     reference = "burn-0.22.1" if "burn-0.22.1" in policies else policies[0]
     ref_of = {run: cell.get(run + (reference,)) for run in runs}
     frameworks = {p for p in policies if reference_label(p)}
-    mem_l = [[_DRIFT if _is_drift(cell.get(run + (p,)))
-              else memory_level(cell.get(run + (p,)), ref_of[run])
-              for p in policies] for run in runs]
+    mem_l = [[_memory_class(cell.get(run + (p,)), ref_of[run]) for p in policies]
+             for run in runs]
     time_l = [[_time_level(cell.get(run + (p,)), ref_of[run]) for p in policies]
               for run in runs]
     mem_t = [[_memory_cell_text(cell.get(run + (p,)), ref_of[run]) for p in policies]
@@ -1001,7 +1015,9 @@ def summary_figure(growth):
     height = fig.get_figheight()
     panels = ((f"Memory growth per loop unit (RSS where recorded, else live heap; plus GPU "
                f"in use)\ncolour: against {reference} on the same run\n'peak': the height "
-               f"a bounded memory plateaus at", mem_l, mem_t,
+               f"a bounded memory plateaus at ('peak A > B': more than "
+               f"{TOLERANCE['memory']:.0%} and {GROWS_BYTES // 1024} KiB above {reference}'s B)",
+               mem_l, mem_t,
                _memory_levels(reference), _LEVEL_COLORS),
               (f"Simulated time per loop unit at the end of the run\ncolour and 'x faster' "
                f"/ 'x slower': against {reference} on the same run\n({reference}'s own "
@@ -1058,9 +1074,26 @@ def _heat_map(ax, levels, texts, policies, labels, colors=_LEVEL_COLORS, framewo
     ax.tick_params(which="minor", length=0)
 
 
+def _memory_class(g, ref):
+    """Class of run ``g``'s memory cell, keys of :func:`_memory_levels`: a reference
+    framework's fitted drift; a higher plateau where the report's verdict is ``higher``;
+    else its growth against ``ref``'s (:func:`sim.analysis.growth.memory_level`)."""
+    if _is_drift(g):
+        return _DRIFT
+    level = memory_level(g, ref)
+    if level == 0 and _higher(g, ref):
+        return _HIGHER
+    return level
+
+
+def _higher(g, ref) -> bool:
+    return g is not ref and ref is not None and verdict(g, ref).memory == "higher"
+
+
 def _memory_cell_text(g, ref=None) -> str:
     """A memory cell's text: growth per loop unit ("·": the run is missing); where the
-    reference's memory grows and ``g``'s does not, the height it plateaus at; a fitted
+    reference's memory grows and ``g``'s does not, the height it plateaus at; where
+    neither grows and ``g`` plateaus higher, its peak against the reference's; a fitted
     drift says so."""
     if g is None:
         return "·"
@@ -1072,6 +1105,9 @@ def _memory_cell_text(g, ref=None) -> str:
     if g is not ref and ref is not None and ref.memory_grows and g.memory_grows is False \
             and g.memory_peak_bytes is not None:
         return f"{text}\npeak {_bytes_text(g.memory_peak_bytes)}"
+    if _higher(g, ref):
+        return (f"{text}\npeak {_bytes_text(g.memory_peak_bytes)}\n"
+                f"> {_bytes_text(ref.memory_peak_bytes)}")
     return text
 
 

@@ -77,12 +77,18 @@ def render(info, errors, growth, figures, summary):
 # -- sections ---------------------------------------------------------------------------------
 
 def _shown(path) -> str:
-    """A measured file as the report shows it: relative to the working directory if inside it."""
+    """A measured file as the report shows it: relative to the working directory if inside
+    it, else to the checkout if inside it (the seeds: ``experiments/measured/...`` from any
+    directory), else the whole path (a bare name, ``measured/``, named no place)."""
     from pathlib import Path
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return Path(path).name
+    from ..paths import ROOT
+    resolved = Path(path).resolve()
+    for base in (Path.cwd(), ROOT):
+        try:
+            return str(resolved.relative_to(base.resolve()))
+        except ValueError:
+            continue
+    return str(resolved)
 
 
 def _hosts_line(hosts):
@@ -101,6 +107,10 @@ def _hosts_line(hosts):
             where.append(folder)
     measured = "; ".join(f"{host} ({', '.join(paths)})" for host, paths in by_host.items())
     line = f"Host of the profile: {profile}. Host of the measurements: {measured or 'none'}."
+    if "not recorded" in by_host:
+        line += (" (A measurement's host is recorded in a `measure-info.json` beside its CSV, "
+                 "as `sim measure` writes it: `{\"machine\": {\"host\": {\"cpu_model\": "
+                 "...}}}`.)")
     running, kind = hosts.get("running"), hosts.get("kind")
     if running and kind and running != kind:
         line += (f" Run on a {running} host, another kind than the profile's: every time "

@@ -243,10 +243,14 @@ def _mib(value) -> str:
 
 
 def describe(host) -> str:
-    """One phrase for a host: ``AMD EPYC, L2 1 MiB, 2 cores, glibc 2.36``.
+    """One phrase for a host: ``AMD EPYC, L2 1 MiB, 2 cores, glibc 2.36``; its operating
+    system last where one is recorded (the seeds' ``experiments/measured/measure-info.json``:
+    their write-ups name the Mac's system, not its cores).
 
     >>> describe({"cpu_model": "AMD EPYC", "l2_bytes": 1 << 20, "cores": 2, "glibc": "2.36"})
     'AMD EPYC, L2 1 MiB, 2 cores, glibc 2.36'
+    >>> describe({"cpu_model": "Apple M2 Max", "os": "macOS 27"})
+    'Apple M2 Max, macOS 27'
     """
     parts = [str(host.get("cpu_model") or "unknown CPU")]
     if host.get("l2_bytes"):
@@ -255,6 +259,8 @@ def describe(host) -> str:
         parts.append(f"{host['cores']} cores")
     if host.get("glibc"):
         parts.append(f"glibc {host['glibc']}")
+    if host.get("os"):
+        parts.append(str(host["os"]))
     return ", ".join(parts)
 
 

@@ -298,7 +298,9 @@ def test_calibrate_tlb_refuses_unreadable_or_degenerate_probe_files(tmp_path, ca
     d = probe_dir("free")
     (d / "tlb.csv").write_text("pattern,n,ns\n" + "".join(
         f"{p},{n},1.0\n" for n in (4096, 8192, 65536) for p in ("pages4k", "lines4k")))
-    refused(d, "no cost of a TLB miss")
+    refused(d, "tlb.csv: pages4k rows are not slower than lines4k rows")
+    (d / "tlb.csv").write_text("pattern,n,ns\npages4k,10,5.0\nlines4k,10,1.0\n")
+    refused(d, "tlb.csv: no pages4k and lines4k rows at")
     d = probe_dir("order")
     _order_rows(d, lambda pages, frac: 0.5)
     path = d / "order" / "order-a.csv"

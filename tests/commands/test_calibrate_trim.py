@@ -12,7 +12,7 @@ from clirun import assert_one_error, run_cli
 from sim import paths
 from sim.commands.calibrate import read_heap_refault
 from sim.commands.host_profile import source_table
-from sim.engine.profile import load_profile
+from sim.engine.profile import ProfileError, load_profile
 
 ROOT = paths.ROOT
 S56 = ROOT / "experiments" / "measured" / "amd-epyc-zen4-trim-s56"
@@ -164,3 +164,21 @@ def test_measure_trim_runs_the_probe_and_writes_its_rows_or_nothing(tmp_path, mo
     binary.chmod(0o644)                       # there but not runnable: one error
     with pytest.raises(UserError, match="cannot run"):
         measure_trim(tmp_path / "none", echo=said.append)
+
+
+def test_a_profile_without_a_glibc_arena_is_refused(tmp_path, capsys):
+    """Nothing trims on macOS's allocator (nor glibc's size classes): trim costs written
+    there would never be charged, so the command says so in one error and writes nothing,
+    and a profile that carries them anyway does not load."""
+    d = _dir(tmp_path)
+    out = tmp_path / "mac.toml"
+    code, _, lines = run_cli(["calibrate", "--profile", "m2max-macos", "--heap-refault",
+                              str(d), "--out", str(out)], capsys)
+    assert_one_error(code, lines, "m2max-macos's allocator is 'macos'", "no glibc arena",
+                     "never be charged")
+    assert not out.exists()
+    text = (paths.MODELS / "m2max-macos.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("trim_cycle_ns = 0.0", "trim_cycle_ns = 8032.4"))
+    with pytest.raises(ProfileError, match="time.trim_cycle_ns must be 0 or more, and 0 unless"):
+        load_profile(str(bad))

@@ -372,3 +372,39 @@ def test_a_miss_is_not_fitted_faster_than_a_hit(tmp_path, monkeypatch):
     assert load_profile(str(out)).get("backend.flex.gbps_miss") == pytest.approx(gbps)
     assert predicted is None
     assert len(said) == 1 and said[0].lstrip().startswith("bounded: backend.flex.gbps_miss")
+
+
+def test_the_seeds_name_the_host_their_write_ups_give():
+    """The seeds' measure-info.json records what their write-ups say of the machine (an M2
+    Max on macOS 27) and nothing they do not (no cores, no L2): the report states it."""
+    from sim.commands.sweep import DEFAULT_MEASURED, _hosts
+    hosts = _hosts(load_profile("m2max-macos"), [DEFAULT_MEASURED])
+    assert hosts["measured"] == {str(DEFAULT_MEASURED): "Apple M2 Max, macOS 27"}
+
+
+def test_a_users_csv_without_its_host_says_how_to_record_it(tmp_path):
+    from sim.commands.sweep import _hosts
+    from sim.output.report import _hosts_line
+    csv = tmp_path / "my.csv"
+    csv.write_text("experiment,variant,phase,x,x_unit,metric,value,unit,note\n")
+    profile = load_profile("m2max-macos")
+    line = _hosts_line(_hosts(profile, [csv]))
+    assert "Host of the measurements: not recorded" in line and "measure-info.json" in line
+    (tmp_path / "measure-info.json").write_text(
+        json.dumps({"machine": {"host": {"cpu_model": "Apple M3", "os": "macOS 26"}}}))
+    line = _hosts_line(_hosts(profile, [csv]))
+    assert "Host of the measurements: Apple M3, macOS 26 (" in line
+    assert "measure-info.json" not in line
+
+
+def test_the_report_names_a_measured_folder_it_can_be_found_by(tmp_path, monkeypatch):
+    """From another directory the seeds' folder showed as `measured/`, a user's outside the
+    working directory as its bare name: the checkout's path, or the whole one."""
+    from sim.commands.sweep import DEFAULT_MEASURED
+    from sim.output.report import _shown
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert _shown(DEFAULT_MEASURED.parent) == "experiments/measured"
+    assert _shown(tmp_path / "data" / "my.csv") == str((tmp_path / "data" / "my.csv").resolve())
+    assert _shown(elsewhere / "my.csv") == "my.csv"

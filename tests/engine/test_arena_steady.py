@@ -30,11 +30,9 @@ def run(sim, variant, steps, width):
         grads = GradientsParams.from_grads(loss.backward(), model)
         state["model"] = optim.step(1e-3, model, grads)
     sim.repeat(steps, step)
-    yield sim.sample(steps, "step", rss=sim.rss_bytes() / 1e6,
-                     heap_bytes=sim.heap.live_bytes, sim_time_ms=sim.now_ns / 1e6)
+    yield sim.sample(steps, "step", rss=sim.rss_bytes() / 1e6)
     sim.repeat(steps // 2, step)
-    yield sim.sample(steps + steps // 2, "step", rss=sim.rss_bytes() / 1e6,
-                     heap_bytes=sim.heap.live_bytes, sim_time_ms=sim.now_ns / 1e6)
+    yield sim.sample(steps + steps // 2, "step", rss=sim.rss_bytes() / 1e6)
 """
 
 BACKWARD_EVERY_KTH = """
@@ -48,8 +46,7 @@ def run(sim, variant, rounds, k):
         sim.repeat(k - 1, lambda: drop(a.clone() * b.clone()))
         (a.clone() * b.clone()).sum().backward()
     sim.repeat(rounds, round_)
-    yield sim.sample(rounds, "rounds", rss=sim.rss_bytes() / 1e6,
-                     heap_bytes=sim.heap.live_bytes, sim_time_ms=sim.now_ns / 1e6)
+    yield sim.sample(rounds, "rounds", rss=sim.rss_bytes() / 1e6)
 """
 
 

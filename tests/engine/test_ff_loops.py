@@ -113,8 +113,7 @@ def run(sim, variant, steps):
         grads = GradientsParams.from_grads(loss.backward(), model)
         state["model"] = optim.step(1e-3, model, grads)
     sim.repeat(steps, step)
-    yield sim.sample(steps, "step", rss=sim.rss_bytes() / 1e6,
-                     heap_bytes=sim.heap.live_bytes, sim_time_ms=sim.now_ns / 1e6)
+    yield sim.sample(steps, "step", rss=sim.rss_bytes() / 1e6)
 """
 
 

@@ -39,9 +39,7 @@ def _source(kind, backward_every=10):
         f"        if {read} % {backward_every} == 0:\n"
         "            (a.clone() * b.clone()).sum().backward()\n"
         "    sim.repeat(steps, body)\n"
-        "    yield sim.sample(steps, 'step', rss=sim.rss_bytes() / 1e6,\n"
-        "                     heap_bytes=sim.heap.live_bytes, sim_time_ms=sim.now_ns / 1e6,\n"
-        "                     registered_steps=sim.registered)\n")
+        "    yield sim.sample(steps, 'step', rss=sim.rss_bytes() / 1e6)\n")
 
 
 @pytest.mark.parametrize("kind", sorted(COUNTERS))
@@ -81,8 +79,7 @@ def test_a_loop_whose_plain_values_stay_put_is_still_fast_forwarded(tmp_path, ca
         "        if flag:\n"
         "            drop(b.clone() + b.clone())\n"
         "    sim.repeat(steps, body)\n"
-        "    yield sim.sample(steps, 'step', heap_bytes=sim.heap.live_bytes,\n"
-        "                     sim_time_ms=sim.now_ns / 1e6)\n")
+        "    yield sim.sample(steps, 'step', rss=sim.rss_bytes() / 1e6)\n")
     workload = load_workload(str(path))
     keep = []
     fast = run_cell(workload, "default", keep=keep)

@@ -5,7 +5,7 @@ never a traceback."""
 import pytest
 
 from clirun import assert_one_error, run_cli
-from sim.engine.workloads import builtin_names
+from sim.engine.workloads import builtin_names, load_workload
 
 RUN = 'def run(sim, variant):\n    yield sim.sample(0, "iterations", rss=1)\n'
 RUN_K = 'def run(sim, variant, k):\n    yield sim.sample(0, "iterations", rss=1)\n'
@@ -86,6 +86,10 @@ def test_every_builtin_workload_loads(capsys):
     code, out, lines = run_cli(["list"], capsys)
     assert code == 0, lines
     assert all(name in out for name in names)
+    # `sim sweep -w all` is the default set, not every workload: the list marks which
+    marked = {line.split()[0] for line in out.splitlines() if line.endswith("  *")}
+    assert marked == {n for n in names if load_workload(n).sweep}
+    assert "p10-ema" in marked and "op-cost" not in marked
 
 
 # -- --set values (item 2) -------------------------------------------------------------------
@@ -206,3 +210,71 @@ def test_params_workloads_report_the_process_rss():
                                                     "features": "8", "batch": "4"},
                     observables=False)
     assert "rss_bytes" not in {r["metric"] for r in rows}
+
+
+# -- a workload's metric named like a bookkeeping observable ---------------------------------
+
+OBSERVABLE_NAMED = ("def run(sim, variant):\n"
+                    "    yield sim.sample(0, 'iterations', rss=1, heap_bytes=5)\n")
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_a_metric_named_like_an_observable_is_one_error(command, tmp_path, capsys):
+    """Every sample records the observables itself: a workload naming one in ``sim.sample``
+    would print (and write) that row twice, once with its value and once with the model's;
+    it is one error naming the line and the metric, and nothing is written."""
+    path = tmp_path / "named.py"
+    path.write_text(OBSERVABLE_NAMED)
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ([command, str(path), "--out", str(out / "rows.csv")] if command == "run" else
+            [command, "-w", str(path), "-p", "burn-0.22.1", "--out", str(out)])
+    code, _, lines = run_cli(args, capsys)
+    # a sweep learns it only in the cell: its bar has drawn the cell before the error
+    lines = [line for line in lines if not line.startswith("[")]
+    assert_one_error(code, lines, f"{path}:2: ", "sim.sample(heap_bytes=...)",
+                     "observables=False")
+    assert not list(out.iterdir())
+
+
+def test_observables_off_records_the_workloads_own_once(tmp_path, capsys):
+    path = tmp_path / "own.py"
+    path.write_text(OBSERVABLE_NAMED.replace("heap_bytes=5)", "heap_bytes=5, observables=False)"))
+    csv = tmp_path / "rows.csv"
+    code, _, lines = run_cli(["run", str(path), "--out", str(csv)], capsys)
+    assert code == 0, lines
+    rows = [line.split(",") for line in csv.read_text().splitlines()[1:]]
+    assert [(r[5], r[6]) for r in rows] == [("rss", "1"), ("heap_bytes", "5")]
+
+
+def test_the_observables_a_sample_records_are_the_declared_ones(tmp_path):
+    from sim.engine.runner import run_cell
+    from sim.units import OBSERVABLES
+    path = tmp_path / "one.py"
+    path.write_text(RUN)
+    rows = run_cell(str(path), "default")
+    assert tuple(r["metric"] for r in rows) == ("rss",) + OBSERVABLES
+
+
+@pytest.mark.parametrize("value, said", [("'abc'", "not str 'abc'"), ("None", "not NoneType"),
+                                         ("float('nan')", "not float nan"),
+                                         ("float('inf')", "not float inf"),
+                                         ("True", "not bool")])
+def test_a_metric_value_that_is_not_a_number_is_one_error(value, said, tmp_path, capsys):
+    """`sim run` wrote such a row (`rss,abc,MB`) that `sim compare` then refused to read
+    back (new-user walkthrough, session 57): the run refuses it at the sample."""
+    path = tmp_path / "value.py"
+    path.write_text(f"def run(sim, variant):\n    yield sim.sample(0, 'iterations', rss={value})\n")
+    out = tmp_path / "rows.csv"
+    code, _, lines = run_cli(["run", str(path), "--out", str(out)], capsys)
+    assert_one_error(code, lines, f"{path}:2: ", "metric rss: the value must be a number", said)
+    assert not out.exists()
+
+
+def test_a_numpy_number_is_a_number(tmp_path):
+    from sim.engine.runner import run_cell
+    path = tmp_path / "np.py"
+    path.write_text("import numpy as np\ndef run(sim, variant):\n"
+                    "    yield sim.sample(0, 'iterations', rss=np.float32(2.5), "
+                    "observables=False)\n")
+    assert [r["value"] for r in run_cell(str(path), "default")] == [2.5]

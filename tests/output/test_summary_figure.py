@@ -114,3 +114,37 @@ def test_a_running_mean_panel_draws_its_interval_rates():
     assert [round(r, 3) for r in rates[1:]] == [3.0, 3.0, 3.0, 3.0]
     assert means[-1] < means[1]           # what the mean alone would have suggested
     assert "line: mean since step 1; dotted: over each interval" in ax.get_title()
+
+
+def test_a_higher_plateau_is_marked_as_the_report_prices_it():
+    """Neither burn nor the fix grows, and the fix plateaus higher (sweep-every-4 on p10-ema
+    `log`: peak 10 MiB against 7.03): the report's verdict `higher` is a cell of its own
+    colour naming both peaks, with its legend; 7.2 MiB (within 5 %) stays flat."""
+    def flat(policy, peak_mib):
+        return Growth("p10-ema", "log", policy, "", unit="per step", x_unit="steps",
+                      memory_total_bytes=0, memory_bytes=0, memory_peak_bytes=peak_mib * 2**20,
+                      ms_first=1.15, ms_last=1.15)
+    fig = summary_figure([flat(REF, 7.03), flat("sweep-every-4", 10), flat("dedup-sweep", 7.2)])
+    memory, _ = fig.axes
+    colors = cell_colors(memory)[0]      # burn, dedup-sweep, sweep-every-4
+    assert colors[0] == colors[1] == plot._LEVEL_COLORS[0]
+    assert colors[2] == plot._LEVEL_COLORS[plot._HIGHER] not in plot._LEVEL_COLORS[:plot._HIGHER]
+    texts = cell_texts(memory)
+    assert texts[(0, 2)] == "0 B\npeak 10 MiB\n> 7.03 MiB" and texts[(0, 1)] == "0 B"
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "flat, plateau above burn-0.22.1's (a price)" in legend
+
+
+def test_the_stripes_legend_entry_only_where_two_policies_coincide():
+    """Every workload figure's legend said 'coinciding policies: striped', also where no
+    two curves coincide and nothing is striped (new-user walkthrough, session 57)."""
+    def two(fix_values):
+        fix = [dict(r, policy="dedup-sweep") for r in _rows("rss", "MB", fix_values)]
+        return _rows("rss", "MB", [1, 2, 3, 4, 5]) + fix
+
+    def labels(fig):
+        return [t.get_text() for t in fig.legends[0].get_texts()]
+
+    assert "coinciding policies: striped" in labels(workload_figure("w", "", two([1, 2, 3, 4, 5]), []))
+    assert "coinciding policies: striped" not in labels(
+        workload_figure("w", "", two([1, 1, 1, 1, 1]), []))
