@@ -2,7 +2,7 @@
 """The sweep-scan probe's `order` rows against real burn's long-run steps, directly: no model
 (issue 43, session 57).
 
-    .venv/bin/python experiments/calibration/order-vs-burn.py ORDER_DIR WORKLOAD
+    .venv/bin/python experiments/calibration/order-vs-burn.py ORDER_DIR WORKLOAD [--clone-ns NS]
 
 ORDER_DIR holds `order-LABEL.csv` files (the `order4k` / `orderln` rows of one layout, any
 walk); WORKLOAD is `ema-balanced` or `p10-ema`. For every window of real burn's long runs
@@ -14,9 +14,14 @@ mean over the batches and over the live key's places, weighted by the keys read;
 the keys between rows), every 25th step. Printed: the probe's ms per step in the sweep's
 order at the layout's addresses (`order4k`) and packed 64 to a page (`orderln`, no TLB
 misses), real burn's sweep (its ms per step less the committed prediction's non-sweep part),
-and both per key read. Nothing fitted.
+and both per key read. ``--clone-ns NS``: take off each row what the probe's harness adds
+to a key read and a real sweep does not (a trial clones all ``n`` entries of the locator for
+its ``p`` passes, a real sweep one entry a pass: ``NS (n - p) / (p prefix)``; NS the clone and
+drop of one entry, 13.7-14.4 ns in `sweep-levels/sweep-scan.csv`'s `copy` rows at 8k-98k
+entries); 0 (the default) for rows taken with ``SWEEP_ORDER_LOCATOR_PASSES``. Nothing fitted.
 """
 
+import argparse
 import csv
 import statistics
 import sys
@@ -33,9 +38,15 @@ REAL = {
 WINDOWS = {3000: 2000, 4000: 3000, 6000: 4000, 8000: 6000}
 
 
-def curves(directory):
+def harness_ns(keys, prefix, clone_ns):
+    """ns a key read the probe's whole-locator clone adds beyond a real sweep's."""
+    passes = min(max((1 << 20) // prefix, 8), max(keys, 8), keys)
+    return clone_ns * (keys - passes) / (passes * prefix)
+
+
+def curves(directory, clone_ns=0.0):
     """{pattern: [(keys, ns per key read)]}: each page count's rows, the mean over the files
-    of the prefix-weighted mean over the live key's places."""
+    of the prefix-weighted mean over the live key's places (less ``harness_ns``)."""
     per = {}
     for path in sorted(Path(directory).glob("order-*.csv")):
         rows = {}
@@ -43,8 +54,9 @@ def curves(directory):
             for row in csv.DictReader(f):
                 if row["pattern"] == "pattern":
                     continue
-                rows.setdefault((row["pattern"], int(row["keys"])), []).append(
-                    (int(row["prefix"]), float(row["ns"])))
+                keys, prefix = int(row["keys"]), int(row["prefix"])
+                rows.setdefault((row["pattern"], keys), []).append(
+                    (prefix, float(row["ns"]) - harness_ns(keys, prefix, clone_ns)))
         for key, got in rows.items():
             k = sum(p for p, _ in got)
             per.setdefault(key, []).append(sum(p * ns for p, ns in got) / k)
@@ -64,13 +76,15 @@ def at(curve, n):
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2 or argv[1] not in REAL:
-        sys.exit(__doc__.splitlines()[3].strip())
-    c = curves(argv[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("order_dir")
+    ap.add_argument("workload", choices=sorted(REAL))
+    ap.add_argument("--clone-ns", type=float, default=0.0)
+    a = ap.parse_args(argv)
+    c = curves(a.order_dir, a.clone_ns)
     print("window,probe_order4k_ms,probe_orderln_ms,real_sweep_ms,probe_ns_per_read,"
           "probe_ln_ns_per_read,real_ns_per_read,real_over_probe")
-    for last, (measured, other) in REAL[argv[1]].items():
+    for last, (measured, other) in REAL[a.workload].items():
         steps = range(WINDOWS[last] + 1, last + 1, 25)
         reads = [(4 * s - 3) * (4 * s - 2) / 2 for s in steps]
         ns = {p: sum(r * at(c[p], 4 * s - 3) for r, s in zip(reads, steps)) / len(steps) / 1e6

@@ -504,15 +504,20 @@ fn order(offsets: &[i64], frac: f64, packed: bool, seed: u64) -> (f64, usize, us
 /// The sweep over a locator of `n` entries, all pointing at one graph, each pass calling
 /// `useful` (a `maybe_useful` that reads `prefix` keys): ns per key read, the least of 7
 /// trials of ~2^20 key reads (at least 8 passes, at most `n`). Each trial clones the whole
-/// locator, as the sweep does once per call.
+/// locator, as the sweep does once per call: `n` entries for the trial's passes, so the
+/// clone (~14 ns an entry, the `copy` rows) adds ~14 n / 2^20 ns to each key read, where a
+/// real sweep, one pass per entry, adds ~14 / prefix. With `SWEEP_ORDER_LOCATOR_PASSES` set
+/// the locator holds one entry per pass of a trial instead (a real sweep's share).
 fn time_sweep<F: Fn() -> bool>(n: usize, prefix: usize, useful: F) -> f64 {
     struct Graph {
         state: Mutex<()>,
     }
-    let graph = Arc::new(Graph { state: Mutex::new(()) });
-    let locator: BTreeMap<NodeId, Arc<Graph>> = (0..n as NodeId).map(|id| (id, graph.clone())).collect();
     // passes a trial: ~2^20 key reads, at least 8, at most the locator's entries
     let per_trial = ((1usize << 20) / prefix).clamp(8, n.max(8));
+    let entries = if std::env::var("SWEEP_ORDER_LOCATOR_PASSES").is_ok() { per_trial.min(n) } else { n };
+    let graph = Arc::new(Graph { state: Mutex::new(()) });
+    let locator: BTreeMap<NodeId, Arc<Graph>> =
+        (0..entries as NodeId).map(|id| (id, graph.clone())).collect();
     let sweep = |passes: usize| {
         let graphs = black_box(&locator).clone();
         let mut kept = 0usize;
@@ -546,11 +551,17 @@ fn time_sweep<F: Fn() -> bool>(n: usize, prefix: usize, useful: F) -> f64 {
 fn order_hashmap(at: &[usize], live_pos: usize) -> (f64, usize, usize, usize) {
     let n = at.len();
     let span = at.iter().max().unwrap() + 64;
-    let len = span.div_ceil(HUGE) * HUGE + HUGE;
-    let raw = unsafe { mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0) };
-    assert!(raw as isize != -1, "mmap failed");
-    let base = ((raw as usize).div_ceil(HUGE) * HUGE) as *mut u8;
-    unsafe { madvise(base, len - HUGE, 15) };
+    let populate = std::env::var("SWEEP_ORDER_POPULATE").is_ok();
+    let (raw, len, base) = if populate {
+        populated(span)
+    } else {
+        let len = span.div_ceil(HUGE) * HUGE + HUGE;
+        let raw = unsafe { mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0) };
+        assert!(raw as isize != -1, "mmap failed");
+        let base = ((raw as usize).div_ceil(HUGE) * HUGE) as *mut u8;
+        unsafe { madvise(base, len - HUGE, 15) };
+        (raw, len, base)
+    };
     let mut nodes: HashMap<Arc<NodeId>, Vec<NodeId>> = HashMap::new();
     for (id, &a) in at.iter().enumerate() {
         assert!(a % 8 == 0, "a key's ArcInner must be 8-B aligned");
@@ -581,8 +592,33 @@ fn order_hashmap(at: &[usize], live_pos: usize) -> (f64, usize, usize, usize) {
     for (key, _) in nodes.drain() {
         std::mem::forget(key);
     }
-    unsafe { munmap(raw, len) };
+    if !populate {
+        unsafe { munmap(raw, len) };
+    }
     (ns, prefix, touched, table_pages)
+}
+
+/// With `SWEEP_ORDER_POPULATE` set, `order_hashmap`'s keys go into one region for the whole
+/// run, every page of it written once when it is mapped (as real burn's heap has every page
+/// between its keys in use: ema-balanced's 1-MiB snapshots), reused by every row (a row
+/// rewrites its keys' counts); the first row must be the longest chain. (raw, len, base).
+fn populated(span: usize) -> (*mut u8, usize, *mut u8) {
+    static REGION: std::sync::OnceLock<(usize, usize, usize)> = std::sync::OnceLock::new();
+    let &(raw, len, base) = REGION.get_or_init(|| {
+        let len = span.div_ceil(HUGE) * HUGE + HUGE;
+        let raw = unsafe { mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0) };
+        assert!(raw as isize != -1, "mmap failed");
+        let base = ((raw as usize).div_ceil(HUGE) * HUGE) as *mut u8;
+        unsafe { madvise(base, len - HUGE, 15) };
+        let t = Clock::now();
+        for page in (0..len - HUGE).step_by(PAGE) {
+            unsafe { base.add(page).write_volatile(0) };
+        }
+        eprintln!("order: populated {} pages in {:.1} s of CPU", (len - HUGE) / PAGE, (cpu_ns() - t.0) / 1e9);
+        (raw as usize, len, base as usize)
+    });
+    assert!(span <= len - HUGE, "SWEEP_ORDER_POPULATE: give the longest chain first");
+    (raw as *mut u8, len, base as *mut u8)
 }
 
 /// The keys of LAYOUT's chain up to the first that brings its pages to `pages`.
@@ -657,6 +693,9 @@ fn main() {
             "group bitmasks (hashbrown)"
         };
         eprintln!("order: table iterated by {how}");
+        if std::env::var("SWEEP_ORDER_LOCATOR_PASSES").is_ok() {
+            eprintln!("order: locator of one entry per pass of a trial (SWEEP_ORDER_LOCATOR_PASSES)");
+        }
         println!("pattern,pages,keys,frac,prefix,touched,table_pages,ns");
         for &p in &sizes {
             let keys = chain(&layout, p);
