@@ -55,7 +55,11 @@
 //!   slots up to the live key, reading each key's count (`maybe_useful`).
 //!   `SWEEP_ORDER_HASHMAP` set: burn's own table and scan instead, std's `HashMap<Arc<NodeId>,
 //!   Vec<NodeId>>` (hashbrown) whose keys' `ArcInner`s sit at the layout's addresses, scanned
-//!   by `nodes.keys().any(|node| Arc::strong_count(node) > 1)` (`order_hashmap`).
+//!   by `nodes.keys().any(|node| Arc::strong_count(node) > 1)` (`order_hashmap`); with it,
+//!   `SWEEP_ORDER_LOCATOR_PASSES` (a locator of one entry per pass of a trial, a real
+//!   sweep's share of the clone: `time_sweep`), `SWEEP_ORDER_POPULATE` (one region for the
+//!   run, every page written: `populated`) and `SWEEP_ORDER_SHIFT=K` (the keys K pages past
+//!   the region's 2-MiB-aligned start).
 //!   ns per key read over the passes of a trial (a sweep's first entries; the same prefix
 //!   every pass, as within one real sweep); the row also gives the keys read (`prefix`),
 //!   the pages those keys lie on (`touched`) and the table's pages the walk reads
@@ -555,12 +559,17 @@ fn order_hashmap(at: &[usize], live_pos: usize) -> (f64, usize, usize, usize) {
     let (raw, len, base) = if populate {
         populated(span)
     } else {
-        let len = span.div_ceil(HUGE) * HUGE + HUGE;
+        // a huge page more than the span needs, for SWEEP_ORDER_SHIFT
+        let len = span.div_ceil(HUGE) * HUGE + 2 * HUGE;
         let raw = unsafe { mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0) };
         assert!(raw as isize != -1, "mmap failed");
         let base = ((raw as usize).div_ceil(HUGE) * HUGE) as *mut u8;
         unsafe { madvise(base, len - HUGE, 15) };
-        (raw, len, base)
+        // SWEEP_ORDER_SHIFT=K: the keys K pages past the region's 2-MiB-aligned start (real
+        // burn's heap starts anywhere)
+        let shift = std::env::var("SWEEP_ORDER_SHIFT").ok().map_or(0, |v| v.parse::<usize>().expect("SWEEP_ORDER_SHIFT: pages"));
+        assert!(shift * PAGE < HUGE, "SWEEP_ORDER_SHIFT: under 512 pages");
+        (raw, len, unsafe { base.add(shift * PAGE) })
     };
     let mut nodes: HashMap<Arc<NodeId>, Vec<NodeId>> = HashMap::new();
     for (id, &a) in at.iter().enumerate() {
