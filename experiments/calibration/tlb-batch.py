@@ -3,7 +3,10 @@
 the cost of a miss) and the `tlbr` rows at every R of READS (keys R to a page, pages
 filling all of their span), into OUT/tlb.csv, OUT/tlb.stderr and OUT/tlbr/rR-LABEL.csv, and
 with --order LAYOUT the `order` rows (the orphan sweep's reads of a chain laid out as LAYOUT's
-key offsets, in its own order: `sweep-order-layout.py`) into OUT/order/order-LABEL.csv.
+key offsets, in its own order: `sweep-order-layout.py`) into OUT/order/order-LABEL.csv
+(and with --bytes the same rows walked a control byte at a time, SWEEP_ORDER_BYTES, into
+OUT/order-bytes/: the same minute's control for the table walk; with --hashmap over std's
+HashMap scanned by keys().any(), burn's own code, SWEEP_ORDER_HASHMAP, into OUT/order-hashmap/).
 
 Run it inside a hold of the timing lock, on the pinned core:
 
@@ -47,6 +50,14 @@ def main():
                          "chain whose key offsets LAYOUT holds, into OUT/order/order-LABEL.csv")
     ap.add_argument("--fracs", default=ORDER_FRACS, help="the live key's shares of the hash order")
     ap.add_argument("--order-pages", default=ORDER_PAGES, help="the chain's key pages")
+    ap.add_argument("--bytes", action="store_true",
+                    help="with --order, the same rows again with the table walked by a branch per "
+                         "control byte (SWEEP_ORDER_BYTES, session 56's walk), into "
+                         "OUT/order-bytes/order-LABEL.csv: the same minute's control")
+    ap.add_argument("--hashmap", action="store_true",
+                    help="with --order, the same rows again over std's HashMap<Arc<NodeId>, Vec> "
+                         "scanned by keys().any() (SWEEP_ORDER_HASHMAP, burn's own code), into "
+                         "OUT/order-hashmap/order-LABEL.csv")
     a = ap.parse_args()
     out = Path(a.out)
     (out / "tlbr").mkdir(parents=True, exist_ok=True)
@@ -63,19 +74,27 @@ def main():
     log = open(out / "batches.txt", "a")
     load = open("/proc/loadavg").read().split()[:3]
     log.write(f"batch {a.label} start {now()} UTC load {' '.join(load)}\n")
-    jobs = [] if a.no_tlb else [("tlb.csv", "tlb.stderr", ["tlb", TLB_N])]
+    jobs = [] if a.no_tlb else [("tlb.csv", "tlb.stderr", ["tlb", TLB_N], None)]
     for r in a.reads.split(","):
         jobs.append((f"tlbr/r{r}-{a.label}.csv", f"tlbr/r{r}-{a.label}.stderr",
-                     ["tlbr", r, "1", TLBR_PAGES]))
+                     ["tlbr", r, "1", TLBR_PAGES], None))
     if a.order:
         (out / "order").mkdir(exist_ok=True)
         jobs.append((f"order/order-{a.label}.csv", f"order/order-{a.label}.stderr",
-                     ["order", a.order, a.fracs, a.order_pages]))
-    for csv_name, err_name, args in jobs:
+                     ["order", a.order, a.fracs, a.order_pages], None))
+        for wanted, sub, var in ((a.bytes, "order-bytes", "SWEEP_ORDER_BYTES"),
+                                 (a.hashmap, "order-hashmap", "SWEEP_ORDER_HASHMAP")):
+            if wanted:
+                (out / sub).mkdir(exist_ok=True)
+                jobs.append((f"{sub}/order-{a.label}.csv", f"{sub}/order-{a.label}.stderr",
+                             ["order", a.order, a.fracs, a.order_pages], {var: "1"}))
+    for csv_name, err_name, args, env in jobs:
         t0 = now()
         with open(out / csv_name, "a") as fo, open(out / err_name, "a") as fe:
-            rc = subprocess.call(pin + args, stdout=fo, stderr=fe)
-        log.write(f"  {' '.join(args[:3])} -> {csv_name} {t0}-{now()} rc {rc}\n")
+            rc = subprocess.call(pin + args, stdout=fo, stderr=fe,
+                                 env=dict(os.environ, **env) if env else None)
+        tag = "".join(f" {k}={v}" for k, v in (env or {}).items())
+        log.write(f"  {' '.join(args[:3])}{tag} -> {csv_name} {t0}-{now()} rc {rc}\n")
         log.flush()
         if rc:
             sys.exit(f"{args}: exit {rc}")

@@ -53,6 +53,13 @@
 //!   table's groups (each group's control bytes to a bitmask of full buckets, its set bits in
 //!   order, as hashbrown's RawIter; `SWEEP_ORDER_BYTES` set: a branch per control byte) and
 //!   slots up to the live key, reading each key's count (`maybe_useful`).
+//!   `SWEEP_ORDER_HASHMAP` set: burn's own table and scan instead, std's `HashMap<Arc<NodeId>,
+//!   Vec<NodeId>>` (hashbrown) whose keys' `ArcInner`s sit at the layout's addresses, scanned
+//!   by `nodes.keys().any(|node| Arc::strong_count(node) > 1)` (`order_hashmap`); with it,
+//!   `SWEEP_ORDER_LOCATOR_PASSES` (a locator of one entry per pass of a trial, a real
+//!   sweep's share of the clone: `time_sweep`), `SWEEP_ORDER_POPULATE` (one region for the
+//!   run, every page written: `populated`) and `SWEEP_ORDER_SHIFT=K` (the keys K pages past
+//!   the region's 2-MiB-aligned start).
 //!   ns per key read over the passes of a trial (a sweep's first entries; the same prefix
 //!   every pass, as within one real sweep); the row also gives the keys read (`prefix`),
 //!   the pages those keys lie on (`touched`) and the table's pages the walk reads
@@ -402,6 +409,9 @@ fn order(offsets: &[i64], frac: f64, packed: bool, seed: u64) -> (f64, usize, us
     } else {
         offsets.iter().map(|&o| (o - lo) as usize).collect()
     };
+    if std::env::var("SWEEP_ORDER_HASHMAP").is_ok() {
+        return order_hashmap(&at, ((frac * n as f64).ceil() as usize).clamp(1, n) - 1);
+    }
     let span = at.iter().max().unwrap() + 64;
     let len = span.div_ceil(HUGE) * HUGE + HUGE;
     let raw = unsafe { mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0) };
@@ -451,11 +461,6 @@ fn order(offsets: &[i64], frac: f64, packed: bool, seed: u64) -> (f64, usize, us
         let ctrl_end = hi + last_bucket + 16;
         (hi.div_ceil(PAGE) - lo_slot / PAGE) + (ctrl_end.div_ceil(PAGE) - hi / PAGE)
     };
-    struct Graph {
-        state: Mutex<()>,
-    }
-    let graph = Arc::new(Graph { state: Mutex::new(()) });
-    let locator: BTreeMap<NodeId, Arc<Graph>> = (0..n as NodeId).map(|id| (id, graph.clone())).collect();
     let table = &table[..];
     // maybe_useful: the table's groups in order, each full slot's key dereferenced, up to
     // the first key with a second handle
@@ -495,8 +500,28 @@ fn order(offsets: &[i64], frac: f64, packed: bool, seed: u64) -> (f64, usize, us
         }
         false
     };
+    let ns = time_sweep(n, prefix, useful);
+    unsafe { munmap(raw, len) };
+    (ns, prefix, touched, table_pages)
+}
+
+/// The sweep over a locator of `n` entries, all pointing at one graph, each pass calling
+/// `useful` (a `maybe_useful` that reads `prefix` keys): ns per key read, the least of 7
+/// trials of ~2^20 key reads (at least 8 passes, at most `n`). Each trial clones the whole
+/// locator, as the sweep does once per call: `n` entries for the trial's passes, so the
+/// clone (~14 ns an entry, the `copy` rows) adds ~14 n / 2^20 ns to each key read, where a
+/// real sweep, one pass per entry, adds ~14 / prefix. With `SWEEP_ORDER_LOCATOR_PASSES` set
+/// the locator holds one entry per pass of a trial instead (a real sweep's share).
+fn time_sweep<F: Fn() -> bool>(n: usize, prefix: usize, useful: F) -> f64 {
+    struct Graph {
+        state: Mutex<()>,
+    }
     // passes a trial: ~2^20 key reads, at least 8, at most the locator's entries
     let per_trial = ((1usize << 20) / prefix).clamp(8, n.max(8));
+    let entries = if std::env::var("SWEEP_ORDER_LOCATOR_PASSES").is_ok() { per_trial.min(n) } else { n };
+    let graph = Arc::new(Graph { state: Mutex::new(()) });
+    let locator: BTreeMap<NodeId, Arc<Graph>> =
+        (0..entries as NodeId).map(|id| (id, graph.clone())).collect();
     let sweep = |passes: usize| {
         let graphs = black_box(&locator).clone();
         let mut kept = 0usize;
@@ -510,15 +535,99 @@ fn order(offsets: &[i64], frac: f64, packed: bool, seed: u64) -> (f64, usize, us
         black_box(kept);
     };
     sweep(2.min(n));
-    let ns = (0..7)
+    (0..7)
         .map(|_| {
             let t = Clock::now();
             sweep(per_trial);
             t.per(per_trial.min(n) * prefix)
         })
-        .fold(f64::INFINITY, f64::min);
-    unsafe { munmap(raw, len) };
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// `order` with `SWEEP_ORDER_HASHMAP` set: burn's own table and scan instead of the
+/// hand-built one. The keys are `Arc<NodeId>`s whose `ArcInner` (strong, weak, id: 24 B)
+/// sits at `at` (B from a fresh `MADV_NOHUGEPAGE` region, as in `order`), in std's
+/// `HashMap<Arc<NodeId>, Vec<NodeId>>` (hashbrown, RandomState: a random bucket order; the
+/// buckets a table grown by inserts has), scanned by `nodes.keys().any(|node|
+/// Arc::strong_count(node) > 1)` as `maybe_useful` does; the key at place `live_pos` of the
+/// map's order holds a second count. The same locator and trials (`time_sweep`). The keys
+/// are not the allocator's: they are forgotten, never dropped.
+fn order_hashmap(at: &[usize], live_pos: usize) -> (f64, usize, usize, usize) {
+    let n = at.len();
+    let span = at.iter().max().unwrap() + 64;
+    let populate = std::env::var("SWEEP_ORDER_POPULATE").is_ok();
+    let (raw, len, base) = if populate {
+        populated(span)
+    } else {
+        // a huge page more than the span needs, for SWEEP_ORDER_SHIFT
+        let len = span.div_ceil(HUGE) * HUGE + 2 * HUGE;
+        let raw = unsafe { mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0) };
+        assert!(raw as isize != -1, "mmap failed");
+        let base = ((raw as usize).div_ceil(HUGE) * HUGE) as *mut u8;
+        unsafe { madvise(base, len - HUGE, 15) };
+        // SWEEP_ORDER_SHIFT=K: the keys K pages past the region's 2-MiB-aligned start (real
+        // burn's heap starts anywhere)
+        let shift = std::env::var("SWEEP_ORDER_SHIFT").ok().map_or(0, |v| v.parse::<usize>().expect("SWEEP_ORDER_SHIFT: pages"));
+        assert!(shift * PAGE < HUGE, "SWEEP_ORDER_SHIFT: under 512 pages");
+        (raw, len, unsafe { base.add(shift * PAGE) })
+    };
+    let mut nodes: HashMap<Arc<NodeId>, Vec<NodeId>> = HashMap::new();
+    for (id, &a) in at.iter().enumerate() {
+        assert!(a % 8 == 0, "a key's ArcInner must be 8-B aligned");
+        let inner = unsafe { base.add(a) } as *mut usize;
+        unsafe {
+            inner.write(1);
+            inner.add(1).write(1);
+            inner.add(2).write(id);
+        }
+        nodes.insert(unsafe { Arc::from_raw(inner.add(2) as *const NodeId) }, Vec::new());
+    }
+    let keys: Vec<*const NodeId> = nodes.keys().map(Arc::as_ptr).collect();
+    unsafe { Arc::increment_strong_count(keys[live_pos]) };
+    let prefix = live_pos + 1;
+    let touched = {
+        let mut pages: Vec<usize> = keys[..prefix].iter().map(|&k| (k as usize - base as usize) / PAGE).collect();
+        pages.sort_unstable();
+        pages.dedup();
+        pages.len()
+    };
+    // the slots lie below the control bytes in bucket order; the top slot's end is (about)
+    // where the control bytes start
+    let slots: Vec<usize> = nodes.keys().map(|k| k as *const Arc<NodeId> as usize).collect();
+    let hi = slots[0] + 32;
+    let bucket = (hi - slots[live_pos]) / 32 - 1;
+    let table_pages = (hi.div_ceil(PAGE) - slots[live_pos] / PAGE) + ((hi + bucket + 16).div_ceil(PAGE) - hi / PAGE);
+    let ns = time_sweep(n, prefix, || nodes.keys().any(|node| Arc::strong_count(node) > 1));
+    for (key, _) in nodes.drain() {
+        std::mem::forget(key);
+    }
+    if !populate {
+        unsafe { munmap(raw, len) };
+    }
     (ns, prefix, touched, table_pages)
+}
+
+/// With `SWEEP_ORDER_POPULATE` set, `order_hashmap`'s keys go into one region for the whole
+/// run, every page of it written once when it is mapped (as real burn's heap has every page
+/// between its keys in use: ema-balanced's 1-MiB snapshots), reused by every row (a row
+/// rewrites its keys' counts); the first row must be the longest chain. (raw, len, base).
+fn populated(span: usize) -> (*mut u8, usize, *mut u8) {
+    static REGION: std::sync::OnceLock<(usize, usize, usize)> = std::sync::OnceLock::new();
+    let &(raw, len, base) = REGION.get_or_init(|| {
+        let len = span.div_ceil(HUGE) * HUGE + HUGE;
+        let raw = unsafe { mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0) };
+        assert!(raw as isize != -1, "mmap failed");
+        let base = ((raw as usize).div_ceil(HUGE) * HUGE) as *mut u8;
+        unsafe { madvise(base, len - HUGE, 15) };
+        let t = Clock::now();
+        for page in (0..len - HUGE).step_by(PAGE) {
+            unsafe { base.add(page).write_volatile(0) };
+        }
+        eprintln!("order: populated {} pages in {:.1} s of CPU", (len - HUGE) / PAGE, (cpu_ns() - t.0) / 1e9);
+        (raw as usize, len, base as usize)
+    });
+    assert!(span <= len - HUGE, "SWEEP_ORDER_POPULATE: give the longest chain first");
+    (raw as *mut u8, len, base as *mut u8)
 }
 
 /// The keys of LAYOUT's chain up to the first that brings its pages to `pages`.
@@ -585,8 +694,17 @@ fn main() {
         if let Some((entries, code)) = dtlb() {
             eprintln!("cpuid 0x80000006: L2 DTLB 4K {entries} entries, associativity code {code}");
         }
-        let how = if std::env::var("SWEEP_ORDER_BYTES").is_ok() { "a branch per control byte" } else { "group bitmasks (hashbrown)" };
+        let how = if std::env::var("SWEEP_ORDER_HASHMAP").is_ok() {
+            "std's HashMap<Arc<NodeId>, Vec<NodeId>> (hashbrown), keys().any(strong_count > 1)"
+        } else if std::env::var("SWEEP_ORDER_BYTES").is_ok() {
+            "a branch per control byte"
+        } else {
+            "group bitmasks (hashbrown)"
+        };
         eprintln!("order: table iterated by {how}");
+        if std::env::var("SWEEP_ORDER_LOCATOR_PASSES").is_ok() {
+            eprintln!("order: locator of one entry per pass of a trial (SWEEP_ORDER_LOCATOR_PASSES)");
+        }
         println!("pattern,pages,keys,frac,prefix,touched,table_pages,ns");
         for &p in &sizes {
             let keys = chain(&layout, p);
