@@ -46,6 +46,17 @@
 //!   block. Rows: `ns_per_op` of each (median) and at phase `release-minus-plain` the
 //!   median of the block pairs' difference: what dropping an autodiff output costs beyond
 //!   its buffers (the clock's own cost is in both and cancels).
+//! - `register-growth` (run only when named): what a tracked op's registration costs in a
+//!   graph that grows against one that stays small. `x` a [16] leaf requiring grad;
+//!   blocks of `GROWTH_OPS` iterations `c = x.clone().mul_scalar(2.0)`, alternated,
+//!   `GROWTH_REPS` of each after one untimed `kept` block: `steady` drops `c` at once
+//!   (under a patch that releases on drop the graph stays at x and one node; unpatched it
+//!   grows either way), `kept` pushes `c` on a Vec dropped after the block, untimed (the
+//!   graph and the locator grow by `GROWTH_OPS` nodes in the block, and, released, shrink
+//!   after it; the tables keep their size). Rows: `ns_per_op` of each (median) and
+//!   `kept-minus-steady` (median of the pairs). Run with a large glibc trim threshold
+//!   (`GLIBC_TUNABLES=glibc.malloc.trim_threshold=...`) so that a block's blocks come back
+//!   from the heap, not from fresh pages.
 //! - `read-scalar`: blocks of `RELEASE_OPS` iterations, `RELEASE_REPS` of each kind,
 //!   alternated; an iteration makes `s = x.clone().sum()` (x [1, 128]) untimed and times
 //!   either `s.into_scalar()` (`read`: burn-flex's `into_data`, the `TensorData` built and
@@ -115,6 +126,9 @@ pub const SWEEP_NODES: &[usize] = &[100, 300, 1_000, 3_000, 10_000];
 const MERGE_OPS: usize = 250;
 const RELEASE_OPS: usize = 250;
 const RELEASE_REPS: usize = 41;
+/// iterations of a `register-growth` block, and blocks of each kind
+const GROWTH_OPS: usize = 2_000;
+const GROWTH_REPS: usize = 11;
 const NOTE: &str = "burn Flex (no simd/rayon); fresh process per variant; src/mech.rs";
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -137,6 +151,7 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         "sweep-free" => sweep_free(opts, sink),
         "merge" => merge(opts, sink),
         "release" => release(opts, sink),
+        "register-growth" => register_growth(sink),
         "read-scalar" => read_scalar(sink),
         "train-step" => train_step(sink),
         "gemm-shape" => gemm_shape(sink),
@@ -412,6 +427,51 @@ fn release(_opts: &Opts, sink: &mut Sink) {
     sink.row(EXPERIMENT, "release", "plain", RELEASE_OPS, "iterations", "ns_per_op",
              f(median(plain.clone()), 3), "ns", &format!("runs: {} ns", spread(&plain, 1)));
     sink.row(EXPERIMENT, "release", "release-minus-plain", RELEASE_OPS, "iterations",
+             "ns_per_op", f(median(diff.clone()), 3), "ns",
+             &format!("per block pair: {} ns", spread(&diff, 1)));
+}
+
+/// Mean ns per iteration of a `register-growth` block (`keep`: the outputs kept in a Vec
+/// dropped after the timed loop).
+fn growth_block(x: &Tensor<1>, keep: bool) -> f64 {
+    let mut kept = Vec::with_capacity(if keep { GROWTH_OPS } else { 0 });
+    let t = Instant::now();
+    for _ in 0..GROWTH_OPS {
+        let c = black_box(x.clone().mul_scalar(2.0));
+        if keep {
+            kept.push(c);
+        } else {
+            drop(c);
+        }
+    }
+    let ns = t.elapsed().as_secs_f64() * 1e9 / GROWTH_OPS as f64;
+    drop(black_box(kept));
+    ns
+}
+
+fn register_growth(sink: &mut Sink) {
+    let device = Device::flex().autodiff();
+    let (a, _) = pair(&device);
+    let x = a.detach().require_grad();
+    growth_block(&x, true);
+    let (mut steady, mut kept, mut diff) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..GROWTH_REPS {
+        let s = growth_block(&x, false);
+        let k = growth_block(&x, true);
+        steady.push(s);
+        kept.push(k);
+        diff.push(k - s);
+    }
+    let note = format!("{NOTE}; flex.autodiff; x [16] requiring grad; blocks of {GROWTH_OPS} \
+                        iterations c = x.clone().mul_scalar(2.0): steady drops c, kept keeps \
+                        it until the block ends (dropped untimed); one kept block first, \
+                        untimed; medians of {GROWTH_REPS} blocks each");
+    sink.row(EXPERIMENT, "register-growth", "steady", GROWTH_OPS, "iterations", "ns_per_op",
+             f(median(steady.clone()), 3), "ns",
+             &format!("{note}; runs: {} ns", spread(&steady, 1)));
+    sink.row(EXPERIMENT, "register-growth", "kept", GROWTH_OPS, "iterations", "ns_per_op",
+             f(median(kept.clone()), 3), "ns", &format!("runs: {} ns", spread(&kept, 1)));
+    sink.row(EXPERIMENT, "register-growth", "kept-minus-steady", GROWTH_OPS, "iterations",
              "ns_per_op", f(median(diff.clone()), 3), "ns",
              &format!("per block pair: {} ns", spread(&diff, 1)));
 }
