@@ -14,11 +14,11 @@ append_nodes`), other operations on a heap tap that only notes each one's node s
 (:class:`_NodeSizes`).
 
 **A recorded window.** A window replayed request by request is recorded
-(:func:`_record`) through the arena's tap (:class:`_Recorder`, the arena's ``recorder``:
-the arena calls it where it reads a bin's length or its break; no method of the arena is
-replaced): the arena's free structures before and after it (tcache bins, fastbins,
-unsorted bin, small and large bins, free chunks, last remainder, fastbin count), which
-tcache bins and fastbins it read and the fewest chunks each held meanwhile (the chunks
+(:func:`_record`) through the arena's tap (:class:`~sim.platform.ptmalloc.ArenaReads`,
+the arena's ``recorder``: the arena calls it where it reads a bin's length or its break;
+no method of the arena is replaced): the arena's free structures before and after it
+(tcache bins, fastbins, unsorted bin, small and large bins, free chunks, last remainder,
+fastbin count), which tcache bins and fastbins it read and the fewest chunks each held meanwhile (the chunks
 under that were not touched), every chunk it entered into or took from the in-use map,
 the blocks it appended to the live lists, the kept blocks by position, the heap's
 counters and highest point, and the events where the arena reads its break (carves from
@@ -90,7 +90,7 @@ from math import gcd
 from ...platform.btree import SPLIT_PERIOD
 from ...platform.heap import HeapTap
 from ...platform.ptmalloc import (CONSOLIDATION_THRESHOLD, MINSIZE, NSMALLBINS,
-                                  SIZE_SZ, TCACHE_COUNT, CarveRun)
+                                  SIZE_SZ, ArenaReads, CarveRun)
 from .arenarun import ALLOC
 
 __all__ = ["WINDOW", "KEEP", "place", "window_length"]
@@ -123,134 +123,6 @@ class _NodeSizes(HeapTap):
 
     def realloc(self, heap, old_nbytes, nbytes, block):
         raise _Unshiftable
-
-
-class _Recorder:
-    """The arena's tap while a window is recorded (:attr:`~sim.platform.ptmalloc._Arena.
-    recorder`): the arena tells it where it reads a tcache bin's or a fastbin's length
-    and where it reads its break -- carves from the top, frees merged into the top or
-    into a chunk of 64 KiB, reallocs at the top -- and it notes what a later window needs
-    to make the same decisions (:func:`_lengths`, :func:`_walk`).
-
-    Per tcache bin read: ``[length at the start, lowest length, highest length, fewest
-    chunks a request found there, exact]`` (``exact``: a request found it empty or a free
-    found it full, so its length decided alone); per fastbin read: ``[length at the
-    start, lowest length]``. A bin's length changes only where the arena reads it, so the
-    first read sees its length at the window's start."""
-
-    __slots__ = ("top0", "events", "ok", "tcache", "fast", "_resizing", "_top")
-
-    def __init__(self, arena):
-        self.top0 = arena.top
-        #: the top events: ``(kind, top - top0, arg)``, 0 a carve of ``arg`` bytes, 1 a
-        #: merge into the top, 2 a realloc at the top ``(size, nb, grew)``
-        self.events = []
-        #: False where the window reads the break in a way a shift does not carry
-        self.ok = True
-        self.tcache = {}
-        self.fast = {}
-        self._resizing = self._top = None
-
-    def _bin(self, size, n) -> list:
-        entry = self.tcache.get(size)
-        if entry is None:
-            entry = self.tcache[size] = [n, n, n, TCACHE_COUNT, False]
-        return entry
-
-    def took(self, size, n) -> None:
-        """A request looks into the tcache bin of ``size``, which holds ``n`` chunks
-        (and takes the newest, if any)."""
-        entry = self._bin(size, n)
-        if not n:
-            entry[4] = True
-            return
-        if n - 1 < entry[1]:
-            entry[1] = n - 1
-        if n < entry[3]:
-            entry[3] = n
-
-    def parked(self, size, n) -> None:
-        """A free looks into the tcache bin of ``size``, which holds ``n`` chunks (and
-        parks its chunk there unless it is full)."""
-        entry = self._bin(size, n)
-        if n >= TCACHE_COUNT:
-            entry[4] = True
-        elif n + 1 > entry[2]:
-            entry[2] = n + 1
-
-    def filled(self, size, n, now) -> None:
-        """A request moved chunks of its size into the tcache bin (``n`` -> ``now``) until
-        its source ran dry or the bin was full."""
-        entry = self._bin(size, n)
-        if now >= TCACHE_COUNT:
-            entry[4] = True
-        elif now > entry[2]:
-            entry[2] = now
-
-    def fast_took(self, size, now) -> None:
-        """A request looked into the fastbin of ``size``, which holds ``now`` chunks
-        after it."""
-        entry = self.fast.get(size)
-        if entry is None:
-            self.fast[size] = [now, now]
-        elif now < entry[1]:
-            entry[1] = now
-
-    def fast_parked(self, size, n) -> None:
-        """A free parks a chunk in the fastbin of ``size``, which held ``n``."""
-        if size not in self.fast:
-            self.fast[size] = [n, n]
-
-    def consolidated(self, arena) -> None:
-        """``malloc_consolidate`` empties every fastbin."""
-        for size, chunks in arena.fast.items():
-            entry = self.fast.get(size)
-            if entry is None:
-                self.fast[size] = [len(chunks), 0]
-            else:
-                entry[1] = 0
-
-    def carved(self, arena, nb) -> None:
-        """A chunk of ``nb`` carved from the top."""
-        if arena.nfast:
-            self.ok = False          # a top too small would consolidate the fastbins
-        self.events.append((0, arena.top - self.top0, nb))
-
-    def merging(self, arena) -> None:
-        """A free past the tcache and fastbins is about to merge (:meth:`merged`)."""
-        self._top = arena.top
-
-    def merged(self, arena, merged) -> None:
-        """The free merged into a chunk of ``merged`` bytes: into the top (an event that
-        reads the break), or into a chunk of 64 KiB elsewhere (which would too: not
-        shifted)."""
-        if arena.top != self._top:
-            if arena.nfast:
-                self.ok = False
-            self.events.append((1, arena.top - self.top0, 0))
-        elif merged >= CONSOLIDATION_THRESHOLD:
-            self.ok = False
-
-    def resizing(self, arena, size, nb) -> None:
-        """A realloc of the chunk (``size``) right below the top to ``nb``: noted when it
-        is done (:meth:`resized`)."""
-        self._resizing = (arena.top, size, nb)
-
-    def resized(self, arena) -> None:
-        top, size, nb = self._resizing
-        self.events.append((2, top - self.top0, (size, nb, arena.top != top)))
-
-    def read(self) -> tuple:
-        """``(read, low, bounds)``: the tcache and fastbin sizes read, the lowest length
-        of each (where above 0), and per tcache bin read its length at the start and by
-        how much less or more a window's decisions stay the same (:func:`_lengths`)."""
-        read = (tuple(sorted(self.tcache)), tuple(sorted(self.fast)))
-        low = {(False, s): e[1] for s, e in self.tcache.items() if e[1]}
-        low.update(((True, s), e[1]) for s, e in self.fast.items() if e[1])
-        bounds = tuple((e[0], 0, 0) if e[4] else
-                       (e[0], max(-e[1], 1 - e[3]), TCACHE_COUNT - e[2])
-                       for _, e in sorted(self.tcache.items()))
-        return read, low, bounds
 
 
 def _free_structures(arena) -> tuple:
@@ -334,7 +206,7 @@ def _record(sim, effect, starts, nodes, replay_one):
     changes, trims = arena.bin_changes, arena.trims
     placed, handles = [], []
     runs = list(arena.runs)
-    arena.recorder = recorder = _Recorder(arena)
+    arena.recorder = recorder = ArenaReads(arena)
     try:
         for start, per in zip(starts, nodes):
             handles.append(replay_one(sim, effect, start, per, placed))
