@@ -497,36 +497,55 @@ def advance_l2(sim, effect, previous, count) -> list:
         last_at = {ref: i for i, ref in enumerate(tail)}
         dead = [ref for i, ref in enumerate(tail) if ref not in named and last_at[ref] == i]
         lru = cache.lru
-        lists_now = cache.free
-        prev = {at: previous[at] for at in by_at}
-        for j in range(count):
-            made = [Chunk(n, cache) for n in fresh]
-
-            def chunk(ref):
-                kind_ = ref[0]
-                if kind_ == "N":
-                    return made[ref[1]]
-                if kind_ == "R":
-                    return ref[1]
-                if kind_ == "F":
-                    return lists_now[ref[1]][ref[2]]
-                return prev[ref[1]]
-            for ref in (tail if j == count - 1 else dead):
-                c = chunk(ref)
-                if c in lru:
-                    lru.move_to_end(c)
-                else:
-                    lru[c] = None
-            mine = tuple((at, chunk(ref)) for at, ref in chunks)
-            lists_now = {n: [chunk(ref) for ref in refs] for n, refs in free}
-            prev = dict(mine)
-            kept[j].extend(mine)
-        cache.free = lists_now
+        if count > 0:
+            cache.free = _l2_iterations(cache, kept, tail, dead, free, fresh, chunks,
+                                        {at: previous[at] for at in by_at}, count)
         cache.resident += nbytes * count
         while cache.resident > cache.capacity:
             gone, _ = lru.popitem(last=False)
             cache.resident -= gone.nbytes
     return kept
+
+
+def _l2_iterations(cache, kept, tail, dead, free, fresh, chunks, prev, count) -> dict:
+    """:func:`advance_l2`'s ``count`` iterations on one LRU: each one's chunks as a slot
+    vector (its new chunks, then the free lists' and kept storages' chunks it takes from
+    the iteration before, then the ones every iteration names), its dead chunks (the
+    tail for the last) put in their final place, its kept chunks appended to ``kept``;
+    returns the free lists after the last one."""
+    refs = list(dict.fromkeys([*tail, *(ref for _, ref in chunks),
+                               *(ref for _, refs in free for ref in refs)]))
+    taken = [ref for ref in refs if ref[0] == "F"] + [ref for ref in refs if ref[0] == "P"]
+    fixed = [ref for ref in refs if ref[0] == "R"]
+    slot = {("N", i): i for i in range(len(fresh))}
+    for i, ref in enumerate(taken + fixed, len(fresh)):
+        slot[ref] = i
+    consts = [ref[1] for ref in fixed]
+    lists = cache.free
+    carried = [lists[ref[1]][ref[2]] if ref[0] == "F" else prev[ref[1]] for ref in taken]
+    if count > 1:
+        # where the next iteration's taken chunks are in this one's vector
+        lists, by_at = dict(free), dict(chunks)
+        source = [slot[lists[ref[1]][ref[2]] if ref[0] == "F" else by_at[ref[1]]]
+                  for ref in taken]
+    dead = [slot[ref] for ref in dead]
+    ats = [at for at, _ in chunks]
+    mine = [slot[ref] for _, ref in chunks]
+    lru = cache.lru
+    for j in range(count):
+        vals = [Chunk(n, cache) for n in fresh]
+        vals += carried
+        vals += consts
+        for s in (dead if j < count - 1 else [slot[ref] for ref in tail]):
+            c = vals[s]
+            if c in lru:
+                lru.move_to_end(c)
+            else:
+                lru[c] = None
+        kept[j].extend(zip(ats, [vals[s] for s in mine]))
+        if j < count - 1:
+            carried = [vals[s] for s in source]
+    return {n: [vals[slot[ref]] for ref in refs] for n, refs in free}
 
 
 def deferrable(sim, effect, graph) -> bool:
