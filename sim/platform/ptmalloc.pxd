@@ -100,6 +100,9 @@ cdef class _Arena:
     @cython.locals(merged=Py_ssize_t)
     cpdef _free_uncached(self, addr, size)
 
+    # fast-forward's replay of a recorded trace (C calls to the public requests)
+    @cython.locals(kind=Py_ssize_t)
+    cpdef replay_trace(self, calls, dict handles, placed)
     # the replay's loop over a program's requests (ReplayProgram.flat, C ints): C ints,
     # C calls
     @cython.locals(count=Py_ssize_t, cache=list, known="long long[::1]",

@@ -1356,6 +1356,27 @@ class _Arena:
         finally:
             self.alias = alias
 
+    def replay_trace(self, calls, handles, placed) -> None:
+        """Requests recorded in order, made again through :meth:`alloc`, :meth:`free` and
+        :meth:`realloc` (fast-forward's replay of an iteration's trace on the arena, in a
+        loop the arena's build compiles). ``calls``: ``(position, kind, nbytes, arg)``
+        each -- kind 0 an allocation (``arg``: its alignment), 1 a free of the block
+        allocated at position ``arg``, 2 a realloc of that block (``arg``: ``(old
+        nbytes, position)``); ``handles``: position -> block, the blocks made added and
+        the ones freed taken out; ``placed``: a list that gets every block handed out,
+        or None."""
+        for i, kind, nbytes, arg in calls:
+            if kind == 0:
+                block = self.alloc(nbytes, arg)
+            elif kind == 1:
+                self.free(handles.pop(arg), nbytes)
+                continue
+            else:
+                block = self.realloc(handles.pop(arg[1]), arg[0], nbytes)
+            handles[i] = block
+            if placed is not None:
+                placed.append(block)
+
     def _replay_calls(self, template, carry) -> list:
         """One iteration of ``template`` through the public calls (carve runs present, or
         a recorder set)."""

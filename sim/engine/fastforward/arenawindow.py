@@ -177,16 +177,15 @@ class _Window:
     structures ``before`` and ``after``, the tcache and fastbin sizes it ``read`` and
     their ``low`` lengths, ``changed`` (the bins it left otherwise), the top ``top0`` and
     ``top1``, the in-use chunks it added or resized (``inuse``, by address, and their
-    addresses ``cut``) and took out (``gone``), the blocks it appended to the live lists,
-    the kept blocks by position (``handles``, per iteration), the heap's changes
+    addresses ``cut``) and took out (``gone``), the blocks it appended to the live lists
+    (``live``; ``borrows``: those below ``top0``), the kept blocks by position (``handles``, per iteration), the heap's changes
     ``(live bytes, blocks, allocation calls, large bytes, highest rise)``, the bins'
     change count, the top ``events``; and for lookups its readable ``chunks``, its
     canonical forms by threshold and its ``links``."""
 
     __slots__ = ("before", "after", "low", "bounds", "read", "changed", "top0", "top1", "cut",
-                 "sizes",
-                 "held", "gone", "live", "handles", "heap", "bin_changes", "events",
-                 "reach", "chunks", "canon", "links")
+                 "sizes", "held", "gone", "live", "borrows", "handles", "heap", "bin_changes",
+                 "events", "reach", "chunks", "canon", "links")
 
 
 def _record(sim, effect, starts, nodes, replay_one):
@@ -197,9 +196,8 @@ def _record(sim, effect, starts, nodes, replay_one):
     w = _Window()
     w.before = _free_structures(arena)
     w.top0 = arena.top
-    sizes = {n for _, n, _, _ in effect.trace}
+    sizes = set(effect.windows.sizes)
     sizes.update(n for per in nodes for op in per for n in op)
-    sizes.update(arg[0] for _, _, arg, _ in effect.trace if type(arg) is tuple)
     lens = {n: len(arena.live.get(n, ())) for n in sizes}
     counts = (heap.live_bytes, heap.live_blocks, heap.allocs, heap.large_bytes)
     peak, heap.peak_bytes = heap.peak_bytes, heap.live_bytes
@@ -227,20 +225,32 @@ def _record(sim, effect, starts, nodes, replay_one):
     appended = [(n, arena.live[n][lens[n]:]) for n in sorted(sizes)
                 if len(arena.live.get(n, ())) > lens[n]]
     w.live = tuple((n, tuple(blocks)) for n, blocks in appended)
+    # the live blocks below the window's first top (chunks it took from the tcache and
+    # fastbins), which a carve run holding its chunks borrows (:func:`_hold`)
+    w.borrows = tuple(a for _, blocks in w.live for a in blocks if a < w.top0)
     # the chunks the window entered into or took from the in-use map: a chunk not in a
     # tcache bin or fastbin before was not in use (the window frees only its own blocks)
     cached = {a: s for bins in w.before[:2] for s, v in bins.items() for a in v}
     touched = set(cached) | set(w.before[4]) | set(after[4]) | set(placed)
     touched.update(a for bins in after[:2] for v in bins.values() for a in v)
     touched.update(a for _, blocks in w.live for a in blocks)
-    inuse = arena.inuse
-    diff = [(a, inuse.get(a)) for a in sorted(touched) if inuse.get(a) != cached.get(a)]
-    w.gone = tuple(a for a, z in diff if z is None)
+    now, was = arena.inuse.get, cached.get
     # the chunks carved from the top that stay in use, out of the tcache and fastbins, are
     # held by a carve run of the arena (:func:`_hold`); the others enter the in-use map
     parked = {a for bins in after[:2] for v in bins.values() for a in v}
-    held = [(a, z) for a, z in diff if z is not None and a >= w.top0 and a not in parked]
-    entered = [(a, z) for a, z in diff if z is not None and (a < w.top0 or a in parked)]
+    gone, held, entered = [], [], []
+    top0 = w.top0
+    for a in sorted(touched):
+        z = now(a)
+        if z == was(a):
+            continue
+        if z is None:
+            gone.append(a)
+        elif a >= top0 and a not in parked:
+            held.append((a, z))
+        else:
+            entered.append((a, z))
+    w.gone = tuple(gone)
     w.cut = tuple(a for a, _ in entered)
     w.sizes = tuple(z for _, z in entered)
     w.held = tuple(held)
@@ -555,10 +565,13 @@ class _Memo:
     operations, the first one's key and the keys' step; None where they are not) and the
     programs made of the nodes those appends create (``programs``)."""
 
-    __slots__ = ("by_program", "appends", "programs", "carved")
+    __slots__ = ("by_program", "appends", "programs", "carved", "sizes")
 
     def __init__(self, effect):
         self.by_program, self.programs = {}, {}
+        #: the request sizes of the iteration's events (a realloc's old one too)
+        self.sizes = frozenset({n for _, n, _, _ in effect.trace} |
+                               {arg[0] for _, _, arg, _ in effect.trace if type(arg) is tuple})
         self.appends = _appends(effect)
         #: the top's advance over the latest record kept (bytes)
         self.carved = 0
@@ -710,8 +723,7 @@ def _hold(arena, pending) -> None:
     first, last = pending[0], pending[-1]
     start, end = first[0].top0 + first[2], last[0].top1 + last[2]
     sizes = tuple(sorted({n for w, _, _ in pending for n, _ in w.live}))
-    borrowed = tuple(a if a < lo else a + d for w, lo, d in pending
-                     for _, blocks in w.live for a in blocks if a < w.top0)
+    borrowed = tuple(a if a < lo else a + d for w, lo, d in pending for a in w.borrows)
     pending = tuple(pending)
 
     def contents():

@@ -808,7 +808,7 @@ def replay_on_arena(sim, effect, start, nodes=None, placed=None) -> dict:
     handles = {}
     alloc, free, realloc = arena.alloc, arena.free, arena.realloc
     done = 0
-    for ops, events, nbytes, nblocks, nallocs, top, large in plan.segments:
+    for ops, events, nbytes, nblocks, nallocs, top, large, calls in plan.segments:
         if ops:
             if nodes is None:
                 replay_tree_ops(trees, ops, start)
@@ -820,6 +820,10 @@ def replay_on_arena(sim, effect, start, nodes=None, placed=None) -> dict:
         live = heap.live_bytes
         if live + top > heap.peak_bytes:
             heap.peak_bytes = live + top
+        if calls is not None:
+            # no request made with page faults off: the arena's own loop
+            arena.replay_trace(calls, handles, placed)
+            events = ()
         for i, kind, size, arg, unfaulted in events:
             if kind == ALLOC:
                 if unfaulted and allocator.fault is not None:
@@ -846,7 +850,8 @@ def _arena_segments(effect) -> tuple:
     """The replayed trace of ``effect`` cut at its BTreeMap operations:
     ``(operations before the run, its events as (position, kind, size, arg, unfaulted),
     live bytes, live blocks and allocation calls it adds, the highest live bytes it
-    reaches above its start, the bytes of LARGE blocks it adds)`` per run."""
+    reaches above its start, the bytes of LARGE blocks it adds, the events as the arena's
+    calls: :func:`_calls`)`` per run."""
     ops, tree_at = effect.tree_ops, effect.arena.tree_at
     large_bytes = Heap.LARGE_BYTES
     segments = []
@@ -876,11 +881,21 @@ def _arena_segments(effect) -> tuple:
         current[4] += calls
         current[5] = max(current[5], current[2])
         current[6] += large
-    out = [(ops, tuple(events), nbytes, nblocks, nallocs, top, large)
+    out = [(ops, tuple(events), nbytes, nblocks, nallocs, top, large, _calls(events))
            for ops, events, nbytes, nblocks, nallocs, top, large in segments]
     if k < len(ops):
-        out.append((tuple(ops[k:]), (), 0, 0, 0, 0, 0))
+        out.append((tuple(ops[k:]), (), 0, 0, 0, 0, 0, ()))
     return tuple(out)
+
+
+def _calls(events):
+    """A run's events as :meth:`~sim.platform.ptmalloc.PtmallocArena.replay_trace`'s calls
+    (kind 0 an allocation, 1 a free, 2 a realloc), or None where one is made with page
+    faults off (replayed one by one)."""
+    codes = {ALLOC: 0, FREE: 1, REALLOC: 2}
+    if any(unfaulted or kind not in codes for _, kind, _, _, unfaulted in events):
+        return None
+    return tuple((i, codes[kind], size, arg) for i, kind, size, arg, _ in events)
 
 
 class _Pending:
