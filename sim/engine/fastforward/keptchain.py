@@ -610,14 +610,17 @@ def defer_members(sim, effect, graph, last, count, replay, previous, trees) -> N
                              count)
     locator = sim.client.locator
     members = effect.members
-    ids = [start + m.offset for start in starts for m in members]
+    offsets = [m.offset for m in members]
+    ids = [start + offset for start in starts for offset in offsets]
     locator.graphs.update(dict.fromkeys(ids, graph))
     graph.entries += len(ids)
-    keyed = [start + m.offset for start in starts for m in members if m.keyed]
-    if keyed:
-        locator.keys[graph.origin].update(keyed)
+    offsets = [m.offset for m in members if m.keyed]
+    if offsets:
+        locator.keys[graph.origin].update([start + offset for start in starts
+                                           for offset in offsets])
     inner = {ref[1] for m in members for ref, _ in m.parents if ref[0] == "cur"}
-    leaves = [start + m.offset for start in starts for m in members if m.offset not in inner]
+    offsets = [m.offset for m in members if m.offset not in inner]
+    leaves = [start + offset for start in starts for offset in offsets]
     memory = graph.server.memory_management
     memory.leaves.difference_update(
         {ref[1] for m in members for ref, _ in m.parents if ref[0] == "old"})
