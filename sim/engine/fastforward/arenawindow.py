@@ -18,11 +18,11 @@ append_nodes`), other operations on a heap tap that only notes each one's node s
 the arena's ``recorder``: the arena calls it where it reads a bin's length or its break;
 no method of the arena is replaced): the arena's free structures before and after it
 (tcache bins, fastbins, unsorted bin, small and large bins, free chunks, last remainder,
-fastbin count), which tcache bins and fastbins it read and the fewest chunks each held meanwhile (the chunks
-under that were not touched), every chunk it entered into or took from the in-use map,
-the blocks it appended to the live lists, the kept blocks by position, the heap's
-counters and highest point, and the events where the arena reads its break (carves from
-the top, frees merged into the top, reallocs at the top).
+fastbin count), which tcache bins and fastbins it read and the fewest chunks each held
+meanwhile (the chunks under that were not touched), every chunk it entered into or took
+from the in-use map, the blocks it appended to the live lists, the kept blocks by
+position, the heap's counters and highest point, and the events where the arena reads
+its break (carves from the top, frees merged into the top, reallocs at the top).
 
 **Tcache lengths.** glibc reads a tcache bin's length only to ask whether it is empty
 (a request) or full (a free), so a window holds for a range of lengths of each bin it
@@ -178,10 +178,11 @@ class _Window:
     their ``low`` lengths, ``changed`` (the bins it left otherwise), the top ``top0`` and
     ``top1``, the in-use chunks it added or resized (``inuse``, by address, and their
     addresses ``cut``) and took out (``gone``), the blocks it appended to the live lists
-    (``live``; ``borrows``: those below ``top0``), the kept blocks by position (``handles``, per iteration), the heap's changes
-    ``(live bytes, blocks, allocation calls, large bytes, highest rise)``, the bins'
-    change count, the top ``events``; and for lookups its readable ``chunks``, its
-    canonical forms by threshold and its ``links``."""
+    (``live``; ``borrows``: those below ``top0``), the kept blocks by position
+    (``handles``, per iteration), the heap's changes ``(live bytes, blocks, allocation
+    calls, large bytes, highest rise)``, the bins' change count, the top ``events``; and
+    for lookups its readable ``chunks``, its canonical forms by threshold and its
+    ``links``."""
 
     __slots__ = ("before", "after", "low", "bounds", "read", "changed", "top0", "top1", "cut",
                  "sizes", "held", "gone", "live", "borrows", "handles", "heap", "bin_changes",
