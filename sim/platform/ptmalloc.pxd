@@ -21,6 +21,30 @@ cdef Py_ssize_t _binmap_after(list binmap, Py_ssize_t idx) except -1
 cpdef chunk_size(nbytes)
 cpdef bin_of(size)
 
+# fast-forward's tap on the arena (ArenaReads): compiled, since the arena calls it several
+# times a request while a window is recorded; its methods C calls from the arena
+cdef class ArenaReads:
+    cdef public Py_ssize_t top0, _top
+    cdef public list events
+    cdef public bint ok
+    cdef public dict tcache, fast
+    cdef public object _resizing
+    @cython.locals(entry=list)
+    cpdef took(self, Py_ssize_t size, Py_ssize_t n)
+    @cython.locals(entry=list)
+    cpdef parked(self, Py_ssize_t size, Py_ssize_t n)
+    @cython.locals(entry=list)
+    cpdef filled(self, Py_ssize_t size, Py_ssize_t n, Py_ssize_t now)
+    @cython.locals(entry=list)
+    cpdef fast_took(self, Py_ssize_t size, Py_ssize_t now)
+    cpdef fast_parked(self, Py_ssize_t size, Py_ssize_t n)
+    cpdef consolidated(self, arena)
+    cpdef carved(self, arena, nb)
+    cpdef merging(self, arena)
+    cpdef merged(self, arena, merged)
+    cpdef resizing(self, arena, size, nb)
+    cpdef resized(self, arena)
+
 cdef class _Arena:
     cdef public Py_ssize_t page, top_pad, brk, top, resident_end, mapped
     cdef public Py_ssize_t mmap_threshold, trim_threshold, trims, trimmed_bytes, trim_from
@@ -30,8 +54,10 @@ cdef class _Arena:
     cdef public dict inuse, free_at, free_end, unsorted, live, alias, _borrowed
     # the tcache and the fastbins by size: dicts of lists
     cdef public object tcache, fast
-    # fast-forward's window recorder (None: nothing listens; see _Arena.__init__)
-    cdef public object recorder
+    # fast-forward's window recorder (None: nothing listens; see _Arena.__init__): typed,
+    # so that the arena's calls to it are C calls (a Python subclass's methods still
+    # take them)
+    cdef public ArenaReads recorder
     cdef public list bins, binmap, runs, _run_starts
 
     # the arena's own calls between its methods (C calls when built; each still a Python
@@ -74,6 +100,9 @@ cdef class _Arena:
     @cython.locals(merged=Py_ssize_t)
     cpdef _free_uncached(self, addr, size)
 
+    # fast-forward's replay of a recorded trace (C calls to the public requests)
+    @cython.locals(kind=Py_ssize_t)
+    cpdef replay_trace(self, calls, dict handles, placed)
     # the replay's loop over a program's requests (ReplayProgram.flat, C ints): C ints,
     # C calls
     @cython.locals(count=Py_ssize_t, cache=list, known="long long[::1]",

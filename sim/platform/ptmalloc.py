@@ -376,6 +376,136 @@ def _neutral_pair(ops, i, index) -> bool:
     return code in (_FREE_HELD, _FREE) and a == 0 and b == index
 
 
+class ArenaReads:
+    """A tap for the arena's :attr:`~_Arena.recorder`: what a stretch of requests read of
+    the arena -- the tcache bins' and fastbins' lengths, and its break -- for fast-forward's
+    windows (:mod:`sim.engine.fastforward.arenawindow` keeps what a later stretch needs to
+    make the same decisions). Here, so that the compiled build compiles it with the arena
+    (the arena calls it several times a request while it records).
+
+    Per tcache bin read: ``[length at the start, lowest length, highest length, fewest
+    chunks a request found there, exact]`` (``exact``: a request found it empty or a free
+    found it full, so its length decided alone); per fastbin read: ``[length at the
+    start, lowest length]``. A bin's length changes only where the arena reads it, so the
+    first read sees its length at the stretch's start. The top events: ``(kind, top -
+    top0, arg)``, 0 a carve of ``arg`` bytes, 1 a merge into the top, 2 a realloc at the
+    top ``(size, nb, grew)``; ``ok`` False where the stretch reads the break in a way a
+    shift of the arena does not carry (a carve or a merge into the top while the fastbins
+    hold chunks, a merge into a chunk of 64 KiB elsewhere)."""
+
+    def __init__(self, arena):
+        self.top0 = arena.top
+        self.events = []
+        self.ok = True
+        self.tcache = {}
+        self.fast = {}
+        self._resizing = None
+        self._top = 0
+
+    def took(self, size, n) -> None:
+        """A request looks into the tcache bin of ``size``, which holds ``n`` chunks
+        (and takes the newest, if any)."""
+        entry = self.tcache.get(size)
+        if entry is None:
+            entry = self.tcache[size] = [n, n, n, TCACHE_COUNT, False]
+        if not n:
+            entry[4] = True
+            return
+        if n - 1 < entry[1]:
+            entry[1] = n - 1
+        if n < entry[3]:
+            entry[3] = n
+
+    def parked(self, size, n) -> None:
+        """A free looks into the tcache bin of ``size``, which holds ``n`` chunks (and
+        parks its chunk there unless it is full)."""
+        entry = self.tcache.get(size)
+        if entry is None:
+            entry = self.tcache[size] = [n, n, n, TCACHE_COUNT, False]
+        if n >= TCACHE_COUNT:
+            entry[4] = True
+        elif n + 1 > entry[2]:
+            entry[2] = n + 1
+
+    def filled(self, size, n, now) -> None:
+        """A request moved chunks of its size into the tcache bin (``n`` -> ``now``) until
+        its source ran dry or the bin was full."""
+        entry = self.tcache.get(size)
+        if entry is None:
+            entry = self.tcache[size] = [n, n, n, TCACHE_COUNT, False]
+        if now >= TCACHE_COUNT:
+            entry[4] = True
+        elif now > entry[2]:
+            entry[2] = now
+
+    def fast_took(self, size, now) -> None:
+        """A request looked into the fastbin of ``size``, which holds ``now`` chunks
+        after it."""
+        entry = self.fast.get(size)
+        if entry is None:
+            self.fast[size] = [now, now]
+        elif now < entry[1]:
+            entry[1] = now
+
+    def fast_parked(self, size, n) -> None:
+        """A free parks a chunk in the fastbin of ``size``, which held ``n``."""
+        if size not in self.fast:
+            self.fast[size] = [n, n]
+
+    def consolidated(self, arena) -> None:
+        """``malloc_consolidate`` empties every fastbin."""
+        for size, chunks in arena.fast.items():
+            entry = self.fast.get(size)
+            if entry is None:
+                self.fast[size] = [len(chunks), 0]
+            else:
+                entry[1] = 0
+
+    def carved(self, arena, nb) -> None:
+        """A chunk of ``nb`` carved from the top."""
+        if arena.nfast:
+            self.ok = False          # a top too small would consolidate the fastbins
+        self.events.append((0, arena.top - self.top0, nb))
+
+    def merging(self, arena) -> None:
+        """A free past the tcache and fastbins is about to merge (:meth:`merged`)."""
+        self._top = arena.top
+
+    def merged(self, arena, merged) -> None:
+        """The free merged into a chunk of ``merged`` bytes: into the top (an event that
+        reads the break), or into a chunk of 64 KiB elsewhere (which would too: not
+        shifted)."""
+        if arena.top != self._top:
+            if arena.nfast:
+                self.ok = False
+            self.events.append((1, arena.top - self.top0, 0))
+        elif merged >= CONSOLIDATION_THRESHOLD:
+            self.ok = False
+
+    def resizing(self, arena, size, nb) -> None:
+        """A realloc of the chunk (``size``) right below the top to ``nb``: noted when it
+        is done (:meth:`resized`)."""
+        self._resizing = (arena.top, size, nb)
+
+    def resized(self, arena) -> None:
+        top, size, nb = self._resizing
+        self.events.append((2, top - self.top0, (size, nb, arena.top != top)))
+
+    def read(self) -> tuple:
+        """``(read, low, bounds)``: the tcache and fastbin sizes read, the lowest length
+        of each (where above 0), and per tcache bin read its length at the start and by
+        how much less or more a stretch's decisions stay the same: ``(start, fewer,
+        more)``, ``(start, 0, 0)`` where its length decided alone (a request found it
+        empty or a free found it full; see ``arenawindow._lengths``)."""
+        read = (tuple(sorted(self.tcache)), tuple(sorted(self.fast)))
+        low = {(False, s): e[1] for s, e in self.tcache.items() if e[1]}
+        low.update(((True, s), e[1]) for s, e in self.fast.items() if e[1])
+        bounds = tuple((e[0], 0, 0) if e[4] else
+                       (e[0], max(-e[1], 1 - e[3]), TCACHE_COUNT - e[2])
+                       for _, e in sorted(self.tcache.items()))
+        return read, low, bounds
+
+
 class _Arena:
     """The arena's state and code, which :class:`PtmallocArena` is (see there). Built with
     Cython (``setup.py``, the types in ``ptmalloc.pxd``), this class is an extension
@@ -431,7 +561,7 @@ class _Arena:
         # the tap fast-forward records a window of the arena through (None: nothing
         # listens): told where the arena reads a tcache bin's or fastbin's length, carves
         # from the top, merges a free into the top or reallocs at the top
-        # (sim.engine.fastforward.arenawindow._Recorder: took, parked, filled, fast_took,
+        # (:class:`ArenaReads`: took, parked, filled, fast_took,
         # fast_parked, consolidated, carved, merging / merged, resizing / resized)
         self.recorder = None
         # live blocks by request size, newest last (frees that name no block); a CarveRun
@@ -1225,6 +1355,27 @@ class _Arena:
             return carry
         finally:
             self.alias = alias
+
+    def replay_trace(self, calls, handles, placed) -> None:
+        """Requests recorded in order, made again through :meth:`alloc`, :meth:`free` and
+        :meth:`realloc` (fast-forward's replay of an iteration's trace on the arena, in a
+        loop the arena's build compiles). ``calls``: ``(position, kind, nbytes, arg)``
+        each -- kind 0 an allocation (``arg``: its alignment), 1 a free of the block
+        allocated at position ``arg``, 2 a realloc of that block (``arg``: ``(old
+        nbytes, position)``); ``handles``: position -> block, the blocks made added and
+        the ones freed taken out; ``placed``: a list that gets every block handed out,
+        or None."""
+        for i, kind, nbytes, arg in calls:
+            if kind == 0:
+                block = self.alloc(nbytes, arg)
+            elif kind == 1:
+                self.free(handles.pop(arg), nbytes)
+                continue
+            else:
+                block = self.realloc(handles.pop(arg[1]), arg[0], nbytes)
+            handles[i] = block
+            if placed is not None:
+                placed.append(block)
 
     def _replay_calls(self, template, carry) -> list:
         """One iteration of ``template`` through the public calls (carve runs present, or

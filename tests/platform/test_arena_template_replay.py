@@ -14,7 +14,7 @@ import pytest
 from sim.platform.ptmalloc import ZEROED, PtmallocArena
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from arenastate import arena_state  # noqa: E402
+from arenastate import Heard, arena_state  # noqa: E402
 
 #: iterations of the longer replays below (the compiled loop has no threshold; these
 #: replays were sized for the generated loop it replaced)
@@ -73,7 +73,6 @@ def random_template(rng, depth, frees_by_size=True):
             size = item["grown"] if item["grow"] is not None else item["size"]
             events.append(("free", size, (item["life"], index[j])))
     return tuple(events)
-
 
 
 def replayed_both(arena, other, program, template, n, carry) -> bool:
@@ -314,19 +313,6 @@ def test_the_replay_loop_frees_a_chunk_larger_than_asked_into_a_full_bin():
     replay_against_one_by_one(arena, faults, program, template, [], LONG + 5)
 
 
-class _Heard:
-    """A recorder that notes every call the arena makes to it (the arena's tap)."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __getattr__(self, name):
-        def note(*args):
-            self.calls.append((name,) + tuple(a for a in args
-                                              if not isinstance(a, PtmallocArena)))
-        return note
-
-
 @pytest.mark.parametrize("seed", range(12))
 def test_a_replay_with_a_recorder_tells_it_what_the_calls_one_by_one_do(seed):
     """A recorder set on the arena (fast-forward's window recorder) hears from a replay
@@ -339,7 +325,7 @@ def test_a_replay_with_a_recorder_tells_it_what_the_calls_one_by_one_do(seed):
     program = PtmallocArena.compile(template)
     arena, faults, carry = warmed(rng, template, program.depth)
     other = copy.deepcopy(arena)
-    arena.recorder, other.recorder = _Heard(), _Heard()
+    arena.recorder, other.recorder = Heard(), Heard()
     n = rng.randint(1, 20)
     assert replayed_both(arena, other, program, template, n, carry)
     assert arena_state(arena) == arena_state(other)

@@ -16,7 +16,7 @@ from sim.platform.heap import Heap, HeapTap
 from sim.platform.rss import Allocator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from arenastate import arena_state  # noqa: E402
+from arenastate import Heard, arena_state  # noqa: E402
 
 SIZES = (8, 16, 24, 40, 72, 100, 184, 300, 500, 1000, 1016, 1030, 1100, 3000)
 
@@ -127,18 +127,6 @@ def test_a_tapped_heap_hands_every_event_of_its_runs_to_the_tap():
         [("free", 100)] * 3
 
 
-class _Heard:
-    """An arena recorder noting every call the arena makes to it."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __getattr__(self, name):
-        def note(*args):
-            self.calls.append((name,) + tuple(a for a in args if type(a) is int))
-        return note
-
-
 @pytest.mark.parametrize("seed", range(10))
 def test_pairs_with_an_arena_recorder_tell_it_what_the_calls_one_by_one_do(seed):
     """A recorder on the arena (fast-forward's window recorder) hears every tcache read
@@ -146,7 +134,7 @@ def test_pairs_with_an_arena_recorder_tell_it_what_the_calls_one_by_one_do(seed)
     rng = random.Random(2000 + seed)
     h, faults, _ = warmed(rng)
     other, other_faults = twin(h, faults)
-    h._arena.recorder, other._arena.recorder = _Heard(), _Heard()
+    h._arena.recorder, other._arena.recorder = Heard(), Heard()
     sizes = np.array([rng.choice(SIZES[:8]) for _ in range(rng.randint(1, 60))],
                      dtype=np.int64)
     h.pairs(sizes)

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from arenastate import Heard
 from common import adleak_operands, tiny_backward
 from sim.platform.ptmalloc import PtmallocArena, chunk_size
 from sim.engine.simulation import Simulation
@@ -478,19 +479,6 @@ def test_exact_fits_take_the_unsorted_bins_oldest_chunks_one_by_one():
     assert a._unsorted_dead < 250
 
 
-class _Listener:
-    """An arena tap that notes every call (sim.engine.fastforward.arenawindow records a
-    window through one)."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __getattr__(self, name):
-        def note(*args):
-            self.calls.append((name,) + tuple(a for a in args if not isinstance(a, PtmallocArena)))
-        return note
-
-
 def test_the_arenas_tap_hears_where_it_reads_a_bins_length_or_its_break():
     """The recorder is told every tcache bin length a request or free reads, a fastbin
     read, each carve from the top and each free merged into the top; the arena places
@@ -505,7 +493,7 @@ def test_the_arenas_tap_hears_where_it_reads_a_bins_length_or_its_break():
         a.free(big)                      # merged into the top
         a.free(y)
         return a
-    tap = _Listener()
+    tap = Heard()
     heard, plain = run(tap), run(None)
     assert heard.state() == plain.state()
     names = [c[0] for c in tap.calls]

@@ -14,15 +14,15 @@ append_nodes`), other operations on a heap tap that only notes each one's node s
 (:class:`_NodeSizes`).
 
 **A recorded window.** A window replayed request by request is recorded
-(:func:`_record`) through the arena's tap (:class:`_Recorder`, the arena's ``recorder``:
-the arena calls it where it reads a bin's length or its break; no method of the arena is
-replaced): the arena's free structures before and after it (tcache bins, fastbins,
-unsorted bin, small and large bins, free chunks, last remainder, fastbin count), which
-tcache bins and fastbins it read and the fewest chunks each held meanwhile (the chunks
-under that were not touched), every chunk it entered into or took from the in-use map,
-the blocks it appended to the live lists, the kept blocks by position, the heap's
-counters and highest point, and the events where the arena reads its break (carves from
-the top, frees merged into the top, reallocs at the top).
+(:func:`_record`) through the arena's tap (:class:`~sim.platform.ptmalloc.ArenaReads`,
+the arena's ``recorder``: the arena calls it where it reads a bin's length or its break;
+no method of the arena is replaced): the arena's free structures before and after it
+(tcache bins, fastbins, unsorted bin, small and large bins, free chunks, last remainder,
+fastbin count), which tcache bins and fastbins it read and the fewest chunks each held
+meanwhile (the chunks under that were not touched), every chunk it entered into or took
+from the in-use map, the blocks it appended to the live lists, the kept blocks by
+position, the heap's counters and highest point, and the events where the arena reads
+its break (carves from the top, frees merged into the top, reallocs at the top).
 
 **Tcache lengths.** glibc reads a tcache bin's length only to ask whether it is empty
 (a request) or full (a free), so a window holds for a range of lengths of each bin it
@@ -90,7 +90,7 @@ from math import gcd
 from ...platform.btree import SPLIT_PERIOD
 from ...platform.heap import HeapTap
 from ...platform.ptmalloc import (CONSOLIDATION_THRESHOLD, MINSIZE, NSMALLBINS,
-                                  SIZE_SZ, TCACHE_COUNT, CarveRun)
+                                  SIZE_SZ, ArenaReads, CarveRun)
 from .arenarun import ALLOC
 
 __all__ = ["WINDOW", "KEEP", "place", "window_length"]
@@ -123,134 +123,6 @@ class _NodeSizes(HeapTap):
 
     def realloc(self, heap, old_nbytes, nbytes, block):
         raise _Unshiftable
-
-
-class _Recorder:
-    """The arena's tap while a window is recorded (:attr:`~sim.platform.ptmalloc._Arena.
-    recorder`): the arena tells it where it reads a tcache bin's or a fastbin's length
-    and where it reads its break -- carves from the top, frees merged into the top or
-    into a chunk of 64 KiB, reallocs at the top -- and it notes what a later window needs
-    to make the same decisions (:func:`_lengths`, :func:`_walk`).
-
-    Per tcache bin read: ``[length at the start, lowest length, highest length, fewest
-    chunks a request found there, exact]`` (``exact``: a request found it empty or a free
-    found it full, so its length decided alone); per fastbin read: ``[length at the
-    start, lowest length]``. A bin's length changes only where the arena reads it, so the
-    first read sees its length at the window's start."""
-
-    __slots__ = ("top0", "events", "ok", "tcache", "fast", "_resizing", "_top")
-
-    def __init__(self, arena):
-        self.top0 = arena.top
-        #: the top events: ``(kind, top - top0, arg)``, 0 a carve of ``arg`` bytes, 1 a
-        #: merge into the top, 2 a realloc at the top ``(size, nb, grew)``
-        self.events = []
-        #: False where the window reads the break in a way a shift does not carry
-        self.ok = True
-        self.tcache = {}
-        self.fast = {}
-        self._resizing = self._top = None
-
-    def _bin(self, size, n) -> list:
-        entry = self.tcache.get(size)
-        if entry is None:
-            entry = self.tcache[size] = [n, n, n, TCACHE_COUNT, False]
-        return entry
-
-    def took(self, size, n) -> None:
-        """A request looks into the tcache bin of ``size``, which holds ``n`` chunks
-        (and takes the newest, if any)."""
-        entry = self._bin(size, n)
-        if not n:
-            entry[4] = True
-            return
-        if n - 1 < entry[1]:
-            entry[1] = n - 1
-        if n < entry[3]:
-            entry[3] = n
-
-    def parked(self, size, n) -> None:
-        """A free looks into the tcache bin of ``size``, which holds ``n`` chunks (and
-        parks its chunk there unless it is full)."""
-        entry = self._bin(size, n)
-        if n >= TCACHE_COUNT:
-            entry[4] = True
-        elif n + 1 > entry[2]:
-            entry[2] = n + 1
-
-    def filled(self, size, n, now) -> None:
-        """A request moved chunks of its size into the tcache bin (``n`` -> ``now``) until
-        its source ran dry or the bin was full."""
-        entry = self._bin(size, n)
-        if now >= TCACHE_COUNT:
-            entry[4] = True
-        elif now > entry[2]:
-            entry[2] = now
-
-    def fast_took(self, size, now) -> None:
-        """A request looked into the fastbin of ``size``, which holds ``now`` chunks
-        after it."""
-        entry = self.fast.get(size)
-        if entry is None:
-            self.fast[size] = [now, now]
-        elif now < entry[1]:
-            entry[1] = now
-
-    def fast_parked(self, size, n) -> None:
-        """A free parks a chunk in the fastbin of ``size``, which held ``n``."""
-        if size not in self.fast:
-            self.fast[size] = [n, n]
-
-    def consolidated(self, arena) -> None:
-        """``malloc_consolidate`` empties every fastbin."""
-        for size, chunks in arena.fast.items():
-            entry = self.fast.get(size)
-            if entry is None:
-                self.fast[size] = [len(chunks), 0]
-            else:
-                entry[1] = 0
-
-    def carved(self, arena, nb) -> None:
-        """A chunk of ``nb`` carved from the top."""
-        if arena.nfast:
-            self.ok = False          # a top too small would consolidate the fastbins
-        self.events.append((0, arena.top - self.top0, nb))
-
-    def merging(self, arena) -> None:
-        """A free past the tcache and fastbins is about to merge (:meth:`merged`)."""
-        self._top = arena.top
-
-    def merged(self, arena, merged) -> None:
-        """The free merged into a chunk of ``merged`` bytes: into the top (an event that
-        reads the break), or into a chunk of 64 KiB elsewhere (which would too: not
-        shifted)."""
-        if arena.top != self._top:
-            if arena.nfast:
-                self.ok = False
-            self.events.append((1, arena.top - self.top0, 0))
-        elif merged >= CONSOLIDATION_THRESHOLD:
-            self.ok = False
-
-    def resizing(self, arena, size, nb) -> None:
-        """A realloc of the chunk (``size``) right below the top to ``nb``: noted when it
-        is done (:meth:`resized`)."""
-        self._resizing = (arena.top, size, nb)
-
-    def resized(self, arena) -> None:
-        top, size, nb = self._resizing
-        self.events.append((2, top - self.top0, (size, nb, arena.top != top)))
-
-    def read(self) -> tuple:
-        """``(read, low, bounds)``: the tcache and fastbin sizes read, the lowest length
-        of each (where above 0), and per tcache bin read its length at the start and by
-        how much less or more a window's decisions stay the same (:func:`_lengths`)."""
-        read = (tuple(sorted(self.tcache)), tuple(sorted(self.fast)))
-        low = {(False, s): e[1] for s, e in self.tcache.items() if e[1]}
-        low.update(((True, s), e[1]) for s, e in self.fast.items() if e[1])
-        bounds = tuple((e[0], 0, 0) if e[4] else
-                       (e[0], max(-e[1], 1 - e[3]), TCACHE_COUNT - e[2])
-                       for _, e in sorted(self.tcache.items()))
-        return read, low, bounds
 
 
 def _free_structures(arena) -> tuple:
@@ -305,16 +177,16 @@ class _Window:
     structures ``before`` and ``after``, the tcache and fastbin sizes it ``read`` and
     their ``low`` lengths, ``changed`` (the bins it left otherwise), the top ``top0`` and
     ``top1``, the in-use chunks it added or resized (``inuse``, by address, and their
-    addresses ``cut``) and took out (``gone``), the blocks it appended to the live lists,
-    the kept blocks by position (``handles``, per iteration), the heap's changes
-    ``(live bytes, blocks, allocation calls, large bytes, highest rise)``, the bins'
-    change count, the top ``events``; and for lookups its readable ``chunks``, its
-    canonical forms by threshold and its ``links``."""
+    addresses ``cut``) and took out (``gone``), the blocks it appended to the live lists
+    (``live``; ``borrows``: those below ``top0``), the kept blocks by position
+    (``handles``, per iteration), the heap's changes ``(live bytes, blocks, allocation
+    calls, large bytes, highest rise)``, the bins' change count, the top ``events``; and
+    for lookups its readable ``chunks``, its canonical forms by threshold and its
+    ``links``."""
 
     __slots__ = ("before", "after", "low", "bounds", "read", "changed", "top0", "top1", "cut",
-                 "sizes",
-                 "held", "gone", "live", "handles", "heap", "bin_changes", "events",
-                 "reach", "chunks", "canon", "links")
+                 "sizes", "held", "gone", "live", "borrows", "handles", "heap", "bin_changes",
+                 "events", "reach", "chunks", "canon", "links")
 
 
 def _record(sim, effect, starts, nodes, replay_one):
@@ -325,16 +197,15 @@ def _record(sim, effect, starts, nodes, replay_one):
     w = _Window()
     w.before = _free_structures(arena)
     w.top0 = arena.top
-    sizes = {n for _, n, _, _ in effect.trace}
+    sizes = set(effect.windows.sizes)
     sizes.update(n for per in nodes for op in per for n in op)
-    sizes.update(arg[0] for _, _, arg, _ in effect.trace if type(arg) is tuple)
     lens = {n: len(arena.live.get(n, ())) for n in sizes}
     counts = (heap.live_bytes, heap.live_blocks, heap.allocs, heap.large_bytes)
     peak, heap.peak_bytes = heap.peak_bytes, heap.live_bytes
     changes, trims = arena.bin_changes, arena.trims
     placed, handles = [], []
     runs = list(arena.runs)
-    arena.recorder = recorder = _Recorder(arena)
+    arena.recorder = recorder = ArenaReads(arena)
     try:
         for start, per in zip(starts, nodes):
             handles.append(replay_one(sim, effect, start, per, placed))
@@ -355,20 +226,32 @@ def _record(sim, effect, starts, nodes, replay_one):
     appended = [(n, arena.live[n][lens[n]:]) for n in sorted(sizes)
                 if len(arena.live.get(n, ())) > lens[n]]
     w.live = tuple((n, tuple(blocks)) for n, blocks in appended)
+    # the live blocks below the window's first top (chunks it took from the tcache and
+    # fastbins), which a carve run holding its chunks borrows (:func:`_hold`)
+    w.borrows = tuple(a for _, blocks in w.live for a in blocks if a < w.top0)
     # the chunks the window entered into or took from the in-use map: a chunk not in a
     # tcache bin or fastbin before was not in use (the window frees only its own blocks)
     cached = {a: s for bins in w.before[:2] for s, v in bins.items() for a in v}
     touched = set(cached) | set(w.before[4]) | set(after[4]) | set(placed)
     touched.update(a for bins in after[:2] for v in bins.values() for a in v)
     touched.update(a for _, blocks in w.live for a in blocks)
-    inuse = arena.inuse
-    diff = [(a, inuse.get(a)) for a in sorted(touched) if inuse.get(a) != cached.get(a)]
-    w.gone = tuple(a for a, z in diff if z is None)
+    now, was = arena.inuse.get, cached.get
     # the chunks carved from the top that stay in use, out of the tcache and fastbins, are
     # held by a carve run of the arena (:func:`_hold`); the others enter the in-use map
     parked = {a for bins in after[:2] for v in bins.values() for a in v}
-    held = [(a, z) for a, z in diff if z is not None and a >= w.top0 and a not in parked]
-    entered = [(a, z) for a, z in diff if z is not None and (a < w.top0 or a in parked)]
+    gone, held, entered = [], [], []
+    top0 = w.top0
+    for a in sorted(touched):
+        z = now(a)
+        if z == was(a):
+            continue
+        if z is None:
+            gone.append(a)
+        elif a >= top0 and a not in parked:
+            held.append((a, z))
+        else:
+            entered.append((a, z))
+    w.gone = tuple(gone)
     w.cut = tuple(a for a, _ in entered)
     w.sizes = tuple(z for _, z in entered)
     w.held = tuple(held)
@@ -683,10 +566,13 @@ class _Memo:
     operations, the first one's key and the keys' step; None where they are not) and the
     programs made of the nodes those appends create (``programs``)."""
 
-    __slots__ = ("by_program", "appends", "programs", "carved")
+    __slots__ = ("by_program", "appends", "programs", "carved", "sizes")
 
     def __init__(self, effect):
         self.by_program, self.programs = {}, {}
+        #: the request sizes of the iteration's events (a realloc's old one too)
+        self.sizes = frozenset({n for _, n, _, _ in effect.trace} |
+                               {arg[0] for _, _, arg, _ in effect.trace if type(arg) is tuple})
         self.appends = _appends(effect)
         #: the top's advance over the latest record kept (bytes)
         self.carved = 0
@@ -838,8 +724,7 @@ def _hold(arena, pending) -> None:
     first, last = pending[0], pending[-1]
     start, end = first[0].top0 + first[2], last[0].top1 + last[2]
     sizes = tuple(sorted({n for w, _, _ in pending for n, _ in w.live}))
-    borrowed = tuple(a if a < lo else a + d for w, lo, d in pending
-                     for _, blocks in w.live for a in blocks if a < w.top0)
+    borrowed = tuple(a if a < lo else a + d for w, lo, d in pending for a in w.borrows)
     pending = tuple(pending)
 
     def contents():

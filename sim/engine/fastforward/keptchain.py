@@ -497,36 +497,55 @@ def advance_l2(sim, effect, previous, count) -> list:
         last_at = {ref: i for i, ref in enumerate(tail)}
         dead = [ref for i, ref in enumerate(tail) if ref not in named and last_at[ref] == i]
         lru = cache.lru
-        lists_now = cache.free
-        prev = {at: previous[at] for at in by_at}
-        for j in range(count):
-            made = [Chunk(n, cache) for n in fresh]
-
-            def chunk(ref):
-                kind_ = ref[0]
-                if kind_ == "N":
-                    return made[ref[1]]
-                if kind_ == "R":
-                    return ref[1]
-                if kind_ == "F":
-                    return lists_now[ref[1]][ref[2]]
-                return prev[ref[1]]
-            for ref in (tail if j == count - 1 else dead):
-                c = chunk(ref)
-                if c in lru:
-                    lru.move_to_end(c)
-                else:
-                    lru[c] = None
-            mine = tuple((at, chunk(ref)) for at, ref in chunks)
-            lists_now = {n: [chunk(ref) for ref in refs] for n, refs in free}
-            prev = dict(mine)
-            kept[j].extend(mine)
-        cache.free = lists_now
+        if count > 0:
+            cache.free = _l2_iterations(cache, kept, tail, dead, free, fresh, chunks,
+                                        {at: previous[at] for at in by_at}, count)
         cache.resident += nbytes * count
         while cache.resident > cache.capacity:
             gone, _ = lru.popitem(last=False)
             cache.resident -= gone.nbytes
     return kept
+
+
+def _l2_iterations(cache, kept, tail, dead, free, fresh, chunks, prev, count) -> dict:
+    """:func:`advance_l2`'s ``count`` iterations on one LRU: each one's chunks as a slot
+    vector (its new chunks, then the free lists' and kept storages' chunks it takes from
+    the iteration before, then the ones every iteration names), its dead chunks (the
+    tail for the last) put in their final place, its kept chunks appended to ``kept``;
+    returns the free lists after the last one."""
+    refs = list(dict.fromkeys([*tail, *(ref for _, ref in chunks),
+                               *(ref for _, refs in free for ref in refs)]))
+    taken = [ref for ref in refs if ref[0] == "F"] + [ref for ref in refs if ref[0] == "P"]
+    fixed = [ref for ref in refs if ref[0] == "R"]
+    slot = {("N", i): i for i in range(len(fresh))}
+    for i, ref in enumerate(taken + fixed, len(fresh)):
+        slot[ref] = i
+    consts = [ref[1] for ref in fixed]
+    lists = cache.free
+    carried = [lists[ref[1]][ref[2]] if ref[0] == "F" else prev[ref[1]] for ref in taken]
+    if count > 1:
+        # where the next iteration's taken chunks are in this one's vector
+        lists, by_at = dict(free), dict(chunks)
+        source = [slot[lists[ref[1]][ref[2]] if ref[0] == "F" else by_at[ref[1]]]
+                  for ref in taken]
+    dead = [slot[ref] for ref in dead]
+    ats = [at for at, _ in chunks]
+    mine = [slot[ref] for _, ref in chunks]
+    lru = cache.lru
+    for j in range(count):
+        vals = [Chunk(n, cache) for n in fresh]
+        vals += carried
+        vals += consts
+        for s in (dead if j < count - 1 else [slot[ref] for ref in tail]):
+            c = vals[s]
+            if c in lru:
+                lru.move_to_end(c)
+            else:
+                lru[c] = None
+        kept[j].extend(zip(ats, [vals[s] for s in mine]))
+        if j < count - 1:
+            carried = [vals[s] for s in source]
+    return {n: [vals[slot[ref]] for ref in refs] for n, refs in free}
 
 
 def deferrable(sim, effect, graph) -> bool:
@@ -591,14 +610,17 @@ def defer_members(sim, effect, graph, last, count, replay, previous, trees) -> N
                              count)
     locator = sim.client.locator
     members = effect.members
-    ids = [start + m.offset for start in starts for m in members]
+    offsets = [m.offset for m in members]
+    ids = [start + offset for start in starts for offset in offsets]
     locator.graphs.update(dict.fromkeys(ids, graph))
     graph.entries += len(ids)
-    keyed = [start + m.offset for start in starts for m in members if m.keyed]
-    if keyed:
-        locator.keys[graph.origin].update(keyed)
+    offsets = [m.offset for m in members if m.keyed]
+    if offsets:
+        locator.keys[graph.origin].update([start + offset for start in starts
+                                           for offset in offsets])
     inner = {ref[1] for m in members for ref, _ in m.parents if ref[0] == "cur"}
-    leaves = [start + m.offset for start in starts for m in members if m.offset not in inner]
+    offsets = [m.offset for m in members if m.offset not in inner]
+    leaves = [start + offset for start in starts for offset in offsets]
     memory = graph.server.memory_management
     memory.leaves.difference_update(
         {ref[1] for m in members for ref, _ in m.parents if ref[0] == "old"})
@@ -789,7 +811,7 @@ def replay_on_arena(sim, effect, start, nodes=None, placed=None) -> dict:
     handles = {}
     alloc, free, realloc = arena.alloc, arena.free, arena.realloc
     done = 0
-    for ops, events, nbytes, nblocks, nallocs, top, large in plan.segments:
+    for ops, events, nbytes, nblocks, nallocs, top, large, calls in plan.segments:
         if ops:
             if nodes is None:
                 replay_tree_ops(trees, ops, start)
@@ -801,6 +823,10 @@ def replay_on_arena(sim, effect, start, nodes=None, placed=None) -> dict:
         live = heap.live_bytes
         if live + top > heap.peak_bytes:
             heap.peak_bytes = live + top
+        if calls is not None:
+            # no request made with page faults off: the arena's own loop
+            arena.replay_trace(calls, handles, placed)
+            events = ()
         for i, kind, size, arg, unfaulted in events:
             if kind == ALLOC:
                 if unfaulted and allocator.fault is not None:
@@ -827,7 +853,8 @@ def _arena_segments(effect) -> tuple:
     """The replayed trace of ``effect`` cut at its BTreeMap operations:
     ``(operations before the run, its events as (position, kind, size, arg, unfaulted),
     live bytes, live blocks and allocation calls it adds, the highest live bytes it
-    reaches above its start, the bytes of LARGE blocks it adds)`` per run."""
+    reaches above its start, the bytes of LARGE blocks it adds, the events as the arena's
+    calls: :func:`_calls`)`` per run."""
     ops, tree_at = effect.tree_ops, effect.arena.tree_at
     large_bytes = Heap.LARGE_BYTES
     segments = []
@@ -857,11 +884,21 @@ def _arena_segments(effect) -> tuple:
         current[4] += calls
         current[5] = max(current[5], current[2])
         current[6] += large
-    out = [(ops, tuple(events), nbytes, nblocks, nallocs, top, large)
+    out = [(ops, tuple(events), nbytes, nblocks, nallocs, top, large, _calls(events))
            for ops, events, nbytes, nblocks, nallocs, top, large in segments]
     if k < len(ops):
-        out.append((tuple(ops[k:]), (), 0, 0, 0, 0, 0))
+        out.append((tuple(ops[k:]), (), 0, 0, 0, 0, 0, ()))
     return tuple(out)
+
+
+def _calls(events):
+    """A run's events as :meth:`~sim.platform.ptmalloc.PtmallocArena.replay_trace`'s calls
+    (kind 0 an allocation, 1 a free, 2 a realloc), or None where one is made with page
+    faults off (replayed one by one)."""
+    codes = {ALLOC: 0, FREE: 1, REALLOC: 2}
+    if any(unfaulted or kind not in codes for _, kind, _, _, unfaulted in events):
+        return None
+    return tuple((i, codes[kind], size, arg) for i, kind, size, arg, _ in events)
 
 
 class _Pending:
