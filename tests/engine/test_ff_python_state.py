@@ -10,6 +10,7 @@ models changing, as in every training loop) is still fast-forwarded.
 
 import pytest
 
+from sim.analysis.data import PREDICTED_COLUMNS, rows_to_csv
 from sim.engine.fastforward import pystate
 from sim.engine.runner import run_cell
 from sim.engine.workloads import load_workload
@@ -112,3 +113,81 @@ def test_plain_state_reads_cells_globals_and_one_level_in():
     items[0] = 5
     assert sorted(pystate.moved(before, pystate.plain_state(body))) == ["box", "items"]
     assert pystate.plain_state(len) is None
+
+
+#: loop bodies whose Python state is reached other than through a plain value in a
+#: closure cell or a global (session 56's review: each gave rows other than ``--exact``'s
+#: with no note): ``(module lines, run() lines before the body, body lines, the branch's
+#: condition)``; every one takes a backward on every 10th of 60 iterations
+REACHED = {
+    "list-length": ("", "    calls = []\n", "        calls.append(1)\n", "len(calls) % 10 == 0"),
+    "attribute": ("class Box:\n    pass\n", "    box = Box()\n    box.n = 0\n",
+                  "        box.n += 1\n", "box.n % 10 == 0"),
+    "slots": ("class Slot:\n    __slots__ = ('n',)\n", "    box = Slot()\n    box.n = 0\n",
+              "        box.n += 1\n", "box.n % 10 == 0"),
+    "class-attribute": ("class Cfg:\n    n = 0\n", "", "        Cfg.n += 1\n",
+                        "Cfg.n % 10 == 0"),
+    "itertools-count": ("import itertools\n", "    it = itertools.count(1)\n", "",
+                        "next(it) % 10 == 0"),
+    "generator": ("", "    gen = iter(range(1, 10 ** 6))\n", "", "next(gen) % 10 == 0"),
+    "random": ("import random\n", "    rng = random.Random(0)\n", "",
+               "rng.random() < 0.1"),
+    "function-attribute": ("def tick():\n    tick.n += 1\n    return tick.n\ntick.n = 0\n",
+                           "", "", "tick() % 10 == 0"),
+    "helper-closure": ("def counter():\n    n = 0\n    def tick():\n        nonlocal n\n"
+                       "        n += 1\n        return n\n    return tick\n",
+                       "    tick = counter()\n", "", "tick() % 10 == 0"),
+    "dict-two-levels": ("", "    cfg = {'c': {'i': 0}}\n", "        cfg['c']['i'] += 1\n",
+                        "cfg['c']['i'] % 10 == 0"),
+    "default-argument": ("", "", "", "tick() % 10 == 0"),
+    "loop-index": ("", "", "", "sim.loop_index % 10 == 9"),
+    "simulated-time": ("", "    start = sim.now_ns\n", "",
+                       "int((sim.now_ns - start) / 1000) % 7 == 3"),
+}
+
+
+def _reached_source(kind, steps=60):
+    module, setup, bump, read = REACHED[kind]
+    body = "    def body():\n"
+    if kind == "default-argument":
+        body = "    def body(box=[0]):\n        def tick():\n            box[0] += 1\n" \
+               "            return box[0]\n"
+    return (
+        "from sim.burn.tensor import Tensor, drop\n"
+        + module +
+        f"PARAMS = {{'steps': {steps}}}\n"
+        "def run(sim, variant, steps):\n"
+        "    ad = sim.device('flex').autodiff()\n"
+        "    a = Tensor.from_floats([1.0] * 16, ad).require_grad()\n"
+        "    b = Tensor.from_floats([2.0] * 16, ad)\n"
+        + setup + body + bump +
+        "        drop(b.clone() * b.clone())\n"
+        f"        if {read}:\n"
+        "            (a.clone() * b.clone()).sum().backward()\n"
+        "    sim.repeat(steps, body)\n"
+        "    yield sim.sample(steps, 'step', rss=sim.rss_bytes() / 1e6,\n"
+        "                     heap_bytes=sim.heap.live_bytes, sim_time_ms=sim.now_ns / 1e6,\n"
+        "                     registered_steps=sim.registered)\n")
+
+
+def _csv(workload, profile, fast_forward, keep=None):
+    return rows_to_csv(run_cell(workload, "default", profile=profile,
+                                fast_forward=fast_forward, keep=keep), PREDICTED_COLUMNS)
+
+
+@pytest.mark.parametrize("kind", sorted(REACHED))
+def test_state_reached_through_objects_and_functions_gives_exact_rows(tmp_path, capsys,
+                                                                      kind):
+    """Rows byte for byte those of ``--exact``, on both profiles, and one note naming the
+    loop (the probes agree on the simulated state: only the Python state, or a simulated
+    observable the body reads, moves)."""
+    path = tmp_path / f"reached_{kind.replace('-', '_')}.py"
+    path.write_text(_reached_source(kind))
+    workload = load_workload(str(path))
+    pystate._NOTED.clear()
+    for profile in ("m2max-macos", "linux-x86_64"):
+        keep = []
+        assert _csv(workload, profile, True, keep) == _csv(workload, profile, False), profile
+        assert not any(keep[0].ff_applied.values())
+    notes = [line for line in capsys.readouterr().err.splitlines() if "sim: note:" in line]
+    assert len(notes) == 1 and path.name in notes[0] and "runs exactly" in notes[0]
