@@ -11,6 +11,7 @@ models changing, as in every training loop) is still fast-forwarded.
 import pytest
 
 from sim.analysis.data import PREDICTED_COLUMNS, rows_to_csv
+from sim.burn.tensor import Tensor, drop
 from sim.engine.fastforward import pystate
 from sim.engine.runner import run_cell
 from sim.engine.workloads import load_workload
@@ -92,27 +93,56 @@ def test_a_loop_whose_plain_values_stay_put_is_still_fast_forwarded(tmp_path, ca
     assert "sim: note:" not in capsys.readouterr().err
 
 
-def test_plain_state_reads_cells_globals_and_one_level_in():
-    box = {"n": 1, "t": object(), "x": float("nan")}
-    items = [1, "a", object()]
+def test_plain_state_reads_what_the_body_reaches():
+    """Cells, the globals the code names, and what they hold, recursively: a value that
+    changed, an item appended, an attribute added moves its root; tensors (the
+    simulator's objects) and functions of the simulator are read as their type."""
+    box = {"n": 1, "t": Tensor, "x": float("nan"), "deep": {"k": [1, {"j": 2}]}}
+    items = [1, "a", 0.5]
+
+    class Thing:
+        pass
+    thing = Thing()
+    thing.n = 0
 
     def body():
-        return box, items, len
+        return box, items, len, thing, drop
 
-    image = dict(pystate.plain_state(body))
-    assert image["box"] == (("n", 1), ("x", float("nan").hex()))
-    assert image["items"] == (1, "a")
-    assert pystate.moved(pystate.plain_state(body), pystate.plain_state(body)) == []
-    # appended to only (a log, a count of calls): not moved
+    state = pystate.plain_state
+    assert [name for name, _, _ in state(body)] == ["box", "items", "thing", "drop"]
+    assert pystate.moved(state(body), state(body)) == []
+    for change in (lambda: items.append(2.0), lambda: box.__setitem__("m", 3),
+                   lambda: box["deep"]["k"][1].__setitem__("j", 3),
+                   lambda: setattr(thing, "n", 1), lambda: setattr(thing, "m", 1),
+                   lambda: setattr(Thing, "c", 1), lambda: items.__setitem__(2, -0.5)):
+        before = state(body)
+        change()
+        assert len(pystate.moved(before, state(body))) == 1
+    assert pystate.plain_state(None) is None
+
+
+def test_state_that_cannot_be_read_counts_as_moved():
+    """A C object whose state the image cannot read (an iterator, a generator, a random
+    generator) moves in every reading, named with its type; a plain C function does not."""
+    import itertools
+    import math
+    import random
+
+    it, rng = itertools.count(), random.Random(0)
+    gen = (i for i in range(3))
+
+    def body():
+        return next(it), rng.random(), next(gen), math.floor(1.5)
+
     before = pystate.plain_state(body)
-    items.append(2.0)
-    box["m"] = 3
-    assert pystate.moved(before, pystate.plain_state(body)) == []
-    before = pystate.plain_state(body)
-    box["n"] += 1
-    items[0] = 5
-    assert sorted(pystate.moved(before, pystate.plain_state(body))) == ["box", "items"]
-    assert pystate.plain_state(len) is None
+    got = pystate.moved(before, before)
+    assert sorted(got) == ["gen: builtins.generator", "it: itertools.count",
+                           "rng: random.Random"]
+
+    def steady():
+        return math.floor(1.5), len([])
+
+    assert pystate.moved(pystate.plain_state(steady), pystate.plain_state(steady)) == []
 
 
 #: loop bodies whose Python state is reached other than through a plain value in a
@@ -140,7 +170,6 @@ REACHED = {
     "dict-two-levels": ("", "    cfg = {'c': {'i': 0}}\n", "        cfg['c']['i'] += 1\n",
                         "cfg['c']['i'] % 10 == 0"),
     "default-argument": ("", "", "", "tick() % 10 == 0"),
-    "loop-index": ("", "", "", "sim.loop_index % 10 == 9"),
     "simulated-time": ("", "    start = sim.now_ns\n", "",
                        "int((sim.now_ns - start) / 1000) % 7 == 3"),
 }
@@ -191,3 +220,17 @@ def test_state_reached_through_objects_and_functions_gives_exact_rows(tmp_path, 
         assert not any(keep[0].ff_applied.values())
     notes = [line for line in capsys.readouterr().err.splitlines() if "sim: note:" in line]
     assert len(notes) == 1 and path.name in notes[0] and "runs exactly" in notes[0]
+
+
+@pytest.mark.xfail(strict=True, reason="sim.loop_index is read for labels (sim.at, the "
+                   "probes' phase names in experiments/p10_ema.py): a branch on it is not "
+                   "caught (README)")
+def test_a_branch_on_the_loop_index_is_not_caught(tmp_path):
+    REACHED["loop-index"] = ("", "", "", "sim.loop_index % 10 == 9")
+    try:
+        path = tmp_path / "loop_index.py"
+        path.write_text(_reached_source("loop-index"))
+    finally:
+        del REACHED["loop-index"]
+    workload = load_workload(str(path))
+    assert _csv(workload, "m2max-macos", True) == _csv(workload, "m2max-macos", False)
