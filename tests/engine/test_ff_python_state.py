@@ -234,3 +234,32 @@ def test_a_branch_on_the_loop_index_is_not_caught(tmp_path):
         del REACHED["loop-index"]
     workload = load_workload(str(path))
     assert _csv(workload, "m2max-macos", True) == _csv(workload, "m2max-macos", False)
+
+
+def test_a_counter_never_branched_on_still_runs_exactly(tmp_path, capsys):
+    """A counter the body only increments changes nothing the body does, but the program
+    reads it after the loop (here as the sample's x): fast-forward, which does not call
+    the body for the iterations it skips, would leave it short. Whether the body and
+    every function it reaches only increment it is not proven, so the loop runs exactly
+    (with the note) and the row's x is exact mode's 60."""
+    path = tmp_path / "counter_unread.py"
+    path.write_text(
+        "from sim.burn.tensor import Tensor, drop\n"
+        "PARAMS = {'steps': 60}\n"
+        "def run(sim, variant, steps):\n"
+        "    ad = sim.device('flex').autodiff()\n"
+        "    b = Tensor.from_floats([2.0] * 16, ad)\n"
+        "    calls = 0\n"
+        "    def body():\n"
+        "        nonlocal calls\n"
+        "        calls += 1\n"
+        "        drop(b.clone() * b.clone())\n"
+        "    sim.repeat(steps, body)\n"
+        "    yield sim.sample(calls, 'step', heap_bytes=sim.heap.live_bytes,\n"
+        "                     sim_time_ms=sim.now_ns / 1e6)\n")
+    workload = load_workload(str(path))
+    pystate._NOTED.clear()
+    rows = _csv(workload, "linux-x86_64", True)
+    assert rows == _csv(workload, "linux-x86_64", False)
+    assert run_cell(workload, "default")[0]["x"] == 60
+    assert "calls" in capsys.readouterr().err
