@@ -46,24 +46,39 @@ def _source(kind, backward_every=10):
         "                     registered_steps=sim.registered)\n")
 
 
-@pytest.mark.parametrize("kind", sorted(COUNTERS))
-def test_a_counter_branching_loop_runs_exactly_with_one_note(tmp_path, capsys, kind):
-    path = tmp_path / f"counter_{kind}.py"
-    path.write_text(_source(kind))
+def _exact_with_one_note(path, capsys, backwards=6) -> str:
+    """Runs the workload at ``path`` on both profiles: rows as CSV byte for byte those of
+    ``--exact``, the loop run exactly (``backwards`` taken: every 10th of 60 iterations;
+    None: not counted),
+    one note naming the loop whatever the profiles; returns the note."""
     workload = load_workload(str(path))
     pystate._NOTED.clear()
     for profile in ("m2max-macos", "linux-x86_64"):
         keep = []
-        fast = run_cell(workload, "default", profile=profile, keep=keep)
-        exact = run_cell(workload, "default", profile=profile, fast_forward=False)
-        assert fast == exact, profile
-        assert keep[0].backwards == 6               # every 10th of 60 iterations
+        assert _csv(workload, profile, True, keep) == _csv(workload, profile, False), profile
+        assert backwards is None or keep[0].backwards == backwards
         assert not any(keep[0].ff_applied.values())
     notes = [line for line in capsys.readouterr().err.splitlines() if "sim: note:" in line]
-    # one note for the loop, naming it and the value that moved, whatever the profiles
     assert len(notes) == 1
     assert "body" in notes[0] and path.name in notes[0] and "runs exactly" in notes[0]
-    assert ("count" if kind == "dict" else COUNTERS[kind][2]) in notes[0]
+    return notes[0]
+
+
+@pytest.mark.parametrize("kind", sorted(COUNTERS))
+def test_a_counter_branching_loop_runs_exactly_with_one_note(tmp_path, capsys, kind):
+    path = tmp_path / f"counter_{kind}.py"
+    path.write_text(_source(kind))
+    note = _exact_with_one_note(path, capsys)
+    # naming the value that moved
+    assert ("count" if kind == "dict" else COUNTERS[kind][2]) in note
+
+
+#: a workload of 60 steps on an autodiff device, ``b`` made: what its loop does follows
+_HEAD = ("from sim.burn.tensor import Tensor, drop\n"
+         "PARAMS = {'steps': 60}\n"
+         "def run(sim, variant, steps):\n"
+         "    ad = sim.device('flex').autodiff()\n"
+         "    b = Tensor.from_floats([2.0] * 16, ad)\n")
 
 
 def test_a_loop_whose_plain_values_stay_put_is_still_fast_forwarded(tmp_path, capsys):
@@ -71,11 +86,7 @@ def test_a_loop_whose_plain_values_stay_put_is_still_fast_forwarded(tmp_path, ca
     moves, the loop is fast-forwarded (and equals exact mode)."""
     path = tmp_path / "steady.py"
     path.write_text(
-        "from sim.burn.tensor import Tensor, drop\n"
-        "PARAMS = {'steps': 60}\n"
-        "def run(sim, variant, steps):\n"
-        "    ad = sim.device('flex').autodiff()\n"
-        "    b = Tensor.from_floats([2.0] * 16, ad)\n"
+        _HEAD +
         "    state = {'t': Tensor.from_floats([0.0] * 16, ad), 'label': 'x', 'lr': 0.5}\n"
         "    flag = True\n"
         "    def body():\n"
@@ -212,14 +223,8 @@ def test_state_reached_through_objects_and_functions_gives_exact_rows(tmp_path, 
     observable the body reads, moves)."""
     path = tmp_path / f"reached_{kind.replace('-', '_')}.py"
     path.write_text(_reached_source(kind))
-    workload = load_workload(str(path))
-    pystate._NOTED.clear()
-    for profile in ("m2max-macos", "linux-x86_64"):
-        keep = []
-        assert _csv(workload, profile, True, keep) == _csv(workload, profile, False), profile
-        assert not any(keep[0].ff_applied.values())
-    notes = [line for line in capsys.readouterr().err.splitlines() if "sim: note:" in line]
-    assert len(notes) == 1 and path.name in notes[0] and "runs exactly" in notes[0]
+    # a random draw and the simulated time branch at other counts
+    _exact_with_one_note(path, capsys, None if kind in ("random", "simulated-time") else 6)
 
 
 @pytest.mark.xfail(strict=True, reason="sim.loop_index is read for labels (sim.at, the "
@@ -244,11 +249,7 @@ def test_a_counter_never_branched_on_still_runs_exactly(tmp_path, capsys):
     (with the note) and the row's x is exact mode's 60."""
     path = tmp_path / "counter_unread.py"
     path.write_text(
-        "from sim.burn.tensor import Tensor, drop\n"
-        "PARAMS = {'steps': 60}\n"
-        "def run(sim, variant, steps):\n"
-        "    ad = sim.device('flex').autodiff()\n"
-        "    b = Tensor.from_floats([2.0] * 16, ad)\n"
+        _HEAD +
         "    calls = 0\n"
         "    def body():\n"
         "        nonlocal calls\n"

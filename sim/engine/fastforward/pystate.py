@@ -222,6 +222,18 @@ class _Image:
             self._value(value, 0)
         return name, tuple(self.out), tuple(self.unreadable)
 
+    def _seen_before(self, v) -> bool:
+        """Whether ``v`` was read before in this reading (then a reference to it is
+        appended); otherwise it is marked read."""
+        at = self.seen.get(id(v))
+        if at is not None:
+            self.out.append(_REF)
+            self.out.append(at)
+            return True
+        self.seen[id(v)] = len(self.seen)
+        self.alive.append(v)
+        return False
+
     def _cannot(self, what) -> None:
         self.unreadable.append(what)
 
@@ -243,13 +255,8 @@ class _Image:
             # the simulator's objects change as it proves; constants do not change
             out.append(kind if how == _OWNED else v)
             return
-        at = self.seen.get(id(v))
-        if at is not None:
-            out.append(_REF)
-            out.append(at)
+        if self._seen_before(v):
             return
-        self.seen[id(v)] = len(self.seen)
-        self.alive.append(v)
         self.left -= 1
         if self.left < 0:
             self._cannot(f"more than {MAX_OBJECTS} objects")
@@ -396,13 +403,8 @@ class _Image:
         out.append(module.__name__)
         if _owned_module(module.__name__):
             return
-        at = self.seen.get(id(module))
-        if at is not None:
-            out.append(_REF)
-            out.append(at)
+        if self._seen_before(module):
             return
-        self.seen[id(module)] = len(self.seen)
-        self.alive.append(module)
         space = module.__dict__
         for name in names:
             if name in space and not name.startswith("__"):
