@@ -181,6 +181,8 @@ REACHED = {
     "dict-two-levels": ("", "    cfg = {'c': {'i': 0}}\n", "        cfg['c']['i'] += 1\n",
                         "cfg['c']['i'] % 10 == 0"),
     "default-argument": ("", "", "", "tick() % 10 == 0"),
+    "numpy-array": ("import numpy as np\n", "    arr = np.zeros(3, dtype=np.int64)\n",
+                    "        arr[1] += 1\n", "arr[1] % 10 == 0"),
     "simulated-time": ("", "    start = sim.now_ns\n", "",
                        "int((sim.now_ns - start) / 1000) % 7 == 3"),
 }
@@ -264,3 +266,22 @@ def test_a_counter_never_branched_on_still_runs_exactly(tmp_path, capsys):
     assert rows == _csv(workload, "linux-x86_64", False)
     assert run_cell(workload, "default")[0]["x"] == 60
     assert "calls" in capsys.readouterr().err
+
+
+def test_a_constant_numpy_array_and_scalar_keep_fast_forward(tmp_path, capsys):
+    """A body reading a NumPy array it does not change (data) and a NumPy scalar: its
+    image is the same in every probe, and the loop is fast-forwarded."""
+    path = tmp_path / "numpy_data.py"
+    path.write_text(
+        "import numpy as np\n" + _HEAD +
+        "    data = np.arange(1000.0)\n"
+        "    lr = np.float32(0.5)\n"
+        "    def body():\n"
+        "        drop(b.clone().mul_scalar(float(lr) * float(data[3])))\n"
+        "    sim.repeat(steps, body)\n"
+        "    yield sim.sample(steps, 'step', heap_bytes=sim.heap.live_bytes)\n")
+    workload = load_workload(str(path))
+    keep = []
+    assert _csv(workload, "m2max-macos", True, keep) == _csv(workload, "m2max-macos", False)
+    assert sum(keep[0].ff_applied.values()) > 0
+    assert "sim: note:" not in capsys.readouterr().err

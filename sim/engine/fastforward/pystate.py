@@ -156,7 +156,7 @@ def _readable_layout(kind) -> bool:
 
 # how each type is read (cached per type): one of
 _ATOM, _FLOAT, _OWNED, _SEQ, _MAP, _FUNC, _METHOD, _BUILTIN, _CLASS, _MODULE, _PARTIAL, \
-    _WRAPPED, _OBJECT, _CONST, _OPAQUE = range(15)
+    _WRAPPED, _OBJECT, _CONST, _OPAQUE, _ARRAY = range(16)
 _HOW = {}
 
 
@@ -176,6 +176,13 @@ def _classify(kind) -> int:
         return _OWNED
     if kind in _CONSTANT:
         return _CONST
+    if getattr(kind, "__module__", None) == "numpy":
+        # a NumPy array by its shape, dtype and bytes; NumPy's scalars do not change
+        numpy = sys.modules["numpy"]
+        if kind is numpy.ndarray:
+            return _ARRAY
+        if issubclass(kind, numpy.generic):
+            return _CONST
     if kind is types.FunctionType:
         return _FUNC
     if kind is types.MethodType:
@@ -295,6 +302,13 @@ class _Image:
             self._value(v.__func__, depth)
         elif how == _OBJECT:
             self._object(v, kind, depth)
+        elif how == _ARRAY:
+            out.append(v.shape)
+            out.append(v.dtype.str)
+            if v.dtype.hasobject:
+                self._items(v.ravel().tolist(), depth)
+            else:
+                out.append(v.tobytes())
         else:
             self._cannot(f"{kind.__module__}.{kind.__qualname__}")
 
