@@ -285,3 +285,31 @@ def test_a_constant_numpy_array_and_scalar_keep_fast_forward(tmp_path, capsys):
     assert _csv(workload, "m2max-macos", True, keep) == _csv(workload, "m2max-macos", False)
     assert sum(keep[0].ff_applied.values()) > 0
     assert "sim: note:" not in capsys.readouterr().err
+
+
+def test_private_slots_and_objects_that_raise_as_they_are_read():
+    """A private slot (stored under its mangled name) is read; an object whose attribute
+    access raises counts as state that cannot be read, and the simulation goes on."""
+
+    class Private:
+        __slots__ = ("__n",)
+
+        def __init__(self):
+            self.__n = 0
+
+        def bump(self):
+            self.__n += 1
+
+    class Hostile:
+        def __getattribute__(self, name):
+            raise RuntimeError(name)
+
+    box, hostile = Private(), Hostile()
+
+    def body():
+        return box, hostile
+
+    before = pystate.plain_state(body)
+    box.bump()
+    assert pystate.moved(before, pystate.plain_state(body)) == [
+        "box", "hostile: reading it raised RuntimeError"]

@@ -223,10 +223,13 @@ class _Image:
     def read(self, name, value, names=None):
         """``(name, image, what could not be read)`` of one root."""
         self.out, self.unreadable = [], []
-        if names is not None and type(value) is types.ModuleType:
-            self._module(value, names, 0)
-        else:
-            self._value(value, 0)
+        try:
+            if names is not None and type(value) is types.ModuleType:
+                self._module(value, names, 0)
+            else:
+                self._value(value, 0)
+        except Exception as exc:    # a user's object raising as it is read
+            self._cannot(f"reading it raised {type(exc).__name__}")
         return name, tuple(self.out), tuple(self.unreadable)
 
     def _seen_before(self, v) -> bool:
@@ -349,6 +352,8 @@ class _Image:
             slots = cls.__dict__.get("__slots__", ())
             for slot in (slots,) if type(slots) is str else slots:
                 if slot not in ("__dict__", "__weakref__"):
+                    if slot.startswith("__") and not slot.endswith("__"):
+                        slot = f"_{cls.__name__.lstrip('_')}{slot}"     # a private name
                     self._value(getattr(v, slot, _EMPTY), depth)
         own = getattr(v, "__dict__", None)
         if own is not None:
