@@ -137,17 +137,17 @@ def test_loops_whose_chunks_rotate_through_the_tcache_go_by_their_period(device,
         if device == "flex.autodiff":
             dev = dev.autodiff()
         a, b = adleak_operands(dev, tracked=policy == "pytorch")
-        ran = []
 
         def body():
-            ran.append(1)
             drop(a.clone() + b.clone())
         sim.repeat(n, body)
         arena = sim.allocator.arena
         state = ({k: list(v) for k, v in arena.tcache.items()}, dict(arena.inuse),
                  {k: list(v) for k, v in arena.live.items()}, sim.work_ps, sim.registered)
         sim.heap.close()
-        return state, len(ran)
+        # (counted by the simulation: a list the body appended to would be Python state
+        # the body changes, and the loop would run exactly, sim.engine.fastforward.pystate)
+        return state, n - sum(sim.ff_applied.values())
 
     (fast, ran), (exact, _) = run(True), run(False)
     assert fast == exact
@@ -648,3 +648,46 @@ def test_a_backward_takes_a_runs_entries_out_of_the_map_in_exact_modes_order():
         return out
 
     assert run(True) == run(False)
+
+
+class _Raised(Exception):
+    pass
+
+
+@pytest.mark.parametrize("raise_at", [3, 5, 8, 40])
+def test_a_body_that_raises_leaves_no_tap_set(raise_at):
+    """A chain loop (a running sum of losses) whose body raises in its ``raise_at``-th
+    call: in a probe (3, 5) or in an iteration run exactly while the chain's effect holds
+    (8, 40), fast-forward had tapped the chain's tables and the orphan sweeps (a
+    TableWatch): the taps come off as the exception passes (they stayed set before, and
+    the simulation went on reporting to a dead watch if the program caught it)."""
+    from sim.engine.simulation import Simulation
+    from sim.engine.profile import load_profile
+    from sim.engine.fastforward.chainrun import _tables
+    from sim.burn.tensor import Tensor
+
+    sim = Simulation(load_profile("m2max-macos"))
+    dev = sim.device("flex").autodiff()
+    a = Tensor.from_floats([1.0] * 16, dev).require_grad()
+    b = Tensor.from_floats([2.0] * 16, dev)
+    state = {"total": (b.clone() * 0.0).sum()}
+    # counted on the simulation's object: state the body reaches of its own would make
+    # the loop run exactly (sim.engine.fastforward.pystate)
+    sim.calls, sim.tapped = 0, None
+
+    def body():
+        state["total"] = state["total"] + (a.clone() * b.clone()).sum()
+        sim.calls += 1
+        if sim.calls == raise_at:
+            sim.tapped = sim.timing.tap
+            raise _Raised
+
+    with pytest.raises(_Raised):
+        sim.repeat(200, body)
+    assert sim.tapped is not None               # the taps were set when it raised
+    assert sim.timing.tap is None and sim.heap.tap is None
+    assert all(tree.tap is None for tree in (sim.client.locator.graphs_tree,
+                                             sim.client.locator.keys_tree))
+    for g in sim.client.locator.live:
+        if getattr(g, "server", None) is not None:
+            assert all(table.tap is None for _, table, _ in _tables(sim, g))

@@ -22,7 +22,14 @@ backward), each statement one of:
 ``backward``, ``backward-total``, ``unrelated-backward``
     a backward through ``a``, through the running sum, or through a 1-element graph of its
     own (a backward that burn rejects -- an untracked root, a consumed tape -- is caught,
-    and the program goes on).
+    and the program goes on);
+``tick``, ``log``
+    Python state the simulator does not own, changed and never branched on: a counter in
+    the state dict incremented, a list appended to;
+``every-7th``, ``log-every-19th``, ``attribute-every-23rd``, ``count-every-13th``, ``helper-every-29th``
+    a backward through ``a`` when Python state the body changes says so: that counter,
+    that list's length, an object's attribute, an ``itertools.count``, a helper function's
+    attribute (``sim.engine.fastforward.pystate``: such a loop runs exactly).
 
 ``a`` requires grad or not; the device is flex on autodiff, with or without balanced
 checkpointing; under a few policies; on both profiles (macOS's size classes and glibc's
@@ -36,6 +43,7 @@ a long hunt, with longer loops).
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -72,6 +80,37 @@ def _backward(loss):
     loss.backward()
 
 
+class _Box:
+    """An object whose attribute a loop body counts in."""
+
+    def __init__(self):
+        self.n = 0
+
+
+def _helper():
+    """A helper counting its calls in its own attribute (set back by each program)."""
+    _helper.calls += 1
+    return _helper.calls
+
+
+_helper.calls = 0
+
+
+def _every(k, count, s):
+    if count % k == 0:
+        _backward((s["a"].clone() * s["b"].clone()).sum())
+
+
+def _tick(s):
+    s["n"] += 1
+    return s["n"]
+
+
+def _bump(box):
+    box.n += 1
+    return box.n
+
+
 STATEMENTS = {
     "add": lambda s: drop(s["a"].clone() + s["b"].clone()),
     "mul": lambda s: drop(s["a"].clone() * s["b"]),
@@ -94,6 +133,16 @@ STATEMENTS = {
     "backward": lambda s: _backward((s["a"].clone() * s["b"].clone()).sum()),
     "backward-total": lambda s: _backward(s["total"].clone()),
     "unrelated-backward": lambda s: tiny_backward(s["device"]),
+    "tick": lambda s: _tick(s),
+    "log": lambda s: s["log"].append(len(s["log"])),
+    "every-7th": lambda s: _every(7, _tick(s), s),
+    "log-every-19th": lambda s: _every(19, len(s["log"]) + 1, s) or s["log"].append(0),
+    "attribute-every-23rd": lambda s: _every(23, _bump(s["box"]), s),
+    # made by the first call: an itertools.count is state that cannot be read, and a
+    # program holding one runs every loop exactly
+    "count-every-13th": lambda s: _every(13, next(s.setdefault("count", itertools.count(1))),
+                                         s),
+    "helper-every-29th": lambda s: _every(29, _helper(), s),
 }
 
 
@@ -130,7 +179,9 @@ def _workload(elements, tracked, checkpointing, loops):
         a = Tensor.from_floats([1.0] * elements, device)
         b = Tensor.from_floats([2.0] * elements, device)
         state = {"device": device, "a": a.require_grad() if tracked else a, "b": b,
-                 "ema": b.clone().detach(), "total": (b.clone() * 0.0).sum(), "window": []}
+                 "ema": b.clone().detach(), "total": (b.clone() * 0.0).sum(), "window": [],
+                 "n": 0, "log": [], "box": _Box()}
+        _helper.calls = 0
         heap = sim.heap
         bytes0, blocks0, calls0 = heap.live_bytes, heap.live_blocks, heap.allocs
         for i, loop in enumerate(loops):
@@ -259,3 +310,22 @@ def test_a_template_naming_a_block_of_another_size_is_not_replayed():
     with pytest.raises(ValueError):
         PtmallocArena.compile([("alloc", 16, 0), ("alloc", 4, 0), ("free", 16, (0, 0)),
                                ("free", 4, (1, 0))])
+
+
+#: the statements that change Python state the simulator does not own
+PYTHON_STATE = ("tick", "log", "every-7th", "log-every-19th", "attribute-every-23rd",
+                "count-every-13th", "helper-every-29th")
+
+
+@pytest.mark.parametrize("profile", ["m2max-macos", "linux-x86_64"])
+@pytest.mark.parametrize("statement", PYTHON_STATE)
+def test_a_loop_changing_python_state_gives_exact_rows(profile, statement):
+    """Each Python-state statement in a loop of 150 after an add, and nested under an
+    outer loop: the generated programs draw them, this runs each on every build (on main
+    2d2e5e6 the branches on a list's length, an attribute, an itertools.count and a
+    helper's attribute gave other rows)."""
+    prof = load_profile(profile)
+    for loops in ([(150, ["add", statement])], [(3, [(40, [statement, "mul"]), "backward"])]):
+        workload = _workload(16, True, "disabled", loops)
+        assert _csv(workload, "burn-0.22.1", prof, True) == \
+            _csv(workload, "burn-0.22.1", prof, False), loops

@@ -1517,23 +1517,26 @@ def _repeat(sim, n, body) -> bool:
             earlier = ((snap.allocator,) + earlier)[:MAX_PERIOD - 1]
             sim.loop_index = done
             watched = watch_graph(sim, chained)
-            state = plain_state(body)
-            measured, record = _probe(sim, body, snap,
-                                      replay and sim.client.locator is not None,
-                                      effects[-1] if effects else None, record, tape,
-                                      floor, chained or _largest_graph(sim))
-            moves.append(moved(state, plain_state(body)))
-            done += 1
-            if measured is not None and measured.shape == "chain":
-                if watched is not None and measured.graph is chained:
-                    # a probed iteration shows the tables' room as an exact one run while
-                    # the effect holds does (note_tables), for probes that agree
-                    before = effects[-1] if effects else None
-                    if before is not None and _key(before) == _key(measured):
-                        measured.room = before.room
-                    note_tables(sim, measured, watched)
-                chained = measured.graph
-            unwatch(watched)
+            try:
+                state = plain_state(body)
+                measured, record = _probe(sim, body, snap,
+                                          replay and sim.client.locator is not None,
+                                          effects[-1] if effects else None, record, tape,
+                                          floor, chained or _largest_graph(sim))
+                moves.append(moved(state, plain_state(body)))
+                done += 1
+                if measured is not None and measured.shape == "chain":
+                    if watched is not None and measured.graph is chained:
+                        # a probed iteration shows the tables' room as an exact one run
+                        # while the effect holds does (note_tables), for probes that agree
+                        before = effects[-1] if effects else None
+                        if before is not None and _key(before) == _key(measured):
+                            measured.room = before.room
+                        note_tables(sim, measured, watched)
+                    chained = measured.graph
+            finally:
+                # the tables' and the timing's taps come off whatever the body raised
+                unwatch(watched)
             effects.append(measured)
             last = effects[-AGREE:]
             if (len(last) == AGREE and last[0] is not None
@@ -1604,8 +1607,11 @@ def _repeat(sim, n, body) -> bool:
                 effect, effects, earlier = None, [measured], (snap.allocator,)
             continue
         watched = watch_tables(sim, effect)
-        body()
-        note_tables(sim, effect, watched)
+        try:
+            body()
+            note_tables(sim, effect, watched)
+        finally:
+            unwatch(watched)
         done += 1
         effect.since += 1
         if acts:
