@@ -303,9 +303,13 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     previous = {} if fresh else profile.data.get("calibration", {})
     fit_ids = [policy_point(policy, point_id(m)) for m in fit_rows]
     earlier = [p for p in previous.get("points", []) if p not in set(fit_ids)]
-    cells = sorted(set(cells_for(measured, policy)) | set(_earlier_cells(earlier)))
+    cells = cells_for(measured, policy)
     predicted_before = run_cells(cells, profile, jobs, quick)
     predicted_after = run_cells(cells, new_profile, jobs, quick)
+    before_earlier, after_earlier = _earlier_predictions(
+        earlier, sorted(set(_earlier_cells(earlier)) - set(cells)), profile, new_profile, jobs)
+    predicted_before += before_earlier
+    predicted_after += after_earlier
     dropped = _moved(earlier, predicted_before, predicted_after)
     new_profile.data["calibration"] = _record(previous, params, fit_ids,
                                               {pid for pid, _, _ in dropped})
@@ -825,6 +829,38 @@ def _earlier_cells(points) -> list:
         policy, pid = _split_point(point)
         by_policy.setdefault(policy, []).append(pid)
     return [c for policy, ids in by_policy.items() for c in cells_for(_rows_of(ids), policy)]
+
+
+def _earlier_predictions(points, cells, before, after, jobs) -> tuple:
+    """Predicted rows of the base's recorded ``points`` that no measured row of this fit
+    predicts (their ``cells``), under the profiles ``before`` and ``after`` the fit.
+
+    A workload's cells run with its ``QUICK`` loop counts (the probes' quick mode) where
+    that run predicts every recorded point of them (a run's rows up to a loop count do not
+    depend on its length), else with the workload's defaults: the check of a staged
+    profile's points takes the quick runs its stages were fitted on, not full ones
+    (adleak-rss's 100,000 iterations where its text points are at 0 and 10 thousand)."""
+    from ..engine.workloads import load_workload
+    by_workload = {}
+    for point in points:
+        for cell in _earlier_cells([point]):
+            if cell in cells:
+                by_workload.setdefault(cell[0], (set(), []))
+                by_workload[cell[0]][0].add(cell)
+                by_workload[cell[0]][1].append(point)
+    rows_before, rows_after = [], []
+    for name, (group, group_points) in sorted(by_workload.items()):
+        group = sorted(group)
+        quick = {name: dict(load_workload(name).quick)} if load_workload(name).quick else {}
+        rows = run_cells(group, before, jobs, quick) if quick else None
+        if rows is None or any(
+                _split_point(p)[1] not in _by_point(rows, _split_point(p)[0])
+                for p in group_points):
+            quick = {}
+            rows = run_cells(group, before, jobs)
+        rows_before += rows
+        rows_after += run_cells(group, after, jobs, quick)
+    return rows_before, rows_after
 
 
 def _rows_of(ids) -> list:

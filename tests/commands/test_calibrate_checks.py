@@ -326,3 +326,35 @@ def test_a_fix_only_parameter_is_fitted_on_its_patch_less_unpatched_burn(tmp_pat
     with pytest.raises(UserError, match="unpatched burn has no measured point"):
         calibrate(patched, "linux-x86_64", ["time.drop_release_node_ns"],
                   against=[dict(unpatched[0], x=500.0)], **QUIET)
+
+
+def test_the_base_points_check_runs_a_workloads_quick_loop_where_it_predicts_them(monkeypatch):
+    """The check of the base's recorded points (the ones this fit's measured rows do not
+    predict) runs each workload with its QUICK loop counts when that run predicts every
+    recorded point of it, else as the workload's defaults: adleak-rss's text points at 0
+    and 10 thousand iterations from its quick 10,000 iterations (not 100,000), p10-ema's
+    step 500 from a full run (its quick run stops at 200)."""
+    from sim.commands.calibrate import _earlier_predictions
+    calls = []
+
+    def fake_run_cells(cells, profile, jobs=1, quick=None):
+        quick = quick or {}
+        calls.append((profile, cells[0][0], dict(quick.get(cells[0][0], {}))))
+        last = {"adleak-rss": (10, 100), "p10-ema": (200, 2000)}[cells[0][0]][
+            cells[0][0] not in quick]
+        metric = "text_rss_delta" if cells[0][0] == "adleak-rss" else "ms_per_step"
+        return [{"experiment": w, "variant": v, "phase": "", "x": x, "metric": metric,
+                 "value": 1.0, "policy": p} for w, v, p in cells for x in (0, 10, 200, 500)
+                if x <= last]
+    monkeypatch.setattr("sim.commands.calibrate.run_cells", fake_run_cells)
+    points = ["adleak-rss/flex//0/text_rss_delta", "adleak-rss/flex//10/text_rss_delta",
+              "p10-ema/without//500/ms_per_step"]
+    cells = [("adleak-rss", "flex", "burn-0.22.1"), ("p10-ema", "without", "burn-0.22.1")]
+    before, after = _earlier_predictions(points, cells, "before", "after", 1)
+    assert calls == [("before", "adleak-rss", {"iterations": 10_000}),
+                     ("after", "adleak-rss", {"iterations": 10_000}),
+                     ("before", "p10-ema", {"steps": 200}),      # step 500 missing: full
+                     ("before", "p10-ema", {}), ("after", "p10-ema", {})]
+    assert {(r["experiment"], r["x"]) for r in before} == {(r["experiment"], r["x"])
+                                                             for r in after}
+    assert ("p10-ema", 500) in {(r["experiment"], r["x"]) for r in after}
