@@ -74,6 +74,11 @@ cdef class _Arena:
     @cython.locals(merged=Py_ssize_t)
     cpdef _free_uncached(self, addr, size)
 
+    # a recursion's requests (Heap.nested): C ints, C calls
+    @cython.locals(i=Py_ssize_t, event=Py_ssize_t, nbytes=Py_ssize_t, live=Py_ssize_t,
+                   peak=Py_ssize_t, allocs=Py_ssize_t, handles=list)
+    cpdef tuple nested(self, list events)
+
     # the replay's loop over a program's requests (ReplayProgram.flat, C ints): C ints,
     # C calls
     @cython.locals(count=Py_ssize_t, cache=list, known="long long[::1]",
