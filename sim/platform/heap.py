@@ -267,9 +267,9 @@ class Heap:
         arena takes each request and the counters take the run's sums (live bytes and
         blocks end as they began)."""
         arena = self._arena
-        handles = []
         if arena is None or self.tap is not None or self._small:
             alloc, free = self.alloc, self.free
+            handles = []
             for i, event in enumerate(events):
                 if event > 0:
                     handles.append(alloc(event))
@@ -277,24 +277,11 @@ class Heap:
                     free(events[i + event], handles[i + event])
                     handles.append(None)
             return
-        arena_alloc, arena_free = arena.alloc, arena.free
-        live = peak = self.live_bytes
-        allocs = 0
-        for i, event in enumerate(events):
-            if event > 0:
-                live += event
-                if live > peak:
-                    peak = live
-                allocs += 1
-                handles.append(arena_alloc(event))
-            else:
-                nbytes = events[i + event]
-                live -= nbytes
-                arena_free(handles[i + event], nbytes)
-                handles.append(None)
+        # the arena's loop (compiled with it)
+        allocs, peak = arena.nested(events if type(events) is list else list(events))
         self.allocs += allocs
-        if peak > self.peak_bytes:
-            self.peak_bytes = peak
+        if self.live_bytes + peak > self.peak_bytes:
+            self.peak_bytes = self.live_bytes + peak
 
     def pairs(self, sizes) -> None:
         """A run of allocations each freed before the next (a walk's clones of a parents

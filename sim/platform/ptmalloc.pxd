@@ -103,6 +103,12 @@ cdef class _Arena:
     # fast-forward's replay of a recorded trace (C calls to the public requests)
     @cython.locals(kind=Py_ssize_t)
     cpdef replay_trace(self, calls, dict handles, placed)
+
+    # a recursion's requests (Heap.nested): C ints, C calls
+    @cython.locals(i=Py_ssize_t, event=Py_ssize_t, nbytes=Py_ssize_t, live=Py_ssize_t,
+                   peak=Py_ssize_t, allocs=Py_ssize_t, handles=list)
+    cpdef tuple nested(self, list events)
+
     # the replay's loop over a program's requests (ReplayProgram.flat, C ints): C ints,
     # C calls
     @cython.locals(count=Py_ssize_t, cache=list, known="long long[::1]",

@@ -1305,6 +1305,29 @@ class _Arena:
         self._bin_insert(start, end - start)
         return n
 
+    def nested(self, events) -> tuple:
+        """A recursion's requests (:meth:`sim.platform.heap.Heap.nested`'s ``events``, a
+        list: > 0 an allocation of that many bytes, < 0 a free of the block allocated
+        that many events before), each made as :meth:`alloc` and :meth:`free` make it, in
+        a loop that the arena's build compiles. Returns ``(allocations, peak)``: the
+        allocations made and the most bytes live at once above the run's start."""
+        handles = []
+        live = peak = allocs = 0
+        for i in range(len(events)):
+            event = events[i]
+            if event > 0:
+                live += event
+                if live > peak:
+                    peak = live
+                allocs += 1
+                handles.append(self.alloc(event, 0))
+            else:
+                nbytes = events[i + event]
+                live -= nbytes
+                self.free(handles[i + event], nbytes)
+                handles.append(None)
+        return allocs, peak
+
     # -- replay -------------------------------------------------------------------------
     @staticmethod
     def compile(template) -> "ReplayProgram":

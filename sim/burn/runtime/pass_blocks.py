@@ -140,13 +140,17 @@ class Tape:
     node whose reach holds no status yet allocates and frees the same blocks in the same
     nesting every backward, so only the nodes outside it are walked."""
 
-    __slots__ = ("leaf", "events", "nodes", "checked")
+    __slots__ = ("leaf", "events", "nodes", "checked", "unchecked")
 
-    def __init__(self, leaf, events, nodes):
+    def __init__(self, leaf, events, nodes, unchecked=None):
         self.leaf = leaf
         self.events = events
         self.nodes = nodes
         self.checked = False
+        #: the nodes still to check against the settled index (None: all of them); a
+        #: tape recorded over the replay of a checked one need not check its nodes again
+        #: (the index's ids only grow while it holds)
+        self.unchecked = unchecked
 
 
 class _BlockPasses:
@@ -184,6 +188,8 @@ class _BlockPasses:
         self.settled = memory.settled if not runs else None
         #: the heap events of ``unavailable_propagation`` so far, as a :class:`Tape` keeps them
         self.events = []
+        #: the tape replayed, and how many nodes had a status before its nodes got theirs
+        self.replayed = None
 
     def set_status(self, node_id, value) -> None:
         status = self.status
@@ -234,15 +240,19 @@ class _BlockPasses:
         status, nodes = self.status, tape.nodes
         if len(status) + len(nodes) > self.statuses_table.cap:
             return False
+        ids = self.settled.ids
         if not tape.checked:
-            if not self.settled.ids.issuperset(nodes):
+            if not ids.issuperset(nodes if tape.unchecked is None else tape.unchecked):
                 self.settled.tape = None
                 return False
             tape.checked = True
-        if not status.keys().isdisjoint(nodes):
+        # its nodes are settled: a status given to no settled node meets none of them
+        if (len(status) >= len(nodes) or any(n in ids for n in status)) \
+                and not status.keys().isdisjoint(nodes):
             return False
         self.heap.nested(tape.events)
         self.events.extend(tape.events)
+        self.replayed = tape, len(status)
         status.update(dict.fromkeys(nodes, self.UNKNOWN))
         return True
 
@@ -258,7 +268,13 @@ class _BlockPasses:
         if first and settled is not None and status.get(leaf) == self.UNKNOWN:
             # the recursion from the first leaf met no status set before it: the next
             # backward may replay it from there, once the leaf is settled
-            settled.tape = Tape(leaf, events[start:], tuple(status))
+            nodes = tuple(status)
+            unchecked = None
+            if self.replayed is not None:
+                # the replayed tape's nodes got their status together, none had one
+                base, at = self.replayed
+                unchecked = nodes[:at] + nodes[at + len(base.nodes):]
+            settled.tape = Tape(leaf, events[start:], nodes, unchecked)
 
     def _recurse(self, leaf, tape) -> None:
         """burn's recursion, with an explicit stack of frames (:meth:`_enter`,

@@ -142,6 +142,10 @@ MAX_SHAPED_PROBES = 3 * MAX_PROBE
 #: their blocks in the same order (:class:`~sim.engine.fastforward.tape.ArenaTape`), and
 #: the first ``d`` probes after a reset name blocks of iterations not probed
 PROBES_PER_BACK = 2
+#: probes in a row of a loop's first round that refused for a reason the iterations
+#: after them share (:func:`_untraceable`) before the round ends (a later round ends at
+#: the first)
+LASTING_REFUSALS = AGREE
 #: a loop body whose ``repeat`` calls found no repeating iteration this many times in a row
 #: runs its next calls without probing: twice as many after each further miss, at most
 #: :data:`MAX_SKIPPED_CALLS` (a nested loop is called once per outer iteration, and a probe
@@ -1464,6 +1468,33 @@ STALE_CHAIN = 8
 WATCHED_GRAPHS = 64
 
 
+def _untraceable(sim, snap, measured, record, replay) -> bool:
+    """Whether a probe on a glibc arena (``replay``) refused for reasons the iterations
+    after it share: its events could not be traced (it freed a block an earlier
+    iteration made: the RootSteps of the parameters the step before trained), so no
+    chain or leak is replayed from them, and it ran a backward and left the locator
+    with other entries, so no steady template or node run stands for it. A loop summing
+    a tracked value across training steps does that every step; later iterations are
+    probed again all the same (a window that stops growing once full)."""
+    locator = sim.client.locator
+    return (replay and measured is None and record[0] is None and locator is not None
+            and sim.backwards != snap.backwards and locator.entry_count() != snap.entries)
+
+
+def _exactly(sim, body, start, stop, watch) -> bool:
+    """Iterations ``start`` to ``stop`` run exactly; returns, with ``watch``, whether each
+    ran a backward and left the locator with other entries (else False)."""
+    locator = sim.client.locator
+    for i in range(start, stop):
+        sim.loop_index = i
+        if watch:
+            backwards, entries = sim.backwards, locator.entry_count()
+        body()
+        if watch:
+            watch = sim.backwards != backwards and locator.entry_count() != entries
+    return watch
+
+
 def _largest_graph(sim):
     """The live graph with the most steps, which a loop's probes watch before one of them
     found a chain (its tables may grow in every early iteration), or None (no locator,
@@ -1510,6 +1541,10 @@ def _repeat(sim, n, body) -> bool:
     idle, stale = 0, STALE_CHAIN  # iterations a chain effect could not apply, in a row
     # per probe, the names of the body's plain Python values it changed (pystate)
     moves = []
+    # probes in a row that refused for a reason the iterations after them share
+    # (:func:`_untraceable`); a round of probes ends at LASTING_REFUSALS of them, the
+    # first one a later round's
+    lasting, enough = 0, LASTING_REFUSALS
     while done < n:
         if effect is None:
             snap = _Snapshot(sim)
@@ -1538,6 +1573,7 @@ def _repeat(sim, n, body) -> bool:
                 # the tables' and the timing's taps come off whatever the body raised
                 unwatch(watched)
             effects.append(measured)
+            lasting = lasting + 1 if _untraceable(sim, snap, measured, record, replay) else 0
             last = effects[-AGREE:]
             if (len(last) == AGREE and last[0] is not None
                     and all(e is not None and _key(e) == _key(last[0]) for e in last)):
@@ -1552,19 +1588,27 @@ def _repeat(sim, n, body) -> bool:
                     return found
                 effect = measured
                 found = True
-            elif (len(effects) >= probes + (PROBES_PER_BACK * tape.reach if tape is not None else 0)
-                  and (all(e is None for e in effects[-AGREE:])
-                       or len(effects) >= MAX_SHAPED_PROBES)):
-                stop = min(n, done + wait)
-                for i in range(done, stop):
-                    sim.loop_index = i
-                    body()
-                done = stop
+            elif lasting >= enough or (
+                    len(effects) >= probes + (PROBES_PER_BACK * tape.reach if tape is not None
+                                              else 0)
+                    and (all(e is None for e in effects[-AGREE:])
+                         or len(effects) >= MAX_SHAPED_PROBES)):
+                # a round that ended at lasting refusals is not followed by another while
+                # every iteration run exactly in between still ran a backward and changed
+                # the locator's entries (what made them lasting, less the trace)
+                shaped = lasting >= enough
+                while True:
+                    stop = min(n, done + wait)
+                    shaped = _exactly(sim, body, done, stop, shaped)
+                    done, wait = stop, 2 * wait
+                    if not shaped or done >= n:
+                        break
                 # probed afresh: the effects and records of the probes before do not
                 # describe the iterations just before the next one
                 effects, earlier, record = [], (), None
                 tape = ArenaTape() if replay else None
-                probes, wait = AGREE + 3, 2 * wait
+                probes = AGREE + 3
+                lasting, enough = 0, 1
             continue
         horizon = _horizon(sim, effect)
         count = min(n - done - 1, horizon)
