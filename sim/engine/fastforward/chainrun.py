@@ -84,8 +84,8 @@ from .arenarun import ALLOC, FREE
 from ...platform.timing import PassesRecord
 from .replay import (relabel_emptied, relabel_rotating, relative_tree_ops, replay_tree_ops,
                      rotating_graph)
-from .keptchain import (build_members, build_replayed, compare_before, defer_members,
-                        deferrable, kept_chain, on_arena,
+from .keptchain import (advance_l2, build_members, build_replayed, compare_before,
+                        defer_members, deferrable, kept_chain, on_arena,
                         kept_slots, l2_ready, l2_rotates, old_nodes, repoint_members)
 from .leakrun import _Refuse, _resident, actions_template, hand_over, swap_tip
 
@@ -381,6 +381,9 @@ class ChainEffect:
     #: iteration's first id, every node settled but the iteration's members
     #: (:func:`_settle_pattern`); None: not seen yet, False: not so
     settles = None
+    #: what :func:`sim.engine.fastforward.keptchain.build_members` reads of each member,
+    #: made on first use
+    build_plan = None
 
     def __init__(self, stride, registered, backwards, times, faults, origin, members,
                  rotating, tree_ops, sweeps, growth, state, tip_ids, graph, first_id):
@@ -1415,6 +1418,10 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     built_count = count
     if deferred:
         built_count = 0 if effect.checked else 1
+    # the LRUs advanced over the built iterations at once (advance_l2: the horizon let
+    # them evict dead chunks only, l2_rotates), each new storage given its chunk after
+    l2_from = ([None if b is None else b.chunk for b in slots[0]]
+               if replayed and effect.l2 and built_count else None)
     for i in range(1, built_count + 1):
         start = last + i * stride
         j = (start - effect.first_id) // stride
@@ -1429,7 +1436,7 @@ def apply_chain(sim, effect, count, replay=None) -> int:
                                     template.pop_groups)
         if replayed:
             prev = build_replayed(sim, effect, graph, start, prev, via_offset, built,
-                                  replay, clones, slots[0])
+                                  replay, clones, slots[0], l2_from is None)
         else:
             allocs = heap.allocs
             prev = build_members(sim, effect, graph, start, prev, via_offset, built)
@@ -1443,6 +1450,10 @@ def apply_chain(sim, effect, count, replay=None) -> int:
             sim.ff_progress = (i, count)
             sim._check_limits()      # a long batch builds many nodes: the budget holds
     sim.ff_progress = None
+    if l2_from is not None:
+        for buffers, chunks in zip(clones, advance_l2(sim, effect, l2_from, built_count)):
+            for at, chunk in chunks:
+                buffers[at].chunk = chunk
     if expected != [(t, t.cap) for t, _ in expected]:
         raise AssertionError("chain fast-forward: one of G's tables grew where the batch "
                              "did not grow it")
