@@ -917,15 +917,20 @@ def _growth_spans(trace, sizes):
     each other (:class:`~sim.platform.hashbrown.RawTable`); None where a table grew
     otherwise, or its pair of events is not found exactly once."""
     spans = []
+    pairs = None
     for table, old in sizes:
         if table.nbytes == old:
             continue
         if not old or table.nbytes != table.layout.block_bytes(table.buckets) or (
                 old != table.layout.block_bytes(table.buckets // 2)):
             return None
-        at = [i for i in range(len(trace) - 1)
-              if trace[i][0] == ALLOC and trace[i][1] == table.nbytes
-              and trace[i + 1][0] == FREE and trace[i + 1][1] == old]
+        if pairs is None:
+            # every alloc followed by a free, by their sizes (one pass for all tables)
+            pairs = {}
+            for i, (a, b) in enumerate(zip(trace, trace[1:])):
+                if a[0] == ALLOC and b[0] == FREE:
+                    pairs.setdefault((a[1], b[1]), []).append(i)
+        at = pairs.get((table.nbytes, old), ())
         if len(at) != 1:
             return None
         spans.append((at[0], at[0] + 2))
@@ -1136,7 +1141,7 @@ def _settle_batch(memory, effect, last, count) -> None:
                              "a batch")
     kept = set(keep)
     outside = settled.outside
-    settled.ids.update(k for k in outside if k not in kept)
+    settled.ids.update(outside.keys() - kept)
     settled.outside = {k: None for k in outside if k in kept}
     settled.tops = {newest + r for r in effect.settles[0]}
     if list(settled.outside) != keep:

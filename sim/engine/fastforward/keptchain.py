@@ -399,17 +399,19 @@ _CUR, _PREV, _OLD = 0, 1, 2
 
 
 def _build_plan(effect) -> tuple:
-    """What :func:`build_members` reads of each member, made once per effect: the member,
+    """What :func:`build_members` reads of each member, made once per effect: its offset,
     its parents and its step's parents as ``(kind, value)`` (:data:`_CUR`, ...; a step
-    parent None stays None), its order's constant (None: the chain's, relative to the
-    member the chain goes through) and its value."""
+    parent None stays None), whether its order is a constant and the order (else relative
+    to the member the chain goes through), the fields of its node and step, whether it
+    enters the locator (not an emptied graph's) and whether it is keyed."""
     plan = effect.build_plan
     if plan is None:
         kinds = {"cur": _CUR, "prev": _PREV, "old": _OLD}
         plan = effect.build_plan = tuple(
-            (m, tuple((kinds[ref[0]], ref[1]) for ref, _ in m.parents),
+            (m.offset, tuple((kinds[ref[0]], ref[1]) for ref, _ in m.parents),
              tuple(None if ref is None else (kinds[ref[0]], ref[1]) for ref in m.step_parents),
-             m.order[0] == "const", m.order[1])
+             m.order[0] == "const", m.order[1], m.requirement, m.memory_bound, m.actions,
+             m.retro, m.kind, m.op, m.nbytes, m.shapes, m.emptied is None, m.keyed)
             for m in effect.members)
     return plan
 
@@ -447,15 +449,15 @@ def build_members(sim, effect, graph, start, prev, via_offset, built, buffers=No
                                                locator)[1])
         return found
 
-    for member, parent_refs, step_refs, const, value in _build_plan(effect):
-        offset = member.offset
+    for (offset, parent_refs, step_refs, const, value, requirement, memory_bound, template,
+         retro, kind, op, nbytes, shapes, listed, is_keyed) in _build_plan(effect):
         node_id = start + offset
         parents = []
-        for kind, at in parent_refs:
-            if kind == _CUR:
+        for ref, at in parent_refs:
+            if ref == _CUR:
                 parents.append((start + at, cur[at].order == 0))
             else:
-                pid, pnode = node_of(kind, at)
+                pid, pnode = node_of(ref, at)
                 parents.append((pid, pnode.order == 0))
         step_parents = []
         for ref in step_refs:
@@ -465,29 +467,28 @@ def build_members(sim, effect, graph, start, prev, via_offset, built, buffers=No
                 step_parents.append(cur[ref[1]])
             else:
                 step_parents.append(node_of(*ref)[1])
-        parents, step_parents = tuple(parents), tuple(step_parents)
-        node = Node(sim, node_id, parents, value if const else prev[via_offset].order + value,
-                    member.requirement, member.memory_bound)
+        node = Node(sim, node_id, tuple(parents),
+                    value if const else prev[via_offset].order + value, requirement,
+                    memory_bound)
         rc = NodeRefCount(sim, node_id)
         actions = None
-        if member.actions is not None:
-            actions = member_actions(sim, member.actions, start, buffers, check)
-        if member.retro:
+        if template is not None:
+            actions = member_actions(sim, template, start, buffers, check)
+        if retro:
             node.retro = _Retro(sim)
-        step = Step(member.kind, member.op, node, step_parents, member.nbytes, actions,
-                    member.shapes)
+        step = Step(kind, op, node, tuple(step_parents), nbytes, actions, shapes)
         # the boxed step (GraphMutexClient::register); on a glibc arena its handle, and
         # the node's, are blocks the replay placed (_Handing)
-        step.block = alloc(member.nbytes)
+        step.block = alloc(nbytes)
         register(rc, step)
         built.append(step)
         cur[offset] = node
-        if entered or member.emptied is not None:
+        if entered or not listed:
             # an emptied graph's entries: only the newest iteration's stay, and the closed
             # form gives them the emptied graph the last exact iteration left
             continue
         entries.append(node_id)
-        if member.keyed:
+        if is_keyed:
             keyed.append(node_id)
     if entries:
         locator.graphs.update(dict.fromkeys(entries, graph))
