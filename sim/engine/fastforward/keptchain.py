@@ -568,7 +568,10 @@ def advance_l2(sim, effect, previous, count) -> list:
                     return lists_now[ref[1]][ref[2]]
                 return prev[ref[1]]
             for ref in (tail if j == count - 1 else dead):
-                c = chunk(ref)
+                # chunk(ref) inline: the batch's hot loop
+                k = ref[0]
+                c = (made[ref[1]] if k == "N" else ref[1] if k == "R"
+                     else lists_now[ref[1]][ref[2]] if k == "F" else prev[ref[1]])
                 if c in lru:
                     lru.move_to_end(c)
                 else:
