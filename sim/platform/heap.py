@@ -89,8 +89,11 @@ class Heap:
         individually (macOS LARGE blocks, the glibc arena), else None; pass it back
         to :meth:`free`.
         """
-        if self.tap is not None:
-            return self.tap.alloc(self, nbytes, align)
+        tap = self.tap
+        if tap is not None:
+            # a closed heap's events change nothing (no call: fast-forward's builder
+            # makes many once its blocks are checked)
+            return None if tap is CLOSED else tap.alloc(self, nbytes, align)
         hit = self._small.get(nbytes)  # a small size already seen (never one <= 0)
         if hit is None and nbytes <= 0:
             return
@@ -163,8 +166,11 @@ class Heap:
 
     def free(self, nbytes: int, block=None) -> None:
         """Free one block previously allocated with the same ``nbytes`` (``block``: its handle)."""
-        if self.tap is not None:
-            return self.tap.free(self, nbytes, block)
+        tap = self.tap
+        if tap is not None:
+            if tap is not CLOSED:
+                tap.free(self, nbytes, block)
+            return
         hit = self._small.get(nbytes)
         if hit is None and nbytes <= 0:
             return

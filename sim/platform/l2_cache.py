@@ -178,7 +178,7 @@ def set_miss_fraction_array(nbytes, capacity, ways):
     exp = math.exp
     # a level the set cannot miss (no bytes) or always misses is not read off the sum
     lam_exp = np.where((nbytes <= 0) | (lam > 50.0 * ways), 0.0, lam)
-    term = np.array([exp(-x) for x in lam_exp.tolist()], dtype=float)
+    term = np.array(list(map(exp, (-lam_exp).tolist())), dtype=float)
     below = term
     for j in range(1, int(ways)):
         term = term * (lam / j)

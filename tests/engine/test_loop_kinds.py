@@ -248,6 +248,24 @@ def test_a_backward_through_the_summed_loss_after_fast_forward(profile):
     assert sim.allocator.state() == exact.allocator.state()
 
 
+@pytest.mark.parametrize("then_backward", (False, True))
+def test_the_summed_loss_batch_leaves_the_l2_as_exact_mode(then_backward):
+    """A batch that builds the chain's members advances the L2 model's LRU over all its
+    iterations at once (keptchain.advance_l2), then gives each new kept storage its
+    chunk: the LRU is exact mode's chunk by chunk (sizes, order, the node whose actions
+    keep each), as are its free lists, after the loop and after a backward through the
+    running total that reads every member."""
+    sim = _summed_loss_run("m2max-macos", 130, True, then_backward)
+    exact = _summed_loss_run("m2max-macos", 130, False, then_backward)
+    assert sim.chain_applied > 100
+    lru = _lru(sim)
+    assert lru == _lru(exact)
+    # kept by the members' actions until the backward consumes them
+    kept = sum(1 for _, node in lru[0] if node is not None)
+    assert kept == 0 if then_backward else kept > 100
+    assert _ends(sim) == _ends(exact)
+
+
 @pytest.mark.parametrize("policy", ["burn-0.20-pre.1", "dedup-sweep", "periodic-sweep",
                                     "drop-release"])
 def test_summed_validation_loss_under_other_policies(policy):

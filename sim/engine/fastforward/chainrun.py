@@ -84,8 +84,8 @@ from .arenarun import ALLOC, FREE
 from ...platform.timing import PassesRecord
 from .replay import (relabel_emptied, relabel_rotating, relative_tree_ops, replay_tree_ops,
                      rotating_graph)
-from .keptchain import (build_members, build_replayed, compare_before, defer_members,
-                        deferrable, kept_chain, on_arena,
+from .keptchain import (advance_l2, build_members, build_replayed, compare_before,
+                        defer_members, deferrable, kept_chain, on_arena,
                         kept_slots, l2_ready, l2_rotates, old_nodes, repoint_members)
 from .leakrun import _Refuse, _resident, actions_template, hand_over, swap_tip
 
@@ -381,6 +381,9 @@ class ChainEffect:
     #: iteration's first id, every node settled but the iteration's members
     #: (:func:`_settle_pattern`); None: not seen yet, False: not so
     settles = None
+    #: what :func:`sim.engine.fastforward.keptchain.build_members` reads of each member,
+    #: made on first use
+    build_plan = None
 
     def __init__(self, stride, registered, backwards, times, faults, origin, members,
                  rotating, tree_ops, sweeps, growth, state, tip_ids, graph, first_id):
@@ -914,15 +917,20 @@ def _growth_spans(trace, sizes):
     each other (:class:`~sim.platform.hashbrown.RawTable`); None where a table grew
     otherwise, or its pair of events is not found exactly once."""
     spans = []
+    pairs = None
     for table, old in sizes:
         if table.nbytes == old:
             continue
         if not old or table.nbytes != table.layout.block_bytes(table.buckets) or (
                 old != table.layout.block_bytes(table.buckets // 2)):
             return None
-        at = [i for i in range(len(trace) - 1)
-              if trace[i][0] == ALLOC and trace[i][1] == table.nbytes
-              and trace[i + 1][0] == FREE and trace[i + 1][1] == old]
+        if pairs is None:
+            # every alloc followed by a free, by their sizes (one pass for all tables)
+            pairs = {}
+            for i, (a, b) in enumerate(zip(trace, trace[1:])):
+                if a[0] == ALLOC and b[0] == FREE:
+                    pairs.setdefault((a[1], b[1]), []).append(i)
+        at = pairs.get((table.nbytes, old), ())
         if len(at) != 1:
             return None
         spans.append((at[0], at[0] + 2))
@@ -1133,7 +1141,7 @@ def _settle_batch(memory, effect, last, count) -> None:
                              "a batch")
     kept = set(keep)
     outside = settled.outside
-    settled.ids.update(k for k in outside if k not in kept)
+    settled.ids.update(outside.keys() - kept)
     settled.outside = {k: None for k in outside if k in kept}
     settled.tops = {newest + r for r in effect.settles[0]}
     if list(settled.outside) != keep:
@@ -1415,6 +1423,10 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     built_count = count
     if deferred:
         built_count = 0 if effect.checked else 1
+    # the LRUs advanced over the built iterations at once (advance_l2: the horizon let
+    # them evict dead chunks only, l2_rotates), each new storage given its chunk after
+    l2_from = ([None if b is None else b.chunk for b in slots[0]]
+               if replayed and effect.l2 and built_count else None)
     for i in range(1, built_count + 1):
         start = last + i * stride
         j = (start - effect.first_id) // stride
@@ -1429,7 +1441,7 @@ def apply_chain(sim, effect, count, replay=None) -> int:
                                     template.pop_groups)
         if replayed:
             prev = build_replayed(sim, effect, graph, start, prev, via_offset, built,
-                                  replay, clones, slots[0])
+                                  replay, clones, slots[0], l2_from is None)
         else:
             allocs = heap.allocs
             prev = build_members(sim, effect, graph, start, prev, via_offset, built)
@@ -1443,6 +1455,10 @@ def apply_chain(sim, effect, count, replay=None) -> int:
             sim.ff_progress = (i, count)
             sim._check_limits()      # a long batch builds many nodes: the budget holds
     sim.ff_progress = None
+    if l2_from is not None:
+        for buffers, chunks in zip(clones, advance_l2(sim, effect, l2_from, built_count)):
+            for at, chunk in chunks:
+                buffers[at].chunk = chunk
     if expected != [(t, t.cap) for t, _ in expected]:
         raise AssertionError("chain fast-forward: one of G's tables grew where the batch "
                              "did not grow it")

@@ -224,12 +224,14 @@ def l2_growth(sim, snap, kept, prev_chunks=None):
 
 
 def build_replayed(sim, effect, graph, start, prev, via_offset, built, replay, clones,
-                   first):
+                   first, touch=True):
     """:func:`build_members` for a chain whose events are replayed: the iteration's heap events
     placed (``replay``), then its members built on a heap that only counts (their blocks
     came with the events), their actions holding new storages of the replayed blocks
     (appended to ``clones``; ``first``: the kept storages of the last exact iteration).
-    The builder's count is checked against the iteration's once."""
+    The builder's count is checked against the iteration's once. ``touch``: the LRUs
+    take the iteration's change now (:func:`touch_l2`); else the caller advances them
+    over the batch at once (:func:`advance_l2`)."""
     heap = sim.heap
     arena = effect.arena is not None
     handles = replay_on_arena(sim, effect, start) if arena else replay(sim, effect, 0)
@@ -245,7 +247,7 @@ def build_replayed(sim, effect, graph, start, prev, via_offset, built, replay, c
         cur = build_members(sim, effect, graph, start, prev, via_offset, built, buffers)
     finally:
         heap.tap = None
-    if effect.l2:
+    if effect.l2 and touch:
         touch_l2(sim, effect, buffers, clones[-1] if clones else first)
     if not effect.checked:
         counts = tuple((n, c) for n, c in sorted(_Counting.counts.items()) if c)
@@ -391,6 +393,29 @@ def _node(ref, start, stride, cur, prev, locator):
     return value, locator.graphs[value].server.steps[value].node
 
 
+#: a parent reference's kind in a :func:`_build_plan`: the iteration's member, the
+#: iteration before's, a node from before the loop
+_CUR, _PREV, _OLD = 0, 1, 2
+
+
+def _build_plan(effect) -> tuple:
+    """What :func:`build_members` reads of each member, made once per effect: its offset,
+    its parents and its step's parents as ``(kind, value)`` (:data:`_CUR`, ...; a step
+    parent None stays None), whether its order is a constant and the order (else relative
+    to the member the chain goes through), the fields of its node and step, whether it
+    enters the locator (not an emptied graph's) and whether it is keyed."""
+    plan = effect.build_plan
+    if plan is None:
+        kinds = {"cur": _CUR, "prev": _PREV, "old": _OLD}
+        plan = effect.build_plan = tuple(
+            (m.offset, tuple((kinds[ref[0]], ref[1]) for ref, _ in m.parents),
+             tuple(None if ref is None else (kinds[ref[0]], ref[1]) for ref in m.step_parents),
+             m.order[0] == "const", m.order[1], m.requirement, m.memory_bound, m.actions,
+             m.retro, m.kind, m.op, m.nbytes, m.shapes, m.emptied is None, m.keyed)
+            for m in effect.members)
+    return plan
+
+
 def build_members(sim, effect, graph, start, prev, via_offset, built, buffers=None,
                   entered=False):
     """Register the members of the iteration whose first id is ``start`` in ``G`` as that
@@ -402,52 +427,83 @@ def build_members(sim, effect, graph, start, prev, via_offset, built, buffers=No
     keys hold the members already (:func:`defer_members`)."""
     locator = sim.client.locator
     server = graph.server
-    heap = sim.heap
+    register = server.register
+    alloc = sim.heap.alloc
     stride = effect.stride
+    before = start - stride
+    check = not effect.checked
     cur = {}
-    origin = graph.origin
+    # the nodes from before the loop the members name, looked up once an iteration
+    old = {}
     if not entered:
-        _leave_before(locator, server, graph, effect, start - stride)
-    for member in effect.members:
-        node_id = start + member.offset
+        _leave_before(locator, server, graph, effect, before)
+    entries = []            # the locator's entries, in the members' order
+    keyed = []
+
+    def node_of(kind, value):
+        if kind == _PREV:
+            return before + value, prev[value]
+        found = old.get(value)
+        if found is None:
+            found = old[value] = (value, _node(("old", value), start, stride, cur, prev,
+                                               locator)[1])
+        return found
+
+    for (offset, parent_refs, step_refs, const, value, requirement, memory_bound, template,
+         retro, kind, op, nbytes, shapes, listed, is_keyed) in _build_plan(effect):
+        node_id = start + offset
         parents = []
-        for ref, _ in member.parents:
-            if ref[0] == "cur":
-                parents.append((start + ref[1], cur[ref[1]].order == 0))
+        for ref, at in parent_refs:
+            if ref == _CUR:
+                parents.append((start + at, cur[at].order == 0))
             else:
-                pid, pnode = _node(ref, start, stride, cur, prev, locator)
+                pid, pnode = node_of(ref, at)
                 parents.append((pid, pnode.order == 0))
-        step_parents = tuple(None if ref is None else cur[ref[1]] if ref[0] == "cur" else
-                             _node(ref, start, stride, cur, prev, locator)[1]
-                             for ref in member.step_parents)
-        kind, value = member.order
-        order = value if kind == "const" else prev[via_offset].order + value
-        node = Node(sim, node_id, tuple(parents), order, member.requirement,
-                    member.memory_bound)
+        step_parents = []
+        for ref in step_refs:
+            if ref is None:
+                step_parents.append(None)
+            elif ref[0] == _CUR:
+                step_parents.append(cur[ref[1]])
+            else:
+                step_parents.append(node_of(*ref)[1])
+        node = Node(sim, node_id, tuple(parents),
+                    value if const else prev[via_offset].order + value, requirement,
+                    memory_bound)
         rc = NodeRefCount(sim, node_id)
         actions = None
-        if member.actions is not None:
-            actions = member_actions(sim, member.actions, start, buffers, not effect.checked)
-        if member.retro:
+        if template is not None:
+            actions = member_actions(sim, template, start, buffers, check)
+        if retro:
             node.retro = _Retro(sim)
-        step = Step(member.kind, member.op, node, step_parents, member.nbytes, actions,
-                    member.shapes)
+        step = Step(kind, op, node, tuple(step_parents), nbytes, actions, shapes)
         # the boxed step (GraphMutexClient::register); on a glibc arena its handle, and
         # the node's, are blocks the replay placed (_Handing)
-        step.block = heap.alloc(member.nbytes)
-        server.register(rc, step)
+        step.block = alloc(nbytes)
+        register(rc, step)
         built.append(step)
-        cur[member.offset] = node
-        if entered or member.emptied is not None:
+        cur[offset] = node
+        if entered or not listed:
             # an emptied graph's entries: only the newest iteration's stay, and the closed
             # form gives them the emptied graph the last exact iteration left
             continue
-        locator.graphs[node_id] = graph
-        graph.entries += 1
-        if member.keyed:
-            ids = locator.keys[origin]
-            ids.add(node_id)
-            locator.key_tables[origin].fit(len(ids) + locator.key_runs.get(origin, 0))
+        entries.append(node_id)
+        if is_keyed:
+            keyed.append(node_id)
+    if entries:
+        locator.graphs.update(dict.fromkeys(entries, graph))
+        graph.entries += len(entries)
+    if keyed:
+        origin = graph.origin
+        ids = locator.keys[origin]
+        table = locator.key_tables[origin]
+        extra = locator.key_runs.get(origin, 0)
+        if table.tap is None and len(ids) + len(keyed) + extra <= table.cap:
+            ids.update(keyed)       # no insert grows the table: nothing to ask
+        else:
+            for node_id in keyed:
+                ids.add(node_id)
+                table.fit(len(ids) + extra)
     return cur
 
 

@@ -200,11 +200,14 @@ class _Recorder(HeapTap):
             return block
         rec = _Recorder
         rec.events[nbytes] += 1
-        trace = rec._trace()
+        trace = rec.trace
         if trace is not None:
-            if block is not None:
-                rec.trace_at[_handle_key(block)] = len(trace)
-            trace.append((_ALLOC, nbytes, align, heap.allocator.fault is None))
+            if ExcludedHeap.active:
+                rec.trace = None        # given up at an uncounted event (_trace)
+            else:
+                if block is not None:
+                    rec.trace_at[_handle_key(block)] = len(trace)
+                trace.append((_ALLOC, nbytes, align, heap.allocator.fault is None))
         tape = rec.tape
         if tape is not None:
             if ExcludedHeap.active:
@@ -216,7 +219,9 @@ class _Recorder(HeapTap):
         if nbytes > 0:
             rec = _Recorder
             rec.events[nbytes] -= 1
-            trace = rec._trace()
+            trace = rec.trace
+            if trace is not None and ExcludedHeap.active:
+                rec.trace = trace = None    # given up at an uncounted event (_trace)
             if trace is not None:
                 at = -1 if block is None else rec.trace_at.pop(_handle_key(block), None)
                 if at is None:
@@ -586,7 +591,10 @@ def _measure(sim, snap, events, template=None, chain=None, record=None, before=N
 def _uncounted_allocs(sim, snap, trace) -> int:
     """Allocations the iteration since ``snap`` counted without a traced event (transients
     the passes only count): the heap's count less the allocs of ``trace``."""
-    implied = sum(1 if e[0] == _ALLOC else e[2] if e[0] == _ALLOC_MANY else 0 for e in trace)
+    kinds = [e[0] for e in trace]
+    implied = kinds.count(_ALLOC)
+    if _ALLOC_MANY in kinds:
+        implied += sum(e[2] for e in trace if e[0] == _ALLOC_MANY)
     return sim.heap.allocs - snap.allocs - implied
 
 
