@@ -204,9 +204,8 @@ def _reached_source(kind, steps=60):
         f"        if {read}:\n"
         "            (a.clone() * b.clone()).sum().backward()\n"
         "    sim.repeat(steps, body)\n"
-        "    yield sim.sample(steps, 'step', rss=sim.rss_bytes() / 1e6,\n"
-        "                     heap_bytes=sim.heap.live_bytes, sim_time_ms=sim.now_ns / 1e6,\n"
-        "                     registered_steps=sim.registered)\n")
+        # the sample records the heap's bytes, the time and the registered steps itself
+        "    yield sim.sample(steps, 'step', rss=sim.rss_bytes() / 1e6)\n")
 
 
 def _csv(workload, profile, fast_forward, keep=None):
@@ -255,8 +254,7 @@ def test_a_counter_never_branched_on_still_runs_exactly(tmp_path, capsys):
         "        calls += 1\n"
         "        drop(b.clone() * b.clone())\n"
         "    sim.repeat(steps, body)\n"
-        "    yield sim.sample(calls, 'step', heap_bytes=sim.heap.live_bytes,\n"
-        "                     sim_time_ms=sim.now_ns / 1e6)\n")
+        "    yield sim.sample(calls, 'step')\n")
     workload = load_workload(str(path))
     pystate._NOTED.clear()
     rows = _csv(workload, "linux-x86_64", True)
@@ -276,7 +274,7 @@ def test_a_constant_numpy_array_and_scalar_keep_fast_forward(tmp_path, capsys):
         "    def body():\n"
         "        drop(b.clone().mul_scalar(float(lr) * float(data[3])))\n"
         "    sim.repeat(steps, body)\n"
-        "    yield sim.sample(steps, 'step', heap_bytes=sim.heap.live_bytes)\n")
+        "    yield sim.sample(steps, 'step')\n")
     workload = load_workload(str(path))
     keep = []
     assert _csv(workload, "m2max-macos", True, keep) == _csv(workload, "m2max-macos", False)
