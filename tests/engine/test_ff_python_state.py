@@ -182,6 +182,17 @@ REACHED = {
                     "        arr[1] += 1\n", "arr[1] % 10 == 0"),
     "simulated-time": ("", "    start = sim.now_ns\n", "",
                        "int((sim.now_ns - start) / 1000) % 7 == 3"),
+    # a module held in a closure cell (imported inside run()): read by the attributes
+    # the body names, not by its name alone
+    "module-in-closure": ("import types\n",
+                          "    cfg = types.ModuleType('cfg')\n    cfg.n = 0\n",
+                          "        cfg.n += 1\n", "cfg.n % 10 == 0"),
+    # a module reached first through a helper naming other attributes of it: the body's
+    # own attributes of it are read too
+    "module-named-twice": ("import types\ncfg = types.ModuleType('cfg')\ncfg.n = 0\n"
+                           "cfg.lr = 1\ndef helper():\n    return cfg.lr\n",
+                           "    h = helper\n", "        h()\n        cfg.n += 1\n",
+                           "cfg.n % 10 == 0"),
 }
 
 
