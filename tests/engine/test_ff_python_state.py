@@ -193,6 +193,10 @@ REACHED = {
                            "cfg.lr = 1\ndef helper():\n    return cfg.lr\n",
                            "    h = helper\n", "        h()\n        cfg.n += 1\n",
                            "cfg.n % 10 == 0"),
+    # a property whose getter changes a global the body does not name
+    "property": ("TICKS = [0]\nclass Sched:\n    @property\n    def due(self):\n"
+                 "        TICKS[0] += 1\n        return TICKS[0] % 10 == 0\n",
+                 "    sched = Sched()\n", "", "sched.due"),
 }
 
 

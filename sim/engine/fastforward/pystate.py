@@ -15,7 +15,8 @@ same thing again.
 What is reached, from the body (a function, a bound method, a callable object): its
 closure cells, its defaults, its attributes, the globals its code names (and the code
 nested in it), and, from each of those, recursively: the items of lists, tuples, dicts,
-sets and deques; an object's ``__dict__`` and slots and its class's attributes; the
+sets and deques; an object's ``__dict__`` and slots and its class's attributes (a
+property's getter, setter and deleter among them); the
 cells, defaults, attributes and named globals of the functions it holds (a helper it
 calls); the instance a method is bound to (``items.append``'s list too); the attributes
 of a module it reaches (a global, a closure cell where the program imported it) that
@@ -83,7 +84,7 @@ _FLOATS = frozenset({float})
 _CONSTANT = frozenset({types.CodeType, types.MethodDescriptorType,
                        types.WrapperDescriptorType, types.GetSetDescriptorType,
                        types.MemberDescriptorType, types.ClassMethodDescriptorType,
-                       property, re.Pattern, datetime.date, datetime.datetime,
+                       re.Pattern, datetime.date, datetime.datetime,
                        datetime.time, datetime.timedelta, datetime.timezone, decimal.Decimal})
 #: built-in containers whose items are read (and whose Python subclasses are readable)
 _SEQUENCES = (list, tuple, set, frozenset, collections.deque)
@@ -157,7 +158,7 @@ def _readable_layout(kind) -> bool:
 
 # how each type is read (cached per type): one of
 _ATOM, _FLOAT, _OWNED, _SEQ, _MAP, _FUNC, _METHOD, _BUILTIN, _CLASS, _MODULE, _PARTIAL, \
-    _WRAPPED, _OBJECT, _CONST, _OPAQUE, _ARRAY = range(16)
+    _WRAPPED, _OBJECT, _CONST, _OPAQUE, _ARRAY, _PROPERTY = range(17)
 _HOW = {}
 
 
@@ -198,6 +199,8 @@ def _classify(kind) -> int:
         return _PARTIAL
     if kind in (staticmethod, classmethod):
         return _WRAPPED
+    if kind is property:
+        return _PROPERTY
     if kind is types.SimpleNamespace:
         return _OBJECT
     if kind in _SEQUENCES:
@@ -307,6 +310,11 @@ class _Image:
             self._mapping(v.__dict__, depth)
         elif how == _WRAPPED:
             self._value(v.__func__, depth)
+        elif how == _PROPERTY:
+            # its getter, setter and deleter: a getter may change state the body never names
+            self._value(v.fget, depth)
+            self._value(v.fset, depth)
+            self._value(v.fdel, depth)
         elif how == _OBJECT:
             self._object(v, kind, depth)
         elif how == _ARRAY:
