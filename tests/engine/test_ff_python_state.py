@@ -323,3 +323,25 @@ def test_private_slots_and_objects_that_raise_as_they_are_read():
     box.bump()
     assert pystate.moved(before, pystate.plain_state(body)) == [
         "box", "hostile: reading it raised RuntimeError"]
+
+
+def test_a_module_a_callable_object_holds_is_read_by_what_its_call_names():
+    """A loop body that is an object with ``__call__`` (or a partial of one) holding a
+    module: the attributes of it the call names are read, so a counter kept there moves."""
+    import functools
+    import types
+
+    mod = types.ModuleType("cfg")
+    mod.n = 0
+
+    class Step:
+        def __init__(self):
+            self.mod = mod
+
+        def __call__(self, by=1):
+            self.mod.n += by
+
+    for body in (Step(), functools.partial(Step(), 2)):
+        before = pystate.plain_state(body)
+        body()
+        assert pystate.moved(before, pystate.plain_state(body)) == ["body"]

@@ -453,6 +453,17 @@ class _Image:
                 self._value(space[name], depth + 1)
 
 
+def _call_names(body) -> list:
+    """The names the code a callable that is not a function runs names (a partial's
+    function, an object's ``__call__``): what is read of the modules it holds."""
+    fn = body.func if type(body) is functools.partial else body
+    if type(fn) is types.MethodType:
+        fn = fn.__func__
+    if type(fn) is not types.FunctionType:
+        fn = getattr(type(fn), "__call__", None)
+    return sorted(_code_names(fn.__code__)) if type(fn) is types.FunctionType else []
+
+
 def plain_state(body):
     """The images of what ``body`` can reach (see the module doc), one per root (a
     closure cell, a global it names, its defaults, attributes, bound instance):
@@ -467,7 +478,7 @@ def plain_state(body):
         named = sorted(_code_names(fn.__code__)) if type(fn) is types.FunctionType else ()
         roots.append(image.read("self", body.__self__, named))
     if type(fn) is not types.FunctionType:
-        return tuple(roots) + (image.read("body", fn),)
+        return tuple(roots) + (image.read("body", fn, _call_names(fn)),)
     code = fn.__code__
     names = sorted(_code_names(code))
     for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
