@@ -306,11 +306,11 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     cells = cells_for(measured, policy)
     predicted_before = run_cells(cells, profile, jobs, quick)
     predicted_after = run_cells(cells, new_profile, jobs, quick)
-    before_earlier, after_earlier = _earlier_predictions(
-        earlier, sorted(set(_earlier_cells(earlier)) - set(cells)), profile, new_profile, jobs)
-    predicted_before += before_earlier
-    predicted_after += after_earlier
-    dropped = _moved(earlier, predicted_before, predicted_after)
+    before_earlier, after_earlier = _base_point_rows(earlier, predicted_before, profile,
+                                                     new_profile, jobs)
+    # this fit's rows last: where both predict a point, the fit's own run is the one checked
+    dropped = _moved(earlier, before_earlier + predicted_before,
+                     after_earlier + predicted_after)
     new_profile.data["calibration"] = _record(previous, params, fit_ids,
                                               {pid for pid, _, _ in dropped})
     fitted_ids = [pid for pol, pid in map(_split_point, new_profile.data["calibration"]["points"])
@@ -829,6 +829,27 @@ def _earlier_cells(points) -> list:
         policy, pid = _split_point(point)
         by_policy.setdefault(policy, []).append(pid)
     return [c for policy, ids in by_policy.items() for c in cells_for(_rows_of(ids), policy)]
+
+
+def _base_point_rows(points, predicted, before, after, jobs) -> tuple:
+    """Predicted rows, under the profiles ``before`` and ``after`` the fit, of the base's
+    recorded ``points`` that this fit's ``predicted`` rows do not predict: those of other
+    cells, and those of its own cells at an x its run does not reach (a point of a full
+    run where this fit's rows are quick, or the reverse), run as
+    :func:`_earlier_predictions` chooses; else a point would be predicted by neither
+    profile and go unchecked."""
+    indexes = {}
+    missing = []
+    for point in points:
+        policy, pid = _split_point(point)
+        if policy not in indexes:
+            indexes[policy] = _by_point(predicted, policy)
+        if pid not in indexes[policy]:
+            missing.append(point)
+    if not missing:
+        return [], []
+    return _earlier_predictions(missing, sorted(set(_earlier_cells(missing))), before,
+                                after, jobs)
 
 
 def _earlier_predictions(points, cells, before, after, jobs) -> tuple:

@@ -25,6 +25,7 @@ from collections import Counter
 import gc
 import math
 import numbers
+import sys
 import weakref
 
 import simpy
@@ -53,11 +54,19 @@ from ..policies.trace import traced, NAME_READ
 __all__ = ["Simulation", "Limits", "LimitExceeded", "HostThread"]
 
 
+#: the largest float: an int past it is read back as an infinity
+_FLOAT_MAX = sys.float_info.max
+
+
 def _finite_number(value) -> bool:
     """Whether ``value`` is a real number a CSV row can hold and a comparison read back
-    (a numpy scalar too; not a bool, a string, None, NaN or an infinity)."""
-    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
-            and math.isfinite(value))
+    (a numpy scalar too; not a bool, a string, None, NaN, an infinity or an int too large
+    for a float, which a comparison reads back as one)."""
+    try:
+        return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                and math.isfinite(value))
+    except OverflowError:           # an int too large for a float
+        return False
 
 
 class Limits:
@@ -631,7 +640,8 @@ class Simulation:
         if known is None:
             raise UserError(f"unknown metric {shown(metric)} (valid: {', '.join(METRICS)}; "
                             f"sim/units.py declares each with its unit)")
-        if not (value.__class__ is int or value.__class__ is float and value - value == 0) \
+        if not (value.__class__ is int and -_FLOAT_MAX <= value <= _FLOAT_MAX
+                or value.__class__ is float and value - value == 0) \
                 and not _finite_number(value):
             raise UserError(f"metric {metric}: the value must be a number, not "
                             f"{type(value).__name__} {shown(value)}")

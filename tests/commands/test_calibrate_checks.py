@@ -358,3 +358,33 @@ def test_the_base_points_check_runs_a_workloads_quick_loop_where_it_predicts_the
     assert {(r["experiment"], r["x"]) for r in before} == {(r["experiment"], r["x"])
                                                              for r in after}
     assert ("p10-ema", 500) in {(r["experiment"], r["x"]) for r in after}
+
+
+def test_a_base_point_of_a_fitted_cell_its_run_does_not_predict_is_still_checked(
+        monkeypatch):
+    """A recorded point of a cell this fit's measured rows run too, but at an x their run
+    does not reach (p10-ema's step 500 where this fit's rows are quick, 200 steps), is
+    checked on a run that predicts it (a full one), not skipped as predicted by neither
+    profile; a recorded point the fit's own run predicts is not run again."""
+    from sim.commands.calibrate import _base_point_rows
+    calls = []
+
+    def fake_run_cells(cells, profile, jobs=1, quick=None):
+        quick = quick or {}
+        calls.append((profile, cells[0][0], dict(quick.get(cells[0][0], {}))))
+        last = 200 if cells[0][0] in quick else 2000
+        return [{"experiment": w, "variant": v, "phase": "", "x": x,
+                 "metric": "ms_per_step", "value": 1.0, "policy": p}
+                for w, v, p in cells for x in (0, 200, 500) if x <= last]
+    monkeypatch.setattr("sim.commands.calibrate.run_cells", fake_run_cells)
+    cells = [("p10-ema", "without", "burn-0.22.1")]
+    fitted = fake_run_cells(cells, "before", quick={"p10-ema": {"steps": 200}})
+    calls.clear()
+    points = ["p10-ema/without//200/ms_per_step", "p10-ema/without//500/ms_per_step"]
+    before, after = _base_point_rows(points, fitted, "before", "after", 1)
+    assert ("p10-ema", 500) in {(r["experiment"], r["x"]) for r in before}
+    assert ("p10-ema", 500) in {(r["experiment"], r["x"]) for r in after}
+    assert [c[:2] for c in calls if not c[2]] == [("before", "p10-ema"), ("after", "p10-ema")]
+    calls.clear()
+    assert _base_point_rows(points[:1], fitted, "before", "after", 1) == ([], [])
+    assert calls == []

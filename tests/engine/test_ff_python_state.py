@@ -182,6 +182,21 @@ REACHED = {
                     "        arr[1] += 1\n", "arr[1] % 10 == 0"),
     "simulated-time": ("", "    start = sim.now_ns\n", "",
                        "int((sim.now_ns - start) / 1000) % 7 == 3"),
+    # a module held in a closure cell (imported inside run()): read by the attributes
+    # the body names, not by its name alone
+    "module-in-closure": ("import types\n",
+                          "    cfg = types.ModuleType('cfg')\n    cfg.n = 0\n",
+                          "        cfg.n += 1\n", "cfg.n % 10 == 0"),
+    # a module reached first through a helper naming other attributes of it: the body's
+    # own attributes of it are read too
+    "module-named-twice": ("import types\ncfg = types.ModuleType('cfg')\ncfg.n = 0\n"
+                           "cfg.lr = 1\ndef helper():\n    return cfg.lr\n",
+                           "    h = helper\n", "        h()\n        cfg.n += 1\n",
+                           "cfg.n % 10 == 0"),
+    # a property whose getter changes a global the body does not name
+    "property": ("TICKS = [0]\nclass Sched:\n    @property\n    def due(self):\n"
+                 "        TICKS[0] += 1\n        return TICKS[0] % 10 == 0\n",
+                 "    sched = Sched()\n", "", "sched.due"),
 }
 
 
@@ -204,7 +219,7 @@ def _reached_source(kind, steps=60):
         f"        if {read}:\n"
         "            (a.clone() * b.clone()).sum().backward()\n"
         "    sim.repeat(steps, body)\n"
-        "    # heap_bytes, sim_time_ms, registered_steps: every sample's observables\n"
+        # the sample records the heap's bytes, the time and the registered steps itself
         "    yield sim.sample(steps, 'step', rss=sim.rss_bytes() / 1e6)\n")
 
 
@@ -308,3 +323,25 @@ def test_private_slots_and_objects_that_raise_as_they_are_read():
     box.bump()
     assert pystate.moved(before, pystate.plain_state(body)) == [
         "box", "hostile: reading it raised RuntimeError"]
+
+
+def test_a_module_a_callable_object_holds_is_read_by_what_its_call_names():
+    """A loop body that is an object with ``__call__`` (or a partial of one) holding a
+    module: the attributes of it the call names are read, so a counter kept there moves."""
+    import functools
+    import types
+
+    mod = types.ModuleType("cfg")
+    mod.n = 0
+
+    class Step:
+        def __init__(self):
+            self.mod = mod
+
+        def __call__(self, by=1):
+            self.mod.n += by
+
+    for body in (Step(), functools.partial(Step(), 2)):
+        before = pystate.plain_state(body)
+        body()
+        assert pystate.moved(before, pystate.plain_state(body)) == ["body"]

@@ -271,6 +271,20 @@ def test_a_metric_value_that_is_not_a_number_is_one_error(value, said, tmp_path,
     assert not out.exists()
 
 
+@pytest.mark.parametrize("value", ["10 ** 400", "type('I', (int,), {})(10 ** 400)"])
+def test_an_int_too_large_for_a_float_is_one_error(value, tmp_path, capsys):
+    """An int past the largest float: `sim run` wrote it whole (a comparison reads it back
+    as an infinity), and an int subclass gave 'raised OverflowError'; refused at the
+    sample, as an infinity is, with no rows written."""
+    path = tmp_path / "value.py"
+    path.write_text(f"def run(sim, variant):\n    yield sim.sample(0, 'iterations', rss={value})\n")
+    out = tmp_path / "rows.csv"
+    code, _, lines = run_cli(["run", str(path), "--out", str(out)], capsys)
+    assert_one_error(code, lines, f"{path}:2: ", "metric rss: the value must be a number",
+                     "not I 1000" if "type" in value else "not int 1000")
+    assert not out.exists()
+
+
 def test_a_numpy_number_is_a_number(tmp_path):
     from sim.engine.runner import run_cell
     path = tmp_path / "np.py"

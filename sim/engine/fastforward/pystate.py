@@ -15,10 +15,12 @@ same thing again.
 What is reached, from the body (a function, a bound method, a callable object): its
 closure cells, its defaults, its attributes, the globals its code names (and the code
 nested in it), and, from each of those, recursively: the items of lists, tuples, dicts,
-sets and deques; an object's ``__dict__`` and slots and its class's attributes; the
+sets and deques; an object's ``__dict__`` and slots and its class's attributes (a
+property's getter, setter and deleter among them); the
 cells, defaults, attributes and named globals of the functions it holds (a helper it
 calls); the instance a method is bound to (``items.append``'s list too); the attributes
-of a module the code names (``random.random``'s generator). Not read, as expected to
+of a module it reaches (a global, a closure cell where the program imported it) that
+the code reaching it names (``random.random``'s generator). Not read, as expected to
 change every iteration and the simulator's to prove: objects of the simulator's own
 types (tensors, devices, models, the simulation) and functions of its own code, taken
 as their type or identity. Functions of the standard library and installed packages
@@ -82,7 +84,7 @@ _FLOATS = frozenset({float})
 _CONSTANT = frozenset({types.CodeType, types.MethodDescriptorType,
                        types.WrapperDescriptorType, types.GetSetDescriptorType,
                        types.MemberDescriptorType, types.ClassMethodDescriptorType,
-                       property, re.Pattern, datetime.date, datetime.datetime,
+                       re.Pattern, datetime.date, datetime.datetime,
                        datetime.time, datetime.timedelta, datetime.timezone, decimal.Decimal})
 #: built-in containers whose items are read (and whose Python subclasses are readable)
 _SEQUENCES = (list, tuple, set, frozenset, collections.deque)
@@ -156,7 +158,7 @@ def _readable_layout(kind) -> bool:
 
 # how each type is read (cached per type): one of
 _ATOM, _FLOAT, _OWNED, _SEQ, _MAP, _FUNC, _METHOD, _BUILTIN, _CLASS, _MODULE, _PARTIAL, \
-    _WRAPPED, _OBJECT, _CONST, _OPAQUE, _ARRAY = range(16)
+    _WRAPPED, _OBJECT, _CONST, _OPAQUE, _ARRAY, _PROPERTY = range(17)
 _HOW = {}
 
 
@@ -197,6 +199,8 @@ def _classify(kind) -> int:
         return _PARTIAL
     if kind in (staticmethod, classmethod):
         return _WRAPPED
+    if kind is property:
+        return _PROPERTY
     if kind is types.SimpleNamespace:
         return _OBJECT
     if kind in _SEQUENCES:
@@ -211,10 +215,12 @@ def _classify(kind) -> int:
 class _Image:
     """One reading of what a body reaches: :meth:`read` appends each root's image."""
 
-    __slots__ = ("out", "seen", "alive", "left", "unreadable")
+    __slots__ = ("out", "seen", "alive", "left", "unreadable", "names", "attrs")
 
     def __init__(self):
         self.seen = {}
+        self.names = ()         # the names the code being reached uses (of its modules)
+        self.attrs = {}         # id(module) -> the attributes of it read so far
         self.alive = []         # what was read, kept alive so no id is reused meanwhile
         self.left = MAX_OBJECTS
         self.out = []
@@ -223,11 +229,9 @@ class _Image:
     def read(self, name, value, names=None):
         """``(name, image, what could not be read)`` of one root."""
         self.out, self.unreadable = [], []
+        self.names = () if names is None else names
         try:
-            if names is not None and type(value) is types.ModuleType:
-                self._module(value, names, 0)
-            else:
-                self._value(value, 0)
+            self._value(value, 0)
         except Exception as exc:    # a user's object raising as it is read
             self._cannot(f"reading it raised {type(exc).__name__}")
         return name, tuple(self.out), tuple(self.unreadable)
@@ -265,6 +269,11 @@ class _Image:
             # the simulator's objects change as it proves; constants do not change
             out.append(kind if how == _OWNED else v)
             return
+        if how == _MODULE:
+            # a module held as a value (a closure cell, a default, an item) or named by
+            # the code: the attributes of it the code being reached names
+            self._module(v, self.names, depth)
+            return
         if self._seen_before(v):
             return
         self.left -= 1
@@ -294,8 +303,6 @@ class _Image:
                 self._value(owner, depth)
         elif how == _CLASS:
             self._class(v, depth)
-        elif how == _MODULE:
-            out.append(v.__name__)       # a module held as a value: its name
         elif how == _PARTIAL:
             self._value(v.func, depth)
             self._items(v.args, depth)
@@ -303,6 +310,11 @@ class _Image:
             self._mapping(v.__dict__, depth)
         elif how == _WRAPPED:
             self._value(v.__func__, depth)
+        elif how == _PROPERTY:
+            # its getter, setter and deleter: a getter may change state the body never names
+            self._value(v.fget, depth)
+            self._value(v.fset, depth)
+            self._value(v.fdel, depth)
         elif how == _OBJECT:
             self._object(v, kind, depth)
         elif how == _ARRAY:
@@ -391,6 +403,15 @@ class _Image:
 
     def _reach(self, fn, code, depth) -> None:
         out = self.out
+        names = sorted(_code_names(code))
+        outer, self.names = self.names, names
+        try:
+            self._reach_from(fn, names, depth)
+        finally:
+            self.names = outer
+
+    def _reach_from(self, fn, names, depth) -> None:
+        out = self.out
         for cell in fn.__closure__ or ():
             try:
                 self._value(cell.cell_contents, depth)
@@ -399,17 +420,12 @@ class _Image:
         self._value(fn.__defaults__, depth)
         self._value(fn.__kwdefaults__, depth)
         self._value(fn.__dict__, depth)
-        names = sorted(_code_names(code))
         self._observables(names)
         space = fn.__globals__
         for name in names:
             if name in space:
                 out.append(name)
-                value = space[name]
-                if type(value) is types.ModuleType:
-                    self._module(value, names, depth)
-                else:
-                    self._value(value, depth)
+                self._value(space[name], depth)
 
     def _observables(self, names) -> None:
         for name in OBSERVABLES.intersection(names):
@@ -417,22 +433,35 @@ class _Image:
 
     def _module(self, module, names, depth) -> None:
         """A module a code names: the attributes the code names (``random.random``,
-        ``cfg.n``), modules among them likewise."""
+        ``cfg.n``), modules among them likewise. A module reached again is read for the
+        attributes of it no code read before in this reading (a helper naming ``cfg.lr``,
+        the body ``cfg.n``)."""
         out = self.out
+        out.append(types.ModuleType)
         out.append(module.__name__)
         if _owned_module(module.__name__):
             return
-        if self._seen_before(module):
-            return
+        read = self.attrs.get(id(module))
+        if read is None:
+            read = self.attrs[id(module)] = set()
+            self.alive.append(module)
         space = module.__dict__
         for name in names:
-            if name in space and not name.startswith("__"):
+            if name not in read and name in space and not name.startswith("__"):
+                read.add(name)
                 out.append(name)
-                value = space[name]
-                if type(value) is types.ModuleType:
-                    self._module(value, names, depth + 1)
-                else:
-                    self._value(value, depth + 1)
+                self._value(space[name], depth + 1)
+
+
+def _call_names(body) -> list:
+    """The names the code a callable that is not a function runs names (a partial's
+    function, an object's ``__call__``): what is read of the modules it holds."""
+    fn = body.func if type(body) is functools.partial else body
+    if type(fn) is types.MethodType:
+        fn = fn.__func__
+    if type(fn) is not types.FunctionType:
+        fn = getattr(type(fn), "__call__", None)
+    return sorted(_code_names(fn.__code__)) if type(fn) is types.FunctionType else []
 
 
 def plain_state(body):
@@ -445,21 +474,22 @@ def plain_state(body):
     fn = body
     roots = []
     if type(body) is types.MethodType:
-        roots.append(image.read("self", body.__self__))
         fn = body.__func__
+        named = sorted(_code_names(fn.__code__)) if type(fn) is types.FunctionType else ()
+        roots.append(image.read("self", body.__self__, named))
     if type(fn) is not types.FunctionType:
-        return tuple(roots) + (image.read("body", fn),)
+        return tuple(roots) + (image.read("body", fn, _call_names(fn)),)
     code = fn.__code__
+    names = sorted(_code_names(code))
     for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
         try:
-            roots.append(image.read(name, cell.cell_contents))
+            roots.append(image.read(name, cell.cell_contents, names))
         except ValueError:          # a cell not yet filled
             continue
     if fn.__defaults__ or fn.__kwdefaults__:
-        roots.append(image.read("defaults", (fn.__defaults__, fn.__kwdefaults__)))
+        roots.append(image.read("defaults", (fn.__defaults__, fn.__kwdefaults__), names))
     if fn.__dict__:
-        roots.append(image.read("attributes", fn.__dict__))
-    names = sorted(_code_names(code))
+        roots.append(image.read("attributes", fn.__dict__, names))
     space = fn.__globals__
     for name in names:
         if name in space:
