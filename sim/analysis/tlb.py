@@ -40,6 +40,7 @@ that miss ``(order4k - orderln) / ns``, the mean over the runs. No fit.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from pathlib import Path
@@ -137,8 +138,11 @@ def read_tlb_dir(directory) -> dict:
     if tlb is None:
         raise UserError(f"{err_path}: no cpuid 0x80000006 line (sweep-scan tlb on x86_64)")
     runs = {}
-    for _, _, (pattern, n, ns) in probe_csv_rows(
+    for line, row, (pattern, n, ns) in probe_csv_rows(
             csv_path, "pattern,n,ns", lambda row: (row["pattern"], int(row["n"]), float(row["ns"]))):
+        if not (math.isfinite(ns) and ns >= 0):
+            raise UserError(f"{csv_path}:{line}: ns must be a finite time of 0 or more "
+                            f"(ns per read), not {row['ns']!r}")
         runs.setdefault(pattern, {}).setdefault(n, []).append(ns)
     rows = {pattern: {n: sum(v) / len(v) for n, v in by_n.items()}
             for pattern, by_n in runs.items()}

@@ -872,7 +872,8 @@ def _earlier_predictions(points, cells, before, after, jobs) -> tuple:
     rows_before, rows_after = [], []
     for name, (group, group_points) in sorted(by_workload.items()):
         group = sorted(group)
-        quick = {name: dict(load_workload(name).quick)} if load_workload(name).quick else {}
+        loop_counts = load_workload(name).quick
+        quick = {name: dict(loop_counts)} if loop_counts else {}
         rows = run_cells(group, before, jobs, quick) if quick else None
         if rows is None or any(
                 _split_point(p)[1] not in _by_point(rows, _split_point(p)[0])

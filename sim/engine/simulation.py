@@ -643,6 +643,10 @@ class Simulation:
         if not (value.__class__ is int and -_FLOAT_MAX <= value <= _FLOAT_MAX
                 or value.__class__ is float and value - value == 0) \
                 and not _finite_number(value):
+            if (isinstance(value, numbers.Real) and not isinstance(value, (bool, int))
+                    and not math.isfinite(value)):
+                raise UserError(f"metric {metric}: the value is {shown(value)}; a sampled "
+                                "value must be a finite number")
             raise UserError(f"metric {metric}: the value must be a number, not "
                             f"{type(value).__name__} {shown(value)}")
         unit = known.unit

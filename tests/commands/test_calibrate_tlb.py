@@ -312,3 +312,20 @@ def test_calibrate_tlb_refuses_unreadable_or_degenerate_probe_files(tmp_path, ca
         refused(d, "order-a.csv: a row of pattern 'order4k'")
     path.write_bytes(good.encode() + b"\xff\n")
     refused(d, "order-a.csv: cannot read it as CSV")
+
+
+@pytest.mark.parametrize("ns", ["inf", "nan", "-3.0", "-inf"])
+def test_a_tlb_row_whose_ns_is_not_a_finite_time_is_one_error(ns, tmp_path, capsys):
+    """Such a row was read as it was: an infinity or a negative time moved the median, a
+    nan gave 'not slower' (review, session 57). One error naming the file and its line."""
+    d = _probe_dir(tmp_path)
+    lines = (d / "tlb.csv").read_text().splitlines()
+    lines[5] = f"pages4k,8192,{ns}"          # line 6 of the file
+    (d / "tlb.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(UserError, match=rf"tlb\.csv:6: ns must be a finite time"):
+        read_tlb_dir(d)
+    out = tmp_path / "p.toml"
+    code, _, said = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--tlb", str(d),
+                             "--out", str(out)], capsys)
+    assert_one_error(code, said, f"{d / 'tlb.csv'}:6: ", repr(ns))
+    assert not out.exists()

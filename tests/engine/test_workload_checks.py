@@ -256,18 +256,22 @@ def test_the_observables_a_sample_records_are_the_declared_ones(tmp_path):
     assert tuple(r["metric"] for r in rows) == ("rss",) + OBSERVABLES
 
 
-@pytest.mark.parametrize("value, said", [("'abc'", "not str 'abc'"), ("None", "not NoneType"),
-                                         ("float('nan')", "not float nan"),
-                                         ("float('inf')", "not float inf"),
-                                         ("True", "not bool")])
+@pytest.mark.parametrize("value, said", [
+    ("'abc'", "the value must be a number, not str 'abc'"),
+    ("None", "the value must be a number, not NoneType"),
+    ("float('nan')", "the value is nan; a sampled value must be a finite number"),
+    ("float('inf')", "the value is inf; a sampled value must be a finite number"),
+    ("-float('inf')", "the value is -inf; a sampled value must be a finite number"),
+    ("True", "the value must be a number, not bool")])
 def test_a_metric_value_that_is_not_a_number_is_one_error(value, said, tmp_path, capsys):
     """`sim run` wrote such a row (`rss,abc,MB`) that `sim compare` then refused to read
-    back (new-user walkthrough, session 57): the run refuses it at the sample."""
+    back (new-user walkthrough, session 57): the run refuses it at the sample; a nan or an
+    infinity is said as itself, not as 'not float nan' (review, session 57)."""
     path = tmp_path / "value.py"
     path.write_text(f"def run(sim, variant):\n    yield sim.sample(0, 'iterations', rss={value})\n")
     out = tmp_path / "rows.csv"
     code, _, lines = run_cli(["run", str(path), "--out", str(out)], capsys)
-    assert_one_error(code, lines, f"{path}:2: ", "metric rss: the value must be a number", said)
+    assert_one_error(code, lines, f"{path}:2: ", f"metric rss: {said}")
     assert not out.exists()
 
 

@@ -120,7 +120,7 @@ from .leakrun import apply_leak, l2_contents, l2_signature, leak_effect
 from . import seams
 from .tape import ArenaTape
 from .pystate import moved, note_moved, plain_state
-from ...platform.btree import CAPACITY, TreeTap, append_counts
+from ...platform.btree import CAPACITY, append_counts
 from ...platform.heap import ExcludedHeap, Heap, HeapTap
 
 __all__ = ["repeat", "Effect"]
