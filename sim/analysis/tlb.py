@@ -124,6 +124,16 @@ def _host(directory, stderr_text) -> str:
     raise UserError(f"{directory}: no host named (a 'host:' line in tlb.stderr, or lscpu.txt)")
 
 
+def _time_ns(row, where) -> float:
+    """A probe row's ``ns`` (ns per read): a finite time of 0 or more, else one error naming
+    ``where`` (the file, and its line where known)."""
+    ns = float(row["ns"])
+    if not (math.isfinite(ns) and ns >= 0):
+        raise UserError(f"{where}: ns must be a finite time of 0 or more (ns per read), "
+                        f"not {row['ns']!r}")
+    return ns
+
+
 def read_tlb_dir(directory) -> dict:
     """The TLB's ``entries``, ``ways`` and ``ns`` (cost per read that misses it), the
     ``sizes`` the cost is the median over, the ``host`` and the files read, from a directory
@@ -140,10 +150,7 @@ def read_tlb_dir(directory) -> dict:
     runs = {}
     for line, row, (pattern, n, ns) in probe_csv_rows(
             csv_path, "pattern,n,ns", lambda row: (row["pattern"], int(row["n"]), float(row["ns"]))):
-        if not (math.isfinite(ns) and ns >= 0):
-            raise UserError(f"{csv_path}:{line}: ns must be a finite time of 0 or more "
-                            f"(ns per read), not {row['ns']!r}")
-        runs.setdefault(pattern, {}).setdefault(n, []).append(ns)
+        runs.setdefault(pattern, {}).setdefault(n, []).append(_time_ns(row, f"{csv_path}:{line}"))
     rows = {pattern: {n: sum(v) / len(v) for n, v in by_n.items()}
             for pattern, by_n in runs.items()}
     entries, ways = tlb
@@ -214,7 +221,7 @@ def read_tlbr_dir(directory, entries, ns) -> dict:
         return None
 
     def check(row, path):
-        float(row["ns"]), int(row["pages"]), int(row["per_page"])
+        _time_ns(row, path), int(row["pages"]), int(row["per_page"])
         return float(row["fill"]) >= MIN_FILL
 
     rows, files = _csv_rows(directory, "pattern,pages,per_page,fill,keys,ns", check)
@@ -285,7 +292,7 @@ def read_order_dir(directory, entries, ns) -> dict:
         return None
 
     def check(row, path):
-        float(row["ns"]), float(row["frac"]), int(row["pages"]), int(row["prefix"])
+        _time_ns(row, path), float(row["frac"]), int(row["pages"]), int(row["prefix"])
         if (row["pattern"] not in ("order4k", "orderln") or int(row["pages"]) < 1
                 or not 1 <= int(row["prefix"]) <= int(row["keys"])):
             raise UserError(f"{path}: a row of pattern {row['pattern']!r} on {row['pages']} "

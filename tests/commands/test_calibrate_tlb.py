@@ -329,3 +329,26 @@ def test_a_tlb_row_whose_ns_is_not_a_finite_time_is_one_error(ns, tmp_path, caps
                              "--out", str(out)], capsys)
     assert_one_error(code, said, f"{d / 'tlb.csv'}:6: ", repr(ns))
     assert not out.exists()
+
+
+@pytest.mark.parametrize("ns", ["nan", "inf", "-1.5"])
+def test_an_order_or_tlbr_row_whose_ns_is_not_a_finite_time_is_one_error(ns, tmp_path, capsys):
+    """The miss curves' rows as tlb.csv's: a time that is not finite or below 0 is one error
+    naming the file (it went through: the curves clamp a share to 0-1)."""
+    d = _probe_dir(tmp_path)
+    _order_rows(d, lambda pages, frac: 0.5)
+    path = d / "order" / "order-a.csv"
+    path.write_text(path.read_text().replace("order4k,2048,16384,1.0,16384,2048,0,1.5",
+                                             f"order4k,2048,16384,1.0,16384,2048,0,{ns}"))
+    out = tmp_path / "p.toml"
+    code, _, said = run_cli(["calibrate", "--profile", "amd-epyc-zen4", "--tlb", str(d),
+                             "--out", str(out)], capsys)
+    assert_one_error(code, said, "order-a.csv: ns must be a finite time", repr(ns))
+    assert not out.exists()
+    tlbr = tmp_path / "tlbr"
+    tlbr.mkdir()
+    (tlbr / "a.csv").write_text("pattern,pages,per_page,fill,keys,ns\n"
+                                "spread4k,3072,10,1,30720,1.5\n"
+                                f"lines4k,3072,10,1,30720,{ns}\n")
+    with pytest.raises(UserError, match=r"a\.csv: ns must be a finite time"):
+        read_tlbr_dir(tlbr, 3072, 5.0)
