@@ -30,3 +30,14 @@ def assert_one_error(code, lines, *fragments):
     assert "Traceback" not in lines[0]
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
+
+
+def assert_calibrated_again_same(tmp_path, capsys, out, *option):
+    """``sim calibrate`` over its own output ``out`` with the same ``option`` (e.g.
+    ``--heap-refault DIR``) writes the same file; returns the second file's path."""
+    again = tmp_path / "again.toml"
+    code, _, lines = run_cli(["calibrate", "--profile", str(out), *map(str, option),
+                              "--out", str(again)], capsys)
+    assert code == 0, lines
+    assert again.read_text() == out.read_text()
+    return again

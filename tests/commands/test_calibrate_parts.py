@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from clirun import assert_one_error, run_cli
+from clirun import assert_calibrated_again_same, assert_one_error, run_cli
 from sim import paths
 from sim.analysis.parts import parse_part_lines, parts_csv, read_parts
 from sim.commands.host_profile import source_table
@@ -93,11 +93,7 @@ def test_calibrate_writes_both_values_and_their_sources(tmp_path, capsys):
     assert {k: v for k, v in data["code"].items() if k != "gemv_bytes"} == \
         {k: v for k, v in base["code"].items() if k != "gemv_bytes"}
     # again over its own output: the same file (the sources' entries replaced, not added)
-    again = tmp_path / "again.toml"
-    code, _, lines = run_cli(["calibrate", "--profile", str(out), "--process-parts", str(d),
-                              "--out", str(again)], capsys)
-    assert code == 0, lines
-    assert again.read_text() == text
+    again = assert_calibrated_again_same(tmp_path, capsys, out, "--process-parts", d)
     assert load_profile(again).get("code.gemv_bytes") == 21845
 
 

@@ -8,7 +8,7 @@ import tomllib
 
 import pytest
 
-from clirun import assert_one_error, run_cli
+from clirun import assert_calibrated_again_same, assert_one_error, run_cli
 from sim import paths
 from sim.commands.calibrate import read_heap_refault
 from sim.commands.host_profile import source_table
@@ -78,11 +78,7 @@ def test_calibrate_writes_both_values_and_their_sources(tmp_path, capsys):
     assert {k: v for k, v in data["time"].items() if not k.startswith("trim_")} == \
         {k: v for k, v in base["time"].items() if not k.startswith("trim_")}
     # again over its own output: the same file
-    again = tmp_path / "again.toml"
-    code, _, lines = run_cli(["calibrate", "--profile", str(out), "--heap-refault", str(d),
-                              "--out", str(again)], capsys)
-    assert code == 0, lines
-    assert again.read_text() == text
+    again = assert_calibrated_again_same(tmp_path, capsys, out, "--heap-refault", d)
     assert load_profile(again).get("time.trim_cycle_ns") == 7166.7
 
 
