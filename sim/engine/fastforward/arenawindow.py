@@ -186,7 +186,7 @@ class _Window:
 
     __slots__ = ("before", "after", "low", "bounds", "read", "changed", "top0", "top1", "cut",
                  "sizes", "held", "gone", "live", "borrows", "handles", "heap", "bin_changes",
-                 "events", "reach", "chunks", "canon", "links")
+                 "events", "reach", "plan", "chunks", "canon", "links")
 
 
 def _record(sim, effect, starts, nodes, replay_one):
@@ -261,6 +261,7 @@ def _record(sim, effect, starts, nodes, replay_one):
     w.bin_changes = arena.bin_changes - changes
     w.events = tuple(events)
     w.reach = _reach(events)
+    w.plan = _walk_plan(events)
     return handles, w
 
 
@@ -280,6 +281,31 @@ def _reach(events):
         else:
             return None
     return need, end, low
+
+
+def _walk_plan(events) -> tuple:
+    """:func:`_walk`'s top events with each run of carves between two other events as one
+    ``(0, needs, end)``: the carves' needs below the break relative to the window's first
+    top (``rel + nb + MINSIZE``), only those above every one before them in the run
+    (ascending: the others find the break high enough, since within the run it only
+    rises), and the highest byte the run touches; the other events as they are."""
+    plan = []
+    needs, end = [], None
+    for kind, rel, arg in events:
+        if kind == 0:
+            need = rel + arg + MINSIZE
+            if not needs or need > needs[-1]:
+                needs.append(need)
+            touched = rel + arg + 2 * SIZE_SZ
+            end = touched if end is None else max(end, touched)
+            continue
+        if needs:
+            plan.append((0, tuple(needs), end))
+            needs, end = [], None
+        plan.append((kind, rel, arg))
+    if needs:
+        plan.append((0, tuple(needs), end))
+    return tuple(plan)
 
 
 def _chunks(state, low, read, more=None) -> dict:
@@ -354,14 +380,22 @@ def _walk(arena, w, d):
         if brk >= base + need and (low is None or brk - base - low < max(
                 CONSOLIDATION_THRESHOLD, arena.trim_threshold)):
             return brk, resident if end is None else max(resident, base + end), 0, 0, trim_from
-    for kind, rel, arg in w.events:
-        top = base + rel
+    for kind, rel, arg in w.plan:
         if kind == 0:
-            if brk - top < arg + MINSIZE:
-                need = arg + arena.top_pad + MINSIZE - (brk - top)
+            # a run of carves (_walk_plan): the break grows at each need above it, as
+            # sysmalloc grows it by the need, the top pad and MINSIZE in whole pages
+            needs = rel
+            i = bisect_right(needs, brk - base)
+            while i < len(needs):
+                need = base + needs[i] + arena.top_pad - brk
                 brk += -(-need // page) * page
-            end = top + arg + 2 * SIZE_SZ
-        elif kind == 1:
+                i = bisect_right(needs, brk - base, i + 1)
+            end = base + arg
+            if end > resident:
+                resident = end
+            continue
+        top = base + rel
+        if kind == 1:
             if brk - top >= CONSOLIDATION_THRESHOLD and brk - top >= arena.trim_threshold:
                 area = brk - top - MINSIZE - 1
                 if area > arena.top_pad:
