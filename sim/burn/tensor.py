@@ -470,6 +470,8 @@ class Tensor:
         for other in others:
             if other.prim is None:
                 other._alive()
+            if other.device is device:
+                continue      # the same device: nothing to reconcile
             if other.device.is_autodiff and not device.is_autodiff:
                 device = other.device
             if other.device.is_autodiff and device.is_autodiff and \
@@ -480,7 +482,7 @@ class Tensor:
     def _binary(self, name, other):
         if isinstance(other, (int, float)):
             return self._op(OPS[name].scalar_op, (), self.shape)
-        shape = _broadcast(self.shape, other.shape)
+        shape = self.shape if self.shape == other.shape else _broadcast(self.shape, other.shape)
         if shape != self.shape and shape != other.shape:   # both broadcast: a new size
             _check_size(shape, self.device.sim)
         _check_devices(self, other)
