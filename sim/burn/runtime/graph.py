@@ -483,9 +483,8 @@ class GraphLocator:
                 or next(reversed(self.live)) is not graph or self.keys.get(node_id)
                 or node_id in self.key_tables or node_id in self.key_runs):
             return False
-        heap = self.sim.heap
-        handles = (unbuilt_graph_handles(heap, self.sim.layout, step, rc, graph.blocks,
-                                         graph._block) if heap.orders_frees else None)
+        handles = unbuilt_graph_handles(self.sim.heap, self.sim.layout, step, rc,
+                                        graph.blocks, graph._block)
         step.node._nbytes = 0       # the run owns the blocks from now on
         graph.entries = 0
         rc.owner = None
