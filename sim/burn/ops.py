@@ -103,7 +103,8 @@ def float_op(op, inputs, out_shape, device):
     if retro is not None:
         node.retro = retro
     out = finish(op, device, shapes, buffer, node, nodes, actions, type(inputs[0]))
-    drop_operands(inputs, moved, nodes, lifted)
+    if moved or lifted is not None:   # else nothing of the operands drops here
+        drop_operands(inputs, moved, nodes, lifted)
     del nodes   # the operands' nodes go with the preparation
     out.box()
     for t in moved:

@@ -470,6 +470,8 @@ class Tensor:
         for other in others:
             if other.prim is None:
                 other._alive()
+            if other.device is device:
+                continue      # the same device: nothing to reconcile
             if other.device.is_autodiff and not device.is_autodiff:
                 device = other.device
             if other.device.is_autodiff and device.is_autodiff and \
@@ -480,7 +482,7 @@ class Tensor:
     def _binary(self, name, other):
         if isinstance(other, (int, float)):
             return self._op(OPS[name].scalar_op, (), self.shape)
-        shape = _broadcast(self.shape, other.shape)
+        shape = self.shape if self.shape == other.shape else _broadcast(self.shape, other.shape)
         if shape != self.shape and shape != other.shape:   # both broadcast: a new size
             _check_size(shape, self.device.sim)
         _check_devices(self, other)
@@ -605,6 +607,11 @@ def _check_devices(*tensors) -> None:
             sim = device.sim
     if boxes:
         heap, nbytes = sim.heap, sim.layout.device_box_bytes
+        if boxes == 2:   # a binary op's two devices (the hot path: no list of blocks)
+            first = heap.alloc(nbytes)
+            heap.free(nbytes, heap.alloc(nbytes))
+            heap.free(nbytes, first)
+            return
         blocks = []
         for _ in range(boxes):
             blocks.append(heap.alloc(nbytes))

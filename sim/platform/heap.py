@@ -14,6 +14,9 @@ Units: bytes and blocks (one block = one successful ``alloc`` call).
 
 from __future__ import annotations
 
+import hashlib
+import os
+import warnings
 from contextlib import nullcontext
 from itertools import repeat
 
@@ -489,3 +492,28 @@ class _Closed(HeapTap):
 
 
 CLOSED = _Closed()
+
+
+def _adopt_compiled(namespace) -> None:
+    """Put the classes of the compiled build of this file (``sim.platform._heap_c``, see
+    ``setup.py``; the fields' types in ``heap.pxd``) in place of this module's own, when it
+    was compiled from this very text; otherwise this module runs as Python (a build from an
+    older text is refused with a warning: ``pip install -e .`` builds it anew), as
+    :mod:`sim.platform.ptmalloc` does. ``SIM_PURE_HEAP=1`` keeps the Python."""
+    if os.environ.get("SIM_PURE_HEAP") or namespace.get("__name__") != "sim.platform.heap":
+        return
+    try:
+        from . import _heap_c as compiled
+    except ImportError:
+        return
+    with open(__file__, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    if getattr(compiled, "SOURCE_SHA256", None) != digest:
+        warnings.warn(f"{compiled.__file__} was compiled from another version of "
+                      f"{__file__}; the heap runs as Python (`pip install -e .` rebuilds it)")
+        return
+    namespace.update((name, value) for name, value in vars(compiled).items()
+                     if not name.startswith("__") and name != "SOURCE_SHA256")
+
+
+_adopt_compiled(globals())

@@ -7,6 +7,7 @@ import gc
 import pytest
 
 from sim.platform.heap import Heap
+from sim.engine import simulation
 from sim.engine.simulation import Simulation
 from sim.engine.profile import load_profile
 from sim.burn.tensor import Tensor, drop
@@ -21,23 +22,24 @@ STRIDES = 16
 def events(monkeypatch):
     """Every heap event of a live simulation from the moment it is first read: ``("alloc" |
     "free", bytes)``. Earlier tests' simulations are collected first, and a closed heap's
-    events (a simulation the garbage collector finalizes during the test) are not read."""
+    events (a simulation the garbage collector finalizes during the test) are not read.
+    The simulations made meanwhile get a heap whose ``alloc`` and ``free`` record each
+    event first (a subclass: the compiled heap's methods cannot be replaced on its class)."""
     gc.collect()
     seen = []
-    alloc, free = Heap.alloc, Heap.free
 
-    def traced_alloc(self, nbytes, align=0):
-        if nbytes > 0 and not self.closed:
-            seen.append(("alloc", nbytes))
-        return alloc(self, nbytes, align)
+    class TracedHeap(Heap):
+        def alloc(self, nbytes, align=0):
+            if nbytes > 0 and not self.closed:
+                seen.append(("alloc", nbytes))
+            return Heap.alloc(self, nbytes, align)
 
-    def traced_free(self, nbytes, block=None):
-        if nbytes > 0 and not self.closed:
-            seen.append(("free", nbytes))
-        return free(self, nbytes, block)
+        def free(self, nbytes, block=None):
+            if nbytes > 0 and not self.closed:
+                seen.append(("free", nbytes))
+            return Heap.free(self, nbytes, block)
 
-    monkeypatch.setattr(Heap, "alloc", traced_alloc)
-    monkeypatch.setattr(Heap, "free", traced_free)
+    monkeypatch.setattr(simulation, "Heap", TracedHeap)
     return seen
 
 

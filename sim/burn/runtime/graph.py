@@ -530,11 +530,12 @@ class GraphLocator:
         (``handles``: its blocks' handles, where the run's frees name them, else None)."""
         live = self.live
         last = next(reversed(live), None)
+        # (the run's one layout read as a tuple, not through its properties: hot path)
         if (last.__class__ is NodeRun and last.new_graph and len(last.layouts) == 1
-                and last.node_order == node_order and last.graph_order == graph_order
+                and last.layouts[0][:2] == (node_order, graph_order)
                 and last.drop_indices == (drop_index,) and not last.nodes_freed
                 and (type(last.handles) is list) == (handles is not None)):
-            end = last.last
+            end = last.first + last.stride * (last.count - 1)     # last.last
             if node_id > end and (last.count == 1 or node_id == end + last.stride):
                 if last.count == 1:
                     last.stride = node_id - last.first
