@@ -295,6 +295,12 @@ def _figures(figures, summary, errors, workload_of):
                             "tables \"Which fix, and at what price\" and \"Every run: growth "
                             "and verdicts\" (its rules are stated there)."))
         blocks.append(("img", summary, "policy x workload summary"))
+    elif figures:
+        blocks.append(("p", "No summary figure: no run has a loop to grow along (more than "
+                            "one sample, or one sample of a `*_delta` memory metric) nor a "
+                            "panic, so there is no growth or time per loop unit to set the "
+                            "policies against; each run is listed under \"Every run: growth "
+                            "and verdicts\", and its values are in the workload figures."))
     if figures:
         blocks.append(("p", "Workload figures: lines are predictions, one colour per policy "
                             "(coinciding curves nest, the first policy widest); black-edged "
@@ -311,7 +317,8 @@ def _figures(figures, summary, errors, workload_of):
         n = measured.get(name, 0)
         blocks.append(("p", f"{n} measured point(s) drawn against the predictions." if n
                        else "No measured points: predictions only."))
-        blocks.append(("img", path, f"{name}: predicted vs measured"))
+        blocks.append(("img", path, f"{name}: predicted vs measured" if n
+                       else f"{name}: predicted, no measurements"))
     return blocks
 
 
