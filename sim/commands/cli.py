@@ -259,7 +259,17 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
         w.resolve(v, set_values)
     if out is not None:
         _check_out_file(out)
+    if fmt is None:
+        suffix = Path(out).suffix.lower() if out else ""
+        fmt = {".csv": "csv", ".json": "json"}.get(suffix, "table")
+
+    def rows_text(rows):
+        if fmt == "csv":
+            return rows_to_csv(rows, PREDICTED_COLUMNS)
+        return dump_json(rows) if fmt == "json" else _table(rows)
+
     from .progress import Heartbeat
+    from ..errors import LimitExceeded
     rows = []
     for v, policy in ((v, p) for v in variants for p in policies):
         beat = Heartbeat(f"{w.name}/{v}" + (f" {policy}" if len(policies) > 1 else ""))
@@ -270,17 +280,17 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
                                                max_tensor_elements=max_elements or
                                                Limits.MAX_TENSOR_ELEMENTS),
                                  fast_forward=not exact, heartbeat=beat))
+        except LimitExceeded as exc:
+            # a budget: the rows sampled before it are kept beside --out, never as it
+            rows += getattr(exc, "rows", [])
+            if out is None or not rows:
+                raise
+            atomic_write(f"{out}.partial", rows_text(rows))
+            raise LimitExceeded(f"{exc}; the {len(rows)} rows sampled before it are in "
+                                f"{out}.partial") from None
         finally:
             beat.close()
-    if fmt is None:
-        suffix = Path(out).suffix.lower() if out else ""
-        fmt = {".csv": "csv", ".json": "json"}.get(suffix, "table")
-    if fmt == "csv":
-        text = rows_to_csv(rows, PREDICTED_COLUMNS)
-    elif fmt == "json":
-        text = dump_json(rows)
-    else:
-        text = _table(rows)
+    text = rows_text(rows)
     if out is None:
         click.echo(text, nl=False)
     else:

@@ -310,3 +310,38 @@ def test_the_failing_sweep_of_item_4_exits_2(tmp_path):
     lines = [line for line in proc.stderr.splitlines() if not line.startswith("[")]
     assert_one_error(proc.returncode, lines, "op budget exceeded")
     assert "Fatal Python error" not in proc.stderr
+
+
+SAMPLED_THEN_OVER = """
+from sim.burn.tensor import Tensor
+
+def run(sim, variant):
+    a = Tensor.from_floats([1.0], sim.device("flex").autodiff())
+    for step in (1, 2):
+        yield sim.sample(step, "step", rss=1.0 * step)
+    while True:
+        b = a.clone() + a.clone()
+        yield sim.tick()
+"""
+
+
+@pytest.mark.parametrize("out", ["rows.csv", "rows.json"])
+def test_a_budget_keeps_the_rows_sampled_before_it_beside_out(tmp_path, capsys, out):
+    """A run stopped by a budget (--max-ops here, --timeout alike) wrote nothing: the rows
+    it had sampled were lost (new-user walkthrough, session 58). They go to OUT.partial,
+    in --out's format, and the error line says so; OUT itself is never written."""
+    path = tmp_path / "over.py"
+    path.write_text(SAMPLED_THEN_OVER)
+    target = tmp_path / out
+    code, _, lines = run_cli(["run", str(path), "--max-ops", "2000", "--out", str(target)],
+                             capsys)
+    assert_one_error(code, lines, "budget", f"the 18 rows sampled before it are in "
+                                            f"{target}.partial")
+    assert not target.exists()
+    text = (tmp_path / f"{out}.partial").read_text()
+    assert text.count('"rss"' if out.endswith("json") else ",rss,") == 2
+    # without --out, nothing is written anywhere
+    code, printed, lines = run_cli(["run", str(path), "--max-ops", "2000"], capsys)
+    assert_one_error(code, lines, "budget")
+    assert printed == ""
+    assert "partial" not in lines[0]
