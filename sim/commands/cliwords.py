@@ -38,8 +38,13 @@ __all__ = ["AtLeast", "Above", "OneOf", "PathOf", "said", "unknown_command"]
 class AtLeast(click.IntRange):
     """A whole number of at least ``low`` (click's ``IntRange(min=low)``, in our words)."""
 
+    name = "integer"
+
     def __init__(self, low: int):
         super().__init__(min=low)
+
+    def _describe_range(self) -> str:
+        return f">= {self.min}"
 
     def convert(self, value, param, ctx):
         try:
@@ -55,8 +60,13 @@ class AtLeast(click.IntRange):
 class Above(click.FloatRange):
     """A number above ``low`` (click's ``FloatRange(min=low, min_open=True)``)."""
 
+    name = "number"
+
     def __init__(self, low: float):
         super().__init__(min=low, min_open=True)
+
+    def _describe_range(self) -> str:
+        return f"> {self.min:g}"
 
     def convert(self, value, param, ctx):
         try:

@@ -327,3 +327,13 @@ def test_what_click_refuses_is_one_line_in_the_projects_words(case, capsys):
     assert_one_error(code, lines, expected)
     assert not re.search(r"Invalid value|No such|Missing|is not in the range|range\.|"
                          r"Got unexpected|requires an argument", lines[0]), lines[0]
+
+
+def test_every_help_names_numbers_in_the_same_words(capsys):
+    """--help wrote click's "INTEGER RANGE ... [x>=1]" where the errors now say
+    "--jobs 0: must be >= 1": "INTEGER ... [>= 1]"."""
+    from sim.commands.cli import cli
+    for name in cli.list_commands(None):
+        code, out, lines = run_cli([name, "--help"], capsys)
+        assert code == 0, (name, lines)
+        assert "RANGE" not in out and "x>" not in out, (name, out)
