@@ -598,18 +598,22 @@ def _confirmed(cells, runs, fixes):
                 verdict = "confirmed" if said == seen else "**not confirmed**"
                 if got.x_last is not None and got.x_last != predicted.x_last:
                     verdict += (f" (real burn ran to {got.x_last:g} {got.x_unit}, the "
-                                f"prediction to {predicted.x_last:g})")
+                                f"prediction to {predicted.x_last:g} {predicted.x_unit})")
                 lines.append(f"{run_label(run)}: `{fix}` {said} the {what} in the "
                              f"prediction; on patched real burn it {seen} it: {verdict}.")
     if not lines:
         return [("p", "No run of real burn with a fix applied has been measured where it "
                       "would confirm a verdict above: the fixes' verdicts are predictions.")]
     where = PATCHED_MEASURED.relative_to(PATCHED_MEASURED.parents[3])
+    # the verdicts real burn contradicts first: they are what a reader deciding must see
+    missed = [line for line in lines if "**not confirmed**" in line]
+    tally = (f"{len(lines) - len(missed)} of {len(lines)} verdicts confirmed"
+             + (f"; the {len(missed)} not confirmed first" if missed else ""))
     return [("p", f"Confirmed on real burn: burn-autodiff 0.22.1 patched with each fix "
                   f"(`sim measure --patch NAME`, quick loop counts, Linux; `{where}/`, "
                   f"docs/fixes.md), judged by the same rule as the predictions, on the runs "
-                  f"where unpatched real burn shows the problem too:"),
-            ("list", lines)]
+                  f"where unpatched real burn shows the problem too ({tally}):"),
+            ("list", missed + [line for line in lines if line not in missed])]
 
 
 def _grouped(prices) -> str:
