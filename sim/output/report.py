@@ -344,7 +344,10 @@ def _reference_text(ref) -> str:
     """The reference's growth on a run, as the answer table states it."""
     parts = []
     if ref.memory_grows:
-        parts.append(f"memory +{_bytes(ref.memory_bytes)} {ref.unit}")
+        # its highest sample too: what a fix's plateau (its price, "peak ...") is set against
+        peak = ("" if ref.memory_peak_bytes is None
+                else f" (to {_bytes(ref.memory_peak_bytes)})")
+        parts.append(f"memory +{_bytes(ref.memory_bytes)} {ref.unit}{peak}")
     if ref.time_grows:
         parts.append(f"time {_ms(ref.ms_first)} -> {_ms(ref.ms_last)} {ref.unit}")
     elif ref.ms_last is not None:
@@ -420,7 +423,8 @@ def _answer(growth):
     blocks.append(("p", f"Per run where `{REFERENCE}` grows, slows down or panics: the fixes "
                         f"that remove all of it, those that remove part of it, and the rest, "
                         f"each with its price, judged against `{REFERENCE}` on the same run: "
-                        f"*peak* is the height a bounded memory plateaus at (*higher "
+                        f"*peak* is the height a bounded memory plateaus at, against "
+                        f"`{REFERENCE}`'s highest sample where it grows (*to ...*; *higher "
                         f"plateau*: more than {TOLERANCE['memory'] * 100:g} % and "
                         f"{GROWS_BYTES // 1024} KiB above `{REFERENCE}`'s where neither "
                         f"grows), *x faster* / "

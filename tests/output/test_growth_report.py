@@ -125,7 +125,12 @@ def test_a_phased_run_gets_a_row_per_phase():
     assert ("| w / v (generate) | per sample | heap_bytes | 5.86 KiB | flat, 16 µs | none | "
             "memory removed (peak 4.59 MiB); same time |") in md
     # the answer lists only the phase that grows, and the fix's plateau
-    assert ("| w / v (generate) | memory +5.86 KiB per sample; time 16 µs per sample | "
+    # burn's own highest sample beside its growth: what the fix's peak is set against
+    # (pit-infer B read "skip-untracked (peak 106 MiB)" with nothing to set it against;
+    # walkthrough, session 58)
+    peak = max(r["value"] for r in _phased() if r["metric"] == "heap_bytes")
+    assert ("| w / v (generate) | memory +5.86 KiB per sample (to "
+            f"{report._bytes(peak)}); time 16 µs per sample | "
             "`fix` (peak 4.59 MiB; same time) | **none** |  |") in md
 
 
