@@ -138,7 +138,7 @@ def test_a_higher_plateau_that_does_not_grow_is_a_price():
                      "7.03 MiB; same time).")
     assert "`near`" not in price
     # the answer's rule states both bars of higher_plateau, the 5 % and the 64 KiB
-    assert "(*higher plateau*: more than 5 % and 64 KiB above `burn-0.22.1`'s" in md
+    assert "; *higher plateau*: more than 5 % and 64 KiB above `burn-0.22.1`'s" in md
     detail = next(line for line in lines if line.startswith("| w / v | per step"))
     assert "flat (higher plateau, peak 10 MiB against 7.03 MiB); same time" in detail
 
