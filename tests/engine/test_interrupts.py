@@ -345,3 +345,23 @@ def test_a_budget_keeps_the_rows_sampled_before_it_beside_out(tmp_path, capsys, 
     assert_one_error(code, lines, "budget")
     assert printed == ""
     assert "partial" not in lines[0]
+
+
+def test_a_budget_stopping_a_loop_at_its_jump_back_names_a_line_not_none():
+    """`sim run grow.py --timeout 8` said `grow.py:None: time budget exceeded` once in
+    two (walkthrough, session 58): the alarm landed on the loop's jump back, an
+    instruction with no line. The frame gets the line before it."""
+    from sim.userfile import line_before
+
+    def run(sim, variant, iterations):
+        y = 1
+        for i in range(iterations):
+            y = y * 1.0001
+            if i % 100000 == 0:
+                yield y
+    code = run.__code__
+    lines = {n for _, _, n in code.co_lines() if n is not None}
+    lineless = [start for start, _, n in code.co_lines() if n is None and start > 0]
+    for offset in lineless:
+        assert line_before(code, offset) in lines
+    assert line_before(code, 0) in lines | {None}
