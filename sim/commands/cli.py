@@ -667,8 +667,12 @@ def _sweep_done(info, out):
 @click.option("--exact", is_flag=True,
               help="simulate every loop iteration (no fast-forward): the same rows, slower; "
                    "to check fast-forward on your grid")
+@click.option("--timeout", type=Above(0), default=None,
+              help="seconds of wall time one cell may run: a cell past it stops the sweep "
+                   "with one error (the finished cells stay cached; the results of the "
+                   "run before are left as they were)")
 def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force, no_reuse, sets,
-              max_elements, exact):
+              max_elements, exact, timeout):
     """Run workloads x variants x policies (x --set grid) and compare with measurements.
 
     Writes OUT/predicted.csv, OUT/errors.csv, one figure per workload,
@@ -679,7 +683,7 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
     from .sweep import default_jobs, sweep
     info = sweep(workloads, policy, profile, measured, out, jobs or default_jobs(), scheduler,
                  force, sets, command=_command_line(), reuse=not no_reuse, exact=exact,
-                 max_elements=max_elements)
+                 max_elements=max_elements, timeout=timeout)
     _sweep_done(info, out)
 
 

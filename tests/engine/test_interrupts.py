@@ -365,3 +365,20 @@ def test_a_budget_stopping_a_loop_at_its_jump_back_names_a_line_not_none():
     for offset in lineless:
         assert line_before(code, offset) in lines
     assert line_before(code, 0) in lines | {None}
+
+
+def test_a_sweep_timeout_stops_a_cell_past_it_and_keeps_the_finished_cells(tmp_path, capsys):
+    """`sim sweep` had no time budget (`sim run --timeout` only): a user's slow cell could
+    only be interrupted (walkthrough, session 58). `--timeout S` stops the cell past S with
+    one error line; the cells finished before it stay cached, nothing else is written."""
+    path = tmp_path / "spin.py"
+    path.write_text(PURE_PYTHON)
+    out = tmp_path / "out"
+    code, _, lines = run_cli(["sweep", "-w", "adleak-count", "-w", str(path), "-p",
+                              "burn-0.22.1", "-j", "1", "--timeout", "0.5", "--out", str(out)],
+                             capsys)
+    lines = [line for line in lines if not line.startswith("[")]
+    assert_one_error(code, lines, "spin/default/burn-0.22.1: ",
+                     "time budget exceeded: more than 0.5 s of wall time (raise --timeout)")
+    assert sorted(p.name for p in out.iterdir()) == [".cache"]
+    assert len(list(out.glob(".cache/*/*.json"))) == 3      # adleak-count's variants
