@@ -38,9 +38,33 @@ def exception_frames(exc) -> list:
     re-raises a process's exception as a copy whose cause is the original)."""
     frames, seen = [], exc
     while seen is not None:
-        frames[:0] = traceback.extract_tb(seen.__traceback__)
+        frames[:0] = _frames(seen.__traceback__)
         seen = seen.__cause__
     return frames
+
+
+def _frames(tb) -> list:
+    """``traceback.extract_tb(tb)`` with a line for every frame: one stopped at an
+    instruction that has none (a loop's jump back, where a budget's alarm can land) gets
+    the line before it (:func:`line_before`), not ``None``."""
+    frames = traceback.extract_tb(tb)
+    for frame in frames:
+        if frame.lineno is None:
+            frame.lineno = line_before(tb.tb_frame.f_code, tb.tb_lasti)
+        tb = tb.tb_next
+    return frames
+
+
+def line_before(code, offset):
+    """The source line of ``code``'s last instruction at or before bytecode ``offset`` that
+    has one (None if none has)."""
+    line = None
+    for start, _, number in code.co_lines():
+        if start > offset:
+            break
+        if number is not None:
+            line = number
+    return line
 
 
 def where_raised(exc, path) -> str:

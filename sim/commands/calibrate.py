@@ -306,13 +306,17 @@ def calibrate(measured, base, params, points=(), out=None, jobs=1, echo=print, f
     cells = cells_for(measured, policy)
     predicted_before = run_cells(cells, profile, jobs, quick)
     predicted_after = run_cells(cells, new_profile, jobs, quick)
-    before_earlier, after_earlier = _base_point_rows(earlier, predicted_before, profile,
-                                                     new_profile, jobs)
-    # this fit's rows last: where both predict a point, the fit's own run is the one checked
-    dropped = _moved(earlier, before_earlier + predicted_before,
-                     after_earlier + predicted_after)
+    before_earlier, after_earlier, earlier_quick = _base_point_rows(
+        earlier, predicted_before, profile, new_profile, jobs, previous.get("quick_points"),
+        quick)
+    # the base's points' own runs last: they hold only the points the fit's run does not
+    # check (another cell, an x it does not reach, or a run of the other length)
+    dropped = _moved(earlier, predicted_before + before_earlier,
+                     predicted_after + after_earlier)
+    fit_quick_ids = {fid for fid in fit_ids if point_workload(_split_point(fid)[1]) in quick}
     new_profile.data["calibration"] = _record(previous, params, fit_ids,
-                                              {pid for pid, _, _ in dropped})
+                                              {pid for pid, _, _ in dropped},
+                                              fit_quick_ids | earlier_quick)
     fitted_ids = [pid for pol, pid in map(_split_point, new_profile.data["calibration"]["points"])
                   if pol == policy]
     before = join(measured, predicted_before, fitted_ids, policy)
@@ -685,10 +689,16 @@ def _shown_value(profile, name) -> str:
         return "(none)"
 
 
-def _record(previous, params, fit_ids, dropped) -> dict:
+def _record(previous, params, fit_ids, dropped, quick_ids=()) -> dict:
     """The new ``[calibration]`` record: the ``previous`` one (the base's; empty when
     fresh) with this call's ``params`` and points ``fit_ids`` added, less the ``dropped``
     base points (moved by this fit without being among its points).
+
+    ``quick_points``: the points of ``points`` in ``quick_ids``, those fitted on a probe's
+    ``--quick`` run (the workload's ``QUICK`` parameters): the run the check of a later
+    calibration runs them with (:func:`_earlier_predictions`). Kept where every point's
+    run is known: a fresh record, or a ``previous`` one that keeps it (a record written
+    before it cannot tell which run its points were fitted on, nor can its successors).
 
     ``fitted_on`` maps each parameter to the points of the call that last fitted it (all
     of that call's points: its parameters are fitted jointly); a refitted parameter's
@@ -705,8 +715,13 @@ def _record(previous, params, fit_ids, dropped) -> dict:
     for name in params:
         fitted_on[name] = list(fit_ids)
     kept = [p for p in previous.get("points", []) if p not in dropped and p not in old]
-    return {"fitted": fitted, "points": list(dict.fromkeys(kept + list(fit_ids))),
-            "fitted_on": {name: fitted_on[name] for name in fitted if name in fitted_on}}
+    points = list(dict.fromkeys(kept + list(fit_ids)))
+    record = {"fitted": fitted, "points": points}
+    if "quick_points" in previous or not previous.get("points"):
+        quick_ids = set(quick_ids)
+        record["quick_points"] = [p for p in points if p in quick_ids]
+    record["fitted_on"] = {name: fitted_on[name] for name in fitted if name in fitted_on}
+    return record
 
 
 def _stderr(text) -> None:
@@ -831,36 +846,57 @@ def _earlier_cells(points) -> list:
     return [c for policy, ids in by_policy.items() for c in cells_for(_rows_of(ids), policy)]
 
 
-def _base_point_rows(points, predicted, before, after, jobs) -> tuple:
+def _base_point_rows(points, predicted, before, after, jobs, quick_points=None,
+                     quick=None) -> tuple:
     """Predicted rows, under the profiles ``before`` and ``after`` the fit, of the base's
-    recorded ``points`` that this fit's ``predicted`` rows do not predict: those of other
-    cells, and those of its own cells at an x its run does not reach (a point of a full
-    run where this fit's rows are quick, or the reverse), run as
-    :func:`_earlier_predictions` chooses; else a point would be predicted by neither
-    profile and go unchecked."""
+    recorded ``points`` that this fit's ``predicted`` rows (run with ``quick``: workload
+    name -> its quick parameters) do not check: those of other cells, those of its own
+    cells at an x its run does not reach (a point of a full run where this fit's rows are
+    quick, or the reverse), and, where the base records ``quick_points``, those its run
+    has at the other length; run as :func:`_earlier_predictions` chooses; else a point
+    would be predicted by neither profile and go unchecked. Returns ``(rows before, rows
+    after, the points checked on a quick run)``: this fit's run's for the points it
+    checks."""
+    quick = quick or {}
     indexes = {}
-    missing = []
+    missing, on_quick = [], set()
     for point in points:
         policy, pid = _split_point(point)
         if policy not in indexes:
             indexes[policy] = _by_point(predicted, policy)
-        if pid not in indexes[policy]:
+        ours = point_workload(pid) in quick
+        if pid not in indexes[policy] or (quick_points is not None
+                                          and (point in quick_points) != ours):
             missing.append(point)
+        elif ours:
+            on_quick.add(point)
     if not missing:
-        return [], []
-    return _earlier_predictions(missing, sorted(set(_earlier_cells(missing))), before,
-                                after, jobs)
+        return [], [], on_quick
+    rows_before, rows_after, checked = _earlier_predictions(
+        missing, sorted(set(_earlier_cells(missing))), before, after, jobs, quick_points)
+    return rows_before, rows_after, on_quick | checked
 
 
-def _earlier_predictions(points, cells, before, after, jobs) -> tuple:
+def point_workload(pid):
+    """The workload of a point id ``pid`` (its experiment's), or None."""
+    cells = cells_for(_rows_of([pid]))
+    return cells[0][0] if cells else None
+
+
+def _earlier_predictions(points, cells, before, after, jobs, quick_points=None) -> tuple:
     """Predicted rows of the base's recorded ``points`` that no measured row of this fit
-    predicts (their ``cells``), under the profiles ``before`` and ``after`` the fit.
+    predicts (their ``cells``), under the profiles ``before`` and ``after`` the fit, and
+    the points checked on a quick run.
 
-    A workload's cells run with its ``QUICK`` loop counts (the probes' quick mode) where
-    that run predicts every recorded point of them (a run's rows up to a loop count do not
-    depend on its length), else with the workload's defaults: the check of a staged
-    profile's points takes the quick runs its stages were fitted on, not full ones
-    (adleak-rss's 100,000 iterations where its text points are at 0 and 10 thousand)."""
+    Each point is checked on the run it was fitted on: with its workload's ``QUICK``
+    parameters (the probes' quick mode) where the base's record lists it in
+    ``quick_points``, else with the workload's defaults. A base written before the record
+    kept ``quick_points`` (``None``) cannot tell: a workload's cells then run quick where
+    that run predicts every recorded point of them, else with the defaults, which assumes
+    a quick run's rows equal a full run's where both have them: true for a point only a
+    quick run reaches (adleak-rss's text points at 0 and 10 thousand iterations), not for
+    every workload (backward-cost's quick chain of 200 gives ms per step 0.3-4 % off the
+    full chain's of 2,000 at the same round, linux-x86_64; docs/calibrate.md)."""
     from ..engine.workloads import load_workload
     by_workload = {}
     for point in points:
@@ -869,20 +905,34 @@ def _earlier_predictions(points, cells, before, after, jobs) -> tuple:
                 by_workload.setdefault(cell[0], (set(), []))
                 by_workload[cell[0]][0].add(cell)
                 by_workload[cell[0]][1].append(point)
-    rows_before, rows_after = [], []
+    rows_before, rows_after, checked = [], [], set()
     for name, (group, group_points) in sorted(by_workload.items()):
         group = sorted(group)
         loop_counts = load_workload(name).quick
         quick = {name: dict(loop_counts)} if loop_counts else {}
-        rows = run_cells(group, before, jobs, quick) if quick else None
-        if rows is None or any(
-                _split_point(p)[1] not in _by_point(rows, _split_point(p)[0])
-                for p in group_points):
-            quick = {}
-            rows = run_cells(group, before, jobs)
-        rows_before += rows
-        rows_after += run_cells(group, after, jobs, quick)
-    return rows_before, rows_after
+        if quick_points is not None:
+            on_quick = [p for p in group_points if quick and p in quick_points]
+            runs = [({}, [p for p in group_points if p not in on_quick], None),
+                    (quick, on_quick, None)]
+        else:
+            rows = run_cells(group, before, jobs, quick) if quick else None
+            if rows is None or any(
+                    _split_point(p)[1] not in _by_point(rows, _split_point(p)[0])
+                    for p in group_points):
+                quick, rows = {}, run_cells(group, before, jobs)
+            runs = [(quick, group_points, rows)]
+        for run_quick, run_points, rows in runs:
+            if not run_points:
+                continue
+            if rows is None:
+                rows = run_cells(group, before, jobs, run_quick)
+            ids = {_split_point(p)[1] for p in run_points}
+            rows_before += [r for r in rows if point_id(r) in ids]
+            rows_after += [r for r in run_cells(group, after, jobs, run_quick)
+                           if point_id(r) in ids]
+            if run_quick:
+                checked.update(run_points)
+    return rows_before, rows_after, checked
 
 
 def _rows_of(ids) -> list:
@@ -1073,7 +1123,12 @@ def write_profile(base_path, new_profile, values, out, header=(), dropped=(),
         table += [f"#   {p}" for p in dropped]
     table += ["fitted = [" + ", ".join(f'"{p}"' for p in cal["fitted"]) + "]", "points = ["]
     table += [f'  "{p}",' for p in cal["points"]]
-    table += ["]", ""]
+    table += ["]"]
+    if "quick_points" in cal:
+        table += ["# the points fitted on (or, of an earlier record, checked on) a probe's "
+                  "--quick run: a later calibration checks them on one", "quick_points = ["]
+        table += [f'  "{p}",' for p in cal["quick_points"]] + ["]"]
+    table += [""]
     if cal.get("fitted_on"):
         table += ["[calibration.fitted_on]",
                   "# each parameter: the points of the `sim calibrate` call that last fitted it"]

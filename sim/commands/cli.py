@@ -14,6 +14,7 @@ import click
 from .. import __version__
 from ..errors import UserError
 from ..paths import EXPERIMENTS
+from .cliwords import Above, AtLeast, OneOf, PathOf, said, unknown_command
 
 __all__ = ["main", "cli"]
 
@@ -46,7 +47,7 @@ def main(argv=None):
     except click.exceptions.Abort:
         _interrupted(own)
     except click.ClickException as exc:
-        _fail(exc.format_message().replace("\n", " "))
+        _fail(said(exc).replace("\n", " "))
     except UserError as exc:
         _fail(str(exc).replace("\n", " "))
     except (KeyboardInterrupt, _Interrupted):
@@ -82,6 +83,12 @@ class _SimGroup(click.Group):
     """The command group; a reader of stdout that goes away while a command prints
     (``sim policies | head``) ends the command with status 0, where click's own handler
     would exit 1."""
+
+    def resolve_command(self, ctx, args):
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            raise unknown_command(name, self.list_commands(ctx))
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx):
         try:
@@ -211,18 +218,18 @@ def policies_cmd(files):
 @_profile_option
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="override a workload parameter (repeatable)")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default=None,
+@click.option("--format", "fmt", type=OneOf(["table", "csv", "json"]), default=None,
               help="output format  [default: from --out's suffix (.csv, .json), else table]")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", type=PathOf(dir_okay=False), default=None,
               help="write to this file instead of stdout")
-@click.option("--max-ops", type=click.IntRange(min=1), default=50_000_000, show_default=True,
+@click.option("--max-ops", type=AtLeast(1), default=50_000_000, show_default=True,
               help="stop if more steps than this are registered")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--timeout", type=Above(0), default=None,
               help="stop after this many seconds of wall time")
-@click.option("--max-nodes", type=click.IntRange(min=1), default=5_000_000, show_default=True,
+@click.option("--max-nodes", type=AtLeast(1), default=5_000_000, show_default=True,
               help="stop if more simulated nodes than this are held individually (memory; "
                    "each chunk of a glibc arena counts as a quarter node)")
-@click.option("--max-elements", type=click.IntRange(min=1), default=None,
+@click.option("--max-elements", type=AtLeast(1), default=None,
               help="refuse a tensor with more elements than this  [default: 2^32]")
 @click.option("--exact", is_flag=True,
               help="simulate every loop iteration (no fast-forward); dead single-node graphs "
@@ -252,7 +259,17 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
         w.resolve(v, set_values)
     if out is not None:
         _check_out_file(out)
+    if fmt is None:
+        suffix = Path(out).suffix.lower() if out else ""
+        fmt = {".csv": "csv", ".json": "json"}.get(suffix, "table")
+
+    def rows_text(rows):
+        if fmt == "csv":
+            return rows_to_csv(rows, PREDICTED_COLUMNS)
+        return dump_json(rows) if fmt == "json" else _table(rows)
+
     from .progress import Heartbeat
+    from ..errors import LimitExceeded
     rows = []
     for v, policy in ((v, p) for v in variants for p in policies):
         beat = Heartbeat(f"{w.name}/{v}" + (f" {policy}" if len(policies) > 1 else ""))
@@ -263,17 +280,17 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
                                                max_tensor_elements=max_elements or
                                                Limits.MAX_TENSOR_ELEMENTS),
                                  fast_forward=not exact, heartbeat=beat))
+        except LimitExceeded as exc:
+            # a budget: the rows sampled before it are kept beside --out, never as it
+            rows += getattr(exc, "rows", [])
+            if out is None or not rows:
+                raise
+            atomic_write(f"{out}.partial", rows_text(rows))
+            raise LimitExceeded(f"{exc}; the {len(rows)} rows sampled before it are in "
+                                f"{out}.partial") from None
         finally:
             beat.close()
-    if fmt is None:
-        suffix = Path(out).suffix.lower() if out else ""
-        fmt = {".csv": "csv", ".json": "json"}.get(suffix, "table")
-    if fmt == "csv":
-        text = rows_to_csv(rows, PREDICTED_COLUMNS)
-    elif fmt == "json":
-        text = dump_json(rows)
-    else:
-        text = _table(rows)
+    text = rows_text(rows)
     if out is None:
         click.echo(text, nl=False)
     else:
@@ -290,21 +307,21 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
 @click.option("--fit", "params", multiple=True, metavar="PARAM",
               help="profile parameter to fit, e.g. time.scan_node_ns (repeatable; not a "
                    "[layout] one; needs --measured)")
-@click.option("--tlb", "tlb_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+@click.option("--tlb", "tlb_dir", type=PathOf(file_okay=False), default=None, metavar="DIR",
               help="instead of a fit: write the data TLB's [process] dtlb_entries, dtlb_ways "
                    "and [time] sweep_tlb_read_ns from the sweep-scan probe's `tlb` output in "
                    "DIR (tlb.csv, tlb.stderr; the host from a 'host:' line or lscpu.txt), and "
                    "its miss curves [time] sweep_tlb_miss_* from the `tlbr` rows in DIR/tlbr/ "
                    "and sweep_tlb_order_* (in the orphan sweep's own order) from the `order` "
                    "rows in DIR/order/ (each empty without them)")
-@click.option("--process-parts", "parts_path", type=click.Path(), default=None,
+@click.option("--process-parts", "parts_path", type=PathOf(), default=None,
               metavar="CSV|DIR",
               help="instead of a fit: write [process] baseline_rss_bytes (the mean RSS before "
                    "any burn code) and [code] gemv_bytes (the mean text the first "
                    "single-row forward adds) from the train-validate probe's PROBE_PARTS rows "
                    "(DIR/parts.csv, as `sim host-profile` writes it, or a CSV of the same "
                    "columns), and their source in [host.sources]")
-@click.option("--heap-refault", "refault_path", type=click.Path(), default=None,
+@click.option("--heap-refault", "refault_path", type=PathOf(), default=None,
               metavar="CSV|DIR",
               help="instead of a fit: write [time] trim_cycle_ns and trim_page_ns (a trim of "
                    "the glibc arena's top: its two brk calls, and per page given back) from "
@@ -315,7 +332,7 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
                    "phase often empty: p10-ema/detach//500/ms_per_step), * wildcards "
                    "(repeatable; each must match a measured point; default: every "
                    "measured point)")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", type=PathOf(dir_okay=False), default=None,
               help="write the calibrated profile here (e.g. models/NEW.toml); without it "
                    "nothing is written")
 @click.option("--force", is_flag=True,
@@ -324,10 +341,10 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
               help="start a new calibration record: forget the base profile's list of "
                    "fitted parameters and points (default: a staged calibration adds to it, "
                    "less the base's points this fit moves without fitting them)")
-@click.option("--max-iterations", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--max-iterations", type=AtLeast(1), default=8, show_default=True,
               help="Gauss-Newton iterations at most (each simulates the fitted cells once "
                    "per parameter, plus the line search)")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--jobs", "-j", type=AtLeast(1), default=1, show_default=True,
               help="local worker processes for the cells")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="run the fitted cells with this workload parameter during the fit "
@@ -411,14 +428,14 @@ def _read_all(paths, known) -> list:
               help="measured data, a CSV or a directory of them (default: the seed "
                    "measurements)")
 @_profile_option
-@click.option("--readme", type=click.Path(dir_okay=False, exists=True), default=None,
+@click.option("--readme", type=PathOf(dir_okay=False, exists=True), default=None,
               help="write the table into this README between the accuracy markers")
 @click.option("--policies-from", "policies_from",
-              type=click.Path(file_okay=False, exists=True), default=None,
+              type=PathOf(file_okay=False, exists=True), default=None,
               help="with --readme: also copy the policy table of this sweep's report.md "
                    "between the policy markers of the README, or of docs/policies.md "
                    "beside it")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--jobs", "-j", type=AtLeast(1), default=1, show_default=True,
               help="local worker processes for the cells")
 def accuracy_cmd(measured_paths, profile, readme, policies_from, jobs):
     """Measured vs predicted for every measured point, as a markdown table."""
@@ -463,7 +480,7 @@ def _default_measured():
 @cli.command("bench")
 @_profile_option
 @click.option("--quick", is_flag=True, help="20x fewer iterations")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
+@click.option("--json", "json_out", type=PathOf(dir_okay=False), default=None,
               help="also write the results as JSON here")
 def bench_cmd(profile, quick, json_out):
     """Measure simulated ops/s (exact and fast-forward), the event floor of the add
@@ -487,9 +504,9 @@ def bench_cmd(profile, quick, json_out):
                    "pit-infer, p10-ema, p10-ema-adam, sizeof, alloc-trace, params, "
                    "train-validate, op-cost, backward-cost, mechanism-cost")
 @click.option("--quick", is_flag=True, help="loop counts cut ~10x (all probes in seconds)")
-@click.option("--out", required=True, type=click.Path(file_okay=False),
+@click.option("--out", required=True, type=PathOf(file_okay=False),
               help="directory for the CSVs (created if missing)")
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--repeat", type=AtLeast(1), default=1, show_default=True,
               help="run each probe N times and merge: a value that varies between runs "
                    "becomes their mean, its note listing every run")
 @click.option("--patch", "patch", metavar="NAME|FILE.patch",
@@ -522,19 +539,19 @@ def measure_cmd(probes, quick, out, repeat, patch, gpu, burn, cpu_time):
 
 
 @cli.command("host-profile")
-@click.option("--out", required=True, type=click.Path(dir_okay=False),
+@click.option("--out", required=True, type=PathOf(dir_okay=False),
               help="the profile to write, e.g. models/NAME.toml (then --profile NAME)")
 @click.option("--base", default="linux-x86_64", show_default=True,
               help="the Linux profile whose structure, layouts and untouched values it keeps")
-@click.option("--measured-out", "measured_out", type=click.Path(file_okay=False), default=None,
+@click.option("--measured-out", "measured_out", type=PathOf(file_okay=False), default=None,
               help="where the quick probes' CSVs go (kept, to compare with)  "
                    "[default: results/host-profile-NAME]")
 @click.option("--reuse-measured", is_flag=True,
               help="fit on the CSVs already in --measured-out instead of running the probes")
 @click.option("--force", is_flag=True, help="overwrite an existing --out")
-@click.option("--log", type=click.Path(dir_okay=False), default=None,
+@click.option("--log", type=PathOf(dir_okay=False), default=None,
               help="also write the fit's table of points (sim calibrate's output) here")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+@click.option("--jobs", "-j", type=AtLeast(1), default=None,
               help="local worker processes for the fit's simulations  [default: the CPUs "
                    "available]")
 @click.option("--cpu-time", "cpu_time", is_flag=True,
@@ -586,7 +603,7 @@ def _table(rows) -> str:
 
 
 _jobs_option = click.option(
-    "--jobs", "-j", type=click.IntRange(min=1), default=None,
+    "--jobs", "-j", type=AtLeast(1), default=None,
     help="local worker processes  [default: the CPUs available]")
 _scheduler_option = click.option(
     "--scheduler", metavar="ADDRESS", default=None,
@@ -598,7 +615,7 @@ _reuse_option = click.option(
     help="simulate every cell, also one whose policy the run of another policy's cell "
          "proves cannot change (by default such a cell gets that cell's rows)")
 _max_elements_option = click.option(
-    "--max-elements", type=click.IntRange(min=1), default=None,
+    "--max-elements", type=AtLeast(1), default=None,
     help="refuse a tensor with more elements than this  [default: 2^32]")
 _grid_option = click.option(
     "--set", "sets", multiple=True, metavar="KEY=V1,V2,...",
@@ -639,7 +656,7 @@ def _sweep_done(info, out):
               help="measured data to compare with: a CSV, or a directory of them (e.g. "
                    "`sim measure --out DIR`); repeatable  "
                    "[default: experiments/measured/seeds-m2max.csv]")
-@click.option("--out", default="results", show_default=True, type=click.Path(file_okay=False),
+@click.option("--out", default="results", show_default=True, type=PathOf(file_okay=False),
               help="results directory")
 @_jobs_option
 @_scheduler_option
@@ -650,8 +667,12 @@ def _sweep_done(info, out):
 @click.option("--exact", is_flag=True,
               help="simulate every loop iteration (no fast-forward): the same rows, slower; "
                    "to check fast-forward on your grid")
+@click.option("--timeout", type=Above(0), default=None,
+              help="seconds of wall time one cell may run: a cell past it stops the sweep "
+                   "with one error (the finished cells stay cached; the results of the "
+                   "run before are left as they were)")
 def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force, no_reuse, sets,
-              max_elements, exact):
+              max_elements, exact, timeout):
     """Run workloads x variants x policies (x --set grid) and compare with measurements.
 
     Writes OUT/predicted.csv, OUT/errors.csv, one figure per workload,
@@ -662,7 +683,7 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
     from .sweep import default_jobs, sweep
     info = sweep(workloads, policy, profile, measured, out, jobs or default_jobs(), scheduler,
                  force, sets, command=_command_line(), reuse=not no_reuse, exact=exact,
-                 max_elements=max_elements)
+                 max_elements=max_elements, timeout=timeout)
     _sweep_done(info, out)
 
 
@@ -678,7 +699,7 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
               show_default=True, help="policy whose predictions to compare with (repeatable)")
 @_profile_option
 @click.option("--out", default="results/compare", show_default=True,
-              type=click.Path(file_okay=False), help="results directory")
+              type=PathOf(file_okay=False), help="results directory")
 @_jobs_option
 @_scheduler_option
 @_force_option
@@ -723,14 +744,14 @@ def _graded(errors) -> str:
 
 @cli.command("fixes")
 @click.option("--measured", "measured", default=None, metavar="DIR",
-              type=click.Path(file_okay=False),
+              type=PathOf(file_okay=False),
               help="directory of NAME/ subdirectories measured with sim measure --patch NAME  "
                    "[default: experiments/measured/linux-x86_64/patched]")
 @click.option("--profile", default="linux-x86_64", show_default=True,
               help="profile name in models/ or a path to a .toml (the machine measured)")
 @click.option("--results", default="results/fixes", show_default=True,
-              type=click.Path(file_okay=False), help="where each fix's comparison goes")
-@click.option("--out", default="docs/fixes.md", show_default=True, type=click.Path(dir_okay=False),
+              type=PathOf(file_okay=False), help="where each fix's comparison goes")
+@click.option("--out", default="docs/fixes.md", show_default=True, type=PathOf(dir_okay=False),
               help="the markdown page")
 @click.option("--figures", is_flag=True,
               help="also draw each comparison's figures and report (minutes per fix)")
@@ -772,9 +793,9 @@ def fixes_cmd(measured, profile, results, out, jobs, figures, also, from_results
 @click.option("--profile", "profiles", multiple=True,
               default=("m2max-macos", "linux-x86_64"), show_default=True,
               help="profile name in models/ or a path to a .toml; repeatable, or 'all'")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", type=PathOf(dir_okay=False), default=None,
               help="also write every cell's comparison here (CSV)")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0,
+@click.option("--timeout", type=Above(0), default=120.0,
               show_default=True,
               help="seconds of wall time per run; a cell whose run takes longer is "
                    "too-slow, not compared")
@@ -859,7 +880,7 @@ def equivalence_cmd(workloads, policy, profiles, out, timeout, resume, jobs):
 
 
 @cli.command("plot")
-@click.argument("results_dir", type=click.Path(file_okay=False))
+@click.argument("results_dir", type=PathOf(file_okay=False))
 @_jobs_option
 def plot_cmd(results_dir, jobs):
     """Redraw the figures and the report of RESULTS_DIR from its CSVs (no simulation)."""

@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..analysis.compare import known_checker, measured_files, point_id
+from ..analysis.compare import known_checker, measured_files, point_id, quick_params
 from ..analysis.data import check_output_file, output_target, atomic_write, read_measured
 from ..errors import UserError
 from ..platform.host import HOST_KEYS, SOURCES, describe, read_host, read_sysfs_shape
@@ -522,7 +522,7 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                  echo=_echo, reuse_measured=False, log=None, cpu_time=False) -> dict:
     """Make a profile for this machine (module docstring); returns a summary dict
     (host, parameters before/after, points, seconds, measured dir)."""
-    from .calibrate import select_points, write_profile
+    from .calibrate import point_workload, select_points, write_profile
     import tomllib
 
     t0 = time.perf_counter()
@@ -647,7 +647,10 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         # make it a held-out point), so comparisons grade only the others as predicted
         points = ([point_id(m) for m in select_points(rows, list(dict.fromkeys(used)))]
                   if used else [])
-        new.data["calibration"] = {"fitted": fitted, "points": points}
+        quick = quick_params(rows)
+        new.data["calibration"] = {"fitted": fitted, "points": points,
+                                   "quick_points": [p for p in points
+                                                    if point_workload(p) in quick]}
         recorded = scratch / "recorded.toml"
         write_profile(current, new, {}, recorded)
         derived = derive_text(recorded.read_text(encoding="utf-8"), new.get)

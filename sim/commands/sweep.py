@@ -390,10 +390,12 @@ def _simulate(spec):
 
 
 def _limits(spec):
-    """The budgets of a cell: the defaults, with ``max_elements`` if the sweep set it."""
-    if spec.get("max_elements") is None:
+    """The budgets of a cell: the defaults, with ``max_elements`` and ``timeout`` (wall
+    seconds) where the sweep set them."""
+    if spec.get("max_elements") is None and spec.get("timeout") is None:
         return None
-    return Limits(max_tensor_elements=spec["max_elements"])
+    return Limits(max_tensor_elements=spec.get("max_elements") or Limits.MAX_TENSOR_ELEMENTS,
+                  max_wall_s=spec.get("timeout"))
 
 
 def _plain(row) -> dict:
@@ -450,7 +452,8 @@ class _FigureWarmUp:
 
 
 def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, progress=True,
-              reuse=True, started=None, exact=False, max_elements=None, cache_dir=None):
+              reuse=True, started=None, exact=False, max_elements=None, cache_dir=None,
+              timeout=None):
     """Run ``cells`` (reading finished ones from the cache); returns a :class:`SweepRun`.
 
     Parameters
@@ -483,6 +486,9 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
         Elements of one tensor at most (``--max-elements``; default:
         ``Limits.MAX_TENSOR_ELEMENTS``). A limit changes no row, only which cells
         are refused: it is not part of the cells' keys.
+    timeout : float, optional
+        Seconds of wall time one cell may run (``--timeout``; a budget as ``max_elements``
+        is: a cell past it stops the run with one error, the finished cells stay cached).
 
     Raises
     ------
@@ -523,7 +529,7 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
                     "profile": (profile.name, str(profile.path), profile.data),
                     "params": dict(cell.params), "trace": cell in reps,
                     "remote": scheduler is not None, "exact": exact, "label": cell.label,
-                    "max_elements": max_elements}
+                    "max_elements": max_elements, "timeout": timeout}
              for cell in todo}
     bar = None
 
@@ -741,7 +747,7 @@ DEFAULT_MEASURED = EXPERIMENTS_DIR / "measured" / "seeds-m2max.csv"
 
 def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured=(),
           out="results", jobs=1, scheduler=None, force=False, sets=(), progress=True,
-          command="", reuse=True, exact=False, max_elements=None):
+          command="", reuse=True, exact=False, max_elements=None, timeout=None):
     """``sim sweep``: workloads x variants x policies x grid, compared with the measurements.
 
     Every measured point of the selected workloads is compared with the
@@ -767,6 +773,8 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
             "reference_cells": any(p not in names for _, _, p in extra), "exact": exact,
             "max_elements": max_elements,
             "quick": quick}
+    if timeout is not None:
+        info["timeout"] = timeout
     with _output_dir(out) as out_dir:
         return _execute(chosen, cells, [REFERENCE_POLICY], rows, paths, prof, grid,
                         out_dir, jobs, scheduler, force, progress, info, reuse)
@@ -926,7 +934,8 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
     try:
         run = run_cells(cells, profile, out, jobs, scheduler, force, progress, reuse,
                         started=warm.start, exact=info.get("exact", False),
-                        max_elements=info.get("max_elements"), cache_dir=cache_dir)
+                        max_elements=info.get("max_elements"), cache_dir=cache_dir,
+                        timeout=info.get("timeout"))
     except KeyboardInterrupt:
         raise
     except BaseException:

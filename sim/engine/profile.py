@@ -48,9 +48,10 @@ FLOATS, FLOAT_ROWS = "list of numbers", "list of lists of numbers"
 #: a table whose every value is a list of strings (optional: a profile may lack the key)
 STRS_BY_KEY = "table of lists of strings"
 #: keys a profile may leave out, read as empty lists where read (measured where a probe ran: the data
-#: TLB's miss curves in the sweep's own order, ``sim calibrate --tlb`` with `order` rows)
+#: TLB's miss curves in the sweep's own order, ``sim calibrate --tlb`` with `order` rows), and
+#: ``[calibration] quick_points`` (a record written before it was kept: not known)
 OPTIONAL_EMPTY = frozenset({"sweep_tlb_order_reads", "sweep_tlb_order_reach",
-                            "sweep_tlb_order_miss"})
+                            "sweep_tlb_order_miss", "quick_points"})
 
 #: section -> key -> type. Every key is required; no other key is allowed.
 SCHEMA = {
@@ -252,6 +253,9 @@ RECORDS = {
     "calibration": (False, {         # written by `sim calibrate` (sim.commands.calibrate.write_profile)
         "fitted": STRS,              # the parameters fitted, section.key
         "points": STRS,              # the measured points they were fitted on
+        # those of them fitted on a probe's --quick run (optional: profiles calibrated
+        # before it was recorded lack it)
+        "quick_points": STRS,
         # parameter -> the points the `sim calibrate` call that last fitted it was fitted on
         # (optional: profiles calibrated before it was recorded lack it, or some parameters)
         "fitted_on": STRS_BY_KEY,

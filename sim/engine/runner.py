@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .simulation import Limits, Simulation
-from ..errors import UserError
+from ..errors import LimitExceeded, UserError
 from ..policies import policy_sources
 from .profile import load_profile
 from ..userfile import exception_frames, message_text, raised_text
@@ -43,12 +43,21 @@ def run_cell(workload, variant, policy="burn-0.22.1", profile="m2max-macos", set
         # the simulator refused what the workload (or policy) asked (a device it does not
         # have, shapes that do not match): the line that asked, where the message lacks it
         where = _where(exc, workload, sim.policy)
-        if where is None or str(exc).startswith(where[0].rsplit(":", 1)[0]):
-            raise
-        raise _same_kind(exc, f"{where[0]}: {exc}") from None
+        if where is not None and not str(exc).startswith(where[0].rsplit(":", 1)[0]):
+            exc = _same_kind(exc, f"{where[0]}: {exc}")
+        if isinstance(exc, LimitExceeded):
+            # a budget ends a run that was right so far: the rows it sampled go with the
+            # error, for the caller to keep
+            exc.rows = _labelled(list(sim.rows), sim, profile)
+        raise exc from None
     except Exception as exc:  # an error in the workload's (or policy's) code: its file and line
         raise UserError(_describe(exc, workload, sim.policy)) from None
     workload.check_x_units(rows)
+    return _labelled(rows, sim, profile)
+
+
+def _labelled(rows, sim, profile) -> list:
+    """``rows`` with the run's policy and profile names added."""
     for row in rows:
         row["policy"] = sim.policy_class.name     # the label: not a read of the run's
         row["profile"] = profile.name

@@ -639,7 +639,7 @@ class Simulation:
         known = METRICS.get(metric)
         if known is None:
             raise UserError(f"unknown metric {shown(metric)} (valid: {', '.join(METRICS)}; "
-                            f"sim/units.py declares each with its unit)")
+                            f"docs/api.md, Metrics, gives each its unit)")
         if not (value.__class__ is int and -_FLOAT_MAX <= value <= _FLOAT_MAX
                 or value.__class__ is float and value - value == 0) \
                 and not _finite_number(value):

@@ -13,6 +13,7 @@ as a workload.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 
 from ..engine.simulation import Simulation
@@ -21,7 +22,8 @@ from ..burn.optim import Adam, GradientsParams, ModuleOptimizer, Sgd
 from ..paths import DOCS
 from ..policies import Policy
 from ..burn.tensor import BurnPanic, Device, Gradients, Tensor, drop
-from ..units import OBSERVABLES
+from ..engine import workloads
+from ..units import METRICS, OBSERVABLES
 
 __all__ = ["render", "SECTIONS", "CONSUMES", "EXAMPLE", "DOC", "public_members"]
 
@@ -318,8 +320,8 @@ def render() -> str:
         "sim/output/apidoc.py; tests/output/test_api_doc.py fails when this file is stale -->",
         "",
         "A workload is a Python file with a generator `run(sim, variant, **params)` "
-        "(README: *Your own loop is a workload*; the module variables it may set are in "
-        "`sim/engine/workloads.py`). It builds tensors and modules on devices it gets from `sim`, "
+        "(README: *Your own loop is a workload*; the module variables it may set: "
+        "[The workload file](#the-workload-file)). It builds tensors and modules on devices it gets from `sim`, "
         "and yields `sim.sample(...)` where it records metrics. A policy is a subclass of "
         "`sim.policies.Policy` overriding the seams listed at the end "
         "([docs/policies.md](policies.md)).",
@@ -338,18 +340,21 @@ def render() -> str:
         "and blocks), `sim.rss_bytes()` (process RSS, bytes), `sim.allocator.page_bytes` "
         "(the platform's page size), `sim.loop_index` (the iteration of the innermost "
         "`sim.repeat`), `device.memory_pool_usage()` (GPU pool, metal), and the "
-        "bookkeeping counts `sim.live_graphs()`, `sim.live_nodes()`. Metric names and "
-        "their units are in `sim/units.py` (`sim.sample` refuses any other). Every "
+        "bookkeeping counts `sim.live_graphs()`, `sim.live_nodes()`. The metric names "
+        "`sim.sample` takes and their units: [Metrics](#metrics) (it refuses any other). "
+        "Every "
         "`sim.sample` also records the bookkeeping observables itself ("
         + ", ".join(f"`{name}`" for name in OBSERVABLES) + "); a sample that names one "
         "of them is an error (the row would be there twice) unless it passes "
         "`observables=False`, which records the workload's metrics alone.",
         "",
     ]
+    lines += _workload_file_lines()
     for title, module, items in SECTIONS:
         lines += [f"## {title}", ""]
         for obj, members in items:
             lines += _class_lines(module, obj, members)
+    lines += _metric_lines()
     lines += [
         "## Worked example: a training loop with Adam and a validation pass",
         "",
@@ -365,6 +370,47 @@ def render() -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _markdown(text) -> str:
+    """A docstring's reST inline markup as markdown: ``x`` and :role:`~a.b.x` -> `x`."""
+    text = re.sub(r":\w+:`~?(?:[\w.]+\.)?([\w]+)`", r"`\1`", text)
+    return text.replace("``", "`")
+
+
+def _workload_file_lines() -> list:
+    """The section of what a workload file defines: the docstring of
+    :mod:`sim.engine.workloads` (its list of module variables and the checks)."""
+    doc = inspect.getdoc(workloads)
+    body = doc[doc.index("A workload file"):]
+    required, optional = body.split("\n\nOptional: ", 1)
+    lines = ["## The workload file", ""]
+    items = []
+    for line in required.splitlines()[1:]:
+        if not line.strip():
+            continue
+        if line.startswith("``"):
+            name, _, rest = line.partition("  ")
+            items.append([name.strip(), rest.strip()])
+        else:
+            items[-1][1] += " " + line.strip()
+    lines += [f"- {_markdown(name)}: {_markdown(text)}" for name, text in items]
+    lines += ["", "Optional: " + _markdown(" ".join(optional.split())), ""]
+    return lines
+
+
+def _metric_lines() -> list:
+    """The table of the metric names ``sim.sample`` takes (:data:`sim.units.METRICS`)."""
+    lines = ["## Metrics", "",
+             "The names `sim.sample(x, x_unit, NAME=value, ...)` and `sim.record` take "
+             "(`sim/units.py`): the unit a value is in, what it is; *signed*: it may be "
+             "negative (a change since a reference point). Any other name is an error "
+             "listing these. The bookkeeping observables are recorded by every sample.", "",
+             "| metric | unit | kind | what |", "|---|---|---|---|"]
+    for m in METRICS.values():
+        what = m.doc.replace("|", "\\|") + (" (signed)" if m.signed else "")
+        lines.append(f"| `{m.name}` | {m.unit or '-'} | {m.kind} | {what} |")
+    return lines + [""]
 
 
 def main(argv=None) -> int:

@@ -157,7 +157,8 @@ def workload_figure(name, description, predicted, errors, profile=""):
     profile : str
         Shown in the title.
     """
-    panels = _panels(predicted, errors)
+    own = _workload_rows(predicted)
+    panels = _panels(own, errors)
     policies = _shown_order({r["policy"] for r in predicted})
     params = list(dict.fromkeys(r.get("params", "") for r in predicted))
     sources = list(dict.fromkeys((e["source"], e["experiment"]) for e in errors))
@@ -204,7 +205,7 @@ def workload_figure(name, description, predicted, errors, profile=""):
                 res = None
         else:
             ax, res = fig.add_subplot(grid[r, c]), None
-        striped |= _draw_panel(ax, res, variant, metric, predicted, errors, policies, params,
+        striped |= _draw_panel(ax, res, variant, metric, own, errors, policies, params,
                                sources)
     if not striped:      # no two policies' curves coincide: the stripes' entry explains nothing
         handles = [h for h in handles if h.get_label() != _STRIPED]
@@ -426,16 +427,45 @@ def _measured_face(experiment, errors):
 COMPANIONS = {"gpu_in_use": ("gpu_reserved",)}
 
 
+def _workload_rows(predicted) -> list:
+    """``predicted`` less the bookkeeping observables each ``sim.sample`` records after the
+    workload's own metrics: the :data:`OBSERVABLES`, in their order, one after the other at
+    one sample (same run, phase and x). A metric the workload records itself under an
+    observable's name (``sim.sample(..., observables=False, heap_bytes=...)``) stays."""
+    n, out, i = len(OBSERVABLES), [], 0
+    while i < len(predicted):
+        block = predicted[i:i + n]
+        if predicted[i]["metric"] == OBSERVABLES[0] and _one_sample_set(block):
+            i += n
+            continue
+        out.append(predicted[i])
+        i += 1
+    return out
+
+
+def _one_sample_set(block) -> bool:
+    """Whether ``block`` is one sample's :data:`OBSERVABLES` (:func:`_workload_rows`)."""
+    def key(r):
+        return tuple(r.get(k, "") for k in ("experiment", "variant", "phase", "x", "x_unit",
+                                            "policy", "profile", "params"))
+    return (tuple(r["metric"] for r in block) == OBSERVABLES
+            and len({key(r) for r in block}) == 1)
+
+
 def _panels(predicted, errors):
     """``[(variant, [metric, ...]), ...]``: the panels, a row of metrics per variant.
 
-    When the workload has measurements, the metrics measured on any of its
-    variants (so a variant whose measurement is withheld still shows its
-    prediction) and their :data:`COMPANIONS`; otherwise every metric the workload records itself.
-    Observables and events are never panels (predicted.csv has them).
+    ``predicted``: the workload's own rows (:func:`_workload_rows`). When the workload has
+    measurements, the metrics measured on any of its variants (so a variant whose
+    measurement is withheld still shows its prediction) and their :data:`COMPANIONS`;
+    otherwise every metric the workload records itself. The bookkeeping observables
+    and events are never panels (predicted.csv has them); a metric the workload records
+    under an observable's name itself (``observables=False``) is.
     """
+    own = {r["metric"] for r in predicted}
+
     def drawable(metric):
-        return metric not in OBSERVABLES and _kind(metric) != "event"
+        return (metric not in OBSERVABLES or metric in own) and _kind(metric) != "event"
 
     measured = {e["metric"] for e in errors if drawable(e["metric"])}
     measured |= {c for m in measured for c in COMPANIONS.get(m, ())}

@@ -291,3 +291,5 @@ def test_refusal_inside_a_run_names_the_workload_line(tmp_path, capsys, case):
     code, _, err = run_cli(["run", str(path), "--out", str(out)], capsys)
     assert_one_error(code, err, f"{path}:6: {message}")
     assert not out.exists()
+    if case == "metric":      # where a user finds the names with their units
+        assert err[0].endswith("; docs/api.md, Metrics, gives each its unit)")

@@ -138,7 +138,7 @@ def test_a_higher_plateau_that_does_not_grow_is_a_price():
                      "7.03 MiB; same time).")
     assert "`near`" not in price
     # the answer's rule states both bars of higher_plateau, the 5 % and the 64 KiB
-    assert "(*higher plateau*: more than 5 % and 64 KiB above `burn-0.22.1`'s" in md
+    assert "; *higher plateau*: more than 5 % and 64 KiB above `burn-0.22.1`'s" in md
     detail = next(line for line in lines if line.startswith("| w / v | per step"))
     assert "flat (higher plateau, peak 10 MiB against 7.03 MiB); same time" in detail
 
@@ -214,11 +214,32 @@ def test_the_report_says_which_verdicts_real_burn_confirmed(tmp_path):
     fix = Growth("adleak-rss", "flex.autodiff", "skip-untracked", "", memory_total_bytes=0,
                  x_unit="k_iterations", x_last=400)
     cells = {ref.run + (ref.policy,): ref, fix.run + (fix.policy,): fix}
-    (intro, lines), = [_confirmed(cells, [ref.run], ["skip-untracked"])]
+    intro, lines = _confirmed(cells, [ref.run], ["skip-untracked"])
     assert lines[0] == "list"
     assert lines[1] == ["adleak-rss / flex.autodiff: `skip-untracked` removes the growth in "
                         "the prediction; on patched real burn it removes it: confirmed (real "
-                        "burn ran to 40 k_iterations, the prediction to 400)."]
+                        "burn ran to 40 k_iterations, the prediction to 400 k_iterations)."]
+    assert "(1 of 1 verdicts confirmed):" in intro[1]
+
+
+def test_the_verdicts_real_burn_does_not_confirm_come_first_and_are_counted():
+    """24 verdicts, 5 of them not confirmed and scattered among the others: a reader
+    deciding on a fix had to scan them all (walkthrough, session 58)."""
+    from sim.output.report import _confirmed
+    from sim.analysis.growth import Growth
+    ref = Growth("adleak-rss", "flex.autodiff", "burn-0.22.1", "", memory_total_bytes=9e7,
+                 x_unit="k_iterations", x_last=400)
+    fixes = {"skip-untracked": 0, "periodic-sweep": 0, "dedup-sweep": 9e7}
+    cells = {ref.run + (ref.policy,): ref}
+    for name, total in fixes.items():
+        cells[ref.run + (name,)] = Growth("adleak-rss", "flex.autodiff", name, "",
+                                          memory_total_bytes=total, x_unit="k_iterations",
+                                          x_last=400)
+    intro, lines = _confirmed(cells, [ref.run], list(fixes))
+    # patched real burn: periodic-sweep keeps the growth (committed measurements)
+    assert "(2 of 3 verdicts confirmed; the 1 not confirmed first):" in intro[1]
+    assert "`periodic-sweep`" in lines[1][0] and "**not confirmed**" in lines[1][0]
+    assert all("**not confirmed**" not in line for line in lines[1][1:])
 
 
 def test_rss_rising_over_a_flat_heap_is_judged_by_the_heap_where_asked():

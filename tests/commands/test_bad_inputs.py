@@ -1,6 +1,7 @@
 """The corpus of bad inputs: each gives one error line naming what is wrong, exit 2,
 and leaves no partial output."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -292,3 +293,47 @@ def test_same_command_twice_gives_identical_files(tmp_path, capsys):
         assert code == 0, lines
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
+
+
+# -- what click refuses, in the project's words ----------------------------------------------
+
+CLICK_CASES = {
+    "unknown-command": (["frob"], "unknown command 'frob' (valid: accuracy, bench, "),
+    "missing-argument": (["run"], "`sim run` needs WORKLOAD; `sim run --help` says"),
+    "missing-option": (["measure"], "`sim measure` needs --out; "),
+    "unknown-option": (["run", "adleak-rss", "--bogus"],
+                       "--bogus: `sim run` has no such option (did you mean --out?); "),
+    "option-without-value": (["sweep", "-p"], "-p needs a value"),
+    "extra-arguments": (["run", "a", "b", "c"], "`sim run` takes no arguments 'b', 'c'; "),
+    "timeout-not-a-number": (["run", "adleak-rss", "--timeout", "abc"],
+                             "--timeout abc: not a number"),
+    "timeout-negative": (["run", "adleak-rss", "--timeout", "-1"], "--timeout -1: must be > 0"),
+    "jobs-zero": (["sweep", "--jobs", "0"], "--jobs 0: must be >= 1"),
+    "jobs-short-not-a-number": (["sweep", "-j", "x"], "--jobs x: not a whole number"),
+    "format": (["run", "adleak-rss", "--format", "xml"], "--format xml: not one of table, csv, json"),
+    "readme-missing": (["accuracy", "--readme", "/no/such/README.md"],
+                       "--readme /no/such/README.md: does not exist"),
+    "plot-of-a-file": (["plot", __file__], f"{__file__}: is a file, not a directory"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLICK_CASES))
+def test_what_click_refuses_is_one_line_in_the_projects_words(case, capsys):
+    """click's own wording ("Invalid value for '--jobs' / '-j': 'x' is not a valid integer
+    range.", "No such command 'frob'.") read unlike every other error of the project
+    (session 57's list): the option and its value first, then what is wrong."""
+    args, expected = CLICK_CASES[case]
+    code, _, lines = run_cli(args, capsys)
+    assert_one_error(code, lines, expected)
+    assert not re.search(r"Invalid value|No such|Missing|is not in the range|range\.|"
+                         r"Got unexpected|requires an argument", lines[0]), lines[0]
+
+
+def test_every_help_names_numbers_in_the_same_words(capsys):
+    """--help wrote click's "INTEGER RANGE ... [x>=1]" where the errors now say
+    "--jobs 0: must be >= 1": "INTEGER ... [>= 1]"."""
+    from sim.commands.cli import cli
+    for name in cli.list_commands(None):
+        code, out, lines = run_cli([name, "--help"], capsys)
+        assert code == 0, (name, lines)
+        assert "RANGE" not in out and "x>" not in out, (name, out)

@@ -60,6 +60,7 @@ def test_fresh_forgets_the_base_profiles_calibration_record(tmp_path):
     assert set(staged.data["calibration"]["fitted"]) == set(old["fitted"])
     assert fresh.data["calibration"] == {
         "fitted": ["time.process_warmup_ns"], "points": ["p10-ema/without//1/ms_per_step"],
+        "quick_points": [],
         "fitted_on": {"time.process_warmup_ns": ["p10-ema/without//1/ms_per_step"]}}
     assert staged.data["calibration"]["fitted_on"] == fresh.data["calibration"]["fitted_on"]
 
@@ -81,6 +82,13 @@ def test_the_record_says_which_points_each_parameter_was_fitted_on():
                      {"p2"})
     assert legacy["points"] == ["p1", "p4"]                  # p2 moved: dropped
     assert legacy["fitted_on"] == {"a.x": ["p4"]}
+    # quick_points: the record's points fitted on a quick run, in its order; kept where
+    # every point's run is known (fresh, or a base that keeps it), not on a legacy base
+    quick = _record({"fitted": ["a.x"], "points": ["p1", "p2"], "quick_points": ["p2"]},
+                    ["a.y"], ["p3", "p4"], {"p1"}, {"p2", "p4"})
+    assert quick["points"] == ["p2", "p3", "p4"] and quick["quick_points"] == ["p2", "p4"]
+    assert _record({}, ["a.x"], ["p1", "p2"], set(), {"p2"})["quick_points"] == ["p2"]
+    assert "quick_points" not in legacy
 
 
 def test_iteration_limit_is_reported(tmp_path):

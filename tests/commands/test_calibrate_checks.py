@@ -350,7 +350,8 @@ def test_the_base_points_check_runs_a_workloads_quick_loop_where_it_predicts_the
     points = ["adleak-rss/flex//0/text_rss_delta", "adleak-rss/flex//10/text_rss_delta",
               "p10-ema/without//500/ms_per_step"]
     cells = [("adleak-rss", "flex", "burn-0.22.1"), ("p10-ema", "without", "burn-0.22.1")]
-    before, after = _earlier_predictions(points, cells, "before", "after", 1)
+    before, after, checked = _earlier_predictions(points, cells, "before", "after", 1)
+    assert checked == set(points[:2])            # adleak-rss's: on its quick run
     assert calls == [("before", "adleak-rss", {"iterations": 10_000}),
                      ("after", "adleak-rss", {"iterations": 10_000}),
                      ("before", "p10-ema", {"steps": 200}),      # step 500 missing: full
@@ -381,10 +382,73 @@ def test_a_base_point_of_a_fitted_cell_its_run_does_not_predict_is_still_checked
     fitted = fake_run_cells(cells, "before", quick={"p10-ema": {"steps": 200}})
     calls.clear()
     points = ["p10-ema/without//200/ms_per_step", "p10-ema/without//500/ms_per_step"]
-    before, after = _base_point_rows(points, fitted, "before", "after", 1)
+    before, after, _ = _base_point_rows(points, fitted, "before", "after", 1)
     assert ("p10-ema", 500) in {(r["experiment"], r["x"]) for r in before}
     assert ("p10-ema", 500) in {(r["experiment"], r["x"]) for r in after}
     assert [c[:2] for c in calls if not c[2]] == [("before", "p10-ema"), ("after", "p10-ema")]
     calls.clear()
-    assert _base_point_rows(points[:1], fitted, "before", "after", 1) == ([], [])
+    assert _base_point_rows(points[:1], fitted, "before", "after", 1) == ([], [], set())
+    assert calls == []
+
+
+def _fake_chain_runs(calls):
+    """A run_cells stand-in whose quick run (a chain of 200) predicts the same rounds as the
+    full one (a chain of 2,000) at another value, as backward-cost's does."""
+    def fake_run_cells(cells, profile, jobs=1, quick=None):
+        quick = quick or {}
+        calls.append((profile, dict(quick.get(cells[0][0], {}))))
+        value = 2.0 if cells[0][0] in quick else 1.0
+        return [{"experiment": w, "variant": v, "phase": "forward", "x": x,
+                 "metric": "ms_per_step", "value": value, "policy": p}
+                for w, v, p in cells for x in (1, 2, 3)]
+    return fake_run_cells
+
+
+def test_a_base_point_is_checked_on_the_run_its_record_says_it_was_fitted_on(monkeypatch):
+    """`_earlier_predictions` assumed a quick run's rows equal a full run's where both have
+    them (session 57's list); backward-cost's do not (its QUICK shortens the chain, not a
+    loop along x: ms per step 0.3-4 % apart at the same round, linux-x86_64). The record
+    keeps ``quick_points``, the points fitted on a quick run; each base point is checked on
+    its own run: a full-run point on the full run though the quick run predicts it too."""
+    from sim.commands.calibrate import _earlier_predictions
+    calls = []
+    monkeypatch.setattr("sim.commands.calibrate.run_cells", _fake_chain_runs(calls))
+    full_point = "backward-cost/mul_scalar/forward/3/ms_per_step"
+    quick_point = "backward-cost/relu/forward/3/ms_per_step"
+    cells = [("backward-cost", "mul_scalar", "burn-0.22.1"),
+             ("backward-cost", "relu", "burn-0.22.1")]
+    before, after, checked = _earlier_predictions([full_point, quick_point], cells, "before",
+                                                  "after", 1, quick_points=[quick_point])
+    assert checked == {quick_point}
+    assert sorted((r["variant"], r["value"]) for r in before) == [("mul_scalar", 1.0),
+                                                                  ("relu", 2.0)]
+    assert len(after) == 2
+    assert calls == [("before", {}), ("after", {}),
+                     ("before", {"chain": 200}), ("after", {"chain": 200})]
+    # a record without quick_points: the quick run where it predicts every point, and the
+    # points it checked on the quick run said so
+    calls.clear()
+    before, _, checked = _earlier_predictions([full_point], cells, "before", "after", 1)
+    assert checked == {full_point} and [r["value"] for r in before] == [2.0]
+
+
+def test_a_base_point_the_fits_run_has_at_the_other_length_is_checked_on_its_own(
+        monkeypatch):
+    """A base point of a cell this fit runs too, recorded as fitted on a full run, where
+    this fit's run is quick: checked on a full run, not on the fit's quick one."""
+    from sim.commands.calibrate import _base_point_rows
+    calls = []
+    fake = _fake_chain_runs(calls)
+    monkeypatch.setattr("sim.commands.calibrate.run_cells", fake)
+    quick = {"backward-cost": {"chain": 200}}
+    fitted = fake([("backward-cost", "mul_scalar", "burn-0.22.1")], "before", quick=quick)
+    calls.clear()
+    point = "backward-cost/mul_scalar/forward/3/ms_per_step"
+    before, _, on_quick = _base_point_rows([point], fitted, "before", "after", 1,
+                                           quick_points=[], quick=quick)
+    assert [r["value"] for r in before] == [1.0] and on_quick == set()
+    assert calls == [("before", {}), ("after", {})]
+    calls.clear()       # recorded as quick: the fit's own run checks it
+    assert _base_point_rows([point], fitted, "before", "after", 1, quick_points=[point],
+                            quick=quick) == ([], [], {point})
     assert calls == []

@@ -310,3 +310,75 @@ def test_the_failing_sweep_of_item_4_exits_2(tmp_path):
     lines = [line for line in proc.stderr.splitlines() if not line.startswith("[")]
     assert_one_error(proc.returncode, lines, "op budget exceeded")
     assert "Fatal Python error" not in proc.stderr
+
+
+SAMPLED_THEN_OVER = """
+from sim.burn.tensor import Tensor
+
+def run(sim, variant):
+    a = Tensor.from_floats([1.0], sim.device("flex").autodiff())
+    for step in (1, 2):
+        yield sim.sample(step, "step", rss=1.0 * step)
+    while True:
+        b = a.clone() + a.clone()
+        yield sim.tick()
+"""
+
+
+@pytest.mark.parametrize("out", ["rows.csv", "rows.json"])
+def test_a_budget_keeps_the_rows_sampled_before_it_beside_out(tmp_path, capsys, out):
+    """A run stopped by a budget (--max-ops here, --timeout alike) wrote nothing: the rows
+    it had sampled were lost (new-user walkthrough, session 58). They go to OUT.partial,
+    in --out's format, and the error line says so; OUT itself is never written."""
+    path = tmp_path / "over.py"
+    path.write_text(SAMPLED_THEN_OVER)
+    target = tmp_path / out
+    code, _, lines = run_cli(["run", str(path), "--max-ops", "2000", "--out", str(target)],
+                             capsys)
+    assert_one_error(code, lines, "budget", f"the 18 rows sampled before it are in "
+                                            f"{target}.partial")
+    assert not target.exists()
+    text = (tmp_path / f"{out}.partial").read_text()
+    assert text.count('"rss"' if out.endswith("json") else ",rss,") == 2
+    # without --out, nothing is written anywhere
+    code, printed, lines = run_cli(["run", str(path), "--max-ops", "2000"], capsys)
+    assert_one_error(code, lines, "budget")
+    assert printed == ""
+    assert "partial" not in lines[0]
+
+
+def test_a_budget_stopping_a_loop_at_its_jump_back_names_a_line_not_none():
+    """`sim run grow.py --timeout 8` said `grow.py:None: time budget exceeded` once in
+    two (walkthrough, session 58): the alarm landed on the loop's jump back, an
+    instruction with no line. The frame gets the line before it."""
+    from sim.userfile import line_before
+
+    def run(sim, variant, iterations):
+        y = 1
+        for i in range(iterations):
+            y = y * 1.0001
+            if i % 100000 == 0:
+                yield y
+    code = run.__code__
+    lines = {n for _, _, n in code.co_lines() if n is not None}
+    lineless = [start for start, _, n in code.co_lines() if n is None and start > 0]
+    for offset in lineless:
+        assert line_before(code, offset) in lines
+    assert line_before(code, 0) in lines | {None}
+
+
+def test_a_sweep_timeout_stops_a_cell_past_it_and_keeps_the_finished_cells(tmp_path, capsys):
+    """`sim sweep` had no time budget (`sim run --timeout` only): a user's slow cell could
+    only be interrupted (walkthrough, session 58). `--timeout S` stops the cell past S with
+    one error line; the cells finished before it stay cached, nothing else is written."""
+    path = tmp_path / "spin.py"
+    path.write_text(PURE_PYTHON)
+    out = tmp_path / "out"
+    code, _, lines = run_cli(["sweep", "-w", "adleak-count", "-w", str(path), "-p",
+                              "burn-0.22.1", "-j", "1", "--timeout", "0.5", "--out", str(out)],
+                             capsys)
+    lines = [line for line in lines if not line.startswith("[")]
+    assert_one_error(code, lines, "spin/default/burn-0.22.1: ",
+                     "time budget exceeded: more than 0.5 s of wall time (raise --timeout)")
+    assert sorted(p.name for p in out.iterdir()) == [".cache"]
+    assert len(list(out.glob(".cache/*/*.json"))) == 3      # adleak-count's variants

@@ -87,3 +87,19 @@ def test_the_worked_example_runs_and_its_training_loop_is_flat(example_workload)
     # RootSteps were registered once
     assert by[(40, "registered_steps")] - by[(20, "registered_steps")] == \
         by[(20, "registered_steps")] - 4
+
+
+def test_the_metric_names_and_the_workload_files_variables_are_in_the_reference():
+    """A user writing a workload had to open sim/units.py for the metric names
+    `sim.sample` takes, and sim/engine/workloads.py for the variables a workload file may
+    set (new-user walkthrough, session 58): both are sections of the page, generated."""
+    from sim.units import METRICS
+    text = apidoc.DOC.read_text(encoding="utf-8")
+    metrics = text[text.index("## Metrics"):]
+    for name, metric in METRICS.items():
+        assert f"| `{name}` | {metric.unit or '-'} | {metric.kind} |" in metrics, name
+    workload_file = text[text.index("## The workload file"):text.index("## The simulation")]
+    for name in ("EXPERIMENT", "VARIANTS", "PARAMS", "run(sim, variant, **params)",
+                 "DESCRIPTION", "POSITIVE", "CHOICES", "MEASURED", "SWEEP", "X_UNITS",
+                 "check(variant, **params)", "QUICK"):
+        assert f"`{name}`" in workload_file, name

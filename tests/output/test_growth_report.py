@@ -125,7 +125,12 @@ def test_a_phased_run_gets_a_row_per_phase():
     assert ("| w / v (generate) | per sample | heap_bytes | 5.86 KiB | flat, 16 µs | none | "
             "memory removed (peak 4.59 MiB); same time |") in md
     # the answer lists only the phase that grows, and the fix's plateau
-    assert ("| w / v (generate) | memory +5.86 KiB per sample; time 16 µs per sample | "
+    # burn's own highest sample beside its growth: what the fix's peak is set against
+    # (pit-infer B read "skip-untracked (peak 106 MiB)" with nothing to set it against;
+    # walkthrough, session 58)
+    peak = max(r["value"] for r in _phased() if r["metric"] == "heap_bytes")
+    assert ("| w / v (generate) | memory +5.86 KiB per sample (to "
+            f"{report._bytes(peak)}); time 16 µs per sample | "
             "`fix` (peak 4.59 MiB; same time) | **none** |  |") in md
 
 
@@ -213,3 +218,31 @@ def test_memory_level_follows_the_verdict():
     (g,) = _growth(slow)
     assert g.memory_grows and memory_level(g, ref) == 1
     assert memory_level(g, None) == 4 and memory_level(None, ref) is None
+
+
+ONCE = """\
+PARAMS = {"iterations": 10}
+
+def run(sim, variant, iterations):
+    yield sim.sample(iterations, "iterations", rss=1.0)
+"""
+
+
+def test_a_sweep_sampled_once_per_run_says_why_it_has_no_summary_and_titles_by_what_it_shows(
+        tmp_path, capsys):
+    """A user loop sampled once per run: no summary.png (nothing grows along a loop) and the
+    report said nothing of it, and titled its figure "predicted vs measured" with no
+    measurement (session 57's list): the report says why, and the figure's title says
+    what it draws."""
+    from clirun import run_cli
+    path = tmp_path / "once.py"
+    path.write_text(ONCE)
+    out = tmp_path / "out"
+    code, _, lines = run_cli(["sweep", "-w", str(path), "-p", "burn-0.22.1", "-p",
+                              "drop-release", "--out", str(out)], capsys)
+    assert code == 0, lines
+    assert not (out / "summary.png").exists() and (out / "once.png").is_file()
+    report = (out / "report.md").read_text()
+    assert "No summary figure: no run has a loop to grow along" in report
+    assert "![once: predicted, no measurements](once.png)" in report
+    assert "predicted vs measured" not in report

@@ -381,3 +381,35 @@ def test_fit_label_keeps_a_name_that_fits_and_wraps_one_that_does_not():
     # too narrow for two lines even at the smallest size: as many lines as it takes
     text, size = plot._fit_label("after-backward-through-a (iterations)", 0.5)
     assert size == plot._PHASE_MIN_SIZE and text.count("\n") >= 2
+
+
+# -- a metric the workload records under an observable's name is drawn -------------------------
+
+OWN_HEAP = """\
+def run(sim, variant):
+    for step in (1, 2, 3):
+        yield sim.sample(step, "step", observables=False, heap_bytes=1000.0 * step,
+                         rss=2.0 * step)
+        yield sim.sample(step, "step", phase="with-observables", rss=3.0 * step)
+"""
+
+
+def test_a_metric_recorded_under_an_observables_name_is_drawn_and_the_observables_are_not(
+        tmp_path):
+    """`sim.sample(..., observables=False, heap_bytes=...)` wrote the workload's own
+    heap_bytes to predicted.csv but no figure drew it: the figure hid every metric named
+    like a bookkeeping observable (session 57's list). Only the observables each sample
+    records after the workload's metrics are left out now."""
+    from sim.engine.runner import run_cell
+    path = tmp_path / "own.py"
+    path.write_text(OWN_HEAP)
+    rows = run_cell(str(path), "default")
+    assert sum(r["metric"] == "heap_bytes" for r in rows) == 3 + 3   # own, observable
+    own = plot._workload_rows(rows)
+    assert [r["value"] for r in own if r["metric"] == "heap_bytes"] == [1000.0, 2000.0, 3000.0]
+    assert not any(r["metric"] in plot.OBSERVABLES and r["metric"] != "heap_bytes"
+                   for r in own)
+    fig = workload_figure("own", "", rows, [])
+    titles = [ax.get_title() for ax in fig.axes]
+    assert any(t.startswith("default: heap_bytes") for t in titles), titles
+    assert not any("live_nodes" in t or "sim_time_ms" in t for t in titles), titles

@@ -252,6 +252,9 @@ class _Image:
         self.unreadable.append(what)
 
     def _value(self, v, depth) -> None:
+        """Append what ``v`` is to the image: a plain value itself, an object its kind and
+        what it holds (read once: a second reference is a :data:`_REF`), within
+        :data:`MAX_OBJECTS` and :data:`MAX_DEPTH`."""
         kind = type(v)
         how = _HOW.get(kind)
         if how is None:
@@ -285,47 +288,57 @@ class _Image:
             return
         depth += 1
         out.append(kind)
+        # the common kinds here, the others by the table of their readers
         if how == _SEQ:
             self._items(v, depth)
         elif how == _MAP:
             self._mapping(v, depth)
-        elif how == _FUNC:
-            self._function(v, depth)
-        elif how == _METHOD:
-            self._value(v.__func__, depth)
-            self._value(v.__self__, depth)
-        elif how == _BUILTIN:
-            owner = v.__self__
-            if owner is None or type(owner) is types.ModuleType:
-                out.append(v)            # a function of a C module: no state of its own
-            else:
-                out.append(v.__name__)
-                self._value(owner, depth)
-        elif how == _CLASS:
-            self._class(v, depth)
-        elif how == _PARTIAL:
-            self._value(v.func, depth)
-            self._items(v.args, depth)
-            self._mapping(v.keywords, depth)
-            self._mapping(v.__dict__, depth)
-        elif how == _WRAPPED:
-            self._value(v.__func__, depth)
-        elif how == _PROPERTY:
-            # its getter, setter and deleter: a getter may change state the body never names
-            self._value(v.fget, depth)
-            self._value(v.fset, depth)
-            self._value(v.fdel, depth)
         elif how == _OBJECT:
             self._object(v, kind, depth)
-        elif how == _ARRAY:
-            out.append(v.shape)
-            out.append(v.dtype.str)
-            if v.dtype.hasobject:
-                self._items(v.ravel().tolist(), depth)
-            else:
-                out.append(v.tobytes())
+        elif how == _FUNC:
+            self._function(v, depth)
+        elif how == _CLASS:
+            self._class(v, depth)
+        elif how in _READERS:
+            _READERS[how](self, v, depth)
         else:
             self._cannot(f"{kind.__module__}.{kind.__qualname__}")
+
+    def _bound_method(self, v, depth) -> None:
+        self._value(v.__func__, depth)
+        self._value(v.__self__, depth)
+
+    def _builtin(self, v, depth) -> None:
+        owner = v.__self__
+        if owner is None or type(owner) is types.ModuleType:
+            self.out.append(v)            # a function of a C module: no state of its own
+        else:
+            self.out.append(v.__name__)
+            self._value(owner, depth)
+
+    def _partial(self, v, depth) -> None:
+        self._value(v.func, depth)
+        self._items(v.args, depth)
+        self._mapping(v.keywords, depth)
+        self._mapping(v.__dict__, depth)
+
+    def _wrapped(self, v, depth) -> None:
+        self._value(v.__func__, depth)
+
+    def _property(self, v, depth) -> None:
+        # its getter, setter and deleter: a getter may change state the body never names
+        self._value(v.fget, depth)
+        self._value(v.fset, depth)
+        self._value(v.fdel, depth)
+
+    def _array(self, v, depth) -> None:
+        out = self.out
+        out.append(v.shape)
+        out.append(v.dtype.str)
+        if v.dtype.hasobject:
+            self._items(v.ravel().tolist(), depth)
+        else:
+            out.append(v.tobytes())
 
     def _items(self, v, depth) -> None:
         out = self.out
@@ -451,6 +464,12 @@ class _Image:
                 read.add(name)
                 out.append(name)
                 self._value(space[name], depth + 1)
+
+
+#: how -> the reader of the kinds :meth:`_Image._value` does not read itself
+_READERS = {_METHOD: _Image._bound_method, _BUILTIN: _Image._builtin,
+            _PARTIAL: _Image._partial, _WRAPPED: _Image._wrapped,
+            _PROPERTY: _Image._property, _ARRAY: _Image._array}
 
 
 def _call_names(body) -> list:
