@@ -160,6 +160,7 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         "heap-refault" => crate::rehash::heap_refault(sink),
         "mlp-sample" => crate::sample::mlp_sample(sink),
         "clock-read" => clock_read(sink),
+        "report-wake" => crate::sample::report_wake(sink),
         other => panic!("unknown variant {other}"),
     }
 }
