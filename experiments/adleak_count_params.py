@@ -168,11 +168,13 @@ def count_loop(sim, mode, n_ops, size):
         del x
     else:
         sim.repeat(n_ops, lambda: add(a, b))
+    sim.timing.clock_read()             # each window's one read of the probe's clock
     row("after-loop", calls0, ns_per_op=round((sim.now_ns - t0) / n_ops, 3))
     yield sim.tick()
 
     calls0, t0 = heap.allocs, sim.now_ns
     tiny_backward(ad, probe=True)
+    sim.timing.clock_read()
     row("after-unrelated-backward", calls0, backward_ms=round((sim.now_ns - t0) / 1e6, 6))
     yield sim.tick()
 
@@ -183,5 +185,6 @@ def count_loop(sim, mode, n_ops, size):
             loss = loss + x.clone().sum()
         (loss * 2.0).backward()
         del loss
+        sim.timing.clock_read()
         row("after-backward-through-a", calls0, backward_ms=round((sim.now_ns - t0) / 1e6, 6))
         yield sim.tick()

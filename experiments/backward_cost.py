@@ -37,9 +37,11 @@ def run(sim, variant, chain, rounds, features):
         y = x.clone()
         for _ in range(chain):
             y = step(y, c, w)
+        sim.timing.clock_read()         # each window's one read of the probe's clock
         forward = (sim.now_ns - start) / chain / 1e6
         start = sim.now_ns
         grads = y.sum().backward()
+        sim.timing.clock_read()
         backward = (sim.now_ns - start) / chain / 1e6
         del grads, x, y
         sim.sample(r, "round", phase="forward", ms_per_step=round(forward, 9))

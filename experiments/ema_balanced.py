@@ -59,6 +59,7 @@ def run(sim, variant, steps, report_every, batch, features, checkpointing, repor
     for step in report_steps:
         state["base"] = last_step
         sim.repeat(step - last_step, train_step)
+        sim.timing.clock_read()     # the window's one read of the probe's clock
         ms = (sim.now_ns - last_t) / (step - last_step) / 1e6
         extra = {"rss_bytes": rss_bytes_paged(sim)} if rss_bytes else {}
         sim.sample(step, "step", ms_per_step=round(ms, 6),

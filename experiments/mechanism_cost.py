@@ -56,6 +56,12 @@ fresh process per variant:
                 counts 0 minor faults); the replica leaves out the fault time its allocator
                 charges between the two clocks' reads, as the probe's mallopt does
 
+``clock-read``  an empty timed window: ``Instant::now()`` then ``elapsed()`` of the probes'
+                clock, back to back (``ns_per_op``, the median of 20,001): one read of the
+                clock, which every timed window of a probe holds once (its start's end and
+                its end's start); wall time a vDSO read, the CPU clock (``PROBE_CPU_TIME``)
+                a system call. The replica charges one read (``clock_read_ns``)
+
 The probe reports first-gemm's and param-init's rows as medians over 9 fresh processes
 (a first call happens once per process); the simulation is one process.
 """
@@ -78,13 +84,13 @@ X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows",
                               "plain": "iterations", "release-minus-plain": "iterations",
                               "read-minus-drop": "iterations",
                               "autodiff-read-minus-drop": "iterations",
-                              "d4": "features", "d128": "features",
+                              "d4": "features", "d128": "features", "window": "reads",
                               **dict.fromkeys(("steps", "actions", "nodes", "leaves", "keys",
                                                "all"), "buckets"),
                               **dict.fromkeys(SAMPLE_PHASES, "iterations")}}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = ("page-fault", "text-fault", "first-gemm", "param-init", "sweep-free", "merge",
-            "release", "read-scalar", "train-step", "rehash", "mlp-sample")
+            "release", "read-scalar", "train-step", "rehash", "mlp-sample", "clock-read")
 PARAMS = {"reps": 5, "calls": 5, "nodes": "100,300,1000,3000,10000", "merge_ops": 250,
           "merge_reps": 41, "release_ops": 250, "release_reps": 41,
           "train_warm": 20, "train_steps": 50, "train_reps": 11, "rehash_reps": 21,
@@ -157,6 +163,11 @@ def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, re
         yield from _rehash(sim, rehash_reps)
     elif variant == "mlp-sample":
         yield from _mlp_sample(sim, sample_ops)
+    elif variant == "clock-read":
+        start = sim.now_ns
+        sim.timing.clock_read()
+        sim.record(1, "reads", "ns_per_op", round(sim.now_ns - start, 3), phase="window")
+        yield sim.tick()
     else:
         raise ValueError(variant)
 
@@ -177,6 +188,7 @@ def _calls(sim, variant, calls):
     for k in range(1, calls + 1):
         start = sim.now_ns
         call()
+        sim.timing.clock_read()         # the window's one read of the probe's clock
         sim.record(k, "call", "ms_per_step", round((sim.now_ns - start) / 1e6, 9),
                    phase="call")
         yield sim.tick()
@@ -190,6 +202,7 @@ def _pair(sim):
 def _timed_backward(sim, device) -> float:
     start = sim.now_ns
     tiny_backward(device, probe=True)
+    sim.timing.clock_read()             # the window's one read of the probe's clock
     return (sim.now_ns - start) / 1e6
 
 

@@ -187,6 +187,7 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd", si
                 state["base"] = step
                 sim.repeat(stop - step, train_step)
                 step = stop
+        sim.timing.clock_read()     # the window's one read of the probe's clock
         ms = (sim.now_ns - last_t) / (step - last_step) / 1e6
         if rows is not None:
             rows.read_rss()          # the probe reads /proc/self/statm before it measures

@@ -107,6 +107,7 @@ def run(sim, variant, forwards, report_every, batch, features, device="metal", s
             # identical)
             sim.repeat(i - last, forward)
             if i % report_every == 0:
+                sim.timing.clock_read()     # the window's one read of the probe's clock
                 ms = (sim.now_ns - t0) / (i - last) / 1e6
                 report(group, i, start, start_blocks, ms)
                 if rows is not None:

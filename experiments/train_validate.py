@@ -49,6 +49,7 @@ def run(sim, variant, steps, validate_every, val_batches, samples, report_every,
     rows = ProbeSink.for_run(sim, sink, EXPERIMENT, variant)
 
     def report(x_value, unit, count):
+        sim.timing.clock_read()     # the window's one read of the probe's clock (tv.rs: elapsed)
         ms = (sim.now_ns - last[0]) / max(count - last[1], 1) / 1e6
         last[0], last[1] = sim.now_ns, count
         kib, blocks, rss = ((sim.heap.live_bytes - heap0) / 1024,

@@ -88,6 +88,11 @@ FIT_PLAN = (
     # (mechanism-cost mlp-sample: train-validate's generation sample run by the module against
     # the same ops through the tensor API, module - ops = two Linear calls)
     (("time.linear_call_ns", [f"{_MECH}/mlp-sample/module-minus-ops/250/ns_per_op"]),),
+    # one read of the probes' own clock, which every timed window holds once (mechanism-cost
+    # clock-read: an empty window, now() then elapsed(); the clock `sim measure` timed with:
+    # a vDSO read of the wall clock, a system call for the thread's CPU clock), before the
+    # stages whose windows hold a few ops (op-cost's blocks, train-validate's reports)
+    (("time.clock_read_ns", [f"{_MECH}/clock-read/window/1/ns_per_op"]),),
     # a small op's cost (op-cost, [1,128] tensors), each stage on the points whose cost the
     # earlier stages do not already explain (fitted jointly on all 13, buffer_ns traded
     # against op_overhead_ns and register_ns against operand_node_ns): the op itself, from

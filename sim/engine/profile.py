@@ -52,6 +52,9 @@ STRS_BY_KEY = "table of lists of strings"
 #: ``[calibration] quick_points`` (a record written before it was kept: not known)
 OPTIONAL_EMPTY = frozenset({"sweep_tlb_order_reads", "sweep_tlb_order_reach",
                             "sweep_tlb_order_miss", "quick_points"})
+#: keys a profile may leave out, read as 0 (a profile written before the probe that measures
+#: them existed: the mechanism is not charged, as in a profile that has it at 0)
+OPTIONAL_ZERO = frozenset({"clock_read_ns"})
 
 #: section -> key -> type. Every key is required; no other key is allowed.
 SCHEMA = {
@@ -169,6 +172,8 @@ SCHEMA = {
         "trim_page_ns": FLOAT,         # per page a trim gives back (unmapped)
         "linear_call_ns": FLOAT,       # per Linear::forward beyond its ops (module::linear's
                                        #   dispatch, the matmul transform's shape analysis)
+        "clock_read_ns": FLOAT,        # per timed window of a probe: one read of its clock
+                                       #   (mechanism-cost clock-read; optional, 0)
         "text_fault_ns": FLOAT,        # per 64-KiB fault-around window of text made resident
         "sysfs_read_ns": FLOAT,        # per sysfs directory listed or file read (gemm's cache info)
         "autodiff_clone_ns": FLOAT,    # per autodiff handle cloned: node + ref-count Arcs
@@ -409,6 +414,9 @@ def _check_keys(table, section, keys, path) -> None:
         if key not in table and kind == STRS_BY_KEY:
             continue
         if key not in table and key in OPTIONAL_EMPTY:
+            continue
+        if key not in table and key in OPTIONAL_ZERO:
+            table[key] = 0.0
             continue
         if key not in table:
             raise ProfileError(f"{path}: missing key {section}.{key}")

@@ -296,6 +296,16 @@ class Timing:
         if ns:
             self._work(ns)
 
+    def clock_read(self) -> None:
+        """The probe read its clock to end (or start) a timed window (burn-probes'
+        ``clock::Instant``: ``elapsed`` then ``now``). A window runs from one read's sample
+        to the next's, so it holds one read's cost in all, whichever clock (a vDSO read of
+        the wall clock; a system call for the thread's CPU clock): ``clock_read_ns``,
+        charged once per window by the workloads that mirror the probes' timers."""
+        ns = self.p["clock_read_ns"]
+        if ns:
+            self._work(ns)
+
     def read_scalar(self, backend) -> None:
         """A tensor's value was read back (``into_scalar``: burn-flex's ``into_data`` builds a
         ``TensorData`` from the buffer, its first element is read and converted):

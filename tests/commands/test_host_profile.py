@@ -306,7 +306,7 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     # op-cost's four stages: the chain and plain Flex's small ops, the sum, the
     # matrix-vector gemm's call, the tracked ops
     assert [[p for p, _ in stage] for stage in stages] \
-        == [[p for p, _ in FIT_PLAN[i]] for i in (5, 6, 9, 11)]
+        == [[p for p, _ in FIT_PLAN[i]] for i in (6, 7, 10, 12)]
     assert "time.sweep_free_ns" in skipped and "backend.flex.gflops" in skipped
     assert "time.page_fault_ns" in skipped
     # every selector of the plan names a point of a full quick run (one with the text-fault row)
@@ -317,8 +317,9 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     stages, skipped = plan_stages(every)
     used = [q for stage in stages for _, pts in stage for q in pts]
     # (the core-1 run predates the read-scalar and train-step variants of session 53)
-    # (nor session 55's rehash, nor session 56's mlp-sample)
-    newer = {"mechanism-cost/read-scalar/read-minus-drop/250/ns_per_op",
+    # (nor session 55's rehash, nor session 56's mlp-sample, nor session 58's clock-read)
+    newer = {"mechanism-cost/clock-read/window/1/ns_per_op",
+             "mechanism-cost/read-scalar/read-minus-drop/250/ns_per_op",
              "mechanism-cost/read-scalar/autodiff-read-minus-drop/250/ns_per_op",
              "mechanism-cost/train-step/d4/4/ms_per_step",
              "mechanism-cost/rehash/all/256/ns_per_op", "mechanism-cost/rehash/all/2048/ns_per_op",
@@ -327,8 +328,8 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     assert set(used) == set(fit_points()) - newer - {
         "adleak-count-params/chain-dead/size=16/after-unrelated-backward/300/backward_ms"}
     assert list(skipped) == ["time.rehash_item_ns", "time.linear_call_ns",
-                             "backend.flex.read_scalar_ns", "time.optimizer_map_ns",
-                             "time.root_check_node_ns"]
+                             "time.clock_read_ns", "backend.flex.read_scalar_ns",
+                             "time.optimizer_map_ns", "time.root_check_node_ns"]
     # session 53's quick run has every point of the plan but chain-dead's, rehash's and
     # mlp-sample's
     every = []
@@ -339,9 +340,10 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     assert set(q for stage in stages for _, pts in stage for q in pts) == set(fit_points()) - {
         "adleak-count-params/chain-dead/size=16/after-unrelated-backward/300/backward_ms",
         "mechanism-cost/rehash/all/256/ns_per_op", "mechanism-cost/rehash/all/2048/ns_per_op",
-        "mechanism-cost/mlp-sample/module-minus-ops/250/ns_per_op"}
+        "mechanism-cost/mlp-sample/module-minus-ops/250/ns_per_op",
+        "mechanism-cost/clock-read/window/1/ns_per_op"}
     assert list(skipped) == ["time.rehash_item_ns", "time.linear_call_ns",
-                             "time.root_check_node_ns"]
+                             "time.clock_read_ns", "time.root_check_node_ns"]
     # the passes stop when no parameter moved more than SETTLED in the last one
     assert _largest_change(["a", "b"], {"a": 100.0, "b": 10.0}.get,
                            {"a": 101.0, "b": 5.0}.get) == ("b", 0.5)

@@ -105,7 +105,7 @@ use crate::adleak::tiny_backward;
 const EXPERIMENT: &str = "mechanism-cost";
 pub const VARIANTS: &[&str] = &["page-fault", "text-fault", "first-gemm", "param-init", "sweep-free",
                                  "merge", "release", "read-scalar", "train-step", "rehash",
-                                 "mlp-sample"];
+                                 "mlp-sample", "clock-read"];
 const GEMM_CALLS: usize = 15;
 const TRAIN_WARM: usize = 20;
 const TRAIN_STEPS: usize = 50;
@@ -159,8 +159,45 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         "rehash" => crate::rehash::rehash(sink),
         "heap-refault" => crate::rehash::heap_refault(sink),
         "mlp-sample" => crate::sample::mlp_sample(sink),
+        "clock-read" => clock_read(sink),
+        "report-wake" => crate::sample::report_wake(sink),
         other => panic!("unknown variant {other}"),
     }
+}
+
+/// reads of the probes' clock a `clock-read` block times, and blocks
+const CLOCK_PAIRS: usize = 20_001;
+
+/// `clock-read`: what one read of the probes' own clock costs inside a timed window. Every
+/// window of a probe runs from one read of `clock::Instant` (`now`) to the next (`elapsed`):
+/// it holds the end of the first read and the start of the second, one read in all. Timed
+/// the same way, a window with nothing in it: `Instant::now()` then `elapsed()`, back to
+/// back; the median of `CLOCK_PAIRS` such windows (after 1,000 untimed reads). Wall time:
+/// a vDSO read of CLOCK_MONOTONIC; with `PROBE_CPU_TIME`, `clock_gettime(
+/// CLOCK_THREAD_CPUTIME_ID)`, a system call (no vDSO path for a thread's clock).
+fn clock_read(sink: &mut Sink) {
+    for _ in 0..1_000 {
+        black_box(Instant::now());
+    }
+    let mut ns = Vec::with_capacity(CLOCK_PAIRS);
+    for _ in 0..CLOCK_PAIRS {
+        let t = Instant::now();
+        ns.push(t.elapsed().as_secs_f64() * 1e9);
+    }
+    let (lo, hi) = {
+        let mut s = ns.clone();
+        s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        (s[s.len() / 10], s[s.len() * 9 / 10])
+    };
+    let clock = if burn_probes::clock::cpu_time() {
+        "the thread's CPU clock (PROBE_CPU_TIME: clock_gettime(CLOCK_THREAD_CPUTIME_ID))"
+    } else {
+        "wall time (std::time::Instant: clock_gettime(CLOCK_MONOTONIC))"
+    };
+    sink.row(EXPERIMENT, "clock-read", "window", 1, "reads", "ns_per_op", f(median(ns), 1), "ns",
+             &format!("{NOTE}; an empty timed window (Instant::now() then elapsed()) on {clock}: \
+                       one read; median of {CLOCK_PAIRS} windows (p10 {} ns, p90 {} ns)",
+                      f(lo, 1), f(hi, 1)));
 }
 
 fn page_fault(sink: &mut Sink) {

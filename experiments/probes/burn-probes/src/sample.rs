@@ -127,3 +127,78 @@ pub fn mlp_sample(sink: &mut Sink) {
         }
     }
 }
+
+/// windows each `report-wake` kind times (after one untimed of each), and the generation
+/// samples in a window (train-validate --quick's `report_every`)
+const WAKE_WINDOWS: usize = 401;
+const WAKE_SAMPLES: usize = 5;
+
+/// mechanism-cost `report-wake` (run only when named; session 58): what train-validate's
+/// report costs the generation window after it, beyond the one clock read every window holds.
+/// The probe's sample (`module` above, z on plain Flex) timed in windows of `WAKE_SAMPLES`,
+/// each window started by `Instant::now()` and ended by `elapsed()` as `tv.rs`'s reporter
+/// does, with, untimed before each window: nothing (`bare`); the reporter's reads alone
+/// (`statm`: `alloc::snapshot()` and `rss_bytes()`, a `/proc/self/statm` read); the whole
+/// report (`report`: the same reads, then its four rows formatted and recorded into a scratch
+/// sink that echoes each to stderr, as the probe's sink does). The kinds alternate window by
+/// window; `ns_per_op` per window, the median of `WAKE_WINDOWS`, and the differences from
+/// `bare` (the clock read cancels).
+pub fn report_wake(sink: &mut Sink) {
+    let ad = Device::flex().autodiff();
+    let model = Mlp::new(FEATURES, FEATURES, FEATURES, &ad);
+    let warm = Tensor::<2>::random([1, FEATURES], Distribution::Default, &ad);
+    let _: f32 = model.forward(warm).sum().into_scalar();
+    let net = model.valid();
+    let z = Tensor::<2>::random([1, FEATURES], Distribution::Default, &Device::flex());
+    let mut scratch = Sink::new("train-validate", true);
+    let heap0 = burn_probes::alloc::snapshot();
+    let kinds = ["bare", "statm", "report"];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); kinds.len()];
+    for rep in 0..WAKE_WINDOWS + 1 {
+        for (k, kind) in kinds.iter().enumerate() {
+            if *kind != "bare" {
+                let h = burn_probes::alloc::snapshot();
+                let rss = burn_probes::rss::rss_bytes();
+                if *kind == "report" {
+                    let (kib, ms) = burn_probes::alloc::exclude(|| {
+                        (f(h.bytes_since(&heap0) as f64 / 1024.0, 3), f(0.0049 + rep as f64 * 1e-7, 4))
+                    });
+                    scratch.row("train-validate", "plain", "generate", rep, "samples",
+                                "host_heap_delta", kib, "KiB", "");
+                    scratch.row("train-validate", "plain", "generate", rep, "samples",
+                                "heap_blocks_delta", h.blocks_since(&heap0), "blocks", "");
+                    scratch.row("train-validate", "plain", "generate", rep, "samples",
+                                "ms_per_step", ms, "ms", "");
+                    scratch.row("train-validate", "plain", "generate", rep, "samples",
+                                "rss_bytes", rss, "B", "");
+                }
+                black_box(rss);
+            }
+            let t = Instant::now();
+            for _ in 0..WAKE_SAMPLES {
+                let v: f32 = net.forward(z.clone()).sum().into_scalar();
+                black_box(v);
+            }
+            let ns = t.elapsed().as_secs_f64() * 1e9;
+            if rep > 0 {
+                times[k].push(ns);
+            }
+        }
+    }
+    let med: Vec<f64> = times.iter().map(|t| median(t.clone())).collect();
+    for (kind, (m, t)) in kinds.iter().zip(med.iter().zip(&times)) {
+        let mut s = t.clone();
+        s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        sink.row(EXPERIMENT, "report-wake", kind, WAKE_SAMPLES, "samples", "ns_per_op", f(*m, 1),
+                 "ns", &format!("{NOTE}; z on plain Flex; a window of {WAKE_SAMPLES} samples, \
+                                 median of {WAKE_WINDOWS} (p10 {} ns, p90 {} ns)",
+                                f(s[s.len() / 10], 1), f(s[s.len() * 9 / 10], 1)));
+    }
+    for (k, kind) in kinds.iter().enumerate().skip(1) {
+        sink.row(EXPERIMENT, "report-wake", &format!("{kind}-minus-bare"), WAKE_SAMPLES,
+                 "samples", "ns_per_op", f(med[k] - med[0], 1), "ns",
+                 &format!("{NOTE}; z on plain Flex; from the medians, per window of \
+                           {WAKE_SAMPLES} samples"));
+    }
+    black_box(scratch.rows.len());
+}
