@@ -85,7 +85,7 @@ def _passes_block_by_block(memory, leaves, useful, runs=()):
     old = memory.leaves_table
     memory.leaves_table = new_leaves.table
     if WALK_OBSERVER is not None:
-        WALK_OBSERVER(passes.status, useful)
+        WALK_OBSERVER(passes.statuses(), useful)
     return deletables, old
 
 
@@ -190,6 +190,27 @@ class _BlockPasses:
         self.events = []
         #: the tape replayed, and how many nodes had a status before its nodes got theirs
         self.replayed = None
+        #: the ids of the useful tapes replayed (:func:`_replay_useful`): useful, though
+        #: ``status`` still holds what the unavailable pass gave them (:meth:`value`)
+        self.tagged_runs = []
+
+    def value(self, node_id) -> int:
+        """``statuses.get(node_id)`` during the useful pass: a node a replayed useful tape
+        tagged is useful (its entry in :attr:`status` is not rewritten: :func:`_replay_useful`)."""
+        value = self.status[node_id]
+        if value == self.UNKNOWN:
+            for ids in self.tagged_runs:
+                if node_id in ids:
+                    return self.USEFUL
+        return value
+
+    def statuses(self) -> dict:
+        """:attr:`status` with the replayed useful tapes' nodes useful, as burn's
+        ``statuses`` map ends."""
+        for ids in self.tagged_runs:
+            self.status.update(dict.fromkeys(ids, self.USEFUL))
+        self.tagged_runs = []
+        return self.status
 
     def set_status(self, node_id, value) -> None:
         status = self.status
@@ -475,7 +496,7 @@ class _UsefulTaping:
         tagged yet."""
         self.close()
         passes = self.passes
-        value = passes.status[node_id]
+        value = passes.value(node_id)
         if value == passes.UNKNOWN and passes.nodes[node_id][0].strong > 1:
             value = passes.USEFUL
             if self.settled is not None and not self.tagged.items:
@@ -543,21 +564,23 @@ def _replay_useful(passes, tape, tagged, to_tag) -> None:
     ``to_tag``), in the walk's order: each visit's ``tagged`` insert, parents clone,
     ``to_tag`` pushes, and ``statuses`` reinsert (every node has a status: the first
     visit's grows a full table); the clones between two growths as one
-    :meth:`~sim.platform.heap.Heap.pairs`. Then the sets and statuses as the walk leaves
-    them."""
+    :meth:`~sim.platform.heap.Heap.pairs`. Then the sets as the walk leaves them; its
+    nodes' statuses are useful through :meth:`_BlockPasses.value` (no entry rewritten)."""
     heap, status = passes.heap, passes.status
     sizes, pushed = tape.nbytes, tape.pushed
     seen, queue, statuses = tagged.table, to_tag.table, passes.statuses_table
     t0, n = len(tagged.items), len(sizes)
     # the queue's length before each visit's pushes (each visit but the first pops one)
     before = len(to_tag.items) + np.concatenate(([0], np.cumsum(pushed - 1)[:-1]))
-    after = before + pushed
+    # the queue's longest so far after each visit: the first visit it outgrows a capacity
+    # at (none before ``done`` outgrew the capacity the visit before it left)
+    longest = np.maximum.accumulate(before + pushed)
     done = 0
     while True:
         grows = [max(done, seen.cap - t0), n]      # the tagged set's next insert past cap
-        past = np.flatnonzero(after[done:] > queue.cap)
-        if past.size:
-            grows.append(done + int(past[0]))
+        past = int(np.searchsorted(longest, queue.cap, side="right"))
+        if past < n:
+            grows.append(max(done, past))
         if done == 0 and len(status) >= statuses.cap:
             grows.append(0)
         at = min(grows)
@@ -569,7 +592,7 @@ def _replay_useful(passes, tape, tagged, to_tag) -> None:
         done = at + 1
     heap.pairs(sizes[done:])
     ids = tape.ids
-    status.update(dict.fromkeys(ids, passes.USEFUL))
+    passes.tagged_runs.append(tape.idset)      # useful: :meth:`_BlockPasses.value`
     tagged.items.update(ids)
     tagged._order.extend(ids)      # (a seen set: never popped, its order never read)
 
