@@ -110,7 +110,7 @@ cdef class _Arena:
     cpdef tuple nested(self, list events)
     @cython.locals(i=Py_ssize_t, n=Py_ssize_t, event=Py_ssize_t, nbytes=Py_ssize_t,
                    live=Py_ssize_t, peak=Py_ssize_t, allocs=Py_ssize_t, nb=Py_ssize_t,
-                   at=Py_ssize_t, held=Py_ssize_t, handles=list, tcache=dict,
+                   at=Py_ssize_t, held=Py_ssize_t, handles=list, tcache=dict, bins=list,
                    pending="long long[::1]", popped="long long[::1]")
     cpdef tuple _nested_folded(self, list events)
     @cython.locals(k=Py_ssize_t, at=Py_ssize_t, nbytes=Py_ssize_t, nb=Py_ssize_t)

@@ -1345,6 +1345,7 @@ class _Arena:
         popped = array("q", bytes(8 * (TCACHE_MAX_CHUNK // 16 + 1)))   # per tcache bin
         held = 0
         tcache = self.tcache
+        bins = [tcache.get(size) for size in range(0, TCACHE_MAX_CHUNK + 1, 16)]
         live = peak = allocs = 0
         for i in range(n):
             event = events[i]
@@ -1356,7 +1357,7 @@ class _Arena:
                 nb = (event + SIZE_SZ + 15) & ~15
                 if nb < MINSIZE:
                     nb = MINSIZE
-                if nb <= TCACHE_MAX_CHUNK and len(tcache[nb]) > popped[nb >> 4]:
+                if nb <= TCACHE_MAX_CHUNK and len(bins[nb >> 4]) > popped[nb >> 4]:
                     popped[nb >> 4] += 1
                     pending[held] = i
                     held += 1

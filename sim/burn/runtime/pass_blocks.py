@@ -140,12 +140,15 @@ class Tape:
     node whose reach holds no status yet allocates and frees the same blocks in the same
     nesting every backward, so only the nodes outside it are walked."""
 
-    __slots__ = ("leaf", "events", "nodes", "checked", "unchecked")
+    __slots__ = ("leaf", "events", "nodes", "checked", "unchecked", "statuses")
 
-    def __init__(self, leaf, events, nodes, unchecked=None):
+    def __init__(self, leaf, events, nodes, unchecked=None, statuses=None):
         self.leaf = leaf
         self.events = events
         self.nodes = nodes
+        #: ``nodes`` each with its status (available), as a dict the replay copies (a
+        #: dict's copy clones its table; a dict built from the ids hashes each)
+        self.statuses = statuses
         self.checked = False
         #: the nodes still to check against the settled index (None: all of them); a
         #: tape recorded over the replay of a checked one need not check its nodes again
@@ -273,8 +276,18 @@ class _BlockPasses:
             return False
         self.heap.nested(tape.events)
         self.events.extend(tape.events)
-        self.replayed = tape, len(status)
-        status.update(dict.fromkeys(nodes, self.UNKNOWN))
+        if tape.statuses is None:
+            self.replayed = tape, len(status)
+            status.update(dict.fromkeys(nodes, self.UNKNOWN))
+            return True
+        # the tape's nodes first, the few statuses set before them after (the map's
+        # order is not burn's, only which nodes have a status and what it is; the
+        # tape's nodes stay one slice of it: ``replayed``)
+        before = status.copy()
+        status.clear()
+        status.update(tape.statuses)
+        status.update(before)
+        self.replayed = tape, 0
         return True
 
     def unavailable_propagation(self, leaf) -> None:
@@ -295,7 +308,7 @@ class _BlockPasses:
                 # the replayed tape's nodes got their status together, none had one
                 base, at = self.replayed
                 unchecked = nodes[:at] + nodes[at + len(base.nodes):]
-            settled.tape = Tape(leaf, events[start:], nodes, unchecked)
+            settled.tape = Tape(leaf, events[start:], nodes, unchecked, status.copy())
 
     def _recurse(self, leaf, tape) -> None:
         """burn's recursion, with an explicit stack of frames (:meth:`_enter`,
