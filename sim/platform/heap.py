@@ -150,11 +150,16 @@ class Heap:
             # then finds its block there at once (not by a search from the newest end,
             # past the blocks allocated after it), and the list ends as the frees one by
             # one leave it (the others in their order)
-            going = set(blocks)
-            kept = [block for block in live if block not in going]
-            if len(going) == len(blocks) and len(kept) == len(live) - len(blocks):
-                live[:] = kept
-                live.extend(reversed(blocks))
+            n = len(blocks)
+            if live[-n:] == list(blocks):
+                # allocated last (a clone freed before anything else of its size came)
+                live[-n:] = blocks[::-1]
+            else:
+                going = set(blocks)
+                kept = [block for block in live if block not in going]
+                if len(going) == len(blocks) and len(kept) == len(live) - len(blocks):
+                    live[:] = kept
+                    live.extend(reversed(blocks))
         free = arena.free
         for block in blocks:
             free(block, nbytes)

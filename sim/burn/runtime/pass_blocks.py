@@ -477,11 +477,19 @@ class UsefulTape:
 
     __slots__ = ("root", "ids", "idset", "top", "nbytes", "pushed")
 
-    def __init__(self, root, ids, nbytes, pushed):
+    def __init__(self, root, ids, nbytes, pushed, tapes=(), walked=None):
         self.root = root
         self.ids = ids
-        self.idset = frozenset(ids)
-        self.top = max(ids)
+        if tapes and walked:
+            # the tapes replayed in it and the visits walked (their sets' union, their
+            # largest id: one pass over the walked visits, not over every id)
+            first = tapes[0]
+            self.idset = first.idset.union(*(t.idset for t in tapes[1:]),
+                                           (v[0] for v in walked))
+            self.top = max(max(t.top for t in tapes), max(v[0] for v in walked))
+        else:
+            self.idset = frozenset(ids)
+            self.top = max(ids)
         self.nbytes = nbytes
         self.pushed = pushed
 
@@ -538,7 +546,7 @@ class _UsefulTaping:
                 or pieces[0][0][0] != root
                 or not self.settled.ids.issuperset(v[0] for v in walked)):
             return
-        ids, sizes, pushes = [], [], []
+        ids, sizes, pushes, tapes = [], [], [], []
         for piece in pieces:
             if type(piece) is list:
                 ids.extend(v[0] for v in piece)
@@ -548,8 +556,9 @@ class _UsefulTaping:
                 ids.extend(piece.ids)
                 sizes.append(piece.nbytes)
                 pushes.append(piece.pushed)
+                tapes.append(piece)
         self.settled.useful = UsefulTape(root, tuple(ids), np.concatenate(sizes),
-                                         np.concatenate(pushes))
+                                         np.concatenate(pushes), tapes, walked)
 
     def replayed(self, node_id) -> bool:
         """Where the index's tape starts at ``node_id`` (just popped from ``to_tag``) and
