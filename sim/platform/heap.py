@@ -15,7 +15,6 @@ Units: bytes and blocks (one block = one successful ``alloc`` call).
 from __future__ import annotations
 
 from contextlib import nullcontext
-from itertools import repeat
 
 import numpy as np
 
@@ -131,7 +130,7 @@ class Heap:
         self.allocs += count
         if live > self.peak_bytes:
             self.peak_bytes = live
-        return tuple(map(arena.alloc, repeat(nbytes, count)))
+        return arena.alloc_each(nbytes, count)
 
     def free_run(self, nbytes: int, blocks) -> None:
         """:meth:`free` of each of ``blocks`` (handles of ``nbytes``) in turn; where a glibc
@@ -160,9 +159,7 @@ class Heap:
                 if len(going) == len(blocks) and len(kept) == len(live) - len(blocks):
                     live[:] = kept
                     live.extend(reversed(blocks))
-        free = arena.free
-        for block in blocks:
-            free(block, nbytes)
+        arena.free_each(blocks, nbytes)
 
     def alloc_row(self, sizes) -> list:
         """:meth:`alloc` of each of ``sizes`` in turn (a row of requests with nothing

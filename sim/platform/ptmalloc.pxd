@@ -92,6 +92,10 @@ cdef class _Arena:
     # the public requests, which the replay's other requests call (C calls when built)
     cpdef alloc(self, nbytes, align=*)
     cpdef calloc(self, nbytes)
+    # a run of requests of one size (Heap.alloc_run / free_run): C calls
+    @cython.locals(i=Py_ssize_t, blocks=list)
+    cpdef tuple alloc_each(self, nbytes, Py_ssize_t count)
+    cpdef free_each(self, blocks, nbytes)
     cpdef free(self, block=*, nbytes=*)
     @cython.locals(size=Py_ssize_t)
     cpdef _free_chunk(self, addr)

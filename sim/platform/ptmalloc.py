@@ -996,6 +996,19 @@ class _Arena:
             return self._tag(block)
         return block
 
+    def alloc_each(self, nbytes: int, count: int) -> tuple:
+        """:meth:`alloc` of ``count`` requests of ``nbytes``, one after the other (a map's
+        nodes cloned); returns their blocks in order (a loop the arena's build compiles)."""
+        blocks = []
+        for i in range(count):
+            blocks.append(self.alloc(nbytes, 0))
+        return tuple(blocks)
+
+    def free_each(self, blocks, nbytes: int) -> None:
+        """:meth:`free` of each of ``blocks`` (of ``nbytes``) in turn."""
+        for block in blocks:
+            self.free(block, nbytes)
+
     def calloc(self, nbytes: int):
         """``calloc``: placed by ``_int_malloc`` without the tcache (glibc 2.36's
         ``__libc_calloc`` only initialises it); returns its block."""

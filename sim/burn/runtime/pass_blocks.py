@@ -615,7 +615,7 @@ def _replay_useful(passes, tape, tagged, to_tag) -> None:
     heap.pairs(sizes[done:])
     ids = tape.ids
     passes.tagged_runs.append(tape.idset)      # useful: :meth:`_BlockPasses.value`
-    tagged.items.update(ids)
+    tagged.items.update(tape.idset)     # (a set's table: no id hashed again)
     tagged._order.extend(ids)      # (a seen set: never popped, its order never read)
 
 
