@@ -18,7 +18,6 @@ import hashlib
 import os
 import warnings
 from contextlib import nullcontext
-from itertools import repeat
 
 import numpy as np
 
@@ -134,7 +133,7 @@ class Heap:
         self.allocs += count
         if live > self.peak_bytes:
             self.peak_bytes = live
-        return tuple(map(arena.alloc, repeat(nbytes, count)))
+        return arena.alloc_each(nbytes, count)
 
     def free_run(self, nbytes: int, blocks) -> None:
         """:meth:`free` of each of ``blocks`` (handles of ``nbytes``) in turn; where a glibc
@@ -153,14 +152,17 @@ class Heap:
             # then finds its block there at once (not by a search from the newest end,
             # past the blocks allocated after it), and the list ends as the frees one by
             # one leave it (the others in their order)
-            going = set(blocks)
-            kept = [block for block in live if block not in going]
-            if len(going) == len(blocks) and len(kept) == len(live) - len(blocks):
-                live[:] = kept
-                live.extend(reversed(blocks))
-        free = arena.free
-        for block in blocks:
-            free(block, nbytes)
+            n = len(blocks)
+            if live[-n:] == list(blocks):
+                # allocated last (a clone freed before anything else of its size came)
+                live[-n:] = blocks[::-1]
+            else:
+                going = set(blocks)
+                kept = [block for block in live if block not in going]
+                if len(going) == len(blocks) and len(kept) == len(live) - len(blocks):
+                    live[:] = kept
+                    live.extend(reversed(blocks))
+        arena.free_each(blocks, nbytes)
 
     def alloc_row(self, sizes) -> list:
         """:meth:`alloc` of each of ``sizes`` in turn (a row of requests with nothing

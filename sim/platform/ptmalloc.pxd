@@ -92,6 +92,10 @@ cdef class _Arena:
     # the public requests, which the replay's other requests call (C calls when built)
     cpdef alloc(self, nbytes, align=*)
     cpdef calloc(self, nbytes)
+    # a run of requests of one size (Heap.alloc_run / free_run): C calls
+    @cython.locals(i=Py_ssize_t, blocks=list)
+    cpdef tuple alloc_each(self, nbytes, Py_ssize_t count)
+    cpdef free_each(self, blocks, nbytes)
     cpdef free(self, block=*, nbytes=*)
     @cython.locals(size=Py_ssize_t)
     cpdef _free_chunk(self, addr)
@@ -108,6 +112,14 @@ cdef class _Arena:
     @cython.locals(i=Py_ssize_t, event=Py_ssize_t, nbytes=Py_ssize_t, live=Py_ssize_t,
                    peak=Py_ssize_t, allocs=Py_ssize_t, handles=list)
     cpdef tuple nested(self, list events)
+    @cython.locals(i=Py_ssize_t, n=Py_ssize_t, event=Py_ssize_t, nbytes=Py_ssize_t,
+                   live=Py_ssize_t, peak=Py_ssize_t, allocs=Py_ssize_t, nb=Py_ssize_t,
+                   at=Py_ssize_t, held=Py_ssize_t, handles=list, tcache=dict, bins=list,
+                   pending="long long[::1]", popped="long long[::1]")
+    cpdef tuple _nested_folded(self, list events)
+    @cython.locals(k=Py_ssize_t, at=Py_ssize_t, nbytes=Py_ssize_t, nb=Py_ssize_t)
+    cpdef _unhold(self, list events, list handles, long long[::1] pending, Py_ssize_t held,
+                  long long[::1] popped)
 
     # the replay's loop over a program's requests (ReplayProgram.flat, C ints): C ints,
     # C calls

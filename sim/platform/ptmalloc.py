@@ -996,6 +996,19 @@ class _Arena:
             return self._tag(block)
         return block
 
+    def alloc_each(self, nbytes: int, count: int) -> tuple:
+        """:meth:`alloc` of ``count`` requests of ``nbytes``, one after the other (a map's
+        nodes cloned); returns their blocks in order (a loop the arena's build compiles)."""
+        blocks = []
+        for i in range(count):
+            blocks.append(self.alloc(nbytes, 0))
+        return tuple(blocks)
+
+    def free_each(self, blocks, nbytes: int) -> None:
+        """:meth:`free` of each of ``blocks`` (of ``nbytes``) in turn."""
+        for block in blocks:
+            self.free(block, nbytes)
+
     def calloc(self, nbytes: int):
         """``calloc``: placed by ``_int_malloc`` without the tcache (glibc 2.36's
         ``__libc_calloc`` only initialises it); returns its block."""
@@ -1311,22 +1324,87 @@ class _Arena:
         that many events before), each made as :meth:`alloc` and :meth:`free` make it, in
         a loop that the arena's build compiles. Returns ``(allocations, peak)``: the
         allocations made and the most bytes live at once above the run's start."""
-        handles = []
+        if self.recorder is not None or self.runs or self.alias:
+            handles = []
+            live = peak = allocs = 0
+            for i in range(len(events)):
+                event = events[i]
+                if event > 0:
+                    live += event
+                    if live > peak:
+                        peak = live
+                    allocs += 1
+                    handles.append(self.alloc(event, 0))
+                else:
+                    nbytes = events[i + event]
+                    live -= nbytes
+                    self.free(handles[i + event], nbytes)
+                    handles.append(None)
+            return allocs, peak
+        return self._nested_folded(events)
+
+    def _nested_folded(self, events) -> tuple:
+        """:meth:`nested` where nothing listens and no handle is translated: an allocation
+        its size's tcache bin can serve is held back (``pending``), and where its free is
+        the next event of that kind to reach the arena (every one held back after it freed
+        already) the pair is left out: the chunk would leave the top of its bin and go
+        back to it (the bin had room: the chunk came from it), and its live list would
+        gain and lose it at the end; the pairs held back between change nothing either.
+        Any other request makes the held-back allocations first, in their order: the
+        arena is then where the requests one by one would have left it."""
+        n = len(events)
+        handles = [None] * n
+        pending = array("q", bytes(8 * n))     # event indexes of the allocations held back
+        popped = array("q", bytes(8 * (TCACHE_MAX_CHUNK // 16 + 1)))   # per tcache bin
+        held = 0
+        tcache = self.tcache
+        bins = [tcache.get(size) for size in range(0, TCACHE_MAX_CHUNK + 1, 16)]
         live = peak = allocs = 0
-        for i in range(len(events)):
+        for i in range(n):
             event = events[i]
             if event > 0:
                 live += event
                 if live > peak:
                     peak = live
                 allocs += 1
-                handles.append(self.alloc(event, 0))
+                nb = (event + SIZE_SZ + 15) & ~15
+                if nb < MINSIZE:
+                    nb = MINSIZE
+                if nb <= TCACHE_MAX_CHUNK and len(bins[nb >> 4]) > popped[nb >> 4]:
+                    popped[nb >> 4] += 1
+                    pending[held] = i
+                    held += 1
+                    continue
+                if held:
+                    self._unhold(events, handles, pending, held, popped)
+                    held = 0
+                handles[i] = self.alloc(event, 0)
             else:
-                nbytes = events[i + event]
+                at = i + event
+                nbytes = events[at]
                 live -= nbytes
-                self.free(handles[i + event], nbytes)
-                handles.append(None)
+                if held and pending[held - 1] == at:
+                    held -= 1
+                    nb = (nbytes + SIZE_SZ + 15) & ~15
+                    popped[(nb if nb >= MINSIZE else MINSIZE) >> 4] -= 1
+                    continue
+                if held:
+                    self._unhold(events, handles, pending, held, popped)
+                    held = 0
+                self.free(handles[at], nbytes)
+        if held:
+            self._unhold(events, handles, pending, held, popped)
         return allocs, peak
+
+    def _unhold(self, events, handles, pending, held, popped) -> None:
+        """The first ``held`` allocations of ``pending`` that :meth:`_nested_folded` held
+        back, made in their order."""
+        for k in range(held):
+            at = pending[k]
+            nbytes = events[at]
+            handles[at] = self.alloc(nbytes, 0)
+            nb = (nbytes + SIZE_SZ + 15) & ~15
+            popped[(nb if nb >= MINSIZE else MINSIZE) >> 4] = 0
 
     # -- replay -------------------------------------------------------------------------
     @staticmethod

@@ -178,3 +178,39 @@ def test_summed_validation_loss_walks_only_the_new_nodes(monkeypatch):
              sets={"steps": 40}, fast_forward=False)
     assert len(walked) == 37 and None not in walked
     assert max(walked) == min(walked) < 20
+
+
+def test_summed_validation_loss_tapes_shortcuts_are_invisible(monkeypatch):
+    """The useful tapes' nodes useful through ``_BlockPasses.value`` (no status rewritten
+    where a tape is replayed) and the unavailable tapes' statuses copied as a dict: every
+    walk ends with the statuses, and the run with the heap, time and arena (chunk for
+    chunk), of walks that rebuild the statuses from the ids and walk the useful pass."""
+    def run():
+        walks = []
+        monkeypatch.setattr(pass_blocks, "WALK_OBSERVER",
+                            lambda status, useful: walks.append(dict(status)))
+        sim = Simulation(PROFILES["linux-x86_64"], fast_forward=False)
+        list(load_workload(str(VLOSS)).run(sim, "default", steps=30))
+        heap = sim.heap
+        return (heap.live_bytes, heap.live_blocks, heap.peak_bytes, heap.allocs,
+                sim.work_ps, sim.fault_bytes, arena_state(sim.allocator.arena)), walks
+
+    replayed = []
+    useful_replayed = pass_blocks._UsefulTaping.replayed
+
+    def counting(self, node_id):
+        found = useful_replayed(self, node_id)
+        replayed.append(found)
+        return found
+    monkeypatch.setattr(pass_blocks._UsefulTaping, "replayed", counting)
+    state, walks = run()
+    assert sum(replayed) >= 27 and len(walks) == 30
+
+    class Plain(pass_blocks.Tape):
+        __slots__ = ()
+
+        def __init__(self, leaf, events, nodes, unchecked=None, statuses=None):
+            super().__init__(leaf, events, nodes, unchecked)
+    monkeypatch.setattr(pass_blocks, "Tape", Plain)
+    monkeypatch.setattr(pass_blocks._UsefulTaping, "replayed", lambda self, node_id: False)
+    assert run() == (state, walks)

@@ -66,3 +66,20 @@ def test_a_deep_run_goes_past_the_tcache():
     freed deepest first; the same chunks as one by one."""
     events = [32] * 20 + [-(2 * k + 1) for k in range(20)]
     assert _heap_after(events, True) == _heap_after(events, False)
+
+
+def test_units_the_tcache_serves_between_frees_past_it():
+    """The unwinding of a deep recursion: each frame's small clones (which the tcache
+    serves and takes back, so the arena leaves them out) between the frees of the
+    frames' chunks past the tcache (which go to the fastbin); and a unit that outgrows
+    its bin half way (its first allocations then made before the one the bin cannot
+    serve). The same arena and counts as one by one."""
+    unit = [16, 32, None, 16, None, None, 32, None]
+    steps = [32] * 12
+    for _ in range(12):
+        steps += unit + [None]
+    deep = [48] * 9 + [None] * 9
+    events = _events(steps + [32] + deep + [None])
+    assert _heap_after(events, True) == _heap_after(events, False)
+    assert (_heap_after(events, True)[2] - _heap_after([], True)[2]
+            == sum(1 for e in events if e > 0))

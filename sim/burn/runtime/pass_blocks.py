@@ -85,7 +85,7 @@ def _passes_block_by_block(memory, leaves, useful, runs=()):
     old = memory.leaves_table
     memory.leaves_table = new_leaves.table
     if WALK_OBSERVER is not None:
-        WALK_OBSERVER(passes.status, useful)
+        WALK_OBSERVER(passes.statuses(), useful)
     return deletables, old
 
 
@@ -140,12 +140,15 @@ class Tape:
     node whose reach holds no status yet allocates and frees the same blocks in the same
     nesting every backward, so only the nodes outside it are walked."""
 
-    __slots__ = ("leaf", "events", "nodes", "checked", "unchecked")
+    __slots__ = ("leaf", "events", "nodes", "checked", "unchecked", "statuses")
 
-    def __init__(self, leaf, events, nodes, unchecked=None):
+    def __init__(self, leaf, events, nodes, unchecked=None, statuses=None):
         self.leaf = leaf
         self.events = events
         self.nodes = nodes
+        #: ``nodes`` each with its status (available), as a dict the replay copies (a
+        #: dict's copy clones its table; a dict built from the ids hashes each)
+        self.statuses = statuses
         self.checked = False
         #: the nodes still to check against the settled index (None: all of them); a
         #: tape recorded over the replay of a checked one need not check its nodes again
@@ -190,6 +193,27 @@ class _BlockPasses:
         self.events = []
         #: the tape replayed, and how many nodes had a status before its nodes got theirs
         self.replayed = None
+        #: the ids of the useful tapes replayed (:func:`_replay_useful`): useful, though
+        #: ``status`` still holds what the unavailable pass gave them (:meth:`value`)
+        self.tagged_runs = []
+
+    def value(self, node_id) -> int:
+        """``statuses.get(node_id)`` during the useful pass: a node a replayed useful tape
+        tagged is useful (its entry in :attr:`status` is not rewritten: :func:`_replay_useful`)."""
+        value = self.status[node_id]
+        if value == self.UNKNOWN:
+            for ids in self.tagged_runs:
+                if node_id in ids:
+                    return self.USEFUL
+        return value
+
+    def statuses(self) -> dict:
+        """:attr:`status` with the replayed useful tapes' nodes useful, as burn's
+        ``statuses`` map ends."""
+        for ids in self.tagged_runs:
+            self.status.update(dict.fromkeys(ids, self.USEFUL))
+        self.tagged_runs = []
+        return self.status
 
     def set_status(self, node_id, value) -> None:
         status = self.status
@@ -252,8 +276,18 @@ class _BlockPasses:
             return False
         self.heap.nested(tape.events)
         self.events.extend(tape.events)
-        self.replayed = tape, len(status)
-        status.update(dict.fromkeys(nodes, self.UNKNOWN))
+        if tape.statuses is None:
+            self.replayed = tape, len(status)
+            status.update(dict.fromkeys(nodes, self.UNKNOWN))
+            return True
+        # the tape's nodes first, the few statuses set before them after (the map's
+        # order is not burn's, only which nodes have a status and what it is; the
+        # tape's nodes stay one slice of it: ``replayed``)
+        before = status.copy()
+        status.clear()
+        status.update(tape.statuses)
+        status.update(before)
+        self.replayed = tape, 0
         return True
 
     def unavailable_propagation(self, leaf) -> None:
@@ -274,7 +308,7 @@ class _BlockPasses:
                 # the replayed tape's nodes got their status together, none had one
                 base, at = self.replayed
                 unchecked = nodes[:at] + nodes[at + len(base.nodes):]
-            settled.tape = Tape(leaf, events[start:], nodes, unchecked)
+            settled.tape = Tape(leaf, events[start:], nodes, unchecked, status.copy())
 
     def _recurse(self, leaf, tape) -> None:
         """burn's recursion, with an explicit stack of frames (:meth:`_enter`,
@@ -443,11 +477,19 @@ class UsefulTape:
 
     __slots__ = ("root", "ids", "idset", "top", "nbytes", "pushed")
 
-    def __init__(self, root, ids, nbytes, pushed):
+    def __init__(self, root, ids, nbytes, pushed, tapes=(), walked=None):
         self.root = root
         self.ids = ids
-        self.idset = frozenset(ids)
-        self.top = max(ids)
+        if tapes and walked:
+            # the tapes replayed in it and the visits walked (their sets' union, their
+            # largest id: one pass over the walked visits, not over every id)
+            first = tapes[0]
+            self.idset = first.idset.union(*(t.idset for t in tapes[1:]),
+                                           (v[0] for v in walked))
+            self.top = max(max(t.top for t in tapes), max(v[0] for v in walked))
+        else:
+            self.idset = frozenset(ids)
+            self.top = max(ids)
         self.nbytes = nbytes
         self.pushed = pushed
 
@@ -475,7 +517,7 @@ class _UsefulTaping:
         tagged yet."""
         self.close()
         passes = self.passes
-        value = passes.status[node_id]
+        value = passes.value(node_id)
         if value == passes.UNKNOWN and passes.nodes[node_id][0].strong > 1:
             value = passes.USEFUL
             if self.settled is not None and not self.tagged.items:
@@ -504,7 +546,7 @@ class _UsefulTaping:
                 or pieces[0][0][0] != root
                 or not self.settled.ids.issuperset(v[0] for v in walked)):
             return
-        ids, sizes, pushes = [], [], []
+        ids, sizes, pushes, tapes = [], [], [], []
         for piece in pieces:
             if type(piece) is list:
                 ids.extend(v[0] for v in piece)
@@ -514,8 +556,9 @@ class _UsefulTaping:
                 ids.extend(piece.ids)
                 sizes.append(piece.nbytes)
                 pushes.append(piece.pushed)
+                tapes.append(piece)
         self.settled.useful = UsefulTape(root, tuple(ids), np.concatenate(sizes),
-                                         np.concatenate(pushes))
+                                         np.concatenate(pushes), tapes, walked)
 
     def replayed(self, node_id) -> bool:
         """Where the index's tape starts at ``node_id`` (just popped from ``to_tag``) and
@@ -543,21 +586,23 @@ def _replay_useful(passes, tape, tagged, to_tag) -> None:
     ``to_tag``), in the walk's order: each visit's ``tagged`` insert, parents clone,
     ``to_tag`` pushes, and ``statuses`` reinsert (every node has a status: the first
     visit's grows a full table); the clones between two growths as one
-    :meth:`~sim.platform.heap.Heap.pairs`. Then the sets and statuses as the walk leaves
-    them."""
+    :meth:`~sim.platform.heap.Heap.pairs`. Then the sets as the walk leaves them; its
+    nodes' statuses are useful through :meth:`_BlockPasses.value` (no entry rewritten)."""
     heap, status = passes.heap, passes.status
     sizes, pushed = tape.nbytes, tape.pushed
     seen, queue, statuses = tagged.table, to_tag.table, passes.statuses_table
     t0, n = len(tagged.items), len(sizes)
     # the queue's length before each visit's pushes (each visit but the first pops one)
     before = len(to_tag.items) + np.concatenate(([0], np.cumsum(pushed - 1)[:-1]))
-    after = before + pushed
+    # the queue's longest so far after each visit: the first visit it outgrows a capacity
+    # at (none before ``done`` outgrew the capacity the visit before it left)
+    longest = np.maximum.accumulate(before + pushed)
     done = 0
     while True:
         grows = [max(done, seen.cap - t0), n]      # the tagged set's next insert past cap
-        past = np.flatnonzero(after[done:] > queue.cap)
-        if past.size:
-            grows.append(done + int(past[0]))
+        past = int(np.searchsorted(longest, queue.cap, side="right"))
+        if past < n:
+            grows.append(max(done, past))
         if done == 0 and len(status) >= statuses.cap:
             grows.append(0)
         at = min(grows)
@@ -569,8 +614,8 @@ def _replay_useful(passes, tape, tagged, to_tag) -> None:
         done = at + 1
     heap.pairs(sizes[done:])
     ids = tape.ids
-    status.update(dict.fromkeys(ids, passes.USEFUL))
-    tagged.items.update(ids)
+    passes.tagged_runs.append(tape.idset)      # useful: :meth:`_BlockPasses.value`
+    tagged.items.update(tape.idset)     # (a set's table: no id hashed again)
     tagged._order.extend(ids)      # (a seen set: never popped, its order never read)
 
 
