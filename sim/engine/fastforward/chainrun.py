@@ -1372,6 +1372,11 @@ def apply_chain(sim, effect, count, replay=None) -> int:
     if count <= 0 or not _rotating_ok(sim, effect, last):
         return 0
     server = graph.server
+    if any(last + m.offset not in server.steps for m in effect.members):
+        # the iteration just run did not leave the probed one's members as steps of G: a
+        # nested loop inside it was fast-forwarded this time as a run of nodes (held
+        # outside G's maps), where it ran exactly when the chain was probed
+        return 0
     memory = server.memory_management
     replayed = effect.trace is not None
     if replayed:
