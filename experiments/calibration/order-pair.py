@@ -9,6 +9,8 @@ alternating round by round so each pair shares its minute (issue 43, session 58)
         PROBE OUT --layout real=REAL.txt --layout sim=SIM.txt --rounds 4 \\
         --pages 1024,1536,2048,2304,2560,2816
 
+(`--populated NAME`: that layout's rows with every page of their region written first, as
+real burn's heap has the pages between its keys in use.)
 PROBE: the sweep-scan binary. As `tlb-batch.py`, it starts a session of its own, raises that
 session's autogroup to -15 and runs every row under `taskset -c 1 nice -n -15`; the UTC time
 and load of each run go to OUT/runs.txt. Nothing fitted.
@@ -36,6 +38,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--pages", required=True, help="the chain's key pages, comma-separated")
     ap.add_argument("--fracs", default=FRACS, help="the live key's shares of the hash order")
+    ap.add_argument("--populated", action="append", default=[], metavar="NAME",
+                    help="the named layout's rows in one region whose every page is written "
+                         "first (SWEEP_ORDER_POPULATE; give --pages longest first)")
     a = ap.parse_args()
     layouts = []
     for item in a.layout:
@@ -64,8 +69,10 @@ def main() -> int:
             d = out / name / "order-hashmap"
             d.mkdir(parents=True, exist_ok=True)
             start = stamp()
+            run_env = dict(env, SWEEP_ORDER_POPULATE="1") if name in a.populated else env
             with open(d / f"order-r{r}.csv", "a") as fo, open(d / f"order-r{r}.stderr", "a") as fe:
-                rc = subprocess.call(pin + [path, a.fracs, a.pages], stdout=fo, stderr=fe, env=env)
+                rc = subprocess.call(pin + [path, a.fracs, a.pages], stdout=fo, stderr=fe,
+                                     env=run_env)
             log.write(f"round {r} {name} {path}: {start} -> {stamp()} rc {rc}\n")
             log.flush()
             if rc:

@@ -1,13 +1,17 @@
 """Run the sweep-scan order row on LAYOUT at nice 15 and read the probe's pagemap for its key
-pages mid-run: physical contiguity of the key pages (as for real burn's heap)."""
+pages mid-run: physical contiguity of the key pages (as for real burn's heap). Pinned to core 1
+at nice 15 (untimed). With POP=1 in the environment the row runs with SWEEP_ORDER_POPULATE (every
+page of the region written first, in address order).
+
+    [POP=1] python3 probe-pagemap.py LAYOUT PAGES"""
 import subprocess, sys, time, os, array, struct
 layout, pages = sys.argv[1], sys.argv[2]
 offs = [int(x) for x in open(layout).read().split()]
-env = dict(os.environ, SWEEP_ORDER_HASHMAP="1", SWEEP_ORDER_LOCATOR_PASSES="1")
+env = dict(os.environ, SWEEP_ORDER_HASHMAP="1", SWEEP_ORDER_LOCATOR_PASSES="1", **({"SWEEP_ORDER_POPULATE": "1"} if os.environ.get("POP") else {}))
 p = subprocess.Popen(["taskset", "-c", "1", "nice", "-n", "15", "/tmp/s58long/sweep-scan", "order", layout, "0.9375", pages],
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 best = None
-for _ in range(200):
+for _ in range(600):
     time.sleep(0.05)
     try:
         maps = open(f"/proc/{p.pid}/maps").read().splitlines()
