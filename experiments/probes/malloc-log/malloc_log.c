@@ -34,7 +34,10 @@ extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 
 struct rec { uint64_t kind, size, align, ptr, arg, brk; };
+/* records kept: 4 Mi by default (192 MiB); -DCAP=N for a longer run */
+#ifndef CAP
 #define CAP (1u << 22)
+#endif
 static struct rec log_buf[CAP];
 static size_t log_len;
 static int overflow;

@@ -45,6 +45,9 @@ record p10-ema-adam-target-without p10-ema-adam --variant target-without --steps
 record p10-ema-adam-log-no-ema p10-ema-adam --variant log-no-ema --steps 100 --out "$tmp/p.csv"
 record p10-ema-ema-only p10-ema --variant ema-only --steps 200 --out "$tmp/p.csv"
 record train-validate train-validate --quick --out "$tmp/p.csv"
+# Balanced checkpointing: each step's 1-MiB snapshot from the heap once the mmap threshold has
+# risen; experiments/calibration/key-layout.py reads its keys (issue 43)
+record ema-balanced-detach-200 params --variant ema-balanced/200 --out "$tmp/p.csv"
 # three fresh runs of SGD `without` over 600 steps: when each trims (burn's hash-seeded
 # frees differ run to run); only the summary is kept (experiments/probes/trims.py)
 runs=()
