@@ -318,12 +318,18 @@ class Simulation:
         self.fault_ps = 0         # their time so far (ps)
         self._fault_ps_per_byte = (1000.0 * float(profile.time["page_fault_ns"])
                                    / self.allocator.page_bytes)
-        if self._fault_ps_per_byte:
+        # a heap page made resident by the allocator's growth is then written block by
+        # block as its small blocks are carved (a leak's fresh heap): heap_page_write_ns per
+        # page beyond its fault, in fault_ps with the fault (mechanism-cost leak-replay)
+        self.heap_write_bytes = 0
+        self._write_ps_per_byte = (1000.0 * float(profile.time["heap_page_write_ns"])
+                                   / self.allocator.page_bytes)
+        if self._fault_ps_per_byte or self._write_ps_per_byte:
             # weakly: the heap's finalizer (above) holds the heap, and the heap's allocator
             # holding this simulation's method would keep the simulation alive to the end
             # of the process (every simulation with page faults did, before 2026-12-06)
-            fault = self.allocator.fault = _weak_method(self.page_fault)
-            self.touched.fault = fault
+            self.allocator.fault = _weak_method(self.page_fault)
+            self.touched.fault = _weak_method(self.touched_page_fault)
         # a trim of the glibc arena's top (ptmalloc's systrim): trim_cycle_ns per trim (its
         # brk cut, and the brk that grows the break again when the top is next carved: in a
         # loop each trim is followed by one growth) plus trim_page_ns per page given back,
@@ -467,19 +473,30 @@ class Simulation:
         thread.pending_ps += ps
         self.work_ps += ps
 
-    def page_fault(self, nbytes, mapped=False) -> None:
+    def page_fault(self, nbytes, mapped=False, heap=True) -> None:
         """``nbytes`` of memory become resident (first touch of their pages): charge
-        ``page_fault_ns`` per page. The time is that of the cumulative bytes, rounded to
-        ps once, so any split of the same faults (exact or fast-forwarded) sums alike."""
+        ``page_fault_ns`` per page, and for the heap's growth (not ``mapped``, ``heap``) also
+        ``heap_page_write_ns`` per page: its blocks' first writes. The time is that of the
+        cumulative bytes, rounded to ps once, so any split of the same faults (exact or
+        fast-forwarded) sums alike."""
         new = self.fault_bytes = self.fault_bytes + nbytes
         if mapped:
             self.fault_mapped += nbytes
         total = round(new * self._fault_ps_per_byte)
+        if self._write_ps_per_byte:
+            if heap and not mapped:
+                self.heap_write_bytes += nbytes
+            total += round(self.heap_write_bytes * self._write_ps_per_byte)
         ps = total - self.fault_ps
         if ps:
             self.fault_ps = total
             self.current.pending_ps += ps
             self.work_ps += ps
+
+    def touched_page_fault(self, nbytes) -> None:
+        """A page of a block the program touches lazily (:class:`TouchedPages`: gemm's slab)
+        becomes resident: its fault only, no heap growth's first writes."""
+        self.page_fault(nbytes, heap=False)
 
     def trim(self, nbytes, count=1) -> None:
         """``count`` trims of the arena's top gave ``nbytes`` back to the kernel: charge
