@@ -150,3 +150,22 @@ def test_a_leaking_loop_pays_the_same_first_writes_fast_forwarded_or_exact():
     # ~0.29 pages an iteration, 500 ns each: ~145 ns (1.45e-4 ms) more per iteration
     for a, b in zip(exact, zero):
         assert 1.2e-4 < a - b < 1.7e-4
+
+
+def test_a_page_faulted_again_after_a_trim_pays_no_first_writes():
+    """Only the heap's growth past its highest resident size pays heap_page_write_ns: the
+    pages a trim of the top gave back and a later request faults in again pay the fault
+    (and the trim its trim_page_ns), as the heap-refault probe measured them."""
+    profile = _with(load_profile("amd-epyc-zen4"), {"time.page_fault_ns": 1000.0,
+                                                    "time.heap_page_write_ns": 500.0,
+                                                    "time.trim_cycle_ns": 0.0,
+                                                    "time.trim_page_ns": 0.0})
+    sim = Simulation(profile)
+    sim.page_fault(8 * 4096)
+    assert sim.heap_write_bytes == 8 * 4096
+    sim.trim(8 * 4096)
+    t0 = sim.work_ps
+    sim.page_fault(8 * 4096)           # the same pages again: the faults only
+    assert sim.work_ps - t0 == 8 * 1000 * 1000 and sim.heap_write_bytes == 8 * 4096
+    sim.page_fault(2 * 4096)           # past the highest: fault and first writes
+    assert sim.work_ps - t0 == 8 * 1000 * 1000 + 2 * 1500 * 1000
