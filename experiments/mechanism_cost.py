@@ -46,6 +46,18 @@ fresh process per variant:
                 (``one-weight``) and each op alone; ``ns_per_op`` per iteration of blocks of
                 ``sample_ops``, and the differences (``module-minus-ops``: what
                 ``Linear::forward``'s module path costs beyond its ops, twice)
+``leak-replay`` (the probe runs it only when named) unpatched burn's leak at burn's own
+                block sizes and order: op-cost's iteration of ``untracked-add`` (x + y,
+                nothing requires grad) and ``tracked-mul_scalar`` (x requiring grad) traced
+                on real burn and replayed without burn's code, the blocks an iteration
+                keeps leaked (``leak``) against the same blocks freed at its end
+                (``freed``), blocks of ``replay_ops`` iterations; the simulation predicts
+                ``CASE-leak-minus-freed`` (what the kept blocks' heap pages cost: their
+                faults and their first writes, ``page_fault_ns`` + ``heap_page_write_ns``
+                per page) and ``CASE-beyond-faults`` (that less the faults: the pages'
+                ``heap_page_write_ns``), per iteration, from the same op's heap growth after
+                1,000 iterations; the ``leak`` and ``freed`` rows hold malloc's own time,
+                which the model charges with the op
 ``rehash``      a hash table's doubling, per item it moves: burn's five graph tables
                 (``steps``, ``actions``, ``nodes``, ``leaves``, the locator's ``keys``), each
                 filled to capacity at 256, 2,048 and 16,384 buckets, then one insert into it
@@ -77,6 +89,9 @@ EXPERIMENT = "mechanism-cost"
 SAMPLE_KINDS = ("module", "ops", "one-weight", "matmul", "bias-add", "relu", "sum-read", "clone")
 SAMPLE_PHASES = SAMPLE_KINDS + ("parts", "module-minus-ops", "ops-minus-one-weight",
                                 "ops-minus-parts")
+#: leak-replay's cases: op-cost's iterations whose blocks the probe replays
+LEAK_CASES = ("untracked-add", "tracked-mul_scalar")
+LEAK_WARM = 1000
 X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows", "call": "call", "live": "nodes",
                               "dead": "nodes", "dead-minus-live": "nodes",
                               "merge": "iterations", "twin": "iterations",
@@ -87,21 +102,25 @@ X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows",
                               "d4": "features", "d128": "features", "window": "reads",
                               **dict.fromkeys(("steps", "actions", "nodes", "leaves", "keys",
                                                "all"), "buckets"),
-                              **dict.fromkeys(SAMPLE_PHASES, "iterations")}}
+                              **dict.fromkeys(SAMPLE_PHASES, "iterations"),
+                              **{f"{case}-{row}": "iterations" for case in LEAK_CASES
+                                 for row in ("leak-minus-freed", "beyond-faults")}}}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = ("page-fault", "text-fault", "first-gemm", "param-init", "sweep-free", "merge",
-            "release", "read-scalar", "train-step", "rehash", "mlp-sample", "clock-read")
+            "release", "read-scalar", "train-step", "rehash", "mlp-sample", "clock-read",
+            "leak-replay")
 PARAMS = {"reps": 5, "calls": 5, "nodes": "100,300,1000,3000,10000", "merge_ops": 250,
           "merge_reps": 41, "release_ops": 250, "release_reps": 41,
           "train_warm": 20, "train_steps": 50, "train_reps": 11, "rehash_reps": 21,
-          "sample_ops": 250}
+          "sample_ops": 250, "replay_ops": 2000}
 #: the probe's loops are the same under `--quick` (about two seconds), but a quick
 #: comparison (and `sim host-profile`'s fit) simulates sweep-free up to N = 3,000 only:
 #: N = 10,000 comes last in its process, so the others do not change, and it takes
 #: minutes to simulate; its quick rows stay unpredicted
 QUICK = {"nodes": "100,300,1000,3000"}
 POSITIVE = ("reps", "calls", "merge_ops", "merge_reps", "release_ops", "release_reps",
-            "train_warm", "train_steps", "train_reps", "rehash_reps", "sample_ops")
+            "train_warm", "train_steps", "train_reps", "rehash_reps", "sample_ops",
+            "replay_ops")
 
 #: rehash: buckets of the full table before its doubling, untimed reps first, and burn's
 #: five graph tables (the simulation's table factory methods)
@@ -126,14 +145,17 @@ def median(values):
 
 
 def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, release_reps,
-        train_warm, train_steps, train_reps, rehash_reps, sample_ops):
+        train_warm, train_steps, train_reps, rehash_reps, sample_ops, replay_ops):
     if variant == "page-fault":
         heap = sim.heap
         per_page = []
         for _ in range(reps):
-            start = sim.now_ns
+            start, written = sim.now_ns, sim.heap_write_bytes
             block = heap.alloc(FAULT_BYTES, PAGE)
-            per_page.append((sim.now_ns - start) / (FAULT_BYTES // PAGE))
+            # one byte written per page, no block carved from it: where the block came from
+            # the heap's top, the pages' first writes (heap_page_write_ns) are not made
+            unwritten = _page_write_ns(sim, sim.heap_write_bytes - written)
+            per_page.append((sim.now_ns - start - unwritten) / (FAULT_BYTES // PAGE))
             heap.free(FAULT_BYTES, block)
         sim.record(FAULT_BYTES // PAGE, "pages", "ns_per_op", round(median(per_page), 3),
                    phase="first-touch")
@@ -168,8 +190,15 @@ def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, re
         sim.timing.clock_read()
         sim.record(1, "reads", "ns_per_op", round(sim.now_ns - start, 3), phase="window")
         yield sim.tick()
+    elif variant == "leak-replay":
+        yield from _leak_replay(sim, replay_ops)
     else:
         raise ValueError(variant)
+
+
+def _page_write_ns(sim, nbytes) -> float:
+    """What the model charges ``nbytes`` of heap growth for its blocks' first writes."""
+    return nbytes / sim.allocator.page_bytes * float(sim.profile.time["heap_page_write_ns"])
 
 
 def _calls(sim, variant, calls):
@@ -362,6 +391,39 @@ def _rehash(sim, rehash_reps):
             sim.record(buckets, "buckets", "ns_per_op", round(medians[-1], 3), phase=phase)
         sim.record(buckets, "buckets", "ns_per_op", round(sum(medians) / len(medians), 3),
                    phase="all")
+        yield sim.tick()
+
+
+def _leak_replay(sim, replay_ops):
+    """What an op's kept blocks cost on the heap they make grow: op-cost's iteration after
+    ``LEAK_WARM``, ``replay_ops`` more, their fault time per iteration (``leak-minus-freed``:
+    freed blocks are reused, no page) and that less ``page_fault_ns`` per page faulted
+    (``beyond-faults``)."""
+    fault_ns = float(sim.profile.time["page_fault_ns"])
+    page = sim.allocator.page_bytes
+    for case in LEAK_CASES:
+        device = sim.device("flex").autodiff()
+        x = Tensor.random((1, 128), device)
+        y = Tensor.random((1, 128), device)
+        if case == "tracked-mul_scalar":
+            x = x.require_grad()
+
+            def body():
+                drop(x.clone().mul_scalar(2.0))
+        else:
+            def body():
+                drop(x.clone() + y.clone())
+        sim.repeat(LEAK_WARM, body)
+        ps, nbytes = sim.fault_ps, sim.fault_bytes
+        sim.repeat(replay_ops, body)
+        leak = (sim.fault_ps - ps) / 1000 / replay_ops
+        faults = (sim.fault_bytes - nbytes) / page / replay_ops
+        sim.record(replay_ops, "iterations", "ns_per_op", round(leak, 3),
+                   phase=f"{case}-leak-minus-freed")
+        sim.record(replay_ops, "iterations", "ns_per_op", round(leak - faults * fault_ns, 3),
+                   phase=f"{case}-beyond-faults")
+        for t in (x, y):
+            drop(t)
         yield sim.tick()
 
 

@@ -167,6 +167,8 @@ SCHEMA = {
         "process_warmup_ns": FLOAT,
         "page_fault_ns": FLOAT,        # per page (platform page size) made resident
         "rehash_item_ns": FLOAT,       # per item a hash table's growth moves (rehashed, copied)
+        "heap_page_write_ns": FLOAT,   # per heap page the arena's growth makes resident, beyond
+                                       #   its fault: the small blocks carved from it written first
         "trim_cycle_ns": FLOAT,        # per trim of the heap's top: its brk cut and the brk
                                        #   growing the break again (two system calls)
         "trim_page_ns": FLOAT,         # per page a trim gives back (unmapped)

@@ -318,12 +318,22 @@ class Simulation:
         self.fault_ps = 0         # their time so far (ps)
         self._fault_ps_per_byte = (1000.0 * float(profile.time["page_fault_ns"])
                                    / self.allocator.page_bytes)
-        if self._fault_ps_per_byte:
+        # a heap page made resident by the allocator's growth is then written block by
+        # block as its small blocks are carved (a leak's fresh heap): heap_page_write_ns per
+        # page beyond its fault, in fault_ps with the fault (mechanism-cost leak-replay);
+        # only past the heap's highest resident size so far (``heap_high``): a page faulted
+        # again after a trim of the top is charged as trims are (trim_page_ns), not here
+        self.heap_write_bytes = 0
+        self.heap_resident = 0    # the heap's resident bytes: its faults less its trims
+        self.heap_high = 0        #   and their highest value so far
+        self._write_ps_per_byte = (1000.0 * float(profile.time["heap_page_write_ns"])
+                                   / self.allocator.page_bytes)
+        if self._fault_ps_per_byte or self._write_ps_per_byte:
             # weakly: the heap's finalizer (above) holds the heap, and the heap's allocator
             # holding this simulation's method would keep the simulation alive to the end
             # of the process (every simulation with page faults did, before 2026-12-06)
-            fault = self.allocator.fault = _weak_method(self.page_fault)
-            self.touched.fault = fault
+            self.allocator.fault = _weak_method(self.page_fault)
+            self.touched.fault = _weak_method(self.touched_page_fault)
         # a trim of the glibc arena's top (ptmalloc's systrim): trim_cycle_ns per trim (its
         # brk cut, and the brk that grows the break again when the top is next carved: in a
         # loop each trim is followed by one growth) plus trim_page_ns per page given back,
@@ -335,7 +345,8 @@ class Simulation:
         self._trim_ps_per_byte = (1000.0 * float(profile.time["trim_page_ns"])
                                   / self.allocator.page_bytes)
         arena = getattr(self.allocator, "arena", None)
-        if arena is not None and (self._trim_ps_per_cycle or self._trim_ps_per_byte):
+        if arena is not None and (self._trim_ps_per_cycle or self._trim_ps_per_byte
+                                  or self._write_ps_per_byte):
             arena.trim = _weak_method(self.trim)
         # a hash table's growth: rehash_item_ns per item it moves into the new block
         # (sim.platform.hashbrown.RawTable._resize), charged where the table grows
@@ -467,24 +478,40 @@ class Simulation:
         thread.pending_ps += ps
         self.work_ps += ps
 
-    def page_fault(self, nbytes, mapped=False) -> None:
+    def page_fault(self, nbytes, mapped=False, heap=True) -> None:
         """``nbytes`` of memory become resident (first touch of their pages): charge
-        ``page_fault_ns`` per page. The time is that of the cumulative bytes, rounded to
-        ps once, so any split of the same faults (exact or fast-forwarded) sums alike."""
+        ``page_fault_ns`` per page, and for the heap's growth (not ``mapped``, ``heap``) past
+        its highest resident size so far also ``heap_page_write_ns`` per page: its blocks'
+        first writes (a page faulted again after a trim is the trim's). The time is that of the
+        cumulative bytes, rounded to ps once, so any split of the same faults (exact or
+        fast-forwarded) sums alike."""
         new = self.fault_bytes = self.fault_bytes + nbytes
         if mapped:
             self.fault_mapped += nbytes
         total = round(new * self._fault_ps_per_byte)
+        if self._write_ps_per_byte:
+            if heap and not mapped:
+                self.heap_resident += nbytes
+                if self.heap_resident > self.heap_high:
+                    self.heap_write_bytes += self.heap_resident - self.heap_high
+                    self.heap_high = self.heap_resident
+            total += round(self.heap_write_bytes * self._write_ps_per_byte)
         ps = total - self.fault_ps
         if ps:
             self.fault_ps = total
             self.current.pending_ps += ps
             self.work_ps += ps
 
+    def touched_page_fault(self, nbytes) -> None:
+        """A page of a block the program touches lazily (:class:`TouchedPages`: gemm's slab)
+        becomes resident: its fault only, no heap growth's first writes."""
+        self.page_fault(nbytes, heap=False)
+
     def trim(self, nbytes, count=1) -> None:
         """``count`` trims of the arena's top gave ``nbytes`` back to the kernel: charge
         ``trim_cycle_ns`` each and ``trim_page_ns`` per page, on the cumulative count and
         bytes as :meth:`page_fault` does (any split of the same trims sums alike)."""
+        self.heap_resident = max(0, self.heap_resident - nbytes)
         self.trims_charged += count
         new = self.trim_bytes = self.trim_bytes + nbytes
         total = round(self.trims_charged * self._trim_ps_per_cycle + new * self._trim_ps_per_byte)

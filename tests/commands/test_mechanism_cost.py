@@ -222,3 +222,29 @@ def test_a_train_step_pays_optimizer_map_ns_per_parameter_mapped():
     for key in (("d4", 4.0), ("d128", 128.0)):
         assert b[key] - a[key] == pytest.approx(4 * 1000.0 / 1e6, abs=2e-6)
     assert a[("d4", 4.0)] < a[("d128", 128.0)]
+
+
+def test_the_leak_replay_probe_costs_heap_page_write_ns_per_leaked_page():
+    """leak-replay's kept blocks, leaked on unpatched burn: their heap pages' faults and
+    first writes (leak-minus-freed), and heap_page_write_ns alone beyond the faults; the
+    page-fault probe's block, written one byte per page, is not charged the first writes;
+    under drop-release nothing is kept, nothing charged."""
+    base = load_profile("amd-epyc-zen4")
+    zero = _rows("leak-replay", _with(base, {"time.heap_page_write_ns": 0.0}), replay_ops=500)
+    rows = _rows("leak-replay", _with(base, {"time.heap_page_write_ns": 500.0}), replay_ops=500)
+    assert zero[("untracked-add-beyond-faults", 500.0)] == 0
+    fault = base.time["page_fault_ns"]
+    for case in ("untracked-add", "tracked-mul_scalar"):
+        leak = zero[(f"{case}-leak-minus-freed", 500.0)]
+        pages = leak / fault
+        assert rows[(f"{case}-beyond-faults", 500.0)] == pytest.approx(500.0 * pages, abs=1e-2)
+        assert rows[(f"{case}-leak-minus-freed", 500.0)] == pytest.approx(1.0 * leak + 500.0 * pages,
+                                                                        abs=1e-2)
+    # op-cost's untracked add keeps ~1.1 KB an iteration (the probe: 0.291 pages)
+    assert 0.27 < zero[("untracked-add-leak-minus-freed", 500.0)] / fault < 0.31
+    assert _rows("page-fault", _with(base, {"time.heap_page_write_ns": 500.0}), reps=1) == \
+        _rows("page-fault", _with(base, {"time.heap_page_write_ns": 0.0}), reps=1)
+    released = run_cell("mechanism-cost", "leak-replay", "drop-release",
+                        _with(base, {"time.heap_page_write_ns": 500.0}),
+                        {"replay_ops": "500"}, observables=False)
+    assert {r["value"] for r in released} == {0}

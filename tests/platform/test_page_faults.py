@@ -104,3 +104,68 @@ def test_fast_forward_equals_exact_with_page_faults_under_every_policy(policy):
         assert run_cell("adleak-rss", variant, policy, "linux-x86_64", sets=sets) == \
             run_cell("adleak-rss", variant, policy, "linux-x86_64", sets=sets,
                      fast_forward=False)
+
+
+def test_heap_growth_pays_its_pages_first_writes_mapped_blocks_and_touched_pages_not():
+    """``heap_page_write_ns`` per page the arena's growth makes resident (the small blocks
+    carved from it written first), on top of ``page_fault_ns``; a freshly mapped block
+    (written one page at a time by its user, no blocks carved) and a lazily touched buffer
+    pay the fault only; reused memory pays nothing."""
+    profile = _with(load_profile("linux-x86_64"), {"time.page_fault_ns": 1000.0,
+                                                   "time.heap_page_write_ns": 500.0})
+    sim = Simulation(profile)
+    heap = sim.heap
+    n = MIB - 24
+    t0 = sim.work_ps
+    block = heap.alloc(n)              # mapped: the fault only
+    assert sim.work_ps - t0 == 256 * 1000 * 1000
+    heap.free(n, block)
+    t1 = sim.work_ps
+    block = heap.alloc(n)              # the arena grows by 1 MiB: fault and first writes
+    assert sim.work_ps - t1 == 256 * 1500 * 1000
+    assert sim.heap_write_bytes == MIB
+    heap.free(n, block)
+    t2 = sim.work_ps
+    heap.free(n, heap.alloc(n))        # reused: nothing
+    assert sim.work_ps == t2
+    sim.touched.touch_buffer("slab", 8192)
+    assert sim.work_ps - t2 == 2 * 1000 * 1000 and sim.heap_write_bytes == MIB
+
+
+def test_a_leaking_loop_pays_the_same_first_writes_fast_forwarded_or_exact():
+    """op-cost's untracked add leaks ~1.1 KB an iteration on unpatched burn: the heap's
+    growth pays heap_page_write_ns per page alike in a fast-forwarded and an exact run, and
+    the profiles without the term predict what they did."""
+    base = load_profile("amd-epyc-zen4")
+    on = _with(base, {"time.heap_page_write_ns": 500.0})
+    off = _with(base, {"time.heap_page_write_ns": 0.0})
+
+    def times(profile, fast):
+        rows = run_cell("op-cost", "untracked/add", "burn-0.22.1", profile,
+                        {"iterations": "2000"}, observables=False, fast_forward=fast)
+        return [r["value"] for r in rows]
+    exact, fast = times(on, False), times(on, True)
+    assert exact == pytest.approx(fast, rel=1e-9)
+    zero = times(off, False)
+    # ~0.29 pages an iteration, 500 ns each: ~145 ns (1.45e-4 ms) more per iteration
+    for a, b in zip(exact, zero):
+        assert 1.2e-4 < a - b < 1.7e-4
+
+
+def test_a_page_faulted_again_after_a_trim_pays_no_first_writes():
+    """Only the heap's growth past its highest resident size pays heap_page_write_ns: the
+    pages a trim of the top gave back and a later request faults in again pay the fault
+    (and the trim its trim_page_ns), as the heap-refault probe measured them."""
+    profile = _with(load_profile("amd-epyc-zen4"), {"time.page_fault_ns": 1000.0,
+                                                    "time.heap_page_write_ns": 500.0,
+                                                    "time.trim_cycle_ns": 0.0,
+                                                    "time.trim_page_ns": 0.0})
+    sim = Simulation(profile)
+    sim.page_fault(8 * 4096)
+    assert sim.heap_write_bytes == 8 * 4096
+    sim.trim(8 * 4096)
+    t0 = sim.work_ps
+    sim.page_fault(8 * 4096)           # the same pages again: the faults only
+    assert sim.work_ps - t0 == 8 * 1000 * 1000 and sim.heap_write_bytes == 8 * 4096
+    sim.page_fault(2 * 4096)           # past the highest: fault and first writes
+    assert sim.work_ps - t0 == 8 * 1000 * 1000 + 2 * 1500 * 1000

@@ -50,8 +50,16 @@ def test_the_charge_is_per_trim_and_per_page_and_splits_alike():
 
 
 def test_no_parameter_no_callback():
-    assert _sim(0.0, 0.0).allocator.arena.trim is None
+    """No trim cost and no heap_page_write_ns (whose high-water mark the trims lower): no
+    callback; with heap_page_write_ns alone the trims are followed and cost nothing."""
+    no_writes = {"time.heap_page_write_ns": 0.0}
+    assert Simulation(_with(_sim(0.0, 0.0).profile, no_writes)).allocator.arena.trim is None
     assert Simulation(load_profile("linux-x86_64")).allocator.arena.trim is None
+    sim = _sim(0.0, 0.0)
+    assert sim.allocator.arena.trim is not None
+    before = sim.current.pending_ps
+    sim.trim(16 * 4096)
+    assert sim.current.pending_ps == before
 
 
 def _ms(profile, variant, fast_forward=True):

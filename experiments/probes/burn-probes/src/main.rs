@@ -9,6 +9,7 @@
 //!        burn-probes script --program FILE   (script.rs: live heap after each statement)
 
 mod adleak;
+mod leak;
 mod bwcost;
 mod ema;
 mod mech;

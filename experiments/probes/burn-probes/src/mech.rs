@@ -57,6 +57,10 @@
 //!   `kept-minus-steady` (median of the pairs). Run with a large glibc trim threshold
 //!   (`GLIBC_TUNABLES=glibc.malloc.trim_threshold=...`) so that a block's blocks come back
 //!   from the heap, not from fresh pages.
+//! - `leak-replay` (run only when named): unpatched burn's leak at burn's own block sizes
+//!   and order (op-cost's untracked add and tracked mul_scalar traced, then replayed with
+//!   the kept blocks leaked against the same blocks freed): what the leak costs beyond its
+//!   page faults (src/leak.rs).
 //! - `read-scalar`: blocks of `RELEASE_OPS` iterations, `RELEASE_REPS` of each kind,
 //!   alternated; an iteration makes `s = x.clone().sum()` (x [1, 128]) untimed and times
 //!   either `s.into_scalar()` (`read`: burn-flex's `into_data`, the `TensorData` built and
@@ -152,6 +156,7 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         "merge" => merge(opts, sink),
         "release" => release(opts, sink),
         "register-growth" => register_growth(sink),
+        "leak-replay" => crate::leak::leak_replay(sink),
         "read-scalar" => read_scalar(sink),
         "train-step" => train_step(sink),
         "gemm-shape" => gemm_shape(sink),
