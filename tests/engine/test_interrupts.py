@@ -396,3 +396,18 @@ def test_a_timeout_longer_than_an_alarm_holds_runs_as_without_one(capsys, timeou
     code, out, lines = run_cli(args + ["--timeout", timeout], capsys)
     assert code == 0, lines
     assert out == plain and "heap_bytes_delta" in out
+
+
+def test_a_budget_writes_nothing_beside_a_device_or_fifo_out(tmp_path, capsys):
+    """`sim run ... --out /dev/null` stopped by a budget wrote `/dev/null.partial` (as
+    root: a new file in /dev; review, session 58): a device or FIFO as --out is written in
+    place, and asks for nothing beside it. The error line is the budget's alone."""
+    path = tmp_path / "over.py"
+    path.write_text(SAMPLED_THEN_OVER)
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    code, _, lines = run_cli(["run", str(path), "--max-ops", "2000", "--out", str(fifo)],
+                             capsys)
+    assert_one_error(code, lines, "budget")
+    assert "partial" not in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["over.py", "rows.fifo"]
