@@ -241,7 +241,8 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
     Prints the observations in the measured schema (the seed program's metrics,
     plus the bookkeeping observables at each sample).
     """
-    from ..analysis.data import PREDICTED_COLUMNS, atomic_write, dump_json, rows_to_csv
+    from ..analysis.data import (PREDICTED_COLUMNS, atomic_write, dump_json, output_target,
+                                 rows_to_csv)
     from ..engine.simulation import Limits
     from ..policies import POLICIES, get_policy
     from ..engine.profile import load_profile
@@ -281,9 +282,10 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
                                                Limits.MAX_TENSOR_ELEMENTS),
                                  fast_forward=not exact, heartbeat=beat))
         except LimitExceeded as exc:
-            # a budget: the rows sampled before it are kept beside --out, never as it
+            # a budget: the rows sampled before it are kept beside --out, never as it (not
+            # beside a device or FIFO: --out /dev/null asks for nothing to be kept)
             rows += getattr(exc, "rows", [])
-            if out is None or not rows:
+            if out is None or not rows or output_target(out)[1]:
                 raise
             atomic_write(f"{out}.partial", rows_text(rows))
             raise LimitExceeded(f"{exc}; the {len(rows)} rows sampled before it are in "

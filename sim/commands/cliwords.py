@@ -70,13 +70,16 @@ class Above(click.FloatRange):
 
     def convert(self, value, param, ctx):
         try:
-            return super().convert(value, param, ctx)
+            number = super().convert(value, param, ctx)
         except click.BadParameter:
             try:
                 float(value)
             except (TypeError, ValueError):
                 self.fail(f"{value}: not a number", param, ctx)
             self.fail(f"{value}: must be > {self.min:g}", param, ctx)
+        if number != number:      # nan: click's range lets it through (no comparison fails)
+            self.fail(f"{value}: not a number", param, ctx)
+        return number
 
 
 class OneOf(click.Choice):
@@ -135,9 +138,10 @@ def said(exc: click.ClickException) -> str:
         if exc.param is not None and exc.param.param_type_name == "option":
             return f"{_longest(exc.param.opts)} {exc.message}"
         return exc.message
-    extra = re.fullmatch(r"Got unexpected extra arguments? \((.*)\)", exc.message)
+    extra = re.fullmatch(r"Got unexpected extra argument(s?) \((.*)\)", exc.message)
     if extra:
-        words = extra.group(1).split(" ")
+        # click joins the arguments with spaces: one argument is the whole text
+        words = extra.group(2).split(" ") if extra.group(1) else [extra.group(2)]
         listed = ", ".join(f"'{w}'" for w in words)
         return (f"{command} takes no argument{'s' if len(words) > 1 else ''} {listed}; "
                 f"{helping} says what it takes")

@@ -863,12 +863,15 @@ class _WallBudget:
     left half-done; anywhere else it marks the run over time (the next check raises)
     and rings again 50 ms later, raising wherever it lands, a finalizer aside (an
     error raised in a ``__del__`` is lost), once the run is :data:`GRACE_S` past its
-    budget. No alarm outside the main thread, or if one is set already; there the
-    checks alone keep the budget.
+    budget. No alarm outside the main thread, or if one is set already, or for a budget
+    past :data:`LONGEST_S` (``--timeout inf``: an interval timer cannot hold it, and no
+    run reaches it); there the checks alone keep the budget.
     """
 
     GRACE_S = 0.5
     RETRY_S = 0.05
+    #: the longest alarm set (2^31 s, 68 years: within every platform's ``time_t``)
+    LONGEST_S = 2.0 ** 31
 
     def __init__(self, sim):
         self.sim = sim
@@ -878,7 +881,7 @@ class _WallBudget:
         import signal
         import threading
         budget = self.sim.limits.max_wall_s
-        if (budget is None or not hasattr(signal, "setitimer")
+        if (budget is None or budget > self.LONGEST_S or not hasattr(signal, "setitimer")
                 or threading.current_thread() is not threading.main_thread()
                 or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
             return

@@ -14,13 +14,11 @@ Units: bytes and blocks (one block = one successful ``alloc`` call).
 
 from __future__ import annotations
 
-import hashlib
-import os
-import warnings
 from contextlib import nullcontext
 
 import numpy as np
 
+from .compiled import adopt_compiled
 from .ptmalloc import ZEROED, chunk_size
 
 __all__ = ["Heap", "HeapTap", "ExcludedHeap"]
@@ -496,26 +494,6 @@ class _Closed(HeapTap):
 CLOSED = _Closed()
 
 
-def _adopt_compiled(namespace) -> None:
-    """Put the classes of the compiled build of this file (``sim.platform._heap_c``, see
-    ``setup.py``; the fields' types in ``heap.pxd``) in place of this module's own, when it
-    was compiled from this very text; otherwise this module runs as Python (a build from an
-    older text is refused with a warning: ``pip install -e .`` builds it anew), as
-    :mod:`sim.platform.ptmalloc` does. ``SIM_PURE_HEAP=1`` keeps the Python."""
-    if os.environ.get("SIM_PURE_HEAP") or namespace.get("__name__") != "sim.platform.heap":
-        return
-    try:
-        from . import _heap_c as compiled
-    except ImportError:
-        return
-    with open(__file__, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
-    if getattr(compiled, "SOURCE_SHA256", None) != digest:
-        warnings.warn(f"{compiled.__file__} was compiled from another version of "
-                      f"{__file__}; the heap runs as Python (`pip install -e .` rebuilds it)")
-        return
-    namespace.update((name, value) for name, value in vars(compiled).items()
-                     if not name.startswith("__") and name != "SOURCE_SHA256")
-
-
-_adopt_compiled(globals())
+# the compiled build of this file (setup.py; the fields' types in its .pxd) in place
+# of its classes when built from this very text; SIM_PURE_HEAP=1 keeps the Python
+adopt_compiled(globals(), "sim.platform.heap", "_heap_c", "SIM_PURE_HEAP", "the heap")

@@ -61,11 +61,9 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from itertools import islice
-import hashlib
-import os
-import warnings
 
 from ..errors import UserError
+from .compiled import adopt_compiled
 
 __all__ = ["PtmallocArena", "CarveRun", "ReplayProgram", "ArenaBudgetExceeded", "ZEROED",
            "handle_key"]
@@ -1840,26 +1838,6 @@ class PtmallocArena(_Arena):
     """
 
 
-def _adopt_compiled(namespace) -> None:
-    """Put the classes and functions of the compiled build of this file
-    (``sim.platform._ptmalloc_c``, see ``setup.py``) in place of this module's own, when
-    it was compiled from this very text; otherwise this module runs as Python (a build
-    from an older text is refused with a warning: ``pip install -e .`` builds it anew).
-    ``SIM_PURE_ARENA=1`` keeps the Python."""
-    if os.environ.get("SIM_PURE_ARENA") or namespace.get("__name__") != "sim.platform.ptmalloc":
-        return
-    try:
-        from . import _ptmalloc_c as compiled
-    except ImportError:
-        return
-    with open(__file__, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
-    if getattr(compiled, "SOURCE_SHA256", None) != digest:
-        warnings.warn(f"{compiled.__file__} was compiled from another version of "
-                      f"{__file__}; the arena runs as Python (`pip install -e .` rebuilds it)")
-        return
-    namespace.update((name, value) for name, value in vars(compiled).items()
-                     if not name.startswith("__") and name != "SOURCE_SHA256")
-
-
-_adopt_compiled(globals())
+# the compiled build of this file (setup.py; the fields' types in its .pxd) in place
+# of its classes when built from this very text; SIM_PURE_ARENA=1 keeps the Python
+adopt_compiled(globals(), "sim.platform.ptmalloc", "_ptmalloc_c", "SIM_PURE_ARENA", "the arena")

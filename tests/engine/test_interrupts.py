@@ -382,3 +382,32 @@ def test_a_sweep_timeout_stops_a_cell_past_it_and_keeps_the_finished_cells(tmp_p
                      "time budget exceeded: more than 0.5 s of wall time (raise --timeout)")
     assert sorted(p.name for p in out.iterdir()) == [".cache"]
     assert len(list(out.glob(".cache/*/*.json"))) == 3      # adleak-count's variants
+
+
+@pytest.mark.parametrize("timeout", ["inf", "1e12"])
+def test_a_timeout_longer_than_an_alarm_holds_runs_as_without_one(capsys, timeout):
+    """`sim run adleak-count --timeout inf` (or 1e12) said `workload adleak-count raised
+    OverflowError: timestamp out of range for platform time_t`: the budget's alarm cannot
+    be set that far, and the error was blamed on the workload (review, session 58). A
+    budget no run reaches sets no alarm; the run gives the rows it gives without one."""
+    args = ["run", "adleak-count", "--set", "iterations=100", "--format", "csv"]
+    code, plain, lines = run_cli(args, capsys)
+    assert code == 0, lines
+    code, out, lines = run_cli(args + ["--timeout", timeout], capsys)
+    assert code == 0, lines
+    assert out == plain and "heap_bytes_delta" in out
+
+
+def test_a_budget_writes_nothing_beside_a_device_or_fifo_out(tmp_path, capsys):
+    """`sim run ... --out /dev/null` stopped by a budget wrote `/dev/null.partial` (as
+    root: a new file in /dev; review, session 58): a device or FIFO as --out is written in
+    place, and asks for nothing beside it. The error line is the budget's alone."""
+    path = tmp_path / "over.py"
+    path.write_text(SAMPLED_THEN_OVER)
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    code, _, lines = run_cli(["run", str(path), "--max-ops", "2000", "--out", str(fifo)],
+                             capsys)
+    assert_one_error(code, lines, "budget")
+    assert "partial" not in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["over.py", "rows.fifo"]

@@ -61,10 +61,44 @@ def run(module, allocator, seed):
             old, block = live[i]
             nbytes = rng.choice(SIZES)
             live[i] = (nbytes, h.realloc(old, nbytes, block))
-        else:
+        elif r < 0.96:
             h.transient(rng.choice(SIZES), rng.randint(1, 4))
+        else:
+            other(h, rng, live)
         states.append(state(h))
     return states, faults
+
+
+def other(h, rng, live):
+    """One of the heap's rarer calls: a run of one size allocated or freed (a map's nodes),
+    a nested run that frees all it allocates (a recursion's clones), pairs each freed before
+    the next (a walk's clones), a block libc takes and gives back."""
+    kind = rng.randrange(5)
+    if kind == 0:
+        nbytes = rng.choice(SIZES)
+        live.extend((nbytes, block) for block in h.alloc_run(nbytes, rng.randint(1, 6)))
+    elif kind == 1:
+        nbytes = rng.choice([n for n, _ in live])
+        mine = [i for i, (n, _) in enumerate(live) if n == nbytes]
+        going = set(rng.sample(mine, rng.randint(1, len(mine))))
+        h.free_run(nbytes, [live[i][1] for i in sorted(going)])
+        live[:] = [item for i, item in enumerate(live) if i not in going]
+    elif kind == 2:
+        events, open_ = [], []
+        for _ in range(rng.randint(2, 12)):
+            if open_ and rng.random() < 0.4:
+                events.append(open_.pop() - len(events))
+            else:
+                open_.append(len(events))
+                events.append(rng.choice(SIZES))
+        while open_:
+            events.append(open_.pop() - len(events))
+        h.nested(events)
+    elif kind == 3:
+        h.pairs([rng.choice((0,) + SIZES) for _ in range(rng.randint(1, 8))])
+    else:
+        nbytes = rng.choice(SIZES)
+        h.libc_free(nbytes, h.libc_alloc(nbytes, zeroed=rng.random() < 0.5))
 
 
 @pytest.mark.parametrize("allocator", ["macos", "glibc", "glibc-arena"])
