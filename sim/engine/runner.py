@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import traceback
+from pathlib import Path
+
 from .simulation import Limits, Simulation
 from ..errors import LimitExceeded, UserError
 from ..policies import policy_sources
@@ -97,10 +100,30 @@ def _where(exc, workload, policy):
     return None
 
 
+#: the simulator's own sources: an exception whose innermost frame is in them is named there too
+_SIM_DIR = Path(__file__).resolve().parents[1]
+
+
+def _inside_simulator(exc) -> str:
+    """`` (inside the simulator, sim/PATH:LINE)`` where ``exc``'s innermost frame is in the
+    simulator's own code (a bug to report, or an argument of a kind the simulator does not
+    check), else nothing."""
+    while exc.__cause__ is not None:      # SimPy re-raises a process's exception as a copy
+        exc = exc.__cause__
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    path = Path(frames[-1].filename).resolve()
+    if not path.is_relative_to(_SIM_DIR):
+        return ""
+    return f" (inside the simulator, sim/{path.relative_to(_SIM_DIR)}:{frames[-1].lineno})"
+
+
 def _describe(exc, workload, policy) -> str:
     """One line naming the user's file and line where ``exc`` was raised: the innermost
-    frame in a policy file loaded with ``--policy FILE.py``, else in the workload's file."""
-    raised = raised_text(exc) + message_text(exc)
+    frame in a policy file loaded with ``--policy FILE.py``, else in the workload's file;
+    where the innermost frame of all is in the simulator's own code, that too."""
+    raised = raised_text(exc) + message_text(exc) + _inside_simulator(exc)
     where = _where(exc, workload, policy)
     if where is None:
         return f"{workload.path}: workload {workload.name} {raised}"

@@ -226,6 +226,16 @@ WORKLOAD_CASES = {
     "raises-while-running": (
         "def run(sim, variant):\n    yield sim.tick()\n    {}['missing']\n",
         "raised KeyError"),
+    # an exception whose innermost frame is the simulator's own code: the user's line, and
+    # where inside the simulator (a bug to report, or an argument it does not check)
+    "raises-inside-the-simulator": (
+        "from sim.burn.tensor import Tensor\n"
+        "def run(sim, variant):\n"
+        "    a = Tensor.from_floats([1.0], sim.device('flex'))\n"
+        "    b = a + 'x'\n"
+        "    yield sim.tick()\n",
+        ":4: workload raises-inside-the-simulator raised AttributeError: 'str' object has no "
+        "attribute 'shape' (inside the simulator, sim/burn/tensor.py:"),
     "runs-forever-max-ops": (
         "from sim.burn.tensor import Tensor\n"
         "def run(sim, variant):\n"
@@ -246,6 +256,14 @@ def test_bad_workload_file(case, tmp_path, capsys):
     assert_one_error(code, lines, fragment)
     assert not out.exists()
     no_partial_files(tmp_path)
+
+
+def test_a_workloads_own_exception_is_not_placed_inside_the_simulator(tmp_path, capsys):
+    path = tmp_path / "own.py"
+    path.write_text("def run(sim, variant):\n    yield sim.tick()\n    {}['missing']\n")
+    code, _, lines = run_cli(["run", str(path), "--out", str(tmp_path / "rows.csv")], capsys)
+    assert_one_error(code, lines, "own.py:3: workload own raised KeyError: 'missing'")
+    assert "inside the simulator" not in lines[0]
 
 
 def test_workload_running_forever_hits_the_timeout(tmp_path, capsys):
