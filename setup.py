@@ -12,6 +12,7 @@ from pathlib import Path
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 #: source -> the extension module built from it
 SOURCES = {Path("sim/platform/ptmalloc.py"): "_ptmalloc_c",
@@ -37,8 +38,22 @@ def compiled_copy(source, name) -> str:
     return str(target)
 
 
+class BuildExt(build_ext):
+    """``build_ext`` whose failure to compile ends with one line saying what to do."""
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            raise SystemExit(
+                f"autodiff-sim: could not compile {ext.name} ({exc}): install a C compiler "
+                "(e.g. apt-get install gcc), or install with SIM_NO_COMPILE=1 to run the cost "
+                "models as Python (slower, the same rows)") from exc
+
+
 # SIM_NO_COMPILE=1: install without the compiled modules (no C compiler); they run as Python
-setup(ext_modules=[] if os.environ.get("SIM_NO_COMPILE") else cythonize(
+setup(cmdclass={"build_ext": BuildExt},
+      ext_modules=[] if os.environ.get("SIM_NO_COMPILE") else cythonize(
     [Extension(f"sim.platform.{name}", [compiled_copy(source, name)])
      for source, name in SOURCES.items()], language_level=3,
     build_dir="build/cython",
