@@ -837,7 +837,7 @@ LEAK_FILE = "mechanism-cost-leak-replay.csv"
 
 
 def measure_leak(directory, cpu_time=False, echo=_echo) -> bool:
-    """Run ``burn-probes mechanism-cost --variant leak-replay`` (a fraction of a second;
+    """Run ``burn-probes mechanism-cost --quick --variant leak-replay`` (under a second;
     ``cpu_time``: the thread's CPU clock) into ``directory/``:data:`LEAK_FILE`, written whole
     or not at all, for the fit's ``heap_page_write_ns`` stage. Returns False, writing
     nothing, where the probe does not run (a build without the variant: the stage is left
@@ -848,7 +848,9 @@ def measure_leak(directory, cpu_time=False, echo=_echo) -> bool:
     env = {**os.environ, **({"PROBE_CPU_TIME": "1"} if cpu_time else {})}
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / LEAK_FILE
-        done = _run_probe(binary, ["mechanism-cost", "--variant", "leak-replay",
+        # --quick marks the rows as the quick run's (the variant's loop counts are not cut:
+        # the plan's x = 2,000 rows), as mechanism-cost's others beside them
+        done = _run_probe(binary, ["mechanism-cost", "--quick", "--variant", "leak-replay",
                                    "--out", str(csv_path)], env)
         text = csv_path.read_text(encoding="utf-8") if csv_path.is_file() else ""
     if done.returncode != 0 or "beyond-faults" not in text:

@@ -337,7 +337,9 @@ def test_measure_leak_runs_the_named_variant_and_writes_its_rows_or_nothing(tmp_
     binary.chmod(0o755)
     assert measure_leak(tmp_path / "m", cpu_time=True, echo=said.append)
     text = (tmp_path / "m" / LEAK_FILE).read_text()
-    assert "mechanism-cost --variant leak-replay --out" in text and "cpu=1" in text
+    # marked quick, as the quick run's mechanism-cost rows it is read with (a workload's rows
+    # may not mix quick and full runs)
+    assert "mechanism-cost --quick --variant leak-replay --out" in text and "cpu=1" in text
     binary.write_text("#!/bin/sh\necho 'unknown variant leak-replay' >&2\nexit 101\n")
     assert not measure_leak(tmp_path / "none", echo=said.append)
     assert not (tmp_path / "none").exists()
