@@ -10,8 +10,9 @@
 3. Runs the quick probes (``sim measure --quick`` machinery) into a directory it keeps,
    with mechanism-cost's ``leak-replay`` (run only when named) beside them
    (:func:`measure_leak`), and the sweep-scan probe's ``tlb`` rows into its ``tlb/``
-   (:func:`measure_tlb`): where they name the data TLB (cpuid 0x80000006, x86_64) its entries, ways and the cost of a
-   read whose page misses go into the profile as ``sim calibrate --tlb`` writes them
+   (:func:`measure_tlb`): where they name the data TLB (cpuid 0x80000006, x86_64) its
+   entries, ways and the cost of a read whose page misses go into the profile as ``sim
+   calibrate --tlb`` writes them
    (:func:`sim.commands.calibrate.calibrate_tlb`), before the fit; and the train-validate
    probe with ``PROBE_PARTS`` into its ``parts/`` (:func:`measure_parts`): the RSS the
    processes hold before any burn code (``process.baseline_rss_bytes``) and the text their
