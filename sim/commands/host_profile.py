@@ -8,9 +8,11 @@
    (gemm's first-call buffer is the L2's size), gemm's blocking ``gemm_kc_max`` /
    ``gemm_mc_max`` (:func:`gemm_blocking`, from the L1d and L2) and the ``[sysfs]`` lists.
 3. Runs the quick probes (``sim measure --quick`` machinery) into a directory it keeps,
-   and the sweep-scan probe's ``tlb`` rows into its ``tlb/`` (:func:`measure_tlb`): where
-   they name the data TLB (cpuid 0x80000006, x86_64) its entries, ways and the cost of a
-   read whose page misses go into the profile as ``sim calibrate --tlb`` writes them
+   with mechanism-cost's ``leak-replay`` (run only when named) beside them
+   (:func:`measure_leak`), and the sweep-scan probe's ``tlb`` rows into its ``tlb/``
+   (:func:`measure_tlb`): where they name the data TLB (cpuid 0x80000006, x86_64) its
+   entries, ways and the cost of a read whose page misses go into the profile as ``sim
+   calibrate --tlb`` writes them
    (:func:`sim.commands.calibrate.calibrate_tlb`), before the fit; and the train-validate
    probe with ``PROBE_PARTS`` into its ``parts/`` (:func:`measure_parts`): the RSS the
    processes hold before any burn code (``process.baseline_rss_bytes``) and the text their
@@ -51,7 +53,8 @@ from ..engine.profile import load_profile, validate
 __all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "DERIVED", "TAPE_SHARE",
            "fold_text", "derive_text", "fit_points", "measure_tlb", "TLB_DIR", "source_table",
            "measure_parts", "PARTS_DIR", "PARTS_RUNS", "measure_trim", "TRIM_DIR", "TRIM_RUNS",
-           "SETTLED", "MAX_PASSES", "GEMM_OVERLAP", "UPPER_BOUNDS"]
+           "SETTLED", "MAX_PASSES", "GEMM_OVERLAP", "UPPER_BOUNDS", "measure_leak",
+           "LEAK_FILE"]
 
 #: the time parameters ``sim host-profile`` fits, in stages, each parameter on the quick-probe
 #: points that isolate it (selectors of ``sim calibrate --points``; x values are the
@@ -93,6 +96,12 @@ FIT_PLAN = (
     # a vDSO read of the wall clock, a system call for the thread's CPU clock), before the
     # stages whose windows hold a few ops (op-cost's blocks, train-validate's reports)
     (("time.clock_read_ns", [f"{_MECH}/clock-read/window/1/ns_per_op"]),),
+    # a new heap page's first writes beyond its fault (mechanism-cost leak-replay, run by
+    # :func:`measure_leak`: op-cost's untracked add and tracked mul_scalar, their blocks
+    # replayed kept against freed, less the kept pages' faults), before the stages whose
+    # ops grow the heap (an autodiff op's leak: register_ns is fitted with it charged)
+    (("time.heap_page_write_ns", [f"{_MECH}/leak-replay/{case}-beyond-faults/2000/ns_per_op"
+                                  for case in ("untracked-add", "tracked-mul_scalar")]),),
     # a small op's cost (op-cost, [1,128] tensors), each stage on the points whose cost the
     # earlier stages do not already explain (fitted jointly on all 13, buffer_ns traded
     # against op_overhead_ns and register_ns against operand_node_ns): the op itself, from
@@ -568,6 +577,8 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                 if not (measured_dir / "op-cost.csv").is_file():
                     raise
                 echo(f"      warning: {exc}; fitting on the probes that ran")
+        if not (reuse_measured and (measured_dir / LEAK_FILE).is_file()):
+            measure_leak(measured_dir, cpu_time=cpu_time, echo=echo)
         echo(f"[3/8] the data TLB (sweep-scan tlb into {measured_dir / TLB_DIR})")
         folded_path = step1
         step1 = _with_tlb(step1, measured_dir / TLB_DIR, scratch / "tlb.toml",
@@ -819,6 +830,39 @@ def _with_parts(profile_path, parts_dir, out_path, reuse, echo):
     calibrate_parts(str(profile_path), parts_dir, out=str(out_path), force=True,
                     echo=lambda m: m.strip() and echo(f"      {m.strip()}"))
     return out_path
+
+
+#: the CSV of the measured dir that holds mechanism-cost leak-replay's rows (a variant the
+#: probe runs only when named, so not one of ``sim measure --quick``'s)
+LEAK_FILE = "mechanism-cost-leak-replay.csv"
+
+
+def measure_leak(directory, cpu_time=False, echo=_echo) -> bool:
+    """Run ``burn-probes mechanism-cost --quick --variant leak-replay`` (under a second;
+    ``cpu_time``: the thread's CPU clock) into ``directory/``:data:`LEAK_FILE`, written whole
+    or not at all, for the fit's ``heap_page_write_ns`` stage. Returns False, writing
+    nothing, where the probe does not run (a build without the variant: the stage is left
+    out and the base's value kept)."""
+    import os
+
+    binary = _probe_binary()
+    env = {**os.environ, **({"PROBE_CPU_TIME": "1"} if cpu_time else {})}
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_path = Path(tmp) / LEAK_FILE
+        # --quick marks the rows as the quick run's (the variant's loop counts are not cut:
+        # the plan's x = 2,000 rows), as mechanism-cost's others beside them
+        done = _run_probe(binary, ["mechanism-cost", "--quick", "--variant", "leak-replay",
+                                   "--out", str(csv_path)], env)
+        text = csv_path.read_text(encoding="utf-8") if csv_path.is_file() else ""
+    if done.returncode != 0 or "beyond-faults" not in text:
+        echo(f"      mechanism-cost leak-replay did not run (exit {done.returncode}: "
+             f"{_last_line(done.stderr)}): the base's heap_page_write_ns kept")
+        return False
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write(directory / LEAK_FILE, text)
+    echo(f"      mechanism-cost leak-replay -> {directory / LEAK_FILE}")
+    return True
 
 
 #: the subdirectory of the measured dir that holds mechanism-cost heap-refault's rows

@@ -295,6 +295,57 @@ def test_a_linux_profile_under_another_name_predicts_the_same(tmp_path):
         == [(5, 0), (10, 3)]
 
 
+#: mechanism-cost leak-replay's points the heap_page_write_ns stage is fitted on
+LEAK_POINTS = ("mechanism-cost/leak-replay/untracked-add-beyond-faults/2000/ns_per_op",
+               "mechanism-cost/leak-replay/tracked-mul_scalar-beyond-faults/2000/ns_per_op")
+
+
+def test_heap_page_write_ns_is_fitted_on_leak_replay_before_the_register_stage():
+    """Its own stage, on leak-replay's two beyond-faults rows (the points sim calibrate fitted
+    amd-epyc-zen4's 550 ns on), after clock_read_ns and before register_ns: the tracked
+    and untracked ops' leak is charged when register_ns is fitted."""
+    from sim.analysis.compare import known_checker
+    from sim.analysis.data import read_measured
+    from sim.commands.host_profile import FIT_PLAN, plan_stages
+    names = [[p for p, _ in stage] for stage in FIT_PLAN]
+    leak = names.index(["time.heap_page_write_ns"])
+    assert FIT_PLAN[leak] == (("time.heap_page_write_ns", list(LEAK_POINTS)),)
+    assert names.index(["time.clock_read_ns"]) < leak
+    assert leak < next(i for i, n in enumerate(names) if "time.register_ns" in n)
+    assert list(LEAK_POINTS) == tomllib.loads((MODELS_DIR / "amd-epyc-zen4.toml").read_text(
+        encoding="utf-8"))["calibration"]["fitted_on"]["time.heap_page_write_ns"]
+    # the committed leak-replay run (session 58) has both points: the stage alone
+    rows = read_measured(paths.ROOT / "experiments" / "measured" / "amd-epyc-zen4-leak-s58" /
+                         "mechanism-cost.csv", known_checker())
+    stages, _ = plan_stages(rows)
+    assert stages == [[("time.heap_page_write_ns", list(LEAK_POINTS))]]
+
+
+def test_measure_leak_runs_the_named_variant_and_writes_its_rows_or_nothing(tmp_path,
+                                                                            monkeypatch):
+    """leak-replay is not one of `sim measure --quick`'s variants (the probe runs it only
+    when named): host-profile runs it beside the quick probes' CSVs, with the clock asked
+    for, or writes nothing where the build does not have it."""
+    from sim.commands import measure
+    from sim.commands.host_profile import LEAK_FILE, measure_leak
+    binary = tmp_path / "burn-probes"
+    monkeypatch.setattr(measure, "binary_path", lambda gpu=False: binary)
+    said = []
+    # a probe that writes its arguments and clock as a beyond-faults row to --out
+    binary.write_text("#!/bin/sh\nfor a; do out=$a; done\n"
+                      "echo \"beyond-faults $* cpu=$PROBE_CPU_TIME\" > \"$out\"\n")
+    binary.chmod(0o755)
+    assert measure_leak(tmp_path / "m", cpu_time=True, echo=said.append)
+    text = (tmp_path / "m" / LEAK_FILE).read_text()
+    # marked quick, as the quick run's mechanism-cost rows it is read with (a workload's rows
+    # may not mix quick and full runs)
+    assert "mechanism-cost --quick --variant leak-replay --out" in text and "cpu=1" in text
+    binary.write_text("#!/bin/sh\necho 'unknown variant leak-replay' >&2\nexit 101\n")
+    assert not measure_leak(tmp_path / "none", echo=said.append)
+    assert not (tmp_path / "none").exists()
+    assert "exit 101: unknown variant leak-replay" in said[-1]
+
+
 def test_the_fit_plan_on_a_run_with_some_probes_only():
     from sim.analysis.compare import known_checker
     from sim.analysis.data import read_measured
@@ -306,7 +357,7 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     # op-cost's four stages: the chain and plain Flex's small ops, the sum, the
     # matrix-vector gemm's call, the tracked ops
     assert [[p for p, _ in stage] for stage in stages] \
-        == [[p for p, _ in FIT_PLAN[i]] for i in (6, 7, 10, 12)]
+        == [[p for p, _ in FIT_PLAN[i]] for i in (7, 8, 11, 13)]
     assert "time.sweep_free_ns" in skipped and "backend.flex.gflops" in skipped
     assert "time.page_fault_ns" in skipped
     # every selector of the plan names a point of a full quick run (one with the text-fault row)
@@ -317,8 +368,9 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     stages, skipped = plan_stages(every)
     used = [q for stage in stages for _, pts in stage for q in pts]
     # (the core-1 run predates the read-scalar and train-step variants of session 53)
-    # (nor session 55's rehash, nor session 56's mlp-sample, nor session 58's clock-read)
-    newer = {"mechanism-cost/clock-read/window/1/ns_per_op",
+    # (nor session 55's rehash, nor session 56's mlp-sample, nor session 58's clock-read
+    # and leak-replay)
+    newer = {"mechanism-cost/clock-read/window/1/ns_per_op", *LEAK_POINTS,
              "mechanism-cost/read-scalar/read-minus-drop/250/ns_per_op",
              "mechanism-cost/read-scalar/autodiff-read-minus-drop/250/ns_per_op",
              "mechanism-cost/train-step/d4/4/ms_per_step",
@@ -328,7 +380,8 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     assert set(used) == set(fit_points()) - newer - {
         "adleak-count-params/chain-dead/size=16/after-unrelated-backward/300/backward_ms"}
     assert list(skipped) == ["time.rehash_item_ns", "time.linear_call_ns",
-                             "time.clock_read_ns", "backend.flex.read_scalar_ns",
+                             "time.clock_read_ns", "time.heap_page_write_ns",
+                             "backend.flex.read_scalar_ns",
                              "time.optimizer_map_ns", "time.root_check_node_ns"]
     # session 53's quick run has every point of the plan but chain-dead's, rehash's and
     # mlp-sample's
@@ -341,9 +394,10 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
         "adleak-count-params/chain-dead/size=16/after-unrelated-backward/300/backward_ms",
         "mechanism-cost/rehash/all/256/ns_per_op", "mechanism-cost/rehash/all/2048/ns_per_op",
         "mechanism-cost/mlp-sample/module-minus-ops/250/ns_per_op",
-        "mechanism-cost/clock-read/window/1/ns_per_op"}
+        "mechanism-cost/clock-read/window/1/ns_per_op", *LEAK_POINTS}
     assert list(skipped) == ["time.rehash_item_ns", "time.linear_call_ns",
-                             "time.clock_read_ns", "time.root_check_node_ns"]
+                             "time.clock_read_ns", "time.heap_page_write_ns",
+                             "time.root_check_node_ns"]
     # the passes stop when no parameter moved more than SETTLED in the last one
     assert _largest_change(["a", "b"], {"a": 100.0, "b": 10.0}.get,
                            {"a": 101.0, "b": 5.0}.get) == ("b", 0.5)
