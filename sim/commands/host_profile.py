@@ -731,6 +731,24 @@ def _last_line(stderr) -> str:
     return (stderr.strip().splitlines() or ["no output"])[-1]
 
 
+def _mechanism_csv(binary, args, marker, cpu_time, echo, then=""):
+    """``binary mechanism-cost ARGS --out CSV`` (``cpu_time``: the thread's CPU clock) run
+    into a temporary file; the CSV's text, or None (saying why in one line, ``then`` after
+    it) where the probe failed or its rows lack ``marker`` (a build without the variant)."""
+    import os
+
+    env = {**os.environ, **({"PROBE_CPU_TIME": "1"} if cpu_time else {})}
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_path = Path(tmp) / "rows.csv"
+        done = _run_probe(binary, ["mechanism-cost", *args, "--out", str(csv_path)], env)
+        text = csv_path.read_text(encoding="utf-8") if csv_path.is_file() else ""
+    if done.returncode != 0 or marker not in text:
+        echo(f"      mechanism-cost {' '.join(args)} did not run (exit {done.returncode}: "
+             f"{_last_line(done.stderr)}){then}")
+        return None
+    return text
+
+
 def _this_host() -> str:
     """This host in one phrase (:func:`sim.platform.host.describe`), or "" where it cannot
     be read: the host a probe's rows are written with."""
@@ -843,20 +861,12 @@ def measure_leak(directory, cpu_time=False, echo=_echo) -> bool:
     or not at all, for the fit's ``heap_page_write_ns`` stage. Returns False, writing
     nothing, where the probe does not run (a build without the variant: the stage is left
     out and the base's value kept)."""
-    import os
-
-    binary = _probe_binary()
-    env = {**os.environ, **({"PROBE_CPU_TIME": "1"} if cpu_time else {})}
-    with tempfile.TemporaryDirectory() as tmp:
-        csv_path = Path(tmp) / LEAK_FILE
-        # --quick marks the rows as the quick run's (the variant's loop counts are not cut:
-        # the plan's x = 2,000 rows), as mechanism-cost's others beside them
-        done = _run_probe(binary, ["mechanism-cost", "--quick", "--variant", "leak-replay",
-                                   "--out", str(csv_path)], env)
-        text = csv_path.read_text(encoding="utf-8") if csv_path.is_file() else ""
-    if done.returncode != 0 or "beyond-faults" not in text:
-        echo(f"      mechanism-cost leak-replay did not run (exit {done.returncode}: "
-             f"{_last_line(done.stderr)}): the base's heap_page_write_ns kept")
+    # --quick marks the rows as the quick run's (the variant's loop counts are not cut:
+    # the plan's x = 2,000 rows), as mechanism-cost's others beside them
+    text = _mechanism_csv(_probe_binary(), ["--quick", "--variant", "leak-replay"],
+                          "beyond-faults", cpu_time, echo,
+                          then=": the base's heap_page_write_ns kept")
+    if text is None:
         return False
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -876,24 +886,16 @@ def measure_trim(directory, runs=TRIM_RUNS, cpu_time=False, echo=_echo) -> bool:
     each; ``cpu_time``: the thread's CPU clock) into ``directory/heap-refault-N.csv`` and
     the host into ``directory/host.txt``. Returns False, writing nothing, where the probe
     does not run (a build without the variant)."""
-    import os
-
     from .calibrate import HOST_FILE
 
     binary = _probe_binary()
-    env = {**os.environ, **({"PROBE_CPU_TIME": "1"} if cpu_time else {})}
     outputs = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for k in range(runs):
-            csv_path = Path(tmp) / f"heap-refault-{k + 1}.csv"
-            done = _run_probe(binary, ["mechanism-cost", "--variant", "heap-refault",
-                                       "--out", str(csv_path)], env)
-            text = csv_path.read_text(encoding="utf-8") if csv_path.is_file() else ""
-            if done.returncode != 0 or "brk-per-trim" not in text:
-                echo(f"      mechanism-cost heap-refault did not run (exit "
-                     f"{done.returncode}: {_last_line(done.stderr)})")
-                return False
-            outputs.append(text)
+    for _ in range(runs):
+        text = _mechanism_csv(binary, ["--variant", "heap-refault"], "brk-per-trim",
+                              cpu_time, echo)
+        if text is None:
+            return False
+        outputs.append(text)
     host = _this_host()
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
