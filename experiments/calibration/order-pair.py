@@ -22,6 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pinned import PIN, own_session
+
 FRACS = "0.0625,0.1875,0.3125,0.4375,0.5625,0.6875,0.8125,0.9375"
 
 
@@ -50,17 +52,9 @@ def main() -> int:
             return 2
         layouts.append((name, path))
     out = Path(a.out)
-    try:
-        os.setsid()
-    except OSError:
-        pass
-    try:
-        with open("/proc/self/autogroup", "w") as f:
-            f.write("-15")
-    except OSError as e:
-        print("autogroup:", e, file=sys.stderr)
+    own_session()
     env = dict(os.environ, SWEEP_ORDER_HASHMAP="1", SWEEP_ORDER_LOCATOR_PASSES="1")
-    pin = ["taskset", "-c", "1", "nice", "-n", "-15", a.probe, "order"]
+    pin = PIN + [a.probe, "order"]
     out.mkdir(parents=True, exist_ok=True)
     log = open(out / "runs.txt", "a")
     for r in range(1, a.rounds + 1):

@@ -26,6 +26,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pinned import PIN, own_session
+
 TLBR_PAGES = "1024,2048,2560,2816,3072,3328,3584,3840,4096,4608,5120,6144,8192"
 TLB_N = "1024,2048,3072,4096,6144,8192,12288,16384,24576"
 #: the `order` rows: the chain's key pages (about 0.33 to 1.5 of a 3,072-entry TLB's reach)
@@ -61,16 +63,8 @@ def main():
     a = ap.parse_args()
     out = Path(a.out)
     (out / "tlbr").mkdir(parents=True, exist_ok=True)
-    try:
-        os.setsid()
-    except OSError:
-        pass
-    try:
-        with open("/proc/self/autogroup", "w") as f:
-            f.write("-15")
-    except OSError as e:
-        print("autogroup:", e, file=sys.stderr)
-    pin = ["taskset", "-c", "1", "nice", "-n", "-15", a.probe]
+    own_session()
+    pin = PIN + [a.probe]
     log = open(out / "batches.txt", "a")
     load = open("/proc/loadavg").read().split()[:3]
     log.write(f"batch {a.label} start {now()} UTC load {' '.join(load)}\n")
