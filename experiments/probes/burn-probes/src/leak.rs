@@ -38,6 +38,7 @@ use burn_probes::alloc::{EventKind, trace};
 use burn_probes::clock::Instant;
 use burn_probes::csv::{Sink, f};
 use burn_probes::rss::minor_faults;
+use crate::mech::{fault_ns_per_page, median};
 use std::alloc::{Layout, alloc, dealloc, realloc};
 use std::hint::black_box;
 
@@ -47,8 +48,6 @@ const WARM: usize = 1_000;
 const RECORDED: usize = 64;
 const REPLAY_OPS: usize = 2_000;
 const REPLAY_REPS: usize = 11;
-const PAGE: usize = 4096;
-const FAULT_BYTES: usize = 16 << 20;
 const NOTE: &str = "burn Flex (no simd/rayon); fresh process per variant; src/leak.rs";
 
 unsafe extern "C" {
@@ -69,12 +68,6 @@ struct Iteration {
     ops: Vec<Op>,
     kept: Vec<usize>,
     outside_frees: usize,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
 fn iterate(case: &str, x: &Tensor<2>, y: &Tensor<2>) {
@@ -189,21 +182,7 @@ fn replay(iters: &[Iteration], layouts: &mut Vec<(*mut u8, Layout)>, free_kept: 
 /// ns per 4-KiB page made resident: a fresh 16-MiB block (mmapped by glibc) written one
 /// byte per page, median of 5 blocks (mechanism-cost `page-fault`'s loop).
 fn fault_ns() -> f64 {
-    let layout = Layout::from_size_align(FAULT_BYTES, PAGE).unwrap();
-    let pages = FAULT_BYTES / PAGE;
-    let mut per_page = Vec::new();
-    for _ in 0..5 {
-        unsafe {
-            let p = alloc(layout);
-            let t = Instant::now();
-            for i in 0..pages {
-                std::ptr::write_volatile(p.add(i * PAGE), 1u8);
-            }
-            per_page.push(t.elapsed().as_secs_f64() * 1e9 / pages as f64);
-            dealloc(p, layout);
-        }
-    }
-    median(per_page)
+    median(fault_ns_per_page(5))
 }
 
 pub fn leak_replay(sink: &mut Sink) {

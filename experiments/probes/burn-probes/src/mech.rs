@@ -135,7 +135,7 @@ const GROWTH_OPS: usize = 2_000;
 const GROWTH_REPS: usize = 11;
 const NOTE: &str = "burn Flex (no simd/rayon); fresh process per variant; src/mech.rs";
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
     if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
@@ -205,11 +205,14 @@ fn clock_read(sink: &mut Sink) {
                       f(lo, 1), f(hi, 1)));
 }
 
-fn page_fault(sink: &mut Sink) {
+/// ns per 4-KiB page made resident, one value per block: `blocks` fresh 16-MiB blocks
+/// (mmapped by glibc), each written one byte per page (`page-fault`'s rows, and
+/// `leak-replay`'s fault in its own process).
+pub(crate) fn fault_ns_per_page(blocks: usize) -> Vec<f64> {
     let layout = std::alloc::Layout::from_size_align(FAULT_BYTES, PAGE).unwrap();
     let pages = FAULT_BYTES / PAGE;
     let mut per_page = Vec::new();
-    for _ in 0..REPS {
+    for _ in 0..blocks {
         unsafe {
             let p = std::alloc::alloc(layout);
             assert!(!p.is_null());
@@ -221,6 +224,12 @@ fn page_fault(sink: &mut Sink) {
             std::alloc::dealloc(p, layout);
         }
     }
+    per_page
+}
+
+fn page_fault(sink: &mut Sink) {
+    let pages = FAULT_BYTES / PAGE;
+    let per_page = fault_ns_per_page(REPS);
     let note = format!("{NOTE}; a fresh 16-MiB block (mmapped by glibc), one byte written per \
                         4-KiB page; ns per page, median of {REPS} blocks ({} ns)",
                        spread(&per_page, 1));
