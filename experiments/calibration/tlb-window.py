@@ -13,6 +13,12 @@ arena; ``key-pages.py --simulate`` prints it), and the same without the data TLB
 
 An estimate of what the TLB adds to a long run's step, without running it (the sweep
 dominates those steps; the rest of a step does not depend on the TLB). Nothing is fitted.
+
+``--terms`` splits the same mean into the sweep's terms (what ``Timing.sweep_ns`` adds up):
+the fixed cost, the locator entries cloned (``sweep_copy_entry_ns``) and visited
+(``sweep_visit_ns``), the key reads at ``scan_node_ns``, what the reads that miss the
+L1d/L2/L3 add (``sweep_*_read_ns``) and what the reads whose page misses the data TLB add,
+each in ms per step and ns per key read (session 59: where the 8,000-step point's ms go).
 """
 
 import argparse
@@ -40,6 +46,8 @@ def main(argv=None) -> int:
     parser.add_argument("--spacing", type=float, required=True, help="B of heap per key")
     parser.add_argument("--window", required=True, help="FIRST,LAST step (FIRST excluded)")
     parser.add_argument("--stride", type=int, default=25)
+    parser.add_argument("--terms", action="store_true",
+                        help="also print the sweep's terms (ms per step, ns per key read)")
     args = parser.parse_args(argv)
     profile = load_profile(args.profile)
     process = SimpleNamespace(**profile.data["process"])
@@ -60,6 +68,24 @@ def main(argv=None) -> int:
     print(f"steps {first + 1}-{last}, {args.spacing:g} B per key, {args.profile}: "
           f"sweep {with_tlb:.1f} ms per step, {without:.1f} without the data TLB "
           f"({with_tlb - without:+.1f})")
+    if args.terms:
+        p = profile.data["time"]
+        bare = mean_ms(Timing(SimpleNamespace(charge=lambda ns: None), p, ()))
+        sums = [0.0, 0.0]                       # entries (= visits), key reads, per step
+        for s in steps:
+            n = 4 * s - 3
+            sums[0] += n
+            sums[1] += n * (n + 1) / 2
+        entries, reads = (x / len(steps) for x in sums)
+        terms = (("fixed", p["sweep_fixed_ns"] / 1e6),
+                 ("entries cloned", entries * p["sweep_copy_entry_ns"] / 1e6),
+                 ("entries visited", entries * p["sweep_visit_ns"] / 1e6),
+                 ("key reads (scan_node_ns)", reads * p["scan_node_ns"] / 1e6),
+                 ("cache levels' misses", without - bare),
+                 ("data TLB misses", with_tlb - without))
+        for name, ms in terms:
+            print(f"  {name:26s} {ms:9.2f} ms per step  {ms * 1e6 / reads:6.3f} ns per key read")
+        print(f"  ({reads / 1e6:.1f} M key reads and {entries:,.0f} locator entries a step)")
     return 0
 
 
