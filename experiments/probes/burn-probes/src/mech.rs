@@ -67,6 +67,14 @@
 //!   keep the same blocks); then everything is dropped and an unrelated backward sweeps
 //!   the dead graph (untimed). Rows: `ns_per_op` per kind and N (median), the block's
 //!   minor faults per iteration in the note.
+//! - `unrelated-backward` (diagnostic, run only when named): adleak-count-params' unrelated
+//!   backward after a loop, repeated: `--steps N` (default 1,000) untracked adds
+//!   `drop(a.clone() + b.clone())` on `flex.autodiff()` (16 elements), untimed, then
+//!   `BACKWARDS` unrelated backwards (a fresh one-element leaf, `(x * 2).sum().backward()`),
+//!   each timed: `backward_ms` at phase `backward-K` (x = N), its minor faults in the note.
+//!   No backward runs before the first (as in the params probe). `PROBE_GAP=spin:MS` or
+//!   `sleep:MS` puts that much wall time between the loop and the backwards (the core kept
+//!   spinning, or given up), to tell the loop's work from the time it takes.
 //! - `leak-replay` (run only when named): unpatched burn's leak at burn's own block sizes
 //!   and order (op-cost's untracked add and tracked mul_scalar traced, then replayed with
 //!   the kept blocks leaked against the same blocks freed): what the leak costs beyond its
@@ -172,6 +180,7 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         "release" => release(opts, sink),
         "register-growth" => register_growth(sink),
         "register-size" => register_size(sink),
+        "unrelated-backward" => unrelated_backward(opts, sink),
         "leak-replay" => crate::leak::leak_replay(sink),
         "read-scalar" => read_scalar(sink),
         "train-step" => train_step(sink),
@@ -541,6 +550,44 @@ fn register_growth(sink: &mut Sink) {
     sink.row(EXPERIMENT, "register-growth", "kept-minus-steady", GROWTH_OPS, "iterations",
              "ns_per_op", f(median(diff.clone()), 3), "ns",
              &format!("per block pair: {} ns", spread(&diff, 1)));
+}
+
+/// unrelated backwards `unrelated-backward` times after its loop
+const BACKWARDS: usize = 5;
+
+fn unrelated_backward(opts: &Opts, sink: &mut Sink) {
+    let n = opts.steps.unwrap_or(1_000);
+    let device = Device::flex().autodiff();
+    let (a, b) = pair(&device);
+    for _ in 0..n {
+        drop(black_box(a.clone() + b.clone()));
+    }
+    // `PROBE_GAP=spin:MS` or `sleep:MS`: that long between the loop and the backwards,
+    // spinning on the clock (the core kept) or asleep (the core given up)
+    let gap = std::env::var("PROBE_GAP").unwrap_or_default();
+    if let Some((how, ms)) = gap.split_once(':') {
+        let ms: u64 = ms.parse().expect("PROBE_GAP: spin:MS or sleep:MS");
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        match how {
+            "spin" => while std::time::Instant::now() < until { std::hint::spin_loop() },
+            "sleep" => std::thread::sleep(std::time::Duration::from_millis(ms)),
+            other => panic!("PROBE_GAP: unknown {other}"),
+        }
+    }
+    for k in 1..=BACKWARDS {
+        let f0 = minor_faults();
+        let ms = timed_backward();
+        let faults = minor_faults() - f0;
+        let note = if k == 1 {
+            format!("{NOTE}; flex.autodiff; {n} untracked adds of 16 elements dropped, \
+                     untimed, then {BACKWARDS} unrelated backwards each timed (no backward \
+                     before the first); PROBE_GAP {gap:?}; minor faults: {faults}")
+        } else {
+            format!("minor faults: {faults}")
+        };
+        sink.row(EXPERIMENT, "unrelated-backward", &format!("backward-{k}"), n, "iterations",
+                 "backward_ms", f(ms, 6), "ms", &note);
+    }
 }
 
 /// One `register-size` block: ns per iteration and minor faults per iteration of
