@@ -68,6 +68,16 @@ fresh process per variant:
                 counts 0 minor faults); the replica leaves out the fault time its allocator
                 charges between the two clocks' reads, as the probe's mallopt does
 
+``register-size`` (the probe runs it only when named) a tracked op's registration by the
+                size of the graph it registers into: for N in ``size_nodes``, blocks of
+                ``size_ops`` iterations ``c = x.clone().mul_scalar(2.0)`` (x [16] requiring
+                grad), each block from a fresh leaf whose graph is grown untimed to N nodes
+                (their outputs kept); ``steady`` drops each output (a policy that releases
+                on drop keeps the graph at N nodes; unpatched it grows by the block),
+                ``kept`` keeps them to the block's end; everything dropped and an unrelated
+                backward after each block; ``ns_per_op`` per kind and N (median of
+                ``size_reps`` blocks each)
+
 ``clock-read``  an empty timed window: ``Instant::now()`` then ``elapsed()`` of the probes'
                 clock, back to back (``ns_per_op``, the median of 20,001): one read of the
                 clock, which every timed window of a probe holds once (its start's end and
@@ -100,6 +110,7 @@ X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows",
                               "read-minus-drop": "iterations",
                               "autodiff-read-minus-drop": "iterations",
                               "d4": "features", "d128": "features", "window": "reads",
+                              "steady": "nodes", "kept": "nodes",
                               **dict.fromkeys(("steps", "actions", "nodes", "leaves", "keys",
                                                "all"), "buckets"),
                               **dict.fromkeys(SAMPLE_PHASES, "iterations"),
@@ -108,11 +119,12 @@ X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows",
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = ("page-fault", "text-fault", "first-gemm", "param-init", "sweep-free", "merge",
             "release", "read-scalar", "train-step", "rehash", "mlp-sample", "clock-read",
-            "leak-replay")
+            "leak-replay", "register-size")
 PARAMS = {"reps": 5, "calls": 5, "nodes": "100,300,1000,3000,10000", "merge_ops": 250,
           "merge_reps": 41, "release_ops": 250, "release_reps": 41,
           "train_warm": 20, "train_steps": 50, "train_reps": 11, "rehash_reps": 21,
-          "sample_ops": 250, "replay_ops": 2000}
+          "sample_ops": 250, "replay_ops": 2000, "size_nodes": "0,1000,2000,3000,5000,10000,30000,60000",
+          "size_ops": 1000, "size_reps": 7}
 #: the probe's loops are the same under `--quick` (about two seconds), but a quick
 #: comparison (and `sim host-profile`'s fit) simulates sweep-free up to N = 3,000 only:
 #: N = 10,000 comes last in its process, so the others do not change, and it takes
@@ -120,7 +132,7 @@ PARAMS = {"reps": 5, "calls": 5, "nodes": "100,300,1000,3000,10000", "merge_ops"
 QUICK = {"nodes": "100,300,1000,3000"}
 POSITIVE = ("reps", "calls", "merge_ops", "merge_reps", "release_ops", "release_reps",
             "train_warm", "train_steps", "train_reps", "rehash_reps", "sample_ops",
-            "replay_ops")
+            "replay_ops", "size_ops", "size_reps")
 
 #: rehash: buckets of the full table before its doubling, untimed reps first, and burn's
 #: five graph tables (the simulation's table factory methods)
@@ -145,7 +157,8 @@ def median(values):
 
 
 def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, release_reps,
-        train_warm, train_steps, train_reps, rehash_reps, sample_ops, replay_ops):
+        train_warm, train_steps, train_reps, rehash_reps, sample_ops, replay_ops, size_nodes,
+        size_ops, size_reps):
     if variant == "page-fault":
         heap = sim.heap
         per_page = []
@@ -192,6 +205,9 @@ def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, re
         yield sim.tick()
     elif variant == "leak-replay":
         yield from _leak_replay(sim, replay_ops)
+    elif variant == "register-size":
+        yield from _register_size(sim, [int(n) for n in str(size_nodes).split(",")], size_ops,
+                                  size_reps)
     else:
         raise ValueError(variant)
 
@@ -424,6 +440,43 @@ def _leak_replay(sim, replay_ops):
                    phase=f"{case}-beyond-faults")
         for t in (x, y):
             drop(t)
+        yield sim.tick()
+
+
+def _register_size(sim, sizes, size_ops, size_reps):
+    """A tracked op's registration into a graph of N nodes (``register-size``): each block
+    from a fresh leaf whose graph holds N kept outputs, ``size_ops`` iterations timed
+    (one read of the probe's clock), the outputs dropped (``steady``) or kept to the
+    block's end (``kept``); then everything dropped and an unrelated backward."""
+    device, a, _ = _pair(sim)
+
+    def block(nodes, keep) -> float:
+        x = a.clone().detach().require_grad()
+        grown = [x.clone().mul_scalar(2.0) for _ in range(nodes)]
+        kept = []
+        start = sim.now_ns
+        for _ in range(size_ops):
+            c = x.clone().mul_scalar(2.0)
+            if keep:
+                kept.append(c)
+            else:
+                drop(c)
+        sim.timing.clock_read()         # the window's one read of the probe's clock
+        ns = (sim.now_ns - start) / size_ops
+        for t in kept + grown + [x]:
+            drop(t)
+        tiny_backward(device, probe=True)
+        return ns
+
+    tiny_backward(device, probe=True)
+    block(sizes[-1], True)
+    for nodes in sizes:
+        steady, kept = [], []
+        for _ in range(size_reps):
+            steady.append(block(nodes, False))
+            kept.append(block(nodes, True))
+        sim.record(nodes, "nodes", "ns_per_op", round(median(steady), 3), phase="steady")
+        sim.record(nodes, "nodes", "ns_per_op", round(median(kept), 3), phase="kept")
         yield sim.tick()
 
 

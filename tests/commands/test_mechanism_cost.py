@@ -248,3 +248,27 @@ def test_the_leak_replay_probe_costs_heap_page_write_ns_per_leaked_page():
                         _with(base, {"time.heap_page_write_ns": 500.0}),
                         {"replay_ops": "500"}, observables=False)
     assert {r["value"] for r in released} == {0}
+
+
+def test_register_size_times_a_registration_into_a_graph_grown_to_n_nodes():
+    """register-size: a block's ops into a graph grown to N nodes, dropped (steady) or kept
+    to the block's end (kept): under drop-release each steady op's release is charged
+    (drop_release_node_ns) and nothing else moves with it; unpatched nothing is released,
+    so the parameter moves no row; a row per kind and size, x in nodes."""
+    base = load_profile("amd-epyc-zen4")
+    sets = {"size_nodes": "0,100", "size_ops": "40", "size_reps": "1"}
+
+    def rows(policy, release_ns):
+        got = run_cell("mechanism-cost", "register-size", policy,
+                       _with(base, {"time.drop_release_node_ns": release_ns}), sets,
+                       observables=False)
+        assert {r["x_unit"] for r in got} == {"nodes"}
+        return {(r["phase"], float(r["x"])): r["value"] for r in got}
+
+    keys = {(phase, n) for phase in ("steady", "kept") for n in (0.0, 100.0)}
+    low, high = rows("drop-release", 100.0), rows("drop-release", 300.0)
+    assert set(low) == set(high) == keys
+    for n in (0.0, 100.0):
+        assert high[("steady", n)] - low[("steady", n)] == pytest.approx(200.0, abs=1e-2)
+        assert high[("kept", n)] == pytest.approx(low[("kept", n)], abs=1e-2)
+    assert rows("burn-0.22.1", 100.0) == rows("burn-0.22.1", 300.0)

@@ -57,6 +57,24 @@
 //!   `kept-minus-steady` (median of the pairs). Run with a large glibc trim threshold
 //!   (`GLIBC_TUNABLES=glibc.malloc.trim_threshold=...`) so that a block's blocks come back
 //!   from the heap, not from fresh pages.
+//! - `register-size` (run only when named): what a tracked op's registration costs by the
+//!   size of the graph it registers into. For N in `SIZE_NODES`, `SIZE_REPS` blocks of each
+//!   kind, alternated; each block starts from a fresh leaf `x` ([16], requiring grad) whose
+//!   graph is grown untimed to N nodes (N outputs `x.clone().mul_scalar(2.0)` kept), then
+//!   times `SIZE_OPS` iterations of the same op: `steady` drops each output (under a patch
+//!   that releases on drop the graph stays at N nodes; unpatched it grows by the block),
+//!   `kept` keeps them to the block's end (both builds register into the same graph and
+//!   keep the same blocks); then everything is dropped and an unrelated backward sweeps
+//!   the dead graph (untimed). Rows: `ns_per_op` per kind and N (median), the block's
+//!   minor faults per iteration in the note.
+//! - `unrelated-backward` (diagnostic, run only when named): adleak-count-params' unrelated
+//!   backward after a loop, repeated: `--steps N` (default 1,000) untracked adds
+//!   `drop(a.clone() + b.clone())` on `flex.autodiff()` (16 elements), untimed, then
+//!   `BACKWARDS` unrelated backwards (a fresh one-element leaf, `(x * 2).sum().backward()`),
+//!   each timed: `backward_ms` at phase `backward-K` (x = N), its minor faults in the note.
+//!   No backward runs before the first (as in the params probe). `PROBE_GAP=spin:MS` or
+//!   `sleep:MS` puts that much wall time between the loop and the backwards (the core kept
+//!   spinning, or given up), to tell the loop's work from the time it takes.
 //! - `leak-replay` (run only when named): unpatched burn's leak at burn's own block sizes
 //!   and order (op-cost's untracked add and tracked mul_scalar traced, then replayed with
 //!   the kept blocks leaked against the same blocks freed): what the leak costs beyond its
@@ -102,7 +120,7 @@ use burn::tensor::Distribution;
 use burn_probes::csv::{Sink, f};
 use std::hint::black_box;
 use burn_probes::clock::Instant;
-use burn_probes::rss::thread_rusage;
+use burn_probes::rss::{minor_faults, thread_rusage};
 
 use crate::adleak::tiny_backward;
 
@@ -133,6 +151,11 @@ const RELEASE_REPS: usize = 41;
 /// iterations of a `register-growth` block, and blocks of each kind
 const GROWTH_OPS: usize = 2_000;
 const GROWTH_REPS: usize = 11;
+/// nodes a `register-size` graph holds before its timed block, iterations of a block, and
+/// blocks of each kind per size
+const SIZE_NODES: &[usize] = &[0, 1_000, 2_000, 3_000, 5_000, 10_000, 30_000, 60_000];
+const SIZE_OPS: usize = 1_000;
+const SIZE_REPS: usize = 7;
 const NOTE: &str = "burn Flex (no simd/rayon); fresh process per variant; src/mech.rs";
 
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {
@@ -156,6 +179,8 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         "merge" => merge(opts, sink),
         "release" => release(opts, sink),
         "register-growth" => register_growth(sink),
+        "register-size" => register_size(sink),
+        "unrelated-backward" => unrelated_backward(opts, sink),
         "leak-replay" => crate::leak::leak_replay(sink),
         "read-scalar" => read_scalar(sink),
         "train-step" => train_step(sink),
@@ -525,6 +550,102 @@ fn register_growth(sink: &mut Sink) {
     sink.row(EXPERIMENT, "register-growth", "kept-minus-steady", GROWTH_OPS, "iterations",
              "ns_per_op", f(median(diff.clone()), 3), "ns",
              &format!("per block pair: {} ns", spread(&diff, 1)));
+}
+
+/// unrelated backwards `unrelated-backward` times after its loop
+const BACKWARDS: usize = 5;
+
+fn unrelated_backward(opts: &Opts, sink: &mut Sink) {
+    let n = opts.steps.unwrap_or(1_000);
+    let device = Device::flex().autodiff();
+    let (a, b) = pair(&device);
+    for _ in 0..n {
+        drop(black_box(a.clone() + b.clone()));
+    }
+    // `PROBE_GAP=spin:MS` or `sleep:MS`: that long between the loop and the backwards,
+    // spinning on the clock (the core kept) or asleep (the core given up)
+    let gap = std::env::var("PROBE_GAP").unwrap_or_default();
+    if let Some((how, ms)) = gap.split_once(':') {
+        let ms: u64 = ms.parse().expect("PROBE_GAP: spin:MS or sleep:MS");
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        match how {
+            "spin" => while std::time::Instant::now() < until { std::hint::spin_loop() },
+            "sleep" => std::thread::sleep(std::time::Duration::from_millis(ms)),
+            other => panic!("PROBE_GAP: unknown {other}"),
+        }
+    }
+    for k in 1..=BACKWARDS {
+        let f0 = minor_faults();
+        let ms = timed_backward();
+        let faults = minor_faults() - f0;
+        let note = if k == 1 {
+            format!("{NOTE}; flex.autodiff; {n} untracked adds of 16 elements dropped, \
+                     untimed, then {BACKWARDS} unrelated backwards each timed (no backward \
+                     before the first); PROBE_GAP {gap:?}; minor faults: {faults}")
+        } else {
+            format!("minor faults: {faults}")
+        };
+        sink.row(EXPERIMENT, "unrelated-backward", &format!("backward-{k}"), n, "iterations",
+                 "backward_ms", f(ms, 6), "ms", &note);
+    }
+}
+
+/// One `register-size` block: ns per iteration and minor faults per iteration of
+/// `SIZE_OPS` iterations into a fresh graph grown to `nodes` nodes first (untimed).
+fn size_block(device: &Device, nodes: usize, keep: bool) -> (f64, f64) {
+    let (a, _) = pair(device);
+    let x = a.detach().require_grad();
+    let grown: Vec<Tensor<1>> = (0..nodes).map(|_| x.clone().mul_scalar(2.0)).collect();
+    let mut kept = Vec::with_capacity(if keep { SIZE_OPS } else { 0 });
+    let f0 = minor_faults();
+    let t = Instant::now();
+    for _ in 0..SIZE_OPS {
+        let c = black_box(x.clone().mul_scalar(2.0));
+        if keep {
+            kept.push(c);
+        } else {
+            drop(c);
+        }
+    }
+    let ns = t.elapsed().as_secs_f64() * 1e9 / SIZE_OPS as f64;
+    let faults = (minor_faults() - f0) as f64 / SIZE_OPS as f64;
+    drop(black_box(kept));
+    drop(black_box(grown));
+    drop(x);
+    tiny_backward();
+    (ns, faults)
+}
+
+fn register_size(sink: &mut Sink) {
+    let device = Device::flex().autodiff();
+    tiny_backward();
+    size_block(&device, SIZE_NODES[SIZE_NODES.len() - 1], true);
+    for &nodes in SIZE_NODES {
+        let (mut steady, mut kept) = (Vec::new(), Vec::new());
+        let (mut steady_faults, mut kept_faults) = (Vec::new(), Vec::new());
+        for _ in 0..SIZE_REPS {
+            let (s, sf) = size_block(&device, nodes, false);
+            let (k, kf) = size_block(&device, nodes, true);
+            steady.push(s);
+            kept.push(k);
+            steady_faults.push(sf);
+            kept_faults.push(kf);
+        }
+        let note = format!("{NOTE}; flex.autodiff; x [16] requiring grad, its graph grown \
+                            untimed to x nodes (outputs of x.clone().mul_scalar(2.0) kept); \
+                            blocks of {SIZE_OPS} iterations of the same op: steady drops \
+                            each output, kept keeps them to the block's end; a fresh graph \
+                            per block, the last swept by an unrelated backward; medians \
+                            of {SIZE_REPS} blocks each");
+        sink.row(EXPERIMENT, "register-size", "steady", nodes, "nodes", "ns_per_op",
+                 f(median(steady.clone()), 3), "ns",
+                 &format!("{note}; runs: {} ns; minor faults per iteration: {}",
+                          spread(&steady, 1), spread(&steady_faults, 3)));
+        sink.row(EXPERIMENT, "register-size", "kept", nodes, "nodes", "ns_per_op",
+                 f(median(kept.clone()), 3), "ns",
+                 &format!("runs: {} ns; minor faults per iteration: {}", spread(&kept, 1),
+                          spread(&kept_faults, 3)));
+    }
 }
 
 /// Mean ns of `s.into_scalar()` (`read`) or `drop(s)` over `RELEASE_OPS` sums
