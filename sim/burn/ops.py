@@ -89,7 +89,10 @@ def float_op(op, inputs, out_shape, device):
     sim.timing.prepare(len(inputs))
     nodes, parents, order, lifted = prepare(sim, inputs)
     tracked = bool(parents)  # Requirement::from_nodes
-    actions, memory_bound, retro = compute_property(sim, op, device, inputs, nodes)
+    if op.memory_bound and device.checkpointing == BALANCED:
+        actions, memory_bound, retro = compute_property(sim, op, device, inputs, nodes)
+    else:
+        actions, memory_bound, retro = None, False, None   # compute-bound
     if tracked and op.saves:
         actions = checkpoint_saved(sim, op, inputs, nodes, actions)
     # the inner op, which drops the primitives of its moved operands (last one first)
@@ -138,12 +141,11 @@ def prepare(sim, inputs) -> tuple:
 
 
 def compute_property(sim, op, device, inputs, nodes) -> tuple:
-    """Under balanced checkpointing a memory-bound op allocates its retro-forward ``Arc``
-    and records a backup per tracked parent (``checkpoint_parents``); an untracked parent
-    resets it (compute-bound, the ``Arc`` dropped at once). Returns ``(checkpoint
-    actions or None, memory bound, retro-forward or None)``."""
-    if not op.memory_bound or device.checkpointing != BALANCED:
-        return None, False, None
+    """Under balanced checkpointing (the caller's test: other ops and strategies are
+    compute-bound) a memory-bound op allocates its retro-forward ``Arc`` and records a
+    backup per tracked parent (``checkpoint_parents``); an untracked parent resets it
+    (compute-bound, the ``Arc`` dropped at once). Returns ``(checkpoint actions or None,
+    memory bound, retro-forward or None)``."""
     if all(n.requirement != NONE for n in nodes):
         retro = _Retro(sim)
         actions = CheckpointerBuilder(sim)

@@ -41,7 +41,7 @@ class BurnPanic(Exception):
 class Device:
     """A device: inner backend kind, autodiff or not, checkpointing strategy."""
 
-    __slots__ = ("sim", "kind", "is_autodiff", "checkpointing", "backend")
+    __slots__ = ("sim", "kind", "is_autodiff", "checkpointing", "backend", "device_box")
 
     def __init__(self, sim, kind, is_autodiff=False, checkpointing=DISABLED):
         if checkpointing not in STRATEGIES:
@@ -53,6 +53,10 @@ class Device:
         self.checkpointing = checkpointing
         #: the inner backend (:class:`sim.burn.backend.Backend`), one per kind and simulation
         self.backend = sim.backend(kind)
+        #: bytes of the boxed inner device a read of an autodiff tensor's ``device()`` makes
+        #: on a backend whose handles have strides (burn-flex), else 0 (:func:`_check_devices`)
+        self.device_box = (sim.layout.device_box_bytes
+                           if is_autodiff and self.backend.handle_stride_bytes else 0)
 
     def autodiff(self, checkpointing=DISABLED) -> "Device":
         """This device under the autodiff backend."""
@@ -95,8 +99,13 @@ class Device:
 
 
 def drop(tensor) -> None:
-    """Drop a tensor handle now (Rust's ``drop(t)``); the object becomes unusable."""
-    if tensor.prim is not None:
+    """Drop a tensor handle now (Rust's ``drop(t)``); the object becomes unusable.
+
+    What took the handle is kept for the error of a later use (:func:`_taker`), unless
+    this call holds the only reference to it (a temporary: ``drop(a + b)``; CPython's
+    count is then this frame's and ``getrefcount``'s own): such a handle dies on return,
+    nothing can use it again, and the stack walk is left out."""
+    if tensor.prim is not None and sys.getrefcount(tensor) > 2:
         tensor.taken = _taker("dropped")
     tensor._release()
 
@@ -139,23 +148,24 @@ class Tensor:
         self.moved = False
         # whether this handle counts as a holder of its storage (an op that writes in
         # place consumes its operand: see sim.burn.backend)
-        self.holds = prim is not None
         if prim is not None:
+            self.holds = True
             prim.holders += 1
+        else:
+            self.holds = False
         self.node = node
         self.rc = rc
         sim = device.sim
+        self._box = 0
+        self._box_block = None
         if device.is_autodiff:
             if node is None:
                 node = self.node = Node(sim, sim.next_node_id(), (), 0, NONE)
                 rc = self.rc = NodeRefCount(sim, node.id)
             rc.acquire()
-        if boxed and device.is_autodiff:   # self.box(), inlined (hot path)
-            box = self._box = sim.layout.dispatch_box_bytes
-            self._box_block = sim.heap.alloc(box)
-        else:
-            self._box = 0
-            self._box_block = None
+            if boxed:   # self.box(), inlined (hot path)
+                box = self._box = sim.layout.dispatch_box_bytes
+                self._box_block = sim.heap.alloc(box)
         # burn-flex: every FlexTensor value has its Layout's strides Vec<isize> (layout.rs);
         # a fresh buffer's first handle takes the strides allocated with it (sim.burn.backend)
         strides = self._strides = device.backend.handle_stride_bytes * len(self.shape)
@@ -252,7 +262,8 @@ class Tensor:
         (idempotent). A handle whose constructor did not finish (an interrupt, a budget's
         alarm) holds only what it got to: its slots set so far."""
         try:
-            self._release()
+            if self.prim is not None or self.rc is not None or self._box or self._strides:
+                self._release()     # else a handle dropped or consumed already: nothing held
         except AttributeError:
             if all(hasattr(self, name) for name in Tensor.__slots__):
                 raise
@@ -601,12 +612,11 @@ def _check_devices(*tensors) -> None:
     last one first."""
     boxes = 0
     for t in tensors:
-        device = t.device
-        if device.is_autodiff and device.backend.handle_stride_bytes:
+        if t.device.device_box:
             boxes += 1
-            sim = device.sim
+            device = t.device
     if boxes:
-        heap, nbytes = sim.heap, sim.layout.device_box_bytes
+        heap, nbytes = device.sim.heap, device.device_box
         if boxes == 2:   # a binary op's two devices (the hot path: no list of blocks)
             first = heap.alloc(nbytes)
             heap.free(nbytes, heap.alloc(nbytes))

@@ -253,7 +253,9 @@ class Timing:
                 ns += math.prod(shapes[1][0]) * rates["reduce_add_ns"]
             cost = self._op_cache[key] = (ns, round(ns * 1000))
         self.compute_ns += cost[0]
-        self._add_ps(cost[1])
+        sim = self.sim                   # self._add_ps(cost[1]), inlined: once per op
+        sim.current.pending_ps += cost[1]
+        sim.work_ps += cost[1]
 
     def backward_op(self, op, shapes, cost=None, tracked=None, retrieved=0) -> None:
         """The backward of one step (``cost``: what :meth:`annotate` attached, unused here).
@@ -388,7 +390,9 @@ class Timing:
         if book:
             self.bookkeeping_ns += book
         if ps:
-            self._add_ps(ps)
+            sim = self.sim               # self._add_ps(ps), inlined: once per handle
+            sim.current.pending_ps += ps
+            sim.work_ps += ps
 
     def checkpoint_save(self) -> None:
         """A forward op saved a tensor for its backward (``CheckpointerBuilder::checkpoint``:
@@ -406,7 +410,9 @@ class Timing:
             cost = self._buffer_cache[(backend, count)] = (ns, round(ns * 1000))
         if cost[0]:
             self.compute_ns += cost[0]
-            self._add_ps(cost[1])
+            sim = self.sim               # self._add_ps(cost[1]), inlined: once per buffer
+            sim.current.pending_ps += cost[1]
+            sim.work_ps += cost[1]
 
     def new_layout(self, backend) -> None:
         """A view was made of a uniquely owned operand (``FlexTensor::reshape``: a new

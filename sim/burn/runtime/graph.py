@@ -147,8 +147,8 @@ class SingleNodeGraph(Graph):
     def on_last_handle(self, rc) -> None:
         """:meth:`GraphMemoryManagement.on_last_handle` (burn's policy: nothing to tell):
         exact mode compacts the dead graph (:meth:`GraphLocator.compact`, which takes an
-        unbuilt graph as it is)."""
-        self._sim.client.locator.compact(rc.id)
+        unbuilt graph as it is: :meth:`GraphLocator.compact_unbuilt`)."""
+        self._sim.client.locator.compact_unbuilt(self)
 
 
 class GraphLocator:
@@ -472,6 +472,14 @@ class GraphLocator:
         server.steps = {}
         memory.server = None
         return self._retire(node_id, graph, handles, cached)
+
+    def compact_unbuilt(self, graph) -> bool:
+        """:meth:`compact` of ``graph``'s one node, a :class:`SingleNodeGraph` whose server
+        was never built (what :meth:`compact` finds first for such a graph's node)."""
+        cached = self._run_blocks.get((graph.step.nbytes, 4, 4, 4, 4))
+        if cached is not None:
+            return self._compact_unbuilt(graph, cached)
+        return self.compact(graph.rc.id)
 
     def _compact_unbuilt(self, graph, cached) -> bool:
         """:meth:`compact` of a :class:`SingleNodeGraph` whose server was never built (its
