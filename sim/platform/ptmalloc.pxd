@@ -68,7 +68,7 @@ cdef class _Arena:
     cpdef _largest_free(self)
     cpdef _large_place(self, addr, size)
     cpdef _split(self, addr, size, nb, remainder_is_last)
-    @cython.locals(k=Py_ssize_t, changes=Py_ssize_t, merged=Py_ssize_t, below=Py_ssize_t,
+    @cython.locals(k=Py_ssize_t, changes=Py_ssize_t, below=Py_ssize_t,
                    inuse=dict, free_at=dict, free_end=dict, unsorted=dict, bins=list,
                    sbin=dict)
     cpdef _merge_run(self, addrs, size)
@@ -124,9 +124,9 @@ cdef class _Arena:
     # the replay's loop over a program's requests (ReplayProgram.flat, C ints): C ints,
     # C calls
     @cython.locals(count=Py_ssize_t, cache=list, known="long long[::1]",
-                   before="long long[::1]")
+                   before="long long[::1]", made=Py_ssize_t, i=Py_ssize_t, spare=list)
     cpdef _replay_run(self, long long[::1] flat, n, list carry)
-    @cython.locals(i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t, count=Py_ssize_t,
+    @cython.locals(i=Py_ssize_t, j=Py_ssize_t, m=Py_ssize_t, count=Py_ssize_t,
                    depth=Py_ssize_t, code=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t,
                    size=Py_ssize_t, previous=list, inuse=dict)
     @cython.final
