@@ -861,7 +861,7 @@ class _Arena:
                             continue
                         took = addr
                         break
-                    if addr == last and done == count and size > nb + MINSIZE:
+                    if done == count and addr == last and size > nb + MINSIZE:
                         # the last remainder, the only chunk left: split (below)
                         del free_at[addr], free_end[addr + chunk]
                         took = addr
@@ -1236,7 +1236,7 @@ class _Arena:
             return
         if self.recorder is not None:
             self.recorder.merging(self)
-        merged = self._merge_run((addr,), size)
+        merged = self._merge_run([addr], size)
         if self.recorder is not None:
             self.recorder.merged(self, merged)
         if merged >= CONSOLIDATION_THRESHOLD:
