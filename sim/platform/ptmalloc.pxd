@@ -17,6 +17,10 @@ cdef _binmap_unmark(list binmap, Py_ssize_t idx)
 @cython.locals(i=Py_ssize_t, n=Py_ssize_t, other=Py_ssize_t)
 cdef Py_ssize_t _binmap_after(list binmap, Py_ssize_t idx) except -1
 
+# a named free's search of its size's live list (a module function, a C call in the build)
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t)
+cdef bint _remove_newest(list live, block) except -1
+
 # a request's chunk size and a chunk size's bin (module functions, C calls in the build)
 cpdef chunk_size(nbytes)
 cpdef bin_of(size)
@@ -52,8 +56,9 @@ cdef class _Arena:
     cdef public bint dynamic
     cdef public object fault, trim, last_remainder, chunk_budget
     cdef public dict inuse, free_at, free_end, unsorted, live, alias, _borrowed
-    # the tcache and the fastbins by size: dicts of lists
-    cdef public object tcache, fast
+    # the tcache and the fastbins by size: dicts of lists (typed: a bin looked up by size is
+    # a dict lookup, not a generic one)
+    cdef public dict tcache, fast
     # fast-forward's window recorder (None: nothing listens; see _Arena.__init__): typed,
     # so that the arena's calls to it are C calls (a Python subclass's methods still
     # take them)
@@ -68,10 +73,10 @@ cdef class _Arena:
     cpdef _largest_free(self)
     cpdef _large_place(self, addr, size)
     cpdef _split(self, addr, size, nb, remainder_is_last)
-    @cython.locals(k=Py_ssize_t, changes=Py_ssize_t, merged=Py_ssize_t, below=Py_ssize_t,
+    @cython.locals(k=Py_ssize_t, changes=Py_ssize_t, below=Py_ssize_t,
                    inuse=dict, free_at=dict, free_end=dict, unsorted=dict, bins=list,
                    sbin=dict)
-    cpdef _merge_run(self, addrs, size)
+    cpdef _merge_run(self, list addrs, size)
     cpdef _consolidate(self)
     cpdef _touch(self, end)
     cpdef _grow(self, nb)
@@ -124,9 +129,9 @@ cdef class _Arena:
     # the replay's loop over a program's requests (ReplayProgram.flat, C ints): C ints,
     # C calls
     @cython.locals(count=Py_ssize_t, cache=list, known="long long[::1]",
-                   before="long long[::1]")
+                   before="long long[::1]", made=Py_ssize_t, i=Py_ssize_t, spare=list)
     cpdef _replay_run(self, long long[::1] flat, n, list carry)
-    @cython.locals(i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t, count=Py_ssize_t,
+    @cython.locals(i=Py_ssize_t, j=Py_ssize_t, m=Py_ssize_t, count=Py_ssize_t,
                    depth=Py_ssize_t, code=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t,
                    size=Py_ssize_t, previous=list, inuse=dict)
     @cython.final

@@ -861,7 +861,7 @@ class _Arena:
                             continue
                         took = addr
                         break
-                    if addr == last and done == count and size > nb + MINSIZE:
+                    if done == count and addr == last and size > nb + MINSIZE:
                         # the last remainder, the only chunk left: split (below)
                         del free_at[addr], free_end[addr + chunk]
                         took = addr
@@ -1236,7 +1236,7 @@ class _Arena:
             return
         if self.recorder is not None:
             self.recorder.merging(self)
-        merged = self._merge_run((addr,), size)
+        merged = self._merge_run([addr], size)
         if self.recorder is not None:
             self.recorder.merged(self, merged)
         if merged >= CONSOLIDATION_THRESHOLD:
@@ -1514,16 +1514,26 @@ class _Arena:
         # looks it up): at most one block a request
         known = array("q", bytes(8 * (count // 6)))
         before = array("q", bytes(8 * (count // 6)))
+        # an iteration's blocks fill a list of as many places in order (one block per
+        # allocating request), not one grown request by request: the list the carry
+        # drops after each iteration is the next one's
+        made = 0
+        for i in range(0, count, 6):
+            if flat[i] in _ALLOCATING:
+                made += 1
+        spare = [None] * made
         for _ in range(n):
-            blocks = []
-            self._replay_step(flat, blocks, carry, cache, known, before)
-            carry.append(blocks)
-            del carry[0]
+            self._replay_step(flat, spare, carry, cache, known, before)
+            carry.append(spare)
+            spare = carry.pop(0)
+            if len(spare) != made:
+                spare = [None] * made
             known, before = before, known
         return carry
 
     def _replay_step(self, flat, blocks, carry, cache, known, before) -> None:
-        """One iteration of :meth:`_replay_run`: its blocks appended to ``blocks``, their
+        """One iteration of :meth:`_replay_run`: its blocks put in ``blocks`` in order (a list
+        of as many places, which the iteration fills from its start), their
         chunk sizes where a tcache bin gave them to ``known`` (``before``: the previous
         iteration's). The tcache's pop inline, the live lists of
         :attr:`ReplayProgram.held` sizes left alone, an allocation freed right away
@@ -1537,22 +1547,25 @@ class _Arena:
         previous = carry[depth - 1] if depth else None
         i = 0
         j = 0                                       # the request's index: i // 6
+        m = 0                                       # the blocks made so far
         while i < count:
             code = flat[i]
             if code == 0:                           # _ALLOC_HELD
                 cached = cache[j]
                 if cached:
                     if flat[i + 5]:                 # a neutral pair: left as it is
-                        known[len(blocks)] = 0
-                        blocks.append(cached[-1])
+                        known[m] = 0
+                        blocks[m] = cached[-1]
+                        m += 1
                         i += 12
                         j += 2
                         continue
-                    known[len(blocks)] = flat[i + 2]
-                    blocks.append(cached.pop())
+                    known[m] = flat[i + 2]
+                    blocks[m] = cached.pop()
                 else:
-                    known[len(blocks)] = 0
-                    blocks.append(self._int_malloc(flat[i + 2]))
+                    known[m] = 0
+                    blocks[m] = self._int_malloc(flat[i + 2])
+                m += 1
             elif code == 1:                         # _FREE_HELD
                 a = flat[i + 3]
                 b = flat[i + 4]
@@ -1580,36 +1593,38 @@ class _Arena:
                     self._free_sized(block, size,
                                      tcache[size] if size <= TCACHE_MAX_CHUNK else None)
             else:
-                k = len(blocks)
-                self._replay_call(code, flat[i + 1], flat[i + 2], flat[i + 3], flat[i + 4],
-                                  blocks, carry)
-                if len(blocks) > k:
-                    known[k] = 0
+                block = self._replay_call(code, flat[i + 1], flat[i + 2], flat[i + 3],
+                                          flat[i + 4], blocks, carry)
+                if block is not None:               # an allocating request's block
+                    known[m] = 0
+                    blocks[m] = block
+                    m += 1
             i += 6
             j += 1
 
-    def _replay_call(self, code, nbytes, nb, a, b, blocks, carry) -> None:
+    def _replay_call(self, code, nbytes, nb, a, b, blocks, carry):
         """A request of :meth:`_replay_run` (its five fields) that is neither an
-        allocation nor a free of a held size: the arena's own calls."""
+        allocation nor a free of a held size: the arena's own calls. Returns the block an
+        allocating request made (None: the request made none)."""
         if code == 2:                               # _ALIGNED_HELD
-            blocks.append(self._memalign(nb, a) if a > 2 * SIZE_SZ else self._malloc(nb))
+            return self._memalign(nb, a) if a > 2 * SIZE_SZ else self._malloc(nb)
         elif code == 3:                             # _ZEROED_HELD
-            blocks.append(self._int_malloc(nb))
+            return self._int_malloc(nb)
         elif code == 4:                             # _REALLOC_HELD
-            blocks.append(self._resize((blocks if not a else carry[len(carry) - a])[b], nb))
+            return self._resize((blocks if not a else carry[len(carry) - a])[b], nb)
         elif code == 5:                             # _ALLOC
-            blocks.append(self.alloc(nbytes, a))
+            return self.alloc(nbytes, a)
         elif code == 6:                             # _FREE
             self.free((blocks if not a else carry[len(carry) - a])[b], nbytes)
         elif code == 7:                             # _FREE_NEWEST
             self.free(None, nbytes)
         elif code == 8:                             # _REALLOC
-            blocks.append(self.realloc((blocks if not a else carry[len(carry) - a])[b], nb,
-                                       nbytes))
+            return self.realloc((blocks if not a else carry[len(carry) - a])[b], nb, nbytes)
         elif code == 9:                             # _ALLOC_MANY
             self.alloc_many(nbytes, a)
         else:
             self.free_many(nbytes, a)
+        return None
 
     def rebind(self, pairs) -> None:
         """Holders of blocks name chunks by the handles an exact run gave them: after a

@@ -169,6 +169,30 @@ def test_long_replays_equal_the_calls_one_by_one(seed):
     replay_against_one_by_one(arena, faults, program, template, carry, n)
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_a_replay_leaves_its_carry_alone_and_splits_as_one(seed):
+    """The replay loop fills each iteration's blocks into the list the carry dropped an
+    iteration before: the carry handed in stays as it was, and a replay made in two
+    calls (the second from the carry the first returned) ends as one call of as many
+    iterations, blocks and arena alike."""
+    rng = random.Random(9000 + seed)
+    template = random_template(rng, rng.choice([0, 1, 2, 3]))
+    program = PtmallocArena.compile(template)
+    arena, _, carry = warmed(rng, template, program.depth)
+    given = copy.deepcopy(carry)
+    other = copy.deepcopy(arena)
+    n = program.depth + rng.randint(1, 12)
+    whole = arena.replay(program, n, carry)
+    assert carry == given
+    first = rng.randint(1, n - 1) if n > 1 else 1
+    split = other.replay(program, first, given)
+    split = other.replay(program, n - first, split)
+    assert whole == split
+    assert [len(blocks) for blocks in whole] == [program.blocks] * program.depth
+    assert arena_state(arena) == arena_state(other)
+    assert live_lists(arena) == live_lists(other)
+
+
 def test_the_replay_loop_frees_blocks_mapped_before_the_threshold_rose():
     """A 200,000-B block is mmapped at glibc's first threshold; its free raises the
     threshold above it, so later ones come from the heap: the replay's loop still frees
