@@ -605,6 +605,9 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         known = known_checker()
         for path in measured_files([str(measured_dir)]):
             rows.extend(read_measured(path, known))
+        # a workload whose rows mix a quick run and a full one cannot be compared: said
+        # here, before the fit, not when its record is written at the end
+        quick = quick_params(rows)
         stages, skipped = plan_stages(rows)
         params = [p for stage in stages for p, _ in stage]
         n_points = len(select_points(rows, [q for stage in stages for _, pts in stage
@@ -669,7 +672,6 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         # make it a held-out point), so comparisons grade only the others as predicted
         points = ([point_id(m) for m in select_points(rows, list(dict.fromkeys(used)))]
                   if used else [])
-        quick = quick_params(rows)
         new.data["calibration"] = {"fitted": fitted, "points": points,
                                    "quick_points": [p for p in points
                                                     if point_workload(p) in quick]}

@@ -278,6 +278,36 @@ def test_host_profile_refuses_a_bad_out_before_any_work(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.toml"]
 
 
+def test_a_measured_dir_mixing_quick_and_full_rows_is_refused_before_the_fit(tmp_path,
+                                                                            capsys):
+    """A named variant's CSV from a full run beside the quick run's mechanism-cost rows (as
+    session 58's committed leak-replay CSV was): one error line at the fit's start, not
+    after the fit (it came when the record was written, 36 minutes in), and no profile."""
+    import shutil
+    from sim.analysis.compare import known_checker, measured_files
+    from sim.analysis.data import QUICK_NOTE, measured_quick, read_measured
+    quick = paths.ROOT / "experiments" / "measured" / "amd-epyc-zen4-quick-s58"
+    measured = tmp_path / "m"
+    shutil.copytree(quick, measured)
+    leak = measured / "mechanism-cost-leak-replay.csv"
+    text = leak.read_text(encoding="utf-8")
+    assert text.count(QUICK_NOTE) == 8 and text.count(",mechanism-cost --quick\n") == 8
+    leak.write_text(text.replace(QUICK_NOTE, "").replace(",mechanism-cost --quick\n",
+                                                         ",mechanism-cost\n"))
+    rows = []
+    for path in measured_files([str(measured)]):
+        rows += read_measured(path, known_checker())
+    assert sum(not measured_quick(r) for r in rows) == 8
+    code, _, err = run_cli(["host-profile", "--out", str(tmp_path / "p.toml"),
+                            "--reuse-measured", "--measured-out", str(measured), "-j", "1"],
+                           capsys)
+    # its progress lines, then the one error line, before any stage was fitted
+    assert code == 2 and err[-1].startswith("sim: error: "), err
+    assert "mechanism-cost mix `sim measure --quick` runs and full ones" in err[-1]
+    assert not any("[7/8]" in line for line in err)
+    assert not (tmp_path / "p.toml").exists()
+
+
 def test_a_linux_profile_under_another_name_predicts_the_same(tmp_path):
     # the probe workloads' sink (experiments/common.py) follows the profile's platform, not
     # its name: a profile sim host-profile names after its host keeps the probe's rows
