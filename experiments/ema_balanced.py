@@ -66,4 +66,5 @@ def run(sim, variant, steps, report_every, batch, features, checkpointing, repor
                    rss_delta=round((sim.rss_bytes() - rss0) / MiB, 6),
                    host_heap_delta=round((sim.heap.live_bytes - heap0) / 1024, 3), **extra)
         last_t, last_step = sim.now_ns, step
+        sim.timing.report_wake()    # what the report leaves the next window (ema.rs)
         yield sim.tick()

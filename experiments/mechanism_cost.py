@@ -58,6 +58,16 @@ fresh process per variant:
                 ``heap_page_write_ns``), per iteration, from the same op's heap growth after
                 1,000 iterations; the ``leak`` and ``freed`` rows hold malloc's own time,
                 which the model charges with the op
+``report-wake`` (the probe runs it only when named) train-validate's generation window:
+                ``mlp-sample``'s ``module`` sample timed in windows of 5 samples as tv.rs's
+                reporter times them, after nothing (``bare``), after the reporter's reads
+                (``statm``: the counting allocator's snapshot and ``/proc/self/statm``) or
+                after a whole report (``report``: the reads and its four rows formatted and
+                echoed to stderr); ``ns_per_op`` per window (the probe: the median of 401
+                alternated), and ``statm-minus-bare``, ``report-minus-bare``. The replica
+                times one untimed and one timed window of each kind: every window holds one
+                clock read (``clock_read_ns``) and the one after a report its wake
+                (``report_wake_ns``); the reads cost the model nothing
 ``rehash``      a hash table's doubling, per item it moves: burn's five graph tables
                 (``steps``, ``actions``, ``nodes``, ``leaves``, the locator's ``keys``), each
                 filled to capacity at 256, 2,048 and 16,384 buckets, then one insert into it
@@ -99,6 +109,11 @@ EXPERIMENT = "mechanism-cost"
 SAMPLE_KINDS = ("module", "ops", "one-weight", "matmul", "bias-add", "relu", "sum-read", "clone")
 SAMPLE_PHASES = SAMPLE_KINDS + ("parts", "module-minus-ops", "ops-minus-one-weight",
                                 "ops-minus-parts")
+#: report-wake's window kinds (what ran, untimed, before each window), the samples in a
+#: window (train-validate --quick's report_every) and its rows
+WAKE_KINDS = ("bare", "statm", "report")
+WAKE_SAMPLES = 5
+WAKE_PHASES = WAKE_KINDS + ("statm-minus-bare", "report-minus-bare")
 #: leak-replay's cases: op-cost's iterations whose blocks the probe replays
 LEAK_CASES = ("untracked-add", "tracked-mul_scalar")
 LEAK_WARM = 1000
@@ -114,12 +129,13 @@ X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows",
                               **dict.fromkeys(("steps", "actions", "nodes", "leaves", "keys",
                                                "all"), "buckets"),
                               **dict.fromkeys(SAMPLE_PHASES, "iterations"),
+                              **dict.fromkeys(WAKE_PHASES, "samples"),
                               **{f"{case}-{row}": "iterations" for case in LEAK_CASES
                                  for row in ("leak-minus-freed", "beyond-faults")}}}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = ("page-fault", "text-fault", "first-gemm", "param-init", "sweep-free", "merge",
             "release", "read-scalar", "train-step", "rehash", "mlp-sample", "clock-read",
-            "leak-replay", "register-size")
+            "leak-replay", "register-size", "report-wake")
 PARAMS = {"reps": 5, "calls": 5, "nodes": "100,300,1000,3000,10000", "merge_ops": 250,
           "merge_reps": 41, "release_ops": 250, "release_reps": 41,
           "train_warm": 20, "train_steps": 50, "train_reps": 11, "rehash_reps": 21,
@@ -208,8 +224,36 @@ def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, re
     elif variant == "register-size":
         yield from _register_size(sim, [int(n) for n in str(size_nodes).split(",")], size_ops,
                                   size_reps)
+    elif variant == "report-wake":
+        yield from _report_wake(sim)
     else:
         raise ValueError(variant)
+
+
+def _report_wake(sim):
+    """The generation sample timed in windows of :data:`WAKE_SAMPLES` after nothing, after
+    the reporter's reads, after a report (the probe's src/sample.rs ``report_wake``): one
+    untimed window of each kind, then one timed (the probe takes the median of 401)."""
+    flex = sim.device("flex")
+    model = Mlp(128, 128, 128, flex.autodiff())
+    model.forward(Tensor.random((1, 128), flex.autodiff())).sum().into_scalar()
+    net = model.valid()
+    z = Tensor.random((1, 128), flex)
+    ns = {}
+    for _ in range(2):
+        for kind in WAKE_KINDS:
+            start = sim.now_ns
+            if kind == "report":
+                sim.timing.report_wake()
+            for _ in range(WAKE_SAMPLES):
+                net.forward(z.clone()).sum().into_scalar()
+            sim.timing.clock_read()
+            ns[kind] = sim.now_ns - start
+    for kind in WAKE_KINDS[1:]:
+        ns[f"{kind}-minus-bare"] = ns[kind] - ns["bare"]
+    for phase in WAKE_PHASES:
+        sim.record(WAKE_SAMPLES, "samples", "ns_per_op", round(ns[phase], 1) + 0.0, phase=phase)
+    yield sim.tick()
 
 
 def _page_write_ns(sim, nbytes) -> float:

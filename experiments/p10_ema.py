@@ -230,4 +230,5 @@ def run(sim, variant, steps, batch, features, lr, report_at, optimizer="sgd", si
                          "(live heap now - after step 1)/(steps - 1)" if after_first else "",
                          digits=1)
         last_t, last_step = sim.now_ns, step
+        sim.timing.report_wake()    # what the report leaves the next window (ema.rs)
         yield sim.tick()

@@ -113,6 +113,7 @@ def run(sim, variant, forwards, report_every, batch, features, device="metal", s
                 if rows is not None:
                     probe_rows(group, i, start, start_blocks, ms)
                 t0, last = sim.now_ns, i
+                sim.timing.report_wake()    # what the report leaves the next window (pit.rs)
         yield sim.tick()
 
     yield from pit_groups(infer, model, ad, gpu, variant)

@@ -82,6 +82,7 @@ def run(sim, variant, steps, validate_every, val_batches, samples, report_every,
                 # outside: its free is counted (the probe's heap rows after the first
                 # report are one block and the note's bytes below the live heap)
                 sim.heap.free(len(note), note_block)
+        sim.timing.report_wake()    # what the report leaves the next window (its timer restarted)
 
     def evaluator():
         if variant == "autodiff":

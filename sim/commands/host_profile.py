@@ -8,8 +8,8 @@
    (gemm's first-call buffer is the L2's size), gemm's blocking ``gemm_kc_max`` /
    ``gemm_mc_max`` (:func:`gemm_blocking`, from the L1d and L2) and the ``[sysfs]`` lists.
 3. Runs the quick probes (``sim measure --quick`` machinery) into a directory it keeps,
-   with mechanism-cost's ``leak-replay`` (run only when named) beside them
-   (:func:`measure_leak`), and the sweep-scan probe's ``tlb`` rows into its ``tlb/``
+   with mechanism-cost's ``leak-replay`` and ``report-wake`` (run only when named) beside
+   them (:func:`measure_named`), and the sweep-scan probe's ``tlb`` rows into its ``tlb/``
    (:func:`measure_tlb`): where they name the data TLB (cpuid 0x80000006, x86_64) its
    entries, ways and the cost of a read whose page misses go into the profile as ``sim
    calibrate --tlb`` writes them
@@ -54,7 +54,7 @@ __all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "DERIVED", 
            "fold_text", "derive_text", "fit_points", "measure_tlb", "TLB_DIR", "source_table",
            "measure_parts", "PARTS_DIR", "PARTS_RUNS", "measure_trim", "TRIM_DIR", "TRIM_RUNS",
            "SETTLED", "MAX_PASSES", "GEMM_OVERLAP", "UPPER_BOUNDS", "measure_leak",
-           "LEAK_FILE"]
+           "LEAK_FILE", "measure_named", "NAMED_VARIANTS", "WAKE_FILE"]
 
 #: the time parameters ``sim host-profile`` fits, in stages, each parameter on the quick-probe
 #: points that isolate it (selectors of ``sim calibrate --points``; x values are the
@@ -96,6 +96,11 @@ FIT_PLAN = (
     # a vDSO read of the wall clock, a system call for the thread's CPU clock), before the
     # stages whose windows hold a few ops (op-cost's blocks, train-validate's reports)
     (("time.clock_read_ns", [f"{_MECH}/clock-read/window/1/ns_per_op"]),),
+    # what a probe's report (its rows formatted and echoed to stderr between two windows)
+    # costs the window after it (mechanism-cost report-wake, run by :func:`measure_named`:
+    # train-validate's generation sample in windows of 5, after a report less after
+    # nothing; the clock read cancels), before the stages whose windows follow reports
+    (("time.report_wake_ns", [f"{_MECH}/report-wake/report-minus-bare/5/ns_per_op"]),),
     # a new heap page's first writes beyond its fault (mechanism-cost leak-replay, run by
     # :func:`measure_leak`: op-cost's untracked add and tracked mul_scalar, their blocks
     # replayed kept against freed, less the kept pages' faults), before the stages whose
@@ -577,8 +582,9 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
                 if not (measured_dir / "op-cost.csv").is_file():
                     raise
                 echo(f"      warning: {exc}; fitting on the probes that ran")
-        if not (reuse_measured and (measured_dir / LEAK_FILE).is_file()):
-            measure_leak(measured_dir, cpu_time=cpu_time, echo=echo)
+        for variant, (name, _, _) in NAMED_VARIANTS.items():
+            if not (reuse_measured and (measured_dir / name).is_file()):
+                measure_named(measured_dir, variant, cpu_time=cpu_time, echo=echo)
         echo(f"[3/8] the data TLB (sweep-scan tlb into {measured_dir / TLB_DIR})")
         folded_path = step1
         step1 = _with_tlb(step1, measured_dir / TLB_DIR, scratch / "tlb.toml",
@@ -599,6 +605,9 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         known = known_checker()
         for path in measured_files([str(measured_dir)]):
             rows.extend(read_measured(path, known))
+        # a workload whose rows mix a quick run and a full one cannot be compared: said
+        # here, before the fit, not when its record is written at the end
+        quick = quick_params(rows)
         stages, skipped = plan_stages(rows)
         params = [p for stage in stages for p, _ in stage]
         n_points = len(select_points(rows, [q for stage in stages for _, pts in stage
@@ -663,7 +672,6 @@ def host_profile(out, base="linux-x86_64", measured_dir=None, force=False, jobs=
         # make it a held-out point), so comparisons grade only the others as predicted
         points = ([point_id(m) for m in select_points(rows, list(dict.fromkeys(used)))]
                   if used else [])
-        quick = quick_params(rows)
         new.data["calibration"] = {"fitted": fitted, "points": points,
                                    "quick_points": [p for p in points
                                                     if point_workload(p) in quick]}
@@ -850,29 +858,39 @@ def _with_parts(profile_path, parts_dir, out_path, reuse, echo):
     return out_path
 
 
-#: the CSV of the measured dir that holds mechanism-cost leak-replay's rows (a variant the
-#: probe runs only when named, so not one of ``sim measure --quick``'s)
+#: the CSVs of the measured dir that hold mechanism-cost leak-replay's and report-wake's rows
+#: (variants the probe runs only when named, so not among ``sim measure --quick``'s)
 LEAK_FILE = "mechanism-cost-leak-replay.csv"
+WAKE_FILE = "mechanism-cost-report-wake.csv"
+#: variant -> (its CSV in the measured dir, a phase its rows must hold, the parameter its
+#: FIT_PLAN stage fits: the base's value is kept where the probe does not run it)
+NAMED_VARIANTS = {"leak-replay": (LEAK_FILE, "beyond-faults", "heap_page_write_ns"),
+                  "report-wake": (WAKE_FILE, "report-minus-bare", "report_wake_ns")}
 
 
-def measure_leak(directory, cpu_time=False, echo=_echo) -> bool:
-    """Run ``burn-probes mechanism-cost --quick --variant leak-replay`` (under a second;
-    ``cpu_time``: the thread's CPU clock) into ``directory/``:data:`LEAK_FILE`, written whole
-    or not at all, for the fit's ``heap_page_write_ns`` stage. Returns False, writing
-    nothing, where the probe does not run (a build without the variant: the stage is left
-    out and the base's value kept)."""
-    # --quick marks the rows as the quick run's (the variant's loop counts are not cut:
-    # the plan's x = 2,000 rows), as mechanism-cost's others beside them
-    text = _mechanism_csv(_probe_binary(), ["--quick", "--variant", "leak-replay"],
-                          "beyond-faults", cpu_time, echo,
-                          then=": the base's heap_page_write_ns kept")
+def measure_named(directory, variant, cpu_time=False, echo=_echo) -> bool:
+    """Run ``burn-probes mechanism-cost --quick --variant VARIANT`` (one of
+    :data:`NAMED_VARIANTS`; each under a second; ``cpu_time``: the thread's CPU clock) into
+    its CSV in ``directory``, written whole or not at all, for the fit's stage of its
+    parameter. Returns False, writing nothing, where the probe does not run it (a build
+    without the variant: the stage is left out and the base's value kept)."""
+    name, marker, param = NAMED_VARIANTS[variant]
+    # --quick marks the rows as the quick run's (the variants' loop counts are not cut:
+    # the plan's x values), as mechanism-cost's others beside them
+    text = _mechanism_csv(_probe_binary(), ["--quick", "--variant", variant], marker,
+                          cpu_time, echo, then=f": the base's {param} kept")
     if text is None:
         return False
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    atomic_write(directory / LEAK_FILE, text)
-    echo(f"      mechanism-cost leak-replay -> {directory / LEAK_FILE}")
+    atomic_write(directory / name, text)
+    echo(f"      mechanism-cost {variant} -> {directory / name}")
     return True
+
+
+def measure_leak(directory, cpu_time=False, echo=_echo) -> bool:
+    """:func:`measure_named` of ``leak-replay`` (``heap_page_write_ns``)."""
+    return measure_named(directory, "leak-replay", cpu_time, echo)
 
 
 #: the subdirectory of the measured dir that holds mechanism-cost heap-refault's rows

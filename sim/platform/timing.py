@@ -308,6 +308,18 @@ class Timing:
         if ns:
             self._work(ns)
 
+    def report_wake(self) -> None:
+        """The window after a probe's report (burn-probes' reporters: tv.rs, ema.rs, pit.rs
+        format their rows and echo each to stderr, a ``write`` system call, between two
+        timed windows, the timer restarted after them) starts with what the report left in
+        the caches, the TLB and the branch predictors: its first ops run slower than in a
+        window after a window. ``report_wake_ns``, charged once in each window that follows a
+        report by the workloads that mirror those reporters; measured by mechanism-cost's
+        ``report-wake`` variant (a window after a report less one after nothing)."""
+        ns = self.p["report_wake_ns"]
+        if ns:
+            self._work(ns)
+
     def read_scalar(self, backend) -> None:
         """A tensor's value was read back (``into_scalar``: burn-flex's ``into_data`` builds a
         ``TensorData`` from the buffer, its first element is read and converted):

@@ -278,6 +278,36 @@ def test_host_profile_refuses_a_bad_out_before_any_work(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.toml"]
 
 
+def test_a_measured_dir_mixing_quick_and_full_rows_is_refused_before_the_fit(tmp_path,
+                                                                            capsys):
+    """A named variant's CSV from a full run beside the quick run's mechanism-cost rows (as
+    session 58's committed leak-replay CSV was): one error line at the fit's start, not
+    after the fit (it came when the record was written, 36 minutes in), and no profile."""
+    import shutil
+    from sim.analysis.compare import known_checker, measured_files
+    from sim.analysis.data import QUICK_NOTE, measured_quick, read_measured
+    quick = paths.ROOT / "experiments" / "measured" / "amd-epyc-zen4-quick-s58"
+    measured = tmp_path / "m"
+    shutil.copytree(quick, measured)
+    leak = measured / "mechanism-cost-leak-replay.csv"
+    text = leak.read_text(encoding="utf-8")
+    assert text.count(QUICK_NOTE) == 8 and text.count(",mechanism-cost --quick\n") == 8
+    leak.write_text(text.replace(QUICK_NOTE, "").replace(",mechanism-cost --quick\n",
+                                                         ",mechanism-cost\n"))
+    rows = []
+    for path in measured_files([str(measured)]):
+        rows += read_measured(path, known_checker())
+    assert sum(not measured_quick(r) for r in rows) == 8
+    code, _, err = run_cli(["host-profile", "--out", str(tmp_path / "p.toml"),
+                            "--reuse-measured", "--measured-out", str(measured), "-j", "1"],
+                           capsys)
+    # its progress lines, then the one error line, before any stage was fitted
+    assert code == 2 and err[-1].startswith("sim: error: "), err
+    assert "mechanism-cost mix `sim measure --quick` runs and full ones" in err[-1]
+    assert not any("[7/8]" in line for line in err)
+    assert not (tmp_path / "p.toml").exists()
+
+
 def test_a_linux_profile_under_another_name_predicts_the_same(tmp_path):
     # the probe workloads' sink (experiments/common.py) follows the profile's platform, not
     # its name: a profile sim host-profile names after its host keeps the probe's rows
@@ -321,6 +351,54 @@ def test_heap_page_write_ns_is_fitted_on_leak_replay_before_the_register_stage()
     assert stages == [[("time.heap_page_write_ns", list(LEAK_POINTS))]]
 
 
+#: mechanism-cost report-wake's point the report_wake_ns stage is fitted on
+WAKE_POINT = "mechanism-cost/report-wake/report-minus-bare/5/ns_per_op"
+
+
+def test_report_wake_ns_is_fitted_on_report_wake_after_the_clock_read():
+    """Its own stage, on report-wake's report-minus-bare row (a window after a report less one
+    after nothing: the clock read cancels), after clock_read_ns and before op-cost's stages
+    and the register stage."""
+    from sim.analysis.compare import known_checker
+    from sim.analysis.data import read_measured
+    from sim.commands.host_profile import FIT_PLAN, plan_stages
+    names = [[p for p, _ in stage] for stage in FIT_PLAN]
+    wake = names.index(["time.report_wake_ns"])
+    assert FIT_PLAN[wake] == (("time.report_wake_ns", [WAKE_POINT]),)
+    assert names.index(["time.clock_read_ns"]) < wake
+    assert wake < next(i for i, n in enumerate(names) if "backend.flex.op_overhead_ns" in n)
+    # the committed report-wake runs (sessions 58 and 59) have the point: the stage alone
+    for run in ("amd-epyc-zen4-window-s58/wake-1.csv", "amd-epyc-zen4-wake-s59/wake-2.csv",
+                "amd-epyc-zen4-quick-s58/mechanism-cost-report-wake.csv"):
+        rows = read_measured(paths.ROOT / "experiments" / "measured" / run, known_checker())
+        stages, _ = plan_stages(rows)
+        assert stages == [[("time.report_wake_ns", [WAKE_POINT])]], run
+
+
+def test_measure_named_runs_report_wake_and_writes_its_rows_or_nothing(tmp_path, monkeypatch):
+    """report-wake, like leak-replay, runs only when named: host-profile runs it into its own
+    CSV beside the quick probes' (marked quick, on the clock asked for), or writes nothing
+    and keeps the base's report_wake_ns where the build does not have it."""
+    from sim.commands import measure
+    from sim.commands.host_profile import NAMED_VARIANTS, WAKE_FILE, measure_named
+    assert NAMED_VARIANTS["report-wake"] == (WAKE_FILE, "report-minus-bare", "report_wake_ns")
+    binary = tmp_path / "burn-probes"
+    monkeypatch.setattr(measure, "binary_path", lambda gpu=False: binary)
+    said = []
+    binary.write_text("#!/bin/sh\nfor a; do out=$a; done\n"
+                      "echo \"report-minus-bare $* cpu=$PROBE_CPU_TIME\" > \"$out\"\n")
+    binary.chmod(0o755)
+    assert measure_named(tmp_path / "m", "report-wake", cpu_time=True, echo=said.append)
+    text = (tmp_path / "m" / WAKE_FILE).read_text()
+    assert "mechanism-cost --quick --variant report-wake --out" in text and "cpu=1" in text
+    assert said[-1].endswith(f"mechanism-cost report-wake -> {tmp_path / 'm' / WAKE_FILE}")
+    binary.write_text("#!/bin/sh\necho 'unknown variant report-wake' >&2\nexit 101\n")
+    assert not measure_named(tmp_path / "none", "report-wake", echo=said.append)
+    assert not (tmp_path / "none").exists()
+    assert said[-1].endswith("exit 101: unknown variant report-wake): the base's "
+                             "report_wake_ns kept")
+
+
 def test_measure_leak_runs_the_named_variant_and_writes_its_rows_or_nothing(tmp_path,
                                                                             monkeypatch):
     """leak-replay is not one of `sim measure --quick`'s variants (the probe runs it only
@@ -357,7 +435,7 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     # op-cost's four stages: the chain and plain Flex's small ops, the sum, the
     # matrix-vector gemm's call, the tracked ops
     assert [[p for p, _ in stage] for stage in stages] \
-        == [[p for p, _ in FIT_PLAN[i]] for i in (7, 8, 11, 13)]
+        == [[p for p, _ in FIT_PLAN[i]] for i in (8, 9, 12, 14)]
     assert "time.sweep_free_ns" in skipped and "backend.flex.gflops" in skipped
     assert "time.page_fault_ns" in skipped
     # every selector of the plan names a point of a full quick run (one with the text-fault row)
@@ -369,8 +447,8 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     used = [q for stage in stages for _, pts in stage for q in pts]
     # (the core-1 run predates the read-scalar and train-step variants of session 53)
     # (nor session 55's rehash, nor session 56's mlp-sample, nor session 58's clock-read
-    # and leak-replay)
-    newer = {"mechanism-cost/clock-read/window/1/ns_per_op", *LEAK_POINTS,
+    # and leak-replay, nor session 59's report-wake)
+    newer = {"mechanism-cost/clock-read/window/1/ns_per_op", *LEAK_POINTS, WAKE_POINT,
              "mechanism-cost/read-scalar/read-minus-drop/250/ns_per_op",
              "mechanism-cost/read-scalar/autodiff-read-minus-drop/250/ns_per_op",
              "mechanism-cost/train-step/d4/4/ms_per_step",
@@ -380,7 +458,8 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     assert set(used) == set(fit_points()) - newer - {
         "adleak-count-params/chain-dead/size=16/after-unrelated-backward/300/backward_ms"}
     assert list(skipped) == ["time.rehash_item_ns", "time.linear_call_ns",
-                             "time.clock_read_ns", "time.heap_page_write_ns",
+                             "time.clock_read_ns", "time.report_wake_ns",
+                             "time.heap_page_write_ns",
                              "backend.flex.read_scalar_ns",
                              "time.optimizer_map_ns", "time.root_check_node_ns"]
     # session 53's quick run has every point of the plan but chain-dead's, rehash's and
@@ -394,9 +473,10 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
         "adleak-count-params/chain-dead/size=16/after-unrelated-backward/300/backward_ms",
         "mechanism-cost/rehash/all/256/ns_per_op", "mechanism-cost/rehash/all/2048/ns_per_op",
         "mechanism-cost/mlp-sample/module-minus-ops/250/ns_per_op",
-        "mechanism-cost/clock-read/window/1/ns_per_op", *LEAK_POINTS}
+        "mechanism-cost/clock-read/window/1/ns_per_op", *LEAK_POINTS, WAKE_POINT}
     assert list(skipped) == ["time.rehash_item_ns", "time.linear_call_ns",
-                             "time.clock_read_ns", "time.heap_page_write_ns",
+                             "time.clock_read_ns", "time.report_wake_ns",
+                             "time.heap_page_write_ns",
                              "time.root_check_node_ns"]
     # the passes stop when no parameter moved more than SETTLED in the last one
     assert _largest_change(["a", "b"], {"a": 100.0, "b": 10.0}.get,
