@@ -297,7 +297,22 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
         click.echo(text, nl=False)
     else:
         atomic_write(out, text)
-        click.echo(f"wrote {len(rows)} rows to {out}", err=True)
+        click.echo(f"wrote {len(rows)} rows to {out}{_drop_stale_partial(out)}", err=True)
+
+
+def _drop_stale_partial(out) -> str:
+    """Remove ``OUT.partial`` once a run wrote ``OUT`` whole: its rows are of an earlier
+    run a budget stopped, and beside a complete OUT they read as part of it. Returns the
+    note for the line that says OUT was written (empty if there was none)."""
+    from ..analysis.data import output_target
+    stale = Path(f"{out}.partial")
+    if output_target(out)[1] or not stale.is_file():
+        return ""
+    try:
+        stale.unlink()
+    except OSError as exc:
+        return f"; {stale} is an earlier stopped run's, not removed ({exc.strerror})"
+    return f"; removed {stale} (an earlier run's, stopped by a budget)"
 
 
 @cli.command("calibrate")

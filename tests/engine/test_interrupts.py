@@ -347,6 +347,27 @@ def test_a_budget_keeps_the_rows_sampled_before_it_beside_out(tmp_path, capsys, 
     assert "partial" not in lines[0]
 
 
+def test_a_complete_run_removes_the_partial_rows_of_an_earlier_stopped_one(tmp_path, capsys):
+    """`sim run ... --out FILE` stopped by a budget leaves FILE.partial; a later run that
+    writes FILE whole left it beside FILE, as if the two were one run's (session 58's
+    list). The complete run removes it and says so on its one line; a run writing FILE
+    with no FILE.partial beside it says only what it wrote."""
+    path = tmp_path / "over.py"
+    path.write_text(SAMPLED_THEN_OVER)
+    target = tmp_path / "rows.csv"
+    code, _, lines = run_cli(["run", str(path), "--max-ops", "2000", "--out", str(target)],
+                             capsys)
+    assert code == 2 and (tmp_path / "rows.csv.partial").is_file()
+    args = ["run", "adleak-count", "--set", "iterations=100", "--out", str(target)]
+    code, _, lines = run_cli(args, capsys)
+    assert code == 0 and target.is_file()
+    assert not (tmp_path / "rows.csv.partial").exists()
+    assert lines == [f"wrote 70 rows to {target}; removed {target}.partial (an earlier "
+                     f"run's, stopped by a budget)"]
+    code, _, lines = run_cli(args, capsys)
+    assert code == 0 and lines == [f"wrote 70 rows to {target}"]
+
+
 def test_a_budget_stopping_a_loop_at_its_jump_back_names_a_line_not_none():
     """`sim run grow.py --timeout 8` said `grow.py:None: time budget exceeded` once in
     two (walkthrough, session 58): the alarm landed on the loop's jump back, an
