@@ -210,11 +210,13 @@ def test_timeout_stops_a_loop_of_ops_with_its_own_message(tmp_path):
     assert "interrupted" not in proc.stderr
 
 
-def test_an_interrupt_past_the_budget_is_reported_as_an_interrupt():
+def test_an_interrupt_past_the_budget_is_reported_as_an_interrupt(monkeypatch):
     """The budget is checked as the workload yields; an interrupt raised in the workload
     once the budget had passed used to be replaced by the budget's error."""
     import threading
+    from sim.engine import simulation
     from sim.engine.simulation import Limits
+    monkeypatch.setattr(simulation._WallBudget, "arm", lambda self: None)  # no alarm
     from sim.engine.runner import run_cell
     from sim.engine.workloads import load_workload
 
@@ -236,7 +238,7 @@ def test_an_interrupt_past_the_budget_is_reported_as_an_interrupt():
 
     caught = []
 
-    def target():     # not the main thread: no alarm, only the checks keep the budget
+    def target():     # only the checks keep the budget
         try:
             run_cell(Late(), "v", limits=Limits(max_wall_s=0.01))
         except BaseException as exc:
@@ -403,6 +405,95 @@ def test_a_sweep_timeout_stops_a_cell_past_it_and_keeps_the_finished_cells(tmp_p
                      "time budget exceeded: more than 0.5 s of wall time (raise --timeout)")
     assert sorted(p.name for p in out.iterdir()) == [".cache"]
     assert len(list(out.glob(".cache/*/*.json"))) == 3      # adleak-count's variants
+
+
+def _in_a_thread(call):
+    """``call()`` in a thread other than the main one (as a dask worker runs a cell);
+    returns what it returned or raised. Fails if it has not ended after 60 s (the thread,
+    a daemon, is left to spin)."""
+    import threading
+    result = {}
+
+    def target():
+        try:
+            result["value"] = call()
+        except BaseException as exc:    # noqa: BLE001 - handed to the test
+            result["error"] = exc
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the run outside the main thread did not stop"
+    return result
+
+
+def test_a_timeout_stops_a_pure_python_loop_outside_the_main_thread(tmp_path):
+    """A dask worker runs cells in its threads, where the budget's alarm (SIGALRM) never
+    rings: `sim sweep --timeout S --scheduler ...` did not stop a workload looping in its
+    own Python code (session 58's list). A timer thread raises the budget's error there,
+    at the workload's line, as the alarm does in the main thread."""
+    from sim.engine.runner import run_cell
+    from sim.engine.simulation import Limits
+    from sim.errors import LimitExceeded
+    path = tmp_path / "spin.py"
+    path.write_text(PURE_PYTHON)
+    result = _in_a_thread(lambda: run_cell(str(path), "default", limits=Limits(max_wall_s=0.3)))
+    exc = result.get("error")
+    assert isinstance(exc, LimitExceeded), result
+    assert str(exc).startswith((f"{path}:7: ", f"{path}:8: ")), str(exc)
+    assert str(exc).endswith("time budget exceeded: more than 0.3 s of wall time "
+                             "(raise --timeout)")
+
+
+def test_a_thread_run_within_its_budget_leaves_no_alarm_behind():
+    """A run outside the main thread that ends within its budget: its rows, as in the main
+    thread, and no error raised in the thread afterwards (the timer is stopped)."""
+    import threading
+    from sim.engine.runner import run_cell
+    from sim.engine.simulation import Limits
+    plain = run_cell("adleak-count", "flex.autodiff", sets={"iterations": 100})
+
+    def call():
+        rows = run_cell("adleak-count", "flex.autodiff", sets={"iterations": 100},
+                        limits=Limits(max_wall_s=0.5))
+        time.sleep(1.0)     # past the budget: an alarm left behind would raise here
+        return rows
+    before = threading.active_count()
+    result = _in_a_thread(call)
+    assert "error" not in result, result
+    assert result["value"] == plain
+    assert threading.active_count() <= before
+
+
+SPIN_30_S = """
+import time
+
+def run(sim, variant):
+    yield sim.tick()
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        pass
+    raise RuntimeError("not stopped within 30 s")
+"""
+
+
+def test_a_sweep_timeout_holds_on_a_dask_scheduler(tmp_path, capsys, monkeypatch):
+    """`sim sweep --timeout` with `--scheduler`: the cell that loops in its own Python code
+    on a dask worker's thread stops with the budget's one error line, as with --jobs."""
+    import logging
+    distributed = pytest.importorskip("dask.distributed")
+    # the worker's own log of the failed task (on a user's cluster, in the worker's log)
+    monkeypatch.setattr(logging.getLogger("distributed.worker"), "disabled", True)
+    path = tmp_path / "spin.py"
+    path.write_text(SPIN_30_S)    # without the alarm: its own error after 30 s
+    # the worker's threads in this process, reached as a user's cluster is: over tcp
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  protocol="tcp://", dashboard_address=None) as cluster:
+        code, _, lines = run_cli(["sweep", "-w", str(path), "-p", "burn-0.22.1",
+                                  "--scheduler", cluster.scheduler_address,
+                                  "--timeout", "0.5", "--out", str(tmp_path / "out")], capsys)
+    lines = [line for line in lines if not line.startswith("[")]
+    assert_one_error(code, lines, "spin/default/burn-0.22.1: ",
+                     "time budget exceeded: more than 0.5 s of wall time (raise --timeout)")
 
 
 @pytest.mark.parametrize("timeout", ["inf", "1e12"])
