@@ -407,6 +407,45 @@ def test_a_sweep_timeout_stops_a_cell_past_it_and_keeps_the_finished_cells(tmp_p
     assert len(list(out.glob(".cache/*/*.json"))) == 3      # adleak-count's variants
 
 
+HOLDS_200_NODES = """
+from sim.burn.tensor import Tensor
+
+def run(sim, variant):
+    a = Tensor.from_floats([1.0], sim.device("flex").autodiff()).require_grad()
+    keep = []
+    for i in range(200):
+        keep.append(a * 2.0)
+        yield sim.tick()
+"""
+
+
+@pytest.mark.parametrize("command", ["sweep", "compare"])
+def test_sweep_and_compare_take_the_time_and_memory_budgets_of_run(tmp_path, capsys, command):
+    """`sim compare` had no --timeout, and neither it nor `sim sweep` a memory budget
+    (`sim run --max-nodes` only; session 58's list): each cell now runs within
+    `--timeout S` and `--max-nodes N`, a cell past either stops the command with one
+    error line naming the cell."""
+    for name, text, budget, message in (
+            ("spin", PURE_PYTHON, ["--timeout", "0.5"],
+             "time budget exceeded: more than 0.5 s of wall time (raise --timeout)"),
+            ("hold", HOLDS_200_NODES, ["--max-nodes", "50"],
+             "memory budget exceeded: more than 50 live simulated nodes held individually")):
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        if command == "sweep":
+            args = ["sweep", "-w", str(path), "-p", "burn-0.22.1"]
+        else:
+            measured = tmp_path / f"{name}.csv"
+            measured.write_text("experiment,variant,phase,x,x_unit,metric,value,unit,note\n"
+                                f"{name},default,,1,step,rss,1,MB,\n")
+            args = ["compare", str(measured), "-w", str(path)]
+        code, _, lines = run_cli(args + ["-j", "1", *budget, "--out", str(tmp_path / name)],
+                                 capsys)
+        lines = [line for line in lines if not line.startswith("[")]
+        assert_one_error(code, lines, f"{name}/default/burn-0.22.1: ", message)
+        assert not (tmp_path / name / "predicted.csv").exists()
+
+
 def _in_a_thread(call):
     """``call()`` in a thread other than the main one (as a dask worker runs a cell);
     returns what it returned or raised. Fails if it has not ended after 60 s (the thread,
