@@ -688,7 +688,9 @@ def _dask_client(address):
     try:
         from dask.distributed import Client
     except ImportError:
-        raise UserError("--scheduler needs dask: pip install 'autodiff-sim[dask]'") from None
+        # (autodiff-sim is not on PyPI: the extra comes from this checkout)
+        raise UserError(f"--scheduler needs dask: {sys.executable} -m pip install "
+                        f"-e '{ROOT}[dask]'") from None
     try:
         # a malformed address is an error before a client (and its event loop) exists
         from distributed.comm.addressing import get_address_host_port
