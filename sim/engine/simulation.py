@@ -77,8 +77,8 @@ class Limits:
     the dead single-node graphs exact mode keeps as run records do
     not count; a glibc arena's chunks, each placed and kept on its own at about 200 B,
     count as ``1 / ARENA_CHUNKS_PER_NODE`` node each), ``max_wall_s`` seconds of real
-    time (checked every 4096 registrations and at every yield, and by an alarm in the
-    main thread), and ``max_tensor_elements`` elements in one tensor (checked where a
+    time (checked every 4096 registrations and at every yield, and by an alarm:
+    :class:`_WallBudget`), and ``max_tensor_elements`` elements in one tensor (checked where a
     shape is made: creation, broadcasting, matmul).
     """
 
@@ -626,8 +626,9 @@ class Simulation:
         """Run a workload (``workload.run(sim, **params)``) to completion; returns the rows.
 
         A time budget (``Limits.max_wall_s``) is kept by the checks at every yield and
-        every few thousand registrations and, in the main thread, by an alarm
-        (:class:`_WallBudget`) that also stops a workload looping in its own Python code.
+        every few thousand registrations and by an alarm (:class:`_WallBudget`; a timer
+        thread outside the main thread) that also stops a workload looping in its own
+        Python code.
         """
         gc_was_enabled = gc.isenabled()
         gc.disable()
@@ -868,11 +869,11 @@ class _WallBudget:
     left half-done; anywhere else it marks the run over time (the next check raises)
     and rings again 50 ms later, raising wherever it lands, a finalizer aside (an
     error raised in a ``__del__`` is lost), once the run is :data:`GRACE_S` past its
-    budget. No alarm outside the main thread, or if one is set already, or for a budget
-    past :data:`LONGEST_S` (``--timeout inf``: an interval timer cannot hold it, and no
-    run reaches it); there the checks alone keep the budget. Outside the main thread (a
-    dask worker runs cells in its threads; a signal reaches the main thread only) a
-    :class:`_ThreadAlarm` does the same.
+    budget. Outside the main thread (a dask worker runs cells in its threads; a signal
+    reaches the main thread only) a :class:`_ThreadAlarm` does the same. No alarm if one
+    is set already, or for a budget past :data:`LONGEST_S` (``--timeout inf``: an
+    interval timer cannot hold it, and no run reaches it); there the checks alone keep
+    the budget.
     """
 
     GRACE_S = 0.5
