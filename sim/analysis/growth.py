@@ -72,7 +72,7 @@ from ..units import BYTES_PER, METRICS
 
 __all__ = ["Growth", "growth_of_runs", "GROWS_BYTES", "HEAP_METRICS", "HEAP_WHERE_FLAT_RULE",
            "FLAT_HEAP_BYTES", "per_unit", "late_rise", "phase_ranks",
-           "run_label", "singular_unit",
+           "run_label", "singular_unit", "x_words",
            "memory_level", "LEVEL_RATIOS", "MEMORY_RULE", "TIME_RULE", "RSS_METRICS",
            "Verdict", "verdict", "higher_plateau", "time_ratio", "ratio_text", "VERDICT_RULE"]
 
@@ -115,6 +115,21 @@ def per_unit(x_unit: str):
         return _PER[x_unit]
     unit = x_unit[:-1] if x_unit.endswith("s") else x_unit
     return 1, f"per {unit or 'x'}"
+
+
+def x_words(x, x_unit: str) -> str:
+    """A position ``x`` in the schema's ``x_unit`` as a reader says it.
+
+    Examples
+    --------
+    >>> x_words(40, "k_iterations")
+    '40k iterations'
+    >>> x_words(200, "step"), x_words(1, "step"), x_words(40, "samples")
+    ('200 steps', '1 step', '40 samples')
+    """
+    if x_unit == "k_iterations":
+        return f"{x:g}k iterations"
+    return f"{x:g} {singular_unit(x_unit)}{'' if x == 1 else 's'}"
 
 
 def late_rise(xs, values):

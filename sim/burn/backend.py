@@ -485,12 +485,11 @@ class Backend:
         if (op.broadcast and self.handle_stride_bytes and len(inputs) == 2
                 and inputs[0].shape != inputs[1].shape):
             views = self._broadcast_binary(inputs, out_shape)
-        # (the op's facts read once here: writable_operand, shape_vec and staged, inlined)
-        out = self.writable_operand(op_name, inputs, out_shape) if op.in_place else None
+        out = self.writable_operand(op_name, inputs, out_shape)
         if out is None:
             if op.shape_vec:
                 self.shape_vec(op_name, out_shape)
-            out = self.alloc(out_shape, self.in_place and op.staged, layout_first=True,
+            out = self.alloc(out_shape, self.staged(op_name), layout_first=True,
                              strides_first=op.strides_first,
                              shape_temp=op.shape_temp_bytes)
             if op.gemm:

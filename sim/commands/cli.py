@@ -211,6 +211,13 @@ def policies_cmd(files):
             click.echo(f"  {attr:<{width}}  {text}")
 
 
+#: the memory budget of a run, or of each cell of a sweep (`sim run`, `sweep`, `compare`)
+_max_nodes_option = click.option(
+    "--max-nodes", type=AtLeast(1), default=5_000_000, show_default=True,
+    help="stop if more simulated nodes than this are held individually (memory; each "
+         "chunk of a glibc arena counts as a quarter node)")
+
+
 @cli.command("run")
 @click.argument("workload")
 @click.option("--variant", "-v", default=None, help="variant (default: all of the workload's)")
@@ -226,9 +233,7 @@ def policies_cmd(files):
               help="stop if more steps than this are registered")
 @click.option("--timeout", type=Above(0), default=None,
               help="stop after this many seconds of wall time")
-@click.option("--max-nodes", type=AtLeast(1), default=5_000_000, show_default=True,
-              help="stop if more simulated nodes than this are held individually (memory; "
-                   "each chunk of a glibc arena counts as a quarter node)")
+@_max_nodes_option
 @click.option("--max-elements", type=AtLeast(1), default=None,
               help="refuse a tensor with more elements than this  [default: 2^32]")
 @click.option("--exact", is_flag=True,
@@ -297,7 +302,22 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
         click.echo(text, nl=False)
     else:
         atomic_write(out, text)
-        click.echo(f"wrote {len(rows)} rows to {out}", err=True)
+        click.echo(f"wrote {len(rows)} rows to {out}{_drop_stale_partial(out)}", err=True)
+
+
+def _drop_stale_partial(out) -> str:
+    """Remove ``OUT.partial`` once a run wrote ``OUT`` whole: its rows are of an earlier
+    run a budget stopped, and beside a complete OUT they read as part of it. Returns the
+    note for the line that says OUT was written (empty if there was none)."""
+    from ..analysis.data import output_target
+    stale = Path(f"{out}.partial")
+    if output_target(out)[1] or not stale.is_file():
+        return ""
+    try:
+        stale.unlink()
+    except OSError as exc:
+        return f"; {stale} is an earlier stopped run's, not removed ({exc.strerror})"
+    return f"; removed {stale} (an earlier run's, stopped by a budget)"
 
 
 @cli.command("calibrate")
@@ -620,6 +640,11 @@ _reuse_option = click.option(
 _max_elements_option = click.option(
     "--max-elements", type=AtLeast(1), default=None,
     help="refuse a tensor with more elements than this  [default: 2^32]")
+_cell_timeout_option = click.option(
+    "--timeout", type=Above(0), default=None,
+    help="seconds of wall time one cell may run: a cell past it stops the run with one "
+         "error (the finished cells stay cached; the results of the run before are left "
+         "as they were)")
 _grid_option = click.option(
     "--set", "sets", multiple=True, metavar="KEY=V1,V2,...",
     help="sweep a workload parameter over values (repeatable: a grid); applies to the "
@@ -670,12 +695,10 @@ def _sweep_done(info, out):
 @click.option("--exact", is_flag=True,
               help="simulate every loop iteration (no fast-forward): the same rows, slower; "
                    "to check fast-forward on your grid")
-@click.option("--timeout", type=Above(0), default=None,
-              help="seconds of wall time one cell may run: a cell past it stops the sweep "
-                   "with one error (the finished cells stay cached; the results of the "
-                   "run before are left as they were)")
+@_cell_timeout_option
+@_max_nodes_option
 def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force, no_reuse, sets,
-              max_elements, exact, timeout):
+              max_elements, exact, timeout, max_nodes):
     """Run workloads x variants x policies (x --set grid) and compare with measurements.
 
     Writes OUT/predicted.csv, OUT/errors.csv, one figure per workload,
@@ -686,7 +709,7 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
     from .sweep import default_jobs, sweep
     info = sweep(workloads, policy, profile, measured, out, jobs or default_jobs(), scheduler,
                  force, sets, command=_command_line(), reuse=not no_reuse, exact=exact,
-                 max_elements=max_elements, timeout=timeout)
+                 max_elements=max_elements, timeout=timeout, max_nodes=max_nodes)
     _sweep_done(info, out)
 
 
@@ -709,8 +732,10 @@ def sweep_cmd(workloads, policy, profile, measured, out, jobs, scheduler, force,
 @_reuse_option
 @_grid_option
 @_max_elements_option
+@_cell_timeout_option
+@_max_nodes_option
 def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs, scheduler,
-                force, no_reuse, sets, max_elements):
+                force, no_reuse, sets, max_elements, timeout, max_nodes):
     """Plot your own measurements (CSV in the schema) against predictions, with errors.
 
     Runs only the cells the CSV needs and writes the same files as `sim sweep`.
@@ -723,7 +748,7 @@ def compare_cmd(more_measured, measured, workloads, policies, profile, out, jobs
         raise UserError("compare needs --measured CSV|DIR (measurements in the schema)")
     info = compare(measured, workloads, policies, profile, out, jobs or default_jobs(),
                    scheduler, force, sets, command=_command_line(), reuse=not no_reuse,
-                   max_elements=max_elements)
+                   max_elements=max_elements, timeout=timeout, max_nodes=max_nodes)
     _sweep_done(info, out)
     click.echo(_graded(Path(out) / "errors.csv"))
 

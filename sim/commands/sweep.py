@@ -390,12 +390,15 @@ def _simulate(spec):
 
 
 def _limits(spec):
-    """The budgets of a cell: the defaults, with ``max_elements`` and ``timeout`` (wall
-    seconds) where the sweep set them."""
-    if spec.get("max_elements") is None and spec.get("timeout") is None:
+    """The budgets of a cell: the defaults, with ``max_elements``, ``timeout`` (wall
+    seconds) and ``max_nodes`` where the sweep set them."""
+    if all(spec.get(key) is None for key in ("max_elements", "timeout", "max_nodes")):
         return None
-    return Limits(max_tensor_elements=spec.get("max_elements") or Limits.MAX_TENSOR_ELEMENTS,
-                  max_wall_s=spec.get("timeout"))
+    limits = Limits(max_tensor_elements=spec.get("max_elements") or Limits.MAX_TENSOR_ELEMENTS,
+                    max_wall_s=spec.get("timeout"))
+    if spec.get("max_nodes") is not None:
+        limits.max_live_nodes = spec["max_nodes"]
+    return limits
 
 
 def _plain(row) -> dict:
@@ -453,7 +456,7 @@ class _FigureWarmUp:
 
 def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, progress=True,
               reuse=True, started=None, exact=False, max_elements=None, cache_dir=None,
-              timeout=None):
+              timeout=None, max_nodes=None):
     """Run ``cells`` (reading finished ones from the cache); returns a :class:`SweepRun`.
 
     Parameters
@@ -489,6 +492,9 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
     timeout : float, optional
         Seconds of wall time one cell may run (``--timeout``; a budget as ``max_elements``
         is: a cell past it stops the run with one error, the finished cells stay cached).
+    max_nodes : int, optional
+        Simulated nodes one cell may hold individually (``--max-nodes``; default:
+        ``Limits``'): a memory budget, as ``timeout`` is a time budget.
 
     Raises
     ------
@@ -529,7 +535,7 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
                     "profile": (profile.name, str(profile.path), profile.data),
                     "params": dict(cell.params), "trace": cell in reps,
                     "remote": scheduler is not None, "exact": exact, "label": cell.label,
-                    "max_elements": max_elements, "timeout": timeout}
+                    "max_elements": max_elements, "timeout": timeout, "max_nodes": max_nodes}
              for cell in todo}
     bar = None
 
@@ -682,7 +688,9 @@ def _dask_client(address):
     try:
         from dask.distributed import Client
     except ImportError:
-        raise UserError("--scheduler needs dask: pip install 'autodiff-sim[dask]'") from None
+        # (autodiff-sim is not on PyPI: the extra comes from this checkout)
+        raise UserError(f"--scheduler needs dask: {sys.executable} -m pip install "
+                        f"-e '{ROOT}[dask]'") from None
     try:
         # a malformed address is an error before a client (and its event loop) exists
         from distributed.comm.addressing import get_address_host_port
@@ -747,7 +755,8 @@ DEFAULT_MEASURED = EXPERIMENTS_DIR / "measured" / "seeds-m2max.csv"
 
 def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured=(),
           out="results", jobs=1, scheduler=None, force=False, sets=(), progress=True,
-          command="", reuse=True, exact=False, max_elements=None, timeout=None):
+          command="", reuse=True, exact=False, max_elements=None, timeout=None,
+          max_nodes=None):
     """``sim sweep``: workloads x variants x policies x grid, compared with the measurements.
 
     Every measured point of the selected workloads is compared with the
@@ -773,11 +782,19 @@ def sweep(workloads=("all",), policies=("all",), profile="m2max-macos", measured
             "reference_cells": any(p not in names for _, _, p in extra), "exact": exact,
             "max_elements": max_elements,
             "quick": quick}
-    if timeout is not None:
-        info["timeout"] = timeout
+    _budgets(info, timeout, max_nodes)
     with _output_dir(out) as out_dir:
         return _execute(chosen, cells, [REFERENCE_POLICY], rows, paths, prof, grid,
                         out_dir, jobs, scheduler, force, progress, info, reuse)
+
+
+def _budgets(info, timeout, max_nodes) -> None:
+    """A run's time and memory budgets per cell into its description (``info``), where
+    given (``max_elements`` is always there)."""
+    if timeout is not None:
+        info["timeout"] = timeout
+    if max_nodes is not None:
+        info["max_nodes"] = max_nodes
 
 
 def _with_quick(grid, workloads, rows) -> dict:
@@ -795,13 +812,14 @@ def _with_quick(grid, workloads, rows) -> dict:
 def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max-macos",
             out="results/compare", jobs=1, scheduler=None, force=False, sets=(),
             progress=True, command="", reuse=True, figures=True, max_elements=None,
-            cache_dir=None):
+            cache_dir=None, timeout=None, max_nodes=None):
     """``sim compare``: a user's measurements against the predictions of ``policies``.
 
     Runs only the cells the measured rows need (restricted to ``workloads`` if
     given) and writes the same results directory as :func:`sweep` (without figures
     and report if ``figures`` is false: the CSVs only, as ``sim fixes`` needs).
-    ``cache_dir``: where the cells are cached (default ``out``; see :func:`run_cells`).
+    ``cache_dir``: where the cells are cached (default ``out``; see :func:`run_cells`);
+    ``max_elements``, ``timeout``, ``max_nodes``: each cell's budgets, as :func:`sweep`'s.
     """
     cells, chosen, grid, rows, measured, names, prof, quick = compare_cells(
         measured, workloads, policies, profile, sets)
@@ -809,6 +827,7 @@ def compare(measured, workloads=(), policies=(REFERENCE_POLICY,), profile="m2max
     info = {"title": "autodiff-sim compare", "command": command, "policies": names,
             "policy_files": _policy_files(names), "reference_cells": False, "quick": quick,
             "max_elements": max_elements}
+    _budgets(info, timeout, max_nodes)
     if not figures:
         info["no_figures"] = True
     with _output_dir(out) as out_dir:
@@ -935,7 +954,7 @@ def _execute(workloads, cells, error_policies, measured, paths, profile, grid, o
         run = run_cells(cells, profile, out, jobs, scheduler, force, progress, reuse,
                         started=warm.start, exact=info.get("exact", False),
                         max_elements=info.get("max_elements"), cache_dir=cache_dir,
-                        timeout=info.get("timeout"))
+                        timeout=info.get("timeout"), max_nodes=info.get("max_nodes"))
     except KeyboardInterrupt:
         raise
     except BaseException:

@@ -77,8 +77,8 @@ class Limits:
     the dead single-node graphs exact mode keeps as run records do
     not count; a glibc arena's chunks, each placed and kept on its own at about 200 B,
     count as ``1 / ARENA_CHUNKS_PER_NODE`` node each), ``max_wall_s`` seconds of real
-    time (checked every 4096 registrations and at every yield, and by an alarm in the
-    main thread), and ``max_tensor_elements`` elements in one tensor (checked where a
+    time (checked every 4096 registrations and at every yield, and by an alarm:
+    :class:`_WallBudget`), and ``max_tensor_elements`` elements in one tensor (checked where a
     shape is made: creation, broadcasting, matmul).
     """
 
@@ -626,8 +626,9 @@ class Simulation:
         """Run a workload (``workload.run(sim, **params)``) to completion; returns the rows.
 
         A time budget (``Limits.max_wall_s``) is kept by the checks at every yield and
-        every few thousand registrations and, in the main thread, by an alarm
-        (:class:`_WallBudget`) that also stops a workload looping in its own Python code.
+        every few thousand registrations and by an alarm (:class:`_WallBudget`; a timer
+        thread outside the main thread) that also stops a workload looping in its own
+        Python code.
         """
         gc_was_enabled = gc.isenabled()
         gc.disable()
@@ -641,8 +642,13 @@ class Simulation:
             if result is not None:
                 self.spawn(result)
                 self.env.run()
+        except _TimeUp as exc:     # the alarm of a run outside the main thread
+            raise self.over_time() from exc
         finally:
-            budget.disarm()
+            try:
+                budget.disarm()
+            except _TimeUp:        # that alarm's error, landed as the run ended
+                budget.disarm()
             # what Python collects from here on is not the program freeing its heap
             self.heap.close()
             if gc_was_enabled:
@@ -863,9 +869,11 @@ class _WallBudget:
     left half-done; anywhere else it marks the run over time (the next check raises)
     and rings again 50 ms later, raising wherever it lands, a finalizer aside (an
     error raised in a ``__del__`` is lost), once the run is :data:`GRACE_S` past its
-    budget. No alarm outside the main thread, or if one is set already, or for a budget
-    past :data:`LONGEST_S` (``--timeout inf``: an interval timer cannot hold it, and no
-    run reaches it); there the checks alone keep the budget.
+    budget. Outside the main thread (a dask worker runs cells in its threads; a signal
+    reaches the main thread only) a :class:`_ThreadAlarm` does the same. No alarm if one
+    is set already, or for a budget past :data:`LONGEST_S` (``--timeout inf``: an
+    interval timer cannot hold it, and no run reaches it); there the checks alone keep
+    the budget.
     """
 
     GRACE_S = 0.5
@@ -876,20 +884,35 @@ class _WallBudget:
     def __init__(self, sim):
         self.sim = sim
         self.previous = None
+        self.thread_alarm = None
 
     def arm(self) -> None:
         import signal
         import threading
         budget = self.sim.limits.max_wall_s
-        if (budget is None or budget > self.LONGEST_S or not hasattr(signal, "setitimer")
-                or threading.current_thread() is not threading.main_thread()
-                or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+        if budget is None or budget > self.LONGEST_S:
+            return
+        if threading.current_thread() is not threading.main_thread():
+            self.thread_alarm = _ThreadAlarm(self, budget)
+            return
+        if not hasattr(signal, "setitimer") or signal.getitimer(signal.ITIMER_REAL)[0] > 0:
             return
         self.previous = signal.signal(signal.SIGALRM, self._ring)
         signal.setitimer(signal.ITIMER_REAL, budget)
 
+    def may_raise(self, frame) -> bool:
+        """Whether the budget's error may be raised where ``frame`` runs (the alarm rang):
+        in the workload's code, or anywhere but a finalizer :data:`GRACE_S` past the end."""
+        import time
+        sim = self.sim
+        late = time.perf_counter() - sim._wall0 - sim.limits.max_wall_s
+        return not _in_finalizer(frame) and (late >= self.GRACE_S or _in_workload(frame))
+
     def disarm(self) -> None:
         import signal
+        if self.thread_alarm is not None:
+            self.thread_alarm.stop()
+            self.thread_alarm = None
         if self.previous is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.previous)
@@ -897,14 +920,66 @@ class _WallBudget:
 
     def _ring(self, signum, frame) -> None:
         import signal
-        import time
-        sim = self.sim
-        sim._over_time = True
-        late = time.perf_counter() - sim._wall0 - sim.limits.max_wall_s
-        if _in_finalizer(frame) or (late < self.GRACE_S and not _in_workload(frame)):
+        self.sim._over_time = True
+        if not self.may_raise(frame):
             signal.setitimer(signal.ITIMER_REAL, self.RETRY_S)
             return
-        raise sim.over_time()
+        raise self.sim.over_time()
+
+
+class _TimeUp(BaseException):
+    """A run's time budget, raised in its thread by a :class:`_ThreadAlarm` (an exception
+    class without arguments: how one thread raises in another); :meth:`Simulation.run`
+    raises the budget's error in its place. Not an ``Exception``: a workload's ``except
+    Exception`` does not take it."""
+
+
+class _ThreadAlarm:
+    """The alarm of :class:`_WallBudget` for a run outside the main thread: a timer thread
+    that, ``seconds`` after it starts, marks the run over time and then, every
+    :data:`_WallBudget.RETRY_S` until :meth:`stop`, raises :class:`_TimeUp` in the run's
+    thread where :meth:`_WallBudget.may_raise` lets it (``PyThreadState_SetAsyncExc``:
+    at that thread's next bytecode boundary). :meth:`stop`, from the run's thread, ends it
+    and takes back an error sent and not yet raised."""
+
+    def __init__(self, budget, seconds):
+        import threading
+        self.budget = budget
+        self.target = threading.get_ident()
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        threading.Thread(target=self._watch, args=(seconds,), daemon=True,
+                         name="sim-time-budget").start()
+
+    def _watch(self, seconds) -> None:
+        budget = self.budget
+        if self.stopped.wait(seconds):
+            return
+        budget.sim._over_time = True
+        while True:
+            frame = sys._current_frames().get(self.target)
+            with self.lock:
+                if self.stopped.is_set():
+                    return
+                if frame is not None and budget.may_raise(frame):
+                    _raise_in(self.target, _TimeUp)
+            del frame
+            if self.stopped.wait(budget.RETRY_S):
+                return
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped.set()
+            _raise_in(self.target, None)
+
+
+def _raise_in(thread_id, exc_class) -> None:
+    """Raise ``exc_class`` in the thread ``thread_id`` at its next bytecode boundary (None:
+    take back one sent and not yet raised)."""
+    import ctypes
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
+                                               ctypes.py_object(exc_class)
+                                               if exc_class is not None else None)
 
 
 _DRIVERS = frozenset({"_drive", "run"})

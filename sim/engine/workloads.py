@@ -6,7 +6,8 @@ A workload file (``experiments/*.py`` or a user's own file) defines:
 ``VARIANTS``     the variant names (default: ``("default",)``);
 ``PARAMS``       parameters with defaults, overridable with ``--set KEY=VALUE``
                  (the default's type -- int, float, bool or str -- is the
-                 parameter's type; a float given must be finite);
+                 parameter's type; an int may be given as ``1_000_000`` or
+                 ``1e6``; a float given must be finite);
 ``run(sim, variant, **params)``
                  a generator: the program, yielding ``sim.sample(...)`` /
                  ``sim.tick()`` where the real program would print or sync.
@@ -37,6 +38,7 @@ constant, not a traceback later.
 
 from __future__ import annotations
 
+import decimal
 import inspect
 import math
 import re
@@ -113,18 +115,43 @@ class Workload:
         return params
 
 
+def _whole(key, text) -> int:
+    """``text`` as an int: digits (``_`` separators allowed) or a whole number in exponent
+    notation, read as a decimal (``1e30`` is 10**30 exactly, not a float's neighbour)."""
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        pass
+    try:
+        value = decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        raise ValueError(text) from None
+    if not value.is_finite() or value.adjusted() > 4300:    # int()'s own digit limit
+        raise ValueError(text)
+    if value != value.to_integral_value():
+        raise UserError(f"--set {key}={text}: not a valid int (a whole number: 1000000, "
+                        f"1_000_000 or 1e6)")
+    return int(value)
+
+
 def _convert(key, text, default):
     """``text`` (a ``--set`` value) as the type of the parameter's ``default``.
 
-    A bool takes true/false/1/0, an int may hold ``_`` separators, a float must be
-    finite (``nan``/``inf`` are errors); a str is taken as is, a non-string ``text``
-    (a value from Python, not the command line) is returned unchanged.
+    A bool takes true/false/1/0, an int may hold ``_`` separators or be a whole number
+    in exponent notation (``1e6``, read exactly), a float must be finite (``nan``/``inf``
+    are errors); a str is taken as is, a non-string ``text`` (a value from Python, not the
+    command line) is returned unchanged.
 
     >>> _convert("lr", "1e-3", 0.1), _convert("steps", "2_000", 1), _convert("f", "0", True)
     (0.001, 2000, False)
+    >>> _convert("iterations", "1e6", 1), _convert("iterations", "2.5e3", 1)
+    (1000000, 2500)
     >>> _convert("lr", "nan", 0.1)
     Traceback (most recent call last):
     sim.errors.UserError: --set lr=nan: not a finite number
+    >>> _convert("iterations", "1.5", 1)
+    Traceback (most recent call last):
+    sim.errors.UserError: --set iterations=1.5: not a valid int (a whole number: 1000000, 1_000_000 or 1e6)
     """
     if not isinstance(text, str):
         return text
@@ -134,7 +161,7 @@ def _convert(key, text, default):
                 raise ValueError
             return text.lower() in ("true", "1")
         if isinstance(default, int):
-            return int(text.replace("_", ""))
+            return _whole(key, text)
         if isinstance(default, float):
             value = float(text)
             if not math.isfinite(value):

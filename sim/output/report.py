@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..analysis.compare import TOLERANCE
 from ..analysis.fixes import PATCHED_MEASURED, measured_growth
-from ..analysis.growth import (run_label, singular_unit, ratio_text, verdict, MEMORY_RULE, TIME_RULE,
+from ..analysis.growth import (run_label, singular_unit, x_words, ratio_text, verdict, MEMORY_RULE, TIME_RULE,
                      VERDICT_RULE, GROWS_BYTES)
 from ..policies import (POLICIES, is_fix, known_policy, policy_label, policy_rank,
                         reference_label)
@@ -601,8 +601,9 @@ def _confirmed(cells, runs, fixes):
                 seen = "keeps" if shown(got) else "removes"
                 verdict = "confirmed" if said == seen else "**not confirmed**"
                 if got.x_last is not None and got.x_last != predicted.x_last:
-                    verdict += (f" (real burn ran to {got.x_last:g} {got.x_unit}, the "
-                                f"prediction to {predicted.x_last:g} {predicted.x_unit})")
+                    verdict += (f" (real burn ran to {x_words(got.x_last, got.x_unit)}, "
+                                f"the prediction to "
+                                f"{x_words(predicted.x_last, predicted.x_unit)})")
                 lines.append(f"{run_label(run)}: `{fix}` {said} the {what} in the "
                              f"prediction; on patched real burn it {seen} it: {verdict}.")
     if not lines:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
-import warnings
+import sys
 
 __all__ = ["adopt_compiled"]
 
@@ -18,7 +18,7 @@ def adopt_compiled(namespace, name, extension, pure, what) -> None:
     """Put the classes and functions of ``extension`` (the build of the module ``name``,
     whose ``namespace`` this is) in place of the module's own, when it was compiled from
     this very text; otherwise the module runs as Python (a build from an older text is
-    refused with a warning: ``pip install -e .`` builds it anew). The environment
+    refused with one warning line on stderr: ``pip install -e .`` builds it anew). The environment
     variable ``pure`` set keeps the Python; ``what`` names the module in the warning.
     The build itself runs this too, under its own name: it adopts nothing."""
     if os.environ.get(pure) or namespace.get("__name__") != name:
@@ -30,9 +30,11 @@ def adopt_compiled(namespace, name, extension, pure, what) -> None:
     with open(namespace["__file__"], "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     if getattr(compiled, "SOURCE_SHA256", None) != digest:
-        warnings.warn(f"{compiled.__file__} was compiled from another version of "
-                      f"{namespace['__file__']}; {what} runs as Python (`pip install -e .` "
-                      f"rebuilds it)", stacklevel=2)
+        # the project's one warning line (a UserWarning printed its file, line and the
+        # source line of the call: two lines naming this module, not the user's edit)
+        print(f"sim: warning: {compiled.__file__} was compiled from another version of "
+              f"{namespace['__file__']}; {what} runs as Python (`pip install -e .` "
+              f"rebuilds it)", file=sys.stderr, flush=True)
         return
     namespace.update((key, value) for key, value in vars(compiled).items()
                      if not key.startswith("__") and key != "SOURCE_SHA256")

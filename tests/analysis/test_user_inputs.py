@@ -160,6 +160,22 @@ def test_check_x_units_leaves_unpredicted_rows_alone():
 
 # -- a scheduler address that is none (item 2) -------------------------------------------
 
+def test_a_scheduler_without_dask_says_how_to_install_it_from_the_checkout(tmp_path, capsys,
+                                                                           monkeypatch):
+    """Without dask, `--scheduler` said `pip install 'autodiff-sim[dask]'`, which finds no
+    such package (autodiff-sim is not on PyPI; walkthrough, session 59). It names the
+    command that installs the extra from this checkout into this environment (its
+    Python by its path)."""
+    import sys
+    from sim.paths import ROOT
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)     # import fails
+    code, _, err = run_cli(["sweep", "-w", "adleak-count", "-p", "burn-0.22.1",
+                            "--scheduler", "tcp://127.0.0.1:1", "--out", str(tmp_path / "o")],
+                           capsys)
+    assert_one_error(code, err, f"--scheduler needs dask: {sys.executable} -m pip install -e "
+                                f"'{ROOT}[dask]'")
+
+
 def test_bad_scheduler_address_fails_fast(tmp_path, capsys):
     pytest.importorskip("distributed")
     out = tmp_path / "out"

@@ -218,8 +218,24 @@ def test_the_report_says_which_verdicts_real_burn_confirmed(tmp_path):
     assert lines[0] == "list"
     assert lines[1] == ["adleak-rss / flex.autodiff: `skip-untracked` removes the growth in "
                         "the prediction; on patched real burn it removes it: confirmed (real "
-                        "burn ran to 40 k_iterations, the prediction to 400 k_iterations)."]
+                        "burn ran to 40k iterations, the prediction to 400k iterations)."]
     assert "(1 of 1 verdicts confirmed):" in intro[1]
+
+
+def test_a_confirmation_says_how_far_each_ran_in_words():
+    """The price section said `real burn ran to 200 step, the prediction to 2000 step` and
+    `40 k_iterations` (the schema's x units as they are; walkthrough, session 59): the
+    positions are now said as a reader says them."""
+    from sim.output.report import _confirmed
+    from sim.analysis.growth import Growth
+    ref = Growth("p10-ema", "target", "burn-0.22.1", "", panic_x=3, x_unit="step",
+                 x_last=2000)
+    fix = Growth("p10-ema", "target", "detach-constant", "", x_unit="step", x_last=2000)
+    cells = {ref.run + (ref.policy,): ref, fix.run + (fix.policy,): fix}
+    _, lines = _confirmed(cells, [ref.run], ["detach-constant"])
+    assert lines[1] == ["p10-ema / target: `detach-constant` removes the panic in the "
+                        "prediction; on patched real burn it removes it: confirmed (real burn "
+                        "ran to 200 steps, the prediction to 2000 steps)."]
 
 
 def test_the_verdicts_real_burn_does_not_confirm_come_first_and_are_counted():

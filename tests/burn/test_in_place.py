@@ -172,3 +172,47 @@ def test_weight_gradient_gemm_packs_its_rhs():
     assert big[i + 1] == ("free", 132096)
     assert sum(1 for e in ev if e == ("alloc", 132096)) == 1  # x needs no gradient
     del grads
+
+
+def test_the_forward_op_asks_the_backends_own_methods(monkeypatch):
+    """`Backend.output` read the op's in-place and staged facts itself where the backward
+    asks `writable_operand` and `staged` (review, session 58: a backend that changes one
+    of them changed only the backward). The forward op now asks the same two methods:
+    a backend that writes no operand in place and stages nothing allocates an unstaged
+    output for `a * 0.5`, as the metal-like case does."""
+    from sim.burn import backend as backend_module
+    from sim.engine import simulation
+    asked = []
+
+    class NoInPlace(backend_module.Backend):
+        def writable_operand(self, op_name, inputs, out_shape):
+            asked.append(("writable_operand", op_name))
+            return None
+
+        def staged(self, op_name):
+            asked.append(("staged", op_name))
+            return False
+    monkeypatch.setattr(simulation, "Backend", NoInPlace)
+    sim = _sim()
+    dev = sim.device("flex")
+    a = Tensor.zeros((512, 512), dev)
+    b = a.matmul(a)
+    c = b * 0.5
+    assert c.prim is not b.prim                   # not written in place: a new storage
+    assert ("writable_operand", "mul_scalar") in asked
+    assert ("writable_operand", "matmul") in asked and ("staged", "matmul") in asked
+
+
+def test_a_dead_graph_run_is_extended_through_its_last_member(monkeypatch):
+    """The locator's run of dead single-node graphs computed its last id inline
+    (`first + stride * (count - 1)`) beside `NodeRun.last` (review, session 58); it asks
+    the property, so the two cannot part."""
+    from sim.burn.graph.runs import NodeRun
+    from sim.commands.bench import CASES
+    read = []
+    original = NodeRun.last
+    monkeypatch.setattr(NodeRun, "last", property(lambda run: read.append(run.count)
+                                                  or original.fget(run)))
+    sim = Simulation(PROFILE, fast_forward=False)
+    CASES["untracked add loop"][0](sim, 50)
+    assert len(read) >= 40          # one read per dead graph the run took in

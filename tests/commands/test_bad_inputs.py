@@ -166,6 +166,9 @@ CLI_CASES = {
     "unknown-policy": (["run", "adleak-rss", "--policy", "yolo"], "unknown policy 'yolo'"),
     "set-unknown-key": (["run", "adleak-rss", "--set", "colour=red"], "no parameter 'colour'"),
     "set-bad-value": (["run", "adleak-rss", "--set", "iterations=many"], "not a valid int"),
+    "set-fraction": (["run", "adleak-rss", "--set", "iterations=1.5"],
+                     "--set iterations=1.5: not a valid int (a whole number: 1000000, "
+                     "1_000_000 or 1e6)"),
     "set-negative": (["run", "adleak-rss", "--set", "iterations=-5"], "must be > 0"),
     "set-zero": (["run", "adleak-rss", "--set", "rounds=0"], "must be > 0"),
     "set-no-equals": (["run", "adleak-rss", "--set", "iterations"], "expected KEY=VALUE"),

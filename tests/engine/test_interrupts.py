@@ -210,11 +210,13 @@ def test_timeout_stops_a_loop_of_ops_with_its_own_message(tmp_path):
     assert "interrupted" not in proc.stderr
 
 
-def test_an_interrupt_past_the_budget_is_reported_as_an_interrupt():
+def test_an_interrupt_past_the_budget_is_reported_as_an_interrupt(monkeypatch):
     """The budget is checked as the workload yields; an interrupt raised in the workload
     once the budget had passed used to be replaced by the budget's error."""
     import threading
+    from sim.engine import simulation
     from sim.engine.simulation import Limits
+    monkeypatch.setattr(simulation._WallBudget, "arm", lambda self: None)  # no alarm
     from sim.engine.runner import run_cell
     from sim.engine.workloads import load_workload
 
@@ -236,7 +238,7 @@ def test_an_interrupt_past_the_budget_is_reported_as_an_interrupt():
 
     caught = []
 
-    def target():     # not the main thread: no alarm, only the checks keep the budget
+    def target():     # only the checks keep the budget
         try:
             run_cell(Late(), "v", limits=Limits(max_wall_s=0.01))
         except BaseException as exc:
@@ -347,6 +349,27 @@ def test_a_budget_keeps_the_rows_sampled_before_it_beside_out(tmp_path, capsys, 
     assert "partial" not in lines[0]
 
 
+def test_a_complete_run_removes_the_partial_rows_of_an_earlier_stopped_one(tmp_path, capsys):
+    """`sim run ... --out FILE` stopped by a budget leaves FILE.partial; a later run that
+    writes FILE whole left it beside FILE, as if the two were one run's (session 58's
+    list). The complete run removes it and says so on its one line; a run writing FILE
+    with no FILE.partial beside it says only what it wrote."""
+    path = tmp_path / "over.py"
+    path.write_text(SAMPLED_THEN_OVER)
+    target = tmp_path / "rows.csv"
+    code, _, lines = run_cli(["run", str(path), "--max-ops", "2000", "--out", str(target)],
+                             capsys)
+    assert code == 2 and (tmp_path / "rows.csv.partial").is_file()
+    args = ["run", "adleak-count", "--set", "iterations=100", "--out", str(target)]
+    code, _, lines = run_cli(args, capsys)
+    assert code == 0 and target.is_file()
+    assert not (tmp_path / "rows.csv.partial").exists()
+    assert lines == [f"wrote 70 rows to {target}; removed {target}.partial (an earlier "
+                     f"run's, stopped by a budget)"]
+    code, _, lines = run_cli(args, capsys)
+    assert code == 0 and lines == [f"wrote 70 rows to {target}"]
+
+
 def test_a_budget_stopping_a_loop_at_its_jump_back_names_a_line_not_none():
     """`sim run grow.py --timeout 8` said `grow.py:None: time budget exceeded` once in
     two (walkthrough, session 58): the alarm landed on the loop's jump back, an
@@ -382,6 +405,134 @@ def test_a_sweep_timeout_stops_a_cell_past_it_and_keeps_the_finished_cells(tmp_p
                      "time budget exceeded: more than 0.5 s of wall time (raise --timeout)")
     assert sorted(p.name for p in out.iterdir()) == [".cache"]
     assert len(list(out.glob(".cache/*/*.json"))) == 3      # adleak-count's variants
+
+
+HOLDS_200_NODES = """
+from sim.burn.tensor import Tensor
+
+def run(sim, variant):
+    a = Tensor.from_floats([1.0], sim.device("flex").autodiff()).require_grad()
+    keep = []
+    for i in range(200):
+        keep.append(a * 2.0)
+        yield sim.tick()
+"""
+
+
+@pytest.mark.parametrize("command", ["sweep", "compare"])
+def test_sweep_and_compare_take_the_time_and_memory_budgets_of_run(tmp_path, capsys, command):
+    """`sim compare` had no --timeout, and neither it nor `sim sweep` a memory budget
+    (`sim run --max-nodes` only; session 58's list): each cell now runs within
+    `--timeout S` and `--max-nodes N`, a cell past either stops the command with one
+    error line naming the cell."""
+    for name, text, budget, message in (
+            ("spin", PURE_PYTHON, ["--timeout", "0.5"],
+             "time budget exceeded: more than 0.5 s of wall time (raise --timeout)"),
+            ("hold", HOLDS_200_NODES, ["--max-nodes", "50"],
+             "memory budget exceeded: more than 50 live simulated nodes held individually")):
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        if command == "sweep":
+            args = ["sweep", "-w", str(path), "-p", "burn-0.22.1"]
+        else:
+            measured = tmp_path / f"{name}.csv"
+            measured.write_text("experiment,variant,phase,x,x_unit,metric,value,unit,note\n"
+                                f"{name},default,,1,step,rss,1,MB,\n")
+            args = ["compare", str(measured), "-w", str(path)]
+        code, _, lines = run_cli(args + ["-j", "1", *budget, "--out", str(tmp_path / name)],
+                                 capsys)
+        lines = [line for line in lines if not line.startswith("[")]
+        assert_one_error(code, lines, f"{name}/default/burn-0.22.1: ", message)
+        assert not (tmp_path / name / "predicted.csv").exists()
+
+
+def _in_a_thread(call):
+    """``call()`` in a thread other than the main one (as a dask worker runs a cell);
+    returns what it returned or raised. Fails if it has not ended after 60 s (the thread,
+    a daemon, is left to spin)."""
+    import threading
+    result = {}
+
+    def target():
+        try:
+            result["value"] = call()
+        except BaseException as exc:    # noqa: BLE001 - handed to the test
+            result["error"] = exc
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the run outside the main thread did not stop"
+    return result
+
+
+def test_a_timeout_stops_a_pure_python_loop_outside_the_main_thread(tmp_path):
+    """A dask worker runs cells in its threads, where the budget's alarm (SIGALRM) never
+    rings: `sim sweep --timeout S --scheduler ...` did not stop a workload looping in its
+    own Python code (session 58's list). A timer thread raises the budget's error there,
+    at the workload's line, as the alarm does in the main thread."""
+    from sim.engine.runner import run_cell
+    from sim.engine.simulation import Limits
+    from sim.errors import LimitExceeded
+    path = tmp_path / "spin.py"
+    path.write_text(PURE_PYTHON)
+    result = _in_a_thread(lambda: run_cell(str(path), "default", limits=Limits(max_wall_s=0.3)))
+    exc = result.get("error")
+    assert isinstance(exc, LimitExceeded), result
+    assert str(exc).startswith((f"{path}:7: ", f"{path}:8: ")), str(exc)
+    assert str(exc).endswith("time budget exceeded: more than 0.3 s of wall time "
+                             "(raise --timeout)")
+
+
+def test_a_thread_run_within_its_budget_leaves_no_alarm_behind():
+    """A run outside the main thread that ends within its budget: its rows, as in the main
+    thread, and no error raised in the thread afterwards (the timer is stopped)."""
+    import threading
+    from sim.engine.runner import run_cell
+    from sim.engine.simulation import Limits
+    plain = run_cell("adleak-count", "flex.autodiff", sets={"iterations": 100})
+
+    def call():
+        rows = run_cell("adleak-count", "flex.autodiff", sets={"iterations": 100},
+                        limits=Limits(max_wall_s=0.5))
+        time.sleep(1.0)     # past the budget: an alarm left behind would raise here
+        return rows
+    before = threading.active_count()
+    result = _in_a_thread(call)
+    assert "error" not in result, result
+    assert result["value"] == plain
+    assert threading.active_count() <= before
+
+
+SPIN_30_S = """
+import time
+
+def run(sim, variant):
+    yield sim.tick()
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        pass
+    raise RuntimeError("not stopped within 30 s")
+"""
+
+
+def test_a_sweep_timeout_holds_on_a_dask_scheduler(tmp_path, capsys, monkeypatch):
+    """`sim sweep --timeout` with `--scheduler`: the cell that loops in its own Python code
+    on a dask worker's thread stops with the budget's one error line, as with --jobs."""
+    import logging
+    distributed = pytest.importorskip("dask.distributed")
+    # the worker's own log of the failed task (on a user's cluster, in the worker's log)
+    monkeypatch.setattr(logging.getLogger("distributed.worker"), "disabled", True)
+    path = tmp_path / "spin.py"
+    path.write_text(SPIN_30_S)    # without the alarm: its own error after 30 s
+    # the worker's threads in this process, reached as a user's cluster is: over tcp
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  protocol="tcp://", dashboard_address=None) as cluster:
+        code, _, lines = run_cli(["sweep", "-w", str(path), "-p", "burn-0.22.1",
+                                  "--scheduler", cluster.scheduler_address,
+                                  "--timeout", "0.5", "--out", str(tmp_path / "out")], capsys)
+    lines = [line for line in lines if not line.startswith("[")]
+    assert_one_error(code, lines, "spin/default/burn-0.22.1: ",
+                     "time budget exceeded: more than 0.5 s of wall time (raise --timeout)")
 
 
 @pytest.mark.parametrize("timeout", ["inf", "1e12"])

@@ -296,3 +296,18 @@ def test_a_numpy_number_is_a_number(tmp_path):
                     "    yield sim.sample(0, 'iterations', rss=np.float32(2.5), "
                     "observables=False)\n")
     assert [r["value"] for r in run_cell(str(path), "default")] == [2.5]
+
+
+def test_an_int_parameter_takes_a_whole_number_in_exponent_notation(capsys):
+    """`--set iterations=1e6` was refused as `not a valid int` (walkthrough, session 59: the
+    way a million is often written); a whole number in exponent notation is that int, the
+    same rows as its digits, and a fraction says which forms an int takes."""
+    args = ["run", "adleak-count", "-v", "flex", "--format", "csv", "--set"]
+    code, digits, lines = run_cli(args + ["iterations=1000"], capsys)
+    assert code == 0, lines
+    code, exponent, lines = run_cli(args + ["iterations=1e3"], capsys)
+    assert code == 0, lines
+    assert exponent == digits and ",1000,iterations," in digits
+    code, _, lines = run_cli(args + ["iterations=2.5"], capsys)
+    assert_one_error(code, lines, "--set iterations=2.5: not a valid int (a whole number: "
+                                  "1000000, 1_000_000 or 1e6)")

@@ -543,7 +543,7 @@ class GraphLocator:
                 and last.layouts[0][:2] == (node_order, graph_order)
                 and last.drop_indices == (drop_index,) and not last.nodes_freed
                 and (type(last.handles) is list) == (handles is not None)):
-            end = last.first + last.stride * (last.count - 1)     # last.last
+            end = last.last
             if node_id > end and (last.count == 1 or node_id == end + last.stride):
                 if last.count == 1:
                     last.stride = node_id - last.first
