@@ -102,7 +102,7 @@ from sim.burn.nn import Mlp
 from sim.burn.optim import GradientsParams, Sgd
 from sim.burn.tensor import Tensor, drop
 
-from common import tiny_backward
+from common import ProbeSink, tiny_backward
 
 EXPERIMENT = "mechanism-cost"
 #: mlp-sample's rows: each kind's ns per iteration, then what the probe derives from them
@@ -274,12 +274,18 @@ def _calls(sim, variant, calls):
 
         def call():
             drop(Tensor.random((512, 512), device))
+    # the child process keeps its rows in memory (not quick: no note); a row's small
+    # blocks come after the call's dropped buffers, and glibc may carve them from a
+    # freed 1-MiB buffer that could not merge into the top (param-init's call 2)
+    rows = ProbeSink.for_run(sim, "auto", EXPERIMENT, variant)
     for k in range(1, calls + 1):
         start = sim.now_ns
         call()
         sim.timing.clock_read()         # the window's one read of the probe's clock
-        sim.record(k, "call", "ms_per_step", round((sim.now_ns - start) / 1e6, 9),
-                   phase="call")
+        ms = (sim.now_ns - start) / 1e6
+        sim.record(k, "call", "ms_per_step", round(ms, 9), phase="call")
+        if rows is not None:
+            rows.row(k, "ms_per_step", ms, "ms", digits=6, x_unit="call", phase="call")
         yield sim.tick()
 
 

@@ -48,6 +48,21 @@ def test_a_random_fill_costs_random_element_ns_per_element():
         assert b[("call", k)] - a[("call", k)] == pytest.approx(512 * 512 * 5.0 / 1e6)
 
 
+def test_param_init_call_3_still_grows_the_heap_as_the_probe_s_rows_split_call_2_s_buffer():
+    """Real burn (malloc log, glibc 2.36): call 1's 1-MiB buffer is mapped and its unmap
+    raises the mmap threshold; call 2's comes from the top with the call's small blocks
+    after it, so its free cannot merge into the top; the child's first row then carves its
+    strings from that freed chunk, and call 3's 1 MiB no longer fits there: the heap grows
+    again (256 fresh pages), and calls 4 and 5 reuse call 3's, which did merge."""
+    base = load_profile("linux-x86_64")
+    rows = _rows("param-init", base)
+    pages = (1 << 20) // 4096
+    per_page = base.get("time.page_fault_ns") + base.get("time.heap_page_write_ns")
+    assert rows[("call", 3.0)] == pytest.approx(rows[("call", 2.0)], abs=1e-9)
+    assert rows[("call", 3.0)] - rows[("call", 4.0)] == pytest.approx(pages * per_page / 1e6)
+    assert rows[("call", 4.0)] == pytest.approx(rows[("call", 5.0)], abs=1e-9)
+
+
 def test_the_first_gemm_reads_sysfs_once_per_process():
     base = _with(load_profile("linux-x86_64"), {"time.sysfs_read_ns": 0.0})
     slow = _with(base, {"time.sysfs_read_ns": 1000.0})
