@@ -336,6 +336,30 @@ class BTreeNodes:
             return None
         return self._remove(key, finger)[1]
 
+    def churn_root_leaf(self, changes, start=0) -> bool:
+        """:meth:`insert` (``True``) or :meth:`remove` (``False``) of each ``(inserted,
+        key)`` of ``changes`` in turn, keys shifted by ``start``, done on the keys alone
+        where the map is one root leaf that holds them all without overflowing: no node is
+        made, split or freed then (a root leaf never merges, and stays when emptied), so
+        the map's nodes and heap events are those of the operations one at a time.
+        Returns False, changing nothing, where that does not hold (a tap, runs, no root,
+        an internal root, more than ``CAPACITY`` keys at some point)."""
+        root = self.root
+        if self.tap is not None or self._runs or root is None or root.edges is not None:
+            return False
+        keys = set(root.keys)
+        add, discard = keys.add, keys.discard
+        for inserted, key in changes:
+            if inserted:
+                add(start + key)
+                if len(keys) > CAPACITY:
+                    return False
+            else:
+                discard(start + key)
+        root.keys[:] = sorted(keys)
+        self.length = len(keys)
+        return True
+
     def _remove_from_runs(self, key) -> bool:
         """Remove ``key`` from the closed-form runs without materializing them, where it
         sits in the rightmost leaf and that leaf keeps at least ``MIN_LEN`` keys (or is the
