@@ -301,6 +301,21 @@ class BTreeNodes:
         self.root = self._new([up], [self.root, right])
         return True
 
+    def insert_each(self, keys, start=0) -> None:
+        """:meth:`insert` of each of ``keys`` (shifted by ``start``) in turn: a key above
+        the rightmost leaf's, which has room, is appended there in the loop (insert's own
+        fast path), any other goes through :meth:`insert`."""
+        for key in keys:
+            key += start
+            last = self._last
+            if last is not None and self.tap is None and not self._runs:
+                held = last.keys
+                if held and key > held[-1] and len(held) < CAPACITY:
+                    held.append(key)
+                    self.length += 1
+                    continue
+            self.insert(key)
+
     @staticmethod
     def _search(node, key):
         """Descend from ``node`` to ``key``: (node holding it or the leaf where it would go,

@@ -303,3 +303,42 @@ def test_a_root_leafs_churn_refuses_closed_form_runs_and_an_internal_root():
         t.insert(k)
     assert not t.churn_root_leaf([(False, 3)])
     assert BTreeNodes(_ManyLog(), 192, 288).churn_root_leaf([(True, 1)]) is False
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_insert_each_equals_inserts_one_at_a_time(seed):
+    """insert_each (a replayed run of inserts): the nodes, keys and heap events, in order,
+    of insert called for each key, for appends (splits at every level included), keys
+    inside the map, present keys, and a map holding closed-form runs."""
+    rnd = random.Random(seed)
+    a, b = BTreeNodes(_ManyLog(), 192, 288), BTreeNodes(_ManyLog(), 192, 288)
+    n = rnd.choice([0, 3, 11, 60, 500])
+    for k in range(0, 2 * n, 2):
+        a.insert(k)
+        b.insert(k)
+    if seed % 5 == 0:
+        a.append_run(2 * n, 1, 30)
+        b.append_run(2 * n, 1, 30)
+    for _ in range(8):
+        start = rnd.choice([0, 1, 2 * n + 40])
+        keys = ([start + i for i in range(rnd.randrange(1, 40))] if rnd.random() < 0.6
+                else [rnd.randrange(-5, 2 * n + 80) for _ in range(rnd.randrange(1, 12))])
+        for key in keys:
+            a.insert(key)
+        b.insert_each([k - 3 for k in keys], 3)
+        assert b.heap.sizes == a.heap.sizes
+        assert (b.leaves, b.internals, b.length) == (a.leaves, a.internals, a.length)
+        assert b.keys_in_order() == a.keys_in_order()
+    if a.root is not None and not a._runs:
+        assert shape(a.root) == shape(b.root)
+        check_invariants(b)
+
+
+def test_group_inserts_keeps_the_order_of_the_operations():
+    from sim.engine.fastforward.replay import group_inserts
+    ops = ((0, "insert", 0), (0, "insert", 1), (1, "insert", 0), (0, "remove", 1),
+           (0, "insert", 2), (1, "insert", 5), (1, "insert", 6), (1, "insert", 7),
+           (0, "remove_many", ()))
+    assert group_inserts(ops) == (
+        (0, "insert_each", (0, 1)), (1, "insert", 0), (0, "remove", 1), (0, "insert", 2),
+        (1, "insert_each", (5, 6, 7)), (0, "remove_many", ()))

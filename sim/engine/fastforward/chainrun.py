@@ -82,8 +82,8 @@ from ...platform.btree import TreeTap
 from ...platform.hashbrown import TableTap, buckets_for, capacity_of
 from .arenarun import ALLOC, FREE
 from ...platform.timing import PassesRecord
-from .replay import (relabel_emptied, relabel_rotating, relative_tree_ops, replay_tree_ops,
-                     rotating_graph)
+from .replay import (group_inserts, relabel_emptied, relabel_rotating, relative_tree_ops,
+                     replay_tree_ops, rotating_graph)
 from .keptchain import (advance_l2, build_members, build_replayed, compare_before,
                         defer_members, deferrable, kept_chain, on_arena,
                         kept_slots, l2_ready, l2_rotates, old_nodes, repoint_members)
@@ -1539,7 +1539,8 @@ def _replay_tree_ops(trees, effect, start, heap) -> None:
 def _tree_plan(effect) -> tuple:
     """How :func:`_replay_tree_ops` replays ``effect``'s BTreeMap operations: ``(segments,
     churns)``; a segment is ``(operations, the map cloned after them or None)``, split at
-    the clones that allocate; a churn ``(map, its (inserted, key) pairs, the segments
+    the clones that allocate, each run of inserts into one map as one operation
+    (:func:`~sim.engine.fastforward.replay.group_inserts`); a churn ``(map, its (inserted, key) pairs, the segments
     without its operations)`` for each map whose operations are inserts and removals of
     single keys (its empty ``remove_many`` s aside: they change nothing)."""
     ops = effect.tree_ops
@@ -1550,10 +1551,10 @@ def _tree_plan(effect) -> tuple:
             part.extend(op for op in ops[done:at] if keep(op))
             done = at
             if made:
-                segments.append((tuple(part), tree))
+                segments.append((group_inserts(part), tree))
                 part = []
         part.extend(op for op in ops[done:] if keep(op))
-        segments.append((tuple(part), None))
+        segments.append((group_inserts(part), None))
         return tuple(segments)
 
     churns = []
