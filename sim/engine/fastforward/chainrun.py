@@ -1540,9 +1540,10 @@ def _tree_plan(effect) -> tuple:
     """How :func:`_replay_tree_ops` replays ``effect``'s BTreeMap operations: ``(segments,
     churns)``; a segment is ``(operations, the map cloned after them or None)``, split at
     the clones that allocate, each run of inserts into one map as one operation
-    (:func:`~sim.engine.fastforward.replay.group_inserts`); a churn ``(map, its (inserted, key) pairs, the segments
-    without its operations)`` for each map whose operations are inserts and removals of
-    single keys (its empty ``remove_many`` s aside: they change nothing)."""
+    (:func:`~sim.engine.fastforward.replay.group_inserts`); a churn ``(map, its
+    (inserted, key) pairs, the segments without its operations)`` for each map whose
+    operations are inserts and removals of single keys (its empty ``remove_many`` s
+    aside: they change nothing)."""
     ops = effect.tree_ops
 
     def split(keep):
