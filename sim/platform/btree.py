@@ -301,6 +301,21 @@ class BTreeNodes:
         self.root = self._new([up], [self.root, right])
         return True
 
+    def insert_each(self, keys, start=0) -> None:
+        """:meth:`insert` of each of ``keys`` (shifted by ``start``) in turn: a key above
+        the rightmost leaf's, which has room, is appended there in the loop (insert's own
+        fast path), any other goes through :meth:`insert`."""
+        for key in keys:
+            key += start
+            last = self._last
+            if last is not None and self.tap is None and not self._runs:
+                held = last.keys
+                if held and key > held[-1] and len(held) < CAPACITY:
+                    held.append(key)
+                    self.length += 1
+                    continue
+            self.insert(key)
+
     @staticmethod
     def _search(node, key):
         """Descend from ``node`` to ``key``: (node holding it or the leaf where it would go,
@@ -335,6 +350,30 @@ class BTreeNodes:
             self.remove(key)
             return None
         return self._remove(key, finger)[1]
+
+    def churn_root_leaf(self, changes, start=0) -> bool:
+        """:meth:`insert` (``True``) or :meth:`remove` (``False``) of each ``(inserted,
+        key)`` of ``changes`` in turn, keys shifted by ``start``, done on the keys alone
+        where the map is one root leaf that holds them all without overflowing: no node is
+        made, split or freed then (a root leaf never merges, and stays when emptied), so
+        the map's nodes and heap events are those of the operations one at a time.
+        Returns False, changing nothing, where that does not hold (a tap, runs, no root,
+        an internal root, more than ``CAPACITY`` keys at some point)."""
+        root = self.root
+        if self.tap is not None or self._runs or root is None or root.edges is not None:
+            return False
+        keys = set(root.keys)
+        add, discard = keys.add, keys.discard
+        for inserted, key in changes:
+            if inserted:
+                add(start + key)
+                if len(keys) > CAPACITY:
+                    return False
+            else:
+                discard(start + key)
+        root.keys[:] = sorted(keys)
+        self.length = len(keys)
+        return True
 
     def _remove_from_runs(self, key) -> bool:
         """Remove ``key`` from the closed-form runs without materializing them, where it

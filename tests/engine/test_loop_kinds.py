@@ -325,3 +325,38 @@ def test_a_batch_grows_the_nodes_table_and_settles_its_members(steps):
     assert repr(sim.timing.cleanup_ns) == repr(exact.timing.cleanup_ns)
     assert repr(sim.timing.bookkeeping_ns) == repr(exact.timing.bookkeeping_ns)
     assert _settled_index(sim) == _settled_index(exact)
+
+
+def _maps(sim):
+    """The locator's two BTreeMaps: keys in order, nodes, length and node shapes."""
+    def shape(node):
+        return None if node is None else (len(node.keys), None if node.edges is None
+                                          else tuple(shape(c) for c in node.edges))
+    locator = sim.client.locator
+    return [(t.keys_in_order(), t.leaves, t.internals, t.length, shape(t.root))
+            for t in (locator.graphs_tree, locator.keys_tree)]
+
+
+@pytest.mark.parametrize("then_backward", (False, True))
+def test_the_summed_loss_batch_churns_the_keys_map_on_its_keys(monkeypatch, then_backward):
+    """The summed validation loss on m2max-macos: the locator's ``keys`` map is one root
+    leaf that each step's inserts and removals never overflow, so the batch takes them on
+    its keys alone (churn_root_leaf, one a skipped step) and replays only the ``graphs``
+    map's operations; both maps (keys, nodes, shapes), the heap, peak, allocation calls,
+    time and allocator state end as exact mode's, before and after a backward through
+    the total."""
+    from sim.platform.btree import BTreeNodes
+    churned = []
+    churn = BTreeNodes.churn_root_leaf
+
+    def counted(tree, changes, start=0):
+        done = churn(tree, changes, start)
+        churned.append(done)
+        return done
+    monkeypatch.setattr(BTreeNodes, "churn_root_leaf", counted)
+    sim = _summed_loss_run("m2max-macos", 130, True, then_backward)
+    assert sum(churned) == sim.chain_applied > 100
+    exact = _summed_loss_run("m2max-macos", 130, False, then_backward)
+    assert _maps(sim) == _maps(exact)
+    assert _ends(sim) == _ends(exact)
+    assert sim.allocator.state() == exact.allocator.state()

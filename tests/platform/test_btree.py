@@ -244,3 +244,101 @@ def test_a_dropped_clone_frees_its_own_nodes_on_glibcs_arena():
     parked = {chunk for bin_ in arena.tcache.values() for chunk in bin_}
     assert parked == {copy} and root not in parked and not parked & made
     assert heap.live_blocks == tree.leaves + tree.internals
+
+
+class _ManyLog(_Log):
+    """:class:`_Log` that also takes runs of one size (remove_many, append_run)."""
+
+    def alloc_many(self, nbytes, count):
+        self.sizes.extend([nbytes] * count)
+
+    def free_many(self, nbytes, count):
+        self.sizes.extend([-nbytes] * count)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_a_root_leafs_churn_on_its_keys_equals_one_operation_at_a_time(seed):
+    """churn_root_leaf: inserts and removals (present and absent keys, shifted by
+    ``start``) on a map that is one root leaf give the keys, length, nodes and heap events
+    of the operations one at a time where the leaf never holds more than 11 keys; where
+    it would (a split), or the map is deeper, empty or holds closed-form runs, it changes
+    nothing and says so."""
+    rnd = random.Random(seed)
+    a, b = BTreeNodes(_ManyLog(), 192, 288), BTreeNodes(_ManyLog(), 192, 288)
+    n = rnd.choice([0, 1, 3, 5, 10, 11, 12, 30])
+    for k in rnd.sample(range(40), n):
+        a.insert(k)
+        b.insert(k)
+    if seed % 7 == 0:
+        a.remove_many(a.keys_in_order())    # an emptied map: its root leaf stays
+        b.remove_many(b.keys_in_order())
+    start = rnd.choice([0, 5, 100])
+    changes = [(rnd.random() < 0.5, rnd.randrange(-5, 45)) for _ in range(rnd.randrange(30))]
+    a.heap.sizes.clear()
+    b.heap.sizes.clear()
+    before = (b.keys_in_order(), b.length, shape(b.root) if b.root else None)
+    root_leaf = b.root is not None and b.root.edges is None
+    done = b.churn_root_leaf(changes, start)
+    for inserted, key in changes:
+        (a.insert if inserted else a.remove)(start + key)
+    one_leaf = a.leaves == 1 and a.internals == 0 and not a.heap.sizes
+    assert done == (root_leaf and one_leaf)
+    assert done or not root_leaf or a.heap.sizes    # refused: the leaf split
+    if done:
+        assert b.keys_in_order() == a.keys_in_order()
+        assert (b.length, b.leaves, b.internals) == (a.length, a.leaves, a.internals)
+        assert b.heap.sizes == a.heap.sizes == []
+        check_invariants(b)
+    else:
+        assert (b.keys_in_order(), b.length, shape(b.root) if b.root else None) == before
+        assert b.heap.sizes == []
+
+
+def test_a_root_leafs_churn_refuses_closed_form_runs_and_an_internal_root():
+    t = BTreeNodes(_ManyLog(), 192, 288)
+    t.append_run(0, 1, 3)
+    assert not t.churn_root_leaf([(True, 10)])
+    t = BTreeNodes(_ManyLog(), 192, 288)
+    for k in range(12):
+        t.insert(k)
+    assert not t.churn_root_leaf([(False, 3)])
+    assert BTreeNodes(_ManyLog(), 192, 288).churn_root_leaf([(True, 1)]) is False
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_insert_each_equals_inserts_one_at_a_time(seed):
+    """insert_each (a replayed run of inserts): the nodes, keys and heap events, in order,
+    of insert called for each key, for appends (splits at every level included), keys
+    inside the map, present keys, and a map holding closed-form runs."""
+    rnd = random.Random(seed)
+    a, b = BTreeNodes(_ManyLog(), 192, 288), BTreeNodes(_ManyLog(), 192, 288)
+    n = rnd.choice([0, 3, 11, 60, 500])
+    for k in range(0, 2 * n, 2):
+        a.insert(k)
+        b.insert(k)
+    if seed % 5 == 0:
+        a.append_run(2 * n, 1, 30)
+        b.append_run(2 * n, 1, 30)
+    for _ in range(8):
+        start = rnd.choice([0, 1, 2 * n + 40])
+        keys = ([start + i for i in range(rnd.randrange(1, 40))] if rnd.random() < 0.6
+                else [rnd.randrange(-5, 2 * n + 80) for _ in range(rnd.randrange(1, 12))])
+        for key in keys:
+            a.insert(key)
+        b.insert_each([k - 3 for k in keys], 3)
+        assert b.heap.sizes == a.heap.sizes
+        assert (b.leaves, b.internals, b.length) == (a.leaves, a.internals, a.length)
+        assert b.keys_in_order() == a.keys_in_order()
+    if a.root is not None and not a._runs:
+        assert shape(a.root) == shape(b.root)
+        check_invariants(b)
+
+
+def test_group_inserts_keeps_the_order_of_the_operations():
+    from sim.engine.fastforward.replay import group_inserts
+    ops = ((0, "insert", 0), (0, "insert", 1), (1, "insert", 0), (0, "remove", 1),
+           (0, "insert", 2), (1, "insert", 5), (1, "insert", 6), (1, "insert", 7),
+           (0, "remove_many", ()))
+    assert group_inserts(ops) == (
+        (0, "insert_each", (0, 1)), (1, "insert", 0), (0, "remove", 1), (0, "insert", 2),
+        (1, "insert_each", (5, 6, 7)), (0, "remove_many", ()))

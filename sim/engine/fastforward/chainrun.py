@@ -82,8 +82,8 @@ from ...platform.btree import TreeTap
 from ...platform.hashbrown import TableTap, buckets_for, capacity_of
 from .arenarun import ALLOC, FREE
 from ...platform.timing import PassesRecord
-from .replay import (relabel_emptied, relabel_rotating, relative_tree_ops, replay_tree_ops,
-                     rotating_graph)
+from .replay import (group_inserts, relabel_emptied, relabel_rotating, relative_tree_ops,
+                     replay_tree_ops, rotating_graph)
 from .keptchain import (advance_l2, build_members, build_replayed, compare_before,
                         defer_members, deferrable, kept_chain, on_arena,
                         kept_slots, l2_ready, l2_rotates, old_nodes, repoint_members)
@@ -384,6 +384,9 @@ class ChainEffect:
     #: what :func:`sim.engine.fastforward.keptchain.build_members` reads of each member,
     #: made on first use
     build_plan = None
+    #: how :func:`_replay_tree_ops` replays the BTreeMap operations (:func:`_tree_plan`),
+    #: made on first use
+    tree_plan = None
 
     def __init__(self, stride, registered, backwards, times, faults, origin, members,
                  rotating, tree_ops, sweeps, growth, state, tip_ids, graph, first_id):
@@ -1515,15 +1518,55 @@ def _replay_tree_ops(trees, effect, start, heap) -> None:
     """The BTreeMap operations of the iteration whose first id is ``start``, and the
     allocation calls of its orphan sweeps' clones of the map between them: one per node of
     the map as the operations before the clone left it (the clone's blocks are a
-    transient the closed forms do not place)."""
+    transient the closed forms do not place). A map that is one root leaf and holds the
+    iteration's keys without overflowing takes its inserts and removals on its keys alone
+    (:meth:`~sim.platform.btree.BTreeNodes.churn_root_leaf`: no node or heap event, so
+    the other map's operations stay in their order); the other map's are replayed."""
+    plan = effect.tree_plan
+    if plan is None:
+        plan = effect.tree_plan = _tree_plan(effect)
+    segments = plan[0]
+    for tree, changes, without in plan[1]:
+        if trees[tree].churn_root_leaf(changes, start):
+            segments = without
+            break
+    for ops, clone in segments:
+        replay_tree_ops(trees, ops, start)
+        if clone is not None:
+            heap.allocs += trees[clone].leaves + trees[clone].internals
+
+
+def _tree_plan(effect) -> tuple:
+    """How :func:`_replay_tree_ops` replays ``effect``'s BTreeMap operations: ``(segments,
+    churns)``; a segment is ``(operations, the map cloned after them or None)``, split at
+    the clones that allocate, each run of inserts into one map as one operation
+    (:func:`~sim.engine.fastforward.replay.group_inserts`); a churn ``(map, its
+    (inserted, key) pairs, the segments without its operations)`` for each map whose
+    operations are inserts and removals of single keys (its empty ``remove_many`` s
+    aside: they change nothing)."""
     ops = effect.tree_ops
-    done = 0
-    for at, tree, made in effect.clone_at:
-        replay_tree_ops(trees, ops[done:at], start)
-        done = at
-        if made:
-            heap.allocs += trees[tree].leaves + trees[tree].internals
-    replay_tree_ops(trees, ops[done:], start)
+
+    def split(keep):
+        segments, part, done = [], [], 0
+        for at, tree, made in effect.clone_at:
+            part.extend(op for op in ops[done:at] if keep(op))
+            done = at
+            if made:
+                segments.append((group_inserts(part), tree))
+                part = []
+        part.extend(op for op in ops[done:] if keep(op))
+        segments.append((group_inserts(part), None))
+        return tuple(segments)
+
+    churns = []
+    for tree in sorted({op[0] for op in ops}):
+        mine = [op for op in ops if op[0] == tree]
+        if any(kind == "remove_many" and key for _, kind, key in mine):
+            continue
+        changes = tuple((kind == "insert", key) for _, kind, key in mine
+                        if kind != "remove_many")
+        churns.append((tree, changes, split(lambda op, tree=tree: op[0] != tree)))
+    return split(lambda op: True), tuple(churns)
 
 
 def _rotating_ok(sim, effect, last) -> bool:

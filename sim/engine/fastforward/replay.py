@@ -9,8 +9,8 @@ objects and take the newest iteration's ids.
 
 from __future__ import annotations
 
-__all__ = ["relative_tree_ops", "replay_tree_ops", "rotating_graph", "relabel_rotating",
-           "relabel_emptied"]
+__all__ = ["group_inserts", "relative_tree_ops", "replay_tree_ops", "rotating_graph",
+           "relabel_rotating", "relabel_emptied"]
 
 
 def relative_tree_ops(ops, w0, prev_lo):
@@ -29,7 +29,8 @@ def relative_tree_ops(ops, w0, prev_lo):
 def replay_tree_ops(trees, ops, start) -> None:
     """The BTreeMap operations of an iteration (:func:`relative_tree_ops`) again, for the
     iteration whose first id is ``start``: the maps' nodes split and merge as in exact
-    mode."""
+    mode. An ``"insert_each"`` is a run of inserts into one map (its keys a tuple,
+    :func:`group_inserts`)."""
     removing = finger = None     # a run of removals from one map: found from the last
     for tree, kind, key in ops:
         if kind == "remove":
@@ -40,8 +41,26 @@ def replay_tree_ops(trees, ops, start) -> None:
         removing = None
         if kind == "insert":
             trees[tree].insert(start + key)
+        elif kind == "insert_each":
+            trees[tree].insert_each(key, start)
         else:
             trees[tree].remove_many([start + k for k in key])
+
+
+def group_inserts(ops) -> tuple:
+    """``ops`` (:func:`relative_tree_ops`) with each run of two or more inserts in a row
+    into one map as one ``(map, "insert_each", keys)``, which :func:`replay_tree_ops`
+    does as those inserts in turn."""
+    out = []
+    for op in ops:
+        if op[1] == "insert" and out and out[-1][0] == op[0] and out[-1][1] in (
+                "insert", "insert_each"):
+            tree, kind, key = out[-1]
+            keys = key if kind == "insert_each" else (key,)
+            out[-1] = (tree, "insert_each", keys + (op[2],))
+        else:
+            out.append(op)
+    return tuple(out)
 
 
 def rotating_graph(locator, g, ids) -> bool:
