@@ -102,12 +102,32 @@ def drop(tensor) -> None:
     """Drop a tensor handle now (Rust's ``drop(t)``); the object becomes unusable.
 
     What took the handle is kept for the error of a later use (:func:`_taker`), unless
-    this call holds the only reference to it (a temporary: ``drop(a + b)``; CPython's
-    count is then this frame's and ``getrefcount``'s own): such a handle dies on return,
-    nothing can use it again, and the stack walk is left out."""
-    if tensor.prim is not None and sys.getrefcount(tensor) > 2:
+    this call holds the only reference to it (a temporary: ``drop(a + b)``, counted as
+    :data:`_TEMPORARY_REFS`): such a handle dies on return, nothing can use it again, and
+    the stack walk is left out."""
+    if tensor.prim is not None and sys.getrefcount(tensor) != _TEMPORARY_REFS:
         tensor.taken = _taker("dropped")
     tensor._release()
+
+
+def _refs_seen(obj) -> int:
+    """What ``getrefcount`` reports in a function of :func:`drop`'s shape."""
+    return sys.getrefcount(obj)
+
+
+def _refs_of_a_temporary():
+    """:func:`_refs_seen` of an object only the call holds (CPython 3.11-3.13: 2, the
+    callee's local and ``getrefcount``'s argument), or None if the interpreter reports the
+    same for a named object (3.14 may borrow the caller's reference on its stack), where a
+    count cannot tell a temporary."""
+    named = object()
+    temporary = _refs_seen(object())
+    return temporary if _refs_seen(named) != temporary else None
+
+
+#: ``getrefcount`` of a handle in :func:`drop` when only the call holds it (None: never
+#: told apart, every drop keeps what took the handle)
+_TEMPORARY_REFS = _refs_of_a_temporary()
 
 
 
