@@ -53,8 +53,9 @@ class Device:
         self.checkpointing = checkpointing
         #: the inner backend (:class:`sim.burn.backend.Backend`), one per kind and simulation
         self.backend = sim.backend(kind)
-        #: bytes of the boxed inner device a read of an autodiff tensor's ``device()`` makes
-        #: on a backend whose handles have strides (burn-flex), else 0 (:func:`_check_devices`)
+        #: bytes of the boxed inner device a clone of this autodiff device makes on a backend
+        #: whose handles have strides (burn-flex), else 0: a read of a tensor's ``device()``
+        #: (:func:`_check_devices`), a creation's options (:meth:`Tensor.zeros`)
         self.device_box = (sim.layout.device_box_bytes
                            if is_autodiff and self.backend.handle_stride_bytes else 0)
 
@@ -327,8 +328,7 @@ class Tensor:
         # burn-tensor's from_data: its TensorCreationOptions clone the device (an autodiff
         # device's boxed inner device), dropped once the tensor is built; burn-flex's
         # from_data builds the new FlexTensor's strides before its Arc<Bytes>
-        flex = backend.handle_stride_bytes > 0
-        device_box = device.sim.layout.device_box_bytes if flex and device.is_autodiff else 0
+        device_box = device.device_box
         prim = backend.alloc(shape, created=True, device_box=device_box,
                              options_first=options_first)
         tensor = cls(device, shape, prim)
