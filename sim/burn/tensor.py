@@ -53,8 +53,9 @@ class Device:
         self.checkpointing = checkpointing
         #: the inner backend (:class:`sim.burn.backend.Backend`), one per kind and simulation
         self.backend = sim.backend(kind)
-        #: bytes of the boxed inner device a read of an autodiff tensor's ``device()`` makes
-        #: on a backend whose handles have strides (burn-flex), else 0 (:func:`_check_devices`)
+        #: bytes of the boxed inner device a clone of this autodiff device makes on a backend
+        #: whose handles have strides (burn-flex), else 0: a read of a tensor's ``device()``
+        #: (:func:`_check_devices`), a creation's options (:meth:`Tensor.zeros`)
         self.device_box = (sim.layout.device_box_bytes
                            if is_autodiff and self.backend.handle_stride_bytes else 0)
 
@@ -102,12 +103,32 @@ def drop(tensor) -> None:
     """Drop a tensor handle now (Rust's ``drop(t)``); the object becomes unusable.
 
     What took the handle is kept for the error of a later use (:func:`_taker`), unless
-    this call holds the only reference to it (a temporary: ``drop(a + b)``; CPython's
-    count is then this frame's and ``getrefcount``'s own): such a handle dies on return,
-    nothing can use it again, and the stack walk is left out."""
-    if tensor.prim is not None and sys.getrefcount(tensor) > 2:
+    this call holds the only reference to it (a temporary: ``drop(a + b)``, counted as
+    :data:`_TEMPORARY_REFS`): such a handle dies on return, nothing can use it again, and
+    the stack walk is left out."""
+    if tensor.prim is not None and sys.getrefcount(tensor) != _TEMPORARY_REFS:
         tensor.taken = _taker("dropped")
     tensor._release()
+
+
+def _refs_seen(obj) -> int:
+    """What ``getrefcount`` reports in a function of :func:`drop`'s shape."""
+    return sys.getrefcount(obj)
+
+
+def _refs_of_a_temporary():
+    """:func:`_refs_seen` of an object only the call holds (CPython 3.11-3.13: 2, the
+    callee's local and ``getrefcount``'s argument), or None if the interpreter reports the
+    same for a named object (3.14 may borrow the caller's reference on its stack), where a
+    count cannot tell a temporary."""
+    named = object()
+    temporary = _refs_seen(object())
+    return temporary if _refs_seen(named) != temporary else None
+
+
+#: ``getrefcount`` of a handle in :func:`drop` when only the call holds it (None: never
+#: told apart, every drop keeps what took the handle)
+_TEMPORARY_REFS = _refs_of_a_temporary()
 
 
 
@@ -307,8 +328,7 @@ class Tensor:
         # burn-tensor's from_data: its TensorCreationOptions clone the device (an autodiff
         # device's boxed inner device), dropped once the tensor is built; burn-flex's
         # from_data builds the new FlexTensor's strides before its Arc<Bytes>
-        flex = backend.handle_stride_bytes > 0
-        device_box = device.sim.layout.device_box_bytes if flex and device.is_autodiff else 0
+        device_box = device.device_box
         prim = backend.alloc(shape, created=True, device_box=device_box,
                              options_first=options_first)
         tensor = cls(device, shape, prim)

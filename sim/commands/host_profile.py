@@ -53,8 +53,8 @@ from ..engine.profile import load_profile, validate
 __all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "DERIVED", "TAPE_SHARE",
            "fold_text", "derive_text", "fit_points", "measure_tlb", "TLB_DIR", "source_table",
            "measure_parts", "PARTS_DIR", "PARTS_RUNS", "measure_trim", "TRIM_DIR", "TRIM_RUNS",
-           "SETTLED", "MAX_PASSES", "GEMM_OVERLAP", "UPPER_BOUNDS", "measure_leak",
-           "LEAK_FILE", "measure_named", "NAMED_VARIANTS", "WAKE_FILE"]
+           "SETTLED", "MAX_PASSES", "GEMM_OVERLAP", "UPPER_BOUNDS", "LEAK_FILE",
+           "measure_named", "NAMED_VARIANTS", "WAKE_FILE"]
 
 #: the time parameters ``sim host-profile`` fits, in stages, each parameter on the quick-probe
 #: points that isolate it (selectors of ``sim calibrate --points``; x values are the
@@ -102,7 +102,7 @@ FIT_PLAN = (
     # nothing; the clock read cancels), before the stages whose windows follow reports
     (("time.report_wake_ns", [f"{_MECH}/report-wake/report-minus-bare/5/ns_per_op"]),),
     # a new heap page's first writes beyond its fault (mechanism-cost leak-replay, run by
-    # :func:`measure_leak`: op-cost's untracked add and tracked mul_scalar, their blocks
+    # :func:`measure_named`: op-cost's untracked add and tracked mul_scalar, their blocks
     # replayed kept against freed, less the kept pages' faults), before the stages whose
     # ops grow the heap (an autodiff op's leak: register_ns is fitted with it charged)
     (("time.heap_page_write_ns", [f"{_MECH}/leak-replay/{case}-beyond-faults/2000/ns_per_op"
@@ -886,11 +886,6 @@ def measure_named(directory, variant, cpu_time=False, echo=_echo) -> bool:
     atomic_write(directory / name, text)
     echo(f"      mechanism-cost {variant} -> {directory / name}")
     return True
-
-
-def measure_leak(directory, cpu_time=False, echo=_echo) -> bool:
-    """:func:`measure_named` of ``leak-replay`` (``heap_page_write_ns``)."""
-    return measure_named(directory, "leak-replay", cpu_time, echo)
 
 
 #: the subdirectory of the measured dir that holds mechanism-cost heap-refault's rows

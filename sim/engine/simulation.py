@@ -860,7 +860,7 @@ def _bad_yield(generator, event) -> str:
 
 
 class _WallBudget:
-    """The time budget of a run in the main thread, as an alarm (SIGALRM) at its end.
+    """The time budget of a run, as an alarm at its end (SIGALRM in the main thread).
 
     The budget checks of :meth:`Simulation._check_limits` run at every yield and every
     4096 registrations; a workload that loops in its own Python code reaches neither.
@@ -870,10 +870,10 @@ class _WallBudget:
     and rings again 50 ms later, raising wherever it lands, a finalizer aside (an
     error raised in a ``__del__`` is lost), once the run is :data:`GRACE_S` past its
     budget. Outside the main thread (a dask worker runs cells in its threads; a signal
-    reaches the main thread only) a :class:`_ThreadAlarm` does the same. No alarm if one
-    is set already, or for a budget past :data:`LONGEST_S` (``--timeout inf``: an
-    interval timer cannot hold it, and no run reaches it); there the checks alone keep
-    the budget.
+    reaches the main thread only) a :class:`_ThreadAlarm` does the same. No alarm in the
+    main thread if one is set already, nor for a budget past :data:`LONGEST_S`
+    (``--timeout inf``: an interval timer cannot hold it, and no run reaches it); there
+    the checks alone keep the budget.
     """
 
     GRACE_S = 0.5
@@ -937,13 +937,17 @@ class _TimeUp(BaseException):
 class _ThreadAlarm:
     """The alarm of :class:`_WallBudget` for a run outside the main thread: a timer thread
     that, ``seconds`` after it starts, marks the run over time and then, every
-    :data:`_WallBudget.RETRY_S` until :meth:`stop`, raises :class:`_TimeUp` in the run's
-    thread where :meth:`_WallBudget.may_raise` lets it (``PyThreadState_SetAsyncExc``:
-    at that thread's next bytecode boundary). :meth:`stop`, from the run's thread, ends it
-    and takes back an error sent and not yet raised."""
+    :data:`_WallBudget.RETRY_S`, looks where the run's thread is until
+    :meth:`_WallBudget.may_raise` lets it raise :class:`_TimeUp` there, once, as the
+    signal's alarm raises once (``PyThreadState_SetAsyncExc``: that thread waits for the
+    interpreter lock at that bytecode boundary and raises it when it takes the lock back;
+    a second error could land in the handler of the first, in :meth:`Simulation.run`).
+    :meth:`stop`, from the run's thread, ends it and takes back an error sent and not yet
+    raised."""
 
     def __init__(self, budget, seconds):
-        import threading
+        import ctypes   # noqa: F401 -- loaded here: an import in the timer could let the
+        import threading    # run's thread move on between the look and the raise
         self.budget = budget
         self.target = threading.get_ident()
         self.lock = threading.Lock()
@@ -963,6 +967,7 @@ class _ThreadAlarm:
                     return
                 if frame is not None and budget.may_raise(frame):
                     _raise_in(self.target, _TimeUp)
+                    return
             del frame
             if self.stopped.wait(budget.RETRY_S):
                 return

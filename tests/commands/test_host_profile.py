@@ -375,53 +375,36 @@ def test_report_wake_ns_is_fitted_on_report_wake_after_the_clock_read():
         assert stages == [[("time.report_wake_ns", [WAKE_POINT])]], run
 
 
-def test_measure_named_runs_report_wake_and_writes_its_rows_or_nothing(tmp_path, monkeypatch):
-    """report-wake, like leak-replay, runs only when named: host-profile runs it into its own
-    CSV beside the quick probes' (marked quick, on the clock asked for), or writes nothing
-    and keeps the base's report_wake_ns where the build does not have it."""
+@pytest.mark.parametrize("variant", ["leak-replay", "report-wake"])
+def test_measure_named_runs_the_variant_and_writes_its_rows_or_nothing(tmp_path, monkeypatch,
+                                                                       variant):
+    """leak-replay and report-wake are not among `sim measure --quick`'s variants (the probe
+    runs them only when named): host-profile runs each into its own CSV beside the quick
+    probes' (marked quick, on the clock asked for), or writes nothing and keeps the base's
+    value of its parameter where the build does not have it."""
     from sim.commands import measure
-    from sim.commands.host_profile import NAMED_VARIANTS, WAKE_FILE, measure_named
-    assert NAMED_VARIANTS["report-wake"] == (WAKE_FILE, "report-minus-bare", "report_wake_ns")
+    from sim.commands.host_profile import LEAK_FILE, NAMED_VARIANTS, WAKE_FILE, measure_named
+    assert NAMED_VARIANTS == {
+        "leak-replay": (LEAK_FILE, "beyond-faults", "heap_page_write_ns"),
+        "report-wake": (WAKE_FILE, "report-minus-bare", "report_wake_ns")}
+    name, marker, param = NAMED_VARIANTS[variant]
     binary = tmp_path / "burn-probes"
     monkeypatch.setattr(measure, "binary_path", lambda gpu=False: binary)
     said = []
+    # a probe that writes its arguments and clock as a row of the variant's to --out
     binary.write_text("#!/bin/sh\nfor a; do out=$a; done\n"
-                      "echo \"report-minus-bare $* cpu=$PROBE_CPU_TIME\" > \"$out\"\n")
+                      f"echo \"{marker} $* cpu=$PROBE_CPU_TIME\" > \"$out\"\n")
     binary.chmod(0o755)
-    assert measure_named(tmp_path / "m", "report-wake", cpu_time=True, echo=said.append)
-    text = (tmp_path / "m" / WAKE_FILE).read_text()
-    assert "mechanism-cost --quick --variant report-wake --out" in text and "cpu=1" in text
-    assert said[-1].endswith(f"mechanism-cost report-wake -> {tmp_path / 'm' / WAKE_FILE}")
-    binary.write_text("#!/bin/sh\necho 'unknown variant report-wake' >&2\nexit 101\n")
-    assert not measure_named(tmp_path / "none", "report-wake", echo=said.append)
-    assert not (tmp_path / "none").exists()
-    assert said[-1].endswith("exit 101: unknown variant report-wake): the base's "
-                             "report_wake_ns kept")
-
-
-def test_measure_leak_runs_the_named_variant_and_writes_its_rows_or_nothing(tmp_path,
-                                                                            monkeypatch):
-    """leak-replay is not one of `sim measure --quick`'s variants (the probe runs it only
-    when named): host-profile runs it beside the quick probes' CSVs, with the clock asked
-    for, or writes nothing where the build does not have it."""
-    from sim.commands import measure
-    from sim.commands.host_profile import LEAK_FILE, measure_leak
-    binary = tmp_path / "burn-probes"
-    monkeypatch.setattr(measure, "binary_path", lambda gpu=False: binary)
-    said = []
-    # a probe that writes its arguments and clock as a beyond-faults row to --out
-    binary.write_text("#!/bin/sh\nfor a; do out=$a; done\n"
-                      "echo \"beyond-faults $* cpu=$PROBE_CPU_TIME\" > \"$out\"\n")
-    binary.chmod(0o755)
-    assert measure_leak(tmp_path / "m", cpu_time=True, echo=said.append)
-    text = (tmp_path / "m" / LEAK_FILE).read_text()
+    assert measure_named(tmp_path / "m", variant, cpu_time=True, echo=said.append)
+    text = (tmp_path / "m" / name).read_text()
     # marked quick, as the quick run's mechanism-cost rows it is read with (a workload's rows
     # may not mix quick and full runs)
-    assert "mechanism-cost --quick --variant leak-replay --out" in text and "cpu=1" in text
-    binary.write_text("#!/bin/sh\necho 'unknown variant leak-replay' >&2\nexit 101\n")
-    assert not measure_leak(tmp_path / "none", echo=said.append)
+    assert f"mechanism-cost --quick --variant {variant} --out" in text and "cpu=1" in text
+    assert said[-1].endswith(f"mechanism-cost {variant} -> {tmp_path / 'm' / name}")
+    binary.write_text(f"#!/bin/sh\necho 'unknown variant {variant}' >&2\nexit 101\n")
+    assert not measure_named(tmp_path / "none", variant, echo=said.append)
     assert not (tmp_path / "none").exists()
-    assert "exit 101: unknown variant leak-replay" in said[-1]
+    assert said[-1].endswith(f"exit 101: unknown variant {variant}): the base's {param} kept")
 
 
 def test_the_fit_plan_on_a_run_with_some_probes_only():

@@ -562,3 +562,31 @@ def test_a_budget_writes_nothing_beside_a_device_or_fifo_out(tmp_path, capsys):
     assert_one_error(code, lines, "budget")
     assert "partial" not in lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["over.py", "rows.fifo"]
+
+
+def test_the_thread_alarm_raises_once_as_the_signal_alarm_does(monkeypatch):
+    """A second error sent after the first landed could land in the first's handler in
+    :meth:`Simulation.run` and leave the run as a bare ``_TimeUp``: the timer raises once
+    (as the SIGALRM alarm does), and a run whose workload swallowed it is stopped by the
+    next budget check, the run marked over time."""
+    import threading
+    import types
+
+    from sim.engine import simulation
+
+    sent = []
+    three = threading.Event()
+
+    def record(thread_id, exc_class):
+        sent.append(exc_class)
+        if len(sent) >= 3:
+            three.set()
+
+    monkeypatch.setattr(simulation, "_raise_in", record)
+    sim = types.SimpleNamespace(_over_time=False)
+    budget = types.SimpleNamespace(sim=sim, RETRY_S=0.001, may_raise=lambda frame: True)
+    alarm = simulation._ThreadAlarm(budget, 0.0)
+    three.wait(0.2)          # the old timer sent again every RETRY_S: three in 2 ms
+    alarm.stop()
+    assert sent[0] is simulation._TimeUp and sim._over_time
+    assert sent[1:] == [None]     # stop() takes back one not yet raised, and no other
