@@ -1,5 +1,7 @@
 """Helpers shared by the seed workloads (not a workload itself)."""
 
+import heapq
+
 from sim.platform.vec import RustVec
 from sim.burn.tensor import Tensor
 
@@ -207,3 +209,19 @@ class ProbeSink:
         self.rows.push_each(1)
         if digits is not None:
             heap.free(max(8, len(text)), temp)   # row_inner's parameter, after the push
+
+
+def event_steps(last, *periods):
+    """The steps up to ``last`` at which a probe does something (reports, validates):
+    every multiple of each period, and ``last`` itself, ascending, each once. Made as the
+    loop reaches them, so a run of 10**30 steps starts at once and its time budget stops
+    it (a set of the steps was built in one call no alarm interrupts).
+
+    >>> list(event_steps(10, 4, 6)), list(event_steps(3, 5))
+    ([4, 6, 8, 10], [3])
+    """
+    previous = None
+    for step in heapq.merge(*(range(p, last + 1, p) for p in periods), (last,)):
+        if step != previous:
+            yield step
+            previous = step

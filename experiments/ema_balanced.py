@@ -13,7 +13,7 @@ from sim.burn.nn import Linear
 from sim.burn.optim import GradientsParams, Sgd
 from sim.burn.tensor import Tensor
 
-from common import rss_bytes_paged
+from common import event_steps, rss_bytes_paged
 
 EXPERIMENT = "ema-balanced"
 X_UNITS = {"ema-balanced": "step"}
@@ -55,7 +55,7 @@ def run(sim, variant, steps, report_every, batch, features, checkpointing, repor
 
     last_t, last_step = sim.now_ns, 0
     if report_steps is None:
-        report_steps = sorted(set(range(report_every, steps + 1, report_every)) | {steps})
+        report_steps = event_steps(steps, report_every)
     for step in report_steps:
         state["base"] = last_step
         sim.repeat(step - last_step, train_step)

@@ -11,7 +11,7 @@ forwards: GPU pool bytes in use and host heap growth since the group's start.
 from sim.burn.nn import Mlp
 from sim.burn.tensor import Tensor
 
-from common import ProbeSink, pit_groups, rss_bytes_paged
+from common import ProbeSink, event_steps, pit_groups, rss_bytes_paged
 
 EXPERIMENT = "pit-infer"
 X_UNITS = {"pit-infer": "forwards"}
@@ -102,7 +102,7 @@ def run(sim, variant, forwards, report_every, batch, features, device="metal", s
             y.sum().into_scalar()
             del y
 
-        for i in sorted(set(range(report_every, forwards + 1, report_every)) | {forwards}):
+        for i in event_steps(forwards, report_every):
             # the forwards up to the next report: loop iterations (fast-forwarded when
             # identical)
             sim.repeat(i - last, forward)

@@ -15,7 +15,7 @@ from sim.burn.nn import Mlp
 from sim.burn.optim import GradientsParams, Sgd
 from sim.burn.tensor import Tensor
 
-from common import ProbeSink, rss_bytes_paged
+from common import ProbeSink, event_steps, rss_bytes_paged
 
 EXPERIMENT = "train-validate"
 X_UNITS = {"train-validate": {"train": "step", "generate": "samples"}}
@@ -99,9 +99,7 @@ def run(sim, variant, steps, validate_every, val_batches, samples, report_every,
 
     phase = "train"
     step = 0
-    events = sorted(set(range(validate_every, steps + 1, validate_every))
-                    | set(range(report_every, steps + 1, report_every)) | {steps})
-    for event in events:
+    for event in event_steps(steps, validate_every, report_every):
         # the training steps between two events are loop iterations: fast-forwarded when identical
         sim.repeat(event - step, train_step)
         step = event
@@ -120,7 +118,7 @@ def run(sim, variant, steps, validate_every, val_batches, samples, report_every,
     net, input_device = evaluator()
     z = Tensor.random((1, features), input_device)
     done = 0
-    for i in sorted(set(range(report_every, samples + 1, report_every)) | {samples}):
+    for i in event_steps(samples, report_every):
         # the samples up to the next report: loop iterations (fast-forwarded when identical)
         sim.repeat(i - done, lambda: net.forward(z.clone()).sum().into_scalar())
         done = i
