@@ -290,7 +290,12 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
             # a budget: the rows sampled before it are kept beside --out, never as it (not
             # beside a device or FIFO: --out /dev/null asks for nothing to be kept)
             rows += getattr(exc, "rows", [])
-            if out is None or not rows or output_target(out)[1]:
+            if out is None or output_target(out)[1]:
+                raise
+            if not rows:
+                if Path(f"{out}.partial").is_file():
+                    raise LimitExceeded(f"{exc}; no rows were sampled before it ({out}.partial "
+                                        f"is an earlier run's)") from None
                 raise
             atomic_write(f"{out}.partial", rows_text(rows))
             raise LimitExceeded(f"{exc}; the {len(rows)} rows sampled before it are in "

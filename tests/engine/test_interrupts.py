@@ -370,6 +370,37 @@ def test_a_complete_run_removes_the_partial_rows_of_an_earlier_stopped_one(tmp_p
     assert code == 0 and lines == [f"wrote 70 rows to {target}"]
 
 
+NOTHING_SAMPLED = """
+from sim.burn.tensor import Tensor
+
+def run(sim, variant):
+    a = Tensor.from_floats([1.0], sim.device("flex").autodiff())
+    while True:
+        b = a.clone() + a.clone()
+        yield sim.tick()
+"""
+
+
+def test_a_budget_with_no_rows_says_an_older_partial_is_not_its_own(tmp_path, capsys):
+    """A run stopped before it sampled anything writes no FILE.partial; an earlier stopped
+    run's FILE.partial stays (a stop leaves earlier results alone) and read as this run's
+    (session 59's list). The error line says whose it is; without one it says nothing of it."""
+    target = tmp_path / "rows.csv"
+    args = ["run", str(tmp_path / "none.py"), "--max-ops", "2000", "--out", str(target)]
+    (tmp_path / "none.py").write_text(NOTHING_SAMPLED)
+    code, _, lines = run_cli(args, capsys)
+    assert_one_error(code, lines, "budget")
+    assert "partial" not in lines[0] and not (tmp_path / "rows.csv.partial").exists()
+    (tmp_path / "over.py").write_text(SAMPLED_THEN_OVER)
+    run_cli(["run", str(tmp_path / "over.py"), "--max-ops", "2000", "--out", str(target)],
+            capsys)
+    before = (tmp_path / "rows.csv.partial").read_text()
+    code, _, lines = run_cli(args, capsys)
+    assert_one_error(code, lines, "budget", f"no rows were sampled before it ({target}.partial "
+                                            f"is an earlier run's)")
+    assert (tmp_path / "rows.csv.partial").read_text() == before and not target.exists()
+
+
 def test_a_budget_stopping_a_loop_at_its_jump_back_names_a_line_not_none():
     """`sim run grow.py --timeout 8` said `grow.py:None: time budget exceeded` once in
     two (walkthrough, session 58): the alarm landed on the loop's jump back, an
