@@ -8,7 +8,7 @@ import traceback
 from .errors import UserError
 
 __all__ = ["exec_user_file", "describe_raise", "where_raised", "exception_frames",
-           "raised_text", "message_text"]
+           "suspended_frames", "raised_text", "message_text"]
 
 
 def exec_user_file(path, prefix):
@@ -38,8 +38,23 @@ def exception_frames(exc) -> list:
     re-raises a process's exception as a copy whose cause is the original)."""
     frames, seen = [], exc
     while seen is not None:
-        frames[:0] = _frames(seen.__traceback__)
+        frames[:0] = _frames(seen.__traceback__) + getattr(seen, "suspended", [])
         seen = seen.__cause__
+    return frames
+
+
+def suspended_frames(generator) -> list:
+    """Where ``generator`` and each generator it delegates to (``yield from``) stand,
+    outermost first, as :class:`traceback.FrameSummary` s: an error raised between two
+    of its steps (a budget checked at a ``yield``) was raised at those lines. An
+    exception given them as its ``suspended`` attribute has them as its innermost
+    frames in :func:`exception_frames`."""
+    frames = []
+    while generator is not None and getattr(generator, "gi_frame", None) is not None:
+        frame = generator.gi_frame
+        frames.append(traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno,
+                                             frame.f_code.co_name, lookup_line=False))
+        generator = generator.gi_yieldfrom
     return frames
 
 

@@ -38,6 +38,7 @@ from ..platform.timing import Timing
 from .profile import mallopt
 from ..burn.graph.runs import NodeRun
 from ..errors import LimitExceeded, UserError, shown
+from ..userfile import suspended_frames
 from ..burn.tensor import Device, BurnPanic
 from ..burn.graph.traversal import TapeConsumed
 from .fastforward.repeat import repeat
@@ -586,7 +587,12 @@ class Simulation:
                 break
             # not on another exception: a budget check would replace an interrupt (or the
             # workload's own error) with its own message
-            self._check_limits()
+            try:
+                self._check_limits()
+            except LimitExceeded as exc:
+                # seen at the program's yield: the line that yielded names where it stopped
+                exc.suspended = suspended_frames(generator)
+                raise
             yield from self._flush(thread)
             if event is _FLUSH or event is None:
                 value = None

@@ -621,3 +621,16 @@ def test_the_thread_alarm_raises_once_as_the_signal_alarm_does(monkeypatch):
     alarm.stop()
     assert sent[0] is simulation._TimeUp and sim._over_time
     assert sent[1:] == [None]     # stop() takes back one not yet raised, and no other
+
+
+def test_a_memory_budget_seen_at_a_yield_names_the_workload_line(tmp_path, capsys):
+    """`sim run --max-nodes` stopped a workload at its `yield` (the budget is checked
+    between two steps of the program, and every 4,096 registrations inside them) with
+    no line of the workload in its error, where an op budget seen inside a step named
+    one (session 59's list): the error now names the line the program yielded at."""
+    path = tmp_path / "hold.py"
+    path.write_text(HOLDS_200_NODES)
+    code, _, lines = run_cli(["run", str(path), "--max-nodes", "50"], capsys)
+    yield_line = HOLDS_200_NODES.splitlines().index("        yield sim.tick()") + 1
+    assert_one_error(code, lines, f"{path}:{yield_line}: memory budget exceeded: more than "
+                                  f"50 live simulated nodes held individually")
