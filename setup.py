@@ -1,7 +1,9 @@
 """The compiled cost models: Cython builds ``sim/platform/ptmalloc.py`` (the glibc arena,
 with the field types of ``ptmalloc.pxd``) into the extension module
-``sim.platform._ptmalloc_c``, and ``sim/platform/heap.py`` (the heap every allocation and
-free goes through, with ``heap.pxd``) into ``sim.platform._heap_c``; each source adopts its
+``sim.platform._ptmalloc_c``, ``sim/platform/heap.py`` (the heap every allocation and
+free goes through, with ``heap.pxd``) into ``sim.platform._heap_c``, and likewise
+``btree.py`` (the locator's maps) into ``_btree_c`` and ``l2_cache.py`` (the L2 model) into
+``_l2_cache_c``, each with its ``.pxd``; each source adopts its
 extension's classes in place of its own when it was built from the same text (a copy of
 the source with its SHA-256 appended is what gets compiled). Everything else is in
 pyproject.toml."""
@@ -16,7 +18,9 @@ from setuptools.command.build_ext import build_ext
 
 #: source -> the extension module built from it
 SOURCES = {Path("sim/platform/ptmalloc.py"): "_ptmalloc_c",
-           Path("sim/platform/heap.py"): "_heap_c"}
+           Path("sim/platform/heap.py"): "_heap_c",
+           Path("sim/platform/btree.py"): "_btree_c",
+           Path("sim/platform/l2_cache.py"): "_l2_cache_c"}
 COPY = Path("build/cython-src/sim/platform")
 
 

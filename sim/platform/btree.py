@@ -29,6 +29,9 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+from .btree_node import TreeNode as _Node
+from .compiled import adopt_compiled
+
 __all__ = ["BTreeNodes", "TreeTap", "append_counts", "append_splits", "SPLIT_PERIOD"]
 
 CAPACITY = 11
@@ -102,14 +105,6 @@ def append_splits(fills, count) -> list:
         level += 1
     made.sort()
     return made
-
-
-class _Node:
-    __slots__ = ("keys", "edges")
-
-    def __init__(self, keys, edges=None):
-        self.keys = keys
-        self.edges = edges
 
 
 def _splitpoint(edge_idx):
@@ -846,3 +841,8 @@ class _Muted:
 
 
 _MUTED = _Muted()
+
+
+# the compiled build of this file (setup.py; the fields' types in its .pxd) in place of
+# its classes when built from this very text; SIM_PURE_BTREE=1 keeps the Python
+adopt_compiled(globals(), "sim.platform.btree", "_btree_c", "SIM_PURE_BTREE", "the B-tree maps")

@@ -1,6 +1,7 @@
 """The compiled builds of the cost models: ``setup.py`` has Cython build
-``sim/platform/ptmalloc.py`` into ``sim.platform._ptmalloc_c`` and ``sim/platform/heap.py``
-into ``sim.platform._heap_c``, each from a copy of the source with its SHA-256 appended;
+``sim/platform/ptmalloc.py`` into ``sim.platform._ptmalloc_c``, ``sim/platform/heap.py``
+into ``sim.platform._heap_c``, ``btree.py`` into ``_btree_c`` and ``l2_cache.py`` into
+``_l2_cache_c``, each from a copy of the source with its SHA-256 appended;
 :func:`adopt_compiled` is how each source puts its build's classes in place of its own.
 """
 

@@ -42,6 +42,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .compiled import adopt_compiled
+
 __all__ = ["Chunk", "L2Cache", "set_miss_fraction", "set_miss_fraction_array", "hierarchy_read_ns",
            "hierarchy_read_ns_array", "TlbMissCurve", "touched_pages", "sweep_tlb_point"]
 
@@ -381,3 +383,8 @@ def hierarchy_read_ns(nbytes, levels) -> float:
     """
     return sum(ns * set_miss_fraction(nbytes, capacity, ways)
                for capacity, ways, ns in levels if ns)
+
+
+# the compiled build of this file (setup.py; the fields' types in its .pxd) in place of
+# its classes and functions when built from this very text; SIM_PURE_L2=1 keeps the Python
+adopt_compiled(globals(), "sim.platform.l2_cache", "_l2_cache_c", "SIM_PURE_L2", "the L2 model")
