@@ -352,3 +352,67 @@ def test_an_order_or_tlbr_row_whose_ns_is_not_a_finite_time_is_one_error(ns, tmp
                                 f"lines4k,3072,10,1,30720,{ns}\n")
     with pytest.raises(UserError, match=r"a\.csv: ns must be a finite time"):
         read_tlbr_dir(tlbr, 3072, 5.0)
+
+
+def test_order_rows_of_two_layouts_give_each_its_curves_and_a_graph_reads_its_own(tmp_path,
+                                                                                 capsys):
+    from sim.engine.profile import ProfileError, load_profile
+    from sim.platform.timing import Timing
+    from sim.commands.sweep import tlb_curve_source
+    d = _probe_dir(tmp_path)
+    # layout a: 8 keys a page (512 B a key), misses only at 4,096 pages; layout b: the same
+    # keys 4 a page (1,024 B a key, a second file), missing from 2,048 pages on, dearer
+    _order_rows(d, lambda pages, frac: {1024: 0.0, 2048: 0.0, 4096: 3.5}[pages])
+    rows = ["pattern,pages,keys,frac,prefix,touched,table_pages,ns"]
+    for pages in (1024, 2048, 4096):
+        keys = 4 * pages
+        for frac in (0.25, 1.0):
+            prefix = int(frac * keys)
+            extra = {1024: 0.0, 2048: 1.4, 4096: 7.0}[pages]
+            rows += [f"order4k,{pages},{keys},{frac},{prefix},{pages},0,{1.0 + extra}",
+                     f"orderln,{pages},{keys},{frac},{prefix},{keys // 64},0,1.0"]
+    (d / "order" / "order-b.csv").write_text("\n".join(rows) + "\n")
+    text = _calibrated(tmp_path, d, capsys)
+    time = tomllib.loads(text)["time"]
+    # each layout its own curves, named by its key spacing (pages x 4096 / keys)
+    assert time["sweep_tlb_order_spacing"] == [512.0, 512.0, 1024.0, 1024.0]
+    assert time["sweep_tlb_order_miss"][:2] == [[0.0, 0.0, round(3.5 / 7.012, 3)]] * 2
+    assert time["sweep_tlb_order_miss"][2:] == [
+        [0.0, round(1.4 / 7.012, 3), round(7.0 / 7.012, 3)]] * 2
+    assert "read 2" in text and "TlbLayoutCurves" in text
+    profile = load_profile(str(tmp_path / "p.toml"))
+    caches = Timing.caches(type("P", (), profile.data["process"]))
+    timing = Timing(None, profile.data["time"], caches)
+    assert timing.tlb_source == "order" and timing.tlb_layouts.spacings == (512.0, 1024.0)
+    assert "2 key layouts (512, 1024 B a key)" in tlb_curve_source(profile)
+
+    def extra_ns(spacing, n=6000):
+        # one graph of n keys read whole once (no live key), its keys ``spacing`` B apart
+        return timing._sweep_reads([(1, 1, n, 0, 0, 1, 1, spacing)])[1] / n
+
+    def curve(spacing, n=6000):
+        # the same graph read off one layout's curves alone
+        one = dict(profile.data["time"])
+        keep = [i for i, s in enumerate(one["sweep_tlb_order_spacing"]) if s == spacing]
+        for key in ("sweep_tlb_order_reads", "sweep_tlb_order_reach", "sweep_tlb_order_miss"):
+            one[key] = [one[key][i] for i in keep]
+        one["sweep_tlb_order_spacing"] = []
+        t = Timing(None, one, caches)
+        return t._sweep_reads([(1, 1, n, 0, 0, 1, 1, spacing)])[1] / n
+
+    # a graph at a measured spacing reads that layout's curves, the same as a profile of
+    # that layout alone; between them, linearly between the two; outside, the nearest
+    for s in (512.0, 1024.0):
+        assert extra_ns(s) == pytest.approx(curve(s))
+    a, b = timing.tlb_layouts.curves
+    w = (768.0 - 512.0) / 512.0
+    half = Timing(None, profile.data["time"], caches)
+    assert half.tlb_layouts.at(768.0)(1.2, 4.0) == pytest.approx(
+        (1 - w) * a(1.2, 4.0) + w * b(1.2, 4.0))
+    assert timing.tlb_layouts.at(300.0) is a and timing.tlb_layouts.at(2000.0) is b
+    # a spacing list that does not name each curve's layout is refused
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("sweep_tlb_order_spacing = [512.0, 512.0, 1024.0, 1024.0]",
+                                "sweep_tlb_order_spacing = [1024.0, 1024.0, 512.0, 512.0]"))
+    with pytest.raises(ProfileError, match="sweep_tlb_order_spacing"):
+        load_profile(str(bad))
