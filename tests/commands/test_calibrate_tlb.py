@@ -14,6 +14,7 @@ from sim.errors import UserError
 ROOT = paths.ROOT
 MEASURED = ROOT / "experiments" / "measured" / "linux-x86_64" / "sweep-levels"
 MEASURED_S54 = MEASURED / "s54"
+MEASURED_S60 = ROOT / "experiments" / "measured" / "amd-epyc-zen4-sweep-order-s60" / "tlb"
 
 
 def _probe_dir(tmp_path, cpuid="cpuid 0x80000006: L2 DTLB 4K 2048 entries, associativity code 8",
@@ -49,7 +50,7 @@ def test_the_committed_measurement_gives_the_profiles_values():
     tlb = read_tlb_dir(MEASURED_S54)
     assert (tlb["entries"], tlb["ways"], round(tlb["ns"], 3)) == (3072, 8, 5.707)
     curves = read_tlbr_dir(MEASURED_S54 / "tlbr", 3072, 5.707)
-    for name in ("amd-epyc-zen4", "amd-epyc-zen4-long"):
+    for name in ("amd-epyc-zen4",):
         data = tomllib.loads((ROOT / "models" / f"{name}.toml").read_text())
         assert data["process"]["dtlb_entries"] == 3072 and data["process"]["dtlb_ways"] == 8
         assert data["time"]["sweep_tlb_read_ns"] == 5.707
@@ -69,6 +70,29 @@ def test_the_committed_measurement_gives_the_profiles_values():
     # the far-apart pages of session 51 (fill 0.005) are not among the rows curves take
     old = read_tlbr_dir(MEASURED / "tlbr", 3072, 6.124)
     assert all("0.005" not in path.name for path in old["files"])
+
+
+def test_the_session_60_holds_give_amd_epyc_zen4_long_its_values():
+    from sim.analysis.tlb import read_order_dir
+    # thirteen holds over 53 minutes (tlb, tlbr and order rows of both runs' layouts):
+    # amd-epyc-zen4-long's TLB values, its sweep-order curves one set per layout
+    tlb = read_tlb_dir(MEASURED_S60)
+    assert (tlb["entries"], tlb["ways"], round(tlb["ns"], 3)) == (3072, 8, 5.945)
+    curves = read_tlbr_dir(MEASURED_S60 / "tlbr", 3072, 5.945)
+    order = read_order_dir(MEASURED_S60 / "order", 3072, 5.945)
+    assert len(order["files"]) == 26
+    assert sorted(set(order["spacing"])) == [423.0, 547.1]
+    time = tomllib.loads((ROOT / "models" / "amd-epyc-zen4-long.toml").read_text())["time"]
+    assert time["sweep_tlb_read_ns"] == 5.945
+    assert time["sweep_tlb_miss_reads"] == curves["reads"] == [1.0, 2.0, 3.0, 4.0, 6.0, 8.0]
+    assert time["sweep_tlb_miss"] == curves["miss"]
+    for key in ("reads", "reach", "miss", "spacing"):
+        assert time[f"sweep_tlb_order_{key}"] == order[key]
+    # in each layout's curve of the whole chain (the live key last in the hash order) the
+    # reads miss more at ema-balanced's spacing than at p10-ema's, past ~0.9 of the reach
+    p10, eb = (order["miss"][i] for i, s in enumerate(order["spacing"])
+               if i + 1 == len(order["spacing"]) or order["spacing"][i + 1] != s)
+    assert eb[-1] > p10[-1] > 0.1
 
 
 def test_runs_appended_to_the_tlb_rows_enter_as_their_mean(tmp_path):
@@ -246,7 +270,8 @@ def test_a_profile_without_the_sweep_order_rows_keeps_the_random_order_curve(tmp
     caches = Timing.caches(type("P", (), profile.data["process"]))
     assert Timing(None, profile.data["time"], caches).tlb_source == "random"
     assert "random-order" in tlb_curve_source(profile)
-    assert "random-order" in tlb_curve_source(load_profile("amd-epyc-zen4-long"))
+    assert "2 key layouts (423, 547.1 B a key)" in tlb_curve_source(
+        load_profile("amd-epyc-zen4-long"))
     assert tlb_curve_source(load_profile("m2max-macos")) is None
     # calibrate --tlb without order/ rows adds the keys, empty, and says why
     d = _probe_dir(tmp_path)
