@@ -35,7 +35,10 @@ bucket order up to the live key at a share ``f`` of it, once per locator entry
 same kind, one per ``f``, each point where the sweep's model reads its curve for that pass
 (:func:`sim.platform.l2_cache.sweep_tlb_point`: the pages read over the TLB's entries, the
 reads per page, from the chain's keys, pages, table and the keys read), the fraction of reads
-that miss ``(order4k - orderln) / ns``, the mean over the runs. No fit.
+that miss ``(order4k - orderln) / ns``, the mean over the runs. No fit. Where the directory
+holds the rows of several layouts (each file one layout, named by its keys' spacing,
+:func:`layout_spacing`), each layout gives its own curves and ``spacing`` names the layout of
+each (``[time] sweep_tlb_order_spacing``; :class:`sim.platform.l2_cache.TlbLayoutCurves`).
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ from .data import probe_csv_rows
 from ..platform.l2_cache import sweep_tlb_point
 
 __all__ = ["AMD_WAYS", "MIN_FILL", "parse_cpuid_line", "tlb_read_cost", "read_tlb_dir",
-           "tlbr_curves", "read_tlbr_dir", "order_curves", "read_order_dir"]
+           "tlbr_curves", "read_tlbr_dir", "order_curves", "read_order_dir",
+           "layout_spacing"]
 
 #: AMD's associativity codes of cpuid 0x80000006's TLB fields (AMD64 APM vol. 3, CPUID
 #: Fn8000_0006, the L2 TLB associativity encoding); 0xF (fully associative) as 0
@@ -205,10 +209,16 @@ def _csv_rows(directory, columns, check):
     expected (:func:`sim.analysis.data.probe_csv_rows`)."""
     rows, files = [], []
     for path in sorted(Path(directory).glob("*.csv")):
+        got = []
         for _, row, counts in probe_csv_rows(path, columns, lambda row: check(row, path)):
-            rows.append(row)
+            got.append(row)
             if counts and path not in files:
                 files.append(path)
+        if got and "keys" in got[0] and "frac" in got[0]:
+            spacing = layout_spacing(got)   # an ``order`` file: the layout its rows read
+            for row in got:
+                row["_layout"] = spacing
+        rows += got
     return rows, files
 
 
@@ -302,7 +312,29 @@ def read_order_dir(directory, entries, ns) -> dict:
 
     rows, files = _csv_rows(directory, "pattern,pages,keys,frac,prefix,touched,table_pages,ns",
                             check)
-    reads, reach, miss = order_curves(rows, entries, ns)
-    if not reads:
+    layouts = {}
+    for row in rows:
+        layouts.setdefault(row["_layout"], []).append(row)
+    out = {"reads": [], "reach": [], "miss": [], "spacing": [], "files": files}
+    for spacing in sorted(layouts):
+        reads, reach, miss = order_curves(layouts[spacing], entries, ns)
+        out["reads"] += reads
+        out["reach"] += reach
+        out["miss"] += miss
+        out["spacing"] += [spacing] * len(reads)
+    if not out["reads"]:
         raise UserError(f"{directory}: no order rows with both order4k and orderln")
-    return {"reads": reads, "reach": reach, "miss": miss, "files": files}
+    if len(layouts) == 1:
+        out["spacing"] = []                 # one layout: its curves, no spacing to choose by
+    return out
+
+
+def layout_spacing(rows) -> float:
+    """B of heap per key of the layout an ``order`` file's ``rows`` read: the pages over the
+    keys of its longest chain (the whole layout), to 0.1 B.
+
+    >>> layout_spacing([dict(pages="1024", keys="7573"), dict(pages="4274", keys="31996")])
+    547.1
+    """
+    longest = max(rows, key=lambda row: int(row["pages"]))
+    return round(int(longest["pages"]) * PAGE_BYTES / int(longest["keys"]), 1)

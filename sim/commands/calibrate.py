@@ -348,7 +348,8 @@ TLB_KEYS = (("process", "dtlb_entries", "entries"), ("process", "dtlb_ways", "wa
             ("time", "sweep_tlb_miss_reach", "reach"), ("time", "sweep_tlb_miss", "miss"),
             ("time", "sweep_tlb_order_reads", "order_reads"),
             ("time", "sweep_tlb_order_reach", "order_reach"),
-            ("time", "sweep_tlb_order_miss", "order_miss"))
+            ("time", "sweep_tlb_order_miss", "order_miss"),
+            ("time", "sweep_tlb_order_spacing", "order_spacing"))
 
 
 def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
@@ -387,7 +388,8 @@ def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
         "# ways; written by `sim calibrate --tlb`"])
     order = read_order_dir(Path(tlb_dir) / "order", values["entries"], values["ns"])
     values.update({"order_" + k: v for k, v in
-                   (order or {"reads": [], "reach": [], "miss": []}).items() if k != "files"})
+                   (order or {"reads": [], "reach": [], "miss": [], "spacing": []}).items()
+                   if k != "files"})
     order_note = ([
         "# The data TLB's miss curves in the orphan sweep's own order and key spacing (they",
         "# replace the curves above where measured): one per place of the live key in the hash",
@@ -402,6 +404,13 @@ def calibrate_tlb(base, tlb_dir, out=None, force=False, echo=print):
         "# The data TLB's miss curves in the orphan sweep's own order: none measured (no order/",
         f"# rows in {_relative(Path(tlb_dir))}): the sweep reads the random-order curves above;",
         "# written by `sim calibrate --tlb`"])
+    if order and order["spacing"]:
+        order_note += [
+            "# sweep_tlb_order_spacing: the key layout each curve was measured on, B of heap per",
+            "# key (its rows' longest chain: pages x 4096 / keys; the order/ rows read " +
+            f"{len(set(order['spacing']))}",
+            "# layouts): a graph reads the curves of the layouts around its own key spacing,",
+            "# linearly between them (sim.platform.l2_cache.TlbLayoutCurves)"]
     notes = {
         "order_reads": order_note,
         "entries": [

@@ -1018,8 +1018,12 @@ def tlb_curve_source(profile) -> str | None:
             and time.get("sweep_tlb_read_ns")):
         return None
     if time.get("sweep_tlb_order_reads"):
+        layouts = sorted(set(time.get("sweep_tlb_order_spacing") or []))
+        at = (f", on {len(layouts)} key layouts ("
+              + ", ".join(f"{s:g}" for s in layouts) + " B a key), each graph reading those "
+              "of its own key spacing" if len(layouts) > 1 else "")
         return ("the miss curve measured in the orphan sweep's own order and key spacing "
-                "(sweep-scan `order` rows, [time] sweep_tlb_order_*)")
+                f"(sweep-scan `order` rows, [time] sweep_tlb_order_*{at})")
     if time.get("sweep_tlb_miss_reads"):
         return ("the random-order miss curve (sweep-scan `tlbr` rows; the profile has no "
                 "sweep_tlb_order_* curve in the sweep's own order)")

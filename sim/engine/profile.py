@@ -51,7 +51,7 @@ STRS_BY_KEY = "table of lists of strings"
 #: TLB's miss curves in the sweep's own order, ``sim calibrate --tlb`` with `order` rows), and
 #: ``[calibration] quick_points`` (a record written before it was kept: not known)
 OPTIONAL_EMPTY = frozenset({"sweep_tlb_order_reads", "sweep_tlb_order_reach",
-                            "sweep_tlb_order_miss", "quick_points"})
+                            "sweep_tlb_order_miss", "sweep_tlb_order_spacing", "quick_points"})
 #: keys a profile may leave out, read as 0 (a profile written before the probe that measures
 #: them existed: the mechanism is not charged, as in a profile that has it at 0)
 OPTIONAL_ZERO = frozenset({"clock_read_ns", "report_wake_ns"})
@@ -163,6 +163,8 @@ SCHEMA = {
         "sweep_tlb_order_reads": FLOATS,   # the same in the orphan sweep's own order and key
         "sweep_tlb_order_reach": FLOAT_ROWS,  # spacing (sweep-scan `order` rows; optional:
         "sweep_tlb_order_miss": FLOAT_ROWS,   #   missing or empty, the curves above)
+        "sweep_tlb_order_spacing": FLOATS,  # the key layout (B per key) of each order curve,
+                                            #   where measured on several (optional)
         "pop_scan_group_ns": FLOAT,    # PopNodeSet::pop's scan for the first full bucket
         "process_warmup_ns": FLOAT,
         "page_fault_ns": FLOAT,        # per page (platform page size) made resident
@@ -511,6 +513,18 @@ def _check_rules(data, path) -> None:
     _check_tlb_curve(data["time"], path)
 
 
+def _ascending_by_layout(reads, time, name) -> bool:
+    """Whether ``reads`` ascend (each once) within each key layout of
+    ``sweep_tlb_order_spacing`` (the order curves, where given), else over the whole list."""
+    spacing = time.get("sweep_tlb_order_spacing", []) if name == "sweep_tlb_order_reads" else []
+    if not spacing or len(spacing) != len(reads):
+        return reads == sorted(set(reads))
+    blocks = {}
+    for s, r in zip(spacing, reads):
+        blocks.setdefault(s, []).append(r)
+    return all(b == sorted(set(b)) for b in blocks.values())
+
+
 def _check_tlb_curve(time, path) -> None:
     """The data TLB's miss curves, the random-order ones (``sweep_tlb_miss_*``) and those in
     the sweep's own order (``sweep_tlb_order_*``): one reach row and one miss row per reads
@@ -523,7 +537,7 @@ def _check_tlb_curve(time, path) -> None:
         bad = None
         if not (len(reads) == len(reach) == len(miss)):
             bad = f"one {x} and one {m} row per {r} value"
-        elif any(v < 1.0 for v in reads) or reads != sorted(set(reads)):
+        elif any(v < 1.0 for v in reads) or not _ascending_by_layout(reads, time, r):
             bad = f"{r} ascending, each at least 1"
         elif any(not xs or len(xs) != len(ys) or xs != sorted(set(xs))
                  for xs, ys in zip(reach, miss)):
@@ -532,3 +546,11 @@ def _check_tlb_curve(time, path) -> None:
             bad = f"{m} fractions at most 1"
         if bad:
             raise ProfileError(f"{path}: time.{r.rsplit('_', 1)[0]}*: expected {bad}")
+    spacing, reads = time.get("sweep_tlb_order_spacing", []), time.get("sweep_tlb_order_reads", [])
+    if spacing:
+        runs = [spacing[0]] + [s for a, s in zip(spacing, spacing[1:]) if s != a]
+        if (len(spacing) != len(reads) or any(s <= 0 for s in spacing)
+                or runs != sorted(set(runs))):
+            raise ProfileError(f"{path}: time.sweep_tlb_order_spacing: expected one positive "
+                               "key spacing per sweep_tlb_order_reads value, a layout's values "
+                               "one run, the layouts in ascending spacing")

@@ -45,7 +45,8 @@ import numpy as np
 from .compiled import adopt_compiled
 
 __all__ = ["Chunk", "L2Cache", "set_miss_fraction", "set_miss_fraction_array", "hierarchy_read_ns",
-           "hierarchy_read_ns_array", "TlbMissCurve", "touched_pages", "sweep_tlb_point"]
+           "hierarchy_read_ns_array", "TlbMissCurve", "TlbLayoutCurves", "touched_pages",
+           "sweep_tlb_point"]
 
 
 class Chunk:
@@ -308,6 +309,67 @@ class TlbMissCurve:
         return ((1.0 - w) * self._read(reach, *curves[j - 1])
                 + w * self._read(reach, *curves[j]))
 
+
+
+class TlbLayoutCurves:
+    """Miss curves of the data TLB measured on several key layouts, one
+    :class:`TlbMissCurve` per layout, each named by its keys' spacing (B of heap per key):
+    the layout's pages and where they lie change the misses at the same pages read (a
+    layout whose pages fill a small share of their span crowds some of the TLB's sets and
+    misses before its reach), which the pages read and reads per page alone do not say. A
+    working set whose keys are ``spacing`` B apart reads the curves of the two measured
+    spacings around it, linearly between them; the nearest outside them.
+
+    Examples
+    --------
+    >>> near = TlbMissCurve((1.0,), ((1.0, 2.0),), ((0.0, 0.2),))
+    >>> far = TlbMissCurve((1.0,), ((1.0, 2.0),), ((0.2, 0.6),))
+    >>> curves = TlbLayoutCurves((400.0, 600.0), (near, far))
+    >>> [round(curves.at(s)(2.0, 1.0), 3) for s in (300.0, 400.0, 500.0, 600.0, 900.0)]
+    [0.2, 0.2, 0.4, 0.6, 0.6]
+    """
+
+    __slots__ = ("spacings", "curves", "_at")
+
+    def __init__(self, spacings, curves):
+        if len(spacings) != len(curves) or not curves:
+            raise ValueError("one curve per key spacing")
+        if list(spacings) != sorted(set(spacings)):
+            raise ValueError("the key spacings ascending, each once")
+        self.spacings = tuple(float(s) for s in spacings)
+        self.curves = tuple(curves)
+        self._at = {}
+
+    def at(self, spacing):
+        """The miss curve (``curve(reach, reads_per_page)``) of keys ``spacing`` B apart."""
+        got = self._at.get(spacing)
+        if got is None:
+            s, c = self.spacings, self.curves
+            j = bisect.bisect_right(s, spacing)
+            if j == 0 or j == len(s):
+                got = c[0] if j == 0 else c[-1]
+            else:
+                w = (spacing - s[j - 1]) / (s[j] - s[j - 1])
+                lo, hi = c[j - 1], c[j]
+
+                def got(reach, reads_per_page=1.0, lo=lo, hi=hi, w=w):
+                    return (1.0 - w) * lo(reach, reads_per_page) + w * hi(reach, reads_per_page)
+            self._at[spacing] = got
+        return got
+
+    @classmethod
+    def from_rows(cls, spacing, reads, reach, miss):
+        """The curves of a profile's ``sweep_tlb_order_*`` keys: ``spacing`` names the layout
+        of each ``reads`` value (and its ``reach`` and ``miss`` rows), a layout's values one
+        run, in ascending spacing."""
+        blocks = {}
+        for s, r, x, m in zip(spacing, reads, reach, miss):
+            block = blocks.setdefault(float(s), ([], [], []))
+            block[0].append(r)
+            block[1].append(x)
+            block[2].append(m)
+        order = sorted(blocks)
+        return cls(order, [TlbMissCurve(*blocks[s]) for s in order])
 
 def touched_pages(k, n, spacing, page=4096) -> float:
     """Pages the reads of ``k`` of a graph's ``n`` keys touch (in hash order a random subset;

@@ -88,8 +88,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .l2_cache import (TlbMissCurve, hierarchy_read_ns, hierarchy_read_ns_array,
-                       tlb_read_ns, touched_pages)
+from .l2_cache import (TlbLayoutCurves, TlbMissCurve, hierarchy_read_ns,
+                       hierarchy_read_ns_array, tlb_read_ns, touched_pages)
 
 __all__ = ["Timing", "SweepRecord", "PassesRecord", "flops_and_bytes"]
 
@@ -189,6 +189,12 @@ class Timing:
             if self.tlb and p.get(keys[0]):
                 self.tlb_curve = TlbMissCurve(*(p[key] for key in keys))
                 self.tlb_source = source
+        #: the sweep-order curves of several key layouts (by key spacing), where the profile
+        #: has them (``sweep_tlb_order_spacing``): a graph reads those of its own spacing
+        self.tlb_layouts = None
+        if self.tlb_source == "order" and p.get(self.TLB_ORDER_SPACING_KEY):
+            self.tlb_layouts = TlbLayoutCurves.from_rows(
+                p[self.TLB_ORDER_SPACING_KEY], *(p[key] for key in self.TLB_ORDER_KEYS))
         self.compute_ns = 0.0
         self.bookkeeping_ns = 0.0
         self.cleanup_ns = 0.0
@@ -508,6 +514,9 @@ class Timing:
     #: the [time] keys of the miss curve measured in the sweep's own order and key spacing
     #: (the sweep-scan probe's `order` rows); where present it replaces the random-order one
     TLB_ORDER_KEYS = ("sweep_tlb_order_reads", "sweep_tlb_order_reach", "sweep_tlb_order_miss")
+    #: the [time] key naming the key layout (B of heap per key) of each sweep-order curve,
+    #: where they were measured on several (empty or missing: one layout, one curve set)
+    TLB_ORDER_SPACING_KEY = "sweep_tlb_order_spacing"
     #: B per page of the heap the keys sit in: glibc's brk heap and mmapped chunks are
     #: base pages (the allocator does not madvise huge pages; THP is ``madvise`` on the
     #: measured hosts)
@@ -649,7 +658,16 @@ class Timing:
         extra = 0.0
         if self.levels:
             extra += self._missed_ns(sets, self.levels, lines, hierarchy_read_ns)
-        if self.tlb:
+        if self.tlb and self.tlb_layouts is not None:
+            layouts = self.tlb_layouts
+
+            def read_ns(nbytes, levels, reads_at):
+                return tlb_read_ns(nbytes, levels, reads_at[0], layouts.at(reads_at[1]))
+
+            def reads_at(kind, k, n, table, spacing):
+                return reads_per_page(kind, k, n, table, spacing), spacing
+            extra += self._missed_ns(sets, self.tlb, pages, read_ns, reads_at)
+        elif self.tlb:
             curve = self.tlb_curve
 
             def read_ns(nbytes, levels, reads):

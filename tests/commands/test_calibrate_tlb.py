@@ -14,6 +14,7 @@ from sim.errors import UserError
 ROOT = paths.ROOT
 MEASURED = ROOT / "experiments" / "measured" / "linux-x86_64" / "sweep-levels"
 MEASURED_S54 = MEASURED / "s54"
+MEASURED_S60 = ROOT / "experiments" / "measured" / "amd-epyc-zen4-sweep-order-s60" / "tlb"
 
 
 def _probe_dir(tmp_path, cpuid="cpuid 0x80000006: L2 DTLB 4K 2048 entries, associativity code 8",
@@ -49,7 +50,7 @@ def test_the_committed_measurement_gives_the_profiles_values():
     tlb = read_tlb_dir(MEASURED_S54)
     assert (tlb["entries"], tlb["ways"], round(tlb["ns"], 3)) == (3072, 8, 5.707)
     curves = read_tlbr_dir(MEASURED_S54 / "tlbr", 3072, 5.707)
-    for name in ("amd-epyc-zen4", "amd-epyc-zen4-long"):
+    for name in ("amd-epyc-zen4",):
         data = tomllib.loads((ROOT / "models" / f"{name}.toml").read_text())
         assert data["process"]["dtlb_entries"] == 3072 and data["process"]["dtlb_ways"] == 8
         assert data["time"]["sweep_tlb_read_ns"] == 5.707
@@ -69,6 +70,29 @@ def test_the_committed_measurement_gives_the_profiles_values():
     # the far-apart pages of session 51 (fill 0.005) are not among the rows curves take
     old = read_tlbr_dir(MEASURED / "tlbr", 3072, 6.124)
     assert all("0.005" not in path.name for path in old["files"])
+
+
+def test_the_session_60_holds_give_amd_epyc_zen4_long_its_values():
+    from sim.analysis.tlb import read_order_dir
+    # thirteen holds over 53 minutes (tlb, tlbr and order rows of both runs' layouts):
+    # amd-epyc-zen4-long's TLB values, its sweep-order curves one set per layout
+    tlb = read_tlb_dir(MEASURED_S60)
+    assert (tlb["entries"], tlb["ways"], round(tlb["ns"], 3)) == (3072, 8, 5.945)
+    curves = read_tlbr_dir(MEASURED_S60 / "tlbr", 3072, 5.945)
+    order = read_order_dir(MEASURED_S60 / "order", 3072, 5.945)
+    assert len(order["files"]) == 26
+    assert sorted(set(order["spacing"])) == [423.0, 547.1]
+    time = tomllib.loads((ROOT / "models" / "amd-epyc-zen4-long.toml").read_text())["time"]
+    assert time["sweep_tlb_read_ns"] == 5.945
+    assert time["sweep_tlb_miss_reads"] == curves["reads"] == [1.0, 2.0, 3.0, 4.0, 6.0, 8.0]
+    assert time["sweep_tlb_miss"] == curves["miss"]
+    for key in ("reads", "reach", "miss", "spacing"):
+        assert time[f"sweep_tlb_order_{key}"] == order[key]
+    # in each layout's curve of the whole chain (the live key last in the hash order) the
+    # reads miss more at ema-balanced's spacing than at p10-ema's, past ~0.9 of the reach
+    p10, eb = (order["miss"][i] for i, s in enumerate(order["spacing"])
+               if i + 1 == len(order["spacing"]) or order["spacing"][i + 1] != s)
+    assert eb[-1] > p10[-1] > 0.1
 
 
 def test_runs_appended_to_the_tlb_rows_enter_as_their_mean(tmp_path):
@@ -246,7 +270,8 @@ def test_a_profile_without_the_sweep_order_rows_keeps_the_random_order_curve(tmp
     caches = Timing.caches(type("P", (), profile.data["process"]))
     assert Timing(None, profile.data["time"], caches).tlb_source == "random"
     assert "random-order" in tlb_curve_source(profile)
-    assert "random-order" in tlb_curve_source(load_profile("amd-epyc-zen4-long"))
+    assert "2 key layouts (423, 547.1 B a key)" in tlb_curve_source(
+        load_profile("amd-epyc-zen4-long"))
     assert tlb_curve_source(load_profile("m2max-macos")) is None
     # calibrate --tlb without order/ rows adds the keys, empty, and says why
     d = _probe_dir(tmp_path)
@@ -352,3 +377,67 @@ def test_an_order_or_tlbr_row_whose_ns_is_not_a_finite_time_is_one_error(ns, tmp
                                 f"lines4k,3072,10,1,30720,{ns}\n")
     with pytest.raises(UserError, match=r"a\.csv: ns must be a finite time"):
         read_tlbr_dir(tlbr, 3072, 5.0)
+
+
+def test_order_rows_of_two_layouts_give_each_its_curves_and_a_graph_reads_its_own(tmp_path,
+                                                                                 capsys):
+    from sim.engine.profile import ProfileError, load_profile
+    from sim.platform.timing import Timing
+    from sim.commands.sweep import tlb_curve_source
+    d = _probe_dir(tmp_path)
+    # layout a: 8 keys a page (512 B a key), misses only at 4,096 pages; layout b: the same
+    # keys 4 a page (1,024 B a key, a second file), missing from 2,048 pages on, dearer
+    _order_rows(d, lambda pages, frac: {1024: 0.0, 2048: 0.0, 4096: 3.5}[pages])
+    rows = ["pattern,pages,keys,frac,prefix,touched,table_pages,ns"]
+    for pages in (1024, 2048, 4096):
+        keys = 4 * pages
+        for frac in (0.25, 1.0):
+            prefix = int(frac * keys)
+            extra = {1024: 0.0, 2048: 1.4, 4096: 7.0}[pages]
+            rows += [f"order4k,{pages},{keys},{frac},{prefix},{pages},0,{1.0 + extra}",
+                     f"orderln,{pages},{keys},{frac},{prefix},{keys // 64},0,1.0"]
+    (d / "order" / "order-b.csv").write_text("\n".join(rows) + "\n")
+    text = _calibrated(tmp_path, d, capsys)
+    time = tomllib.loads(text)["time"]
+    # each layout its own curves, named by its key spacing (pages x 4096 / keys)
+    assert time["sweep_tlb_order_spacing"] == [512.0, 512.0, 1024.0, 1024.0]
+    assert time["sweep_tlb_order_miss"][:2] == [[0.0, 0.0, round(3.5 / 7.012, 3)]] * 2
+    assert time["sweep_tlb_order_miss"][2:] == [
+        [0.0, round(1.4 / 7.012, 3), round(7.0 / 7.012, 3)]] * 2
+    assert "read 2" in text and "TlbLayoutCurves" in text
+    profile = load_profile(str(tmp_path / "p.toml"))
+    caches = Timing.caches(type("P", (), profile.data["process"]))
+    timing = Timing(None, profile.data["time"], caches)
+    assert timing.tlb_source == "order" and timing.tlb_layouts.spacings == (512.0, 1024.0)
+    assert "2 key layouts (512, 1024 B a key)" in tlb_curve_source(profile)
+
+    def extra_ns(spacing, n=6000):
+        # one graph of n keys read whole once (no live key), its keys ``spacing`` B apart
+        return timing._sweep_reads([(1, 1, n, 0, 0, 1, 1, spacing)])[1] / n
+
+    def curve(spacing, n=6000):
+        # the same graph read off one layout's curves alone
+        one = dict(profile.data["time"])
+        keep = [i for i, s in enumerate(one["sweep_tlb_order_spacing"]) if s == spacing]
+        for key in ("sweep_tlb_order_reads", "sweep_tlb_order_reach", "sweep_tlb_order_miss"):
+            one[key] = [one[key][i] for i in keep]
+        one["sweep_tlb_order_spacing"] = []
+        t = Timing(None, one, caches)
+        return t._sweep_reads([(1, 1, n, 0, 0, 1, 1, spacing)])[1] / n
+
+    # a graph at a measured spacing reads that layout's curves, the same as a profile of
+    # that layout alone; between them, linearly between the two; outside, the nearest
+    for s in (512.0, 1024.0):
+        assert extra_ns(s) == pytest.approx(curve(s))
+    a, b = timing.tlb_layouts.curves
+    w = (768.0 - 512.0) / 512.0
+    half = Timing(None, profile.data["time"], caches)
+    assert half.tlb_layouts.at(768.0)(1.2, 4.0) == pytest.approx(
+        (1 - w) * a(1.2, 4.0) + w * b(1.2, 4.0))
+    assert timing.tlb_layouts.at(300.0) is a and timing.tlb_layouts.at(2000.0) is b
+    # a spacing list that does not name each curve's layout is refused
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("sweep_tlb_order_spacing = [512.0, 512.0, 1024.0, 1024.0]",
+                                "sweep_tlb_order_spacing = [1024.0, 1024.0, 512.0, 512.0]"))
+    with pytest.raises(ProfileError, match="sweep_tlb_order_spacing"):
+        load_profile(str(bad))

@@ -40,7 +40,8 @@ def test_the_terms_add_up_to_the_sweep_and_only_the_tlb_term_follows_the_key_spa
     for name in wide:
         if name != "data TLB misses":
             assert wide[name] == close[name]
-    # keys 548 B apart lie on ~30 % more pages: past the TLB's reach at step 8,000 they miss more
-    assert wide["data TLB misses"] > 2 * close["data TLB misses"] > 0
+    # keys 548 B apart lie on ~30 % more pages (and read the curves measured on that layout,
+    # session 60): past the TLB's reach at step 8,000 they miss more
+    assert wide["data TLB misses"] > 1.3 * close["data TLB misses"] > 0
     # the locator's per-entry work is a rounding error against the key reads
     assert wide["entries cloned"] + wide["entries visited"] < 0.001 * wide_sweep
