@@ -35,11 +35,12 @@ from sim.commands.bench import training_step
 from sim.engine.fastforward import arenatokens
 from sim.engine.profile import load_profile
 from sim.engine.simulation import Limits, Simulation
-from sim.platform.ptmalloc import chunk_size
 
 PART = ["own"]
-PERIODS = range(1, 9)
+PERIODS = list(range(1, 9))
 LOOSE = [True]
+UNFOLDED = []
+POINTS = [3]
 PASSES = ("walk", "unav", "useful")
 
 
@@ -54,82 +55,6 @@ def tag(owner, name, part):
         finally:
             PART[0] = outer
     setattr(owner, name, tagged)
-
-
-def _rank(live, block):
-    for i in range(len(live) - 1, -1, -1):
-        if live[i] == block:
-            return len(live) - 1 - i
-    return 0       # an anonymous free took it: the arena frees the newest one left
-
-
-class TokenArena:
-    """The simulation's arena, its requests logged as tokens (``log``: a list of
-    ``(part, token)``, or None). Its ``alias`` reads as set, so that the heap's
-    shortcuts (a run of pairs, a clone's frees reordered) make their requests one by one
-    through it; the arena's own alias table is untouched."""
-    alias = {None: None}
-
-    def __init__(self, arena):
-        self.__dict__.update(arena=arena, log=None)
-
-    def __getattr__(self, name):
-        return getattr(self.arena, name)
-
-    def __setattr__(self, name, value):
-        setattr(self.arena, name, value)
-
-    def alloc(self, nbytes, align=0):
-        if self.log is not None:
-            cached = self.arena.tcache.get(chunk_size(nbytes))
-            self.log.append((PART[0], ("A", nbytes, align), bool(cached) and not align))
-        return self.arena.alloc(nbytes, align)
-
-    def free(self, block=None, nbytes=None):
-        if self.log is not None:
-            rank = 0 if block is None else _rank(self.arena.live[nbytes], block)
-            self.log.append((PART[0], ("F", nbytes, rank), False))
-        self.arena.free(block, nbytes)
-
-    def realloc(self, block, old_nbytes, nbytes):
-        if self.log is not None:
-            rank = _rank(self.arena.live[old_nbytes], block)
-            self.log.append((PART[0], ("R", nbytes, old_nbytes, rank), False))
-        return self.arena.realloc(block, old_nbytes, nbytes)
-
-    def alloc_each(self, nbytes, count):
-        return tuple(self.alloc(nbytes, 0) for _ in range(count))
-
-    def free_each(self, blocks, nbytes):
-        for block in blocks:
-            self.free(block, nbytes)
-
-    def nested(self, events):
-        handles, live, peak, allocs = [], 0, 0, 0
-        for i, event in enumerate(events):
-            if event > 0:
-                live += event
-                peak = max(peak, live)
-                allocs += 1
-                handles.append(self.alloc(event, 0))
-            else:
-                live -= events[i + event]
-                self.free(handles[i + event], events[i + event])
-                handles.append(None)
-        return allocs, peak
-
-
-def runs_of(log, keep):
-    """The log as runs of one part each: ``[(part, items)]``, each run compressed with
-    its balanced runs folded (their tokens kept where ``keep``)."""
-    runs = []
-    for part, token, served in log:
-        if not runs or runs[-1][0] != part:
-            runs.append((part, [], []))
-        runs[-1][1].append(token)
-        runs[-1][2].append(served)
-    return [(part, arenatokens.compress(tokens, fold=True, keep=keep, served=served))
-            for part, tokens, served in runs]
 
 
 def _ignore(*args):
@@ -170,7 +95,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("steps", help="steps to log, e.g. 100-200")
     ap.add_argument("--no-time", action="store_true")
+    ap.add_argument("--unfolded", default="",
+                    help="parts whose balanced runs are not folded, e.g. unav,useful")
+    ap.add_argument("--periods", type=int, default=8,
+                    help="the longest period a template is fitted over (1: each run from "
+                         "the steps right before it)")
+    ap.add_argument("--points", type=int, default=3,
+                    help="occurrences a template is fitted over (the chosen period: the "
+                         "smallest whose occurrences so many steps apart fit)")
     a = ap.parse_args()
+    POINTS[0] = a.points
+    UNFOLDED[:] = [part for part in a.unfolded.split(",") if part]
+    PERIODS[:] = range(1, a.periods + 1)
     first, _, last = a.steps.partition("-")
     first, last = int(first), int(last or first)
     tag(pass_blocks, "_passes_block_by_block", "walk")
@@ -179,7 +115,7 @@ def main():
     tag(graph_mod.GraphCleaner, "cleanup_orphaned_entries", "sweep")
     sim = Simulation(load_profile("linux-x86_64"), fast_forward=False,
                      limits=Limits(max_ops=10 ** 12))
-    logged = TokenArena(sim.heap._arena)
+    logged = arenatokens.TokenLog(sim.heap._arena, lambda: PART[0])
     sim.heap._arena = logged
     body, _ = training_step(sim, "adam", validation_loss=True)
     plain = Simulation(load_profile("linux-x86_64"), fast_forward=False,
@@ -204,8 +140,8 @@ def main():
         body()
         log = logged.log
         logged.__dict__["log"] = None
-        kept = runs_of(log, True)
-        runs = runs_of(log, False)
+        kept = arenatokens.runs_of(log, True, UNFOLDED)
+        runs = arenatokens.runs_of(log, False, UNFOLDED)
         history[k] = runs
         items = [item for _, part_items in kept for item in part_items]
         program = arenatokens.flatten(items)
@@ -237,7 +173,7 @@ def main():
         for i, (part, actual) in enumerate(runs):
             right, chosen = set(), None
             for p in PERIODS:
-                back = [history.get(k - j * p) for j in (3, 2, 1)]
+                back = [history.get(k - j * p) for j in range(POINTS[0], 0, -1)]
                 if any(h is None or [q for q, _ in h] != parts for h in back):
                     continue
                 template = arenatokens.fit([h[i][1] for h in back], loose=LOOSE[0])
@@ -285,12 +221,16 @@ def main():
         hits["passes"]["runs"] += 1
         hits["passes"]["written"] += passes is not None
         hits["passes"]["exact"] += bool(passes)
+        if passes is False:
+            # a wrong program found out by a folded run's short bins, or silently
+            hits["passes"]["wrong, short bins" if short else "wrong, silent"] += 1
+            passes = "short" if short else "silent"
         print(f"step {k}: {len(log)} requests, {len(items)} items, runs "
               f"{'/'.join(parts)}; exact {same and same_counters}; replay "
               f"{best * 1e3:.3f} ms, step {step_ms:.2f} ms; bare {bare_exact}; predicted "
               f"{''.join('y' if v else '.' for v in predicted.values())}, step written "
               f"{whole is not None}, exact {whole}; passes written, exact {passes}")
-        history.pop(k - 3 * max(PERIODS), None)
+        history.pop(k - POINTS[0] * max(PERIODS), None)
     n = last - first + 1
     print(f"exact: {exact_steps} of {n} steps, without folded tokens {bare_steps}; replay {ms_replay / n:.3f} ms a step, "
           f"exact step {ms_step / n:.2f} ms")

@@ -9,7 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arenastate import arena_state
+from sim.commands.bench import training_step
 from sim.engine.fastforward import arenatokens
+from sim.engine.profile import load_profile
+from sim.engine.simulation import Simulation
 from sim.platform.ptmalloc import PtmallocArena
 
 SIZES = (8, 16, 24, 32, 48, 52, 88, 200, 1168, 2320, 5000)
@@ -95,6 +98,22 @@ def _key(arena):
     return arena_state(arena), {n: list(b) for n, b in arena.live.items() if b}
 
 
+def _ignore(*args):
+    pass
+
+
+def _arena_copy(arena):
+    """A copy of a simulation's arena alone (its fault and trim hooks not copied)."""
+    hooks = arena.fault, arena.trim
+    arena.fault = arena.trim = None
+    try:
+        spare = copy.deepcopy(arena)
+    finally:
+        arena.fault, arena.trim = hooks
+    spare.fault = spare.trim = _ignore
+    return spare
+
+
 @settings(max_examples=80, deadline=None)
 @given(parts=st.lists(PART, max_size=25), fold=st.booleans())
 def test_a_program_places_what_its_requests_place(parts, fold):
@@ -136,3 +155,35 @@ def test_repeated_units_fold_to_one_item_and_a_template_grows_them():
     folded = arenatokens.compress(unit * 3, fold=True, keep=False)
     assert folded == [("N", 6, 48, ((32, 1), (48, 1)), None)]
     assert arenatokens.flatten(folded).allocs == 6
+
+
+def test_the_summed_validation_losss_steps_are_exact_programs():
+    """The bench's summed validation loss on linux-x86_64: each of steps 21-26 logged as
+    tokens and made by run_program on a copy of the arena from before it (with its folded
+    runs' tokens and without) ends as exact mode's arena and heap counters."""
+    sim = Simulation(load_profile("linux-x86_64"), fast_forward=False)
+    logged = arenatokens.TokenLog(sim.heap._arena)
+    sim.heap._arena = logged
+    body, _ = training_step(sim, "adam", validation_loss=True)
+    for _ in range(20):
+        body()
+    heap = sim.heap
+    for _ in range(6):
+        before = _arena_copy(logged.arena)
+        counters = (heap.allocs, heap.live_bytes, heap.live_blocks, heap.peak_bytes)
+        logged.__dict__["log"] = []
+        body()
+        log = logged.__dict__["log"]
+        logged.__dict__["log"] = None
+        assert len(log) > 1900
+        for keep in (True, False):
+            items = [item for _, run in arenatokens.runs_of(log, keep) for item in run]
+            program = arenatokens.flatten(items)
+            assert len(items) < len(log)
+            spare = _arena_copy(before)
+            assert spare.run_program(program.flat) == 0
+            assert _key(spare) == _key(logged.arena)
+            allocs, live, blocks, peak = counters
+            assert (allocs + program.allocs, live + program.live, blocks + program.blocks,
+                    max(peak, live + program.peak)) == (
+                heap.allocs, heap.live_bytes, heap.live_blocks, heap.peak_bytes)

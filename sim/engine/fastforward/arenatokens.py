@@ -45,7 +45,7 @@ import numpy as np
 
 from ...platform.ptmalloc import TCACHE_MAX_CHUNK, chunk_size
 
-__all__ = ["compress", "without_bodies", "flatten", "Flat", "shape_of", "Template", "fit", "expand"]
+__all__ = ["TokenLog", "runs_of", "compress", "without_bodies", "flatten", "Flat", "shape_of", "Template", "fit", "expand"]
 
 ALLOC, FREE, FREE_RUN, REALLOC, REPEAT, DEPTH, NEUTRAL = range(7)
 
@@ -384,3 +384,87 @@ def fit(programs, loose: bool = False):
     step = np.where(free, 0, steps[-1])
     return Template(shapes[0][0], rows[-1], step, tuple(folded), calls[-1],
                     calls[-1] - calls[-2])
+
+
+def _rank(live, block) -> int:
+    """``block``'s rank from the newest in the live list ``live``; 0 where it is not
+    there (an anonymous free took it: the arena frees the newest block left)."""
+    for i in range(len(live) - 1, -1, -1):
+        if live[i] == block:
+            return len(live) - 1 - i
+    return 0
+
+
+class TokenLog:
+    """A glibc arena whose requests are logged as tokens while ``log`` is a list:
+    ``(part, token, served)``, ``part`` what ``tag`` returns when the request is made,
+    ``served`` whether the tcache held a chunk for a plain allocation. Everything else
+    goes to the arena. Its ``alias`` reads as set, so that the heap's shortcuts (a walk's
+    pairs, a clone's frees reordered, a recursion's compiled run) make their requests
+    one by one through it; the arena's own alias table is untouched.
+
+    Put it in the heap's place of the arena (``sim.heap._arena``) for a measurement or
+    a test; it is not fast-forward's recorder."""
+    alias = {None: None}
+
+    def __init__(self, arena, tag=lambda: None):
+        self.__dict__.update(arena=arena, log=None, tag=tag)
+
+    def __getattr__(self, name):
+        return getattr(self.arena, name)
+
+    def __setattr__(self, name, value):
+        setattr(self.arena, name, value)
+
+    def alloc(self, nbytes, align=0):
+        if self.log is not None:
+            cached = self.arena.tcache.get(chunk_size(nbytes))
+            self.log.append((self.tag(), ("A", nbytes, align), bool(cached) and not align))
+        return self.arena.alloc(nbytes, align)
+
+    def free(self, block=None, nbytes=None):
+        if self.log is not None:
+            rank = 0 if block is None else _rank(self.arena.live[nbytes], block)
+            self.log.append((self.tag(), ("F", nbytes, rank), False))
+        self.arena.free(block, nbytes)
+
+    def realloc(self, block, old_nbytes, nbytes):
+        if self.log is not None:
+            rank = _rank(self.arena.live[old_nbytes], block)
+            self.log.append((self.tag(), ("R", nbytes, old_nbytes, rank), False))
+        return self.arena.realloc(block, old_nbytes, nbytes)
+
+    def alloc_each(self, nbytes, count):
+        return tuple(self.alloc(nbytes, 0) for _ in range(count))
+
+    def free_each(self, blocks, nbytes):
+        for block in blocks:
+            self.free(block, nbytes)
+
+    def nested(self, events):
+        handles, live, peak, allocs = [], 0, 0, 0
+        for i, event in enumerate(events):
+            if event > 0:
+                live += event
+                peak = max(peak, live)
+                allocs += 1
+                handles.append(self.alloc(event, 0))
+            else:
+                live -= events[i + event]
+                self.free(handles[i + event], events[i + event])
+                handles.append(None)
+        return allocs, peak
+
+
+def runs_of(log, keep: bool = True, unfolded=()) -> list:
+    """A :class:`TokenLog`'s log as runs of one part each, ``[(part, items)]``, each run
+    compressed with its balanced runs folded (their tokens kept where ``keep``) but for
+    the parts in ``unfolded``."""
+    runs = []
+    for part, token, served in log:
+        if not runs or runs[-1][0] != part:
+            runs.append((part, [], []))
+        runs[-1][1].append(token)
+        runs[-1][2].append(served)
+    return [(part, compress(tokens, fold=part not in unfolded, keep=keep, served=served))
+            for part, tokens, served in runs]
