@@ -1,28 +1,35 @@
 #!/usr/bin/env python3
 """The summed validation loss's steps on glibc's arena as address-free programs: are they
-exact, how many a template predicts, and what making one costs (issue 39).
+exact, how many templates predict, and what making one costs (issue 39).
 
 The bench's program (`sim bench`'s loop kind "validation loss summed": a 32-32-32 MLP,
 Adam, input [8, 32], each step's validation mean added to a running total) runs in exact
 mode on linux-x86_64, step by step. At each step of STEPS the arena's requests are logged
-as tokens (`sim/engine/fastforward/arenatokens.py`: a free named by its rank among the live
-blocks of its size), each tagged with the part of the step that made it (`own`, `walk`,
-`unav`, `useful`, `sweep`, as `arena-step-events.py` tags them). The step's program is the
-runs of one part each, in order, every run compressed on its own (`compress`).
+as tokens (`arenatokens.TokenLog`: a free named by its rank among the live blocks of its
+size), each tagged with the part of the step that made it (`own`, `walk`, `unav`,
+`useful`, `sweep`, as `arena-step-events.py` tags them). The step's program is the runs
+of one part each, in order, every run compressed on its own (`arenatokens.runs_of`:
+runs of frees, repeated bodies, balanced runs the tcache served folded, but for the
+parts named by --unfolded).
 
 Printed per step: requests, the program's items; `exact`: the whole program made by the
 compiled `PtmallocArena.run_program` on a copy of the arena taken before the step ends as
 exact mode's arena (`state()`: every chunk, bin, tcache and fastbin entry, plus the live
-lists in order) and with its heap counters (allocation calls, live bytes and blocks, peak);
-`ms`: CPU ms of that replay (best of 3) against the step's own CPU ms in a second,
-unlogged simulation run alongside. At the end, per part, how many steps' runs a template
-predicted (`fit` over the run's three latest occurrences PERIOD steps apart, for each
-PERIOD of 1..8; `first`: the smallest period whose three occurrences fit, chosen before
-the step is seen; `any`: some period's prediction was right).
+lists in order) and with its heap counters (allocation calls, live bytes and blocks,
+peak); `bare`: the same without the folded runs' tokens; the replay's CPU ms (best of 3)
+against the step's own CPU ms in a second, unlogged simulation run alongside; which runs
+a template predicted (`y`), and whether the step's program with the passes' runs (walk,
+unav, useful) as their templates wrote them and the rest as logged is exact (`short`:
+wrong, and a folded run found its bins short; `silent`: wrong otherwise). A template of a
+run is fitted over its --points latest occurrences PERIOD steps apart (`arenatokens.fit`,
+loose: the folded runs' calls only in their sum), for each PERIOD up to --periods; the
+first that fits is chosen before the step is seen. At the end, the counts per part.
 
 Run it (not pinned; about 0.2 s of CPU a step at step 200):
 
-    python3 experiments/calibration/arena-tokens.py 100-200
+    python3 experiments/calibration/arena-tokens.py 100-300
+    python3 experiments/calibration/arena-tokens.py 100-300 --no-time --periods 1 \
+        --unfolded unav
 """
 import argparse
 import collections
@@ -232,7 +239,8 @@ def main():
               f"{whole is not None}, exact {whole}; passes written, exact {passes}")
         history.pop(k - POINTS[0] * max(PERIODS), None)
     n = last - first + 1
-    print(f"exact: {exact_steps} of {n} steps, without folded tokens {bare_steps}; replay {ms_replay / n:.3f} ms a step, "
+    print(f"exact: {exact_steps} of {n} steps, without folded tokens {bare_steps}; "
+          f"replay {ms_replay / n:.3f} ms a step, "
           f"exact step {ms_step / n:.2f} ms")
     for part, counted in hits.items():
         print(f"{part}: " + ", ".join(f"{key} {value}" for key, value in

@@ -31,7 +31,8 @@ PART = st.one_of(
 
 
 def _used_arena():
-    """An arena with chunks of the programs' sizes live, in the tcache, fastbins and bins."""
+    """An arena with chunks of the programs' sizes live, in the tcache, fastbins and
+    bins."""
     arena = PtmallocArena()
     blocks = [(n, arena.alloc(n)) for n in SIZES * 4]
     for n, block in blocks[::3]:

@@ -11,10 +11,13 @@ its sizes' live lists hold what it frees.
 
 :func:`compress` writes runs as single items: ``("FS", nbytes, rank, count)``,
 ``count`` frees of consecutive blocks oldest first (ranks ``rank``, ``rank - 1``, ...:
-a map's cloned nodes dropped in allocation order), and ``("REP", count, body)``, a body
+a map's cloned nodes dropped in allocation order), ``("REP", count, body)``, a body
 of items made ``count`` times over (the walk's descent, the pass's pairs of clone and
-drop). A program's numbers (sizes, ranks, counts) then change from step to step while
-its *shape* (the items' kinds and nesting) stays: :func:`fit` takes the programs of
+drop), and with ``fold`` ``("N", calls, peak, depths, body)``, a run that frees every
+block it allocates through the tcache alone: it leaves the arena as it found it
+wherever its bins hold its depths, so only its counts matter there. A program's numbers
+(sizes, ranks, counts) then change from step to step while its *shape* (the items'
+kinds and nesting) stays: :func:`fit` takes the programs of
 three steps of one shape whose every number moves by a fixed amount a step, and
 :meth:`Template.at` writes the program of a later step.
 
@@ -22,7 +25,8 @@ three steps of one shape whose every number moves by a fixed amount a step, and
 :meth:`sim.platform.ptmalloc.PtmallocArena.run_program` (C ints, a loop the arena's
 build compiles) and says what it does to the heap's counters, which follow from the
 program alone: allocation calls, live bytes and blocks, and the highest rise of live
-bytes above its start.
+bytes above its start. :class:`TokenLog` logs a simulation's requests as tokens (a
+measurement's or a test's, not fast-forward's recorder).
 
 Examples
 --------
@@ -45,7 +49,8 @@ import numpy as np
 
 from ...platform.ptmalloc import TCACHE_MAX_CHUNK, chunk_size
 
-__all__ = ["TokenLog", "runs_of", "compress", "without_bodies", "flatten", "Flat", "shape_of", "Template", "fit", "expand"]
+__all__ = ["TokenLog", "runs_of", "compress", "flatten", "Flat", "shape_of", "expand",
+           "Template", "fit"]
 
 ALLOC, FREE, FREE_RUN, REALLOC, REPEAT, DEPTH, NEUTRAL = range(7)
 
@@ -150,19 +155,6 @@ def compress(tokens, widest: int = 32, fold: bool = False, keep: bool = True,
     if fold:
         tokens = _fold(tokens, keep, served)
     return _repeats(_free_runs(tokens), widest)
-
-
-def without_bodies(items) -> list:
-    """``items`` with their ``N`` items' bodies left out (as a template writes them)."""
-    out = []
-    for item in items:
-        if item[0] == "N":
-            out.append(item[:4] + (None,))
-        elif item[0] == "REP":
-            out.append(("REP", item[1], tuple(without_bodies(item[2]))))
-        else:
-            out.append(item)
-    return out
 
 
 class Flat(NamedTuple):
