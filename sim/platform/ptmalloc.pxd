@@ -130,7 +130,7 @@ cdef class _Arena:
     cpdef Py_ssize_t run_program(self, long long[::1] flat) except -1
     @cython.locals(i=Py_ssize_t, k=Py_ssize_t, code="long long", a="long long",
                    b="long long", c="long long", body=Py_ssize_t, stop=Py_ssize_t,
-                   live=list, short=Py_ssize_t, nbytes="long long", nb="long long")
+                   live=list, short=Py_ssize_t)
     cpdef Py_ssize_t _run_span(self, long long[::1] flat, Py_ssize_t start,
                                Py_ssize_t end) except -1
     @cython.locals(j=Py_ssize_t, tcache=dict)

@@ -1416,10 +1416,8 @@ class _Arena:
         hold its depth of chunks (:meth:`_neutral`): its allocations would take chunks
         off the top of their bins and its frees put them back, the live lists gaining
         and losing them at their ends, so the arena would end as it began; so is a folded
-        run (``N``), whose tokens are made only where the bins are short. Of a run of
-        pairs (``P``) only the first pair of each chunk size whose bin is empty is made.
-        Returns how many folded runs without tokens found their bins short (0: the arena
-        is exact)."""
+        run (``N``), whose tokens are made only where the bins are short. Returns how many
+        folded runs without tokens found their bins short (0: the arena is exact)."""
         return self._run_span(flat, 0, len(flat) // 4)
 
     def _run_span(self, flat, start, end):
@@ -1442,21 +1440,6 @@ class _Arena:
             elif code == 3:                # the block of b bytes ranked c grown to a
                 live = self.live[b]
                 self.realloc(live[len(live) - 1 - c], b, a)
-            elif code == 7:                # a run of pairs: the first of each of a sizes
-                stop = i + 1 + a
-                if self.recorder is not None or self.runs or self.alias:
-                    short += 1
-                else:
-                    for k in range(i + 1, stop):
-                        nbytes = flat[4 * k + 1]
-                        nb = (nbytes + SIZE_SZ + 15) & ~15
-                        if nb < MINSIZE:
-                            nb = MINSIZE
-                        if not self.tcache[nb]:
-                            self.alloc(nbytes, 0)
-                            self._free_rank(nbytes, 0)
-                i = stop
-                continue
             elif code == 6:                # a folded balanced run: a depths, b tokens
                 body = i + 1 + a
                 stop = body + b

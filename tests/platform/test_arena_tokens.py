@@ -188,16 +188,3 @@ def test_the_summed_validation_losss_steps_are_exact_programs():
             assert (allocs + program.allocs, live + program.live, blocks + program.blocks,
                     max(peak, live + program.peak)) == (
                 heap.allocs, heap.live_bytes, heap.live_blocks, heap.peak_bytes)
-
-
-def test_a_run_of_pairs_makes_only_each_chunk_sizes_first_pair_whatever_the_bins_hold():
-    pairs = [("A", 16, 0), ("F", 16, 0), ("A", 24, 0), ("F", 24, 0), ("A", 40, 0),
-             ("F", 40, 0)] * 5 + [("A", 100, 0), ("F", 100, 0)]
-    items = arenatokens.compress(pairs, fold=True, keep=False)
-    assert items == [("P", 16, 100, (16, 40, 100))]     # 24 B shares 16 B's chunk size
-    for used in (False, True):
-        arena = _used_arena() if used else PtmallocArena()
-        other = copy.deepcopy(arena)
-        _one_by_one(arena, pairs)
-        assert other.run_program(arenatokens.flatten(items).flat) == 0
-        assert _key(other) == _key(arena)

@@ -52,7 +52,7 @@ from ...platform.ptmalloc import TCACHE_MAX_CHUNK, chunk_size
 __all__ = ["TokenLog", "runs_of", "compress", "flatten", "Flat", "shape_of", "expand",
            "Template", "fit"]
 
-ALLOC, FREE, FREE_RUN, REALLOC, REPEAT, DEPTH, NEUTRAL, PAIRS = range(8)
+ALLOC, FREE, FREE_RUN, REALLOC, REPEAT, DEPTH, NEUTRAL = range(7)
 
 
 def _free_runs(tokens) -> list:
@@ -124,37 +124,13 @@ def _balanced(tokens, i, served) -> int:
     return end
 
 
-def _pairs(tokens, i) -> int:
-    """The end of the longest run of ``tokens`` from ``i`` of pairs, each a plain
-    allocation of a size the tcache holds and the free of that block right after it."""
-    n = len(tokens)
-    while (i + 1 < n and tokens[i][0] == "A" and not tokens[i][2]
-           and chunk_size(tokens[i][1]) <= TCACHE_MAX_CHUNK
-           and tokens[i + 1] == ("F", tokens[i][1], 0)):
-        i += 2
-    return i
-
-
 def _fold(tokens, keep, served) -> list:
-    """``tokens`` with each longest run of pairs (:func:`_pairs`) as one ``P`` item,
-    ``("P", allocations, peak, sizes)``: its calls, the largest of its sizes, and its
-    sizes in the order each chunk size first comes (a pair whose bin holds a chunk takes
-    it and gives it back; one whose bin is empty parks its new chunk there for the
-    others of its size: so only the first pair of each chunk size can change the arena,
-    whatever the bins hold). Then each longest balanced run (:func:`_balanced`) as one
-    ``N`` item: ``("N", allocations, peak, ((chunk size, depth), ...), body)``, the
-    run's allocation calls, the most live bytes it rises to, and the most chunks of each
-    size it holds at once; ``body``: its tokens where ``keep``, else None."""
+    """``tokens`` with each longest balanced run (:func:`_balanced`) as one ``N`` item:
+    ``("N", allocations, peak, ((chunk size, depth), ...), body)``, the run's
+    allocation calls, the most live bytes it rises to, and the most chunks of each size
+    it holds at once; ``body``: its tokens where ``keep``, else None."""
     out, i, n = [], 0, len(tokens)
     while i < n:
-        end = _pairs(tokens, i)
-        if end > i:
-            firsts, sizes = {}, [tokens[j][1] for j in range(i, end, 2)]
-            for nbytes in sizes:
-                firsts.setdefault(chunk_size(nbytes), nbytes)
-            out.append(("P", len(sizes), max(sizes), tuple(firsts.values())))
-            i = end
-            continue
         end = _balanced(tokens, i, served)
         if end == i:
             out.append(tokens[i])
@@ -215,9 +191,8 @@ def _depths(body):
                 if item[2] != 0 or not stack or stack[-1] != item[1]:
                     return False
                 stack.pop()
-            elif kind in ("REP", "N", "P"):
-                inner = (_depths(item[2]) if kind == "REP" else dict(item[3])
-                         if kind == "N" else {chunk_size(n): 1 for n in item[3]})
+            elif kind in ("REP", "N"):
+                inner = _depths(item[2]) if kind == "REP" else dict(item[3])
                 if inner is None:
                     return False
                 for nb, d in inner.items():
@@ -255,12 +230,6 @@ def _compile(items, out) -> tuple:
             out.extend((REALLOC, item[1], item[2], item[3]))
             live += item[1] - item[2]
             peak = max(peak, live)
-        elif kind == "P":
-            out.extend((PAIRS, len(item[3]), 0, 0))
-            for nbytes in item[3]:
-                out.extend((DEPTH, nbytes, 0, 0))
-            allocs += item[1]
-            peak = max(peak, live + item[2])
         elif kind == "N":
             head = len(out)
             out.extend((NEUTRAL, len(item[3]), 0, 0))
@@ -312,11 +281,6 @@ def shape_of(items, folded=None) -> tuple:
             if item[0] == "REP":
                 numbers.append(item[1])
                 shape.append(("REP", walk(item[2], depth + 1)))
-            elif item[0] == "P":
-                if folded is not None:
-                    folded.append((len(numbers), depth == 0))
-                numbers.extend((item[1], item[2]))
-                shape.append(("P", item[3]))
             elif item[0] == "N":
                 if folded is not None:
                     folded.append((len(numbers), depth == 0))
@@ -340,10 +304,7 @@ def expand(shape, numbers) -> list:
     def build(shape):
         items = []
         for kind in shape:
-            if type(kind) is tuple and kind[0] == "P":
-                calls, peak = next(numbers), next(numbers)
-                items.append(("P", calls, peak, kind[1]))
-            elif type(kind) is tuple and kind[0] == "N":
+            if type(kind) is tuple and kind[0] == "N":
                 allocs, peak = next(numbers), next(numbers)
                 items.append(("N", allocs, peak,
                               tuple((nb, next(numbers)) for nb in kind[1]), None))
