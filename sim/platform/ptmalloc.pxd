@@ -129,6 +129,18 @@ cdef class _Arena:
     cpdef _unhold(self, list events, list handles, long long[::1] pending, Py_ssize_t held,
                   long long[::1] popped)
 
+    # an address-free program (run_program): C ints, C calls
+    cpdef Py_ssize_t run_program(self, long long[::1] flat) except -1
+    @cython.locals(i=Py_ssize_t, k=Py_ssize_t, code="long long", a="long long",
+                   b="long long", c="long long", body=Py_ssize_t, stop=Py_ssize_t,
+                   live=list, short=Py_ssize_t)
+    cpdef Py_ssize_t _run_span(self, long long[::1] flat, Py_ssize_t start,
+                               Py_ssize_t end) except -1
+    @cython.locals(j=Py_ssize_t, tcache=dict)
+    cpdef bint _neutral(self, long long[::1] flat, Py_ssize_t start, Py_ssize_t end) except -1
+    @cython.locals(at=Py_ssize_t, live=list)
+    cpdef _free_rank(self, nbytes, Py_ssize_t rank)
+
     # the replay's loop over a program's requests (ReplayProgram.flat, C ints): C ints,
     # C calls
     @cython.locals(count=Py_ssize_t, cache=list, known="long long[::1]",

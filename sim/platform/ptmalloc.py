@@ -1404,6 +1404,91 @@ class _Arena:
             nb = (nbytes + SIZE_SZ + 15) & ~15
             popped[(nb if nb >= MINSIZE else MINSIZE) >> 4] = 0
 
+    # -- address-free programs ----------------------------------------------------------
+    def run_program(self, flat) -> int:
+        """Make the requests of an address-free program
+        (:mod:`sim.engine.fastforward.arenatokens`: ``flat``, an int64 array of 4-int
+        tokens), as :meth:`alloc`, :meth:`free` and :meth:`realloc` one by one would make
+        them. A free names its block by its rank among the live blocks of its size
+        (0: the newest), so the program holds no address and replays wherever its
+        sizes' live lists are as they were. A repeated body that frees every block it
+        allocates, each chunk size last-in-first-out, is left out once its tcache bins
+        hold its depth of chunks (:meth:`_neutral`): its allocations would take chunks
+        off the top of their bins and its frees put them back, the live lists gaining
+        and losing them at their ends, so the arena would end as it began; so is a folded
+        run (``N``), whose tokens are made only where the bins are short. Returns how many
+        folded runs without tokens found their bins short (0: the arena is exact)."""
+        return self._run_span(flat, 0, len(flat) // 4)
+
+    def _run_span(self, flat, start, end):
+        """The tokens ``start`` to ``end`` of :meth:`run_program`'s ``flat``; returns how
+        many folded runs found their tcache bins short and had no tokens to make."""
+        short = 0
+        i = start
+        while i < end:
+            code = flat[4 * i]
+            a = flat[4 * i + 1]
+            b = flat[4 * i + 2]
+            c = flat[4 * i + 3]
+            if code == 0:                  # an allocation of a bytes, alignment b
+                self.alloc(a, b)
+            elif code == 1:                # a free of the live block of a bytes ranked b
+                self._free_rank(a, b)
+            elif code == 2:                # c frees of a bytes, ranked b, b - 1, ...
+                for k in range(c):
+                    self._free_rank(a, b - k)
+            elif code == 3:                # the block of b bytes ranked c grown to a
+                live = self.live[b]
+                self.realloc(live[len(live) - 1 - c], b, a)
+            elif code == 6:                # a folded balanced run: a depths, b tokens
+                body = i + 1 + a
+                stop = body + b
+                if not self._neutral(flat, i + 1, body):
+                    if b:
+                        short += self._run_span(flat, body, stop)
+                    else:
+                        short += 1
+                i = stop
+                continue
+            else:                          # b rounds of the next a tokens, c of them depths
+                body = i + 1 + (c if c > 0 else 0)
+                stop = i + 1 + a
+                for k in range(b):
+                    if c > 0 and self._neutral(flat, i + 1, body):
+                        break
+                    short += self._run_span(flat, body, stop)
+                i = stop
+                continue
+            i += 1
+        return short
+
+    def _neutral(self, flat, start, end) -> bool:
+        """Whether each tcache bin the depth tokens ``start`` to ``end`` name (chunk size,
+        depth) holds at least that many chunks, nothing listens and no handle is
+        translated: a balanced body then leaves the arena as it found it."""
+        if self.recorder is not None or self.runs or self.alias:
+            return False
+        tcache = self.tcache
+        for j in range(start, end):
+            cached = tcache.get(flat[4 * j + 1])
+            if cached is None or len(cached) < flat[4 * j + 2]:
+                return False
+        return True
+
+    def _free_rank(self, nbytes, rank) -> None:
+        """Free the live block of ``nbytes`` ranked ``rank`` from the newest (0)."""
+        live = self.live[nbytes]
+        at = len(live) - 1 - rank
+        block = live[at]
+        if self.alias or self.runs:
+            self.free(block, nbytes)
+            return
+        del live[at]
+        if type(block) is tuple:
+            self._free_mapped(block)
+        else:
+            self._free_chunk(block)
+
     # -- replay -------------------------------------------------------------------------
     @staticmethod
     def compile(template) -> "ReplayProgram":
