@@ -56,9 +56,10 @@ cdef class _Arena:
     cdef public bint dynamic
     cdef public object fault, trim, last_remainder, chunk_budget
     cdef public dict inuse, free_at, free_end, unsorted, live, alias, _borrowed
-    # the tcache and the fastbins by size: dicts of lists (typed: a bin looked up by size is
-    # a dict lookup, not a generic one)
+    # the tcache and the fastbins by size: dicts of lists, and the same lists by
+    # ``size >> 4`` (the hot paths' lookup: a C index, no boxed size)
     cdef public dict tcache, fast
+    cdef list _tcache_by, _fast_by
     # fast-forward's window recorder (None: nothing listens; see _Arena.__init__): typed,
     # so that the arena's calls to it are C calls (a Python subclass's methods still
     # take them)
@@ -85,7 +86,7 @@ cdef class _Arena:
     @cython.locals(addr=Py_ssize_t)
     cpdef _from_top(self, Py_ssize_t nb)
     cpdef _systrim(self)
-    cpdef _malloc(self, nb)
+    cpdef _malloc(self, Py_ssize_t nb)
     @cython.locals(small=bint, count=Py_ssize_t, done=Py_ssize_t, taken=Py_ssize_t,
                    i=Py_ssize_t, idx=Py_ssize_t, size=Py_ssize_t, emptied=bint, bins=list,
                    binmap=list, free_at=dict, free_end=dict, inuse=dict, unsorted=dict,
@@ -95,7 +96,7 @@ cdef class _Arena:
     cpdef _large_fit(self, nb)
     cpdef _resize(self, block, nb)
     @cython.locals(size=Py_ssize_t, user=Py_ssize_t, start=Py_ssize_t)
-    cpdef _memalign(self, nb, Py_ssize_t align)
+    cpdef _memalign(self, Py_ssize_t nb, Py_ssize_t align)
     cpdef _free_mapped(self, block)
     # the public requests, which the replay's other requests call (C calls when built)
     cpdef alloc(self, nbytes, align=*)
@@ -108,9 +109,11 @@ cdef class _Arena:
     @cython.locals(size=Py_ssize_t)
     cpdef _free_chunk(self, addr)
     @cython.final
-    cdef _free_sized(self, addr, Py_ssize_t size, cached)
-    @cython.locals(merged=Py_ssize_t)
-    cpdef _free_uncached(self, addr, size)
+    cdef _free_split(self, addr, Py_ssize_t size)
+    @cython.final
+    cdef _free_sized(self, addr, Py_ssize_t size, list cached)
+    @cython.locals(merged=Py_ssize_t, fast=list)
+    cpdef _free_uncached(self, addr, Py_ssize_t size)
 
     # fast-forward's replay of a recorded trace (C calls to the public requests)
     @cython.locals(kind=Py_ssize_t)
@@ -148,7 +151,7 @@ cdef class _Arena:
     cpdef _replay_run(self, long long[::1] flat, n, list carry)
     @cython.locals(i=Py_ssize_t, j=Py_ssize_t, m=Py_ssize_t, count=Py_ssize_t,
                    depth=Py_ssize_t, code=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t,
-                   size=Py_ssize_t, previous=list, inuse=dict)
+                   size=Py_ssize_t, previous=list, inuse=dict, tcache_by=list, cached=list)
     @cython.final
     cdef _replay_step(self, long long[::1] flat, list blocks, list carry, list cache,
                       long long[::1] known, long long[::1] before)

@@ -536,7 +536,8 @@ class _Arena:
         # free chunks (unsorted or binned): address -> size, and end -> address
         self.free_at = {}
         self.free_end = {}
-        # the unsorted bin, back (oldest) first: {address: None}. ``_int_malloc`` walks it
+        # the unsorted bin, back (oldest) first: {address: size} (the size object ``free_at``
+        # holds, so that a pass reads it with the address). ``_int_malloc`` walks it
         # from its oldest chunk and takes the chunks it sorted out in one step afterwards;
         # ``_unsorted_dead`` counts the places a pass that stopped early left at its front
         self.unsorted = {}
@@ -555,6 +556,12 @@ class _Arena:
         self.tcache = {size: [] for size in range(MINSIZE, TCACHE_MAX_CHUNK + 1, 2 * SIZE_SZ)}
         # chunk size -> its fastbin, newest last (every bin there from the start)
         self.fast = {size: [] for size in range(MINSIZE, MAX_FAST + 1, 2 * SIZE_SZ)}
+        # the same bins by ``size >> 4`` (None below MINSIZE), which the hot paths read: a
+        # list's index, where the dicts' lookup boxes the size and probes a table whose
+        # keys, multiples of 16, share a few home slots (the fastbins' seven all one). A
+        # bin is never replaced, only changed in place, so both name the same lists
+        self._tcache_by = [self.tcache.get(size) for size in range(0, TCACHE_MAX_CHUNK + 1, 16)]
+        self._fast_by = [self.fast.get(size) for size in range(0, MAX_FAST + 1, 16)]
         self.nfast = 0
         # the tap fast-forward records a window of the arena through (None: nothing
         # listens): told where the arena reads a tcache bin's or fastbin's length, carves
@@ -590,14 +597,14 @@ class _Arena:
         self.bin_changes += 1
         self.free_at[addr] = size
         self.free_end[addr + size] = addr
-        self.unsorted[addr] = None
+        self.unsorted[addr] = size
 
     def _bin_remove(self, addr) -> int:
         """Unlink a free chunk from the unsorted bin or its bin; its size."""
         self.bin_changes += 1
         size = self.free_at.pop(addr)
         del self.free_end[addr + size]
-        if self.unsorted.pop(addr, 0) is not None:   # not in the unsorted bin
+        if not self.unsorted.pop(addr, 0):           # not in the unsorted bin
             self._unbin(addr, size)
         return size
 
@@ -617,7 +624,7 @@ class _Arena:
     def _largest_free(self) -> int:
         """The size of the largest free chunk (unsorted or binned; 0: none): a small bin
         holds chunks of one size, a large bin its largest first."""
-        largest = max(map(self.free_at.__getitem__, self.unsorted), default=0)
+        largest = max(self.unsorted.values(), default=0)
         if self.binmap:
             idx = self.binmap[-1]
             largest = max(largest, idx << 4 if idx < NSMALLBINS else self.bins[idx][0][0])
@@ -649,10 +656,11 @@ class _Arena:
             self.inuse[addr] = size
             return addr
         rest = addr + nb
+        left = size - nb
         self.bin_changes += 1
-        self.free_at[rest] = size - nb
+        self.free_at[rest] = left
         self.free_end[addr + size] = rest
-        self.unsorted[rest] = None
+        self.unsorted[rest] = left
         if remainder_is_last:
             self.last_remainder = addr + nb
         self.inuse[addr] = nb
@@ -677,7 +685,7 @@ class _Arena:
             prev = free_end.pop(addr, None)
             if prev is not None:                 # the free chunk below it
                 below = free_at.pop(prev)
-                if unsorted.pop(prev, 0) is not None:     # in a small or large bin
+                if not unsorted.pop(prev, 0):            # in a small or large bin
                     if below < MIN_LARGE:
                         sbin = bins[below >> 4]
                         del sbin[prev]
@@ -699,7 +707,7 @@ class _Arena:
                 start = end
                 end = start + above
                 del free_end[end]
-                if unsorted.pop(start, 0) is not None:
+                if not unsorted.pop(start, 0):
                     if above < MIN_LARGE:
                         sbin = bins[above >> 4]
                         del sbin[start]
@@ -711,7 +719,7 @@ class _Arena:
                 changes += 1
             free_at[addr] = merged
             free_end[end] = addr                 # the merged chunk's end
-            unsorted[addr] = None
+            unsorted[addr] = merged
         self.bin_changes += changes
         return merged
 
@@ -769,7 +777,7 @@ class _Arena:
     # -- malloc / free -----------------------------------------------------------------
     def _malloc(self, nb):
         if nb <= TCACHE_MAX_CHUNK:
-            cached = self.tcache.get(nb)
+            cached = self._tcache_by[nb >> 4]
             if self.recorder is not None:
                 self.recorder.took(nb, len(cached))
             if cached:
@@ -790,12 +798,12 @@ class _Arena:
         unsorted bin), the top, and when the top is too small: consolidation and another
         pass, an mmap, or heap growth."""
         if nb <= MAX_FAST:
-            fast = self.fast[nb]
+            fast = self._fast_by[nb >> 4]
             if fast:
                 addr = fast.pop()
                 self.nfast -= 1
                 # the rest of that fastbin moves into the tcache
-                cache = self.tcache[nb]
+                cache = self._tcache_by[nb >> 4]
                 count = len(cache)
                 while fast and len(cache) < TCACHE_COUNT:
                     cache.append(fast.pop())
@@ -822,7 +830,7 @@ class _Arena:
                 inuse[addr] = chunk
                 taken = 1
                 if nb <= TCACHE_MAX_CHUNK:
-                    cache = self.tcache[nb]
+                    cache = self._tcache_by[nb >> 4]
                     count = len(cache)
                     while sbin and len(cache) < TCACHE_COUNT:
                         for other in sbin:
@@ -847,15 +855,16 @@ class _Arena:
                 last = self.last_remainder if small else None
                 count = len(unsorted)
                 took = None
-                for done, addr in enumerate(unsorted, 1):
-                    chunk = free_at[addr]                # its size, as the maps hold it
+                done = 0
+                for addr, chunk in unsorted.items():     # chunk: its size, as the maps hold it
+                    done += 1
                     size = chunk
                     if size == nb:
                         del free_at[addr], free_end[addr + chunk]
                         self.inuse[addr] = chunk
                         if nb <= TCACHE_MAX_CHUNK and self.recorder is not None:
-                            self.recorder.parked(nb, len(self.tcache[nb]))
-                        if nb <= TCACHE_MAX_CHUNK and len(cache := self.tcache[nb]) < TCACHE_COUNT:
+                            self.recorder.parked(nb, len(self._tcache_by[nb >> 4]))
+                        if nb <= TCACHE_MAX_CHUNK and len(cache := self._tcache_by[nb >> 4]) < TCACHE_COUNT:
                             cache.append(addr)
                             cached = True
                             continue
@@ -892,8 +901,8 @@ class _Arena:
                     return took if size == nb else self._split(took, size, nb, True)
             if cached:
                 if self.recorder is not None:
-                    self.recorder.took(nb, len(self.tcache[nb]))
-                return self.tcache[nb].pop()
+                    self.recorder.took(nb, len(self._tcache_by[nb >> 4]))
+                return self._tcache_by[nb >> 4].pop()
             if not small:
                 addr = self._large_fit(nb)
                 if addr is not None:
@@ -923,10 +932,11 @@ class _Arena:
                     self.inuse[addr] = chunk
                     return addr
                 rest = addr + nb
+                left = size - nb
                 self.bin_changes += 2
-                free_at[rest] = size - nb
+                free_at[rest] = left
                 free_end[addr + chunk] = rest
-                unsorted[rest] = None
+                unsorted[rest] = left
                 if small:
                     self.last_remainder = rest
                 self.inuse[addr] = nb
@@ -981,7 +991,7 @@ class _Arena:
             nb = (nbytes + SIZE_SZ + 15) & ~15
             if nb < MINSIZE:
                 nb = MINSIZE
-            cached = self.tcache.get(nb)
+            cached = self._tcache_by[nb >> 4] if nb <= TCACHE_MAX_CHUNK else None
             if self.recorder is not None and nb <= TCACHE_MAX_CHUNK:
                 self.recorder.took(nb, len(cached))
             block = cached.pop() if cached else self._int_malloc(nb)
@@ -1085,8 +1095,7 @@ class _Arena:
                 self.inuse[block] = size
                 if size - nb >= MINSIZE:
                     self.inuse[block] = nb
-                    self.inuse[block + nb] = size - nb
-                    self._free_chunk(block + nb)
+                    self._free_split(block + nb, size - nb)
             if watched:
                 self.recorder.resized(self)
         return new
@@ -1104,13 +1113,11 @@ class _Arena:
             start = -(-user // align) * align - 2 * SIZE_SZ
             if start - addr < MINSIZE:
                 start += align
-            self.inuse[addr] = start - addr
-            self._free_chunk(addr)
+            self._free_split(addr, start - addr)
             size -= start - addr
             addr = start
         if size > nb + MINSIZE:
-            self.inuse[addr + nb] = size - nb
-            self._free_chunk(addr + nb)
+            self._free_split(addr + nb, size - nb)
             size = nb
         self.inuse[addr] = size
         return addr
@@ -1210,7 +1217,13 @@ class _Arena:
         """``_int_free`` of an arena chunk: the tcache, a fastbin, or merged into the bins or
         the top (then maybe ``malloc_consolidate`` and ``systrim``)."""
         size = self.inuse[addr]
-        self._free_sized(addr, size, self.tcache[size] if size <= TCACHE_MAX_CHUNK else None)
+        self._free_sized(addr, size, self._tcache_by[size >> 4] if size <= TCACHE_MAX_CHUNK else None)
+
+    def _free_split(self, addr, size) -> None:
+        """A chunk of ``size`` just split off the end or the start of another (``_memalign``,
+        ``_resize``) enters ``inuse`` and is freed: :meth:`_free_chunk`, its size known."""
+        self.inuse[addr] = size
+        self._free_sized(addr, size, self._tcache_by[size >> 4] if size <= TCACHE_MAX_CHUNK else None)
 
     def _free_sized(self, addr, size, cached) -> None:
         """:meth:`_free_chunk` of the chunk at ``addr``, its ``size`` known and ``cached`` its
@@ -1229,9 +1242,10 @@ class _Arena:
         """:meth:`_free_chunk` past the tcache (its bin for ``size`` full, or none): a
         fastbin, or merged into the bins or the top."""
         if size <= MAX_FAST:
+            fast = self._fast_by[size >> 4]
             if self.recorder is not None:
-                self.recorder.fast_parked(size, len(self.fast[size]))
-            self.fast[size].append(addr)
+                self.recorder.fast_parked(size, len(fast))
+            fast.append(addr)
             self.nfast += 1
             return
         if self.recorder is not None:
@@ -1626,7 +1640,7 @@ class _Arena:
         pushed back); frees of held sizes through :meth:`_free_sized` (the bin their
         request asked for looked up once per replay), the other requests through
         :meth:`_replay_call`."""
-        inuse, tcache = self.inuse, self.tcache
+        inuse, tcache_by = self.inuse, self._tcache_by
         count = len(flat)
         depth = len(carry)
         previous = carry[depth - 1] if depth else None
@@ -1676,7 +1690,7 @@ class _Arena:
                     self._free_sized(block, size, cache[j])
                 else:
                     self._free_sized(block, size,
-                                     tcache[size] if size <= TCACHE_MAX_CHUNK else None)
+                                     tcache_by[size >> 4] if size <= TCACHE_MAX_CHUNK else None)
             else:
                 block = self._replay_call(code, flat[i + 1], flat[i + 2], flat[i + 3],
                                           flat[i + 4], blocks, carry)

@@ -137,6 +137,9 @@ def replay_against_one_by_one(arena, faults, program, template, carry, n):
     assert replayed_both(arena, other, program, template, n, carry)
     assert live_lists(arena) == live_lists(other)
     assert arena_state(arena) == arena_state(other)
+    # the unsorted bin in order, each chunk with its size (the one free_at holds)
+    assert list(arena.unsorted.items()) == list(other.unsorted.items())
+    assert all(arena.free_at[a] == size for a, size in arena.unsorted.items())
     assert (arena.resident_bytes(), arena.trims, arena.mapped, arena.mmap_threshold) == \
         (other.resident_bytes(), other.trims, other.mapped, other.mmap_threshold)
     assert faults[start:] == other_faults

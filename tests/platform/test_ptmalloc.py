@@ -333,7 +333,7 @@ def test_a_free_naming_a_block_a_carve_run_took_from_the_tcache_enters_the_run()
         a.free(x, 24)                   # parked in the tcache
         if carved:
             start = a.top
-            a.tcache[32] = []           # the run took it (the caller sets the tcache)
+            a.tcache[32].clear()        # the run took it (the caller sets the tcache)
             a.carve_run(32, [24], lambda: ([(start, 32)], {24: [x, start]}),
                         borrowed=(x,))
             assert len(a.runs) == 1
@@ -369,8 +369,10 @@ def test_a_billion_untracked_adds_on_the_arena_are_one_carve_run():
 
 
 def _arena_state(a):
+    # the unsorted bin in order, each chunk with its size (the one free_at holds)
+    assert all(a.free_at[addr] == size for addr, size in a.unsorted.items())
     return (dict(a.inuse), dict(a.free_at),
-            list(a.unsorted), {i: list(v) for i, v in enumerate(a.bins) if v}, a.last_remainder,
+            list(a.unsorted.items()), {i: list(v) for i, v in enumerate(a.bins) if v}, a.last_remainder,
             {s: list(v) for s, v in a.tcache.items() if v},
             {s: list(v) for s, v in a.fast.items() if v}, a.nfast, a.top, a.brk,
             a.resident_end, a.trims, a.trimmed_bytes, a.mapped, a.mmap_threshold,

@@ -433,12 +433,13 @@ def _apply(sim, pending, w, lo, d, more, walked) -> list:
         now, rec = (arena.fast, fast) if is_fast else (arena.tcache, tcache)
         keep = w.low.get((is_fast, s), 0)
         under = keep + longer[s] if longer and not is_fast else keep
-        now[s] = now[s][:under] + [a if a < lo else a + d for a in rec.get(s, ())[keep:]]
+        # in place: the arena's bins are never replaced (it reads them by size as well)
+        now[s][:] = now[s][:under] + [a if a < lo else a + d for a in rec.get(s, ())[keep:]]
     arena.nfast = nfast
     if free_at or w.before[4]:
         arena.free_at = free = {(a if a < lo else a + d): z for a, z in free_at.items()}
         arena.free_end = {a + z: a for a, z in free.items()}
-        arena.unsorted = {(a if a < lo else a + d): None for a, _ in unsorted}
+        arena.unsorted = {(a if a < lo else a + d): z for a, z in unsorted}
         arena._unsorted_dead = 0
         now = arena.bins
         for i, _ in w.before[3]:
