@@ -621,3 +621,15 @@ def test_the_thread_alarm_raises_once_as_the_signal_alarm_does(monkeypatch):
     alarm.stop()
     assert sent[0] is simulation._TimeUp and sim._over_time
     assert sent[1:] == [None]     # stop() takes back one not yet raised, and no other
+
+
+def test_ctrl_c_while_run_runs_its_policies_on_two_jobs(tmp_path):
+    """`sim run -p all -j 2` runs its policies on worker processes: Ctrl-C stops them
+    and writes nothing, as it does to a run in one process."""
+    out = tmp_path / "rows.csv"
+    proc = start(["run", "adleak-rss", "-p", "all", "-j", "2", "--out", str(out)],
+                 "import sim.engine.runner\nsim.engine.runner.run_cell = ready_then_wait\n",
+                 tmp_path / "ready", tmp_path)
+    assert_interrupted(*interrupt(proc))
+    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
+    assert not (tmp_path / "rows.csv.partial").exists()
