@@ -115,7 +115,8 @@ def _policy_option(multiple=False):
                         help="bookkeeping policy (see `sim policies`), or a .py file "
                              "defining your own" +
                         ("; repeatable, or 'all'" if multiple else
-                         "; 'all' runs every built-in policy in turn"))
+                         "; 'all' runs every built-in policy (their rows in the order "
+                         "`sim policies` lists them)"))
 
 
 _profile_option = click.option("--profile", default="m2max-macos", show_default=True,
@@ -216,6 +217,13 @@ _max_nodes_option = click.option(
     "--max-nodes", type=AtLeast(1), default=5_000_000, show_default=True,
     help="stop if more simulated nodes than this are held individually (memory; each "
          "chunk of a glibc arena counts as a quarter node)")
+_jobs_option = click.option(
+    "--jobs", "-j", type=AtLeast(1), default=None,
+    help="local worker processes  [default: the CPUs available]")
+_reuse_option = click.option(
+    "--no-reuse", "no_reuse", is_flag=True,
+    help="simulate every cell, also one whose policy the run of another policy's cell "
+         "proves cannot change (by default such a cell gets that cell's rows)")
 
 
 @cli.command("run")
@@ -232,32 +240,36 @@ _max_nodes_option = click.option(
 @click.option("--max-ops", type=AtLeast(1), default=50_000_000, show_default=True,
               help="stop if more steps than this are registered")
 @click.option("--timeout", type=Above(0), default=None,
-              help="stop after this many seconds of wall time")
+              help="stop after this many seconds of wall time (each variant x policy's run)")
 @_max_nodes_option
 @click.option("--max-elements", type=AtLeast(1), default=None,
               help="refuse a tensor with more elements than this  [default: 2^32]")
 @click.option("--exact", is_flag=True,
               help="simulate every loop iteration (no fast-forward); dead single-node graphs "
                    "are kept as run records, so memory stays ~100 B per dropped untracked op")
+@_jobs_option
+@_reuse_option
 def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout, max_nodes,
-            max_elements, exact):
+            max_elements, exact, jobs, no_reuse):
     """Simulate one workload (a built-in name or a path to a .py file).
 
     Prints the observations in the measured schema (the seed program's metrics,
-    plus the bookkeeping observables at each sample).
+    plus the bookkeeping observables at each sample). Its runs (each variant under
+    each policy, in that order) go through `sim sweep`'s cells: on --jobs processes,
+    a policy's run given another's rows where that run proves they are the same
+    (--no-reuse: each simulated), the rows in the same order whatever ran them.
     """
     from ..analysis.data import (PREDICTED_COLUMNS, atomic_write, dump_json, output_target,
                                  rows_to_csv)
-    from ..engine.simulation import Limits
+    from ..errors import LimitExceeded
     from ..policies import POLICIES, get_policy
     from ..engine.profile import load_profile
-    from ..engine.runner import run_cell
     from ..engine.workloads import load_workload, parse_sets
+    from .sweep import Cell, default_jobs, run_cells, warn_host, workload_ref
     w = load_workload(workload)
-    # `-p all`: every built-in policy in turn, the rows told apart by their policy column
+    # `-p all`: every built-in policy, the rows told apart by their policy column
     policies = list(POLICIES) if policy == "all" else [get_policy(policy).name]
     prof = load_profile(profile)
-    from .sweep import warn_host
     warn_host(prof)
     set_values = parse_sets(sets)
     variants = [variant] if variant else list(w.variants)
@@ -274,40 +286,39 @@ def run_cmd(workload, variant, policy, profile, sets, fmt, out, max_ops, timeout
             return rows_to_csv(rows, PREDICTED_COLUMNS)
         return dump_json(rows) if fmt == "json" else _table(rows)
 
-    from .progress import Heartbeat
-    from ..errors import LimitExceeded
-    rows = []
-    for v, policy in ((v, p) for v in variants for p in policies):
-        beat = Heartbeat(f"{w.name}/{v}" + (f" {policy}" if len(policies) > 1 else ""))
-        try:
-            rows.extend(run_cell(w, v, policy, prof, set_values,
-                                 limits=Limits(max_ops=max_ops, max_wall_s=timeout,
-                                               max_live_nodes=max_nodes,
-                                               max_tensor_elements=max_elements or
-                                               Limits.MAX_TENSOR_ELEMENTS),
-                                 fast_forward=not exact, heartbeat=beat))
-        except LimitExceeded as exc:
-            # a budget: the rows sampled before it are kept beside --out, never as it (not
-            # beside a device or FIFO: --out /dev/null asks for nothing to be kept)
-            rows += getattr(exc, "rows", [])
-            if out is None or output_target(out)[1]:
-                raise
-            if not rows:
-                if Path(f"{out}.partial").is_file():
-                    raise LimitExceeded(f"{exc}; no rows were sampled before it ({out}.partial "
-                                        f"is an earlier run's)") from None
-                raise
-            atomic_write(f"{out}.partial", rows_text(rows))
-            raise LimitExceeded(f"{exc}; the {len(rows)} rows sampled before it are in "
-                                f"{out}.partial") from None
-        finally:
-            beat.close()
+    def heartbeat(cell):
+        return f"{w.name}/{cell.variant}" + (f" {cell.policy}" if len(policies) > 1 else "")
+    cells = [Cell(workload_ref(w), v, p, tuple(set_values.items()))
+             for v in variants for p in policies]
+    try:
+        ran = run_cells(cells, prof, None, jobs or default_jobs(), progress=False,
+                        reuse=not no_reuse, exact=exact, max_elements=max_elements,
+                        timeout=timeout, max_nodes=max_nodes, max_ops=max_ops,
+                        heartbeat=heartbeat, in_order=True)
+    except LimitExceeded as exc:
+        # a budget: the rows sampled before it are kept beside --out, never as it (not
+        # beside a device or FIFO: --out /dev/null asks for nothing to be kept)
+        rows = exc.rows_before + getattr(exc, "rows", [])
+        if out is None or output_target(out)[1]:
+            raise
+        if not rows:
+            if Path(f"{out}.partial").is_file():
+                raise LimitExceeded(f"{exc}; no rows were sampled before it ({out}.partial "
+                                    f"is an earlier run's)") from None
+            raise
+        atomic_write(f"{out}.partial", rows_text(rows))
+        raise LimitExceeded(f"{exc}; the {len(rows)} rows sampled before it are in "
+                            f"{out}.partial") from None
+    rows = ran.ordered_rows()
     text = rows_text(rows)
     if out is None:
         click.echo(text, nl=False)
     else:
         atomic_write(out, text)
-        click.echo(f"wrote {len(rows)} rows to {out}{_drop_stale_partial(out)}", err=True)
+        reused = (f" ({len(ran.reused)} of {len(cells)} runs given an equivalent policy's "
+                  f"rows)" if ran.reused else "")
+        click.echo(f"wrote {len(rows)} rows to {out}{reused}{_drop_stale_partial(out)}",
+                   err=True)
 
 
 def _drop_stale_partial(out) -> str:
@@ -630,18 +641,11 @@ def _table(rows) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-_jobs_option = click.option(
-    "--jobs", "-j", type=AtLeast(1), default=None,
-    help="local worker processes  [default: the CPUs available]")
 _scheduler_option = click.option(
     "--scheduler", metavar="ADDRESS", default=None,
     help="run the cells on this dask distributed scheduler (needs the 'dask' extra)")
 _force_option = click.option("--force", is_flag=True,
                              help="simulate every cell again instead of reusing finished ones")
-_reuse_option = click.option(
-    "--no-reuse", "no_reuse", is_flag=True,
-    help="simulate every cell, also one whose policy the run of another policy's cell "
-         "proves cannot change (by default such a cell gets that cell's rows)")
 _max_elements_option = click.option(
     "--max-elements", type=AtLeast(1), default=None,
     help="refuse a tensor with more elements than this  [default: 2^32]")

@@ -43,14 +43,15 @@ from ..paths import PACKAGE_DIR, ROOT
 from ..policies import POLICIES, get_policy, policy_file, policy_rank, policy_sources
 from ..policies.trace import may_share, same_behaviour
 from ..engine.profile import Profile, load_profile
-from .progress import Progress, CellBeat
+from .progress import Progress, CellBeat, Heartbeat
 from ..output.results import prepare_out, join_errors, previous_figures, publish
 from ..engine.runner import run_cell  # forked workers inherit the simulator loaded with it
 from ..engine.workloads import load_workload, builtin_names, parse_sets, EXPERIMENTS_DIR
 from ..engine.workers import local_pool
 
 __all__ = ["Cell", "SweepRun", "code_version", "select_workloads", "select_policies",
-           "parse_grid", "plan_cells", "run_cells", "compute_cell", "REFERENCE_POLICY"]
+           "parse_grid", "plan_cells", "run_cells", "compute_cell", "workload_ref",
+           "REFERENCE_POLICY"]
 
 
 #: the policy the measured programs ran under (burn 0.22.1): measured points are
@@ -236,11 +237,11 @@ def plan_cells(workloads, policies, grid, extra=()) -> list:
         wanted |= {(v, p) for name, v, p in extra if name == w.name}
         for j, point in enumerate(grid.get(w.name, [{}])):
             params = tuple((k, point[k]) for k in w.params if k in point)
-            rank[_ref(w), params] = (i, j)
+            rank[workload_ref(w), params] = (i, j)
             for variant, policy in wanted:
                 w.resolve(variant, point)   # checks the combination before anything runs
-                cells.add(Cell(_ref(w), variant, policy, params))
-    variant_rank = {(_ref(w), v): k for w in workloads for k, v in enumerate(w.variants)}
+                cells.add(Cell(workload_ref(w), variant, policy, params))
+    variant_rank = {(workload_ref(w), v): k for w in workloads for k, v in enumerate(w.variants)}
 
     def sort_key(c):
         i, j = rank[c.workload, c.params]
@@ -248,7 +249,7 @@ def plan_cells(workloads, policies, grid, extra=()) -> list:
     return sorted(cells, key=sort_key)
 
 
-def _ref(workload) -> str:
+def workload_ref(workload) -> str:
     """How a worker finds the workload again: a built-in name, or its file's path."""
     if workload.path.parent == EXPERIMENTS_DIR:
         return workload.name
@@ -336,7 +337,11 @@ def compute_cell(spec) -> dict:
     ``spec``: ``workload`` (name or path), ``variant``, ``policy``, ``profile``
     (name, path and the parsed content the parent read: a profile edited
     during a sweep does not mix into it), ``params`` (overrides), ``remote``
-    (run by a dask worker), ``trace`` (record the policy's attributes the run reads).
+    (run by a dask worker), ``trace`` (record the policy's attributes the run reads),
+    ``plain`` (rows as plain values of the predicted columns, as the cache keeps them;
+    else as the run returned them), ``heartbeat`` (the label of a
+    :class:`~sim.commands.progress.Heartbeat` on this process's stderr, ``sim run``'s
+    lines, instead of reports to the progress bar).
     Returns ``rows``, ``seconds`` (wall), ``reads`` (the names read, sorted; None unless
     traced) and, when remote, this process's :func:`code_version` (a worker must run
     the same simulator).
@@ -349,7 +354,7 @@ def compute_cell(spec) -> dict:
     sample a thread it did not start the task in.
     """
     start = time.perf_counter()
-    if _sink is not None and spec.get("label"):
+    if _sink is not None and spec.get("label") and not spec.get("heartbeat"):
         _sink(spec["label"], "starting")
     if spec.get("remote"):
         outcome = {}
@@ -380,24 +385,33 @@ def _simulate(spec):
     name, path, data = spec["profile"]
     reads = set() if spec.get("trace") else None
     beat = None
-    if _sink is not None and spec.get("label"):
+    if spec.get("heartbeat"):
+        beat = Heartbeat(spec["heartbeat"])
+    elif _sink is not None and spec.get("label"):
         beat = CellBeat(spec["label"], _sink)
-    rows = run_cell(spec["workload"], spec["variant"], spec["policy"],
-                    Profile(name, path, copy.deepcopy(data)), dict(spec["params"]),
-                    policy_reads=reads, fast_forward=not spec.get("exact"), heartbeat=beat,
-                    limits=_limits(spec))
-    return [_plain(row) for row in rows], reads
+    try:
+        rows = run_cell(spec["workload"], spec["variant"], spec["policy"],
+                        Profile(name, path, copy.deepcopy(data)), dict(spec["params"]),
+                        policy_reads=reads, fast_forward=not spec.get("exact"),
+                        heartbeat=beat, limits=_limits(spec))
+    finally:
+        if isinstance(beat, Heartbeat):
+            beat.close()
+    return [_plain(row) for row in rows] if spec.get("plain", True) else rows, reads
 
 
 def _limits(spec):
     """The budgets of a cell: the defaults, with ``max_elements``, ``timeout`` (wall
-    seconds) and ``max_nodes`` where the sweep set them."""
-    if all(spec.get(key) is None for key in ("max_elements", "timeout", "max_nodes")):
+    seconds), ``max_nodes`` and ``max_ops`` where the run set them."""
+    if all(spec.get(key) is None for key in ("max_elements", "timeout", "max_nodes",
+                                             "max_ops")):
         return None
     limits = Limits(max_tensor_elements=spec.get("max_elements") or Limits.MAX_TENSOR_ELEMENTS,
                     max_wall_s=spec.get("timeout"))
     if spec.get("max_nodes") is not None:
         limits.max_live_nodes = spec["max_nodes"]
+    if spec.get("max_ops") is not None:
+        limits.max_ops = spec["max_ops"]
     return limits
 
 
@@ -456,17 +470,23 @@ class _FigureWarmUp:
 
 def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, progress=True,
               reuse=True, started=None, exact=False, max_elements=None, cache_dir=None,
-              timeout=None, max_nodes=None):
+              timeout=None, max_nodes=None, max_ops=None, heartbeat=None, in_order=False):
     """Run ``cells`` (reading finished ones from the cache); returns a :class:`SweepRun`.
+
+    The one executor of cells: ``sim sweep``, ``compare`` and ``fixes`` run theirs with
+    it, and ``sim run`` its variants x policies (no cache, ``heartbeat``, ``in_order``).
 
     Parameters
     ----------
     cells : list of Cell
         In plan order (see :func:`plan_cells`); the rows come back in that order.
     profile : sim.engine.profile.Profile
-    out_dir : Path
+    out_dir : Path or None
         The cache lives in ``out_dir/.cache`` (``cache_dir/.cache`` if given: runs that
-        share it read each other's cells).
+        share it read each other's cells). None (and no ``cache_dir``): nothing is
+        cached or read back, and each cell's rows are as its run returned them (with
+        every key and value type the run gave them); cached rows are plain values of
+        the predicted columns (:func:`compute_cell`).
     jobs : int
         Local worker processes (1: run in this process).
     scheduler : str, optional
@@ -495,21 +515,36 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
     max_nodes : int, optional
         Simulated nodes one cell may hold individually (``--max-nodes``; default:
         ``Limits``'): a memory budget, as ``timeout`` is a time budget.
+    max_ops : int, optional
+        Steps one cell may register (``sim run --max-ops``; default: ``Limits``').
+    heartbeat : callable, optional
+        ``heartbeat(cell)``: the label of the :class:`~sim.commands.progress.Heartbeat`
+        the cell's run shows on stderr of the process that runs it (``sim run``'s lines;
+        with ``progress`` false).
+    in_order : bool
+        A failed cell stops the run once every cell before it in plan order has
+        finished (the cells after it are not waited for): the error is the first
+        failing cell's in plan order, however many ``jobs`` ran them, raised as the cell
+        raised it (not named), with ``rows_before``, the rows of the cells before it in
+        plan order. (Else the first failure to arrive stops the run, named.)
 
     Raises
     ------
     UserError
         A cell failed on bad input (a budget exceeded, impossible parameters):
-        the message names the cell. Finished cells stay cached.
+        the message names the cell (unless ``in_order``). Finished cells stay cached.
     """
     start = time.perf_counter()
-    code = code_version()
-    cache = Cache(cache_dir or out_dir, code)
+    cached = cache_dir or out_dir
+    code = code_version() if cached or scheduler else ""
+    cache = Cache(cached, code) if cached else None
     run = SweepRun(cells=list(cells), rows={}, code=code)
     keys, todo = {}, []
     for cell in cells:
-        key = keys[cell] = _cell_key(cell, load_workload(cell.workload), profile, code, exact)
-        rows = None if force else cache.get(key)
+        rows = None
+        if cache is not None:
+            keys[cell] = _cell_key(cell, load_workload(cell.workload), profile, code, exact)
+            rows = None if force else cache.get(keys[cell])
         if rows is None:
             todo.append(cell)
         else:
@@ -535,7 +570,10 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
                     "profile": (profile.name, str(profile.path), profile.data),
                     "params": dict(cell.params), "trace": cell in reps,
                     "remote": scheduler is not None, "exact": exact, "label": cell.label,
-                    "max_elements": max_elements, "timeout": timeout, "max_nodes": max_nodes}
+                    "plain": cache is not None,
+                    "heartbeat": heartbeat(cell) if heartbeat is not None else None,
+                    "max_elements": max_elements, "timeout": timeout, "max_nodes": max_nodes,
+                    "max_ops": max_ops}
              for cell in todo}
     bar = None
 
@@ -553,29 +591,50 @@ def run_cells(cells, profile, out_dir, jobs=1, scheduler=None, force=False, prog
         results = _in_process(specs, deps)
         _sink = beat if progress else None
     bar = Progress(len(cells), run.cached) if progress else None   # once the cells can run
+    place = {cell: i for i, cell in enumerate(run.cells)}
+    failed = None       # (plan index, exception) of the first failed cell in plan order
     try:
         for cell, result in results:
-            if result.get("code") not in (None, code):
-                raise UserError(f"a dask worker runs other simulator code (version "
-                                f"{result['code']}, here {code}): install this checkout "
-                                f"on the workers")
-            cache.put(keys[cell], cell, result["rows"])
-            run.rows[cell] = result["rows"]
-            if "reused" in result:
-                run.reused[cell] = result["reused"]
+            if "error" in result:
+                if not in_order:
+                    raise _named(cell, result["error"])
+                if failed is None or place[cell] < failed[0]:
+                    failed = (place[cell], result["error"])
             else:
-                run.seconds[cell] = result["seconds"]
-                run.computed += 1
-            if bar:
-                bar.advance(cell.label)
+                if result.get("code") not in (None, code):
+                    raise UserError(f"a dask worker runs other simulator code (version "
+                                    f"{result['code']}, here {code}): install this checkout "
+                                    f"on the workers")
+                if cache is not None:
+                    cache.put(keys[cell], cell, result["rows"])
+                run.rows[cell] = result["rows"]
+                if "reused" in result:
+                    run.reused[cell] = result["reused"]
+                else:
+                    run.seconds[cell] = result["seconds"]
+                    run.computed += 1
+                if bar:
+                    bar.advance(cell.label)
+            if failed is not None and all(c in run.rows for c in run.cells[:failed[0]]):
+                break
     finally:
         _sink = None
-        results.close()   # stops the workers of an interrupted or failed sweep
+        results.close()   # stops the workers of an interrupted or failed run
         if bar:
             bar.close()
-    cache.prune()
+    if failed is not None:
+        index, exc = failed
+        exc.rows_before = [row for c in run.cells[:index] for row in run.rows[c]]
+        raise exc
+    if cache is not None:
+        cache.prune()
     run.wall_s = time.perf_counter() - start
     return run
+
+
+def _named(cell, exc):
+    """A cell's user error (bad input, a budget) as one line that names the cell."""
+    return UserError(f"{cell.label}: {exc}")
 
 
 def _shared(cell, rep, result):
@@ -593,23 +652,20 @@ def _shared(cell, rep, result):
 
 def _in_process(specs, deps):
     """Yield ``(cell, result)`` simulating the cells in this process, in order (a cell
-    that waits for another comes after it: :func:`run_cells`)."""
+    that waits for another comes after it: :func:`run_cells`); a cell that failed on
+    bad input gives ``{"error": exception}``."""
     done, reps = {}, set(deps.values())
     for cell, spec in specs.items():
         rep = deps.get(cell)
         result = _shared(cell, rep, done[rep]) if rep is not None else None
         if result is None:
-            result = _call(cell, spec)
+            try:
+                result = compute_cell(spec)
+            except UserError as exc:
+                result = {"error": exc}
         if cell in reps:
             done[cell] = result
         yield cell, result
-
-
-def _call(cell, spec):
-    try:
-        return compute_cell(spec)
-    except UserError as exc:
-        raise UserError(f"{cell.label}: {exc}") from None
 
 
 #: where :func:`compute_cell` reports where its cell is, ``sink(label, where)``: the
@@ -666,8 +722,10 @@ def _on_processes(specs, jobs, deps=None, started=None, beat=None):
                 drain()     # before the results: a cell's last report precedes its result
             for future in sorted(done, key=submitted.get):
                 cell = futures[future]
-                result = _result(cell, future)
+                result = _result(future)
                 yield cell, result
+                if "error" in result:
+                    continue    # its family's later cells are after a failure: not needed
                 for dependent in waiting.pop(cell, ()):
                     reused = _shared(dependent, cell, result)
                     if reused is None:
@@ -676,11 +734,12 @@ def _on_processes(specs, jobs, deps=None, started=None, beat=None):
                         yield dependent, reused
 
 
-def _result(cell, future):
+def _result(future):
+    """A finished cell's result, or ``{"error": exception}`` where it failed on bad input."""
     try:
         return future.result()
     except UserError as exc:
-        raise UserError(f"{cell.label}: {exc}") from None
+        return {"error": exc}
 
 
 def _dask_client(address):
@@ -731,7 +790,7 @@ def _on_dask(specs, client):
                 json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:24]
             futures[client.submit(compute_cell, spec, key=key, pure=False)] = cell
         for future in as_completed(list(futures), loop=client.loop):
-            yield futures[future], _result(futures[future], future)
+            yield futures[future], _result(future)
     finally:
         try:
             client.cancel(list(futures))

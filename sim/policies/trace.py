@@ -9,8 +9,9 @@ every flag it read the same object, and both objects started from the same
 the run reads from the policy (the first read only: the value is then cached on the
 instance, so a seam called a million times costs nothing more), and
 :func:`same_behaviour` decides from those names whether ``B``'s run would be identical.
-``sim sweep`` uses it to give a cell whose policy could not have changed anything the
-rows of the cell it is equivalent to (``--no-reuse`` simulates every cell).
+``sim sweep`` (and ``sim run``, whose variants x policies are the sweep's cells) uses it
+to give a cell whose policy could not have changed anything the rows of the cell it is
+equivalent to (``--no-reuse`` simulates every cell).
 
 A policy also acts through the mirror classes it gives the simulation
 (:mod:`sim.policies.mirror`): the traced policy hands out a subclass of each that records

@@ -323,7 +323,7 @@ CLICK_CASES = {
     "missing-argument": (["run"], "`sim run` needs WORKLOAD; `sim run --help` says"),
     "missing-option": (["measure"], "`sim measure` needs --out; "),
     "unknown-option": (["run", "adleak-rss", "--bogus"],
-                       "--bogus: `sim run` has no such option (did you mean --out?); "),
+                       "--bogus: `sim run` has no such option (did you mean --jobs or --out?); "),
     "option-without-value": (["sweep", "-p"], "-p needs a value"),
     "extra-arguments": (["run", "a", "b", "c"], "`sim run` takes no arguments 'b', 'c'; "),
     "extra-argument-with-a-space": (["run", "a", "b c"], "`sim run` takes no argument 'b c'; "),

@@ -634,3 +634,15 @@ def test_a_memory_budget_seen_at_a_yield_names_the_workload_line(tmp_path, capsy
     yield_line = HOLDS_200_NODES.splitlines().index("        yield sim.tick()") + 1
     assert_one_error(code, lines, f"{path}:{yield_line}: memory budget exceeded: more than "
                                   f"50 live simulated nodes held individually")
+
+
+def test_ctrl_c_while_run_runs_its_policies_on_two_jobs(tmp_path):
+    """`sim run -p all -j 2` runs its policies on worker processes: Ctrl-C stops them
+    and writes nothing, as it does to a run in one process."""
+    out = tmp_path / "rows.csv"
+    proc = start(["run", "adleak-rss", "-p", "all", "-j", "2", "--out", str(out)],
+                 "import sim.engine.runner\nsim.engine.runner.run_cell = ready_then_wait\n",
+                 tmp_path / "ready", tmp_path)
+    assert_interrupted(*interrupt(proc))
+    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
+    assert not (tmp_path / "rows.csv.partial").exists()
