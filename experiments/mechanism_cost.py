@@ -88,6 +88,19 @@ fresh process per variant:
                 backward after each block; ``ns_per_op`` per kind and N (median of
                 ``size_reps`` blocks each)
 
+``gen-window`` (the probe runs it only when named) train-validate's generation sample on each
+                of its evaluators (``plain``: model.valid() and z on plain Flex;
+                ``valid-model``: model.valid() and z on flex.autodiff; ``autodiff``: the
+                model itself) and its parts (``linear``: the first layer's module::linear,
+                ``relu``, ``sum-read``, ``clone``), each in 8 windows of 5 iterations after
+                a training step (``EVALUATOR/KIND``, x = iterations so far, and the windows'
+                mean at ``/all``); then the lift (``lift/lifted``: module::linear(z, w, None)
+                with z on flex.autodiff and w model.valid()'s plain weight, which the
+                dispatch lifts onto autodiff; ``lift/autodiff``: w's values on autodiff),
+                ``lift/lifted-minus-autodiff`` and ``lift/lift`` (that plus an autodiff
+                handle's clone less a plain one's: one lift, ``lift_ns``). The replica runs
+                one untimed and one timed rep; every window holds one clock read
+
 ``clock-read``  an empty timed window: ``Instant::now()`` then ``elapsed()`` of the probes'
                 clock, back to back (``ns_per_op``, the median of 20,001): one read of the
                 clock, which every timed window of a probe holds once (its start's end and
@@ -98,7 +111,7 @@ The probe reports first-gemm's and param-init's rows as medians over 9 fresh pro
 (a first call happens once per process); the simulation is one process.
 """
 
-from sim.burn.nn import Mlp
+from sim.burn.nn import Mlp, linear
 from sim.burn.optim import GradientsParams, Sgd
 from sim.burn.tensor import Tensor, drop
 
@@ -114,6 +127,17 @@ SAMPLE_PHASES = SAMPLE_KINDS + ("parts", "module-minus-ops", "ops-minus-one-weig
 WAKE_KINDS = ("bare", "statm", "report")
 WAKE_SAMPLES = 5
 WAKE_PHASES = WAKE_KINDS + ("statm-minus-bare", "report-minus-bare")
+#: gen-window's evaluators (train-validate's variants), kinds, windows a rep times and the
+#: rows' phases (``EVALUATOR/KIND``, x = iterations since the evaluator was made, and
+#: ``EVALUATOR/KIND/all``, x = 40: the mean over the windows)
+GEN_EVALUATORS = ("plain", "valid-model", "autodiff")
+GEN_KINDS = ("module", "linear", "relu", "sum-read", "clone")
+GEN_WINDOWS = 8
+#: the lift's twins: the weight plain (lifted by the op) or on flex.autodiff
+LIFT_KINDS = ("lifted", "autodiff")
+GEN_PHASES = tuple(f"{e}/{k}{a}" for e in GEN_EVALUATORS for k in GEN_KINDS
+                   for a in ("", "/all")) + tuple(
+                       f"lift/{k}" for k in LIFT_KINDS + ("lifted-minus-autodiff", "lift"))
 #: leak-replay's cases: op-cost's iterations whose blocks the probe replays
 LEAK_CASES = ("untracked-add", "tracked-mul_scalar")
 LEAK_WARM = 1000
@@ -130,12 +154,13 @@ X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows",
                                                "all"), "buckets"),
                               **dict.fromkeys(SAMPLE_PHASES, "iterations"),
                               **dict.fromkeys(WAKE_PHASES, "samples"),
+                              **dict.fromkeys(GEN_PHASES, "iterations"),
                               **{f"{case}-{row}": "iterations" for case in LEAK_CASES
                                  for row in ("leak-minus-freed", "beyond-faults")}}}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = ("page-fault", "text-fault", "first-gemm", "param-init", "sweep-free", "merge",
             "release", "read-scalar", "train-step", "rehash", "mlp-sample", "clock-read",
-            "leak-replay", "register-size", "report-wake")
+            "leak-replay", "register-size", "report-wake", "gen-window")
 PARAMS = {"reps": 5, "calls": 5, "nodes": "100,300,1000,3000,10000", "merge_ops": 250,
           "merge_reps": 41, "release_ops": 250, "release_reps": 41,
           "train_warm": 20, "train_steps": 50, "train_reps": 11, "rehash_reps": 21,
@@ -226,6 +251,8 @@ def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, re
                                   size_reps)
     elif variant == "report-wake":
         yield from _report_wake(sim)
+    elif variant == "gen-window":
+        yield from _gen_window(sim)
     else:
         raise ValueError(variant)
 
@@ -253,6 +280,81 @@ def _report_wake(sim):
         ns[f"{kind}-minus-bare"] = ns[kind] - ns["bare"]
     for phase in WAKE_PHASES:
         sim.record(WAKE_SAMPLES, "samples", "ns_per_op", round(ns[phase], 1) + 0.0, phase=phase)
+    yield sim.tick()
+
+
+def _gen_window(sim):
+    """train-validate's generation on each evaluator in windows of :data:`WAKE_SAMPLES`
+    after a training step, and the sample's parts, then the lift of a plain weight against
+    the same matmul with its weight on autodiff (the probe's src/sample.rs ``gen_window``):
+    one untimed rep, then one timed (the probe takes the median of 41)."""
+    flex = sim.device("flex")
+    device = flex.autodiff()
+    model = Mlp(128, 128, 128, device)
+    x = Tensor.random((32, 128), device)
+    optim = Sgd(sim)
+    ns = {}
+    for rep in range(2):
+        for evaluator in GEN_EVALUATORS:
+            for kind in GEN_KINDS:
+                loss = model.forward(x.clone()).powi_scalar(2).mean()
+                grads = GradientsParams.from_grads(loss.backward(), model)
+                del loss
+                optim.step(1e-3, model, grads)
+                net, input_device = ((model, device) if evaluator == "autodiff" else
+                                     (model.valid(), device if evaluator == "valid-model" else flex))
+                z = Tensor.random((1, 128), input_device)
+                w, b = net.layers[0].weight.val(), net.layers[0].bias.val()
+                body = {"module": lambda: net.forward(z.clone()).sum().into_scalar(),
+                        "linear": lambda: drop(linear(z.clone(), w.clone(), b.clone())),
+                        "relu": lambda: drop(z.clone().relu()),
+                        "sum-read": lambda: z.clone().sum().into_scalar(),
+                        "clone": lambda: drop(z.clone())}[kind]
+                windows = []
+                for _ in range(GEN_WINDOWS):
+                    start = sim.now_ns
+                    for _ in range(WAKE_SAMPLES):
+                        body()
+                    sim.timing.clock_read()
+                    windows.append((sim.now_ns - start) / WAKE_SAMPLES)
+                ns[evaluator, kind] = windows
+                del net, z, w, b, body
+                yield sim.tick()
+    lift = {}
+    for rep in range(2):
+        for kind in LIFT_KINDS:
+            loss = model.forward(x.clone()).powi_scalar(2).mean()
+            grads = GradientsParams.from_grads(loss.backward(), model)
+            del loss
+            optim.step(1e-3, model, grads)
+            valid = model.valid()
+            z = Tensor.random((1, 128), device)
+            w = valid.layers[0].weight.val() if kind == "lifted" else Tensor.random((128, 128), device)
+            start = sim.now_ns
+            for _ in range(GEN_WINDOWS):
+                for _ in range(WAKE_SAMPLES):
+                    drop(linear(z.clone(), w.clone()))
+                sim.timing.clock_read()
+            lift[kind] = (sim.now_ns - start) / (GEN_WINDOWS * WAKE_SAMPLES)
+            del valid, z, w
+            yield sim.tick()
+    lift["lifted-minus-autodiff"] = lift["lifted"] - lift["autodiff"]
+    # one lift: the twins' weights' clones made equal (an autodiff handle's clone less a
+    # plain one's, from the evaluators' clone rows)
+    lift["lift"] = (lift["lifted-minus-autodiff"] + sum(ns["valid-model", "clone"]) / GEN_WINDOWS
+                    - sum(ns["plain", "clone"]) / GEN_WINDOWS)
+    for kind, value in lift.items():
+        sim.record(GEN_WINDOWS * WAKE_SAMPLES, "iterations", "ns_per_op", round(value, 1) + 0.0,
+                   phase=f"lift/{kind}")
+    for evaluator in GEN_EVALUATORS:
+        for kind in GEN_KINDS:
+            windows = ns[evaluator, kind]
+            for i, value in enumerate(windows):
+                sim.record((i + 1) * WAKE_SAMPLES, "iterations", "ns_per_op",
+                           round(value, 1) + 0.0, phase=f"{evaluator}/{kind}")
+            sim.record(GEN_WINDOWS * WAKE_SAMPLES, "iterations", "ns_per_op",
+                       round(sum(windows) / GEN_WINDOWS, 1) + 0.0,
+                       phase=f"{evaluator}/{kind}/all")
     yield sim.tick()
 
 

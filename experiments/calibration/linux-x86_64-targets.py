@@ -67,7 +67,9 @@ def main():
                     help="also print the held-out grades per experiment as a markdown table")
     ap.add_argument("--rows", metavar="CSV",
                     help="also write every graded row (point, status, measured, predicted, "
-                         "relative error) to this CSV")
+                         "relative error, its class, whether it met the class's target, the "
+                         "runs' range it was graded against, the model's two levels where "
+                         "it predicts both) to this CSV")
     args = ap.parse_args()
     measured = []
     for name in FILES:
@@ -105,6 +107,7 @@ def main():
         else:
             diff = abs(e["predicted"] - e["measured"])
             ok = diff <= tol * abs(e["measured"]) + SLACK.get(e["metric"], 0) + 1e-9
+        e["class"], e["ok"] = cls, ok
         cell = table[(e["status"], cls)]
         cell[0] += ok
         cell[1] += 1
@@ -136,11 +139,15 @@ def main():
         import csv
         with open(args.rows, "w", newline="", encoding="utf-8") as f:
             out = csv.writer(f)
-            out.writerow(["point", "status", "measured", "predicted", "rel_error"])
+            out.writerow(["point", "status", "measured", "predicted", "rel_error", "class",
+                          "ok", "range", "band"])
             for e in joined:
                 if e["status"] != "unpredicted":
+                    runs, levels = e.get("range"), e.get("band")
                     out.writerow([e["point"], e["status"], e["measured"], e["predicted"],
-                                  e["rel_error"]])
+                                  e["rel_error"], e["class"], int(bool(e["ok"])),
+                                  f"{runs[0]:.6g}..{runs[1]:.6g}" if runs else "",
+                                  f"{levels[0]:.6g}..{levels[1]:.6g}" if levels else ""])
     print(f"profile {args.profile}: {len(joined)} probe points")
     print(f"{'class':<32} {'fitted':>10} {'held out':>10}")
     for cls in sorted({c for _, c in table}):

@@ -234,6 +234,7 @@ def _lift(sim):
     node = Node(sim, sim.next_node_id(), (), 0, NONE)
     rc = NodeRefCount(sim, node.id)
     rc.acquire()
+    sim.timing.lift()
     return node, rc
 
 

@@ -8,9 +8,9 @@
    (gemm's first-call buffer is the L2's size), gemm's blocking ``gemm_kc_max`` /
    ``gemm_mc_max`` (:func:`gemm_blocking`, from the L1d and L2) and the ``[sysfs]`` lists.
 3. Runs the quick probes (``sim measure --quick`` machinery) into a directory it keeps,
-   with mechanism-cost's ``leak-replay`` and ``report-wake`` (run only when named) beside
-   them (:func:`measure_named`), and the sweep-scan probe's ``tlb`` rows into its ``tlb/``
-   (:func:`measure_tlb`): where they name the data TLB (cpuid 0x80000006, x86_64) its
+   with mechanism-cost's ``leak-replay``, ``report-wake`` and ``gen-window`` (run only
+   when named) beside them (:func:`measure_named`), and the sweep-scan probe's ``tlb``
+   rows into its ``tlb/`` (:func:`measure_tlb`): where they name the data TLB (cpuid 0x80000006, x86_64) its
    entries, ways and the cost of a read whose page misses go into the profile as ``sim
    calibrate --tlb`` writes them
    (:func:`sim.commands.calibrate.calibrate_tlb`), before the fit; and the train-validate
@@ -54,7 +54,7 @@ __all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "DERIVED", 
            "fold_text", "derive_text", "fit_points", "measure_tlb", "TLB_DIR", "source_table",
            "measure_parts", "PARTS_DIR", "PARTS_RUNS", "measure_trim", "TRIM_DIR", "TRIM_RUNS",
            "SETTLED", "MAX_PASSES", "GEMM_OVERLAP", "UPPER_BOUNDS", "LEAK_FILE",
-           "measure_named", "NAMED_VARIANTS", "WAKE_FILE"]
+           "measure_named", "NAMED_VARIANTS", "WAKE_FILE", "GEN_FILE"]
 
 #: the time parameters ``sim host-profile`` fits, in stages, each parameter on the quick-probe
 #: points that isolate it (selectors of ``sim calibrate --points``; x values are the
@@ -101,6 +101,12 @@ FIT_PLAN = (
     # train-validate's generation sample in windows of 5, after a report less after
     # nothing; the clock read cancels), before the stages whose windows follow reports
     (("time.report_wake_ns", [f"{_MECH}/report-wake/report-minus-bare/5/ns_per_op"]),),
+    # what lifting a plain operand onto autodiff costs an op (burn's dispatch:
+    # Autodiff::from_inner, a fresh node id, node and ref count; mechanism-cost gen-window,
+    # run by :func:`measure_named`: a matmul on an autodiff input with model.valid()'s plain
+    # weight against the same values on autodiff, the handles' clones made equal), before
+    # the stages whose ops may lift an operand
+    (("time.lift_ns", [f"{_MECH}/gen-window/lift/lift/40/ns_per_op"]),),
     # a new heap page's first writes beyond its fault (mechanism-cost leak-replay, run by
     # :func:`measure_named`: op-cost's untracked add and tracked mul_scalar, their blocks
     # replayed kept against freed, less the kept pages' faults), before the stages whose
@@ -858,14 +864,17 @@ def _with_parts(profile_path, parts_dir, out_path, reuse, echo):
     return out_path
 
 
-#: the CSVs of the measured dir that hold mechanism-cost leak-replay's and report-wake's rows
+#: the CSVs of the measured dir that hold mechanism-cost leak-replay's, report-wake's and
+#: gen-window's rows
 #: (variants the probe runs only when named, so not among ``sim measure --quick``'s)
 LEAK_FILE = "mechanism-cost-leak-replay.csv"
 WAKE_FILE = "mechanism-cost-report-wake.csv"
+GEN_FILE = "mechanism-cost-gen-window.csv"
 #: variant -> (its CSV in the measured dir, a phase its rows must hold, the parameter its
 #: FIT_PLAN stage fits: the base's value is kept where the probe does not run it)
 NAMED_VARIANTS = {"leak-replay": (LEAK_FILE, "beyond-faults", "heap_page_write_ns"),
-                  "report-wake": (WAKE_FILE, "report-minus-bare", "report_wake_ns")}
+                  "report-wake": (WAKE_FILE, "report-minus-bare", "report_wake_ns"),
+                  "gen-window": (GEN_FILE, "lift/lift", "lift_ns")}
 
 
 def measure_named(directory, variant, cpu_time=False, echo=_echo) -> bool:

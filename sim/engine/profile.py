@@ -54,7 +54,7 @@ OPTIONAL_EMPTY = frozenset({"sweep_tlb_order_reads", "sweep_tlb_order_reach",
                             "sweep_tlb_order_miss", "sweep_tlb_order_spacing", "quick_points"})
 #: keys a profile may leave out, read as 0 (a profile written before the probe that measures
 #: them existed: the mechanism is not charged, as in a profile that has it at 0)
-OPTIONAL_ZERO = frozenset({"clock_read_ns", "report_wake_ns"})
+OPTIONAL_ZERO = frozenset({"clock_read_ns", "report_wake_ns", "lift_ns"})
 
 #: section -> key -> type. Every key is required; no other key is allowed.
 SCHEMA = {
@@ -180,6 +180,8 @@ SCHEMA = {
                                        #   (mechanism-cost clock-read; optional, 0)
         "report_wake_ns": FLOAT,       # per timed window after a probe's report: the report's
                                        #   after-effect (mechanism-cost report-wake; optional, 0)
+        "lift_ns": FLOAT,              # per plain operand an autodiff op lifts (from_inner),
+                                       #   beyond its blocks (mechanism-cost gen-window; optional, 0)
         "text_fault_ns": FLOAT,        # per 64-KiB fault-around window of text made resident
         "sysfs_read_ns": FLOAT,        # per sysfs directory listed or file read (gemm's cache info)
         "autodiff_clone_ns": FLOAT,    # per autodiff handle cloned: node + ref-count Arcs

@@ -326,6 +326,20 @@ class Timing:
         if ns:
             self._work(ns)
 
+    def lift(self) -> None:
+        """An op on an autodiff device was handed a plain operand, which burn's dispatch
+        lifts onto autodiff for the op (burn-backend-extension's routing:
+        ``Autodiff::from_inner``, burn-autodiff's ``AutodiffTensor::new``: a fresh
+        ``NodeId`` from the global atomic counter, a ``Node`` with its client, and the
+        handle's ``Arc<NodeId>``, all dropped as the op returns): ``lift_ns`` per operand
+        lifted, beyond the blocks' malloc and free (charged as any); measured by
+        mechanism-cost's ``gen-window`` variant (``lift/lift``: a matmul with a plain weight
+        on an autodiff input against the same weight on autodiff, the two handles' clones
+        made equal)."""
+        ns = self.p["lift_ns"]
+        if ns:
+            self._work(ns)
+
     def read_scalar(self, backend) -> None:
         """A tensor's value was read back (``into_scalar``: burn-flex's ``into_data`` builds a
         ``TensorData`` from the buffer, its first element is read and converted):

@@ -375,18 +375,44 @@ def test_report_wake_ns_is_fitted_on_report_wake_after_the_clock_read():
         assert stages == [[("time.report_wake_ns", [WAKE_POINT])]], run
 
 
-@pytest.mark.parametrize("variant", ["leak-replay", "report-wake"])
+#: mechanism-cost gen-window's point the lift_ns stage is fitted on
+LIFT_POINT = "mechanism-cost/gen-window/lift/lift/40/ns_per_op"
+
+
+def test_lift_ns_is_fitted_on_gen_window_s_lift_before_op_cost():
+    """Its own stage, on gen-window's lift/lift row (a matmul with a plain weight on an
+    autodiff input less the same with the weight on autodiff, the handles' clones made
+    equal: one lift), after clock_read_ns and report_wake_ns and before op-cost's stages."""
+    from sim.analysis.compare import known_checker
+    from sim.analysis.data import read_measured
+    from sim.commands.host_profile import FIT_PLAN, plan_stages
+    names = [[p for p, _ in stage] for stage in FIT_PLAN]
+    lift = names.index(["time.lift_ns"])
+    assert FIT_PLAN[lift] == (("time.lift_ns", [LIFT_POINT]),)
+    assert names.index(["time.report_wake_ns"]) < lift
+    assert lift < next(i for i, n in enumerate(names) if "backend.flex.op_overhead_ns" in n)
+    # the committed gen-window runs (session 60) have the point: the stage alone
+    for k in (1, 2, 3):
+        rows = read_measured(paths.ROOT / "experiments" / "measured" / "amd-epyc-zen4-gen-s60" /
+                             f"gen-{k}.csv", known_checker())
+        stages, _ = plan_stages(rows)
+        assert stages == [[("time.lift_ns", [LIFT_POINT])]], k
+
+
+@pytest.mark.parametrize("variant", ["leak-replay", "report-wake", "gen-window"])
 def test_measure_named_runs_the_variant_and_writes_its_rows_or_nothing(tmp_path, monkeypatch,
                                                                        variant):
-    """leak-replay and report-wake are not among `sim measure --quick`'s variants (the probe
+    """leak-replay, report-wake and gen-window are not among `sim measure --quick`'s variants (the probe
     runs them only when named): host-profile runs each into its own CSV beside the quick
     probes' (marked quick, on the clock asked for), or writes nothing and keeps the base's
     value of its parameter where the build does not have it."""
     from sim.commands import measure
-    from sim.commands.host_profile import LEAK_FILE, NAMED_VARIANTS, WAKE_FILE, measure_named
+    from sim.commands.host_profile import (GEN_FILE, LEAK_FILE, NAMED_VARIANTS, WAKE_FILE,
+                                           measure_named)
     assert NAMED_VARIANTS == {
         "leak-replay": (LEAK_FILE, "beyond-faults", "heap_page_write_ns"),
-        "report-wake": (WAKE_FILE, "report-minus-bare", "report_wake_ns")}
+        "report-wake": (WAKE_FILE, "report-minus-bare", "report_wake_ns"),
+        "gen-window": (GEN_FILE, "lift/lift", "lift_ns")}
     name, marker, param = NAMED_VARIANTS[variant]
     binary = tmp_path / "burn-probes"
     monkeypatch.setattr(measure, "binary_path", lambda gpu=False: binary)
@@ -418,7 +444,7 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     # op-cost's four stages: the chain and plain Flex's small ops, the sum, the
     # matrix-vector gemm's call, the tracked ops
     assert [[p for p, _ in stage] for stage in stages] \
-        == [[p for p, _ in FIT_PLAN[i]] for i in (8, 9, 12, 14)]
+        == [[p for p, _ in FIT_PLAN[i]] for i in (9, 10, 13, 15)]
     assert "time.sweep_free_ns" in skipped and "backend.flex.gflops" in skipped
     assert "time.page_fault_ns" in skipped
     # every selector of the plan names a point of a full quick run (one with the text-fault row)
@@ -430,8 +456,9 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     used = [q for stage in stages for _, pts in stage for q in pts]
     # (the core-1 run predates the read-scalar and train-step variants of session 53)
     # (nor session 55's rehash, nor session 56's mlp-sample, nor session 58's clock-read
-    # and leak-replay, nor session 59's report-wake)
+    # and leak-replay, nor session 59's report-wake, nor session 60's gen-window)
     newer = {"mechanism-cost/clock-read/window/1/ns_per_op", *LEAK_POINTS, WAKE_POINT,
+             LIFT_POINT,
              "mechanism-cost/read-scalar/read-minus-drop/250/ns_per_op",
              "mechanism-cost/read-scalar/autodiff-read-minus-drop/250/ns_per_op",
              "mechanism-cost/train-step/d4/4/ms_per_step",
@@ -441,7 +468,7 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     assert set(used) == set(fit_points()) - newer - {
         "adleak-count-params/chain-dead/size=16/after-unrelated-backward/300/backward_ms"}
     assert list(skipped) == ["time.rehash_item_ns", "time.linear_call_ns",
-                             "time.clock_read_ns", "time.report_wake_ns",
+                             "time.clock_read_ns", "time.report_wake_ns", "time.lift_ns",
                              "time.heap_page_write_ns",
                              "backend.flex.read_scalar_ns",
                              "time.optimizer_map_ns", "time.root_check_node_ns"]
@@ -456,9 +483,9 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
         "adleak-count-params/chain-dead/size=16/after-unrelated-backward/300/backward_ms",
         "mechanism-cost/rehash/all/256/ns_per_op", "mechanism-cost/rehash/all/2048/ns_per_op",
         "mechanism-cost/mlp-sample/module-minus-ops/250/ns_per_op",
-        "mechanism-cost/clock-read/window/1/ns_per_op", *LEAK_POINTS, WAKE_POINT}
+        "mechanism-cost/clock-read/window/1/ns_per_op", *LEAK_POINTS, WAKE_POINT, LIFT_POINT}
     assert list(skipped) == ["time.rehash_item_ns", "time.linear_call_ns",
-                             "time.clock_read_ns", "time.report_wake_ns",
+                             "time.clock_read_ns", "time.report_wake_ns", "time.lift_ns",
                              "time.heap_page_write_ns",
                              "time.root_check_node_ns"]
     # the passes stop when no parameter moved more than SETTLED in the last one

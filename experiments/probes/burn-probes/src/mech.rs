@@ -113,6 +113,11 @@
 //! - `mlp-sample`: train-validate's generation sample (plain Flex) against the ops it is
 //!   made of, run together and each alone (src/sample.rs): `module-minus-ops`, what
 //!   `Linear::forward`'s module path costs beyond its ops, twice.
+//! - `gen-window` (run only when named; session 60): train-validate's generation sample on
+//!   each of its three evaluators (plain, valid-model, autodiff) and the sample's parts, in
+//!   windows of 5 after a training step, and the lift of a plain operand onto autodiff
+//!   (`lift/lift`: a matmul with `model.valid()`'s plain weight on an autodiff input less the
+//!   same with the weight on autodiff, the handles' clones made equal) (src/sample.rs).
 
 use crate::Opts;
 use burn::prelude::*;
@@ -191,6 +196,7 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         "mlp-sample" => crate::sample::mlp_sample(sink),
         "clock-read" => clock_read(sink),
         "report-wake" => crate::sample::report_wake(sink),
+        "gen-window" => crate::sample::gen_window(sink),
         other => panic!("unknown variant {other}"),
     }
 }

@@ -202,3 +202,172 @@ pub fn report_wake(sink: &mut Sink) {
     }
     black_box(scratch.rows.len());
 }
+
+/// reps of `gen-window` (after one untimed), and windows of `WAKE_SAMPLES` a rep times
+/// (train-validate --quick's generation: 40 samples, a report every 5)
+const GEN_REPS: usize = 41;
+const GEN_WINDOWS: usize = 8;
+/// train-validate's three evaluators (tv.rs `VARIANTS`, in the order the kinds alternate)
+/// and what `gen-window` times on each
+const GEN_EVALUATORS: &[&str] = &["plain", "valid-model", "autodiff"];
+const GEN_KINDS: &[&str] = &["module", "linear", "relu", "sum-read", "clone"];
+/// the lift's twins: the weight plain (lifted by the op) or already on flex.autodiff
+const LIFT_KINDS: &[&str] = &["lifted", "autodiff"];
+
+/// mechanism-cost `gen-window` (run only when named; session 60): train-validate's generation
+/// sample on each of its three evaluators, timed in windows of `WAKE_SAMPLES` as tv.rs times
+/// them, from the state its generation starts in, without the reports. Per rep, evaluator and
+/// kind (all alternated): one training step (train-validate's: forward of the [32, 128] input,
+/// `powi_scalar(2).mean()`, backward, SGD 1e-3; its backward's orphan sweep frees what the
+/// previous kind's iterations left), the evaluator made (the model itself on `flex.autodiff`
+/// for `autodiff`, `model.valid()` for the others) and z [1, 128] on its input's device
+/// (`flex.autodiff` but for `plain`), then `GEN_WINDOWS` windows of `WAKE_SAMPLES` iterations,
+/// each timed: `module`, the generation sample (`net.forward(z.clone()).sum().into_scalar()`);
+/// `linear`, the first layer's `module::linear(z.clone(), w, Some(b))` dropped (its weight and
+/// bias read with `val()` once, before the windows); `relu`, `relu(z.clone())` dropped;
+/// `sum-read`, `z.clone().sum().into_scalar()`; `clone`, `drop(z.clone())`. Rows: phase
+/// `EVALUATOR/KIND`, x = iterations since the evaluator was made (5 ... 40), `ns_per_op` per
+/// iteration, the median over `GEN_REPS` reps; and x = 40 at phase `EVALUATOR/KIND/all`, the
+/// median of the reps' mean over the 40. Then the lift alone (phase `lift/KIND`, x = 40):
+/// `module::linear(z.clone(), w.clone(), None)` with z on `flex.autodiff` and w
+/// `model.valid()`'s first weight, plain, which the dispatch lifts onto autodiff for the op
+/// (`Autodiff::from_inner`: a fresh node id, node and ref count, dropped with the op), or the
+/// same values made on `flex.autodiff` (`autodiff`: nothing lifted), alternated rep by rep,
+/// each after a training step; `lift/lifted-minus-autodiff` the median of the reps'
+/// difference, and `lift/lift` that plus an autodiff handle's clone less a plain one's
+/// (`valid-model/clone/all` less `plain/clone/all`): one lift, the twins' clones made equal.
+pub fn gen_window(sink: &mut Sink) {
+    use burn::optim::{GradientsParams, SgdConfig};
+    use burn::tensor::module::linear;
+    let ad = Device::flex().autodiff();
+    let plain = Device::flex();
+    let mut model = Mlp::new(FEATURES, FEATURES, FEATURES, &ad);
+    let x = Tensor::<2>::random([32, FEATURES], Distribution::Default, &ad);
+    let mut optim = SgdConfig::new().init();
+    let mut times = vec![vec![vec![Vec::new(); GEN_WINDOWS + 1]; GEN_KINDS.len()]; GEN_EVALUATORS.len()];
+    for rep in 0..GEN_REPS + 1 {
+        for (e, evaluator) in GEN_EVALUATORS.iter().enumerate() {
+            for (k, kind) in GEN_KINDS.iter().enumerate() {
+                let loss = model.forward(x.clone()).powi_scalar(2).mean();
+                let grads = GradientsParams::from_grads(loss.backward(), &model);
+                drop(loss);
+                model = optim.step(1e-3, model, grads);
+                let valid;
+                let (net, device): (&Mlp, &Device) = match *evaluator {
+                    "autodiff" => (&model, &ad),
+                    "valid-model" => {
+                        valid = model.valid();
+                        (&valid, &ad)
+                    }
+                    _ => {
+                        valid = model.valid();
+                        (&valid, &plain)
+                    }
+                };
+                let z = Tensor::<2>::random([1, FEATURES], Distribution::Default, device);
+                let (w, b) = (net.hidden.weight.val(), net.hidden.bias.as_ref().unwrap().val());
+                let mut body: Box<dyn FnMut()> = match *kind {
+                    "module" => Box::new(|| {
+                        let v: f32 = net.forward(z.clone()).sum().into_scalar();
+                        black_box(v);
+                    }),
+                    "linear" => Box::new(|| drop(black_box(linear(z.clone(), w.clone(), Some(b.clone()))))),
+                    "relu" => Box::new(|| drop(black_box(relu(z.clone())))),
+                    "sum-read" => Box::new(|| {
+                        let v: f32 = z.clone().sum().into_scalar();
+                        black_box(v);
+                    }),
+                    _ => Box::new(|| drop(black_box(z.clone()))),
+                };
+                let mut total = 0.0;
+                for win in 0..GEN_WINDOWS {
+                    let t = Instant::now();
+                    for _ in 0..WAKE_SAMPLES {
+                        body();
+                    }
+                    let ns = t.elapsed().as_secs_f64() * 1e9 / WAKE_SAMPLES as f64;
+                    total += ns;
+                    if rep > 0 {
+                        times[e][k][win].push(ns);
+                    }
+                }
+                if rep > 0 {
+                    times[e][k][GEN_WINDOWS].push(total / GEN_WINDOWS as f64);
+                }
+            }
+        }
+    }
+    // the lift: valid-model's first matmul (`module::linear` without a bias) with its plain
+    // weight, which the dispatch lifts onto autodiff (`from_inner`) for the op, against the
+    // same values made on flex.autodiff (untracked: nothing to lift); per rep, the two
+    // alternated, each after a training step, 40 iterations in windows of 5 as above
+    let mut lift: Vec<Vec<f64>> = vec![Vec::new(); LIFT_KINDS.len()];
+    for rep in 0..GEN_REPS + 1 {
+        for (k, kind) in LIFT_KINDS.iter().enumerate() {
+            let loss = model.forward(x.clone()).powi_scalar(2).mean();
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            drop(loss);
+            model = optim.step(1e-3, model, grads);
+            let valid = model.valid();
+            let z = Tensor::<2>::random([1, FEATURES], Distribution::Default, &ad);
+            let wp = valid.hidden.weight.val();
+            let wa = Tensor::<2>::from_data(wp.clone().into_data(), &ad);
+            let w = if *kind == "lifted" { wp } else { wa };
+            let mut total = 0.0;
+            for _ in 0..GEN_WINDOWS {
+                let t = Instant::now();
+                for _ in 0..WAKE_SAMPLES {
+                    drop(black_box(linear(z.clone(), w.clone(), None)));
+                }
+                total += t.elapsed().as_secs_f64() * 1e9 / WAKE_SAMPLES as f64;
+            }
+            if rep > 0 {
+                lift[k].push(total / GEN_WINDOWS as f64);
+            }
+        }
+    }
+    let diff: Vec<f64> = lift[0].iter().zip(&lift[1]).map(|(a, b)| a - b).collect();
+    // the lift alone: the twins' difference with their weights' clones made equal (the
+    // lifted twin clones a plain handle, the other an autodiff one): plus an autodiff
+    // handle's clone less a plain one's (valid-model's `clone` less plain's, the medians
+    // of the reps' means)
+    let clone_of = |e: usize| median(times[e][4][GEN_WINDOWS].clone());
+    let lift_alone = median(diff.clone()) + clone_of(1) - clone_of(0);
+    sink.row(EXPERIMENT, "gen-window", "lift/lift", GEN_WINDOWS * WAKE_SAMPLES, "iterations",
+             "ns_per_op", f(lift_alone, 1), "ns",
+             "burn Flex+autodiff (no simd/rayon); fresh process; src/sample.rs gen_window; \
+              lifted-minus-autodiff + (valid-model/clone/all - plain/clone/all): one plain \
+              operand's lift onto autodiff (from_inner), the handles' clones made equal");
+    for (name, t) in LIFT_KINDS.iter().copied().zip(&lift).chain([("lifted-minus-autodiff", &diff)]) {
+        let mut s = t.clone();
+        s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        sink.row(EXPERIMENT, "gen-window", &format!("lift/{name}"), GEN_WINDOWS * WAKE_SAMPLES,
+                 "iterations", "ns_per_op", f(median(t.clone()), 1), "ns",
+                 &format!("burn Flex+autodiff (no simd/rayon); fresh process; src/sample.rs \
+                           gen_window; module::linear(z, w, None), z [1, 128] on flex.autodiff, \
+                           w model.valid()'s [128, 128] weight (lifted) or its values on \
+                           flex.autodiff (autodiff), after a training step; median of {GEN_REPS} \
+                           reps' mean of 40 (p10 {} ns, p90 {} ns)",
+                          f(s[s.len() / 10], 1), f(s[s.len() * 9 / 10], 1)));
+    }
+    for (e, evaluator) in GEN_EVALUATORS.iter().enumerate() {
+        for (k, kind) in GEN_KINDS.iter().enumerate() {
+            for win in 0..=GEN_WINDOWS {
+                let t = &times[e][k][win];
+                let mut s = t.clone();
+                s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                let (phase, x) = if win == GEN_WINDOWS {
+                    (format!("{evaluator}/{kind}/all"), GEN_WINDOWS * WAKE_SAMPLES)
+                } else {
+                    (format!("{evaluator}/{kind}"), (win + 1) * WAKE_SAMPLES)
+                };
+                sink.row(EXPERIMENT, "gen-window", &phase, x, "iterations", "ns_per_op",
+                         f(median(t.clone()), 1), "ns",
+                         &format!("burn Flex+autodiff (no simd/rayon); fresh process; src/sample.rs \
+                                   gen_window; train-validate's Mlp(128, 128, 128) after a training \
+                                   step; {evaluator} evaluator; median of {GEN_REPS} reps (p10 {} ns, \
+                                   p90 {} ns)", f(s[s.len() / 10], 1), f(s[s.len() * 9 / 10], 1)));
+            }
+        }
+    }
+}
