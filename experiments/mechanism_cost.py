@@ -58,6 +58,22 @@ fresh process per variant:
                 ``heap_page_write_ns``), per iteration, from the same op's heap growth after
                 1,000 iterations; the ``leak`` and ``freed`` rows hold malloc's own time,
                 which the model charges with the op
+``leak-fault`` (the probe runs it only when named) what a page fault costs inside burn's
+                own op: op-cost's ``tracked-mul_scalar`` and ``untracked-add`` iterations
+                ([1, 128]), blocks of ``FAULT_OPS`` after ``FAULT_GROWN`` untimed from fresh
+                inputs, with the heap's top resident (``reused``: unpatched burn's leak lands
+                on resident pages), trimmed first (``fresh``: the leak faults fresh pages)
+                or resident with an unrelated fresh page written before every k-th op
+                (``injected``, k from ``fresh``'s faults per iteration), and those writes
+                alone (``bare``); per fault: ``CASE-fresh-minus-reused-per-fault``,
+                ``CASE-injected-minus-reused-per-fault``, ``CASE-bare-per-fault`` and
+                ``CASE-injected-minus-bare-per-fault``. The model charges a page that
+                burn's bookkeeping faults ``page_fault_ns`` and, for the op it interrupts,
+                ``heap_page_write_ns`` (the leak's pages: the heap's growth), and a page
+                faulted in a loop of nothing but writes ``page_fault_ns``; the replica runs
+                the op ``FAULT_GROWN`` + ``FAULT_OPS`` times and reads ``fresh`` from the
+                simulated time, ``reused`` as that less its fault time, and puts the
+                injected faults at the probe's rate
 ``report-wake`` (the probe runs it only when named) train-validate's generation window:
                 ``mlp-sample``'s ``module`` sample timed in windows of 5 samples as tv.rs's
                 reporter times them, after nothing (``bare``), after the reporter's reads
@@ -141,6 +157,15 @@ GEN_PHASES = tuple(f"{e}/{k}{a}" for e in GEN_EVALUATORS for k in GEN_KINDS
 #: leak-replay's cases: op-cost's iterations whose blocks the probe replays
 LEAK_CASES = ("untracked-add", "tracked-mul_scalar")
 LEAK_WARM = 1000
+#: leak-fault's cases (the probe's order, one process), untimed iterations before a block,
+#: the block's iterations, its kinds and the rows derived from them
+FAULT_CASES = ("tracked-mul_scalar", "untracked-add")
+FAULT_GROWN = 2000
+FAULT_OPS = 1000
+FAULT_PHASES = ("reused", "fresh", "injected", "bare", "fresh-minus-reused",
+                "injected-minus-reused", "fresh-minus-reused-per-fault",
+                "injected-minus-reused-per-fault", "bare-per-fault",
+                "injected-minus-bare-per-fault")
 X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows", "call": "call", "live": "nodes",
                               "dead": "nodes", "dead-minus-live": "nodes",
                               "merge": "iterations", "twin": "iterations",
@@ -156,11 +181,13 @@ X_UNITS = {"mechanism-cost": {"first-touch": "pages", "fault-around": "windows",
                               **dict.fromkeys(WAKE_PHASES, "samples"),
                               **dict.fromkeys(GEN_PHASES, "iterations"),
                               **{f"{case}-{row}": "iterations" for case in LEAK_CASES
-                                 for row in ("leak-minus-freed", "beyond-faults")}}}
+                                 for row in ("leak-minus-freed", "beyond-faults")},
+                              **{f"{case}-{row}": "iterations" for case in FAULT_CASES
+                                 for row in FAULT_PHASES}}}
 SWEEP = False  # a replica of a Linux probe: run when named, not in the default sweep
 VARIANTS = ("page-fault", "text-fault", "first-gemm", "param-init", "sweep-free", "merge",
             "release", "read-scalar", "train-step", "rehash", "mlp-sample", "clock-read",
-            "leak-replay", "register-size", "report-wake", "gen-window")
+            "leak-replay", "register-size", "report-wake", "gen-window", "leak-fault")
 PARAMS = {"reps": 5, "calls": 5, "nodes": "100,300,1000,3000,10000", "merge_ops": 250,
           "merge_reps": 41, "release_ops": 250, "release_reps": 41,
           "train_warm": 20, "train_steps": 50, "train_reps": 11, "rehash_reps": 21,
@@ -253,6 +280,8 @@ def run(sim, variant, reps, calls, nodes, merge_ops, merge_reps, release_ops, re
         yield from _report_wake(sim)
     elif variant == "gen-window":
         yield from _gen_window(sim)
+    elif variant == "leak-fault":
+        yield from _leak_fault(sim)
     else:
         raise ValueError(variant)
 
@@ -592,6 +621,57 @@ def _leak_replay(sim, replay_ops):
                    phase=f"{case}-beyond-faults")
         for t in (x, y):
             drop(t)
+        yield sim.tick()
+
+
+def _leak_fault(sim):
+    """A page fault inside burn's op (``leak-fault``): op-cost's iteration after
+    ``FAULT_GROWN``, ``FAULT_OPS`` more; ``fresh`` is their simulated time per iteration,
+    ``reused`` that less their fault time (``page_fault_ns`` and ``heap_page_write_ns`` per
+    page of the heap's growth), ``injected`` ``reused`` with one unrelated page faulted
+    every k-th op (k from ``fresh``'s faults per iteration, as the probe sets it), charged
+    as a page the op's own bookkeeping faults, ``bare`` those faults alone
+    (``page_fault_ns`` each)."""
+    t = sim.profile.time
+    fault_ns = float(t["page_fault_ns"])
+    in_op_ns = fault_ns + float(t["heap_page_write_ns"])
+    page = sim.allocator.page_bytes
+    for case in FAULT_CASES:
+        device = sim.device("flex").autodiff()
+        x = Tensor.random((1, 128), device)
+        y = Tensor.random((1, 128), device)
+        if case == "tracked-mul_scalar":
+            x = x.require_grad()
+
+            def body():
+                drop(x.clone().mul_scalar(2.0))
+        else:
+            def body():
+                drop(x.clone() + y.clone())
+        sim.repeat(FAULT_GROWN, body)
+        start, ps, nbytes = sim.now_ns, sim.fault_ps, sim.fault_bytes
+        sim.repeat(FAULT_OPS, body)
+        sim.timing.clock_read()         # the window's one read of the probe's clock
+        fresh = (sim.now_ns - start) / FAULT_OPS
+        fault_time = (sim.fault_ps - ps) / 1000 / FAULT_OPS
+        faults = (sim.fault_bytes - nbytes) / page / FAULT_OPS
+        every = max(1, round(1 / faults)) if faults else FAULT_OPS
+        injected_faults = -(-FAULT_OPS // every) / FAULT_OPS
+        reused = fresh - fault_time
+        rows = {"reused": reused, "fresh": fresh,
+                "injected": reused + injected_faults * in_op_ns,
+                "bare": injected_faults * fault_ns,
+                "fresh-minus-reused": fault_time,
+                "injected-minus-reused": injected_faults * in_op_ns}
+        if faults:
+            rows["fresh-minus-reused-per-fault"] = fault_time / faults
+        rows.update({"injected-minus-reused-per-fault": in_op_ns, "bare-per-fault": fault_ns,
+                     "injected-minus-bare-per-fault": in_op_ns - fault_ns})
+        for phase, ns in rows.items():
+            sim.record(FAULT_OPS, "iterations", "ns_per_op", round(ns, 3), phase=f"{case}-{phase}")
+        for tensor in (x, y):
+            drop(tensor)
+        tiny_backward(device, probe=True)
         yield sim.tick()
 
 

@@ -8,9 +8,10 @@
    (gemm's first-call buffer is the L2's size), gemm's blocking ``gemm_kc_max`` /
    ``gemm_mc_max`` (:func:`gemm_blocking`, from the L1d and L2) and the ``[sysfs]`` lists.
 3. Runs the quick probes (``sim measure --quick`` machinery) into a directory it keeps,
-   with mechanism-cost's ``leak-replay``, ``report-wake`` and ``gen-window`` (run only
-   when named) beside them (:func:`measure_named`), and the sweep-scan probe's ``tlb``
-   rows into its ``tlb/`` (:func:`measure_tlb`): where they name the data TLB (cpuid 0x80000006, x86_64) its
+   with mechanism-cost's ``leak-replay``, ``report-wake``, ``gen-window`` and
+   ``leak-fault`` (run only when named) beside them (:func:`measure_named`), and the
+   sweep-scan probe's ``tlb`` rows into its ``tlb/`` (:func:`measure_tlb`): where
+   they name the data TLB (cpuid 0x80000006, x86_64) its
    entries, ways and the cost of a read whose page misses go into the profile as ``sim
    calibrate --tlb`` writes them
    (:func:`sim.commands.calibrate.calibrate_tlb`), before the fit; and the train-validate
@@ -54,7 +55,7 @@ __all__ = ["host_profile", "gemm_blocking", "host_text", "FIT_PLAN", "DERIVED", 
            "fold_text", "derive_text", "fit_points", "measure_tlb", "TLB_DIR", "source_table",
            "measure_parts", "PARTS_DIR", "PARTS_RUNS", "measure_trim", "TRIM_DIR", "TRIM_RUNS",
            "SETTLED", "MAX_PASSES", "GEMM_OVERLAP", "UPPER_BOUNDS", "LEAK_FILE",
-           "measure_named", "NAMED_VARIANTS", "WAKE_FILE", "GEN_FILE"]
+           "measure_named", "NAMED_VARIANTS", "WAKE_FILE", "GEN_FILE", "FAULT_FILE"]
 
 #: the time parameters ``sim host-profile`` fits, in stages, each parameter on the quick-probe
 #: points that isolate it (selectors of ``sim calibrate --points``; x values are the
@@ -152,7 +153,13 @@ FIT_PLAN = (
     # nodes read and a step registered with no parent: register_ns and operand_node_ns,
     # no register_parent_ns), which pin the costs every autodiff op pays, so the stage
     # cannot move them into register_parent_ns, which only the tracked ops pay
-    (("time.register_ns", [f"op-cost/tracked/{op}//2000/ms_per_step" for op in _OPS]),
+    # (and mechanism-cost leak-fault's fault-free ops, run by :func:`measure_named`:
+    # op-cost's tracked mul_scalar and untracked add with unpatched burn's leak landing on
+    # resident pages, so that the fit does not read op-cost's blocks' other costs as the
+    # registration's; session 60)
+    (("time.register_ns", [f"op-cost/tracked/{op}//2000/ms_per_step" for op in _OPS]
+      + [f"{_MECH}/leak-fault/{case}-reused/1000/ns_per_op"
+         for case in ("tracked-mul_scalar", "untracked-add")]),
      ("time.operand_node_ns", [f"op-cost/untracked/{op}//2000/ms_per_step" for op in _OPS]),
      ("time.autodiff_clone_ns", ["backward-cost/mul_scalar/forward/3/ms_per_step"]),
      ("time.checkpoint_ns", ["backward-cost/relu/forward/3/ms_per_step"]),
@@ -864,17 +871,20 @@ def _with_parts(profile_path, parts_dir, out_path, reuse, echo):
     return out_path
 
 
-#: the CSVs of the measured dir that hold mechanism-cost leak-replay's, report-wake's and
-#: gen-window's rows
-#: (variants the probe runs only when named, so not among ``sim measure --quick``'s)
+#: the CSVs of the measured dir that hold mechanism-cost leak-replay's, report-wake's,
+#: gen-window's and leak-fault's rows (variants the probe runs only when named, so not
+#: among ``sim measure --quick``'s)
 LEAK_FILE = "mechanism-cost-leak-replay.csv"
 WAKE_FILE = "mechanism-cost-report-wake.csv"
 GEN_FILE = "mechanism-cost-gen-window.csv"
+FAULT_FILE = "mechanism-cost-leak-fault.csv"
 #: variant -> (its CSV in the measured dir, a phase its rows must hold, the parameter its
-#: FIT_PLAN stage fits: the base's value is kept where the probe does not run it)
+#: FIT_PLAN stage fits: the base's value is kept where the probe does not run it; leak-fault's
+#: rows join the register stage, which its op-cost rows fit without them)
 NAMED_VARIANTS = {"leak-replay": (LEAK_FILE, "beyond-faults", "heap_page_write_ns"),
                   "report-wake": (WAKE_FILE, "report-minus-bare", "report_wake_ns"),
-                  "gen-window": (GEN_FILE, "lift/lift", "lift_ns")}
+                  "gen-window": (GEN_FILE, "lift/lift", "lift_ns"),
+                  "leak-fault": (FAULT_FILE, "reused", "register_ns")}
 
 
 def measure_named(directory, variant, cpu_time=False, echo=_echo) -> bool:
@@ -887,7 +897,7 @@ def measure_named(directory, variant, cpu_time=False, echo=_echo) -> bool:
     # --quick marks the rows as the quick run's (the variants' loop counts are not cut:
     # the plan's x values), as mechanism-cost's others beside them
     text = _mechanism_csv(_probe_binary(), ["--quick", "--variant", variant], marker,
-                          cpu_time, echo, then=f": the base's {param} kept")
+                          cpu_time, echo, then=f": {param} fitted without its rows (the base's value where it has no others)")
     if text is None:
         return False
     directory = Path(directory)

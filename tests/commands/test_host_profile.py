@@ -294,6 +294,12 @@ def test_a_measured_dir_mixing_quick_and_full_rows_is_refused_before_the_fit(tmp
     assert text.count(QUICK_NOTE) == 8 and text.count(",mechanism-cost --quick\n") == 8
     leak.write_text(text.replace(QUICK_NOTE, "").replace(",mechanism-cost --quick\n",
                                                          ",mechanism-cost\n"))
+    # session 60's leak-fault rows, as a quick run beside it writes them (the dir predates it)
+    fault = paths.ROOT / "experiments" / "measured" / "amd-epyc-zen4-leakfault-s60" / \
+        "mechanism-cost.csv"
+    (measured / "mechanism-cost-leak-fault.csv").write_text(
+        fault.read_text(encoding="utf-8").replace(",mechanism-cost\n",
+                                                  ",mechanism-cost --quick\n"))
     rows = []
     for path in measured_files([str(measured)]):
         rows += read_measured(path, known_checker())
@@ -325,6 +331,9 @@ def test_a_linux_profile_under_another_name_predicts_the_same(tmp_path):
         == [(5, 0), (10, 3)]
 
 
+#: mechanism-cost leak-fault's points the register stage is fitted on beside op-cost's
+FAULT_POINTS = ("mechanism-cost/leak-fault/tracked-mul_scalar-reused/1000/ns_per_op",
+                "mechanism-cost/leak-fault/untracked-add-reused/1000/ns_per_op")
 #: mechanism-cost leak-replay's points the heap_page_write_ns stage is fitted on
 LEAK_POINTS = ("mechanism-cost/leak-replay/untracked-add-beyond-faults/2000/ns_per_op",
                "mechanism-cost/leak-replay/tracked-mul_scalar-beyond-faults/2000/ns_per_op")
@@ -399,7 +408,8 @@ def test_lift_ns_is_fitted_on_gen_window_s_lift_before_op_cost():
         assert stages == [[("time.lift_ns", [LIFT_POINT])]], k
 
 
-@pytest.mark.parametrize("variant", ["leak-replay", "report-wake", "gen-window"])
+@pytest.mark.parametrize("variant", ["leak-replay", "report-wake", "gen-window",
+                                     "leak-fault"])
 def test_measure_named_runs_the_variant_and_writes_its_rows_or_nothing(tmp_path, monkeypatch,
                                                                        variant):
     """leak-replay, report-wake and gen-window are not among `sim measure --quick`'s variants (the probe
@@ -407,12 +417,14 @@ def test_measure_named_runs_the_variant_and_writes_its_rows_or_nothing(tmp_path,
     probes' (marked quick, on the clock asked for), or writes nothing and keeps the base's
     value of its parameter where the build does not have it."""
     from sim.commands import measure
-    from sim.commands.host_profile import (GEN_FILE, LEAK_FILE, NAMED_VARIANTS, WAKE_FILE,
+    from sim.commands.host_profile import (FAULT_FILE, GEN_FILE, LEAK_FILE, NAMED_VARIANTS,
+                                           WAKE_FILE, measure_named)
                                            measure_named)
     assert NAMED_VARIANTS == {
         "leak-replay": (LEAK_FILE, "beyond-faults", "heap_page_write_ns"),
         "report-wake": (WAKE_FILE, "report-minus-bare", "report_wake_ns"),
-        "gen-window": (GEN_FILE, "lift/lift", "lift_ns")}
+        "gen-window": (GEN_FILE, "lift/lift", "lift_ns"),
+        "leak-fault": (FAULT_FILE, "reused", "register_ns")}
     name, marker, param = NAMED_VARIANTS[variant]
     binary = tmp_path / "burn-probes"
     monkeypatch.setattr(measure, "binary_path", lambda gpu=False: binary)
@@ -430,7 +442,8 @@ def test_measure_named_runs_the_variant_and_writes_its_rows_or_nothing(tmp_path,
     binary.write_text(f"#!/bin/sh\necho 'unknown variant {variant}' >&2\nexit 101\n")
     assert not measure_named(tmp_path / "none", variant, echo=said.append)
     assert not (tmp_path / "none").exists()
-    assert said[-1].endswith(f"exit 101: unknown variant {variant}): the base's {param} kept")
+    assert said[-1].endswith(f"exit 101: unknown variant {variant}): {param} fitted without its "
+                             f"rows (the base's value where it has no others)")
 
 
 def test_the_fit_plan_on_a_run_with_some_probes_only():
@@ -456,9 +469,10 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
     used = [q for stage in stages for _, pts in stage for q in pts]
     # (the core-1 run predates the read-scalar and train-step variants of session 53)
     # (nor session 55's rehash, nor session 56's mlp-sample, nor session 58's clock-read
-    # and leak-replay, nor session 59's report-wake, nor session 60's gen-window)
+    # and leak-replay, nor session 59's report-wake, nor session 60's gen-window and
+    # leak-fault)
     newer = {"mechanism-cost/clock-read/window/1/ns_per_op", *LEAK_POINTS, WAKE_POINT,
-             LIFT_POINT,
+             LIFT_POINT, *FAULT_POINTS,
              "mechanism-cost/read-scalar/read-minus-drop/250/ns_per_op",
              "mechanism-cost/read-scalar/autodiff-read-minus-drop/250/ns_per_op",
              "mechanism-cost/train-step/d4/4/ms_per_step",
@@ -472,8 +486,9 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
                              "time.heap_page_write_ns",
                              "backend.flex.read_scalar_ns",
                              "time.optimizer_map_ns", "time.root_check_node_ns"]
-    # session 53's quick run has every point of the plan but chain-dead's, rehash's and
-    # mlp-sample's
+    # session 53's quick run has every point of the plan but chain-dead's, rehash's,
+    # mlp-sample's and the later named variants' (clock-read, leak-replay, report-wake,
+    # leak-fault)
     every = []
     for name in ("adleak-rss", "op-cost", "backward-cost", "params", "p10-ema", "mechanism-cost"):
         every += read_measured(quick.with_name("amd-epyc-zen4-quick-s53") / f"{name}.csv",
@@ -483,7 +498,8 @@ def test_the_fit_plan_on_a_run_with_some_probes_only():
         "adleak-count-params/chain-dead/size=16/after-unrelated-backward/300/backward_ms",
         "mechanism-cost/rehash/all/256/ns_per_op", "mechanism-cost/rehash/all/2048/ns_per_op",
         "mechanism-cost/mlp-sample/module-minus-ops/250/ns_per_op",
-        "mechanism-cost/clock-read/window/1/ns_per_op", *LEAK_POINTS, WAKE_POINT, LIFT_POINT}
+        "mechanism-cost/clock-read/window/1/ns_per_op", *LEAK_POINTS, WAKE_POINT, LIFT_POINT,
+        *FAULT_POINTS}
     assert list(skipped) == ["time.rehash_item_ns", "time.linear_call_ns",
                              "time.clock_read_ns", "time.report_wake_ns", "time.lift_ns",
                              "time.heap_page_write_ns",

@@ -287,3 +287,35 @@ def test_register_size_times_a_registration_into_a_graph_grown_to_n_nodes():
         assert high[("steady", n)] - low[("steady", n)] == pytest.approx(200.0, abs=1e-2)
         assert high[("kept", n)] == pytest.approx(low[("kept", n)], abs=1e-2)
     assert rows("burn-0.22.1", 100.0) == rows("burn-0.22.1", 300.0)
+
+
+def test_leak_fault_charges_a_fault_inside_the_op_page_fault_ns_and_heap_page_write_ns():
+    """leak-fault: unpatched burn's op leaking onto fresh pages (fresh), the same op without
+    its faults (reused), and unrelated faults injected as often: each fault inside the op
+    costs page_fault_ns + heap_page_write_ns, one in a loop of writes page_fault_ns; the
+    fault-free op moves with neither; under drop-release nothing is leaked, nothing faults."""
+    base = load_profile("amd-epyc-zen4")
+    a = _rows("leak-fault", _with(base, {"time.page_fault_ns": 1000.0,
+                                         "time.heap_page_write_ns": 0.0}))
+    b = _rows("leak-fault", _with(base, {"time.page_fault_ns": 1500.0,
+                                         "time.heap_page_write_ns": 400.0}))
+    for case in ("tracked-mul_scalar", "untracked-add"):
+        def row(rows, phase):
+            return rows[(f"{case}-{phase}", 1000.0)]
+        assert row(a, "reused") == pytest.approx(row(b, "reused"), abs=1e-2)
+        assert row(b, "fresh-minus-reused-per-fault") == pytest.approx(1900.0, abs=1e-2)
+        assert row(b, "injected-minus-reused-per-fault") == pytest.approx(1900.0, abs=1e-2)
+        assert row(b, "bare-per-fault") == pytest.approx(1500.0, abs=1e-2)
+        assert row(b, "injected-minus-bare-per-fault") == pytest.approx(400.0, abs=1e-2)
+        assert row(b, "fresh") - row(b, "reused") == pytest.approx(
+            row(b, "fresh-minus-reused"), abs=1e-2)
+    # op-cost's untracked add leaks ~1.1 KB an iteration (the probe: 0.293 faults)
+    faults = a[("untracked-add-fresh-minus-reused", 1000.0)] / 1000.0
+    assert 0.27 < faults < 0.31
+    released = run_cell("mechanism-cost", "leak-fault", "drop-release", base, {},
+                        observables=False)
+    got = {r["phase"]: r["value"] for r in released}
+    assert {r["x_unit"] for r in released} == {"iterations"}
+    for case in ("tracked-mul_scalar", "untracked-add"):
+        assert got[f"{case}-fresh"] == got[f"{case}-reused"]
+        assert f"{case}-fresh-minus-reused-per-fault" not in got

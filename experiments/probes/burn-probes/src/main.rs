@@ -10,6 +10,7 @@
 
 mod adleak;
 mod leak;
+mod leakfault;
 mod bwcost;
 mod ema;
 mod mech;

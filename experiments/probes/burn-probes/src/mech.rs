@@ -79,6 +79,9 @@
 //!   and order (op-cost's untracked add and tracked mul_scalar traced, then replayed with
 //!   the kept blocks leaked against the same blocks freed): what the leak costs beyond its
 //!   page faults (src/leak.rs).
+//! - `leak-fault` (run only when named): op-cost's iterations with the heap's top resident,
+//!   with it trimmed (unpatched burn's leak faults fresh pages) and with unrelated page
+//!   faults injected as often: what a fault costs inside burn's own op (src/leakfault.rs).
 //! - `read-scalar`: blocks of `RELEASE_OPS` iterations, `RELEASE_REPS` of each kind,
 //!   alternated; an iteration makes `s = x.clone().sum()` (x [1, 128]) untimed and times
 //!   either `s.into_scalar()` (`read`: burn-flex's `into_data`, the `TensorData` built and
@@ -187,6 +190,7 @@ pub fn run_variant(variant: &str, opts: &Opts, sink: &mut Sink) {
         "register-size" => register_size(sink),
         "unrelated-backward" => unrelated_backward(opts, sink),
         "leak-replay" => crate::leak::leak_replay(sink),
+        "leak-fault" => crate::leakfault::leak_fault(sink),
         "read-scalar" => read_scalar(sink),
         "train-step" => train_step(sink),
         "gemm-shape" => gemm_shape(sink),
