@@ -412,14 +412,13 @@ def test_lift_ns_is_fitted_on_gen_window_s_lift_before_op_cost():
                                      "leak-fault"])
 def test_measure_named_runs_the_variant_and_writes_its_rows_or_nothing(tmp_path, monkeypatch,
                                                                        variant):
-    """leak-replay, report-wake and gen-window are not among `sim measure --quick`'s variants (the probe
-    runs them only when named): host-profile runs each into its own CSV beside the quick
+    """leak-replay, report-wake, gen-window and leak-fault are not among `sim measure
+    --quick`'s variants (the probe runs them only when named): host-profile runs each into its own CSV beside the quick
     probes' (marked quick, on the clock asked for), or writes nothing and keeps the base's
     value of its parameter where the build does not have it."""
     from sim.commands import measure
     from sim.commands.host_profile import (FAULT_FILE, GEN_FILE, LEAK_FILE, NAMED_VARIANTS,
                                            WAKE_FILE, measure_named)
-                                           measure_named)
     assert NAMED_VARIANTS == {
         "leak-replay": (LEAK_FILE, "beyond-faults", "heap_page_write_ns"),
         "report-wake": (WAKE_FILE, "report-minus-bare", "report_wake_ns"),
