@@ -599,17 +599,7 @@ def _leak_replay(sim, replay_ops):
     fault_ns = float(sim.profile.time["page_fault_ns"])
     page = sim.allocator.page_bytes
     for case in LEAK_CASES:
-        device = sim.device("flex").autodiff()
-        x = Tensor.random((1, 128), device)
-        y = Tensor.random((1, 128), device)
-        if case == "tracked-mul_scalar":
-            x = x.require_grad()
-
-            def body():
-                drop(x.clone().mul_scalar(2.0))
-        else:
-            def body():
-                drop(x.clone() + y.clone())
+        device, x, y, body = _op_cost_body(sim, case)
         sim.repeat(LEAK_WARM, body)
         ps, nbytes = sim.fault_ps, sim.fault_bytes
         sim.repeat(replay_ops, body)
@@ -622,6 +612,24 @@ def _leak_replay(sim, replay_ops):
         for t in (x, y):
             drop(t)
         yield sim.tick()
+
+
+def _op_cost_body(sim, case):
+    """op-cost's iteration of ``case`` (``tracked-mul_scalar``: ``x.clone().mul_scalar(2.0)``
+    of a tracked [1, 128]; else ``x.clone() + y.clone()``, untracked), dropped at once:
+    ``(device, x, y, body)``."""
+    device = sim.device("flex").autodiff()
+    x = Tensor.random((1, 128), device)
+    y = Tensor.random((1, 128), device)
+    if case == "tracked-mul_scalar":
+        x = x.require_grad()
+
+        def body():
+            drop(x.clone().mul_scalar(2.0))
+    else:
+        def body():
+            drop(x.clone() + y.clone())
+    return device, x, y, body
 
 
 def _leak_fault(sim):
@@ -637,17 +645,7 @@ def _leak_fault(sim):
     in_op_ns = fault_ns + float(t["heap_page_write_ns"])
     page = sim.allocator.page_bytes
     for case in FAULT_CASES:
-        device = sim.device("flex").autodiff()
-        x = Tensor.random((1, 128), device)
-        y = Tensor.random((1, 128), device)
-        if case == "tracked-mul_scalar":
-            x = x.require_grad()
-
-            def body():
-                drop(x.clone().mul_scalar(2.0))
-        else:
-            def body():
-                drop(x.clone() + y.clone())
+        device, x, y, body = _op_cost_body(sim, case)
         sim.repeat(FAULT_GROWN, body)
         start, ps, nbytes = sim.now_ns, sim.fault_ps, sim.fault_bytes
         sim.repeat(FAULT_OPS, body)

@@ -602,7 +602,8 @@ def host_profile_cmd(out, base, measured_out, reuse_measured, force, log, jobs, 
     Reads the CPU model, caches (sizes, ways), page size, glibc version and cores from
     the system, runs the quick probes (`sim measure --quick`: builds them with cargo
     the first time), mechanism-cost's leak-replay (for heap_page_write_ns),
-    report-wake (for report_wake_ns) and gen-window (for lift_ns), and the sweep-scan
+    report-wake (for report_wake_ns), gen-window (for lift_ns) and leak-fault (the op's
+    fault-free rows, in register_ns's stage), and the sweep-scan
     probe's `tlb` rows (the data TLB's entries, ways and cost of a miss, as `sim calibrate --tlb` writes them, on x86_64), runs the
     train-validate probe with PROBE_PARTS (30 short processes: the RSS before any burn
     code and a first forward's text, as `sim calibrate --process-parts` writes them),

@@ -331,6 +331,9 @@ class TlbLayoutCurves:
 
     __slots__ = ("spacings", "curves", "_at")
 
+    #: spacings whose curves are kept for the next read of the same spacing
+    CACHED = 256
+
     def __init__(self, spacings, curves):
         if len(spacings) != len(curves) or not curves:
             raise ValueError("one curve per key spacing")
@@ -354,6 +357,9 @@ class TlbLayoutCurves:
 
                 def got(reach, reads_per_page=1.0, lo=lo, hi=hi, w=w):
                     return (1.0 - w) * lo(reach, reads_per_page) + w * hi(reach, reads_per_page)
+            if len(self._at) >= self.CACHED:
+                # an exact run's growing graph has a new spacing at nearly every sweep
+                self._at.clear()
             self._at[spacing] = got
         return got
 

@@ -341,6 +341,10 @@ class AtenTiming(Timing):
         """burn-autodiff's op preparation: nothing here (PyTorch's argument handling is
         in the Python call and the dispatcher, charged with the ATen ops)."""
 
+    def lift(self) -> None:
+        """burn's dispatch lifting a plain operand onto autodiff: nothing here (PyTorch
+        has no autodiff tensor type to wrap an operand in)."""
+
     def handle_clone(self, backend, autodiff=False) -> None:
         """A tensor handle cloned: nothing here (a Python reference, no ATen op)."""
 

@@ -67,3 +67,16 @@ def test_train_validate_s_valid_model_samples_hold_four_lifts():
 def test_committed_profiles_do_not_charge_it():
     for name in ("linux-x86_64", "amd-epyc-zen4", "amd-epyc-zen4-long", "m2max-macos"):
         assert load_profile(name).get("time.lift_ns") == 0.0, name
+
+
+def test_the_pytorch_reference_is_not_charged_burn_s_lift():
+    """PyTorch has no autodiff tensor to wrap a plain operand in: under the ``pytorch``
+    reference the lift costs nothing whatever the profile says (it was charged through
+    Timing.lift, which AtenTiming did not override; review of session 60's merge)."""
+    base = load_profile("amd-epyc-zen4")
+
+    def rows(profile):
+        got = run_cell("train-validate", "valid-model", "pytorch", profile, QUICK_TV,
+                       observables=False)
+        return [(r.get("phase", ""), r["x"], r["metric"], r["value"]) for r in got]
+    assert rows(_with(base, {"time.lift_ns": 1000.0})) == rows(base)
