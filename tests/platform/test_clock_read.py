@@ -10,14 +10,9 @@ import pytest
 
 from sim.commands.calibrate import _with
 from sim.engine.profile import load_profile
-from sim.engine.runner import run_cell
 from sim.paths import ROOT
 
-
-def _rows(profile, experiment, variant, params=None):
-    rows = run_cell(experiment, variant, "burn-0.22.1", profile, params or {},
-                    observables=False)
-    return {(r.get("phase", ""), r["x"], r["metric"]): r["value"] for r in rows}
+from replica import replica_rows as _rows
 
 
 def test_the_replica_times_one_read():

@@ -10,17 +10,9 @@ import pytest
 
 from sim.commands.calibrate import _with
 from sim.engine.profile import load_profile
-from sim.engine.runner import run_cell
 from sim.paths import ROOT
 
-QUICK_TV = {"steps": "20", "validate_every": "5", "val_batches": "2", "samples": "40",
-            "report_every": "5"}
-
-
-def _rows(profile, experiment, variant, params=None):
-    rows = run_cell(experiment, variant, "burn-0.22.1", profile, params or {},
-                    observables=False)
-    return {(r.get("phase", ""), r["x"], r["metric"]): r["value"] for r in rows}
+from replica import QUICK_TV, replica_rows as _rows
 
 
 def test_the_replica_charges_the_wake_in_the_window_after_a_report():
