@@ -310,7 +310,6 @@ class TlbMissCurve:
                 + w * self._read(reach, *curves[j]))
 
 
-
 class TlbLayoutCurves:
     """Miss curves of the data TLB measured on several key layouts, one
     :class:`TlbMissCurve` per layout, each named by its keys' spacing (B of heap per key):
@@ -376,6 +375,7 @@ class TlbLayoutCurves:
             block[2].append(m)
         order = sorted(blocks)
         return cls(order, [TlbMissCurve(*blocks[s]) for s in order])
+
 
 def touched_pages(k, n, spacing, page=4096) -> float:
     """Pages the reads of ``k`` of a graph's ``n`` keys touch (in hash order a random subset;
